@@ -1,0 +1,68 @@
+// Command agentbox runs a coding agent, or any command, inside a sandbox that it
+// builds itself. See README.md.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/agentbox/agentbox/nsinit"
+)
+
+// exitUsage is the status of every failure of agentbox itself, before the command
+// started: bad flags, refused paths, a setup step that failed.
+const exitUsage = 125
+
+// commands maps each subcommand to its entry point; each returns the exit status.
+var commands = map[string]func(args []string) int{
+	"exec":    cmdExec,
+	"version": cmdVersion,
+}
+
+func main() {
+	// The role is decided first, before anything else runs: the re-executed init
+	// must not pay for the CLI.
+	if nsinit.IsInit() {
+		nsinit.Main()
+		return
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(os.Stdout)
+		return 0
+	case "--version", "-V":
+		return cmdVersion(nil)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "agentbox: unknown command %q (see agentbox --help)\n", args[0])
+		return exitUsage
+	}
+	return cmd(args[1:])
+}
+
+func usage(w *os.File) {
+	fmt.Fprint(w, `agentbox runs a command inside a sandbox: host read-only, one repository
+writable, HOME a disposable overlay, private /tmp and /run.
+
+Usage:
+  agentbox exec [flags] [--] [COMMAND [ARG...]]   run COMMAND (default $SHELL) sandboxed
+  agentbox version                                 print the version
+
+Run 'agentbox COMMAND --help' for the flags of a command.
+`)
+}
+
+// fail prints one line naming what failed and why, and returns exitUsage.
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "agentbox: "+format+"\n", args...)
+	return exitUsage
+}

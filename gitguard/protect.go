@@ -1,0 +1,271 @@
+// Package gitguard owns everything agentbox does about Git: which paths of Git's
+// exec surface stay read-only inside the writable repository (the single source both
+// backends read through the mount plan), the metadata snapshot, the push guard and
+// the post-session audit.
+package gitguard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Protected is one path of Git's exec surface that lies inside the repository and
+// must be read-only in the sandbox.
+type Protected struct {
+	Path   string // absolute host path, inside the repository, free of symlinks
+	Dir    bool   // a directory (hooks/) rather than a file
+	Exists bool   // false: a placeholder is created before launch so it can be covered
+}
+
+// maxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).
+const maxModuleDepth = 8
+
+// ProtectedPaths returns, sorted so parents come first, every path inside repo that
+// Git reads hooks or configuration from: for the repository's gitdir, its common dir,
+// each linked worktree's gitdir and each submodule gitdir below modules/: hooks/,
+// config, and config.worktree (when it exists, or when extensions.worktreeConfig asks
+// Git to read it).
+//
+// A path that is a symlink is replaced by its target when that lies inside repo; a
+// target outside repo is already read-only in the sandbox and is left out. A symlink
+// whose target inside repo does not exist is refused: covering it would mean creating
+// a file through a link the repository controls.
+func ProtectedPaths(repo string) ([]Protected, error) {
+	c := collector{repo: repo, seen: map[string]bool{}}
+	gitdir, err := findGitDir(repo)
+	if err != nil || gitdir == "" {
+		return nil, err
+	}
+	c.gitdir(gitdir, 0)
+	if common := readCommonDir(gitdir); common != "" {
+		c.gitdir(common, 0)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	sort.Slice(c.out, func(i, j int) bool { return c.out[i].Path < c.out[j].Path })
+	return c.out, nil
+}
+
+type collector struct {
+	repo string
+	seen map[string]bool
+	out  []Protected
+	err  error
+}
+
+// gitdir adds the exec surface of one gitdir and recurses into its submodules and
+// linked worktrees.
+func (c *collector) gitdir(dir string, depth int) {
+	if c.err != nil || depth > maxModuleDepth || !within(dir, c.repo) || c.seen[dir] {
+		return
+	}
+	c.seen[dir] = true
+	c.add(filepath.Join(dir, "hooks"), true, true)
+	c.add(filepath.Join(dir, "config"), false, true)
+	c.add(filepath.Join(dir, "config.worktree"), false, worktreeConfigEnabled(dir))
+	for _, sub := range []string{"modules", "worktrees"} {
+		c.children(filepath.Join(dir, sub), depth)
+	}
+}
+
+// children visits each gitdir below parent (modules/ may nest names with slashes, so
+// any directory holding a HEAD file counts).
+func (c *collector) children(parent string, depth int) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue // a symlinked module dir is not followed
+		}
+		p := filepath.Join(parent, e.Name())
+		if isFile(filepath.Join(p, "HEAD")) || isFile(filepath.Join(p, "config")) {
+			c.gitdir(p, depth+1)
+		} else {
+			c.children(p, depth+1)
+		}
+	}
+}
+
+// add records path when it exists, or when missing is true and a placeholder may
+// be created for it.
+func (c *collector) add(path string, dir, whenMissing bool) {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if whenMissing {
+			c.push(Protected{Path: path, Dir: dir})
+		}
+		return
+	case err != nil:
+		c.err = fmt.Errorf("inspect %s: %w", path, err)
+		return
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		c.push(Protected{Path: path, Dir: fi.IsDir(), Exists: true})
+		return
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if dangling, _ := lexicalTarget(path); dangling != "" && !within(dangling, c.repo) {
+			return // points outside: read-only there already
+		}
+		c.err = fmt.Errorf("%s is a symlink to a missing path inside the repository; remove it or create its target", path)
+		return
+	}
+	if err != nil {
+		c.err = fmt.Errorf("resolve %s: %w", path, err)
+		return
+	}
+	if !within(target, c.repo) {
+		return
+	}
+	tfi, err := os.Stat(target)
+	if err != nil {
+		c.err = fmt.Errorf("inspect %s: %w", target, err)
+		return
+	}
+	c.push(Protected{Path: target, Dir: tfi.IsDir(), Exists: true})
+}
+
+func (c *collector) push(p Protected) {
+	if !c.seen["p:"+p.Path] {
+		c.seen["p:"+p.Path] = true
+		c.out = append(c.out, p)
+	}
+}
+
+// lexicalTarget follows a chain of symlinks as far as it resolves and returns the
+// first missing absolute path it points at.
+func lexicalTarget(path string) (string, error) {
+	for range 40 {
+		link, err := os.Readlink(path)
+		if err != nil {
+			return path, nil
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(path), link)
+		}
+		dir, err := filepath.EvalSymlinks(filepath.Dir(link))
+		if err != nil {
+			return filepath.Clean(link), nil
+		}
+		path = filepath.Join(dir, filepath.Base(link))
+	}
+	return "", errors.New("too many levels of symbolic links")
+}
+
+// findGitDir returns the gitdir of the work tree at repo: repo/.git when it is a
+// directory, the target of a "gitdir:" file otherwise, "" when there is none.
+func findGitDir(repo string) (string, error) {
+	dotgit := filepath.Join(repo, ".git")
+	fi, err := os.Lstat(dotgit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("inspect %s: %w", dotgit, err)
+	}
+	switch {
+	case fi.IsDir():
+		return dotgit, nil
+	case fi.Mode().IsRegular():
+		target := readGitFile(dotgit)
+		if target == "" {
+			return "", nil
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(repo, target)
+		}
+		if canon, err := filepath.EvalSymlinks(target); err == nil {
+			return canon, nil
+		}
+		return filepath.Clean(target), nil
+	}
+	return "", nil
+}
+
+// readGitFile returns the path of a "gitdir: PATH" file, or "".
+func readGitFile(path string) string {
+	b, err := readSmall(path)
+	if err != nil {
+		return ""
+	}
+	s, ok := strings.CutPrefix(string(b), "gitdir:")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+// readCommonDir returns the canonical common dir named by gitdir/commondir, or "".
+func readCommonDir(gitdir string) string {
+	b, err := readSmall(filepath.Join(gitdir, "commondir"))
+	if err != nil {
+		return ""
+	}
+	p := strings.TrimSpace(string(b))
+	if p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(gitdir, p)
+	}
+	if canon, err := filepath.EvalSymlinks(p); err == nil {
+		return canon
+	}
+	return filepath.Clean(p)
+}
+
+// worktreeConfigEnabled reports whether Git reads config.worktree for gitdir: it does
+// when extensions.worktreeConfig is true in the gitdir's (or its common dir's) config.
+func worktreeConfigEnabled(gitdir string) bool {
+	for _, dir := range []string{gitdir, readCommonDir(gitdir)} {
+		if dir == "" {
+			continue
+		}
+		entries, err := ReadConfigFile(filepath.Join(dir, "config"))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if e.Section == "extensions" && e.Key == "worktreeconfig" && e.Bool() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// readSmall reads at most 64 KiB: pointer files are one line, and a hostile one must
+// not make the launcher read gigabytes.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, err := f.Read(buf)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf[:n], "\x00"), nil
+}
+
+func isFile(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}

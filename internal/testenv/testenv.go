@@ -1,0 +1,220 @@
+// Package testenv gives tests what they need to run agentbox as a user runs it: the
+// real binary, built once per test process, and an unprivileged user to run it as.
+//
+// When the tests run as root (as CI does), commands run as the user named by
+// $AGENTBOX_TEST_USER (default "agentbox-test", created by scripts/setup-test-env.sh).
+// The binary and every temp dir live below a world-traversable directory, because
+// CI's clone may sit where only root can enter.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// DefaultUser is the unprivileged account tests use when they run as root.
+const DefaultUser = "agentbox-test"
+
+// User is the account commands run as.
+type User struct {
+	Name     string
+	UID, GID uint32
+	Root     bool // the tests themselves run as root and drop to this user
+}
+
+var (
+	userOnce sync.Once
+	theUser  User
+	userErr  error
+
+	baseOnce sync.Once
+	baseDir  string
+	baseErr  error
+
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// TestUser returns the unprivileged user, failing the test when the tests run as root
+// and the user is missing: that is a set-up fault, not a reason to skip.
+func TestUser(t testing.TB) User {
+	t.Helper()
+	userOnce.Do(func() {
+		if os.Geteuid() != 0 {
+			u, err := user.Current()
+			if err != nil {
+				userErr = err
+				return
+			}
+			theUser = User{Name: u.Username, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+			return
+		}
+		name := os.Getenv("AGENTBOX_TEST_USER")
+		if name == "" {
+			name = DefaultUser
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			userErr = fmt.Errorf("tests run as root and need the unprivileged user %q (run scripts/setup-test-env.sh): %v", name, err)
+			return
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		theUser = User{Name: name, UID: uint32(uid), GID: uint32(gid), Root: true}
+	})
+	if userErr != nil {
+		t.Fatal(userErr)
+	}
+	return theUser
+}
+
+// base is a directory below /tmp, reachable by every user, holding the binary and the
+// per-test directories of this test process.
+func base(t testing.TB) string {
+	t.Helper()
+	baseOnce.Do(func() {
+		baseDir, baseErr = os.MkdirTemp("/var/tmp", "agentbox-test-")
+		if baseErr == nil {
+			baseErr = os.Chmod(baseDir, 0o755)
+		}
+	})
+	if baseErr != nil {
+		t.Fatal(baseErr)
+	}
+	return baseDir
+}
+
+// Cleanup removes the shared directory; call it from TestMain after m.Run.
+func Cleanup() {
+	if baseDir != "" {
+		_ = os.RemoveAll(baseDir)
+	}
+}
+
+// ModuleRoot returns the directory holding go.mod.
+func ModuleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+}
+
+// Binary builds cmd/agentbox once per test process (CGO_ENABLED=0, as shipped) and
+// returns its path, readable and executable by the test user.
+func Binary(t testing.TB) string {
+	t.Helper()
+	dir := base(t)
+	binOnce.Do(func() {
+		if p := os.Getenv("AGENTBOX_BINARY"); p != "" {
+			binPath = p
+			return
+		}
+		binPath = filepath.Join(dir, "agentbox")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
+		cmd.Dir = ModuleRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// Dir creates a fresh directory owned by the test user (mode 0755) and removes it
+// when the test ends. Paths are canonical (no symlinks).
+func Dir(t testing.TB, name string) string {
+	t.Helper()
+	u := TestUser(t)
+	d, err := os.MkdirTemp(base(t), strings.ReplaceAll(name, "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ = filepath.EvalSymlinks(d)
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	Chown(t, d)
+	t.Cleanup(func() { removeAll(d) })
+	_ = u
+	return d
+}
+
+// removeAll removes a tree even where a test made parts of it read-only.
+func removeAll(d string) {
+	_ = filepath.Walk(d, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(d)
+}
+
+// Chown gives path and everything below it to the test user (no-op when not root).
+func Chown(t testing.TB, path string) {
+	t.Helper()
+	u := TestUser(t)
+	if !u.Root {
+		return
+	}
+	err := filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(u.UID), int(u.GID))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Command returns a command that runs as the test user with a minimal, predictable
+// environment: HOME=home, PATH, LANG, USER.
+func Command(t testing.TB, home string, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	u := TestUser(t)
+	cmd := exec.Command(name, args...)
+	cmd.Env = []string{
+		"HOME=" + home,
+		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+		"USER=" + u.Name,
+		"LANG=C.UTF-8",
+		"SHELL=/bin/sh",
+	}
+	if v := os.Getenv("AGENTBOX_BWRAP"); v != "" {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+v)
+	}
+	if u.Root {
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}},
+		}
+	}
+	return cmd
+}
+
+// Git runs git as the test user in dir and fails the test on error.
+func Git(t testing.TB, home, dir string, args ...string) string {
+	t.Helper()
+	cmd := Command(t, home, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(cmd.Env,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
+		"GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,148 @@
+// Package mounts holds the sandbox's mount plan: an ordered list of operations built
+// by one function from a policy. The native backend executes it with system calls,
+// the bwrap backend translates it to bwrap options; neither decides what is
+// protected. The vocabulary is limited to what both backends can express.
+package mounts
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Kind is the type of one mount operation.
+type Kind string
+
+// The operations. Sources are host paths, resolved in the host's view before any
+// operation runs; destinations are paths in the sandbox as earlier operations left it.
+const (
+	// BindRO binds Source read-only, recursively, at Dest. With Source and Dest both
+	// "/" it makes the whole host tree read-only.
+	BindRO Kind = "ro-bind"
+	// Bind binds Source writable, recursively, at Dest.
+	Bind Kind = "bind"
+	// Tmpfs mounts an empty tmpfs with permissions Mode at Dest.
+	Tmpfs Kind = "tmpfs"
+	// Overlay mounts an overlay at Dest whose lower layer is Source and whose upper
+	// layer is a fresh tmpfs that vanishes with the sandbox.
+	Overlay Kind = "overlay"
+	// Proc mounts a proc filesystem for the sandbox's PID namespace at Dest.
+	Proc Kind = "proc"
+	// Dev mounts a minimal /dev at Dest: null, zero, full, random, urandom, tty from
+	// the host, a private devpts and a private shm.
+	Dev Kind = "dev"
+)
+
+// Kinds lists every operation kind; tests walk it through both backends.
+var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev}
+
+// Op is one mount operation.
+type Op struct {
+	Kind   Kind   `json:"op"`
+	Source string `json:"source,omitempty"`
+	Dest   string `json:"dest"`
+	Mode   uint32 `json:"mode,omitempty"` // Tmpfs: permission bits of its root
+	Why    string `json:"why"`            // the promise this operation keeps
+}
+
+func (o Op) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s", o.Kind)
+	if o.Source != "" && o.Source != o.Dest {
+		fmt.Fprintf(&b, " %s ->", o.Source)
+	}
+	fmt.Fprintf(&b, " %s", o.Dest)
+	if o.Mode != 0 {
+		fmt.Fprintf(&b, " mode=%04o", o.Mode)
+	}
+	if o.Why != "" {
+		fmt.Fprintf(&b, "  # %s", o.Why)
+	}
+	return b.String()
+}
+
+// Namespaces says which namespaces the sandbox gets. User, mount, PID, IPC, UTS and
+// cgroup are always new (P5); Net only with --offline.
+type Namespaces struct {
+	Net bool `json:"net"`
+}
+
+// Plan is the whole sandbox: the mount operations in order, the namespaces, and where
+// and what to run. It is plain data, sent whole to the native init and translated
+// whole to bwrap options.
+type Plan struct {
+	Ops        []Op       `json:"ops"`
+	Namespaces Namespaces `json:"namespaces"`
+	Workdir    string     `json:"workdir"`
+	Command    []string   `json:"command"`
+}
+
+// String renders the plan for --dry-run, one operation per line in order.
+func (p Plan) String() string {
+	var b strings.Builder
+	for _, op := range p.Ops {
+		b.WriteString(op.String())
+		b.WriteByte('\n')
+	}
+	ns := "user mount pid ipc uts cgroup"
+	if p.Namespaces.Net {
+		ns += " net"
+	}
+	fmt.Fprintf(&b, "unshare  %s\n", ns)
+	fmt.Fprintf(&b, "chdir    %s\n", p.Workdir)
+	fmt.Fprintf(&b, "exec     %s\n", strings.Join(p.Command, " "))
+	return b.String()
+}
+
+// JSON renders the plan for --dry-run --json.
+func (p Plan) JSON() ([]byte, error) {
+	return json.MarshalIndent(p, "", "  ")
+}
+
+// Session holds what the launcher prepared for one run, on top of the policy.
+type Session struct {
+	DiskTmp   string               // --disk-tmp: the session's directory for /tmp
+	Protected []gitguard.Protected // Git exec surface inside the repo
+	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
+}
+
+// Build returns the mount plan for a policy. It is the only place that orders mounts:
+//
+//  1. "/" read-only, recursively (P1);
+//  2. private /proc and /dev for the new namespaces (P5);
+//  3. private /tmp and /run (P4, P10);
+//  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
+//  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
+//     below any of them stays reachable at its own path (P6);
+//  6. extra read-only binds (the push guard);
+//  7. the protected Git paths read-only, last, so they win over the writable repo (P7).
+func Build(p *policy.Policy, s Session) Plan {
+	ops := []Op{
+		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
+		{Kind: Proc, Dest: "/proc", Why: "P5 proc of the new PID namespace"},
+		{Kind: Dev, Dest: "/dev", Why: "P5 minimal private /dev"},
+	}
+	if s.DiskTmp != "" {
+		ops = append(ops, Op{Kind: Bind, Source: s.DiskTmp, Dest: "/tmp", Why: "P10 private /tmp on disk"})
+	} else {
+		ops = append(ops, Op{Kind: Tmpfs, Dest: "/tmp", Mode: 01777, Why: "P4 private /tmp"})
+	}
+	ops = append(ops, Op{Kind: Tmpfs, Dest: "/run", Mode: 0755, Why: "P4 private /run"})
+	if p.Home != "" {
+		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
+	}
+	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	ops = append(ops, s.ExtraRO...)
+	for _, g := range s.Protected {
+		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
+	}
+	return Plan{
+		Ops:        ops,
+		Namespaces: Namespaces{Net: p.Offline},
+		Workdir:    p.Workdir,
+		Command:    p.Command,
+	}
+}

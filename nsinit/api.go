@@ -1,0 +1,29 @@
+// Package nsinit is the native backend. Its parent side starts the re-executed
+// agentbox binary in new namespaces and hands it the mount plan; its init side (PID 1
+// of the new PID namespace) applies the plan with system calls, drops every
+// privilege, starts the command, reaps orphans, forwards signals and exits with the
+// command's status.
+package nsinit
+
+import (
+	"os"
+	"time"
+)
+
+// Stdio are the command's standard streams.
+type Stdio struct {
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Phase is one measured step of a launch.
+type Phase struct {
+	Name string        `json:"name"`
+	Dur  time.Duration `json:"ns"`
+}
+
+// Result is how a session ended.
+type Result struct {
+	Status  int     // the command's exit status, or 128+N for signal N
+	Phases  []Phase // setup timings, in order
+	InitPID int     // the init's PID in the launcher's namespace
+}

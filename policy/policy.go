@@ -1,0 +1,296 @@
+// Package policy turns the user's options into a validated sandbox policy: which
+// directory is the writable repository, which HOME is overlaid, where agentbox keeps
+// its cache and state. It reads the filesystem to resolve paths but changes nothing.
+//
+// The repository rules (DESIGN.md P2, P6) live here and only here: a repository that is
+// "/" or is or contains $HOME, /tmp, /run, /proc or /dev is refused, because binding
+// such an ancestor writable would undo a protection layer.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Backend names accepted by --backend.
+const (
+	BackendNative = "native"
+	BackendBwrap  = "bwrap"
+	BackendAuto   = "auto"
+)
+
+// Options are the user's choices, as given on the command line and in the environment.
+// The zero value asks for the defaults.
+type Options struct {
+	Repo    string // --repo; empty: Git top level of Cwd, else Cwd
+	Cwd     string // the caller's working directory (must be absolute)
+	Home    string // $HOME; empty or "/": no HOME overlay
+	Offline bool   // --offline: new network namespace, loopback only
+	DiskTmp bool   // --disk-tmp: /tmp on disk below the cache dir
+	Backend string // --backend; empty means native
+
+	XDGCacheHome string // $XDG_CACHE_HOME
+	XDGStateHome string // $XDG_STATE_HOME
+
+	Command []string // argv of the sandboxed command; empty: Shell
+	Shell   string   // $SHELL
+}
+
+// Policy is a validated, canonical description of one sandbox. Every path in it is
+// absolute, clean and free of symlinks at the time it was resolved.
+type Policy struct {
+	Repo     string   // the one writable host directory
+	Home     string   // overlaid HOME; empty when there is none
+	Workdir  string   // working directory inside the sandbox
+	Offline  bool     // new network namespace
+	DiskTmp  bool     // /tmp on disk
+	Backend  string   // native, bwrap or auto
+	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
+	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
+	Command  []string // what runs inside
+}
+
+// Error is a refusal: the path the user gave and why it cannot be used.
+type Error struct {
+	What   string // "repo", "HOME", "backend" …
+	Path   string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("%s: %s", e.What, e.Reason)
+	}
+	return fmt.Sprintf("%s %s: %s", e.What, quote(e.Path), e.Reason)
+}
+
+// quote keeps a hostile path on one line in messages.
+func quote(p string) string {
+	if strings.ContainsAny(p, " \t\r\n\"'\\") || !isPrintable(p) {
+		return fmt.Sprintf("%q", p)
+	}
+	return p
+}
+
+func isPrintable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return false
+		}
+	}
+	return true
+}
+
+// Reserved are the host directories that a repository may neither be nor contain, and
+// the reason given for each; HOME is added at run time.
+var reserved = []string{"/tmp", "/run", "/proc", "/dev"}
+
+// pseudo are the trees a repository may not lie in: binding part of them writable
+// would reveal what the private mounts hide.
+var pseudo = []string{"/proc", "/dev", "/sys"}
+
+// New validates opts and resolves every path. It never changes the filesystem.
+func New(opts Options) (*Policy, error) {
+	if !filepath.IsAbs(opts.Cwd) {
+		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
+	}
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp}
+
+	switch opts.Backend {
+	case "", BackendNative:
+		p.Backend = BackendNative
+	case BackendBwrap, BackendAuto:
+		p.Backend = opts.Backend
+	default:
+		return nil, &Error{What: "backend", Path: opts.Backend, Reason: "unknown (want native, bwrap or auto)"}
+	}
+
+	home, err := resolveHome(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	p.Home = home
+
+	cwd, err := filepath.EvalSymlinks(opts.Cwd)
+	if err != nil {
+		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: reason(err)}
+	}
+
+	repo, err := resolveRepo(opts.Repo, cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckRepo(repo, home); err != nil {
+		return nil, err
+	}
+	p.Repo = repo
+
+	p.Workdir = repo
+	if Within(cwd, repo) {
+		p.Workdir = cwd
+	}
+
+	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
+	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	if p.DiskTmp && p.CacheDir == "" {
+		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
+	}
+
+	p.Command = opts.Command
+	if len(p.Command) == 0 {
+		sh := opts.Shell
+		if sh == "" {
+			sh = "/bin/bash"
+		}
+		p.Command = []string{sh}
+	}
+	if p.Command[0] == "" {
+		return nil, &Error{What: "command", Reason: "is empty"}
+	}
+	return p, nil
+}
+
+// xdgDir is ${xdg:-$home/fallback}/agentbox, or "" when neither is usable. A relative
+// XDG value is ignored, as the XDG base-directory specification asks.
+func xdgDir(xdg, home, fallback string) string {
+	if filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "agentbox")
+	}
+	if filepath.IsAbs(home) {
+		return filepath.Join(home, fallback, "agentbox")
+	}
+	return ""
+}
+
+func resolveHome(home string) (string, error) {
+	if home == "" || home == "/" {
+		return "", nil
+	}
+	if !filepath.IsAbs(home) {
+		return "", &Error{What: "HOME", Path: home, Reason: "is not absolute"}
+	}
+	canon, err := filepath.EvalSymlinks(home)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil // nothing to overlay
+	}
+	if err != nil {
+		return "", &Error{What: "HOME", Path: home, Reason: reason(err)}
+	}
+	if canon == "/" {
+		return "", nil
+	}
+	fi, err := os.Stat(canon)
+	if err != nil {
+		return "", &Error{What: "HOME", Path: home, Reason: reason(err)}
+	}
+	if !fi.IsDir() {
+		return "", &Error{What: "HOME", Path: home, Reason: "is not a directory"}
+	}
+	return canon, nil
+}
+
+// resolveRepo picks the repository: the --repo value, else the Git top level of cwd,
+// else cwd. It resolves symlinks before any rule is checked.
+func resolveRepo(flag, cwd string) (string, error) {
+	if flag == "" {
+		return GitTopLevel(cwd), nil
+	}
+	if strings.ContainsRune(flag, 0) {
+		return "", &Error{What: "repo", Path: flag, Reason: "contains a NUL byte"}
+	}
+	path := flag
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cwd, path)
+	}
+	canon, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", &Error{What: "repo", Path: flag, Reason: reason(err)}
+	}
+	fi, err := os.Stat(canon)
+	if err != nil {
+		return "", &Error{What: "repo", Path: flag, Reason: reason(err)}
+	}
+	if !fi.IsDir() {
+		return "", &Error{What: "repo", Path: flag, Reason: "is not a directory"}
+	}
+	return canon, nil
+}
+
+// GitTopLevel returns the nearest directory at or above dir that holds a .git entry
+// (a directory, or a file as in linked worktrees and submodules), or dir itself.
+// It looks only at names: running git here could run the repository's own config.
+func GitTopLevel(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == "/" {
+			return dir
+		}
+	}
+}
+
+// CheckRepo applies the repository rules to a canonical path.
+func CheckRepo(repo, home string) error {
+	if repo == "/" {
+		return &Error{What: "repo", Path: repo, Reason: "is the root directory; binding it writable would make the whole host writable"}
+	}
+	for _, dir := range pseudo {
+		if Within(repo, dir) && repo != dir {
+			return &Error{What: "repo", Path: repo, Reason: "lies inside " + dir + ", a pseudo-filesystem the sandbox replaces"}
+		}
+	}
+	guarded := append([]string(nil), reserved...)
+	if home != "" {
+		guarded = append(guarded, home)
+	}
+	for _, dir := range guarded {
+		for _, form := range canonicalForms(dir) {
+			if Within(form, repo) {
+				what := "is"
+				if form != repo {
+					what = "contains"
+				}
+				return &Error{What: "repo", Path: repo, Reason: fmt.Sprintf("%s %s; rebinding it writable would undo a protection", what, dir)}
+			}
+		}
+	}
+	return nil
+}
+
+// canonicalForms is dir and, when it differs, dir with symlinks resolved (on some
+// hosts /tmp or HOME is a symlink).
+func canonicalForms(dir string) []string {
+	forms := []string{dir}
+	if c, err := filepath.EvalSymlinks(dir); err == nil && c != dir {
+		forms = append(forms, c)
+	}
+	return forms
+}
+
+// Within reports whether path is dir or lies below it. Both must be clean and absolute.
+func Within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// reason turns a filesystem error into the short phrase used in refusals.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
