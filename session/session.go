@@ -37,13 +37,38 @@ type Config struct {
 	Args   []string // the exec arguments as given, for the session record
 	Stdout io.Writer
 	Stderr io.Writer
+
+	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
+	AllowGitPush bool          // P9 push guard off (pushguard.go)
+	NoRecord     bool          // skip the shadow-repo record (record.go)
 }
 
-// RegisterFlags adds the session's flags (beyond the policy's) to fs.
-func RegisterFlags(fs *flag.FlagSet, cfg *Config) {}
+// RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
+// registers its own in the file that implements it.
+func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
+	registerGitSaveFlags(fs, cfg)
+	registerPushFlags(fs, cfg)
+	registerRecordFlags(fs, cfg)
+}
+
+// Outcome is what a session produced, for the audit and the shadow record.
+type Outcome struct {
+	Start, End     time.Time
+	Backend        string         // the backend that ran
+	BackendVersion string         // e.g. "bubblewrap 0.12.0"; agentbox's own for native
+	Status         int            // exit status of agentbox exec
+	Err            error          // agentbox's own failure, nil when the command ran
+	Phases         []nsinit.Phase // per-phase setup timings
+	SnapshotZip    string         // the P8 snapshot, "" when none
+	AuditFindings  []string       // one line per audit finding
+}
 
 // Run runs the session and returns the command's exit status. An error means agentbox
 // itself failed before the command started; the caller exits 125.
+//
+// Order: protected paths and placeholders, the audit baseline, the metadata snapshot,
+// the shadow record's start state, the push guard's staging, the plan, the backend;
+// then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
 	p := cfg.Policy
 	protected, err := gitguard.ProtectedPaths(p.Repo)
@@ -56,12 +81,37 @@ func Run(cfg Config) (int, error) {
 		if p.DiskTmp {
 			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 		}
+		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		return 0, printPlan(cfg, mounts.Build(p, s))
 	}
 
-	if err := gitguard.EnsurePlaceholders(protected); err != nil {
+	out := Outcome{Start: time.Now(), Backend: p.Backend}
+	rec := startRecord(&cfg, p, out.Start)
+	status, err := launch(&cfg, p, &s, &out)
+	out.End, out.Status, out.Err = time.Now(), status, err
+	rec.finish(&cfg, &out)
+	return status, err
+}
+
+// launch does the part of Run that can fail before the command starts.
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int, error) {
+	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
+	aud, err := startAudit(cfg, p)
+	if err != nil {
+		return 0, err
+	}
+	defer aud.finish(cfg, out)
+	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
+		return 0, err
+	}
+	guard, err := preparePushGuard(cfg, p)
+	if err != nil {
+		return 0, err
+	}
+	defer guard.cleanup()
+	s.ExtraRO = guard.ops
 	if p.DiskTmp {
 		dir, err := makeDiskTmp(p.CacheDir)
 		if err != nil {
@@ -70,17 +120,19 @@ func Run(cfg Config) (int, error) {
 		defer os.RemoveAll(dir)
 		s.DiskTmp = dir
 	}
-	plan := mounts.Build(p, s)
-	res, err := runBackend(p.Backend, plan)
+	plan := mounts.Build(p, *s)
+	res, err := runBackend(p.Backend, plan, out)
+	out.Phases = res.Phases
 	if err != nil {
 		return 0, err
 	}
 	return res.Status, nil
 }
 
-func runBackend(backend string, plan mounts.Plan) (nsinit.Result, error) {
+func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, error) {
 	switch backend {
 	case policy.BackendNative, policy.BackendAuto:
+		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		return nsinit.Run(plan, nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", backend)

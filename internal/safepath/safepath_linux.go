@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	probeOnce sync.Once
+	probeOnce  sync.Once
 	hasOpenat2 bool
 )
 
