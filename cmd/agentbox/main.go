@@ -16,6 +16,7 @@ const exitUsage = 125
 // commands maps each subcommand to its entry point; each returns the exit status.
 var commands = map[string]func(args []string) int{
 	"exec":    cmdExec,
+	"restore": cmdRestore,
 	"version": cmdVersion,
 }
 
@@ -55,6 +56,7 @@ writable, HOME a disposable overlay, private /tmp and /run.
 
 Usage:
   agentbox exec [flags] [--] [COMMAND [ARG...]]   run COMMAND (default $SHELL) sandboxed
+  agentbox restore ZIP [--into DIR]                unpack a Git metadata snapshot
   agentbox version                                 print the version
 
 Run 'agentbox COMMAND --help' for the flags of a command.

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentbox/agentbox/gitguard"
+)
+
+const restoreUsage = `Usage: agentbox restore ZIP [--into DIR]
+
+Unpacks a Git metadata snapshot (NAME.git-save-YYYYMMDD-HHMMSS.zip) into DIR, which
+must not exist or be empty; the default is the ZIP's path without ".zip". The common
+Git dir becomes DIR/.git; a linked worktree's own gitdir and its .git pointer file go
+to DIR/git-worktree and DIR/dotgit; DIR/manifest.json says where they came from.
+Nothing is written over an existing directory or a live .git.
+
+Flags:
+`
+
+func cmdRestore(args []string) int {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	into := fs.String("into", "", "restore into `DIR` (must not exist, or be empty)")
+	// Flags may come before or after the ZIP.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(os.Stdout, restoreUsage)
+				fs.SetOutput(os.Stdout)
+				fs.PrintDefaults()
+				return 0
+			}
+			return fail("restore: %v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		return fail("restore: want exactly one snapshot ZIP (agentbox restore ZIP [--into DIR])")
+	}
+	zip, dir := pos[0], *into
+	if dir == "" {
+		dir = strings.TrimSuffix(zip, ".zip")
+		if dir == zip {
+			dir += ".restored"
+		}
+	}
+	res, err := gitguard.Restore(zip, dir)
+	if err != nil {
+		return fail("restore: %v", err)
+	}
+	m := res.Manifest
+	head := m.Head
+	if m.HeadCommit != "" && m.HeadCommit != m.Head {
+		head += " (" + m.HeadCommit + ")"
+	}
+	fmt.Printf("restored the Git metadata of %s, saved %s, into %s\n", m.Repo, m.Time.Format("2006-01-02 15:04:05 MST"), res.Dir)
+	fmt.Printf("  HEAD was %s\n", head)
+	fmt.Printf("  %s/.git is the Git dir %s\n", res.Dir, m.GitCommonDir)
+	if m.Linked() {
+		fmt.Printf("  %s/git-worktree is the worktree's gitdir %s\n", res.Dir, m.GitDir)
+	}
+	if m.DotGitFile != "" {
+		fmt.Printf("  %s/dotgit is the pointer file %s\n", res.Dir, m.DotGitFile)
+	}
+	return 0
+}
