@@ -1,0 +1,295 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsInit reports whether this process is the re-executed init. main asks first,
+// before anything else runs.
+func IsInit() bool {
+	return os.Getenv(envRole) != "" && len(os.Args) > 0 && os.Args[0] == "agentbox-init"
+}
+
+// Main is the init: PID 1 of the sandbox's PID namespace. It never returns.
+func Main() {
+	// Every privileged step and the fork of the command happen on this one thread:
+	// capabilities, no_new_privs and the seccomp filter are per thread, and the
+	// command inherits them from the thread that forks it.
+	runtime.LockOSThread()
+	ctl := os.NewFile(controlFd, "control")
+	os.Exit(initMain(ctl))
+}
+
+// initMain runs the numbered setup sequence, then supervises the command. Any setup
+// failure is reported to the launcher as (step, reason) and ends the init with 125.
+func initMain(ctl *os.File) int {
+	t := newTimer()
+
+	// 1. Not dumpable: the command, same uid, must not ptrace us or open
+	//    /proc/1/exe, /proc/1/mem or our fds (runc CVE-2019-5736).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return reportSetup(ctl, "set init non-dumpable", err)
+	}
+	// 2. Every inherited fd becomes close-on-exec, the control socket included: the
+	//    command gets 0, 1 and 2 and nothing else.
+	if err := unix.CloseRange(controlFd, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		markCloexecSlow()
+	}
+	os.Unsetenv(envRole)
+
+	// 3. The plan.
+	m, err := readMsg(ctl)
+	if err != nil || m.Type != msgPlan || m.Plan == nil {
+		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", msgPlan, err))
+	}
+	plan := *m.Plan
+	t.mark("init-start")
+
+	// 4. Mounts, in plan order.
+	if err := applyPlan(plan, t); err != nil {
+		return reportSetup(ctl, "mount", err)
+	}
+	// 5. Loopback up in a new network namespace.
+	if plan.Namespaces.Net {
+		if err := loopbackUp(); err != nil {
+			return reportSetup(ctl, "bring up loopback", err)
+		}
+	}
+	// 6. Working directory.
+	if err := unix.Chdir(plan.Workdir); err != nil {
+		return reportSetup(ctl, "chdir "+plan.Workdir, err)
+	}
+	// 7. Resolve the command in the sandbox's view, with the command's PATH.
+	path, err := lookPath(plan.Command[0], getenv(m.Env, "PATH"))
+	if err != nil {
+		return reportSetup(ctl, "command "+plan.Command[0], err)
+	}
+	// 8. Drop every privilege before the fork (per thread: see Main).
+	if err := dropPrivileges(); err != nil {
+		return reportSetup(ctl, "drop privileges", err)
+	}
+	t.mark("drop-privileges")
+
+	// Signals are caught before the command exists so none is lost.
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
+
+	// 9. The command: its own process group, the terminal's foreground when the
+	//    launcher held it.
+	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
+		Dir:   plan.Workdir,
+		Env:   m.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Foreground: m.Foreground, Ctty: 0},
+	})
+	if err != nil {
+		return reportSetup(ctl, "exec "+plan.Command[0], err)
+	}
+	t.mark("exec-command")
+	if err := writeMsg(ctl, &message{Type: msgStarted, Phases: t.phases, PID: pid}); err != nil {
+		// The launcher is gone; Pdeathsig will end us. Keep the command's fate
+		// tied to ours.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return exitSetup
+	}
+	return supervise(ctl, pid, sigs)
+}
+
+// supervise is PID 1's loop: reap every child, forward signals to the command, mirror
+// job control to the launcher, and exit with the command's status. When PID 1 exits
+// the kernel kills everything left in the namespace.
+func supervise(ctl *os.File, cmdPid int, sigs chan os.Signal) int {
+	conts := make(chan bool, 4)
+	go func() {
+		for {
+			m, err := readMsg(ctl)
+			if err != nil {
+				return
+			}
+			if m.Type == msgContinue {
+				conts <- m.Foreground
+			}
+		}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGCHLD {
+				if status, done := reap(ctl, cmdPid); done {
+					return status
+				}
+				continue
+			}
+			_ = unix.Kill(cmdPid, sig.(syscall.Signal))
+		case fg := <-conts:
+			if fg {
+				setForeground(0, cmdPid)
+			}
+			_ = unix.Kill(-cmdPid, unix.SIGCONT)
+		}
+	}
+}
+
+// reap collects every child that changed state. It reports done with the exit status
+// when the command itself has exited.
+func reap(ctl *os.File, cmdPid int) (int, bool) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return 0, false
+		}
+		if pid != cmdPid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus(), true
+		case ws.Signaled():
+			return 128 + int(ws.Signal()), true
+		case ws.Stopped():
+			_ = writeMsg(ctl, &message{Type: msgStopped})
+		}
+	}
+}
+
+// reportSetup sends the failing step to the launcher and returns the init's status.
+func reportSetup(ctl *os.File, step string, err error) int {
+	_ = writeMsg(ctl, &message{Type: msgError, Step: step, Reason: errText(err)})
+	return exitSetup
+}
+
+func errText(err error) string {
+	var me *MountError
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	return err.Error()
+}
+
+// markCloexecSlow is close_range's fallback for kernels before 5.11.
+func markCloexecSlow() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd >= controlFd {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds name as a shell would, in the sandbox's view; a directory or a
+// non-executable file is refused here so that the launcher can say so (exit 125).
+func lookPath(name, pathEnv string) (string, error) {
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return errors.New("is a directory")
+		}
+		if fi.Mode()&0o111 == 0 {
+			return errors.New("is not executable")
+		}
+		return unix.Access(p, unix.X_OK)
+	}
+	if strings.Contains(name, "/") {
+		if err := check(name); err != nil {
+			return "", notFound(err)
+		}
+		return name, nil
+	}
+	if pathEnv == "" {
+		pathEnv = "/usr/local/bin:/usr/bin:/bin"
+	}
+	var first error
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		err := check(p)
+		if err == nil {
+			return p, nil
+		}
+		if first == nil && !errors.Is(err, os.ErrNotExist) {
+			first = err
+		}
+	}
+	if first != nil {
+		return "", notFound(first)
+	}
+	return "", errors.New("not found in PATH")
+}
+
+func notFound(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("not found")
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// loopbackUp sets IFF_UP on lo, the only interface of a new network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCGIFFLAGS lo: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("SIOCSIFFLAGS lo: %w", err)
+	}
+	return nil
+}
+
+// timer records the duration of each setup phase since the previous mark.
+type timer struct {
+	last   time.Time
+	phases []Phase
+}
+
+func newTimer() *timer { return &timer{last: time.Now()} }
+
+func (t *timer) mark(name string) {
+	now := time.Now()
+	t.phases = append(t.phases, Phase{Name: name, Dur: now.Sub(t.last)})
+	t.last = now
+}

@@ -1,0 +1,266 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// envRole marks the re-executed init; its value is the control socket's fd.
+const envRole = "_AGENTBOX_NSINIT"
+
+// controlFd is where the init finds its end of the control socket (ExtraFiles[0]).
+const controlFd = 3
+
+// exitSetup is the init's status when setup failed before the command started.
+const exitSetup = 125
+
+// forwarded are the signals the launcher passes to the init, and the init to the
+// command.
+var forwarded = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+}
+
+// SetupError is a failure of agentbox before the command started: it names the step
+// and, where there is one, the path.
+type SetupError struct {
+	Step   string
+	Reason string
+}
+
+func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
+
+// Run starts the init in new namespaces, hands it plan, and waits for the session to
+// end. The command's environment is the launcher's. A *SetupError (or any error)
+// means the command never started.
+func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
+	t0 := time.Now()
+	var res Result
+
+	// Pdeathsig is tied to the thread that forks: keep this goroutine on one
+	// thread until the init is gone, so the init dies exactly when the launcher does.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return res, fmt.Errorf("control socket: %w", err)
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "control")
+	child := os.NewFile(uintptr(fds[1]), "control-init")
+	defer ctl.Close()
+
+	// /proc/self/exe is the running binary itself, whatever happened to its path.
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{"agentbox-init"}
+	// The init's own environment is minimal; the command's travels in the plan
+	// message, untouched by the init's Go runtime settings.
+	cmd.Env = []string{envRole + "=3", "GOMAXPROCS=1", "GOGC=off"}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.SysProcAttr = sysProcAttr(plan)
+
+	// Signals are caught before the init exists, so none is lost in between.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		child.Close()
+		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
+	}
+	child.Close()
+	res.InitPID = cmd.Process.Pid
+	tStarted := time.Now()
+
+	fg := isForeground(stdio.Stdin)
+	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: os.Environ(), Foreground: fg})
+	if err != nil {
+		return res, abort(cmd, &SetupError{Step: "hand plan to init", Reason: err.Error()})
+	}
+
+	msgs := make(chan *message, 4)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := readMsg(ctl)
+			if err != nil {
+				return
+			}
+			msgs <- m
+		}
+	}()
+
+	waited := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := cmd.Process.Wait()
+		waited <- st
+	}()
+
+	res.Phases = []Phase{{Name: "clone+idmap", Dur: tStarted.Sub(t0)}}
+	started := false
+	for {
+		select {
+		case sig := <-sigs:
+			_ = cmd.Process.Signal(sig)
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil // EOF: the init is exiting; its status follows
+				continue
+			}
+			switch m.Type {
+			case msgStarted:
+				started = true
+				res.Phases = append(res.Phases, m.Phases...)
+				res.Phases = append(res.Phases, Phase{Name: "total-setup", Dur: time.Since(t0)})
+			case msgError:
+				<-waited
+				restoreForeground(stdio.Stdin, fg)
+				return res, &SetupError{Step: m.Step, Reason: m.Reason}
+			case msgStopped:
+				suspendSelf(stdio.Stdin, ctl)
+			}
+		case st := <-waited:
+			restoreForeground(stdio.Stdin, fg)
+			if !started {
+				// Drain a late error frame: the init may exit right after sending it.
+				for m := range msgs {
+					if m.Type == msgError {
+						return res, &SetupError{Step: m.Step, Reason: m.Reason}
+					}
+				}
+				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")"}
+			}
+			res.Status = exitStatus(st)
+			return res, nil
+		}
+	}
+}
+
+// initCaps are the capabilities (in the new user namespace only) the init keeps for
+// setup. Beyond mounting, overlayfs records its mounter's credentials and uses them
+// for every later copy-up and whiteout, so the mounter needs the file capabilities a
+// root user would have there (chown, DAC, fowner, mknod), as under bubblewrap.
+var initCaps = []uintptr{
+	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
+	unix.CAP_FSETID, unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP,
+	unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SYS_ADMIN, unix.CAP_MKNOD,
+}
+
+// sysProcAttr is the clone of the init: every namespace of P5, the caller's own
+// uid and gid mapped to themselves, its own process group (so terminal signals reach
+// the launcher once and are forwarded once), and death with the launcher.
+func sysProcAttr(plan mounts.Plan) *syscall.SysProcAttr {
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if plan.Namespaces.Net {
+		flags |= unix.CLONE_NEWNET
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	return &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Pdeathsig:                  syscall.SIGKILL,
+		Setpgid:                    true,
+		// The init runs as the caller's uid, not 0, so execve would drop the
+		// capabilities it holds in its new user namespace; these survive as
+		// ambient capabilities for the setup, and the init drops all of them
+		// before it starts the command.
+		AmbientCaps: initCaps,
+	}
+}
+
+// startReason explains why the namespaces could not be created, with the usual fix.
+func startReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return err.Error() + " (unprivileged user namespaces may be disabled; run 'agentbox doctor')"
+	case errors.Is(err, syscall.ENOSPC):
+		return err.Error() + " (user.max_user_namespaces reached; run 'agentbox doctor')"
+	case errors.Is(err, syscall.EINVAL):
+		return err.Error() + " (a namespace type is missing from this kernel; run 'agentbox doctor')"
+	}
+	return err.Error()
+}
+
+func abort(cmd *exec.Cmd, err error) error {
+	_ = cmd.Process.Kill()
+	_, _ = cmd.Process.Wait()
+	return err
+}
+
+// exitStatus maps how the init ended to agentbox's exit status: the init exits with
+// the command's status itself; 128+N only if the init itself was killed.
+func exitStatus(st *os.ProcessState) int {
+	if st == nil {
+		return exitSetup
+	}
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}
+
+func describe(st *os.ProcessState) string {
+	if st == nil {
+		return "unknown status"
+	}
+	return st.String()
+}
+
+// isForeground reports whether f is a terminal whose foreground process group is
+// ours: only then does the command take over the terminal.
+func isForeground(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// restoreForeground gives the terminal back to the launcher's process group after
+// the command held it, so messages printed afterwards are not stopped by SIGTTOU.
+func restoreForeground(f *os.File, wasFg bool) {
+	if wasFg {
+		setForeground(int(f.Fd()), unix.Getpgrp())
+	}
+}
+
+// setForeground makes pgrp the terminal's foreground group. SIGTTOU is blocked on
+// this thread meanwhile: a background caller would otherwise be stopped by it.
+func setForeground(fd, pgrp int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	sigaddset(&set, unix.SIGTTOU)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp)
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
+	n := uint(sig) - 1
+	set.Val[n/64] |= 1 << (n % 64)
+}
+
+// suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
+// itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
+// terminal back to the command when we are in the foreground and continues it.
+func suspendSelf(stdin *os.File, ctl io.Writer) {
+	_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+	_ = writeMsg(ctl, &message{Type: msgContinue, Foreground: isForeground(stdin)})
+}
