@@ -1,0 +1,285 @@
+package shadow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// emptyTree is the id of Git's empty tree (SHA-1 object format).
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+// Record is one session's record, the body of its end commit.
+type Record struct {
+	ID             string    `json:"id"`
+	Repo           string    `json:"repo"`
+	Command        []string  `json:"command"` // what ran inside
+	Args           []string  `json:"args"`    // the arguments of agentbox exec, as given
+	Backend        string    `json:"backend"`
+	BackendVersion string    `json:"backend_version,omitempty"`
+	Policy         Policy    `json:"policy"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end,omitzero"`
+	// ExitStatus is agentbox exec's exit status: the command's, 128+N for signal N,
+	// 125 when agentbox failed (Error says why).
+	ExitStatus    int      `json:"exit_status"`
+	Error         string   `json:"error,omitempty"`
+	Phases        []Phase  `json:"phases,omitempty"` // setup timings measured by the launcher
+	SnapshotZip   string   `json:"snapshot_zip,omitempty"`
+	AuditFindings []string `json:"audit_findings,omitempty"`
+	Files         Files    `json:"files"`
+	// Complete is false in the start commit's record and true in the end commit's;
+	// a session whose ref still points at its start commit never finished (the
+	// launcher was killed, or the session is still running).
+	Complete bool `json:"complete"`
+	// Notes are what the collector could not record, or recorded only in part:
+	// unreadable files, embedded repositories, a repository that vanished.
+	Notes       []string `json:"notes,omitempty"`
+	LauncherPID int      `json:"launcher_pid,omitempty"`
+	UID         int      `json:"uid"`
+	Host        string   `json:"host,omitempty"`
+
+	// Filled in when a record is read back, not stored.
+	StartCommit string `json:"-"` // "" when the start state could not be recorded
+	EndCommit   string `json:"-"` // "" while the session is incomplete
+}
+
+// Policy is the part of the sandbox policy the record keeps.
+type Policy struct {
+	Repo     string `json:"repo"`
+	Home     string `json:"home,omitempty"`
+	Workdir  string `json:"workdir"`
+	Offline  bool   `json:"offline"`
+	DiskTmp  bool   `json:"disk_tmp"`
+	Backend  string `json:"backend"` // as asked for (auto, native, bwrap)
+	StateDir string `json:"state_dir"`
+	CacheDir string `json:"cache_dir,omitempty"`
+}
+
+// Phase is one measured setup step.
+type Phase struct {
+	Name string `json:"name"`
+	NS   int64  `json:"ns"`
+}
+
+// Files counts what the session changed, end state against start state. A path whose
+// type changed (file to symlink, say) counts as changed.
+type Files struct {
+	Added   int `json:"added"`
+	Changed int `json:"changed"`
+	Removed int `json:"removed"`
+}
+
+// Session is a session being recorded: its start state is in the shadow repository.
+type Session struct {
+	store       *Store
+	id          string
+	startCommit string // "" when the start state could not be recorded
+	startTree   string
+	notes       []string
+}
+
+// ID is the session's id.
+func (ss *Session) ID() string { return ss.id }
+
+// Begin records the repository's working tree as the start state of a new session.
+// rec is the record as known at launch; Begin assigns rec.ID when it is empty.
+//
+// Begin always returns a usable Session. A non-nil error says the start state could
+// not be recorded; the error is kept and Finish records it in the session's notes,
+// with the end state as a commit without parent.
+func (s *Store) Begin(rec Record) (*Session, error) {
+	if rec.ID == "" {
+		rec.ID = newID(rec.Start)
+	}
+	ss := &Session{store: s, id: rec.ID}
+	unlock, err := s.lock()
+	if err != nil {
+		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
+		return ss, err
+	}
+	defer unlock()
+	tree, notes, err := s.snapshot()
+	for _, n := range notes {
+		ss.notes = append(ss.notes, "start: "+n)
+	}
+	if err != nil {
+		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
+		return ss, err
+	}
+	rec.Repo, rec.Complete, rec.Notes = s.Repo, false, ss.notes
+	commit, err := s.commit(tree, "", rec, "start state", rec.Start)
+	if err == nil {
+		err = s.updateRef(sessionRefs+rec.ID, commit, "")
+	}
+	if err != nil {
+		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
+		return ss, err
+	}
+	ss.startCommit, ss.startTree = commit, tree
+	return ss, nil
+}
+
+// Finish records the working tree as the session's end state, with rec as its
+// record (Repo, Files, Complete and Notes are filled in here). A repository that
+// vanished or cannot be read is not an error: the record says so in its notes and
+// keeps the start state as the end state. An error means nothing could be written.
+func (ss *Session) Finish(rec Record) error {
+	s := ss.store
+	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
+	rec.Notes = append(append([]string(nil), ss.notes...), rec.Notes...)
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	tree, notes, err := s.snapshot()
+	for _, n := range notes {
+		rec.Notes = append(rec.Notes, "end: "+n)
+	}
+	if err != nil {
+		rec.Notes = append(rec.Notes, "end state not recorded: "+err.Error())
+		tree = ss.startTree
+		if tree == "" {
+			tree = emptyTree
+		}
+	}
+	if ss.startTree != "" {
+		if rec.Files, err = s.countChanges(ss.startTree, tree); err != nil {
+			rec.Notes = append(rec.Notes, "counting changed files: "+err.Error())
+		}
+	}
+	end := rec.End
+	if end.IsZero() {
+		end = time.Now()
+	}
+	commit, err := s.commit(tree, ss.startCommit, rec, "", end)
+	if err != nil {
+		return err
+	}
+	return s.updateRef(sessionRefs+ss.id, commit, ss.startCommit)
+}
+
+// snapshot stages the repository's working tree in the shadow index and returns its
+// tree. Files Git could not read are left out and named in notes.
+func (s *Store) snapshot() (tree string, notes []string, err error) {
+	fi, err := os.Stat(s.Repo)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("repository %s: does not exist (removed during the session?)", s.Repo)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("repository %s: %w", s.Repo, err)
+	}
+	if !fi.IsDir() {
+		return "", nil, fmt.Errorf("repository %s: is no longer a directory", s.Repo)
+	}
+	wt := s.git
+	wt.workTree = s.Repo
+	// --ignore-errors: a file the agent made unreadable must not hide every other
+	// change; Git adds the rest, exits 1 and names what it skipped.
+	_, err = wt.run(nil, "-c", "advice.addEmbeddedRepo=false", "add", "--all", "--ignore-errors")
+	if err != nil {
+		var ge *gitError
+		var ee *exec.ExitError
+		if !errors.As(err, &ge) || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			return "", nil, err
+		}
+		notes = gitMessages(ge.stderr)
+	}
+	tree, err = s.git.out("write-tree")
+	if err != nil {
+		return "", notes, err
+	}
+	return tree, notes, nil
+}
+
+// gitMessages are the error and warning lines of Git's stderr, without hints.
+func gitMessages(stderr string) []string {
+	var msgs []string
+	for line := range strings.SplitSeq(stderr, "\n") {
+		if strings.HasPrefix(line, "error: ") || strings.HasPrefix(line, "warning: ") {
+			msgs = append(msgs, line)
+		}
+	}
+	return msgs
+}
+
+// commit writes a commit of tree with parent (may be "") whose message is a subject
+// line and the record as JSON.
+func (s *Store) commit(tree, parent string, rec Record, what string, when time.Time) (string, error) {
+	body, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("shadow: encode record: %w", err)
+	}
+	subject := "agentbox session " + rec.ID
+	if what != "" {
+		subject += ": " + what
+	} else if len(rec.Command) > 0 {
+		subject += ": " + oneLine(strings.Join(rec.Command, " "), 60)
+	}
+	msg := subject + "\n\n" + string(body) + "\n"
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	date := fmt.Sprintf("@%d %s", when.Unix(), when.Format("-0700"))
+	out, err := s.git.runEnv([]string{"GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date}, strings.NewReader(msg), args...)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// updateRef points ref at commit if it still points at old ("" means it must not
+// exist yet).
+func (s *Store) updateRef(ref, commit, old string) error {
+	_, err := s.git.out("update-ref", "-m", "agentbox", ref, commit, old)
+	return err
+}
+
+// countChanges counts added, changed and removed paths between two trees.
+func (s *Store) countChanges(from, to string) (Files, error) {
+	var f Files
+	out, err := s.git.run(nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--name-status", from, to)
+	if err != nil {
+		return f, err
+	}
+	// -z output: STATUS NUL PATH NUL, repeated.
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		switch fields[i] {
+		case "A":
+			f.Added++
+		case "D":
+			f.Removed++
+		default: // M, T
+			f.Changed++
+		}
+	}
+	return f, nil
+}
+
+// oneLine shortens s to n runes and replaces control characters, for subject lines
+// and listings.
+func oneLine(s string, n int) string {
+	var b strings.Builder
+	i := 0
+	for _, r := range s {
+		if i == n {
+			b.WriteString("…")
+			break
+		}
+		if r < 0x20 || r == 0x7f {
+			r = '?'
+		}
+		b.WriteRune(r)
+		i++
+	}
+	return b.String()
+}
