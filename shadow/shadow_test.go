@@ -115,8 +115,8 @@ func TestSessionRecord(t *testing.T) {
 	rec := Record{
 		Command: []string{"sh", "-c", "edit"}, Args: []string{"--offline", "sh", "-c", "edit"},
 		Backend: "native", BackendVersion: "agentbox test", Start: start, ExitStatus: 3,
-		Phases:  []Phase{{Name: "clone", NS: 1200}, {Name: "mounts", NS: 800}},
-		Policy:  Policy{Repo: repo, Workdir: repo, Offline: true, Backend: "native"},
+		Phases:      []Phase{{Name: "clone", NS: 1200}, {Name: "mounts", NS: 800}},
+		Policy:      Policy{Repo: repo, Workdir: repo, Offline: true, Backend: "native"},
 		SnapshotZip: "/state/snap.zip", AuditFindings: []string{"new hook"},
 	}
 	id := record(t, s, rec, func() {
