@@ -2,18 +2,90 @@ package session
 
 import (
 	"flag"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
 )
 
-func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {}
+func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.BoolVar(&cfg.NoRecord, "no-record", false, "do not record the session in the shadow repository (agentbox log)")
+}
 
 // recorder records the session in the shadow repository; a nil recorder records nothing.
-type recorder struct{}
+type recorder struct {
+	sess *shadow.Session
+	base shadow.Record // the record as known at launch
+}
 
 // startRecord records the repository's state at launch. A failure to record is
 // reported on stderr and never stops the session.
-func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder { return nil }
+func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
+	if cfg.NoRecord {
+		return nil
+	}
+	if p.StateDir == "" {
+		warnRecord(cfg, "session not recorded: no state directory ($XDG_STATE_HOME and $HOME are unset)")
+		return nil
+	}
+	store, err := shadow.Open(p.StateDir, p.Repo)
+	if err != nil {
+		warnRecord(cfg, "session not recorded: %v", err)
+		return nil
+	}
+	host, _ := os.Hostname()
+	r := &recorder{base: shadow.Record{
+		Command: p.Command,
+		Args:    cfg.Args,
+		Backend: p.Backend,
+		Policy: shadow.Policy{
+			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp,
+			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
+		},
+		Start:       start,
+		LauncherPID: os.Getpid(),
+		UID:         os.Getuid(),
+		Host:        host,
+	}}
+	// Begin returns a usable session even when the start state could not be
+	// recorded; finish records the session with that error in its notes.
+	r.sess, err = store.Begin(r.base)
+	if err != nil {
+		warnRecord(cfg, "session's start state not recorded: %v", err)
+	}
+	r.base.ID = r.sess.ID()
+	return r
+}
 
-func (r *recorder) finish(cfg *Config, out *Outcome) {}
+// finish records the end state with the session's outcome.
+func (r *recorder) finish(cfg *Config, out *Outcome) {
+	if r == nil {
+		return
+	}
+	rec := r.base
+	rec.Backend, rec.BackendVersion = out.Backend, out.BackendVersion
+	rec.End = out.End
+	rec.ExitStatus = out.Status
+	if out.Err != nil {
+		rec.ExitStatus, rec.Error = 125, out.Err.Error()
+	}
+	for _, ph := range out.Phases {
+		rec.Phases = append(rec.Phases, shadow.Phase{Name: ph.Name, NS: ph.Dur.Nanoseconds()})
+	}
+	rec.SnapshotZip = out.SnapshotZip
+	rec.AuditFindings = out.AuditFindings
+	if err := r.sess.Finish(rec); err != nil {
+		warnRecord(cfg, "session not recorded: %v", err)
+	}
+}
+
+// warnRecord reports a recording failure on one line; the session goes on.
+func warnRecord(cfg *Config, format string, args ...any) {
+	w := cfg.Stderr
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "agentbox: warning: "+format+" (--no-record skips recording)\n", args...)
+}

@@ -78,6 +78,7 @@ func (s *Store) sessions(pattern string) ([]Record, error) {
 		}
 		rec.ID = strings.TrimPrefix(f[0], sessionRefs)
 		rec.Repo = s.Repo
+		rec.StartCommit, rec.EndCommit = "", ""
 		if rec.Complete {
 			rec.EndCommit, rec.StartCommit = f[1], f[2]
 		} else {

@@ -1,6 +1,7 @@
 package shadow
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,9 +45,10 @@ type Record struct {
 	UID         int      `json:"uid"`
 	Host        string   `json:"host,omitempty"`
 
-	// Filled in when a record is read back, not stored.
-	StartCommit string `json:"-"` // "" when the start state could not be recorded
-	EndCommit   string `json:"-"` // "" while the session is incomplete
+	// Filled in when a record is read back from its refs; whatever a stored record
+	// says here is ignored.
+	StartCommit string `json:"start_commit,omitempty"` // "" when the start state could not be recorded
+	EndCommit   string `json:"end_commit,omitempty"`   // "" while the session is incomplete
 }
 
 // Policy is the part of the sandbox policy the record keeps.
@@ -213,9 +215,10 @@ func gitMessages(stderr string) []string {
 // commit writes a commit of tree with parent (may be "") whose message is a subject
 // line and the record as JSON.
 func (s *Store) commit(tree, parent string, rec Record, what string, when time.Time) (string, error) {
-	body, err := json.MarshalIndent(rec, "", "  ")
+	rec.StartCommit, rec.EndCommit = "", ""
+	body, err := MarshalRecord(rec)
 	if err != nil {
-		return "", fmt.Errorf("shadow: encode record: %w", err)
+		return "", err
 	}
 	subject := "agentbox session " + rec.ID
 	if what != "" {
@@ -223,7 +226,7 @@ func (s *Store) commit(tree, parent string, rec Record, what string, when time.T
 	} else if len(rec.Command) > 0 {
 		subject += ": " + oneLine(strings.Join(rec.Command, " "), 60)
 	}
-	msg := subject + "\n\n" + string(body) + "\n"
+	msg := subject + "\n\n" + string(body)
 	args := []string{"commit-tree", tree}
 	if parent != "" {
 		args = append(args, "-p", parent)
@@ -234,6 +237,19 @@ func (s *Store) commit(tree, parent string, rec Record, what string, when time.T
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// MarshalRecord encodes rec as indented JSON with a final newline, leaving '<', '>'
+// and '&' readable.
+func MarshalRecord(rec Record) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rec); err != nil {
+		return nil, fmt.Errorf("shadow: encode record: %w", err)
+	}
+	return b.Bytes(), nil
 }
 
 // updateRef points ref at commit if it still points at old ("" means it must not

@@ -16,6 +16,9 @@ const exitUsage = 125
 // commands maps each subcommand to its entry point; each returns the exit status.
 var commands = map[string]func(args []string) int{
 	"exec":    cmdExec,
+	"log":     cmdLog,
+	"show":    cmdShow,
+	"diff":    cmdDiff,
 	"restore": cmdRestore,
 	"version": cmdVersion,
 }
@@ -57,6 +60,9 @@ writable, HOME a disposable overlay, private /tmp and /run.
 Usage:
   agentbox exec [flags] [--] [COMMAND [ARG...]]   run COMMAND (default $SHELL) sandboxed
   agentbox restore ZIP [--into DIR]                unpack a Git metadata snapshot
+  agentbox log [--repo DIR | --all] [--results]    list recorded sessions (or results)
+  agentbox show ID                                 print a session's record
+  agentbox diff [--stat] ID                        what a session changed in the repository
   agentbox version                                 print the version
 
 Run 'agentbox COMMAND --help' for the flags of a command.

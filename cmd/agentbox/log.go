@@ -1,0 +1,345 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
+)
+
+const logUsage = `Usage: agentbox log [--repo DIR | --all] [--results]
+
+Lists the sessions recorded for the repository, newest first: id, start time,
+backend, exit status, duration, files added/changed/removed, command. With
+--results, lists the stored benchmark and kernel-matrix results instead.
+
+Flags:
+`
+
+const showUsage = `Usage: agentbox show [--json] ID
+
+Prints the record of the session (or result) ID; a unique prefix of ID is enough.
+
+Flags:
+`
+
+const diffUsage = `Usage: agentbox diff [--stat] ID
+
+Prints what session ID changed in the repository, from its recorded start state to
+its recorded end state, as a unified diff (binary files named, not dumped).
+
+Flags:
+`
+
+// parseFlags parses args; done is true when the command should return status.
+func parseFlags(fset *flag.FlagSet, usage string, args []string) (status int, done bool) {
+	fset.SetOutput(io.Discard)
+	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, usage)
+			fset.SetOutput(os.Stdout)
+			fset.PrintDefaults()
+			return 0, true
+		}
+		return fail("%s: %v", fset.Name(), err), true
+	}
+	return 0, false
+}
+
+// stateDir is agentbox's state directory, by the rule policy.New applies for exec:
+// ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox.
+func stateDir() (string, error) {
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "agentbox"), nil
+	}
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local/state", "agentbox"), nil
+	}
+	return "", errors.New("no state directory: $XDG_STATE_HOME and $HOME are unset")
+}
+
+// repoFor resolves the repository as exec does: --repo, else the Git top level of
+// the working directory, else the working directory; symlinks resolved.
+func repoFor(flagRepo string) (string, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	cwd, err = filepath.EvalSymlinks(cwd)
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	if flagRepo == "" {
+		return policy.GitTopLevel(cwd), nil
+	}
+	path := flagRepo
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(cwd, path)
+	}
+	canon, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		// A repository removed since its sessions were recorded can still be listed.
+		return filepath.Clean(path), nil
+	}
+	return canon, nil
+}
+
+func cmdLog(args []string) int {
+	fset := flag.NewFlagSet("log", flag.ContinueOnError)
+	repoFlag := fset.String("repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
+	all := fset.Bool("all", false, "list the sessions of every repository")
+	results := fset.Bool("results", false, "list stored benchmark and kernel-matrix results")
+	if st, done := parseFlags(fset, logUsage, args); done {
+		return st
+	}
+	if fset.NArg() > 0 {
+		return fail("log: unexpected argument %q", fset.Arg(0))
+	}
+	state, err := stateDir()
+	if err != nil {
+		return fail("log: %v", err)
+	}
+	if *results {
+		return listResults(state)
+	}
+	var stores []*shadow.Store
+	if *all {
+		if stores, err = shadow.All(state); err != nil {
+			return fail("log: %v", err)
+		}
+	} else {
+		repo, err := repoFor(*repoFlag)
+		if err != nil {
+			return fail("log: %v", err)
+		}
+		s, err := shadow.OpenExisting(state, repo)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s\n", repo)
+			return 0
+		}
+		if err != nil {
+			return fail("log: %v", err)
+		}
+		stores = append(stores, s)
+	}
+	var recs []shadow.Record
+	for _, s := range stores {
+		r, err := s.Sessions()
+		if err != nil {
+			return fail("log: %v", err)
+		}
+		recs = append(recs, r...)
+	}
+	sortNewestFirst(recs)
+	printSessions(os.Stdout, recs, *all)
+	return 0
+}
+
+func sortNewestFirst(recs []shadow.Record) {
+	slices.SortStableFunc(recs, func(a, b shadow.Record) int { return b.Start.Compare(a.Start) })
+}
+
+func printSessions(w io.Writer, recs []shadow.Record, withRepo bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "ID\tSTART\tBACKEND\tEXIT\tDURATION\tFILES\t"
+	if withRepo {
+		head += "REPO\t"
+	}
+	fmt.Fprintln(tw, head+"COMMAND")
+	for _, r := range recs {
+		exit, dur, files := "running?", "-", "-"
+		if r.Complete {
+			exit = fmt.Sprint(r.ExitStatus)
+			if r.Error != "" {
+				exit += " (failed)"
+			}
+			dur = r.End.Sub(r.Start).Round(time.Millisecond).String()
+			files = fmt.Sprintf("+%d ~%d -%d", r.Files.Added, r.Files.Changed, r.Files.Removed)
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Start.Local().Format("2006-01-02 15:04:05"),
+			orDash(r.Backend), exit, dur, files)
+		if withRepo {
+			line += oneLine(r.Repo) + "\t"
+		}
+		fmt.Fprintln(tw, line+oneLine(shellJoin(r.Command)))
+	}
+	tw.Flush()
+}
+
+func listResults(state string) int {
+	res, err := shadow.Results(state)
+	if err != nil {
+		return fail("log: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tKIND\tSIZE\tSUMMARY")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), r.Kind, r.Size, r.Summary)
+	}
+	tw.Flush()
+	return 0
+}
+
+func cmdShow(args []string) int {
+	fset := flag.NewFlagSet("show", flag.ContinueOnError)
+	asJSON := fset.Bool("json", false, "print the record as JSON")
+	if st, done := parseFlags(fset, showUsage, args); done {
+		return st
+	}
+	if fset.NArg() != 1 {
+		return fail("show: want one session id (see agentbox log)")
+	}
+	state, err := stateDir()
+	if err != nil {
+		return fail("show: %v", err)
+	}
+	id := fset.Arg(0)
+	_, rec, err := shadow.Find(state, id)
+	if errors.Is(err, shadow.ErrNotFound) {
+		r, rerr := shadow.FindResult(state, id)
+		if rerr == nil {
+			if err := shadow.WriteResult(os.Stdout, state, r); err != nil {
+				return fail("show: %v", err)
+			}
+			return 0
+		}
+		if !errors.Is(rerr, shadow.ErrNotFound) {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return fail("show: %v", err)
+	}
+	if *asJSON {
+		b, err := shadow.MarshalRecord(rec)
+		if err != nil {
+			return fail("show: %v", err)
+		}
+		os.Stdout.Write(b)
+		return 0
+	}
+	printRecord(os.Stdout, rec)
+	return 0
+}
+
+// printRecord prints a session record for a person, one field a line.
+func printRecord(w io.Writer, r shadow.Record) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("session", r.ID)
+	row("repo", oneLine(r.Repo))
+	row("command", oneLine(shellJoin(r.Command)))
+	row("arguments", oneLine(shellJoin(r.Args)))
+	backend := orDash(r.Backend)
+	if r.BackendVersion != "" {
+		backend += " (" + r.BackendVersion + ")"
+	}
+	row("backend", backend)
+	row("start", r.Start.Local().Format("2006-01-02 15:04:05.000 MST"))
+	if !r.Complete {
+		row("end", "never recorded: the session is still running, or its launcher was killed")
+	} else {
+		row("end", fmt.Sprintf("%s (%s)", r.End.Local().Format("2006-01-02 15:04:05.000 MST"), r.End.Sub(r.Start).Round(time.Millisecond)))
+		row("exit status", fmt.Sprint(r.ExitStatus))
+		if r.Error != "" {
+			row("error", oneLine(r.Error))
+		}
+		row("files", fmt.Sprintf("%d added, %d changed, %d removed", r.Files.Added, r.Files.Changed, r.Files.Removed))
+	}
+	p := r.Policy
+	row("policy", fmt.Sprintf("workdir=%s home=%s offline=%t disk-tmp=%t backend=%s",
+		oneLine(p.Workdir), orDash(oneLine(p.Home)), p.Offline, p.DiskTmp, orDash(p.Backend)))
+	if len(r.Phases) > 0 {
+		var ph []string
+		for _, x := range r.Phases {
+			ph = append(ph, fmt.Sprintf("%s %s", x.Name, time.Duration(x.NS)))
+		}
+		row("phases", strings.Join(ph, ", "))
+	}
+	row("snapshot", orDash(oneLine(r.SnapshotZip)))
+	for i, f := range r.AuditFindings {
+		row(pick(i == 0, "audit", ""), oneLine(f))
+	}
+	for i, n := range r.Notes {
+		row(pick(i == 0, "notes", ""), oneLine(n))
+	}
+	row("launcher", fmt.Sprintf("pid %d, uid %d, host %s", r.LauncherPID, r.UID, orDash(r.Host)))
+	row("commits", fmt.Sprintf("start %s, end %s", orDash(r.StartCommit), orDash(r.EndCommit)))
+	tw.Flush()
+}
+
+func cmdDiff(args []string) int {
+	fset := flag.NewFlagSet("diff", flag.ContinueOnError)
+	stat := fset.Bool("stat", false, "print a diffstat instead of the diff")
+	if st, done := parseFlags(fset, diffUsage, args); done {
+		return st
+	}
+	if fset.NArg() != 1 {
+		return fail("diff: want one session id (see agentbox log)")
+	}
+	state, err := stateDir()
+	if err != nil {
+		return fail("diff: %v", err)
+	}
+	s, rec, err := shadow.Find(state, fset.Arg(0))
+	if err != nil {
+		return fail("diff: %v", err)
+	}
+	for _, n := range rec.Notes {
+		if strings.Contains(n, "not recorded") {
+			fmt.Fprintf(os.Stderr, "agentbox: note: %s\n", oneLine(n))
+		}
+	}
+	if err := s.Diff(os.Stdout, rec, *stat); err != nil {
+		return fail("diff: %v", err)
+	}
+	return 0
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pick(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
+}
+
+// oneLine keeps a value from the record (which the sandboxed command chose: file
+// names, arguments) on one line and free of terminal control sequences.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// shellJoin joins argv as a shell would read it back, quoting where needed.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+%") == "" {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
