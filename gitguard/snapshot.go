@@ -115,6 +115,7 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
+	now = now.Round(0) // no monotonic reading: the manifest holds wall time
 	head, commit := resolveHead(l.gitDir, l.commonDir)
 	m := Manifest{
 		Format:          ManifestFormat,
