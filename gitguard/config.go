@@ -77,6 +77,14 @@ func (p *configParser) next() (rune, bool) {
 	if err != nil {
 		return 0, false
 	}
+	// Git reads "\r\n" as "\n" everywhere in a config file; a CRLF file must not
+	// parse as an error here (or with "\r" glued to keys and values).
+	if c == '\r' {
+		if b, err := p.r.Peek(1); err == nil && b[0] == '\n' {
+			_, _, _ = p.r.ReadRune()
+			c = '\n'
+		}
+	}
 	if c == '\n' {
 		p.line++
 	}

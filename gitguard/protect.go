@@ -30,7 +30,9 @@ const maxModuleDepth = 8
 // Git reads hooks or configuration from: for the repository's gitdir, its common dir,
 // each linked worktree's gitdir and each submodule gitdir below modules/: hooks/,
 // config, and config.worktree (when it exists, or when extensions.worktreeConfig asks
-// Git to read it).
+// Git to read it); and every file that one of those configs, or the user's system and
+// global configs (HostConfigFiles), includes when it resolves inside repo — a missing
+// one gets a placeholder (its first missing component) so it cannot be created.
 //
 // A path that is a symlink is replaced by its target when that lies inside repo; a
 // target outside repo is already read-only in the sandbox and is left out. A symlink
@@ -46,6 +48,7 @@ func ProtectedPaths(repo string) ([]Protected, error) {
 	if common := readCommonDir(gitdir); common != "" {
 		c.gitdir(common, 0)
 	}
+	c.includes(append(c.configFiles(), HostConfigFiles(os.Getenv)...), os.Getenv("HOME"))
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -134,6 +137,18 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 		return
 	}
 	c.push(Protected{Path: target, Dir: tfi.IsDir(), Exists: true})
+}
+
+// configFiles returns the existing config files among the protected paths, whose
+// includes must be protected too.
+func (c *collector) configFiles() []string {
+	var out []string
+	for _, p := range c.out {
+		if b := filepath.Base(p.Path); p.Exists && !p.Dir && (b == "config" || b == "config.worktree") {
+			out = append(out, p.Path)
+		}
+	}
+	return out
 }
 
 func (c *collector) push(p Protected) {

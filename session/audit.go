@@ -1,13 +1,51 @@
 package session
 
-import "github.com/agentbox/agentbox/policy"
+import (
+	"fmt"
+	"os"
 
-// auditor holds the repository's Git exec surface as it was at launch.
-type auditor struct{}
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
+)
 
-// startAudit records the baseline the post-session audit compares against.
-func startAudit(cfg *Config, p *policy.Policy) (*auditor, error) { return &auditor{}, nil }
+// auditor holds the repository's Git exec surface as it was at launch (P7).
+type auditor struct {
+	repo string
+	id   string // names quarantined files: NAME.agentbox-quarantine-ID
+	opt  gitguard.ScanOptions
+	base *gitguard.Surface
+}
 
-// finish runs the audit on the host after the session, whatever its outcome, and
-// stores its findings in out.
-func (a *auditor) finish(cfg *Config, out *Outcome) {}
+// startAudit records the baseline the post-session audit compares against. It runs
+// after the placeholders are created, so they are part of the baseline.
+func startAudit(cfg *Config, p *policy.Policy) (*auditor, error) {
+	opt := gitguard.ScanOptions{
+		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
+	}
+	base, err := gitguard.Scan(p.Repo, opt)
+	if err != nil {
+		return nil, fmt.Errorf("audit baseline: %w", err)
+	}
+	return &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base}, nil
+}
+
+// finish runs the audit on the host after the session, whatever its outcome: it
+// moves aside every new or changed thing that would make the operator's Git run a
+// program, prints one line per finding and stores the lines in out.
+func (a *auditor) finish(cfg *Config, out *Outcome) {
+	cur, err := gitguard.Scan(a.repo, a.opt)
+	if err != nil {
+		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
+		out.AuditFindings = append(out.AuditFindings, line)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+		return
+	}
+	findings := gitguard.Compare(a.base, cur)
+	gitguard.Quarantine(findings, a.id)
+	for _, f := range findings {
+		line := f.String()
+		out.AuditFindings = append(out.AuditFindings, line)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+	}
+}

@@ -16,6 +16,7 @@ const exitUsage = 125
 // commands maps each subcommand to its entry point; each returns the exit status.
 var commands = map[string]func(args []string) int{
 	"exec":    cmdExec,
+	"audit":   cmdAudit,
 	"log":     cmdLog,
 	"show":    cmdShow,
 	"diff":    cmdDiff,
@@ -59,6 +60,7 @@ writable, HOME a disposable overlay, private /tmp and /run.
 
 Usage:
   agentbox exec [flags] [--] [COMMAND [ARG...]]   run COMMAND (default $SHELL) sandboxed
+  agentbox audit [--repo DIR] [--fix]             report what would make Git run a program
   agentbox restore ZIP [--into DIR]                unpack a Git metadata snapshot
   agentbox log [--repo DIR | --all] [--results]    list recorded sessions (or results)
   agentbox show ID                                 print a session's record

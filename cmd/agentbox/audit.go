@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
+)
+
+const auditUsage = `Usage: agentbox audit [--repo DIR] [--fix]
+
+Reports everything inside the repository that would make Git run a program: config
+keys such as core.fsmonitor or core.hooksPath, executable hooks, commondir and
+gitdir pointers, nested and submodule Git directories, include targets, .gitmodules
+update commands, rebase exec lines. It never runs git on the repository. Without a
+baseline it cannot tell the user's own settings from planted ones, so it reports
+both; the audit after each agentbox exec session reports only what the session
+added or changed.
+
+One line per finding on stdout. Exit status: 0 nothing found, 1 findings, 125 bad
+input. With --fix each finding's file is moved aside to
+NAME.agentbox-quarantine-ID (never deleted).
+
+Flags:
+`
+
+func cmdAudit(args []string) int {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	repoFlag := fs.String("repo", "", "the repository `DIR` (default: Git top level of the current directory, else the current directory)")
+	fix := fs.Bool("fix", false, "move each finding's file aside instead of only reporting it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, auditUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return fail("audit: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return fail("audit: unexpected argument %q", fs.Arg(0))
+	}
+	repo, err := auditRepo(*repoFlag)
+	if err != nil {
+		return fail("audit: %v", err)
+	}
+	surface, err := gitguard.Scan(repo, gitguard.ScanOptions{
+		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		Home:        os.Getenv("HOME"),
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	findings := gitguard.Compare(nil, surface)
+	if *fix {
+		gitguard.Quarantine(findings, "audit-"+gitguard.NewAuditID())
+	}
+	for _, f := range findings {
+		fmt.Fprintln(os.Stdout, f.String())
+	}
+	if len(findings) == 0 {
+		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", repo)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", repo, len(findings))
+	return 1
+}
+
+// auditRepo resolves --repo, or finds the Git top level of the working directory by
+// names only (running git there could fire what the audit looks for).
+func auditRepo(flagValue string) (string, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	dir := policy.GitTopLevel(cwd)
+	if flagValue != "" {
+		dir = flagValue
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("repo %s: %w", dir, err)
+	}
+	fi, err := os.Stat(canon)
+	if err != nil {
+		return "", fmt.Errorf("repo %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("repo %s: not a directory", dir)
+	}
+	return canon, nil
+}

@@ -1,0 +1,180 @@
+package gitguard
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The post-session audit (DESIGN.md P7). Read-only .git/config and .git/hooks do not
+// close Git's exec surface: the rest of .git and the working tree stay writable, so a
+// sandbox can point Git elsewhere (.git/commondir, a planted submodule gitdir, a
+// nested .git, an include target) and have the operator's next git status run a
+// program. The audit finds every place inside the repository from which Git reads
+// configuration or hooks, compares it with a baseline taken at launch, and moves
+// aside whatever new or changed thing can make Git run a program.
+//
+// It never runs git on the repository (that is what fires the payload): config files
+// are parsed by ParseConfig. It never follows a symlink out of the repository, opens
+// files without following symlinks and non-blocking, and bounds its walk; what it
+// could not inspect is reported, never skipped silently.
+
+// ItemKind says what role a path plays in Git's exec surface.
+type ItemKind string
+
+// The kinds of items the audit records.
+const (
+	KindConfig     ItemKind = "config"         // a config file Git reads: config, config.worktree, an include target
+	KindHook       ItemKind = "hook"           // an entry of a hooks directory
+	KindHooksDir   ItemKind = "hooks dir"      // a hooks directory that is a symlink
+	KindCommonDir  ItemKind = "commondir"      // a gitdir's commondir pointer
+	KindGitPointer ItemKind = "gitdir pointer" // a .git file ("gitdir: …") or a .git symlink
+	KindGitmodules ItemKind = ".gitmodules"    // a .gitmodules file
+	KindTodo       ItemKind = "rebase todo"    // a sequencer todo list, which may hold exec lines
+)
+
+// Item is one path of the exec surface as the audit found it.
+type Item struct {
+	Path    string   // absolute, its parent free of symlinks
+	Kind    ItemKind //
+	Sum     string   // fingerprint: file type, mode and content hash, or link target
+	Link    string   // the symlink's target as written; "" when Path is not a symlink
+	Dangers []string // what in it can make Git run a program, one phrase each
+	// Watch is harmless as found but must not appear or change during a session: a
+	// symlink in the exec surface, a gitdir pointer leading out of the repository.
+	Watch string
+}
+
+// Surface is a repository's exec surface at one moment.
+type Surface struct {
+	Repo    string
+	Items   map[string]*Item // by Path
+	Skipped []Skip           // places that could not be inspected
+}
+
+// Skip is a place the audit could not inspect, and why.
+type Skip struct {
+	Path   string
+	Reason string
+}
+
+// ScanOptions bound and extend a scan. The zero value is usable.
+type ScanOptions struct {
+	// HostConfigs are config files outside the repository that Git reads for it (the
+	// system and global files, HostConfigFiles): their include targets and
+	// core.hooksPath inside the repository are audited.
+	HostConfigs []string
+	// Home expands "~/" in include paths and core.hooksPath.
+	Home string
+	// MaxEntries bounds the directory entries the walk visits (default 2,000,000).
+	MaxEntries int
+	// MaxDepth bounds the directory depth of the working-tree walk (default 256).
+	MaxDepth int
+}
+
+// Finding is one thing the audit reports.
+type Finding struct {
+	Path    string
+	Kind    ItemKind // "" for a place that could not be inspected
+	Reasons []string
+	// Moved is where Quarantine put the item; "" when it was not moved.
+	Moved string
+	// MoveErr says why the item could not be moved.
+	MoveErr error
+}
+
+// String renders the finding as one line.
+func (f Finding) String() string {
+	var b strings.Builder
+	b.WriteString(oneLine(f.Path))
+	if f.Kind != "" {
+		fmt.Fprintf(&b, " (%s)", f.Kind)
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.Join(f.Reasons, "; "))
+	switch {
+	case f.Moved != "":
+		fmt.Fprintf(&b, "; moved to %s", oneLine(f.Moved))
+	case f.MoveErr != nil:
+		fmt.Fprintf(&b, "; NOT moved: %v", f.MoveErr)
+	}
+	return b.String()
+}
+
+// oneLine keeps a hostile path on one line.
+func oneLine(s string) string {
+	if strings.ContainsAny(s, "\n\r\t\"\\") || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+// Compare returns what in cur must be reported. With a baseline (the launch-time
+// scan), that is every item that is new or changed and has a danger the baseline's
+// version of it did not have, or whose Watch is new: what was dangerous
+// before the session is the user's own and is left alone. Without a baseline (base
+// nil, an on-demand audit), it is every item with a danger. Places cur could not
+// inspect are always reported.
+func Compare(base, cur *Surface) []Finding {
+	var out []Finding
+	paths := make([]string, 0, len(cur.Items))
+	for p := range cur.Items {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		it := cur.Items[p]
+		var reasons []string
+		if base == nil {
+			reasons = it.Dangers
+		} else {
+			old := base.Items[p]
+			if old != nil && old.Sum == it.Sum {
+				continue
+			}
+			reasons = newDangers(old, it)
+			if it.Watch != "" && (old == nil || old.Watch != it.Watch) {
+				reasons = append(reasons, "new: "+it.Watch)
+			}
+		}
+		if len(reasons) > 0 {
+			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons})
+		}
+	}
+	for _, s := range cur.Skipped {
+		out = append(out, Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}})
+	}
+	return out
+}
+
+// newDangers returns the dangers of it that old did not have.
+func newDangers(old, it *Item) []string {
+	if old == nil {
+		return it.Dangers
+	}
+	had := map[string]bool{}
+	for _, d := range old.Dangers {
+		had[d] = true
+	}
+	var out []string
+	for _, d := range it.Dangers {
+		if !had[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// NewAuditID returns an identifier for quarantine names: UTC time and randomness,
+// so two sessions never pick the same name.
+func NewAuditID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
+
+// QuarantineSuffix is inserted between an item's name and the session id.
+const QuarantineSuffix = ".agentbox-quarantine-"

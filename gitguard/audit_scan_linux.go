@@ -1,0 +1,602 @@
+package gitguard
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+const (
+	defaultMaxEntries = 2_000_000
+	defaultMaxDepth   = 256
+	maxPointerSize    = 64 << 10 // a .git file or commondir is one line
+	maxHookHash       = 64 << 20 // hooks may be binaries; hash at most this much
+)
+
+// Scan walks repo (an absolute, canonical directory) and returns its exec surface:
+//
+//   - every .git in the working tree, at any depth: a directory is a gitdir; a
+//     "gitdir:" file or a symlink is a pointer, and the gitdir it names is audited;
+//   - every directory Git would take for a bare repository (HEAD plus objects/ and
+//     refs/, or HEAD plus commondir), since Git uses it as a gitdir when run inside;
+//   - for each gitdir: config, config.worktree, commondir (and the gitdir it names),
+//     hooks/ (and core.hooksPath when it resolves inside repo), modules/** and
+//     worktrees/* (their config.worktree and commondir), and sequencer todo lists;
+//   - every file those configs and HostConfigs include, when it lies inside repo;
+//   - every .gitmodules file.
+//
+// Working-tree directories that are symlinks are not entered. Files are opened
+// without following symlinks and non-blocking; a symlink is recorded as such, and its
+// target is read only when it resolves inside repo.
+func Scan(repo string, opt ScanOptions) (*Surface, error) {
+	fi, err := os.Lstat(repo)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %w", repo, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("audit %s: not a directory", repo)
+	}
+	if opt.MaxEntries <= 0 {
+		opt.MaxEntries = defaultMaxEntries
+	}
+	if opt.MaxDepth <= 0 {
+		opt.MaxDepth = defaultMaxDepth
+	}
+	s := &scanner{
+		repo:    filepath.Clean(repo),
+		opt:     opt,
+		surface: &Surface{Repo: repo, Items: map[string]*Item{}},
+		gitdirs: map[string]bool{},
+		configs: map[string]bool{},
+		hooks:   map[string]bool{},
+	}
+	for _, f := range opt.HostConfigs {
+		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
+	}
+	s.tree(s.repo, 0)
+	return s.surface, nil
+}
+
+type scanner struct {
+	repo        string
+	opt         ScanOptions
+	surface     *Surface
+	entries     int
+	stopped     bool          // the entry bound was hit
+	hostEntries []ConfigEntry // the host configs with their includes, read once
+	gitdirs     map[string]bool
+	configs     map[string]bool
+	hooks       map[string]bool
+}
+
+func (s *scanner) skip(path, format string, args ...any) {
+	s.surface.Skipped = append(s.surface.Skipped, Skip{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (s *scanner) add(it *Item) *Item {
+	if old := s.surface.Items[it.Path]; old != nil {
+		old.Dangers = appendNew(old.Dangers, it.Dangers...)
+		return old
+	}
+	s.surface.Items[it.Path] = it
+	return it
+}
+
+// linkItem records the symlink at p.
+func (s *scanner) linkItem(p string, kind ItemKind) *Item {
+	link, _ := os.Readlink(p)
+	return s.add(&Item{Path: p, Kind: kind, Sum: "link:" + link, Link: link,
+		Watch: fmt.Sprintf("symlink to %s in Git's exec surface", oneLine(link))})
+}
+
+func appendNew(list []string, more ...string) []string {
+	for _, m := range more {
+		dup := false
+		for _, l := range list {
+			dup = dup || l == m
+		}
+		if !dup {
+			list = append(list, m)
+		}
+	}
+	return list
+}
+
+// readDir lists dir (a canonical path) without following symlinks, sorted by name.
+// Failures are recorded as skipped places.
+func (s *scanner) readDir(dir string) []os.DirEntry {
+	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		s.skip(dir, "cannot open directory: %v", err)
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		s.skip(dir, "cannot list directory: %v", err)
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	s.entries += len(ents)
+	return ents
+}
+
+// tree walks a working-tree directory.
+func (s *scanner) tree(dir string, depth int) {
+	if s.stopped {
+		return
+	}
+	if s.entries >= s.opt.MaxEntries {
+		s.stopped = true
+		s.skip(dir, "walk stopped after %d entries; this directory and the rest of the tree were not searched for nested Git directories", s.entries)
+		return
+	}
+	if depth > s.opt.MaxDepth {
+		s.skip(dir, "deeper than %d directories; not searched for nested Git directories", s.opt.MaxDepth)
+		return
+	}
+	ents := s.readDir(dir)
+	if looksLikeGitDir(ents) {
+		s.gitdir(dir, "", 0)
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case e.Name() == ".git":
+			s.dotGit(p, dir)
+		case e.Name() == ".gitmodules" && e.Type().IsRegular():
+			s.gitmodules(p)
+		case e.IsDir():
+			s.tree(p, depth+1)
+		}
+	}
+}
+
+// looksLikeGitDir mirrors Git's is_git_directory: a HEAD, and objects/ and refs/ (or
+// a commondir that provides them). The types are not checked, as Git follows links.
+func looksLikeGitDir(ents []os.DirEntry) bool {
+	has := map[string]bool{}
+	for _, e := range ents {
+		has[e.Name()] = true
+	}
+	return has["HEAD"] && (has["commondir"] || has["objects"] && has["refs"])
+}
+
+// dotGit handles a .git entry of the working-tree directory worktree.
+func (s *scanner) dotGit(p, worktree string) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		s.skip(p, "cannot inspect: %v", err)
+		return
+	}
+	switch {
+	case fi.IsDir():
+		s.gitdir(p, worktree, 0)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		s.linkItem(p, KindGitPointer)
+		if target, ok := s.resolveInside(p); ok {
+			s.gitdir(target, worktree, 0)
+		}
+	case fi.Mode().IsRegular():
+		data, sum, err := s.read(p, maxPointerSize)
+		it := s.add(&Item{Path: p, Kind: KindGitPointer, Sum: sum})
+		if err != nil {
+			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be read (%v)", err))
+			return
+		}
+		target, ok := gitFileTarget(data)
+		if !ok {
+			return // Git refuses a .git file without "gitdir: " and reads nothing
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(worktree, target)
+		}
+		if canon, ok := s.canonInside(target); ok {
+			s.gitdir(canon, worktree, 0)
+		} else {
+			// A linked worktree or a submodule checkout used as the repository points
+			// out legitimately; a new pointer out of it is what a sandbox would plant.
+			it.Watch = fmt.Sprintf("points Git at %s, outside the repository", oneLine(target))
+		}
+	}
+}
+
+// gitFileTarget parses a .git file as read_gitfile does: "gitdir: PATH", trailing
+// whitespace dropped.
+func gitFileTarget(data []byte) (string, bool) {
+	s, ok := strings.CutPrefix(string(data), "gitdir: ")
+	if !ok {
+		return "", false
+	}
+	s = strings.TrimRight(s, " \t\r\n")
+	return s, s != ""
+}
+
+// gitdir audits one Git directory (canonical, inside repo). worktree is its working
+// tree when known ("" for module and bare gitdirs), against which a relative
+// core.hooksPath resolves.
+func (s *scanner) gitdir(dir, worktree string, depth int) {
+	if s.gitdirs[dir] {
+		return
+	}
+	s.gitdirs[dir] = true
+	if depth > maxModuleDepth {
+		s.skip(dir, "Git directories nested deeper than %d (modules/, worktrees/, commondir) were not audited", maxModuleDepth)
+		return
+	}
+	entries := s.config(filepath.Join(dir, "config"), dir, 0)
+	entries = append(entries, s.config(filepath.Join(dir, "config.worktree"), dir, 0)...)
+	s.commonDir(dir, depth)
+	s.hooksDir(filepath.Join(dir, "hooks"))
+	base := worktree
+	if base == "" {
+		base = dir
+	}
+	for _, e := range append(entries, s.hostEntries...) {
+		if e.Section == "core" && e.Key == "hookspath" && !e.NoValue && e.Value != "" {
+			if p, ok := expandPath(e.Value, s.opt.Home); ok {
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(base, p)
+				}
+				if canon, ok := s.canonInside(p); ok {
+					s.hooksDir(canon)
+				}
+			}
+		}
+	}
+	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
+		s.todo(filepath.Join(dir, todo))
+	}
+	s.moduleDirs(filepath.Join(dir, "modules"), depth+1)
+	for _, e := range s.listIfDir(filepath.Join(dir, "worktrees")) {
+		if e.IsDir() {
+			s.gitdir(filepath.Join(dir, "worktrees", e.Name()), "", depth+1)
+		}
+	}
+}
+
+// listIfDir lists path when it is a real directory; a missing one is fine, a symlink
+// is not followed (Git would follow it, so it is reported when new).
+func (s *scanner) listIfDir(path string) []os.DirEntry {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		s.skip(path, "cannot inspect: %v", err)
+		return nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		s.linkItem(path, KindGitPointer)
+		if target, ok := s.resolveInside(path); ok {
+			return s.readDir(target)
+		}
+		return nil
+	case !fi.IsDir():
+		return nil
+	}
+	return s.readDir(path)
+}
+
+// moduleDirs visits each gitdir below modules/. Submodule names may hold slashes, so
+// modules/a/b can be a gitdir even when modules/a is one too: every directory is
+// searched, except the parts of a gitdir that hold no gitdirs of its own.
+func (s *scanner) moduleDirs(dir string, depth int) {
+	for _, e := range s.listIfDir(dir) {
+		if e.IsDir() {
+			s.moduleDir(filepath.Join(dir, e.Name()), depth)
+		}
+	}
+}
+
+func (s *scanner) moduleDir(p string, depth int) {
+	if depth > maxModuleDepth {
+		s.skip(p, "Git directories nested deeper than %d were not audited", maxModuleDepth)
+		return
+	}
+	ents := s.readDir(p)
+	isGitDir := false
+	for _, c := range ents {
+		switch c.Name() {
+		case "HEAD", "config", "commondir":
+			isGitDir = true
+		}
+	}
+	if isGitDir {
+		s.gitdir(p, "", depth)
+	}
+	for _, c := range ents {
+		if c.IsDir() && !(isGitDir && gitdirInternals[c.Name()]) {
+			s.moduleDir(filepath.Join(p, c.Name()), depth+1)
+		}
+	}
+}
+
+// gitdirInternals are the directories of a gitdir that never hold a submodule gitdir
+// (gitdir() itself handles modules/ and worktrees/).
+var gitdirInternals = map[string]bool{"objects": true, "refs": true, "logs": true, "hooks": true, "info": true, "modules": true, "worktrees": true, "lfs": true}
+
+// commonDir audits gitdir/commondir. Only a linked worktree's gitdir
+// (X/worktrees/NAME) legitimately has one, pointing back at X; anywhere else, or
+// pointing anywhere else, it moves Git's config and hooks.
+func (s *scanner) commonDir(gitdir string, depth int) {
+	p := filepath.Join(gitdir, "commondir")
+	it, data, ok := s.file(p, KindCommonDir, maxPointerSize)
+	if !ok || data == nil {
+		return
+	}
+	target := strings.TrimRight(string(data), "\r\n")
+	if target == "" {
+		return
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(gitdir, target)
+	}
+	canon, inside := s.canonInside(target)
+	want := ""
+	if filepath.Base(filepath.Dir(gitdir)) == "worktrees" {
+		want = filepath.Dir(filepath.Dir(gitdir))
+	}
+	if want == "" || canon != want {
+		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("makes Git read config and hooks from %s", oneLine(target)))
+	}
+	if inside {
+		s.gitdir(canon, "", depth+1)
+	}
+}
+
+// hooksDir audits a hooks directory: every entry Git could run (anything but
+// *.sample) that is executable or a symlink.
+func (s *scanner) hooksDir(dir string) {
+	if s.hooks[dir] {
+		return
+	}
+	s.hooks[dir] = true
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		s.skip(dir, "cannot inspect: %v", err)
+		return
+	case fi.Mode()&fs.ModeSymlink != 0:
+		s.linkItem(dir, KindHooksDir)
+		if target, ok := s.resolveInside(dir); ok {
+			s.hooksDir(target)
+		}
+		return
+	case !fi.IsDir():
+		return
+	}
+	for _, e := range s.readDir(dir) {
+		if strings.HasSuffix(e.Name(), ".sample") || strings.Contains(e.Name(), QuarantineSuffix) {
+			continue // Git runs hooks by their exact name only
+		}
+		p := filepath.Join(dir, e.Name())
+		fi, err := e.Info()
+		if err != nil {
+			s.skip(p, "cannot inspect: %v", err)
+			continue
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			link, _ := os.Readlink(p)
+			s.add(&Item{Path: p, Kind: KindHook, Sum: "link:" + link, Link: link,
+				Dangers: []string{fmt.Sprintf("hook %s links to %s, which Git would run", oneLine(e.Name()), oneLine(link))}})
+		case fi.Mode().IsRegular():
+			_, sum, err := s.read(p, maxHookHash)
+			it := s.add(&Item{Path: p, Kind: KindHook, Sum: sum})
+			if err != nil && !errors.Is(err, errTooLarge) {
+				it.Sum = fmt.Sprintf("unreadable:%o:%d", fi.Mode(), fi.Size())
+			}
+			if fi.Mode()&0o111 != 0 {
+				it.Dangers = []string{fmt.Sprintf("executable hook %s, which Git runs", oneLine(e.Name()))}
+			}
+		}
+	}
+}
+
+// config audits a config file Git reads (when it lies inside repo) and the files it
+// includes, to Git's depth bound, and returns the entries of all of them. gitdir is
+// the Git directory the config belongs to, "" for a host config.
+func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
+	if depth >= maxIncludeDepth {
+		return nil
+	}
+	var entries []ConfigEntry
+	if within(filepath.Clean(path), s.repo) || gitdir != "" {
+		entries = s.repoConfig(path, gitdir)
+	} else if canon, missing := canonical(path); canon != "" && missing == "" {
+		if within(canon, s.repo) {
+			entries = s.repoConfig(canon, gitdir)
+		} else {
+			entries, _ = readHostConfig(canon)
+		}
+	}
+	all := entries
+	for _, inc := range IncludePaths(entries, path, s.opt.Home) {
+		all = append(all, s.config(inc, gitdir, depth+1)...)
+	}
+	return all
+}
+
+// repoConfig records the config file at path (inside repo, or reached from a path
+// inside it) and returns its entries; nil when it does not exist or is not read.
+func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return nil
+	}
+	p := filepath.Join(parent, filepath.Base(path))
+	if !within(p, s.repo) {
+		// The directory leads out of the repository: host files, read-only in the sandbox.
+		entries, _ := readHostConfig(p)
+		return entries
+	}
+	if s.configs[p] {
+		return nil
+	}
+	s.configs[p] = true
+	it, data, ok := s.file(p, KindConfig, maxConfigSize)
+	if !ok || data == nil {
+		return nil
+	}
+	entries, err := ParseConfig(bytes.NewReader(data))
+	if err != nil {
+		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be parsed, so cannot be checked (%v)", err))
+		return nil
+	}
+	for _, e := range entries {
+		if why := Danger(e); why != "" {
+			it.Dangers = appendNew(it.Dangers, describe(e, why))
+		}
+		if e.Section == "core" && e.Key == "worktree" && gitdir != "" && !e.NoValue {
+			wt := e.Value
+			if !filepath.IsAbs(wt) {
+				wt = filepath.Join(gitdir, wt)
+			}
+			if _, inside := s.canonInside(wt); !inside {
+				it.Dangers = appendNew(it.Dangers, describe(e, "points the working tree outside the repository; checkouts would write there"))
+			}
+		}
+	}
+	return entries
+}
+
+// gitmodules audits a .gitmodules file: submodule.*.update = !command. Current Git
+// ignores that form in .gitmodules (CVE-2019-19604), older Git runs it.
+func (s *scanner) gitmodules(p string) {
+	it, data, ok := s.file(p, KindGitmodules, maxConfigSize)
+	if !ok || data == nil {
+		return
+	}
+	entries, err := ParseConfig(bytes.NewReader(data))
+	if err != nil {
+		return // Git cannot read it either; a merge conflict in .gitmodules is ordinary
+	}
+	for _, e := range entries {
+		if e.Section == "submodule" && e.Key == "update" && strings.HasPrefix(strings.TrimSpace(e.Value), "!") {
+			it.Dangers = appendNew(it.Dangers, describe(e, "submodule update runs a shell command"))
+		}
+	}
+}
+
+// todo audits a sequencer todo list: "exec"/"x" lines run a shell command when the
+// operator continues the rebase.
+func (s *scanner) todo(p string) {
+	it, data, ok := s.file(p, KindTodo, maxConfigSize)
+	if !ok || data == nil {
+		return
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), maxConfigSize)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 1 && (f[0] == "exec" || f[0] == "x") {
+			cmd := strings.Join(f[1:], " ")
+			if len(cmd) > 120 {
+				cmd = cmd[:120] + "…"
+			}
+			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("runs %q when the rebase continues", cmd))
+		}
+	}
+}
+
+// file records the file at p (whose parent is canonical) as an item of kind and
+// returns its content when it is a regular file inside repo (through a symlink that
+// stays inside, too). ok is false when p does not exist. data is nil when the content
+// was not read; a file Git would read but the audit cannot is marked dangerous.
+func (s *scanner) file(p string, kind ItemKind, max int64) (it *Item, data []byte, ok bool) {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, false
+	}
+	if err != nil {
+		s.skip(p, "cannot inspect: %v", err)
+		return nil, nil, false
+	}
+	src := p
+	it = &Item{Path: p, Kind: kind}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		it = s.linkItem(p, kind)
+		target, inside := s.resolveInside(p)
+		if !inside {
+			return it, nil, true // not read: it leads out of the repository
+		}
+		src = target
+	}
+	d, sum, err := s.read(src, max)
+	it.Sum += ":" + sum
+	it = s.add(it)
+	if err != nil {
+		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be read, so cannot be checked (%v)", err))
+		return it, nil, true
+	}
+	return it, d, true
+}
+
+var errTooLarge = errors.New("too large")
+
+// read returns the content of the regular file at canonical path p (up to max
+// bytes) and its fingerprint. It never follows a symlink and never blocks on a FIFO.
+func (s *scanner) read(p string, max int64) ([]byte, string, error) {
+	fd, err := safepath.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, "unopenable", err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "unstattable", err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, "type:" + fi.Mode().Type().String(), fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	h := sha256.New()
+	var buf bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(h, &buf), io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, "unreadable", err
+	}
+	sum := fmt.Sprintf("%o:%d:%s", fi.Mode().Perm(), fi.Size(), hex.EncodeToString(h.Sum(nil)))
+	if n > max {
+		return nil, sum, fmt.Errorf("%w: more than %d bytes", errTooLarge, max)
+	}
+	return buf.Bytes(), sum, nil
+}
+
+// resolveInside resolves the symlink at p and reports whether its target lies inside
+// repo (only then may the audit read it).
+func (s *scanner) resolveInside(p string) (string, bool) {
+	t, err := filepath.EvalSymlinks(p)
+	if err != nil || !within(t, s.repo) {
+		return "", false
+	}
+	return t, true
+}
+
+// canonInside resolves path (which may not exist) and reports whether it lies inside
+// repo; when it exists, the canonical path is returned.
+func (s *scanner) canonInside(path string) (string, bool) {
+	canon, missing := canonical(path)
+	if canon == "" {
+		return "", within(filepath.Clean(path), s.repo)
+	}
+	if missing != "" {
+		return "", within(canon, s.repo)
+	}
+	return canon, within(canon, s.repo)
+}
