@@ -101,8 +101,8 @@ type Check struct {
 
 // Report is the result of Probe.
 type Report struct {
-	Kernel string `json:"kernel"` // uname -r
-	UID    int    `json:"uid"`    // the user the probes ran as
+	Kernel string  `json:"kernel"` // uname -r
+	UID    int     `json:"uid"`    // the user the probes ran as
 	Checks []Check `json:"checks"`
 	// Sysctls are the values of the knobs that gate user namespaces, as read;
 	// missing files are left out.

@@ -188,10 +188,10 @@ func Release() string {
 
 // sysctls are the knobs that gate user namespaces and overlay in them.
 var sysctls = map[string]string{
-	"kernel.unprivileged_userns_clone":           "/proc/sys/kernel/unprivileged_userns_clone",
-	"user.max_user_namespaces":                   "/proc/sys/user/max_user_namespaces",
+	"kernel.unprivileged_userns_clone":             "/proc/sys/kernel/unprivileged_userns_clone",
+	"user.max_user_namespaces":                     "/proc/sys/user/max_user_namespaces",
 	"kernel.apparmor_restrict_unprivileged_userns": "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-	"overlay.permit_mounts_in_userns":            "/sys/module/overlay/parameters/permit_mounts_in_userns",
+	"overlay.permit_mounts_in_userns":              "/sys/module/overlay/parameters/permit_mounts_in_userns",
 }
 
 func readSysctls() map[string]string {
