@@ -72,7 +72,7 @@ func Probe(opts Options) Report {
 		set(Openat2, true, "")
 	}
 	if err := isMountOf("/sys/fs/cgroup", unix.CGROUP2_SUPER_MAGIC); err != nil {
-		set(Cgroup2, false, err.Error())
+		set(Cgroup2, false, "not cgroup2: "+err.Error())
 	} else {
 		set(Cgroup2, true, "")
 	}
