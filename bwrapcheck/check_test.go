@@ -1,0 +1,199 @@
+package bwrapcheck
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The real binaries scripts/setup-test-env.sh provides.
+const (
+	realBwrap012 = "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
+	realBwrap080 = "/var/cache/agentbox-test/bwrap-0.8.0/usr/bin/bwrap"
+)
+
+// fake writes an executable shell script named bwrap into a fresh directory. Every
+// invocation appends its arguments, each in brackets, as one line to the returned
+// log file, before body runs.
+func fake(t *testing.T, body string) (bin, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, log = filepath.Join(dir, "bwrap"), filepath.Join(dir, "argv.log")
+	script := "#!/bin/sh\nprintf '[%s]' \"$@\" >>'" + log + "'\necho >>'" + log + "'\n" + body + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, log
+}
+
+// invocations returns one line per run of the fake.
+func invocations(t *testing.T, log string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+func TestCheckFakes(t *testing.T) {
+	const v012 = "echo 'bubblewrap 0.12.0'"
+	tests := []struct {
+		name  string
+		body  string
+		mode  os.FileMode // 0: 0755
+		runs  int         // how many times the fake must have run (--version only)
+		want  string      // accepted version; "" when refused
+		error []string    // substrings of the refusal
+	}{
+		{name: "0.8.0", body: "echo 'bubblewrap 0.8.0'", runs: 1,
+			error: []string{"bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
+		{name: "0.11.2", body: "echo 'bubblewrap 0.11.2'", runs: 1,
+			error: []string{"bubblewrap 0.11.2 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
+		{name: "0.12.0-rc1", body: "echo 'bubblewrap 0.12.0-rc1'", runs: 1,
+			error: []string{"bubblewrap 0.12.0-rc1 is too old", "GHSA-pxhw-h44j-8pfx"}},
+		{name: "0.12.0", body: v012, runs: 1, want: "0.12.0"},
+		{name: "0.13.1", body: "echo 'bubblewrap 0.13.1'", runs: 1, want: "0.13.1"},
+		{name: "0.13.1-rc1", body: "echo 'bubblewrap 0.13.1-rc1'", runs: 1, want: "0.13.1-rc1"},
+		{name: "1.0.0", body: "echo 'bubblewrap 1.0.0'", runs: 1, want: "1.0.0"},
+		{name: "distro", body: "echo 'bubblewrap 0.12.0-1ubuntu2 (Ubuntu)'", runs: 1, want: "0.12.0-1ubuntu2"},
+		{name: "garbage", body: "echo 'Usage: frobnicate [OPTION]'", runs: 1,
+			error: []string{"cannot parse its --version output", "frobnicate"}},
+		{name: "empty output", body: "true", runs: 1, error: []string{"cannot parse its --version output"}},
+		{name: "non-zero exit", body: v012 + "\necho 'bwrap: cannot frob' >&2\nexit 3", runs: 1,
+			error: []string{"--version failed", "exit status 3", "cannot frob"}},
+		{name: "killed by signal", body: v012 + "\nkill -KILL $$", runs: 1, error: []string{"--version failed", "killed"}},
+		{name: "hangs", body: "exec sleep 30", runs: 1, error: []string{"--version did not finish within 300ms"}},
+		// A grandchild keeps stdout open after the fake is killed.
+		{name: "hangs with child", body: "sleep 5 &\nwait", runs: 1, error: []string{"--version did not finish"}},
+		{name: "setuid copy", body: v012, mode: os.ModeSetuid | 0o755, error: []string{"setuid or setgid"}},
+		{name: "setgid copy", body: v012, mode: os.ModeSetgid | 0o755, error: []string{"setuid or setgid"}},
+		{name: "not executable", body: v012, mode: 0o644, error: []string{"not executable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, log := fake(t, tt.body)
+			if tt.mode != 0 {
+				if err := os.Chmod(bin, tt.mode); err != nil {
+					t.Fatal(err)
+				}
+				if fi, err := os.Stat(bin); err != nil || fi.Mode() != tt.mode {
+					t.Fatalf("fake has mode %v, want %v (%v)", fi.Mode(), tt.mode, err)
+				}
+			}
+			got, err := Check(bin, 300*time.Millisecond)
+			if tt.want != "" {
+				if err != nil {
+					t.Fatalf("Check refused %s: %v", tt.name, err)
+				}
+				if got.Version.String() != tt.want || got.Path != bin {
+					t.Errorf("Check = %+v, want version %s at %s", got, tt.want, bin)
+				}
+			} else {
+				if err == nil {
+					t.Fatalf("Check accepted %s as %s", tt.name, got.Version)
+				}
+				var e *Error
+				if !errors.As(err, &e) || e.Path != bin {
+					t.Errorf("error %v is not an *Error naming %s", err, bin)
+				}
+				for _, s := range tt.error {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not say %q", err, s)
+					}
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error %q is not one line", err)
+				}
+			}
+			runs := invocations(t, log)
+			if len(runs) != tt.runs {
+				t.Errorf("fake ran %d times (%q), want %d", len(runs), runs, tt.runs)
+			}
+			for _, r := range runs {
+				if r != "[--version]" {
+					t.Errorf("fake received arguments %s, want only [--version]", r)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckMissing(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bwrap")
+	_, err := Check(bin, time.Second)
+	if err == nil || !strings.Contains(err.Error(), bin+": not found") || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Check(missing) = %v, want a not-found refusal naming %s", err, bin)
+	}
+	_, err = Check(filepath.Dir(bin), time.Second)
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Check(directory) = %v, want a refusal", err)
+	}
+}
+
+func TestFind(t *testing.T) {
+	bin, _ := fake(t, "echo 'bubblewrap 0.12.0'")
+
+	t.Setenv(EnvVar, bin)
+	t.Setenv("PATH", "/nonexistent")
+	if got, err := Find(); err != nil || got != bin {
+		t.Errorf("Find with %s=%s = %q, %v", EnvVar, bin, got, err)
+	}
+
+	t.Setenv(EnvVar, "bin/bwrap")
+	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
+		t.Errorf("Find with a relative %s = %v, want a refusal", EnvVar, err)
+	}
+
+	t.Setenv(EnvVar, "")
+	t.Setenv("PATH", "/nonexistent:"+filepath.Dir(bin))
+	if got, err := Find(); err != nil || got != bin {
+		t.Errorf("Find on PATH = %q, %v, want %s", got, err, bin)
+	}
+
+	t.Setenv("PATH", "/nonexistent")
+	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "not found on PATH") || !strings.Contains(err.Error(), EnvVar) {
+		t.Errorf("Find with no bwrap = %v, want a refusal naming PATH and %s", err, EnvVar)
+	}
+}
+
+func TestLookup(t *testing.T) {
+	old, oldLog := fake(t, "echo 'bubblewrap 0.8.0'")
+	t.Setenv(EnvVar, old)
+	if _, err := Lookup(); err == nil || !strings.Contains(err.Error(), "0.8.0 is too old") {
+		t.Errorf("Lookup(0.8.0) = %v, want refused", err)
+	}
+	if runs := invocations(t, oldLog); len(runs) != 1 || runs[0] != "[--version]" {
+		t.Errorf("fake 0.8.0 received %q, want only [--version]", runs)
+	}
+
+	good, _ := fake(t, "echo 'bubblewrap 0.13.1'")
+	t.Setenv(EnvVar, good)
+	if b, err := Lookup(); err != nil || b.Path != good || b.Version.String() != "0.13.1" {
+		t.Errorf("Lookup(0.13.1) = %+v, %v", b, err)
+	}
+}
+
+// TestRealBinaries checks the real releases scripts/setup-test-env.sh provides: Debian
+// bookworm's 0.8.0 is refused, 0.12.0 built from source is accepted.
+func TestRealBinaries(t *testing.T) {
+	for _, p := range []string{realBwrap012, realBwrap080} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("real bwrap missing (run scripts/setup-test-env.sh as root): %v", err)
+		}
+	}
+	_, err := Check(realBwrap080, DefaultTimeout)
+	if err == nil || !strings.Contains(err.Error(), "bubblewrap 0.8.0 is too old") || !strings.Contains(err.Error(), Advisory) {
+		t.Errorf("Check(real 0.8.0) = %v, want refused naming 0.8.0 and %s", err, Advisory)
+	}
+	b, err := Check(realBwrap012, DefaultTimeout)
+	if err != nil || b.Version != (Version{0, 12, 0, ""}) {
+		t.Errorf("Check(real 0.12.0) = %+v, %v, want accepted", b, err)
+	}
+}
