@@ -1,0 +1,97 @@
+package behaviour
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// TestStartedAsRoot checks that the promises hold when root launches agentbox: uid 0
+// maps to itself, but the command still has no capability and cannot write the host.
+func TestStartedAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs agentbox as root")
+	}
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			// Root owns its repository; without capabilities it could not write one
+			// owned by someone else (that is checked too: no DAC override).
+			_ = filepath.Walk(b.repo, func(p string, _ os.FileInfo, err error) error {
+				if err == nil {
+					err = os.Lchown(p, 0, 0)
+				}
+				return err
+			})
+			cmd := b.command(b.repo, nil, `id -u
+				grep -E '^Cap(Prm|Eff|Bnd|Amb):' /proc/self/status
+				touch /etc/agentbox-root-probe 2>/dev/null && echo WROTE-ETC
+				echo x >> .git/config 2>/dev/null && echo WROTE-CONFIG
+				mount -o remount,rw / 2>/dev/null && echo REMOUNTED
+				unshare -Urm sh -c 'mount -o remount,rw / && touch /etc/agentbox-root-probe' 2>/dev/null && echo NESTED
+				echo x > "$REPO/root-wrote" && echo REPO-OK
+				touch "$HOME/.root-probe" 2>/dev/null && echo DAC-OVERRIDE; true`)
+			cmd.SysProcAttr = nil // stay root
+			r := run(cmd)
+			if r.code != 0 {
+				t.Fatalf("%s", r)
+			}
+			for _, c := range []string{"CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+				if !strings.Contains(r.stdout, c+":\t0000000000000000") {
+					t.Errorf("%s not empty as root:\n%s", c, r.stdout)
+				}
+			}
+			for _, bad := range []string{"WROTE-ETC", "WROTE-CONFIG", "REMOUNTED", "NESTED", "DAC-OVERRIDE"} {
+				if strings.Contains(r.stdout, bad) {
+					t.Errorf("%s as root:\n%s", bad, r.stdout)
+				}
+			}
+			if !strings.HasPrefix(r.stdout, "0\n") || !strings.Contains(r.stdout, "REPO-OK") {
+				t.Errorf("root session: %s", r)
+			}
+			if exists("/etc/agentbox-root-probe") {
+				os.Remove("/etc/agentbox-root-probe")
+				t.Fatal("root session wrote /etc")
+			}
+		})
+	}
+}
+
+// TestDryRun checks the printed plan: every check done, nothing launched, the order
+// of DESIGN.md (root read-only, private /proc /dev /tmp /run, HOME, repo, Git paths).
+func TestDryRun(t *testing.T) {
+	b := newBox(t, "native")
+	cmd := testenv.Command(t, b.home, b.bin, "exec", "--dry-run", "--json", "--", "touch", "/tmp/x")
+	cmd.Dir = b.repo
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan struct {
+		Ops []struct{ Op, Source, Dest string } `json:"ops"`
+	}
+	if err := json.Unmarshal(out, &plan); err != nil {
+		t.Fatalf("dry-run JSON: %v\n%s", err, out)
+	}
+	var order []string
+	for _, op := range plan.Ops {
+		order = append(order, op.Op+" "+op.Dest)
+	}
+	want := []string{"ro-bind /", "proc /proc", "dev /dev", "tmpfs /tmp", "tmpfs /run",
+		"overlay " + b.home, "bind " + b.repo,
+		"ro-bind " + filepath.Join(b.repo, ".git/config"), "ro-bind " + filepath.Join(b.repo, ".git/hooks")}
+	if strings.Join(order, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("plan order:\n%s\nwant:\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+	text := exec.Command(b.bin, "exec", "--dry-run", "--repo", b.repo, "--", "true")
+	text.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+	tout, err := text.Output()
+	if err != nil || !strings.Contains(string(tout), "bind     "+b.repo) {
+		t.Fatalf("text plan: %v\n%s", err, tout)
+	}
+}
