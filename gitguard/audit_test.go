@@ -1,0 +1,553 @@
+package gitguard
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gitEnv isolates the git used to build fixtures from the machine's config.
+func gitEnv(home string) []string {
+	return []string{
+		"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
+		"GIT_ALLOW_PROTOCOL=file",
+	}
+}
+
+func runGit(t *testing.T, home, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, gitEnv(home)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// fixture is a fresh repository with one commit, and a HOME for its git.
+type fixture struct {
+	t    *testing.T
+	root string // canonical temp dir holding home/ and repo/
+	home string
+	repo string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, root: root, home: filepath.Join(root, "home"), repo: filepath.Join(root, "repo")}
+	for _, d := range []string{f.home, f.repo} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.git(f.repo, "init", "-q", "-b", "main")
+	f.write("README", "hello\n", 0o644)
+	f.git(f.repo, "add", "README")
+	f.git(f.repo, "commit", "-q", "-m", "first")
+	return f
+}
+
+func (f *fixture) git(dir string, args ...string) string {
+	f.t.Helper()
+	return runGit(f.t, f.home, dir, args...)
+}
+
+// write creates repo-relative (or absolute) path with content and mode, making parents.
+func (f *fixture) write(rel, content string, mode os.FileMode) string {
+	f.t.Helper()
+	p := rel
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(f.repo, rel)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// gitdirAt makes dir look like a Git directory (HEAD, objects/, refs/).
+func (f *fixture) gitdirAt(rel string) string {
+	f.t.Helper()
+	d := filepath.Join(f.repo, rel)
+	for _, s := range []string{"objects", "refs/heads"} {
+		if err := os.MkdirAll(filepath.Join(d, s), 0o755); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.write(filepath.Join(d, "HEAD"), "ref: refs/heads/main\n", 0o644)
+	return d
+}
+
+func (f *fixture) scan() *Surface {
+	f.t.Helper()
+	s, err := Scan(f.repo, ScanOptions{Home: f.home, HostConfigs: []string{filepath.Join(f.home, ".gitconfig")}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func findingAt(fs []Finding, path string) *Finding {
+	for i := range fs {
+		if fs[i].Path == path {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+const payload = "[core]\n\tfsmonitor = \"touch /nonexistent/PWNED; false\"\n"
+
+// TestAuditLocations plants a payload in each place Git reads config or hooks from,
+// after a baseline, and checks that the audit reports it, moves exactly that file
+// aside, and is clean afterwards.
+func TestAuditLocations(t *testing.T) {
+	cases := []struct {
+		name  string
+		plant func(f *fixture) string // returns the path that must be reported
+		why   string                  // substring of the reason
+		// sessionOnly: harmless as such, reported only as a change (Item.Watch), so
+		// the on-demand audit does not report it.
+		sessionOnly bool
+	}{
+		{"commondir of the repository", func(f *fixture) string {
+			f.gitdirAt("elsewhere")
+			return f.write(".git/commondir", "../elsewhere\n", 0o644)
+		}, "makes Git read config and hooks from", false},
+		{"config of a commondir target", func(f *fixture) string {
+			d := f.gitdirAt("elsewhere")
+			f.write(".git/commondir", "../elsewhere\n", 0o644)
+			return f.write(filepath.Join(d, "config"), payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"planted submodule gitdir via .git file", func(f *fixture) string {
+			d := f.gitdirAt("sneaky")
+			f.write("sub/.git", "gitdir: ../sneaky\n", 0o644)
+			return f.write(filepath.Join(d, "config"), payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"planted submodule gitdir via absolute .git file", func(f *fixture) string {
+			d := filepath.Join(f.repo, "deep/x/y")
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f.write("sub/.git", "gitdir: "+d+"\n", 0o644)
+			return f.write(filepath.Join(d, "config"), payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"modules gitdir config", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			return f.write(".git/modules/m/config", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"modules gitdir with a slashed name under another", func(f *fixture) string {
+			f.gitdirAt(".git/modules/a")
+			f.gitdirAt(".git/modules/a/b")
+			return f.write(".git/modules/a/b/config", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"nested modules of a module", func(f *fixture) string {
+			f.gitdirAt(".git/modules/a")
+			f.gitdirAt(".git/modules/a/modules/b")
+			return f.write(".git/modules/a/modules/b/config", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"modules gitdir commondir", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			return f.write(".git/modules/m/commondir", "../../../x\n", 0o644)
+		}, "makes Git read config", false},
+		{"modules gitdir hook", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			return f.write(".git/modules/m/hooks/post-checkout", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+		}, "executable hook post-checkout", false},
+		{"nested .git directory", func(f *fixture) string {
+			f.gitdirAt("vendor/lib/.git")
+			return f.write("vendor/lib/.git/config", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"nested .git directory hook", func(f *fixture) string {
+			f.gitdirAt("lib/.git")
+			return f.write("lib/.git/hooks/pre-commit", "#!/bin/sh\n", 0o700)
+		}, "executable hook pre-commit", false},
+		{"bare repository in the working tree", func(f *fixture) string {
+			f.gitdirAt("docs/bare")
+			return f.write("docs/bare/config", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"config.worktree", func(f *fixture) string {
+			return f.write(".git/config.worktree", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"linked worktree config.worktree", func(f *fixture) string {
+			f.write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
+			f.write(".git/worktrees/w/commondir", "../..\n", 0o644)
+			return f.write(".git/worktrees/w/config.worktree", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"linked worktree commondir pointing elsewhere", func(f *fixture) string {
+			f.gitdirAt("elsewhere")
+			f.write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
+			return f.write(".git/worktrees/w/commondir", "../../../elsewhere\n", 0o644)
+		}, "makes Git read config", false},
+		{"include target changed", func(f *fixture) string {
+			// The include was set before the baseline (see preInclude below).
+			return f.write("conf/extra.inc", payload, 0o644)
+		}, "core.fsmonitor", false},
+		{"include target of the global config", func(f *fixture) string {
+			return f.write("global.inc", "[alias]\n\tx = !touch /nonexistent\n", 0o644)
+		}, "alias runs a shell command", false},
+		{"core.hooksPath directory of the user's config", func(f *fixture) string {
+			return f.write(".githooks/pre-commit", "#!/bin/sh\n", 0o755)
+		}, "executable hook pre-commit", false},
+		{"hook made executable", func(f *fixture) string {
+			p := filepath.Join(f.repo, ".githooks/post-merge")
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "executable hook post-merge", false},
+		{"symlinked hook", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			p := filepath.Join(f.repo, ".git/modules/m/hooks/pre-push")
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.Symlink("/bin/true", p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "links to /bin/true", false},
+		{"symlinked .git", func(f *fixture) string {
+			d := f.gitdirAt("hidden")
+			f.write(filepath.Join(d, "config"), payload, 0o644)
+			p := filepath.Join(f.repo, "sub/.git")
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.Symlink("../hidden", p); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(d, "config")
+		}, "core.fsmonitor", false},
+		{"new symlink in the exec surface", func(f *fixture) string {
+			f.gitdirAt("lib/.git")
+			p := filepath.Join(f.repo, "lib/.git/config")
+			if err := os.Symlink("/etc/passwd", p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "symlink to /etc/passwd", true},
+		{"new .git file pointing out of the repository", func(f *fixture) string {
+			return f.write("sub/.git", "gitdir: /usr\n", 0o644)
+		}, "outside the repository", true},
+		{".gitmodules update command", func(f *fixture) string {
+			return f.write(".gitmodules", "[submodule \"s\"]\n\tpath = s\n\turl = ./s\n\tupdate = !touch /nonexistent\n", 0o644)
+		}, "submodule update runs a shell command", false},
+		{"rebase todo exec line", func(f *fixture) string {
+			return f.write(".git/rebase-merge/git-rebase-todo", "pick 1234 x\nexec touch /nonexistent\n", 0o644)
+		}, "when the rebase continues", false},
+		{"core.worktree out of the repository", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			return f.write(".git/modules/m/config", "[core]\n\tworktree = /home\n", 0o644)
+		}, "outside the repository", false},
+		{"unparseable new config", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			return f.write(".git/modules/m/config", "[core\n", 0o644)
+		}, "cannot be parsed", false},
+		{"FIFO as a config", func(f *fixture) string {
+			f.gitdirAt(".git/modules/m")
+			p := filepath.Join(f.repo, ".git/modules/m/config")
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "not a regular file", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			preInclude(f)
+			base := f.scan()
+			if got := Compare(base, base); len(got) != 0 {
+				t.Fatalf("baseline against itself: %v", got)
+			}
+			want := c.plant(f)
+			cur := f.scan()
+			fs := Compare(base, cur)
+			fd := findingAt(fs, want)
+			if fd == nil {
+				t.Fatalf("no finding for %s; findings: %v", want, fs)
+			}
+			if !strings.Contains(fd.String(), c.why) {
+				t.Errorf("finding %q does not say %q", fd.String(), c.why)
+			}
+			if onDemand := findingAt(Compare(nil, cur), want) != nil; onDemand == c.sessionOnly {
+				t.Errorf("on-demand audit reports %s: %v, want %v", want, onDemand, !c.sessionOnly)
+			}
+			Quarantine(fs, "TEST")
+			fd = findingAt(fs, want)
+			if fd.MoveErr != nil {
+				t.Fatalf("quarantine: %v", fd.MoveErr)
+			}
+			if fd.Moved != want+QuarantineSuffix+"TEST" {
+				t.Errorf("moved to %q, want %q", fd.Moved, want+QuarantineSuffix+"TEST")
+			}
+			if _, err := os.Lstat(fd.Moved); err != nil {
+				t.Errorf("quarantined file: %v", err)
+			}
+			if _, err := os.Lstat(want); !errors.Is(err, fs2ErrNotExist) {
+				t.Errorf("%s still there after quarantine (%v)", want, err)
+			}
+			if left := Compare(base, f.scan()); len(left) != 0 {
+				t.Errorf("findings left after quarantine: %v", left)
+			}
+		})
+	}
+}
+
+var fs2ErrNotExist = fs.ErrNotExist
+
+// preInclude gives every location fixture the user's own, pre-existing settings that
+// some cases build on: an include in the repository config, a global config that
+// includes a file inside the repository, and core.hooksPath = .githooks holding a
+// non-executable hook.
+func preInclude(f *fixture) {
+	f.write("conf/extra.inc", "[user]\n\tname = me\n", 0o644)
+	f.git(f.repo, "config", "include.path", "../conf/extra.inc")
+	f.write("global.inc", "[color]\n\tui = auto\n", 0o644)
+	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(f.repo, "global.inc")+"\n", 0o644)
+	f.git(f.repo, "config", "core.hooksPath", ".githooks")
+	f.write(".githooks/post-merge", "#!/bin/sh\n", 0o644)
+}
+
+// TestAuditKeys plants each dangerous key in a new submodule gitdir's config.
+func TestAuditKeys(t *testing.T) {
+	keys := []string{
+		"[core]\n\tfsmonitor = ./x",
+		"[core]\n\thooksPath = /tmp",
+		"[core]\n\tsshCommand = x",
+		"[core]\n\tpager = x",
+		"[core]\n\teditor = x",
+		"[core]\n\taskPass = x",
+		"[core]\n\tgitProxy = x",
+		"[core]\n\talternateRefsCommand = x",
+		"[sequence]\n\teditor = x",
+		"[credential]\n\thelper = x",
+		"[credential \"https://h\"]\n\thelper = x",
+		"[gpg]\n\tprogram = x",
+		"[gpg \"ssh\"]\n\tprogram = x",
+		"[gpg \"ssh\"]\n\tdefaultKeyCommand = x",
+		"[diff \"d\"]\n\ttextconv = x",
+		"[diff \"d\"]\n\tcommand = x",
+		"[diff]\n\texternal = x",
+		"[merge \"m\"]\n\tdriver = x",
+		"[filter \"f\"]\n\tclean = x",
+		"[filter \"f\"]\n\tsmudge = x",
+		"[filter \"f\"]\n\tprocess = x",
+		"[alias]\n\tst = !x",
+		"[alias]\n\tst = \" !x\"",
+		"[include]\n\tpath = x",
+		"[includeIf \"gitdir:/\"]\n\tpath = x",
+		"[uploadpack]\n\tpackObjectsHook = x",
+		"[protocol]\n\tallow = always",
+		"[protocol \"ext\"]\n\tallow = always",
+		"[remote \"o\"]\n\tuploadpack = x",
+		"[remote \"o\"]\n\treceivepack = x",
+		"[submodule \"s\"]\n\tupdate = !x",
+		"[pager]\n\tlog = x",
+		"[interactive]\n\tdiffFilter = x",
+		"[trailer \"t\"]\n\tcommand = x",
+		"[mergetool \"t\"]\n\tcmd = x",
+		"[difftool \"t\"]\n\tpath = x",
+		"[browser \"b\"]\n\tcmd = x",
+		"[sendemail]\n\ttoCmd = x",
+		"[CORE]\n\tFSMONITOR = x",
+		"[core]\r\n\tfsmonitor = x\r\n",
+		"[core] fsmonitor = x",
+		"[core]\n\tfsmonitor = \\\n x",
+	}
+	for _, k := range keys {
+		t.Run(strings.ReplaceAll(k, "\n", " "), func(t *testing.T) {
+			f := newFixture(t)
+			f.gitdirAt(".git/modules/m")
+			base := f.scan()
+			p := f.write(".git/modules/m/config", k+"\n", 0o644)
+			fs := Compare(base, f.scan())
+			fd := findingAt(fs, p)
+			if fd == nil {
+				t.Fatalf("%q: no finding; findings: %v", k, fs)
+			}
+			if strings.Contains(fd.String(), "cannot be parsed") {
+				t.Errorf("%q: parsed differently from Git: %s", k, fd)
+			}
+		})
+	}
+}
+
+// TestDangerHarmless checks values Git does not run.
+func TestDangerHarmless(t *testing.T) {
+	for _, k := range []string{
+		"[core]\n\tfsmonitor = false", "[core]\n\tfsmonitor = true", "[core]\n\tfsmonitor",
+		"[core]\n\tpager =", "[credential]\n\thelper =", "[alias]\n\tst = status -s",
+		"[pager]\n\tlog = false", "[user]\n\tname = x", "[remote \"o\"]\n\turl = ../x",
+		"[submodule \"s\"]\n\tupdate = rebase", "[core]\n\tworktree = ../../../sub",
+		"[protocol]\n\tversion = 2", "[diff]\n\tcolorMoved = zebra",
+	} {
+		entries, err := ParseConfig(strings.NewReader(k))
+		if err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+		for _, e := range entries {
+			if why := Danger(e); why != "" {
+				t.Errorf("%q: reported as %q", k, why)
+			}
+		}
+	}
+}
+
+// TestAuditLegitimate checks that ordinary work produces no finding: a submodule
+// added with git submodule add from a local path, a linked worktree added inside the
+// repository, an unchanged fixture repository with the user's own dangerous config,
+// the user's own hooks and config edited harmlessly.
+func TestAuditLegitimate(t *testing.T) {
+	f := newFixture(t)
+	// The user's own fixture repository with their pager, made before launch.
+	fixture := filepath.Join(f.repo, "testdata/fixture")
+	if err := os.MkdirAll(fixture, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.git(fixture, "init", "-q")
+	f.git(fixture, "config", "core.pager", "less -R")
+	f.write(".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	f.git(f.repo, "config", "core.editor", "vi")
+
+	// A library to add as a submodule.
+	lib := filepath.Join(f.root, "lib")
+	os.Mkdir(lib, 0o755)
+	f.git(lib, "init", "-q", "-b", "main")
+	f.git(lib, "commit", "-q", "--allow-empty", "-m", "lib")
+
+	base := f.scan()
+	f.git(f.repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "libs/lib")
+	f.git(f.repo, "commit", "-q", "-m", "add lib")
+	f.git(f.repo, "worktree", "add", "-q", "wt", "-b", "side")
+	f.git(fixture, "config", "user.name", "someone") // changed, but no new danger
+	f.write("src/main.go", "package main\n", 0o644)
+	if fs := Compare(base, f.scan()); len(fs) != 0 {
+		t.Errorf("legitimate work produced findings: %v", fs)
+	}
+
+	// On demand, with no baseline, the user's own settings are reported.
+	all := Compare(nil, f.scan())
+	for _, want := range []string{filepath.Join(fixture, ".git/config"), filepath.Join(f.repo, ".git/config"), filepath.Join(f.repo, ".git/hooks/pre-commit")} {
+		if findingAt(all, want) == nil {
+			t.Errorf("on-demand audit does not report %s: %v", want, all)
+		}
+	}
+}
+
+// TestAuditSymlinkOut checks that a planted symlink out of the repository is not
+// followed: a hooks dir and a commondir target leading to a FIFO outside must not
+// make the audit block or read there.
+func TestAuditSymlinkOut(t *testing.T) {
+	f := newFixture(t)
+	outside := filepath.Join(f.root, "outside")
+	os.Mkdir(outside, 0o755)
+	if err := syscall.Mkfifo(filepath.Join(outside, "config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.write(filepath.Join(outside, "pre-commit"), "#!/bin/sh\n", 0o755)
+	base := f.scan()
+	f.gitdirAt(".git/modules/m")
+	os.Symlink(outside, filepath.Join(f.repo, ".git/modules/m/hooks"))
+	os.Symlink(filepath.Join(outside, "config"), filepath.Join(f.repo, ".git/modules/m/config"))
+	done := make(chan []Finding)
+	go func() { done <- Compare(base, f.scan()) }()
+	var fs []Finding
+	select {
+	case fs = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("audit blocked on a FIFO outside the repository")
+	}
+	for _, p := range []string{".git/modules/m/hooks", ".git/modules/m/config"} {
+		if findingAt(fs, filepath.Join(f.repo, p)) == nil {
+			t.Errorf("no finding for the new symlink %s: %v", p, fs)
+		}
+	}
+	for _, fd := range fs {
+		if strings.HasPrefix(fd.Path, outside) {
+			t.Errorf("audit reported a path outside the repository: %s", fd)
+		}
+	}
+}
+
+// TestAuditBounds checks that a walk stopped by its bound says so.
+func TestAuditBounds(t *testing.T) {
+	f := newFixture(t)
+	for i := range 50 {
+		f.write(filepath.Join("many", strings.Repeat("d", i%7+1), string(rune('a'+i%26))+"x"), "", 0o644)
+	}
+	s, err := Scan(f.repo, ScanOptions{MaxEntries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := Compare(s, s)
+	if len(fs) == 0 || !strings.Contains(fs[0].String(), "walk stopped") {
+		t.Errorf("bounded walk did not report where it stopped: %v", fs)
+	}
+	s, err = Scan(f.repo, ScanOptions{MaxDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := Compare(nil, s); len(fs) == 0 || !strings.Contains(fs[0].String(), "deeper than") {
+		t.Errorf("depth bound not reported: %v", fs)
+	}
+}
+
+// TestAuditUnreadableDir checks that a directory the audit cannot list is reported.
+func TestAuditUnreadableDir(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads every directory; needs an unprivileged user")
+	}
+	f := newFixture(t)
+	d := filepath.Join(f.repo, "locked")
+	os.Mkdir(d, 0o000)
+	t.Cleanup(func() { os.Chmod(d, 0o755) })
+	fs := Compare(nil, f.scan())
+	if findingAt(fs, d) == nil {
+		t.Errorf("unreadable directory not reported: %v", fs)
+	}
+}
+
+// TestQuarantineReadOnlyDir checks that a directory made read-only does not stop the
+// quarantine, and that its mode is restored.
+func TestQuarantineReadOnlyDir(t *testing.T) {
+	f := newFixture(t)
+	base := f.scan()
+	d := f.gitdirAt(".git/modules/m")
+	p := f.write(".git/modules/m/config", payload, 0o644)
+	os.Chmod(d, 0o555)
+	t.Cleanup(func() { os.Chmod(d, 0o755) })
+	fs := Compare(base, f.scan())
+	Quarantine(fs, "RO")
+	fd := findingAt(fs, p)
+	if fd == nil || fd.MoveErr != nil || fd.Moved == "" {
+		t.Fatalf("finding %v", fd)
+	}
+	fi, _ := os.Stat(d)
+	if fi.Mode().Perm() != 0o555 {
+		t.Errorf("mode of %s is %o after quarantine, want 555", d, fi.Mode().Perm())
+	}
+	// A second quarantine with the same id does not overwrite the first.
+	f.write(".git/modules/m/config", payload, 0o644)
+	fs = Compare(base, f.scan())
+	Quarantine(fs, "RO")
+	if fd := findingAt(fs, p); fd == nil || fd.Moved != p+QuarantineSuffix+"RO-2" {
+		t.Errorf("second quarantine: %v", fd)
+	}
+}

@@ -1,0 +1,138 @@
+package gitguard
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// hostEnv points the host config lookup at the fixture's HOME only.
+func hostEnv(t *testing.T, f *fixture) {
+	t.Setenv("HOME", f.home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(f.home, ".config"))
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("GIT_CONFIG_GLOBAL", "")
+	t.Setenv("GIT_CONFIG_SYSTEM", "")
+}
+
+func protectedSet(t *testing.T, repo string) map[string]Protected {
+	t.Helper()
+	ps, err := ProtectedPaths(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]Protected{}
+	for _, p := range ps {
+		m[p.Path] = p
+	}
+	return m
+}
+
+func TestProtectedIncludes(t *testing.T) {
+	f := newFixture(t)
+	hostEnv(t, f)
+	r := func(rel string) string { return filepath.Join(f.repo, rel) }
+
+	// Repository config: a relative include (against .git/), an includeIf, a nested
+	// include relative to the included file, a missing file, a missing directory.
+	f.write("conf/a.inc", "[include]\n\tpath = b.inc\n", 0o644)
+	f.write("conf/b.inc", "[user]\n\tname = b\n", 0o644)
+	f.write("conf/real.inc", "", 0o644)
+	if err := os.Symlink("real.inc", r("conf/link.inc")); err != nil {
+		t.Fatal(err)
+	}
+	f.git(f.repo, "config", "--add", "include.path", "../conf/a.inc")
+	f.git(f.repo, "config", "--add", "include.path", "../conf/link.inc")
+	f.git(f.repo, "config", "--add", "include.path", "../conf/missing.inc")
+	f.git(f.repo, "config", "--add", "include.path", "../newdir/sub/x.inc")
+	f.git(f.repo, "config", "includeIf.gitdir:/nowhere/.path", r("conf/cond.inc"))
+	f.git(f.repo, "config", "--add", "include.path", "/etc/hostname")
+
+	// Global configs: ~/.gitconfig with a ~/ path, XDG config with an absolute one.
+	if err := os.Symlink(f.repo, filepath.Join(f.home, "work")); err != nil {
+		t.Fatal(err)
+	}
+	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = ~/work/global.inc\n", 0o644)
+	f.write("global.inc", "", 0o644)
+	f.write(filepath.Join(f.home, ".config/git/config"), "[includeIf \"onbranch:x\"]\n\tpath = "+r("xdg.inc")+"\n", 0o644)
+	f.write("xdg.inc", "", 0o644)
+
+	got := protectedSet(t, f.repo)
+	want := map[string]Protected{
+		r("conf/a.inc"):       {Path: r("conf/a.inc"), Exists: true},
+		r("conf/b.inc"):       {Path: r("conf/b.inc"), Exists: true},
+		r("conf/real.inc"):    {Path: r("conf/real.inc"), Exists: true},
+		r("conf/missing.inc"): {Path: r("conf/missing.inc")},
+		r("newdir"):           {Path: r("newdir"), Dir: true},
+		r("conf/cond.inc"):    {Path: r("conf/cond.inc")},
+		r("global.inc"):       {Path: r("global.inc"), Exists: true},
+		r("xdg.inc"):          {Path: r("xdg.inc"), Exists: true},
+	}
+	for p, w := range want {
+		if g, ok := got[p]; !ok || g != w {
+			t.Errorf("%s: got %+v (present %v), want %+v", p, g, ok, w)
+		}
+	}
+	for p := range got {
+		if p == "/etc/hostname" || p == r("conf/link.inc") {
+			t.Errorf("%s must not be protected", p)
+		}
+	}
+
+	// The placeholders can be made, and leave the missing file and directory there.
+	var ps []Protected
+	for _, p := range got {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b Protected) int {
+		if a.Path < b.Path {
+			return -1
+		}
+		return 1
+	})
+	if err := EnsurePlaceholders(ps); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(r("newdir")); err != nil || !fi.IsDir() {
+		t.Errorf("newdir placeholder: %v", err)
+	}
+	if fi, err := os.Stat(r("conf/missing.inc")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("missing.inc placeholder: %v", err)
+	}
+}
+
+// TestProtectedIncludeDepth checks Git's bound of 10 nested includes.
+func TestProtectedIncludeDepth(t *testing.T) {
+	f := newFixture(t)
+	hostEnv(t, f)
+	for i := range 12 {
+		f.write(fmt.Sprintf("inc/%d", i), fmt.Sprintf("[include]\n\tpath = %d\n", i+1), 0o644)
+	}
+	f.git(f.repo, "config", "include.path", "../inc/0")
+	got := protectedSet(t, f.repo)
+	for i := range 12 {
+		_, ok := got[filepath.Join(f.repo, "inc", fmt.Sprint(i))]
+		if want := i < maxIncludeDepth; ok != want {
+			t.Errorf("inc/%d protected: %v, want %v", i, ok, want)
+		}
+	}
+}
+
+func TestHostConfigFiles(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"HOME": "/h"}, []string{"/etc/gitconfig", "/h/.config/git/config", "/h/.gitconfig"}},
+		{map[string]string{"HOME": "/h", "XDG_CONFIG_HOME": "/x", "GIT_CONFIG_NOSYSTEM": "1"}, []string{"/x/git/config", "/h/.gitconfig"}},
+		{map[string]string{"HOME": "/h", "GIT_CONFIG_GLOBAL": "/g", "GIT_CONFIG_SYSTEM": "/s"}, []string{"/s", "/g"}},
+	}
+	for _, c := range cases {
+		if got := HostConfigFiles(env(c.env)); !slices.Equal(got, c.want) {
+			t.Errorf("%v: got %v, want %v", c.env, got, c.want)
+		}
+	}
+}
