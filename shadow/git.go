@@ -26,7 +26,10 @@ var hardening = []string{
 	"-c", "core.autocrlf=false", // byte-exact content, whatever .gitattributes says
 	"-c", "core.safecrlf=false",
 	"-c", "core.symlinks=true", // symlinks stay symlinks, never followed
-	"-c", "core.untrackedCache=true", // the untracked-file scan costs what changed
+	// The stat cache must see every change: the sandbox can set a file's mtime back,
+	// but not its ctime, so the ctime is compared too.
+	"-c", "core.trustctime=true",
+	"-c", "core.checkStat=default",
 	"-c", "core.splitIndex=false",
 	"-c", "core.quotePath=true", // hostile file names print quoted on one line
 	"-c", "gc.auto=0", // no background gc (and no pre-auto-gc hook)

@@ -644,3 +644,33 @@ func TestResults(t *testing.T) {
 		t.Errorf("unknown result: %v", err)
 	}
 }
+
+// TestBackdatedChangeRecorded: a change hidden behind a restored mtime (same size) is
+// still seen; the stat cache compares the ctime, which the sandbox cannot set. Git
+// compares ctimes to the second, so the file's last change before the session must lie
+// in an earlier second than the change during it (a change to the file's metadata in
+// the very second of launch is the one case the stat cache can miss).
+func TestBackdatedChangeRecorded(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a": "aaaa\n"})
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	path := filepath.Join(repo, "a")
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	time.Sleep(1100 * time.Millisecond) // the change's ctime falls in a later second
+	record(t, s, Record{Start: time.Now()}, func() {
+		write(t, path, "bbbb\n")
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatal(err)
+		}
+	})
+	recs, err := s.Sessions()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("%v %+v", err, recs)
+	}
+	if recs[0].Files.Changed != 1 {
+		t.Errorf("a same-size change with its mtime restored was not recorded: %+v", recs[0].Files)
+	}
+}
