@@ -314,10 +314,24 @@ func (x *executor) overlay(op mounts.Op, lower int) error {
 			return &MountError{Op: "mkdir overlay " + d, Target: op.Dest, Err: err}
 		}
 	}
-	// The upper dir's root takes the lower's mode, so HOME keeps it.
+	// The merged root takes its owner and mode from the upper dir: copy them from
+	// the lower one, or HOME would belong to whoever mounted it (root, for a root
+	// launch into someone else's HOME) with the tmpfs's mode.
 	var st unix.Stat_t
-	if err := unix.Fstat(lower, &st); err == nil {
-		_ = unix.Fchmodat(scratch, "upper", st.Mode&0o7777, 0)
+	if err := unix.Fstat(lower, &st); err != nil {
+		return &MountError{Op: "stat overlay lower", Source: op.Source, Err: err}
+	}
+	mode := st.Mode & 0o7777
+	if err := unix.Fchownat(scratch, "upper", int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err == unix.EINVAL {
+		// The owner is not mapped here (root launching into another user's HOME):
+		// the mounter owns the upper dir, so give it only what others may do.
+		other := mode & 0o7
+		mode = mode&^0o770 | other<<6 | other<<3
+	} else if err != nil {
+		return &MountError{Op: "chown overlay upper", Target: op.Dest, Err: err}
+	}
+	if err := unix.Fchmodat(scratch, "upper", mode, 0); err != nil {
+		return &MountError{Op: "chmod overlay upper", Target: op.Dest, Err: err}
 	}
 	data := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
 		safepath.FdPath(lower), safepath.FdPath(scratch), safepath.FdPath(scratch))

@@ -35,7 +35,13 @@ func TestStartedAsRoot(t *testing.T) {
 				mount -o remount,rw / 2>/dev/null && echo REMOUNTED
 				unshare -Urm sh -c 'mount -o remount,rw / && touch /etc/agentbox-root-probe' 2>/dev/null && echo NESTED
 				echo x > "$REPO/root-wrote" && echo REPO-OK
-				touch "$HOME/.root-probe" 2>/dev/null && echo DAC-OVERRIDE; true`)
+				touch "$HOME/.root-probe" 2>/dev/null && echo DAC-OVERRIDE-HOME
+				touch "$REPO/user-owned/probe" 2>/dev/null && echo DAC-OVERRIDE; true`)
+			userOwned := filepath.Join(b.repo, "user-owned")
+			if err := os.Mkdir(userOwned, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, userOwned)
 			cmd.SysProcAttr = nil // stay root
 			r := run(cmd)
 			if r.code != 0 {

@@ -150,4 +150,3 @@ func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
 }
-
