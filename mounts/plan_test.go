@@ -1,0 +1,119 @@
+package mounts
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
+)
+
+func testPolicy(home, repo string) *policy.Policy {
+	return &policy.Policy{Repo: repo, Home: home, Workdir: repo, Command: []string{"true"}, Backend: "native"}
+}
+
+func dests(p Plan) []string {
+	var out []string
+	for _, op := range p.Ops {
+		out = append(out, string(op.Kind)+" "+op.Dest)
+	}
+	return out
+}
+
+func index(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestBuildOrder(t *testing.T) {
+	prot := []gitguard.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+	plan := Build(testPolicy("/h", "/h/repo"), Session{Protected: prot})
+	got := dests(plan)
+	want := []string{"ro-bind /", "proc /proc", "dev /dev", "tmpfs /tmp", "tmpfs /run",
+		"overlay /h", "bind /h/repo", "ro-bind /h/repo/.git/config", "ro-bind /h/repo/.git/hooks"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("order:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if plan.Namespaces.Net {
+		t.Error("network namespace without --offline")
+	}
+}
+
+func TestBuildRepoAfterPrivateDirs(t *testing.T) {
+	// A repo below /tmp or /run, and a HOME below /tmp, stay reachable: they are
+	// bound after the private mounts that would hide them.
+	for _, c := range []struct{ home, repo string }{
+		{"/h", "/tmp/work/repo"}, {"/h", "/run/user/1000/repo"}, {"/tmp/home", "/tmp/home/repo"},
+	} {
+		p := testPolicy(c.home, c.repo)
+		p.DiskTmp = true
+		got := dests(Build(p, Session{DiskTmp: "/h/.cache/agentbox/tmp/x"}))
+		repo := index(got, "bind "+c.repo)
+		for _, before := range []string{"bind /tmp", "tmpfs /run", "overlay " + c.home, "proc /proc", "dev /dev"} {
+			if i := index(got, before); i < 0 || i > repo {
+				t.Errorf("%+v: %q at %d, repo at %d:\n%s", c, before, i, repo, strings.Join(got, "\n"))
+			}
+		}
+		if index(got, "overlay "+c.home) < index(got, "bind /tmp") {
+			t.Errorf("HOME overlay before /tmp: a HOME below /tmp would be hidden")
+		}
+	}
+}
+
+func TestBuildOptions(t *testing.T) {
+	p := testPolicy("", "/srv/repo")
+	p.Offline = true
+	extra := []Op{{Kind: BindRO, Source: "/tmp/guard", Dest: "/run/agentbox/bin"}}
+	plan := Build(p, Session{ExtraRO: extra, Protected: []gitguard.Protected{{Path: "/srv/repo/.git/config"}}})
+	got := dests(plan)
+	if index(got, "overlay ") >= 0 {
+		t.Error("overlay without HOME")
+	}
+	if !plan.Namespaces.Net {
+		t.Error("--offline did not ask for a network namespace")
+	}
+	if index(got, "ro-bind /run/agentbox/bin") < index(got, "bind /srv/repo") ||
+		index(got, "ro-bind /srv/repo/.git/config") < index(got, "ro-bind /run/agentbox/bin") {
+		t.Errorf("extra binds must follow the repo and precede the Git paths:\n%s", strings.Join(got, "\n"))
+	}
+	// Every op kind used by Build is in Kinds, which the backends' tests walk.
+	for _, op := range plan.Ops {
+		found := false
+		for _, k := range Kinds {
+			found = found || k == op.Kind
+		}
+		if !found {
+			t.Errorf("op kind %q missing from Kinds", op.Kind)
+		}
+	}
+}
+
+func TestPlanRendering(t *testing.T) {
+	plan := Build(testPolicy("/h", "/h/repo"), Session{})
+	text := plan.String()
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) != len(plan.Ops)+3 || !strings.HasPrefix(lines[0], "ro-bind  /") || !strings.Contains(text, "exec     true") {
+		t.Fatalf("text plan:\n%s", text)
+	}
+	b, err := plan.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Plan
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Ops) != len(plan.Ops) || back.Ops[5] != plan.Ops[5] {
+		t.Fatalf("JSON round trip: %v\n%s", err, b)
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	prot := []gitguard.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+	p := testPolicy("/h", "/h/repo")
+	for b.Loop() {
+		_ = Build(p, Session{Protected: prot})
+	}
+}
