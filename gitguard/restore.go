@@ -82,8 +82,9 @@ func Restore(zipPath, into string) (*Restored, error) {
 		return nil, fmt.Errorf("restore into %s: %w", into, err)
 	}
 	// rename(2) replaces an empty directory and fails on a non-empty one, so a file
-	// that appeared in into meanwhile is not overwritten either.
-	if err := os.Rename(tmp, into); err != nil {
+	// that appeared in into meanwhile is not overwritten either. (os.Rename refuses
+	// every existing directory, hence the system call.)
+	if err := syscall.Rename(tmp, into); err != nil {
 		os.RemoveAll(tmp)
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("restore into %s: %w", into, ErrTargetNotEmpty)
