@@ -1,0 +1,134 @@
+package gitguard
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func gitInit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"init", "-q"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+}
+
+func paths(ps []Protected) string {
+	var out []string
+	for _, p := range ps {
+		s := p.Path
+		if !p.Exists {
+			s += " (missing)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "\n")
+}
+
+func canonTemp(t *testing.T) string {
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestProtectedPathsStandardRepo(t *testing.T) {
+	repo := canonTemp(t)
+	gitInit(t, repo)
+	got, err := ProtectedPaths(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(repo, ".git/config") + "\n" + filepath.Join(repo, ".git/hooks")
+	if paths(got) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", paths(got), want)
+	}
+	// Not a Git work tree: nothing to protect.
+	plain := canonTemp(t)
+	if got, err := ProtectedPaths(plain); err != nil || len(got) != 0 {
+		t.Fatalf("plain dir: %v %v", got, err)
+	}
+}
+
+func TestProtectedPathsMissingAndWorktreeConfig(t *testing.T) {
+	repo := canonTemp(t)
+	gitInit(t, repo)
+	os.RemoveAll(filepath.Join(repo, ".git/hooks"))
+	f, _ := os.OpenFile(filepath.Join(repo, ".git/config"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("[extensions]\n\tworktreeConfig = true\n")
+	f.Close()
+	mod := filepath.Join(repo, ".git/modules/a/b")
+	os.MkdirAll(filepath.Join(mod, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(mod, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	os.WriteFile(filepath.Join(mod, "config"), []byte("[core]\n"), 0o644)
+	got, err := ProtectedPaths(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The submodule's own config does not enable worktreeConfig: Git reads no
+	// config.worktree there, so none is protected.
+	want := strings.Join([]string{
+		filepath.Join(repo, ".git/config"),
+		filepath.Join(repo, ".git/config.worktree") + " (missing)",
+		filepath.Join(repo, ".git/hooks") + " (missing)",
+		filepath.Join(mod, "config"),
+		filepath.Join(mod, "hooks"),
+	}, "\n")
+	if paths(got) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", paths(got), want)
+	}
+	if err := EnsurePlaceholders(got); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(repo, ".git/hooks")); err != nil || !fi.IsDir() {
+		t.Fatalf("hooks placeholder: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(repo, ".git/config.worktree")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Fatalf("config.worktree placeholder: %v", err)
+	}
+}
+
+func TestProtectedPathsSymlinks(t *testing.T) {
+	repo := canonTemp(t)
+	outside := canonTemp(t)
+	gitInit(t, repo)
+	hooks := filepath.Join(repo, ".git/hooks")
+	os.RemoveAll(hooks)
+
+	// A link out of the repo: the target is read-only in the sandbox anyway.
+	os.Symlink(outside, hooks)
+	got, err := ProtectedPaths(repo)
+	if err != nil || strings.Contains(paths(got), "hooks") {
+		t.Fatalf("link outside: %v\n%s", err, paths(got))
+	}
+	// A link inside the repo: its target is protected.
+	os.Remove(hooks)
+	os.Mkdir(filepath.Join(repo, "githooks"), 0o755)
+	os.Symlink("../githooks", hooks)
+	got, err = ProtectedPaths(repo)
+	if err != nil || !strings.Contains(paths(got), filepath.Join(repo, "githooks")) {
+		t.Fatalf("link inside: %v\n%s", err, paths(got))
+	}
+	// A link to a missing path inside the repo is refused; nothing is created.
+	os.Remove(filepath.Join(repo, "githooks"))
+	if _, err := ProtectedPaths(repo); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("dangling link inside: %v", err)
+	}
+	// A placeholder is never created through a symlinked parent.
+	os.Remove(hooks)
+	evil := filepath.Join(repo, "evil")
+	os.Symlink(outside, evil)
+	err = EnsurePlaceholders([]Protected{{Path: filepath.Join(evil, "hooks"), Dir: true}})
+	if err == nil {
+		t.Fatal("placeholder created through a symlinked parent")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "hooks")); err == nil {
+		t.Fatal("directory created outside the repo")
+	}
+}
