@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -123,6 +124,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 	plan := mounts.Build(p, *s)
 	res, err := runBackend(p.Backend, plan, out)
 	out.Phases = res.Phases
+	if os.Getenv("AGENTBOX_TIMINGS") != "" {
+		printPhases(cfg.Stderr, out)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -134,11 +138,25 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 	case policy.BackendNative, policy.BackendAuto:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		return nsinit.Run(plan, nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	case policy.BackendBwrap:
+		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
+		// binary). TODO(auto): auto stays native-first; bwrap when user namespaces fail.
+		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
+		phases := make([]nsinit.Phase, len(res.Phases))
+		for i, ph := range res.Phases {
+			phases[i] = nsinit.Phase{Name: ph.Name, Dur: ph.Dur}
+		}
+		return nsinit.Result{Status: res.Status, Phases: phases}, err
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", backend)
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {
+	if cfg.DryRun == DryRunText && cfg.Policy.Backend == policy.BackendBwrap {
+		// --backend bwrap: the exact bwrap argv, after the same binary check (compat).
+		return compat.DryRun(cfg.Stdout, plan)
+	}
 	if cfg.DryRun == DryRunJSON {
 		b, err := plan.JSON()
 		if err != nil {
@@ -167,4 +185,12 @@ func makeDiskTmp(cache string) (string, error) {
 		return "", fmt.Errorf("--disk-tmp: chmod %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// printPhases writes the setup timings to w (AGENTBOX_TIMINGS=1), one per line.
+func printPhases(w io.Writer, out *Outcome) {
+	fmt.Fprintf(w, "agentbox: timings: before backend %s\n", time.Since(out.Start).Round(time.Microsecond))
+	for _, ph := range out.Phases {
+		fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", ph.Name, ph.Dur.Round(time.Microsecond))
+	}
 }
