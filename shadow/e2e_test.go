@@ -1,0 +1,301 @@
+package shadow_test
+
+// End-to-end: sessions run through the real agentbox binary, as the unprivileged test
+// user, and are read back with agentbox log, show and diff.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+type box struct {
+	t       *testing.T
+	bin     string
+	home    string
+	repo    string
+	backend string
+}
+
+func newBox(t *testing.T, backend string) *box {
+	t.Helper()
+	home := testenv.Dir(t, "home")
+	repo := filepath.Join(home, "repo")
+	testenv.Git(t, home, home, "init", "-q", repo)
+	for name, content := range map[string]string{"edit.txt": "old\n", "gone.txt": "bye\n", "keep.txt": "keep\n", ".gitignore": "*.log\n"} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Chown(t, repo)
+	testenv.Git(t, home, repo, "add", "-A")
+	testenv.Git(t, home, repo, "commit", "-q", "-m", "init")
+	return &box{t: t, bin: testenv.Binary(t), home: home, repo: repo, backend: backend}
+}
+
+// run runs agentbox with args in the repository and returns stdout, stderr, status.
+func (b *box) run(args ...string) (string, string, int) {
+	b.t.Helper()
+	cmd := testenv.Command(b.t, b.home, b.bin, args...)
+	cmd.Dir = b.repo
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		b.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// must runs agentbox and fails the test unless it exits 0.
+func (b *box) must(args ...string) string {
+	b.t.Helper()
+	out, errOut, code := b.run(args...)
+	if code != 0 {
+		b.t.Fatalf("agentbox %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// exec runs a shell script in the sandbox and returns the session id that agentbox
+// log shows for it. The script's own exit status is the test's business; 125
+// (agentbox failed) fails the test.
+func (b *box) exec(script string, extra ...string) string {
+	b.t.Helper()
+	args := append([]string{"exec", "--backend", b.backend, "--no-git-save"}, extra...)
+	out, errOut, code := b.run(append(args, "--", "/bin/sh", "-c", script)...)
+	if code == 125 {
+		if b.backend != "native" && strings.Contains(errOut, "not available") {
+			b.t.Skipf("backend %s is not wired into agentbox exec yet: %s", b.backend, strings.TrimSpace(errOut))
+		}
+		b.t.Fatalf("exec %q: exit %d\nstdout: %s\nstderr: %s", script, code, out, errOut)
+	}
+	if strings.Contains(errOut, "not recorded") {
+		b.t.Fatalf("exec %q: %s", script, errOut)
+	}
+	return b.newestID()
+}
+
+var idRE = regexp.MustCompile(`(?m)^(\d{8}-\d{6}-[0-9a-f]{6})\s`)
+
+func (b *box) newestID() string {
+	b.t.Helper()
+	out := b.must("log")
+	m := idRE.FindStringSubmatch(out)
+	if m == nil {
+		b.t.Fatalf("agentbox log shows no session:\n%s", out)
+	}
+	return m[1]
+}
+
+func backends() []string {
+	list := []string{"native"}
+	bwrap := os.Getenv("AGENTBOX_BWRAP")
+	if bwrap == "" {
+		bwrap = "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
+	}
+	if _, err := os.Stat(bwrap); err == nil {
+		list = append(list, "bwrap")
+	}
+	return list
+}
+
+func TestExecRecordsSession(t *testing.T) {
+	for _, backend := range backends() {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			id := b.exec(`echo new > edit.txt; rm gone.txt; echo hi > added.txt; printf 'b\000in' > blob.bin
+				echo noise > debug.log; ln -s /etc/passwd link; exit 7`)
+
+			log := b.must("log")
+			line := ""
+			for l := range strings.SplitSeq(log, "\n") {
+				if strings.HasPrefix(l, id) {
+					line = l
+				}
+			}
+			for _, want := range []string{backend, " 7 ", "+3 ~1 -1", "/bin/sh -c"} {
+				if !strings.Contains(line, want) {
+					t.Errorf("log line lacks %q:\n%s", want, log)
+				}
+			}
+
+			show := b.must("show", id[:12])
+			for _, want := range []string{"session      " + id, "repo         " + b.repo, "exit status  7",
+				"files        3 added, 1 changed, 1 removed", "backend      " + backend, "phases"} {
+				if !strings.Contains(show, want) {
+					t.Errorf("show lacks %q:\n%s", want, show)
+				}
+			}
+			js := b.must("show", "--json", id)
+			for _, want := range []string{`"exit_status": 7`, `"command": [`, `"args": [`, `"complete": true`, `"start_commit": "`} {
+				if !strings.Contains(js, want) {
+					t.Errorf("show --json lacks %q:\n%s", want, js)
+				}
+			}
+
+			diff := b.must("diff", id)
+			for _, want := range []string{"-old\n+new\n", "deleted file mode 100644", "+hi\n", "new file mode 120000",
+				"+/etc/passwd", "Binary files /dev/null and b/blob.bin differ"} {
+				if !strings.Contains(diff, want) {
+					t.Errorf("diff lacks %q:\n%s", want, diff)
+				}
+			}
+			if strings.Contains(diff, "debug.log") || strings.Contains(diff, "keep.txt") {
+				t.Errorf("diff shows an ignored or unchanged file:\n%s", diff)
+			}
+			stat := b.must("diff", "--stat", id)
+			if !strings.Contains(stat, "5 files changed") {
+				t.Errorf("diff --stat:\n%s", stat)
+			}
+		})
+	}
+}
+
+func TestExecNoRecord(t *testing.T) {
+	b := newBox(t, "native")
+	b.must("exec", "--no-record", "--no-git-save", "--", "/bin/sh", "-c", "echo x > x")
+	_, errOut, code := b.run("log")
+	if code != 0 || !strings.Contains(errOut, "no sessions recorded for "+b.repo) {
+		t.Errorf("log after --no-record: exit %d, %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, ".local/state/agentbox/shadow")); err == nil {
+		t.Error("--no-record created the shadow store")
+	}
+}
+
+// TestFailedLaunchRecorded: agentbox fails after recording the start state (here:
+// the metadata snapshot cannot be written); the session is recorded with the error.
+func TestFailedLaunchRecorded(t *testing.T) {
+	b := newBox(t, "native")
+	_, errOut, code := b.run("exec", "--git-save-dir", "/proc/no-such-dir", "--", "/bin/true")
+	if code != 125 {
+		t.Fatalf("exec with an unwritable snapshot dir: exit %d, %s", code, errOut)
+	}
+	id := b.newestID()
+	show := b.must("show", id)
+	if !strings.Contains(show, "exit status  125") || !strings.Contains(show, "error        ") {
+		t.Errorf("show of a failed launch:\n%s", show)
+	}
+	if log := b.must("log"); !strings.Contains(log, "125 (failed)") {
+		t.Errorf("log of a failed launch:\n%s", log)
+	}
+}
+
+// TestExecPlantsNeverRunOnHost plants, from inside the sandbox, everything through
+// which the repository can make Git run a program (and, from the host, what the
+// sandbox cannot write: .git/config and .git/hooks), then reads the session back.
+// No marker may appear: nothing ran on the host.
+func TestExecPlantsNeverRunOnHost(t *testing.T) {
+	b := newBox(t, "native")
+	markers := testenv.Dir(t, "markers")
+	// The evil program: a script in the repository that leaves a marker.
+	evil := filepath.Join(b.repo, ".git", "evil.sh")
+	if err := os.WriteFile(evil, fmt.Appendf(nil, "#!/bin/sh\ntouch %s/\"$(basename \"$0\")-$$\"\ncat\n", markers), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(b.repo, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[core]\n\tfsmonitor = %[1]s\n\thooksPath = %[2]s/.git/hooks\n\tpager = %[1]s\n[filter \"evil\"]\n\tclean = %[1]s\n\tsmudge = %[1]s\n[diff \"evil\"]\n\ttextconv = %[1]s\n[diff]\n\texternal = %[1]s\n", evil, b.repo)
+	f.Close()
+	for _, h := range []string{"pre-commit", "post-commit", "reference-transaction", "post-index-change"} {
+		if err := os.Symlink(evil, filepath.Join(b.repo, ".git", "hooks", h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Chown(t, b.repo)
+
+	script := fmt.Sprintf(`set -e
+		printf '* filter=evil diff=evil merge=evil text eol=crlf ident\n' > .gitattributes
+		mkdir -p .git/info && printf '* filter=evil diff=evil\n' > .git/info/attributes
+		mkdir bin && cp %[1]s bin/git && chmod 755 bin/git
+		git init -q nested && cp %[1]s nested/.git/hooks/post-index-change
+		git -C nested config core.fsmonitor %[1]s
+		echo 'line $Id$' > edit.txt`, evil)
+	id := b.exec(script)
+	// The host's PATH for log/show/diff leads to the planted git first.
+	cmd := testenv.Command(t, b.home, b.bin, "diff", id)
+	cmd.Dir = b.repo
+	for i, e := range cmd.Env {
+		if strings.HasPrefix(e, "PATH=") {
+			cmd.Env[i] = "PATH=" + filepath.Join(b.repo, "bin") + ":bin:" + strings.TrimPrefix(e, "PATH=")
+		}
+	}
+	diff, diffErr := cmd.CombinedOutput()
+	b.run("log")
+	b.run("show", id)
+	b.run("diff", "--stat", id)
+	if ents, _ := os.ReadDir(markers); len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("programs planted in the repository ran on the host: %v", names)
+	}
+	if diffErr != nil {
+		t.Fatalf("diff: %v\n%s", diffErr, diff)
+	}
+	if !strings.Contains(string(diff), "+line $Id$\n") {
+		t.Errorf("the recorded content was filtered or the diff converted:\n%s", diff)
+	}
+}
+
+// TestExecUnreadableFileNoted: a file the agent made unreadable is left out and
+// named; the rest of the session is recorded.
+func TestExecUnreadableFileNoted(t *testing.T) {
+	b := newBox(t, "native")
+	id := b.exec(`echo secret > locked; chmod 000 locked; echo v > visible`)
+	show := b.must("show", id)
+	if !strings.Contains(show, "files        1 added") || !strings.Contains(show, "locked") {
+		t.Errorf("show:\n%s", show)
+	}
+	if diff := b.must("diff", id); !strings.Contains(diff, "+v\n") || strings.Contains(diff, "secret") {
+		t.Errorf("diff:\n%s", diff)
+	}
+}
+
+func TestConcurrentExecsBothRecorded(t *testing.T) {
+	b := newBox(t, "native")
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := testenv.Command(t, b.home, b.bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", fmt.Sprintf("echo %d > f%d; sleep 0.3", i, i))
+			cmd.Dir = b.repo
+			if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "not recorded") {
+				t.Errorf("exec %d: %v\n%s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	log := b.must("log")
+	if n := len(idRE.FindAllString(log, -1)); n != 2 {
+		t.Errorf("%d sessions logged, want 2:\n%s", n, log)
+	}
+}
+
+func TestShowUnknownID(t *testing.T) {
+	b := newBox(t, "native")
+	for _, id := range []string{"20000101-000000-abcdef", "../etc"} {
+		_, errOut, code := b.run("show", id)
+		if code != 125 || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "agentbox: show: ") {
+			t.Errorf("show %s: exit %d, %q", id, code, errOut)
+		}
+	}
+}
