@@ -105,8 +105,9 @@ func (p Plan) JSON() ([]byte, error) {
 // Session holds what the launcher prepared for one run, on top of the policy.
 type Session struct {
 	DiskTmp   string               // --disk-tmp: the session's directory for /tmp
-	Protected []gitguard.Protected // Git exec surface inside the repo
+	GitRW     []Op                 // writable binds of a linked worktree's metadata outside the repo
 	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
+	Protected []gitguard.Protected // Git exec surface inside the writable set
 }
 
 // Build returns the mount plan for a policy. It is the only place that orders mounts:
@@ -117,8 +118,9 @@ type Session struct {
 //  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
 //  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
 //     below any of them stays reachable at its own path (P6);
-//  6. extra read-only binds (the push guard);
-//  7. the protected Git paths read-only, last, so they win over the writable repo (P7).
+//  6. a linked worktree's Git metadata writable (it lives outside the repo);
+//  7. extra read-only binds (the push guard);
+//  8. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
@@ -135,6 +137,7 @@ func Build(p *policy.Policy, s Session) Plan {
 		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
 	}
 	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	ops = append(ops, s.GitRW...)
 	ops = append(ops, s.ExtraRO...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
