@@ -47,6 +47,9 @@ func (b *box) run(args ...string) (string, string, int) {
 	b.t.Helper()
 	cmd := testenv.Command(b.t, b.home, b.bin, args...)
 	cmd.Dir = b.repo
+	if b.backend == "bwrap" {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+bwrapPath())
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -101,13 +104,18 @@ func (b *box) newestID() string {
 	return m[1]
 }
 
+// bwrapPath is the bubblewrap 0.12.0 of scripts/setup-test-env.sh, or $AGENTBOX_BWRAP.
+func bwrapPath() string {
+	if p := os.Getenv("AGENTBOX_BWRAP"); p != "" {
+		return p
+	}
+	return "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
+}
+
+// backends are native, and bwrap where bubblewrap 0.12.0 is installed.
 func backends() []string {
 	list := []string{"native"}
-	bwrap := os.Getenv("AGENTBOX_BWRAP")
-	if bwrap == "" {
-		bwrap = "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
-	}
-	if _, err := os.Stat(bwrap); err == nil {
+	if _, err := os.Stat(bwrapPath()); err == nil {
 		list = append(list, "bwrap")
 	}
 	return list
