@@ -67,6 +67,10 @@ type ScanOptions struct {
 	// system and global files, HostConfigFiles): their include targets and
 	// core.hooksPath inside the repository are audited.
 	HostConfigs []string
+	// GitDirs are Git directories outside the repository that the sandbox can write
+	// (a linked worktree's gitdir and its common dir, see OutsideGitDirs): each is
+	// audited as a gitdir, and paths below them count as inside the repository.
+	GitDirs []string
 	// Home expands "~/" in include paths and core.hooksPath.
 	Home string
 	// MaxEntries bounds the directory entries the walk visits (default 2,000,000).

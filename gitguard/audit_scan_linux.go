@@ -36,11 +36,12 @@ const (
 //     hooks/ (and core.hooksPath when it resolves inside repo), modules/** and
 //     worktrees/* (their config.worktree and commondir), and sequencer todo lists;
 //   - every file those configs and HostConfigs include, when it lies inside repo;
-//   - every .gitmodules file.
+//   - every .gitmodules file;
+//   - each of opt.GitDirs as a gitdir.
 //
 // Working-tree directories that are symlinks are not entered. Files are opened
 // without following symlinks and non-blocking; a symlink is recorded as such, and its
-// target is read only when it resolves inside repo.
+// target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	fi, err := os.Lstat(repo)
 	if err != nil {
@@ -67,6 +68,9 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
 	s.tree(s.repo, 0)
+	for _, g := range s.opt.GitDirs {
+		s.gitdir(filepath.Clean(g), "", 0)
+	}
 	return s.surface, nil
 }
 
@@ -416,10 +420,10 @@ func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
 		return nil
 	}
 	var entries []ConfigEntry
-	if within(filepath.Clean(path), s.repo) || gitdir != "" {
+	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
 	} else if canon, missing := canonical(path); canon != "" && missing == "" {
-		if within(canon, s.repo) {
+		if s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
 			entries, _ = readHostConfig(canon)
@@ -440,7 +444,7 @@ func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
 		return nil
 	}
 	p := filepath.Join(parent, filepath.Base(path))
-	if !within(p, s.repo) {
+	if !s.inside(p) {
 		// The directory leads out of the repository: host files, read-only in the sandbox.
 		entries, _ := readHostConfig(p)
 		return entries
@@ -578,11 +582,25 @@ func (s *scanner) read(p string, max int64) ([]byte, string, error) {
 	return buf.Bytes(), sum, nil
 }
 
+// inside reports whether p lies in the writable set: repo, or one of the writable
+// gitdirs outside it.
+func (s *scanner) inside(p string) bool {
+	if within(p, s.repo) {
+		return true
+	}
+	for _, g := range s.opt.GitDirs {
+		if within(p, g) {
+			return true
+		}
+	}
+	return false
+}
+
 // resolveInside resolves the symlink at p and reports whether its target lies inside
 // repo (only then may the audit read it).
 func (s *scanner) resolveInside(p string) (string, bool) {
 	t, err := filepath.EvalSymlinks(p)
-	if err != nil || !within(t, s.repo) {
+	if err != nil || !s.inside(t) {
 		return "", false
 	}
 	return t, true
@@ -593,10 +611,10 @@ func (s *scanner) resolveInside(p string) (string, bool) {
 func (s *scanner) canonInside(path string) (string, bool) {
 	canon, missing := canonical(path)
 	if canon == "" {
-		return "", within(filepath.Clean(path), s.repo)
+		return "", s.inside(filepath.Clean(path))
 	}
 	if missing != "" {
-		return "", within(canon, s.repo)
+		return "", s.inside(canon)
 	}
-	return canon, within(canon, s.repo)
+	return canon, s.inside(canon)
 }

@@ -551,3 +551,38 @@ func TestQuarantineReadOnlyDir(t *testing.T) {
 		t.Errorf("second quarantine: %v", fd)
 	}
 }
+
+// TestAuditLinkedWorktree audits a linked worktree used as the repository: its gitdir
+// and common dir live outside it and may be writable in the sandbox, so they are
+// audited through ScanOptions.GitDirs.
+func TestAuditLinkedWorktree(t *testing.T) {
+	f := newFixture(t)
+	wt := filepath.Join(f.root, "wt")
+	f.git(f.repo, "worktree", "add", "-q", wt, "-b", "side")
+	dirs := OutsideGitDirs(wt)
+	wantDirs := []string{filepath.Join(f.repo, ".git/worktrees/wt"), filepath.Join(f.repo, ".git")}
+	if strings.Join(dirs, " ") != strings.Join(wantDirs, " ") {
+		t.Fatalf("OutsideGitDirs = %v, want %v", dirs, wantDirs)
+	}
+	opt := ScanOptions{Home: f.home, GitDirs: dirs}
+	base, err := Scan(wt, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := Compare(base, base); len(fs) != 0 {
+		t.Fatalf("baseline: %v", fs)
+	}
+	wtc := f.write(".git/worktrees/wt/config.worktree", payload, 0o644)
+	f.gitdirAt(".git/modules/m")
+	mod := f.write(".git/modules/m/config", payload, 0o644)
+	cur, err := Scan(wt, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := Compare(base, cur)
+	for _, p := range []string{wtc, mod} {
+		if findingAt(fs, p) == nil {
+			t.Errorf("no finding for %s: %v", p, fs)
+		}
+	}
+}

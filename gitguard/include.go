@@ -203,3 +203,19 @@ func readHostConfig(path string) ([]ConfigEntry, error) {
 // maxConfigSize bounds what is read of one config file; Git's own files are tiny, and
 // a hostile one must not make agentbox read gigabytes.
 const maxConfigSize = 16 << 20
+
+// OutsideGitDirs returns the Git directories of repo that lie outside it: when
+// repo/.git is a "gitdir:" file (a linked worktree, a submodule checkout), its gitdir
+// and that gitdir's common dir. Such metadata may be bound writable into the sandbox
+// (mounts.Session.GitRW), so the audit must cover it too.
+func OutsideGitDirs(repo string) []string {
+	gitdir, err := findGitDir(repo)
+	if err != nil || gitdir == "" || within(gitdir, repo) {
+		return nil
+	}
+	out := []string{gitdir}
+	if common := readCommonDir(gitdir); common != "" && !within(common, repo) && common != gitdir {
+		out = append(out, common)
+	}
+	return out
+}

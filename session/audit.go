@@ -21,6 +21,7 @@ type auditor struct {
 func startAudit(cfg *Config, p *policy.Policy) (*auditor, error) {
 	opt := gitguard.ScanOptions{
 		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		GitDirs:     gitguard.OutsideGitDirs(p.Repo),
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
 	}
 	base, err := gitguard.Scan(p.Repo, opt)

@@ -52,6 +52,7 @@ func cmdAudit(args []string) int {
 	}
 	surface, err := gitguard.Scan(repo, gitguard.ScanOptions{
 		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		GitDirs:     gitguard.OutsideGitDirs(repo),
 		Home:        os.Getenv("HOME"),
 	})
 	if err != nil {
