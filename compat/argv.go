@@ -1,0 +1,246 @@
+// Package compat is the bubblewrap backend: it translates the mount plan into bwrap
+// options, one plan operation at a time, and runs bwrap with the same exit-status
+// semantics as the native backend. It makes no policy decision: what is mounted, in
+// which order, comes from mounts.Build; an operation with no bwrap form is an error,
+// never a silent skip. Which binary may run is bwrapcheck's decision.
+//
+// The translation is pure and builds on any OS; running bwrap is in run_linux.go.
+package compat
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// StatusFD is the descriptor on which Run receives bwrap's --json-status-fd reports;
+// Command names it in the argv.
+const StatusFD = 3
+
+// Argv translates plan into bwrap's arguments, without the program name and the
+// status descriptor (see Command). The order is: namespaces, lifetime and privilege
+// options, the mount operations in plan order (bwrap applies them in argument order,
+// so later mounts win, as in the plan), the working directory, "--", the command.
+func Argv(plan mounts.Plan) ([]string, error) {
+	groups, err := groups(plan)
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	for _, g := range groups {
+		argv = append(argv, g...)
+	}
+	return argv, nil
+}
+
+// Command returns the whole argv Run executes for plan with the bwrap at path:
+// path, "--json-status-fd 3", then Argv(plan).
+func Command(path string, plan mounts.Plan) ([]string, error) {
+	groups, err := commandGroups(path, plan)
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	for _, g := range groups {
+		argv = append(argv, g...)
+	}
+	return argv, nil
+}
+
+func commandGroups(path string, plan mounts.Plan) ([][]string, error) {
+	if err := checkString("bwrap path", path); err != nil {
+		return nil, err
+	}
+	g, err := groups(plan)
+	if err != nil {
+		return nil, err
+	}
+	return append([][]string{{path}, {"--json-status-fd", fmt.Sprint(StatusFD)}}, g...), nil
+}
+
+// groups is Argv with each option and its arguments kept together, for printing one
+// option per line.
+func groups(plan mounts.Plan) ([][]string, error) {
+	// P5: user, mount (implied by any mount option), PID, IPC, UTS and cgroup always;
+	// the network only with --offline. bwrap keeps the caller's uid and gid in the new
+	// user namespace, as the native backend does.
+	g := [][]string{
+		{"--unshare-user"}, {"--unshare-ipc"}, {"--unshare-pid"}, {"--unshare-uts"}, {"--unshare-cgroup"},
+	}
+	if plan.Namespaces.Net {
+		g = append(g, []string{"--unshare-net"})
+	}
+	// The native backend's invariants: the command dies with the launcher and runs
+	// with no capabilities (bwrap drops them anyway for a non-root sandbox user; this
+	// also covers a launcher running as root). bwrap always sets no_new_privs.
+	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
+
+	for i, op := range plan.Ops {
+		opt, err := translate(op)
+		if err != nil {
+			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
+		}
+		g = append(g, opt)
+	}
+
+	if err := checkPath("working directory", plan.Workdir); err != nil {
+		return nil, fmt.Errorf("bwrap backend: %w", err)
+	}
+	g = append(g, []string{"--chdir", plan.Workdir})
+
+	if len(plan.Command) == 0 {
+		return nil, fmt.Errorf("bwrap backend: the plan has no command")
+	}
+	for i, a := range plan.Command {
+		if err := checkString(fmt.Sprintf("command argument %d", i), a); err != nil {
+			return nil, fmt.Errorf("bwrap backend: %w", err)
+		}
+	}
+	return append(g, append([]string{"--"}, plan.Command...)), nil
+}
+
+// translate returns the bwrap option for one operation. Every mounts.Kind has a case;
+// one without is an error (a test walks mounts.Kinds).
+func translate(op mounts.Op) ([]string, error) {
+	if err := checkPath("destination", op.Dest); err != nil {
+		return nil, err
+	}
+	usesSource := op.Kind == mounts.BindRO || op.Kind == mounts.Bind || op.Kind == mounts.Overlay
+	if usesSource {
+		if err := checkPath("source", op.Source); err != nil {
+			return nil, err
+		}
+	} else if op.Source != "" {
+		return nil, fmt.Errorf("has source %q, which %s does not take", op.Source, op.Kind)
+	}
+	if op.Kind != mounts.Tmpfs && op.Mode != 0 {
+		return nil, fmt.Errorf("has mode %04o, which %s does not take", op.Mode, op.Kind)
+	}
+
+	switch op.Kind {
+	case mounts.BindRO:
+		// bwrap binds recursively and makes every submount read-only too.
+		return []string{"--ro-bind", op.Source, op.Dest}, nil
+	case mounts.Bind:
+		return []string{"--bind", op.Source, op.Dest}, nil
+	case mounts.Tmpfs:
+		if op.Mode&^0o7777 != 0 {
+			return nil, fmt.Errorf("mode %o has bits beyond permissions", op.Mode)
+		}
+		// --perms modifies the next option; bwrap's own default would be 0755.
+		return []string{"--perms", fmt.Sprintf("%04o", op.Mode), "--tmpfs", op.Dest}, nil
+	case mounts.Overlay:
+		// The lower layer is the host's Source; the upper is an invisible tmpfs that
+		// disappears with the sandbox (needs bwrap >= 0.11, not setuid).
+		return []string{"--overlay-src", op.Source, "--tmp-overlay", op.Dest}, nil
+	case mounts.Proc:
+		return []string{"--proc", op.Dest}, nil
+	case mounts.Dev:
+		return []string{"--dev", op.Dest}, nil
+	}
+	return nil, fmt.Errorf("operation kind %q has no bwrap translation", op.Kind)
+}
+
+func checkPath(what, p string) error {
+	if err := checkString(what, p); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%s %q is not an absolute path", what, p)
+	}
+	return nil
+}
+
+// checkString refuses what cannot travel in an argv: exec would fail on a NUL byte
+// with a message that names no operation.
+func checkString(what, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%s %q contains a NUL byte", what, s)
+	}
+	return nil
+}
+
+// DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
+// exact argv Run would execute for plan, shell-quoted, one option per line with
+// backslash continuations. The status descriptor 3 is open only when agentbox runs
+// bwrap; to run the printed command by hand, add 3>/dev/null.
+func DryRun(w io.Writer, plan mounts.Plan) error {
+	bin, err := bwrapcheck.Lookup()
+	if err != nil {
+		return err
+	}
+	g, err := commandGroups(bin.Path, plan)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, Format(g))
+	return err
+}
+
+// Format renders argument groups as a shell command, one group per line.
+func Format(groups [][]string) string {
+	var b strings.Builder
+	for i, g := range groups {
+		if i > 0 {
+			b.WriteString(" \\\n  ")
+		}
+		for j, a := range g {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(Quote(a))
+		}
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// Quote quotes s for a POSIX shell: unchanged when it holds only characters no shell
+// treats specially, else in single quotes. Strings with control characters or invalid
+// UTF-8 use bash's $'…' form, so the output stays one line per option.
+func Quote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe, printable := true, true
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("@%+=:,./_-", r):
+		case r == 0xfffd && !strings.HasPrefix(s[i:], "\ufffd"), r < 0x20, r == 0x7f:
+			safe, printable = false, false
+		default:
+			safe = false
+		}
+	}
+	switch {
+	case safe:
+		return s
+	case printable:
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c >= 0x7f:
+			// Every byte outside printable ASCII as \xHH: exact for invalid UTF-8 too.
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}

@@ -1,0 +1,340 @@
+package compat
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// prologue is what every argv starts with.
+var prologue = []string{
+	"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup",
+	"--die-with-parent", "--cap-drop", "ALL",
+}
+
+// TestArgvEveryKind walks every operation kind the plan can hold: each must have a
+// bwrap translation, and this table must know it, so a new kind fails here until both
+// backends handle it.
+func TestArgvEveryKind(t *testing.T) {
+	want := map[mounts.Kind][]string{
+		mounts.BindRO:  {"--ro-bind", "/src", "/dst"},
+		mounts.Bind:    {"--bind", "/src", "/dst"},
+		mounts.Tmpfs:   {"--perms", "0750", "--tmpfs", "/dst"},
+		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst"},
+		mounts.Proc:    {"--proc", "/dst"},
+		mounts.Dev:     {"--dev", "/dst"},
+	}
+	for _, k := range mounts.Kinds {
+		op := mounts.Op{Kind: k, Dest: "/dst"}
+		switch k {
+		case mounts.BindRO, mounts.Bind, mounts.Overlay:
+			op.Source = "/src"
+		case mounts.Tmpfs:
+			op.Mode = 0o750
+		}
+		argv, err := Argv(mounts.Plan{Ops: []mounts.Op{op}, Workdir: "/", Command: []string{"true"}})
+		if err != nil {
+			t.Errorf("kind %s: %v", k, err)
+			continue
+		}
+		w, ok := want[k]
+		if !ok {
+			t.Errorf("kind %s: translated to %q, but this test does not know the kind", k, argv)
+			continue
+		}
+		got := argv[len(prologue) : len(argv)-4]
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("kind %s: %q, want %q", k, got, w)
+		}
+	}
+	if len(want) != len(mounts.Kinds) {
+		t.Errorf("table has %d kinds, mounts.Kinds %d", len(want), len(mounts.Kinds))
+	}
+
+	_, err := Argv(mounts.Plan{Ops: []mounts.Op{{Kind: "remount-ro", Dest: "/x"}}, Workdir: "/", Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), `"remount-ro" has no bwrap translation`) {
+		t.Errorf("unknown kind: %v, want an error naming it", err)
+	}
+}
+
+// TestArgvBuild checks the whole argv for a plan built the way agentbox builds it.
+func TestArgvBuild(t *testing.T) {
+	p := &policy.Policy{
+		Repo: "/home/u/repo", Home: "/home/u", Workdir: "/home/u/repo/sub", Offline: true,
+		Backend: policy.BackendBwrap, Command: []string{"sh", "-c", "echo 'hi'; exit 3"},
+	}
+	plan := mounts.Build(p, mounts.Session{
+		Protected: []gitguard.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
+	})
+	got, err := Command("/opt/bwrap", plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/opt/bwrap", "--json-status-fd", "3",
+		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--unshare-net",
+		"--die-with-parent", "--cap-drop", "ALL",
+		"--ro-bind", "/", "/",
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--perms", "1777", "--tmpfs", "/tmp",
+		"--perms", "0755", "--tmpfs", "/run",
+		"--overlay-src", "/home/u", "--tmp-overlay", "/home/u",
+		"--bind", "/home/u/repo", "/home/u/repo",
+		"--ro-bind", "/home/u/repo/.git/config", "/home/u/repo/.git/config",
+		"--ro-bind", "/home/u/repo/.git/hooks", "/home/u/repo/.git/hooks",
+		"--chdir", "/home/u/repo/sub",
+		"--", "sh", "-c", "echo 'hi'; exit 3",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Command =\n%q\nwant\n%q", got, want)
+	}
+
+	// Without --offline the network is shared; --disk-tmp binds a directory at /tmp.
+	p.Offline = false
+	plan = mounts.Build(p, mounts.Session{DiskTmp: "/home/u/.cache/agentbox/tmp/s1"})
+	argv, err := Argv(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(argv, " ")
+	if strings.Contains(s, "--unshare-net") {
+		t.Errorf("--unshare-net without Namespaces.Net: %s", s)
+	}
+	if !strings.Contains(s, "--dev /dev --bind /home/u/.cache/agentbox/tmp/s1 /tmp --perms 0755 --tmpfs /run") {
+		t.Errorf("--disk-tmp not bound at /tmp in order: %s", s)
+	}
+}
+
+func TestArgvRefuses(t *testing.T) {
+	ok := mounts.Plan{Ops: []mounts.Op{{Kind: mounts.BindRO, Source: "/", Dest: "/"}}, Workdir: "/", Command: []string{"true"}}
+	tests := []struct {
+		name string
+		edit func(p *mounts.Plan)
+		want string
+	}{
+		{"relative dest", func(p *mounts.Plan) { p.Ops[0].Dest = "x" }, `destination "x" is not an absolute path`},
+		{"empty source", func(p *mounts.Plan) { p.Ops[0].Source = "" }, `source "" is not an absolute path`},
+		{"NUL in source", func(p *mounts.Plan) { p.Ops[0].Source = "/a\x00b" }, "NUL byte"},
+		{"source on proc", func(p *mounts.Plan) { p.Ops[0] = mounts.Op{Kind: mounts.Proc, Source: "/x", Dest: "/proc"} }, "which proc does not take"},
+		{"mode on bind", func(p *mounts.Plan) { p.Ops[0].Mode = 0o755 }, "which ro-bind does not take"},
+		{"tmpfs mode beyond permissions", func(p *mounts.Plan) { p.Ops[0] = mounts.Op{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o17777} }, "beyond permissions"},
+		{"relative workdir", func(p *mounts.Plan) { p.Workdir = "repo" }, "working directory"},
+		{"no command", func(p *mounts.Plan) { p.Command = nil }, "no command"},
+		{"NUL in argument", func(p *mounts.Plan) { p.Command = []string{"echo", "a\x00"} }, "command argument 1"},
+	}
+	for _, tt := range tests {
+		p := ok
+		p.Ops = append([]mounts.Op(nil), ok.Ops...)
+		tt.edit(&p)
+		if argv, err := Argv(p); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Argv = %q, %v; want an error saying %q", tt.name, argv, err, tt.want)
+		}
+	}
+	if _, err := Argv(ok); err != nil {
+		t.Errorf("the unedited plan: %v", err)
+	}
+}
+
+// TestQuote checks that bash reads every quoted string back as the original.
+func TestQuote(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("bash is needed to check the quoting: %v", err)
+	}
+	in := []string{
+		"", "plain", "/a/b-c_d.e", "a b", "it's", `"dq"`, "$HOME", "`x`", "a\\b", "semi;colon",
+		"new\nline", "tab\there", "\x01ctl", "caf\u00e9", "\xff\xfeinvalid", "\ufffd", "'", "''", "*?[",
+		"-- --bind / /", "~user", "#comment",
+	}
+	unchanged := map[string]bool{"plain": true, "/a/b-c_d.e": true}
+	var script strings.Builder
+	script.WriteString("printf '%s\\0'")
+	for _, s := range in {
+		q := Quote(s)
+		if unchanged[s] != (q == s) {
+			t.Errorf("Quote(%q) = %s", s, q)
+		}
+		if strings.Contains(q, "\n") {
+			t.Errorf("Quote(%q) = %s spans lines", s, q)
+		}
+		script.WriteString(" " + q)
+	}
+	out, err := exec.Command("bash", "-c", script.String()).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if !reflect.DeepEqual(got, in) {
+		t.Errorf("bash read back\n%q\nwant\n%q", got, in)
+	}
+}
+
+// TestFormat checks the dry-run layout: one option with its arguments per line, and
+// that a shell reads it back to the exact argv.
+func TestFormat(t *testing.T) {
+	plan := mounts.Plan{
+		Ops: []mounts.Op{
+			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
+			{Kind: mounts.Bind, Source: "/home/u/my repo", Dest: "/home/u/my repo"},
+		},
+		Workdir: "/home/u/my repo", Command: []string{"sh", "-c", "echo $HOME"},
+	}
+	g, err := commandGroups("/usr/bin/bwrap", plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Format(g)
+	want := `/usr/bin/bwrap \
+  --json-status-fd 3 \
+  --unshare-user \
+  --unshare-ipc \
+  --unshare-pid \
+  --unshare-uts \
+  --unshare-cgroup \
+  --die-with-parent \
+  --cap-drop ALL \
+  --ro-bind / / \
+  --perms 1777 --tmpfs /tmp \
+  --bind '/home/u/my repo' '/home/u/my repo' \
+  --chdir '/home/u/my repo' \
+  -- sh -c 'echo $HOME'
+`
+	if got != want {
+		t.Errorf("Format =\n%s\nwant\n%s", got, want)
+	}
+	argv, _ := Command("/usr/bin/bwrap", plan)
+	out, err := exec.Command("bash", "-c", "printf '%s\\0' "+strings.TrimSuffix(got, "\n")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"); !reflect.DeepEqual(back, argv) {
+		t.Errorf("shell read back %q, want %q", back, argv)
+	}
+}
+
+// parseArgv is the inverse of Argv, written independently from the option table of
+// bwrap's manual: it rebuilds the plan (without the Why texts) from an argv.
+func parseArgv(argv []string) (mounts.Plan, error) {
+	var p mounts.Plan
+	seen := map[string]bool{}
+	need := func(i, n int) error {
+		if i+n >= len(argv) {
+			return fmt.Errorf("%s needs %d arguments", argv[i], n)
+		}
+		return nil
+	}
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		switch a {
+		case "--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--die-with-parent":
+			seen[a] = true
+		case "--unshare-net":
+			p.Namespaces.Net = true
+		case "--cap-drop":
+			if err := need(i, 1); err != nil || argv[i+1] != "ALL" {
+				return p, fmt.Errorf("--cap-drop without ALL")
+			}
+			seen[a] = true
+			i++
+		case "--ro-bind", "--bind":
+			if err := need(i, 2); err != nil {
+				return p, err
+			}
+			k := mounts.Bind
+			if a == "--ro-bind" {
+				k = mounts.BindRO
+			}
+			p.Ops = append(p.Ops, mounts.Op{Kind: k, Source: argv[i+1], Dest: argv[i+2]})
+			i += 2
+		case "--perms":
+			if err := need(i, 3); err != nil || argv[i+2] != "--tmpfs" {
+				return p, fmt.Errorf("--perms not followed by --tmpfs")
+			}
+			m, err := strconv.ParseUint(argv[i+1], 8, 32)
+			if err != nil || len(argv[i+1]) != 4 {
+				return p, fmt.Errorf("--perms %q", argv[i+1])
+			}
+			p.Ops = append(p.Ops, mounts.Op{Kind: mounts.Tmpfs, Dest: argv[i+3], Mode: uint32(m)})
+			i += 3
+		case "--overlay-src":
+			if err := need(i, 3); err != nil || argv[i+2] != "--tmp-overlay" {
+				return p, fmt.Errorf("--overlay-src not followed by --tmp-overlay")
+			}
+			p.Ops = append(p.Ops, mounts.Op{Kind: mounts.Overlay, Source: argv[i+1], Dest: argv[i+3]})
+			i += 3
+		case "--proc", "--dev":
+			if err := need(i, 1); err != nil {
+				return p, err
+			}
+			k := mounts.Proc
+			if a == "--dev" {
+				k = mounts.Dev
+			}
+			p.Ops = append(p.Ops, mounts.Op{Kind: k, Dest: argv[i+1]})
+			i++
+		case "--chdir":
+			if err := need(i, 1); err != nil {
+				return p, err
+			}
+			p.Workdir = argv[i+1]
+			i++
+		case "--":
+			p.Command = argv[i+1:]
+			for _, s := range []string{"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--die-with-parent", "--cap-drop"} {
+				if !seen[s] {
+					return p, fmt.Errorf("%s missing", s)
+				}
+			}
+			return p, nil
+		default:
+			return p, fmt.Errorf("unexpected argument %q", a)
+		}
+	}
+	return p, fmt.Errorf("no --")
+}
+
+// FuzzArgv feeds plans (as JSON) through the translation: whatever Argv accepts must
+// parse back, option by option, to the same plan, and carry no NUL byte. The seed
+// corpus is in testdata/fuzz/FuzzArgv.
+func FuzzArgv(f *testing.F) {
+	p := &policy.Policy{Repo: "/r", Home: "/h", Workdir: "/r", Command: []string{"sh"}}
+	b, _ := json.Marshal(mounts.Build(p, mounts.Session{Protected: []gitguard.Protected{{Path: "/r/.git/hooks"}}}))
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var plan mounts.Plan
+		if json.Unmarshal(data, &plan) != nil {
+			return
+		}
+		argv, err := Argv(plan)
+		if err != nil {
+			return
+		}
+		for _, a := range argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				t.Fatalf("NUL in argument %q", a)
+			}
+		}
+		back, err := parseArgv(argv)
+		if err != nil {
+			t.Fatalf("Argv(%+v) = %q does not parse: %v", plan, argv, err)
+		}
+		for i := range plan.Ops {
+			plan.Ops[i].Why = ""
+		}
+		if len(plan.Ops) == 0 {
+			plan.Ops = nil
+		}
+		if !reflect.DeepEqual(back, plan) {
+			t.Fatalf("Argv(%+v) = %q parses back to %+v", plan, argv, back)
+		}
+	})
+}

@@ -1,0 +1,274 @@
+package compat
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// fakeBwrap writes a bwrap stand-in into dir: "--version" prints version; any other
+// invocation runs body. Every invocation first appends its arguments to the returned
+// log, each followed by \x1f, one line per invocation.
+func fakeBwrap(t *testing.T, dir, version, body string) (bin, log string) {
+	t.Helper()
+	bin, log = filepath.Join(dir, "bwrap"), filepath.Join(dir, "argv.log")
+	script := `#!/bin/sh
+printf '%s\037' "$@" >>'` + log + `'
+echo >>'` + log + `'
+if [ "$1" = --version ]; then
+	` + version + `
+	exit 0
+fi
+` + body + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, log
+}
+
+// calls returns the argv of each invocation of a fake.
+func calls(t *testing.T, log string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		out = append(out, strings.Split(strings.TrimSuffix(line, "\x1f"), "\x1f"))
+	}
+	return out
+}
+
+// onlyVersion fails unless every invocation of the fake was "--version": no sandbox
+// argument ever reached it.
+func onlyVersion(t *testing.T, log string, want int) {
+	t.Helper()
+	c := calls(t, log)
+	if len(c) != want {
+		t.Errorf("fake ran %d times (%q), want %d", len(c), c, want)
+	}
+	for _, args := range c {
+		if !reflect.DeepEqual(args, []string{"--version"}) {
+			t.Errorf("fake received %q: sandbox arguments reached a refused bwrap", args)
+		}
+	}
+}
+
+func testPlan() mounts.Plan {
+	return mounts.Plan{
+		Ops: []mounts.Op{
+			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
+		},
+		Workdir: "/", Command: []string{"/bin/sh", "-c", "exit 7"},
+	}
+}
+
+// runFake runs plan through Run with the fake as AGENTBOX_BWRAP and returns the
+// result, what bwrap wrote on stderr, and Run's error.
+func runFake(t *testing.T, bin string, plan mounts.Plan) (Result, string, error) {
+	t.Helper()
+	t.Setenv(bwrapcheck.EnvVar, bin)
+	dir := t.TempDir()
+	stdin, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	b, _ := os.ReadFile(stderr.Name())
+	return res, string(b), runErr
+}
+
+const v012 = "echo 'bubblewrap 0.12.0'"
+
+// TestRunStatus checks how Run turns bwrap's status reports and exit into the
+// command's status or a setup failure.
+func TestRunStatus(t *testing.T) {
+	const started = `printf '{ "child-pid": %d, "mnt-namespace": 4026532177 }\n' $$ >&3` + "\n"
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		err    string // substring of the error; "" when the command ran
+	}{
+		{"command's status", started + `printf '{ "exit-code": 7 }\n' >&3; exit 7`, 7, ""},
+		{"command's status 0", started + `printf '{ "exit-code": 0 }\n' >&3; exit 0`, 0, ""},
+		{"128+N reported by bwrap", started + `printf '{ "exit-code": 143 }\n' >&3; exit 143`, 143, ""},
+		// The report decides, not bwrap's own exit status.
+		{"report wins", started + `printf '{ "exit-code": 5 }\n' >&3; exit 1`, 5, ""},
+		{"setup failure after clone", started + `echo "bwrap: Can't bind mount /x: No such file" >&2; exit 1`, 0, "bwrap failed before the command started (exit status 1)"},
+		{"failure before clone", `echo "bwrap: No permissions to create new namespace" >&2; exit 1`, 0, "bwrap failed before the command started"},
+		{"exec failure", started + `echo "bwrap: execvp x: No such file or directory" >&2; exit 1`, 0, "before the command started"},
+		{"bwrap killed after start", started + `kill -TERM $$`, 143, ""},
+		{"bwrap killed during setup", `kill -KILL $$`, 137, ""},
+		{"unreadable report", `echo 'not json' >&3; exit 1`, 0, "status descriptor"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, log := fakeBwrap(t, t.TempDir(), v012, tt.body)
+			plan := testPlan()
+			res, stderr, err := runFake(t, bin, plan)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Run = %+v, %v; want an error saying %q", res, err, tt.err)
+				}
+			} else if err != nil || res.Status != tt.status {
+				t.Fatalf("Run = status %d, %v; want %d (bwrap's stderr: %q)", res.Status, err, tt.status, stderr)
+			}
+			if res.Version != "bubblewrap 0.12.0" {
+				t.Errorf("Result.Version = %q", res.Version)
+			}
+			c := calls(t, log)
+			want, _ := Command(bin, plan)
+			if len(c) != 2 || !reflect.DeepEqual(c[1], want[1:]) {
+				t.Errorf("fake calls %q, want --version then %q", c, want[1:])
+			}
+		})
+	}
+}
+
+// TestRunRefused checks that no sandbox argument reaches a bwrap that bwrapcheck
+// refuses, and that Run fails (agentbox exits 125).
+func TestRunRefused(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string
+		setuid  bool
+		runs    int
+		err     string
+	}{
+		{"0.8.0", "echo 'bubblewrap 0.8.0'", false, 1, "bubblewrap 0.8.0 is too old"},
+		{"0.11.2", "echo 'bubblewrap 0.11.2'", false, 1, "bubblewrap 0.11.2 is too old"},
+		{"garbage", "echo 'not a bwrap'", false, 1, "cannot parse"},
+		{"non-zero exit", v012 + "; exit 2", false, 1, "--version failed"},
+		{"setuid copy", v012, true, 0, "setuid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The body would report a successful command: it must never run.
+			bin, log := fakeBwrap(t, t.TempDir(), tt.version, `printf '{ "child-pid": 1 }\n{ "exit-code": 0 }\n' >&3`)
+			if tt.setuid {
+				if err := os.Chmod(bin, os.ModeSetuid|0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, _, err := runFake(t, bin, testPlan())
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("Run = %+v, %v; want refused with %q", res, err, tt.err)
+			}
+			onlyVersion(t, log, tt.runs)
+		})
+	}
+}
+
+func TestRunCommandNotFound(t *testing.T) {
+	bin, log := fakeBwrap(t, t.TempDir(), v012, `printf '{ "child-pid": 1 }\n{ "exit-code": 0 }\n' >&3`)
+	plan := testPlan()
+	plan.Command = []string{"/nonexistent/cmd"}
+	_, _, err := runFake(t, bin, plan)
+	var ce *CommandError
+	if !errors.As(err, &ce) || err.Error() != "command /nonexistent/cmd: not found" {
+		t.Fatalf("Run = %v, want command /nonexistent/cmd: not found", err)
+	}
+	onlyVersion(t, log, 1)
+}
+
+// TestLookCommand checks the lookup in the sandbox's view: the plan's tmpfs hides
+// host files, its binds show their sources.
+func TestLookCommand(t *testing.T) {
+	host := t.TempDir() // below /tmp on the host
+	if !strings.HasPrefix(host, "/tmp/") {
+		t.Fatalf("test needs a temp dir below /tmp, got %s", host)
+	}
+	exe := filepath.Join(host, "prog")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "data"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan := testPlan() // / read-only, /tmp a fresh tmpfs
+	bound := testPlan()
+	bound.Ops = append(bound.Ops, mounts.Op{Kind: mounts.Bind, Source: host, Dest: "/work"})
+	bound.Workdir = "/work"
+
+	tests := []struct {
+		plan mounts.Plan
+		cmd  string
+		path string
+		want string // "" when found
+	}{
+		{plan, "sh", "/usr/local/bin:/usr/bin:/bin", ""},
+		{plan, "/bin/sh", "", ""},
+		{plan, "no-such-command-xyz", "/usr/bin:/bin", "command no-such-command-xyz: not found in PATH"},
+		{plan, "/usr", "", "command /usr: is a directory"},
+		{plan, exe, "", "command " + exe + ": not found"}, // hidden by the sandbox's /tmp
+		{plan, "prog", host, "command prog: not found in PATH"},
+		{bound, "/work/prog", "", ""},
+		{bound, "./prog", "", ""},
+		{bound, "prog", "/work", ""},
+		{bound, "/work/data", "", "command /work/data: is not executable"},
+		{bound, "data", "/work:/bin", "command data: is not executable"},
+	}
+	for _, tt := range tests {
+		p := tt.plan
+		p.Command = []string{tt.cmd}
+		err := lookCommand(p, tt.path)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("lookCommand(%s, PATH=%s): %v, want found", tt.cmd, tt.path, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("lookCommand(%s, PATH=%s) = %v, want %q", tt.cmd, tt.path, err, tt.want)
+		}
+	}
+}
+
+func TestHostPath(t *testing.T) {
+	plan := mounts.Plan{Ops: []mounts.Op{
+		{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+		{Kind: mounts.Tmpfs, Dest: "/tmp"},
+		{Kind: mounts.Overlay, Source: "/home/u", Dest: "/home/u"},
+		{Kind: mounts.Bind, Source: "/tmp/repo", Dest: "/tmp/repo"},
+		{Kind: mounts.Bind, Source: "/srv/x", Dest: "/home/u/y"},
+	}}
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"/usr/bin/sh", "/usr/bin/sh", true},
+		{"/tmp/x", "", false},
+		{"/tmp", "", false},
+		{"/tmp/repo/bin/t", "/tmp/repo/bin/t", true},
+		{"/tmp/repository", "", false},
+		{"/home/u/.local/bin/t", "/home/u/.local/bin/t", true},
+		{"/home/u/y/z", "/srv/x/z", true},
+		{"/home/u/y", "/srv/x", true},
+	}
+	for _, tt := range tests {
+		got, ok := hostPath(plan, tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("hostPath(%s) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
