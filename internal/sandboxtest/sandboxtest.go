@@ -1,0 +1,225 @@
+// Package sandboxtest is the fixture shared by the suites that launch the real
+// agentbox binary as the unprivileged test user (test/behaviour, test/adversarial):
+// the backends to run against, a fresh HOME with a Git repository in it, and helpers
+// to run a script in the sandbox and collect how it ended.
+//
+// It builds on internal/testenv (binary, user, directories) and adds nothing a test
+// could not see from outside: every check goes through the real command line.
+package sandboxtest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// BuiltBwrap is where scripts/setup-test-env.sh builds bubblewrap 0.12.0.
+const BuiltBwrap = "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
+
+// Backends lists the backends every row runs against. A backend that cannot keep a
+// promise fails that row: nothing is skipped per backend.
+func Backends(t testing.TB) []string {
+	list := []string{"native"}
+	if BwrapPath(t) != "" {
+		list = append(list, "bwrap")
+	}
+	return list
+}
+
+// BwrapPath is the bubblewrap 0.12.0 the bwrap rows run with: $AGENTBOX_BWRAP, else
+// the build of scripts/setup-test-env.sh. In CI (CI=true) its absence fails the run.
+func BwrapPath(t testing.TB) string {
+	if p := os.Getenv("AGENTBOX_BWRAP"); p != "" {
+		return p
+	}
+	if _, err := os.Stat(BuiltBwrap); err == nil {
+		return BuiltBwrap
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("bubblewrap 0.12.0 missing at %s: run scripts/setup-test-env.sh", BuiltBwrap)
+	}
+	return ""
+}
+
+// Box is one sandbox test fixture: a fresh HOME and a fresh Git repository inside it,
+// both owned by the unprivileged test user, and the backend under test.
+type Box struct {
+	T       testing.TB
+	Backend string
+	Bin     string // the agentbox binary
+	Home    string
+	Repo    string // HOME/repo, a Git repository with one file, README
+}
+
+// NewBox makes the fixture; its directories are removed when the test ends.
+func NewBox(t testing.TB, backend string) *Box {
+	t.Helper()
+	home := testenv.Dir(t, "home")
+	repo := filepath.Join(home, "repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	WriteFile(t, filepath.Join(home, ".profile"), "original profile\n")
+	testenv.Chown(t, home)
+	testenv.Git(t, home, repo, "init", "-q")
+	WriteFile(t, filepath.Join(repo, "README"), "hello\n")
+	testenv.Chown(t, repo)
+	return &Box{T: t, Backend: backend, Bin: testenv.Binary(t), Home: home, Repo: repo}
+}
+
+// Result is how one agentbox invocation ended. Code is 999 for a launcher killed by
+// a signal and -1 when it could not be started.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+func (r Result) String() string {
+	return "exit " + strconv.Itoa(r.Code) + "\nstdout:\n" + r.Stdout + "\nstderr:\n" + r.Stderr
+}
+
+// Command prepares `agentbox exec --backend B ARGS... -- /bin/sh -c SCRIPT` in dir,
+// as the test user. An empty script leaves the command to ARGS.
+func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
+	full := append([]string{"exec", "--backend", b.Backend}, args...)
+	if script != "" {
+		full = append(full, "--", "/bin/sh", "-c", script)
+	}
+	cmd := testenv.Command(b.T, b.Home, b.Bin, full...)
+	cmd.Dir = dir
+	if b.Backend == "bwrap" {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+BwrapPath(b.T))
+	}
+	cmd.Env = append(cmd.Env, "REPO="+b.Repo,
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid")
+	return cmd
+}
+
+// Run runs cmd to the end and returns how it ended.
+func Run(cmd *exec.Cmd) Result {
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		if code < 0 {
+			code = 999
+		}
+	} else if err != nil {
+		code = -1
+		errb.WriteString(err.Error())
+	}
+	return Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
+}
+
+// Sh runs script in the sandbox (cwd: the repo) and returns the result.
+func (b *Box) Sh(script string, args ...string) Result {
+	b.T.Helper()
+	return Run(b.Command(b.Repo, args, script))
+}
+
+// OK runs script and fails the test unless it exits 0; it returns stdout.
+func (b *Box) OK(script string, args ...string) string {
+	b.T.Helper()
+	r := b.Sh(script, args...)
+	if r.Code != 0 {
+		b.T.Fatalf("sandboxed script failed:\n%s\nscript: %s", r, script)
+	}
+	return r.Stdout
+}
+
+// StartAndCollect starts cmd and delivers its result on res when it ends.
+func StartAndCollect(cmd *exec.Cmd, res chan<- Result) error {
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+			if code < 0 {
+				code = 999
+			}
+		}
+		res <- Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
+	}()
+	return nil
+}
+
+// WaitFor polls cond for up to 10 s: a bound against hangs, not a timing assertion.
+func WaitFor(cond func() bool) bool {
+	return WaitForUpTo(10*time.Second, cond)
+}
+
+// WaitForUpTo polls cond every 20 ms until it holds or d has passed.
+func WaitForUpTo(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+// Pgrep lists host PIDs whose argv[0] is name.
+func Pgrep(name string) []string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if arg0, _, _ := strings.Cut(string(b), "\x00"); arg0 == name {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+// WriteFile writes content (mode 0644) or fails the test.
+func WriteFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadFile returns the file's content or fails the test.
+func ReadFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// ReadFileOr returns the file's content, or "" when it cannot be read.
+func ReadFileOr(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// Exists reports whether path exists (without following a final symlink).
+func Exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
