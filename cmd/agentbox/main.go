@@ -15,6 +15,7 @@ const exitUsage = 125
 
 // commands maps each subcommand to its entry point; each returns the exit status.
 var commands = map[string]func(args []string) int{
+	"doctor":  cmdDoctor,
 	"exec":    cmdExec,
 	"audit":   cmdAudit,
 	"log":     cmdLog,
@@ -65,6 +66,7 @@ Usage:
   agentbox log [--repo DIR | --all] [--results]    list recorded sessions (or results)
   agentbox show ID                                 print a session's record
   agentbox diff [--stat] ID                        what a session changed in the repository
+  agentbox doctor [--json]                         check this machine can run the sandbox, with fixes
   agentbox version                                 print the version
 
 Run 'agentbox COMMAND --help' for the flags of a command.

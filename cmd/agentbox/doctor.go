@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/kernel"
+)
+
+const doctorUsage = `Usage: agentbox doctor [--json]
+
+Checks, as the user running it, whether this machine can run the sandbox: it
+creates a user namespace and mounts an overlay inside it, tries the newer mount
+system calls, mounts a proc in a new PID namespace, and looks for bwrap. Each
+failure comes with its fix. Exit status: 0 when 'agentbox exec' will work with the
+default (native) backend, 1 when it will not, 125 when doctor itself failed.
+
+Flags:
+`
+
+// doctorResult is what doctor found; --json prints it.
+type doctorResult struct {
+	kernel.Report
+	// NativeReady: agentbox exec works with the default backend.
+	NativeReady bool `json:"native_ready"`
+	// Refusal is the message the native backend would refuse with.
+	Refusal string     `json:"refusal,omitempty"`
+	Bwrap   bwrapState `json:"bwrap"`
+}
+
+type bwrapState struct {
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version,omitempty"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+}
+
+func cmdDoctor(args []string) int {
+	// The probes re-run this binary as "agentbox doctor" in new namespaces; that
+	// child does its job and nothing else.
+	if kernel.IsChild() {
+		return kernel.ChildMain()
+	}
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print the findings as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, doctorUsage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return fail("doctor: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return fail("doctor: unexpected argument %q", fs.Arg(0))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail("doctor: find own executable: %v", err)
+	}
+	rep := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}})
+	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap()}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fail("doctor: %v", err)
+		}
+	} else {
+		printDoctor(os.Stdout, res)
+	}
+	if !res.NativeReady {
+		return 1
+	}
+	return 0
+}
+
+func lookBwrap() bwrapState {
+	b, err := bwrapcheck.Lookup()
+	if err != nil {
+		st := bwrapState{Error: err.Error()}
+		var be *bwrapcheck.Error
+		if errors.As(err, &be) && be.Path != "bwrap" {
+			st.Path = be.Path
+		}
+		return st
+	}
+	return bwrapState{Path: b.Path, Version: b.Version.String(), OK: true}
+}
+
+func printDoctor(w io.Writer, r doctorResult) {
+	who := fmt.Sprintf("uid %d", r.UID)
+	if r.UID == 0 {
+		who += " (root: user-namespace limits do not apply to root; run doctor as the user who runs agentbox)"
+	}
+	fmt.Fprintf(w, "kernel %s, checked as %s\n\n", r.Kernel, who)
+	for _, c := range r.Checks {
+		s, _ := kernel.SpecOf(c.Name)
+		mark := "ok"
+		if !c.OK {
+			switch s.Need {
+			case kernel.Required:
+				mark = "FAIL"
+			case kernel.Fallback:
+				mark = "fallback"
+			default:
+				mark = "no"
+			}
+		}
+		fmt.Fprintf(w, "  %-9s %s (Linux %s)\n", mark, s.Title, s.Since)
+		if c.OK {
+			continue
+		}
+		if c.Detail != "" {
+			fmt.Fprintf(w, "            measured: %s\n", c.Detail)
+		}
+		if s.Need == kernel.Fallback {
+			fmt.Fprintf(w, "            agentbox uses instead: %s\n", s.Fallback)
+		}
+		if c.Fix != "" {
+			fmt.Fprintf(w, "            fix: %s\n", c.Fix)
+		}
+	}
+	if r.Bwrap.OK {
+		fmt.Fprintf(w, "  %-9s bwrap %s at %s (for --backend=bwrap)\n", "ok", r.Bwrap.Version, r.Bwrap.Path)
+	} else {
+		fmt.Fprintf(w, "  %-9s %s (needed only for --backend=bwrap)\n", "no", r.Bwrap.Error)
+	}
+	if len(r.Sysctls) > 0 {
+		keys := make([]string, 0, len(r.Sysctls))
+		for k := range r.Sysctls {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+r.Sysctls[k])
+		}
+		fmt.Fprintf(w, "\nsettings: %s\n", strings.Join(kv, " "))
+	}
+	if len(r.MaskedProc) > 0 {
+		fmt.Fprintf(w, "masked /proc paths (container): %s\n", strings.Join(r.MaskedProc, " "))
+	}
+	if r.NativeReady {
+		fmt.Fprintln(w, "\nagentbox exec will work with the default (native) backend.")
+		return
+	}
+	fmt.Fprintf(w, "\nagentbox exec will NOT work with the default (native) backend: %s\n", r.Refusal)
+}
