@@ -1,0 +1,65 @@
+package kmatrix
+
+// Kernel is a Debian kernel, named by the packages that hold it.
+type Kernel struct {
+	Suite string // the suite whose Packages index lists the packages
+	// Packages hold the image and the modules. Up to Debian 13 one
+	// linux-image-RELEASE package has both; newer kernels split into
+	// linux-binary-RELEASE (vmlinuz) and linux-modules-RELEASE.
+	Packages []string
+}
+
+// Cell is one VM of the matrix: a kernel and how it is booted.
+type Cell struct {
+	Name   string
+	Kernel Kernel
+	// Cmdline is appended to the kernel command line.
+	Cmdline string
+	// ModuleParams are passed when the named module is loaded.
+	ModuleParams map[string]string
+	// NativeReady is what doctor must conclude on this cell: the kernel's features
+	// are known, so a different verdict is a bug in the probes.
+	NativeReady bool
+	// Why says what the cell proves.
+	Why string
+}
+
+// Pinned kernels. When Debian drops a pinned ABI from a suite, Fetch fails with the
+// candidates that replaced it; update the name here (a cached .deb keeps working).
+var (
+	Bullseye = Kernel{"bullseye", []string{"linux-image-5.10.0-32-amd64"}}
+	Bookworm = Kernel{"bookworm", []string{"linux-image-6.1.0-50-amd64"}}
+	Trixie   = Kernel{"trixie", []string{"linux-image-6.12.117+deb13-amd64"}}
+	Sid      = Kernel{"sid", []string{"linux-binary-7.2.13+deb14-amd64", "linux-modules-7.2.13+deb14-amd64"}}
+)
+
+// DefaultCells is the matrix CI runs.
+var DefaultCells = []Cell{
+	{Name: "bullseye-5.10", Kernel: Bullseye, NativeReady: false,
+		Why: "Debian 11 as installed: no overlayfs in user namespaces, no mount_setattr; agentbox must refuse clearly"},
+	{Name: "bullseye-5.10-overlay-permit", Kernel: Bullseye, NativeReady: true,
+		ModuleParams: map[string]string{"overlay": "permit_mounts_in_userns=1"},
+		Why:          "Debian 11 with the overlay option doctor suggests: works, with the mount_setattr fallback"},
+	{Name: "bookworm-6.1", Kernel: Bookworm, NativeReady: true,
+		Why: "Debian 12: every feature but tmpfs user xattrs"},
+	{Name: "trixie-6.12", Kernel: Trixie, NativeReady: true,
+		Why: "Debian 13: every feature"},
+	{Name: "sid-7.x", Kernel: Sid, NativeReady: true,
+		Why: "the newest kernel (split linux-binary/linux-modules packages)"},
+	{Name: "trixie-6.12-userns-off", Kernel: Trixie, NativeReady: false,
+		Cmdline: "sysctl.kernel.unprivileged_userns_clone=0",
+		Why:     "unprivileged user namespaces switched off: agentbox must refuse with doctor's message"},
+}
+
+// TestPackage is a package whose tests run inside every VM, built with go test -c.
+type TestPackage struct {
+	Name    string // the binary's name in results
+	Pkg     string // the import path relative to the module root, "./internal/kernel"
+	Seconds int    // bound on the run inside the VM
+}
+
+// TestPackages run in each VM, in order. Adding a package is one line here.
+var TestPackages = []TestPackage{
+	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
+	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 120},
+}

@@ -1,0 +1,396 @@
+// Package kmatrix boots real Debian kernels in qemu and runs agentbox's tests inside
+// each, as an unprivileged user, to prove that agentbox works — or refuses clearly —
+// on every kernel its users run.
+//
+// For each Cell it fetches the kernel's packages from Debian's archive (resolved
+// and checked through the suite's Packages.xz, cached per machine), extracts vmlinuz
+// and the overlay module, builds a newc initramfs holding a static Go /init
+// (cmd/kmatrix/vminit), the agentbox binary, the test binaries (go test -c) and the
+// few host programs the tests call, boots it with a bounded time, and reads the
+// results from the serial console. A VM that fails to boot or hangs is a failed
+// cell carrying its console tail.
+//
+// It needs qemu-system-x86_64, dpkg-deb, xz and zstd on the host, and Go to build
+// the binaries. It is meant for CI and for a developer's machine, not for users.
+package kmatrix
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/kmatrix/vmproto"
+)
+
+// Options configure a matrix run.
+type Options struct {
+	Cells    []Cell        // default DefaultCells
+	Tests    []TestPackage // default TestPackages
+	Mirror   string        // default DefaultMirror
+	Cache    string        // kernel cache; default DefaultCache
+	Work     string        // build directory; default a temporary one, removed after
+	Parallel int           // VMs at once; default 2
+	Timeout  time.Duration // per VM; default 150 s
+	MemoryMB int           // per VM; default 1024
+	// ModuleRoot is the agentbox checkout to build; default: found from the
+	// working directory.
+	ModuleRoot string
+	Log        func(format string, args ...any)
+}
+
+// DefaultCache is where kernels are kept between runs.
+const DefaultCache = "/var/cache/agentbox-test/kernels"
+
+// Matrix is the result of a run.
+type Matrix struct {
+	Summary string    `json:"summary"` // one line: cells passed / failed, time
+	Start   time.Time `json:"start"`
+	Seconds float64   `json:"seconds"` // wall time of the whole run
+	Accel   string    `json:"accel"`
+	Results []Result  `json:"results"`
+}
+
+// Passed reports whether every cell passed.
+func (m Matrix) Passed() bool {
+	for _, r := range m.Results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return len(m.Results) > 0
+}
+
+func (o *Options) defaults() error {
+	if o.Cells == nil {
+		o.Cells = DefaultCells
+	}
+	if o.Tests == nil {
+		o.Tests = TestPackages
+	}
+	if o.Mirror == "" {
+		o.Mirror = DefaultMirror
+	}
+	if o.Cache == "" {
+		o.Cache = DefaultCache
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 2
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 150 * time.Second
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 1024
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	if o.ModuleRoot == "" {
+		root, err := findModuleRoot()
+		if err != nil {
+			return err
+		}
+		o.ModuleRoot = root
+	}
+	return nil
+}
+
+// Run runs the matrix. An error means the matrix could not be set up (no qemu, a
+// build failed); a cell that fails is a failed Result, not an error.
+func Run(ctx context.Context, opts Options) (Matrix, error) {
+	if err := opts.defaults(); err != nil {
+		return Matrix{}, err
+	}
+	m := Matrix{Start: time.Now().UTC(), Accel: Accel()}
+	if err := checkTools(); err != nil {
+		return m, err
+	}
+	work := opts.Work
+	if work == "" {
+		dir, err := os.MkdirTemp("", "kmatrix-")
+		if err != nil {
+			return m, err
+		}
+		defer os.RemoveAll(dir)
+		work = dir
+	}
+
+	// Build the binaries and fetch the kernels at the same time.
+	var (
+		wg       sync.WaitGroup
+		bins     builtBinaries
+		buildErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bins, buildErr = buildBinaries(ctx, opts.ModuleRoot, filepath.Join(work, "bin"), opts.Tests, opts.Log)
+	}()
+	archive := &Archive{Mirror: opts.Mirror, Cache: opts.Cache, Log: opts.Log}
+	kernels := map[string]kernelPrep{}
+	for _, c := range opts.Cells {
+		key := strings.Join(c.Kernel.Packages, "+")
+		if _, done := kernels[key]; !done {
+			kernels[key] = prepareKernel(ctx, archive, c.Kernel, opts.Log)
+		}
+	}
+	wg.Wait()
+	if buildErr != nil {
+		return m, buildErr
+	}
+	base, err := baseImage(bins, opts.Tests)
+	if err != nil {
+		return m, fmt.Errorf("initramfs: %w", err)
+	}
+
+	results := make([]Result, len(opts.Cells))
+	sem := make(chan struct{}, opts.Parallel)
+	for i, c := range opts.Cells {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			k := kernels[strings.Join(c.Kernel.Packages, "+")]
+			results[i] = runCell(ctx, c, k, base, opts, filepath.Join(work, c.Name))
+			opts.Log("%s: %s", c.Name, results[i].Verdict)
+		}()
+	}
+	wg.Wait()
+	m.Results = results
+	m.Seconds = time.Since(m.Start).Seconds()
+	passed := 0
+	for _, r := range results {
+		if r.Pass {
+			passed++
+		}
+	}
+	m.Summary = fmt.Sprintf("kernel matrix: %d of %d cells passed in %.0f s (%s)", passed, len(results), m.Seconds, m.Accel)
+	return m, nil
+}
+
+// kernelPrep is a fetched and extracted kernel, or why it is not available.
+type kernelPrep struct {
+	Files    KernelFiles
+	Packages []PackageEntry
+	Err      error
+}
+
+func prepareKernel(ctx context.Context, a *Archive, k Kernel, logf func(string, ...any)) kernelPrep {
+	var p kernelPrep
+	var debs []string
+	for _, pkg := range k.Packages {
+		deb, e, err := a.Fetch(ctx, k.Suite, pkg)
+		if err != nil {
+			p.Err = fmt.Errorf("fetch %s: %w", pkg, err)
+			return p
+		}
+		debs = append(debs, deb)
+		p.Packages = append(p.Packages, e)
+	}
+	dir := filepath.Join(a.Cache, "extracted", p.Packages[0].Package+"_"+p.Packages[0].Version)
+	files, err := extractKernel(ctx, debs, dir, []string{"overlay"})
+	if err != nil {
+		p.Err = err
+		return p
+	}
+	logf("kernel %s: vmlinuz and %d module(s) ready", files.Release, len(files.Modules))
+	p.Files = files
+	return p
+}
+
+// Result is one cell's outcome.
+type Result struct {
+	Cell     string         `json:"cell"`
+	Why      string         `json:"why"`
+	Packages []PackageEntry `json:"packages,omitempty"`
+	// Release is the kernel release the VM reported (uname -r).
+	Release string `json:"release,omitempty"`
+	Cmdline string `json:"cmdline"`
+	Modules []struct {
+		Name        string `json:"name"`
+		Params      string `json:"params,omitempty"`
+		Compression string `json:"compression,omitempty"`
+	} `json:"modules,omitempty"`
+	Seconds float64 `json:"seconds"` // the VM's wall time
+	Booted  bool    `json:"booted"`
+	// Completed: the init ran everything and reached power-off.
+	Completed bool `json:"completed"`
+	// Features are doctor's checks as measured inside the VM, by the test user.
+	Features []Feature `json:"features,omitempty"`
+	// DoctorExit is doctor's exit status (0 ready, 1 not ready); -1 if it did not run.
+	DoctorExit  int       `json:"doctor_exit"`
+	NativeReady bool      `json:"native_ready"`
+	Refusal     string    `json:"refusal,omitempty"`
+	Tests       []TestRow `json:"tests"`
+	// Problems say why the cell failed; empty when it passed.
+	Problems    []string `json:"problems,omitempty"`
+	Pass        bool     `json:"pass"`
+	Verdict     string   `json:"verdict"`
+	ConsoleTail string   `json:"console_tail,omitempty"`
+}
+
+// Feature is one check doctor made in the VM.
+type Feature struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func runCell(ctx context.Context, c Cell, k kernelPrep, base *image, opts Options, dir string) Result {
+	r := Result{Cell: c.Name, Why: c.Why, Packages: k.Packages, DoctorExit: -1}
+	r.Cmdline = strings.TrimSpace("console=ttyS0 panic=-1 quiet loglevel=1 " + c.Cmdline)
+	if k.Err != nil {
+		return r.fail(k.Err.Error())
+	}
+	cfg := vmConfig(opts.Tests)
+	for _, mod := range k.Files.Modules {
+		params := c.ModuleParams[mod.Name]
+		cfg.Modules = append(cfg.Modules, vmproto.Module{Name: mod.Name, Path: "/kmatrix/modules/" + mod.Name + ".ko", Params: params})
+		r.Modules = append(r.Modules, struct {
+			Name        string `json:"name"`
+			Params      string `json:"params,omitempty"`
+			Compression string `json:"compression,omitempty"`
+		}{mod.Name, params, mod.Compression})
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r.fail(err.Error())
+	}
+	initrd := filepath.Join(dir, "initrd.cpio")
+	if err := cellImage(base, k.Files, cfg).write(initrd); err != nil {
+		return r.fail("initramfs: " + err.Error())
+	}
+	start := time.Now()
+	console, timedOut, vmErr := bootVM(ctx, vmSpec{
+		Kernel: k.Files.Vmlinuz, Initrd: initrd, Cmdline: r.Cmdline,
+		MemoryMB: opts.MemoryMB, Timeout: opts.Timeout,
+	})
+	r.Seconds = time.Since(start).Seconds()
+	_ = os.WriteFile(filepath.Join(dir, "console.log"), console, 0o644)
+	r.evaluate(c, k.Files, parseConsole(console))
+	if vmErr != nil {
+		r.Problems = append(r.Problems, vmErr.Error())
+	}
+	if timedOut && r.Completed {
+		r.Problems = append(r.Problems, "the VM did not power off after its tests")
+	}
+	r.Pass = len(r.Problems) == 0
+	r.Verdict = r.verdict()
+	if !r.Pass {
+		r.ConsoleTail = tail(console, 40)
+	}
+	return r
+}
+
+func (r Result) fail(problem string) Result {
+	r.Problems = append(r.Problems, problem)
+	r.Verdict = r.verdict()
+	return r
+}
+
+func (r Result) verdict() string {
+	if len(r.Problems) == 0 {
+		return fmt.Sprintf("pass (%s, %.1f s)", r.Release, r.Seconds)
+	}
+	return "FAIL: " + strings.Join(r.Problems, "; ")
+}
+
+// doctorJSON is the part of `agentbox doctor --json` kmatrix reads.
+type doctorJSON struct {
+	Kernel      string    `json:"kernel"`
+	Checks      []Feature `json:"checks"`
+	NativeReady bool      `json:"native_ready"`
+	Refusal     string    `json:"refusal"`
+}
+
+// evaluate fills the result from the console and decides what is wrong.
+func (r *Result) evaluate(c Cell, kf KernelFiles, log consoleLog) {
+	r.Release = log.Release
+	r.Booted = log.Release != ""
+	r.Completed = log.Done
+	if !r.Booted {
+		r.Problems = append(r.Problems, "the VM did not reach the init")
+		return
+	}
+	if kf.Release != "" && log.Release != kf.Release {
+		r.Problems = append(r.Problems, fmt.Sprintf("booted kernel %s, expected %s", log.Release, kf.Release))
+	}
+	for _, e := range log.Errors {
+		r.Problems = append(r.Problems, "init: "+e)
+	}
+	if !log.Done && len(log.Errors) == 0 {
+		r.Problems = append(r.Problems, "the init did not finish")
+	}
+	for _, s := range log.Sections {
+		if s.Name == vmproto.Doctor {
+			r.evaluateDoctor(c, s)
+			continue
+		}
+		rows := parseGoTest(s.Name, s.Output)
+		failed := 0
+		for _, row := range rows {
+			if row.Status == "fail" {
+				failed++
+			}
+		}
+		switch {
+		case !s.Ended:
+			rows = append(rows, TestRow{Binary: s.Name, Name: "(binary)", Status: "fail", Reason: "did not finish: " + lastLines(strings.Split(strings.TrimSpace(s.Output), "\n"), 6)})
+			failed++
+		case s.Status != 0 && failed == 0:
+			rows = append(rows, TestRow{Binary: s.Name, Name: "(binary)", Status: "fail", Reason: fmt.Sprintf("exit status %d: %s", s.Status, lastLines(strings.Split(strings.TrimSpace(s.Output), "\n"), 6))})
+			failed++
+		}
+		if failed > 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %d test(s) failed", s.Name, failed))
+		}
+		r.Tests = append(r.Tests, rows...)
+	}
+}
+
+func (r *Result) evaluateDoctor(c Cell, s section) {
+	r.DoctorExit = s.Status
+	var d doctorJSON
+	if err := json.Unmarshal([]byte(s.Output), &d); err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("doctor (exit %d) printed no JSON: %v: %s", s.Status, err, lastLines(strings.Split(strings.TrimSpace(s.Output), "\n"), 3)))
+		return
+	}
+	r.Features, r.NativeReady, r.Refusal = d.Checks, d.NativeReady, d.Refusal
+	wantExit := 1
+	if d.NativeReady {
+		wantExit = 0
+	}
+	if s.Status != wantExit {
+		r.Problems = append(r.Problems, fmt.Sprintf("doctor exited %d with native_ready=%v", s.Status, d.NativeReady))
+	}
+	if d.NativeReady != c.NativeReady {
+		r.Problems = append(r.Problems, fmt.Sprintf("doctor says native_ready=%v, this cell expects %v (%s)", d.NativeReady, c.NativeReady, d.Refusal))
+	}
+}
+
+// FeatureNames lists the features measured across results, in doctor's order.
+func featureNames(results []Result) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range results {
+		for _, f := range r.Features {
+			if !seen[f.Name] {
+				seen[f.Name] = true
+				names = append(names, f.Name)
+			}
+		}
+	}
+	return names
+}
+
+func sortedRows(rows []TestRow) []TestRow {
+	out := append([]TestRow(nil), rows...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Binary < out[j].Binary })
+	return out
+}

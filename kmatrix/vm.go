@@ -1,0 +1,121 @@
+package kmatrix
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// vmSpec is one qemu run.
+type vmSpec struct {
+	Kernel   string
+	Initrd   string
+	Cmdline  string
+	MemoryMB int
+	Timeout  time.Duration
+}
+
+// Accel returns the qemu accelerator: kvm when /dev/kvm is usable, else tcg.
+func Accel() string {
+	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+		f.Close()
+		return "kvm"
+	}
+	return "tcg"
+}
+
+// bootVM runs qemu until the guest powers off or the timeout passes, and returns
+// the console output either way. timedOut says the VM was killed.
+func bootVM(ctx context.Context, spec vmSpec) (console []byte, timedOut bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	args := []string{
+		"-accel", Accel(),
+		"-m", strconv.Itoa(spec.MemoryMB),
+		"-smp", "1",
+		// No default devices (VGA, NIC, floppy …): a faster boot, and nothing the
+		// tests could depend on by accident.
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-serial", "stdio", "-monitor", "none",
+		// A guest that reboots or panics ends qemu instead of booting again.
+		"-no-reboot",
+		"-kernel", spec.Kernel,
+		"-initrd", spec.Initrd,
+		"-append", spec.Cmdline,
+	}
+	if Accel() == "kvm" {
+		args = append(args, "-cpu", "host")
+	}
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	console = out.Bytes()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return console, true, fmt.Errorf("no power-off within %s", spec.Timeout)
+	}
+	if runErr != nil {
+		return console, false, fmt.Errorf("qemu: %w", runErr)
+	}
+	return console, false, nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// tail returns the last n lines of console output, without the serial line's
+// carriage returns and the firmware's terminal escapes.
+func tail(console []byte, n int) string {
+	s := cleanConsole(console)
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func cleanConsole(b []byte) string {
+	s := strings.ReplaceAll(string(b), "\r", "")
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b { // ESC [ ... final byte
+			j := i + 1
+			if j < len(s) && s[j] == '[' {
+				j++
+				for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
+					j++
+				}
+			}
+			i = j
+			continue
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
