@@ -17,9 +17,11 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 )
 
-// StatusFD is the descriptor on which Run receives bwrap's --json-status-fd reports;
-// Command names it in the argv.
-const StatusFD = 3
+// The descriptors Run passes to bwrap, named in Command's argv.
+const (
+	StatusFD  = 3 // bwrap writes its --json-status-fd reports here
+	SeccompFD = 4 // bwrap reads the terminal-injection filter from here (--add-seccomp-fd)
+)
 
 // Argv translates plan into bwrap's arguments, without the program name and the
 // status descriptor (see Command). The order is: namespaces, lifetime and privilege
@@ -38,7 +40,7 @@ func Argv(plan mounts.Plan) ([]string, error) {
 }
 
 // Command returns the whole argv Run executes for plan with the bwrap at path:
-// path, "--json-status-fd 3", then Argv(plan).
+// path, "--json-status-fd 3 --add-seccomp-fd 4", then Argv(plan).
 func Command(path string, plan mounts.Plan) ([]string, error) {
 	groups, err := commandGroups(path, plan)
 	if err != nil {
@@ -59,7 +61,11 @@ func commandGroups(path string, plan mounts.Plan) ([][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([][]string{{path}, {"--json-status-fd", fmt.Sprint(StatusFD)}}, g...), nil
+	return append([][]string{
+		{path},
+		{"--json-status-fd", fmt.Sprint(StatusFD)},
+		{"--add-seccomp-fd", fmt.Sprint(SeccompFD)},
+	}, g...), nil
 }
 
 // groups is Argv with each option and its arguments kept together, for printing one
@@ -166,8 +172,8 @@ func checkString(what, s string) error {
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
 // exact argv Run would execute for plan, shell-quoted, one option per line with
-// backslash continuations. The status descriptor 3 is open only when agentbox runs
-// bwrap; to run the printed command by hand, add 3>/dev/null.
+// backslash continuations. Descriptors 3 (status) and 4 (seccomp program) are open
+// only when agentbox runs bwrap.
 func DryRun(w io.Writer, plan mounts.Plan) error {
 	bin, err := bwrapcheck.Lookup()
 	if err != nil {

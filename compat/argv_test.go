@@ -79,7 +79,7 @@ func TestArgvBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"/opt/bwrap", "--json-status-fd", "3",
+		"/opt/bwrap", "--json-status-fd", "3", "--add-seccomp-fd", "4",
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup", "--unshare-net",
 		"--die-with-parent", "--cap-drop", "ALL",
 		"--ro-bind", "/", "/",
@@ -195,6 +195,7 @@ func TestFormat(t *testing.T) {
 	got := Format(g)
 	want := `/usr/bin/bwrap \
   --json-status-fd 3 \
+  --add-seccomp-fd 4 \
   --unshare-user \
   --unshare-ipc \
   --unshare-pid \

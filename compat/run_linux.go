@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
+	"golang.org/x/sys/unix"
 )
 
 // forwarded are the signals agentbox passes on to the command instead of dying of
@@ -47,6 +49,11 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 		return res, err
 	}
 
+	filter, err := seccompPipe()
+	if err != nil {
+		return res, err
+	}
+	defer filter.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return res, fmt.Errorf("bwrap backend: status pipe: %w", err)
@@ -58,9 +65,13 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 		Stdin:  stdio.Stdin,
 		Stdout: stdio.Stdout,
 		Stderr: stdio.Stderr,
-		// ExtraFiles[0] becomes descriptor 3, StatusFD.
-		ExtraFiles: []*os.File{w},
+		// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD.
+		ExtraFiles: []*os.File{w, filter},
 	}
+	// bwrap passes every descriptor it inherits on to the command, so nothing but
+	// stdio and the two above may reach it: a descriptor agentbox inherited without
+	// close-on-exec would otherwise leak a host file into the sandbox.
+	markCloexec()
 
 	// Catch the signals before bwrap exists, so none is lost or kills agentbox.
 	sigs := make(chan os.Signal, 8)
@@ -70,6 +81,7 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	t1 := time.Now()
 	err = cmd.Start()
 	w.Close()
+	filter.Close()
 	if err != nil {
 		return res, fmt.Errorf("bwrap backend: start %s: %w", bin.Path, err)
 	}
@@ -208,4 +220,45 @@ func innermostPID(pid int) int {
 		}
 	}
 	return 0
+}
+
+// seccompPipe returns the read end of a pipe that holds the whole filter program
+// (ttyFilter); bwrap reads it to EOF. The program is a few hundred bytes, far below
+// a pipe's capacity, so the write cannot block.
+func seccompPipe() (*os.File, error) {
+	prog, err := ttyFilter()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap backend: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap backend: seccomp pipe: %w", err)
+	}
+	_, err = w.Write(prog)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("bwrap backend: write seccomp program: %w", err)
+	}
+	return r, nil
+}
+
+// markCloexec sets close-on-exec on every descriptor above stderr, so that only what
+// cmd.ExtraFiles names reaches bwrap. close_range needs Linux 5.11; older kernels get
+// the /proc/self/fd walk.
+func markCloexec() {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }

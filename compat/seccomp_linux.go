@@ -1,0 +1,125 @@
+package compat
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// The native backend installs a seccomp filter against terminal input injection;
+// bwrap gets the same rule as a compiled classic-BPF program on SeccompFD
+// (--add-seccomp-fd), which it applies to its pid 1 and the command after setting
+// no_new_privs. The rule: ioctl with request TIOCSTI (push bytes into the terminal's
+// input queue) or TIOCLINUX (its console twin) fails with EPERM, because kernels
+// before 6.2, or with dev.tty.legacy_tiocsti=1, let the command type into the
+// caller's shell after agentbox exits. Everything else is allowed.
+//
+// The kernel compares an ioctl request as an unsigned int, so only the low 32 bits of
+// the argument are tested: junk in the high bits is the same request (the bypass of
+// CVE-2019-10063 in flatpak's filter).
+
+// seccomp_data field offsets (linux/seccomp.h): nr, arch, then args[6] of 8 bytes
+// each; args[1]'s low word is at 24 on little-endian machines, the only ones here.
+const (
+	seccompNr       = 0
+	seccompArch     = 4
+	seccompArg1Low  = 24
+	ioctlTIOCSTI    = 0x5412
+	ioctlTIOCLINUX  = 0x541C
+	x32SyscallBit   = 0x40000000
+	sockFilterBytes = 8 // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
+)
+
+// abi is one system-call ABI a process of this architecture can use, and its ioctl
+// numbers.
+type abi struct {
+	arch  uint32
+	ioctl []uint32
+}
+
+// abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
+// system calls, and each must be covered or the filter is bypassed through them.
+func abisFor(goarch string) ([]abi, error) {
+	switch goarch {
+	case "amd64":
+		return []abi{
+			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514}},
+			{unix.AUDIT_ARCH_I386, []uint32{54}},
+		}, nil
+	case "arm64":
+		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}}}, nil
+	}
+	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
+}
+
+// ttyFilter returns the program for this machine, serialised as bwrap reads it.
+func ttyFilter() ([]byte, error) {
+	abis, err := abisFor(runtime.GOARCH)
+	if err != nil {
+		return nil, err
+	}
+	return encodeFilter(buildFilter(abis)), nil
+}
+
+// buildFilter lays the program out as: one block per ABI, then the request check.
+//
+//	block:   ld arch; jeq ABI ? next : skip block; ld nr; jeq ioctl_i ? check : next …; ret ALLOW
+//	unknown: ret ALLOW (a call of an ABI no block names)
+//	check:   ld args[1] low; jeq TIOCSTI ? deny : next; jeq TIOCLINUX ? deny : allow
+//	deny:    ret ERRNO(EPERM)
+//	allow:   ret ALLOW
+func buildFilter(abis []abi) []unix.SockFilter {
+	const (
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+	)
+	allow := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}
+	deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
+
+	// Where the check starts: after every block and the unknown-ABI ret ALLOW.
+	check := 0
+	for _, a := range abis {
+		check += 4 + len(a.ioctl) // ld, jeq, ld, the jeqs, ret
+	}
+	check++
+
+	var prog []unix.SockFilter
+	for _, a := range abis {
+		blockLen := 4 + len(a.ioctl)
+		prog = append(prog,
+			unix.SockFilter{Code: ld, K: seccompArch},
+			// Jump offsets count from the next instruction.
+			unix.SockFilter{Code: jeq, K: a.arch, Jt: 0, Jf: uint8(blockLen - 2)},
+			unix.SockFilter{Code: ld, K: seccompNr},
+		)
+		for _, nr := range a.ioctl {
+			here := len(prog)
+			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(check - here - 1), Jf: 0})
+		}
+		prog = append(prog, allow)
+	}
+	prog = append(prog, allow) // an ABI this filter does not know
+	prog = append(prog,
+		unix.SockFilter{Code: ld, K: seccompArg1Low},
+		unix.SockFilter{Code: jeq, K: ioctlTIOCSTI, Jt: 1, Jf: 0},
+		unix.SockFilter{Code: jeq, K: ioctlTIOCLINUX, Jt: 0, Jf: 1},
+		deny,
+		allow,
+	)
+	return prog
+}
+
+// encodeFilter serialises a program as an array of struct sock_filter in the
+// machine's byte order (little-endian on every architecture abisFor knows).
+func encodeFilter(prog []unix.SockFilter) []byte {
+	b := make([]byte, 0, len(prog)*sockFilterBytes)
+	for _, f := range prog {
+		b = binary.LittleEndian.AppendUint16(b, f.Code)
+		b = append(b, f.Jt, f.Jf)
+		b = binary.LittleEndian.AppendUint32(b, f.K)
+	}
+	return b
+}
