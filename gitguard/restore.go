@@ -59,7 +59,10 @@ type entry struct {
 func Restore(zipPath, into string) (*Restored, error) {
 	zr, err := zip.OpenReader(zipPath)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
-		return nil, fmt.Errorf("open %s: %w", zipPath, err)
+		if errors.Is(err, zip.ErrFormat) {
+			return nil, fmt.Errorf("%s: not a ZIP file: %w", zipPath, err)
+		}
+		return nil, err // names the path already
 	}
 	defer zr.Close()
 	m, ents, err := validateArchive(&zr.Reader)

@@ -1,7 +1,6 @@
 package gitguard
 
 import (
-	"archive/zip"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -147,7 +146,11 @@ func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err er
 	target := filepath.Join(dir, stem+".zip")
 	tmp, err := os.CreateTemp(dir, "."+stem+".zip.tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: %w", target, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary name would only confuse
+		}
+		return "", fmt.Errorf("Git metadata snapshot %s: cannot create a file in %s: %w", target, dir, err)
 	}
 	defer func() {
 		if err != nil {
@@ -177,30 +180,6 @@ func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err er
 	return path, nil
 }
 
-// publish gives the complete temporary file its snapshot name without ever replacing
-// an existing file: link(2) fails when the name is taken, and the next "-N" is tried.
-func publish(tmp, dir, stem string) (string, error) {
-	for n := 1; n <= 1000; n++ {
-		name := stem + ".zip"
-		if n > 1 {
-			name = stem + "-" + strconv.Itoa(n) + ".zip"
-		}
-		final := filepath.Join(dir, name)
-		err := os.Link(tmp, final)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("link %s: %w", final, err)
-		}
-		if err := os.Remove(tmp); err != nil {
-			return "", fmt.Errorf("remove %s: %w", tmp, err)
-		}
-		return final, nil
-	}
-	return "", fmt.Errorf("1000 snapshots named %s-N.zip exist already in %s", stem, dir)
-}
-
 // syncDir makes the new directory entry durable. A failure is not reported: the data
 // is synced, and some filesystems refuse fsync on directories.
 func syncDir(dir string) {
@@ -208,33 +187,6 @@ func syncDir(dir string) {
 		_ = d.Sync()
 		d.Close()
 	}
-}
-
-// writeArchive writes manifest.json, then the common dir, the worktree gitdir and
-// the pointer file.
-func writeArchive(f *os.File, m *Manifest, l layout) error {
-	zw := zip.NewWriter(f)
-	if err := writeManifestEntry(zw, m); err != nil {
-		return err
-	}
-	a := newArchiver(zw)
-	if err := a.addTree(l.commonDir, CommonPrefix); err != nil {
-		return err
-	}
-	if l.gitDir != l.commonDir {
-		if err := a.addTree(l.gitDir, WorktreePrefix); err != nil {
-			return err
-		}
-	}
-	if l.dotGit != "" {
-		if err := a.addPointer(l.dotGit, DotGitName); err != nil {
-			return err
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("finish ZIP: %w", err)
-	}
-	return nil
 }
 
 // storeAsIs reports whether a file of a gitdir is already compressed, or is mostly

@@ -2,6 +2,7 @@ package gitguard
 
 import (
 	"archive/zip"
+	"bufio"
 	"compress/flate"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +64,87 @@ func (p *pooledFlate) Close() error {
 	err := p.Writer.Close()
 	flatePool.Put(p.Writer)
 	return err
+}
+
+// writeArchive writes manifest.json, then the common dir, the worktree gitdir and
+// the pointer file.
+func writeArchive(f *os.File, m *Manifest, l layout) error {
+	out := bufio.NewWriterSize(&writeback{f: f}, copyBufSize)
+	zw := zip.NewWriter(out)
+	if err := writeManifestEntry(zw, m); err != nil {
+		return err
+	}
+	a := newArchiver(zw)
+	if err := a.addTree(l.commonDir, CommonPrefix); err != nil {
+		return err
+	}
+	if l.gitDir != l.commonDir {
+		if err := a.addTree(l.gitDir, WorktreePrefix); err != nil {
+			return err
+		}
+	}
+	if l.dotGit != "" {
+		if err := a.addPointer(l.dotGit, DotGitName); err != nil {
+			return err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("finish ZIP: %w", err)
+	}
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// writebackChunk is how much is written before the kernel is asked to start writing
+// it out.
+const writebackChunk = 16 << 20
+
+// writeback writes to f and starts the kernel's writeback of every 16 MiB as soon as
+// it is written (sync_file_range, which does not wait), so that the final fsync waits
+// for the last chunk rather than the whole archive, and dirty pages do not pile up.
+type writeback struct {
+	f            *os.File
+	off, started int64
+}
+
+func (w *writeback) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	if w.off-w.started >= writebackChunk {
+		// Advisory: an I/O error here shows again in the fsync that follows.
+		_ = unix.SyncFileRange(int(w.f.Fd()), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+		w.started = w.off
+	}
+	return n, err
+}
+
+// publish gives the complete temporary file its snapshot name without ever replacing
+// an existing file: renameat2(RENAME_NOREPLACE) — or, on filesystems without it,
+// link(2) — fails when the name is taken, and the next "-N" is tried.
+func publish(tmp, dir, stem string) (string, error) {
+	for n := 1; n <= 1000; n++ {
+		name := stem + ".zip"
+		if n > 1 {
+			name = stem + "-" + strconv.Itoa(n) + ".zip"
+		}
+		final := filepath.Join(dir, name)
+		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			if err = os.Link(tmp, final); err == nil {
+				err = os.Remove(tmp)
+			}
+		}
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			continue
+		case err != nil:
+			return "", fmt.Errorf("rename to %s: %w", final, err)
+		}
+		return final, nil
+	}
+	return "", fmt.Errorf("1000 snapshots named %s-N.zip exist already in %s", stem, dir)
 }
 
 // addTree stores the directory src under prefix (which ends in "/").
