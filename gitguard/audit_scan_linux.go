@@ -57,12 +57,13 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		opt.MaxDepth = defaultMaxDepth
 	}
 	s := &scanner{
-		repo:    filepath.Clean(repo),
-		opt:     opt,
-		surface: &Surface{Repo: repo, Items: map[string]*Item{}},
-		gitdirs: map[string]bool{},
-		configs: map[string]bool{},
-		hooks:   map[string]bool{},
+		repo:     filepath.Clean(repo),
+		opt:      opt,
+		surface:  &Surface{Repo: repo, Items: map[string]*Item{}},
+		gitdirs:  map[string]bool{},
+		configs:  map[string][]ConfigEntry{},
+		expanded: map[string]expansion{},
+		hooks:    map[string]bool{},
 	}
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
@@ -82,7 +83,8 @@ type scanner struct {
 	stopped     bool          // the entry bound was hit
 	hostEntries []ConfigEntry // the host configs with their includes, read once
 	gitdirs     map[string]bool
-	configs     map[string]bool
+	configs     map[string][]ConfigEntry // config files read, with their entries
+	expanded    map[string]expansion     // config files whose includes were followed
 	hooks       map[string]bool
 }
 
@@ -129,12 +131,27 @@ func (s *scanner) readDir(dir string) []os.DirEntry {
 	}
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		s.skip(dir, "cannot list directory: %v", err)
+	// Read in batches so that one huge directory cannot exhaust memory before the
+	// entry bound is checked.
+	var ents []os.DirEntry
+	for {
+		batch, err := f.ReadDir(4096)
+		ents = append(ents, batch...)
+		s.entries += len(batch)
+		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			s.skip(dir, "cannot list directory: %v", err)
+			break
+		}
+		if s.entries >= s.opt.MaxEntries {
+			s.stopped = true
+			s.skip(dir, "walk stopped after %d entries while listing this directory; the rest of it and of the tree were not searched", s.entries)
+			break
+		}
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	s.entries += len(ents)
 	return ents
 }
 
@@ -419,6 +436,13 @@ func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
 	if depth >= maxIncludeDepth {
 		return nil
 	}
+	// Each file's includes are expanded once per depth it is reached at, at most:
+	// a file including itself many times must not make the audit work exponentially.
+	key := gitdir + "\x00" + filepath.Clean(path)
+	if v, seen := s.expanded[key]; seen && v.depth <= depth {
+		return v.entries
+	}
+	s.expanded[key] = expansion{depth: depth}
 	var entries []ConfigEntry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
@@ -433,7 +457,14 @@ func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
 	for _, inc := range IncludePaths(entries, path, s.opt.Home) {
 		all = append(all, s.config(inc, gitdir, depth+1)...)
 	}
+	s.expanded[key] = expansion{depth: depth, entries: all}
 	return all
+}
+
+// expansion is a config file with its includes, as read at the given include depth.
+type expansion struct {
+	depth   int
+	entries []ConfigEntry
 }
 
 // repoConfig records the config file at path (inside repo, or reached from a path
@@ -449,10 +480,10 @@ func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
 		entries, _ := readHostConfig(p)
 		return entries
 	}
-	if s.configs[p] {
-		return nil
+	if entries, seen := s.configs[p]; seen {
+		return entries
 	}
-	s.configs[p] = true
+	s.configs[p] = nil
 	it, data, ok := s.file(p, KindConfig, maxConfigSize)
 	if !ok || data == nil {
 		return nil
@@ -462,6 +493,7 @@ func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
 		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be parsed, so cannot be checked (%v)", err))
 		return nil
 	}
+	s.configs[p] = entries
 	for _, e := range entries {
 		if why := Danger(e); why != "" {
 			it.Dangers = appendNew(it.Dangers, describe(e, why))
