@@ -79,10 +79,14 @@ type Files struct {
 
 // Session is a session being recorded: its start state is in the shadow repository.
 type Session struct {
-	store       *Store
-	id          string
+	store *Store
+	id    string
+	// started is closed once the start commit is written (or failed); the fields
+	// below are not touched by Begin's goroutine after that.
+	started     chan struct{}
 	startCommit string // "" when the start state could not be recorded
 	startTree   string
+	startErr    error
 	notes       []string
 }
 
@@ -92,6 +96,12 @@ func (ss *Session) ID() string { return ss.id }
 // Begin records the repository's working tree as the start state of a new session.
 // rec is the record as known at launch; Begin assigns rec.ID when it is empty.
 //
+// Begin returns as soon as the working tree is staged in the shadow index, which is
+// all that must happen before the sandbox starts: the tree, the start commit and the
+// session's ref are written in the background, while the session runs (Wait waits for
+// them). The sandbox cannot reach the shadow repository, so nothing it does can
+// change what is being committed.
+//
 // Begin always returns a usable Session. A non-nil error says the start state could
 // not be recorded; the error is kept and Finish records it in the session's notes,
 // with the end state as a commit without parent.
@@ -99,32 +109,52 @@ func (s *Store) Begin(rec Record) (*Session, error) {
 	if rec.ID == "" {
 		rec.ID = newID(rec.Start)
 	}
-	ss := &Session{store: s, id: rec.ID}
-	unlock, err := s.lock()
-	if err != nil {
+	ss := &Session{store: s, id: rec.ID, started: make(chan struct{})}
+	fail := func(err error) (*Session, error) {
+		ss.startErr = err
 		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
+		close(ss.started)
 		return ss, err
 	}
-	defer unlock()
-	tree, notes, err := s.snapshot()
+	unlock, err := s.lock()
+	if err != nil {
+		return fail(err)
+	}
+	notes, err := s.stage()
 	for _, n := range notes {
 		ss.notes = append(ss.notes, "start: "+n)
 	}
 	if err != nil {
-		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
-		return ss, err
+		unlock()
+		return fail(err)
 	}
-	rec.Repo, rec.Complete, rec.Notes = s.Repo, false, ss.notes
-	commit, err := s.commit(tree, "", rec, "start state", rec.Start)
-	if err == nil {
-		err = s.updateRef(sessionRefs+rec.ID, commit, "")
-	}
-	if err != nil {
-		ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
-		return ss, err
-	}
-	ss.startCommit, ss.startTree = commit, tree
+	rec.Repo, rec.Complete, rec.Notes = s.Repo, false, append([]string(nil), ss.notes...)
+	go func() {
+		defer close(ss.started)
+		defer unlock()
+		tree, err := s.git.out("write-tree")
+		var commit string
+		if err == nil {
+			commit, err = s.commit(tree, "", rec, "start state", rec.Start)
+		}
+		if err == nil {
+			err = s.updateRef(sessionRefs+rec.ID, commit, "")
+		}
+		if err != nil {
+			ss.startErr = err
+			ss.notes = append(ss.notes, "start state not recorded: "+err.Error())
+			return
+		}
+		ss.startCommit, ss.startTree = commit, tree
+	}()
 	return ss, nil
+}
+
+// Wait waits until the start state is committed and returns the error that kept it
+// from being recorded, if any.
+func (ss *Session) Wait() error {
+	<-ss.started
+	return ss.startErr
 }
 
 // Finish records the working tree as the session's end state, with rec as its
@@ -133,6 +163,7 @@ func (s *Store) Begin(rec Record) (*Session, error) {
 // keeps the start state as the end state. An error means nothing could be written.
 func (ss *Session) Finish(rec Record) error {
 	s := ss.store
+	_ = ss.Wait() // a failure is in ss.notes
 	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
 	rec.Notes = append(append([]string(nil), ss.notes...), rec.Notes...)
 	unlock, err := s.lock()
@@ -171,15 +202,27 @@ func (ss *Session) Finish(rec Record) error {
 // snapshot stages the repository's working tree in the shadow index and returns its
 // tree. Files Git could not read are left out and named in notes.
 func (s *Store) snapshot() (tree string, notes []string, err error) {
+	notes, err = s.stage()
+	if err != nil {
+		return "", notes, err
+	}
+	tree, err = s.git.out("write-tree")
+	return tree, notes, err
+}
+
+// stage makes the shadow index match the repository's working tree: new, changed and
+// removed files, honouring .gitignore. Files Git could not read are left out and
+// named in notes.
+func (s *Store) stage() (notes []string, err error) {
 	fi, err := os.Stat(s.Repo)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, fmt.Errorf("repository %s: does not exist (removed during the session?)", s.Repo)
+		return nil, fmt.Errorf("repository %s: does not exist (removed during the session?)", s.Repo)
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("repository %s: %w", s.Repo, err)
+		return nil, fmt.Errorf("repository %s: %w", s.Repo, err)
 	}
 	if !fi.IsDir() {
-		return "", nil, fmt.Errorf("repository %s: is no longer a directory", s.Repo)
+		return nil, fmt.Errorf("repository %s: is no longer a directory", s.Repo)
 	}
 	wt := s.git
 	wt.workTree = s.Repo
@@ -190,15 +233,11 @@ func (s *Store) snapshot() (tree string, notes []string, err error) {
 		var ge *gitError
 		var ee *exec.ExitError
 		if !errors.As(err, &ge) || !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			return "", nil, err
+			return nil, err
 		}
 		notes = gitMessages(ge.stderr)
 	}
-	tree, err = s.git.out("write-tree")
-	if err != nil {
-		return "", notes, err
-	}
-	return tree, notes, nil
+	return notes, nil
 }
 
 // gitMessages are the error and warning lines of Git's stderr, without hints.

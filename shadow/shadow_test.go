@@ -194,6 +194,9 @@ func TestIncompleteSessionListed(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a": "a\n"})
 	s, _ := openStore(t, repo)
 	ss, err := s.Begin(Record{Command: []string{"agent"}, Start: time.Now()})
+	if err == nil {
+		err = ss.Wait()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
