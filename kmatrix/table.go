@@ -9,15 +9,16 @@ import (
 
 // shortNames label the feature columns of the table.
 var shortNames = map[string]string{
-	"userns":           "userns",
-	"overlay_userns":   "ovl",
-	"pidns_proc":       "proc",
-	"cgroupns":         "cgns",
-	"new_mount_api":    "newmnt",
-	"openat2":          "oat2",
-	"mount_setattr":    "setattr",
-	"tmpfs_user_xattr": "tmpfsx",
-	"cgroup2":          "cg2",
+	"userns":             "userns",
+	"overlay_userns":     "ovl",
+	"pidns_proc":         "proc",
+	"cgroupns":           "cgns",
+	"new_mount_api":      "newmnt",
+	"openat2":            "oat2",
+	"mount_setattr":      "setattr",
+	"tmpfs_user_xattr":   "tmpfsx",
+	"overlay_opaque_dir": "opaque",
+	"cgroup2":            "cg2",
 }
 
 // WriteTable prints the combined table: one line per cell with the features doctor

@@ -89,8 +89,12 @@ func lookBwrap() bwrapState {
 	if err != nil {
 		st := bwrapState{Error: err.Error()}
 		var be *bwrapcheck.Error
-		if errors.As(err, &be) && be.Path != "bwrap" {
-			st.Path = be.Path
+		if errors.As(err, &be) {
+			if be.Path == "bwrap" { // none found: the reason says it all
+				st.Error = "bwrap: " + be.Reason
+			} else {
+				st.Path = be.Path
+			}
 		}
 		return st
 	}
@@ -118,6 +122,9 @@ func printDoctor(w io.Writer, r doctorResult) {
 		}
 		fmt.Fprintf(w, "  %-9s %s (Linux %s)\n", mark, s.Title, s.Since)
 		if c.OK {
+			if c.Detail != "" {
+				fmt.Fprintf(w, "            note: %s\n", c.Detail)
+			}
 			continue
 		}
 		if c.Detail != "" {

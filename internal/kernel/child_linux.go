@@ -81,10 +81,16 @@ func runChildProbes() map[string]stepResult {
 		ok(TmpfsUserXattr)
 	}
 
-	if step, err := probeOverlay(scratch, lower); err != nil {
+	note, step, err, opaqueErr := probeOverlay(scratch, lower)
+	switch {
+	case err != nil:
 		fail(OverlayUserNS, step, err)
-	} else {
-		ok(OverlayUserNS)
+	case opaqueErr != nil:
+		res[OverlayUserNS] = stepResult{OK: true, Detail: note}
+		fail(OverlayOpaqueDir, "replace a deleted lower directory", opaqueErr)
+	default:
+		res[OverlayUserNS] = stepResult{OK: true, Detail: note}
+		ok(OverlayOpaqueDir)
 	}
 
 	if step, err := probeNewMountAPI(at("fsmount"), at("open_tree")); err != nil {
@@ -141,39 +147,76 @@ func probeTmpfsXattr(path string) error {
 	return nil
 }
 
-// probeOverlay mounts an overlay the way the HOME overlay is used: a lower layer
-// from the host's filesystem, upper and work on tmpfs, the userxattr option an
-// unprivileged mount needs. It writes a file and deletes a lower one (a whiteout),
-// then checks the lower layer is untouched.
-func probeOverlay(scratch, lower string) (string, error) {
-	upper, work, merged := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "merged")
-	for _, d := range []string{upper, work, merged} {
+// probeOverlay mounts an overlay the way the HOME overlay is used: upper and work
+// on tmpfs, the userxattr option an unprivileged mount needs, and as lower layers a
+// directory of the host's filesystem below one on the tmpfs that holds a file and a
+// directory to delete. Linux 5.10 does not know userxattr (EINVAL); Debian's 5.10
+// can still mount an overlay in a user namespace without it when its
+// permit_mounts_in_userns option is set, so the mount is retried without.
+//
+// It writes a file and deletes a lower one (a whiteout); note says how the mount
+// was made when it needed the retry. opaqueErr is the result of replacing a deleted
+// lower directory by a new one, which needs an opaque-directory xattr on the upper
+// layer (OverlayOpaqueDir).
+func probeOverlay(scratch, hostLower string) (note, step string, err, opaqueErr error) {
+	lower, upper, work, merged := filepath.Join(scratch, "lower"), filepath.Join(scratch, "upper"), filepath.Join(scratch, "work"), filepath.Join(scratch, "merged")
+	for _, d := range []string{lower, filepath.Join(lower, "dir"), upper, work, merged} {
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return "mkdir", err
+			return "", "mkdir", err, nil
 		}
 	}
-	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
-	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
-		return "mount overlay (" + opts + ")", err
-	}
-	if err := os.WriteFile(filepath.Join(merged, "agentbox-probe"), []byte("x"), 0o600); err != nil {
-		return "write through the overlay", err
-	}
-	if _, err := os.Stat(filepath.Join(upper, "agentbox-probe")); err != nil {
-		return "find the written file in the upper layer", err
-	}
-	if victim := firstEntry(lower); victim != "" {
-		if err := os.RemoveAll(filepath.Join(merged, victim)); err != nil {
-			return "delete a lower file through the overlay (whiteout)", err
-		}
-		if _, err := os.Lstat(filepath.Join(merged, victim)); !errors.Is(err, os.ErrNotExist) {
-			return "deleted lower file still visible", fmt.Errorf("%s: %v", victim, err)
-		}
-		if _, err := os.Lstat(filepath.Join(lower, victim)); err != nil {
-			return "lower layer changed", err
+	for _, f := range []string{"file", "dir/file"} {
+		if err := os.WriteFile(filepath.Join(lower, f), []byte("lower"), 0o644); err != nil {
+			return "", "create the lower layer", err, nil
 		}
 	}
-	return "", nil
+	// Messages name the layers, not their paths: the text must be the same for
+	// every run, so that doctor's advice and the launcher's refusal match.
+	opts := "lowerdir=" + lower + ":" + hostLower + ",upperdir=" + upper + ",workdir=" + work
+	err = unix.Mount("overlay", merged, "overlay", 0, opts+",userxattr")
+	if errors.Is(err, unix.EINVAL) {
+		if err2 := unix.Mount("overlay", merged, "overlay", 0, opts); err2 == nil {
+			note, err = "mounted without userxattr, which this kernel does not know (Linux < 5.11)", nil
+		}
+	}
+	if err != nil {
+		return "", "mount overlay (lower: the home directory, upper: tmpfs, userxattr)", err, nil
+	}
+	if err := os.WriteFile(filepath.Join(merged, "new"), []byte("x"), 0o600); err != nil {
+		return "", "write through the overlay", err, nil
+	}
+	if _, err := os.Stat(filepath.Join(upper, "new")); err != nil {
+		return "", "find the written file in the upper layer", err, nil
+	}
+	if err := os.Remove(filepath.Join(merged, "file")); err != nil {
+		return "", "delete a lower file through the overlay (whiteout)", err, nil
+	}
+	if _, err := os.Lstat(filepath.Join(merged, "file")); !errors.Is(err, os.ErrNotExist) {
+		return "", "deleted lower file still visible", fmt.Errorf("stat: %v", err), nil
+	}
+	if _, err := os.Lstat(filepath.Join(lower, "file")); err != nil {
+		return "", "lower layer changed", err, nil
+	}
+	return note, "", nil, replaceDir(filepath.Join(merged, "dir"))
+}
+
+// replaceDir deletes a directory that comes from a lower layer and creates a new
+// one in its place, which must be empty (rm -rf ~/.cache/x && mkdir ~/.cache/x).
+func replaceDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("mkdir: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if len(ents) != 0 {
+		return fmt.Errorf("new directory shows the old one's %s", ents[0].Name())
+	}
+	return nil
 }
 
 // lowerDir is a directory of the host's filesystem used, read-only, as the lower
@@ -189,14 +232,6 @@ func lowerDir(scratch string) string {
 		}
 	}
 	return "/"
-}
-
-func firstEntry(dir string) string {
-	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) == 0 {
-		return ""
-	}
-	return ents[0].Name()
 }
 
 // probeNewMountAPI creates a tmpfs with fsopen/fsconfig/fsmount and attaches it with

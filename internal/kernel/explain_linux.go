@@ -32,6 +32,9 @@ func explain(name string, r Report, res stepResult) string {
 				strings.Join(first(r.MaskedProc, 3), ", "))
 		}
 		return ""
+	case OverlayOpaqueDir:
+		return "the HOME overlay's upper layer is on tmpfs, which stores no user xattrs before Linux 6.6: " +
+			"inside the sandbox, a directory of the real HOME cannot be deleted and re-created; use Linux 6.6 or later"
 	case TmpfsUserXattr:
 		return "keep the HOME overlay's upper directory on a disk filesystem (ext4, xfs, btrfs), or use Linux 6.6 or later"
 	case Cgroup2:

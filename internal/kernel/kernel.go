@@ -22,6 +22,11 @@ const (
 	// OverlayUserNS: overlayfs can be mounted inside that user namespace (Linux 5.11;
 	// Debian's 5.10 only with overlay.permit_mounts_in_userns=1).
 	OverlayUserNS = "overlay_userns"
+	// OverlayOpaqueDir: in that overlay, a directory from the lower layer can be
+	// deleted and created anew, empty. The overlay marks the new one opaque with an
+	// xattr on the upper layer, which on tmpfs needs TmpfsUserXattr (or, without
+	// userxattr, trusted.* xattrs a user namespace cannot set).
+	OverlayOpaqueDir = "overlay_opaque_dir"
 	// TmpfsUserXattr: tmpfs accepts user.* extended attributes (Linux 6.6), which an
 	// overlay upper directory on tmpfs needs for opaque directories and redirects.
 	TmpfsUserXattr = "tmpfs_user_xattr"
@@ -74,6 +79,7 @@ var Specs = []Spec{
 	{NewMountAPI, "new mount API (fsopen, fsmount, move_mount, open_tree)", "5.2", Fallback, "mount(2)"},
 	{Openat2, "openat2 with RESOLVE_NO_SYMLINKS", "5.6", Fallback, "O_PATH walk, one component at a time"},
 	{MountSetattr, "mount_setattr (recursive read-only)", "5.12", Fallback, "bind + remount of each mount, keeping its locked flags"},
+	{OverlayOpaqueDir, "overlay: replace a deleted directory (rm -rf d && mkdir d in HOME)", "6.6", Info, ""},
 	{TmpfsUserXattr, "user.* xattrs on tmpfs (overlay upper dir on tmpfs)", "6.6", Info, ""},
 	{Cgroup2, "cgroup v2 at /sys/fs/cgroup", "4.5", Info, ""},
 }

@@ -39,7 +39,7 @@ func TestProbesMatchKernelVersion(t *testing.T) {
 		t.Fatalf("cannot parse kernel release %q", r.Kernel)
 	}
 	userns, _ := r.Get(UserNS)
-	for _, name := range []string{NewMountAPI, Openat2, MountSetattr, CgroupNS, OverlayUserNS, TmpfsUserXattr} {
+	for _, name := range []string{NewMountAPI, Openat2, MountSetattr, CgroupNS, OverlayUserNS, OverlayOpaqueDir, TmpfsUserXattr} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := SpecOf(name)
 			c, found := r.Get(name)
