@@ -136,3 +136,17 @@ func TestHostConfigFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestProtectedIncludesWithoutGit checks that a directory without .git still gets the
+// global config's include targets protected: Git reads them for every repository.
+func TestProtectedIncludesWithoutGit(t *testing.T) {
+	f := newFixture(t)
+	hostEnv(t, f)
+	dir := filepath.Join(f.root, "plain")
+	f.write(filepath.Join(dir, "team.inc"), "", 0o644)
+	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(dir, "team.inc")+"\n", 0o644)
+	got := protectedSet(t, dir)
+	if p, ok := got[filepath.Join(dir, "team.inc")]; !ok || !p.Exists {
+		t.Errorf("team.inc not protected: %v", got)
+	}
+}

@@ -41,13 +41,16 @@ const maxModuleDepth = 8
 func ProtectedPaths(repo string) ([]Protected, error) {
 	c := collector{repo: repo, seen: map[string]bool{}}
 	gitdir, err := findGitDir(repo)
-	if err != nil || gitdir == "" {
+	if err != nil {
 		return nil, err
 	}
-	c.gitdir(gitdir, 0)
-	if common := readCommonDir(gitdir); common != "" {
-		c.gitdir(common, 0)
+	if gitdir != "" {
+		c.gitdir(gitdir, 0)
+		if common := readCommonDir(gitdir); common != "" {
+			c.gitdir(common, 0)
+		}
 	}
+	// Even without a .git, the user's global config may include a file in repo.
 	c.includes(append(c.configFiles(), HostConfigFiles(os.Getenv)...), os.Getenv("HOME"))
 	if c.err != nil {
 		return nil, c.err
