@@ -302,3 +302,18 @@ func TestAuditCommand(t *testing.T) {
 		t.Errorf("after --fix: %+v", r)
 	}
 }
+
+// TestAuditCommandUnreadable checks, as the unprivileged user, that a directory the
+// audit cannot list is reported rather than skipped.
+func TestAuditCommandUnreadable(t *testing.T) {
+	bin := testenv.Binary(t)
+	e := newE2E(t)
+	if r := e.sh(`mkdir locked; chmod 000 locked`); r.code != 0 {
+		t.Fatalf("setup: %+v", r)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(e.repo, "locked"), 0o755) })
+	r := e.run(bin, "audit")
+	if r.code != 1 || !strings.Contains(r.stdout, filepath.Join(e.repo, "locked")+": not audited") {
+		t.Errorf("unreadable directory: %+v", r)
+	}
+}
