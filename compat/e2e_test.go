@@ -1,0 +1,155 @@
+package compat_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/compat"
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// realBwrap080 is bookworm's bubblewrap, unpacked by scripts/setup-test-env.sh.
+const realBwrap080 = "/var/cache/agentbox-test/bwrap-0.8.0/usr/bin/bwrap"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+// userFake writes a bwrap stand-in the test user can run: --version prints version;
+// anything else would report a successful command. Each run appends its arguments
+// (\x1f-separated) as one line to the returned log.
+func userFake(t *testing.T, version string) (bin, log string) {
+	t.Helper()
+	dir := testenv.Dir(t, "fake-bwrap")
+	bin, log = filepath.Join(dir, "bwrap"), filepath.Join(dir, "argv.log")
+	script := "#!/bin/sh\nprintf '%s\\037' \"$@\" >>'" + log + "'\necho >>'" + log + "'\n" +
+		"if [ \"$1\" = --version ]; then " + version + "; exit 0; fi\n" +
+		`printf '{ "child-pid": 1 }\n{ "exit-code": 0 }\n' >&3` + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, dir)
+	return bin, log
+}
+
+// TestRefusedThroughCLI runs `agentbox exec --backend bwrap` (and its --dry-run) as
+// the unprivileged user with each binary bwrapcheck must refuse: agentbox exits 125
+// with one line naming the binary and the reason, and the binary never receives a
+// sandbox argument.
+func TestRefusedThroughCLI(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string // fake's --version; "" for a real binary or none
+		bin     string // a real binary instead of a fake
+		setuid  bool
+		want    []string
+	}{
+		{name: "fake 0.8.0", version: "echo 'bubblewrap 0.8.0'",
+			want: []string{"bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
+		{name: "fake 0.11.2", version: "echo 'bubblewrap 0.11.2'",
+			want: []string{"bubblewrap 0.11.2 is too old", "GHSA-pxhw-h44j-8pfx"}},
+		{name: "garbage", version: "echo 'frobnicator 3'", want: []string{"cannot parse", "frobnicator 3"}},
+		{name: "non-zero exit", version: "echo 'bubblewrap 0.12.0'; echo oops >&2; exit 4", want: []string{"--version failed", "exit status 4", "oops"}},
+		{name: "setuid copy", version: "echo 'bubblewrap 0.12.0'", setuid: true, want: []string{"setuid or setgid"}},
+		{name: "missing", bin: "/nonexistent/bwrap", want: []string{"/nonexistent/bwrap: not found"}},
+		{name: "real 0.8.0", bin: realBwrap080,
+			want: []string{realBwrap080, "bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, log := tt.bin, ""
+			if bin == realBwrap080 {
+				if _, err := os.Stat(bin); err != nil {
+					t.Fatalf("real bwrap 0.8.0 missing (run scripts/setup-test-env.sh as root): %v", err)
+				}
+			}
+			if tt.version != "" {
+				bin, log = userFake(t, tt.version)
+				if tt.setuid {
+					if err := os.Chmod(bin, os.ModeSetuid|0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			b := sandboxtest.NewBox(t, "bwrap")
+			for _, args := range [][]string{nil, {"--dry-run"}} {
+				cmd := b.Command(b.Repo, args, "echo SANDBOX-RAN")
+				cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+bin)
+				r := sandboxtest.Run(cmd)
+				lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+				if r.Code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "agentbox: bwrap ") {
+					t.Fatalf("%v: want exit 125 and one line from agentbox, got\n%s", args, r)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(lines[0], w) {
+						t.Errorf("%v: message %q does not say %q", args, lines[0], w)
+					}
+				}
+				if strings.Contains(r.Stdout, "SANDBOX-RAN") || strings.Contains(r.Stdout, "--unshare") {
+					t.Errorf("%v: refused bwrap still produced a sandbox or an argv:\n%s", args, r)
+				}
+			}
+			if log == "" {
+				return
+			}
+			data, _ := os.ReadFile(log)
+			for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+				if line != "" && line != "--version\x1f" {
+					t.Errorf("refused bwrap received %q", strings.Split(line, "\x1f"))
+				}
+			}
+		})
+	}
+}
+
+// TestDryRunThroughCLI checks `agentbox exec --backend bwrap --dry-run` with the real
+// bubblewrap 0.12.0: one option per line, shell-quoted, and a shell reading the text
+// gets an argv that starts with the binary and ends with the command.
+func TestDryRunThroughCLI(t *testing.T) {
+	b := sandboxtest.NewBox(t, "bwrap")
+	bwrap := sandboxtest.BwrapPath(t)
+	if bwrap == "" {
+		t.Fatalf("bubblewrap 0.12.0 missing at %s: run scripts/setup-test-env.sh", sandboxtest.BuiltBwrap)
+	}
+	const script = "echo 'it''s here'"
+	r := sandboxtest.Run(b.Command(b.Repo, []string{"--dry-run", "--offline"}, script))
+	if r.Code != 0 {
+		t.Fatalf("dry run: %s", r)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+	if lines[0] != bwrap+` \` {
+		t.Errorf("first line %q, want the binary", lines[0])
+	}
+	for _, want := range []string{
+		"  --unshare-net \\",
+		"  --ro-bind / / \\",
+		"  --overlay-src " + b.Home + " --tmp-overlay " + b.Home + " \\",
+		"  --bind " + b.Repo + " " + b.Repo + " \\",
+		"  --ro-bind " + b.Repo + "/.git/hooks " + b.Repo + "/.git/hooks \\",
+		"  --chdir " + b.Repo + " \\",
+		"  -- /bin/sh -c " + compat.Quote(script),
+	} {
+		found := false
+		for _, l := range lines {
+			found = found || l == want
+		}
+		if !found {
+			t.Errorf("dry run lacks line %q:\n%s", want, r.Stdout)
+		}
+	}
+	out, err := exec.Command("bash", "-c", "printf '%s\\0' "+strings.TrimSuffix(r.Stdout, "\n")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if argv[0] != bwrap || !reflect.DeepEqual(argv[len(argv)-4:], []string{"--", "/bin/sh", "-c", script}) {
+		t.Errorf("shell reads the dry run as %q", argv)
+	}
+}
