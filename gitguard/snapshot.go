@@ -80,7 +80,7 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 		l.commonDir = common
 	}
 	if fi, err := os.Stat(l.commonDir); err != nil || !fi.IsDir() {
-		return l, false, fmt.Errorf("Git common dir %s (named by %s/commondir) is not a directory", l.commonDir, gitDir)
+		return l, false, fmt.Errorf("common dir %s (named by %s/commondir) is not a directory", l.commonDir, gitDir)
 	}
 	return l, true, nil
 }
@@ -96,7 +96,7 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	l, ok, err := locateGit(opts.Repo)
 	if err != nil {
-		return nil, fmt.Errorf("Git metadata snapshot of %s: %w", opts.Repo, err)
+		return nil, fmt.Errorf("save Git metadata of %s: %w", opts.Repo, err)
 	}
 	if !ok {
 		return nil, nil
@@ -107,7 +107,7 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	}
 	for _, inside := range []string{opts.Repo, l.gitDir, l.commonDir} {
 		if within(dir, inside) {
-			return nil, fmt.Errorf("Git metadata snapshot directory %s lies inside %s: snapshots there could be changed from the sandbox or would be saved again in each snapshot", dir, inside)
+			return nil, fmt.Errorf("snapshot directory %s lies inside %s: snapshots there could be changed from the sandbox or would be saved again in each snapshot", dir, inside)
 		}
 	}
 	now := opts.Now
@@ -150,7 +150,7 @@ func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err er
 		if errors.As(err, &pe) {
 			err = pe.Err // the temporary name would only confuse
 		}
-		return "", fmt.Errorf("Git metadata snapshot %s: cannot create a file in %s: %w", target, dir, err)
+		return "", fmt.Errorf("save Git metadata to %s: cannot create a file in %s: %w", target, dir, err)
 	}
 	defer func() {
 		if err != nil {
@@ -161,20 +161,20 @@ func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err er
 	// CreateTemp makes the file 0600 already; say it again so that no umask or
 	// platform difference can widen a file holding remote URLs and hooks.
 	if err := tmp.Chmod(0o600); err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: %w", target, err)
+		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
 	if err := writeArchive(tmp, m, l); err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: %w", target, err)
+		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: sync: %w", target, err)
+		return "", fmt.Errorf("save Git metadata to %s: sync: %w", target, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: %w", target, err)
+		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
 	path, err = publish(tmp.Name(), dir, stem)
 	if err != nil {
-		return "", fmt.Errorf("Git metadata snapshot %s: %w", target, err)
+		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
 	syncDir(dir)
 	return path, nil
