@@ -158,3 +158,40 @@ func (s *Store) Diff(w io.Writer, rec Record, stat bool) error {
 	}
 	return nil
 }
+
+// Compact packs the loose objects and refs of every shadow repository below stateDir
+// (git gc, under each repository's lock), for agentbox gc. Recording never packs on
+// its own, so that no session pays for it.
+func Compact(stateDir string) error {
+	stores, err := All(stateDir)
+	if err != nil {
+		return err
+	}
+	res, err := openResults(stateDir)
+	if err != nil {
+		return err
+	}
+	if res != nil {
+		stores = append(stores, res)
+	}
+	for _, s := range stores {
+		if err := s.compact(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) compact() error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// Every object is reachable from a session's or a result's ref except those of a
+	// start state whose commit was never written; two weeks' grace keeps Git's default.
+	if _, err := s.git.run(nil, "gc", "--quiet"); err != nil {
+		return fmt.Errorf("shadow: compact %s: %w", s.Dir, err)
+	}
+	return nil
+}

@@ -677,3 +677,29 @@ func TestBackdatedChangeRecorded(t *testing.T) {
 		t.Errorf("a same-size change with its mtime restored was not recorded: %+v", recs[0].Files)
 	}
 }
+
+func TestCompactKeepsSessions(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a": "a\n"})
+	s, state := openStore(t, repo)
+	id := record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "b"), "b\n") })
+	if _, err := StoreResult(state, "bench", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Compact(state); err != nil {
+		t.Fatal(err)
+	}
+	if loose := shadowGit(t, s, "count-objects"); !strings.HasPrefix(loose, "0 objects") {
+		t.Errorf("after Compact: %s", loose)
+	}
+	_, rec, err := Find(state, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff bytes.Buffer
+	if err := s.Diff(&diff, rec, false); err != nil || !strings.Contains(diff.String(), "+b") {
+		t.Errorf("diff after Compact: %v %s", err, diff.String())
+	}
+	if res, err := Results(state); err != nil || len(res) != 1 {
+		t.Errorf("results after Compact: %v %v", res, err)
+	}
+}
