@@ -15,18 +15,24 @@ import (
 // `git push`, `git send-pack` and `git http-push` — directly, through global options,
 // through aliases from any config, through `!` aliases whose shell text runs them,
 // and through the dashed helpers of Git's exec path — and runs every other command
-// with the real Git, which stays reachable only at RealGitPath. It is a guard against
-// mistakes, not a firewall: a determined program can speak Git's protocol itself;
-// agentbox --offline removes the network.
+// with the real Git, which stays reachable only below GuardRunDir. It is a guard
+// against mistakes, not a firewall: a determined program can speak Git's protocol
+// itself; agentbox --offline removes the network.
+//
+// The real Git's directory, not the file, is bound at GuardRunDir, onto a small tmpfs
+// mounted there first: the native backend creates mount points for tmpfs mounts but
+// binds read-only only onto what exists, and a directory holds nothing the sandbox
+// could not read already at its own path.
 //
 // The script is staged in a fresh mode-0700 directory below the host's /tmp (not
 // $TMPDIR, which the caller controls), bound read-only, and removed when the
 // launcher exits. The sandbox gets its own /tmp before anything else is bound, so
 // the staging directory is unreachable from inside.
 
-// RealGitPath is where, inside the sandbox, the guard finds the real Git. /run is a
-// private tmpfs there, so nothing on the host is at this path.
-const RealGitPath = "/run/agentbox/pushguard/git"
+// GuardRunDir is where, inside the sandbox, the guard finds the real Git: the
+// directory that holds it on the host is bound read-only here (HostGit.Real). /run is
+// a private tmpfs there, so nothing on the host is at this path.
+const GuardRunDir = "/run/agentbox/pushguard"
 
 // GuardStagePrefix starts the name of every staging directory below /tmp, followed
 // by the launcher's PID and a random suffix (agentbox-guard-PID-XXXX), so that a
@@ -51,6 +57,9 @@ type HostGit struct {
 	// git-http-push helpers resolve to. No duplicates, Git first.
 	Shadow []string
 }
+
+// Real is the path of the real Git inside the sandbox, below GuardRunDir.
+func (h HostGit) Real() string { return filepath.Join(GuardRunDir, filepath.Base(h.Git)) }
 
 // FindHostGit locates the git that PATH finds and what the guard must shadow. found
 // is false when there is no git on PATH: there is nothing to guard.
@@ -130,23 +139,23 @@ type StagedGuard struct {
 	Guard string // Dir/git, mode 0755: bound over each of HostGit.Shadow
 }
 
-// StageGuard writes the guard script into a fresh mode-0700 directory below the
+// StageGuard writes the guard script for h into a fresh mode-0700 directory below the
 // host's /tmp. The caller removes it with Remove when the launcher exits; on error
 // nothing is left behind.
-func StageGuard() (*StagedGuard, error) {
+func StageGuard(h HostGit) (*StagedGuard, error) {
 	dir, err := os.MkdirTemp("/tmp", fmt.Sprintf("%s%d-", GuardStagePrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("push guard: create staging directory in /tmp: %w", err)
 	}
 	s := &StagedGuard{Dir: dir, Guard: filepath.Join(dir, guardName)}
-	if err := s.write(); err != nil {
+	if err := s.write(h); err != nil {
 		s.Remove()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *StagedGuard) write() error {
+func (s *StagedGuard) write(h HostGit) error {
 	// MkdirTemp creates 0700; say so explicitly rather than rely on it.
 	if err := os.Chmod(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("push guard: chmod %s: %w", s.Dir, err)
@@ -155,7 +164,7 @@ func (s *StagedGuard) write() error {
 	if err != nil {
 		return fmt.Errorf("push guard: create %s: %w", s.Guard, err)
 	}
-	_, err = f.WriteString(GuardScript())
+	_, err = f.WriteString(GuardScript(h.Real()))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -179,8 +188,8 @@ func (s *StagedGuard) Remove() error {
 	return nil
 }
 
-// GuardScript returns the guard: a POSIX shell script that runs the real Git at
-// RealGitPath unless the command would push. It decides as Git does:
+// GuardScript returns the guard: a POSIX shell script that runs the real Git at real
+// (inside the sandbox) unless the command would push. It decides as Git does:
 //
 //   - invoked as a dashed helper (git-push, git-send-pack, git-http-push through the
 //     exec path), it refuses; other dashed names run as `git NAME`;
@@ -192,10 +201,7 @@ func (s *StagedGuard) Remove() error {
 //     through chains of aliases;
 //   - a `!` alias is refused when its shell text runs git push or send-pack (its shell
 //     would meet this guard anyway, as Git puts the exec path first in PATH).
-func GuardScript() string { return guardScript(RealGitPath) }
-
-// guardScript is GuardScript for a real Git at real (tests run it on the host).
-func guardScript(real string) string {
+func GuardScript(real string) string {
 	r := strings.NewReplacer(
 		"@REAL@", shellQuote(real),
 		"@REFUSED@", strings.Join(refusedCommands, "|"),

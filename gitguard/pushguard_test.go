@@ -44,7 +44,7 @@ func newGuardFixture(t *testing.T) *guardFixture {
 	if err := os.MkdirAll(f.bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.bin, "git"), []byte(guardScript(real)), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(f.bin, "git"), []byte(GuardScript(real)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"git-push", "git-send-pack", "git-http-push", "git-upload-pack"} {
@@ -364,7 +364,8 @@ func TestFindHostGit(t *testing.T) {
 }
 
 func TestStageGuard(t *testing.T) {
-	s, err := StageGuard()
+	h := HostGit{Git: "/usr/bin/git2"}
+	s, err := StageGuard(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,12 +382,12 @@ func TestStageGuard(t *testing.T) {
 		t.Fatalf("guard: %v %v", fi.Mode(), err)
 	}
 	b, err := os.ReadFile(s.Guard)
-	if err != nil || string(b) != GuardScript() || !strings.Contains(string(b), RealGitPath) {
+	if err != nil || string(b) != GuardScript(h.Real()) || !strings.Contains(string(b), "'/run/agentbox/pushguard/git2'") {
 		t.Fatalf("guard content differs from GuardScript (%v)", err)
 	}
 	// $TMPDIR does not move it.
 	t.Setenv("TMPDIR", canonTemp(t))
-	s2, err := StageGuard()
+	s2, err := StageGuard(h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,23 +2,79 @@ package session
 
 import (
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
 
-func registerPushFlags(fs *flag.FlagSet, cfg *Config) {}
+func registerPushFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.BoolVar(&cfg.AllowGitPush, "allow-git-push", false, "allow git push and git send-pack inside the sandbox (the push guard is on by default)")
+}
 
 // pushGuard is the staged P9 policy executables and the read-only binds that put them
 // in the sandbox.
 type pushGuard struct {
-	ops []mounts.Op
+	ops    []mounts.Op
+	staged *gitguard.StagedGuard
 }
 
-// preparePushGuard stages the guard below the host's /tmp; cleanup removes it.
-func preparePushGuard(cfg *Config, p *policy.Policy) (*pushGuard, error) { return &pushGuard{}, nil }
+// preparePushGuard stages the guard below the host's /tmp; cleanup removes it. With
+// --allow-git-push, or without any git on PATH, there is nothing to stage.
+func preparePushGuard(cfg *Config, p *policy.Policy) (*pushGuard, error) {
+	if cfg.AllowGitPush {
+		return &pushGuard{}, nil
+	}
+	h, found, err := gitguard.FindHostGit(os.Getenv)
+	if err != nil || !found {
+		return &pushGuard{}, err
+	}
+	staged, err := gitguard.StageGuard(h)
+	if err != nil {
+		return nil, err
+	}
+	return &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged}, nil
+}
 
-// pushGuardDryRun is the guard's binds as --dry-run shows them, staging nothing.
-func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op { return nil }
+// pushGuardDryRun is the guard's binds as --dry-run shows them, staging nothing: the
+// staging directory's name is shown with XXXXXX for its random part.
+func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
+	if cfg.AllowGitPush {
+		return nil
+	}
+	h, found, err := gitguard.FindHostGit(os.Getenv)
+	if err != nil || !found {
+		return nil
+	}
+	dir := filepath.Join("/tmp", fmt.Sprintf("%s%d-XXXXXX", gitguard.GuardStagePrefix, os.Getpid()))
+	return pushGuardOps(h, filepath.Join(dir, "git"))
+}
 
-func (g *pushGuard) cleanup() {}
+// pushGuardOps puts the real Git at its private path first — a tmpfs as the mount
+// point, then the real Git's directory read-only on it (sources are taken from the
+// host view, before the guard covers anything) — then the guard over every file that
+// runs Git under a name that can push.
+func pushGuardOps(h gitguard.HostGit, guard string) []mounts.Op {
+	ops := []mounts.Op{
+		{Kind: mounts.Tmpfs, Dest: gitguard.GuardRunDir, Mode: 0o755, Why: "P9 mount point for the real git"},
+		{Kind: mounts.BindRO, Source: filepath.Dir(h.Git), Dest: gitguard.GuardRunDir, Why: "P9 the real git, for the push guard only"},
+	}
+	for _, dest := range h.Shadow {
+		ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: guard, Dest: dest, Why: "P9 push guard over git"})
+	}
+	return ops
+}
+
+// cleanup removes the staging directory. It runs when the launcher returns, whatever
+// the command's outcome; a failure is reported, not fatal.
+func (g *pushGuard) cleanup() {
+	if g == nil {
+		return
+	}
+	if err := g.staged.Remove(); err != nil {
+		fmt.Fprintf(os.Stderr, "agentbox: %v\n", err)
+	}
+}
