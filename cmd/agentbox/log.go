@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -300,7 +302,18 @@ func cmdDiff(args []string) int {
 			fmt.Fprintf(os.Stderr, "agentbox: note: %s\n", oneLine(n))
 		}
 	}
-	if err := s.Diff(os.Stdout, rec, *stat); err != nil {
+	var w io.Writer = os.Stdout
+	if isTerminal(os.Stdout) {
+		// The diff's lines are whatever the agent wrote; on a terminal, escape
+		// sequences in them could move the cursor and hide other lines from the
+		// person reading the diff. Piped, the bytes pass unchanged (for patch).
+		w = &controlEscaper{w: os.Stdout}
+	}
+	err = s.Diff(w, rec, *stat)
+	if e, ok := w.(*controlEscaper); ok {
+		e.flush()
+	}
+	if err != nil {
 		return fail("diff: %v", err)
 	}
 	return 0
@@ -342,4 +355,57 @@ func shellJoin(argv []string) string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// controlEscaper writes control characters other than newline and tab in caret
+// notation (ESC as ^[), and the C1 controls U+0080..U+009F (two bytes in UTF-8) as
+// \u00XX, so that no byte sequence reaches the terminal as a command.
+type controlEscaper struct {
+	w       io.Writer
+	pending bool // the previous Write ended in 0xC2, the lead byte of a C1 control
+}
+
+func (e *controlEscaper) Write(p []byte) (int, error) {
+	out := make([]byte, 0, len(p)+16)
+	for i, c := range p {
+		if e.pending {
+			e.pending = false
+			if c >= 0x80 && c <= 0x9f {
+				out = fmt.Appendf(out, "\\u%04x", c)
+				continue
+			}
+			out = append(out, 0xc2)
+		}
+		switch {
+		case c == 0xc2 && i == len(p)-1:
+			e.pending = true
+		case c == 0xc2 && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
+			e.pending = true
+		case c == '\n' || c == '\t':
+			out = append(out, c)
+		case c < 0x20:
+			out = append(out, '^', c+'@')
+		case c == 0x7f:
+			out = append(out, '^', '?')
+		default:
+			out = append(out, c)
+		}
+	}
+	if _, err := e.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// flush writes a lead byte held back at the end of the last Write.
+func (e *controlEscaper) flush() {
+	if e.pending {
+		e.pending = false
+		_, _ = e.w.Write([]byte{0xc2})
+	}
 }
