@@ -249,11 +249,11 @@ func (p *configParser) value() (string, error) {
 			if quoted {
 				return "", fmt.Errorf("line %d: unterminated quote", p.line)
 			}
-			return b.String(), nil
+			return cString(b.String()), nil
 		}
 		if !quoted && (c == '#' || c == ';') {
 			p.skipLine()
-			return b.String(), nil
+			return cString(b.String()), nil
 		}
 		if !quoted && (c == ' ' || c == '\t') {
 			if started {
@@ -280,11 +280,7 @@ func (p *configParser) value() (string, error) {
 			case 't':
 				b.WriteByte('\t')
 			case 'b':
-				s := b.String()
-				if len(s) > 0 {
-					b.Reset()
-					b.WriteString(s[:len(s)-1])
-				}
+				b.WriteByte('\b') // a backspace character, as Git stores it
 			case '\\', '"':
 				b.WriteRune(e)
 			default:
@@ -294,4 +290,13 @@ func (p *configParser) value() (string, error) {
 			b.WriteRune(c)
 		}
 	}
+}
+
+// cString cuts s at its first NUL: Git keeps values as C strings, so that is all of
+// the value Git ever uses.
+func cString(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
