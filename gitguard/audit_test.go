@@ -2,6 +2,7 @@ package gitguard
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -372,21 +373,27 @@ func TestAuditKeys(t *testing.T) {
 		"[core] fsmonitor = x",
 		"[core]\n\tfsmonitor = \\\n x",
 	}
-	for _, k := range keys {
-		t.Run(strings.ReplaceAll(k, "\n", " "), func(t *testing.T) {
-			f := newFixture(t)
-			f.gitdirAt(".git/modules/m")
-			base := f.scan()
-			p := f.write(".git/modules/m/config", k+"\n", 0o644)
-			fs := Compare(base, f.scan())
-			fd := findingAt(fs, p)
-			if fd == nil {
-				t.Fatalf("%q: no finding; findings: %v", k, fs)
-			}
-			if strings.Contains(fd.String(), "cannot be parsed") {
-				t.Errorf("%q: parsed differently from Git: %s", k, fd)
-			}
-		})
+	// One repository, one submodule gitdir per key, all planted after one baseline.
+	f := newFixture(t)
+	base := f.scan()
+	paths := make([]string, len(keys))
+	for i, k := range keys {
+		f.gitdirAt(fmt.Sprintf(".git/modules/m%d", i))
+		paths[i] = f.write(fmt.Sprintf(".git/modules/m%d/config", i), k+"\n", 0o644)
+	}
+	fs := Compare(base, f.scan())
+	for i, k := range keys {
+		fd := findingAt(fs, paths[i])
+		if fd == nil {
+			t.Errorf("%q: no finding", k)
+			continue
+		}
+		if strings.Contains(fd.String(), "cannot be parsed") {
+			t.Errorf("%q: parsed differently from Git: %s", k, fd)
+		}
+	}
+	if len(fs) != len(keys) {
+		t.Errorf("%d findings for %d keys: %v", len(fs), len(keys), fs)
 	}
 }
 
