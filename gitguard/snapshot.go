@@ -90,8 +90,8 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 // then prunes the oldest snapshots of the same repository beyond opts.Keep. It returns
 // nil and no error when opts.Repo is not a Git work tree.
 //
-// The ZIP is written to a hidden temporary file in DIR, synced, and linked to its final
-// name only when complete, so a failure (disk full, unreadable file) never leaves a
+// The ZIP is written to a hidden temporary file in DIR, synced, and renamed to its
+// final name only when complete, so a failure (disk full, unreadable file) never leaves a
 // partial snapshot under a snapshot's name. An existing snapshot is never replaced.
 func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	l, ok, err := locateGit(opts.Repo)

@@ -75,7 +75,9 @@ func (m *Manifest) validate() error {
 		if f.opt && f.val == "" {
 			continue
 		}
-		if !filepath.IsAbs(f.val) || filepath.Clean(f.val) != f.val || strings.ContainsAny(f.val, "\x00\n") {
+		// A newline is a legal (if unwise) character of a path: refusing it would
+		// make a snapshot of such a repository unrestorable.
+		if !filepath.IsAbs(f.val) || filepath.Clean(f.val) != f.val || strings.ContainsRune(f.val, 0) {
 			return fmt.Errorf("%s %q: not a clean absolute path", f.name, f.val)
 		}
 	}

@@ -664,3 +664,28 @@ func mountTmpfs(t *testing.T, dir string, flags uintptr, opts string) {
 		}
 	})
 }
+
+// TestSnapshotOddRepoName: a repository whose name holds a space, a newline and
+// regular-expression characters is saved, pruned and restored like any other.
+func TestSnapshotOddRepoName(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "a b\nc.*"))
+	var last *Snapshot
+	for i := range 3 {
+		s, err := SaveSnapshot(SnapshotOptions{Repo: repo, Keep: 2, Now: time.Date(2026, 1, 1, 0, 0, i, 0, time.Local)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = s
+	}
+	if m, _ := filepath.Glob(filepath.Join(base, "a b\nc.\\*.git-save-*.zip")); len(m) != 2 {
+		t.Errorf("snapshots %v, want 2 after pruning", m)
+	}
+	res, err := Restore(last.Path, filepath.Join(base, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Manifest.Repo != repo {
+		t.Errorf("manifest repo %q, want %q", res.Manifest.Repo, repo)
+	}
+}
