@@ -34,7 +34,12 @@ const (
 	KindGitPointer ItemKind = "gitdir pointer" // a .git file ("gitdir: …") or a .git symlink
 	KindGitmodules ItemKind = ".gitmodules"    // a .gitmodules file
 	KindTodo       ItemKind = "rebase todo"    // a sequencer todo list, which may hold exec lines
+	KindProgram    ItemKind = "program"        // a file inside the repository that a config entry runs
 )
+
+// isCode says whether an item's content is what Git runs, so that any change to it
+// matters, not only a new danger.
+func (k ItemKind) isCode() bool { return k == KindHook || k == KindProgram }
 
 // Item is one path of the exec surface as the audit found it.
 type Item struct {
@@ -140,8 +145,15 @@ func Compare(base, cur *Surface) []Finding {
 				continue
 			}
 			reasons = newDangers(old, it)
-			if it.Watch != "" && (old == nil || old.Watch != it.Watch) {
+			switch {
+			case it.Watch != "" && (old == nil || old.Watch != it.Watch):
 				reasons = append(reasons, "new: "+it.Watch)
+			case old != nil && it.Kind.isCode() && len(it.Dangers)+len(it.Watch) > 0:
+				// The user's own hook or program, rewritten: the new content runs.
+				reasons = append([]string{"changed"}, it.Dangers...)
+				if it.Watch != "" {
+					reasons = append(reasons, it.Watch)
+				}
 			}
 		}
 		if len(reasons) > 0 {

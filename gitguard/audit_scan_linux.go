@@ -267,15 +267,20 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		base = dir
 	}
 	for _, e := range append(entries, s.hostEntries...) {
-		if e.Section == "core" && e.Key == "hookspath" && !e.NoValue && e.Value != "" {
+		switch {
+		case e.NoValue || e.Value == "":
+		case e.Section == "core" && e.Key == "hookspath":
 			if p, ok := expandPath(e.Value, s.opt.Home); ok {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(base, p)
 				}
-				if canon, ok := s.canonInside(p); ok {
+				if canon, ok := s.canonInside(p); ok && canon != "" {
 					s.hooksDir(canon)
 				}
 			}
+		case IsInclude(e) || e.Section == "protocol":
+		case Danger(e) != "":
+			s.programs(e, base)
 		}
 	}
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
@@ -426,6 +431,42 @@ func (s *scanner) hooksDir(dir string) {
 				it.Dangers = []string{fmt.Sprintf("executable hook %s, which Git runs", oneLine(e.Name()))}
 			}
 		}
+	}
+}
+
+// programs records the files inside the repository that a command-valued config
+// entry names literally (a token with a slash, relative to where Git runs it: the
+// top of the working tree): the user's own "core.fsmonitor = scripts/fsmon.sh" is
+// safe only as long as the sandbox does not rewrite scripts/fsmon.sh. Commands found
+// through PATH, and files those programs read in turn, are beyond what the audit can
+// know.
+func (s *scanner) programs(e ConfigEntry, base string) {
+	for _, tok := range strings.FieldsFunc(e.Value, func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || strings.ContainsRune(";|&()<>`'\"!=$", r)
+	}) {
+		if !strings.Contains(tok, "/") || strings.HasPrefix(tok, "-") {
+			continue
+		}
+		p, ok := expandPath(tok, s.opt.Home)
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		canon, inside := s.canonInside(p)
+		if !inside || canon == "" || s.gitdirs[canon] {
+			continue
+		}
+		if fi, err := os.Lstat(canon); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		_, sum, err := s.read(canon, maxHookHash)
+		if err != nil && !errors.Is(err, errTooLarge) {
+			s.skip(canon, "cannot read the program %s runs: %v", e.Name(), err)
+			continue
+		}
+		s.add(&Item{Path: canon, Kind: KindProgram, Sum: sum, Watch: fmt.Sprintf("program run by %s", e.Name())})
 	}
 }
 

@@ -247,6 +247,19 @@ func TestAuditLocations(t *testing.T) {
 		{"new .git file pointing out of the repository", func(f *fixture) string {
 			return f.write("sub/.git", "gitdir: /usr\n", 0o644)
 		}, "outside the repository", true},
+		{"user's hook in core.hooksPath rewritten", func(f *fixture) string {
+			p := filepath.Join(f.repo, ".githooks/pre-push")
+			if err := os.WriteFile(p, []byte("#!/bin/sh\ntouch /nonexistent\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "changed; executable hook pre-push", false},
+		{"user's fsmonitor script in the working tree rewritten", func(f *fixture) string {
+			return f.write("tools/fsmon.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+		}, "program run by core.fsmonitor", true},
+		{"user's textconv script in the working tree rewritten", func(f *fixture) string {
+			return f.write("tools/tc.py", "import os\n", 0o644)
+		}, "program run by diff.pdf.textconv", true},
 		{".gitmodules update command", func(f *fixture) string {
 			return f.write(".gitmodules", "[submodule \"s\"]\n\tpath = s\n\turl = ./s\n\tupdate = !touch /nonexistent\n", 0o644)
 		}, "submodule update runs a shell command", false},
@@ -316,8 +329,9 @@ var fs2ErrNotExist = fs.ErrNotExist
 
 // preInclude gives every location fixture the user's own, pre-existing settings that
 // some cases build on: an include in the repository config, a global config that
-// includes a file inside the repository, and core.hooksPath = .githooks holding a
-// non-executable hook.
+// includes a file inside the repository, core.hooksPath = .githooks holding a
+// non-executable and an executable hook, and a fsmonitor and a textconv program in
+// the working tree.
 func preInclude(f *fixture) {
 	f.write("conf/extra.inc", "[user]\n\tname = me\n", 0o644)
 	f.git(f.repo, "config", "include.path", "../conf/extra.inc")
@@ -325,6 +339,11 @@ func preInclude(f *fixture) {
 	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(f.repo, "global.inc")+"\n", 0o644)
 	f.git(f.repo, "config", "core.hooksPath", ".githooks")
 	f.write(".githooks/post-merge", "#!/bin/sh\n", 0o644)
+	f.write(".githooks/pre-push", "#!/bin/sh\nexit 0\n", 0o755)
+	f.write("tools/fsmon.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	f.git(f.repo, "config", "core.fsmonitor", "tools/fsmon.sh")
+	f.write("tools/tc.py", "print()\n", 0o644)
+	f.git(f.repo, "config", "diff.pdf.textconv", "python3 ./tools/tc.py --flag")
 }
 
 // TestAuditKeys plants each dangerous key in a new submodule gitdir's config.
