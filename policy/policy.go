@@ -154,6 +154,12 @@ func New(opts Options) (*Policy, error) {
 	return p, nil
 }
 
+// CacheDirFor is the cache dir a session with this $XDG_CACHE_HOME and $HOME uses
+// (Policy.CacheDir), for commands that need it without a whole policy (agentbox gc).
+func CacheDirFor(xdgCacheHome, home string) string {
+	return xdgDir(xdgCacheHome, home, ".cache")
+}
+
 // xdgDir is ${xdg:-$home/fallback}/agentbox, or "" when neither is usable. A relative
 // XDG value is ignored, as the XDG base-directory specification asks.
 func xdgDir(xdg, home, fallback string) string {

@@ -114,11 +114,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 	defer guard.cleanup()
 	s.ExtraRO = guard.ops
 	if p.DiskTmp {
-		dir, err := makeDiskTmp(p.CacheDir)
+		dir, release, err := makeDiskTmp(p.CacheDir)
 		if err != nil {
 			return 0, err
 		}
-		defer os.RemoveAll(dir)
+		defer release()
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
@@ -170,21 +170,30 @@ func printPlan(cfg Config, plan mounts.Plan) error {
 }
 
 // makeDiskTmp creates the session's --disk-tmp directory, mode 0700, below
-// CACHE/tmp. The name carries the launcher's PID so that gc can tell live sessions.
-func makeDiskTmp(cache string) (string, error) {
+// CACHE/tmp, and claims it for this launcher (gc.go) so that `agentbox gc` leaves it
+// alone while the launcher lives. release removes the directory, then the claim.
+func makeDiskTmp(cache string) (dir string, release func(), err error) {
 	parent := filepath.Join(cache, "tmp")
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", fmt.Errorf("--disk-tmp: create %s: %w", parent, err)
+		return "", nil, fmt.Errorf("--disk-tmp: create %s: %w", parent, err)
 	}
-	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%d-%s-", os.Getpid(), time.Now().Format("20060102-150405")))
+	dir, err = os.MkdirTemp(parent, fmt.Sprintf("%d-%s-", os.Getpid(), time.Now().Format("20060102-150405")))
 	if err != nil {
-		return "", fmt.Errorf("--disk-tmp: create session dir in %s: %w", parent, err)
+		return "", nil, fmt.Errorf("--disk-tmp: create session dir in %s: %w", parent, err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	lock, err := claimDir(dir)
+	if err == nil {
+		err = os.Chmod(dir, 0o700)
+	}
+	release = func() {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("--disk-tmp: chmod %s: %w", dir, err)
+		lock.release()
 	}
-	return dir, nil
+	if err != nil {
+		release()
+		return "", nil, fmt.Errorf("--disk-tmp: %s: %w", dir, err)
+	}
+	return dir, release, nil
 }
 
 // printPhases writes the setup timings to w (AGENTBOX_TIMINGS=1), one per line.

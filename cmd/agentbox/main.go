@@ -17,6 +17,7 @@ const exitUsage = 125
 var commands = map[string]func(args []string) int{
 	"doctor":  cmdDoctor,
 	"exec":    cmdExec,
+	"gc":      cmdGC,
 	"audit":   cmdAudit,
 	"log":     cmdLog,
 	"show":    cmdShow,
@@ -67,6 +68,7 @@ Usage:
   agentbox show ID                                 print a session's record
   agentbox diff [--stat] ID                        what a session changed in the repository
   agentbox doctor [--json]                         check this machine can run the sandbox, with fixes
+  agentbox gc [--dry-run]                          remove what killed sessions left behind
   agentbox version                                 print the version
 
 Run 'agentbox COMMAND --help' for the flags of a command.

@@ -1,0 +1,112 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGCOwnership(t *testing.T) {
+	cache := t.TempDir()
+	tmp := filepath.Join(cache, "tmp")
+	guards := t.TempDir()
+	// 8388608 is above the kernel's largest pid_max (2^22): no process has it.
+	var (
+		held      = filepath.Join(tmp, "1-20260101-000000-held")      // live launcher (lock held)
+		reused    = filepath.Join(tmp, "1-20260101-000000-reused")    // PID 1 alive, lock free: PID reused
+		unclaimed = filepath.Join(tmp, "1-20260101-000000-unclaimed") // no lock, PID alive: keep
+		dead      = filepath.Join(tmp, "8388608-20260101-000000-dead")
+		guardDead = filepath.Join(guards, "agentbox-guard-8388608-123")
+		guardLive = filepath.Join(guards, "agentbox-guard-1-456")
+		other     = filepath.Join(guards, "unrelated-8388608-1")
+		orphan    = filepath.Join(tmp, "8388608-20260101-000000-gone.lock")
+	)
+	mkdirs(t, held, reused, unclaimed, dead, guardDead, guardLive, other)
+	lock, err := claimDir(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.release()
+	if err := os.WriteFile(reused+lockSuffix, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orphan, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A dry run decides the same but removes nothing.
+	found, err := GC(GCOptions{CacheDir: cache, GuardDir: guards, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 6 {
+		t.Fatalf("dry run found %d: %+v", len(found), found)
+	}
+	for _, d := range []string{held, reused, unclaimed, dead, guardDead, guardLive, orphan} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Fatalf("dry run removed %s", d)
+		}
+	}
+
+	found, err = GC(GCOptions{CacheDir: cache, GuardDir: guards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]Leftover{}
+	for _, l := range found {
+		state[l.Path] = l
+	}
+	for _, c := range []struct {
+		path    string
+		removed bool
+	}{{held, false}, {reused, true}, {unclaimed, false}, {dead, true}, {guardDead, true}, {guardLive, false}} {
+		l, ok := state[c.path]
+		if !ok {
+			t.Errorf("%s not considered", c.path)
+			continue
+		}
+		_, err := os.Lstat(c.path)
+		if exists := err == nil; exists == c.removed || l.Removed != c.removed || l.Live == c.removed {
+			t.Errorf("%s: exists %v, reported %+v; want removed=%v", c.path, exists, l, c.removed)
+		}
+	}
+	for _, p := range []string{reused + lockSuffix, orphan} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("stale lock file %s left", p)
+		}
+	}
+	if _, err := os.Lstat(held + lockSuffix); err != nil {
+		t.Errorf("live lock file removed: %v", err)
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Error("gc removed a directory that is not agentbox's")
+	}
+}
+
+func TestClaimRelease(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "9-x")
+	mkdirs(t, dir)
+	lock, err := claimDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, taken := takeLock(dir + lockSuffix); taken {
+		t.Fatal("a claimed lock could be taken")
+	}
+	if _, err := claimDir(dir); err == nil {
+		t.Fatal("a directory was claimed twice")
+	}
+	lock.release()
+	if _, err := os.Lstat(dir + lockSuffix); err == nil {
+		t.Fatal("release left the lock file")
+	}
+}
