@@ -88,7 +88,6 @@ func startAndCollect(cmd *exec.Cmd, res chan<- result) error {
 }
 
 func backends(t *testing.T) []string      { return sandboxtest.Backends(t) }
-func bwrapPath(t *testing.T) string       { return sandboxtest.BwrapPath(t) }
 func waitFor(cond func() bool) bool       { return sandboxtest.WaitFor(cond) }
 func readFileOr(path string) string       { return sandboxtest.ReadFileOr(path) }
 func pgrep(name string) []string          { return sandboxtest.Pgrep(name) }
