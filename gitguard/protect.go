@@ -34,12 +34,20 @@ const maxModuleDepth = 8
 // global configs (HostConfigFiles), includes when it resolves inside repo — a missing
 // one gets a placeholder (its first missing component) so it cannot be created.
 //
+// A linked worktree's gitdir (one with a commondir file) gets its commondir and
+// gitdir pointers instead of hooks/ and config: Git reads those from the common dir
+// there, and a pointer that cannot change keeps it so.
+//
+// writable lists further host directories the sandbox can write besides repo (a
+// linked worktree's common dir, see FindLinkedWorktree): paths below them are
+// protected exactly like paths inside repo.
+//
 // A path that is a symlink is replaced by its target when that lies inside repo; a
 // target outside repo is already read-only in the sandbox and is left out. A symlink
 // whose target inside repo does not exist is refused: covering it would mean creating
 // a file through a link the repository controls.
-func ProtectedPaths(repo string) ([]Protected, error) {
-	c := collector{repo: repo, seen: map[string]bool{}}
+func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
+	c := collector{repo: repo, roots: append([]string{repo}, writable...), seen: map[string]bool{}}
 	gitdir, err := findGitDir(repo)
 	if err != nil {
 		return nil, err
@@ -51,7 +59,13 @@ func ProtectedPaths(repo string) ([]Protected, error) {
 		}
 	}
 	// Even without a .git, the user's global config may include a file in repo.
-	c.includes(append(c.configFiles(), HostConfigFiles(os.Getenv)...), os.Getenv("HOME"))
+	// includes protects the targets inside c.repo: one pass per writable root.
+	configs := append(c.configFiles(), HostConfigFiles(os.Getenv)...)
+	for _, root := range c.roots {
+		c.repo = root
+		c.includes(configs, os.Getenv("HOME"))
+	}
+	c.repo = repo
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -60,21 +74,28 @@ func ProtectedPaths(repo string) ([]Protected, error) {
 }
 
 type collector struct {
-	repo string
-	seen map[string]bool
-	out  []Protected
-	err  error
+	repo  string   // the root include targets are checked against (includes)
+	roots []string // every writable root: repo and the extra ones
+	seen  map[string]bool
+	out   []Protected
+	err   error
 }
 
 // gitdir adds the exec surface of one gitdir and recurses into its submodules and
 // linked worktrees.
 func (c *collector) gitdir(dir string, depth int) {
-	if c.err != nil || depth > maxModuleDepth || !within(dir, c.repo) || c.seen[dir] {
+	if c.err != nil || depth > maxModuleDepth || !c.inside(dir) || c.seen[dir] {
 		return
 	}
 	c.seen[dir] = true
-	c.add(filepath.Join(dir, "hooks"), true, true)
-	c.add(filepath.Join(dir, "config"), false, true)
+	if isFile(filepath.Join(dir, "commondir")) {
+		// A linked worktree's gitdir: hooks and config come from the common dir.
+		c.add(filepath.Join(dir, "commondir"), false, false)
+		c.add(filepath.Join(dir, "gitdir"), false, false)
+	} else {
+		c.add(filepath.Join(dir, "hooks"), true, true)
+		c.add(filepath.Join(dir, "config"), false, true)
+	}
 	c.add(filepath.Join(dir, "config.worktree"), false, worktreeConfigEnabled(dir))
 	for _, sub := range []string{"modules", "worktrees"} {
 		c.children(filepath.Join(dir, sub), depth)
@@ -121,7 +142,7 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if dangling, _ := lexicalTarget(path); dangling != "" && !within(dangling, c.repo) {
+		if dangling, _ := lexicalTarget(path); dangling != "" && !c.inside(dangling) {
 			return // points outside: read-only there already
 		}
 		c.err = fmt.Errorf("%s is a symlink to a missing path inside the repository; remove it or create its target", path)
@@ -131,7 +152,7 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 		c.err = fmt.Errorf("resolve %s: %w", path, err)
 		return
 	}
-	if !within(target, c.repo) {
+	if !c.inside(target) {
 		return
 	}
 	tfi, err := os.Stat(target)
@@ -152,6 +173,16 @@ func (c *collector) configFiles() []string {
 		}
 	}
 	return out
+}
+
+// inside reports whether path lies in one of the writable roots.
+func (c *collector) inside(path string) bool {
+	for _, r := range c.roots {
+		if within(path, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *collector) push(p Protected) {
