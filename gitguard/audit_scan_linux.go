@@ -261,11 +261,11 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 	entries := s.config(filepath.Join(dir, "config"), dir, 0)
 	entries = append(entries, s.config(filepath.Join(dir, "config.worktree"), dir, 0)...)
 	s.commonDir(dir, depth)
-	s.hooksDir(filepath.Join(dir, "hooks"))
 	base := worktree
 	if base == "" {
 		base = dir
 	}
+	s.hooksDir(filepath.Join(dir, "hooks"), base)
 	for _, e := range append(entries, s.hostEntries...) {
 		switch {
 		case e.NoValue || e.Value == "":
@@ -275,12 +275,12 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 					p = filepath.Join(base, p)
 				}
 				if canon, ok := s.canonInside(p); ok && canon != "" {
-					s.hooksDir(canon)
+					s.hooksDir(canon, base)
 				}
 			}
 		case IsInclude(e) || e.Section == "protocol":
 		case Danger(e) != "":
-			s.programs(e, base)
+			s.programs(e.Value, e.Name(), base)
 		}
 	}
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
@@ -384,8 +384,9 @@ func (s *scanner) commonDir(gitdir string, depth int) {
 }
 
 // hooksDir audits a hooks directory: every entry Git could run (anything but
-// *.sample) that is executable or a symlink.
-func (s *scanner) hooksDir(dir string) {
+// *.sample) that is executable or a symlink. base is where the hooks run (the top of
+// the working tree), against which the files a hook script names are resolved.
+func (s *scanner) hooksDir(dir, base string) {
 	if s.hooks[dir] {
 		return
 	}
@@ -400,7 +401,7 @@ func (s *scanner) hooksDir(dir string) {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		s.linkItem(dir, KindHooksDir)
 		if target, ok := s.resolveInside(dir); ok {
-			s.hooksDir(target)
+			s.hooksDir(target, base)
 		}
 		return
 	case !fi.IsDir():
@@ -422,13 +423,16 @@ func (s *scanner) hooksDir(dir string) {
 			s.add(&Item{Path: p, Kind: KindHook, Sum: "link:" + link, Link: link,
 				Dangers: []string{fmt.Sprintf("hook %s links to %s, which Git would run", oneLine(e.Name()), oneLine(link))}})
 		case fi.Mode().IsRegular():
-			_, sum, err := s.read(p, maxHookHash)
+			data, sum, err := s.read(p, maxHookHash)
 			it := s.add(&Item{Path: p, Kind: KindHook, Sum: sum})
 			if err != nil && !errors.Is(err, errTooLarge) {
 				it.Sum = fmt.Sprintf("unreadable:%o:%d", fi.Mode(), fi.Size())
 			}
 			if fi.Mode()&0o111 != 0 {
 				it.Dangers = []string{fmt.Sprintf("executable hook %s, which Git runs", oneLine(e.Name()))}
+				if bytes.HasPrefix(data, []byte("#!")) && len(data) <= maxPointerSize {
+					s.scriptPrograms(string(data), "hook "+e.Name(), base)
+				}
 			}
 		}
 	}
@@ -440,8 +444,8 @@ func (s *scanner) hooksDir(dir string) {
 // safe only as long as the sandbox does not rewrite scripts/fsmon.sh. Commands found
 // through PATH, and files those programs read in turn, are beyond what the audit can
 // know.
-func (s *scanner) programs(e ConfigEntry, base string) {
-	for _, tok := range strings.FieldsFunc(e.Value, func(r rune) bool {
+func (s *scanner) programs(value, runBy, base string) {
+	for _, tok := range strings.FieldsFunc(value, func(r rune) bool {
 		return r == ' ' || r == '\t' || r == '\n' || strings.ContainsRune(";|&()<>`'\"!=$", r)
 	}) {
 		if !strings.Contains(tok, "/") || strings.HasPrefix(tok, "-") {
@@ -463,10 +467,21 @@ func (s *scanner) programs(e ConfigEntry, base string) {
 		}
 		_, sum, err := s.read(canon, maxHookHash)
 		if err != nil && !errors.Is(err, errTooLarge) {
-			s.skip(canon, "cannot read the program %s runs: %v", e.Name(), err)
+			s.skip(canon, "cannot read the program %s runs: %v", runBy, err)
 			continue
 		}
-		s.add(&Item{Path: canon, Kind: KindProgram, Sum: sum, Watch: fmt.Sprintf("program run by %s", e.Name())})
+		s.add(&Item{Path: canon, Kind: KindProgram, Sum: sum, Watch: fmt.Sprintf("program run by %s", runBy)})
+	}
+}
+
+// scriptPrograms records the files inside the repository that a hook script names
+// literally, outside comments: "exec scripts/pre-commit.sh" makes scripts/pre-commit.sh
+// as much a hook as the hook itself.
+func (s *scanner) scriptPrograms(script, runBy, base string) {
+	for _, line := range strings.Split(script, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			s.programs(t, runBy, base)
+		}
 	}
 }
 

@@ -260,6 +260,9 @@ func TestAuditLocations(t *testing.T) {
 		{"user's textconv script in the working tree rewritten", func(f *fixture) string {
 			return f.write("tools/tc.py", "import os\n", 0o644)
 		}, "program run by diff.pdf.textconv", true},
+		{"script the user's hook runs rewritten", func(f *fixture) string {
+			return f.write("scripts/check.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+		}, "program run by hook pre-push", true},
 		{".gitmodules update command", func(f *fixture) string {
 			return f.write(".gitmodules", "[submodule \"s\"]\n\tpath = s\n\turl = ./s\n\tupdate = !touch /nonexistent\n", 0o644)
 		}, "submodule update runs a shell command", false},
@@ -339,7 +342,9 @@ func preInclude(f *fixture) {
 	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(f.repo, "global.inc")+"\n", 0o644)
 	f.git(f.repo, "config", "core.hooksPath", ".githooks")
 	f.write(".githooks/post-merge", "#!/bin/sh\n", 0o644)
-	f.write(".githooks/pre-push", "#!/bin/sh\nexit 0\n", 0o755)
+	f.write(".githooks/pre-push", "#!/bin/sh\n# runs scripts/not-this.sh\nexec ./scripts/check.sh \"$@\"\n", 0o755)
+	f.write("scripts/check.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	f.write("scripts/not-this.sh", "#!/bin/sh\nexit 0\n", 0o755)
 	f.write("tools/fsmon.sh", "#!/bin/sh\nexit 0\n", 0o755)
 	f.git(f.repo, "config", "core.fsmonitor", "tools/fsmon.sh")
 	f.write("tools/tc.py", "print()\n", 0o644)
@@ -658,5 +663,19 @@ func TestAuditIncludeFanOut(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("audit did not finish on a self-including config")
+	}
+}
+
+// TestAuditUnrelatedEdits checks that editing files no hook or config names, and
+// files only a hook's comment mentions, produces no finding.
+func TestAuditUnrelatedEdits(t *testing.T) {
+	f := newFixture(t)
+	preInclude(f)
+	base := f.scan()
+	f.write("scripts/not-this.sh", "#!/bin/sh\necho changed\n", 0o755)
+	f.write("README", "changed\n", 0o644)
+	f.write(".githooks/post-merge", "#!/bin/sh\necho still not executable\n", 0o644)
+	if fs := Compare(base, f.scan()); len(fs) != 0 {
+		t.Errorf("findings: %v", fs)
 	}
 }
