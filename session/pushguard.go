@@ -20,6 +20,7 @@ func registerPushFlags(fs *flag.FlagSet, cfg *Config) {
 type pushGuard struct {
 	ops    []mounts.Op
 	staged *gitguard.StagedGuard
+	lock   *dirLock // this launcher's claim on the staging dir, for agentbox gc
 }
 
 // preparePushGuard stages the guard below the host's /tmp; cleanup removes it. With
@@ -36,7 +37,12 @@ func preparePushGuard(cfg *Config, p *policy.Policy) (*pushGuard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged}, nil
+	g := &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged}
+	if g.lock, err = claimDir(staged.Dir); err != nil {
+		g.cleanup()
+		return nil, fmt.Errorf("push guard: %w", err)
+	}
+	return g, nil
 }
 
 // pushGuardDryRun is the guard's binds as --dry-run shows them, staging nothing: the
@@ -68,8 +74,8 @@ func pushGuardOps(h gitguard.HostGit, guard string) []mounts.Op {
 	return ops
 }
 
-// cleanup removes the staging directory. It runs when the launcher returns, whatever
-// the command's outcome; a failure is reported, not fatal.
+// cleanup removes the staging directory, then its claim. It runs when the launcher
+// returns, whatever the command's outcome; a failure is reported, not fatal.
 func (g *pushGuard) cleanup() {
 	if g == nil {
 		return
@@ -77,4 +83,5 @@ func (g *pushGuard) cleanup() {
 	if err := g.staged.Remove(); err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: %v\n", err)
 	}
+	g.lock.release()
 }

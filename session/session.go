@@ -72,11 +72,15 @@ type Outcome struct {
 // then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
 	p := cfg.Policy
-	protected, err := gitguard.ProtectedPaths(p.Repo)
+	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
+	if err != nil {
+		return 0, fmt.Errorf("linked worktree: %w", err)
+	}
+	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
 		return 0, fmt.Errorf("protect Git paths: %w", err)
 	}
-	s := mounts.Session{Protected: protected}
+	s := mounts.Session{Protected: protected, GitRW: meta.ops}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
