@@ -325,3 +325,45 @@ func TestAuditCommandUnreadable(t *testing.T) {
 		t.Errorf("unreadable directory: %+v", r)
 	}
 }
+
+// TestAuditSessionLinkedWorktreeE2E runs a session in a linked worktree, whose common
+// dir outside it is writable in the sandbox, and plants a submodule gitdir there.
+func TestAuditSessionLinkedWorktreeE2E(t *testing.T) {
+	bin := testenv.Binary(t)
+	const plant = `mkgitdir "$COMMON/modules/sub"; fsmon > "$COMMON/modules/sub/config"
+		mkdir sub; echo "gitdir: $COMMON/modules/sub" > sub/.git; gitlink sub`
+	setup := func(t *testing.T, e *e2e) {
+		wt := filepath.Join(e.home, "wt")
+		testenv.Git(t, e.home, e.repo, "worktree", "add", "-q", wt)
+		e.env = append(e.env, "COMMON="+filepath.Join(e.repo, ".git"))
+		e.repo = wt
+	}
+	ctl := newE2E(t)
+	setup(t, ctl)
+	ctl.sh(plant)
+	ctl.operatorGit("status")
+	if !ctl.fired() {
+		t.Fatalf("control: the payload did not fire without a sandbox; the case tests nothing")
+	}
+	for backend, bwrap := range e2eBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			e := newE2E(t)
+			setup(t, e)
+			if bwrap != "" {
+				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
+			}
+			r := e.run(bin, "exec", "--backend", backend, "--", "/bin/sh", "-c", shPrelude+plant)
+			if r.code != 0 {
+				t.Fatalf("session: %+v", r)
+			}
+			e.operatorGit("status")
+			if e.fired() {
+				t.Errorf("the operator's git status ran the payload after the session\nstderr: %s", r.stderr)
+			}
+			cfg := filepath.Join(e.home, "repo/.git/modules/sub/config")
+			if !strings.Contains(r.stderr, "agentbox: audit: "+cfg+" ") {
+				t.Errorf("stderr does not name %s:\n%s", cfg, r.stderr)
+			}
+		})
+	}
+}

@@ -204,18 +204,15 @@ func readHostConfig(path string) ([]ConfigEntry, error) {
 // a hostile one must not make agentbox read gigabytes.
 const maxConfigSize = 16 << 20
 
-// OutsideGitDirs returns the Git directories of repo that lie outside it: when
-// repo/.git is a "gitdir:" file (a linked worktree, a submodule checkout), its gitdir
-// and that gitdir's common dir. Such metadata may be bound writable into the sandbox
-// (mounts.Session.GitRW), so the audit must cover it too.
+// OutsideGitDirs returns the Git directories of repo that lie outside it and that a
+// session may write: a verified linked worktree's common dir (FindLinkedWorktree),
+// which holds the worktree's own gitdir and is bound writable. An unverified .git
+// file gets nothing: its metadata stays read-only, and the audit must not wander
+// wherever a planted pointer sends it (it reports such a pointer instead).
 func OutsideGitDirs(repo string) []string {
-	gitdir, err := findGitDir(repo)
-	if err != nil || gitdir == "" || within(gitdir, repo) {
+	w, err := FindLinkedWorktree(repo)
+	if err != nil || w == nil {
 		return nil
 	}
-	out := []string{gitdir}
-	if common := readCommonDir(gitdir); common != "" && !within(common, repo) && common != gitdir {
-		out = append(out, common)
-	}
-	return out
+	return []string{w.CommonDir}
 }
