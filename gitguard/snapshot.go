@@ -1,8 +1,10 @@
 package gitguard
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,7 +74,10 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 	if dotgit := filepath.Join(repo, ".git"); gitDir != dotgit {
 		l.dotGit = dotgit
 	}
-	if _, err := os.Lstat(filepath.Join(gitDir, "commondir")); err == nil {
+	if fi, err := os.Lstat(filepath.Join(gitDir, "commondir")); err == nil {
+		if !fi.Mode().IsRegular() {
+			return l, false, fmt.Errorf("%s is not a regular file", filepath.Join(gitDir, "commondir"))
+		}
 		common := readCommonDir(gitDir)
 		if common == "" {
 			return l, false, fmt.Errorf("read %s: empty or unreadable", filepath.Join(gitDir, "commondir"))
@@ -224,7 +229,7 @@ func isHex(s string) bool {
 // can be resolved through loose or packed refs, the commit it names ("" for an unborn
 // branch or a ref backend it cannot read, such as reftable).
 func resolveHead(gitDir, commonDir string) (head, commit string) {
-	b, err := readSmall(filepath.Join(gitDir, "HEAD"))
+	b, err := readRefFile(filepath.Join(gitDir, "HEAD"))
 	if err != nil {
 		return "", ""
 	}
@@ -247,25 +252,56 @@ func resolveHead(gitDir, commonDir string) (head, commit string) {
 	return head, ""
 }
 
-// lookupRef returns the content of a loose ref (worktree-private refs live in the
-// gitdir, shared ones in the common dir) or its packed-refs value, or "".
+// lookupRef returns the content of a loose ref or its packed-refs value, or "".
+// Per-worktree refs live in the worktree's gitdir, all others in the common dir.
 func lookupRef(gitDir, commonDir, ref string) string {
-	for _, d := range []string{gitDir, commonDir} {
-		if b, err := readSmall(filepath.Join(d, filepath.FromSlash(ref))); err == nil {
-			return strings.TrimSpace(string(b))
+	dir := commonDir
+	for _, p := range []string{"refs/worktree/", "refs/bisect/", "refs/rewritten/"} {
+		if strings.HasPrefix(ref, p) {
+			dir = gitDir
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(commonDir, "packed-refs"))
+	if b, err := readRefFile(filepath.Join(dir, filepath.FromSlash(ref))); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	f, err := openRegular(filepath.Join(commonDir, "packed-refs"))
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		id, name, ok := strings.Cut(strings.TrimSpace(line), " ")
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		id, name, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 		if ok && name == ref {
 			return id
 		}
 	}
 	return ""
+}
+
+// openRegular opens path for reading only when it is a regular file: a previous
+// session could have planted a symlink (to /dev/zero, say) or a FIFO (which would
+// block the launch) where Git keeps a ref.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// readRefFile reads the first 4 KiB of a regular file: a ref is one line.
+func readRefFile(path string) ([]byte, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4<<10))
 }
 
 // snapshotName matches the snapshots of the repository named base; the groups are

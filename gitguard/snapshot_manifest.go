@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -175,13 +173,10 @@ func readLeadingManifest(r io.ReaderAt) (*Manifest, error) {
 // readManifestFile reads the leading manifest of the snapshot at path, which must be
 // a regular file (a symlink is not followed, a FIFO does not block).
 func readManifestFile(path string) (*Manifest, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	return readLeadingManifest(f)
 }

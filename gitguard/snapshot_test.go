@@ -689,3 +689,34 @@ func TestSnapshotOddRepoName(t *testing.T) {
 		t.Errorf("manifest repo %q, want %q", res.Manifest.Repo, repo)
 	}
 }
+
+// TestSnapshotPlantedSpecialFiles: what an earlier session could leave in .git — a
+// FIFO where a ref should be, packed-refs linked to /dev/zero — neither blocks nor
+// floods the launch; the FIFO is left out of the archive, the link stored as a link.
+func TestSnapshotPlantedSpecialFiles(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	ref := repo + "/.git/refs/heads/main"
+	os.Remove(ref)
+	if err := unix.Mkfifo(ref, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(repo + "/.git/packed-refs")
+	if err := os.Symlink("/dev/zero", repo+"/.git/packed-refs"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := SaveSnapshot(SnapshotOptions{Repo: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Manifest.HeadCommit != "" || s.Manifest.Head != "ref: refs/heads/main" {
+		t.Errorf("head %q, head_commit %q; want the symref and no commit", s.Manifest.Head, s.Manifest.HeadCommit)
+	}
+	tree := zipTree(t, openZip(t, s.Path), CommonPrefix)
+	if _, ok := tree["refs/heads/main"]; ok {
+		t.Error("the FIFO was archived")
+	}
+	if n := tree["packed-refs"]; n != (node{kind: fs.ModeSymlink, data: "/dev/zero"}) {
+		t.Errorf("packed-refs stored as %v, want a symlink to /dev/zero", n)
+	}
+}
