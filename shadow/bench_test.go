@@ -21,7 +21,8 @@ import (
 //
 //	AGENTBOX_BENCH_FILES=50000 go test ./shadow/ -run '^$' -bench RecordEnd -benchtime 20x -count 5
 //
-// Compare the medians of the two sub-benchmarks' ns/op.
+// Compare the medians of the two sub-benchmarks' ns/op, and of git-cpu-ns/op (the CPU
+// time of the Git processes, steadier than wall time on a shared machine).
 
 var (
 	fixtureMu sync.Mutex
