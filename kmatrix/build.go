@@ -123,7 +123,7 @@ func vmConfig(tests []TestPackage) vmproto.Config {
 		Doctor: []string{vmAgentbox, "doctor", "--json"},
 	}
 	for _, t := range tests {
-		cfg.Tests = append(cfg.Tests, vmproto.Test{Name: t.Name, Path: "/kmatrix/tests/" + t.Name + ".test", Seconds: t.Seconds})
+		cfg.Tests = append(cfg.Tests, vmproto.Test{Name: t.Name, Path: "/kmatrix/tests/" + t.Name + ".test", Seconds: t.Seconds, Args: t.Args})
 	}
 	return cfg
 }

@@ -56,10 +56,32 @@ type TestPackage struct {
 	Name    string // the binary's name in results
 	Pkg     string // the import path relative to the module root, "./internal/kernel"
 	Seconds int    // bound on the run inside the VM
+	// Args are passed to the test binary after -test.v (e.g. -test.run=…).
+	Args []string
 }
 
 // TestPackages run in each VM, in order. Adding a package is one line here.
+//
+// Of the behaviour table, the default matrix runs the native backend's rows whose
+// mechanics depend on the kernel — the read-only root (mount_setattr or its
+// fallback), the HOME overlay, the namespaces, the Git paths resolved without
+// following symlinks (openat2 or its fallback), locked read-only mounts — because
+// the whole table takes minutes per VM under TCG. Full (kmatrix -full) runs it all.
 var TestPackages = []TestPackage{
 	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
 	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 120},
+	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240,
+		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
+}
+
+// Full returns the packages with their filters removed and their time bounds
+// raised, for a nightly run of everything.
+func Full(pkgs []TestPackage) []TestPackage {
+	out := make([]TestPackage, len(pkgs))
+	for i, p := range pkgs {
+		p.Args = nil
+		p.Seconds *= 5
+		out[i] = p
+	}
+	return out
 }

@@ -266,13 +266,17 @@ func runCell(ctx context.Context, c Cell, k kernelPrep, base *image, opts Option
 	if err := cellImage(base, k.Files, cfg).write(initrd); err != nil {
 		return r.fail("initramfs: " + err.Error())
 	}
+	live, err := os.Create(filepath.Join(dir, "console.log"))
+	if err != nil {
+		return r.fail(err.Error())
+	}
+	defer live.Close()
 	start := time.Now()
 	console, timedOut, vmErr := bootVM(ctx, vmSpec{
 		Kernel: k.Files.Vmlinuz, Initrd: initrd, Cmdline: r.Cmdline,
-		MemoryMB: opts.MemoryMB, Timeout: opts.Timeout,
+		MemoryMB: opts.MemoryMB, Timeout: opts.Timeout, Live: live,
 	})
 	r.Seconds = time.Since(start).Seconds()
-	_ = os.WriteFile(filepath.Join(dir, "console.log"), console, 0o644)
 	r.evaluate(c, k.Files, parseConsole(console))
 	if vmErr != nil {
 		r.Problems = append(r.Problems, vmErr.Error())
@@ -344,7 +348,7 @@ func (r *Result) evaluate(c Cell, kf KernelFiles, log consoleLog) {
 			rows = append(rows, TestRow{Binary: s.Name, Name: "(binary)", Status: "fail", Reason: "did not finish: " + lastLines(strings.Split(strings.TrimSpace(s.Output), "\n"), 6)})
 			failed++
 		case s.Status != 0 && failed == 0:
-			rows = append(rows, TestRow{Binary: s.Name, Name: "(binary)", Status: "fail", Reason: fmt.Sprintf("exit status %d: %s", s.Status, lastLines(strings.Split(strings.TrimSpace(s.Output), "\n"), 6))})
+			rows = append(rows, TestRow{Binary: s.Name, Name: "(binary)", Status: "fail", Reason: fmt.Sprintf("exit status %d: %s", s.Status, crashReason(s.Output))})
 			failed++
 		}
 		if failed > 0 {
@@ -352,6 +356,20 @@ func (r *Result) evaluate(c Cell, kf KernelFiles, log consoleLog) {
 		}
 		r.Tests = append(r.Tests, rows...)
 	}
+}
+
+// crashReason picks what explains a test binary that died without a failed test:
+// Go's panic line and the lines after it (for a timeout, the tests still running),
+// else the last lines.
+func crashReason(output string) string {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic: ") {
+			end := min(i+8, len(lines))
+			return strings.Join(lines[i:end], "\n")
+		}
+	}
+	return lastLines(lines, 6)
 }
 
 func (r *Result) evaluateDoctor(c Cell, s section) {

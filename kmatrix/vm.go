@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,6 +22,8 @@ type vmSpec struct {
 	Cmdline  string
 	MemoryMB int
 	Timeout  time.Duration
+	// Live, when set, receives the console as it comes, to follow a slow VM.
+	Live io.Writer
 }
 
 // Accel returns the qemu accelerator: kvm when /dev/kvm is usable, else tcg.
@@ -56,7 +59,11 @@ func bootVM(ctx context.Context, spec vmSpec) (console []byte, timedOut bool, er
 	}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var w io.Writer = &out
+	if spec.Live != nil {
+		w = io.MultiWriter(&out, spec.Live)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -35,6 +35,7 @@ func run() int {
 		noStore  = flag.Bool("no-store", false, "do not store the result through the shadow collector")
 		stateDir = flag.String("state", "", "agentbox state `DIR` for the shadow collector (default ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox)")
 		quiet    = flag.Bool("q", false, "no progress lines on stderr")
+		full     = flag.Bool("full", false, "run every test of every package (the whole behaviour table: slow under TCG); raises -timeout to 30m")
 	)
 	flag.StringVar(&opts.Cache, "cache", kmatrix.DefaultCache, "kernel package cache `DIR`")
 	flag.StringVar(&opts.Mirror, "mirror", kmatrix.DefaultMirror, "Debian mirror `URL`")
@@ -65,6 +66,10 @@ func run() int {
 			}
 			opts.Cells = append(opts.Cells, c)
 		}
+	}
+	if *full {
+		opts.Tests = kmatrix.Full(kmatrix.TestPackages)
+		opts.Timeout = max(opts.Timeout, 30*time.Minute)
 	}
 	if !*quiet {
 		opts.Log = func(format string, args ...any) {
