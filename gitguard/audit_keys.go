@@ -108,8 +108,30 @@ func Danger(e ConfigEntry) string {
 			return "names a program git help runs"
 		}
 	case "sendemail":
-		if key == "tocmd" || key == "cccmd" || key == "smtpserver" && strings.HasPrefix(value, "/") {
+		if key == "tocmd" || key == "cccmd" || key == "sendmailcmd" || key == "smtpserver" && strings.HasPrefix(value, "/") {
 			return "names a program git send-email runs"
+		}
+	case "imap":
+		if key == "tunnel" {
+			return "names a command git imap-send runs"
+		}
+	case "instaweb":
+		if key == "httpd" || key == "browser" {
+			return "names a program git instaweb runs"
+		}
+	case "guitool":
+		if key == "cmd" {
+			return "names a command git gui runs"
+		}
+	case "init":
+		if key == "templatedir" {
+			return "copies its hooks into every repository Git creates"
+		}
+	case "lfs":
+		// Git LFS reads the same config: custom transfer agents and extensions are
+		// programs it runs on fetch, push and checkout.
+		if key == "path" || key == "clean" || key == "smudge" {
+			return "names a program Git LFS runs"
 		}
 	}
 	return ""
