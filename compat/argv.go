@@ -27,8 +27,11 @@ const (
 // status descriptor (see Command). The order is: namespaces, lifetime and privilege
 // options, the mount operations in plan order (bwrap applies them in argument order,
 // so later mounts win, as in the plan), the working directory, "--", the command.
+//
+// An overlay's root takes the lower directory's permission bits (see overlayMode),
+// so Argv reads the overlay sources' owner and mode on the host.
 func Argv(plan mounts.Plan) ([]string, error) {
-	groups, err := groups(plan)
+	groups, err := groups(plan, hostLower)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +45,7 @@ func Argv(plan mounts.Plan) ([]string, error) {
 // Command returns the whole argv Run executes for plan with the bwrap at path:
 // path, "--json-status-fd 3 --add-seccomp-fd 4", then Argv(plan).
 func Command(path string, plan mounts.Plan) ([]string, error) {
-	groups, err := commandGroups(path, plan)
+	groups, err := commandGroups(path, plan, hostLower)
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +56,11 @@ func Command(path string, plan mounts.Plan) ([]string, error) {
 	return argv, nil
 }
 
-func commandGroups(path string, plan mounts.Plan) ([][]string, error) {
+func commandGroups(path string, plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	if err := checkString("bwrap path", path); err != nil {
 		return nil, err
 	}
-	g, err := groups(plan)
+	g, err := groups(plan, lower)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func commandGroups(path string, plan mounts.Plan) ([][]string, error) {
 
 // groups is Argv with each option and its arguments kept together, for printing one
 // option per line.
-func groups(plan mounts.Plan) ([][]string, error) {
+func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	// P5: user, mount (implied by any mount option), PID, IPC, UTS and cgroup always;
 	// the network only with --offline. bwrap keeps the caller's uid and gid in the new
 	// user namespace, as the native backend does.
@@ -86,11 +89,11 @@ func groups(plan mounts.Plan) ([][]string, error) {
 	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
 
 	for i, op := range plan.Ops {
-		opt, err := translate(op)
+		opts, err := translate(op, lower)
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
 		}
-		g = append(g, opt)
+		g = append(g, opts...)
 	}
 
 	if err := checkPath("working directory", plan.Workdir); err != nil {
@@ -109,9 +112,9 @@ func groups(plan mounts.Plan) ([][]string, error) {
 	return append(g, append([]string{"--"}, plan.Command...)), nil
 }
 
-// translate returns the bwrap option for one operation. Every mounts.Kind has a case;
-// one without is an error (a test walks mounts.Kinds).
-func translate(op mounts.Op) ([]string, error) {
+// translate returns the bwrap options for one operation. Every mounts.Kind has a
+// case; one without is an error (a test walks mounts.Kinds).
+func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 	if err := checkPath("destination", op.Dest); err != nil {
 		return nil, err
 	}
@@ -130,23 +133,32 @@ func translate(op mounts.Op) ([]string, error) {
 	switch op.Kind {
 	case mounts.BindRO:
 		// bwrap binds recursively and makes every submount read-only too.
-		return []string{"--ro-bind", op.Source, op.Dest}, nil
+		return [][]string{{"--ro-bind", op.Source, op.Dest}}, nil
 	case mounts.Bind:
-		return []string{"--bind", op.Source, op.Dest}, nil
+		return [][]string{{"--bind", op.Source, op.Dest}}, nil
 	case mounts.Tmpfs:
 		if op.Mode&^0o7777 != 0 {
 			return nil, fmt.Errorf("mode %o has bits beyond permissions", op.Mode)
 		}
 		// --perms modifies the next option; bwrap's own default would be 0755.
-		return []string{"--perms", fmt.Sprintf("%04o", op.Mode), "--tmpfs", op.Dest}, nil
+		return [][]string{{"--perms", fmt.Sprintf("%04o", op.Mode), "--tmpfs", op.Dest}}, nil
 	case mounts.Overlay:
 		// The lower layer is the host's Source; the upper is an invisible tmpfs that
-		// disappears with the sandbox (needs bwrap >= 0.11, not setuid).
-		return []string{"--overlay-src", op.Source, "--tmp-overlay", op.Dest}, nil
+		// disappears with the sandbox (needs bwrap >= 0.11, not setuid). bwrap makes
+		// the upper dir, and so the merged root, 0755 and owned by the mounter; the
+		// --chmod gives it the lower's mode as the native backend does.
+		mode, err := lower(op.Source)
+		if err != nil {
+			return nil, err
+		}
+		return [][]string{
+			{"--overlay-src", op.Source, "--tmp-overlay", op.Dest},
+			{"--chmod", fmt.Sprintf("%04o", mode), op.Dest},
+		}, nil
 	case mounts.Proc:
-		return []string{"--proc", op.Dest}, nil
+		return [][]string{{"--proc", op.Dest}}, nil
 	case mounts.Dev:
-		return []string{"--dev", op.Dest}, nil
+		return [][]string{{"--dev", op.Dest}}, nil
 	}
 	return nil, fmt.Errorf("operation kind %q has no bwrap translation", op.Kind)
 }
@@ -179,7 +191,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if err != nil {
 		return err
 	}
-	g, err := commandGroups(bin.Path, plan)
+	g, err := commandGroups(bin.Path, plan, hostLower)
 	if err != nil {
 		return err
 	}
@@ -249,4 +261,22 @@ func Quote(s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
+}
+
+// lowerFunc returns the permission bits an overlay's root gets for the lower
+// directory at path (overlayMode of its host attributes).
+type lowerFunc func(path string) (uint32, error)
+
+// overlayMode is the mode an overlay's root gets, the rule the native backend keeps:
+// the lower's permission bits when the lower's owner and group are the sandbox's
+// (bwrap maps only the caller's uid and gid, which own the upper dir); otherwise the
+// mounter must not gain the owner's rights, so owner and group get only what others
+// may do (root launching into another user's HOME cannot write it).
+func overlayMode(mode, uid, gid uint32, callerUID, callerGID int) uint32 {
+	mode &= 0o7777
+	if int64(uid) == int64(callerUID) && int64(gid) == int64(callerGID) {
+		return mode
+	}
+	other := mode & 0o7
+	return mode&^0o770 | other<<6 | other<<3
 }

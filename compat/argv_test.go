@@ -3,7 +3,9 @@ package compat
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -13,6 +15,20 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
+
+// fakeLower stands in for the host's stat of an overlay source: a 0750 directory of
+// the caller's.
+func fakeLower(string) (uint32, error) { return 0o750, nil }
+
+// argvOf is Argv with fakeLower, for plans whose paths do not exist here.
+func argvOf(plan mounts.Plan) ([]string, error) {
+	g, err := groups(plan, fakeLower)
+	var argv []string
+	for _, x := range g {
+		argv = append(argv, x...)
+	}
+	return argv, err
+}
 
 // prologue is what every argv starts with.
 var prologue = []string{
@@ -28,7 +44,7 @@ func TestArgvEveryKind(t *testing.T) {
 		mounts.BindRO:  {"--ro-bind", "/src", "/dst"},
 		mounts.Bind:    {"--bind", "/src", "/dst"},
 		mounts.Tmpfs:   {"--perms", "0750", "--tmpfs", "/dst"},
-		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst"},
+		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst", "--chmod", "0750", "/dst"},
 		mounts.Proc:    {"--proc", "/dst"},
 		mounts.Dev:     {"--dev", "/dst"},
 	}
@@ -40,7 +56,7 @@ func TestArgvEveryKind(t *testing.T) {
 		case mounts.Tmpfs:
 			op.Mode = 0o750
 		}
-		argv, err := Argv(mounts.Plan{Ops: []mounts.Op{op}, Workdir: "/", Command: []string{"true"}})
+		argv, err := argvOf(mounts.Plan{Ops: []mounts.Op{op}, Workdir: "/", Command: []string{"true"}})
 		if err != nil {
 			t.Errorf("kind %s: %v", k, err)
 			continue
@@ -59,7 +75,7 @@ func TestArgvEveryKind(t *testing.T) {
 		t.Errorf("table has %d kinds, mounts.Kinds %d", len(want), len(mounts.Kinds))
 	}
 
-	_, err := Argv(mounts.Plan{Ops: []mounts.Op{{Kind: "remount-ro", Dest: "/x"}}, Workdir: "/", Command: []string{"true"}})
+	_, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: "remount-ro", Dest: "/x"}}, Workdir: "/", Command: []string{"true"}})
 	if err == nil || !strings.Contains(err.Error(), `"remount-ro" has no bwrap translation`) {
 		t.Errorf("unknown kind: %v, want an error naming it", err)
 	}
@@ -74,9 +90,13 @@ func TestArgvBuild(t *testing.T) {
 	plan := mounts.Build(p, mounts.Session{
 		Protected: []gitguard.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
-	got, err := Command("/opt/bwrap", plan)
+	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range g {
+		got = append(got, x...)
 	}
 	want := []string{
 		"/opt/bwrap", "--json-status-fd", "3", "--add-seccomp-fd", "4",
@@ -87,7 +107,7 @@ func TestArgvBuild(t *testing.T) {
 		"--dev", "/dev",
 		"--perms", "1777", "--tmpfs", "/tmp",
 		"--perms", "0755", "--tmpfs", "/run",
-		"--overlay-src", "/home/u", "--tmp-overlay", "/home/u",
+		"--overlay-src", "/home/u", "--tmp-overlay", "/home/u", "--chmod", "0750", "/home/u",
 		"--bind", "/home/u/repo", "/home/u/repo",
 		"--ro-bind", "/home/u/repo/.git/config", "/home/u/repo/.git/config",
 		"--ro-bind", "/home/u/repo/.git/hooks", "/home/u/repo/.git/hooks",
@@ -101,7 +121,7 @@ func TestArgvBuild(t *testing.T) {
 	// Without --offline the network is shared; --disk-tmp binds a directory at /tmp.
 	p.Offline = false
 	plan = mounts.Build(p, mounts.Session{DiskTmp: "/home/u/.cache/agentbox/tmp/s1"})
-	argv, err := Argv(plan)
+	argv, err := argvOf(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +155,11 @@ func TestArgvRefuses(t *testing.T) {
 		p := ok
 		p.Ops = append([]mounts.Op(nil), ok.Ops...)
 		tt.edit(&p)
-		if argv, err := Argv(p); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if argv, err := argvOf(p); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: Argv = %q, %v; want an error saying %q", tt.name, argv, err, tt.want)
 		}
 	}
-	if _, err := Argv(ok); err != nil {
+	if _, err := argvOf(ok); err != nil {
 		t.Errorf("the unedited plan: %v", err)
 	}
 }
@@ -188,7 +208,7 @@ func TestFormat(t *testing.T) {
 		},
 		Workdir: "/home/u/my repo", Command: []string{"sh", "-c", "echo $HOME"},
 	}
-	g, err := commandGroups("/usr/bin/bwrap", plan)
+	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +287,14 @@ func parseArgv(argv []string) (mounts.Plan, error) {
 			p.Ops = append(p.Ops, mounts.Op{Kind: mounts.Tmpfs, Dest: argv[i+3], Mode: uint32(m)})
 			i += 3
 		case "--overlay-src":
-			if err := need(i, 3); err != nil || argv[i+2] != "--tmp-overlay" {
-				return p, fmt.Errorf("--overlay-src not followed by --tmp-overlay")
+			if err := need(i, 6); err != nil || argv[i+2] != "--tmp-overlay" || argv[i+4] != "--chmod" || argv[i+6] != argv[i+3] {
+				return p, fmt.Errorf("--overlay-src not followed by --tmp-overlay and --chmod of its root")
+			}
+			if argv[i+5] != "0750" {
+				return p, fmt.Errorf("overlay root mode %s, want the lower's", argv[i+5])
 			}
 			p.Ops = append(p.Ops, mounts.Op{Kind: mounts.Overlay, Source: argv[i+1], Dest: argv[i+3]})
-			i += 3
+			i += 6
 		case "--proc", "--dev":
 			if err := need(i, 1); err != nil {
 				return p, err
@@ -315,7 +338,7 @@ func FuzzArgv(f *testing.F) {
 		if json.Unmarshal(data, &plan) != nil {
 			return
 		}
-		argv, err := Argv(plan)
+		argv, err := argvOf(plan)
 		if err != nil {
 			return
 		}
@@ -338,4 +361,39 @@ func FuzzArgv(f *testing.F) {
 			t.Fatalf("Argv(%+v) = %q parses back to %+v", plan, argv, back)
 		}
 	})
+}
+
+func TestOverlayMode(t *testing.T) {
+	const me, myGroup = 1000, 1000
+	tests := []struct {
+		mode, uid, gid uint32
+		want           uint32
+	}{
+		{0o755, me, myGroup, 0o755},   // the caller's own HOME keeps its mode
+		{0o700, me, myGroup, 0o700},   // also a private one
+		{0o2750, me, myGroup, 0o2750}, // setgid directory bit kept
+		{0o755, 0, 0, 0o555},          // someone else's: the mounter gets others' rights
+		{0o700, 0, 0, 0o000},
+		{0o751, me, 0, 0o111}, // group not the caller's: owner and group get others' bits
+		{0o1777, 5, 5, 0o1777},
+	}
+	for _, tt := range tests {
+		if got := overlayMode(tt.mode, tt.uid, tt.gid, me, myGroup); got != tt.want {
+			t.Errorf("overlayMode(%04o, uid %d, gid %d) = %04o, want %04o", tt.mode, tt.uid, tt.gid, got, tt.want)
+		}
+	}
+}
+
+// TestHostLower checks the host side on a real directory of the caller's.
+func TestHostLower(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o710); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := hostLower(dir); err != nil || m != 0o710 {
+		t.Errorf("hostLower(own 0710 dir) = %04o, %v", m, err)
+	}
+	if _, err := hostLower(filepath.Join(dir, "missing")); err == nil {
+		t.Error("hostLower(missing) succeeded")
+	}
 }
