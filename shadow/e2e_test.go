@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -305,5 +306,40 @@ func TestShowUnknownID(t *testing.T) {
 		if code != 125 || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "agentbox: show: ") {
 			t.Errorf("show %s: exit %d, %q", id, code, errOut)
 		}
+	}
+}
+
+// TestKilledLauncherLeavesStartState: a session whose launcher is killed shows as
+// running while it runs and as unfinished after, with its start state recorded.
+func TestKilledLauncherLeavesStartState(t *testing.T) {
+	b := newBox(t, "native")
+	cmd := testenv.Command(t, b.home, b.bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", "sleep 20")
+	cmd.Dir = b.repo
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	running := false
+	for range 200 { // a bound against hangs, not a timing assertion
+		if out, _, _ := b.run("log"); strings.Contains(out, " running ") {
+			running = true
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if !running {
+		t.Fatal("agentbox log never showed the session as running")
+	}
+	log := b.must("log")
+	if !strings.Contains(log, " unfinished ") || !strings.Contains(log, "/bin/sh -c 'sleep 20'") {
+		t.Errorf("log after the launcher was killed:\n%s", log)
+	}
+	id := b.newestID()
+	if show := b.must("show", id); !strings.Contains(show, "never recorded") {
+		t.Errorf("show:\n%s", show)
+	}
+	if _, errOut, code := b.run("diff", id); code != 125 || !strings.Contains(errOut, "no end state") {
+		t.Errorf("diff of an unfinished session: exit %d, %s", code, errOut)
 	}
 }

@@ -159,7 +159,7 @@ func printSessions(w io.Writer, recs []shadow.Record, withRepo bool) {
 	}
 	fmt.Fprintln(tw, head+"COMMAND")
 	for _, r := range recs {
-		exit, dur, files := "running?", "-", "-"
+		exit, dur, files := unfinished(r), "-", "-"
 		if r.Complete {
 			exit = fmt.Sprint(r.ExitStatus)
 			if r.Error != "" {
@@ -249,7 +249,10 @@ func printRecord(w io.Writer, r shadow.Record) {
 	row("backend", backend)
 	row("start", r.Start.Local().Format("2006-01-02 15:04:05.000 MST"))
 	if !r.Complete {
-		row("end", "never recorded: the session is still running, or its launcher was killed")
+		row("end", "never recorded: "+map[string]string{
+			"running":    "the session is still running",
+			"unfinished": "its launcher ended without recording the end (killed?)",
+		}[unfinished(r)])
 	} else {
 		row("end", fmt.Sprintf("%s (%s)", r.End.Local().Format("2006-01-02 15:04:05.000 MST"), r.End.Sub(r.Start).Round(time.Millisecond)))
 		row("exit status", fmt.Sprint(r.ExitStatus))
@@ -317,6 +320,19 @@ func cmdDiff(args []string) int {
 		return fail("diff: %v", err)
 	}
 	return 0
+}
+
+// unfinished says what became of a session without an end state: "running" while its
+// launcher (same host, same PID, still an agentbox) lives, else "unfinished".
+func unfinished(r shadow.Record) string {
+	host, _ := os.Hostname()
+	if r.LauncherPID > 0 && r.Host == host {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", r.LauncherPID))
+		if err == nil && strings.HasPrefix(filepath.Base(exe), "agentbox") {
+			return "running"
+		}
+	}
+	return "unfinished"
 }
 
 func orDash(s string) string {
