@@ -141,10 +141,15 @@ func Compare(base, cur *Surface) []Finding {
 			reasons = it.Dangers
 		} else {
 			old := base.Items[p]
+			// Dangers are compared even for unchanged content: some depend on the
+			// tree around the file (a core.worktree whose path became a symlink).
+			reasons = newDangers(old, it)
 			if old != nil && old.Sum == it.Sum {
+				if len(reasons) > 0 {
+					out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons})
+				}
 				continue
 			}
-			reasons = newDangers(old, it)
 			switch {
 			case it.Watch != "" && (old == nil || old.Watch != it.Watch):
 				reasons = append(reasons, "new: "+it.Watch)

@@ -273,6 +273,17 @@ func TestAuditLocations(t *testing.T) {
 			f.gitdirAt(".git/modules/m")
 			return f.write(".git/modules/m/config", "[core]\n\tworktree = /home\n", 0o644)
 		}, "outside the repository", false},
+		{"core.worktree redirected out through a symlink", func(f *fixture) string {
+			// The user's submodule gitdir, unchanged, names ../../../vendored as its
+			// working tree (see preInclude); vendored becomes a symlink out.
+			if err := os.RemoveAll(filepath.Join(f.repo, "vendored")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(f.home, filepath.Join(f.repo, "vendored")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(f.repo, ".git/modules/vendored/config")
+		}, "outside the repository", false},
 		{"unparseable new config", func(f *fixture) string {
 			f.gitdirAt(".git/modules/m")
 			return f.write(".git/modules/m/config", "[core\n", 0o644)
@@ -349,6 +360,9 @@ func preInclude(f *fixture) {
 	f.git(f.repo, "config", "core.fsmonitor", "tools/fsmon.sh")
 	f.write("tools/tc.py", "print()\n", 0o644)
 	f.git(f.repo, "config", "diff.pdf.textconv", "python3 ./tools/tc.py --flag")
+	f.gitdirAt(".git/modules/vendored")
+	f.write(".git/modules/vendored/config", "[core]\n\tworktree = ../../../vendored\n", 0o644)
+	f.write("vendored/.git", "gitdir: ../.git/modules/vendored\n", 0o644)
 }
 
 // TestAuditKeys plants each dangerous key in a new submodule gitdir's config.
