@@ -140,26 +140,7 @@ func Compare(base, cur *Surface) []Finding {
 		if base == nil {
 			reasons = it.Dangers
 		} else {
-			old := base.Items[p]
-			// Dangers are compared even for unchanged content: some depend on the
-			// tree around the file (a core.worktree whose path became a symlink).
-			reasons = newDangers(old, it)
-			if old != nil && old.Sum == it.Sum {
-				if len(reasons) > 0 {
-					out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons})
-				}
-				continue
-			}
-			switch {
-			case it.Watch != "" && (old == nil || old.Watch != it.Watch):
-				reasons = append(reasons, "new: "+it.Watch)
-			case old != nil && it.Kind.isCode() && len(it.Dangers)+len(it.Watch) > 0:
-				// The user's own hook or program, rewritten: the new content runs.
-				reasons = append([]string{"changed"}, it.Dangers...)
-				if it.Watch != "" {
-					reasons = append(reasons, it.Watch)
-				}
-			}
+			reasons = changed(base.Items[p], it)
 		}
 		if len(reasons) > 0 {
 			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons})
@@ -169,6 +150,25 @@ func Compare(base, cur *Surface) []Finding {
 		out = append(out, Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}})
 	}
 	return out
+}
+
+// changed says what about it is new since old (nil: it did not exist). Dangers and
+// Watch are compared even when the content is the same: some depend on the tree
+// around the file (a core.worktree or gitdir path that became a symlink out).
+func changed(old, it *Item) []string {
+	if old != nil && old.Sum != it.Sum && it.Kind.isCode() && (len(it.Dangers) > 0 || it.Watch != "") {
+		// The user's own hook or program, rewritten: the new content runs.
+		reasons := append([]string{"changed"}, it.Dangers...)
+		if it.Watch != "" {
+			reasons = append(reasons, it.Watch)
+		}
+		return reasons
+	}
+	reasons := newDangers(old, it)
+	if it.Watch != "" && (old == nil || old.Watch != it.Watch) {
+		reasons = append(reasons, "new: "+it.Watch)
+	}
+	return reasons
 }
 
 // newDangers returns the dangers of it that old did not have.

@@ -284,6 +284,18 @@ func TestAuditLocations(t *testing.T) {
 			}
 			return filepath.Join(f.repo, ".git/modules/vendored/config")
 		}, "outside the repository", false},
+		{".git file's target redirected out through a symlink", func(f *fixture) string {
+			// vendored/.git (unchanged) names ../.git/modules/vendored; the
+			// directory modules becomes a symlink out of the repository.
+			mods := filepath.Join(f.repo, ".git/modules")
+			if err := os.Rename(mods, filepath.Join(f.repo, ".git/modules-old")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(f.home, mods); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(f.repo, "vendored/.git")
+		}, "outside the repository", true},
 		{"unparseable new config", func(f *fixture) string {
 			f.gitdirAt(".git/modules/m")
 			return f.write(".git/modules/m/config", "[core\n", 0o644)
