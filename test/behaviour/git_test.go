@@ -1,6 +1,7 @@
 package behaviour
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -203,6 +204,29 @@ exit ` + exit
 		if exists(dir) || exists(dir+".lock") {
 			t.Fatalf("staging dir %s left after exit %s", dir, exit)
 		}
+	}
+	if b.backend != "bwrap" {
+		return
+	}
+	// A launch that fails after staging (bubblewrap too old) removes it too; the
+	// launcher's PID is in the staging dir's name.
+	old := "/var/cache/agentbox-test/bwrap-0.8.0/usr/bin/bwrap"
+	if !exists(old) {
+		t.Skip("bubblewrap 0.8.0 not unpacked (scripts/setup-test-env.sh)")
+	}
+	cmd := b.command(b.repo, []string{"--no-git-save"}, "true")
+	cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+old)
+	res := make(chan result, 1)
+	if err := startAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	r := <-res
+	if r.code != 125 || !strings.Contains(r.stderr, "0.8.0") {
+		t.Fatalf("launch with bubblewrap 0.8.0: %s", r)
+	}
+	if left, _ := filepath.Glob(fmt.Sprintf("/tmp/agentbox-guard-%d-*", pid)); len(left) != 0 {
+		t.Fatalf("staging left after a failed launch: %v", left)
 	}
 }
 
