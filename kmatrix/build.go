@@ -21,7 +21,12 @@ var HostPrograms = []string{
 	"test", "id", "whoami", "env", "uname", "sleep", "kill", "setsid", "grep", "sed",
 	"head", "tail", "wc", "tr", "cut", "sort", "tee", "dd", "dirname", "basename",
 	"date", "mknod", "mount", "umount", "findmnt", "unshare", "nsenter", "ip", "git",
+	"hostname", "awk", "pgrep", "ps", "find", "xargs",
 }
+
+// HostTrees are host directories copied whole when they exist: Git's templates, so
+// that git init in a VM makes the same .git/hooks samples as on the host.
+var HostTrees = []string{"/usr/share/git-core/templates"}
 
 // HostExtras are host files copied to the same path when they exist: the bwrap
 // builds scripts/setup-test-env.sh provides for the bwrap backend's tests.
@@ -97,6 +102,14 @@ func baseImage(bins builtBinaries, tests []TestPackage) (*image, error) {
 			return nil, fmt.Errorf("host program %s: %w", name, err)
 		}
 	}
+	for _, p := range HostTrees {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if err := im.hostTree(p); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
 	for _, p := range HostExtras {
 		if _, err := os.Stat(p); err != nil {
 			continue
@@ -108,8 +121,8 @@ func baseImage(bins builtBinaries, tests []TestPackage) (*image, error) {
 	return im, nil
 }
 
-// vmConfig is the init's configuration, without the modules (per kernel).
-func vmConfig(tests []TestPackage) vmproto.Config {
+// vmConfig is the init's configuration for a cell, without the modules.
+func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 	u := vmUser
 	cfg := vmproto.Config{
 		User: u,
@@ -123,6 +136,9 @@ func vmConfig(tests []TestPackage) vmproto.Config {
 		Doctor: []string{vmAgentbox, "doctor", "--json"},
 	}
 	for _, t := range tests {
+		if t.NeedsSandbox && !c.NativeReady {
+			continue
+		}
 		cfg.Tests = append(cfg.Tests, vmproto.Test{Name: t.Name, Path: "/kmatrix/tests/" + t.Name + ".test", Seconds: t.Seconds, Args: t.Args})
 	}
 	return cfg

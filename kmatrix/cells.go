@@ -58,6 +58,10 @@ type TestPackage struct {
 	Seconds int    // bound on the run inside the VM
 	// Args are passed to the test binary after -test.v (e.g. -test.run=…).
 	Args []string
+	// NeedsSandbox: the tests start sandboxes, so they run only in cells where
+	// agentbox is expected to work (Cell.NativeReady); elsewhere the smoke tests
+	// check the refusal.
+	NeedsSandbox bool
 }
 
 // TestPackages run in each VM, in order. Adding a package is one line here.
@@ -70,7 +74,7 @@ type TestPackage struct {
 var TestPackages = []TestPackage{
 	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
 	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 120},
-	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240,
+	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
 		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
 

@@ -82,6 +82,35 @@ func (im *image) hostPath(p string) error {
 	return fmt.Errorf("%s: too many symlinks", p)
 }
 
+// hostTree copies a host directory and everything below it to the same place.
+func (im *image) hostTree(root string) error {
+	if err := im.hostPath(root); err != nil {
+		return err
+	}
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			im.symlink(p, target)
+		case fi.IsDir():
+			im.dir(p, uint32(fi.Mode().Perm()))
+		case fi.Mode().IsRegular():
+			im.host(p, p, uint32(fi.Mode().Perm()))
+		}
+		return nil
+	})
+}
+
 // hostProgram copies a host executable with its ELF interpreter and the shared
 // libraries it needs, found the way the dynamic loader finds them on Debian.
 func (im *image) hostProgram(p string) error {

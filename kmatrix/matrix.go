@@ -249,7 +249,7 @@ func runCell(ctx context.Context, c Cell, k kernelPrep, base *image, opts Option
 	if k.Err != nil {
 		return r.fail(k.Err.Error())
 	}
-	cfg := vmConfig(opts.Tests)
+	cfg := vmConfig(c, opts.Tests)
 	for _, mod := range k.Files.Modules {
 		params := c.ModuleParams[mod.Name]
 		cfg.Modules = append(cfg.Modules, vmproto.Module{Name: mod.Name, Path: "/kmatrix/modules/" + mod.Name + ".ko", Params: params})
