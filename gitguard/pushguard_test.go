@@ -121,16 +121,6 @@ func (f *guardFixture) remoteHas() bool {
 	return cmd.Run() == nil
 }
 
-func (f *guardFixture) resetRemote() {
-	f.t.Helper()
-	cmd := exec.Command(f.realGit, "--git-dir", f.remote, "update-ref", "-d", "refs/heads/main")
-	cmd.Env = f.env
-	_ = cmd.Run()
-	if f.remoteHas() {
-		f.t.Fatal("could not reset the remote")
-	}
-}
-
 func TestGuardRefusesPushes(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -3,6 +3,7 @@ package behaviour
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ var gitRows = []row{
 	{"P9 other Git commands work through the guard", gitWorksGuarded},
 	{"P9 guard staging dir private, removed after every exit", guardStaging},
 	{"linked worktree: status, commit, branch work; main stays read-only", linkedWorktree},
+	{"--dry-run shows the guard's and the worktree's binds, stages nothing", gitDryRun},
 }
 
 func TestGit(t *testing.T) {
@@ -306,5 +308,45 @@ done
 	}
 	if got := testenv.Git(t, b.home, mainRepo, "log", "-1", "--format=%s"); got != "first" {
 		t.Fatalf("main repository after the audit: %q", got)
+	}
+}
+
+func gitDryRun(t *testing.T, b *box) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if git, err = filepath.EvalSymlinks(git); err != nil {
+		t.Fatal(err)
+	}
+	mainRepo := testenv.Dir(t, "main")
+	testenv.Git(t, b.home, mainRepo, "init", "-q")
+	testenv.Git(t, b.home, mainRepo, "commit", "-q", "--allow-empty", "-m", "first")
+	wt := filepath.Join(b.home, "wt")
+	testenv.Git(t, b.home, mainRepo, "worktree", "add", "-q", wt)
+	common := filepath.Join(mainRepo, ".git")
+
+	cmd := b.command(wt, []string{"--dry-run"}, "true")
+	res := make(chan result, 1)
+	if err := startAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	r := <-res
+	if r.code != 0 {
+		t.Fatalf("--dry-run: %s", r)
+	}
+	guard := fmt.Sprintf("/tmp/agentbox-guard-%d-XXXXXX/git", pid)
+	for _, want := range []string{guard, git, "/run/agentbox/pushguard", common} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--dry-run does not show %s:\n%s", want, r.stdout)
+		}
+	}
+	if left, _ := filepath.Glob(fmt.Sprintf("/tmp/agentbox-guard-%d-*", pid)); len(left) != 0 {
+		t.Errorf("--dry-run staged %v", left)
+	}
+	r = run(b.command(wt, []string{"--dry-run", "--allow-git-push"}, "true"))
+	if r.code != 0 || strings.Contains(r.stdout, "agentbox-guard") || strings.Contains(r.stdout, "/run/agentbox") {
+		t.Errorf("--dry-run --allow-git-push still shows the guard:\n%s", r)
 	}
 }
