@@ -165,14 +165,20 @@ func (g *git) run(stdin io.Reader, args ...string) ([]byte, error) {
 
 // runEnv is run with extra environment variables.
 func (g *git) runEnv(env []string, stdin io.Reader, args ...string) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
+	stdout, _, err := g.run3(env, stdin, args...)
+	return stdout, err
+}
+
+// run3 is runEnv that also returns stderr, for commands that warn on success.
+func (g *git) run3(env []string, stdin io.Reader, args ...string) (stdout, stderr []byte, err error) {
+	var o, e bytes.Buffer
 	c := g.cmd(args...)
 	c.Env = append(c.Env, env...)
-	c.Stdin, c.Stdout, c.Stderr = stdin, &stdout, &stderr
+	c.Stdin, c.Stdout, c.Stderr = stdin, &o, &e
 	if err := c.Run(); err != nil {
-		return stdout.Bytes(), &gitError{args: args, err: err, stderr: stderr.String()}
+		return o.Bytes(), e.Bytes(), &gitError{args: args, err: err, stderr: e.String()}
 	}
-	return stdout.Bytes(), nil
+	return o.Bytes(), e.Bytes(), nil
 }
 
 // out runs git and returns its stdout without the trailing newline.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -184,7 +185,10 @@ func (ss *Session) Finish(rec Record) error {
 		}
 	}
 	if ss.startTree != "" {
-		if rec.Files, err = s.countChanges(ss.startTree, tree); err != nil {
+		var gitlinks []string
+		rec.Files, gitlinks, err = s.countChanges(ss.startTree, tree)
+		rec.Notes = append(rec.Notes, gitlinks...)
+		if err != nil {
 			rec.Notes = append(rec.Notes, "counting changed files: "+err.Error())
 		}
 	}
@@ -228,16 +232,16 @@ func (s *Store) stage() (notes []string, err error) {
 	wt.workTree = s.Repo
 	// --ignore-errors: a file the agent made unreadable must not hide every other
 	// change; Git adds the rest, exits 1 and names what it skipped.
-	_, err = wt.run(nil, "-c", "advice.addEmbeddedRepo=false", "add", "--all", "--ignore-errors")
+	// Its warnings name what is recorded in part (an embedded repository: its
+	// commit, not its files), even when it succeeds.
+	_, stderr, err := wt.run3(nil, nil, "-c", "advice.addEmbeddedRepo=false", "add", "--all", "--ignore-errors")
 	if err != nil {
-		var ge *gitError
 		var ee *exec.ExitError
-		if !errors.As(err, &ge) || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			return nil, err
 		}
-		notes = gitMessages(ge.stderr)
 	}
-	return notes, nil
+	return gitMessages(string(stderr)), nil
 }
 
 // gitMessages are the error and warning lines of Git's stderr, without hints.
@@ -298,17 +302,25 @@ func (s *Store) updateRef(ref, commit, old string) error {
 	return err
 }
 
-// countChanges counts added, changed and removed paths between two trees.
-func (s *Store) countChanges(from, to string) (Files, error) {
-	var f Files
-	out, err := s.git.run(nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--name-status", from, to)
+// countChanges counts added, changed and removed paths between two trees, and names
+// the nested repositories among the added and changed: only their commit is recorded.
+func (s *Store) countChanges(from, to string) (Files, []string, error) {
+	var (
+		f     Files
+		notes []string
+	)
+	out, err := s.git.run(nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)
 	if err != nil {
-		return f, err
+		return f, nil, err
 	}
-	// -z output: STATUS NUL PATH NUL, repeated.
+	// -z --raw output: ":OLDMODE NEWMODE OLDSHA NEWSHA STATUS" NUL PATH NUL, repeated.
 	fields := strings.Split(string(out), "\x00")
 	for i := 0; i+1 < len(fields); i += 2 {
-		switch fields[i] {
+		meta := strings.Fields(fields[i])
+		if len(meta) != 5 {
+			return f, notes, fmt.Errorf("unexpected diff-tree output %q", fields[i])
+		}
+		switch meta[4] {
 		case "A":
 			f.Added++
 		case "D":
@@ -316,8 +328,11 @@ func (s *Store) countChanges(from, to string) (Files, error) {
 		default: // M, T
 			f.Changed++
 		}
+		if meta[1] == "160000" {
+			notes = append(notes, fmt.Sprintf("nested repository %s: recorded as its commit %s, not its files", strconv.Quote(fields[i+1]), meta[3]))
+		}
 	}
-	return f, nil
+	return f, notes, nil
 }
 
 // oneLine shortens s to n runes and replaces control characters, for subject lines

@@ -703,3 +703,29 @@ func TestCompactKeepsSessions(t *testing.T) {
 		t.Errorf("results after Compact: %v %v", res, err)
 	}
 }
+
+// TestNestedRepositoryNoted: a repository nested in the recorded one is recorded as
+// its commit (a gitlink), and the record says so; one without a commit is named too.
+func TestNestedRepositoryNoted(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a": "a\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, func() {
+		home := t.TempDir()
+		hostGit(t, home, repo, "init", "-q", "tools")
+		write(t, filepath.Join(repo, "tools", "payload"), "hidden?\n")
+		hostGit(t, home, filepath.Join(repo, "tools"), "add", "payload")
+		hostGit(t, home, filepath.Join(repo, "tools"), "commit", "-q", "-m", "x")
+		hostGit(t, home, repo, "init", "-q", "empty")
+		write(t, filepath.Join(repo, "empty", "f"), "e\n")
+	})
+	rec := onlySession(t, s)
+	notes := strings.Join(rec.Notes, "\n")
+	for _, want := range []string{`nested repository "tools": recorded as its commit`, "'empty/' does not have a commit checked out"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if rec.Files.Added != 1 {
+		t.Errorf("files %+v", rec.Files)
+	}
+}
