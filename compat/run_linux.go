@@ -17,6 +17,8 @@ import (
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/ttyfilter"
 )
 
 // forwarded are the signals agentbox passes on to the command instead of dying of
@@ -223,10 +225,10 @@ func innermostPID(pid int) int {
 }
 
 // seccompPipe returns the read end of a pipe that holds the whole filter program
-// (ttyFilter); bwrap reads it to EOF. The program is a few hundred bytes, far below
+// (ttyfilter.Program); bwrap reads it to EOF. The program is a few hundred bytes, far below
 // a pipe's capacity, so the write cannot block.
 func seccompPipe() (*os.File, error) {
-	prog, err := ttyFilter()
+	prog, err := ttyfilter.Program()
 	if err != nil {
 		return nil, fmt.Errorf("bwrap backend: %w", err)
 	}

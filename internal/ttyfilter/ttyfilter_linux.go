@@ -1,17 +1,19 @@
-package compat
+// Package ttyfilter is the seccomp filter both backends put on the command: ioctl
+// TIOCSTI and TIOCLINUX fail with EPERM, nothing else is touched. The native init
+// installs it with Install; the bwrap backend hands the serialised Program to bwrap
+// (--add-seccomp-fd). One rule, one builder.
+package ttyfilter
 
 import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The native backend installs a seccomp filter against terminal input injection;
-// bwrap gets the same rule as a compiled classic-BPF program on SeccompFD
-// (--add-seccomp-fd), which it applies to its pid 1 and the command after setting
-// no_new_privs. The rule: ioctl with request TIOCSTI (push bytes into the terminal's
+// The rule: ioctl with request TIOCSTI (push bytes into the terminal's
 // input queue) or TIOCLINUX (its console twin) fails with EPERM, because kernels
 // before 6.2, or with dev.tty.legacy_tiocsti=1, let the command type into the
 // caller's shell after agentbox exits. Everything else is allowed.
@@ -54,13 +56,30 @@ func abisFor(goarch string) ([]abi, error) {
 	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
 }
 
-// ttyFilter returns the program for this machine, serialised as bwrap reads it.
-func ttyFilter() ([]byte, error) {
+// Program returns the filter for this machine, serialised as an array of struct
+// sock_filter (what bwrap reads from --add-seccomp-fd).
+func Program() ([]byte, error) {
 	abis, err := abisFor(runtime.GOARCH)
 	if err != nil {
 		return nil, err
 	}
 	return encodeFilter(buildFilter(abis)), nil
+}
+
+// Install loads the filter into the calling thread; a process forked from that
+// thread inherits it. no_new_privs (or CAP_SYS_ADMIN) must already be set.
+func Install() error {
+	abis, err := abisFor(runtime.GOARCH)
+	if err != nil {
+		return err
+	}
+	prog := buildFilter(abis)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
+		return fmt.Errorf("install seccomp filter: %w", errno)
+	}
+	return nil
 }
 
 // buildFilter lays the program out as: one block per ABI, then the request check.
