@@ -48,7 +48,13 @@ func quarantine(path, id string) (string, error) {
 		}
 		defer unix.Fchmod(dfd, st.Mode&0o7777)
 	}
-	base := name + QuarantineSuffix + id
+	// A name near NAME_MAX (255 bytes) is shortened so the suffix still fits; a
+	// sandbox must not be able to keep a file in place by giving it a long name.
+	keep := name
+	if max := unix.NAME_MAX - len(QuarantineSuffix) - len(id) - 3; len(keep) > max && max > 0 {
+		keep = keep[:max]
+	}
+	base := keep + QuarantineSuffix + id
 	for n := 1; n < 100; n++ {
 		target := base
 		if n > 1 {

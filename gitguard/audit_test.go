@@ -712,3 +712,23 @@ func TestAuditUnrelatedEdits(t *testing.T) {
 		t.Errorf("findings: %v", fs)
 	}
 }
+
+// TestQuarantineLongName checks that a name at the length limit is still moved.
+func TestQuarantineLongName(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, strings.Repeat("h", 255))
+	if err := os.WriteFile(p, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs := []Finding{{Path: p, Kind: KindHook}}
+	Quarantine(fs, NewAuditID())
+	if fs[0].MoveErr != nil || !strings.Contains(fs[0].Moved, QuarantineSuffix) {
+		t.Fatalf("%+v", fs[0])
+	}
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("%s still in place", p)
+	}
+}
