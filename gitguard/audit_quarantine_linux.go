@@ -51,8 +51,8 @@ func quarantine(path, id string) (string, error) {
 	// A name near NAME_MAX (255 bytes) is shortened so the suffix still fits; a
 	// sandbox must not be able to keep a file in place by giving it a long name.
 	keep := name
-	if max := unix.NAME_MAX - len(QuarantineSuffix) - len(id) - 3; len(keep) > max && max > 0 {
-		keep = keep[:max]
+	if limit := unix.NAME_MAX - len(QuarantineSuffix) - len(id) - 3; len(keep) > limit && limit > 0 {
+		keep = keep[:limit]
 	}
 	base := keep + QuarantineSuffix + id
 	for n := 1; n < 100; n++ {
