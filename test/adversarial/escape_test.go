@@ -50,6 +50,77 @@ type attack struct {
 var attempts atomic.Int64
 
 var attacks = []attack{
+	{name: "signal a host process", setup: func(t *testing.T, x *target) []string {
+		sleeper := testenv.Command(t, x.Home, "sleep", "300")
+		if err := sleeper.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+		x.env = append(x.env, fmt.Sprintf("HOSTPID=%d", sleeper.Process.Pid), fmt.Sprintf("TESTPID=%d", os.Getpid()))
+		x.hostPID = sleeper.Process.Pid
+		return nil
+	}, script: `
+		"$PROBE" kill "$HOSTPID" "$TESTPID"
+		try kill-host-sleep kill -9 "$HOSTPID"
+		echo "TRY kill-all"
+		echo DONE
+		exec /bin/kill -9 -1`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) {
+			if n := strings.Count(r.Stdout, ": ESRCH"); n != 2 {
+				t.Errorf("kill of host PIDs: want ESRCH for both:\n%s", r.Stdout)
+			}
+			st := sandboxtest.ReadFileOr(fmt.Sprintf("/proc/%d/stat", x.hostPID))
+			if _, rest, _ := strings.Cut(st, ") "); st == "" || strings.HasPrefix(rest, "Z") {
+				t.Errorf("host process %d was killed from inside", x.hostPID)
+			}
+		}},
+
+	{name: "abstract and /run sockets with --offline", args: []string{"--offline"}, setup: hostSockets,
+		script: `
+		"$PROBE" abstract "$ABSTRACT"
+		echo "TRY run-socket"
+		if [ -e "$RUNSOCK" ]; then echo "ESCAPED run-socket visible"; fi
+		try run-socket-connect perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ENV{RUNSOCK}) or exit 1'
+		echo DONE`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) {
+			if !strings.Contains(r.Stdout, "unreachable") || strings.Contains(r.Stdout, "CONNECTED") {
+				t.Errorf("host abstract socket reachable with --offline:\n%s", r.Stdout)
+			}
+		}},
+
+	// Documented behaviour, not an escape: without --offline the sandbox shares the
+	// host's network namespace, and abstract unix sockets belong to the network
+	// namespace, not the filesystem. /run sockets stay hidden either way.
+	{name: "abstract sockets reachable without --offline (documented)", setup: hostSockets,
+		script: `
+		"$PROBE" abstract "$ABSTRACT"
+		echo "TRY run-socket"
+		if [ -e "$RUNSOCK" ]; then echo "ESCAPED run-socket visible"; fi
+		echo DONE`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) {
+			if !strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"") {
+				t.Errorf("without --offline the host's abstract socket should be reachable (README):\n%s", r.Stdout)
+			}
+		}},
+
+	{name: "agentbox binary inside the writable repo", setup: func(t *testing.T, x *target) []string {
+		inRepo := filepath.Join(x.Repo, "agentbox")
+		if err := copyFile(x.Bin, inRepo, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Chown(t, inRepo)
+		return []string{inRepo}
+	}, script: `
+		"$PROBE" exe "$REPO/agentbox"
+		try truncate-running-binary sh -c ': > "$REPO/agentbox"'
+		try dd-into-running-binary sh -c 'printf pwned | dd of="$REPO/agentbox" conv=notrunc 2>/dev/null'
+		echo DONE`,
+		run: func(t *testing.T, x *target, cmd *exec.Cmd) sandboxtest.Result {
+			inRepo := filepath.Join(x.Repo, "agentbox")
+			cmd.Path, cmd.Args[0] = inRepo, inRepo
+			return sandboxtest.Run(cmd)
+		}},
+
 	{name: "symlink in the repo to a host path", setup: func(t *testing.T, x *target) []string {
 		mustSymlink(t, x.Outside, filepath.Join(x.Repo, "out-dir"))
 		mustSymlink(t, x.Victim, filepath.Join(x.Repo, "out-file"))
@@ -302,6 +373,38 @@ func operatorGitRunsNothingIn(t *testing.T, x *target, dir string) {
 	}
 }
 
+// hostSockets listens on an abstract unix socket and on a socket below the host's
+// /run, each greeting whoever connects with "agentbox-host".
+func hostSockets(t *testing.T, x *target) []string {
+	name := "agentbox-adversarial-" + filepath.Base(x.Home)
+	runSock := filepath.Join("/run", name+".sock")
+	if os.Geteuid() != 0 {
+		runSock = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), name+".sock")
+	}
+	for _, addr := range []string{"@" + name, runSock} {
+		l, err := net.Listen("unix", addr)
+		if err != nil {
+			t.Fatalf("listen %s: %v", addr, err)
+		}
+		if addr == runSock {
+			_ = os.Chmod(runSock, 0o777)
+		}
+		t.Cleanup(func() { l.Close(); os.Remove(runSock) })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("agentbox-host"))
+				c.Close()
+			}
+		}()
+	}
+	x.env = append(x.env, "ABSTRACT="+name, "RUNSOCK="+runSock)
+	return nil
+}
+
 func mustSymlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
@@ -333,6 +436,7 @@ func TestEscapes(t *testing.T) {
 					extraBefore := checksums(extra)
 					cmd := x.Command(x.Repo, append([]string{"--no-git-save", "--no-record"}, a.args...), prelude+a.script)
 					cmd.Env = append(cmd.Env, "OUTSIDE="+x.Outside, "VICTIM="+x.Victim, "PROBE="+pr, "PWNED="+x.Pwned, probeEnv+"=1")
+					cmd.Env = append(cmd.Env, x.env...)
 					var r sandboxtest.Result
 					if a.run != nil {
 						r = a.run(t, x, cmd)
@@ -389,5 +493,3 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
-var _ = net.Dial

@@ -103,7 +103,9 @@ type target struct {
 	// something on the host runs them; the sandbox cannot write it.
 	Pwned string
 
-	skipGit bool // leave .git/hooks and .git/config out of the snapshot
+	skipGit bool     // leave .git/hooks and .git/config out of the snapshot
+	env     []string // extra environment for the session, set by an attack's setup
+	hostPID int      // a host process the attack tries to signal
 }
 
 func newTarget(t *testing.T, backend string) *target {
