@@ -39,7 +39,6 @@ func openPty(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-
 // TestTIOCSTI: the command runs with the caller's terminal as its controlling
 // terminal (as when a user starts agentbox from an interactive shell) and pushes a
 // command line into the terminal's input queue with TIOCSTI. Whatever the kernel
