@@ -610,7 +610,7 @@ func (s *scanner) todo(p string) {
 // returns its content when it is a regular file inside repo (through a symlink that
 // stays inside, too). ok is false when p does not exist. data is nil when the content
 // was not read; a file Git would read but the audit cannot is marked dangerous.
-func (s *scanner) file(p string, kind ItemKind, max int64) (it *Item, data []byte, ok bool) {
+func (s *scanner) file(p string, kind ItemKind, limit int64) (it *Item, data []byte, ok bool) {
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, false
@@ -629,7 +629,7 @@ func (s *scanner) file(p string, kind ItemKind, max int64) (it *Item, data []byt
 		}
 		src = target
 	}
-	d, sum, err := s.read(src, max)
+	d, sum, err := s.read(src, limit)
 	it.Sum += ":" + sum
 	it = s.add(it)
 	if err != nil {
@@ -641,9 +641,9 @@ func (s *scanner) file(p string, kind ItemKind, max int64) (it *Item, data []byt
 
 var errTooLarge = errors.New("too large")
 
-// read returns the content of the regular file at canonical path p (up to max
+// read returns the content of the regular file at canonical path p (up to limit
 // bytes) and its fingerprint. It never follows a symlink and never blocks on a FIFO.
-func (s *scanner) read(p string, max int64) ([]byte, string, error) {
+func (s *scanner) read(p string, limit int64) ([]byte, string, error) {
 	fd, err := safepath.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, "unopenable", err
@@ -659,13 +659,13 @@ func (s *scanner) read(p string, max int64) ([]byte, string, error) {
 	}
 	h := sha256.New()
 	var buf bytes.Buffer
-	n, err := io.Copy(io.MultiWriter(h, &buf), io.LimitReader(f, max+1))
+	n, err := io.Copy(io.MultiWriter(h, &buf), io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, "unreadable", err
 	}
 	sum := fmt.Sprintf("%o:%d:%s", fi.Mode().Perm(), fi.Size(), hex.EncodeToString(h.Sum(nil)))
-	if n > max {
-		return nil, sum, fmt.Errorf("%w: more than %d bytes", errTooLarge, max)
+	if n > limit {
+		return nil, sum, fmt.Errorf("%w: more than %d bytes", errTooLarge, limit)
 	}
 	return buf.Bytes(), sum, nil
 }
