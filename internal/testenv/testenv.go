@@ -118,7 +118,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "agentbox")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
+		cmd := exec.Command("go", "build", "-buildvcs=false", "-o", binPath, "./cmd/agentbox")
 		cmd.Dir = ModuleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
