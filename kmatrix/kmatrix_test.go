@@ -294,3 +294,14 @@ func TestDefaultCellsCoverTheIssue(t *testing.T) {
 		t.Error("no cell with unprivileged user namespaces switched off")
 	}
 }
+
+func TestBootFailureAndCrashReason(t *testing.T) {
+	console := "SeaBIOS\r\n[    0.048000] Kernel panic - not syncing: IO-APIC + timer doesn't work!\r\n[    0.048000] Call Trace:\r\n"
+	if got := bootFailure([]byte(console)); !strings.HasPrefix(got, "[    0.048000] Kernel panic - not syncing: IO-APIC") {
+		t.Errorf("bootFailure = %q", got)
+	}
+	out := "=== RUN   TestPromises\npanic: test timed out after 4m0s\n\trunning tests:\n\t\tTestPromises/native/P1 (1m2s)\n\ngoroutine 1 [running]:\n"
+	if got := crashReason(out); !strings.HasPrefix(got, "panic: test timed out") || !strings.Contains(got, "TestPromises/native/P1") {
+		t.Errorf("crashReason = %q", got)
+	}
+}
