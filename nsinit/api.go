@@ -15,6 +15,17 @@ type Stdio struct {
 	Stdin, Stdout, Stderr *os.File
 }
 
+// Options say how to launch, beyond the plan. The zero value launches the running
+// binary as the init with the caller's environment and no standard streams.
+type Options struct {
+	Stdio
+	// Env is the command's environment; nil means the caller's (os.Environ).
+	Env []string
+	// InitBinary is the agentbox binary re-executed as the init; empty means the
+	// running binary (/proc/self/exe), whose main must call IsInit and Main first.
+	InitBinary string
+}
+
 // Phase is one measured step of a launch.
 type Phase struct {
 	Name string        `json:"name"`

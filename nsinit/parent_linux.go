@@ -42,9 +42,9 @@ type SetupError struct {
 func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
 
 // Run starts the init in new namespaces, hands it plan, and waits for the session to
-// end. The command's environment is the launcher's. A *SetupError (or any error)
-// means the command never started.
-func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
+// end. A *SetupError (or any error) means the command never started.
+func Run(plan mounts.Plan, opts Options) (Result, error) {
+	stdio := opts.Stdio
 	t0 := time.Now()
 	var res Result
 
@@ -62,7 +62,11 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	defer ctl.Close()
 
 	// /proc/self/exe is the running binary itself, whatever happened to its path.
-	cmd := exec.Command("/proc/self/exe")
+	initBinary := opts.InitBinary
+	if initBinary == "" {
+		initBinary = "/proc/self/exe"
+	}
+	cmd := exec.Command(initBinary)
 	cmd.Args = []string{"agentbox-init"}
 	// The init's own environment is minimal; the command's travels in the plan
 	// message, untouched by the init's Go runtime settings.
@@ -85,7 +89,11 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	tStarted := time.Now()
 
 	fg := isForeground(stdio.Stdin)
-	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: os.Environ(), Foreground: fg})
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg})
 	if err != nil {
 		return res, abort(cmd, &SetupError{Step: "hand plan to init", Reason: err.Error()})
 	}

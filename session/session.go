@@ -141,7 +141,7 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 	switch backend {
 	case policy.BackendNative, policy.BackendAuto:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		return nsinit.Run(plan, nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		return nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}})
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary). TODO(auto): auto stays native-first; bwrap when user namespaces fail.
