@@ -71,7 +71,17 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	// The init's own environment is minimal; the command's travels in the plan
 	// message, untouched by the init's Go runtime settings.
 	cmd.Env = []string{envRole + "=3", "GOMAXPROCS=1", "GOGC=off"}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	// A nil *os.File in an io.Reader would not read as "no stream": assign only
+	// what is set, so unset streams become /dev/null.
+	if stdio.Stdin != nil {
+		cmd.Stdin = stdio.Stdin
+	}
+	if stdio.Stdout != nil {
+		cmd.Stdout = stdio.Stdout
+	}
+	if stdio.Stderr != nil {
+		cmd.Stderr = stdio.Stderr
+	}
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.SysProcAttr = sysProcAttr(plan)
 
