@@ -260,12 +260,17 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 	}
 	entries := s.config(filepath.Join(dir, "config"), dir, 0)
 	entries = append(entries, s.config(filepath.Join(dir, "config.worktree"), dir, 0)...)
-	s.commonDir(dir, depth)
 	base := worktree
 	if base == "" {
 		base = dir
 	}
 	s.hooksDir(filepath.Join(dir, "hooks"), base)
+	if common := s.commonDir(dir, depth); common != "" {
+		// A linked worktree runs with its common dir's config and hooks, from its own
+		// working tree: a relative core.hooksPath there resolves against base.
+		entries = append(entries, s.config(filepath.Join(common, "config"), common, 0)...)
+		s.hooksDir(filepath.Join(common, "hooks"), base)
+	}
 	for _, e := range append(entries, s.hostEntries...) {
 		switch {
 		case e.NoValue || e.Value == "":
@@ -354,18 +359,19 @@ func (s *scanner) moduleDir(p string, depth int) {
 // (gitdir() itself handles modules/ and worktrees/).
 var gitdirInternals = map[string]bool{"objects": true, "refs": true, "logs": true, "hooks": true, "info": true, "modules": true, "worktrees": true, "lfs": true}
 
-// commonDir audits gitdir/commondir. Only a linked worktree's gitdir
-// (X/worktrees/NAME) legitimately has one, pointing back at X; anywhere else, or
-// pointing anywhere else, it moves Git's config and hooks.
-func (s *scanner) commonDir(gitdir string, depth int) {
+// commonDir audits gitdir/commondir and returns the common dir it names ("" when
+// none). Only a linked worktree's gitdir (X/worktrees/NAME) legitimately has one,
+// pointing back at X; anywhere else, or pointing anywhere else, it moves Git's config
+// and hooks.
+func (s *scanner) commonDir(gitdir string, depth int) string {
 	p := filepath.Join(gitdir, "commondir")
 	it, data, ok := s.file(p, KindCommonDir, maxPointerSize)
 	if !ok || data == nil {
-		return
+		return ""
 	}
 	target := strings.TrimRight(string(data), "\r\n")
 	if target == "" {
-		return
+		return ""
 	}
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(gitdir, target)
@@ -378,9 +384,10 @@ func (s *scanner) commonDir(gitdir string, depth int) {
 	if want == "" || canon != want {
 		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("makes Git read config and hooks from %s", oneLine(target)))
 	}
-	if inside {
+	if inside && canon != "" {
 		s.gitdir(canon, "", depth+1)
 	}
+	return canon
 }
 
 // hooksDir audits a hooks directory: every entry Git could run (anything but

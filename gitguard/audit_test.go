@@ -624,6 +624,7 @@ func TestAuditLinkedWorktree(t *testing.T) {
 	f := newFixture(t)
 	wt := filepath.Join(f.root, "wt")
 	f.git(f.repo, "worktree", "add", "-q", wt, "-b", "side")
+	f.git(f.repo, "config", "core.hooksPath", ".githooks")
 	dirs := OutsideGitDirs(wt)
 	wantDirs := []string{filepath.Join(f.repo, ".git")}
 	if strings.Join(dirs, " ") != strings.Join(wantDirs, " ") {
@@ -638,6 +639,8 @@ func TestAuditLinkedWorktree(t *testing.T) {
 		t.Fatalf("baseline: %v", fs)
 	}
 	wtc := f.write(".git/worktrees/wt/config.worktree", payload, 0o644)
+	// The common config's relative core.hooksPath resolves in the worktree.
+	hook := f.write(filepath.Join(wt, ".githooks/pre-commit"), "#!/bin/sh\n", 0o755)
 	f.gitdirAt(".git/modules/m")
 	mod := f.write(".git/modules/m/config", payload, 0o644)
 	cur, err := Scan(wt, opt)
@@ -645,7 +648,7 @@ func TestAuditLinkedWorktree(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := Compare(base, cur)
-	for _, p := range []string{wtc, mod} {
+	for _, p := range []string{wtc, mod, hook} {
 		if findingAt(fs, p) == nil {
 			t.Errorf("no finding for %s: %v", p, fs)
 		}
