@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -71,6 +72,11 @@ type Outcome struct {
 // the shadow record's start state, the push guard's staging, the plan, the backend;
 // then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
+	if cfg.Policy.Backend == policy.BackendAuto {
+		resolved := *cfg.Policy
+		resolved.Backend = autoBackend()
+		cfg.Policy = &resolved
+	}
 	p := cfg.Policy
 	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
 	if err != nil {
@@ -139,12 +145,12 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 
 func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, error) {
 	switch backend {
-	case policy.BackendNative, policy.BackendAuto:
+	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		return nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}})
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
-		// binary). TODO(auto): auto stays native-first; bwrap when user namespaces fail.
+		// binary).
 		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
@@ -154,6 +160,17 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 		return nsinit.Result{Status: res.Status, Phases: phases}, err
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", backend)
+}
+
+// autoBackend picks native where the kernel lets it build the sandbox — it needs
+// open_tree/move_mount (Linux 5.2), which a container's seccomp filter may also hide
+// — and bwrap otherwise. Both need unprivileged user namespaces; where those are off,
+// native runs and explains why it cannot start ('agentbox doctor' says more).
+func autoBackend() string {
+	if kernel.DetectSyscalls().NewMountAPI {
+		return policy.BackendNative
+	}
+	return policy.BackendBwrap
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {
