@@ -136,7 +136,13 @@ func cloneTree(path string) (int, error) {
 	defer unix.Close(fd)
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if err != nil {
-		return -1, &MountError{Op: "open_tree", Source: path, Flags: unix.OPEN_TREE_CLONE | unix.AT_RECURSIVE, Err: err}
+		me := &MountError{Op: "open_tree", Source: path, Err: err}
+		if err == unix.ENOSYS {
+			// Capturing a source before it is covered needs a detached clone; there
+			// is no safe way to do that with mount(2) alone inside the namespace.
+			me.Hint = "the native backend needs open_tree/move_mount (Linux 5.2; a seccomp filter may hide them); use --backend bwrap, or run 'agentbox doctor'"
+		}
+		return -1, me
 	}
 	return tree, nil
 }
