@@ -167,6 +167,22 @@ func (e *e2e) operatorGit(trigger string) outcome {
 	return e.run("/bin/sh", "-c", "git "+trigger+" >/dev/null 2>&1; true")
 }
 
+// lastRecord returns agentbox show of the newest session recorded for the repo.
+func (e *e2e) lastRecord(bin string) string {
+	e.t.Helper()
+	l := e.run(bin, "log")
+	lines := strings.Split(strings.TrimSpace(l.stdout), "\n")
+	if l.code != 0 || len(lines) < 2 {
+		e.t.Fatalf("agentbox log: %+v", l)
+	}
+	id, _, _ := strings.Cut(lines[len(lines)-1], " ")
+	r := e.run(bin, "show", id)
+	if r.code != 0 {
+		e.t.Fatalf("agentbox show %s: %+v", id, r)
+	}
+	return r.stdout
+}
+
 func (e *e2e) fired() bool {
 	_, err := os.Lstat(e.mark)
 	return err == nil
@@ -216,8 +232,12 @@ func TestAuditSessionE2E(t *testing.T) {
 						}
 						return
 					}
+					record := e.lastRecord(bin)
 					for _, rel := range c.moved {
 						p := filepath.Join(e.repo, rel)
+						if !strings.Contains(record, p+" ") {
+							t.Errorf("the session record does not name %s:\n%s", p, record)
+						}
 						q, _ := filepath.Glob(p + ".agentbox-quarantine-*")
 						if len(q) != 1 {
 							t.Errorf("%s: quarantined copies %v, want one", rel, q)
