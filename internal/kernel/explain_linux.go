@@ -19,7 +19,7 @@ func explain(name string, r Report, res stepResult) string {
 		if v, ok := r.Sysctls["overlay.permit_mounts_in_userns"]; ok && v != "Y" && v != "1" {
 			return "this kernel (Debian 11's 5.10) allows overlayfs in user namespaces only with a module option: " +
 				"echo 'options overlay permit_mounts_in_userns=1' > /etc/modprobe.d/agentbox-overlay.conf, " +
-				"then reboot (or rmmod overlay while nothing uses it); or use Linux 5.11 or later"
+				"then reload the module (modprobe -r overlay && modprobe overlay, while nothing uses it) or reboot; or use Linux 5.11 or later"
 		}
 		if unix.Errno(res.Errno) == unix.ENODEV {
 			return "the overlay filesystem is not available: modprobe overlay (as root)"
