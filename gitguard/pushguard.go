@@ -69,6 +69,11 @@ func (h HostGit) Real() string { return filepath.Join(GuardRunDir, filepath.Base
 // the parent of git's directory; this avoids running Git at every launch.
 func FindHostGit(getenv func(string) string) (h HostGit, found bool, err error) {
 	path, err := exec.LookPath("git")
+	if errors.Is(err, exec.ErrDot) {
+		// Found through a relative PATH entry: the sandboxed command, with the same
+		// PATH and working directory, finds that git too.
+		path, err = filepath.Abs(path)
+	}
 	if err != nil {
 		return HostGit{}, false, nil
 	}

@@ -346,6 +346,17 @@ func TestFindHostGit(t *testing.T) {
 		t.Fatalf("GIT_EXEC_PATH=%s: %+v %v (git-push links to git itself: one shadow)", alt, h, err)
 	}
 
+	// Found through a relative PATH entry ("."): still the canonical file.
+	dot := canonTemp(t)
+	if err := os.Symlink(real, filepath.Join(dot, "git")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dot)
+	t.Setenv("PATH", ".")
+	if h, found, err := FindHostGit(os.Getenv); !found || err != nil || h.Git != real {
+		t.Fatalf("PATH=.: %+v %v %v", h, found, err)
+	}
+
 	// No git on PATH: nothing to guard.
 	t.Setenv("PATH", canonTemp(t))
 	if _, found, err := FindHostGit(os.Getenv); found || err != nil {
