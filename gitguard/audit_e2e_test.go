@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -386,6 +388,50 @@ func TestAuditSessionLinkedWorktreeE2E(t *testing.T) {
 			cfg := filepath.Join(e.home, "repo/.git/modules/sub/config")
 			if !strings.Contains(r.stderr, "agentbox: audit: "+cfg+" ") {
 				t.Errorf("stderr does not name %s:\n%s", cfg, r.stderr)
+			}
+		})
+	}
+}
+
+// TestAuditSessionSignalledE2E sends SIGTERM to agentbox itself while the command
+// runs: the launcher forwards it, the command dies, and the audit still runs.
+func TestAuditSessionSignalledE2E(t *testing.T) {
+	bin := testenv.Binary(t)
+	for backend, bwrap := range e2eBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			e := newE2E(t)
+			if bwrap != "" {
+				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
+			}
+			cmd := testenv.Command(t, e.home, bin, "exec", "--backend", backend, "--", "/bin/sh", "-c",
+				shPrelude+`mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; touch planted; exec sleep 60`)
+			cmd.Dir = e.repo
+			cmd.Env = append(cmd.Env, e.env...)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			planted := filepath.Join(e.repo, "planted")
+			for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
+				if _, err := os.Lstat(planted); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			e.operatorGit("status")
+			if e.fired() {
+				t.Errorf("the operator's git status ran the payload after a signalled session\nstderr: %s", errb.String())
+			}
+			for _, rel := range []string{".git/commondir", "evil/config"} {
+				p := filepath.Join(e.repo, rel)
+				if !strings.Contains(errb.String(), "agentbox: audit: "+p+" ") {
+					t.Errorf("stderr does not name %s:\n%s", p, errb.String())
+				}
 			}
 		})
 	}
