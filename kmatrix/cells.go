@@ -41,7 +41,7 @@ var DefaultCells = []Cell{
 		ModuleParams: map[string]string{"overlay": "permit_mounts_in_userns=1"},
 		Why:          "Debian 11 with the overlay option doctor suggests: works, with the mount_setattr fallback"},
 	{Name: "bookworm-6.1", Kernel: Bookworm, NativeReady: true,
-		Why: "Debian 12: every feature but tmpfs user xattrs"},
+		Why: "Debian 12: every required feature; no tmpfs user xattrs, so no opaque directories in the HOME overlay"},
 	{Name: "trixie-6.12", Kernel: Trixie, NativeReady: true,
 		Why: "Debian 13: every feature"},
 	{Name: "sid-7.x", Kernel: Sid, NativeReady: true,

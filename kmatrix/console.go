@@ -107,6 +107,17 @@ func parseGoTest(binary, output string) []TestRow {
 			logs[current] = append(logs[current], strings.TrimSpace(line))
 		}
 	}
+	// A parent that failed only through its subtests says so instead of nothing.
+	for i, row := range rows {
+		if row.Status == "fail" && row.Reason == "" {
+			for _, sub := range rows {
+				if sub.Status == "fail" && strings.HasPrefix(sub.Name, row.Name+"/") {
+					rows[i].Reason = "a subtest failed"
+					break
+				}
+			}
+		}
+	}
 	return rows
 }
 

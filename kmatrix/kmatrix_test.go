@@ -205,6 +205,10 @@ func TestParseGoTest(t *testing.T) {
 		{"kernel", "TestC", "fail", "c_test.go:30: parent log"},
 		{"kernel", "TestC/sub", "fail", "c_test.go:20: got 1\nc_test.go:21: want 2"},
 	}
+	quiet := parseGoTest("b", "=== RUN   TestP\n=== RUN   TestP/x\n    x_test.go:1: bad\n--- FAIL: TestP (0.00s)\n    --- FAIL: TestP/x (0.00s)\n")
+	if len(quiet) != 2 || quiet[0].Reason != "a subtest failed" {
+		t.Errorf("parent of a failed subtest: %+v", quiet)
+	}
 	if fmt.Sprint(rows) != fmt.Sprint(want) {
 		t.Errorf("rows:\n%v\nwant:\n%v", rows, want)
 	}
