@@ -19,6 +19,7 @@ var commands = map[string]func(args []string) int{
 	"exec":    cmdExec,
 	"gc":      cmdGC,
 	"audit":   cmdAudit,
+	"bench":   cmdBench,
 	"log":     cmdLog,
 	"show":    cmdShow,
 	"diff":    cmdDiff,
@@ -68,6 +69,7 @@ Usage:
   agentbox show ID                                 print a session's record
   agentbox diff [--stat] ID                        what a session changed in the repository
   agentbox doctor [--json]                         check this machine can run the sandbox, with fixes
+  agentbox bench [--runs N] [--json] [--svg FILE]  measure launches: native vs bwrap vs floors
   agentbox gc [--dry-run]                          remove what killed sessions left behind
   agentbox version                                 print the version
 

@@ -1,0 +1,162 @@
+// Package bench is the benchmark harness behind `agentbox bench`: it measures the
+// launch of one command under the same sandbox policy through agentbox's native
+// backend, agentbox's bwrap backend, bubblewrap run directly with the argv agentbox
+// would give it, and agentbox's Go API, next to two floors (a plain fork/exec of the
+// command and an empty Go binary). The variants run interleaved, one of each per
+// round, so that a change in the machine's load hits all of them alike; ratios are
+// taken round by round.
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Variant names, in the order a round starts with (the start rotates every round).
+const (
+	Native         = "native"          // agentbox exec --backend native
+	AgentboxBwrap  = "agentbox-bwrap"  // agentbox exec --backend bwrap
+	BwrapDirect    = "bwrap-direct"    // bwrap with the --dry-run --backend bwrap argv
+	GoAPI          = "go-api"          // sandbox.Run from a small running Go program
+	ForkExec       = "fork-exec"       // the command itself, no sandbox
+	EmptyGo        = "empty-go"        // an empty static Go binary
+	NativeDefaults = "native-defaults" // agentbox exec with the session extras on
+	launchFlags    = "--no-git-save --no-record"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Agentbox string    // the agentbox binary measured (and used for --dry-run)
+	Bwrap    string    // bubblewrap >= 0.12.0; empty: the bwrap variants are skipped
+	GoTool   string    // the go command that builds the empty binary; empty: skipped
+	Repo     string    // the writable repository; empty: a fresh Git repository in /tmp
+	Command  []string  // what runs in the sandbox
+	Runs     int       // measured rounds
+	Warmup   int       // rounds run first and discarded
+	CacheDir string    // where the empty Go binary is kept between runs
+	Progress io.Writer // a terminal for progress lines; nil: none
+}
+
+// Sample is one measured launch.
+type Sample struct {
+	Wall   time.Duration
+	CPU    time.Duration // user+system of the process tree, from wait4
+	MaxRSS int64         // KiB, from wait4: the largest process of the tree
+	Phases []phase       // AGENTBOX_TIMINGS lines (agentbox variants)
+}
+
+type phase struct {
+	Name string
+	Dur  time.Duration
+}
+
+// variant is one way to launch the command.
+type variant struct {
+	name string
+	desc string
+	run  func() (Sample, error)
+}
+
+// Run measures every available variant cfg.Runs times, interleaved, after
+// cfg.Warmup discarded rounds, and returns the report. It removes everything it
+// created except the cached empty Go binary.
+func Run(cfg Config) (*Report, error) {
+	if len(cfg.Command) == 0 {
+		cfg.Command = []string{"true"}
+	}
+	if cfg.Runs < 1 {
+		return nil, fmt.Errorf("bench: --runs %d: want at least 1", cfg.Runs)
+	}
+	env, err := newEnv(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+
+	rep := &Report{
+		Command: cfg.Command, Repo: env.repo, Runs: cfg.Runs, Warmup: cfg.Warmup,
+		Start: time.Now(), LoadStart: loadAvg(), Notes: env.notes,
+		Flags: launchFlags,
+	}
+	vs := env.variants()
+	samples := make(map[string][]Sample, len(vs))
+	total := cfg.Warmup + cfg.Runs
+	for round := 0; round < total; round++ {
+		if cfg.Progress != nil {
+			what := "round"
+			if round < cfg.Warmup {
+				what = "warm-up"
+			}
+			fmt.Fprintf(cfg.Progress, "\ragentbox bench: %s %d/%d ", what, round+1, total)
+		}
+		for i := range vs {
+			v := vs[(round+i)%len(vs)]
+			s, err := v.run()
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %w", v.name, err)
+			}
+			if round >= cfg.Warmup {
+				samples[v.name] = append(samples[v.name], s)
+			}
+		}
+	}
+	if cfg.Progress != nil {
+		fmt.Fprint(cfg.Progress, "\r\033[K")
+	}
+	rep.End, rep.LoadEnd = time.Now(), loadAvg()
+	for _, v := range vs {
+		rep.Variants = append(rep.Variants, summarizeVariant(v, samples[v.name]))
+	}
+	if rss, err := env.api.rss(); err == nil {
+		rep.RSS = rss
+	}
+	rep.RSS.LauncherKiB = maxRSS(samples[Native])
+	rep.finish(samples)
+	return rep, nil
+}
+
+func maxRSS(s []Sample) int64 {
+	var m int64
+	for _, x := range s {
+		m = max(m, x.MaxRSS)
+	}
+	return m
+}
+
+// parseTimings reads agentbox's AGENTBOX_TIMINGS lines from its stderr:
+// "agentbox: timings: NAME DURATION", NAME possibly with spaces.
+func parseTimings(stderr string) []phase {
+	var out []phase
+	for _, line := range strings.Split(stderr, "\n") {
+		rest, ok := strings.CutPrefix(line, "agentbox: timings: ")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		if i < 0 {
+			continue
+		}
+		d, err := time.ParseDuration(rest[i+1:])
+		if err != nil {
+			continue
+		}
+		out = append(out, phase{Name: strings.TrimSpace(rest[:i]), Dur: d})
+	}
+	return out
+}
+
+// loadAvg is the first field of /proc/loadavg, or -1.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return -1
+	}
+	return l
+}

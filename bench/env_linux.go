@@ -1,0 +1,398 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/ttyfilter"
+)
+
+// env is what the variants share: the repository, the bench's scratch directory,
+// the prepared bwrap argv and the Go API probe. close removes all of it.
+type env struct {
+	cfg     Config
+	repo    string
+	ownRepo bool   // repo was created by the bench
+	work    string // scratch: seccomp program, snapshots and state of native-defaults
+	notes   []string
+
+	environ   []string // the agentbox variants' environment
+	bwrapArgv []string // bwrap-direct's argv; nil: skipped
+	guard     *gitguard.StagedGuard
+	seccomp   string   // file holding the terminal-injection filter for bwrap's fd 4
+	devnull   *os.File // bwrap's --json-status-fd 3
+	command   string   // cfg.Command[0] resolved on PATH, for fork-exec
+	emptyGo   string   // the empty Go binary; "": skipped
+	api       *apiProbe
+}
+
+func newEnv(cfg Config) (e *env, err error) {
+	e = &env{cfg: cfg}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.work, err = os.MkdirTemp("", "agentbox-bench-"); err != nil {
+		return nil, fmt.Errorf("bench: scratch directory: %w", err)
+	}
+	if err := e.prepareRepo(); err != nil {
+		return nil, err
+	}
+	e.environ = append(os.Environ(), "AGENTBOX_TIMINGS=1")
+	if cfg.Bwrap != "" {
+		e.environ = append(e.environ, "AGENTBOX_BWRAP="+cfg.Bwrap)
+		if err := e.prepareBwrapDirect(); err != nil {
+			return nil, err
+		}
+	} else {
+		e.notes = append(e.notes, "no bubblewrap >= 0.12.0 found (set AGENTBOX_BWRAP or --bwrap): the bwrap variants are skipped")
+	}
+	if e.command, err = exec.LookPath(cfg.Command[0]); err != nil {
+		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
+	}
+	if err := e.prepareEmptyGo(); err != nil {
+		e.notes = append(e.notes, fmt.Sprintf("empty Go binary skipped: %v", err))
+	}
+	if e.api, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// prepareRepo uses --repo, or creates a fresh Git repository with one commit, so that
+// the plan holds the protected Git paths a real repository has.
+func (e *env) prepareRepo() error {
+	if e.cfg.Repo != "" {
+		abs, err := filepath.Abs(e.cfg.Repo)
+		if err != nil {
+			return fmt.Errorf("bench: --repo: %w", err)
+		}
+		e.repo = abs
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "agentbox-bench-repo-")
+	if err != nil {
+		return fmt.Errorf("bench: repository: %w", err)
+	}
+	e.repo, e.ownRepo = dir, true
+	git, err := exec.LookPath("git")
+	if err != nil {
+		e.notes = append(e.notes, "git not found: the repository is a plain directory (no protected Git paths)")
+		return nil
+	}
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"-c", "user.name=bench", "-c", "user.email=bench@agentbox.invalid", "commit", "-q", "--allow-empty", "-m", "bench"},
+	} {
+		cmd := exec.Command(git, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("bench: git %s in %s: %v: %s", args[0], dir, err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// prepareBwrapDirect takes the argv `agentbox exec --dry-run --backend bwrap` prints
+// and makes it runnable without agentbox: the push guard's staging directory, shown
+// with XXXXXX, is staged once for all runs, and the descriptors agentbox would pass
+// (3: bwrap's JSON status, 4: the seccomp program) are provided by the bench.
+func (e *env) prepareBwrapDirect() error {
+	args := append([]string{"exec", "--dry-run", "--backend", "bwrap"}, strings.Fields(launchFlags)...)
+	args = append(append(args, "--repo", e.repo, "--"), e.cfg.Command...)
+	cmd := exec.Command(e.cfg.Agentbox, args...)
+	cmd.Dir, cmd.Env = e.repo, e.environ
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("bench: agentbox exec --dry-run --backend bwrap: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	argv, err := splitShell(string(out))
+	if err != nil {
+		return fmt.Errorf("bench: parse --dry-run argv: %w", err)
+	}
+	if argv, err = e.stageGuard(argv); err != nil {
+		return err
+	}
+	prog, err := ttyfilter.Program()
+	if err != nil {
+		return fmt.Errorf("bench: seccomp program: %w", err)
+	}
+	e.seccomp = filepath.Join(e.work, "seccomp.bpf")
+	if err := os.WriteFile(e.seccomp, prog, 0o600); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if e.devnull, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	e.bwrapArgv = argv
+	return nil
+}
+
+// stageRe matches the push guard's staging directory as --dry-run shows it.
+var stageRe = regexp.MustCompile(`^/tmp/` + regexp.QuoteMeta(gitguard.GuardStagePrefix) + `[0-9]+-XXXXXX`)
+
+func (e *env) stageGuard(argv []string) ([]string, error) {
+	needed := false
+	for _, a := range argv {
+		needed = needed || stageRe.MatchString(a)
+	}
+	if !needed {
+		return argv, nil
+	}
+	h, found, err := gitguard.FindHostGit(os.Getenv)
+	if err != nil || !found {
+		return nil, fmt.Errorf("bench: the plan has a push guard but no host git was found (%v)", err)
+	}
+	if e.guard, err = gitguard.StageGuard(h); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = stageRe.ReplaceAllLiteralString(a, e.guard.Dir)
+	}
+	return out, nil
+}
+
+// emptyGoSource is the floor (e): a Go program that does nothing.
+const emptyGoSource = "package main\n\nfunc main() {}\n"
+
+// prepareEmptyGo builds the empty Go binary once into the cache dir (CGO_ENABLED=0,
+// static), keyed by the Go version that built it.
+func (e *env) prepareEmptyGo() error {
+	if e.cfg.GoTool == "" {
+		return errors.New("no go command on PATH")
+	}
+	ver, err := exec.Command(e.cfg.GoTool, "env", "GOVERSION").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	if e.cfg.CacheDir == "" {
+		return errors.New("no cache dir ($XDG_CACHE_HOME and $HOME unset)")
+	}
+	bin := filepath.Join(e.cfg.CacheDir, "bench", "empty-"+strings.TrimSpace(string(ver)))
+	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+		e.emptyGo = bin
+		return nil
+	}
+	src := filepath.Join(e.work, "emptygo")
+	if err := os.MkdirAll(src, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(emptyGoSource), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module emptygo\n\ngo 1.21\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
+		return err
+	}
+	tmp := bin + ".tmp"
+	cmd := exec.Command(e.cfg.GoTool, "build", "-trimpath", "-buildvcs=false", "-o", tmp, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("go build: %v: %s", err, bytes.TrimSpace(out))
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return err
+	}
+	e.emptyGo = bin
+	return nil
+}
+
+func (e *env) close() {
+	if e.api != nil {
+		e.api.close()
+	}
+	if e.guard != nil {
+		_ = e.guard.Remove()
+	}
+	if e.devnull != nil {
+		e.devnull.Close()
+	}
+	if e.work != "" {
+		_ = os.RemoveAll(e.work)
+	}
+	if e.ownRepo {
+		_ = os.RemoveAll(e.repo)
+	}
+}
+
+// variants lists what a round measures, given what was found.
+func (e *env) variants() []variant {
+	agentbox := func(backend string, extra ...string) []string {
+		a := append([]string{"exec", "--backend", backend}, extra...)
+		return append(append(a, "--repo", e.repo, "--"), e.cfg.Command...)
+	}
+	flags := strings.Fields(launchFlags)
+	vs := []variant{{
+		name: Native, desc: "agentbox exec --backend native " + launchFlags,
+		run: func() (Sample, error) {
+			return e.execOnce(e.cfg.Agentbox, agentbox("native", flags...), e.environ, nil)
+		},
+	}}
+	if e.bwrapArgv != nil {
+		vs = append(vs, variant{
+			name: AgentboxBwrap, desc: "agentbox exec --backend bwrap " + launchFlags,
+			run: func() (Sample, error) { return e.execOnce(e.cfg.Agentbox, agentbox("bwrap", flags...), e.environ, nil) },
+		}, variant{
+			name: BwrapDirect, desc: "bwrap with the --dry-run --backend bwrap argv, fds 3/4 from the bench",
+			run: e.bwrapOnce,
+		})
+	}
+	vs = append(vs, variant{
+		name: GoAPI, desc: "sandbox.Run from a running small Go program (agentbox bench --serve-api)",
+		run: e.api.run,
+	}, variant{
+		name: ForkExec, desc: "fork/exec of the command, no sandbox",
+		run: func() (Sample, error) {
+			return e.execOnce(e.command, e.cfg.Command[1:], os.Environ(), nil)
+		},
+	})
+	if e.emptyGo != "" {
+		vs = append(vs, variant{
+			name: EmptyGo, desc: "an empty static Go binary",
+			run: func() (Sample, error) { return e.execOnce(e.emptyGo, nil, os.Environ(), nil) },
+		})
+	}
+	snap, state := filepath.Join(e.work, "snapshots"), filepath.Join(e.work, "state")
+	defEnv := append(append([]string(nil), e.environ...), "XDG_STATE_HOME="+state)
+	vs = append(vs, variant{
+		name: NativeDefaults, desc: "agentbox exec --backend native with snapshot, record and audit (scratch dirs)",
+		run: func() (Sample, error) {
+			return e.execOnce(e.cfg.Agentbox, agentbox("native", "--git-save-dir", snap), defEnv, nil)
+		},
+	})
+	return vs
+}
+
+// execOnce runs path with args in the repository and measures it; a non-zero exit
+// is an error carrying the process's stderr.
+func (e *env) execOnce(path string, args []string, environ []string, extra []*os.File) (Sample, error) {
+	cmd := &exec.Cmd{Path: path, Args: append([]string{path}, args...), Dir: e.repo, Env: environ, ExtraFiles: extra}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s %s: %v: %s", filepath.Base(path), strings.Join(args, " "), err, lastLine(stderr.String()))
+	}
+	s := Sample{Wall: wall, Phases: parseTimings(stderr.String())}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		s.MaxRSS = ru.Maxrss
+	}
+	return s, nil
+}
+
+func (e *env) bwrapOnce() (Sample, error) {
+	prog, err := os.Open(e.seccomp) // bwrap reads fd 4 to its end: a fresh offset each run
+	if err != nil {
+		return Sample{}, err
+	}
+	defer prog.Close()
+	return e.execOnce(e.bwrapArgv[0], e.bwrapArgv[1:], os.Environ(), []*os.File{e.devnull, prog})
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// apiProbe is the Go API variant's small running Go program: the agentbox binary in
+// `bench --serve-api` mode, which launches on request and reports its own timing.
+type apiProbe struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func startAPIProbe(agentbox, repo string, command []string) (*apiProbe, error) {
+	args := append([]string{"bench", "--serve-api", "--repo", repo, "--"}, command...)
+	cmd := exec.Command(agentbox, args...)
+	cmd.Dir = repo
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start the Go API probe: %w", err)
+	}
+	return &apiProbe{cmd: cmd, in: in, out: bufio.NewReader(out)}, nil
+}
+
+func (p *apiProbe) ask(req string, v any) error {
+	if _, err := io.WriteString(p.in, req+"\n"); err != nil {
+		return fmt.Errorf("Go API probe: %w", err)
+	}
+	line, err := p.out.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("Go API probe: %w", err)
+	}
+	return json.Unmarshal(line, v)
+}
+
+func (p *apiProbe) run() (Sample, error) {
+	var r probeRun
+	if err := p.ask("run", &r); err != nil {
+		return Sample{}, err
+	}
+	if r.Err != "" {
+		return Sample{}, errors.New(r.Err)
+	}
+	if r.Status != 0 {
+		return Sample{}, fmt.Errorf("command exited %d", r.Status)
+	}
+	s := Sample{Wall: time.Duration(r.WallNS), CPU: time.Duration(r.CPUNS)}
+	for _, ph := range r.Phases {
+		s.Phases = append(s.Phases, phase{Name: ph.Name, Dur: ph.Dur})
+	}
+	return s, nil
+}
+
+func (p *apiProbe) rss() (RSS, error) {
+	var r probeRSS
+	if err := p.ask("rss", &r); err != nil {
+		return RSS{}, err
+	}
+	return RSS{APIProgramKiB: r.SelfKiB, InitKiB: r.ChildrenKiB}, nil
+}
+
+func (p *apiProbe) close() {
+	p.in.Close() // the probe exits at EOF
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}

@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// probeRun is the probe's answer to "run".
+type probeRun struct {
+	WallNS int64           `json:"wall_ns"`
+	CPUNS  int64           `json:"cpu_ns"` // the probe's own CPU plus its children's, for this launch
+	Status int             `json:"status"`
+	Phases []sandbox.Phase `json:"phases,omitempty"`
+	Err    string          `json:"err,omitempty"`
+}
+
+// probeRSS is the probe's answer to "rss".
+type probeRSS struct {
+	SelfKiB     int64 `json:"self_kib"`     // the probe: a small Go program using the API
+	ChildrenKiB int64 `json:"children_kib"` // the largest init (with its command) it waited for
+}
+
+// ServeAPI is the Go API variant's probe (`agentbox bench --serve-api`): a small,
+// already running Go program that launches opts through sandbox.Run each time it reads
+// "run" from r, and answers with one JSON line on w measured around the call. "rss"
+// answers with the peak RSS of the probe and of the largest init it ran. It returns
+// at EOF.
+func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options) error {
+	// The init is this very binary: agentbox's main hands the init role to nsinit.
+	opts.InitBinary = "/proc/self/exe"
+	in := bufio.NewScanner(r)
+	enc := json.NewEncoder(w)
+	for in.Scan() {
+		var err error
+		switch in.Text() {
+		case "run":
+			err = enc.Encode(probeOnce(opts))
+		case "rss":
+			var self, kids syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+			_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+			err = enc.Encode(probeRSS{SelfKiB: self.Maxrss, ChildrenKiB: kids.Maxrss})
+		default:
+			err = enc.Encode(probeRun{Err: "unknown request " + in.Text()})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return in.Err()
+}
+
+func probeOnce(opts sandbox.Options) probeRun {
+	var self0, kids0, self1, kids1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids0)
+	t0 := time.Now()
+	res, err := sandbox.Run(opts)
+	wall := time.Since(t0)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids1)
+	out := probeRun{WallNS: int64(wall), CPUNS: cpuDelta(self0, self1) + cpuDelta(kids0, kids1), Status: res.Status, Phases: res.Phases}
+	if err != nil {
+		out.Err = err.Error()
+	}
+	return out
+}
+
+func cpuDelta(a, b syscall.Rusage) int64 {
+	return b.Utime.Nano() + b.Stime.Nano() - a.Utime.Nano() - a.Stime.Nano()
+}

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is one benchmark's result, as printed and as stored (JSON).
+type Report struct {
+	Summary   string    `json:"summary"` // one line, shown by agentbox log --results
+	Command   []string  `json:"command"`
+	Repo      string    `json:"repo"`
+	Runs      int       `json:"runs"`
+	Warmup    int       `json:"warmup"`
+	Flags     string    `json:"launch_flags"` // what the launch variants add to agentbox exec
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	LoadStart float64   `json:"load_start"` // 1-minute load average
+	LoadEnd   float64   `json:"load_end"`
+	Notes     []string  `json:"notes,omitempty"`
+
+	Variants []VariantReport `json:"variants"`
+	// Ratios are medians of per-round ratios, e.g. "native/bwrap-direct".
+	Ratios map[string]float64 `json:"ratios"`
+	// Phases are the native backend's per-phase medians (AGENTBOX_TIMINGS), in order.
+	Phases []PhaseReport `json:"native_phases"`
+	// DefaultsAdd is the median per-round cost of the session extras (snapshot,
+	// record, audit): native-defaults minus native, in ms.
+	DefaultsAdd float64  `json:"defaults_add_ms"`
+	RSS         RSS      `json:"peak_rss"`
+	Targets     []Target `json:"targets"`
+}
+
+// VariantReport is one variant's figures.
+type VariantReport struct {
+	Name      string    `json:"name"`
+	Desc      string    `json:"desc"`
+	Wall      Stats     `json:"wall"`
+	CPU       Stats     `json:"cpu"`
+	MaxRSSKiB int64     `json:"max_rss_kib,omitempty"` // wait4's, over the process tree
+	Samples   []float64 `json:"wall_ms"`               // in round order
+}
+
+// PhaseReport is the median of one named phase.
+type PhaseReport struct {
+	Name   string  `json:"name"`
+	Median float64 `json:"median_ms"`
+}
+
+// RSS are peak resident sizes in KiB.
+type RSS struct {
+	LauncherKiB   int64 `json:"launcher_kib"`    // agentbox exec --backend native (wait4: the largest of launcher, init, command)
+	InitKiB       int64 `json:"init_kib"`        // the largest init the Go API probe waited for (with its command)
+	APIProgramKiB int64 `json:"api_program_kib"` // the Go API probe itself
+}
+
+// Target is one of issue 6's goals, checked against this run.
+type Target struct {
+	What  string  `json:"what"`
+	Ratio float64 `json:"ratio"`
+	Limit float64 `json:"limit"`
+	Met   bool    `json:"met"`
+}
+
+func summarizeVariant(v variant, s []Sample) VariantReport {
+	wall := make([]float64, len(s))
+	cpu := make([]float64, len(s))
+	for i, x := range s {
+		wall[i], cpu[i] = ms(x.Wall), ms(x.CPU)
+	}
+	return VariantReport{Name: v.name, Desc: v.desc, Wall: summarize(wall), CPU: summarize(cpu), MaxRSSKiB: maxRSS(s), Samples: wall}
+}
+
+func (r *Report) variant(name string) *VariantReport {
+	for i := range r.Variants {
+		if r.Variants[i].Name == name {
+			return &r.Variants[i]
+		}
+	}
+	return nil
+}
+
+// finish computes the ratios, phases, targets and summary.
+func (r *Report) finish(samples map[string][]Sample) {
+	r.Ratios = map[string]float64{}
+	ratio := func(a, b string) float64 {
+		va, vb := r.variant(a), r.variant(b)
+		if va == nil || vb == nil {
+			return math.NaN()
+		}
+		x := pairRatio(va.Samples, vb.Samples)
+		r.Ratios[a+"/"+b] = x
+		return x
+	}
+	t1 := ratio(Native, AgentboxBwrap)
+	t2 := ratio(Native, BwrapDirect)
+	t3 := ratio(GoAPI, BwrapDirect)
+	ratio(Native, EmptyGo)
+	ratio(GoAPI, Native)
+	for _, t := range []Target{
+		{What: "native <= 0.85 x agentbox-bwrap", Ratio: t1, Limit: 0.85},
+		{What: "native <= 1.15 x bwrap-direct", Ratio: t2, Limit: 1.15},
+		{What: "native <= 1.00 x bwrap-direct (stretch)", Ratio: t2, Limit: 1.0},
+		{What: "go-api <= 0.90 x bwrap-direct", Ratio: t3, Limit: 0.9},
+	} {
+		if math.IsNaN(t.Ratio) {
+			continue
+		}
+		t.Met = t.Ratio <= t.Limit
+		r.Targets = append(r.Targets, t)
+	}
+	if n, d := r.variant(Native), r.variant(NativeDefaults); n != nil && d != nil {
+		diff := make([]float64, 0, len(n.Samples))
+		for i := range n.Samples {
+			if i < len(d.Samples) {
+				diff = append(diff, d.Samples[i]-n.Samples[i])
+			}
+		}
+		r.DefaultsAdd = median(diff)
+	}
+	r.Phases = phaseMedians(samples[Native])
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s x%d:", strings.Join(r.Command, " "), r.Runs)
+	for _, name := range []string{Native, AgentboxBwrap, BwrapDirect, GoAPI} {
+		if v := r.variant(name); v != nil {
+			fmt.Fprintf(&b, " %s %.2fms", name, v.Wall.Median)
+		}
+	}
+	for _, k := range []string{Native + "/" + AgentboxBwrap, Native + "/" + BwrapDirect, GoAPI + "/" + BwrapDirect} {
+		if x, ok := r.Ratios[k]; ok && !math.IsNaN(x) {
+			fmt.Fprintf(&b, " %s %.2f", k, x)
+		}
+	}
+	r.Summary = b.String()
+}
+
+// phaseMedians is the median of each phase name over the runs, in first-seen order.
+func phaseMedians(s []Sample) []PhaseReport {
+	var order []string
+	by := map[string][]float64{}
+	for _, x := range s {
+		for _, p := range x.Phases {
+			if _, ok := by[p.Name]; !ok {
+				order = append(order, p.Name)
+			}
+			by[p.Name] = append(by[p.Name], ms(p.Dur))
+		}
+	}
+	out := make([]PhaseReport, 0, len(order))
+	for _, n := range order {
+		out = append(out, PhaseReport{Name: n, Median: median(by[n])})
+	}
+	return out
+}
+
+// JSON is the report for machines (--json, and what the shadow store keeps).
+func (r *Report) JSON() ([]byte, error) {
+	// NaN is not JSON: a ratio that could not be computed is left out.
+	clean := map[string]float64{}
+	for k, x := range r.Ratios {
+		if !math.IsNaN(x) {
+			clean[k] = x
+		}
+	}
+	c := *r
+	c.Ratios = clean
+	if math.IsNaN(c.DefaultsAdd) {
+		c.DefaultsAdd = 0
+	}
+	return json.MarshalIndent(&c, "", "  ")
+}
+
+// WriteText prints the report for a person.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "agentbox bench: %q, %d interleaved rounds after %d warm-up, repo %s\n",
+		strings.Join(r.Command, " "), r.Runs, r.Warmup, r.Repo)
+	fmt.Fprintf(w, "load average %.2f at start, %.2f at end; %s\n", r.LoadStart, r.LoadEnd, r.End.Sub(r.Start).Round(time.Second))
+	fmt.Fprintf(w, "launch variants use agentbox exec %s: the metadata snapshot and the shadow record\n", r.Flags)
+	fmt.Fprintf(w, "have their own benchmarks; native-defaults keeps them (and the audit), in scratch dirs.\n")
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	fmt.Fprintf(w, "\n%-16s %8s %8s %8s %8s   %8s %8s\n", "wall ms", "min", "median", "p90", "max", "cpu med", "cpu p90")
+	for _, v := range r.Variants {
+		fmt.Fprintf(w, "%-16s %8.2f %8.2f %8.2f %8.2f   %8.2f %8.2f\n", v.Name,
+			v.Wall.Min, v.Wall.Median, v.Wall.P90, v.Wall.Max, v.CPU.Median, v.CPU.P90)
+	}
+	fmt.Fprintf(w, "\nratios (median of per-round ratios):\n")
+	keys := make([]string, 0, len(r.Ratios))
+	for k := range r.Ratios {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !math.IsNaN(r.Ratios[k]) {
+			fmt.Fprintf(w, "  %-28s %.3f\n", k, r.Ratios[k])
+		}
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(w, "\ntargets:\n")
+		for _, t := range r.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = "NOT met"
+			}
+			fmt.Fprintf(w, "  %-40s %.3f  %s\n", t.What, t.Ratio, verdict)
+		}
+	}
+	if !math.IsNaN(r.DefaultsAdd) && r.variant(NativeDefaults) != nil {
+		fmt.Fprintf(w, "\nsession defaults (snapshot + record + audit) add %.2f ms per launch (median per round)\n", r.DefaultsAdd)
+	}
+	if len(r.Phases) > 0 {
+		fmt.Fprintf(w, "\nnative phases (median ms, AGENTBOX_TIMINGS):\n")
+		for _, p := range r.Phases {
+			fmt.Fprintf(w, "  %-40s %8.3f\n", p.Name, p.Median)
+		}
+	}
+	fmt.Fprintf(w, "\npeak RSS: agentbox exec launcher %s (largest of its tree), init %s, Go API program %s\n",
+		kib(r.RSS.LauncherKiB), kib(r.RSS.InitKiB), kib(r.RSS.APIProgramKiB))
+}
+
+func kib(k int64) string {
+	if k <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(k)/1024)
+}

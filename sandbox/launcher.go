@@ -1,0 +1,274 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
+)
+
+// A Launcher starts sandboxes from a small helper process instead of the calling
+// program. Forking with a new user namespace copies the forking process's page
+// tables (Go cannot use vfork there), so a program with a large heap pays for its
+// size on every launch; the helper, started early while the program is small, pays
+// for its own few megabytes instead. For a small program a Launcher is a little
+// slower than Run (one more hop); measure with BenchmarkRunLargeHeap.
+//
+// The helper is the program itself re-executed (it must call Init first in main) or
+// Binary, any program that does. It dies with the thread that started it.
+//
+//	program                                   helper (Init: launcher role)
+//	   |-- socketpair end (SCM_RIGHTS) ------->|  one per Run, on fd 3
+//	   |== request: plan, env, init binary ===>|  + stdin/stdout/stderr (SCM_RIGHTS)
+//	   |                                       |  nsinit.Run
+//	   |<== reply: status, phases, or error ===|
+type Launcher struct {
+	ctl  *os.File // the program's end of the helper's control socket
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	done bool
+}
+
+// envLauncher marks the helper process.
+const envLauncher = "_AGENTBOX_SANDBOX_LAUNCHER"
+
+// launcherArg0 is the helper's argv[0], so ps shows what it is.
+const launcherArg0 = "agentbox-launcher"
+
+// NewLauncher starts the helper: binary, or the running program when binary is
+// empty (which must then have called Init).
+func NewLauncher(binary string) (*Launcher, error) {
+	if binary == "" {
+		if !initCalled.Load() {
+			return nil, ErrNoInit
+		}
+		binary = "/proc/self/exe"
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: launcher socket: %w", err)
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "launcher")
+	child := os.NewFile(uintptr(fds[1]), "launcher-helper")
+	defer child.Close()
+	cmd := exec.Command(binary)
+	cmd.Args = []string{launcherArg0}
+	cmd.Env = append(os.Environ(), envLauncher+"=1")
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("sandbox: start launcher %s: %w", binary, err)
+	}
+	return &Launcher{ctl: ctl, cmd: cmd}, nil
+}
+
+// Close stops the helper and waits for it. Sandboxes it started die with it.
+func (l *Launcher) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return nil
+	}
+	l.done = true
+	l.ctl.Close() // the helper exits at EOF
+	_ = l.cmd.Wait()
+	return nil
+}
+
+// request and reply are the frames on one Run's connection.
+type request struct {
+	Plan       mounts.Plan `json:"plan"`
+	Env        []string    `json:"env"`
+	InitBinary string      `json:"init_binary,omitempty"`
+	Streams    [3]bool     `json:"streams"` // which of stdin, stdout, stderr follow as fds
+}
+
+type reply struct {
+	Status int     `json:"status"`
+	Phases []Phase `json:"phases,omitempty"`
+	Step   string  `json:"step,omitempty"`   // a *SetupError
+	Reason string  `json:"reason,omitempty"` // with Step; alone: any other error
+}
+
+// maxFrame bounds one frame; a plan with a large environment fits many times over.
+const maxFrame = 4 << 20
+
+// Run is the package-level Run, launched by the helper. Signals sent to the calling
+// program are not forwarded; the helper passes its own on.
+func (l *Launcher) Run(opts Options) (Result, error) {
+	plan, err := Plan(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: launcher connection: %w", err)
+	}
+	defer unix.Close(fds[0])
+	err = func() error {
+		defer unix.Close(fds[1])
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.done {
+			return errors.New("sandbox: launcher closed")
+		}
+		return unix.Sendmsg(int(l.ctl.Fd()), []byte{0}, unix.UnixRights(fds[1]), nil, 0)
+	}()
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: hand connection to launcher: %w", err)
+	}
+
+	req := request{Plan: plan, Env: env, InitBinary: opts.InitBinary}
+	var rights []int
+	for i, f := range []*os.File{opts.Stdin, opts.Stdout, opts.Stderr} {
+		if f != nil {
+			req.Streams[i] = true
+			rights = append(rights, int(f.Fd()))
+		}
+	}
+	b, err := json.Marshal(&req)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: encode request: %w", err)
+	}
+	var oob []byte
+	if len(rights) > 0 {
+		oob = unix.UnixRights(rights...)
+	}
+	if err := unix.Sendmsg(fds[0], b, oob, nil, 0); err != nil {
+		return Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
+	}
+	buf := make([]byte, maxFrame)
+	n, _, _, _, err := unix.Recvmsg(fds[0], buf, nil, 0)
+	if err != nil || n == 0 {
+		return Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
+	}
+	var rep reply
+	if err := json.Unmarshal(buf[:n], &rep); err != nil {
+		return Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
+	}
+	res := Result{Status: rep.Status, Phases: rep.Phases}
+	switch {
+	case rep.Step != "":
+		return res, &SetupError{Step: rep.Step, Reason: rep.Reason}
+	case rep.Reason != "":
+		return res, errors.New(rep.Reason)
+	}
+	return res, nil
+}
+
+func isLauncher() bool {
+	return os.Getenv(envLauncher) != "" && len(os.Args) > 0 && os.Args[0] == launcherArg0
+}
+
+// serveLauncher is the helper: it accepts one connection per Run on fd 3 and runs
+// each in its own goroutine, until the program closes its end.
+func serveLauncher() int {
+	os.Unsetenv(envLauncher)
+	ctl := 3
+	unix.CloseOnExec(ctl)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		var b [1]byte
+		n, oobn, _, _, err := unix.Recvmsg(ctl, b[:], oob, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || (n == 0 && oobn == 0) {
+			return 0
+		}
+		fds := rightsOf(oob[:oobn])
+		if len(fds) != 1 {
+			closeAll(fds)
+			continue
+		}
+		go serveOne(fds[0])
+	}
+}
+
+func serveOne(conn int) {
+	defer unix.Close(conn)
+	buf := make([]byte, maxFrame)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := unix.Recvmsg(conn, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || n == 0 {
+		return
+	}
+	var files []*os.File
+	for _, fd := range rightsOf(oob[:oobn]) {
+		f := os.NewFile(uintptr(fd), "stream")
+		files = append(files, f)
+		defer f.Close()
+	}
+	var req request
+	var rep reply
+	if err := json.Unmarshal(buf[:n], &req); err != nil {
+		rep.Reason = "launcher: bad request: " + err.Error()
+	} else if stdio, ok := streams(req.Streams, files); !ok {
+		rep.Reason = "launcher: request names streams it did not send"
+	} else {
+		res, err := nsinit.Run(req.Plan, nsinit.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary})
+		rep.Status, rep.Phases = res.Status, res.Phases
+		var se *nsinit.SetupError
+		switch {
+		case errors.As(err, &se):
+			rep.Step, rep.Reason = se.Step, se.Reason
+		case err != nil:
+			rep.Reason = err.Error()
+		}
+	}
+	b, err := json.Marshal(&rep)
+	if err == nil {
+		_ = unix.Sendmsg(conn, b, nil, nil, 0)
+	}
+}
+
+// streams pairs the received descriptors with the streams the request names.
+func streams(named [3]bool, got []*os.File) (nsinit.Stdio, bool) {
+	var files [3]*os.File
+	next := 0
+	for i, on := range named {
+		if !on {
+			continue
+		}
+		if next >= len(got) {
+			return nsinit.Stdio{}, false
+		}
+		files[i] = got[next]
+		next++
+	}
+	return nsinit.Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]}, next == len(got)
+}
+
+func rightsOf(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, r...)
+		}
+	}
+	return fds
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
