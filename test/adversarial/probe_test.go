@@ -23,6 +23,7 @@ var probes = map[string]func(args []string) int{
 	"abstract": probeAbstract,
 	"exe":      probeExe,
 	"fds":      probeFds,
+	"flip":     probeFlip,
 }
 
 func runProbe(name string, args []string) int {
@@ -205,4 +206,38 @@ func probeFds(args []string) int {
 		report("write through fd "+e.Name()+" ("+link+")", err)
 	}
 	return 0
+}
+
+// probeFlip exchanges two paths with renameat2(RENAME_EXCHANGE) as fast as it can
+// until killed: each exchange is atomic, so every observer sees one or the other.
+// It prints how many exchanges it made when stdin closes.
+func probeFlip(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "flip A B")
+		return 2
+	}
+	stop := make(chan struct{})
+	go func() {
+		buf := make([]byte, 1)
+		_, _ = os.Stdin.Read(buf)
+		close(stop)
+	}()
+	n := 0
+	for {
+		select {
+		case <-stop:
+			fmt.Printf("flips %d\n", n)
+			return 0
+		default:
+		}
+		if err := unix.Renameat2(unix.AT_FDCWD, args[0], unix.AT_FDCWD, args[1], unix.RENAME_EXCHANGE); err != nil {
+			// EBUSY while a session has a mount on one of them: keep trying.
+			// ENOENT: the audit moved one aside; the test repairs and restarts.
+			if !errors.Is(err, unix.EBUSY) {
+				fmt.Fprintf(os.Stderr, "flip: %v\n", err)
+				return 1
+			}
+		}
+		n++
+	}
 }

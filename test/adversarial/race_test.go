@@ -1,0 +1,300 @@
+package adversarial
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// races counts launches made while a path was being swapped, for the report.
+var races atomic.Int64
+
+// raceLaunches is how many launches each race makes (4 races × 2 backends × 25 = 200
+// launches in CI); AGENTBOX_RACE_LAUNCHES raises it.
+func raceLaunches() int {
+	if n, err := strconv.Atoi(os.Getenv("AGENTBOX_RACE_LAUNCHES")); err == nil && n > 0 {
+		return n
+	}
+	return 25
+}
+
+// setupRace is one swap raced against launches: real is the path as the launcher
+// should see it, decoy a symlink to a host place outside the intended target; the
+// flipper exchanges the two names without pause.
+type setupRace struct {
+	name string
+	// prepare makes real and decoy and returns them, the --repo to launch with, and
+	// the extra args.
+	prepare func(t *testing.T, x *target) (real, decoy, repo string, args []string)
+}
+
+var setupRaces = []setupRace{
+	{name: "repo path component", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		// HOME/proj/repo is the repository; HOME/proj flips with a symlink to a host
+		// directory whose repo entry leads to HOME itself, which the rules refuse
+		// (P6). A launch that checked one resolution and mounted another would make
+		// HOME writable: markers would land in HOME, not in the repository.
+		real := filepath.Join(x.Home, "proj")
+		mkUserDir(t, real)
+		if err := os.Rename(x.Repo, filepath.Join(real, "repo")); err != nil {
+			t.Fatal(err)
+		}
+		mustSymlink(t, x.Home, filepath.Join(x.Outside, "repo"))
+		testenv.Chown(t, x.Outside)
+		decoy := filepath.Join(x.Home, "proj-decoy")
+		mustSymlink(t, x.Outside, decoy)
+		return real, decoy, filepath.Join(real, "repo"), nil
+	}},
+	{name: ".git/hooks", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		mkUserDir(t, filepath.Join(x.Outside, "hooks"))
+		decoy := filepath.Join(x.Repo, ".git/hooks-decoy")
+		mustSymlink(t, filepath.Join(x.Outside, "hooks"), decoy)
+		return filepath.Join(x.Repo, ".git/hooks"), decoy, x.Repo, nil
+	}},
+	{name: ".git/config", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		decoy := filepath.Join(x.Repo, ".git/config-decoy")
+		mustSymlink(t, x.Victim, decoy)
+		return filepath.Join(x.Repo, ".git/config"), decoy, x.Repo, nil
+	}},
+	{name: "HOME subpath (~/.ssh) with --disk-tmp", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		real := filepath.Join(x.Home, ".ssh")
+		mkUserDir(t, real)
+		sandboxtest.WriteFile(t, filepath.Join(real, "authorized_keys"), "key\n")
+		mkUserDir(t, filepath.Join(x.Outside, "ssh"))
+		decoy := filepath.Join(x.Home, ".ssh-decoy")
+		mustSymlink(t, filepath.Join(x.Outside, "ssh"), decoy)
+		testenv.Chown(t, x.Home)
+		return real, decoy, x.Repo, []string{"--disk-tmp"}
+	}},
+}
+
+// raceScript runs in the repository the launcher resolved (its working directory):
+// it writes a marker there, then tries the protected Git paths with a payload that
+// the operator's Git would run, and writes to HOME and /tmp (both disposable).
+const raceScript = `echo "$N" > "marker-$N" && echo MARKED
+printf '[core]\n\tfsmonitor = touch %s/fsmonitor-%s\n' "$PWNED" "$N" >> .git/config 2>/dev/null && echo WROTE-CONFIG
+printf '#!/bin/sh\ntouch %s/hook-%s\n' "$PWNED" "$N" > .git/hooks/pre-commit 2>/dev/null && chmod +x .git/hooks/pre-commit && echo WROTE-HOOK
+touch "$HOME/.ssh/marker-$N" /tmp/marker-$N 2>/dev/null
+true`
+
+// TestSetupRaces launches again and again while a flipper swaps a path the setup
+// resolves. A launch may be refused (125, one line) but never mounts outside the
+// intended target: every marker a successful session wrote is in the real
+// repository, the protected Git paths stay read-only, nothing outside changes.
+func TestSetupRaces(t *testing.T) {
+	pr := probe(t)
+	n := raceLaunches()
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			for _, rc := range setupRaces {
+				t.Run(rc.name, func(t *testing.T) {
+					x := newTarget(t, backend)
+					real, decoy, repo, args := rc.prepare(t, x)
+					testenv.Chown(t, x.Home)
+					realRepo, err := os.Stat(repo)
+					if err != nil {
+						t.Fatal(err)
+					}
+					outsideBefore := (&target{Box: x.Box, Outside: x.Outside, Bin: x.Bin, skipGit: true}).snapshot(t)
+					victim := checksum(x.Victim)
+
+					decoyTarget, err := os.Readlink(decoy)
+					if err != nil {
+						t.Fatal(err)
+					}
+					f := &flipper{t: t, x: x, probe: pr, real: real, decoy: decoy, target: decoyTarget}
+					f.start()
+					ok, refused := 0, 0
+					for i := 0; i < n; i++ {
+						cmd := x.Command(x.Home, append([]string{"--repo", repo, "--no-git-save", "--no-record"}, args...), raceScript)
+						cmd.Env = append(cmd.Env, "N="+strconv.Itoa(i), "PWNED="+x.Pwned)
+						r := sandboxtest.Run(cmd)
+						races.Add(1)
+						switch {
+						case r.Code == 0:
+							ok++
+							if strings.Contains(r.Stdout, "WROTE") {
+								// P7 inside the sandbox: the protected paths are read-only.
+								t.Errorf("launch %d: protected Git path writable:\n%s", i, r)
+							}
+							if !strings.Contains(r.Stdout, "MARKED") {
+								t.Errorf("launch %d: the repository was not writable:\n%s", i, r)
+							}
+						case r.Code == 125 && oneLineRefusal(r.Stderr):
+							refused++
+						default:
+							t.Errorf("launch %d: want 0 or 125 with one line:\n%s", i, r)
+						}
+						if !f.alive() {
+							// The post-session audit moved a swapped path aside (or the
+							// flipper lost one): put the fixture back and race on.
+							f.stop()
+							f.repair()
+							f.start()
+						}
+					}
+					f.stop()
+					f.repair()
+					t.Logf("%d launches: %d ran, %d refused; %d exchanges, %d restarts", n, ok, refused, f.flips, f.restarts)
+
+					// Every marker is in the real repository, and every session that ran left one.
+					markers := findMarkers(t, x.Home, x.Outside)
+					found := 0
+					for _, m := range markers {
+						fi, err := os.Stat(filepath.Dir(m))
+						if err != nil || !os.SameFile(fi, realRepo) {
+							t.Errorf("marker outside the repository: %s", m)
+							continue
+						}
+						found++
+					}
+					if found != ok {
+						t.Errorf("%d sessions ran but %d markers are in the repository", ok, found)
+					}
+					x.skipGit = true
+					after := (&target{Box: x.Box, Outside: x.Outside, Bin: x.Bin, skipGit: true}).snapshot(t)
+					for p, v := range outsideBefore {
+						if strings.HasPrefix(p, x.Outside) && after[p] != v {
+							t.Errorf("outside changed: %s", p)
+						}
+					}
+					for p := range after {
+						if _, seen := outsideBefore[p]; !seen && strings.HasPrefix(p, x.Outside) {
+							t.Errorf("created outside: %s", p)
+						}
+					}
+					if checksum(x.Victim) != victim {
+						t.Error("the victim file changed")
+					}
+					// Whatever reached the repository's Git paths, the operator's Git
+					// runs nothing afterwards (the audit after each session, P7).
+					x.Repo = repo
+					operatorGitRunsNothing(t, x)
+				})
+			}
+		})
+	}
+	t.Logf("launches under a setup race: %d", races.Load())
+}
+
+// flipper runs the flip probe as the test user: renameat2(RENAME_EXCHANGE) of real
+// and decoy (a symlink to target) without pause.
+type flipper struct {
+	t                    *testing.T
+	x                    *target
+	probe                string
+	real, decoy, target  string
+	cmd                  *exec.Cmd
+	stdin                io.WriteCloser
+	out, errb            bytes.Buffer
+	done                 chan struct{}
+	flips, restarts, run int
+}
+
+func (f *flipper) start() {
+	f.t.Helper()
+	f.cmd = testenv.Command(f.t, f.x.Home, f.probe, "flip", f.real, f.decoy)
+	f.cmd.Env = append(f.cmd.Env, probeEnv+"=1")
+	var err error
+	if f.stdin, err = f.cmd.StdinPipe(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.out.Reset()
+	f.errb.Reset()
+	f.cmd.Stdout, f.cmd.Stderr = &f.out, &f.errb
+	if err := f.cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.done = make(chan struct{})
+	go func() { _ = f.cmd.Wait(); close(f.done) }()
+	f.run++
+	if f.run > 1 {
+		f.restarts++
+	}
+}
+
+func (f *flipper) alive() bool {
+	select {
+	case <-f.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (f *flipper) stop() {
+	f.stdin.Close()
+	<-f.done
+	var n int
+	if _, err := fmt.Sscanf(f.out.String(), "flips %d", &n); err == nil {
+		f.flips += n
+	}
+}
+
+// repair puts the real object back under its name and the decoy symlink beside it.
+func (f *flipper) repair() {
+	f.t.Helper()
+	isLink := func(p string) (exists, link bool) {
+		fi, err := os.Lstat(p)
+		return err == nil, err == nil && fi.Mode()&fs.ModeSymlink != 0
+	}
+	if e, l := isLink(f.real); e && l {
+		if err := os.Rename(f.real, f.real+".swap"); err != nil {
+			f.t.Fatal(err)
+		}
+		defer os.Remove(f.real + ".swap")
+	}
+	if e, _ := isLink(f.real); !e {
+		if de, dl := isLink(f.decoy); de && !dl {
+			if err := os.Rename(f.decoy, f.real); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	if e, _ := isLink(f.real); !e {
+		f.t.Fatalf("race fixture lost %s (flipper: %s)", f.real, f.errb.String())
+	}
+	if e, _ := isLink(f.decoy); !e {
+		if err := os.Symlink(f.target, f.decoy); err != nil {
+			f.t.Fatal(err)
+		}
+		testenv.Chown(f.t, f.decoy)
+	}
+}
+
+// findMarkers lists every marker-N file below the roots, without following symlinks.
+func findMarkers(t *testing.T, roots ...string) []string {
+	t.Helper()
+	var out []string
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && strings.HasPrefix(d.Name(), "marker-") {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// oneLineRefusal: a refused launch says why in one line. (The audit's "not audited"
+// warning for a repository that could not be opened is tolerated as a second line
+// before it; see the report.)
+func oneLineRefusal(stderr string) bool {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if len(lines) == 2 && strings.Contains(lines[0], "not audited") {
+		lines = lines[1:]
+	}
+	return len(lines) == 1 && strings.HasPrefix(lines[0], "agentbox: ") && !strings.Contains(stderr, "goroutine")
+}
