@@ -103,8 +103,22 @@ type Archive struct {
 	Cache  string // e.g. /var/cache/agentbox-test/kernels
 	Log    func(format string, args ...any)
 
-	mu      sync.Mutex
-	indexes map[string]string // suite → path of the decompressed index, this run
+	mu       sync.Mutex
+	indexDir string            // temporary, for this run's indexes
+	indexes  map[string]string // suite → path of the decompressed index
+}
+
+// Close removes the indexes read during this run; they are stale by the next.
+func (a *Archive) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.indexes = nil
+	if a.indexDir == "" {
+		return nil
+	}
+	err := os.RemoveAll(a.indexDir)
+	a.indexDir = ""
+	return err
 }
 
 func (a *Archive) logf(format string, args ...any) {
@@ -198,7 +212,14 @@ func (a *Archive) index(ctx context.Context, suite string) (string, error) {
 	}
 	url := fmt.Sprintf("%s/dists/%s/main/binary-amd64/Packages.xz", a.Mirror, suite)
 	a.logf("reading %s", url)
-	xzPath := filepath.Join(a.Cache, "Packages-"+suite+".xz")
+	if a.indexDir == "" {
+		dir, err := os.MkdirTemp("", "kmatrix-index-")
+		if err != nil {
+			return "", err
+		}
+		a.indexDir = dir
+	}
+	xzPath := filepath.Join(a.indexDir, "Packages-"+suite+".xz")
 	if err := download(ctx, url, xzPath, ""); err != nil {
 		return "", err
 	}

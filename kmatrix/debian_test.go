@@ -49,6 +49,7 @@ func TestArchiveFetchVerifiesAndCaches(t *testing.T) {
 	sum := sha256.Sum256(deb)
 	srv, hits := mirror(t, deb, hex.EncodeToString(sum[:]))
 	a := &Archive{Mirror: srv.URL, Cache: t.TempDir()}
+	defer a.Close()
 	path, e, err := a.Fetch(context.Background(), "trixie", "linux-image-9.9.9-amd64")
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ func TestArchiveFetchVerifiesAndCaches(t *testing.T) {
 func TestArchiveFetchRefusesWrongHash(t *testing.T) {
 	srv, _ := mirror(t, []byte("tampered"), strings.Repeat("ab", 32))
 	a := &Archive{Mirror: srv.URL, Cache: t.TempDir()}
+	defer a.Close()
 	_, _, err := a.Fetch(context.Background(), "trixie", "linux-image-9.9.9-amd64")
 	if err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Fatalf("err = %v, want a refusal of the wrong hash", err)
@@ -80,6 +82,7 @@ func TestArchiveFetchRefusesWrongHash(t *testing.T) {
 func TestArchiveFetchNamesCandidates(t *testing.T) {
 	srv, _ := mirror(t, []byte("x"), strings.Repeat("ab", 32))
 	a := &Archive{Mirror: srv.URL, Cache: t.TempDir()}
+	defer a.Close()
 	_, _, err := a.Fetch(context.Background(), "trixie", "linux-image-9.9.8-amd64")
 	if err == nil || !strings.Contains(err.Error(), "linux-image-9.9.9-amd64") || !bytes.Contains([]byte(err.Error()), []byte("pinned list")) {
 		t.Fatalf("err = %v, want the candidates that replaced the pin", err)

@@ -133,6 +133,7 @@ func Run(ctx context.Context, opts Options) (Matrix, error) {
 		bins, buildErr = buildBinaries(ctx, opts.ModuleRoot, filepath.Join(work, "bin"), opts.Tests, opts.Log)
 	}()
 	archive := &Archive{Mirror: opts.Mirror, Cache: opts.Cache, Log: opts.Log}
+	defer archive.Close()
 	kernels := map[string]kernelPrep{}
 	for _, c := range opts.Cells {
 		key := strings.Join(c.Kernel.Packages, "+")
