@@ -320,6 +320,34 @@ var attacks = []attack{
 			operatorGitRunsNothing(t, x)
 		}},
 
+	// Users point .git/hooks at a shared hooks directory and .git/config at their
+	// dotfiles. The targets lie outside the repo, so they are read-only anyway; the
+	// links themselves sit in the writable .git and must not be replaceable.
+	{name: "symlinked .git/hooks and .git/config replaced from inside", setup: func(t *testing.T, x *target) []string {
+		shared := filepath.Join(x.Outside, "shared-hooks")
+		mkUserDir(t, shared)
+		hooks := filepath.Join(x.Repo, ".git/hooks")
+		if err := os.RemoveAll(hooks); err != nil {
+			t.Fatal(err)
+		}
+		mustSymlink(t, shared, hooks)
+		cfg := filepath.Join(x.Repo, ".git/config")
+		dotfile := filepath.Join(x.Outside, "repo.gitconfig")
+		if err := os.Rename(cfg, dotfile); err != nil {
+			t.Fatal(err)
+		}
+		mustSymlink(t, dotfile, cfg)
+		testenv.Chown(t, x.Outside)
+		testenv.Chown(t, x.Repo)
+		return nil
+	}, script: `
+		try replace-hooks-link sh -c 'rm .git/hooks && mkdir .git/hooks &&
+			printf "#!/bin/sh\ntouch %s/hook\n" "$PWNED" > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit'
+		try replace-config-link sh -c 'cp .git/config .git/config.new && rm .git/config &&
+			printf "[core]\n\tfsmonitor = touch %s/fsmonitor\n" "$PWNED" >> .git/config.new && mv .git/config.new .git/config'
+		echo DONE`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) { operatorGitRunsNothing(t, x) }},
+
 	// The rest of .git must stay writable, so the protected paths can be renamed
 	// away with their parent: P7 leaves this to the host-side audit after the
 	// session. The check is what matters to the operator: their Git, on the host,
