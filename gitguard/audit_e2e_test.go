@@ -96,9 +96,11 @@ var auditCases = []auditCase{
 		plant: `fsmon > conf/extra.inc 2>/dev/null && exit 0; echo refused`, trigger: "status", refused: true},
 	{name: "missing include target", setup: `git config include.path ../conf/later.inc`,
 		plant: `mkdir -p conf 2>/dev/null; fsmon > conf/later.inc 2>/dev/null && exit 0; echo refused`, trigger: "status", refused: true},
-	{name: "the whole .git replaced", plant: `mv .git .git.old; mkdir .git
-		cp -r .git.old/objects .git.old/refs .git.old/HEAD .git.old/index .git/; fsmon > .git/config`,
-		trigger: "status", moved: []string{".git/config"}},
+	// .git is a mount point in the sandbox (gitguard.PinnedDirs): the rename that
+	// would carry the read-only mounts away with it is refused.
+	{name: "the whole .git replaced", plant: `if mv .git .git.old; then mkdir .git
+		cp -r .git.old/objects .git.old/refs .git.old/HEAD .git.old/index .git/; fsmon > .git/config; else echo refused; fi`,
+		trigger: "status", refused: true},
 	{name: "command failed", plant: `mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; exit 3`,
 		trigger: "status", moved: []string{".git/commondir", "evil/config"}, status: 3},
 	{name: "command killed", plant: `mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; kill -KILL $$`,

@@ -53,6 +53,12 @@ func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
 		return nil, err
 	}
 	if gitdir != "" {
+		// A .git file (linked worktree, absorbed submodule) names the gitdir: Git
+		// never rewrites it in normal work, and a new pointer would send the
+		// operator's Git to a config of the sandbox's choosing.
+		if dotgit := filepath.Join(repo, ".git"); isFile(dotgit) {
+			c.push(Protected{Path: dotgit, Exists: true})
+		}
 		c.gitdir(gitdir, 0)
 		if common := readCommonDir(gitdir); common != "" {
 			c.gitdir(common, 0)

@@ -159,9 +159,10 @@ func TestProtectedPathsLinkedWorktree(t *testing.T) {
 	common := filepath.Join(mainRepo, ".git")
 	gitdir := filepath.Join(common, "worktrees", "wt")
 
-	// Without the extra root, nothing outside wt is listed.
+	// Without the extra root, nothing outside wt is listed: only wt's own .git
+	// pointer file.
 	got, err := ProtectedPaths(wt)
-	if err != nil || len(got) != 0 {
+	if err != nil || paths(got) != filepath.Join(wt, ".git") {
 		t.Fatalf("no extra root: %s %v", paths(got), err)
 	}
 
@@ -184,6 +185,7 @@ func TestProtectedPathsLinkedWorktree(t *testing.T) {
 		filepath.Join(gitdir, "commondir"),
 		filepath.Join(gitdir, "config.worktree") + " (missing)",
 		filepath.Join(gitdir, "gitdir"),
+		filepath.Join(wt, ".git"),
 	}, "\n")
 	if paths(got) != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", paths(got), want)

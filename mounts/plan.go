@@ -106,6 +106,7 @@ func (p Plan) JSON() ([]byte, error) {
 type Session struct {
 	DiskTmp   string               // --disk-tmp: the session's directory for /tmp
 	GitRW     []Op                 // writable binds of a linked worktree's metadata outside the repo
+	Pinned    []string             // directories bound onto themselves so they cannot be renamed (gitguard.PinnedDirs)
 	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
 	Protected []gitguard.Protected // Git exec surface inside the writable set
 }
@@ -119,8 +120,10 @@ type Session struct {
 //  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
 //     below any of them stays reachable at its own path (P6);
 //  6. a linked worktree's Git metadata writable (it lives outside the repo);
-//  7. extra read-only binds (the push guard);
-//  8. the protected Git paths read-only, last, so they win over every writable bind (P7).
+//  7. the directories above protected paths bound onto themselves, so that none can
+//     be renamed away with its read-only mounts inside (P7);
+//  8. extra read-only binds (the push guard);
+//  9. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
@@ -138,6 +141,9 @@ func Build(p *policy.Policy, s Session) Plan {
 	}
 	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
 	ops = append(ops, s.GitRW...)
+	for _, d := range s.Pinned {
+		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})
+	}
 	ops = append(ops, s.ExtraRO...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})

@@ -86,7 +86,8 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("protect Git paths: %w", err)
 	}
-	s := mounts.Session{Protected: protected, GitRW: meta.ops}
+	s := mounts.Session{Protected: protected, GitRW: meta.ops,
+		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {

@@ -35,6 +35,7 @@ var rows = []row{
 	{"P7 missing hooks and config cannot be created", gitMissingNotCreatable},
 	{"P7 submodule and worktree-config paths read-only", gitModulesReadOnly},
 	{"P7 symlinked Git paths never widen the writable set", gitSymlinks},
+	{"P7 protected paths cannot be moved away", gitCannotMoveAway},
 	{"read-only mounts cannot be undone from inside", cannotUndo},
 	{"P10 --disk-tmp directory removed after every exit", diskTmp},
 	{"command runs without privileges", noPrivileges},
@@ -384,6 +385,34 @@ func gitModulesReadOnly(t *testing.T, b *box) {
 		touch .git/modules/lib/objects/ok && echo OBJECTS-OK; true`)
 	if strings.Contains(r.stdout, "WROTE") || !strings.Contains(r.stdout, "OBJECTS-OK") {
 		t.Fatalf("submodule gitdir: config/hooks must be read-only, objects writable:\n%s", r)
+	}
+}
+
+func gitCannotMoveAway(t *testing.T, b *box) {
+	mod := filepath.Join(b.repo, ".git/modules/lib")
+	for _, d := range []string{"hooks", "objects", "refs"} {
+		if err := os.MkdirAll(filepath.Join(mod, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(mod, "HEAD"), "ref: refs/heads/main\n")
+	writeFile(t, filepath.Join(mod, "config"), "[core]\n")
+	testenv.Chown(t, b.repo)
+	r := b.sh(`mv .git .git.old && echo MOVED-GIT
+		mv .git/modules .git/m2 && echo MOVED-MODULES
+		mv .git/modules/lib .git/modules/lib2 && echo MOVED-LIB
+		mv .git/hooks .git/hooks2 && echo MOVED-HOOKS
+		rm -rf .git/hooks 2>/dev/null; rmdir .git/hooks 2>/dev/null && echo REMOVED-HOOKS
+		mkdir -p x && mv x .git/hooks 2>/dev/null && echo REPLACED-HOOKS
+		touch .git/objects/ok && echo OBJECTS-WRITABLE; true`)
+	if strings.Contains(r.stdout, "MOVED") || strings.Contains(r.stdout, "REMOVED") || strings.Contains(r.stdout, "REPLACED") {
+		t.Fatalf("a protected path was moved away:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "OBJECTS-WRITABLE") {
+		t.Fatalf(".git no longer writable:\n%s", r)
+	}
+	if !exists(filepath.Join(b.repo, ".git/hooks")) || exists(filepath.Join(b.repo, ".git.old")) {
+		t.Fatal("host .git changed shape")
 	}
 }
 

@@ -69,7 +69,8 @@ func TestStartedAsRoot(t *testing.T) {
 }
 
 // TestDryRun checks the printed plan: every check done, nothing launched, the order
-// of DESIGN.md (root read-only, private /proc /dev /tmp /run, HOME, repo, Git paths).
+// of DESIGN.md (root read-only, private /proc /dev /tmp /run, HOME, repo, .git pinned,
+// push guard, Git paths).
 func TestDryRun(t *testing.T) {
 	b := newBox(t, "native")
 	cmd := testenv.Command(t, b.home, b.bin, "exec", "--dry-run", "--json", "--", "touch", "/tmp/x")
@@ -100,7 +101,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("no push-guard binds in the plan:\n%s", strings.Join(order, "\n"))
 	}
 	want := []string{"ro-bind /", "proc /proc", "dev /dev", "tmpfs /tmp", "tmpfs /run",
-		"overlay " + b.home, "bind " + b.repo}
+		"overlay " + b.home, "bind " + b.repo, "bind " + filepath.Join(b.repo, ".git")}
 	want = append(want, guard...)
 	want = append(want, "ro-bind "+filepath.Join(b.repo, ".git/config"), "ro-bind "+filepath.Join(b.repo, ".git/hooks"))
 	if strings.Join(order, "\n") != strings.Join(want, "\n") {
