@@ -1,15 +1,21 @@
 package adversarial
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // The probes run inside the sandbox (this test binary, re-executed with probeEnv set)
@@ -24,6 +30,7 @@ var probes = map[string]func(args []string) int{
 	"exe":      probeExe,
 	"fds":      probeFds,
 	"flip":     probeFlip,
+	"launches": probeLaunches,
 }
 
 func runProbe(name string, args []string) int {
@@ -240,4 +247,70 @@ func probeFlip(args []string) int {
 		}
 		n++
 	}
+}
+
+// parentState is what a long-lived launching process holds: fds, mounts in its
+// namespace, live threads and children, Go heap after a collection, resident memory.
+type parentState struct {
+	Fds, Mounts, Threads, Children int
+	HeapKB, RSSKB                  int
+}
+
+func readParentState() parentState {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var s parentState
+	ents, _ := os.ReadDir("/proc/self/fd")
+	s.Fds = len(ents)
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	s.Mounts = strings.Count(string(b), "\n")
+	st, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			s.Threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			s.RSSKB, _ = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+		}
+	}
+	ch, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid()))
+	s.Children = len(strings.Fields(string(ch)))
+	s.HeapKB = int(ms.HeapAlloc / 1024)
+	return s
+}
+
+// probeLaunches is a long-lived parent using the Go API: `launches N BINARY REPO HOME`
+// runs N sandbox.Run calls of /bin/true (BINARY is the agentbox binary re-executed
+// as the init) after a warm-up, and prints its state before and after as JSON.
+func probeLaunches(args []string) int {
+	if len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "launches N BINARY REPO HOME")
+		return 2
+	}
+	n, _ := strconv.Atoi(args[0])
+	opts := sandbox.Options{Command: []string{"/bin/true"}, Repo: args[2], Dir: args[2], Home: args[3], InitBinary: args[1]}
+	failures := 0
+	var firstErr string
+	launch := func() {
+		res, err := sandbox.Run(opts)
+		if err != nil || res.Status != 0 {
+			failures++
+			if firstErr == "" {
+				firstErr = fmt.Sprintf("status %d: %v", res.Status, err)
+			}
+		}
+	}
+	for i := 0; i < 10; i++ {
+		launch()
+	}
+	before := readParentState()
+	for i := 0; i < n; i++ {
+		launch()
+	}
+	after := readParentState()
+	out, _ := json.Marshal(map[string]any{"before": before, "after": after, "failures": failures, "first_error": firstErr})
+	fmt.Println(string(out))
+	return 0
 }
