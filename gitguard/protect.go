@@ -8,11 +8,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Protected is one path of Git's exec surface that lies inside the repository and
@@ -229,6 +231,20 @@ func findGitDir(repo string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("inspect %s: %w", dotgit, err)
 	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// Git follows a .git symlink; so does the protection, to the same place.
+		canon, err := filepath.EvalSymlinks(dotgit)
+		if err != nil {
+			return "", nil // dangling: Git finds no repository here either
+		}
+		if fi, err = os.Stat(canon); err != nil {
+			return "", nil
+		}
+		if fi.IsDir() {
+			return canon, nil
+		}
+		dotgit = canon
+	}
 	switch {
 	case fi.IsDir():
 		return dotgit, nil
@@ -300,20 +316,23 @@ func worktreeConfigEnabled(gitdir string) bool {
 	return false
 }
 
-// readSmall reads at most 64 KiB: pointer files are one line, and a hostile one must
-// not make the launcher read gigabytes.
+// readSmall reads at most 64 KiB of a regular file: pointer files are one line, and a
+// hostile one must not make the launcher read gigabytes, nor hang it as a FIFO
+// (O_NONBLOCK, then only a regular file is read). Symlinks are followed, as Git does.
 func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := make([]byte, 64<<10)
-	n, err := f.Read(buf)
-	if n == 0 && err != nil {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf[:n], "\x00"), nil
+	return bytes.TrimRight(b, "\x00"), nil
 }
 
 func isFile(path string) bool {

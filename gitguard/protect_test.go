@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -130,5 +131,29 @@ func TestProtectedPathsSymlinks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "hooks")); err == nil {
 		t.Fatal("directory created outside the repo")
+	}
+}
+
+func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
+	repo := canonTemp(t)
+	gitInit(t, repo)
+	// .git as a symlink to a gitdir inside the repo: Git uses it, so it is protected.
+	if err := os.Rename(filepath.Join(repo, ".git"), filepath.Join(repo, "gitdir")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("gitdir", filepath.Join(repo, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ProtectedPaths(repo)
+	if err != nil || !strings.Contains(paths(got), filepath.Join(repo, "gitdir/config")) ||
+		!strings.Contains(paths(got), filepath.Join(repo, "gitdir/hooks")) {
+		t.Fatalf("symlinked .git: %v\n%s", err, paths(got))
+	}
+	// A FIFO planted as commondir must not hang the launcher.
+	if err := syscall.Mkfifo(filepath.Join(repo, "gitdir/commondir"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ProtectedPaths(repo); err != nil {
+		t.Fatalf("FIFO commondir: %v", err)
 	}
 }

@@ -133,6 +133,8 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
+	locks := existingLocks(s.Protected)
+	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	res, err := runBackend(p.Backend, plan, out)
 	out.Phases = res.Phases
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
