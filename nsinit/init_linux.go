@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,7 +18,7 @@ import (
 // IsInit reports whether this process is the re-executed init. main asks first,
 // before anything else runs.
 func IsInit() bool {
-	return os.Getenv(envRole) != "" && len(os.Args) > 0 && os.Args[0] == "agentbox-init"
+	return os.Getenv(envRole) != "" && len(os.Args) > 0 && os.Args[0] == initArgv0
 }
 
 // Main is the init: PID 1 of the sandbox's PID namespace. It never returns.
@@ -26,13 +27,17 @@ func Main() {
 	// capabilities, no_new_privs and the seccomp filter are per thread, and the
 	// command inherits them from the thread that forks it.
 	runtime.LockOSThread()
-	ctl := os.NewFile(controlFd, "control")
-	os.Exit(initMain(ctl))
+	fd, err := strconv.Atoi(os.Getenv(envRole))
+	if err != nil || fd < 3 {
+		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(envRole))
+		os.Exit(exitSetup)
+	}
+	os.Exit(initMain(os.NewFile(uintptr(fd), "control"), fd))
 }
 
 // initMain runs the numbered setup sequence, then supervises the command. Any setup
 // failure is reported to the launcher as (step, reason) and ends the init with 125.
-func initMain(ctl *os.File) int {
+func initMain(ctl *os.File, ctlFd int) int {
 	t := newTimer()
 
 	// 1. Not dumpable: the command, same uid, must not ptrace us or open
@@ -42,7 +47,7 @@ func initMain(ctl *os.File) int {
 	}
 	// 2. Every inherited fd becomes close-on-exec, the control socket included: the
 	//    command gets 0, 1 and 2 and nothing else.
-	if err := unix.CloseRange(controlFd, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		markCloexecSlow()
 	}
 	os.Unsetenv(envRole)
@@ -55,12 +60,14 @@ func initMain(ctl *os.File) int {
 	plan := *m.Plan
 	t.mark("init-start")
 
-	// 4. Mounts, in plan order.
-	if err := applyPlan(plan, t); err != nil {
-		return reportSetup(ctl, "mount", err)
+	// 4. Mounts, in plan order (under bwrap they are built already).
+	if !m.Nested {
+		if err := applyPlan(plan, t); err != nil {
+			return reportSetup(ctl, "mount", err)
+		}
 	}
 	// 5. Loopback up in a new network namespace.
-	if plan.Namespaces.Net {
+	if plan.Namespaces.Net && !m.Nested {
 		if err := loopbackUp(); err != nil {
 			return reportSetup(ctl, "bring up loopback", err)
 		}
@@ -74,8 +81,13 @@ func initMain(ctl *os.File) int {
 	if err != nil {
 		return reportSetup(ctl, "command "+plan.Command[0], err)
 	}
-	// 8. Drop every privilege before the fork (per thread: see Main).
-	if err := dropPrivileges(); err != nil {
+	// 8. Drop every privilege before the fork (per thread: see Main). Under bwrap
+	//    they are gone already; check that they are.
+	drop := dropPrivileges
+	if m.Nested {
+		drop = checkUnprivileged
+	}
+	if err := drop(); err != nil {
 		return reportSetup(ctl, "drop privileges", err)
 	}
 	t.mark("drop-privileges")
@@ -188,7 +200,7 @@ func markCloexecSlow() {
 	}
 	for _, e := range ents {
 		var fd int
-		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd >= controlFd {
+		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd >= 3 {
 			unix.CloseOnExec(fd)
 		}
 	}

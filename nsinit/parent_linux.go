@@ -19,8 +19,12 @@ import (
 // envRole marks the re-executed init; its value is the control socket's fd.
 const envRole = "_AGENTBOX_NSINIT"
 
-// controlFd is where the init finds its end of the control socket (ExtraFiles[0]).
+// controlFd is where the native init finds its end of the control socket
+// (ExtraFiles[0]); under bwrap it is another (see InitCommand).
 const controlFd = 3
+
+// initArgv0 names the init role (with envRole set).
+const initArgv0 = "agentbox-init"
 
 // exitSetup is the init's status when setup failed before the command started.
 const exitSetup = 125
@@ -37,6 +41,7 @@ var forwarded = []os.Signal{
 type SetupError struct {
 	Step   string
 	Reason string
+	Status int // the init's (or bwrap's) exit status when it ended without starting the command
 }
 
 func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
@@ -44,33 +49,45 @@ func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
 // Run starts the init in new namespaces, hands it plan, and waits for the session to
 // end. A *SetupError (or any error) means the command never started.
 func Run(plan mounts.Plan, opts Options) (Result, error) {
-	stdio := opts.Stdio
-	t0 := time.Now()
-	var res Result
-
 	// Pdeathsig is tied to the thread that forks: keep this goroutine on one
 	// thread until the init is gone, so the init dies exactly when the launcher does.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	ctl, child, err := ControlSocket()
 	if err != nil {
-		return res, fmt.Errorf("control socket: %w", err)
+		return Result{}, err
 	}
-	ctl := os.NewFile(uintptr(fds[0]), "control")
-	child := os.NewFile(uintptr(fds[1]), "control-init")
 	defer ctl.Close()
-
 	// /proc/self/exe is the running binary itself, whatever happened to its path.
 	initBinary := opts.InitBinary
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	cmd := exec.Command(initBinary)
-	cmd.Args = []string{"agentbox-init"}
-	// The init's own environment is minimal; the command's travels in the plan
-	// message, untouched by the init's Go runtime settings.
-	cmd.Env = []string{envRole + "=3", "GOMAXPROCS=1", "GOGC=off"}
+	cmd := InitCommand(initBinary, controlFd, opts.Stdio)
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.SysProcAttr = sysProcAttr(plan)
+	return Supervise(Launch{Cmd: cmd, Ctl: ctl, Child: child, Plan: plan}, opts)
+}
+
+// ControlSocket returns the two ends of a launcher–init control socket: the
+// launcher's, and the child's, to be passed to the init.
+func ControlSocket() (ctl, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("control socket: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-init"), nil
+}
+
+// InitCommand prepares binary to run as the init, finding its control socket at fd.
+// The init's own environment is minimal; the command's travels in the plan message,
+// untouched by the init's Go runtime settings (GOMAXPROCS=1, GOGC=off: a short-lived
+// supervisor needs neither parallel GC nor a second P).
+func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
+	cmd := exec.Command(binary)
+	cmd.Args = []string{initArgv0}
+	cmd.Env = []string{fmt.Sprintf("%s=%d", envRole, fd), "GOMAXPROCS=1", "GOGC=off"}
 	// A nil *os.File in an io.Reader would not read as "no stream": assign only
 	// what is set, so unset streams become /dev/null.
 	if stdio.Stdin != nil {
@@ -82,20 +99,47 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	if stdio.Stderr != nil {
 		cmd.Stderr = stdio.Stderr
 	}
-	cmd.ExtraFiles = []*os.File{child}
-	cmd.SysProcAttr = sysProcAttr(plan)
+	return cmd
+}
+
+// Launch is one start of the init.
+type Launch struct {
+	Cmd   *exec.Cmd // starts the init, directly (native) or through bwrap
+	Ctl   *os.File  // the launcher's end of the control socket
+	Child *os.File  // the init's end, closed here once Cmd has started
+	Plan  mounts.Plan
+	// Nested: the namespaces and mounts are already built (by bwrap); the init
+	// only supervises the command and checks that no privilege is left.
+	Nested bool
+	// InitPID returns the init's PID once known (0 until then); nil means
+	// Cmd's own process is the init. Signals are forwarded to it.
+	InitPID func() int
+}
+
+// Supervise starts l.Cmd, hands the init the plan, forwards signals, mirrors job
+// control, and waits for the session to end. The status is the exit status of
+// l.Cmd's process, which the init (or bwrap on its behalf) makes the command's.
+func Supervise(l Launch, opts Options) (Result, error) {
+	var res Result
+	t0 := time.Now()
+	stdio := opts.Stdio
+	cmd, ctl := l.Cmd, l.Ctl
 
 	// Signals are caught before the init exists, so none is lost in between.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	if err := cmd.Start(); err != nil {
-		child.Close()
+	err := cmd.Start()
+	l.Child.Close()
+	if err != nil {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
-	child.Close()
 	res.InitPID = cmd.Process.Pid
+	initPID := l.InitPID
+	if initPID == nil {
+		initPID = func() int { return cmd.Process.Pid }
+	}
 	tStarted := time.Now()
 
 	fg := isForeground(stdio.Stdin)
@@ -103,7 +147,8 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg})
+	plan := l.Plan
+	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested})
 	if err != nil {
 		return res, abort(cmd, &SetupError{Step: "hand plan to init", Reason: err.Error()})
 	}
@@ -131,7 +176,11 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	for {
 		select {
 		case sig := <-sigs:
-			_ = cmd.Process.Signal(sig)
+			if pid := initPID(); pid > 0 {
+				_ = unix.Kill(pid, sig.(syscall.Signal))
+			} else {
+				_ = cmd.Process.Signal(sig)
+			}
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil // EOF: the init is exiting; its status follows
@@ -158,7 +207,7 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 						return res, &SetupError{Step: m.Step, Reason: m.Reason}
 					}
 				}
-				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")"}
+				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
 			}
 			res.Status = exitStatus(st)
 			return res, nil

@@ -40,6 +40,7 @@ type message struct {
 	Plan       *mounts.Plan `json:"plan,omitempty"`
 	Env        []string     `json:"env,omitempty"`
 	Foreground bool         `json:"foreground,omitempty"` // also msgContinue
+	Nested     bool         `json:"nested,omitempty"`     // namespaces and mounts built by bwrap
 
 	// msgStarted
 	Phases []Phase `json:"phases,omitempty"`
