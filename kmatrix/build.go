@@ -24,9 +24,18 @@ var HostPrograms = []string{
 	"hostname", "awk", "pgrep", "ps", "find", "xargs",
 }
 
-// HostTrees are host directories copied whole when they exist: Git's templates, so
-// that git init in a VM makes the same .git/hooks samples as on the host.
-var HostTrees = []string{"/usr/share/git-core/templates"}
+// HostTrees are host directories copied when they exist, without their files larger
+// than maxTreeFile: Git's templates, so that git init in a VM makes the same
+// .git/hooks samples as on the host, and Git's exec path (its symlinked builtins,
+// such as git-receive-pack, and its shell scripts; not the HTTP helpers, which
+// need libraries nothing in the VMs uses).
+var HostTrees = []string{"/usr/share/git-core/templates", "/usr/lib/git-core"}
+
+const maxTreeFile = 64 << 10
+
+// HostAliases are symlinks in the image that stand in for a large host file which
+// is a copy of a program the image already has.
+var HostAliases = map[string]string{"/usr/lib/git-core/git": "/usr/bin/git"}
 
 // HostExtras are host files copied to the same path when they exist: the bwrap
 // builds scripts/setup-test-env.sh provides for the bwrap backend's tests.
@@ -106,8 +115,13 @@ func baseImage(bins builtBinaries, tests []TestPackage) (*image, error) {
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}
-		if err := im.hostTree(p); err != nil {
+		if err := im.hostTree(p, maxTreeFile); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	for link, target := range HostAliases {
+		if _, err := os.Stat(link); err == nil {
+			im.symlink(link, target)
 		}
 	}
 	for _, p := range HostExtras {

@@ -82,8 +82,9 @@ func (im *image) hostPath(p string) error {
 	return fmt.Errorf("%s: too many symlinks", p)
 }
 
-// hostTree copies a host directory and everything below it to the same place.
-func (im *image) hostTree(root string) error {
+// hostTree copies a host directory and everything below it to the same place,
+// leaving out regular files larger than maxSize bytes.
+func (im *image) hostTree(root string, maxSize int64) error {
 	if err := im.hostPath(root); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (im *image) hostTree(root string) error {
 			im.symlink(p, target)
 		case fi.IsDir():
 			im.dir(p, uint32(fi.Mode().Perm()))
-		case fi.Mode().IsRegular():
+		case fi.Mode().IsRegular() && fi.Size() <= maxSize:
 			im.host(p, p, uint32(fi.Mode().Perm()))
 		}
 		return nil
