@@ -49,7 +49,7 @@ var badInputs = []badInput{
 	{name: "relative --repo that does not exist", args: repoArg(func(*sandboxtest.Box) string { return "no/such/dir" })},
 	{name: "relative --repo", args: repoArg(func(*sandboxtest.Box) string { return "repo" }),
 		dir: func(b *sandboxtest.Box) string { return b.Home }, works: theRepo},
-	{name: "..-laden --repo up to /", args: repoArg(func(*sandboxtest.Box) string { return strings.Repeat("../", 40) })},
+	{name: "..-laden --repo up to the root", args: repoArg(func(*sandboxtest.Box) string { return strings.Repeat("../", 40) })},
 	{name: "..-laden --repo up to HOME's parent", args: repoArg(func(b *sandboxtest.Box) string { return b.Repo + "/../.." })},
 	{name: "..-laden --repo back to the repo", args: repoArg(func(b *sandboxtest.Box) string { return b.Repo + "/../repo/./../repo/" }), works: theRepo},
 	{name: "..-laden --repo through a missing dir", args: repoArg(func(b *sandboxtest.Box) string { return b.Repo + "/missing/../" })},
@@ -87,7 +87,7 @@ var badInputs = []badInput{
 		}
 	}, args: repoArg(func(b *sandboxtest.Box) string { return b.Home + "/locked/repo" })},
 	{name: "--repo that is a device", args: repoArg(func(*sandboxtest.Box) string { return "/dev/null" })},
-	{name: "--repo in /sys", args: repoArg(func(*sandboxtest.Box) string { return "/sys/kernel" })},
+	{name: "--repo in sys", args: repoArg(func(*sandboxtest.Box) string { return "/sys/kernel" })},
 	{name: "unknown flag", args: func(b *sandboxtest.Box) []string { return execArgs(b, "--no-such-flag") }},
 	{name: "unknown backend", args: func(b *sandboxtest.Box) []string {
 		return []string{"exec", "--backend", "docker\xff", "--", "true"}

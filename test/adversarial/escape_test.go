@@ -75,7 +75,7 @@ var attacks = []attack{
 			}
 		}},
 
-	{name: "abstract and /run sockets with --offline", args: []string{"--offline"}, setup: hostSockets,
+	{name: "abstract and run-dir sockets with --offline", args: []string{"--offline"}, setup: hostSockets,
 		script: `
 		"$PROBE" abstract "$ABSTRACT"
 		echo "TRY run-socket"
@@ -146,7 +146,7 @@ var attacks = []attack{
 		try hardlink-hook-sample sh -c 'ln .git/hooks/post-commit.sample hk && echo evil >> hk'
 		echo DONE`},
 
-	{name: "/proc/self/root, /proc/1/root, /proc/1/cwd", script: `
+	{name: "proc self root, proc 1 root, proc 1 cwd", script: `
 		try self-root-append sh -c 'echo x >> "/proc/self/root$VICTIM"'
 		try self-root-create touch "/proc/self/root$OUTSIDE/created"
 		try pid1-root-append sh -c 'echo x >> "/proc/1/root$VICTIM"'
@@ -156,7 +156,7 @@ var attacks = []attack{
 		try pid1-root-hook touch "/proc/1/root$REPO/.git/hooks/pre-commit"
 		echo DONE`},
 
-	{name: "/proc/<launcher pid> invisible", script: `
+	{name: "proc of the launcher pid invisible", script: `
 		until [ -s launcher-pid ]; do sleep 0.02; done
 		pid=$(cat launcher-pid)
 		echo "TRY launcher-visible"
@@ -194,7 +194,7 @@ var attacks = []attack{
 			}
 		}},
 
-	{name: "/proc/self/fd of inherited fds", script: `
+	{name: "proc self fd of inherited fds", script: `
 		"$PROBE" fds
 		echo DONE`,
 		run: func(t *testing.T, x *target, cmd *exec.Cmd) sandboxtest.Result {
@@ -270,7 +270,7 @@ var attacks = []attack{
 		"$PROBE" handle "$VICTIM" "$REPO/.git/config" "$REPO/README"
 		echo DONE`, run: probeRun("handle")},
 
-	{name: "rewrite the agentbox binary through /proc/1/exe", script: `
+	{name: "rewrite the agentbox binary through proc 1 exe", script: `
 		"$PROBE" exe
 		try cp-over-proc1-exe sh -c 'cp /bin/true /proc/1/exe'
 		echo DONE`, run: probeRun("exe")},
@@ -323,7 +323,7 @@ var attacks = []attack{
 	// Users point .git/hooks at a shared hooks directory and .git/config at their
 	// dotfiles. The targets lie outside the repo, so they are read-only anyway; the
 	// links themselves sit in the writable .git and must not be replaceable.
-	{name: "symlinked .git/hooks and .git/config replaced from inside", setup: func(t *testing.T, x *target) []string {
+	{name: "symlinked .git hooks and .git config replaced from inside", setup: func(t *testing.T, x *target) []string {
 		shared := filepath.Join(x.Outside, "shared-hooks")
 		mkUserDir(t, shared)
 		hooks := filepath.Join(x.Repo, ".git/hooks")

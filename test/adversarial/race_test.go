@@ -56,18 +56,18 @@ var setupRaces = []setupRace{
 		mustSymlink(t, x.Outside, decoy)
 		return real, decoy, filepath.Join(real, "repo"), nil
 	}},
-	{name: ".git/hooks", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+	{name: ".git hooks", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
 		mkUserDir(t, filepath.Join(x.Outside, "hooks"))
 		decoy := filepath.Join(x.Repo, ".git/hooks-decoy")
 		mustSymlink(t, filepath.Join(x.Outside, "hooks"), decoy)
 		return filepath.Join(x.Repo, ".git/hooks"), decoy, x.Repo, nil
 	}},
-	{name: ".git/config", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+	{name: ".git config", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
 		decoy := filepath.Join(x.Repo, ".git/config-decoy")
 		mustSymlink(t, x.Victim, decoy)
 		return filepath.Join(x.Repo, ".git/config"), decoy, x.Repo, nil
 	}},
-	{name: "HOME subpath (~/.ssh) with --disk-tmp", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+	{name: "HOME subpath .ssh with --disk-tmp", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
 		real := filepath.Join(x.Home, ".ssh")
 		mkUserDir(t, real)
 		sandboxtest.WriteFile(t, filepath.Join(real, "authorized_keys"), "key\n")
