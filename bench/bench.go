@@ -19,7 +19,7 @@ import (
 const (
 	Native         = "native"          // agentbox exec --backend native
 	AgentboxBwrap  = "agentbox-bwrap"  // agentbox exec --backend bwrap
-	BwrapDirect    = "bwrap-direct"    // bwrap with the --dry-run --backend bwrap argv
+	BwrapDirect    = "bwrap-direct"    // bwrap alone with the same plan (compat.Command)
 	GoAPI          = "go-api"          // sandbox.Run from a small running Go program
 	ForkExec       = "fork-exec"       // the command itself, no sandbox
 	EmptyGo        = "empty-go"        // an empty static Go binary
@@ -46,6 +46,7 @@ type Sample struct {
 	CPU    time.Duration // user+system of the process tree, from wait4
 	MaxRSS int64         // KiB, from wait4: the largest process of the tree
 	Phases []phase       // AGENTBOX_TIMINGS lines (agentbox variants)
+	Err    error         // the launch failed; the other fields are unset
 }
 
 type phase struct {
@@ -96,7 +97,10 @@ func Run(cfg Config) (*Report, error) {
 			v := vs[(round+i)%len(vs)]
 			s, err := v.run()
 			if err != nil {
-				return nil, fmt.Errorf("bench: %s: %w", v.name, err)
+				// A failed launch is counted and reported, not retried and not
+				// fatal: one flaky launch in hundreds is a finding, and the
+				// other variants' figures stay valid.
+				s = Sample{Err: err}
 			}
 			if round >= cfg.Warmup {
 				samples[v.name] = append(samples[v.name], s)

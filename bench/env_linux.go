@@ -10,13 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // env is what the variants share: the repository, the bench's scratch directory,
@@ -106,12 +107,14 @@ func (e *env) prepareRepo() error {
 	return nil
 }
 
-// prepareBwrapDirect takes the argv `agentbox exec --dry-run --backend bwrap` prints
-// and makes it runnable without agentbox: the push guard's staging directory, shown
-// with XXXXXX, is staged once for all runs, and the descriptors agentbox would pass
-// (3: bwrap's JSON status, 4: the seccomp program) are provided by the bench.
+// prepareBwrapDirect builds bubblewrap's own argv for the plan `agentbox exec
+// --dry-run --json --backend bwrap` prints, translated by compat.Command — the same
+// translation agentbox's bwrap backend runs, without agentbox's init inside: plain
+// bwrap doing the whole policy. The push guard's staging directory, shown with
+// XXXXXX, is staged once for all runs, and the descriptors bwrap is told about (3: its
+// JSON status, 4: the seccomp program) are provided by the bench.
 func (e *env) prepareBwrapDirect() error {
-	args := append([]string{"exec", "--dry-run", "--backend", "bwrap"}, strings.Fields(launchFlags)...)
+	args := append([]string{"exec", "--dry-run", "--json", "--backend", "bwrap"}, strings.Fields(launchFlags)...)
 	args = append(append(args, "--repo", e.repo, "--"), e.cfg.Command...)
 	cmd := exec.Command(e.cfg.Agentbox, args...)
 	cmd.Dir, cmd.Env = e.repo, e.environ
@@ -119,14 +122,18 @@ func (e *env) prepareBwrapDirect() error {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("bench: agentbox exec --dry-run --backend bwrap: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return fmt.Errorf("bench: agentbox exec --dry-run --json --backend bwrap: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	argv, err := splitShell(string(out))
-	if err != nil {
-		return fmt.Errorf("bench: parse --dry-run argv: %w", err)
+	var plan mounts.Plan
+	if err := json.Unmarshal(out, &plan); err != nil {
+		return fmt.Errorf("bench: read the --dry-run --json plan: %w", err)
 	}
-	if argv, err = e.stageGuard(argv); err != nil {
+	if err := e.stageGuard(&plan); err != nil {
 		return err
+	}
+	argv, err := compat.Command(e.cfg.Bwrap, plan)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	prog, err := ttyfilter.Program()
 	if err != nil {
@@ -143,29 +150,50 @@ func (e *env) prepareBwrapDirect() error {
 	return nil
 }
 
-// stageRe matches the push guard's staging directory as --dry-run shows it.
-var stageRe = regexp.MustCompile(`^/tmp/` + regexp.QuoteMeta(gitguard.GuardStagePrefix) + `[0-9]+-XXXXXX`)
+// dryRunStage finds the push guard's staging directory as --dry-run shows it,
+// /tmp/PREFIX<pid>-XXXXXX, at the start of a; n is its length, 0 when absent. (No
+// package-level regexp: every agentbox process, the init too, would compile it.)
+func dryRunStage(a string) int {
+	p := "/tmp/" + gitguard.GuardStagePrefix
+	if !strings.HasPrefix(a, p) {
+		return 0
+	}
+	i := len(p)
+	for i < len(a) && a[i] >= '0' && a[i] <= '9' {
+		i++
+	}
+	if i == len(p) || !strings.HasPrefix(a[i:], "-XXXXXX") {
+		return 0
+	}
+	return i + len("-XXXXXX")
+}
 
-func (e *env) stageGuard(argv []string) ([]string, error) {
+// stageGuard stages the push guard for real where plan shows its placeholder.
+func (e *env) stageGuard(plan *mounts.Plan) error {
 	needed := false
-	for _, a := range argv {
-		needed = needed || stageRe.MatchString(a)
+	for _, op := range plan.Ops {
+		needed = needed || dryRunStage(op.Source) > 0 || dryRunStage(op.Dest) > 0
 	}
 	if !needed {
-		return argv, nil
+		return nil
 	}
 	h, found, err := gitguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
-		return nil, fmt.Errorf("bench: the plan has a push guard but no host git was found (%v)", err)
+		return fmt.Errorf("bench: the plan has a push guard but no host git was found (%v)", err)
 	}
 	if e.guard, err = gitguard.StageGuard(h); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return fmt.Errorf("bench: %w", err)
 	}
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = stageRe.ReplaceAllLiteralString(a, e.guard.Dir)
+	for i := range plan.Ops {
+		op := &plan.Ops[i]
+		if n := dryRunStage(op.Source); n > 0 {
+			op.Source = e.guard.Dir + op.Source[n:]
+		}
+		if n := dryRunStage(op.Dest); n > 0 {
+			op.Dest = e.guard.Dir + op.Dest[n:]
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // emptyGoSource is the floor (e): a Go program that does nothing.
@@ -253,7 +281,7 @@ func (e *env) variants() []variant {
 			name: AgentboxBwrap, desc: "agentbox exec --backend bwrap " + launchFlags,
 			run: func() (Sample, error) { return e.execOnce(e.cfg.Agentbox, agentbox("bwrap", flags...), e.environ, nil) },
 		}, variant{
-			name: BwrapDirect, desc: "bwrap with the --dry-run --backend bwrap argv, fds 3/4 from the bench",
+			name: BwrapDirect, desc: "bwrap alone, argv = compat.Command(plan of --dry-run --json --backend bwrap), fds 3/4 from the bench",
 			run: e.bwrapOnce,
 		})
 	}
@@ -350,11 +378,11 @@ func startAPIProbe(agentbox, repo string, command []string) (*apiProbe, error) {
 
 func (p *apiProbe) ask(req string, v any) error {
 	if _, err := io.WriteString(p.in, req+"\n"); err != nil {
-		return fmt.Errorf("Go API probe: %w", err)
+		return fmt.Errorf("go-api probe: %w", err)
 	}
 	line, err := p.out.ReadBytes('\n')
 	if err != nil {
-		return fmt.Errorf("Go API probe: %w", err)
+		return fmt.Errorf("go-api probe: %w", err)
 	}
 	return json.Unmarshal(line, v)
 }

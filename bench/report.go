@@ -43,7 +43,10 @@ type VariantReport struct {
 	Wall      Stats     `json:"wall"`
 	CPU       Stats     `json:"cpu"`
 	MaxRSSKiB int64     `json:"max_rss_kib,omitempty"` // wait4's, over the process tree
-	Samples   []float64 `json:"wall_ms"`               // in round order
+	Samples   []float64 `json:"wall_ms"`               // successful launches, in round order
+	Failed    int       `json:"failed,omitempty"`      // launches that failed
+	FirstErr  string    `json:"first_error,omitempty"` // the first failure's message
+	rounds    []float64 // per round, NaN where the launch failed (for ratios)
 }
 
 // PhaseReport is the median of one named phase.
@@ -68,12 +71,23 @@ type Target struct {
 }
 
 func summarizeVariant(v variant, s []Sample) VariantReport {
-	wall := make([]float64, len(s))
-	cpu := make([]float64, len(s))
-	for i, x := range s {
-		wall[i], cpu[i] = ms(x.Wall), ms(x.CPU)
+	r := VariantReport{Name: v.name, Desc: v.desc, MaxRSSKiB: maxRSS(s)}
+	var cpu []float64
+	for _, x := range s {
+		if x.Err != nil {
+			r.Failed++
+			if r.FirstErr == "" {
+				r.FirstErr = x.Err.Error()
+			}
+			r.rounds = append(r.rounds, math.NaN())
+			continue
+		}
+		r.Samples = append(r.Samples, ms(x.Wall))
+		r.rounds = append(r.rounds, ms(x.Wall))
+		cpu = append(cpu, ms(x.CPU))
 	}
-	return VariantReport{Name: v.name, Desc: v.desc, Wall: summarize(wall), CPU: summarize(cpu), MaxRSSKiB: maxRSS(s), Samples: wall}
+	r.Wall, r.CPU = summarize(r.Samples), summarize(cpu)
+	return r
 }
 
 func (r *Report) variant(name string) *VariantReport {
@@ -93,7 +107,7 @@ func (r *Report) finish(samples map[string][]Sample) {
 		if va == nil || vb == nil {
 			return math.NaN()
 		}
-		x := pairRatio(va.Samples, vb.Samples)
+		x := pairRatio(va.rounds, vb.rounds)
 		r.Ratios[a+"/"+b] = x
 		return x
 	}
@@ -115,10 +129,10 @@ func (r *Report) finish(samples map[string][]Sample) {
 		r.Targets = append(r.Targets, t)
 	}
 	if n, d := r.variant(Native), r.variant(NativeDefaults); n != nil && d != nil {
-		diff := make([]float64, 0, len(n.Samples))
-		for i := range n.Samples {
-			if i < len(d.Samples) {
-				diff = append(diff, d.Samples[i]-n.Samples[i])
+		var diff []float64
+		for i := range n.rounds {
+			if i < len(d.rounds) && !math.IsNaN(n.rounds[i]) && !math.IsNaN(d.rounds[i]) {
+				diff = append(diff, d.rounds[i]-n.rounds[i])
 			}
 		}
 		r.DefaultsAdd = median(diff)
@@ -185,6 +199,11 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "have their own benchmarks; native-defaults keeps them (and the audit), in scratch dirs.\n")
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	for _, v := range r.Variants {
+		if v.Failed > 0 {
+			fmt.Fprintf(w, "FAILED: %s: %d of %d launches failed; first: %s\n", v.Name, v.Failed, v.Failed+len(v.Samples), v.FirstErr)
+		}
 	}
 	fmt.Fprintf(w, "\n%-16s %8s %8s %8s %8s   %8s %8s\n", "wall ms", "min", "median", "p90", "max", "cpu med", "cpu p90")
 	for _, v := range r.Variants {

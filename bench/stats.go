@@ -48,7 +48,7 @@ func median(s []float64) float64 {
 func pairRatio(a, b []float64) float64 {
 	var r []float64
 	for i := range a {
-		if i < len(b) && b[i] > 0 {
+		if i < len(b) && b[i] > 0 && !math.IsNaN(a[i]) && !math.IsNaN(b[i]) {
 			r = append(r, a[i]/b[i])
 		}
 	}

@@ -150,11 +150,11 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 	if err := unix.Sendmsg(fds[0], b, oob, nil, 0); err != nil {
 		return Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
 	}
-	buf := make([]byte, maxFrame)
-	n, _, _, _, err := unix.Recvmsg(fds[0], buf, nil, 0)
-	if err != nil || n == 0 {
+	buf, err := recvFrame(fds[0])
+	if err != nil || len(buf) == 0 {
 		return Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
 	}
+	n := len(buf)
 	var rep reply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
 		return Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
@@ -167,6 +167,36 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 		return res, errors.New(rep.Reason)
 	}
 	return res, nil
+}
+
+// frameSize is the size of the next frame on a SOCK_SEQPACKET socket, without
+// consuming it (MSG_TRUNC makes recv return the real length), bounded by maxFrame.
+func frameSize(fd int) (int, error) {
+	var b [1]byte
+	for {
+		n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_TRUNC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n > maxFrame {
+			return 0, fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
+		}
+		return n, nil
+	}
+}
+
+// recvFrame reads one whole frame (no descriptors).
+func recvFrame(fd int) ([]byte, error) {
+	size, err := frameSize(fd)
+	if err != nil || size == 0 {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	n, _, err := unix.Recvfrom(fd, buf, 0)
+	return buf[:n], err
 }
 
 func isLauncher() bool {
@@ -200,7 +230,11 @@ func serveLauncher() int {
 
 func serveOne(conn int) {
 	defer unix.Close(conn)
-	buf := make([]byte, maxFrame)
+	size, err := frameSize(conn)
+	if err != nil || size == 0 {
+		return
+	}
+	buf := make([]byte, size)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	n, oobn, _, _, err := unix.Recvmsg(conn, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {

@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/compat"
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+func TestDryRunStage(t *testing.T) {
+	p := "/tmp/" + gitguard.GuardStagePrefix
+	for in, want := range map[string]int{
+		p + "123-XXXXXX/git": len(p) + len("123-XXXXXX"),
+		p + "123-XXXXXX":     len(p) + len("123-XXXXXX"),
+		p + "-XXXXXX/git":    0, // no pid
+		p + "123-abcdef/git": 0, // a real staging dir, not the placeholder
+		"/usr/bin/git":       0,
+	} {
+		if got := dryRunStage(in); got != want {
+			t.Errorf("dryRunStage(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestParseTimings(t *testing.T) {
+	in := "agentbox: timings: before backend 12.5ms\n" +
+		"agentbox: timings: clone+idmap                  1.2ms\n" +
+		"agentbox: timings: ro-bind /a dir/.git/config   19µs\n" +
+		"some other line\nagentbox: timings: broken xx\n"
+	got := parseTimings(in)
+	want := []phase{{"before backend", 12500 * time.Microsecond}, {"clone+idmap", 1200 * time.Microsecond}, {"ro-bind /a dir/.git/config", 19 * time.Microsecond}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("phase %d: got %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestStats(t *testing.T) {
+	s := summarize([]float64{5, 1, 4, 2, 3, 10, 6, 7, 8, 9, 11})
+	if s.N != 11 || s.Min != 1 || s.Median != 6 || s.Max != 11 || s.P90 != 10 {
+		t.Errorf("summarize: %+v", s)
+	}
+	// Per-round ratios: the median of a/b, skipping failed rounds (NaN).
+	a := []float64{2, 4, math.NaN(), 9, 100}
+	b := []float64{4, 4, 1, 10, 1}
+	if got := pairRatio(a, b); got != 0.95 {
+		t.Errorf("pairRatio = %v, want 0.95 (median of 0.5, 1, 0.9, 100)", got)
+	}
+}
+
+func sampleReport() *Report {
+	rep := &Report{Command: []string{"true"}, Runs: 3}
+	mk := func(name string, walls ...float64) []Sample {
+		var s []Sample
+		for _, w := range walls {
+			if w < 0 {
+				s = append(s, Sample{Err: io.ErrUnexpectedEOF})
+				continue
+			}
+			s = append(s, Sample{Wall: time.Duration(w * float64(time.Millisecond))})
+		}
+		return s
+	}
+	samples := map[string][]Sample{
+		Native:        mk(Native, 8, 9, 10),
+		AgentboxBwrap: mk(AgentboxBwrap, 10, 10, 10),
+		BwrapDirect:   mk(BwrapDirect, 8, -1, 10),
+		GoAPI:         mk(GoAPI, 5, 6, 500),
+	}
+	for _, n := range []string{Native, AgentboxBwrap, BwrapDirect, GoAPI} {
+		rep.Variants = append(rep.Variants, summarizeVariant(variant{name: n}, samples[n]))
+	}
+	rep.finish(samples)
+	return rep
+}
+
+func TestReportRatiosTargetsFailures(t *testing.T) {
+	rep := sampleReport()
+	if got := rep.Ratios[Native+"/"+AgentboxBwrap]; got != 0.9 {
+		t.Errorf("native/agentbox-bwrap = %v, want 0.9", got)
+	}
+	if got := rep.Ratios[Native+"/"+BwrapDirect]; got != 1 { // the failed round is left out
+		t.Errorf("native/bwrap-direct = %v, want 1", got)
+	}
+	if v := rep.variant(BwrapDirect); v.Failed != 1 || len(v.Samples) != 2 || v.FirstErr == "" {
+		t.Errorf("bwrap-direct failures: %+v", v)
+	}
+	met := map[string]bool{}
+	for _, tg := range rep.Targets {
+		met[tg.What] = tg.Met
+	}
+	if len(met) != 4 || met["native <= 1.00 x bwrap-direct (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] {
+		t.Errorf("targets: %+v", rep.Targets)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "FAILED: bwrap-direct: 1 of 3 launches failed") {
+		t.Errorf("text report does not show the failure:\n%s", text.String())
+	}
+	doc, err := rep.JSON()
+	if err != nil || !json.Valid(doc) {
+		t.Fatalf("JSON: %v\n%s", err, doc)
+	}
+}
+
+func TestSVGIsWellFormed(t *testing.T) {
+	rep := sampleReport()
+	var many []Sample
+	for i := 0; i < 199; i++ {
+		many = append(many, Sample{Wall: time.Duration(5+i%3) * time.Millisecond})
+	}
+	many = append(many, Sample{Wall: 900 * time.Millisecond})
+	rep.Variants = append(rep.Variants, summarizeVariant(variant{name: ForkExec}, many))
+	var b bytes.Buffer
+	if err := rep.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&b)
+	circles, triangles := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "circle":
+				circles++
+			case "path":
+				triangles++
+			}
+		}
+	}
+	// 211 samples; the 500 and 900 ms outliers lie beyond the axis (p99 of all)
+	// and are drawn at its edge.
+	if circles+triangles != 211 || triangles != 2 {
+		t.Errorf("drawn %d dots and %d edge markers, want 209 and 2", circles, triangles)
+	}
+}
+
+// TestBenchCommand runs `agentbox bench` as the unprivileged user for two rounds and
+// checks what a user relies on: every variant measured, JSON that says so, and
+// nothing left behind — no scratch dirs, no push-guard staging, no probe process.
+func TestBenchCommand(t *testing.T) {
+	bin := testenv.Binary(t)
+	home := testenv.Dir(t, "home")
+	repo := testenv.Dir(t, "repo")
+	testenv.Git(t, home, repo, "init", "-q")
+	before := tmpEntries(t, "agentbox-bench-")
+
+	cmd := testenv.Command(t, home, bin, "bench", "--runs", "2", "--warmup", "0", "--json", "--no-store", "--repo", repo, "--", "true")
+	cmd.Dir = repo
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agentbox bench: %v\n%s", err, stderr.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, out)
+	}
+	names := map[string]VariantReport{}
+	for _, v := range rep.Variants {
+		names[v.Name] = v
+	}
+	want := []string{Native, GoAPI, ForkExec, NativeDefaults}
+	if os.Getenv("AGENTBOX_BWRAP") != "" {
+		want = append(want, AgentboxBwrap, BwrapDirect)
+	}
+	for _, n := range want {
+		v, ok := names[n]
+		if !ok {
+			t.Errorf("variant %s missing (have %v); stderr:\n%s", n, rep.Variants, stderr.String())
+			continue
+		}
+		if v.Failed != 0 || v.Wall.N != 2 || v.Wall.Min <= 0 {
+			t.Errorf("variant %s: %d failed (%s), %d measured, min %.3f ms", n, v.Failed, v.FirstErr, v.Wall.N, v.Wall.Min)
+		}
+	}
+	if len(rep.Phases) == 0 || rep.RSS.InitKiB <= 0 || rep.RSS.LauncherKiB <= 0 {
+		t.Errorf("phases %v, RSS %+v: want the native phases and both peaks", rep.Phases, rep.RSS)
+	}
+	if !strings.Contains(rep.Summary, "native") {
+		t.Errorf("summary %q", rep.Summary)
+	}
+
+	if after := tmpEntries(t, "agentbox-bench-"); len(after) > len(before) {
+		t.Errorf("left behind in /tmp: %v (before: %v)", after, before)
+	}
+	guards, _ := filepath.Glob("/tmp/" + gitguard.GuardStagePrefix + strconv.Itoa(cmd.Process.Pid) + "-*")
+	if len(guards) > 0 {
+		t.Errorf("push-guard staging left behind: %v", guards)
+	}
+	if procs := processesNaming(t, repo); len(procs) > 0 {
+		t.Errorf("processes left running: %v", procs)
+	}
+}
+
+func tmpEntries(t *testing.T, prefix string) []string {
+	t.Helper()
+	m, err := filepath.Glob("/tmp/" + prefix + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// processesNaming lists the command lines of live processes that contain s.
+func processesNaming(t *testing.T, s string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// BenchmarkBwrapArgv is the bwrap backend's plan → argv translation for the default
+// plan of a repository with its protected Git paths.
+func BenchmarkBwrapArgv(b *testing.B) {
+	home := b.TempDir()
+	repo := filepath.Join(home, "repo")
+	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	p, err := policy.New(policy.Options{Repo: repo, Cwd: repo, Home: home, Command: []string{"true"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prot, err := gitguard.ProtectedPaths(p.Repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan := mounts.Build(p, mounts.Session{Protected: prot})
+	for b.Loop() {
+		if _, err := compat.Command("/usr/bin/bwrap", plan); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPolicyAndPlan is the launcher's work before any backend for the same
+// repository: policy validation, the protected Git paths, the plan.
+func BenchmarkPolicyAndPlan(b *testing.B) {
+	home := b.TempDir()
+	repo := filepath.Join(home, "repo")
+	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".git", "config"), []byte("[core]\n\tbare = false\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		p, err := policy.New(policy.Options{Repo: repo, Cwd: repo, Home: home, Command: []string{"true"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prot, err := gitguard.ProtectedPaths(p.Repo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = mounts.Build(p, mounts.Session{Protected: prot})
+	}
+}

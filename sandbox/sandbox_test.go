@@ -1,0 +1,210 @@
+package sandbox
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is also the init and the launcher helper: it decides its role
+	// first, as a program using the API does.
+	Init()
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+// envChild marks the test binary re-run as the unprivileged test user.
+const envChild = "_SANDBOX_TEST_CHILD"
+
+// asTestUser reports whether the calling test should run its body in this process.
+// Run as root (as CI does), it re-runs just this test as the unprivileged test user —
+// the sandbox must work for an ordinary user — and reports that run's result.
+func asTestUser(t *testing.T) bool {
+	t.Helper()
+	if os.Geteuid() != 0 || os.Getenv(envChild) != "" {
+		return true
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := testenv.Dir(t, "bin")
+	bin := filepath.Join(dir, "sandbox.test")
+	copyFile(t, self, bin)
+	home := testenv.Dir(t, "home")
+	cmd := testenv.Command(t, home, bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(cmd.Env, envChild+"=1")
+	if b := os.Getenv("AGENTBOX_BINARY"); b != "" {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BINARY="+b)
+	}
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as the test user: %v\n%s", err, out)
+	}
+	return false
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRepo is a fresh Git repository owned by the running user.
+func newRepo(t *testing.T) string {
+	t.Helper()
+	repo := t.TempDir()
+	repo, _ = filepath.EvalSymlinks(repo)
+	cmd := exec.Command("git", "init", "-q", repo)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	return repo
+}
+
+// launchers are the two ways to launch, tested alike.
+func launchers(t *testing.T) map[string]func(Options) (Result, error) {
+	l, err := NewLauncher("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return map[string]func(Options) (Result, error){"Run": Run, "Launcher": l.Run}
+}
+
+func TestRunRepoWritableHostReadOnlyHomeDisposable(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	for name, run := range launchers(t) {
+		t.Run(name, func(t *testing.T) {
+			repo := newRepo(t)
+			home := os.Getenv("HOME")
+			marker := "sandbox-api-" + name
+			out, err := os.CreateTemp(t.TempDir(), "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := `echo in-repo > "$1/written"
+echo home > "$HOME/` + marker + `"
+cat "$HOME/` + marker + `"
+if (echo x > /etc/agentbox-api-test) 2>/dev/null; then echo etc-writable; fi
+git -C "$1" config core.hooksPath /tmp/x 2>/dev/null && echo config-writable
+exit 7`
+			res, err := run(Options{
+				Command: []string{"/bin/sh", "-c", script, "sh", repo},
+				Repo:    repo, Dir: repo, Stdout: out, Stderr: out,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != 7 {
+				t.Errorf("status %d, want the command's 7", res.Status)
+			}
+			got, _ := os.ReadFile(out.Name())
+			if strings.TrimSpace(string(got)) != "home" {
+				t.Errorf("command output %q, want only %q (host /etc and .git/config must be read-only)", got, "home")
+			}
+			if b, err := os.ReadFile(filepath.Join(repo, "written")); err != nil || string(b) != "in-repo\n" {
+				t.Errorf("write in the repository did not reach the host: %q, %v", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(home, marker)); !os.IsNotExist(err) {
+				t.Errorf("write in HOME reached the host (%v); HOME must be a disposable overlay", err)
+			}
+			if len(res.Phases) == 0 {
+				t.Error("no setup phases reported")
+			}
+		})
+	}
+}
+
+func TestRunSetupErrorNamesStep(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	for name, run := range launchers(t) {
+		t.Run(name, func(t *testing.T) {
+			repo := newRepo(t)
+			_, err := run(Options{Command: []string{"no-such-command-xyz"}, Repo: repo, Dir: repo})
+			var se *SetupError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v (%T), want a *SetupError", err, err)
+			}
+			if !strings.Contains(se.Step, "no-such-command-xyz") {
+				t.Errorf("step %q does not name the command", se.Step)
+			}
+		})
+	}
+}
+
+func TestRunRefusesRepoThatIsHome(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	home := os.Getenv("HOME")
+	_, err := Run(Options{Command: []string{"true"}, Repo: home, Dir: home})
+	if err == nil || !strings.Contains(err.Error(), "repo") {
+		t.Fatalf("Run with the repository at $HOME: %v, want a refusal naming the repo", err)
+	}
+}
+
+func TestRunWithInitBinary(t *testing.T) {
+	bin := testenv.Binary(t) // built before switching users: the build needs root's cache
+	if os.Geteuid() == 0 && os.Getenv(envChild) == "" {
+		t.Setenv("AGENTBOX_BINARY", bin)
+	}
+	if !asTestUser(t) {
+		return
+	}
+	repo := newRepo(t)
+	old := initCalled.Load()
+	initCalled.Store(false) // as in a program that never called Init
+	defer initCalled.Store(old)
+	if _, err := Run(Options{Command: []string{"true"}, Repo: repo, Dir: repo}); !errors.Is(err, ErrNoInit) {
+		t.Fatalf("Run without Init or InitBinary: %v, want ErrNoInit", err)
+	}
+	if _, err := NewLauncher(""); !errors.Is(err, ErrNoInit) {
+		t.Fatalf("NewLauncher without Init: %v, want ErrNoInit", err)
+	}
+	res, err := Run(Options{Command: []string{"/bin/sh", "-c", "exit 3"}, Repo: repo, Dir: repo, InitBinary: bin})
+	if err != nil || res.Status != 3 {
+		t.Fatalf("Run with InitBinary %s: status %d, %v; want 3, nil", bin, res.Status, err)
+	}
+}
+
+func TestLauncherClosed(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	l, err := NewLauncher("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	repo := newRepo(t)
+	if _, err := l.Run(Options{Command: []string{"true"}, Repo: repo, Dir: repo}); err == nil {
+		t.Fatal("Run on a closed launcher succeeded")
+	}
+}
