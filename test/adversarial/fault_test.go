@@ -27,10 +27,17 @@ func diskTmpDirs(home string) []string {
 	return dirs
 }
 
-// guardDirs lists the push-guard staging directories a launcher with this PID made.
+// guardDirs lists the push-guard staging directories a launcher with this PID made
+// (not their lock files).
 func guardDirs(pid int) []string {
 	m, _ := filepath.Glob(fmt.Sprintf("/tmp/agentbox-guard-%d-*", pid))
-	return m
+	var dirs []string
+	for _, p := range m {
+		if !strings.HasSuffix(p, ".lock") { // the launcher's claim beside it (agentbox gc)
+			dirs = append(dirs, p)
+		}
+	}
+	return dirs
 }
 
 func gc(t *testing.T, b *sandboxtest.Box, args ...string) sandboxtest.Result {
@@ -110,12 +117,12 @@ func TestLauncherKilled(t *testing.T) {
 				t.Errorf("gc did not report the live dir as kept:\n%s", r)
 			}
 			for _, d := range killedGuard {
-				if sandboxtest.Exists(d) {
-					t.Errorf("gc left the killed session's push-guard staging dir %s\n%s", d, r)
+				if sandboxtest.Exists(d) || sandboxtest.Exists(d+".lock") {
+					t.Errorf("gc left the killed session's push-guard staging dir or its lock %s\n%s", d, r)
 				}
 			}
 			for _, d := range liveGuard {
-				if !sandboxtest.Exists(d) {
+				if !sandboxtest.Exists(d) || !sandboxtest.Exists(d+".lock") {
 					t.Errorf("gc removed the live session's push-guard staging dir %s", d)
 				}
 			}

@@ -288,13 +288,17 @@ func findMarkers(t *testing.T, roots ...string) []string {
 	return out
 }
 
-// oneLineRefusal: a refused launch says why in one line. (The audit's "not audited"
-// warning for a repository that could not be opened is tolerated as a second line
-// before it; see the report.)
+// oneLineRefusal: a refused launch says why in one line starting "agentbox: ".
+// Tolerated before it: bubblewrap's own message (the bwrap backend passes it through
+// and says so), and the audit's "not audited" or quarantine notes about a path the
+// race swapped (the audit runs after a failed launch too).
 func oneLineRefusal(stderr string) bool {
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
-	if len(lines) == 2 && strings.Contains(lines[0], "not audited") {
-		lines = lines[1:]
+	var own []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, "bwrap: ") || strings.HasPrefix(l, "agentbox: audit: ") {
+			continue
+		}
+		own = append(own, l)
 	}
-	return len(lines) == 1 && strings.HasPrefix(lines[0], "agentbox: ") && !strings.Contains(stderr, "goroutine")
+	return len(own) == 1 && strings.HasPrefix(own[0], "agentbox: ") && !strings.Contains(stderr, "goroutine")
 }
