@@ -129,10 +129,10 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 func TestSVGIsWellFormed(t *testing.T) {
 	rep := sampleReport()
 	var many []Sample
-	for i := 0; i < 199; i++ {
+	for i := 0; i < 399; i++ {
 		many = append(many, Sample{Wall: time.Duration(5+i%3) * time.Millisecond})
 	}
-	many = append(many, Sample{Wall: 900 * time.Millisecond})
+	many = append(many, Sample{Wall: 5 * time.Second})
 	rep.Variants = append(rep.Variants, summarizeVariant(variant{name: ForkExec}, many))
 	var b bytes.Buffer
 	if err := rep.WriteSVG(&b); err != nil {
@@ -157,10 +157,10 @@ func TestSVGIsWellFormed(t *testing.T) {
 			}
 		}
 	}
-	// 211 samples; the 500 and 900 ms outliers lie beyond the axis (p99 of all)
-	// and are drawn at its edge.
-	if circles+triangles != 211 || triangles != 2 {
-		t.Errorf("drawn %d dots and %d edge markers, want 209 and 2", circles, triangles)
+	// 411 samples; the axis ends at the decade above the slowest 0.5% (10 ms): the
+	// 500 ms and 5 s outliers are drawn at its edge.
+	if circles+triangles != 411 || triangles != 2 {
+		t.Errorf("drawn %d dots and %d edge markers, want 409 and 2", circles, triangles)
 	}
 }
 

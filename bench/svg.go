@@ -21,8 +21,9 @@ const (
 
 // WriteSVG draws each variant's wall-time distribution as a box plot (box: quartiles,
 // line: median, whiskers: min and p90, dots: every sample, jittered) on one shared
-// linear millisecond axis. Samples beyond the axis's end (the slowest 1% overall) are
-// drawn at the edge as triangles, so one outlier does not squash the rest.
+// logarithmic millisecond axis: the variants differ by a factor of ten and more, and
+// on a loaded machine a few launches take a hundred times the median. The axis ends
+// at the slowest 0.5% overall; samples beyond are drawn at its edge as triangles.
 func (r *Report) WriteSVG(w io.Writer) error {
 	var all []float64
 	for _, v := range r.Variants {
@@ -32,9 +33,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		return fmt.Errorf("bench: no samples to draw")
 	}
 	sort.Float64s(all)
-	hi := niceCeil(quantile(all, 0.99) * 1.05)
+	lo := math.Pow(10, math.Floor(math.Log10(math.Max(all[0], 0.01))))
+	hi := math.Pow(10, math.Ceil(math.Log10(math.Max(quantile(all, 0.995), lo*10))))
 	plotW := float64(svgWidth - svgLeft - svgRight)
-	x := func(v float64) float64 { return svgLeft + math.Min(v, hi)/hi*plotW }
+	x := func(v float64) float64 {
+		v = math.Min(math.Max(v, lo), hi)
+		return svgLeft + math.Log10(v/lo)/math.Log10(hi/lo)*plotW
+	}
 	height := svgTop + svgRow*len(r.Variants) + svgBottom
 
 	var b strings.Builder
@@ -43,14 +48,23 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	title := fmt.Sprintf("agentbox bench: %s, %d rounds, wall time per launch (ms)", strings.Join(r.Command, " "), r.Runs)
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", svgLeft, html.EscapeString(title))
 
-	// Grid and axis.
-	step := niceStep(hi / 8)
+	// Grid and axis: 1, 2, 5 per decade.
 	axisY := svgTop + svgRow*len(r.Variants)
-	for t := 0.0; t <= hi+1e-9; t += step {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", x(t), svgTop-5, x(t), axisY)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(t), axisY+16, trimFloat(t))
+	for dec := lo; dec < hi*1.001; dec *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			t := dec * m
+			if t > hi*1.001 {
+				break
+			}
+			stroke := "#eee"
+			if m == 1 {
+				stroke = "#ccc"
+			}
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x(t), svgTop-5, x(t), axisY, stroke)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(t), axisY+16, trimFloat(t))
+		}
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">ms</text>`+"\n", svgLeft+int(plotW)/2, axisY+32)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">ms (log scale)</text>`+"\n", svgLeft+int(plotW)/2, axisY+32)
 
 	colors := []string{"#1f77b4", "#d62728", "#ff7f0e", "#2ca02c", "#7f7f7f", "#9467bd", "#8c564b"}
 	for i, v := range r.Variants {
@@ -84,25 +98,6 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// niceStep rounds d up to 1, 2 or 5 times a power of ten.
-func niceStep(d float64) float64 {
-	if d <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(d)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= d {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func niceCeil(v float64) float64 {
-	s := niceStep(v / 8)
-	return math.Ceil(v/s) * s
 }
 
 func trimFloat(v float64) string {
