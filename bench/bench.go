@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -82,10 +84,21 @@ func Run(cfg Config) (*Report, error) {
 		Start: time.Now(), LoadStart: loadAvg(), Notes: env.notes,
 		Flags: launchFlags,
 	}
+	// Ctrl-C or SIGTERM ends the run after the launch in flight, so that the
+	// deferred cleanup removes the repository, scratch dir and staging.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(stop)
+
 	vs := env.variants()
 	samples := make(map[string][]Sample, len(vs))
 	total := cfg.Warmup + cfg.Runs
 	for round := 0; round < total; round++ {
+		select {
+		case sig := <-stop:
+			return nil, fmt.Errorf("bench: stopped by %v after %d of %d rounds; nothing left behind", sig, round, total)
+		default:
+		}
 		if cfg.Progress != nil {
 			what := "round"
 			if round < cfg.Warmup {
