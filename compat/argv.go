@@ -21,7 +21,12 @@ import (
 const (
 	StatusFD  = 3 // bwrap writes its --json-status-fd reports here
 	SeccompFD = 4 // bwrap reads the terminal-injection filter from here (--add-seccomp-fd)
+	ControlFD = 5 // agentbox's init inside reaches the launcher here (passed through)
 )
+
+// InitPath is where the agentbox binary is bound, read-only, inside the sandbox, to
+// run as its PID 1 (on the private /run, so it is there whatever the host path).
+const InitPath = "/run/agentbox/init"
 
 // Argv translates plan into bwrap's arguments, without the program name and the
 // status descriptor (see Command). The order is: namespaces, lifetime and privilege
@@ -182,20 +187,64 @@ func checkString(what, s string) error {
 	return nil
 }
 
+// InitCommand is the argv Run executes: Command's, but the sandbox's PID 1 is
+// agentbox's own init (exe, bound read-only at InitPath; --as-pid-1, --argv0), which
+// runs plan's command as the native backend does — its own process group in the
+// terminal's foreground, non-dumpable, reaping, forwarding signals, mirroring job
+// control over ControlFD — instead of bwrap's pid 1, which is dumpable and leaves
+// Ctrl-C to kill bwrap's monitor (bubblewrap #369).
+func InitCommand(path string, plan mounts.Plan, exe string) ([]string, error) {
+	g, err := initGroups(path, plan, exe, hostLower)
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	for _, x := range g {
+		argv = append(argv, x...)
+	}
+	return argv, nil
+}
+
+func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, error) {
+	if err := checkPath("agentbox binary", exe); err != nil {
+		return nil, fmt.Errorf("bwrap backend: %w", err)
+	}
+	g, err := commandGroups(path, plan, lower)
+	if err != nil {
+		return nil, err
+	}
+	// g ends with --chdir DIR and -- COMMAND…: bind the init before the chdir (after
+	// every plan operation, so /run is the private one) and run it instead.
+	n := len(g)
+	out := append([][]string{}, g[:n-2]...)
+	out = append(out, []string{"--ro-bind", exe, InitPath}, []string{"--as-pid-1"},
+		[]string{"--argv0", "agentbox-init"}, g[n-2], []string{"--", InitPath})
+	return out, nil
+}
+
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
 // exact argv Run would execute for plan, shell-quoted, one option per line with
-// backslash continuations. Descriptors 3 (status) and 4 (seccomp program) are open
-// only when agentbox runs bwrap.
+// backslash continuations. Descriptors 3 (status), 4 (seccomp program) and 5
+// (control) are open only when agentbox runs bwrap.
 func DryRun(w io.Writer, plan mounts.Plan) error {
 	bin, err := bwrapcheck.Lookup()
 	if err != nil {
 		return err
 	}
-	g, err := commandGroups(bin.Path, plan, hostLower)
+	exe, err := selfPath()
 	if err != nil {
 		return err
 	}
-	_, err = io.WriteString(w, Format(g))
+	g, err := initGroups(bin.Path, plan, exe, hostLower)
+	if err != nil {
+		return err
+	}
+	quoted := make([]string, len(plan.Command))
+	for i, a := range plan.Command {
+		quoted[i] = Quote(a)
+	}
+	// The command reaches the init over the control socket, not in bwrap's argv.
+	_, err = fmt.Fprintf(w, "%s# agentbox's init (PID 1) then runs: %s\n", Format(g), strings.Join(quoted, " "))
 	return err
 }
 

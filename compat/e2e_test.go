@@ -134,7 +134,8 @@ func TestDryRunThroughCLI(t *testing.T) {
 		"  --bind " + b.Repo + " " + b.Repo + " \\",
 		"  --ro-bind " + b.Repo + "/.git/hooks " + b.Repo + "/.git/hooks \\",
 		"  --chdir " + b.Repo + " \\",
-		"  -- /bin/sh -c " + compat.Quote(script),
+		"  -- " + compat.InitPath,
+		"# agentbox's init (PID 1) then runs: /bin/sh -c " + compat.Quote(script),
 	} {
 		found := false
 		for _, l := range lines {
@@ -144,12 +145,12 @@ func TestDryRunThroughCLI(t *testing.T) {
 			t.Errorf("dry run lacks line %q:\n%s", want, r.Stdout)
 		}
 	}
-	out, err := exec.Command("bash", "-c", "printf '%s\\0' "+strings.TrimSuffix(r.Stdout, "\n")).Output()
+	out, err := exec.Command("bash", "-c", "printf '%s\\0' "+lines[0]+"\n"+strings.Join(lines[1:len(lines)-1], "\n")).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	argv := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-	if argv[0] != bwrap || !reflect.DeepEqual(argv[len(argv)-4:], []string{"--", "/bin/sh", "-c", script}) {
+	if argv[0] != bwrap || !reflect.DeepEqual(argv[len(argv)-2:], []string{"--", compat.InitPath}) {
 		t.Errorf("shell reads the dry run as %q", argv)
 	}
 }

@@ -3,37 +3,30 @@ package compat
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/ttyfilter"
 )
 
-// forwarded are the signals agentbox passes on to the command instead of dying of
-// them itself.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
-
-// Run checks the bwrap binary (bwrapcheck.Lookup), runs it with Command's argv and
-// stdio, with agentbox's environment, and returns the command's exit status: its own
-// status, or 128+N when signal N killed it (bwrap's pid 1 reports it so). An error
-// means agentbox or bwrap failed before the command started; the caller exits 125.
-//
-// The two are told apart with bwrap's --json-status-fd: bwrap reports "exit-code"
-// only when setup finished and the command was executed. Without that report, a bwrap
-// killed by signal N gives 128+N (the sandbox dies with it, --die-with-parent), and any
-// other ending is a setup failure, whose reason bwrap has printed on stderr.
+// Run checks the bwrap binary (bwrapcheck.Lookup) and runs InitCommand's argv: bwrap
+// builds the namespaces and mounts, agentbox's own init runs as the sandbox's PID 1
+// and supervises the command exactly as under the native backend (nsinit.Supervise,
+// the same launcher loop and control protocol). The status is the command's own, or
+// 128+N when signal N killed it; an error means agentbox or bwrap failed before the
+// command started, and the caller exits 125.
 func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	var res Result
 	t0 := time.Now()
@@ -43,11 +36,12 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 		return res, err
 	}
 	res.Version = "bubblewrap " + bin.Version.String()
-	argv, err := Command(bin.Path, plan)
+	exe, err := selfPath()
 	if err != nil {
 		return res, err
 	}
-	if err := lookCommand(plan, os.Getenv("PATH")); err != nil {
+	argv, err := InitCommand(bin.Path, plan, exe)
+	if err != nil {
 		return res, err
 	}
 
@@ -61,57 +55,46 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 		return res, fmt.Errorf("bwrap backend: status pipe: %w", err)
 	}
 	defer r.Close()
-	cmd := &exec.Cmd{
-		Path:   bin.Path,
-		Args:   argv,
-		Stdin:  stdio.Stdin,
-		Stdout: stdio.Stdout,
-		Stderr: stdio.Stderr,
-		// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD.
-		ExtraFiles: []*os.File{w, filter},
+	ctl, child, err := nsinit.ControlSocket()
+	if err != nil {
+		return res, fmt.Errorf("bwrap backend: %w", err)
 	}
-	// bwrap passes every descriptor it inherits on to the command, so nothing but
-	// stdio and the two above may reach it: a descriptor agentbox inherited without
-	// close-on-exec would otherwise leak a host file into the sandbox.
+	defer ctl.Close()
+
+	cmd := nsinit.InitCommand(bin.Path, ControlFD, nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
+	cmd.Args = argv
+	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD.
+	cmd.ExtraFiles = []*os.File{w, filter, child}
+	// Its own process group: a Ctrl-C typed at the terminal goes to the command (in
+	// the foreground), never to bwrap's monitor, which would die of it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
+	// stdio and the three above may reach it.
 	markCloexec()
 
-	// Catch the signals before bwrap exists, so none is lost or kills agentbox.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
-
-	t1 := time.Now()
-	err = cmd.Start()
-	w.Close()
-	filter.Close()
-	if err != nil {
-		return res, fmt.Errorf("bwrap backend: start %s: %w", bin.Path, err)
-	}
+	var initPID atomic.Int64
 	reports := make(chan status, 1)
-	go func() { reports <- readStatus(r) }()
-	done := make(chan struct{})
-	go forward(sigs, cmd.Process, done)
+	go func() { reports <- readStatus(r, &initPID) }()
 
-	waitErr := cmd.Wait()
-	close(done)
-	st := <-reports
-	if st.childPID != 0 {
-		res.Phases = append(res.Phases, Phase{Name: "bwrap-spawn", Dur: st.childAt.Sub(t1)})
+	out, err := nsinit.Supervise(nsinit.Launch{
+		Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true,
+		InitPID: func() int { return int(initPID.Load()) },
+	}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}})
+	w.Close()
+	for _, ph := range out.Phases {
+		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
 	}
-	res.Phases = append(res.Phases, Phase{Name: "bwrap-run", Dur: time.Since(t1)})
-
-	if st.exitCode != nil {
-		res.Status = *st.exitCode
-		return res, nil
+	res.Status = out.Status
+	var se *nsinit.SetupError
+	if errors.As(err, &se) && se.Step == "init" {
+		// The init never reported: bwrap itself failed, and said why on stderr.
+		st := <-reports
+		if st.err != nil {
+			return res, fmt.Errorf("bwrap backend: %w", st.err)
+		}
+		return res, fmt.Errorf("bwrap failed before the command started (exit status %d); its message is above", se.Status)
 	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Status = 128 + int(ws.Signal())
-		return res, nil
-	}
-	if st.err != nil {
-		return res, fmt.Errorf("bwrap backend: %w", st.err)
-	}
-	return res, fmt.Errorf("bwrap failed before the command started (%v); its message is above", waitErr)
+	return res, err
 }
 
 // status is what bwrap reported on the status descriptor.
@@ -124,7 +107,7 @@ type status struct {
 
 // readStatus reads bwrap's JSON lines until bwrap closes the descriptor: one
 // {"child-pid": N, …} after the clone, one {"exit-code": N} after the command ended.
-func readStatus(r *os.File) status {
+func readStatus(r *os.File, initPID *atomic.Int64) status {
 	var st status
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -138,6 +121,7 @@ func readStatus(r *os.File) status {
 		}
 		if m.ChildPID != nil {
 			st.childPID, st.childAt = *m.ChildPID, time.Now()
+			initPID.Store(int64(*m.ChildPID))
 		}
 		if m.ExitCode != nil {
 			st.exitCode = m.ExitCode
@@ -147,81 +131,6 @@ func readStatus(r *os.File) status {
 		st.err = fmt.Errorf("status descriptor: %w", err)
 	}
 	return st
-}
-
-// forward passes each caught signal to the command, which is pid 2 of the sandbox's
-// PID namespace (bwrap's own pid 1 reaps, and ignores signals from outside its
-// namespace), so that a command that handles SIGTERM can still clean up, as with the
-// native backend. When the command cannot be found (setup still running, or it has
-// exited), the signal goes to bwrap itself, which dies of it and takes the sandbox
-// with it.
-//
-// bwrap's monitor process shares the terminal's process group, so a Ctrl-C typed at
-// the terminal reaches it directly and kills it (bubblewrap issue #369); agentbox
-// cannot prevent that.
-func forward(sigs <-chan os.Signal, bwrap *os.Process, done <-chan struct{}) {
-	for {
-		select {
-		case <-done:
-			return
-		case sig := <-sigs:
-			if pid := sandboxCommand(bwrap.Pid); pid > 0 {
-				if err := syscall.Kill(pid, sig.(syscall.Signal)); err == nil {
-					continue
-				}
-			}
-			_ = bwrap.Signal(sig)
-		}
-	}
-}
-
-// sandboxCommand finds the command bwrap started: the process whose innermost PID is 2,
-// a child of the sandbox's pid 1, which is a child of bwrap (or of bwrap's
-// intermediate process). It returns 0 when there is none.
-func sandboxCommand(bwrapPID int) int {
-	for _, p1 := range children(bwrapPID) {
-		for _, c := range children(p1) {
-			if innermostPID(c) == 2 {
-				return c
-			}
-		}
-	}
-	return 0
-}
-
-// children lists a process's children from /proc (CONFIG_PROC_CHILDREN).
-func children(pid int) []int {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// innermostPID returns the last NSpid entry of a process: its PID in its own
-// namespace; 0 when unknown.
-func innermostPID(pid int) int {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				return 0
-			}
-			n, _ := strconv.Atoi(f[len(f)-1])
-			return n
-		}
-	}
-	return 0
 }
 
 // seccompPipe returns the read end of a pipe that holds the whole filter program
@@ -263,4 +172,17 @@ func markCloexec() {
 			unix.CloseOnExec(fd)
 		}
 	}
+}
+
+// selfPath is the running agentbox binary, symlinks resolved, to be bound into the
+// sandbox as its init.
+func selfPath() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("bwrap backend: locate the agentbox binary: %w", err)
+	}
+	return exe, nil
 }

@@ -148,27 +148,10 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 		c.push(Protected{Path: path, Dir: fi.IsDir(), Exists: true})
 		return
 	}
-	target, err := filepath.EvalSymlinks(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if dangling, _ := lexicalTarget(path); dangling != "" && !c.inside(dangling) {
-			return // points outside: read-only there already
-		}
-		c.err = fmt.Errorf("%s is a symlink to a missing path inside the repository; remove it or create its target", path)
-		return
-	}
-	if err != nil {
-		c.err = fmt.Errorf("resolve %s: %w", path, err)
-		return
-	}
-	if !c.inside(target) {
-		return
-	}
-	tfi, err := os.Stat(target)
-	if err != nil {
-		c.err = fmt.Errorf("inspect %s: %w", target, err)
-		return
-	}
-	c.push(Protected{Path: target, Dir: tfi.IsDir(), Exists: true})
+	// A symlink cannot be covered by a mount, and the link itself lives in a
+	// writable directory: the sandbox could replace it (rm .git/hooks && mkdir
+	// .git/hooks) whatever is mounted on its target. Refuse rather than pretend.
+	c.err = fmt.Errorf("%s is a symlink: agentbox cannot keep a link in the writable repository from being replaced; make it a real file or directory (for hooks, set core.hooksPath instead)", path)
 }
 
 // configFiles returns the existing config files among the protected paths, whose

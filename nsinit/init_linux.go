@@ -221,7 +221,9 @@ func lookPath(name, pathEnv string) (string, error) {
 	check := func(p string) error {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return err
+			// An unreadable PATH entry is not a reason to stop looking, nor the
+			// answer: like a shell, say "not found" when nothing else is found.
+			return os.ErrNotExist
 		}
 		if fi.IsDir() {
 			return errors.New("is a directory")

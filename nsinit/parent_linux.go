@@ -67,7 +67,7 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	cmd := InitCommand(initBinary, controlFd, opts.Stdio)
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.SysProcAttr = sysProcAttr(plan)
-	return Supervise(Launch{Cmd: cmd, Ctl: ctl, Child: child, Plan: plan}, opts)
+	return Supervise(Launch{Cmd: cmd, Ctl: ctl, Plan: plan}, opts)
 }
 
 // ControlSocket returns the two ends of a launcher–init control socket: the
@@ -131,7 +131,10 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	defer signal.Stop(sigs)
 
 	err := cmd.Start()
-	l.Child.Close()
+	// The init's ends (control socket, and bwrap's descriptors) are the child's now.
+	for _, f := range cmd.ExtraFiles {
+		f.Close()
+	}
 	if err != nil {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
@@ -202,9 +205,11 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			restoreForeground(stdio.Stdin, fg)
 			if !started {
 				// Drain a late error frame: the init may exit right after sending it.
-				for m := range msgs {
-					if m.Type == msgError {
-						return res, &SetupError{Step: m.Step, Reason: m.Reason}
+				if msgs != nil {
+					for m := range msgs {
+						if m.Type == msgError {
+							return res, &SetupError{Step: m.Step, Reason: m.Reason}
+						}
 					}
 				}
 				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}

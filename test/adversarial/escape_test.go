@@ -44,6 +44,9 @@ type attack struct {
 	// replacesGit: the attack renames .git away, so the host's .git/hooks and
 	// .git/config paths may change; check then judges what the operator's Git does.
 	replacesGit bool
+	// refused: agentbox must refuse to launch (exit 125, one line containing
+	// refused); the host must be unchanged all the same.
+	refused string
 }
 
 // attempts counts TRY lines and probe lines over the whole run, for the report.
@@ -346,7 +349,10 @@ var attacks = []attack{
 		try replace-config-link sh -c 'cp .git/config .git/config.new && rm .git/config &&
 			printf "[core]\n\tfsmonitor = touch %s/fsmonitor\n" "$PWNED" >> .git/config.new && mv .git/config.new .git/config'
 		echo DONE`,
-		check: func(t *testing.T, x *target, r sandboxtest.Result) { operatorGitRunsNothing(t, x) }},
+		// A link cannot be kept from being replaced inside the writable repository:
+		// agentbox refuses to launch rather than protect only the link's target.
+		refused: "is a symlink",
+		check:   func(t *testing.T, x *target, r sandboxtest.Result) { operatorGitRunsNothing(t, x) }},
 
 	// The rest of .git must stay writable, so the protected paths can be renamed
 	// away with their parent: P7 leaves this to the host-side audit after the
@@ -472,6 +478,14 @@ func TestEscapes(t *testing.T) {
 						r = sandboxtest.Run(cmd)
 					}
 					countAttempts(r.Stdout)
+					if a.refused != "" {
+						attempts.Add(1)
+						if r.Code != 125 || !strings.Contains(r.Stderr, a.refused) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+							t.Fatalf("launch not refused with one line naming %q:\n%s", a.refused, r)
+						}
+						x.unchanged(t, before)
+						return
+					}
 					if r.Code != 0 || !strings.Contains(r.Stdout, "DONE") {
 						t.Fatalf("attack script did not run to its end:\n%s", r)
 					}

@@ -34,7 +34,7 @@ var rows = []row{
 	{"P7 Git hooks and config read-only", gitReadOnly},
 	{"P7 missing hooks and config cannot be created", gitMissingNotCreatable},
 	{"P7 submodule and worktree-config paths read-only", gitModulesReadOnly},
-	{"P7 symlinked Git paths never widen the writable set", gitSymlinks},
+	{"P7 symlinked Git paths refused before launch", gitSymlinks},
 	{"P7 protected paths cannot be moved away", gitCannotMoveAway},
 	{"read-only mounts cannot be undone from inside", cannotUndo},
 	{"P10 --disk-tmp directory removed after every exit", diskTmp},
@@ -423,48 +423,40 @@ func gitSymlinks(t *testing.T, b *box) {
 	}
 	writeFile(t, filepath.Join(ssh, "authorized_keys"), "key\n")
 	hooks := filepath.Join(b.repo, ".git/hooks")
-	if err := os.RemoveAll(hooks); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(ssh, hooks); err != nil {
-		t.Fatal(err)
-	}
 	cfg := filepath.Join(b.repo, ".git/config")
-	if err := os.Remove(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/etc/passwd", cfg); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Chown(t, b.home)
 	passwd := readFile(t, "/etc/passwd")
-	r := b.sh(`echo evil >> .git/hooks/authorized_keys; echo evil >> .git/config; touch .git/hooks/pre-commit; true`)
-	if r.code != 0 {
-		t.Fatalf("session failed: %s", r)
+	// A link cannot be kept from being replaced inside the writable repository, so
+	// a symlinked hooks dir or config is refused before anything is set up, wherever
+	// it points — out of the repo, into it, or nowhere.
+	for _, c := range []struct{ path, target string }{
+		{hooks, ssh}, {cfg, "/etc/passwd"}, {hooks, "../githooks"},
+	} {
+		saved := c.path + ".saved"
+		if err := os.Rename(c.path, saved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(c.target, c.path); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Chown(t, b.home)
+		r := b.sh(`echo evil >> .git/hooks/authorized_keys; echo evil >> .git/config; mkdir -p githooks; touch .git/hooks/pre-commit; touch "$REPO/ran"`)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 125 || len(lines) != 1 || !strings.Contains(r.stderr, c.path+" is a symlink") {
+			t.Fatalf("%s -> %s not refused with one line: %s", c.path, c.target, r)
+		}
+		if exists(filepath.Join(b.repo, "ran")) || exists(filepath.Join(b.repo, "githooks")) {
+			t.Fatal("the command ran, or something was created, despite the refusal")
+		}
+		os.Remove(c.path)
+		if err := os.Rename(saved, c.path); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := readFile(t, filepath.Join(ssh, "authorized_keys")); got != "key\n" {
-		t.Fatalf("~/.ssh changed through .git/hooks symlink: %q", got)
-	}
-	if exists(filepath.Join(ssh, "pre-commit")) {
-		t.Fatal("file created in ~/.ssh through .git/hooks symlink")
+	if got := readFile(t, filepath.Join(ssh, "authorized_keys")); got != "key\n" || exists(filepath.Join(ssh, "pre-commit")) {
+		t.Fatalf("~/.ssh changed: %q", got)
 	}
 	if readFile(t, "/etc/passwd") != passwd {
 		t.Fatal("/etc/passwd changed")
-	}
-	// A symlink to a missing path inside the repo is refused before launch.
-	if err := os.Remove(hooks); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../githooks", hooks); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Chown(t, b.repo)
-	r = b.sh(`true`)
-	if r.code != 125 || !strings.Contains(r.stderr, "symlink") {
-		t.Fatalf("dangling in-repo hooks symlink not refused: %s", r)
-	}
-	if exists(filepath.Join(b.repo, "githooks")) {
-		t.Fatal("placeholder created through a symlink")
 	}
 }
 
