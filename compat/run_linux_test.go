@@ -177,6 +177,3 @@ func TestRunRefused(t *testing.T) {
 		})
 	}
 }
-
-
-
