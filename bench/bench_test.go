@@ -58,6 +58,29 @@ func TestParseTimings(t *testing.T) {
 	}
 }
 
+func TestPhaseMediansDerived(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	s := []Sample{{
+		Wall: ms(40),
+		Phases: []phase{{"before backend", ms(30)}, {"clone+idmap", ms(5)}, {"init-start", ms(1)},
+			{"proc /proc", ms(0.5)}, {"exec-command", ms(2)}, {"total-setup", ms(20)}},
+	}, {Err: io.EOF}}
+	got := map[string]float64{}
+	for _, p := range phaseMedians(s) {
+		got[p.Name] = p.Median
+	}
+	for name, want := range map[string]float64{
+		"clone+idmap":    5,
+		derivedInitStart: 20 - 5 - 3.5,
+		derivedSession:   30 - 20,
+		derivedCLI:       40 - 30,
+	} {
+		if math.Abs(got[name]-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+		}
+	}
+}
+
 func TestStats(t *testing.T) {
 	s := summarize([]float64{5, 1, 4, 2, 3, 10, 6, 7, 8, 9, 11})
 	if s.N != 11 || s.Min != 1 || s.Median != 6 || s.Max != 11 || s.P90 != 10 {

@@ -154,17 +154,57 @@ func (r *Report) finish(samples map[string][]Sample) {
 	r.Summary = b.String()
 }
 
-// phaseMedians is the median of each phase name over the runs, in first-seen order.
+// Derived phases: what the launcher's own timings leave between them, per launch.
+const (
+	derivedInitStart = "derived: init runtime start"   // total-setup - clone+idmap - the init's phases
+	derivedSession   = "derived: session around setup" // before backend - total-setup: placeholders, audit, push guard, plan; command run; teardown
+	derivedCLI       = "derived: CLI start and exit"   // wall - before backend: exec, Go runtime, flags, policy; exit and reap
+	phaseBefore      = "before backend"                // agentbox's name for the session's time up to the backend's return
+	phaseClone       = "clone+idmap"
+	phaseSetup       = "total-setup"
+)
+
+// phaseMedians is the median of each phase name over the runs, in first-seen order,
+// followed by the derived phases.
 func phaseMedians(s []Sample) []PhaseReport {
 	var order []string
 	by := map[string][]float64{}
-	for _, x := range s {
-		for _, p := range x.Phases {
-			if _, ok := by[p.Name]; !ok {
-				order = append(order, p.Name)
-			}
-			by[p.Name] = append(by[p.Name], ms(p.Dur))
+	add := func(name string, v float64) {
+		if _, ok := by[name]; !ok {
+			order = append(order, name)
 		}
+		by[name] = append(by[name], v)
+	}
+	type value struct {
+		name string
+		ms   float64
+	}
+	var derived []value
+	for _, x := range s {
+		if x.Err != nil {
+			continue
+		}
+		named := map[string]float64{}
+		var initPhases float64
+		for _, p := range x.Phases {
+			add(p.Name, ms(p.Dur))
+			named[p.Name] = ms(p.Dur)
+			if p.Name != phaseBefore && p.Name != phaseClone && p.Name != phaseSetup {
+				initPhases += ms(p.Dur)
+			}
+		}
+		b, okB := named[phaseBefore]
+		st, okS := named[phaseSetup]
+		c, okC := named[phaseClone]
+		if okB && okS && okC {
+			derived = append(derived,
+				value{derivedInitStart, st - c - initPhases},
+				value{derivedSession, b - st},
+				value{derivedCLI, ms(x.Wall) - b})
+		}
+	}
+	for _, d := range derived {
+		add(d.name, d.ms)
 	}
 	out := make([]PhaseReport, 0, len(order))
 	for _, n := range order {
