@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
@@ -342,6 +343,12 @@ func (x *executor) overlay(op mounts.Op, lower int) error {
 	data := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
 		safepath.FdPath(lower), safepath.FdPath(scratch), safepath.FdPath(scratch))
 	err = x.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
+	if errors.Is(err, unix.EINVAL) {
+		// Before 5.11 overlayfs knows no userxattr; where it mounts in a user
+		// namespace at all (Debian 5.10 with permit_mounts_in_userns) it does so
+		// without it.
+		err = x.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, strings.TrimSuffix(data, ",userxattr"))
+	}
 	var me *MountError
 	if errors.As(err, &me) && (me.Err == unix.EINVAL || me.Err == unix.EPERM) {
 		me.Hint = "overlayfs in a user namespace needs Linux 5.11 or later (Debian 5.10: overlay.permit_mounts_in_userns=1); run 'agentbox doctor'"

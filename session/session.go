@@ -4,6 +4,7 @@
 package session
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -150,7 +151,8 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 	switch backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		return nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}})
+		res, err := nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}})
+		return res, explainRefusal(err)
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
@@ -163,6 +165,25 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 		return nsinit.Result{Status: res.Status, Phases: phases}, err
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", backend)
+}
+
+// explainRefusal replaces a native setup failure that a missing kernel feature
+// explains (no user namespace, no overlay in one, a masked /proc…) with the words
+// 'agentbox doctor' uses for it, measured now: the failure path alone pays for the
+// probe. Any other error is returned as it is.
+func explainRefusal(err error) error {
+	var se *nsinit.SetupError
+	if !errors.As(err, &se) || (se.Step != "create namespaces" && se.Step != "mount") {
+		return err
+	}
+	exe, xerr := os.Executable()
+	if xerr != nil {
+		return err
+	}
+	if msg := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}}).Refusal(); msg != "" {
+		return errors.New(msg)
+	}
+	return err
 }
 
 // autoBackend picks native where the kernel lets it build the sandbox — it needs

@@ -76,7 +76,7 @@ var Specs = []Spec{
 	{OverlayUserNS, "overlayfs in a user namespace", "5.11", Required, ""},
 	{PIDNSProc, "proc mount in a new PID namespace (/proc not masked)", "3.8", Required, ""},
 	{CgroupNS, "cgroup namespace", "4.6", Required, ""},
-	{NewMountAPI, "new mount API (fsopen, fsmount, move_mount, open_tree)", "5.2", Fallback, "mount(2)"},
+	{NewMountAPI, "new mount API (fsopen, fsmount, move_mount, open_tree)", "5.2", Required, ""},
 	{Openat2, "openat2 with RESOLVE_NO_SYMLINKS", "5.6", Fallback, "O_PATH walk, one component at a time"},
 	{MountSetattr, "mount_setattr (recursive read-only)", "5.12", Fallback, "bind + remount of each mount, keeping its locked flags"},
 	{OverlayOpaqueDir, "overlay: replace a deleted directory (rm -rf d && mkdir d in HOME)", "6.6", Info, ""},
