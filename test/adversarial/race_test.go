@@ -146,7 +146,7 @@ func TestSetupRaces(t *testing.T) {
 					}
 					f.stop()
 					f.repair()
-					t.Logf("%d launches: %d ran, %d refused; %d exchanges, %d restarts", n, ok, refused, f.flips, f.restarts)
+					t.Logf("%d launches: %d ran, %d refused; %d exchanges, %d restarts, %d taken back from quarantine", n, ok, refused, f.flips, f.restarts, f.quarantined)
 
 					// Every marker is in the real repository, and every session that ran left one.
 					markers := findMarkers(t, x.Home, x.Outside)
@@ -200,6 +200,7 @@ type flipper struct {
 	out, errb            bytes.Buffer
 	done                 chan struct{}
 	flips, restarts, run int
+	quarantined          int // times the audit moved the real object aside
 }
 
 func (f *flipper) start() {
@@ -259,6 +260,19 @@ func (f *flipper) repair() {
 		if de, dl := isLink(f.decoy); de && !dl {
 			if err := os.Rename(f.decoy, f.real); err != nil {
 				f.t.Fatal(err)
+			}
+		}
+	}
+	if e, _ := isLink(f.real); !e {
+		// The audit quarantines by path: racing the flipper, it may have moved the
+		// real object aside (NAME.agentbox-quarantine-ID). Take it back.
+		moved, _ := filepath.Glob(f.real + ".agentbox-quarantine-*")
+		for _, m := range moved {
+			if _, l := isLink(m); !l {
+				if err := os.Rename(m, f.real); err == nil {
+					f.quarantined++
+					break
+				}
 			}
 		}
 	}
