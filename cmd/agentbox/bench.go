@@ -20,9 +20,9 @@ const benchUsage = `Usage: agentbox bench [flags] [-- COMMAND [ARG...]]
 
 Measures the launch of COMMAND (default: true) under the same sandbox policy,
 interleaved round by round: agentbox exec --backend native, agentbox exec --backend
-bwrap, bubblewrap run directly with the argv 'agentbox exec --dry-run --backend
-bwrap' prints, agentbox's Go API, and two floors (fork/exec of the command, an empty
-Go binary). The launch variants run with --no-git-save --no-record; native-defaults
+bwrap, bubblewrap alone on the same plan (the argv 'agentbox exec --dry-run --backend
+bwrap' prints, without agentbox's init inside), agentbox's Go API, and two floors
+(fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
 shows what the snapshot, the record and the audit add. The result is stored in the
 results store (agentbox log --results) unless --no-store.
 
