@@ -193,25 +193,39 @@ func checkString(what, s string) error {
 // terminal's foreground, non-dumpable, reaping, forwarding signals, mirroring job
 // control over ControlFD — instead of bwrap's pid 1, which is dumpable and leaves
 // Ctrl-C to kill bwrap's monitor (bubblewrap #369).
-func InitCommand(path string, plan mounts.Plan, exe string) ([]string, error) {
-	g, err := initGroups(path, plan, exe, hostLower)
+//
+// Every bind source but "/" is passed as a descriptor (--bind-fd, --ro-bind-fd) that
+// Run opens without following symlinks: bwrap would otherwise resolve the path again,
+// following whatever symlink a process swapped into it meanwhile. sources lists them
+// in descriptor order, from FirstSourceFD.
+func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, err error) {
+	g, sources, err := initGroups(path, plan, exe, hostLower)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var argv []string
 	for _, x := range g {
 		argv = append(argv, x...)
 	}
-	return argv, nil
+	return argv, sources, nil
 }
 
-func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, error) {
+// FirstSourceFD is the descriptor of the first bind source (see InitCommand).
+const FirstSourceFD = ControlFD + 1
+
+func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, []string, error) {
 	if err := checkPath("agentbox binary", exe); err != nil {
-		return nil, fmt.Errorf("bwrap backend: %w", err)
+		return nil, nil, fmt.Errorf("bwrap backend: %w", err)
 	}
 	g, err := commandGroups(path, plan, lower)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var sources []string
+	for i, x := range g {
+		if (x[0] == "--bind" || x[0] == "--ro-bind") && len(x) == 3 && x[1] != "/" {
+			g[i] = []string{x[0] + "-fd", fmt.Sprint(FirstSourceFD + len(sources)), x[2]}
+			sources = append(sources, x[1])
+		}
 	}
 	// g ends with --chdir DIR and -- COMMAND…: bind the init before the chdir (after
 	// every plan operation, so /run is the private one) and run it instead.
@@ -219,13 +233,14 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 	out := append([][]string{}, g[:n-2]...)
 	out = append(out, []string{"--ro-bind", exe, InitPath}, []string{"--as-pid-1"},
 		[]string{"--argv0", "agentbox-init"}, g[n-2], []string{"--", InitPath})
-	return out, nil
+	return out, sources, nil
 }
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
 // exact argv Run would execute for plan, shell-quoted, one option per line with
-// backslash continuations. Descriptors 3 (status), 4 (seccomp program) and 5
-// (control) are open only when agentbox runs bwrap.
+// backslash continuations, then the bind sources behind --bind-fd as comments.
+// Descriptors 3 (status), 4 (seccomp program), 5 (control) and the sources are open
+// only when agentbox runs bwrap.
 func DryRun(w io.Writer, plan mounts.Plan) error {
 	bin, err := bwrapcheck.Lookup()
 	if err != nil {
@@ -235,7 +250,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if err != nil {
 		return err
 	}
-	g, err := initGroups(bin.Path, plan, exe, hostLower)
+	g, sources, err := initGroups(bin.Path, plan, exe, hostLower)
 	if err != nil {
 		return err
 	}
@@ -243,8 +258,14 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	for i, a := range plan.Command {
 		quoted[i] = Quote(a)
 	}
+	var b strings.Builder
+	b.WriteString(Format(g))
+	for i, src := range sources {
+		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
+	}
 	// The command reaches the init over the control socket, not in bwrap's argv.
-	_, err = fmt.Fprintf(w, "%s# agentbox's init (PID 1) then runs: %s\n", Format(g), strings.Join(quoted, " "))
+	fmt.Fprintf(&b, "# agentbox's init (PID 1) then runs: %s\n", strings.Join(quoted, " "))
+	_, err = io.WriteString(w, b.String())
 	return err
 }
 

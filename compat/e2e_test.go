@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -131,8 +132,6 @@ func TestDryRunThroughCLI(t *testing.T) {
 		"  --unshare-net \\",
 		"  --ro-bind / / \\",
 		"  --overlay-src " + b.Home + " --tmp-overlay " + b.Home + " \\",
-		"  --bind " + b.Repo + " " + b.Repo + " \\",
-		"  --ro-bind " + b.Repo + "/.git/hooks " + b.Repo + "/.git/hooks \\",
 		"  --chdir " + b.Repo + " \\",
 		"  -- " + compat.InitPath,
 		"# agentbox's init (PID 1) then runs: /bin/sh -c " + compat.Quote(script),
@@ -143,6 +142,15 @@ func TestDryRunThroughCLI(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("dry run lacks line %q:\n%s", want, r.Stdout)
+		}
+	}
+	// Bind sources travel as descriptors opened without following symlinks; the dry
+	// run names each one.
+	for _, bind := range []struct{ opt, src string }{{"--bind-fd", b.Repo}, {"--ro-bind-fd", b.Repo + "/.git/hooks"}} {
+		re := regexp.MustCompile(`(?m)^  ` + bind.opt + ` (\d+) ` + regexp.QuoteMeta(bind.src) + ` \\$`)
+		m := re.FindStringSubmatch(r.Stdout)
+		if m == nil || !strings.Contains(r.Stdout, "# fd "+m[1]+": "+bind.src+"\n") {
+			t.Errorf("dry run lacks %s for %s with its source comment:\n%s", bind.opt, bind.src, r.Stdout)
 		}
 	}
 	out, err := exec.Command("bash", "-c", "printf '%s\\0' "+lines[0]+"\n"+strings.Join(lines[1:len(lines)-1], "\n")).Output()

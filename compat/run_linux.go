@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/nsinit"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/ttyfilter"
 )
 
@@ -40,10 +41,19 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	argv, err := InitCommand(bin.Path, plan, exe)
+	argv, sources, err := InitCommand(bin.Path, plan, exe)
 	if err != nil {
 		return res, err
 	}
+	srcFiles, err := openSources(sources)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		for _, f := range srcFiles {
+			f.Close()
+		}
+	}()
 
 	filter, err := seccompPipe()
 	if err != nil {
@@ -63,8 +73,9 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 
 	cmd := nsinit.InitCommand(bin.Path, ControlFD, nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 	cmd.Args = argv
-	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD.
-	cmd.ExtraFiles = []*os.File{w, filter, child}
+	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD, then
+	// the bind sources from FirstSourceFD.
+	cmd.ExtraFiles = append([]*os.File{w, filter, child}, srcFiles...)
 	// Its own process group: a Ctrl-C typed at the terminal goes to the command (in
 	// the foreground), never to bwrap's monitor, which would die of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -185,4 +196,22 @@ func selfPath() (string, error) {
 		return "", fmt.Errorf("bwrap backend: locate the agentbox binary: %w", err)
 	}
 	return exe, nil
+}
+
+// openSources opens each bind source without following a symlink in any component
+// (O_PATH): a path swapped for a link after the plan was made fails here instead of
+// sending a writable bind elsewhere.
+func openSources(paths []string) ([]*os.File, error) {
+	var files []*os.File
+	for _, p := range paths {
+		fd, err := safepath.Open(p, unix.O_PATH)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("bwrap backend: open bind source %s: %w", p, err)
+		}
+		files = append(files, os.NewFile(uintptr(fd), p))
+	}
+	return files, nil
 }

@@ -203,15 +203,20 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			}
 		case st := <-waited:
 			restoreForeground(stdio.Stdin, fg)
-			if !started {
-				// Drain a late error frame: the init may exit right after sending it.
-				if msgs != nil {
-					for m := range msgs {
-						if m.Type == msgError {
-							return res, &SetupError{Step: m.Step, Reason: m.Reason}
-						}
+			if !started && msgs != nil {
+				// The init may exit right after its last frame, before this loop read
+				// it: drain the rest — a late "started" (a short command) or "error".
+				for m := range msgs {
+					switch m.Type {
+					case msgError:
+						return res, &SetupError{Step: m.Step, Reason: m.Reason}
+					case msgStarted:
+						started = true
+						res.Phases = append(res.Phases, m.Phases...)
 					}
 				}
+			}
+			if !started {
 				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
 			}
 			res.Status = exitStatus(st)

@@ -79,6 +79,10 @@ func Run(cfg Config) (int, error) {
 		cfg.Policy = &resolved
 	}
 	p := cfg.Policy
+	repoID, err := repoIdentity(p.Repo)
+	if err != nil {
+		return 0, err
+	}
 	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
 	if err != nil {
 		return 0, fmt.Errorf("linked worktree: %w", err)
@@ -100,14 +104,14 @@ func Run(cfg Config) (int, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
-	status, err := launch(&cfg, p, &s, &out)
+	status, err := launch(&cfg, p, &s, &out, repoID)
 	out.End, out.Status, out.Err = time.Now(), status, err
 	rec.finish(&cfg, &out)
 	return status, err
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
@@ -115,7 +119,14 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 	if err != nil {
 		return 0, err
 	}
-	defer aud.finish(cfg, out)
+	// The audit looks at what a session did: when the command never ran, there is
+	// nothing to audit, and only agentbox's one-line error is printed.
+	ran := false
+	defer func() {
+		if ran {
+			aud.finish(cfg, out)
+		}
+	}()
 	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
 		return 0, err
 	}
@@ -134,9 +145,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome) (int
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
+	if err := verifyUnchanged(p.Repo, repoID, s.Protected); err != nil {
+		return 0, err
+	}
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	res, err := runBackend(p.Backend, plan, out)
+	ran = err == nil
 	out.Phases = res.Phases
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, out)

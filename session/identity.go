@@ -1,0 +1,88 @@
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+// The launcher decides what to protect from paths, then both backends open those
+// paths again, without following symlinks. A process that swaps a component of the
+// repository's path in between (another session whose writable repository contains
+// this one, or any process of yours) could make the plan describe one tree and the
+// mounts another. So the repository is identified (device and inode, opened with no
+// symlink in any component) before the plan is made, and checked again, with every
+// protected path, right before the backend starts; the backends then open each path
+// without following symlinks (nsinit's capture, bwrap's --bind-fd), so a swap after
+// this check fails the launch instead of redirecting a mount.
+
+// fileID is a file's identity.
+type fileID struct{ dev, ino uint64 }
+
+func identify(path string) (fileID, error) {
+	fd, err := safepath.Open(path, unix.O_PATH)
+	if err != nil {
+		return fileID{}, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}, nil
+}
+
+// repoIdentity identifies the repository before anything is planned.
+func repoIdentity(repo string) (fileID, error) {
+	id, err := identify(repo)
+	if err != nil {
+		return id, fmt.Errorf("repo %s: %w (a path component changed while agentbox was starting?)", repo, err)
+	}
+	return id, nil
+}
+
+// verifyUnchanged checks, right before launch, that the repository is still the one
+// planned for and that every protected path exists with no symlink on its way.
+func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected) error {
+	if id, err := identify(repo); err != nil || id != want {
+		return fmt.Errorf("repo %s changed while agentbox was starting; not launching", repo)
+	}
+	have := map[string]bool{}
+	for _, p := range prot {
+		if _, err := identify(p.Path); err != nil {
+			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", p.Path, err)
+		}
+		have[p.Path] = true
+	}
+	// The protected set was computed from paths: had a component been swapped for a
+	// link to elsewhere at that moment, it could have come out empty. Seen now without
+	// following any link, a .git directory must have its config and hooks in the set,
+	// a .git file itself.
+	dotgit := filepath.Join(repo, ".git")
+	fd, err := safepath.Open(dotgit, unix.O_PATH)
+	if err != nil {
+		return nil // none, or a symlink (followed, and checked above, by the set itself)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dotgit, err)
+	}
+	var need []string
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		need = []string{filepath.Join(dotgit, "config"), filepath.Join(dotgit, "hooks")}
+	case unix.S_IFREG:
+		need = []string{dotgit}
+	}
+	for _, n := range need {
+		if !have[n] {
+			return fmt.Errorf("%s changed while agentbox was starting (%s is not protected); not launching", repo, n)
+		}
+	}
+	return nil
+}
