@@ -20,6 +20,14 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
+GOBIN=/var/cache/agentbox-test/bin go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
+/var/cache/agentbox-test/bin/staticcheck ./...
+
+echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
+sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+
+echo "== kernel matrix (qemu)"
+sh scripts/kmatrix.sh
 
 echo "== go test"
 go test -count=1 -timeout 25m ./...
