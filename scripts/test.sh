@@ -20,7 +20,7 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 go vet ./...
-GOBIN=/var/cache/agentbox-test/bin go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
+GOBIN=/var/cache/agentbox-test/bin go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 /var/cache/agentbox-test/bin/staticcheck ./...
 
 echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
