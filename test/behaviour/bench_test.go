@@ -18,8 +18,6 @@ import (
 // and shadow record off: they are measured by their own benchmarks).
 
 func benchBox(b *testing.B) *box {
-	t := &testing.T{}
-	_ = t
 	home := testenv.Dir(b, "bench-home")
 	repo := filepath.Join(home, "repo")
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
