@@ -38,7 +38,7 @@ BWRAP_OLD=$BWRAP_OLD_DIR/usr/bin/bwrap
 # unpacked 0.8.0 binary; python3 is needed by bwrap's meson build.
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
-iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg"
+iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }
