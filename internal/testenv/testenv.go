@@ -185,6 +185,9 @@ func Command(t testing.TB, home string, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	u := TestUser(t)
 	cmd := exec.Command(name, args...)
+	// The test's own directory may sit in a clone only root can enter (as in CI):
+	// start in HOME unless the caller says otherwise.
+	cmd.Dir = home
 	cmd.Env = []string{
 		"HOME=" + home,
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
