@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -81,7 +79,7 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
 	// stdio and the three above may reach it.
-	markCloexec()
+	nsinit.CloseOnExecAbove2()
 
 	var initPID atomic.Int64
 	reports := make(chan status, 1)
@@ -165,24 +163,6 @@ func seccompPipe() (*os.File, error) {
 		return nil, fmt.Errorf("bwrap backend: write seccomp program: %w", err)
 	}
 	return r, nil
-}
-
-// markCloexec sets close-on-exec on every descriptor above stderr, so that only what
-// cmd.ExtraFiles names reaches bwrap. close_range needs Linux 5.11; older kernels get
-// the /proc/self/fd walk.
-func markCloexec() {
-	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
-		return
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			unix.CloseOnExec(fd)
-		}
-	}
 }
 
 // selfPath is the running agentbox binary, symlinks resolved, to be bound into the

@@ -32,12 +32,12 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(envRole))
 		os.Exit(exitSetup)
 	}
-	os.Exit(initMain(os.NewFile(uintptr(fd), "control"), fd))
+	os.Exit(initMain(os.NewFile(uintptr(fd), "control")))
 }
 
 // initMain runs the numbered setup sequence, then supervises the command. Any setup
 // failure is reported to the launcher as (step, reason) and ends the init with 125.
-func initMain(ctl *os.File, ctlFd int) int {
+func initMain(ctl *os.File) int {
 	t := newTimer()
 
 	// 1. Not dumpable: the command, same uid, must not ptrace us or open
@@ -47,14 +47,12 @@ func initMain(ctl *os.File, ctlFd int) int {
 	}
 	// 2. Every inherited fd becomes close-on-exec, the control socket included: the
 	//    command gets 0, 1 and 2 and nothing else.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		markCloexecSlow()
-	}
+	CloseOnExecAbove2()
 	os.Unsetenv(envRole)
 
 	// 3. The plan.
 	m, err := readMsg(ctl)
-	if err != nil || m.Type != msgPlan || m.Plan == nil {
+	if err != nil || m.Type != msgPlan || m.Plan == nil || len(m.Plan.Command) == 0 {
 		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", msgPlan, err))
 	}
 	plan := *m.Plan
@@ -180,27 +178,25 @@ func reap(ctl *os.File, cmdPid int) (int, bool) {
 
 // reportSetup sends the failing step to the launcher and returns the init's status.
 func reportSetup(ctl *os.File, step string, err error) int {
-	_ = writeMsg(ctl, &message{Type: msgError, Step: step, Reason: errText(err)})
+	_ = writeMsg(ctl, &message{Type: msgError, Step: step, Reason: err.Error()})
 	return exitSetup
 }
 
-func errText(err error) string {
-	var me *MountError
-	if errors.As(err, &me) {
-		return me.Error()
+// CloseOnExecAbove2 marks every descriptor above stderr close-on-exec, so that a
+// program started next gets only stdio and what it is handed explicitly. Both the init
+// (before the command) and the bwrap backend (before bwrap, which passes everything
+// it inherits into the sandbox) need it. close_range needs Linux 5.11; older kernels
+// get the /proc/self/fd walk.
+func CloseOnExecAbove2() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
 	}
-	return err.Error()
-}
-
-// markCloexecSlow is close_range's fallback for kernels before 5.11.
-func markCloexecSlow() {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		var fd int
-		if _, err := fmt.Sscan(e.Name(), &fd); err == nil && fd >= 3 {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			unix.CloseOnExec(fd)
 		}
 	}

@@ -151,6 +151,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		env = os.Environ()
 	}
 	plan := l.Plan
+	if l.Nested {
+		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
+	}
 	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested})
 	if err != nil {
 		return res, abort(cmd, &SetupError{Step: "hand plan to init", Reason: err.Error()})
