@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -197,7 +198,13 @@ func TestBenchCommand(t *testing.T) {
 	testenv.Git(t, home, repo, "init", "-q")
 	before := tmpEntries(t, "agentbox-bench-")
 
-	cmd := testenv.Command(t, home, bin, "bench", "--runs", "3", "--warmup", "0", "--json", "--no-store", "--repo", repo, "--", "true")
+	guardsBefore := guardDirs()
+	args := []string{"bench", "--runs", "3", "--warmup", "0", "--json", "--no-store", "--repo", repo}
+	bwrap := sandboxtest.BwrapPath(t) // fails in CI when bubblewrap 0.12.0 is missing
+	if bwrap != "" {
+		args = append(args, "--bwrap", bwrap)
+	}
+	cmd := testenv.Command(t, home, bin, append(args, "--", "true")...)
 	cmd.Dir = repo
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -214,7 +221,7 @@ func TestBenchCommand(t *testing.T) {
 		names[v.Name] = v
 	}
 	want := []string{Native, GoAPI, ForkExec, NativeDefaults}
-	if os.Getenv("AGENTBOX_BWRAP") != "" {
+	if bwrap != "" {
 		want = append(want, AgentboxBwrap, BwrapDirect)
 	}
 	for _, n := range want {
@@ -240,12 +247,13 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("summary %q", rep.Summary)
 	}
 
-	if after := tmpEntries(t, "agentbox-bench-"); len(after) > len(before) {
-		t.Errorf("left behind in /tmp: %v (before: %v)", after, before)
+	if left := newNames(before, tmpEntries(t, "agentbox-bench-")); len(left) > 0 {
+		t.Errorf("left behind in /tmp: %v", left)
 	}
-	guards, _ := filepath.Glob("/tmp/" + gitguard.GuardStagePrefix + strconv.Itoa(cmd.Process.Pid) + "-*")
-	if len(guards) > 0 {
-		t.Errorf("push-guard staging left behind: %v", guards)
+	// Every launch is its own agentbox process with its own staging dir: any new
+	// one, whatever PID it names, is a leak.
+	if left := newNames(guardsBefore, guardDirs()); len(left) > 0 {
+		t.Errorf("push-guard staging left behind: %v", left)
 	}
 	if procs := processesNaming(t, repo); len(procs) > 0 {
 		t.Errorf("processes left running: %v", procs)
@@ -327,4 +335,25 @@ func BenchmarkPolicyAndPlan(b *testing.B) {
 		}
 		_ = mounts.Build(p, mounts.Session{Protected: prot})
 	}
+}
+
+// guardDirs lists the push-guard staging dirs in /tmp.
+func guardDirs() []string {
+	m, _ := filepath.Glob("/tmp/" + gitguard.GuardStagePrefix + "*")
+	return m
+}
+
+// newNames is what is in after and not in before.
+func newNames(before, after []string) []string {
+	had := map[string]bool{}
+	for _, b := range before {
+		had[b] = true
+	}
+	var out []string
+	for _, a := range after {
+		if !had[a] {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -49,7 +50,7 @@ func (b *box) run(args ...string) (string, string, int) {
 	cmd := testenv.Command(b.t, b.home, b.bin, args...)
 	cmd.Dir = b.repo
 	if b.backend == "bwrap" {
-		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+bwrapPath())
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+sandboxtest.BwrapPath(b.t))
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -82,9 +83,6 @@ func (b *box) exec(script string, extra ...string) string {
 	args := append([]string{"exec", "--backend", b.backend, "--no-git-save"}, extra...)
 	out, errOut, code := b.run(append(args, "--", "/bin/sh", "-c", script)...)
 	if code == 125 {
-		if b.backend != "native" && strings.Contains(errOut, "not available") {
-			b.t.Skipf("backend %s is not wired into agentbox exec yet: %s", b.backend, strings.TrimSpace(errOut))
-		}
 		b.t.Fatalf("exec %q: exit %d\nstdout: %s\nstderr: %s", script, code, out, errOut)
 	}
 	if strings.Contains(errOut, "not recorded") {
@@ -105,25 +103,8 @@ func (b *box) newestID() string {
 	return m[1]
 }
 
-// bwrapPath is the bubblewrap 0.12.0 of scripts/setup-test-env.sh, or $AGENTBOX_BWRAP.
-func bwrapPath() string {
-	if p := os.Getenv("AGENTBOX_BWRAP"); p != "" {
-		return p
-	}
-	return "/var/cache/agentbox-test/bwrap-0.12.0/bin/bwrap"
-}
-
-// backends are native, and bwrap where bubblewrap 0.12.0 is installed.
-func backends() []string {
-	list := []string{"native"}
-	if _, err := os.Stat(bwrapPath()); err == nil {
-		list = append(list, "bwrap")
-	}
-	return list
-}
-
 func TestExecRecordsSession(t *testing.T) {
-	for _, backend := range backends() {
+	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			id := b.exec(`echo new > edit.txt; rm gone.txt; echo hi > added.txt; printf 'b\000in' > blob.bin

@@ -389,6 +389,7 @@ func operatorGitRunsNothing(t *testing.T, x *target) {
 func operatorGitRunsNothingIn(t *testing.T, x *target, dir string) {
 	t.Helper()
 	if !sandboxtest.Exists(dir) {
+		t.Errorf("%s vanished: the operator's Git could not be checked there", dir)
 		return
 	}
 	for _, args := range [][]string{{"status"}, {"st"}, {"commit", "-q", "--allow-empty", "-m", "operator"}, {"fetch", "-q", "ssh://example.invalid/x"}} {

@@ -215,7 +215,7 @@ exit ` + exit
 	// launcher's PID is in the staging dir's name.
 	old := "/var/cache/agentbox-test/bwrap-0.8.0/usr/bin/bwrap"
 	if !exists(old) {
-		t.Skip("bubblewrap 0.8.0 not unpacked (scripts/setup-test-env.sh)")
+		t.Fatal("bubblewrap 0.8.0 not unpacked: run scripts/setup-test-env.sh")
 	}
 	cmd := b.command(b.repo, []string{"--no-git-save"}, "true")
 	cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+old)
