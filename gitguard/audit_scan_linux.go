@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 const (
@@ -680,11 +682,11 @@ func (s *scanner) read(p string, limit int64) ([]byte, string, error) {
 // inside reports whether p lies in the writable set: repo, or one of the writable
 // gitdirs outside it.
 func (s *scanner) inside(p string) bool {
-	if within(p, s.repo) {
+	if policy.Within(p, s.repo) {
 		return true
 	}
 	for _, g := range s.opt.GitDirs {
-		if within(p, g) {
+		if policy.Within(p, g) {
 			return true
 		}
 	}

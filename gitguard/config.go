@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode"
 )
@@ -41,14 +40,11 @@ func (e ConfigEntry) Bool() bool {
 }
 
 // ReadConfigFile parses the Git config file at path. It never runs git: the audit
-// reads configs that a sandbox may have written, and git would act on them.
+// reads configs that a sandbox may have written, and git would act on them. It
+// follows symlinks as Git does, but reads only a regular file, opened non-blocking
+// (a FIFO planted as a config cannot hang the launcher), and at most maxConfigSize.
 func ReadConfigFile(path string) ([]ConfigEntry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	entries, err := ParseConfig(io.LimitReader(f, 64<<20))
+	entries, err := readHostConfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // maxIncludeDepth is Git's own bound on nested includes (MAX_INCLUDE_DEPTH in
@@ -164,7 +166,7 @@ func (c *collector) includes(files []string, home string) {
 			if canon == "" {
 				continue
 			}
-			if within(canon, c.repo) {
+			if policy.Within(canon, c.repo) {
 				if missing == "" {
 					c.add(canon, false, true)
 				} else {

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Protected is one path of Git's exec surface that lies inside the repository and
@@ -113,6 +115,11 @@ func (c *collector) gitdir(dir string, depth int) {
 // children visits each gitdir below parent (modules/ may nest names with slashes, so
 // any directory holding a HEAD file counts).
 func (c *collector) children(parent string, depth int) {
+	// A modules/ or worktrees/ that is a symlink is not followed (the audit reports
+	// it): what lies behind it is not where Git keeps this repository's gitdirs.
+	if fi, err := os.Lstat(parent); err != nil || !fi.IsDir() {
+		return
+	}
 	ents, err := os.ReadDir(parent)
 	if err != nil {
 		return
@@ -169,7 +176,7 @@ func (c *collector) configFiles() []string {
 // inside reports whether path lies in one of the writable roots.
 func (c *collector) inside(path string) bool {
 	for _, r := range c.roots {
-		if within(path, r) {
+		if policy.Within(path, r) {
 			return true
 		}
 	}
@@ -321,8 +328,4 @@ func readSmall(path string) ([]byte, error) {
 func isFile(path string) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode().IsRegular()
-}
-
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+"/")
 }

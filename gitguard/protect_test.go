@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func gitInit(t *testing.T, dir string, args ...string) {
@@ -146,5 +147,25 @@ func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
 	}
 	if _, err := ProtectedPaths(repo); err != nil {
 		t.Fatalf("FIFO commondir: %v", err)
+	}
+}
+
+// TestProtectedPathsPlantedFIFOConfig: a session can leave a FIFO where a submodule's
+// config should be; the next launch must not hang reading it.
+func TestProtectedPathsPlantedFIFOConfig(t *testing.T) {
+	repo := canonTemp(t)
+	gitInit(t, repo)
+	mod := filepath.Join(repo, ".git/modules/m")
+	os.MkdirAll(mod, 0o755)
+	os.WriteFile(filepath.Join(mod, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(mod, "config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ProtectedPaths(repo); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ProtectedPaths blocked on a FIFO config")
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // The layout of a snapshot ZIP (DESIGN.md P8). manifest.json comes first and is
@@ -111,7 +113,7 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 		dir = filepath.Dir(opts.Repo)
 	}
 	for _, inside := range []string{opts.Repo, l.gitDir, l.commonDir} {
-		if within(dir, inside) {
+		if policy.Within(dir, inside) {
 			return nil, fmt.Errorf("snapshot directory %s lies inside %s: snapshots there could be changed from the sandbox or would be saved again in each snapshot", dir, inside)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Linked worktrees. A linked worktree's metadata lives outside its directory: the
@@ -110,7 +112,7 @@ func FindLinkedWorktree(repo string) (*LinkedWorktree, error) {
 	if back != dotgit {
 		return nil, bad("%s/gitdir points at %s, not here (moved? run git worktree repair)", gitdir, back)
 	}
-	if within(common, repo) || within(repo, common) {
+	if policy.Within(common, repo) || policy.Within(repo, common) {
 		return nil, bad("the common dir %s and the worktree %s overlap", common, repo)
 	}
 	w := &LinkedWorktree{GitDir: gitdir, CommonDir: common}

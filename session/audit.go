@@ -18,10 +18,14 @@ type auditor struct {
 
 // startAudit records the baseline the post-session audit compares against. It runs
 // after the placeholders are created, so they are part of the baseline.
-func startAudit(cfg *Config, p *policy.Policy) (*auditor, error) {
+//
+// gitDirs are the writable Git dirs outside the repository that this session binds
+// (a linked worktree's common dir, when linkedWorktree accepted it): the audit covers
+// exactly what the sandbox could write, no more.
+func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, error) {
 	opt := gitguard.ScanOptions{
 		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
-		GitDirs:     gitguard.OutsideGitDirs(p.Repo),
+		GitDirs:     gitDirs,
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
 	}
 	base, err := gitguard.Scan(p.Repo, opt)

@@ -201,9 +201,16 @@ func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 // takeLock tries the lock at path without waiting. It returns the locked file, or
 // (nil, true) when there is no lock file, or (nil, false) when someone holds it.
 func takeLock(path string) (*os.File, bool) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Non-blocking, and only a regular file of ours: anyone can put a FIFO named
+	// like a lock in /tmp, and gc must neither hang on it nor trust it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, errors.Is(err, fs.ErrNotExist)
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Getuid() {
+		f.Close()
+		return nil, false
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()

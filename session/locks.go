@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 
 	"github.com/agentbox/agentbox/gitguard"
 )
@@ -38,19 +43,34 @@ func existingLocks(prot []gitguard.Protected) map[string]bool {
 }
 
 // removeStaleLocks removes every lock beside a protected file that the session left,
-// and says so on w. Only regular files are removed; os.Remove does not follow a
-// symlink, and the lock's directory is pinned in the sandbox (gitguard.PinnedDirs).
+// and says so on w. Only regular files are removed, through their directory opened
+// without following any symlink (a concurrent session could swap a parent).
 func removeStaleLocks(w io.Writer, prot []gitguard.Protected, before map[string]bool) {
 	for _, l := range lockPaths(prot) {
 		if before[l] {
 			continue
 		}
-		fi, err := os.Lstat(l)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		if err := os.Remove(l); err == nil {
+		if err := removeRegularAt(l); err == nil {
 			fmt.Fprintf(w, "agentbox: removed %s, left by Git when it could not replace the read-only %s\n", l, l[:len(l)-len(".lock")])
 		}
 	}
+}
+
+// removeRegularAt unlinks path if it is a regular file, resolving its directory with
+// no symlink in any component.
+func removeRegularAt(path string) error {
+	dir, err := safepath.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	name := filepath.Base(path)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return unix.EISDIR
+	}
+	return unix.Unlinkat(dir, name, 0)
 }

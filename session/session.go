@@ -104,18 +104,18 @@ func Run(cfg Config) (int, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
-	status, err := launch(&cfg, p, &s, &out, repoID)
+	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots)
 	out.End, out.Status, out.Err = time.Now(), status, err
 	rec.finish(&cfg, &out)
 	return status, err
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
-	aud, err := startAudit(cfg, p)
+	aud, err := startAudit(cfg, p, gitDirs)
 	if err != nil {
 		return 0, err
 	}
