@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
@@ -73,6 +74,7 @@ type Outcome struct {
 // the shadow record's start state, the push guard's staging, the plan, the backend;
 // then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
+	sw := newStopwatch()
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
 		resolved.Backend = autoBackend()
@@ -87,10 +89,12 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("linked worktree: %w", err)
 	}
+	sw.lap("repo identity, worktree")
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
 		return 0, fmt.Errorf("protect Git paths: %w", err)
 	}
+	sw.lap("protected paths")
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
 
@@ -104,21 +108,30 @@ func Run(cfg Config) (int, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
-	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots)
+	sw.lap("record start")
+	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw)
 	out.End, out.Status, out.Err = time.Now(), status, err
+	sw.lap("after command")
+	out.Phases = slices.Concat(sw.phases, out.Phases)
 	rec.finish(&cfg, &out)
+	sw.lap("record end")
+	if os.Getenv("AGENTBOX_TIMINGS") != "" {
+		printPhases(cfg.Stderr, time.Since(sw.start), slices.Concat(out.Phases, sw.phases[len(sw.phases)-1:]))
+	}
 	return status, err
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *stopwatch) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
+	sw.lap("placeholders")
 	aud, err := startAudit(cfg, p, gitDirs)
 	if err != nil {
 		return 0, err
 	}
+	sw.lap("audit baseline")
 	// The audit looks at what a session did: when the command never ran, there is
 	// nothing to audit, and only agentbox's one-line error is printed.
 	ran := false
@@ -130,11 +143,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
 		return 0, err
 	}
+	sw.lap("snapshot")
 	guard, err := preparePushGuard(cfg, p)
 	if err != nil {
 		return 0, err
 	}
 	defer guard.cleanup()
+	sw.lap("push guard")
 	s.ExtraRO = guard.ops
 	if p.DiskTmp {
 		dir, release, err := makeDiskTmp(p.CacheDir)
@@ -150,12 +165,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	}
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
+	sw.lap("plan, recheck")
 	res, err := runBackend(p.Backend, plan, out)
+	sw.skip()
 	ran = err == nil
 	out.Phases = res.Phases
-	if os.Getenv("AGENTBOX_TIMINGS") != "" {
-		printPhases(cfg.Stderr, out)
-	}
 	if err != nil {
 		return 0, err
 	}
@@ -254,12 +268,4 @@ func makeDiskTmp(cache string) (dir string, release func(), err error) {
 		return "", nil, fmt.Errorf("--disk-tmp: %s: %w", dir, err)
 	}
 	return dir, release, nil
-}
-
-// printPhases writes the setup timings to w (AGENTBOX_TIMINGS=1), one per line.
-func printPhases(w io.Writer, out *Outcome) {
-	fmt.Fprintf(w, "agentbox: timings: before backend %s\n", time.Since(out.Start).Round(time.Microsecond))
-	for _, ph := range out.Phases {
-		fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", ph.Name, ph.Dur.Round(time.Microsecond))
-	}
 }
