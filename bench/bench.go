@@ -22,7 +22,8 @@ const (
 	Native         = "native"          // agentbox exec --backend native
 	AgentboxBwrap  = "agentbox-bwrap"  // agentbox exec --backend bwrap
 	BwrapDirect    = "bwrap-direct"    // bwrap alone with the same plan (compat.Command)
-	GoAPI          = "go-api"          // sandbox.Run from a small running Go program
+	GoAPI          = "go-api"          // sandbox.Run from a small running Go program, with sandbox.Prestart
+	GoAPICold      = "go-api-cold"     // the same without Prestart: clone and init start-up in the launch
 	ForkExec       = "fork-exec"       // the command itself, no sandbox
 	EmptyGo        = "empty-go"        // an empty static Go binary
 	NativeDefaults = "native-defaults" // agentbox exec with the session extras on
@@ -127,7 +128,7 @@ func Run(cfg Config) (*Report, error) {
 	for _, v := range vs {
 		rep.Variants = append(rep.Variants, summarizeVariant(v, samples[v.name]))
 	}
-	if rss, err := env.api.rss(); err == nil {
+	if rss, err := env.apiCold.rss(); err == nil {
 		rep.RSS = rss
 	}
 	rep.RSS.LauncherKiB = maxRSS(samples[Native])

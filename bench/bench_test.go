@@ -43,12 +43,12 @@ func TestDryRunStage(t *testing.T) {
 }
 
 func TestParseTimings(t *testing.T) {
-	in := "agentbox: timings: before backend 12.5ms\n" +
+	in := "agentbox: timings: session 12.5ms\n" +
 		"agentbox: timings: clone+idmap                  1.2ms\n" +
 		"agentbox: timings: ro-bind /a dir/.git/config   19µs\n" +
 		"some other line\nagentbox: timings: broken xx\n"
 	got := parseTimings(in)
-	want := []phase{{"before backend", 12500 * time.Microsecond}, {"clone+idmap", 1200 * time.Microsecond}, {"ro-bind /a dir/.git/config", 19 * time.Microsecond}}
+	want := []phase{{"session", 12500 * time.Microsecond}, {"clone+idmap", 1200 * time.Microsecond}, {"ro-bind /a dir/.git/config", 19 * time.Microsecond}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -63,7 +63,7 @@ func TestPhaseMediansDerived(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	s := []Sample{{
 		Wall: ms(40),
-		Phases: []phase{{"before backend", ms(30)}, {"clone+idmap", ms(5)}, {"init-start", ms(1)},
+		Phases: []phase{{"session", ms(30)}, {"host: push guard", ms(2)}, {"clone+idmap", ms(5)}, {"init-start", ms(1)},
 			{"proc /proc", ms(0.5)}, {"exec-command", ms(2)}, {"total-setup", ms(20)}},
 	}, {Err: io.EOF}}
 	got := map[string]float64{}
@@ -73,7 +73,7 @@ func TestPhaseMediansDerived(t *testing.T) {
 	for name, want := range map[string]float64{
 		"clone+idmap":    5,
 		derivedInitStart: 20 - 5 - 3.5,
-		derivedSession:   30 - 20,
+		derivedSession:   30 - 20 - 2,
 		derivedCLI:       40 - 30,
 	} {
 		if math.Abs(got[name]-want) > 1e-9 {

@@ -32,11 +32,12 @@ type env struct {
 	environ   []string // the agentbox variants' environment
 	bwrapArgv []string // bwrap-direct's argv; nil: skipped
 	guard     *gitguard.StagedGuard
-	seccomp   string   // file holding the terminal-injection filter for bwrap's fd 4
-	devnull   *os.File // bwrap's --json-status-fd 3
-	command   string   // cfg.Command[0] resolved on PATH, for fork-exec
-	emptyGo   string   // the empty Go binary; "": skipped
-	api       *apiProbe
+	seccomp   string    // file holding the terminal-injection filter for bwrap's fd 4
+	devnull   *os.File  // bwrap's --json-status-fd 3
+	command   string    // cfg.Command[0] resolved on PATH, for fork-exec
+	emptyGo   string    // the empty Go binary; "": skipped
+	api       *apiProbe // with sandbox.Prestart
+	apiCold   *apiProbe // without
 }
 
 func newEnv(cfg Config) (e *env, err error) {
@@ -67,7 +68,10 @@ func newEnv(cfg Config) (e *env, err error) {
 	if err := e.prepareEmptyGo(); err != nil {
 		e.notes = append(e.notes, fmt.Sprintf("empty Go binary skipped: %v", err))
 	}
-	if e.api, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command); err != nil {
+	if e.api, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command, true); err != nil {
+		return nil, err
+	}
+	if e.apiCold, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command, false); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -246,8 +250,10 @@ func (e *env) prepareEmptyGo() error {
 }
 
 func (e *env) close() {
-	if e.api != nil {
-		e.api.close()
+	for _, p := range []*apiProbe{e.api, e.apiCold} {
+		if p != nil {
+			p.close()
+		}
 	}
 	if e.guard != nil {
 		_ = e.guard.Remove()
@@ -286,8 +292,11 @@ func (e *env) variants() []variant {
 		})
 	}
 	vs = append(vs, variant{
-		name: GoAPI, desc: "sandbox.Run from a running small Go program (agentbox bench --serve-api)",
+		name: GoAPI, desc: "sandbox.Run from a running small Go program with sandbox.Prestart (agentbox bench --serve-api --prestart)",
 		run: e.api.run,
+	}, variant{
+		name: GoAPICold, desc: "sandbox.Run from a running small Go program, no Prestart (agentbox bench --serve-api)",
+		run: e.apiCold.run,
 	}, variant{
 		name: ForkExec, desc: "fork/exec of the command, no sandbox",
 		run: func() (Sample, error) {
@@ -356,8 +365,12 @@ type apiProbe struct {
 	out *bufio.Reader
 }
 
-func startAPIProbe(agentbox, repo string, command []string) (*apiProbe, error) {
-	args := append([]string{"bench", "--serve-api", "--repo", repo, "--"}, command...)
+func startAPIProbe(agentbox, repo string, command []string, prestart bool) (*apiProbe, error) {
+	args := []string{"bench", "--serve-api", "--repo", repo}
+	if prestart {
+		args = append(args, "--prestart")
+	}
+	args = append(append(args, "--"), command...)
 	cmd := exec.Command(agentbox, args...)
 	cmd.Dir = repo
 	cmd.Stderr = os.Stderr

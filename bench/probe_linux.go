@@ -29,10 +29,16 @@ type probeRSS struct {
 // already running Go program that launches opts through sandbox.Run each time it reads
 // "run" from r, and answers with one JSON line on w measured around the call. "rss"
 // answers with the peak RSS of the probe and of the largest init it ran. It returns
-// at EOF.
-func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options) error {
+// at EOF. With prestart, sandbox.Prestart keeps an init ready for each next launch.
+func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) error {
 	// The init is this very binary: agentbox's main hands the init role to nsinit.
 	opts.InitBinary = "/proc/self/exe"
+	if prestart {
+		if err := sandbox.Prestart(opts); err != nil {
+			return err
+		}
+		defer sandbox.StopPrestart()
+	}
 	in := bufio.NewScanner(r)
 	enc := json.NewEncoder(w)
 	for in.Scan() {

@@ -116,6 +116,7 @@ func (r *Report) finish(samples map[string][]Sample) {
 	t3 := ratio(GoAPI, BwrapDirect)
 	ratio(Native, EmptyGo)
 	ratio(GoAPI, Native)
+	ratio(GoAPICold, BwrapDirect)
 	for _, t := range []Target{
 		{What: "native <= 0.85 x agentbox-bwrap", Ratio: t1, Limit: 0.85},
 		{What: "native <= 1.15 x bwrap-direct", Ratio: t2, Limit: 1.15},
@@ -156,12 +157,13 @@ func (r *Report) finish(samples map[string][]Sample) {
 
 // Derived phases: what the launcher's own timings leave between them, per launch.
 const (
-	derivedInitStart = "derived: init runtime start"   // total-setup - clone+idmap - the init's phases
-	derivedSession   = "derived: session around setup" // before backend - total-setup: placeholders, audit, push guard, plan; command run; teardown
-	derivedCLI       = "derived: CLI start and exit"   // wall - before backend: exec, Go runtime, flags, policy; exit and reap
-	phaseBefore      = "before backend"                // agentbox's name for the session's time up to the backend's return
+	derivedInitStart = "derived: init runtime start"    // total-setup - clone+idmap - the init's phases
+	derivedSession   = "derived: command run, teardown" // session - total-setup - the host steps: the command, the init's exit, reaping
+	derivedCLI       = "derived: CLI start and exit"    // wall - session: exec, Go runtime, flags, policy; exit and reap
+	phaseSession     = "session"                        // agentbox's name for all of its session (session.Run)
 	phaseClone       = "clone+idmap"
 	phaseSetup       = "total-setup"
+	hostPrefix       = "host: " // the launcher's own steps around the backend
 )
 
 // phaseMedians is the median of each phase name over the runs, in first-seen order,
@@ -185,21 +187,24 @@ func phaseMedians(s []Sample) []PhaseReport {
 			continue
 		}
 		named := map[string]float64{}
-		var initPhases float64
+		var initPhases, hostPhases float64
 		for _, p := range x.Phases {
 			add(p.Name, ms(p.Dur))
 			named[p.Name] = ms(p.Dur)
-			if p.Name != phaseBefore && p.Name != phaseClone && p.Name != phaseSetup {
+			switch {
+			case strings.HasPrefix(p.Name, hostPrefix):
+				hostPhases += ms(p.Dur)
+			case p.Name != phaseSession && p.Name != phaseClone && p.Name != phaseSetup:
 				initPhases += ms(p.Dur)
 			}
 		}
-		b, okB := named[phaseBefore]
+		b, okB := named[phaseSession]
 		st, okS := named[phaseSetup]
 		c, okC := named[phaseClone]
 		if okB && okS && okC {
 			derived = append(derived,
 				value{derivedInitStart, st - c - initPhases},
-				value{derivedSession, b - st},
+				value{derivedSession, b - st - hostPhases},
 				value{derivedCLI, ms(x.Wall) - b})
 		}
 	}

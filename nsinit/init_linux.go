@@ -50,10 +50,14 @@ func initMain(ctl *os.File) int {
 	CloseOnExecAbove2()
 	os.Unsetenv(envRole)
 
-	// 3. The plan.
-	m, err := readMsg(ctl)
+	// 3. The plan, and with it, when this init was started ahead of its session,
+	//    the command's standard streams.
+	m, fds, err := readMsgFds(ctl)
 	if err != nil || m.Type != msgPlan || m.Plan == nil || len(m.Plan.Command) == 0 {
 		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", msgPlan, err))
+	}
+	if err := installStdio(fds); err != nil {
+		return reportSetup(ctl, "receive standard streams", err)
 	}
 	plan := *m.Plan
 	t.mark("init-start")
@@ -174,6 +178,37 @@ func reap(ctl *os.File, cmdPid int) (int, bool) {
 			_ = writeMsg(ctl, &message{Type: msgStopped})
 		}
 	}
+}
+
+// installStdio makes the descriptors that came with the plan (none, or exactly
+// stdin, stdout and stderr) this process's 0, 1 and 2.
+func installStdio(fds []int) error {
+	defer func() {
+		for _, fd := range fds {
+			if fd > 2 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	if len(fds) == 0 {
+		return nil
+	}
+	if len(fds) != 3 {
+		return fmt.Errorf("got %d descriptors, want 3", len(fds))
+	}
+	for i, fd := range fds {
+		if fd == i {
+			// Received onto a free low number (0–2 closed): keep it, inheritable.
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fmt.Errorf("dup3 %d to %d: %w", fd, i, err)
+		}
+	}
+	return nil
 }
 
 // reportSetup sends the failing step to the launcher and returns the init's status.

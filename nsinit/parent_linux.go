@@ -36,6 +36,10 @@ var forwarded = []os.Signal{
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
+// StepHandPlan is the SetupError step of a plan the init never took: the init had
+// died (a prestarted one may have, while waiting).
+const StepHandPlan = "hand plan to init"
+
 // SetupError is a failure of agentbox before the command started: it names the step
 // and, where there is one, the path.
 type SetupError struct {
@@ -114,6 +118,9 @@ type Launch struct {
 	// InitPID returns the init's PID once known (0 until then); nil means
 	// Cmd's own process is the init. Signals are forwarded to it.
 	InitPID func() int
+	// Prestarted: Cmd was started ahead of this session (Prestart) and waits for its
+	// plan; the command's streams are passed with it.
+	Prestarted bool
 }
 
 // Supervise starts l.Cmd, hands the init the plan, forwards signals, mirrors job
@@ -130,13 +137,25 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	err := cmd.Start()
-	// The init's ends (control socket, and bwrap's descriptors) are the child's now.
-	for _, f := range cmd.ExtraFiles {
-		f.Close()
-	}
-	if err != nil {
-		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
+	var stdioFds []*os.File
+	if l.Prestarted {
+		// The init exists already, with /dev/null for stdio: this session's streams
+		// travel with the plan.
+		files, closeAll, err := stdioFiles(stdio)
+		if err != nil {
+			return res, err
+		}
+		defer closeAll()
+		stdioFds = files
+	} else {
+		err := cmd.Start()
+		// The init's ends (control socket, and bwrap's descriptors) are the child's now.
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+		if err != nil {
+			return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
+		}
 	}
 	res.InitPID = cmd.Process.Pid
 	initPID := l.InitPID
@@ -154,9 +173,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
 	}
-	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested})
+	err := writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {
-		return res, abort(cmd, &SetupError{Step: "hand plan to init", Reason: err.Error()})
+		return res, abort(cmd, &SetupError{Step: StepHandPlan, Reason: err.Error()})
 	}
 
 	msgs := make(chan *message, 4)

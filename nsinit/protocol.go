@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
 )
@@ -54,7 +57,9 @@ type message struct {
 // maxFrame bounds a frame: a plan with a large environment fits many times over.
 const maxFrame = 16 << 20
 
-func writeMsg(w io.Writer, m *message) error {
+// writeMsg sends m on w; fds, when given, travel with the frame's first byte
+// (SCM_RIGHTS), which needs w to be the control socket itself.
+func writeMsg(w io.Writer, m *message, fds ...*os.File) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -62,8 +67,40 @@ func writeMsg(w io.Writer, m *message) error {
 	frame := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(frame, uint32(len(b)))
 	copy(frame[4:], b)
-	_, err = w.Write(frame)
-	return err
+	if len(fds) == 0 {
+		_, err = w.Write(frame)
+		return err
+	}
+	sock, ok := w.(*os.File)
+	if !ok {
+		return fmt.Errorf("descriptors need a socket, not %T", w)
+	}
+	rights := make([]int, len(fds))
+	for i, f := range fds {
+		rights[i] = int(f.Fd())
+	}
+	oob := unix.UnixRights(rights...)
+	rc, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	err = rc.Write(func(fd uintptr) bool {
+		var n int
+		n, sendErr = unix.SendmsgN(int(fd), frame, oob, nil, 0)
+		if sendErr == unix.EAGAIN {
+			return false
+		}
+		if sendErr == nil && n < len(frame) {
+			// The descriptors went with the first byte; the rest is plain data.
+			_, sendErr = sock.Write(frame[n:])
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return sendErr
 }
 
 func readMsg(r io.Reader) (*message, error) {
@@ -71,6 +108,56 @@ func readMsg(r io.Reader) (*message, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
+	return readBody(r, hdr)
+}
+
+// readMsgFds reads a message from the socket ctl and the descriptors that came with
+// its first byte, received close-on-exec.
+func readMsgFds(ctl *os.File) (*message, []int, error) {
+	var hdr [4]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
+	for err == unix.EINTR {
+		n, oobn, _, _, err = unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if n == 0 {
+		return nil, nil, io.EOF
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, nil, fmt.Errorf("control message: %w", err)
+		}
+		for _, cm := range msgs {
+			got, err := unix.ParseUnixRights(&cm)
+			if err != nil {
+				return nil, nil, fmt.Errorf("control message: %w", err)
+			}
+			fds = append(fds, got...)
+		}
+	}
+	closeFds := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if _, err := io.ReadFull(ctl, hdr[n:]); err != nil {
+		closeFds()
+		return nil, nil, err
+	}
+	m, err := readBody(ctl, hdr)
+	if err != nil {
+		closeFds()
+		return nil, nil, err
+	}
+	return m, fds, nil
+}
+
+func readBody(r io.Reader, hdr [4]byte) (*message, error) {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
 		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)

@@ -65,6 +65,8 @@ type Result struct {
 	// Phases are the setup timings: clone and id maps, each mount, dropping
 	// privileges, the exec of the command.
 	Phases []Phase
+	// Prestarted: the launch used an init started ahead of it (Prestart).
+	Prestarted bool
 }
 
 // SetupError is a failure before the command started; Step names what failed.
@@ -158,10 +160,15 @@ func Run(opts Options) (Result, error) {
 }
 
 func run(plan mounts.Plan, opts Options) (Result, error) {
-	res, err := nsinit.Run(plan, nsinit.Options{
+	nopts := nsinit.Options{
 		Stdio:      nsinit.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:        opts.Env,
 		InitBinary: opts.InitBinary,
-	})
-	return Result{Status: res.Status, Phases: res.Phases}, err
+	}
+	res, prestarted, err := runWithSpare(plan, nopts)
+	if !prestarted {
+		res, err = nsinit.Run(plan, nopts)
+	}
+	refillSpare()
+	return Result{Status: res.Status, Phases: res.Phases, Prestarted: prestarted}, err
 }

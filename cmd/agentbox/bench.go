@@ -39,6 +39,7 @@ func cmdBench(args []string) int {
 		noStore  = fs.Bool("no-store", false, "do not store the result in the results store")
 		bwrap    = fs.String("bwrap", "", "bubblewrap >= 0.12.0 to compare with (default: $AGENTBOX_BWRAP, else PATH)")
 		serveAPI = fs.Bool("serve-api", false, "internal: be the Go API variant's probe")
+		prestart = fs.Bool("prestart", false, "internal: with --serve-api, use sandbox.Prestart")
 	)
 	fs.IntVar(&cfg.Runs, "runs", 100, "measured rounds (one launch of each variant per round)")
 	fs.IntVar(&cfg.Warmup, "warmup", 5, "rounds run first and discarded")
@@ -57,7 +58,7 @@ func cmdBench(args []string) int {
 		cfg.Command = []string{"true"}
 	}
 	if *serveAPI {
-		return serveBenchAPI(cfg)
+		return serveBenchAPI(cfg, *prestart)
 	}
 
 	self, err := os.Executable()
@@ -120,8 +121,8 @@ func cmdBench(args []string) int {
 
 // serveBenchAPI is the Go API variant's probe: it runs in the current directory
 // with --repo and COMMAND, answering the harness on stdin/stdout.
-func serveBenchAPI(cfg bench.Config) int {
-	err := bench.ServeAPI(os.Stdin, os.Stdout, sandbox.Options{Repo: cfg.Repo, Command: cfg.Command})
+func serveBenchAPI(cfg bench.Config, prestart bool) int {
+	err := bench.ServeAPI(os.Stdin, os.Stdout, sandbox.Options{Repo: cfg.Repo, Command: cfg.Command}, prestart)
 	if err != nil {
 		return fail("bench: Go API probe: %v", err)
 	}

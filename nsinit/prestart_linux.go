@@ -1,0 +1,149 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// Prestarted is an init started ahead of its session: cloned into its namespaces,
+// its Go runtime up, waiting for a plan. What it takes off a launch is the clone and
+// the init's start-up, about half of the native backend's time; what it costs is an
+// idle process (and its namespaces) while it waits.
+//
+// It is bound to what was fixed at its start: the namespace set (the network
+// namespace or not), the caller's uid and gid, the init binary, and the host's mount
+// table, which its mount namespace copied then. Usable checks all of them; a spare
+// that no longer fits is discarded, never used.
+type Prestarted struct {
+	cmd        *exec.Cmd
+	ctl        *os.File
+	net        bool
+	uid, gid   int
+	initBinary string
+	// mountinfo is the caller's /proc/self/mountinfo, open since the clone: the
+	// kernel flags it (POLLPRI) when the mount table changes, after which the
+	// spare's copy may miss a host mount. A raw fd: in an *os.File, Go's poller
+	// would register it with epoll, and epoll's own poll consumes the flag.
+	mountinfo int
+	released  chan struct{}
+	used      bool
+}
+
+// Prestart starts an init for a later Run, with the network namespace when net, from
+// initBinary (empty: the running binary). It keeps one OS thread (the init's parent,
+// for Pdeathsig) until the spare is used or discarded.
+func Prestart(net bool, initBinary string) (*Prestarted, error) {
+	if initBinary == "" {
+		initBinary = "/proc/self/exe"
+	}
+	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("prestart: open /proc/self/mountinfo: %w", err)
+	}
+	p := &Prestarted{net: net, uid: os.Getuid(), gid: os.Getgid(), initBinary: initBinary,
+		mountinfo: mi, released: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig is tied to the forking thread: this goroutine keeps it until
+		// the spare is no longer needed, and ends without unlocking, so the thread
+		// exits with it.
+		runtime.LockOSThread()
+		ctl, child, err := ControlSocket()
+		if err != nil {
+			started <- err
+			return
+		}
+		cmd := InitCommand(initBinary, controlFd, Stdio{})
+		cmd.ExtraFiles = []*os.File{child}
+		cmd.SysProcAttr = sysProcAttr(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
+		err = cmd.Start()
+		child.Close()
+		if err != nil {
+			ctl.Close()
+			started <- &SetupError{Step: "create namespaces", Reason: startReason(err)}
+			return
+		}
+		p.cmd, p.ctl = cmd, ctl
+		started <- nil
+		<-p.released
+	}()
+	if err := <-started; err != nil {
+		unix.Close(mi)
+		return nil, err
+	}
+	return p, nil
+}
+
+// Usable reports whether plan can run in p: same namespaces, same caller, same init
+// binary, and no change to the host's mount table since p was started.
+func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
+	if initBinary == "" {
+		initBinary = "/proc/self/exe"
+	}
+	if p == nil || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || initBinary != p.initBinary {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(p.mountinfo), Events: unix.POLLPRI}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
+}
+
+// Discard ends an unused spare and waits for it.
+func (p *Prestarted) Discard() {
+	if p == nil || p.used {
+		return
+	}
+	p.used = true
+	_ = p.cmd.Process.Kill()
+	_, _ = p.cmd.Process.Wait()
+	p.release()
+}
+
+func (p *Prestarted) release() {
+	p.ctl.Close()
+	unix.Close(p.mountinfo)
+	close(p.released)
+}
+
+// RunPrestarted runs plan in the spare p, as Run does in a fresh init. The caller
+// checked Usable. p is used up either way.
+func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
+	if p.used {
+		return Result{}, errors.New("prestarted init already used")
+	}
+	p.used = true
+	defer p.release()
+	return Supervise(Launch{Cmd: p.cmd, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
+}
+
+// stdioFiles returns the three streams to hand a prestarted init, /dev/null for those
+// not set, and a function closing what it opened.
+func stdioFiles(s Stdio) ([]*os.File, func(), error) {
+	var opened []*os.File
+	closeAll := func() {
+		for _, f := range opened {
+			f.Close()
+		}
+	}
+	files := []*os.File{s.Stdin, s.Stdout, s.Stderr}
+	for i, f := range files {
+		if f != nil {
+			continue
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+		}
+		opened = append(opened, null)
+		files[i] = null
+	}
+	return files, closeAll, nil
+}

@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
+)
+
+// Prestart makes Run keep one init started ahead of the next launch: cloned into
+// fresh namespaces, its runtime up, waiting for a plan. The next Run then skips the
+// clone and the init's start-up (about half of a launch), and starts the following
+// spare in the background when it returns. Only opts.Offline and opts.InitBinary
+// matter here, as they are fixed when a spare starts; a Run with other values, or
+// after the host's mount table changed, or by another uid, gets a fresh init as
+// without Prestart, and the spare is discarded.
+//
+// The cost is one idle process (and its namespaces) while Prestart is on; it dies
+// with the program. StopPrestart ends it.
+func Prestart(opts Options) error {
+	if opts.InitBinary == "" && !initCalled.Load() {
+		return ErrNoInit
+	}
+	spares.Lock()
+	defer spares.Unlock()
+	spares.on, spares.net, spares.binary = true, opts.Offline, opts.InitBinary
+	if spares.next == nil {
+		spares.next = startSpare(opts.Offline, opts.InitBinary)
+	}
+	return nil
+}
+
+// StopPrestart ends Prestart and discards the waiting spare.
+func StopPrestart() {
+	spares.Lock()
+	pending := spares.next
+	spares.on, spares.next = false, nil
+	spares.Unlock()
+	if pending != nil {
+		<-pending.done
+		pending.p.Discard()
+	}
+}
+
+// spares is Prestart's state: at most one spare, starting or waiting.
+var spares struct {
+	sync.Mutex
+	on     bool
+	net    bool
+	binary string
+	next   *pendingSpare
+}
+
+type pendingSpare struct {
+	done chan struct{}
+	p    *nsinit.Prestarted // nil when it failed to start
+}
+
+func startSpare(net bool, binary string) *pendingSpare {
+	ps := &pendingSpare{done: make(chan struct{})}
+	go func() {
+		defer close(ps.done)
+		ps.p, _ = nsinit.Prestart(net, binary) // a failure shows in the fresh launch
+	}()
+	return ps
+}
+
+// takeSpare returns the waiting spare when plan can use it; otherwise it discards
+// it and returns nil.
+func takeSpare(plan mounts.Plan, binary string) *nsinit.Prestarted {
+	spares.Lock()
+	pending := spares.next
+	spares.next = nil
+	spares.Unlock()
+	if pending == nil {
+		return nil
+	}
+	<-pending.done
+	if !pending.p.Usable(plan, binary) {
+		pending.p.Discard()
+		return nil
+	}
+	return pending.p
+}
+
+// refillSpare starts the next spare after a launch, when Prestart is on.
+func refillSpare() {
+	spares.Lock()
+	defer spares.Unlock()
+	if spares.on && spares.next == nil {
+		spares.next = startSpare(spares.net, spares.binary)
+	}
+}
+
+// runWithSpare runs plan in the waiting spare when there is a usable one. ok is
+// false when there was none, or it had died before taking the plan; the caller
+// then launches a fresh init.
+func runWithSpare(plan mounts.Plan, opts nsinit.Options) (res nsinit.Result, ok bool, err error) {
+	p := takeSpare(plan, opts.InitBinary)
+	if p == nil {
+		return res, false, nil
+	}
+	res, err = nsinit.RunPrestarted(p, plan, opts)
+	var se *SetupError
+	if errors.As(err, &se) && se.Step == nsinit.StepHandPlan {
+		return res, false, nil
+	}
+	return res, true, err
+}

@@ -1,0 +1,137 @@
+package sandbox
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// runCaptured runs script in a fresh repository with stdin from in and returns its
+// combined output.
+func runCaptured(t *testing.T, opts Options, in, script string) (Result, string) {
+	t.Helper()
+	repo := newRepo(t)
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	stdin, err := os.CreateTemp(t.TempDir(), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if _, err := stdin.WriteString(in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	opts.Command = []string{"/bin/sh", "-c", script}
+	opts.Repo, opts.Dir = repo, repo
+	opts.Stdin, opts.Stdout, opts.Stderr = stdin, out, out
+	res, err := Run(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(b)
+}
+
+func TestPrestartRunsInTheSpareAndRefills(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	if err := Prestart(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer StopPrestart()
+	// Each launch gets its own streams (they travel with the plan), its own status,
+	// and a fresh PID namespace; the second proves the spare was refilled.
+	for i, word := range []string{"first", "second", "third"} {
+		res, out := runCaptured(t, Options{}, word+"\n", `read w; echo "got $w"; ls /proc | grep -c '^[0-9]'; exit 3`)
+		if !res.Prestarted {
+			t.Errorf("launch %d did not use the prestarted init", i)
+		}
+		if res.Status != 3 {
+			t.Errorf("launch %d: status %d, want 3", i, res.Status)
+		}
+		// A fresh PID namespace holds the init, sh, ls and grep.
+		if want := "got " + word + "\n4\n"; out != want {
+			t.Errorf("launch %d: output %q, want %q", i, out, want)
+		}
+	}
+}
+
+func TestPrestartMismatchLaunchesFresh(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	if err := Prestart(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer StopPrestart()
+	// The spare has the host network; an offline launch must not use it.
+	// /proc/net/dev is the reader's network namespace (/sys/class/net is the host's
+	// sysfs, bound read-only).
+	res, out := runCaptured(t, Options{Offline: true}, "", `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`)
+	if res.Prestarted {
+		t.Error("an offline launch used a spare started without a network namespace")
+	}
+	if strings.TrimSpace(out) != "lo" {
+		t.Errorf("offline launch sees interfaces %q, want only lo", out)
+	}
+	res, _ = runCaptured(t, Options{}, "", "true")
+	if !res.Prestarted {
+		t.Error("the launch after the mismatch found no refilled spare")
+	}
+}
+
+// A spare copied the host's mount table when it started; after a change it must not
+// be used (it could miss the new mount).
+func TestPrestartDiscardedAfterMountChange(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing the host mount table needs root (CI runs as root)")
+	}
+	if err := Prestart(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer StopPrestart()
+	res, _ := runCaptured(t, Options{}, "", "true")
+	if !res.Prestarted {
+		t.Fatal("first launch did not use the spare")
+	}
+	// Not below /tmp, which the sandbox replaces with its own.
+	mnt, err := os.MkdirTemp("/var/tmp", "agentbox-prestart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(mnt)
+	// Wait for the refilled spare before changing the mount table.
+	spares.Lock()
+	pending := spares.next
+	spares.Unlock()
+	if pending == nil {
+		t.Fatal("no spare refilled")
+	}
+	<-pending.done
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	if err := os.WriteFile(mnt+"/new-mount", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := runCaptured(t, Options{}, "", "cat "+mnt+"/new-mount")
+	if res.Prestarted {
+		t.Error("a spare started before a host mount was used after it")
+	}
+	if out != "x" {
+		t.Errorf("the sandbox does not see the new host mount: %q", out)
+	}
+}
