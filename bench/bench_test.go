@@ -220,7 +220,7 @@ func TestBenchCommand(t *testing.T) {
 	for _, v := range rep.Variants {
 		names[v.Name] = v
 	}
-	want := []string{Native, GoAPI, ForkExec, NativeDefaults}
+	want := []string{Native, GoAPI, GoAPICold, ForkExec, NativeDefaults}
 	if bwrap != "" {
 		want = append(want, AgentboxBwrap, BwrapDirect)
 	}
