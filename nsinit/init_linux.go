@@ -32,7 +32,36 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(envRole))
 		os.Exit(exitSetup)
 	}
-	os.Exit(initMain(os.NewFile(uintptr(fd), "control")))
+	ctl := os.NewFile(uintptr(fd), "control")
+	if ids := os.Getenv(envIDMap); ids != "" {
+		os.Unsetenv(envIDMap)
+		if err := writeOwnIDMaps(ids); err != nil {
+			os.Exit(reportSetup(ctl, "map uid and gid", err))
+		}
+	}
+	os.Exit(initMain(ctl))
+}
+
+// writeOwnIDMaps maps the caller's uid and gid ("UID:GID") to themselves in the
+// init's user namespace, as the only ids there. The init may: it maps its own
+// effective ids and holds CAP_SETUID and CAP_SETGID in the namespace; setgroups is
+// denied first, as the kernel requires for an unprivileged gid map — and as P5 wants:
+// no dropping of supplementary groups to get around a group's denial.
+func writeOwnIDMaps(ids string) error {
+	uid, gid, ok := strings.Cut(ids, ":")
+	if !ok {
+		return fmt.Errorf("bad id map request %q", ids)
+	}
+	for _, w := range []struct{ file, data string }{
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/uid_map", uid + " " + uid + " 1"},
+		{"/proc/self/gid_map", gid + " " + gid + " 1"},
+	} {
+		if err := os.WriteFile(w.file, []byte(w.data), 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // initMain runs the numbered setup sequence, then supervises the command. Any setup

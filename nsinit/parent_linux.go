@@ -19,6 +19,9 @@ import (
 // envRole marks the re-executed init; its value is the control socket's fd.
 const envRole = "_AGENTBOX_NSINIT"
 
+// envIDMap asks the init to write its own uid and gid maps ("UID:GID").
+const envIDMap = "_AGENTBOX_NSINIT_IDMAP"
+
 // controlFd is where the native init finds its end of the control socket
 // (ExtraFiles[0]); under bwrap it is another (see InitCommand).
 const controlFd = 3
@@ -68,10 +71,11 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	cmd := InitCommand(initBinary, controlFd, opts.Stdio)
-	cmd.ExtraFiles = []*os.File{child}
-	cmd.SysProcAttr = sysProcAttr(plan)
-	return Supervise(Launch{Cmd: cmd, Ctl: ctl, Plan: plan}, opts)
+	start := func() (*os.Process, error) {
+		defer child.Close()
+		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child)
+	}
+	return Supervise(Launch{Start: start, Ctl: ctl, Plan: plan}, opts)
 }
 
 // ControlSocket returns the two ends of a launcher–init control socket: the
@@ -91,7 +95,7 @@ func ControlSocket() (ctl, child *os.File, err error) {
 func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
 	cmd := exec.Command(binary)
 	cmd.Args = []string{initArgv0}
-	cmd.Env = []string{fmt.Sprintf("%s=%d", envRole, fd), "GOMAXPROCS=1", "GOGC=off"}
+	cmd.Env = initEnv(fd, false)
 	// A nil *os.File in an io.Reader would not read as "no stream": assign only
 	// what is set, so unset streams become /dev/null.
 	if stdio.Stdin != nil {
@@ -106,9 +110,22 @@ func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
 	return cmd
 }
 
+// initEnv is the init's own environment: its control descriptor, its Go runtime
+// settings, and, when it must map its own ids (native, see startInit), the
+// caller's uid and gid.
+func initEnv(ctlFd int, ownMaps bool) []string {
+	env := []string{fmt.Sprintf("%s=%d", envRole, ctlFd), "GOMAXPROCS=1", "GOGC=off"}
+	if ownMaps {
+		env = append(env, fmt.Sprintf("%s=%d:%d", envIDMap, os.Getuid(), os.Getgid()))
+	}
+	return env
+}
+
 // Launch is one start of the init.
 type Launch struct {
-	Cmd   *exec.Cmd // starts the init, directly (native) or through bwrap
+	Cmd *exec.Cmd // starts the init through bwrap; nil when Start is set
+	// Start starts the init itself (the native backend's vfork) and returns it.
+	Start func() (*os.Process, error)
 	Ctl   *os.File  // the launcher's end of the control socket
 	Child *os.File  // the init's end, closed here once Cmd has started
 	Plan  mounts.Plan
@@ -130,7 +147,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	stdio := opts.Stdio
-	cmd, ctl := l.Cmd, l.Ctl
+	ctl := l.Ctl
 
 	// Signals are caught before the init exists, so none is lost in between.
 	sigs := make(chan os.Signal, 16)
@@ -147,20 +164,15 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		}
 		defer closeAll()
 		stdioFds = files
-	} else {
-		err := cmd.Start()
-		// The init's ends (control socket, and bwrap's descriptors) are the child's now.
-		for _, f := range cmd.ExtraFiles {
-			f.Close()
-		}
-		if err != nil {
-			return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
-		}
 	}
-	res.InitPID = cmd.Process.Pid
+	proc, err := startLaunch(l)
+	if err != nil {
+		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
+	}
+	res.InitPID = proc.Pid
 	initPID := l.InitPID
 	if initPID == nil {
-		initPID = func() int { return cmd.Process.Pid }
+		initPID = func() int { return proc.Pid }
 	}
 	tStarted := time.Now()
 
@@ -173,9 +185,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
 	}
-	err := writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
+	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {
-		return res, abort(cmd, &SetupError{Step: StepHandPlan, Reason: err.Error()})
+		return res, abort(proc, &SetupError{Step: StepHandPlan, Reason: err.Error()})
 	}
 
 	msgs := make(chan *message, 4)
@@ -192,7 +204,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 
 	waited := make(chan *os.ProcessState, 1)
 	go func() {
-		st, _ := cmd.Process.Wait()
+		st, _ := proc.Wait()
 		waited <- st
 	}()
 
@@ -204,7 +216,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			if pid := initPID(); pid > 0 {
 				_ = unix.Kill(pid, sig.(syscall.Signal))
 			} else {
-				_ = cmd.Process.Signal(sig)
+				_ = proc.Signal(sig)
 			}
 		case m, ok := <-msgs:
 			if !ok {
@@ -257,29 +269,20 @@ var initCaps = []uintptr{
 	unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SYS_ADMIN, unix.CAP_MKNOD,
 }
 
-// sysProcAttr is the clone of the init: every namespace of P5, the caller's own
-// uid and gid mapped to themselves, its own process group (so terminal signals reach
-// the launcher once and are forwarded once), and death with the launcher.
-func sysProcAttr(plan mounts.Plan) *syscall.SysProcAttr {
+// cloneFlags are the namespaces of P5 for plan, in which the init is cloned. Beyond
+// them the init gets (startInit) the caller's own uid and gid mapped to
+// themselves, its own process group (so terminal signals reach the launcher once and
+// are forwarded once), death with the launcher, and initCaps: it runs as the caller's
+// uid, not 0, so execve would drop the capabilities it holds in its new user
+// namespace; these survive as ambient capabilities for the setup, and the init drops
+// all of them before it starts the command.
+func cloneFlags(plan mounts.Plan) uintptr {
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
 		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if plan.Namespaces.Net {
 		flags |= unix.CLONE_NEWNET
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	return &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
-		Pdeathsig:                  syscall.SIGKILL,
-		Setpgid:                    true,
-		// The init runs as the caller's uid, not 0, so execve would drop the
-		// capabilities it holds in its new user namespace; these survive as
-		// ambient capabilities for the setup, and the init drops all of them
-		// before it starts the command.
-		AmbientCaps: initCaps,
-	}
+	return flags
 }
 
 // startReason explains why the namespaces could not be created, with the usual fix.
@@ -295,10 +298,26 @@ func startReason(err error) string {
 	return err.Error()
 }
 
-func abort(cmd *exec.Cmd, err error) error {
-	_ = cmd.Process.Kill()
-	_, _ = cmd.Process.Wait()
+func abort(proc *os.Process, err error) error {
+	_ = proc.Kill()
+	_, _ = proc.Wait()
 	return err
+}
+
+// startLaunch starts the init of l: through l.Start, or l.Cmd, whose ends of the
+// init's descriptors (control socket, bwrap's) are the child's once it started.
+func startLaunch(l Launch) (*os.Process, error) {
+	if l.Start != nil {
+		return l.Start()
+	}
+	err := l.Cmd.Start()
+	for _, f := range l.Cmd.ExtraFiles {
+		f.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l.Cmd.Process, nil
 }
 
 // exitStatus maps how the init ended to agentbox's exit status: the init exits with

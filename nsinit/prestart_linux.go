@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +21,7 @@ import (
 // table, which its mount namespace copied then. Usable checks all of them; a spare
 // that no longer fits is discarded, never used.
 type Prestarted struct {
-	cmd        *exec.Cmd
+	proc       *os.Process
 	ctl        *os.File
 	net        bool
 	uid, gid   int
@@ -60,17 +59,14 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 			started <- err
 			return
 		}
-		cmd := InitCommand(initBinary, controlFd, Stdio{})
-		cmd.ExtraFiles = []*os.File{child}
-		cmd.SysProcAttr = sysProcAttr(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
-		err = cmd.Start()
+		proc, err := startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
 		child.Close()
 		if err != nil {
 			ctl.Close()
 			started <- &SetupError{Step: "create namespaces", Reason: startReason(err)}
 			return
 		}
-		p.cmd, p.ctl = cmd, ctl
+		p.proc, p.ctl = proc, ctl
 		started <- nil
 		<-p.released
 	}()
@@ -101,8 +97,8 @@ func (p *Prestarted) Discard() {
 		return
 	}
 	p.used = true
-	_ = p.cmd.Process.Kill()
-	_, _ = p.cmd.Process.Wait()
+	_ = p.proc.Kill()
+	_, _ = p.proc.Wait()
 	p.release()
 }
 
@@ -120,7 +116,8 @@ func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error
 	}
 	p.used = true
 	defer p.release()
-	return Supervise(Launch{Cmd: p.cmd, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
+	start := func() (*os.Process, error) { return p.proc, nil }
+	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
 }
 
 // stdioFiles returns the three streams to hand a prestarted init, /dev/null for those

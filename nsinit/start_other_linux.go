@@ -1,0 +1,33 @@
+//go:build linux && !amd64
+
+package nsinit
+
+import (
+	"os"
+	"syscall"
+)
+
+// initMapsOwnIDs: here the launcher writes the init's id maps (os/exec does, from a
+// full fork); the vfork start is amd64-only (vfork_linux_amd64.s).
+const initMapsOwnIDs = false
+
+// startInit starts binary as the init through os/exec: a fork rather than a vfork,
+// because its child waits for the parent to write the id maps.
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*os.Process, error) {
+	cmd := InitCommand(binary, controlFd, stdio)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{ctl}
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  flags,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		Pdeathsig:   syscall.SIGKILL,
+		Setpgid:     true,
+		AmbientCaps: initCaps,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Process, nil
+}
