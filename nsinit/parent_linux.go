@@ -126,8 +126,8 @@ type Launch struct {
 	Cmd *exec.Cmd // starts the init through bwrap; nil when Start is set
 	// Start starts the init itself (the native backend's vfork) and returns it.
 	Start func() (*os.Process, error)
-	Ctl   *os.File  // the launcher's end of the control socket
-	Child *os.File  // the init's end, closed here once Cmd has started
+	Ctl   *os.File // the launcher's end of the control socket
+	Child *os.File // the init's end, closed here once Cmd has started
 	Plan  mounts.Plan
 	// Nested: the namespaces and mounts are already built (by bwrap); the init
 	// only supervises the command and checks that no privilege is left.
