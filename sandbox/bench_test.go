@@ -15,9 +15,10 @@ func BenchmarkRun(b *testing.B) {
 	benchLaunchers(b)
 }
 
-// BenchmarkRunLargeHeap is BenchmarkRun from a process holding a 1 GiB heap: a
-// direct launch forks with the page tables of the whole heap; the Launcher's helper
-// was started before the heap grew. Filling the heap takes seconds:
+// BenchmarkRunLargeHeap is BenchmarkRun from a process holding a 1 GiB heap: where
+// the init is not vforked, a direct launch forks with the page tables of the whole
+// heap; the Launcher's helper was started before the heap grew. Filling the heap
+// takes seconds:
 //
 //	go test ./sandbox/ -run '^$' -bench RunLargeHeap -benchtime 40x
 func BenchmarkRunLargeHeap(b *testing.B) {

@@ -145,9 +145,9 @@ func Plan(opts Options) (mounts.Plan, error) {
 // sent to the calling process are forwarded to the command instead of taking their
 // default action.
 //
-// Run forks the init from the calling process. A process with a large heap pays for
-// copying its page tables on that fork (Go cannot use vfork with a new user
-// namespace); such a program launches through a Launcher instead.
+// Run starts the init from the calling process: with vfork on amd64; elsewhere with
+// a full fork that copies the caller's page tables, so that a program with a large
+// heap launches through a Launcher instead.
 func Run(opts Options) (Result, error) {
 	if opts.InitBinary == "" && !initCalled.Load() {
 		return Result{}, ErrNoInit
