@@ -38,7 +38,24 @@ type SnapshotOptions struct {
 	Keep    int       // snapshots of this repository kept after a new one; 0 keeps all
 	Version string    // agentbox's version, recorded in the manifest
 	Now     time.Time // the snapshot's time; zero is time.Now()
+	// MaxBytes bounds the bytes of file content archived; 0 is DefaultMaxBytes.
+	// MaxEntries bounds files, directories and symlinks; 0 is DefaultMaxEntries.
+	// A sandbox can fill .git with anything; each later launch archives it, so
+	// beyond these the snapshot fails (and the launch with it) rather than
+	// spending the disk and the hour on it.
+	MaxBytes   int64
+	MaxEntries int
 }
+
+// Default snapshot bounds: far above the metadata of large repositories (tens of
+// GiB of packs need --git-save-max-size), far below what fills a disk by surprise.
+const (
+	DefaultMaxBytes   = 8 << 30
+	DefaultMaxEntries = 2_000_000
+)
+
+// ErrSnapshotTooLarge is wrapped by the error of a snapshot beyond its bounds.
+var ErrSnapshotTooLarge = errors.New("the Git metadata exceeds the snapshot's bounds")
 
 // Snapshot is a snapshot that was written.
 type Snapshot struct {
@@ -136,7 +153,7 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	}
 	base := filepath.Base(opts.Repo)
 	stamp := now.Format("20060102-150405")
-	path, err := writeSnapshot(dir, base+".git-save-"+stamp, &m, l)
+	path, err := writeSnapshot(dir, base+".git-save-"+stamp, &m, l, newBudget(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +166,7 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 
 // writeSnapshot writes the archive to a temporary file in dir and publishes it as
 // stem.zip (or stem-N.zip), returning the final path.
-func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err error) {
+func writeSnapshot(dir, stem string, m *Manifest, l layout, b *budget) (path string, err error) {
 	target := filepath.Join(dir, stem+".zip")
 	tmp, err := os.CreateTemp(dir, "."+stem+".zip.tmp-*")
 	if err != nil {
@@ -170,7 +187,7 @@ func writeSnapshot(dir, stem string, m *Manifest, l layout) (path string, err er
 	if err := tmp.Chmod(0o600); err != nil {
 		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
-	if err := writeArchive(tmp, m, l); err != nil {
+	if err := writeArchive(tmp, m, l, b); err != nil {
 		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -271,7 +288,8 @@ func lookupRef(gitDir, commonDir, ref string) string {
 		return ""
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	// A planted packed-refs may be huge; refs of a real one come long before this.
+	sc := bufio.NewScanner(io.LimitReader(f, maxPackedRefsScan))
 	for sc.Scan() {
 		id, name, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
 		if ok && name == ref {
@@ -279,6 +297,53 @@ func lookupRef(gitDir, commonDir, ref string) string {
 		}
 	}
 	return ""
+}
+
+// maxPackedRefsScan bounds how much of packed-refs is searched for HEAD's ref.
+const maxPackedRefsScan = 64 << 20
+
+// budget is what a snapshot may still archive.
+type budget struct {
+	maxBytes, bytes     int64
+	maxEntries, entries int
+}
+
+func newBudget(opts SnapshotOptions) *budget {
+	b := &budget{maxBytes: opts.MaxBytes, maxEntries: opts.MaxEntries}
+	if b.maxBytes <= 0 {
+		b.maxBytes = DefaultMaxBytes
+	}
+	if b.maxEntries <= 0 {
+		b.maxEntries = DefaultMaxEntries
+	}
+	return b
+}
+
+// take counts one entry of size bytes at src, failing once a bound is passed.
+func (b *budget) take(src string, size int64) error {
+	b.entries++
+	b.bytes += size
+	switch {
+	case b.entries > b.maxEntries:
+		return fmt.Errorf("%w: more than %d entries (at %s)", ErrSnapshotTooLarge, b.maxEntries, src)
+	case b.bytes > b.maxBytes:
+		return fmt.Errorf("%w: more than %s of files (at %s, %s); raise --git-save-max-size if this repository is that large", ErrSnapshotTooLarge, formatBytes(b.maxBytes), src, formatBytes(size))
+	}
+	return nil
+}
+
+// formatBytes writes n in the largest binary unit that keeps it at least 1.
+func formatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
 // openRegular opens path for reading only when it is a regular file: a previous

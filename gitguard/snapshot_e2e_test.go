@@ -208,6 +208,37 @@ func TestExecSnapshotUnreadableObject(t *testing.T) {
 	}
 }
 
+// TestExecSnapshotBounded: a session plants a 1 TiB sparse file in .git; the next
+// launch must not spend hours archiving it. The snapshot stops at its bound and the
+// launch with it: exit 125, one line naming the file and the flags.
+func TestExecSnapshotBounded(t *testing.T) {
+	e := newSnapEnv(t, true)
+	planted := filepath.Join(e.repo, ".git/objects/pack/pack-planted.pack")
+	if r := e.agentbox("exec", "--no-record", "--no-git-save", "--", "truncate", "-s", "1T", planted); r.code != 0 {
+		t.Fatalf("planting from the sandbox: status %d\n%s", r.code, r.stderr)
+	}
+	ran := filepath.Join(e.repo, "ran")
+	r := e.agentbox("exec", "--no-record", "--", "touch", ran)
+	msg := strings.TrimSpace(r.stderr)
+	if r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, planted) ||
+		!strings.Contains(msg, "--git-save-max-size") || !strings.Contains(msg, "--no-git-save") {
+		t.Errorf("status %d, message %q: want 125 and one line naming %s, --git-save-max-size and --no-git-save", r.code, msg, planted)
+	}
+	if _, err := os.Lstat(ran); err == nil {
+		t.Error("the command ran although the snapshot failed")
+	}
+	if s := e.snapshots(e.parent); len(s) != 0 {
+		t.Errorf("partial snapshot left: %v", s)
+	}
+	if ents, _ := os.ReadDir(e.parent); len(ents) != 1 {
+		t.Errorf("%s holds %d entries, want only proj", e.parent, len(ents))
+	}
+	r = e.agentbox("exec", "--no-record", "--git-save-max-size", "lots", "--", "true")
+	if msg := strings.TrimSpace(r.stderr); r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "--git-save-max-size") {
+		t.Errorf("bad --git-save-max-size: status %d, message %q; want 125 and one line", r.code, msg)
+	}
+}
+
 // TestExecNotAGitRepo: a plain directory launches without a snapshot.
 func TestExecNotAGitRepo(t *testing.T) {
 	e := newSnapEnv(t, true)

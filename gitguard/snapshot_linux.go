@@ -32,13 +32,14 @@ const copyBufSize = 1 << 20
 // anywhere inside the tree is stored as a symlink and never followed, and a renamed
 // path component cannot send the walk elsewhere.
 type archiver struct {
-	zw  *zip.Writer
-	buf []byte
+	zw     *zip.Writer
+	buf    []byte
+	budget *budget
 }
 
-func newArchiver(zw *zip.Writer) *archiver {
+func newArchiver(zw *zip.Writer, b *budget) *archiver {
 	zw.RegisterCompressor(zip.Deflate, fastDeflate)
-	return &archiver{zw: zw, buf: make([]byte, copyBufSize)}
+	return &archiver{zw: zw, buf: make([]byte, copyBufSize), budget: b}
 }
 
 // flatePool recycles deflate state (about 1 MiB each) across the archive's entries.
@@ -68,13 +69,13 @@ func (p *pooledFlate) Close() error {
 
 // writeArchive writes manifest.json, then the common dir, the worktree gitdir and
 // the pointer file.
-func writeArchive(f *os.File, m *Manifest, l layout) error {
+func writeArchive(f *os.File, m *Manifest, l layout, b *budget) error {
 	out := bufio.NewWriterSize(&writeback{f: f}, copyBufSize)
 	zw := zip.NewWriter(out)
 	if err := writeManifestEntry(zw, m); err != nil {
 		return err
 	}
-	a := newArchiver(zw)
+	a := newArchiver(zw, b)
 	if err := a.addTree(l.commonDir, CommonPrefix); err != nil {
 		return err
 	}
@@ -168,6 +169,9 @@ func (a *archiver) addDir(d *os.File, src, name string, depth int) error {
 	if err != nil {
 		return fmt.Errorf("stat %s: %w", src, err)
 	}
+	if err := a.budget.take(src, 0); err != nil {
+		return err
+	}
 	if err := a.header(name, fi.Mode(), fi.ModTime(), zip.Store); err != nil {
 		return err
 	}
@@ -247,6 +251,9 @@ func (a *archiver) addFile(dirfd int, base, src, name string) error {
 	if !fi.Mode().IsRegular() {
 		return nil // became a FIFO or device since readdir: nothing to store
 	}
+	if err := a.budget.take(src, fi.Size()); err != nil {
+		return err
+	}
 	method := zip.Deflate
 	if storeAsIs(name) {
 		method = zip.Store
@@ -255,8 +262,9 @@ func (a *archiver) addFile(dirfd int, base, src, name string) error {
 	if err != nil {
 		return err
 	}
-	// Hide f's WriterTo so that the copy uses a.buf instead of a fresh buffer.
-	if _, err := io.CopyBuffer(w, struct{ io.Reader }{f}, a.buf); err != nil {
+	// Only the size counted: a file still growing is cut there. (LimitReader also
+	// hides f's WriterTo, so that the copy uses a.buf instead of a fresh buffer.)
+	if _, err := io.CopyBuffer(w, io.LimitReader(f, fi.Size()), a.buf); err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return nil
@@ -273,6 +281,9 @@ func (a *archiver) addSymlink(dirfd int, base, src, name string) error {
 	n, err := unix.Readlinkat(dirfd, base, buf)
 	if err != nil {
 		return fmt.Errorf("read link %s: %w", src, err)
+	}
+	if err := a.budget.take(src, int64(n)); err != nil {
+		return err
 	}
 	mtime := time.Unix(st.Mtim.Unix())
 	w, err := a.create(name, fs.ModeSymlink|0o777, mtime, zip.Store)

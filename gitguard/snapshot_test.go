@@ -720,3 +720,46 @@ func TestSnapshotPlantedSpecialFiles(t *testing.T) {
 		t.Errorf("packed-refs stored as %v, want a symlink to /dev/zero", n)
 	}
 }
+
+// TestSnapshotBounds: a sandbox can plant a huge (sparse) file or a flood of entries
+// in .git; the snapshot stops at its bounds, names where, and leaves nothing behind.
+func TestSnapshotBounds(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	out := filepath.Join(base, "out")
+	os.Mkdir(out, 0o755)
+
+	// Within the bounds first: the default ones take this repository.
+	if _, err := SaveSnapshot(SnapshotOptions{Repo: repo, Dir: out, Now: time.Unix(1, 0)}); err != nil {
+		t.Fatalf("snapshot within the bounds: %v", err)
+	}
+	written, _ := os.ReadDir(out)
+
+	planted := filepath.Join(repo, ".git", "objects", "pack", "pack-planted.pack")
+	f, err := os.Create(planted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 TiB, sparse: reading it would take hours and store it, a terabyte.
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = SaveSnapshot(SnapshotOptions{Repo: repo, Dir: out})
+	if !errors.Is(err, ErrSnapshotTooLarge) || !strings.Contains(err.Error(), planted) || !strings.Contains(err.Error(), "--git-save-max-size") {
+		t.Fatalf("error %v: want the size bound, naming %s and the flag", err, planted)
+	}
+	os.Remove(planted)
+
+	_, err = SaveSnapshot(SnapshotOptions{Repo: repo, Dir: out, MaxBytes: 1 << 10})
+	if !errors.Is(err, ErrSnapshotTooLarge) {
+		t.Errorf("MaxBytes 1 KiB: error %v, want ErrSnapshotTooLarge", err)
+	}
+	_, err = SaveSnapshot(SnapshotOptions{Repo: repo, Dir: out, MaxEntries: 10})
+	if !errors.Is(err, ErrSnapshotTooLarge) || !strings.Contains(err.Error(), "more than 10 entries") {
+		t.Errorf("MaxEntries 10: error %v, want the entry bound", err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != len(written) {
+		t.Errorf("failed snapshots left files in %s: %v (had %v)", out, ents, written)
+	}
+}

@@ -3,8 +3,10 @@ package session
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/policy"
@@ -15,6 +17,7 @@ type GitSaveConfig struct {
 	Disabled bool   // --no-git-save, --git-save-disabled: no snapshot
 	Dir      string // --git-save-dir: where the ZIP goes; "" is the repo's parent directory
 	Keep     int    // --git-save-keep: snapshots kept per repository; 0 keeps all
+	MaxSize  string // --git-save-max-size: bound on the archived bytes ("" is the default)
 }
 
 func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
@@ -23,6 +26,32 @@ func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&g.Disabled, "git-save-disabled", false, "same as --no-git-save")
 	fs.StringVar(&g.Dir, "git-save-dir", "", "write the Git metadata snapshot to `DIR` (default: the repository's parent directory)")
 	fs.IntVar(&g.Keep, "git-save-keep", gitguard.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
+	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "fail the snapshot (and the launch) when the Git metadata holds more than `SIZE` bytes (suffix K, M, G, T; default 8G)")
+}
+
+// parseSize reads a byte count with an optional binary suffix (K, M, G, T).
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		case 'T', 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > math.MaxInt64/mult {
+		return 0, fmt.Errorf("not a positive size")
+	}
+	return v * mult, nil
 }
 
 // skipHint ends every snapshot failure: the launch stops, and the user is told how to
@@ -39,6 +68,13 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (string, error) {
 	if g.Keep < 0 {
 		return "", fmt.Errorf("--git-save-keep %d: must be 0 (keep all) or more", g.Keep)
 	}
+	var maxBytes int64
+	if g.MaxSize != "" {
+		var err error
+		if maxBytes, err = parseSize(g.MaxSize); err != nil {
+			return "", fmt.Errorf("--git-save-max-size %q: %v (e.g. 20G)", g.MaxSize, err)
+		}
+	}
 	dir := g.Dir
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
@@ -54,10 +90,11 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (string, error) {
 		}
 	}
 	snap, err := gitguard.SaveSnapshot(gitguard.SnapshotOptions{
-		Repo:    p.Repo,
-		Dir:     dir,
-		Keep:    g.Keep,
-		Version: Version,
+		Repo:     p.Repo,
+		Dir:      dir,
+		Keep:     g.Keep,
+		Version:  Version,
+		MaxBytes: maxBytes,
 	})
 	if err != nil {
 		return "", fmt.Errorf("%w (%s)", err, skipHint)
