@@ -438,3 +438,59 @@ func TestAuditSessionSignalledE2E(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditAfterKilledLauncherE2E: a launcher killed with SIGKILL runs no audit; the
+// next launch of the repository must run it, against the dead session's baseline,
+// before it takes its own.
+func TestAuditAfterKilledLauncherE2E(t *testing.T) {
+	bin := testenv.Binary(t)
+	for backend, bwrap := range e2eBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			e := newE2E(t)
+			if bwrap != "" {
+				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
+			}
+			cmd := testenv.Command(t, e.home, bin, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c",
+				shPrelude+`mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; touch planted; exec sleep 60`)
+			cmd.Dir = e.repo
+			cmd.Env = append(cmd.Env, e.env...)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			planted := filepath.Join(e.repo, "planted")
+			for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
+				if _, err := os.Lstat(planted); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+
+			next := e.run(bin, "exec", "--backend", backend, "--no-git-save", "--", "true")
+			if next.code != 0 || !strings.Contains(next.stderr, "was killed before its audit") {
+				t.Errorf("next launch: status %d, stderr %q; want 0 and the pending audit run", next.code, next.stderr)
+			}
+			for _, rel := range []string{".git/commondir", "evil/config"} {
+				p := filepath.Join(e.repo, rel)
+				if !strings.Contains(next.stderr, "agentbox: audit: "+p+" ") {
+					t.Errorf("the pending audit does not name %s:\n%s", p, next.stderr)
+				}
+			}
+			e.operatorGit("status")
+			if e.fired() {
+				t.Errorf("the operator's git status ran the payload after a killed launcher\nstderr of the next launch: %s", next.stderr)
+			}
+			// Done once: the launch after that has nothing pending.
+			if again := e.run(bin, "exec", "--backend", backend, "--no-git-save", "--", "true"); strings.Contains(again.stderr, "killed before its audit") {
+				t.Errorf("the pending audit ran twice: %s", again.stderr)
+			}
+			// Sessions that ended normally leave no journal behind.
+			if left, _ := filepath.Glob(filepath.Join(e.home, ".local/state/agentbox/audit-pending/*")); len(left) != 0 {
+				t.Errorf("pending-audit journals left: %v", left)
+			}
+		})
+	}
+}

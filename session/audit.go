@@ -10,10 +10,11 @@ import (
 
 // auditor holds the repository's Git exec surface as it was at launch (P7).
 type auditor struct {
-	repo string
-	id   string // names quarantined files: NAME.agentbox-quarantine-ID
-	opt  gitguard.ScanOptions
-	base *gitguard.Surface
+	repo    string
+	id      string // names quarantined files: NAME.agentbox-quarantine-ID
+	opt     gitguard.ScanOptions
+	base    *gitguard.Surface
+	journal string // this session's pending-audit journal, removed once audited
 }
 
 // startAudit records the baseline the post-session audit compares against. It runs
@@ -32,7 +33,11 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 	if err != nil {
 		return nil, fmt.Errorf("audit baseline: %w", err)
 	}
-	return &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base}, nil
+	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base}
+	if a.journal, err = writeJournal(p.StateDir, a); err != nil {
+		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
+	}
+	return a, nil
 }
 
 // finish runs the audit on the host after the session, whatever its outcome: it
@@ -52,5 +57,13 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+	}
+	a.drop()
+}
+
+// drop removes the journal: the audit is done, or there is nothing to audit.
+func (a *auditor) drop() {
+	if a.journal != "" {
+		os.Remove(a.journal)
 	}
 }

@@ -81,6 +81,11 @@ func Run(cfg Config) (int, error) {
 		cfg.Policy = &resolved
 	}
 	p := cfg.Policy
+	if cfg.DryRun == Launch {
+		// Before anything looks at the repository: the audit a killed launcher left
+		// pending may move things aside.
+		auditOrphans(&cfg, p)
+	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
 		return 0, err
@@ -138,6 +143,8 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	defer func() {
 		if ran {
 			aud.finish(cfg, out)
+		} else {
+			aud.drop()
 		}
 	}()
 	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
