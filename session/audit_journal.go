@@ -161,4 +161,3 @@ func procStart(pid int) string {
 	}
 	return f[19]
 }
-
