@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // gitEnv isolates the git used to build fixtures from the machine's config.
@@ -576,8 +578,8 @@ func TestAuditBounds(t *testing.T) {
 
 // TestAuditUnreadableDir checks that a directory the audit cannot list is reported.
 func TestAuditUnreadableDir(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root reads every directory; needs an unprivileged user")
+	if !testenv.AsTestUser(t) { // root would read what the test makes unreadable
+		return
 	}
 	f := newFixture(t)
 	d := filepath.Join(f.repo, "locked")

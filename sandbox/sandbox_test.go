@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,55 +20,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// envChild marks the test binary re-run as the unprivileged test user.
-const envChild = "_SANDBOX_TEST_CHILD"
-
-// asTestUser reports whether the calling test should run its body in this process.
-// Run as root (as CI does), it re-runs just this test as the unprivileged test user —
-// the sandbox must work for an ordinary user — and reports that run's result.
+// asTestUser runs the calling test as the unprivileged test user when the tests run
+// as root: the sandbox must work for an ordinary user.
 func asTestUser(t *testing.T) bool {
 	t.Helper()
-	if os.Geteuid() != 0 || os.Getenv(envChild) != "" {
-		return true
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := testenv.Dir(t, "bin")
-	bin := filepath.Join(dir, "sandbox.test")
-	copyFile(t, self, bin)
-	home := testenv.Dir(t, "home")
-	cmd := testenv.Command(t, home, bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(cmd.Env, envChild+"=1")
+	var extra []string
 	if b := os.Getenv("AGENTBOX_BINARY"); b != "" {
-		cmd.Env = append(cmd.Env, "AGENTBOX_BINARY="+b)
+		extra = append(extra, "AGENTBOX_BINARY="+b)
 	}
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("as the test user: %v\n%s", err, out)
-	}
-	return false
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	return testenv.AsTestUser(t, extra...)
 }
 
 // newRepo is a fresh Git repository owned by the running user.
@@ -172,8 +131,8 @@ func TestRunRefusesRepoThatIsHome(t *testing.T) {
 
 func TestRunWithInitBinary(t *testing.T) {
 	bin := testenv.Binary(t) // built before switching users: the build needs root's cache
-	if os.Geteuid() == 0 && os.Getenv(envChild) == "" {
-		t.Setenv("AGENTBOX_BINARY", bin)
+	if os.Getenv("AGENTBOX_BINARY") == "" {
+		t.Setenv("AGENTBOX_BINARY", bin) // the re-run as the test user takes this one
 	}
 	if !asTestUser(t) {
 		return

@@ -9,6 +9,7 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -220,4 +221,55 @@ func Git(t testing.TB, home, dir string, args ...string) string {
 		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// envRerun marks a test binary re-run as the test user by AsTestUser.
+const envRerun = "_AGENTBOX_TEST_RERUN"
+
+// AsTestUser reports whether the calling test should run its body in this process.
+// Run as root (as CI does), it re-runs just this test, from a copy of the test binary,
+// as the unprivileged test user — for what root would get wrong: reading mode-000
+// files, creating user namespaces as an ordinary user — reports that run's result
+// as this test's, and returns false. The re-run's environment is Command's plus
+// extraEnv.
+func AsTestUser(t *testing.T, extraEnv ...string) bool {
+	t.Helper()
+	if os.Geteuid() != 0 || os.Getenv(envRerun) != "" {
+		return true
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := Dir(t, "bin")
+	bin := filepath.Join(dir, filepath.Base(self))
+	if err := copyExecutable(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	home := Dir(t, "home")
+	cmd := Command(t, home, bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(append(cmd.Env, envRerun+"=1"), extraEnv...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as the test user: %v\n%s", err, out)
+	}
+	return false
+}
+
+func copyExecutable(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
