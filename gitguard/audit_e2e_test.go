@@ -3,6 +3,7 @@ package gitguard_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,6 +186,29 @@ func (e *e2e) lastRecord(bin string) string {
 		e.t.Fatalf("agentbox show %s: %+v", id, r)
 	}
 	return r.stdout
+}
+
+// startPlanted starts a session that redirects the common dir to a planted gitdir
+// with an fsmonitor payload, and returns once the plant is in place, the session
+// still running.
+func (e *e2e) startPlanted(bin, backend string, stderr io.Writer) *exec.Cmd {
+	e.t.Helper()
+	cmd := testenv.Command(e.t, e.home, bin, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c",
+		shPrelude+`mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; touch planted; exec sleep 60`)
+	cmd.Dir = e.repo
+	cmd.Env = append(cmd.Env, e.env...)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	planted := filepath.Join(e.repo, "planted")
+	for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
+		if _, err := os.Lstat(planted); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd
 }
 
 func (e *e2e) fired() bool {
@@ -405,22 +429,8 @@ func TestAuditSessionSignalledE2E(t *testing.T) {
 			if bwrap != "" {
 				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
 			}
-			cmd := testenv.Command(t, e.home, bin, "exec", "--backend", backend, "--", "/bin/sh", "-c",
-				shPrelude+`mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; touch planted; exec sleep 60`)
-			cmd.Dir = e.repo
-			cmd.Env = append(cmd.Env, e.env...)
 			var errb bytes.Buffer
-			cmd.Stderr = &errb
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			planted := filepath.Join(e.repo, "planted")
-			for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
-				if _, err := os.Lstat(planted); err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			cmd := e.startPlanted(bin, backend, &errb)
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -450,20 +460,7 @@ func TestAuditAfterKilledLauncherE2E(t *testing.T) {
 			if bwrap != "" {
 				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
 			}
-			cmd := testenv.Command(t, e.home, bin, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c",
-				shPrelude+`mkgitdir evil; fsmon > evil/config; echo ../evil > .git/commondir; touch planted; exec sleep 60`)
-			cmd.Dir = e.repo
-			cmd.Env = append(cmd.Env, e.env...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			planted := filepath.Join(e.repo, "planted")
-			for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
-				if _, err := os.Lstat(planted); err == nil {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			cmd := e.startPlanted(bin, backend, io.Discard)
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
