@@ -220,7 +220,7 @@ func (s *scanner) dotGit(p, worktree string) {
 			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be read (%v)", err))
 			return
 		}
-		target, ok := gitFileTarget(data)
+		target, ok := parseGitFile(data)
 		if !ok {
 			return // Git refuses a .git file without "gitdir: " and reads nothing
 		}
@@ -235,17 +235,6 @@ func (s *scanner) dotGit(p, worktree string) {
 			it.Watch = fmt.Sprintf("points Git at %s, outside the repository", oneLine(target))
 		}
 	}
-}
-
-// gitFileTarget parses a .git file as read_gitfile does: "gitdir: PATH", trailing
-// whitespace dropped.
-func gitFileTarget(data []byte) (string, bool) {
-	s, ok := strings.CutPrefix(string(data), "gitdir: ")
-	if !ok {
-		return "", false
-	}
-	s = strings.TrimRight(s, " \t\r\n")
-	return s, s != ""
 }
 
 // gitdir audits one Git directory (canonical, inside repo). worktree is its working
@@ -371,8 +360,8 @@ func (s *scanner) commonDir(gitdir string, depth int) string {
 	if !ok || data == nil {
 		return ""
 	}
-	target := strings.TrimRight(string(data), "\r\n")
-	if target == "" {
+	target, ok := parseCommonDir(data)
+	if !ok {
 		return ""
 	}
 	if !filepath.IsAbs(target) {

@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/agentbox/agentbox/policy"
@@ -260,11 +259,8 @@ func readGitFile(path string) string {
 	if err != nil {
 		return ""
 	}
-	s, ok := strings.CutPrefix(string(b), "gitdir:")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(s)
+	target, _ := parseGitFile(b)
+	return target
 }
 
 // readCommonDir returns the canonical common dir named by gitdir/commondir, or "".
@@ -273,8 +269,8 @@ func readCommonDir(gitdir string) string {
 	if err != nil {
 		return ""
 	}
-	p := strings.TrimSpace(string(b))
-	if p == "" {
+	p, ok := parseCommonDir(b)
+	if !ok {
 		return ""
 	}
 	if !filepath.IsAbs(p) {
