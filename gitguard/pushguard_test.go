@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // The guard script runs here on the host, in front of the host's real Git, against a
@@ -26,7 +28,7 @@ func hostGit(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("no git on PATH")
+		testenv.Skip(t, "no git on PATH")
 	}
 	p, err = filepath.EvalSymlinks(p)
 	if err != nil {
@@ -292,7 +294,7 @@ func TestGuardScriptIsPOSIX(t *testing.T) {
 		}
 	}
 	if shells == 0 {
-		t.Skip("no dash, bash or busybox")
+		testenv.Skip(t, "no dash, bash or busybox")
 	}
 }
 

@@ -655,7 +655,7 @@ func TestSnapshotUnreadableObject(t *testing.T) {
 func mountTmpfs(t *testing.T, dir string, flags uintptr, opts string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root (CI runs the tests as root)")
+		testenv.Skip(t, "mounting a tmpfs needs root (CI runs the tests as root)")
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, opts); err != nil {
 		t.Fatalf("mount tmpfs on %s: %v", dir, err)

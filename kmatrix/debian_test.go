@@ -12,13 +12,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // mirror serves a suite's Packages.xz listing one package and that package's file.
 func mirror(t *testing.T, deb []byte, indexSHA string) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	if _, err := exec.LookPath("xz"); err != nil {
-		t.Skip("needs xz (scripts/setup-test-env.sh installs it)")
+		testenv.Skip(t, "needs xz (scripts/setup-test-env.sh installs it)")
 	}
 	index := "Package: linux-image-9.9.9-amd64\nVersion: 9.9.9-1\nFilename: pool/main/l/linux/linux-image-9.9.9-amd64_9.9.9-1_amd64.deb\n" +
 		"Size: " + strconv.Itoa(len(deb)) + "\nSHA256: " + indexSHA + "\n\n"

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // fakeModule compiles an ELF object with a .modinfo section, which is all
@@ -30,7 +32,7 @@ func fakeModule(t *testing.T, dir, name, depends string) string {
 func TestExtractKernelFollowsDependencies(t *testing.T) {
 	for _, tool := range []string{"gcc", "dpkg-deb", "xz"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (scripts/setup-test-env.sh installs it)", tool)
+			testenv.Skip(t, "needs %s (scripts/setup-test-env.sh installs it)", tool)
 		}
 	}
 	work := t.TempDir()

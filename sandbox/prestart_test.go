@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // runCaptured runs script in a fresh repository with stdin from in and returns its
@@ -96,7 +98,7 @@ func TestPrestartMismatchLaunchesFresh(t *testing.T) {
 // be used (it could miss the new mount).
 func TestPrestartDiscardedAfterMountChange(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("changing the host mount table needs root (CI runs as root)")
+		testenv.Skip(t, "changing the host mount table needs root (CI runs as root)")
 	}
 	if err := Prestart(Options{}); err != nil {
 		t.Fatal(err)

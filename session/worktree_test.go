@@ -9,6 +9,8 @@ import (
 
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func gitIn(t *testing.T, dir string, args ...string) {
@@ -119,7 +121,7 @@ func TestPushGuardOps(t *testing.T) {
 		if len(ops) != 0 {
 			t.Fatalf("no git, ops %v", ops)
 		}
-		t.Skip("no git on PATH")
+		testenv.Skip(t, "no git on PATH")
 	}
 	if len(ops) < 3 || ops[0].Kind != mounts.Tmpfs || ops[0].Dest != "/run/agentbox/pushguard" ||
 		ops[1].Kind != mounts.BindRO || ops[1].Dest != "/run/agentbox/pushguard" {

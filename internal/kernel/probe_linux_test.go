@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestMain hands the process to the probe child when Probe started it, as every
@@ -47,7 +49,7 @@ func TestProbesMatchKernelVersion(t *testing.T) {
 				t.Fatalf("no result for %s", name)
 			}
 			if name != Openat2 && !userns.OK {
-				t.Skipf("user namespaces unavailable (%s): cannot measure %s", userns.Detail, name)
+				testenv.Skip(t, "user namespaces unavailable (%s): cannot measure %s", userns.Detail, name)
 			}
 			has, _ := AtLeast(r.Kernel, s.Since)
 			if name == OverlayUserNS && r.Sysctls["overlay.permit_mounts_in_userns"] == "Y" {
@@ -70,7 +72,7 @@ func TestDetectSyscallsAgreesWithProbe(t *testing.T) {
 		t.Errorf("openat2: DetectSyscalls %v, probe %v (%s)", sc.Openat2, c.OK, c.Detail)
 	}
 	if c, _ := r.Get(UserNS); !c.OK {
-		t.Skipf("user namespaces unavailable: %s", c.Detail)
+		testenv.Skip(t, "user namespaces unavailable: %s", c.Detail)
 	}
 	if c, _ := r.Get(MountSetattr); c.OK != sc.MountSetattr {
 		t.Errorf("mount_setattr: DetectSyscalls %v, probe %v (%s)", sc.MountSetattr, c.OK, c.Detail)
@@ -103,7 +105,7 @@ func TestUserNSVerdictFollowsSysctl(t *testing.T) {
 			t.Fatalf("user namespaces refused with no sysctl, AppArmor or container to blame: %s", c.Detail)
 		}
 	default:
-		t.Skipf("user namespaces restricted by policy here (%v, masked /proc %v); verdict %v: %s", r.Sysctls, r.MaskedProc, c.OK, c.Detail)
+		testenv.Skip(t, "user namespaces restricted by policy here (%v, masked /proc %v); verdict %v: %s", r.Sysctls, r.MaskedProc, c.OK, c.Detail)
 	}
 }
 

@@ -68,6 +68,14 @@ func NewBox(t testing.TB, backend string) *Box {
 		t.Fatal(err)
 	}
 	WriteFile(t, filepath.Join(home, ".profile"), "original profile\n")
+	// As in a user's HOME: the launcher keeps its own state below these (on the host,
+	// the pending-audit journal even with --no-record), and tests that compare HOME
+	// before and after skip agentbox's dirs, not their parents.
+	for _, d := range []string{".cache", ".local/state"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	testenv.Chown(t, home)
 	testenv.Git(t, home, repo, "init", "-q")
 	WriteFile(t, filepath.Join(repo, "README"), "hello\n")

@@ -196,6 +196,9 @@ func Command(t testing.TB, home string, name string, args ...string) *exec.Cmd {
 		"LANG=C.UTF-8",
 		"SHELL=/bin/sh",
 	}
+	if v := os.Getenv(EnvStrict); v != "" {
+		cmd.Env = append(cmd.Env, EnvStrict+"="+v)
+	}
 	if v := os.Getenv("AGENTBOX_BWRAP"); v != "" {
 		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+v)
 	}
@@ -272,4 +275,18 @@ func copyExecutable(from, to string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// EnvStrict, set by the project's test command (scripts/test.sh), makes Skip fail:
+// there every tool and privilege a test can want is installed, so a skip would only
+// hide a missing feature behind a green run.
+const EnvStrict = "AGENTBOX_TEST_STRICT"
+
+// Skip skips the test for a missing tool or privilege — or, under EnvStrict, fails it.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(EnvStrict) != "" {
+		t.Fatalf("%s is set, and this test would skip: "+format, append([]any{EnvStrict}, args...)...)
+	}
+	t.Skipf(format, args...)
 }

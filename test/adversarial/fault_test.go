@@ -197,7 +197,7 @@ func readMountinfo(t *testing.T) string {
 // runs, the repository is untouched.
 func TestDiskFullWhileSnapshotting(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
+		testenv.Skip(t, "needs root to mount a small tmpfs")
 	}
 	u := testenv.TestUser(t)
 	for _, backend := range sandboxtest.Backends(t) {

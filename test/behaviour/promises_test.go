@@ -192,7 +192,7 @@ func runSocketHidden(t *testing.T, b *box) {
 		}
 	}
 	if dir == "" {
-		t.Skip("no /run/user directory for this user and not root to make one")
+		testenv.Skip(t, "no /run/user directory for this user and not root to make one")
 	}
 	if u.Root {
 		if err := os.MkdirAll(dir, 0o700); err != nil {

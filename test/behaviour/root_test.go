@@ -15,7 +15,7 @@ import (
 // maps to itself, but the command still has no capability and cannot write the host.
 func TestStartedAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs agentbox as root")
+		testenv.Skip(t, "needs root: runs agentbox as root")
 	}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
