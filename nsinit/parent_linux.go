@@ -187,6 +187,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	}
 	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {
+		if !l.Prestarted && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			// The other end is closed: the init (or bwrap) has ended already. Say how,
+			// as when it ends before reporting. (A prestarted spare that died while
+			// waiting keeps StepHandPlan: its caller launches afresh.)
+			_ = proc.Kill()
+			st, _ := proc.Wait()
+			return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
+		}
 		return res, abort(proc, &SetupError{Step: StepHandPlan, Reason: err.Error()})
 	}
 
@@ -234,6 +242,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
 				suspendSelf(stdio.Stdin, ctl)
+			case msgExited:
+				if started {
+					// Nothing of the session runs any more; the init's exit (the
+					// kernel's teardown of its namespaces) is reaped in the background.
+					restoreForeground(stdio.Stdin, fg)
+					res.Status = m.Status
+					return res, nil
+				}
 			}
 		case st := <-waited:
 			restoreForeground(stdio.Stdin, fg)

@@ -24,6 +24,7 @@ import (
 //	   |<----------- msgStopped ----------------|  the command stopped (job control)
 //	   |------------ msgContinue -------------->|  launcher was resumed (fg or bg)
 //	   |                  ...                   |
+//	   |<----------- msgExited -----------------|  status; every process gone (native)
 //	   '-- init exits with the command's status (128+N for signal N)
 //
 // The socket is close-on-exec in the init: the command never sees it.
@@ -33,6 +34,7 @@ const (
 	msgError    = "error"
 	msgStopped  = "stopped"
 	msgContinue = "continue"
+	msgExited   = "exited"
 )
 
 // message is every frame; Type says which fields are set.
@@ -48,6 +50,9 @@ type message struct {
 	// msgStarted
 	Phases []Phase `json:"phases,omitempty"`
 	PID    int     `json:"pid,omitempty"`
+
+	// msgExited: the command's status, every process of the sandbox gone
+	Status int `json:"status,omitempty"`
 
 	// msgError
 	Step   string `json:"step,omitempty"`

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,5 +136,28 @@ func TestPrestartDiscardedAfterMountChange(t *testing.T) {
 	}
 	if out != "x" {
 		t.Errorf("the sandbox does not see the new host mount: %q", out)
+	}
+}
+
+// TestNothingRunsAfterRun: Run returns once the command has exited and every process
+// it left (in the background, in a new session) is gone, although it does not wait for
+// the init's own exit; the calling program lives on, so nothing else would end them.
+func TestNothingRunsAfterRun(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	marker := "agentbox-api-leftover-" + strconv.Itoa(os.Getpid())
+	res, _ := runCaptured(t, Options{}, "", `bash -c 'exec -a `+marker+` sleep 300' & setsid bash -c 'exec -a `+marker+` sleep 300' & sleep 0.2; exit 4`)
+	if res.Status != 4 {
+		t.Fatalf("status %d, want 4", res.Status)
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.HasPrefix(string(b), marker) {
+			t.Errorf("process %s of the session still runs after Run returned: %q", e.Name(), b)
+		}
 	}
 }

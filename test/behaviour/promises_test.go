@@ -5,9 +5,11 @@ package behaviour
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,6 +45,7 @@ var rows = []row{
 	{"exit status: command's, 128+N, 125", exitStatuses},
 	{"signals are forwarded to the command", signalsForwarded},
 	{"command dies with the launcher", diesWithLauncher},
+	{"nothing of the session runs once agentbox returns", nothingRunsAfter},
 	{"working directory follows the caller inside the repo", workdir},
 	{"bad repositories refused with 125 and one line", badRepos},
 }
@@ -645,6 +648,31 @@ func diesWithLauncher(t *testing.T, b *box) {
 	<-res
 	if !waitFor(func() bool { return len(pgrep(marker)) == 0 }) {
 		t.Fatalf("sandboxed processes outlived the launcher: %v", pgrep(marker))
+	}
+}
+
+// nothingRunsAfter: the command leaves processes behind, in the background and in a
+// new session; when agentbox exec exits they are gone already (checked at once, not
+// waited for). Output goes to a file: a pipe's reader would wait for its last writer
+// anyway. (The Go API's own test, where the caller lives on, is in sandbox.)
+func nothingRunsAfter(t *testing.T, b *box) {
+	marker := "agentbox-leftover-" + filepath.Base(b.home)
+	cmd := b.command(b.repo, nil, fmt.Sprintf(`bash -c 'exec -a %[1]s sleep 300' & setsid bash -c 'exec -a %[1]s sleep 300' & sleep 0.2; exit 4`, marker))
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	left := pgrep(marker)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("agentbox exec: %v, want the command's status 4\n%s", err, b)
+	}
+	if len(left) != 0 {
+		t.Errorf("processes of the session still run after agentbox exited: %v", left)
 	}
 }
 
