@@ -4,11 +4,8 @@ package shadow_test
 // user, and are read back with agentbox log, show and diff.
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,9 +17,11 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
+// box is sandboxtest's fixture with files for the record to see: one to edit, one to
+// remove, one to keep, and an ignored pattern.
 type box struct {
+	*sandboxtest.Box
 	t       *testing.T
-	bin     string
 	home    string
 	repo    string
 	backend string
@@ -30,39 +29,24 @@ type box struct {
 
 func newBox(t *testing.T, backend string) *box {
 	t.Helper()
-	home := testenv.Dir(t, "home")
-	repo := filepath.Join(home, "repo")
-	testenv.Git(t, home, home, "init", "-q", repo)
+	sb := sandboxtest.NewBox(t, backend)
 	for name, content := range map[string]string{"edit.txt": "old\n", "gone.txt": "bye\n", "keep.txt": "keep\n", ".gitignore": "*.log\n"} {
-		if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		sandboxtest.WriteFile(t, filepath.Join(sb.Repo, name), content)
 	}
-	testenv.Chown(t, repo)
-	testenv.Git(t, home, repo, "add", "-A")
-	testenv.Git(t, home, repo, "commit", "-q", "-m", "init")
-	return &box{t: t, bin: testenv.Binary(t), home: home, repo: repo, backend: backend}
+	testenv.Chown(t, sb.Repo)
+	testenv.Git(t, sb.Home, sb.Repo, "add", "-A")
+	testenv.Git(t, sb.Home, sb.Repo, "commit", "-q", "-m", "init")
+	return &box{Box: sb, t: t, home: sb.Home, repo: sb.Repo, backend: backend}
 }
 
 // run runs agentbox with args in the repository and returns stdout, stderr, status.
 func (b *box) run(args ...string) (string, string, int) {
 	b.t.Helper()
-	cmd := testenv.Command(b.t, b.home, b.bin, args...)
-	cmd.Dir = b.repo
-	if b.backend == "bwrap" {
-		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+sandboxtest.BwrapPath(b.t))
+	r := sandboxtest.Run(b.Agentbox(b.repo, args...))
+	if r.Code == -1 {
+		b.t.Fatal(r.Stderr)
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		b.t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return r.Stdout, r.Stderr, r.Code
 }
 
 // must runs agentbox and fails the test unless it exits 0.
@@ -107,7 +91,7 @@ func TestExecRecordsSession(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
-			id := b.exec(`echo new > edit.txt; rm gone.txt; echo hi > added.txt; printf 'b\000in' > blob.bin
+			id := b.exec(`echo new > edit.txt; rm gone.txt; echo hi > added.txt; printf 'b\000in' > blob.Bin
 				echo noise > debug.log; ln -s /etc/passwd link; exit 7`)
 
 			log := b.must("log")
@@ -139,7 +123,7 @@ func TestExecRecordsSession(t *testing.T) {
 
 			diff := b.must("diff", id)
 			for _, want := range []string{"-old\n+new\n", "deleted file mode 100644", "+hi\n", "new file mode 120000",
-				"+/etc/passwd", "Binary files /dev/null and b/blob.bin differ"} {
+				"+/etc/passwd", "Binary files /dev/null and b/blob.Bin differ"} {
 				if !strings.Contains(diff, want) {
 					t.Errorf("diff lacks %q:\n%s", want, diff)
 				}
@@ -219,7 +203,7 @@ func TestExecPlantsNeverRunOnHost(t *testing.T) {
 		echo 'line $Id$' > edit.txt`, evil)
 	id := b.exec(script)
 	// The host's PATH for log/show/diff leads to the planted git first.
-	cmd := testenv.Command(t, b.home, b.bin, "diff", id)
+	cmd := testenv.Command(t, b.home, b.Bin, "diff", id)
 	cmd.Dir = b.repo
 	for i, e := range cmd.Env {
 		if strings.HasPrefix(e, "PATH=") {
@@ -266,7 +250,7 @@ func TestConcurrentExecsBothRecorded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := testenv.Command(t, b.home, b.bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", fmt.Sprintf("echo %d > f%d; sleep 0.3", i, i))
+			cmd := testenv.Command(t, b.home, b.Bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", fmt.Sprintf("echo %d > f%d; sleep 0.3", i, i))
 			cmd.Dir = b.repo
 			if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "not recorded") {
 				t.Errorf("exec %d: %v\n%s", i, err, out)
@@ -294,7 +278,7 @@ func TestShowUnknownID(t *testing.T) {
 // running while it runs and as unfinished after, with its start state recorded.
 func TestKilledLauncherLeavesStartState(t *testing.T) {
 	b := newBox(t, "native")
-	cmd := testenv.Command(t, b.home, b.bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", "sleep 20")
+	cmd := testenv.Command(t, b.home, b.Bin, "exec", "--no-git-save", "--", "/bin/sh", "-c", "sleep 20")
 	cmd.Dir = b.repo
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -101,7 +101,13 @@ func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
 	if script != "" {
 		full = append(full, "--", "/bin/sh", "-c", script)
 	}
-	cmd := testenv.Command(b.T, b.Home, b.Bin, full...)
+	return b.Agentbox(dir, full...)
+}
+
+// Agentbox prepares `agentbox ARGS...` in dir as the test user, with the box's
+// bubblewrap and Git identity in its environment.
+func (b *Box) Agentbox(dir string, args ...string) *exec.Cmd {
+	cmd := testenv.Command(b.T, b.Home, b.Bin, args...)
 	cmd.Dir = dir
 	if b.Backend == "bwrap" {
 		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+BwrapPath(b.T))
