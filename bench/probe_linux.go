@@ -22,7 +22,7 @@ type probeRun struct {
 // probeRSS is the probe's answer to "rss".
 type probeRSS struct {
 	SelfKiB     int64 `json:"self_kib"`     // the probe: a small Go program using the API
-	ChildrenKiB int64 `json:"children_kib"` // the largest init (with its command) it waited for
+	ChildrenKiB int64 `json:"children_kib"` // the largest peak an init reported of itself
 }
 
 // ServeAPI is the Go API variant's probe (`agentbox bench --serve-api`): a small,
@@ -41,16 +41,18 @@ func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) err
 	}
 	in := bufio.NewScanner(r)
 	enc := json.NewEncoder(w)
+	var initPeak int64
 	for in.Scan() {
 		var err error
 		switch in.Text() {
 		case "run":
-			err = enc.Encode(probeOnce(opts))
+			run, peak := probeOnce(opts)
+			initPeak = max(initPeak, peak)
+			err = enc.Encode(run)
 		case "rss":
-			var self, kids syscall.Rusage
+			var self syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-			_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
-			err = enc.Encode(probeRSS{SelfKiB: self.Maxrss, ChildrenKiB: kids.Maxrss})
+			err = enc.Encode(probeRSS{SelfKiB: self.Maxrss, ChildrenKiB: initPeak})
 		default:
 			err = enc.Encode(probeRun{Err: "unknown request " + in.Text()})
 		}
@@ -61,7 +63,7 @@ func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) err
 	return in.Err()
 }
 
-func probeOnce(opts sandbox.Options) probeRun {
+func probeOnce(opts sandbox.Options) (probeRun, int64) {
 	var self0, kids0, self1, kids1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids0)
@@ -74,7 +76,7 @@ func probeOnce(opts sandbox.Options) probeRun {
 	if err != nil {
 		out.Err = err.Error()
 	}
-	return out
+	return out, res.InitPeakRSSKiB
 }
 
 func cpuDelta(a, b syscall.Rusage) int64 {

@@ -58,7 +58,7 @@ type PhaseReport struct {
 // RSS are peak resident sizes in KiB.
 type RSS struct {
 	LauncherKiB   int64 `json:"launcher_kib"`    // agentbox exec --backend native (wait4: the largest of launcher, init, command)
-	InitKiB       int64 `json:"init_kib"`        // the largest init the Go API probe waited for (with its command)
+	InitKiB       int64 `json:"init_kib"`        // the largest peak RSS an init of the Go API probe reported of itself (VmHWM)
 	APIProgramKiB int64 `json:"api_program_kib"` // the Go API probe itself
 }
 

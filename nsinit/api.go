@@ -37,4 +37,7 @@ type Result struct {
 	Status  int     // the command's exit status, or 128+N for signal N
 	Phases  []Phase // setup timings, in order
 	InitPID int     // the init's PID in the launcher's namespace
+	// InitPeakRSSKiB is the init's own peak resident set (KiB), 0 when it did not
+	// report one (under bwrap, or when it ended abnormally).
+	InitPeakRSSKiB int64
 }

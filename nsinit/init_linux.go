@@ -174,7 +174,22 @@ func endSession(ctl *os.File, status int) {
 	for fd := 0; fd <= 2; fd++ {
 		_ = unix.Close(fd)
 	}
-	_ = writeMsg(ctl, &message{Type: msgExited, Status: status})
+	_ = writeMsg(ctl, &message{Type: msgExited, Status: status, PeakRSSKiB: peakRSS()})
+}
+
+// peakRSS is this process's VmHWM in KiB, 0 when unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // supervise is PID 1's loop: reap every child, forward signals to the command, mirror

@@ -247,7 +247,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 					// Nothing of the session runs any more; the init's exit (the
 					// kernel's teardown of its namespaces) is reaped in the background.
 					restoreForeground(stdio.Stdin, fg)
-					res.Status = m.Status
+					res.Status, res.InitPeakRSSKiB = m.Status, m.PeakRSSKiB
 					return res, nil
 				}
 			}

@@ -51,8 +51,11 @@ type message struct {
 	Phases []Phase `json:"phases,omitempty"`
 	PID    int     `json:"pid,omitempty"`
 
-	// msgExited: the command's status, every process of the sandbox gone
-	Status int `json:"status,omitempty"`
+	// msgExited: the command's status, every process of the sandbox gone, and the
+	// init's own peak RSS (VmHWM: rusage would count the launcher's memory, which
+	// the vforked init shared until its execve)
+	Status     int   `json:"status,omitempty"`
+	PeakRSSKiB int64 `json:"peak_rss_kib,omitempty"`
 
 	// msgError
 	Step   string `json:"step,omitempty"`

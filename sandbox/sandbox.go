@@ -67,6 +67,8 @@ type Result struct {
 	Phases []Phase
 	// Prestarted: the launch used an init started ahead of it (Prestart).
 	Prestarted bool
+	// InitPeakRSSKiB is the init's own peak resident set in KiB (0: not reported).
+	InitPeakRSSKiB int64
 }
 
 // SetupError is a failure before the command started; Step names what failed.
@@ -170,5 +172,5 @@ func run(plan mounts.Plan, opts Options) (Result, error) {
 		res, err = nsinit.Run(plan, nopts)
 	}
 	refillSpare()
-	return Result{Status: res.Status, Phases: res.Phases, Prestarted: prestarted}, err
+	return Result{Status: res.Status, Phases: res.Phases, Prestarted: prestarted, InitPeakRSSKiB: res.InitPeakRSSKiB}, err
 }
