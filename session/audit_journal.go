@@ -86,6 +86,7 @@ func writeJournal(stateDir string, a *auditor) (string, error) {
 // now stays for the next launch.
 func auditOrphans(cfg *Config, p *policy.Policy) {
 	dir := journalDir(p.StateDir)
+	reclaimAbandoned(dir, p.Repo)
 	names, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*.json"))
 	for _, name := range names {
 		j, err := readJournal(name)
@@ -116,6 +117,20 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 			fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", f)
 		}
 		os.Remove(claimed)
+	}
+}
+
+// reclaimAbandoned puts back the journals that a launch claimed and then died
+// auditing (its PID is gone), so that this launch audits them.
+func reclaimAbandoned(dir, repo string) {
+	claimed, _ := filepath.Glob(filepath.Join(dir, journalPrefix(repo)+"*.json.claimed-*"))
+	for _, c := range claimed {
+		i := strings.LastIndex(c, ".claimed-")
+		pid, err := strconv.Atoi(c[i+len(".claimed-"):])
+		if err != nil || procStart(pid) != "" {
+			continue // not ours to judge, or its claimer still runs
+		}
+		_ = os.Rename(c, c[:i])
 	}
 }
 
