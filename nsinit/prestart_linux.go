@@ -91,6 +91,9 @@ func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
 	return err == nil && n == 0
 }
 
+// PID is the spare init's process ID (in the caller's PID namespace).
+func (p *Prestarted) PID() int { return p.proc.Pid }
+
 // Discard ends an unused spare and waits for it.
 func (p *Prestarted) Discard() {
 	if p == nil || p.used {

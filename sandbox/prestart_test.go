@@ -4,7 +4,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -159,5 +161,41 @@ func TestNothingRunsAfterRun(t *testing.T) {
 		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.HasPrefix(string(b), marker) {
 			t.Errorf("process %s of the session still runs after Run returned: %q", e.Name(), b)
 		}
+	}
+}
+
+// TestPrestartSpareDiedLaunchesFresh: a spare that died while waiting (OOM killer, a
+// stray kill) is noticed when the plan cannot be handed over, and the launch goes to a
+// fresh init instead of failing.
+func TestPrestartSpareDiedLaunchesFresh(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	if err := Prestart(Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer StopPrestart()
+	spares.Lock()
+	pending := spares.next
+	spares.Unlock()
+	<-pending.done
+	if pending.p == nil {
+		t.Fatal("no spare started")
+	}
+	pid := pending.p.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Dead (a zombie: its parent is this process) before the launch tries it.
+	for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i+1:]), " Z") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, out := runCaptured(t, Options{}, "", "echo fresh; exit 5")
+	if res.Prestarted || res.Status != 5 || out != "fresh\n" {
+		t.Errorf("after the spare died: prestarted %v, status %d, output %q; want a fresh launch, 5, %q", res.Prestarted, res.Status, out, "fresh\n")
 	}
 }
