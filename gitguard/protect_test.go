@@ -2,23 +2,14 @@ package gitguard
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-func gitInit(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"init", "-q"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-}
+	"github.com/agentbox/agentbox/internal/testenv"
+)
 
 func paths(ps []Protected) string {
 	var out []string
@@ -42,7 +33,7 @@ func canonTemp(t *testing.T) string {
 
 func TestProtectedPathsStandardRepo(t *testing.T) {
 	repo := canonTemp(t)
-	gitInit(t, repo)
+	testenv.LocalGit(t, repo, "init", "-q")
 	got, err := ProtectedPaths(repo)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +51,7 @@ func TestProtectedPathsStandardRepo(t *testing.T) {
 
 func TestProtectedPathsMissingAndWorktreeConfig(t *testing.T) {
 	repo := canonTemp(t)
-	gitInit(t, repo)
+	testenv.LocalGit(t, repo, "init", "-q")
 	os.RemoveAll(filepath.Join(repo, ".git/hooks"))
 	f, _ := os.OpenFile(filepath.Join(repo, ".git/config"), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("[extensions]\n\tworktreeConfig = true\n")
@@ -99,7 +90,7 @@ func TestProtectedPathsMissingAndWorktreeConfig(t *testing.T) {
 func TestProtectedPathsSymlinks(t *testing.T) {
 	repo := canonTemp(t)
 	outside := canonTemp(t)
-	gitInit(t, repo)
+	testenv.LocalGit(t, repo, "init", "-q")
 	hooks := filepath.Join(repo, ".git/hooks")
 	os.RemoveAll(hooks)
 
@@ -128,7 +119,7 @@ func TestProtectedPathsSymlinks(t *testing.T) {
 
 func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
 	repo := canonTemp(t)
-	gitInit(t, repo)
+	testenv.LocalGit(t, repo, "init", "-q")
 	// .git as a symlink to a gitdir inside the repo: Git uses it, so it is protected.
 	if err := os.Rename(filepath.Join(repo, ".git"), filepath.Join(repo, "gitdir")); err != nil {
 		t.Fatal(err)
@@ -154,7 +145,7 @@ func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
 // config should be; the next launch must not hang reading it.
 func TestProtectedPathsPlantedFIFOConfig(t *testing.T) {
 	repo := canonTemp(t)
-	gitInit(t, repo)
+	testenv.LocalGit(t, repo, "init", "-q")
 	mod := filepath.Join(repo, ".git/modules/m")
 	os.MkdirAll(mod, 0o755)
 	os.WriteFile(filepath.Join(mod, "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)

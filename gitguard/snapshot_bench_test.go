@@ -15,6 +15,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // benchRepo says what generateBenchRepo builds.
@@ -119,7 +121,7 @@ func generateBenchRepo(b *testing.B, dir string, spec benchRepo) int64 {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	snapGit(b, dir, "init", "-q", "-b", "main")
+	testenv.LocalGit(b, dir, "init", "-q", "-b", "main")
 	rng := rand.NewChaCha8([32]byte{1})
 	for p := range spec.packs {
 		fastImportPack(b, dir, rng, p, spec.packSize)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,39 +20,21 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// snapGit runs git in dir for building fixtures, isolated from the machine's and the
-// user's configuration.
-func snapGit(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"HOME="+dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
-		"GIT_ALLOW_PROTOCOL=file")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // snapRepo makes a repository with two commits on main, a tag and a branch.
 func snapRepo(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	snapGit(t, dir, "init", "-q", "-b", "main")
+	testenv.LocalGit(t, dir, "init", "-q", "-b", "main")
 	writeFile(t, filepath.Join(dir, "a.txt"), "one\n")
-	snapGit(t, dir, "add", "a.txt")
-	snapGit(t, dir, "commit", "-q", "-m", "one")
-	snapGit(t, dir, "tag", "v1")
+	testenv.LocalGit(t, dir, "add", "a.txt")
+	testenv.LocalGit(t, dir, "commit", "-q", "-m", "one")
+	testenv.LocalGit(t, dir, "tag", "v1")
 	writeFile(t, filepath.Join(dir, "b.txt"), "two\n")
-	snapGit(t, dir, "add", "b.txt")
-	snapGit(t, dir, "commit", "-q", "-m", "two")
-	snapGit(t, dir, "branch", "side")
+	testenv.LocalGit(t, dir, "add", "b.txt")
+	testenv.LocalGit(t, dir, "commit", "-q", "-m", "two")
+	testenv.LocalGit(t, dir, "branch", "side")
 	return dir
 }
 
@@ -223,10 +204,10 @@ var snapCases = []snapCase{
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			r := snapRepo(t, filepath.Join(base, "main"))
 			wt := filepath.Join(base, "wt")
-			snapGit(t, r, "worktree", "add", "-q", "-b", "feature", wt)
+			testenv.LocalGit(t, r, "worktree", "add", "-q", "-b", "feature", wt)
 			writeFile(t, filepath.Join(wt, "c.txt"), "three\n")
-			snapGit(t, wt, "add", "c.txt")
-			snapGit(t, wt, "commit", "-q", "-m", "three")
+			testenv.LocalGit(t, wt, "add", "c.txt")
+			testenv.LocalGit(t, wt, "commit", "-q", "-m", "three")
 			return wt, r + "/.git/worktrees/wt", r + "/.git", wt + "/.git"
 		},
 		headRef: "ref: refs/heads/feature",
@@ -236,8 +217,8 @@ var snapCases = []snapCase{
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			sub := snapRepo(t, filepath.Join(base, "sub"))
 			r := snapRepo(t, filepath.Join(base, "super"))
-			snapGit(t, r, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "lib")
-			snapGit(t, r, "commit", "-q", "-m", "add lib")
+			testenv.LocalGit(t, r, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "lib")
+			testenv.LocalGit(t, r, "commit", "-q", "-m", "add lib")
 			if _, err := os.Stat(r + "/.git/modules/lib/HEAD"); err != nil {
 				t.Fatalf("fixture: submodule gitdir missing: %v", err)
 			}
@@ -250,7 +231,7 @@ var snapCases = []snapCase{
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			sub := snapRepo(t, filepath.Join(base, "sub"))
 			r := snapRepo(t, filepath.Join(base, "super"))
-			snapGit(t, r, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "lib")
+			testenv.LocalGit(t, r, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "lib")
 			return r + "/lib", r + "/.git/modules/lib", r + "/.git/modules/lib", r + "/lib/.git"
 		},
 		headRef: "ref: refs/heads/main",
@@ -260,7 +241,7 @@ var snapCases = []snapCase{
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			r := filepath.Join(base, "empty")
 			os.Mkdir(r, 0o755)
-			snapGit(t, r, "init", "-q", "-b", "main")
+			testenv.LocalGit(t, r, "init", "-q", "-b", "main")
 			return r, r + "/.git", r + "/.git", ""
 		},
 		headRef: "ref: refs/heads/main",
@@ -270,7 +251,7 @@ var snapCases = []snapCase{
 		name: "detached HEAD",
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			r := snapRepo(t, filepath.Join(base, "repo"))
-			snapGit(t, r, "checkout", "-q", "--detach", "HEAD~1")
+			testenv.LocalGit(t, r, "checkout", "-q", "--detach", "HEAD~1")
 			return r, r + "/.git", r + "/.git", ""
 		},
 	},
@@ -278,8 +259,8 @@ var snapCases = []snapCase{
 		name: "packed refs only",
 		setup: func(t *testing.T, base string) (string, string, string, string) {
 			r := snapRepo(t, filepath.Join(base, "repo"))
-			snapGit(t, r, "gc", "-q")
-			snapGit(t, r, "pack-refs", "--all", "--prune")
+			testenv.LocalGit(t, r, "gc", "-q")
+			testenv.LocalGit(t, r, "pack-refs", "--all", "--prune")
 			if ents, _ := os.ReadDir(r + "/.git/refs/heads"); len(ents) != 0 {
 				t.Fatalf("fixture: loose refs remain: %v", ents)
 			}
@@ -367,7 +348,7 @@ func TestSnapshotLayouts(t *testing.T) {
 			}
 			if tc.name != "linked worktree" && !tc.unborn {
 				// --work-tree overrides a submodule's relative core.worktree.
-				if got := snapGit(t, base, "--git-dir", into+"/.git", "--work-tree", into, "rev-parse", "HEAD"); got != m.HeadCommit {
+				if got := testenv.LocalGit(t, base, "--git-dir", into+"/.git", "--work-tree", into, "rev-parse", "HEAD"); got != m.HeadCommit {
 					t.Errorf("restored HEAD %s, want %s", got, m.HeadCommit)
 				}
 			}
@@ -411,7 +392,7 @@ func checkHead(t *testing.T, tc snapCase, repo string, m Manifest) {
 		if m.HeadCommit != "" {
 			t.Errorf("head_commit %q for an unborn branch", m.HeadCommit)
 		}
-	} else if want := snapGit(t, repo, "rev-parse", "HEAD"); m.HeadCommit != want {
+	} else if want := testenv.LocalGit(t, repo, "rev-parse", "HEAD"); m.HeadCommit != want {
 		t.Errorf("head_commit %q, want %s", m.HeadCommit, want)
 	}
 	want := tc.headRef
@@ -509,8 +490,8 @@ func TestSnapshotSameSecondDoesNotOverwrite(t *testing.T) {
 	want, _ := os.ReadFile(first.Path)
 	// A new commit between the two makes their contents differ.
 	writeFile(t, repo+"/c.txt", "c\n")
-	snapGit(t, repo, "add", "c.txt")
-	snapGit(t, repo, "commit", "-q", "-m", "c")
+	testenv.LocalGit(t, repo, "add", "c.txt")
+	testenv.LocalGit(t, repo, "commit", "-q", "-m", "c")
 	var paths []string
 	for range 3 {
 		s, err := SaveSnapshot(SnapshotOptions{Repo: repo, Now: now})
@@ -596,8 +577,8 @@ func TestSnapshotDiskFull(t *testing.T) {
 	if err := os.WriteFile(repo+"/big.bin", big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	snapGit(t, repo, "add", "big.bin")
-	snapGit(t, repo, "commit", "-q", "-m", "big")
+	testenv.LocalGit(t, repo, "add", "big.bin")
+	testenv.LocalGit(t, repo, "commit", "-q", "-m", "big")
 	before := diskTree(t, repo+"/.git")
 
 	full := filepath.Join(base, "full")

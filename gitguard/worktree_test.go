@@ -3,23 +3,12 @@ package gitguard
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func gitRun(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
+	"github.com/agentbox/agentbox/internal/testenv"
+)
 
 // linkedFixture makes DIR/main (one commit) and its linked worktree DIR/wt.
 func linkedFixture(t *testing.T) (mainRepo, wt string) {
@@ -29,9 +18,9 @@ func linkedFixture(t *testing.T) (mainRepo, wt string) {
 	if err := os.Mkdir(mainRepo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gitInit(t, mainRepo)
-	gitRun(t, mainRepo, "commit", "-q", "--allow-empty", "-m", "first")
-	gitRun(t, mainRepo, "worktree", "add", "-q", "-b", "topic", wt)
+	testenv.LocalGit(t, mainRepo, "init", "-q")
+	testenv.LocalGit(t, mainRepo, "commit", "-q", "--allow-empty", "-m", "first")
+	testenv.LocalGit(t, mainRepo, "worktree", "add", "-q", "-b", "topic", wt)
 	return mainRepo, wt
 }
 
@@ -89,7 +78,7 @@ func TestFindLinkedWorktreeUntrusted(t *testing.T) {
 	}{
 		{"another worktree's gitdir (back pointer names it)", func(t *testing.T, mainRepo, wt string) {
 			other := filepath.Join(filepath.Dir(wt), "other")
-			gitRun(t, mainRepo, "worktree", "add", "-q", "-b", "o", other)
+			testenv.LocalGit(t, mainRepo, "worktree", "add", "-q", "-b", "o", other)
 			write(t, filepath.Join(wt, ".git"), "gitdir: "+filepath.Join(mainRepo, ".git/worktrees/other")+"\n")
 		}},
 		{"commondir elsewhere (a directory of the sandbox's choice)", func(t *testing.T, mainRepo, wt string) {

@@ -13,18 +13,6 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-func gitIn(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
 func linkedRepos(t *testing.T) (mainRepo, wt string) {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
@@ -35,9 +23,9 @@ func linkedRepos(t *testing.T) (mainRepo, wt string) {
 	if err := os.Mkdir(mainRepo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gitIn(t, mainRepo, "init", "-q")
-	gitIn(t, mainRepo, "commit", "-q", "--allow-empty", "-m", "first")
-	gitIn(t, mainRepo, "worktree", "add", "-q", wt)
+	testenv.LocalGit(t, mainRepo, "init", "-q")
+	testenv.LocalGit(t, mainRepo, "commit", "-q", "--allow-empty", "-m", "first")
+	testenv.LocalGit(t, mainRepo, "worktree", "add", "-q", wt)
 	return mainRepo, wt
 }
 

@@ -290,3 +290,21 @@ func Skip(t testing.TB, format string, args ...any) {
 	}
 	t.Skipf(format, args...)
 }
+
+// LocalGit runs git in dir as the running user, with no system or global config and
+// a fixed identity, for fixtures the test process itself owns; it fails the test on
+// error and returns the trimmed output.
+func LocalGit(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
+		"GIT_ALLOW_PROTOCOL=file")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
