@@ -117,7 +117,8 @@ type e2e struct {
 	env  []string
 }
 
-func newE2E(t *testing.T) *e2e {
+// newE2E makes the fixture; bwrap, when set, is the bubblewrap the sessions use.
+func newE2E(t *testing.T, bwrap string) *e2e {
 	home := testenv.Dir(t, "home")
 	markDir := testenv.Dir(t, "mark")
 	repo := filepath.Join(home, "repo")
@@ -129,6 +130,9 @@ func newE2E(t *testing.T) *e2e {
 	e.env = []string{"MARK=" + e.mark, "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
 		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid"}
+	if bwrap != "" {
+		e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
+	}
 	testenv.Git(t, home, repo, "init", "-q", "-b", "main")
 	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,7 +225,7 @@ func TestAuditSessionE2E(t *testing.T) {
 	for _, c := range auditCases {
 		t.Run(c.name, func(t *testing.T) {
 			// Control: the same plant on the host, unsandboxed, must fire the payload.
-			ctl := newE2E(t)
+			ctl := newE2E(t, "")
 			if c.setup != "" {
 				if r := ctl.sh(c.setup); r.code != 0 {
 					t.Fatalf("setup: %+v", r)
@@ -234,10 +238,7 @@ func TestAuditSessionE2E(t *testing.T) {
 			}
 			for backend, bwrap := range e2eBackends(t) {
 				t.Run(backend, func(t *testing.T) {
-					e := newE2E(t)
-					if bwrap != "" {
-						e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
-					}
+					e := newE2E(t, bwrap)
 					if c.setup != "" {
 						if r := e.sh(c.setup); r.code != 0 {
 							t.Fatalf("setup: %+v", r)
@@ -291,10 +292,7 @@ func TestAuditSessionLegitimateE2E(t *testing.T) {
 	bin := testenv.Binary(t)
 	for backend, bwrap := range e2eBackends(t) {
 		t.Run(backend, func(t *testing.T) {
-			e := newE2E(t)
-			if bwrap != "" {
-				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
-			}
+			e := newE2E(t, bwrap)
 			lib := filepath.Join(e.home, "lib")
 			setup := `git init -q -b main "$LIB"; git -C "$LIB" commit -q --allow-empty -m lib
 				git init -q testdata/fixture; git -C testdata/fixture config core.pager "less -R"
@@ -330,7 +328,7 @@ func TestAuditSessionLegitimateE2E(t *testing.T) {
 // TestAuditCommand checks agentbox audit's exit statuses and --fix.
 func TestAuditCommand(t *testing.T) {
 	bin := testenv.Binary(t)
-	e := newE2E(t)
+	e := newE2E(t, "")
 	if r := e.run(bin, "audit"); r.code != 0 || r.stdout != "" {
 		t.Errorf("clean repository: %+v", r)
 	}
@@ -366,7 +364,7 @@ func TestAuditCommand(t *testing.T) {
 // audit cannot list is reported rather than skipped.
 func TestAuditCommandUnreadable(t *testing.T) {
 	bin := testenv.Binary(t)
-	e := newE2E(t)
+	e := newE2E(t, "")
 	if r := e.sh(`mkdir locked; chmod 000 locked`); r.code != 0 {
 		t.Fatalf("setup: %+v", r)
 	}
@@ -389,7 +387,7 @@ func TestAuditSessionLinkedWorktreeE2E(t *testing.T) {
 		e.env = append(e.env, "COMMON="+filepath.Join(e.repo, ".git"))
 		e.repo = wt
 	}
-	ctl := newE2E(t)
+	ctl := newE2E(t, "")
 	setup(t, ctl)
 	ctl.sh(plant)
 	ctl.operatorGit("status")
@@ -398,11 +396,8 @@ func TestAuditSessionLinkedWorktreeE2E(t *testing.T) {
 	}
 	for backend, bwrap := range e2eBackends(t) {
 		t.Run(backend, func(t *testing.T) {
-			e := newE2E(t)
+			e := newE2E(t, bwrap)
 			setup(t, e)
-			if bwrap != "" {
-				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
-			}
 			r := e.run(bin, "exec", "--backend", backend, "--", "/bin/sh", "-c", shPrelude+plant)
 			if r.code != 0 {
 				t.Fatalf("session: %+v", r)
@@ -425,10 +420,7 @@ func TestAuditSessionSignalledE2E(t *testing.T) {
 	bin := testenv.Binary(t)
 	for backend, bwrap := range e2eBackends(t) {
 		t.Run(backend, func(t *testing.T) {
-			e := newE2E(t)
-			if bwrap != "" {
-				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
-			}
+			e := newE2E(t, bwrap)
 			var errb bytes.Buffer
 			cmd := e.startPlanted(bin, backend, &errb)
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -456,10 +448,7 @@ func TestAuditAfterKilledLauncherE2E(t *testing.T) {
 	bin := testenv.Binary(t)
 	for backend, bwrap := range e2eBackends(t) {
 		t.Run(backend, func(t *testing.T) {
-			e := newE2E(t)
-			if bwrap != "" {
-				e.env = append(e.env, "AGENTBOX_BWRAP="+bwrap)
-			}
+			e := newE2E(t, bwrap)
 			cmd := e.startPlanted(bin, backend, io.Discard)
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
