@@ -360,12 +360,9 @@ func (s *scanner) commonDir(gitdir string, depth int) string {
 	if !ok || data == nil {
 		return ""
 	}
-	target, ok := parseCommonDir(data)
+	target, ok := parseCommonDir(gitdir, data)
 	if !ok {
 		return ""
-	}
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(gitdir, target)
 	}
 	canon, inside := s.canonInside(target)
 	want := ""

@@ -1,6 +1,9 @@
 package gitguard
 
-import "strings"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // The two pointer files by which Git finds its directories, parsed once for the
 // protection, the snapshot and the audit alike, and as Git parses them: were they to
@@ -17,9 +20,15 @@ func parseGitFile(data []byte) (string, bool) {
 	return s, s != ""
 }
 
-// parseCommonDir reads a gitdir's commondir file as Git does: the path, with
-// trailing CR and LF dropped.
-func parseCommonDir(data []byte) (string, bool) {
+// parseCommonDir reads gitdir's commondir file as Git does: the path, with trailing
+// CR and LF dropped, relative to gitdir unless absolute.
+func parseCommonDir(gitdir string, data []byte) (string, bool) {
 	s := strings.TrimRight(string(data), "\r\n")
-	return s, s != ""
+	if s == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(s) {
+		s = filepath.Join(gitdir, s)
+	}
+	return s, true
 }

@@ -28,12 +28,12 @@ func TestPointerParsing(t *testing.T) {
 		in, want string
 		ok       bool
 	}{
-		{"../..\n", "../..", true},
+		{"../..\n", "/r/.git", true},
 		{"/common\r\n", "/common", true},
-		{" /c \n", " /c ", true},
+		{" /c \n", "/r/.git/worktrees/w/ /c ", true},
 		{"\n", "", false},
 	} {
-		got, ok := parseCommonDir([]byte(c.in))
+		got, ok := parseCommonDir("/r/.git/worktrees/w", []byte(c.in))
 		if got != c.want || ok != c.ok {
 			t.Errorf("parseCommonDir(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}

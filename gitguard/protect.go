@@ -269,12 +269,9 @@ func readCommonDir(gitdir string) string {
 	if err != nil {
 		return ""
 	}
-	p, ok := parseCommonDir(b)
+	p, ok := parseCommonDir(gitdir, b)
 	if !ok {
 		return ""
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(gitdir, p)
 	}
 	if canon, err := filepath.EvalSymlinks(p); err == nil {
 		return canon
