@@ -122,7 +122,12 @@ func (b *Box) Agentbox(dir string, args ...string) *exec.Cmd {
 func Run(cmd *exec.Cmd) Result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	return resultOf(cmd.Run(), &out, &errb)
+}
+
+// resultOf maps how a command ended to a Result: its status, 999 for death by a
+// signal, -1 (and the error in Stderr) when it did not run.
+func resultOf(err error, out, errb *bytes.Buffer) Result {
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -160,18 +165,7 @@ func StartAndCollect(cmd *exec.Cmd, res chan<- Result) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	go func() {
-		err := cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-			if code < 0 {
-				code = 999
-			}
-		}
-		res <- Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
-	}()
+	go func() { res <- resultOf(cmd.Wait(), &out, &errb) }()
 	return nil
 }
 
