@@ -36,21 +36,17 @@ const InitPath = "/run/agentbox/init"
 // An overlay's root takes the lower directory's permission bits (see overlayMode),
 // so Argv reads the overlay sources' owner and mode on the host.
 func Argv(plan mounts.Plan) ([]string, error) {
-	groups, err := groups(plan, hostLower)
-	if err != nil {
-		return nil, err
-	}
-	var argv []string
-	for _, g := range groups {
-		argv = append(argv, g...)
-	}
-	return argv, nil
+	return flatten(groups(plan, hostLower))
 }
 
 // Command returns the whole argv Run executes for plan with the bwrap at path:
 // path, "--json-status-fd 3 --add-seccomp-fd 4", then Argv(plan).
 func Command(path string, plan mounts.Plan) ([]string, error) {
-	groups, err := commandGroups(path, plan, hostLower)
+	return flatten(commandGroups(path, plan, hostLower))
+}
+
+// flatten joins option groups into one argv.
+func flatten(groups [][]string, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
