@@ -127,7 +127,6 @@ type Launch struct {
 	// Start starts the init itself (the native backend's vfork) and returns it.
 	Start func() (*os.Process, error)
 	Ctl   *os.File // the launcher's end of the control socket
-	Child *os.File // the init's end, closed here once Cmd has started
 	Plan  mounts.Plan
 	// Nested: the namespaces and mounts are already built (by bwrap); the init
 	// only supervises the command and checks that no privilege is left.
@@ -135,14 +134,15 @@ type Launch struct {
 	// InitPID returns the init's PID once known (0 until then); nil means
 	// Cmd's own process is the init. Signals are forwarded to it.
 	InitPID func() int
-	// Prestarted: Cmd was started ahead of this session (Prestart) and waits for its
-	// plan; the command's streams are passed with it.
+	// Prestarted: the init (returned by Start) was started ahead of this session
+	// (Prestart) and waits for its plan; the command's streams are passed with it.
 	Prestarted bool
 }
 
-// Supervise starts l.Cmd, hands the init the plan, forwards signals, mirrors job
-// control, and waits for the session to end. The status is the exit status of
-// l.Cmd's process, which the init (or bwrap on its behalf) makes the command's.
+// Supervise starts the init (l.Start or l.Cmd), hands it the plan, forwards signals,
+// mirrors job control, and waits for the session to end. The status is the one the
+// native init reports once nothing of the session runs, or else the exit status of
+// the started process, which the init (or bwrap on its behalf) makes the command's.
 func Supervise(l Launch, opts Options) (Result, error) {
 	var res Result
 	t0 := time.Now()
