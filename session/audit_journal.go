@@ -26,8 +26,27 @@ import (
 // repository runs that audit first, against that baseline, as the dead launcher would
 // have.
 
-// journalDir holds the pending audits.
-func journalDir(stateDir string) string { return filepath.Join(stateDir, "audit-pending") }
+// journalDir is the directory of the pending audits, created when missing. It must lie
+// where the sandbox cannot write — as the shadow store's, refused inside the
+// repository — or a session could plant a journal whose baseline already holds what
+// it planted.
+func journalDir(stateDir, repo string) (string, error) {
+	if !filepath.IsAbs(stateDir) {
+		return "", fmt.Errorf("pending-audit journal: state directory %q: not absolute", stateDir)
+	}
+	dir := filepath.Join(stateDir, "audit-pending")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("pending-audit journal: %w", err)
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("pending-audit journal: %w", err)
+	}
+	if policy.Within(canon, repo) {
+		return "", fmt.Errorf("pending-audit journal: %s lies inside the repository %s, which the sandbox can write; set XDG_STATE_HOME elsewhere", dir, repo)
+	}
+	return canon, nil
+}
 
 // maxJournalSize bounds what is read back: a baseline is paths and hashes.
 const maxJournalSize = 256 << 20
@@ -51,9 +70,9 @@ func journalPrefix(repo string) string {
 
 // writeJournal records a's baseline for this launcher and returns the file.
 func writeJournal(stateDir string, a *auditor) (string, error) {
-	dir := journalDir(stateDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("pending-audit journal: %w", err)
+	dir, err := journalDir(stateDir, a.repo)
+	if err != nil {
+		return "", err
 	}
 	pid := os.Getpid()
 	j := auditJournal{Repo: a.repo, PID: pid, PIDStart: procStart(pid), Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base}
@@ -85,7 +104,10 @@ func writeJournal(stateDir string, a *auditor) (string, error) {
 // alive belongs to a running session and is left alone; one that cannot be audited
 // now stays for the next launch.
 func auditOrphans(cfg *Config, p *policy.Policy) {
-	dir := journalDir(p.StateDir)
+	dir, err := journalDir(p.StateDir, p.Repo)
+	if err != nil {
+		return // startAudit says why, as it cannot write its own journal either
+	}
 	reclaimAbandoned(dir, p.Repo)
 	names, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*.json"))
 	for _, name := range names {

@@ -28,3 +28,18 @@ func TestReclaimAbandoned(t *testing.T) {
 		t.Errorf("journal claimed by a live process was touched: %v", err)
 	}
 }
+
+// A state directory inside the repository would let the sandbox plant journals: it is
+// refused, as for the shadow store.
+func TestJournalDirRefusedInsideRepo(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journalDir(filepath.Join(repo, ".state"), repo); err == nil {
+		t.Error("a state directory inside the repository was accepted")
+	}
+	if _, err := journalDir(t.TempDir(), repo); err != nil {
+		t.Errorf("a state directory outside the repository: %v", err)
+	}
+}
