@@ -95,7 +95,7 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	}
 	res.Status = out.Status
 	var se *nsinit.SetupError
-	if errors.As(err, &se) && se.Step == "init" {
+	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.
 		st := <-reports
 		if st.err != nil {

@@ -39,6 +39,16 @@ var forwarded = []os.Signal{
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
+// StepInitEnded is the SetupError step of an init (or bwrap) that ended without
+// reporting: Status is how it ended.
+const StepInitEnded = "init"
+
+// endedEarly is the SetupError of an init that ended, as st says, before the command
+// started.
+func endedEarly(st *os.ProcessState) *SetupError {
+	return &SetupError{Step: StepInitEnded, Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
+}
+
 // StepHandPlan is the SetupError step of a plan the init never took: the init had
 // died (a prestarted one may have, while waiting).
 const StepHandPlan = "hand plan to init"
@@ -193,7 +203,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			// waiting keeps StepHandPlan: its caller launches afresh.)
 			_ = proc.Kill()
 			st, _ := proc.Wait()
-			return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
+			return res, endedEarly(st)
 		}
 		return res, abort(proc, &SetupError{Step: StepHandPlan, Reason: err.Error()})
 	}
@@ -267,7 +277,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				}
 			}
 			if !started {
-				return res, &SetupError{Step: "init", Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
+				return res, endedEarly(st)
 			}
 			res.Status = exitStatus(st)
 			return res, nil
