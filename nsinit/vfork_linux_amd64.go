@@ -94,10 +94,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	s.errPipe = p[1]
 	s.nextfd = max(s.nextfd, initFds, p[0]+1, p[1]+1)
 	s.ambient = initCaps
-	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3
-	for _, c := range initCaps {
-		s.capData[c/32].Inheritable |= 1 << (c % 32)
-	}
+	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3 // capget fills capData in the child
 
 	// No other fork may copy a descriptor that is not yet close-on-exec meanwhile.
 	syscall.ForkLock.Lock()
