@@ -10,11 +10,12 @@ import (
 
 // auditor holds the repository's Git exec surface as it was at launch (P7).
 type auditor struct {
-	repo    string
-	id      string // names quarantined files: NAME.agentbox-quarantine-ID
-	opt     gitguard.ScanOptions
-	base    *gitguard.Surface
-	journal string // this session's pending-audit journal, removed once audited
+	repo        string
+	id          string // names quarantined files: NAME.agentbox-quarantine-ID
+	opt         gitguard.ScanOptions
+	base        *gitguard.Surface
+	journal     *os.File // this session's pending-audit journal, locked; removed once audited
+	journalPath string
 }
 
 // startAudit records the baseline the post-session audit compares against. It runs
@@ -34,7 +35,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		return nil, fmt.Errorf("audit baseline: %w", err)
 	}
 	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base}
-	if a.journal, err = writeJournal(p.StateDir, a); err != nil {
+	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
 	}
 	return a, nil
@@ -61,9 +62,11 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 	a.drop()
 }
 
-// drop removes the journal: the audit is done, or there is nothing to audit.
+// drop removes the journal: the audit is done, or there is nothing to audit. It is
+// removed before its lock goes, so that no launch takes it for a dead launcher's.
 func (a *auditor) drop() {
-	if a.journal != "" {
-		os.Remove(a.journal)
+	if a.journal != nil {
+		os.Remove(a.journalPath)
+		a.journal.Close()
 	}
 }

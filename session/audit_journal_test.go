@@ -1,31 +1,42 @@
 package session
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
 )
 
-// A journal claimed by a launch that died while auditing goes back to be audited; one
-// claimed by a live process stays claimed.
-func TestReclaimAbandoned(t *testing.T) {
-	dir := t.TempDir()
-	repo := "/src/proj"
-	dead := filepath.Join(dir, journalPrefix(repo)+"100.json")
-	live := filepath.Join(dir, journalPrefix(repo)+"101.json")
-	// PID 2^22+1 is above pid_max's ceiling: no such process.
-	for _, f := range []string{dead + ".claimed-4194305", live + ".claimed-" + strconv.Itoa(os.Getpid())} {
-		if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+// A journal is left alone while its launcher holds it, and audited, then removed,
+// once the launcher is gone (its lock with it).
+func TestJournalLockedWhileLauncherLives(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	reclaimAbandoned(dir, repo)
-	if _, err := os.Stat(dead); err != nil {
-		t.Errorf("journal of a dead claimer not put back: %v", err)
+	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
+	base, err := gitguard.Scan(repo, gitguard.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(live + ".claimed-" + strconv.Itoa(os.Getpid())); err != nil {
-		t.Errorf("journal claimed by a live process was touched: %v", err)
+	a := &auditor{repo: repo, id: gitguard.NewAuditID(), base: base}
+	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cfg := &Config{Stderr: &stderr}
+	auditOrphans(cfg, p)
+	if _, err := os.Stat(a.journalPath); err != nil || stderr.Len() != 0 {
+		t.Fatalf("the journal of a live launcher was taken: %v, %q", err, stderr.String())
+	}
+	a.journal.Close() // the launcher dies: its lock goes, its journal stays
+	auditOrphans(cfg, p)
+	if _, err := os.Stat(a.journalPath); !os.IsNotExist(err) || !strings.Contains(stderr.String(), "killed before its audit") {
+		t.Errorf("the journal of a dead launcher was not audited: %v, %q", err, stderr.String())
 	}
 }
 
