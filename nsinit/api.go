@@ -41,3 +41,29 @@ type Result struct {
 	// report one (under bwrap, or when it ended abnormally).
 	InitPeakRSSKiB int64
 }
+
+// Timer records consecutive phases, each from the previous mark: the init's setup
+// steps, and the launcher's own around the backend.
+type Timer struct {
+	start, last time.Time
+	Phases      []Phase
+}
+
+// NewTimer starts timing now.
+func NewTimer() *Timer {
+	now := time.Now()
+	return &Timer{start: now, last: now}
+}
+
+// Mark ends the phase that ran since the previous mark and names it.
+func (t *Timer) Mark(name string) {
+	now := time.Now()
+	t.Phases = append(t.Phases, Phase{Name: name, Dur: now.Sub(t.last)})
+	t.last = now
+}
+
+// Skip starts a new phase without recording the time since the previous mark.
+func (t *Timer) Skip() { t.last = time.Now() }
+
+// Total is the time since the timer started.
+func (t *Timer) Total() time.Duration { return time.Since(t.start) }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,7 +66,7 @@ func writeOwnIDMaps(ids string) error {
 // initMain runs the numbered setup sequence, then supervises the command. Any setup
 // failure is reported to the launcher as (step, reason) and ends the init with 125.
 func initMain(ctl *os.File) int {
-	t := newTimer()
+	t := NewTimer()
 
 	// 1. Not dumpable: the command, same uid, must not ptrace us or open
 	//    /proc/1/exe, /proc/1/mem or our fds (runc CVE-2019-5736).
@@ -89,7 +88,7 @@ func initMain(ctl *os.File) int {
 		return reportSetup(ctl, "receive standard streams", err)
 	}
 	plan := *m.Plan
-	t.mark("init-start")
+	t.Mark("init-start")
 
 	// 4. Mounts, in plan order (under bwrap they are built already).
 	if !m.Nested {
@@ -121,7 +120,7 @@ func initMain(ctl *os.File) int {
 	if err := drop(); err != nil {
 		return reportSetup(ctl, "drop privileges", err)
 	}
-	t.mark("drop-privileges")
+	t.Mark("drop-privileges")
 
 	// Signals are caught before the command exists so none is lost.
 	sigs := make(chan os.Signal, 32)
@@ -138,8 +137,8 @@ func initMain(ctl *os.File) int {
 	if err != nil {
 		return reportSetup(ctl, "exec "+plan.Command[0], err)
 	}
-	t.mark("exec-command")
-	if err := writeMsg(ctl, &message{Type: msgStarted, Phases: t.phases, PID: pid}); err != nil {
+	t.Mark("exec-command")
+	if err := writeMsg(ctl, &message{Type: msgStarted, Phases: t.Phases, PID: pid}); err != nil {
 		// The launcher is gone; Pdeathsig will end us. Keep the command's fate
 		// tied to ours.
 		_ = unix.Kill(pid, unix.SIGKILL)
@@ -396,18 +395,4 @@ func loopbackUp() error {
 		return fmt.Errorf("SIOCSIFFLAGS lo: %w", err)
 	}
 	return nil
-}
-
-// timer records the duration of each setup phase since the previous mark.
-type timer struct {
-	last   time.Time
-	phases []Phase
-}
-
-func newTimer() *timer { return &timer{last: time.Now()} }
-
-func (t *timer) mark(name string) {
-	now := time.Now()
-	t.phases = append(t.phases, Phase{Name: name, Dur: now.Sub(t.last)})
-	t.last = now
 }

@@ -40,12 +40,12 @@ type executor struct {
 	plan     mounts.Plan
 	caps     []captured
 	setattr  bool // mount_setattr(2) available (Linux 5.12)
-	timer    *timer
+	timer    *Timer
 	scratchs []int
 }
 
 // applyPlan runs the plan. Every fd it opens is closed before it returns.
-func applyPlan(plan mounts.Plan, t *timer) (err error) {
+func applyPlan(plan mounts.Plan, t *Timer) (err error) {
 	x := &executor{plan: plan, timer: t, setattr: haveMountSetattr()}
 	defer x.closeAll()
 
@@ -56,12 +56,12 @@ func applyPlan(plan mounts.Plan, t *timer) (err error) {
 	if err := x.capture(); err != nil {
 		return err
 	}
-	t.mark("capture")
+	t.Mark("capture")
 	for i, op := range plan.Ops {
 		if err := x.apply(i, op); err != nil {
 			return err
 		}
-		t.mark(string(op.Kind) + " " + op.Dest)
+		t.Mark(string(op.Kind) + " " + op.Dest)
 	}
 	return nil
 }

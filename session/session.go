@@ -74,7 +74,7 @@ type Outcome struct {
 // the shadow record's start state, the push guard's staging, the plan, the backend;
 // then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
-	sw := newStopwatch()
+	sw := nsinit.NewTimer()
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
 		resolved.Backend = autoBackend()
@@ -94,12 +94,12 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("linked worktree: %w", err)
 	}
-	sw.lap("repo identity, worktree")
+	sw.Mark(host("repo identity, worktree"))
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
 		return 0, fmt.Errorf("protect Git paths: %w", err)
 	}
-	sw.lap("protected paths")
+	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
 
@@ -113,30 +113,30 @@ func Run(cfg Config) (int, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
-	sw.lap("record start")
+	sw.Mark(host("record start"))
 	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw)
 	out.End, out.Status, out.Err = time.Now(), status, err
-	sw.lap("after command")
-	out.Phases = slices.Concat(sw.phases, out.Phases)
+	sw.Mark(host("after command"))
+	out.Phases = slices.Concat(sw.Phases, out.Phases)
 	rec.finish(&cfg, &out)
-	sw.lap("record end")
+	sw.Mark(host("record end"))
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
-		printPhases(cfg.Stderr, time.Since(sw.start), slices.Concat(out.Phases, sw.phases[len(sw.phases)-1:]))
+		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
 	}
 	return status, err
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *stopwatch) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *nsinit.Timer) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
-	sw.lap("placeholders")
+	sw.Mark(host("placeholders"))
 	aud, err := startAudit(cfg, p, gitDirs)
 	if err != nil {
 		return 0, err
 	}
-	sw.lap("audit baseline")
+	sw.Mark(host("audit baseline"))
 	// The audit looks at what a session did: when the command never ran, there is
 	// nothing to audit, and only agentbox's one-line error is printed.
 	ran := false
@@ -150,13 +150,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
 		return 0, err
 	}
-	sw.lap("snapshot")
+	sw.Mark(host("snapshot"))
 	guard, err := preparePushGuard(cfg, p)
 	if err != nil {
 		return 0, err
 	}
 	defer guard.cleanup()
-	sw.lap("push guard")
+	sw.Mark(host("push guard"))
 	s.ExtraRO = guard.ops
 	if p.DiskTmp {
 		dir, release, err := makeDiskTmp(p.CacheDir)
@@ -172,9 +172,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	}
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
-	sw.lap("plan, recheck")
+	sw.Mark(host("plan, recheck"))
 	res, err := runBackend(p.Backend, plan, out)
-	sw.skip()
+	sw.Skip()
 	ran = err == nil
 	out.Phases = res.Phases
 	if err != nil {

@@ -16,27 +16,8 @@ const (
 	phaseSession    = "session"
 )
 
-// stopwatch records consecutive host-side steps of one session.
-type stopwatch struct {
-	start, last time.Time
-	phases      []nsinit.Phase
-}
-
-func newStopwatch() *stopwatch {
-	now := time.Now()
-	return &stopwatch{start: now, last: now}
-}
-
-// lap ends the step that ran since the previous lap and names it.
-func (w *stopwatch) lap(step string) {
-	now := time.Now()
-	w.phases = append(w.phases, nsinit.Phase{Name: hostPhasePrefix + step, Dur: now.Sub(w.last)})
-	w.last = now
-}
-
-// skip starts a new step without recording the time since the last one (the
-// backend, whose own phases are recorded separately).
-func (w *stopwatch) skip() { w.last = time.Now() }
+// host names one of the launcher's own steps.
+func host(step string) string { return hostPhasePrefix + step }
 
 // printPhases writes the timings to w (AGENTBOX_TIMINGS=1), one per line: the whole
 // session, the host steps, then the backend's phases.
