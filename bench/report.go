@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/session"
 )
 
 // Report is one benchmark's result, as printed and as stored (JSON).
@@ -160,10 +163,6 @@ const (
 	derivedInitStart = "derived: init runtime start"    // total-setup - clone+idmap - the init's phases
 	derivedSession   = "derived: command run, teardown" // session - total-setup - the host steps: the command, the init's exit, reaping
 	derivedCLI       = "derived: CLI start and exit"    // wall - session: exec, Go runtime, flags, policy; exit and reap
-	phaseSession     = "session"                        // agentbox's name for all of its session (session.Run)
-	phaseClone       = "clone+idmap"
-	phaseSetup       = "total-setup"
-	hostPrefix       = "host: " // the launcher's own steps around the backend
 )
 
 // phaseMedians is the median of each phase name over the runs, in first-seen order,
@@ -192,15 +191,15 @@ func phaseMedians(s []Sample) []PhaseReport {
 			add(p.Name, ms(p.Dur))
 			named[p.Name] = ms(p.Dur)
 			switch {
-			case strings.HasPrefix(p.Name, hostPrefix):
+			case strings.HasPrefix(p.Name, session.HostPhasePrefix):
 				hostPhases += ms(p.Dur)
-			case p.Name != phaseSession && p.Name != phaseClone && p.Name != phaseSetup:
+			case p.Name != session.PhaseSession && p.Name != nsinit.PhaseClone && p.Name != nsinit.PhaseSetup:
 				initPhases += ms(p.Dur)
 			}
 		}
-		b, okB := named[phaseSession]
-		st, okS := named[phaseSetup]
-		c, okC := named[phaseClone]
+		b, okB := named[session.PhaseSession]
+		st, okS := named[nsinit.PhaseSetup]
+		c, okC := named[nsinit.PhaseClone]
 		if okB && okS && okC {
 			derived = append(derived,
 				value{derivedInitStart, st - c - initPhases},

@@ -26,6 +26,13 @@ type Options struct {
 	InitBinary string
 }
 
+// Names of the launcher-side phases every launch reports (the init's own are named
+// after their step).
+const (
+	PhaseClone = "clone+idmap" // from the start of the launch to the init running
+	PhaseSetup = "total-setup" // from the start of the launch to the command started
+)
+
 // Phase is one measured step of a launch.
 type Phase struct {
 	Name string        `json:"name"`

@@ -226,7 +226,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		waited <- st
 	}()
 
-	res.Phases = []Phase{{Name: "clone+idmap", Dur: tStarted.Sub(t0)}}
+	res.Phases = []Phase{{Name: PhaseClone, Dur: tStarted.Sub(t0)}}
 	started := false
 	for {
 		select {
@@ -245,7 +245,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			case msgStarted:
 				started = true
 				res.Phases = append(res.Phases, m.Phases...)
-				res.Phases = append(res.Phases, Phase{Name: "total-setup", Dur: time.Since(t0)})
+				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
 			case msgError:
 				<-waited
 				restoreForeground(stdio.Stdin, fg)

@@ -8,21 +8,21 @@ import (
 	"github.com/agentbox/agentbox/nsinit"
 )
 
-// Host-side timing names. The launcher's own steps are prefixed with hostPhasePrefix
+// Host-side timing names. The launcher's own steps are prefixed with HostPhasePrefix
 // so that a reader (agentbox bench) can tell them from the backend's setup phases;
-// phaseSession spans all of Run.
+// PhaseSession spans all of Run.
 const (
-	hostPhasePrefix = "host: "
-	phaseSession    = "session"
+	HostPhasePrefix = "host: "
+	PhaseSession    = "session"
 )
 
 // host names one of the launcher's own steps.
-func host(step string) string { return hostPhasePrefix + step }
+func host(step string) string { return HostPhasePrefix + step }
 
 // printPhases writes the timings to w (AGENTBOX_TIMINGS=1), one per line: the whole
 // session, the host steps, then the backend's phases.
 func printPhases(w io.Writer, total time.Duration, phases []nsinit.Phase) {
-	fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", phaseSession, total.Round(time.Microsecond))
+	fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", PhaseSession, total.Round(time.Microsecond))
 	for _, ph := range phases {
 		fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", ph.Name, ph.Dur.Round(time.Microsecond))
 	}
