@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,14 +80,10 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	// stdio and the three above may reach it.
 	nsinit.CloseOnExecAbove2()
 
-	var initPID atomic.Int64
-	reports := make(chan status, 1)
-	go func() { reports <- readStatus(r, &initPID) }()
+	reports := make(chan error, 1)
+	go func() { reports <- readStatus(r) }()
 
-	out, err := nsinit.Supervise(nsinit.Launch{
-		Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true,
-		InitPID: func() int { return int(initPID.Load()) },
-	}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}})
+	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}})
 	w.Close()
 	for _, ph := range out.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
@@ -97,27 +92,19 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	var se *nsinit.SetupError
 	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.
-		st := <-reports
-		if st.err != nil {
-			return res, fmt.Errorf("bwrap backend: %w", st.err)
+		if err := <-reports; err != nil {
+			return res, fmt.Errorf("bwrap backend: %w", err)
 		}
 		return res, fmt.Errorf("bwrap failed before the command started (exit status %d); its message is above", se.Status)
 	}
 	return res, err
 }
 
-// status is what bwrap reported on the status descriptor.
-type status struct {
-	childPID int       // the sandbox's pid 1 in agentbox's PID namespace; 0: not reported
-	childAt  time.Time // when it was reported
-	exitCode *int      // the command's exit status; nil: the command never ran
-	err      error     // a report that could not be read
-}
-
-// readStatus reads bwrap's JSON lines until bwrap closes the descriptor: one
-// {"child-pid": N, …} after the clone, one {"exit-code": N} after the command ended.
-func readStatus(r *os.File, initPID *atomic.Int64) status {
-	var st status
+// readStatus reads bwrap's JSON lines until bwrap closes the descriptor ({"child-pid":
+// N, …} after the clone, {"exit-code": N} after the command ended) and returns what
+// could not be read. The init reports the rest itself.
+func readStatus(r *os.File) error {
+	var bad error
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		var m struct {
@@ -125,21 +112,13 @@ func readStatus(r *os.File, initPID *atomic.Int64) status {
 			ExitCode *int `json:"exit-code"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			st.err = fmt.Errorf("status descriptor: %q: %w", sc.Text(), err)
-			continue
-		}
-		if m.ChildPID != nil {
-			st.childPID, st.childAt = *m.ChildPID, time.Now()
-			initPID.Store(int64(*m.ChildPID))
-		}
-		if m.ExitCode != nil {
-			st.exitCode = m.ExitCode
+			bad = fmt.Errorf("status descriptor: %q: %w", sc.Text(), err)
 		}
 	}
-	if err := sc.Err(); err != nil && st.err == nil {
-		st.err = fmt.Errorf("status descriptor: %w", err)
+	if err := sc.Err(); err != nil && bad == nil {
+		bad = fmt.Errorf("status descriptor: %w", err)
 	}
-	return st
+	return bad
 }
 
 // seccompPipe returns the read end of a pipe that holds the whole filter program

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -122,10 +121,6 @@ func initMain(ctl *os.File) int {
 	}
 	t.Mark("drop-privileges")
 
-	// Signals are caught before the command exists so none is lost.
-	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
-
 	// 9. The command: its own process group, the terminal's foreground when the
 	//    launcher held it.
 	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
@@ -144,7 +139,7 @@ func initMain(ctl *os.File) int {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return exitSetup
 	}
-	status := supervise(ctl, pid, sigs)
+	status := supervise(ctl, pid)
 	if !m.Nested {
 		endSession(ctl, status)
 	}
@@ -191,63 +186,57 @@ func peakRSS() int64 {
 	return 0
 }
 
-// supervise is PID 1's loop: reap every child, forward signals to the command, mirror
-// job control to the launcher, and exit with the command's status. When PID 1 exits
-// the kernel kills everything left in the namespace.
-func supervise(ctl *os.File, cmdPid int, sigs chan os.Signal) int {
-	conts := make(chan bool, 4)
-	go func() {
-		for {
-			m, err := readMsg(ctl)
-			if err != nil {
-				return
-			}
-			if m.Type == msgContinue {
-				conts <- m.Foreground
-			}
-		}
-	}()
+// supervise is PID 1's loop: reap every child, pass the launcher's signals on to the
+// command, mirror job control to the launcher, and return the command's status once
+// it has exited. The loop waits in wait4 itself, not for SIGCHLD: the init needs no
+// signal handling (signals come as messages), and the command's end reaches it
+// without a hand-off between threads.
+func supervise(ctl *os.File, cmdPid int) int {
+	go followLauncher(ctl, cmdPid)
 	for {
-		select {
-		case sig := <-sigs:
-			if sig == syscall.SIGCHLD {
-				if status, done := reap(ctl, cmdPid); done {
-					return status
-				}
-				continue
-			}
-			_ = unix.Kill(cmdPid, sig.(syscall.Signal))
-		case fg := <-conts:
-			if fg {
-				setForeground(0, cmdPid)
-			}
-			_ = unix.Kill(-cmdPid, unix.SIGCONT)
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WUNTRACED, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			// ECHILD: the command is gone without our seeing it end (cannot happen
+			// while it is our child); report a setup-class failure, not success.
+			return exitSetup
+		}
+		if pid != cmdPid {
+			continue // an orphan, reaped
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		case ws.Stopped():
+			_ = writeMsg(ctl, &message{Type: msgStopped})
 		}
 	}
 }
 
-// reap collects every child that changed state. It reports done with the exit status
-// when the command itself has exited.
-func reap(ctl *os.File, cmdPid int) (int, bool) {
+// followLauncher carries out what the launcher asks while the command runs: a signal
+// for the command, or to continue it after job control stopped it (taking the
+// terminal's foreground back when the launcher was resumed in the foreground).
+func followLauncher(ctl *os.File, cmdPid int) {
 	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED, nil)
-		if err == unix.EINTR {
-			continue
+		m, err := readMsg(ctl)
+		if err != nil {
+			return
 		}
-		if pid <= 0 || err != nil {
-			return 0, false
-		}
-		if pid != cmdPid {
-			continue
-		}
-		switch {
-		case ws.Exited():
-			return ws.ExitStatus(), true
-		case ws.Signaled():
-			return 128 + int(ws.Signal()), true
-		case ws.Stopped():
-			_ = writeMsg(ctl, &message{Type: msgStopped})
+		switch m.Type {
+		case msgSignal:
+			if m.Signal > 0 && m.Signal < 65 {
+				_ = unix.Kill(cmdPid, syscall.Signal(m.Signal))
+			}
+		case msgContinue:
+			if m.Foreground {
+				setForeground(0, cmdPid)
+			}
+			_ = unix.Kill(-cmdPid, unix.SIGCONT)
 		}
 	}
 }

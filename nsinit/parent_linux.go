@@ -43,10 +43,10 @@ var forwarded = []os.Signal{
 // reporting: Status is how it ended.
 const StepInitEnded = "init"
 
-// endedEarly is the SetupError of an init that ended, as st says, before the command
+// endedEarly is the SetupError of an init that ended, as e says, before the command
 // started.
-func endedEarly(st *os.ProcessState) *SetupError {
-	return &SetupError{Step: StepInitEnded, Reason: "exited before starting the command (" + describe(st) + ")", Status: exitStatus(st)}
+func endedEarly(e exit) *SetupError {
+	return &SetupError{Step: StepInitEnded, Reason: "exited before starting the command (" + e.String() + ")", Status: e.status()}
 }
 
 // StepHandPlan is the SetupError step of a plan the init never took: the init had
@@ -81,7 +81,7 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	start := func() (*os.Process, error) {
+	start := func() (*process, error) {
 		defer child.Close()
 		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child)
 	}
@@ -135,15 +135,12 @@ func initEnv(ctlFd int, ownMaps bool) []string {
 type Launch struct {
 	Cmd *exec.Cmd // starts the init through bwrap; nil when Start is set
 	// Start starts the init itself (the native backend's vfork) and returns it.
-	Start func() (*os.Process, error)
+	Start func() (*process, error)
 	Ctl   *os.File // the launcher's end of the control socket
 	Plan  mounts.Plan
 	// Nested: the namespaces and mounts are already built (by bwrap); the init
 	// only supervises the command and checks that no privilege is left.
 	Nested bool
-	// InitPID returns the init's PID once known (0 until then); nil means
-	// Cmd's own process is the init. Signals are forwarded to it.
-	InitPID func() int
 	// Prestarted: the init (returned by Start) was started ahead of this session
 	// (Prestart) and waits for its plan; the command's streams are passed with it.
 	Prestarted bool
@@ -180,10 +177,6 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
 	res.InitPID = proc.Pid
-	initPID := l.InitPID
-	if initPID == nil {
-		initPID = func() int { return proc.Pid }
-	}
 	tStarted := time.Now()
 
 	fg := isForeground(stdio.Stdin)
@@ -201,9 +194,8 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			// The other end is closed: the init (or bwrap) has ended already. Say how,
 			// as when it ends before reporting. (A prestarted spare that died while
 			// waiting keeps StepHandPlan: its caller launches afresh.)
-			_ = proc.Kill()
-			st, _ := proc.Wait()
-			return res, endedEarly(st)
+			proc.kill()
+			return res, endedEarly(proc.wait())
 		}
 		return res, abort(proc, &SetupError{Step: StepHandPlan, Reason: err.Error()})
 	}
@@ -220,22 +212,18 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		}
 	}()
 
-	waited := make(chan *os.ProcessState, 1)
-	go func() {
-		st, _ := proc.Wait()
-		waited <- st
-	}()
+	waited := make(chan exit, 1)
+	go func() { waited <- proc.wait() }()
 
 	res.Phases = []Phase{{Name: PhaseClone, Dur: tStarted.Sub(t0)}}
 	started := false
 	for {
 		select {
 		case sig := <-sigs:
-			if pid := initPID(); pid > 0 {
-				_ = unix.Kill(pid, sig.(syscall.Signal))
-			} else {
-				_ = proc.Signal(sig)
-			}
+			// The init passes it on to the command. A message, not a signal to the
+			// init: PID 1 then needs no signal handler of its own (os/signal's
+			// set-up costs the init a thread hand-off per signal, ~1.8 ms).
+			_ = writeMsg(ctl, &message{Type: msgSignal, Signal: int(sig.(syscall.Signal))})
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil // EOF: the init is exiting; its status follows
@@ -279,7 +267,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			if !started {
 				return res, endedEarly(st)
 			}
-			res.Status = exitStatus(st)
+			res.Status = st.status()
 			return res, nil
 		}
 	}
@@ -324,15 +312,15 @@ func startReason(err error) string {
 	return err.Error()
 }
 
-func abort(proc *os.Process, err error) error {
-	_ = proc.Kill()
-	_, _ = proc.Wait()
+func abort(proc *process, err error) error {
+	proc.kill()
+	proc.wait()
 	return err
 }
 
 // startLaunch starts the init of l: through l.Start, or l.Cmd, whose ends of the
 // init's descriptors (control socket, bwrap's) are the child's once it started.
-func startLaunch(l Launch) (*os.Process, error) {
+func startLaunch(l Launch) (*process, error) {
 	if l.Start != nil {
 		return l.Start()
 	}
@@ -343,27 +331,7 @@ func startLaunch(l Launch) (*os.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.Cmd.Process, nil
-}
-
-// exitStatus maps how the init ended to agentbox's exit status: the init exits with
-// the command's status itself; 128+N only if the init itself was killed.
-func exitStatus(st *os.ProcessState) int {
-	if st == nil {
-		return exitSetup
-	}
-	ws, ok := st.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return st.ExitCode()
-}
-
-func describe(st *os.ProcessState) string {
-	if st == nil {
-		return "unknown status"
-	}
-	return st.String()
+	return osProcess(l.Cmd.Process), nil
 }
 
 // isForeground reports whether f is a terminal whose foreground process group is

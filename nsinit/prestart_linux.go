@@ -21,7 +21,7 @@ import (
 // table, which its mount namespace copied then. Usable checks all of them; a spare
 // that no longer fits is discarded, never used.
 type Prestarted struct {
-	proc       *os.Process
+	proc       *process
 	ctl        *os.File
 	net        bool
 	uid, gid   int
@@ -100,8 +100,8 @@ func (p *Prestarted) Discard() {
 		return
 	}
 	p.used = true
-	_ = p.proc.Kill()
-	_, _ = p.proc.Wait()
+	p.proc.kill()
+	p.proc.wait()
 	p.release()
 }
 
@@ -119,7 +119,7 @@ func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error
 	}
 	p.used = true
 	defer p.release()
-	start := func() (*os.Process, error) { return p.proc, nil }
+	start := func() (*process, error) { return p.proc, nil }
 	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
 }
 

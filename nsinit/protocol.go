@@ -23,6 +23,7 @@ import (
 //	   |                                        |
 //	   |<----------- msgStopped ----------------|  the command stopped (job control)
 //	   |------------ msgContinue -------------->|  launcher was resumed (fg or bg)
+//	   |------------ msgSignal ---------------->|  a signal for the command
 //	   |                  ...                   |
 //	   |<----------- msgExited -----------------|  status; every process gone (native)
 //	   '-- init exits with the command's status (128+N for signal N)
@@ -34,6 +35,7 @@ const (
 	msgError    = "error"
 	msgStopped  = "stopped"
 	msgContinue = "continue"
+	msgSignal   = "signal"
 	msgExited   = "exited"
 )
 
@@ -46,6 +48,9 @@ type message struct {
 	Env        []string     `json:"env,omitempty"`
 	Foreground bool         `json:"foreground,omitempty"` // also msgContinue
 	Nested     bool         `json:"nested,omitempty"`     // namespaces and mounts built by bwrap
+
+	// msgSignal: the signal the launcher received, for the command
+	Signal int `json:"signal,omitempty"`
 
 	// msgStarted
 	Phases []Phase `json:"phases,omitempty"`

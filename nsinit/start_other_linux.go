@@ -13,7 +13,7 @@ const initMapsOwnIDs = false
 
 // startInit starts binary as the init through os/exec: a fork rather than a vfork,
 // because its child waits for the parent to write the id maps.
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*os.Process, error) {
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*process, error) {
 	cmd := InitCommand(binary, controlFd, stdio)
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{ctl}
@@ -29,5 +29,5 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return cmd.Process, nil
+	return osProcess(cmd.Process), nil
 }

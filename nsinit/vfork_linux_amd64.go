@@ -66,7 +66,7 @@ type vforkSpec struct {
 // namespaces flags, with stdio and ctl as its descriptors 0–2 and controlFd, its own
 // process group, SIGKILL when the calling thread ends (the caller locks it), and
 // initCaps as ambient capabilities.
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*os.Process, error) {
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*process, error) {
 	files, closeNull, err := stdioFiles(stdio)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 		}
 		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
 	}
-	return os.FindProcess(pid)
+	return childProcess(pid), nil
 }
 
 func readFull(fd int, b []byte) (int, error) {
