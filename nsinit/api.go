@@ -24,6 +24,11 @@ type Options struct {
 	// InitBinary is the agentbox binary re-executed as the init; empty means the
 	// running binary (/proc/self/exe), whose main must call IsInit and Main first.
 	InitBinary string
+	// RawInit runs PID 1 without a Go runtime of its own, in a clone that shares the
+	// launcher's memory (rawinit_linux_amd64.go), where the machine allows it (amd64,
+	// Linux 5.12); elsewhere the re-executed init runs. It makes the launcher's
+	// process non-dumpable: for a launcher that is a process of its own, the CLI.
+	RawInit bool
 }
 
 // Names of the launcher-side phases every launch reports (the init's own are named

@@ -3,7 +3,6 @@ package nsinit
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -66,6 +65,11 @@ func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
 // Run starts the init in new namespaces, hands it plan, and waits for the session to
 // end. A *SetupError (or any error) means the command never started.
 func Run(plan mounts.Plan, opts Options) (Result, error) {
+	if opts.RawInit {
+		if res, err, ok := runRaw(plan, opts); ok {
+			return res, err
+		}
+	}
 	// Pdeathsig is tied to the thread that forks: keep this goroutine on one
 	// thread until the init is gone, so the init dies exactly when the launcher does.
 	runtime.LockOSThread()
@@ -81,7 +85,7 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	start := func() (*process, error) {
+	start := func(bool) (*process, error) {
 		defer child.Close()
 		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child)
 	}
@@ -134,8 +138,9 @@ func initEnv(ctlFd int, ownMaps bool) []string {
 // Launch is one start of the init.
 type Launch struct {
 	Cmd *exec.Cmd // starts the init through bwrap; nil when Start is set
-	// Start starts the init itself (the native backend's vfork) and returns it.
-	Start func() (*process, error)
+	// Start starts the init itself (the native backend's vfork) and returns it;
+	// fg says whether the command will take the terminal's foreground.
+	Start func(fg bool) (*process, error)
 	Ctl   *os.File // the launcher's end of the control socket
 	Plan  mounts.Plan
 	// Nested: the namespaces and mounts are already built (by bwrap); the init
@@ -144,7 +149,23 @@ type Launch struct {
 	// Prestarted: the init (returned by Start) was started ahead of this session
 	// (Prestart) and waits for its plan; the command's streams are passed with it.
 	Prestarted bool
+	// conn is how to talk to the init; nil: JSON frames on Ctl.
+	conn initConn
 }
+
+// initConn is the launcher's side of the control socket: the Go init's JSON frames
+// (frameConn), or the raw init's records.
+type initConn interface {
+	plan(m *message, fds ...*os.File) error
+	read() (*message, error)
+	write(m *message) error
+}
+
+type frameConn struct{ ctl *os.File }
+
+func (c frameConn) plan(m *message, fds ...*os.File) error { return writeMsg(c.ctl, m, fds...) }
+func (c frameConn) read() (*message, error)                { return readMsg(c.ctl) }
+func (c frameConn) write(m *message) error                 { return writeMsg(c.ctl, m) }
 
 // Supervise starts the init (l.Start or l.Cmd), hands it the plan, forwards signals,
 // mirrors job control, and waits for the session to end. The status is the one the
@@ -154,7 +175,11 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	stdio := opts.Stdio
-	ctl := l.Ctl
+	conn := l.conn
+	if conn == nil {
+		conn = frameConn{l.Ctl}
+	}
+	fg := isForeground(stdio.Stdin)
 
 	// Signals are caught before the init exists, so none is lost in between.
 	sigs := make(chan os.Signal, 16)
@@ -172,14 +197,13 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		defer closeAll()
 		stdioFds = files
 	}
-	proc, err := startLaunch(l)
+	proc, err := startLaunch(l, fg)
 	if err != nil {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
 	res.InitPID = proc.Pid
 	tStarted := time.Now()
 
-	fg := isForeground(stdio.Stdin)
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
@@ -188,7 +212,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
 	}
-	err = writeMsg(ctl, &message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
+	err = conn.plan(&message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {
 		if !l.Prestarted && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
 			// The other end is closed: the init (or bwrap) has ended already. Say how,
@@ -204,7 +228,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	go func() {
 		defer close(msgs)
 		for {
-			m, err := readMsg(ctl)
+			m, err := conn.read()
 			if err != nil {
 				return
 			}
@@ -223,7 +247,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			// The init passes it on to the command. A message, not a signal to the
 			// init: PID 1 then needs no signal handler of its own (os/signal's
 			// set-up costs the init a thread hand-off per signal, ~1.8 ms).
-			_ = writeMsg(ctl, &message{Type: msgSignal, Signal: int(sig.(syscall.Signal))})
+			_ = conn.write(&message{Type: msgSignal, Signal: int(sig.(syscall.Signal))})
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil // EOF: the init is exiting; its status follows
@@ -239,7 +263,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				restoreForeground(stdio.Stdin, fg)
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
-				suspendSelf(stdio.Stdin, ctl)
+				suspendSelf(stdio.Stdin, conn)
 			case msgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
@@ -320,9 +344,9 @@ func abort(proc *process, err error) error {
 
 // startLaunch starts the init of l: through l.Start, or l.Cmd, whose ends of the
 // init's descriptors (control socket, bwrap's) are the child's once it started.
-func startLaunch(l Launch) (*process, error) {
+func startLaunch(l Launch, fg bool) (*process, error) {
 	if l.Start != nil {
-		return l.Start()
+		return l.Start(fg)
 	}
 	err := l.Cmd.Start()
 	for _, f := range l.Cmd.ExtraFiles {
@@ -372,7 +396,7 @@ func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
 // itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
 // terminal back to the command when we are in the foreground and continues it.
-func suspendSelf(stdin *os.File, ctl io.Writer) {
+func suspendSelf(stdin *os.File, conn initConn) {
 	_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
-	_ = writeMsg(ctl, &message{Type: msgContinue, Foreground: isForeground(stdin)})
+	_ = conn.write(&message{Type: msgContinue, Foreground: isForeground(stdin)})
 }

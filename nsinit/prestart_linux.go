@@ -119,7 +119,7 @@ func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error
 	}
 	p.used = true
 	defer p.release()
-	start := func() (*process, error) { return p.proc, nil }
+	start := func(bool) (*process, error) { return p.proc, nil }
 	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
 }
 

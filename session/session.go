@@ -187,7 +187,7 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 	switch backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		res, err := nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}})
+		res, err := nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, RawInit: true})
 		return res, explainRefusal(err)
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the

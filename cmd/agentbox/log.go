@@ -323,12 +323,15 @@ func cmdDiff(args []string) int {
 }
 
 // unfinished says what became of a session without an end state: "running" while its
-// launcher (same host, same PID, still an agentbox) lives, else "unfinished".
+// launcher (same host, same PID, still an agentbox) lives, else "unfinished". The
+// launcher's name comes from /proc/PID/comm (the executable's base name): its
+// /proc/PID/exe is closed to other processes, the launcher being non-dumpable while
+// the raw init shares its memory (nsinit.Options.RawInit).
 func unfinished(r shadow.Record) string {
 	host, _ := os.Hostname()
 	if r.LauncherPID > 0 && r.Host == host {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", r.LauncherPID))
-		if err == nil && strings.HasPrefix(filepath.Base(exe), "agentbox") {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.LauncherPID))
+		if err == nil && strings.HasPrefix(string(comm), "agentbox") {
 			return "running"
 		}
 	}

@@ -1,0 +1,374 @@
+package nsinit
+
+import (
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The raw init: PID 1 without a Go runtime of its own.
+//
+// The re-executed init pays for a second Go process on every launch: the execve of
+// the agentbox binary, the runtime's start-up and every package's init, about 7 ms of
+// a 33 ms `agentbox exec` on a 2-core VM, before it does a millisecond of work. The
+// raw init does the same work without that start: the launcher compiles the plan
+// into a list of system calls (rawcompile_linux.go), clones a child that shares its
+// memory (CLONE_VM, not CLONE_VFORK: the child lives for the whole session) on a stack
+// of its own, and the child runs the list, starts the command with a vfork and stays
+// as PID 1: it reaps, passes the launcher's signals on, mirrors job control and
+// reports the command's end, as the Go init does.
+//
+// The child runs Go code compiled for it under the rules of a vfork child, for its
+// whole life: nosplit functions only (its stack is not a goroutine's), no
+// allocation, no pointer stores (no write barrier may run: the launcher's GC does not
+// know this process), raw system calls only, and nothing but the arena below, which
+// lives outside the Go heap and is never unmapped. It holds no Go signal handler:
+// every signal is blocked from the clone (runtime_BeforeFork) until it has reset
+// every disposition to the default.
+//
+// Sharing the launcher's memory with a process inside the sandbox is safe because
+// that memory is out of the sandbox's reach: the shared mm is made non-dumpable
+// first, and it belongs to the host's user namespace, so neither ptrace nor
+// /proc/1/mem nor process_vm_readv can open it from inside (ptrace_may_access wants
+// CAP_SYS_PTRACE there). It makes the launcher non-dumpable too, which is why only a
+// launcher that is a process of its own (the CLI) asks for it (Options.RawInit); the
+// Go API keeps the Go init.
+
+const (
+	rawMaxOps   = 4096
+	rawMaxMarks = 512
+	rawMaxPaths = 128
+	rawStack    = 64 << 10
+)
+
+// rawOp is one system call of a compiled plan.
+type rawOp struct {
+	nr   uintptr
+	args [6]uintptr
+	ok   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
+	fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
+	mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
+}
+
+// Stages of the raw init, for its error report.
+const (
+	rawStagePrologue = 1 + iota
+	rawStageOps
+	rawStageCommand
+	rawStageExec
+)
+
+// Records on the control socket, 8 bytes: kind and value (uint32 each).
+const (
+	recStarted  = 1 + iota // value: the command's PID in the sandbox
+	recError               // details in the arena
+	recStopped             // the command stopped (job control)
+	recExited              // value: the command's status; everything of the session is gone
+	recSignal              // launcher to init: value is a signal for the command
+	recContinue            // launcher to init: value 1 when the launcher is in the foreground
+)
+
+// rawArena is all the memory the raw init touches: no Go pointers, only addresses as
+// uintptr, in an anonymous mapping of the launcher.
+type rawArena struct {
+	// Set by the launcher before the clone.
+	flags    uintptr
+	fds      [initFds]uintptr // the descriptors that become 0..initFds-1
+	nextfd   uintptr          // above every descriptor in fds
+	dfl      [4]uintptr       // a struct sigaction for SIG_DFL
+	initMask uint64           // blocked in PID 1: SIGCHLD (read from a signalfd) and SIGTTOU
+	noMask   uint64
+	sfd      uintptr // the signalfd's descriptor (predicted)
+	nops     uintptr
+	ops      [rawMaxOps]rawOp
+	argv     uintptr // NULL-terminated arrays of C strings
+	envv     uintptr
+	npaths   uintptr
+	paths    [rawMaxPaths]uintptr // where the command may be, in PATH order
+	fg       uintptr              // the command takes the terminal's foreground
+	cmdStack uintptr
+	markDrop uintptr // timestamp slots of the last two steps
+	markExec uintptr
+	poll     [2]unix.PollFd
+
+	// Written by the child.
+	stage    uintptr
+	failOp   uintptr // 1 + the index of the op that failed
+	errno    uintptr
+	execErr  uintptr // the command's exec: the errno reported
+	execPath uintptr // 1 + the index in paths of the candidate it is about
+	stat     unix.Stat_t
+	cmdPid   uintptr
+	selfPid  uint32
+	ws       uint32
+	marks    [rawMaxMarks]int64
+	ts       unix.Timespec
+	out      [2]uint32
+	in       [2]uint32
+	sigbuf   [128]byte
+}
+
+// rawClone is clone(flags) with the child on stack, running rawInitMain (role 0) or
+// rawCommandMain (role 1) with arena (rawinit_linux_amd64.s).
+//
+//go:noescape
+func rawClone(flags, stack, arena, role uintptr) (pid uintptr, errno uintptr)
+
+// The child's entry points, called only from rawClone's assembly (which staticcheck
+// does not read).
+var _ = [...]func(*rawArena){rawInitMain, rawCommandMain}
+
+//go:nosplit
+//go:norace
+func rawSys(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
+	r, _, e := syscall.RawSyscall6(nr, a1, a2, a3, a4, a5, a6)
+	return r, uintptr(e)
+}
+
+//go:nosplit
+//go:norace
+func rawMark(a *rawArena, slot uintptr) {
+	if slot == 0 || slot > rawMaxMarks {
+		return
+	}
+	rawSys(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&a.ts)), 0, 0, 0, 0)
+	a.marks[slot-1] = a.ts.Sec*1e9 + a.ts.Nsec
+}
+
+//go:nosplit
+//go:norace
+func rawSend(a *rawArena, kind, value uint32) {
+	a.out[0], a.out[1] = kind, value
+	for {
+		_, e := rawSys(unix.SYS_WRITE, controlFd, uintptr(unsafe.Pointer(&a.out[0])), 8, 0, 0, 0)
+		if e != uintptr(unix.EINTR) {
+			return
+		}
+	}
+}
+
+// rawFail reports a failed step to the launcher and ends the init with exitSetup.
+//
+//go:nosplit
+//go:norace
+func rawFail(a *rawArena, stage, errno uintptr) {
+	a.stage, a.errno = stage, errno
+	if stage != rawStagePrologue {
+		rawSend(a, recError, 0)
+	}
+	for {
+		rawSys(unix.SYS_EXIT_GROUP, exitSetup, 0, 0, 0, 0, 0)
+	}
+}
+
+// rawInitMain is the raw init, from the clone to its exit.
+//
+//go:nosplit
+//go:norace
+func rawInitMain(a *rawArena) {
+	rawMark(a, 1)
+	// No Go handler may ever run here: every signal is still blocked (as the launcher
+	// blocked them for the clone); back to the defaults before any is unblocked.
+	for sig := uintptr(1); sig <= 64; sig++ {
+		rawSys(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&a.dfl[0])), 0, 8, 0, 0)
+	}
+	if _, e := rawSys(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.initMask)), 0, 8, 0, 0); e != 0 {
+		rawFail(a, rawStagePrologue, e)
+	}
+	if _, e := rawSys(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0); e != 0 {
+		rawFail(a, rawStagePrologue, e)
+	}
+	if _, e := rawSys(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0, 0); e != 0 {
+		rawFail(a, rawStagePrologue, e)
+	}
+	// Descriptors as the vfork start places them (vforkChild), then nothing else.
+	fds := a.fds
+	for i := uintptr(0); i < initFds; i++ {
+		if fds[i] < initFds && fds[i] != i {
+			if _, e := rawSys(unix.SYS_DUP3, fds[i], a.nextfd+i, unix.O_CLOEXEC, 0, 0, 0); e != 0 {
+				rawFail(a, rawStagePrologue, e)
+			}
+			fds[i] = a.nextfd + i
+		}
+	}
+	for i := uintptr(0); i < initFds; i++ {
+		if fds[i] == i {
+			continue
+		}
+		if _, e := rawSys(unix.SYS_DUP3, fds[i], i, 0, 0, 0, 0); e != 0 {
+			rawFail(a, rawStagePrologue, e)
+		}
+	}
+	// 0–2 stay inheritable, the control socket does not; the rest goes.
+	for i := uintptr(0); i < controlFd; i++ {
+		if _, e := rawSys(unix.SYS_FCNTL, i, unix.F_SETFD, 0, 0, 0, 0); e != 0 {
+			rawFail(a, rawStagePrologue, e)
+		}
+	}
+	if _, e := rawSys(unix.SYS_FCNTL, controlFd, unix.F_SETFD, unix.FD_CLOEXEC, 0, 0, 0); e != 0 {
+		rawFail(a, rawStagePrologue, e)
+	}
+	if _, e := rawSys(unix.SYS_CLOSE_RANGE, initFds, ^uintptr(0)>>32, 0, 0, 0, 0); e != 0 {
+		rawFail(a, rawStagePrologue, e)
+	}
+
+	// The compiled plan: id maps, mounts, chdir, privileges.
+	a.stage = rawStageOps
+	for i := uintptr(0); i < a.nops && i < rawMaxOps; i++ {
+		op := &a.ops[i]
+		r, e := rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
+		if e == uintptr(unix.EINTR) {
+			r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
+		}
+		if e != 0 && e != op.ok {
+			a.failOp = i + 1
+			rawFail(a, rawStageOps, e)
+		}
+		if e == 0 && op.fd != 0 && r != op.fd-1 {
+			// The compiler's count of descriptors is wrong: stop rather than
+			// mount through a descriptor that is not the one it meant.
+			a.failOp = i + 1
+			rawFail(a, rawStageOps, uintptr(unix.EBADFD))
+		}
+		rawMark(a, op.mark)
+	}
+
+	a.stage = rawStageCommand
+	sfd, e := rawSys(unix.SYS_SIGNALFD4, ^uintptr(0), uintptr(unsafe.Pointer(&a.initMask)), 8, unix.SFD_CLOEXEC, 0, 0)
+	if e != 0 || sfd != a.sfd {
+		rawFail(a, rawStageCommand, e)
+	}
+	pid, e := rawClone(uintptr(unix.CLONE_VM|unix.CLONE_VFORK)|uintptr(unix.SIGCHLD), a.cmdStack, uintptr(unsafe.Pointer(a)), 1)
+	if e != 0 {
+		rawFail(a, rawStageCommand, e)
+	}
+	if a.execErr != 0 {
+		// The child reported why no candidate ran, and exited.
+		rawSys(unix.SYS_WAIT4, pid, 0, 0, 0, 0, 0)
+		rawFail(a, rawStageExec, a.execErr)
+	}
+	a.cmdPid = pid
+	rawMark(a, a.markExec)
+	rawSend(a, recStarted, uint32(pid))
+
+	status := rawSupervise(a, pid)
+
+	// As endSession: nothing of the session may outlive the report.
+	rawSys(unix.SYS_KILL, ^uintptr(0), uintptr(unix.SIGKILL), 0, 0, 0, 0)
+	for {
+		_, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, 0, 0, 0, 0)
+		if e != 0 && e != uintptr(unix.EINTR) {
+			break
+		}
+	}
+	for fd := uintptr(0); fd < controlFd; fd++ {
+		rawSys(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
+	}
+	rawSend(a, recExited, uint32(status))
+	for {
+		rawSys(unix.SYS_EXIT_GROUP, status, 0, 0, 0, 0, 0)
+	}
+}
+
+// rawSupervise is PID 1's loop (supervise, for the raw init): it returns the
+// command's status once the command has exited.
+//
+//go:nosplit
+//go:norace
+func rawSupervise(a *rawArena, cmd uintptr) uintptr {
+	for {
+		a.poll[0].Revents, a.poll[1].Revents = 0, 0
+		_, e := rawSys(unix.SYS_POLL, uintptr(unsafe.Pointer(&a.poll[0])), 2, ^uintptr(0), 0, 0, 0)
+		if e != 0 {
+			continue // EINTR
+		}
+		if a.poll[1].Revents != 0 {
+			rawSys(unix.SYS_READ, a.sfd, uintptr(unsafe.Pointer(&a.sigbuf[0])), uintptr(len(a.sigbuf)), 0, 0, 0)
+			for {
+				pid, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), uintptr(unsafe.Pointer(&a.ws)), unix.WNOHANG|unix.WUNTRACED, 0, 0, 0)
+				if e != 0 || pid == 0 {
+					break
+				}
+				if pid != cmd {
+					continue // an orphan, reaped
+				}
+				ws := a.ws
+				switch {
+				case ws&0x7f == 0: // exited
+					return uintptr(ws>>8) & 0xff
+				case ws&0xff == 0x7f: // stopped
+					rawSend(a, recStopped, 0)
+				default: // killed by a signal
+					return 128 + uintptr(ws&0x7f)
+				}
+			}
+		}
+		if a.poll[0].Revents != 0 {
+			n, e := rawSys(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
+			if e == uintptr(unix.EINTR) {
+				continue
+			}
+			if e != 0 || n != 8 {
+				// The launcher is gone (Pdeathsig follows): end the session.
+				return 128 + uintptr(unix.SIGKILL)
+			}
+			switch a.in[0] {
+			case recSignal:
+				if a.in[1] > 0 && a.in[1] < 65 {
+					rawSys(unix.SYS_KILL, cmd, uintptr(a.in[1]), 0, 0, 0, 0)
+				}
+			case recContinue:
+				if a.in[1] != 0 {
+					a.selfPid = uint32(cmd)
+					rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.selfPid)), 0, 0, 0)
+				}
+				rawSys(unix.SYS_KILL, -cmd, uintptr(unix.SIGCONT), 0, 0, 0, 0)
+			}
+		}
+	}
+}
+
+// rawCommandMain is the command's child, between the vfork and its execve.
+//
+//go:nosplit
+//go:norace
+func rawCommandMain(a *rawArena) {
+	rawSys(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0)
+	if a.fg != 0 {
+		pid, _ := rawSys(unix.SYS_GETPID, 0, 0, 0, 0, 0, 0)
+		a.selfPid = uint32(pid)
+		rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.selfPid)), 0, 0, 0)
+	}
+	rawSys(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.noMask)), 0, 8, 0, 0)
+	// As execvp: a candidate that is missing is skipped, one that is there but
+	// cannot run is remembered (and skipped); the first other error stops.
+	var denied uintptr
+	for i := uintptr(0); i < a.npaths && i < rawMaxPaths; i++ {
+		_, e := rawSys(unix.SYS_EXECVE, a.paths[i], a.argv, a.envv, 0, 0, 0)
+		switch e {
+		case uintptr(unix.ENOENT), uintptr(unix.ENOTDIR):
+			continue
+		case uintptr(unix.EACCES):
+			// lookPath's rule: a candidate that cannot even be looked at (a PATH
+			// entry closed to us) counts as missing; one that can is the answer
+			// unless a later one runs.
+			if denied == 0 {
+				if _, e := rawSys(unix.SYS_NEWFSTATAT, uintptr(0xffffffffffffff9c), a.paths[i], uintptr(unsafe.Pointer(&a.stat)), 0, 0, 0); e == 0 { // AT_FDCWD
+					denied = i + 1
+				}
+			}
+			continue
+		}
+		a.execErr, a.execPath = e, i+1
+		rawSys(unix.SYS_EXIT_GROUP, 127, 0, 0, 0, 0, 0)
+	}
+	if denied != 0 {
+		a.execErr, a.execPath = uintptr(unix.EACCES), denied
+	} else {
+		a.execErr = uintptr(unix.ENOENT)
+	}
+	for {
+		rawSys(unix.SYS_EXIT_GROUP, 127, 0, 0, 0, 0, 0)
+	}
+}

@@ -1,0 +1,9 @@
+//go:build linux && !amd64
+
+package nsinit
+
+import "github.com/agentbox/agentbox/mounts"
+
+// runRaw: the raw init's clone stub is amd64-only (rawinit_linux_amd64.s); here the
+// re-executed init always runs.
+func runRaw(mounts.Plan, Options) (Result, error, bool) { return Result{}, nil, false }
