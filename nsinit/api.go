@@ -24,6 +24,10 @@ type Options struct {
 	// InitBinary is the agentbox binary re-executed as the init; empty means the
 	// running binary (/proc/self/exe), whose main must call IsInit and Main first.
 	InitBinary string
+	// Signals delivers the Forwarded signals, registered by the caller ahead of the
+	// launch (os/signal's registration costs about a millisecond, which a caller
+	// can overlap with its own work); nil: the launch registers them itself.
+	Signals <-chan os.Signal
 	// RawInit runs PID 1 without a Go runtime of its own, in a clone that shares the
 	// launcher's memory (rawinit_linux_amd64.go), where the machine allows it (amd64,
 	// Linux 5.12); elsewhere the re-executed init runs. It makes the launcher's

@@ -31,9 +31,9 @@ const initArgv0 = "agentbox-init"
 // exitSetup is the init's status when setup failed before the command started.
 const exitSetup = 125
 
-// forwarded are the signals the launcher passes to the init, and the init to the
+// Forwarded are the signals the launcher passes to the init, and the init to the
 // command.
-var forwarded = []os.Signal{
+var Forwarded = []os.Signal{
 	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
@@ -182,9 +182,13 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	fg := isForeground(stdio.Stdin)
 
 	// Signals are caught before the init exists, so none is lost in between.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	sigs := opts.Signals
+	if sigs == nil {
+		own := make(chan os.Signal, 16)
+		signal.Notify(own, Forwarded...)
+		defer signal.Stop(own)
+		sigs = own
+	}
 
 	var stdioFds []*os.File
 	if l.Prestarted {

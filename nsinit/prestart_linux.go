@@ -33,6 +33,9 @@ type Prestarted struct {
 	mountinfo int
 	released  chan struct{}
 	used      bool
+	// raw: a raw init (PrestartRaw), blocked before its plan's system calls, with
+	// its standard streams in place already.
+	raw *rawProgram
 }
 
 // Prestart starts an init for a later Run, with the network namespace when net, from
@@ -42,12 +45,19 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
+	return prestart(&Prestarted{net: net, initBinary: initBinary}, func(child *os.File) (*process, error) {
+		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
+	})
+}
+
+// prestart starts p's init with start, which gets the init's end of the control
+// socket.
+func prestart(p *Prestarted, start func(child *os.File) (*process, error)) (*Prestarted, error) {
 	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("prestart: open /proc/self/mountinfo: %w", err)
 	}
-	p := &Prestarted{net: net, uid: os.Getuid(), gid: os.Getgid(), initBinary: initBinary,
-		mountinfo: mi, released: make(chan struct{})}
+	p.uid, p.gid, p.mountinfo, p.released = os.Getuid(), os.Getgid(), mi, make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig is tied to the forking thread: this goroutine keeps it until
@@ -59,7 +69,7 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 			started <- err
 			return
 		}
-		proc, err := startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
+		proc, err := start(child)
 		child.Close()
 		if err != nil {
 			ctl.Close()
@@ -83,7 +93,7 @@ func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	if p == nil || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || initBinary != p.initBinary {
+	if p == nil || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || (p.raw == nil && initBinary != p.initBinary) {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(p.mountinfo), Events: unix.POLLPRI}}
@@ -119,6 +129,9 @@ func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error
 	}
 	p.used = true
 	defer p.release()
+	if p.raw != nil {
+		return runPrestartedRaw(p, plan, opts)
+	}
 	start := func(bool) (*process, error) { return p.proc, nil }
 	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
 }

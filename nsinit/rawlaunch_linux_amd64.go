@@ -74,8 +74,11 @@ type rawProgram struct {
 	marks []string  // per timestamp slot, from slot 2 (slot 1: the child's start)
 	cmd   string
 	paths []string
-	fds   map[int]bool // the init's descriptor table, as the ops leave it
-	root  int          // the init's descriptor of "/"
+	// phaseFrom is the first timestamp reported as a phase: a prestarted init's
+	// own start and wait are not part of its launch.
+	phaseFrom int
+	fds       map[int]bool // the init's descriptor table, as the ops leave it
+	root      int          // the init's descriptor of "/"
 }
 
 // rawDesc says what an op is, for the error report of its failure.
@@ -88,46 +91,92 @@ type rawDesc struct {
 // compileRaw turns plan into system calls. It mirrors the Go init (init_linux.go,
 // mount_linux.go) step by step; the differences are in the README's design notes.
 func compileRaw(plan mounts.Plan, env []string) (*rawProgram, error) {
-	if len(plan.Command) == 0 {
-		return nil, errors.New("no command")
-	}
-	strSize := 64 << 10
-	for _, s := range env {
-		strSize += len(s) + 9
-	}
-	for _, s := range plan.Command {
-		strSize += len(s) + 9
-	}
-	headSize := (int(unsafe.Sizeof(rawArena{})) + 4095) &^ 4095
-	size := headSize + (strSize+4095)&^4095 + 2*rawStack
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	p, err := newRawProgram(stringsSize(env, plan.Command))
 	if err != nil {
 		return nil, err
 	}
+	p.compileIDMap()
+	if err := p.compilePlan(plan, env); err != nil {
+		p.free()
+		return nil, err
+	}
+	return p, nil
+}
+
+// stringsSize is the room the arena's strings need: the command's argv and
+// environment, and a margin for the plan's paths.
+func stringsSize(env, argv []string) int {
+	n := 1 << 20
+	for _, s := range append(env, argv...) {
+		n += len(s) + 9
+	}
+	return n
+}
+
+// newRawProgram maps an arena with strBytes of room for strings and two stacks.
+func newRawProgram(strBytes int) (*rawProgram, error) {
+	headSize := (int(unsafe.Sizeof(rawArena{})) + 4095) &^ 4095
+	size := headSize + (strBytes+4095)&^4095 + 2*rawStack
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("raw init arena: %w", err)
+	}
 	p := &rawProgram{mem: mem, a: (*rawArena)(unsafe.Pointer(&mem[0])), strs: mem[headSize : size-2*rawStack],
-		fds: map[int]bool{0: true, 1: true, 2: true, controlFd: true}, cmd: plan.Command[0]}
+		fds: map[int]bool{0: true, 1: true, 2: true, controlFd: true}}
 	a := p.a
 	a.initMask = sigbit(unix.SIGCHLD) | sigbit(unix.SIGTTOU)
 	a.cmdStack = uintptr(unsafe.Pointer(&mem[size-16])) // the second stack's top
 	a.poll[0] = unix.PollFd{Fd: controlFd, Events: unix.POLLIN}
+	return p, nil
+}
 
-	if err := p.compile(plan); err != nil {
-		p.free()
-		return nil, err
+// compileIDMap: the init's own uid and gid map (writeOwnIDMaps), setgroups denied
+// first, and the init non-dumpable.
+func (p *rawProgram) compileIDMap() {
+	maps := rawDesc{step: "map uid and gid"}
+	for _, w := range [][2]string{
+		{"/proc/self/setgroups", "deny"},
+		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", os.Getuid(), os.Getuid())},
+		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", os.Getgid(), os.Getgid())},
+	} {
+		fd := p.fdOp(maps, unix.SYS_OPENAT, uintptr(atFDCWD), p.str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		p.op(maps, unix.SYS_WRITE, uintptr(fd), p.str(w[1]), uintptr(len(w[1])))
+		p.closeFd(fd)
 	}
+	p.op(rawDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
+	p.mark("idmap")
+}
+
+// compileWait makes the init wait, after its id maps, for a record saying that the
+// rest of its system calls are in place (PrestartRaw). Anything but a full record
+// (the launcher closing the socket) ends it.
+func (p *rawProgram) compileWait() {
+	p.op(rawDesc{step: "receive plan"}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
+	p.mark("wait for plan")
+	p.phaseFrom = len(p.marks)
+}
+
+// compilePlan appends the plan's system calls, and the command's argv, environment
+// and paths.
+func (p *rawProgram) compilePlan(plan mounts.Plan, env []string) error {
+	if len(plan.Command) == 0 {
+		return errors.New("no command")
+	}
+	p.cmd = plan.Command[0]
+	if err := p.compile(plan); err != nil {
+		return err
+	}
+	a := p.a
 	a.sfd = uintptr(p.newFd())
 	a.poll[1] = unix.PollFd{Fd: int32(a.sfd), Events: unix.POLLIN}
+	var err error
 	if a.argv, err = p.strArray(plan.Command); err == nil {
 		a.envv, err = p.strArray(env)
 	}
 	if err == nil {
 		err = p.candidates(plan.Command[0], getenv(env, "PATH"))
 	}
-	if err != nil {
-		p.free()
-		return nil, err
-	}
-	return p, nil
+	return err
 }
 
 // free unmaps a program no init has started from.
@@ -294,20 +343,6 @@ func (p *rawProgram) mkdirAll(dest string) int {
 }
 
 func (p *rawProgram) compile(plan mounts.Plan) error {
-	// The init's own uid and gid map (writeOwnIDMaps), setgroups denied first.
-	maps := rawDesc{step: "map uid and gid"}
-	for _, w := range [][2]string{
-		{"/proc/self/setgroups", "deny"},
-		{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", os.Getuid(), os.Getuid())},
-		{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", os.Getgid(), os.Getgid())},
-	} {
-		fd := p.fdOp(maps, unix.SYS_OPENAT, uintptr(atFDCWD), p.str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		p.op(maps, unix.SYS_WRITE, uintptr(fd), p.str(w[1]), uintptr(len(w[1])))
-		p.closeFd(fd)
-	}
-	p.op(rawDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
-	p.mark("idmap")
-
 	p.root = p.fdOp(rawDesc{step: "mount", err: &MountError{Op: "open", Target: "/"}}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	p.op(rawDesc{step: "mount", err: &MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}},
 		unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_SLAVE|unix.MS_REC, 0)
@@ -600,9 +635,9 @@ func (c *rawConn) write(m *message) error {
 func (c *rawConn) phases() []Phase {
 	a := c.prog.a
 	var out []Phase
-	prev := a.marks[0]
-	for i, name := range c.prog.marks {
-		t := a.marks[i+1]
+	prev := a.marks[c.prog.phaseFrom]
+	for i, name := range c.prog.marks[c.prog.phaseFrom:] {
+		t := a.marks[c.prog.phaseFrom+i+1]
 		if t == 0 || prev == 0 {
 			continue
 		}
@@ -654,4 +689,54 @@ func (c *rawConn) errorMsg() *message {
 		}
 	}
 	return m
+}
+
+// PrestartRaw clones a raw init ahead of its session (Prestarted), with the network
+// namespace when net and stdio as the command's streams: its namespaces, id maps and
+// descriptors are made while the launcher prepares the plan, and RunPrestarted adds
+// the plan's system calls. nil when the raw init cannot run here, or failed to start
+// (the launch then goes the usual way and reports it).
+func PrestartRaw(net bool, stdio Stdio) *Prestarted {
+	if !rawUsable() {
+		return nil
+	}
+	prog, err := newRawProgram(stringsSize(os.Environ(), nil))
+	if err != nil {
+		return nil
+	}
+	prog.compileIDMap()
+	prog.compileWait()
+	flags := cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
+	p, err := prestart(&Prestarted{net: net, raw: prog}, func(child *os.File) (*process, error) {
+		return prog.start(child, stdio, false, flags)
+	})
+	if err != nil {
+		prog.free()
+		return nil
+	}
+	return p
+}
+
+// runPrestartedRaw completes p's program with plan and lets it go. A plan the arena
+// cannot hold goes to a fresh init instead.
+func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	prog := p.raw
+	if err := prog.compilePlan(plan, env); err != nil {
+		p.proc.kill()
+		p.proc.wait()
+		return Run(plan, opts)
+	}
+	start := func(fg bool) (*process, error) {
+		if fg {
+			prog.a.fg = 1
+		}
+		// A failed write means the init is gone: its report (or its exit) says why.
+		_, _ = p.ctl.Write(make([]byte, 8))
+		return p.proc, nil
+	}
+	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}}, opts)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"time"
@@ -45,6 +46,11 @@ type Config struct {
 	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
 	AllowGitPush bool          // P9 push guard off (pushguard.go)
 	NoRecord     bool          // skip the shadow-repo record (record.go)
+
+	// signals: the native backend's forwarded signals, registered in the
+	// background from the start of Run; signalsReady is closed once they are.
+	signals      chan os.Signal
+	signalsReady chan struct{}
 }
 
 // RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
@@ -81,7 +87,25 @@ func Run(cfg Config) (int, error) {
 		cfg.Policy = &resolved
 	}
 	p := cfg.Policy
+	var spare *nsinit.Prestarted
 	if cfg.DryRun == Launch {
+		if p.Backend == policy.BackendNative {
+			// The init's clone (namespaces, id maps) and the launcher's signal
+			// registration run while the steps below prepare the plan; a launch that
+			// stops before its backend discards the spare.
+			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
+			defer spare.Discard()
+			sigs := make(chan os.Signal, 16)
+			cfg.signals, cfg.signalsReady = sigs, make(chan struct{})
+			go func() {
+				signal.Notify(sigs, nsinit.Forwarded...)
+				close(cfg.signalsReady)
+			}()
+			defer func() {
+				<-cfg.signalsReady
+				signal.Stop(sigs)
+			}()
+		}
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
 		auditOrphans(&cfg, p)
@@ -114,7 +138,7 @@ func Run(cfg Config) (int, error) {
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
 	sw.Mark(host("record start"))
-	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw)
+	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw, spare)
 	out.End, out.Status, out.Err = time.Now(), status, err
 	sw.Mark(host("after command"))
 	out.Phases = slices.Concat(sw.Phases, out.Phases)
@@ -127,7 +151,7 @@ func Run(cfg Config) (int, error) {
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *nsinit.Timer) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
@@ -173,7 +197,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(p.Backend, plan, out)
+	res, err := runBackend(cfg, plan, out, spare)
 	sw.Skip()
 	ran = err == nil
 	out.Phases = res.Phases
@@ -183,11 +207,25 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	return res.Status, nil
 }
 
-func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, error) {
-	switch backend {
+// cliStdio are the command's streams: agentbox exec's own.
+var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+
+// runBackend runs plan; spare is the native init started ahead (nil: none).
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted) (nsinit.Result, error) {
+	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		res, err := nsinit.Run(plan, nsinit.Options{Stdio: nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, RawInit: true})
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true}
+		if cfg.signals != nil {
+			<-cfg.signalsReady
+			opts.Signals = cfg.signals
+		}
+		if spare.Usable(plan, "") {
+			res, err := nsinit.RunPrestarted(spare, plan, opts)
+			return res, explainRefusal(err)
+		}
+		spare.Discard()
+		res, err := nsinit.Run(plan, opts)
 		return res, explainRefusal(err)
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
@@ -200,7 +238,7 @@ func runBackend(backend string, plan mounts.Plan, out *Outcome) (nsinit.Result, 
 		}
 		return nsinit.Result{Status: res.Status, Phases: phases}, err
 	}
-	return nsinit.Result{}, fmt.Errorf("backend %s: not available", backend)
+	return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 }
 
 // explainRefusal replaces a native setup failure that a missing kernel feature
