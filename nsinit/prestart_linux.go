@@ -31,6 +31,8 @@ type Prestarted struct {
 	// spare's copy may miss a host mount. A raw fd: in an *os.File, Go's poller
 	// would register it with epoll, and epoll's own poll consumes the flag.
 	mountinfo int
+	started   chan struct{} // closed once the clone returned; startErr says how
+	startErr  error
 	released  chan struct{}
 	used      bool
 	// raw: a raw init (PrestartRaw), blocked before its plan's system calls, with
@@ -45,46 +47,62 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	return prestart(&Prestarted{net: net, initBinary: initBinary}, func(child *os.File) (*process, error) {
+	p, err := prestart(&Prestarted{net: net, initBinary: initBinary}, func(child *os.File) (*process, error) {
 		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
 	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.ready() {
+		return nil, p.startErr
+	}
+	return p, nil
 }
 
 // prestart starts p's init with start, which gets the init's end of the control
-// socket.
+// socket, and returns at once: the clone runs meanwhile (ready waits for it).
 func prestart(p *Prestarted, start func(child *os.File) (*process, error)) (*Prestarted, error) {
 	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("prestart: open /proc/self/mountinfo: %w", err)
 	}
-	p.uid, p.gid, p.mountinfo, p.released = os.Getuid(), os.Getgid(), mi, make(chan struct{})
-	started := make(chan error, 1)
+	p.uid, p.gid, p.mountinfo = os.Getuid(), os.Getgid(), mi
+	p.started, p.released = make(chan struct{}), make(chan struct{})
 	go func() {
 		// Pdeathsig is tied to the forking thread: this goroutine keeps it until
 		// the spare is no longer needed, and ends without unlocking, so the thread
 		// exits with it.
 		runtime.LockOSThread()
 		ctl, child, err := ControlSocket()
-		if err != nil {
-			started <- err
-			return
+		if err == nil {
+			var proc *process
+			proc, err = start(child)
+			child.Close()
+			if err != nil {
+				ctl.Close()
+				err = &SetupError{Step: "create namespaces", Reason: startReason(err)}
+			} else {
+				p.proc, p.ctl = proc, ctl
+			}
 		}
-		proc, err := start(child)
-		child.Close()
-		if err != nil {
-			ctl.Close()
-			started <- &SetupError{Step: "create namespaces", Reason: startReason(err)}
-			return
+		p.startErr = err
+		close(p.started)
+		if err == nil {
+			<-p.released
 		}
-		p.proc, p.ctl = proc, ctl
-		started <- nil
-		<-p.released
 	}()
-	if err := <-started; err != nil {
-		unix.Close(mi)
-		return nil, err
-	}
 	return p, nil
+}
+
+// ready waits for p's clone and reports whether it succeeded; a spare that failed to
+// start is used up.
+func (p *Prestarted) ready() bool {
+	<-p.started
+	if p.startErr != nil && !p.used {
+		p.used = true
+		unix.Close(p.mountinfo)
+	}
+	return p.startErr == nil
 }
 
 // Usable reports whether plan can run in p: same namespaces, same caller, same init
@@ -93,7 +111,7 @@ func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	if p == nil || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || (p.raw == nil && initBinary != p.initBinary) {
+	if p == nil || !p.ready() || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || (p.raw == nil && initBinary != p.initBinary) {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(p.mountinfo), Events: unix.POLLPRI}}
@@ -102,11 +120,16 @@ func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
 }
 
 // PID is the spare init's process ID (in the caller's PID namespace).
-func (p *Prestarted) PID() int { return p.proc.Pid }
+func (p *Prestarted) PID() int {
+	if !p.ready() {
+		return 0
+	}
+	return p.proc.Pid
+}
 
 // Discard ends an unused spare and waits for it.
 func (p *Prestarted) Discard() {
-	if p == nil || p.used {
+	if p == nil || !p.ready() || p.used {
 		return
 	}
 	p.used = true
@@ -124,7 +147,7 @@ func (p *Prestarted) release() {
 // RunPrestarted runs plan in the spare p, as Run does in a fresh init. The caller
 // checked Usable. p is used up either way.
 func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
-	if p.used {
+	if !p.ready() || p.used {
 		return Result{}, errors.New("prestarted init already used")
 	}
 	p.used = true

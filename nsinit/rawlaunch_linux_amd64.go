@@ -694,8 +694,9 @@ func (c *rawConn) errorMsg() *message {
 // PrestartRaw clones a raw init ahead of its session (Prestarted), with the network
 // namespace when net and stdio as the command's streams: its namespaces, id maps and
 // descriptors are made while the launcher prepares the plan, and RunPrestarted adds
-// the plan's system calls. nil when the raw init cannot run here, or failed to start
-// (the launch then goes the usual way and reports it).
+// the plan's system calls. It returns before the clone is done. nil when the raw init
+// cannot run here; one that fails to start is not Usable (the launch then goes the
+// usual way and reports why).
 func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	if !rawUsable() {
 		return nil
@@ -708,13 +709,17 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	prog.compileWait()
 	flags := cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
 	p, err := prestart(&Prestarted{net: net, raw: prog}, func(child *os.File) (*process, error) {
-		return prog.start(child, stdio, false, flags)
+		proc, err := prog.start(child, stdio, false, flags)
+		if err != nil {
+			prog.free() // no init uses it
+		}
+		return proc, err
 	})
 	if err != nil {
 		prog.free()
 		return nil
 	}
-	return p
+	return p // its clone runs meanwhile
 }
 
 // runPrestartedRaw completes p's program with plan and lets it go. A plan the arena
