@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -48,6 +49,9 @@ func journalDir(stateDir, repo string) (string, error) {
 	return canon, nil
 }
 
+// journalSuffix ends a journal's name (journal_codec.go has its format).
+const journalSuffix = ".journal"
+
 // maxJournalSize bounds what is read back: a baseline is paths and hashes.
 const maxJournalSize = 256 << 20
 
@@ -76,16 +80,13 @@ func writeJournal(stateDir string, a *auditor) (*os.File, string, error) {
 		return nil, "", err
 	}
 	pid := os.Getpid()
-	b, err := json.Marshal(&auditJournal{Repo: a.repo, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base})
-	if err != nil {
-		return nil, "", fmt.Errorf("pending-audit journal: %w", err)
-	}
+	b := encodeJournal(&auditJournal{Repo: a.repo, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base})
 	// Locked before it has its name, so that no launch ever sees it unlocked.
 	tmp, err := os.CreateTemp(dir, ".journal-*")
 	if err != nil {
 		return nil, "", fmt.Errorf("pending-audit journal: %w", err)
 	}
-	name := filepath.Join(dir, journalPrefix(a.repo)+strconv.Itoa(pid)+".json")
+	name := filepath.Join(dir, journalPrefix(a.repo)+strconv.Itoa(pid)+journalSuffix)
 	_, err = tmp.Write(b)
 	if err == nil {
 		err = unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB)
@@ -110,7 +111,10 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 	if err != nil {
 		return // startAudit says why, as it cannot write its own journal either
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*.json"))
+	names, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*"+journalSuffix))
+	// Journals of agentbox before 2026-11 were JSON.
+	old, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*.json"))
+	names = append(names, old...)
 	for _, name := range names {
 		f, _ := takeLock(name)
 		if f == nil {
@@ -152,8 +156,14 @@ func readJournal(f *os.File) (*auditJournal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := new(auditJournal)
-	if err := json.Unmarshal(b, j); err != nil {
+	var j *auditJournal
+	if bytes.HasPrefix(b, []byte("{")) {
+		j = new(auditJournal)
+		err = json.Unmarshal(b, j)
+	} else {
+		j, err = decodeJournal(b)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if j.Base == nil || j.Repo == "" {
