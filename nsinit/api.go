@@ -7,6 +7,7 @@ package nsinit
 
 import (
 	"os"
+	"os/signal"
 	"time"
 )
 
@@ -24,10 +25,9 @@ type Options struct {
 	// InitBinary is the agentbox binary re-executed as the init; empty means the
 	// running binary (/proc/self/exe), whose main must call IsInit and Main first.
 	InitBinary string
-	// Signals delivers the Forwarded signals, registered by the caller ahead of the
-	// launch (os/signal's registration costs about a millisecond, which a caller
-	// can overlap with its own work); nil: the launch registers them itself.
-	Signals <-chan os.Signal
+	// Signals is a registration of the Forwarded signals made ahead of the launch
+	// (CatchSignals); nil: the launch registers them itself.
+	Signals *SignalCatch
 	// RawInit runs PID 1 without a Go runtime of its own, in a clone that shares the
 	// launcher's memory (rawinit_linux_amd64.go), where the machine allows it (amd64,
 	// Linux 5.12); elsewhere the re-executed init runs. It makes the launcher's
@@ -83,3 +83,38 @@ func (t *Timer) Skip() { t.last = time.Now() }
 
 // Total is the time since the timer started.
 func (t *Timer) Total() time.Duration { return time.Since(t.start) }
+
+// SignalCatch is a registration of the Forwarded signals, made in the background.
+// os/signal registers each signal with a round trip to a thread of its own, about a
+// millisecond for the set on a 2-core VM: a launcher that knows early that it will
+// launch (the CLI, once its flags are read) starts it then, and the launch finds it
+// done.
+type SignalCatch struct {
+	c    chan os.Signal
+	done chan struct{}
+}
+
+// CatchSignals starts registering the Forwarded signals.
+func CatchSignals() *SignalCatch {
+	s := &SignalCatch{c: make(chan os.Signal, 16), done: make(chan struct{})}
+	go func() {
+		signal.Notify(s.c, Forwarded...)
+		close(s.done)
+	}()
+	return s
+}
+
+// signals waits for the registration and returns its channel.
+func (s *SignalCatch) signals() <-chan os.Signal {
+	<-s.done
+	return s.c
+}
+
+// Stop ends the registration; the signals get their default action again. nil is a
+// no-op.
+func (s *SignalCatch) Stop() {
+	if s != nil {
+		<-s.done
+		signal.Stop(s.c)
+	}
+}

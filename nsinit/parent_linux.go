@@ -182,8 +182,10 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	fg := isForeground(stdio.Stdin)
 
 	// Signals are caught before the init exists, so none is lost in between.
-	sigs := opts.Signals
-	if sigs == nil {
+	var sigs <-chan os.Signal
+	if opts.Signals != nil {
+		sigs = opts.Signals.signals()
+	} else {
 		own := make(chan os.Signal, 16)
 		signal.Notify(own, Forwarded...)
 		defer signal.Stop(own)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"time"
@@ -46,11 +45,9 @@ type Config struct {
 	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
 	AllowGitPush bool          // P9 push guard off (pushguard.go)
 	NoRecord     bool          // skip the shadow-repo record (record.go)
-
-	// signals: the native backend's forwarded signals, registered in the
-	// background from the start of Run; signalsReady is closed once they are.
-	signals      chan os.Signal
-	signalsReady chan struct{}
+	// Signals: the native backend's forwarded signals, registered ahead by the
+	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
+	Signals *nsinit.SignalCatch
 }
 
 // RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
@@ -90,21 +87,10 @@ func Run(cfg Config) (int, error) {
 	var spare *nsinit.Prestarted
 	if cfg.DryRun == Launch {
 		if p.Backend == policy.BackendNative {
-			// The init's clone (namespaces, id maps) and the launcher's signal
-			// registration run while the steps below prepare the plan; a launch that
-			// stops before its backend discards the spare.
+			// The init's clone (namespaces, id maps) runs while the steps below
+			// prepare its plan; a launch that stops before its backend discards it.
 			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
 			defer spare.Discard()
-			sigs := make(chan os.Signal, 16)
-			cfg.signals, cfg.signalsReady = sigs, make(chan struct{})
-			go func() {
-				signal.Notify(sigs, nsinit.Forwarded...)
-				close(cfg.signalsReady)
-			}()
-			defer func() {
-				<-cfg.signalsReady
-				signal.Stop(sigs)
-			}()
 		}
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
@@ -216,10 +202,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		opts := nsinit.Options{Stdio: cliStdio, RawInit: true}
-		if cfg.signals != nil {
-			<-cfg.signalsReady
-			opts.Signals = cfg.signals
-		}
+		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
 			return res, explainRefusal(err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
@@ -45,6 +46,12 @@ func cmdExec(args []string) int {
 	}
 	if *asJSON && !*dryRun {
 		return fail("exec: --json goes with --dry-run")
+	}
+	if !*dryRun && opts.Backend == policy.BackendNative {
+		// The signals the launch forwards are registered while the policy is read
+		// and the plan prepared.
+		cfg.Signals = nsinit.CatchSignals()
+		defer cfg.Signals.Stop()
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
