@@ -99,6 +99,13 @@ func ControlSocket() (ctl, child *os.File, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("control socket: %w", err)
 	}
+	// The launcher's end goes to Go's poller, so that reading it parks a goroutine,
+	// not a thread; the child's end stays blocking.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("control socket: %w", err)
+	}
 	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-init"), nil
 }
 
@@ -242,8 +249,10 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		}
 	}()
 
-	waited := make(chan exit, 1)
-	go func() { waited <- proc.wait() }()
+	// The init's exit is waited for once its end of the socket is closed (it has
+	// exited, or is exiting): a waiter from the start would hold a thread blocked in
+	// wait4 for the whole session, and a session that ends well returns before that.
+	var waited chan exit
 
 	res.Phases = []Phase{{Name: PhaseClone, Dur: tStarted.Sub(t0)}}
 	started := false
@@ -257,6 +266,8 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil // EOF: the init is exiting; its status follows
+				waited = make(chan exit, 1)
+				go func() { waited <- proc.wait() }()
 				continue
 			}
 			switch m.Type {
@@ -265,7 +276,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				res.Phases = append(res.Phases, m.Phases...)
 				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
 			case msgError:
-				<-waited
+				proc.wait() // it exits right after its report
 				restoreForeground(stdio.Stdin, fg)
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
@@ -274,6 +285,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
 					// kernel's teardown of its namespaces) is reaped in the background.
+					if waited == nil {
+						go proc.wait()
+					}
 					restoreForeground(stdio.Stdin, fg)
 					res.Status, res.InitPeakRSSKiB = m.Status, m.PeakRSSKiB
 					return res, nil
