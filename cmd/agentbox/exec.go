@@ -49,9 +49,9 @@ func cmdExec(args []string) int {
 	}
 	if !*dryRun && opts.Backend == policy.BackendNative {
 		// The signals the launch forwards are registered while the policy is read
-		// and the plan prepared.
+		// and the plan prepared. Not stopped: the process exits after the session,
+		// and os/signal's Stop costs a thread round trip per signal, as Notify does.
 		cfg.Signals = nsinit.CatchSignals()
-		defer cfg.Signals.Stop()
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
