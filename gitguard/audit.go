@@ -1,9 +1,9 @@
 package gitguard
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"sort"
 	"strings"
 	"time"
@@ -193,7 +193,7 @@ func newDangers(old, it *Item) []string {
 // so two sessions never pick the same name.
 func NewAuditID() string {
 	var b [4]byte
-	_, _ = rand.Read(b[:])
+	_, _ = unix.Getrandom(b[:], 0) // for uniqueness, not secrecy: no crypto/rand and its DRBG start-up
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
 

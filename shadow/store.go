@@ -25,7 +25,6 @@
 package shadow
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -199,7 +198,7 @@ func (s *Store) lock() (unlock func(), err error) {
 // bits, so ids sort by time and two sessions started in the same second differ.
 func newID(t time.Time) string {
 	var b [3]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	_, _ = unix.Getrandom(b[:], 0) // for uniqueness, not secrecy: no crypto/rand and its DRBG start-up
 	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
