@@ -1,6 +1,8 @@
 package gitguard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The push guard (DESIGN.md P9). Inside the sandbox, the host's Git executable is
@@ -381,3 +385,97 @@ if [ -n "$chain" ]; then
 fi
 refuse "git $cmd"
 `
+
+// CacheGuard keeps the guard script for h in dir, the user's cache (created mode
+// 0700), under a name derived from its content, and returns its canonical path. It is
+// what staging costs every launch — a directory, a file, a claim, and their removal —
+// done once: later launches read the file back and compare. allowed is asked about the
+// canonical dir before anything is written: a file the sandbox could write (a cache
+// inside a writable bind) would be a guard it could rewrite, so the caller stages
+// below /tmp instead.
+//
+// The sandbox cannot change the file: it sees the user's cache only through the HOME
+// overlay, whose writes never reach the host file, and the bind is read-only.
+func CacheGuard(h HostGit, dir string, allowed func(canonDir string) bool) (string, error) {
+	script := GuardScript(h.Real())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("push guard cache: %w", err)
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("push guard cache: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(canon, &st); err != nil {
+		return "", fmt.Errorf("push guard cache: %w", err)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return "", fmt.Errorf("push guard cache: %s is not this user's alone", canon)
+	}
+	if !allowed(canon) {
+		return "", fmt.Errorf("push guard cache: %s is writable from the sandbox", canon)
+	}
+	path := filepath.Join(canon, guardCacheName(script))
+	if cachedGuardIs(path, script) {
+		return path, nil
+	}
+	f, err := os.CreateTemp(canon, ".git-*")
+	if err != nil {
+		return "", fmt.Errorf("push guard cache: %w", err)
+	}
+	_, err = f.WriteString(script)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o755)
+	}
+	if err == nil {
+		// Atomic: a launch that reads the file meanwhile sees the old one or this one.
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("push guard cache: %w", err)
+	}
+	return path, nil
+}
+
+// cachedGuardIs reports whether path is the user's own regular file, writable by
+// nobody else, mode 0755, holding exactly script.
+func cachedGuardIs(path, script string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o7777 != 0o755 ||
+		int(st.Uid) != os.Geteuid() || st.Size != int64(len(script)) {
+		return false
+	}
+	buf := make([]byte, len(script)+1) // one more: a file that grew is not the script
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n == len(script) && string(buf[:n]) == script
+}
+
+// GuardCacheName is the name CacheGuard gives h's guard in its directory.
+func GuardCacheName(h HostGit) string { return guardCacheName(GuardScript(h.Real())) }
+
+func guardCacheName(script string) string {
+	sum := sha256.Sum256([]byte(script))
+	return "git-" + hex.EncodeToString(sum[:8])
+}

@@ -1,6 +1,7 @@
 package gitguard
 
 import (
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -411,5 +412,77 @@ func TestStageGuard(t *testing.T) {
 	var nilGuard *StagedGuard
 	if err := nilGuard.Remove(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The cached guard is written once and read back after; a copy that was changed,
+// widened or replaced is written again, and a cache the sandbox could write is
+// refused before anything is written there.
+func TestCacheGuard(t *testing.T) {
+	h := HostGit{Git: "/usr/bin/git2"}
+	dir := filepath.Join(canonTemp(t), "cache", "pushguard")
+	all := func(string) bool { return true }
+	path, err := CacheGuard(h, dir, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(path) != dir || filepath.Base(path) != GuardCacheName(h) {
+		t.Fatalf("cached at %s, want %s/%s", path, dir, GuardCacheName(h))
+	}
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("cache dir: %v %v", fi.Mode(), err)
+	}
+	check := func(what string) {
+		t.Helper()
+		fi, err := os.Lstat(path)
+		b, rerr := os.ReadFile(path)
+		if err != nil || rerr != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 || string(b) != GuardScript(h.Real()) {
+			t.Fatalf("%s: guard %v %v %v, content ok %v", what, fi.Mode(), err, rerr, string(b) == GuardScript(h.Real()))
+		}
+	}
+	check("first")
+	var before, after unix.Stat_t
+	_ = unix.Stat(path, &before)
+	if _, err := CacheGuard(h, dir, all); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Stat(path, &after)
+	if before.Ino != after.Ino {
+		t.Error("an intact cached guard was written again")
+	}
+	for what, spoil := range map[string]func(){
+		"changed":  func() { os.WriteFile(path, []byte("#!/bin/sh\nexec /run/agentbox/pushguard/git \"$@\"\n"), 0o755) },
+		"grown":    func() { f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0); f.WriteString("\n"); f.Close() },
+		"widened":  func() { os.Chmod(path, 0o777) },
+		"symlink":  func() { os.Remove(path); os.Symlink("/bin/true", path) },
+		"replaced": func() { os.Remove(path); os.Mkdir(path, 0o755) },
+	} {
+		spoil()
+		if what == "replaced" {
+			// A directory in its place cannot be renamed over: an error, not a guard.
+			if _, err := CacheGuard(h, dir, all); err == nil {
+				t.Errorf("%s: accepted", what)
+			}
+			os.Remove(path)
+			continue
+		}
+		if _, err := CacheGuard(h, dir, all); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		check(what)
+	}
+	// Refused: a dir the sandbox can write, and one others can write.
+	other := filepath.Join(canonTemp(t), "pg")
+	if _, err := CacheGuard(h, other, func(string) bool { return false }); err == nil {
+		t.Error("a cache the sandbox can write was used")
+	}
+	if ents, _ := os.ReadDir(other); len(ents) != 0 {
+		t.Errorf("wrote %v into a refused cache", ents)
+	}
+	if err := os.Chmod(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CacheGuard(h, other, all); err == nil {
+		t.Error("a cache others can write was used")
 	}
 }

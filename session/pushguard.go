@@ -23,15 +23,30 @@ type pushGuard struct {
 	lock   *dirLock // this launcher's claim on the staging dir, for agentbox gc
 }
 
-// preparePushGuard stages the guard below the host's /tmp; cleanup removes it. With
-// --allow-git-push, or without any git on PATH, there is nothing to stage.
-func preparePushGuard(cfg *Config, p *policy.Policy) (*pushGuard, error) {
+// preparePushGuard puts the guard in the user's cache (gitguard.CacheGuard), or, where
+// the sandbox could write there (writable: the sources of its writable binds) or the
+// cache cannot hold it, stages it below the host's /tmp, which cleanup removes. With
+// --allow-git-push, or without any git on PATH, there is nothing to do.
+func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGuard, error) {
 	if cfg.AllowGitPush {
 		return &pushGuard{}, nil
 	}
 	h, found, err := gitguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
 		return &pushGuard{}, err
+	}
+	if p.CacheDir != "" {
+		outside := func(dir string) bool {
+			for _, w := range writable {
+				if policy.Within(dir, w) || policy.Within(w, dir) {
+					return false
+				}
+			}
+			return true
+		}
+		if path, err := gitguard.CacheGuard(h, filepath.Join(p.CacheDir, "pushguard"), outside); err == nil {
+			return &pushGuard{ops: pushGuardOps(h, path)}, nil
+		}
 	}
 	staged, err := gitguard.StageGuard(h)
 	if err != nil {
@@ -45,8 +60,9 @@ func preparePushGuard(cfg *Config, p *policy.Policy) (*pushGuard, error) {
 	return g, nil
 }
 
-// pushGuardDryRun is the guard's binds as --dry-run shows them, staging nothing: the
-// staging directory's name is shown with XXXXXX for its random part.
+// pushGuardDryRun is the guard's binds as --dry-run shows them, writing nothing: the
+// cached guard's path, or (without a cache dir) the staging directory's name with
+// XXXXXX for its random part.
 func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
 	if cfg.AllowGitPush {
 		return nil
@@ -54,6 +70,9 @@ func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
 	h, found, err := gitguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
 		return nil
+	}
+	if p.CacheDir != "" {
+		return pushGuardOps(h, filepath.Join(p.CacheDir, "pushguard", gitguard.GuardCacheName(h)))
 	}
 	dir := filepath.Join("/tmp", fmt.Sprintf("%s%d-XXXXXX", gitguard.GuardStagePrefix, os.Getpid()))
 	return pushGuardOps(h, filepath.Join(dir, "git"))

@@ -161,7 +161,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	sw.Mark(host("snapshot"))
-	guard, err := preparePushGuard(cfg, p)
+	writable := []string{p.Repo}
+	for _, op := range s.GitRW {
+		writable = append(writable, op.Source)
+	}
+	guard, err := preparePushGuard(cfg, p, writable)
 	if err != nil {
 		return 0, err
 	}

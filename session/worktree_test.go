@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 
@@ -124,9 +125,43 @@ func TestPushGuardOps(t *testing.T) {
 	if ops := pushGuardDryRun(cfg, &policy.Policy{}); len(ops) != 0 {
 		t.Fatalf("--allow-git-push: %v", ops)
 	}
-	g, err := preparePushGuard(cfg, &policy.Policy{})
+	g, err := preparePushGuard(cfg, &policy.Policy{}, nil)
 	if err != nil || len(g.ops) != 0 || g.staged != nil {
 		t.Fatalf("--allow-git-push staged: %+v %v", g, err)
 	}
 	g.cleanup()
+}
+
+// The guard goes to the user's cache, unless the sandbox could write there: then it
+// is staged below /tmp, as without a cache.
+func TestPushGuardCacheOutsideWritable(t *testing.T) {
+	if _, found, err := gitguard.FindHostGit(os.Getenv); !found || err != nil {
+		testenv.Skip(t, "no git on PATH")
+	}
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{}
+	outside := &policy.Policy{Repo: repo, CacheDir: filepath.Join(t.TempDir(), "agentbox")}
+	g, err := preparePushGuard(cfg, outside, []string{repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.staged != nil || len(g.ops) < 3 || !strings.HasPrefix(g.ops[2].Source, outside.CacheDir+"/pushguard/git-") {
+		t.Errorf("cache outside the repository: %+v", g)
+	}
+	g.cleanup()
+	inside := &policy.Policy{Repo: repo, CacheDir: filepath.Join(repo, ".cache", "agentbox")}
+	g, err = preparePushGuard(cfg, inside, []string{repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.cleanup()
+	if g.staged == nil || !strings.HasPrefix(g.ops[2].Source, "/tmp/"+gitguard.GuardStagePrefix) {
+		t.Errorf("cache inside the repository was used: %+v", g.ops)
+	}
+	if left, _ := filepath.Glob(filepath.Join(repo, ".cache", "agentbox", "pushguard", "*")); len(left) != 0 {
+		t.Errorf("wrote %v inside the repository", left)
+	}
 }
