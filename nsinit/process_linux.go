@@ -3,6 +3,7 @@ package nsinit
 import (
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,15 +26,21 @@ type exit struct {
 	err error // the wait itself failed: the status is unknown
 }
 
-// childProcess is a child of the calling process, started by a raw clone.
-func childProcess(pid int) *process {
+// childProcess is a child of the calling process, started by a raw clone. reaped, when
+// set, runs once, after the child was reaped.
+func childProcess(pid int, reaped func()) *process {
+	var once sync.Once
 	return &process{Pid: pid, wait: func() exit {
 		var ws unix.WaitStatus
 		for {
 			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if err != unix.EINTR {
-				return exit{ws: syscall.WaitStatus(ws), err: err}
+			if err == unix.EINTR {
+				continue
 			}
+			if reaped != nil && err != unix.EINTR {
+				once.Do(reaped)
+			}
+			return exit{ws: syscall.WaitStatus(ws), err: err}
 		}
 	}}
 }

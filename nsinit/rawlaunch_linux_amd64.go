@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -31,12 +32,35 @@ var rawUsable = sync.OnceValue(func() bool {
 	return err != unix.ENOSYS
 })
 
+// rawInit is 1 while a raw init is being started or runs, until it is reaped: it
+// shares this process's memory, which it makes non-dumpable. One at a time: a second
+// launch meanwhile gets the Go init.
+var rawInit atomic.Int32
+
+// rawAcquire reserves the raw init for one launch; rawRelease gives it back (when
+// the init was reaped, or never started). The process is made dumpable again first:
+// a non-dumpable process's /proc files belong to root, and the new init could not
+// write its own id maps; the init makes the memory non-dumpable again before the
+// sandbox has any code running.
+func rawAcquire() bool {
+	if !rawUsable() || !rawInit.CompareAndSwap(0, 1) {
+		return false
+	}
+	if unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0) != nil {
+		rawRelease()
+		return false
+	}
+	return true
+}
+
+func rawRelease() { rawInit.Store(0) }
+
 // runRaw runs plan under the raw init (rawinit_linux_amd64.go). ok is false when it
 // cannot here (a kernel without the calls it needs, a plan too large for its arena,
 // a source it cannot stat), and the caller then runs the Go init; res and err are
 // the session's otherwise.
 func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
-	if !rawUsable() {
+	if !rawAcquire() {
 		return res, nil, false
 	}
 	env := opts.Env
@@ -45,6 +69,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	}
 	prog, err := compileRaw(plan, env)
 	if err != nil {
+		rawRelease()
 		return res, nil, false
 	}
 	runtime.LockOSThread() // Pdeathsig: the init dies with this thread
@@ -559,9 +584,10 @@ func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (*
 	runtime.KeepAlive(files)
 	runtime.KeepAlive(ctl)
 	if errno != 0 {
+		rawRelease()
 		return nil, fmt.Errorf("clone: %w", errno)
 	}
-	return childProcess(pid), nil
+	return childProcess(pid, rawRelease), nil
 }
 
 // rawStartInit clones the raw init, with every signal blocked for the clone (the
@@ -698,11 +724,12 @@ func (c *rawConn) errorMsg() *message {
 // cannot run here; one that fails to start is not Usable (the launch then goes the
 // usual way and reports why).
 func PrestartRaw(net bool, stdio Stdio) *Prestarted {
-	if !rawUsable() {
+	if !rawAcquire() {
 		return nil
 	}
 	prog, err := newRawProgram(stringsSize(os.Environ(), nil))
 	if err != nil {
+		rawRelease()
 		return nil
 	}
 	prog.compileIDMap()
@@ -717,6 +744,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	})
 	if err != nil {
 		prog.free()
+		rawRelease()
 		return nil
 	}
 	return p // its clone runs meanwhile

@@ -117,7 +117,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 		}
 		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
 	}
-	return childProcess(pid), nil
+	return childProcess(pid, nil), nil
 }
 
 func readFull(fd int, b []byte) (int, error) {

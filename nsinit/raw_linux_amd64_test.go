@@ -1,0 +1,76 @@
+package nsinit
+
+import (
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/mounts"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is also the re-executed init (the raw init's fallback).
+	if IsInit() {
+		Main()
+	}
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+func minimalPlan(cmd ...string) mounts.Plan {
+	return mounts.Plan{
+		Ops: []mounts.Op{
+			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+			{Kind: mounts.Proc, Dest: "/proc"},
+			{Kind: mounts.Dev, Dest: "/dev"},
+			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
+		},
+		Workdir: "/",
+		Command: cmd,
+	}
+}
+
+func phaseNames(res Result) []string {
+	var names []string
+	for _, p := range res.Phases {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// A raw init shares the launcher's memory and makes it non-dumpable. A second launch
+// in the same process (agentbox exec after its spare was discarded) must still start:
+// raw again once the first is reaped (its id maps need the process dumpable again),
+// the Go init while the first may still share the memory.
+func TestRawInitTwiceInOneProcess(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	if !rawUsable() {
+		testenv.Skip(t, "the raw init needs openat2 and mount_setattr (Linux 5.12)")
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: true}
+
+	spare := PrestartRaw(false, opts.Stdio)
+	if spare == nil {
+		t.Fatal("PrestartRaw: no spare")
+	}
+	// While the spare lives, a fresh launch gets the Go init.
+	res, err := Run(minimalPlan("/bin/sh", "-c", "exit 3"), opts)
+	if err != nil || res.Status != 3 || !slices.Contains(phaseNames(res), "init-start") {
+		t.Fatalf("launch beside a live raw spare: %v, status %d, phases %v", err, res.Status, phaseNames(res))
+	}
+	spare.Discard()
+	// Once it is reaped, a fresh launch is raw again, and works.
+	res, err = Run(minimalPlan("/bin/sh", "-c", "exit 4"), opts)
+	if err != nil || res.Status != 4 || !slices.Contains(phaseNames(res), "idmap") {
+		t.Fatalf("raw launch after a discarded spare: %v, status %d, phases %v", err, res.Status, phaseNames(res))
+	}
+}
