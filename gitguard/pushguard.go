@@ -415,6 +415,9 @@ func CacheGuard(h HostGit, dir string, allowed func(canonDir string) bool) (stri
 	if !allowed(canon) {
 		return "", fmt.Errorf("push guard cache: %s is writable from the sandbox", canon)
 	}
+	if !searchable(canon) {
+		return "", fmt.Errorf("push guard cache: %s is out of the sandbox's reach", canon)
+	}
 	path := filepath.Join(canon, guardCacheName(script))
 	if cachedGuardIs(path, script) {
 		return path, nil
@@ -439,6 +442,28 @@ func CacheGuard(h HostGit, dir string, allowed func(canonDir string) bool) (stri
 		return "", fmt.Errorf("push guard cache: %w", err)
 	}
 	return path, nil
+}
+
+// searchable reports whether dir and each directory above it let this user through by
+// their permission bits alone, as the init needs them to: it takes the bind's source
+// with this user's ids, and its capabilities count only for files whose owner is
+// mapped in its user namespace (root launching into another user's HOME is not).
+func searchable(dir string) bool {
+	uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+	for {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil {
+			return false
+		}
+		ok := st.Mode&0o001 != 0 || (st.Uid == uid && st.Mode&0o100 != 0) || (st.Gid == gid && st.Mode&0o010 != 0)
+		if !ok {
+			return false
+		}
+		if dir == "/" {
+			return true
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // cachedGuardIs reports whether path is the user's own regular file, writable by

@@ -485,4 +485,16 @@ func TestCacheGuard(t *testing.T) {
 	if _, err := CacheGuard(h, other, all); err == nil {
 		t.Error("a cache others can write was used")
 	}
+	// One the init could not reach: below another user's mode-0700 directory (root
+	// launching into someone else's HOME: root's capabilities do not count there).
+	home := filepath.Join(canonTemp(t), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, os.Geteuid()+4242, os.Getegid()+4242); err != nil {
+		testenv.Skip(t, "chown needs root: %v", err)
+	}
+	if _, err := CacheGuard(h, filepath.Join(home, ".cache", "pushguard"), all); err == nil {
+		t.Error("a cache below another user's private directory was used")
+	}
 }

@@ -66,9 +66,10 @@ func startSession(t *testing.T, b *sandboxtest.Box, marker string, args ...strin
 }
 
 // TestLauncherKilled: SIGKILL to the launcher mid-session. Every sandboxed process
-// dies within a second; the session's --disk-tmp and push-guard staging directories
-// stay behind until `agentbox gc`, which removes them and leaves a live session's
-// alone.
+// dies within a second; the session's --disk-tmp directory stays behind until
+// `agentbox gc`, which removes it and leaves a live session's alone. (The push guard
+// is cached, not staged: nothing of it is left. Staging dirs of killed launchers, the
+// fallback's, are gc's too: session's TestGCOwnership.)
 func TestLauncherKilled(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -91,8 +92,8 @@ func TestLauncherKilled(t *testing.T) {
 			if !sandboxtest.WaitForUpTo(time.Second, func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
 				t.Errorf("sandboxed processes alive a second after the launcher was killed: %v", sandboxtest.Pgrep(marker))
 			}
-			if len(killedGuard) != 1 || len(liveGuard) != 1 {
-				t.Fatalf("push-guard staging dirs: killed session %v, live session %v; want one each", killedGuard, liveGuard)
+			if len(killedGuard) != 0 || len(liveGuard) != 0 {
+				t.Fatalf("push-guard staging dirs: killed session %v, live session %v; want none (the guard is cached)", killedGuard, liveGuard)
 			}
 			if len(killedDirs) != 2 {
 				t.Fatalf("--disk-tmp dirs with two sessions: %v", killedDirs)
@@ -115,16 +116,6 @@ func TestLauncherKilled(t *testing.T) {
 			}
 			if !strings.Contains(r.Stdout, "kept "+liveDirs[0]) {
 				t.Errorf("gc did not report the live dir as kept:\n%s", r)
-			}
-			for _, d := range killedGuard {
-				if sandboxtest.Exists(d) || sandboxtest.Exists(d+".lock") {
-					t.Errorf("gc left the killed session's push-guard staging dir or its lock %s\n%s", d, r)
-				}
-			}
-			for _, d := range liveGuard {
-				if !sandboxtest.Exists(d) || !sandboxtest.Exists(d+".lock") {
-					t.Errorf("gc removed the live session's push-guard staging dir %s", d)
-				}
 			}
 			// The live session still has its /tmp and ends normally.
 			if err := live.Process.Signal(syscall.SIGTERM); err != nil {

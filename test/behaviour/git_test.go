@@ -19,7 +19,7 @@ var gitRows = []row{
 	{"P9 push guard refuses every way of pushing", pushRefused},
 	{"P9 --allow-git-push pushes", pushAllowed},
 	{"P9 other Git commands work through the guard", gitWorksGuarded},
-	{"P9 guard staging dir private, removed after every exit", guardStaging},
+	{"P9 guard cached out of the sandbox's reach; staged privately, removed after every exit, where the cache is not", guardStaging},
 	{"linked worktree: status, commit, branch work; main stays read-only", linkedWorktree},
 	{"--dry-run shows the guard's and the worktree's binds, stages nothing", gitDryRun},
 }
@@ -161,12 +161,38 @@ git --version | cut -c1-11
 	}
 }
 
-// guardStaging follows the session's staging directory: its name is the root of the
-// guard's bind in the sandbox's mount table. While the session runs, the host has it
-// (mode 0700, the user's); inside, /tmp does not have it; after the session, whatever
-// the command's exit, it is gone.
+// guardStaging follows where the guard's bind comes from: the root of the bind in the
+// sandbox's mount table. By default it is the user's cache, which the sandbox sees
+// only through the HOME overlay: writing the guard there changes neither the guard
+// in force nor the host's file. With the cache inside the repository, where the
+// sandbox could rewrite it, the guard is staged instead: while the session runs the
+// host has the staging dir (mode 0700, the user's); inside, /tmp does not have it;
+// after the session, whatever the command's exit, it is gone.
 func guardStaging(t *testing.T, b *box) {
 	u := testenv.TestUser(t)
+	script := `root=$(awk -v p="$(readlink -f "$(command -v git)")" '$5 == p {print $4}' /proc/self/mountinfo)
+echo "$root"
+printf 'exit 0\n' > "$root" && echo WROTE-OVERLAY
+head -c 9 "$(command -v git)"; echo
+git push 2>&1 | head -c 28; echo`
+	r := run(b.command(b.repo, []string{"--no-git-save"}, script))
+	lines := strings.Split(r.stdout, "\n")
+	cached := filepath.Join(b.home, ".cache", "agentbox", "pushguard")
+	if r.code != 0 || len(lines) < 5 || filepath.Dir(lines[0]) != cached || !strings.HasPrefix(filepath.Base(lines[0]), "git-") {
+		t.Fatalf("guard bind does not come from %s: %s", cached, r)
+	}
+	// The path is HOME's, inside: the write lands in the overlay, not in the guard.
+	if !strings.Contains(r.stdout, "WROTE-OVERLAY") ||
+		!strings.Contains(r.stdout, "#!/bin/sh\nagentbox: git push refused") {
+		t.Fatalf("the guard changed inside the sandbox: %s", r)
+	}
+	host, err := os.ReadFile(lines[0])
+	fi, ferr := os.Lstat(lines[0])
+	if err != nil || ferr != nil || !strings.HasPrefix(string(host), "#!/bin/sh") || strings.HasSuffix(string(host), "exit 0\n") || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the host's cached guard after the session: %v %v %q", err, ferr, host)
+	}
+
+	inRepo := []string{"XDG_CACHE_HOME=" + filepath.Join(b.repo, ".cache")}
 	for _, exit := range []string{"0", "7"} {
 		os.Remove(filepath.Join(b.repo, ".go"))
 		os.Remove(filepath.Join(b.repo, ".guard-root"))
@@ -177,7 +203,9 @@ if [ -e "/tmp/$name" ] || ls -A /tmp | grep -q .; then echo REACHABLE; fi
 while [ ! -e "$REPO/.go" ]; do sleep 0.05; done
 exit ` + exit
 		res := make(chan result, 1)
-		if err := startAndCollect(b.command(b.repo, []string{"--no-git-save"}, script), res); err != nil {
+		cmd := b.command(b.repo, []string{"--no-git-save"}, script)
+		cmd.Env = append(cmd.Env, inRepo...)
+		if err := startAndCollect(cmd, res); err != nil {
 			t.Fatal(err)
 		}
 		rootFile := filepath.Join(b.repo, ".guard-root")
@@ -218,13 +246,13 @@ exit ` + exit
 		t.Fatal("bubblewrap 0.8.0 not unpacked: run scripts/setup-test-env.sh")
 	}
 	cmd := b.command(b.repo, []string{"--no-git-save"}, "true")
-	cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+old)
+	cmd.Env = append(cmd.Env, append(inRepo, "AGENTBOX_BWRAP="+old)...)
 	res := make(chan result, 1)
 	if err := startAndCollect(cmd, res); err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	r := <-res
+	r = <-res
 	if r.code != 125 || !strings.Contains(r.stderr, "0.8.0") {
 		t.Fatalf("launch with bubblewrap 0.8.0: %s", r)
 	}
@@ -337,7 +365,7 @@ func gitDryRun(t *testing.T, b *box) {
 	if r.code != 0 {
 		t.Fatalf("--dry-run: %s", r)
 	}
-	guard := fmt.Sprintf("/tmp/agentbox-guard-%d-XXXXXX/git", pid)
+	guard := filepath.Join(b.home, ".cache", "agentbox", "pushguard", "git-")
 	for _, want := range []string{guard, git, "/run/agentbox/pushguard", common} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("--dry-run does not show %s:\n%s", want, r.stdout)
