@@ -74,3 +74,42 @@ func TestRawInitTwiceInOneProcess(t *testing.T) {
 		t.Fatalf("raw launch after a discarded spare: %v, status %d, phases %v", err, res.Status, phaseNames(res))
 	}
 }
+
+// The raw init's failures read as the Go init's: the step, then the operation, the
+// path and the errno (a symlink in the path named as such).
+func TestRawInitReportsFailuresAsTheGoInit(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	if !rawUsable() {
+		testenv.Skip(t, "the raw init needs openat2 and mount_setattr (Linux 5.12)")
+	}
+	dir := t.TempDir()
+	link := dir + "/link"
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: true}
+	for _, c := range []struct {
+		source, want string
+	}{
+		{dir + "/missing", "mount: open " + dir + "/missing: no such file or directory"},
+		{link + "/passwd", "mount: open " + link + "/passwd: path component is a symlink"},
+	} {
+		plan := minimalPlan("/bin/true")
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: c.source, Dest: "/etc/hostname"})
+		res, err := Run(plan, opts)
+		if err == nil || err.Error() != c.want || !slices.Contains(phaseNames(res), PhaseClone) {
+			t.Errorf("bind of %s: %v, want %q", c.source, err, c.want)
+		}
+	}
+	plan := minimalPlan("no-such-command-anywhere")
+	if _, err := Run(plan, opts); err == nil || err.Error() != "command no-such-command-anywhere: not found in PATH" {
+		t.Errorf("missing command: %v", err)
+	}
+}

@@ -108,9 +108,10 @@ type rawProgram struct {
 
 // rawDesc says what an op is, for the error report of its failure.
 type rawDesc struct {
-	step string
-	err  *MountError // a template: Err is the errno (nil: report the errno alone)
-	path bool        // an openat2: ELOOP means a symlink in the path
+	step  string
+	mount bool       // me is the report's template, its Err the errno (else the errno alone)
+	me    MountError // by value: a launch compiles a few hundred of these
+	path  bool       // an openat2: ELOOP means a symlink in the path
 }
 
 // compileRaw turns plan into system calls. It mirrors the Go init (init_linux.go,
@@ -147,7 +148,7 @@ func newRawProgram(strBytes int) (*rawProgram, error) {
 		return nil, fmt.Errorf("raw init arena: %w", err)
 	}
 	p := &rawProgram{mem: mem, a: (*rawArena)(unsafe.Pointer(&mem[0])), strs: mem[headSize : size-2*rawStack],
-		fds: map[int]bool{0: true, 1: true, 2: true, controlFd: true}}
+		fds: map[int]bool{0: true, 1: true, 2: true, controlFd: true}, desc: make([]rawDesc, 0, 512)}
 	a := p.a
 	a.initMask = sigbit(unix.SIGCHLD) | sigbit(unix.SIGTTOU)
 	a.cmdStack = uintptr(unsafe.Pointer(&mem[size-16])) // the second stack's top
@@ -213,7 +214,15 @@ var errArenaFull = errors.New("raw init: plan too large")
 
 // str places s, NUL-terminated, in the arena and returns its address.
 func (p *rawProgram) str(s string) uintptr {
-	return p.bytes(append([]byte(s), 0), 1)
+	off := p.used
+	if off+len(s)+1 > len(p.strs) {
+		p.used = len(p.strs) + 1
+		return 0
+	}
+	copy(p.strs[off:], s)
+	p.strs[off+len(s)] = 0
+	p.used = off + len(s) + 1
+	return uintptr(unsafe.Pointer(&p.strs[off]))
 }
 
 // bytes places b in the arena, aligned, and returns its address (0 when full, which
@@ -231,11 +240,16 @@ func (p *rawProgram) bytes(b []byte, align int) uintptr {
 
 // words places a struct of machine words in the arena.
 func (p *rawProgram) words(w ...uint64) uintptr {
-	b := make([]byte, 8*len(w))
-	for i, v := range w {
-		*(*uint64)(unsafe.Pointer(&b[8*i])) = v
+	off := (p.used + 7) &^ 7
+	if off+8*len(w) > len(p.strs) {
+		p.used = len(p.strs) + 1
+		return 0
 	}
-	return p.bytes(b, 8)
+	for i, v := range w {
+		*(*uint64)(unsafe.Pointer(&p.strs[off+8*i])) = v
+	}
+	p.used = off + 8*len(w)
+	return uintptr(unsafe.Pointer(&p.strs[off]))
 }
 
 func (p *rawProgram) strArray(ss []string) (uintptr, error) {
@@ -340,7 +354,7 @@ func (p *rawProgram) openBeneath(d rawDesc, abs string, flags int) int {
 // mkdirAll opens dest, creating what is missing of it, one component at a time and
 // never through a symlink (safepath.MkdirAll); an existing component is left as it is.
 func (p *rawProgram) mkdirAll(dest string) int {
-	d := rawDesc{step: "mount", err: &MountError{Op: "create mount point", Target: dest}}
+	d := rawDesc{step: "mount", mount: true, me: MountError{Op: "create mount point", Target: dest}}
 	comps := strings.Split(strings.Trim(dest, "/"), "/")
 	cur := p.root
 	for i, c := range comps {
@@ -368,8 +382,8 @@ func (p *rawProgram) mkdirAll(dest string) int {
 }
 
 func (p *rawProgram) compile(plan mounts.Plan) error {
-	p.root = p.fdOp(rawDesc{step: "mount", err: &MountError{Op: "open", Target: "/"}}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	p.op(rawDesc{step: "mount", err: &MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}},
+	p.root = p.fdOp(rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Target: "/"}}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}},
 		unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_SLAVE|unix.MS_REC, 0)
 
 	// Capture every host source before any mount covers it (mount_linux.go).
@@ -381,7 +395,7 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
 			c.tree = p.cloneTree(op.Source)
 		case op.Kind == mounts.Overlay:
-			c.fd = p.openBeneath(rawDesc{step: "mount", err: &MountError{Op: "open overlay lower", Source: op.Source}}, op.Source, unix.O_PATH|unix.O_DIRECTORY)
+			c.fd = p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open overlay lower", Source: op.Source}}, op.Source, unix.O_PATH|unix.O_DIRECTORY)
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
@@ -429,8 +443,8 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 
 // cloneTree captures the mount tree at path (mount_linux.go's cloneTree).
 func (p *rawProgram) cloneTree(path string) int {
-	fd := p.openBeneath(rawDesc{step: "mount", err: &MountError{Op: "open", Source: path}}, path, unix.O_PATH)
-	tree := p.fdOp(rawDesc{step: "mount", err: &MountError{Op: "open_tree", Source: path}}, unix.SYS_OPEN_TREE, uintptr(fd), p.str(""),
+	fd := p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Source: path}}, path, unix.O_PATH)
+	tree := p.fdOp(rawDesc{step: "mount", mount: true, me: MountError{Op: "open_tree", Source: path}}, unix.SYS_OPEN_TREE, uintptr(fd), p.str(""),
 		unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	p.closeFd(fd)
 	return tree
@@ -439,15 +453,15 @@ func (p *rawProgram) cloneTree(path string) int {
 func (p *rawProgram) rdonly() uintptr { return p.words(unix.MOUNT_ATTR_RDONLY, 0, 0, 0) }
 
 func (p *rawProgram) apply(op mounts.Op, c captured) error {
-	mountDesc := func(me *MountError) rawDesc { return rawDesc{step: "mount", err: me} }
+	mountDesc := func(me MountError) rawDesc { return rawDesc{step: "mount", mount: true, me: me} }
 	switch op.Kind {
 	case mounts.BindRO:
 		if isRootRO(op) {
-			p.op(mountDesc(&MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
+			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
 			return nil
 		}
-		p.op(mountDesc(&MountError{Op: "mount_setattr rdonly", Source: op.Source}), unix.SYS_MOUNT_SETATTR, uintptr(c.tree), p.str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
-		dest := p.openBeneath(mountDesc(&MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
+		p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Source: op.Source}), unix.SYS_MOUNT_SETATTR, uintptr(c.tree), p.str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
+		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
 		p.moveMount(op, c.tree, dest)
 	case mounts.Bind:
 		p.moveMount(op, c.tree, p.mkdirAll(op.Dest))
@@ -466,7 +480,7 @@ func (p *rawProgram) apply(op mounts.Op, c captured) error {
 }
 
 func (p *rawProgram) moveMount(op mounts.Op, tree, dest int) {
-	p.op(rawDesc{step: "mount", err: &MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}}, unix.SYS_MOVE_MOUNT,
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}}, unix.SYS_MOVE_MOUNT,
 		uintptr(tree), p.str(""), uintptr(dest), p.str(""), unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 	p.closeFd(dest)
 }
@@ -478,7 +492,7 @@ func (p *rawProgram) mountAt(dest, fstype, source string, flags uintptr, data st
 	if data != "" {
 		dataPtr = p.str(data)
 	}
-	p.op(rawDesc{step: "mount", err: &MountError{Op: "mount " + fstype, Target: dest, Flags: flags, Data: data}}, unix.SYS_MOUNT,
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mount " + fstype, Target: dest, Flags: flags, Data: data}}, unix.SYS_MOUNT,
 		p.str(source), p.str(safepath.FdPath(fd)), p.str(fstype), flags, dataPtr)
 	p.closeFd(fd)
 }
@@ -486,19 +500,19 @@ func (p *rawProgram) mountAt(dest, fstype, source string, flags uintptr, data st
 // dev builds the minimal /dev (mount_linux.go's dev).
 func (p *rawProgram) dev(dest string, nodes map[string]int) {
 	p.mountAt(dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755")
-	dir := p.openBeneath(rawDesc{step: "mount", err: &MountError{Op: "open", Target: dest}}, dest, unix.O_PATH|unix.O_DIRECTORY)
+	dir := p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Target: dest}}, dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, name := range devNodes {
 		tree, ok := nodes[name]
 		if !ok {
 			continue
 		}
-		f := p.fdOp(rawDesc{step: "mount", err: &MountError{Op: "create", Target: dest + "/" + name}}, unix.SYS_OPENAT, uintptr(dir), p.str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
+		f := p.fdOp(rawDesc{step: "mount", mount: true, me: MountError{Op: "create", Target: dest + "/" + name}}, unix.SYS_OPENAT, uintptr(dir), p.str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
 		p.closeFd(f)
-		p.op(rawDesc{step: "mount", err: &MountError{Op: "move_mount", Source: "/dev/" + name, Target: dest + "/" + name}}, unix.SYS_MOVE_MOUNT,
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "move_mount", Source: "/dev/" + name, Target: dest + "/" + name}}, unix.SYS_MOVE_MOUNT,
 			uintptr(tree), p.str(""), uintptr(dir), p.str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
 	}
 	for _, d := range []string{"pts", "shm"} {
-		p.op(rawDesc{step: "mount", err: &MountError{Op: "mkdir", Target: dest + "/" + d}}, unix.SYS_MKDIRAT, uintptr(dir), p.str(d), 0o755)
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mkdir", Target: dest + "/" + d}}, unix.SYS_MKDIRAT, uintptr(dir), p.str(d), 0o755)
 	}
 	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 	p.mountAt(dest+"/shm", "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
@@ -506,7 +520,7 @@ func (p *rawProgram) dev(dest string, nodes map[string]int) {
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
 		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
 	} {
-		p.op(rawDesc{step: "mount", err: &MountError{Op: "symlink", Target: dest + "/" + l[1]}}, unix.SYS_SYMLINKAT, p.str(l[0]), uintptr(dir), p.str(l[1]))
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "symlink", Target: dest + "/" + l[1]}}, unix.SYS_SYMLINKAT, p.str(l[0]), uintptr(dir), p.str(l[1]))
 	}
 	p.closeFd(dir)
 }
@@ -519,13 +533,13 @@ func (p *rawProgram) overlay(op mounts.Op, lower int) error {
 		return err
 	}
 	p.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
-	scratch := p.openBeneath(rawDesc{step: "mount", err: &MountError{Op: "open overlay scratch", Target: op.Dest}}, op.Dest, unix.O_PATH|unix.O_DIRECTORY)
+	scratch := p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open overlay scratch", Target: op.Dest}}, op.Dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, d := range []string{"upper", "work"} {
-		p.op(rawDesc{step: "mount", err: &MountError{Op: "mkdir overlay " + d, Target: op.Dest}}, unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), 0o755)
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mkdir overlay " + d, Target: op.Dest}}, unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), 0o755)
 	}
 	mode := st.Mode & 0o7777
 	if int(st.Uid) == os.Getuid() && int(st.Gid) == os.Getgid() {
-		p.op(rawDesc{step: "mount", err: &MountError{Op: "chown overlay upper", Target: op.Dest}}, unix.SYS_FCHOWNAT,
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "chown overlay upper", Target: op.Dest}}, unix.SYS_FCHOWNAT,
 			uintptr(scratch), p.str("upper"), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
 	} else {
 		// Not mapped in the sandbox (the Go init's chown fails with EINVAL there):
@@ -533,7 +547,7 @@ func (p *rawProgram) overlay(op mounts.Op, lower int) error {
 		other := mode & 0o7
 		mode = mode&^0o770 | other<<6 | other<<3
 	}
-	p.op(rawDesc{step: "mount", err: &MountError{Op: "chmod overlay upper", Target: op.Dest}}, unix.SYS_FCHMODAT, uintptr(scratch), p.str("upper"), uintptr(mode))
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "chmod overlay upper", Target: op.Dest}}, unix.SYS_FCHMODAT, uintptr(scratch), p.str("upper"), uintptr(mode))
 	data := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
 		safepath.FdPath(lower), safepath.FdPath(scratch), safepath.FdPath(scratch))
 	p.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
@@ -690,8 +704,8 @@ func (c *rawConn) errorMsg() *message {
 		if d.path && errno == unix.ELOOP {
 			err = safepath.ErrSymlink
 		}
-		if d.err != nil {
-			me := *d.err
+		if d.mount {
+			me := d.me
 			me.Err = err
 			err = &me
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -111,11 +112,16 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 	if err != nil {
 		return // startAudit says why, as it cannot write its own journal either
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*"+journalSuffix))
-	// Journals of agentbox before 2026-11 were JSON.
-	old, _ := filepath.Glob(filepath.Join(dir, journalPrefix(p.Repo)+"*.json"))
-	names = append(names, old...)
-	for _, name := range names {
+	// One read of the directory, on every launch; journals of agentbox before 2026-11
+	// were JSON.
+	ents, _ := os.ReadDir(dir)
+	prefix := journalPrefix(p.Repo)
+	for _, e := range ents {
+		n := e.Name()
+		if !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
+			continue
+		}
+		name := filepath.Join(dir, n)
 		f, _ := takeLock(name)
 		if f == nil {
 			continue
