@@ -284,7 +284,7 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %-40s %8.3f\n", p.Name, p.Median)
 		}
 	}
-	fmt.Fprintf(w, "\npeak RSS: agentbox exec launcher %s (largest of its tree), init %s, Go API program %s\n",
+	fmt.Fprintf(w, "\npeak RSS: agentbox exec launcher %s (largest of its tree; its raw init shares its memory), the Go API's init %s, Go API program %s\n",
 		kib(r.RSS.LauncherKiB), kib(r.RSS.InitKiB), kib(r.RSS.APIProgramKiB))
 }
 
