@@ -53,7 +53,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	if err := e.prepareRepo(); err != nil {
 		return nil, err
 	}
-	e.environ = append(os.Environ(), "AGENTBOX_TIMINGS=1")
+	e.environ = os.Environ()
 	if cfg.Bwrap != "" {
 		e.environ = append(e.environ, "AGENTBOX_BWRAP="+cfg.Bwrap)
 		if err := e.prepareBwrapDirect(); err != nil {
@@ -276,11 +276,18 @@ func (e *env) variants() []variant {
 		return append(append(a, "--repo", e.repo, "--"), e.cfg.Command...)
 	}
 	flags := strings.Fields(launchFlags)
+	timed := append(append([]string(nil), e.environ...), "AGENTBOX_TIMINGS=1")
 	vs := []variant{{
 		name: Native, desc: "agentbox exec --backend native " + launchFlags,
 		run: func() (Sample, error) {
 			return e.execOnce(e.cfg.Agentbox, agentbox("native", flags...), e.environ, nil)
 		},
+	}, {
+		name: nativeTimed, desc: "agentbox exec --backend native " + launchFlags + ", AGENTBOX_TIMINGS=1 (phases only)",
+		run: func() (Sample, error) {
+			return e.execOnce(e.cfg.Agentbox, agentbox("native", flags...), timed, nil)
+		},
+		phasesOnly: true,
 	}}
 	if e.bwrapArgv != nil {
 		vs = append(vs, variant{

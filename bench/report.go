@@ -141,7 +141,7 @@ func (r *Report) finish(samples map[string][]Sample) {
 		}
 		r.DefaultsAdd = median(diff)
 	}
-	r.Phases = phaseMedians(samples[Native])
+	r.Phases = phaseMedians(samples[nativeTimed])
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s x%d:", strings.Join(r.Command, " "), r.Runs)

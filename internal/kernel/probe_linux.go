@@ -186,17 +186,19 @@ func Release() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// sysctls are the knobs that gate user namespaces and overlay in them.
-var sysctls = map[string]string{
-	"kernel.unprivileged_userns_clone":             "/proc/sys/kernel/unprivileged_userns_clone",
-	"user.max_user_namespaces":                     "/proc/sys/user/max_user_namespaces",
-	"kernel.apparmor_restrict_unprivileged_userns": "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-	"overlay.permit_mounts_in_userns":              "/sys/module/overlay/parameters/permit_mounts_in_userns",
+// sysctls are the knobs that gate user namespaces and overlay in them (name, file).
+// An array, not a map: a map literal is built by every agentbox process's start-up.
+var sysctls = [...][2]string{
+	{"kernel.unprivileged_userns_clone", "/proc/sys/kernel/unprivileged_userns_clone"},
+	{"user.max_user_namespaces", "/proc/sys/user/max_user_namespaces"},
+	{"kernel.apparmor_restrict_unprivileged_userns", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"},
+	{"overlay.permit_mounts_in_userns", "/sys/module/overlay/parameters/permit_mounts_in_userns"},
 }
 
 func readSysctls() map[string]string {
 	out := map[string]string{}
-	for name, path := range sysctls {
+	for _, sc := range sysctls {
+		name, path := sc[0], sc[1]
 		if b, err := os.ReadFile(path); err == nil {
 			out[name] = strings.TrimSpace(string(b))
 		}
