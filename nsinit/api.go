@@ -8,6 +8,7 @@ package nsinit
 import (
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -89,25 +90,56 @@ func (t *Timer) Total() time.Duration { return time.Since(t.start) }
 // millisecond for the set on a 2-core VM: a launcher that knows early that it will
 // launch (the CLI, once its flags are read) starts it then, and the launch finds it
 // done.
+//
+// Until a launch takes the signals over, they act as if they were not caught: one
+// that would end the process ends it (a Ctrl-C during a long metadata snapshot stops
+// agentbox then, not when the command has started); SIGWINCH is dropped.
 type SignalCatch struct {
-	c    chan os.Signal
-	done chan struct{}
+	c     chan os.Signal // registered with os/signal
+	out   chan os.Signal // what the launch reads, once it has taken over
+	taken chan struct{}  // closed by the launch's take-over
+	done  chan struct{}  // closed once registered
 }
 
 // CatchSignals starts registering the Forwarded signals.
 func CatchSignals() *SignalCatch {
-	s := &SignalCatch{c: make(chan os.Signal, 16), done: make(chan struct{})}
+	s := &SignalCatch{c: make(chan os.Signal, 16), out: make(chan os.Signal, 16),
+		taken: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		signal.Notify(s.c, Forwarded...)
 		close(s.done)
+		for sig := range s.c {
+			select {
+			case <-s.taken:
+				s.out <- sig
+			default:
+				actAsUncaught(sig)
+			}
+		}
 	}()
 	return s
 }
 
-// signals waits for the registration and returns its channel.
+// actAsUncaught does what sig would have done to a process that did not catch it:
+// every Forwarded signal but SIGWINCH ends it, as that signal.
+func actAsUncaught(sig os.Signal) {
+	if sig == syscall.SIGWINCH {
+		return
+	}
+	signal.Reset(sig)
+	_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+}
+
+// signals waits for the registration, takes the signals over for the launch and
+// returns their channel.
 func (s *SignalCatch) signals() <-chan os.Signal {
 	<-s.done
-	return s.c
+	select {
+	case <-s.taken:
+	default:
+		close(s.taken)
+	}
+	return s.out
 }
 
 // Stop ends the registration; the signals get their default action again. nil is a

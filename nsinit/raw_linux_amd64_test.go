@@ -9,16 +9,6 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 )
 
-func TestMain(m *testing.M) {
-	// The test binary is also the re-executed init (the raw init's fallback).
-	if IsInit() {
-		Main()
-	}
-	code := m.Run()
-	testenv.Cleanup()
-	os.Exit(code)
-}
-
 func minimalPlan(cmd ...string) mounts.Plan {
 	return mounts.Plan{
 		Ops: []mounts.Op{

@@ -1,0 +1,77 @@
+package nsinit
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	// The test binary is also the re-executed init (the raw init's fallback), and
+	// the helper of TestSignalCatch.
+	if IsInit() {
+		Main()
+	}
+	if os.Getenv(catchHelper) != "" {
+		catchHelperMain(os.Getenv(catchHelper))
+	}
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+const catchHelper = "AGENTBOX_TEST_CATCH_HELPER"
+
+// catchHelperMain registers the forwarded signals, hands them to a launch or not
+// (mode "taken" or "early"), sends itself SIGTERM, and says what became of it.
+func catchHelperMain(mode string) {
+	s := CatchSignals()
+	<-s.done
+	if mode == "taken" {
+		sigs := s.signals()
+		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		for i := 0; i < 2; i++ {
+			select {
+			case sig := <-sigs:
+				os.Stdout.WriteString(sig.String() + "\n")
+			case <-time.After(10 * time.Second):
+				os.Stdout.WriteString("nothing\n")
+				os.Exit(1)
+			}
+		}
+		os.Exit(0)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH) // dropped: does not end the process
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	time.Sleep(10 * time.Second)
+	os.Exit(3) // SIGTERM did not end it
+}
+
+// The forwarded signals registered ahead of a launch act as uncaught until the launch
+// takes them over (a Ctrl-C before the command starts ends agentbox), and reach the
+// launch after.
+func TestSignalCatch(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := exec.Command(self)
+	early.Env = append(os.Environ(), catchHelper+"=early")
+	err = early.Run()
+	ws, ok := early.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("SIGTERM before the take-over: %v (%v), want death by SIGTERM", err, early.ProcessState)
+	}
+	taken := exec.Command(self)
+	taken.Env = append(os.Environ(), catchHelper+"=taken")
+	out, err := taken.Output()
+	// Pending signals are delivered lowest number first: either order is fine.
+	if got := string(out); err != nil || (got != "window changed\nterminated\n" && got != "terminated\nwindow changed\n") {
+		t.Errorf("after the take-over: %v, %q", err, out)
+	}
+}
