@@ -45,7 +45,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", svgWidth, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	title := fmt.Sprintf("agentbox bench: %s, %d rounds, wall time per launch (ms)", strings.Join(r.Command, " "), r.Runs)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", svgLeft, svgEscape.Replace(title))
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", svgLeft, svgEscape(title))
 
 	// Grid and axis: 1, 2, 5 per decade.
 	axisY := svgTop + svgRow*len(r.Variants)
@@ -69,7 +69,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	for i, v := range r.Variants {
 		cy := float64(svgTop + svgRow*i + svgRow/2)
 		col := colors[i%len(colors)]
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", svgLeft-10, cy-6, svgEscape.Replace(v.Name))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", svgLeft-10, cy-6, svgEscape(v.Name))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle" fill="#555" font-size="11">median %.2f</text>`+"\n", svgLeft-10, cy+9, v.Wall.Median)
 		s := append([]float64(nil), v.Samples...)
 		sort.Float64s(s)
@@ -107,4 +107,7 @@ func trimFloat(v float64) string {
 
 // svgEscape escapes text for the SVG's XML (html.EscapeString's set, without
 // linking package html into agentbox).
-var svgEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
+// Built when drawn, not by every agentbox process's start-up.
+func svgEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+}

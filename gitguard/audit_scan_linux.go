@@ -340,15 +340,21 @@ func (s *scanner) moduleDir(p string, depth int) {
 		s.gitdir(p, "", depth)
 	}
 	for _, c := range ents {
-		if c.IsDir() && !(isGitDir && gitdirInternals[c.Name()]) {
+		if c.IsDir() && !(isGitDir && gitdirInternal(c.Name())) {
 			s.moduleDir(filepath.Join(p, c.Name()), depth+1)
 		}
 	}
 }
 
-// gitdirInternals are the directories of a gitdir that never hold a submodule gitdir
+// gitdirInternal reports whether name is a directory of a gitdir that never holds a submodule gitdir
 // (gitdir() itself handles modules/ and worktrees/).
-var gitdirInternals = map[string]bool{"objects": true, "refs": true, "logs": true, "hooks": true, "info": true, "modules": true, "worktrees": true, "lfs": true}
+func gitdirInternal(name string) bool {
+	switch name {
+	case "objects", "refs", "logs", "hooks", "info", "modules", "worktrees", "lfs":
+		return true
+	}
+	return false
+}
 
 // commonDir audits gitdir/commondir and returns the common dir it names ("" when
 // none). Only a linked worktree's gitdir (X/worktrees/NAME) legitimately has one,
