@@ -1,8 +1,11 @@
-// Package nsinit is the native backend. Its parent side starts the re-executed
-// agentbox binary in new namespaces and hands it the mount plan; its init side (PID 1
-// of the new PID namespace) applies the plan with system calls, drops every
-// privilege, starts the command, reaps orphans, forwards signals and exits with the
-// command's status.
+// Package nsinit is the native backend. Its parent side starts the init in new
+// namespaces and hands it the mount plan; the init (PID 1 of the new PID namespace)
+// applies the plan with system calls, drops every privilege, starts the command,
+// reaps orphans, passes signals on and reports the command's status. The init is the
+// re-executed agentbox binary (init_linux.go), or, for a launcher that is a process of
+// its own on amd64 and Linux 5.12+, the raw init: a clone of the launcher that runs
+// the plan compiled into system calls without a Go runtime of its own
+// (rawinit_linux_amd64.go, rawlaunch_linux_amd64.go).
 package nsinit
 
 import (
