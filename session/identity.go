@@ -46,10 +46,26 @@ func repoIdentity(repo string) (fileID, error) {
 }
 
 // verifyUnchanged checks, right before launch, that the repository is still the one
-// planned for and that every protected path exists with no symlink on its way.
+// planned for and that every protected path exists with no symlink on its way. The
+// repository's identity and its .git are read through one descriptor, so that both
+// answers are about the same resolution of its path: a component flipped to a link
+// between two lookups (the race behind TestSetupRaces' "repo path component") can
+// no longer pass one check in one state and skip the other in the next.
 func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected) error {
-	if id, err := identify(repo); err != nil || id != want {
-		return fmt.Errorf("repo %s changed while agentbox was starting; not launching", repo)
+	changed := func(why string) error {
+		return fmt.Errorf("repo %s changed while agentbox was starting (%s); not launching", repo, why)
+	}
+	rfd, err := safepath.Open(repo, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return changed(err.Error())
+	}
+	defer unix.Close(rfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(rfd, &st); err != nil {
+		return changed(err.Error())
+	}
+	if (fileID{dev: st.Dev, ino: st.Ino}) != want {
+		return changed("another directory is at its path")
 	}
 	have := map[string]bool{}
 	for _, p := range prot {
@@ -59,25 +75,25 @@ func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected) error 
 		have[p.Path] = true
 	}
 	// The protected set was computed from paths: had a component been swapped for a
-	// link to elsewhere at that moment, it could have come out empty. Seen now without
-	// following any link, a .git directory must have its config and hooks in the set,
-	// a .git file itself.
+	// link to elsewhere at that moment, it could have come out empty. Seen now, from
+	// the descriptor identified above and without following a link, a .git directory
+	// must have its config and hooks in the set, a .git file itself.
 	dotgit := filepath.Join(repo, ".git")
-	fd, err := safepath.Open(dotgit, unix.O_PATH)
-	if err != nil {
-		return nil // none, or a symlink (followed, and checked above, by the set itself)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat %s: %w", dotgit, err)
+	var gst unix.Stat_t
+	switch err := unix.Fstatat(rfd, ".git", &gst, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == unix.ENOENT:
+		return nil // not a repository of its own: nothing of Git's to protect
+	case err != nil:
+		return changed(err.Error())
 	}
 	var need []string
-	switch st.Mode & unix.S_IFMT {
+	switch gst.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		need = []string{filepath.Join(dotgit, "config"), filepath.Join(dotgit, "hooks")}
 	case unix.S_IFREG:
 		need = []string{dotgit}
+	default:
+		return nil // a symlink: the set holds what it leads to, checked above
 	}
 	for _, n := range need {
 		if !have[n] {
