@@ -39,6 +39,14 @@ type Options struct {
 	RawInit bool
 }
 
+// env is the command's environment: Env, or the caller's.
+func (o Options) env() []string {
+	if o.Env == nil {
+		return os.Environ()
+	}
+	return o.Env
+}
+
 // Names of the launcher-side phases every launch reports (the init's own are named
 // after their step).
 const (

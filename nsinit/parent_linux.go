@@ -217,10 +217,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	res.InitPID = proc.Pid
 	tStarted := time.Now()
 
-	env := opts.Env
-	if env == nil {
-		env = os.Environ()
-	}
+	env := opts.env()
 	plan := l.Plan
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
@@ -294,20 +291,8 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				}
 			}
 		case st := <-waited:
+			// Only after the socket's end: every frame the init sent was read.
 			restoreForeground(stdio.Stdin, fg)
-			if !started && msgs != nil {
-				// The init may exit right after its last frame, before this loop read
-				// it: drain the rest — a late "started" (a short command) or "error".
-				for m := range msgs {
-					switch m.Type {
-					case msgError:
-						return res, &SetupError{Step: m.Step, Reason: m.Reason}
-					case msgStarted:
-						started = true
-						res.Phases = append(res.Phases, m.Phases...)
-					}
-				}
-			}
 			if !started {
 				return res, endedEarly(st)
 			}

@@ -37,7 +37,7 @@ func childProcess(pid int, reaped func()) *process {
 			if err == unix.EINTR {
 				continue
 			}
-			if reaped != nil && err != unix.EINTR {
+			if reaped != nil {
 				once.Do(reaped)
 			}
 			return exit{ws: syscall.WaitStatus(ws), err: err}

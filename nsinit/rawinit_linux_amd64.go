@@ -88,25 +88,22 @@ type rawArena struct {
 	paths    [rawMaxPaths]uintptr // where the command may be, in PATH order
 	fg       uintptr              // the command takes the terminal's foreground
 	cmdStack uintptr
-	markDrop uintptr // timestamp slots of the last two steps
-	markExec uintptr
+	markExec uintptr // the timestamp slot of the command's start
 	poll     [2]unix.PollFd
 
 	// Written by the child.
-	stage    uintptr
-	failOp   uintptr // 1 + the index of the op that failed
-	errno    uintptr
-	execErr  uintptr // the command's exec: the errno reported
-	execPath uintptr // 1 + the index in paths of the candidate it is about
-	stat     unix.Stat_t
-	cmdPid   uintptr
-	selfPid  uint32
-	ws       uint32
-	marks    [rawMaxMarks]int64
-	ts       unix.Timespec
-	out      [2]uint32
-	in       [2]uint32
-	sigbuf   [128]byte
+	stage   uintptr
+	failOp  uintptr // 1 + the index of the op that failed
+	errno   uintptr
+	execErr uintptr     // the command's exec: the errno reported
+	stat    unix.Stat_t // of the candidate refused with EACCES
+	pgrp    uint32      // for TIOCSPGRP
+	ws      uint32
+	marks   [rawMaxMarks]int64
+	ts      unix.Timespec
+	out     [2]uint32
+	in      [2]uint32
+	sigbuf  [128]byte
 }
 
 // rawClone is clone(flags) with the child on stack, running rawInitMain (role 0) or
@@ -236,7 +233,10 @@ func rawInitMain(a *rawArena) {
 
 	a.stage = rawStageCommand
 	sfd, e := rawSys(unix.SYS_SIGNALFD4, ^uintptr(0), uintptr(unsafe.Pointer(&a.initMask)), 8, unix.SFD_CLOEXEC, 0, 0)
-	if e != 0 || sfd != a.sfd {
+	if e == 0 && sfd != a.sfd {
+		e = uintptr(unix.EBADFD) // the compiler's count of descriptors is wrong
+	}
+	if e != 0 {
 		rawFail(a, rawStageCommand, e)
 	}
 	pid, e := rawClone(uintptr(unix.CLONE_VM|unix.CLONE_VFORK)|uintptr(unix.SIGCHLD), a.cmdStack, uintptr(unsafe.Pointer(a)), 1)
@@ -248,7 +248,6 @@ func rawInitMain(a *rawArena) {
 		rawSys(unix.SYS_WAIT4, pid, 0, 0, 0, 0, 0)
 		rawFail(a, rawStageExec, a.execErr)
 	}
-	a.cmdPid = pid
 	rawMark(a, a.markExec)
 	rawSend(a, recStarted, uint32(pid))
 
@@ -320,8 +319,8 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 				}
 			case recContinue:
 				if a.in[1] != 0 {
-					a.selfPid = uint32(cmd)
-					rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.selfPid)), 0, 0, 0)
+					a.pgrp = uint32(cmd)
+					rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0)
 				}
 				rawSys(unix.SYS_KILL, -cmd, uintptr(unix.SIGCONT), 0, 0, 0, 0)
 			}
@@ -337,13 +336,13 @@ func rawCommandMain(a *rawArena) {
 	rawSys(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0)
 	if a.fg != 0 {
 		pid, _ := rawSys(unix.SYS_GETPID, 0, 0, 0, 0, 0, 0)
-		a.selfPid = uint32(pid)
-		rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.selfPid)), 0, 0, 0)
+		a.pgrp = uint32(pid)
+		rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0)
 	}
 	rawSys(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.noMask)), 0, 8, 0, 0)
 	// As execvp: a candidate that is missing is skipped, one that is there but
 	// cannot run is remembered (and skipped); the first other error stops.
-	var denied uintptr
+	denied := false
 	for i := uintptr(0); i < a.npaths && i < rawMaxPaths; i++ {
 		_, e := rawSys(unix.SYS_EXECVE, a.paths[i], a.argv, a.envv, 0, 0, 0)
 		switch e {
@@ -353,18 +352,18 @@ func rawCommandMain(a *rawArena) {
 			// lookPath's rule: a candidate that cannot even be looked at (a PATH
 			// entry closed to us) counts as missing; one that can is the answer
 			// unless a later one runs.
-			if denied == 0 {
+			if !denied {
 				if _, e := rawSys(unix.SYS_NEWFSTATAT, uintptr(0xffffffffffffff9c), a.paths[i], uintptr(unsafe.Pointer(&a.stat)), 0, 0, 0); e == 0 { // AT_FDCWD
-					denied = i + 1
+					denied = true
 				}
 			}
 			continue
 		}
-		a.execErr, a.execPath = e, i+1
+		a.execErr = e
 		rawSys(unix.SYS_EXIT_GROUP, 127, 0, 0, 0, 0, 0)
 	}
-	if denied != 0 {
-		a.execErr, a.execPath = uintptr(unix.EACCES), denied
+	if denied {
+		a.execErr = uintptr(unix.EACCES)
 	} else {
 		a.execErr = uintptr(unix.ENOENT)
 	}

@@ -63,11 +63,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	if !rawAcquire() {
 		return res, nil, false
 	}
-	env := opts.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	prog, err := compileRaw(plan, env)
+	prog, err := compileRaw(plan, opts.env())
 	if err != nil {
 		rawRelease()
 		return res, nil, false
@@ -76,6 +72,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	defer runtime.UnlockOSThread()
 	ctl, child, err := ControlSocket()
 	if err != nil {
+		rawRelease()
 		return res, err, true
 	}
 	defer ctl.Close()
@@ -133,8 +130,10 @@ func compileRaw(plan mounts.Plan, env []string) (*rawProgram, error) {
 // environment, and a margin for the plan's paths.
 func stringsSize(env, argv []string) int {
 	n := 1 << 20
-	for _, s := range append(env, argv...) {
-		n += len(s) + 9
+	for _, ss := range [][]string{env, argv} {
+		for _, s := range ss {
+			n += len(s) + 9
+		}
 	}
 	return n
 }
@@ -528,8 +527,15 @@ func (p *rawProgram) dev(dest string, nodes map[string]int) {
 // overlay mounts HOME's overlay (mount_linux.go's overlay). The upper dir's owner and
 // mode are the lower dir's, as the host shows them now.
 func (p *rawProgram) overlay(op mounts.Op, lower int) error {
+	// Looked at as the capture opens it: without following a symlink on the way.
+	fd, err := safepath.Open(op.Source, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
 	var st unix.Stat_t
-	if err := unix.Stat(op.Source, &st); err != nil {
+	err = unix.Fstat(fd, &st)
+	unix.Close(fd)
+	if err != nil {
 		return err
 	}
 	p.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
@@ -577,7 +583,13 @@ func (p *rawProgram) dropPrivileges() error {
 }
 
 // start clones the raw init with stdio and ctl as its descriptors 0–2 and controlFd.
-func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (*process, error) {
+// The raw init's reservation (rawAcquire) goes with the init, or now if none started.
+func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (proc *process, err error) {
+	defer func() {
+		if err != nil {
+			rawRelease()
+		}
+	}()
 	files, closeNull, err := stdioFiles(stdio)
 	if err != nil {
 		return nil, err
@@ -598,7 +610,6 @@ func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (*
 	runtime.KeepAlive(files)
 	runtime.KeepAlive(ctl)
 	if errno != 0 {
-		rawRelease()
 		return nil, fmt.Errorf("clone: %w", errno)
 	}
 	return childProcess(pid, rawRelease), nil
@@ -724,6 +735,7 @@ func (c *rawConn) errorMsg() *message {
 		case errno == unix.EACCES && a.stat.Mode&0o111 == 0:
 			m.Reason = "is not executable"
 		case errno == unix.EACCES:
+			// lookPath's own report: the errno, as "permission denied".
 		default:
 			m.Step = "exec " + p.cmd
 		}
@@ -767,12 +779,8 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 // runPrestartedRaw completes p's program with plan and lets it go. A plan the arena
 // cannot hold goes to a fresh init instead.
 func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
-	env := opts.Env
-	if env == nil {
-		env = os.Environ()
-	}
 	prog := p.raw
-	if err := prog.compilePlan(plan, env); err != nil {
+	if err := prog.compilePlan(plan, opts.env()); err != nil {
 		p.proc.kill()
 		p.proc.wait()
 		return Run(plan, opts)
