@@ -30,11 +30,28 @@ done
 
 echo "== fuzzing $(wc -l <"$targets") targets, ${secs}s each, two at a time"
 # Each line: package and target; one go test per target, its log named after both.
+#
+# -fuzzminimizetime: the fuzzer minimizes every input that finds new coverage, for
+# up to a minute by default, and executes nothing new meanwhile; ten seconds keeps
+# the time for fuzzing. A crasher is still written, minimized or not.
+#
+# Go 1.26's coordinator can fail a target whose -fuzztime has simply run out: when
+# its deadline fires, it compares the error with the workers' context before that
+# context has been cancelled, and reports "context deadline exceeded"
+# (go.dev/issue/75804, fixed in Go 1.27). That failure, and only that one, is
+# accepted: the log's only failure is that line, no failing input was written, and
+# the target ran its whole time. Every real finding (a crash, a hang, a failing
+# input) still fails the run.
 # shellcheck disable=SC2016
 xargs -P 2 -L 1 sh -c '
 	log="$0/$(echo "$2.$3" | tr / _).log"
-	if go test "$2" -run "^$" -fuzz "^$3\$" -fuzztime "$1s" -parallel 1 >"$log" 2>&1; then
+	if go test "$2" -run "^$" -fuzz "^$3\$" -fuzztime "$1s" -fuzzminimizetime 10s -parallel 1 >"$log" 2>&1; then
 		echo "ok   $2 $3"
+	elif [ "$(grep -c -e "^--- FAIL" -e "Failing input" -e "hung or terminated" -e "^panic" "$log")" = 1 ] &&
+		[ "$(grep -A1 "^--- FAIL: $3 " "$log" | tail -1)" = "    context deadline exceeded" ] &&
+		ran=$(sed -n "s/^--- FAIL: $3 (\([0-9]*\)\.[0-9]*s)\$/\1/p" "$log") &&
+		[ "${ran:-0}" -ge "$1" ]; then
+		echo "ok   $2 $3 (its time ran out into go.dev/issue/75804; no failing input)"
 	else
 		echo "FAIL $2 $3"; cat "$log"; exit 1
 	fi' "$logs" "$secs" <"$targets" || status=$?
