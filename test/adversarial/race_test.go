@@ -43,6 +43,10 @@ type setupRace struct {
 	// file outside the target, markers only in the repository — not P7, which
 	// cannot hold against a writer agentbox does not confine.
 	writerOwnsGitPaths bool
+	// twin: the decoy is a real directory, not a symlink: a second repository
+	// exchanged with the first, and a session may run in either (its markers land
+	// in the one it got).
+	twin bool
 	// prepare makes real and decoy and returns them, the --repo to launch with, and
 	// the extra args.
 	prepare func(t *testing.T, x *target) (real, decoy, repo string, args []string)
@@ -64,6 +68,25 @@ var setupRaces = []setupRace{
 		decoy := filepath.Join(x.Home, "proj-decoy")
 		mustSymlink(t, x.Outside, decoy)
 		return real, decoy, filepath.Join(real, "repo"), nil
+	}},
+	{name: "repo exchanged with a real twin", twin: true, prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		// HOME/proj/repo is the repository; HOME/proj-twin/repo another, with its own
+		// .git. The flipper exchanges HOME/proj and HOME/proj-twin, two real
+		// directories: no symlink for the launcher's checks to see. A launch that
+		// bound the repository from one and the protected Git paths from the other
+		// would leave the bound one's .git/config and hooks writable.
+		real := filepath.Join(x.Home, "proj")
+		mkUserDir(t, real)
+		if err := os.Rename(x.Repo, filepath.Join(real, "repo")); err != nil {
+			t.Fatal(err)
+		}
+		twin := filepath.Join(x.Home, "proj-twin")
+		mkUserDir(t, filepath.Join(twin, "repo/.git/hooks"))
+		sandboxtest.WriteFile(t, filepath.Join(twin, "repo/.git/config"), "[core]\n\trepositoryformatversion = 0\n")
+		sandboxtest.WriteFile(t, filepath.Join(twin, "repo/.git/HEAD"), "ref: refs/heads/main\n")
+		sandboxtest.WriteFile(t, filepath.Join(twin, "repo/.git/hooks/post-commit.sample"), "#!/bin/sh\n")
+		testenv.Chown(t, x.Home)
+		return real, twin, filepath.Join(real, "repo"), nil
 	}},
 	{name: ".git hooks", writerOwnsGitPaths: true, prepare: func(t *testing.T, x *target) (string, string, string, []string) {
 		mkUserDir(t, filepath.Join(x.Outside, "hooks"))
@@ -118,8 +141,13 @@ func TestSetupRaces(t *testing.T) {
 					outsideBefore := (&target{Box: x.Box, Outside: x.Outside, Bin: x.Bin, skipGit: true}).snapshot(t)
 					victim := checksum(x.Victim)
 
-					decoyTarget, err := os.Readlink(decoy)
-					if err != nil {
+					var decoyTarget string
+					twinRepo := realRepo
+					if rc.twin {
+						if twinRepo, err = os.Stat(filepath.Join(decoy, "repo")); err != nil {
+							t.Fatal(err)
+						}
+					} else if decoyTarget, err = os.Readlink(decoy); err != nil {
 						t.Fatal(err)
 					}
 					f := &flipper{t: t, x: x, probe: pr, real: real, decoy: decoy, target: decoyTarget}
@@ -162,7 +190,7 @@ func TestSetupRaces(t *testing.T) {
 					found := 0
 					for _, m := range markers {
 						fi, err := os.Stat(filepath.Dir(m))
-						if err != nil || !os.SameFile(fi, realRepo) {
+						if err != nil || !os.SameFile(fi, realRepo) && !os.SameFile(fi, twinRepo) {
 							t.Errorf("marker outside the repository: %s", m)
 							continue
 						}
@@ -257,8 +285,12 @@ func (f *flipper) stop() {
 }
 
 // repair puts the real object back under its name and the decoy symlink beside it.
+// A twin needs none: exchanging two real directories never loses either name.
 func (f *flipper) repair() {
 	f.t.Helper()
+	if f.target == "" {
+		return
+	}
 	isLink := func(p string) (exists, link bool) {
 		fi, err := os.Lstat(p)
 		return err == nil, err == nil && fi.Mode()&fs.ModeSymlink != 0
