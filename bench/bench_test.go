@@ -18,7 +18,9 @@ import (
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session"
 )
 
 func TestMain(m *testing.M) {
@@ -78,6 +80,29 @@ func TestPhaseMediansDerived(t *testing.T) {
 	} {
 		if math.Abs(got[name]-want) > 1e-9 {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+		}
+	}
+
+	// Host work during the setup (the audit's baseline) is inside total-setup when
+	// the init waited for it, and before the launch when it could not.
+	during := phase{session.DuringSetupPrefix + "audit baseline", ms(1.5)}
+	for _, c := range []struct {
+		phases       []phase
+		initStart, s float64
+	}{
+		{[]phase{{"session", ms(30)}, {"host: push guard", ms(2)}, during, {"clone+idmap", ms(5)},
+			{"proc /proc", ms(0.5)}, {nsinit.PhaseGate, ms(0.25)}, {"exec-command", ms(2)}, {"total-setup", ms(20)}},
+			20 - 5 - 2.75, 30 - 20 - 2},
+		{[]phase{{"session", ms(30)}, {"host: push guard", ms(2)}, during, {"clone+idmap", ms(5)},
+			{"proc /proc", ms(0.5)}, {"exec-command", ms(2)}, {"total-setup", ms(20)}},
+			20 - 5 - 2.5, 30 - 20 - 2 - 1.5},
+	} {
+		got := map[string]float64{}
+		for _, p := range phaseMedians([]Sample{{Wall: ms(40), Phases: c.phases}}) {
+			got[p.Name] = p.Median
+		}
+		if math.Abs(got[derivedInitStart]-c.initStart) > 1e-9 || math.Abs(got[derivedSession]-c.s) > 1e-9 {
+			t.Errorf("with %v: init start %v, want %v; command run %v, want %v", c.phases, got[derivedInitStart], c.initStart, got[derivedSession], c.s)
 		}
 	}
 }

@@ -186,16 +186,22 @@ func phaseMedians(s []Sample) []PhaseReport {
 			continue
 		}
 		named := map[string]float64{}
-		var initPhases, hostPhases float64
+		var initPhases, hostPhases, duringSetup float64
 		for _, p := range x.Phases {
 			add(p.Name, ms(p.Dur))
 			named[p.Name] = ms(p.Dur)
 			switch {
 			case strings.HasPrefix(p.Name, session.HostPhasePrefix):
 				hostPhases += ms(p.Dur)
+			case strings.HasPrefix(p.Name, session.DuringSetupPrefix):
+				duringSetup += ms(p.Dur)
 			case p.Name != session.PhaseSession && p.Name != nsinit.PhaseClone && p.Name != nsinit.PhaseSetup:
 				initPhases += ms(p.Dur)
 			}
+		}
+		if _, gated := named[nsinit.PhaseGate]; !gated {
+			// The init could not wait: the work ran before the launch, on its own.
+			hostPhases += duringSetup
 		}
 		b, okB := named[session.PhaseSession]
 		st, okS := named[nsinit.PhaseSetup]

@@ -25,7 +25,9 @@ import (
 // the same launcher loop and control protocol). The status is the command's own, or
 // 128+N when signal N killed it; an error means agentbox or bwrap failed before the
 // command started, and the caller exits 125.
-func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
+//
+// beforeExec, when not nil, runs before bwrap starts (nsinit.Options.BeforeExec).
+func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup()
@@ -42,7 +44,7 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srcFiles, err := openSources(sources)
+	srcFiles, err := openSources(sources, plan)
 	if err != nil {
 		return res, err
 	}
@@ -83,7 +85,7 @@ func Run(plan mounts.Plan, stdio Stdio) (Result, error) {
 	reports := make(chan error, 1)
 	go func() { reports <- readStatus(r) }()
 
-	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}})
+	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: beforeExec})
 	w.Close()
 	for _, ph := range out.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
@@ -159,18 +161,33 @@ func selfPath() (string, error) {
 
 // openSources opens each bind source without following a symlink in any component
 // (O_PATH): a path swapped for a link after the plan was made fails here instead of
-// sending a writable bind elsewhere.
-func openSources(paths []string) ([]*os.File, error) {
+// sending a writable bind elsewhere, and so does a source that is not the one the
+// launcher verified (mounts.Op.SourceID), swapped without a link.
+func openSources(paths []string, plan mounts.Plan) ([]*os.File, error) {
+	want := map[string]mounts.FileID{}
+	for _, op := range plan.Ops {
+		if op.SourceID != (mounts.FileID{}) {
+			want[op.Source] = op.SourceID
+		}
+	}
 	var files []*os.File
+	fail := func(p string, err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, fmt.Errorf("bwrap backend: open bind source %s: %w", p, err)
+	}
 	for _, p := range paths {
 		fd, err := safepath.Open(p, unix.O_PATH)
 		if err != nil {
-			for _, f := range files {
-				f.Close()
-			}
-			return nil, fmt.Errorf("bwrap backend: open bind source %s: %w", p, err)
+			return fail(p, err)
 		}
-		files = append(files, os.NewFile(uintptr(fd), p))
+		f := os.NewFile(uintptr(fd), p)
+		if err := nsinit.CheckSourceID(fd, want[p]); err != nil {
+			f.Close()
+			return fail(p, err)
+		}
+		files = append(files, f)
 	}
 	return files, nil
 }

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
 )
 
 // fakeBwrap writes a bwrap stand-in into dir: "--version" prints version; any other
@@ -95,7 +98,7 @@ func runFake(t *testing.T, bin string, plan mounts.Plan) (Result, string, error)
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}, nil)
 	b, _ := os.ReadFile(stderr.Name())
 	return res, string(b), runErr
 }
@@ -176,4 +179,27 @@ func TestRunRefused(t *testing.T) {
 			onlyVersion(t, log, tt.runs)
 		})
 	}
+}
+
+// A bind source that is not the one the launcher verified (Op.SourceID) is refused
+// before bwrap starts; the verified one is opened.
+func TestOpenSourcesChecksIdentity(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	id := func(p string) mounts.FileID {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return mounts.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	plan := mounts.Plan{Ops: []mounts.Op{{Kind: mounts.Bind, Source: dir, Dest: "/work", SourceID: id(other)}}}
+	if files, err := openSources([]string{dir}, plan); !errors.Is(err, nsinit.ErrSourceChanged) || files != nil {
+		t.Errorf("source with another identity: %v, want %v", err, nsinit.ErrSourceChanged)
+	}
+	plan.Ops[0].SourceID = id(dir)
+	files, err := openSources([]string{dir}, plan)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("verified source: %v", err)
+	}
+	files[0].Close()
 }

@@ -46,6 +46,16 @@ type Op struct {
 	Dest   string `json:"dest"`
 	Mode   uint32 `json:"mode,omitempty"` // Tmpfs: permission bits of its root
 	Why    string `json:"why"`            // the promise this operation keeps
+	// SourceID is the identity the launcher verified the source has, right before
+	// the launch (the repository, each protected Git path); a backend refuses a
+	// source it opens with another. Zero: not checked.
+	SourceID FileID `json:"source_id,omitzero"`
+}
+
+// FileID is a file's identity: its device and inode numbers.
+type FileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
 }
 
 func (o Op) String() string {

@@ -37,6 +37,14 @@ type Options struct {
 	// Linux 5.12); elsewhere the re-executed init runs. It makes the launcher's
 	// process non-dumpable: for a launcher that is a process of its own, the CLI.
 	RawInit bool
+	// BeforeExec, when set, runs in the launcher once the launch has begun; the
+	// command starts only after it returns nil, and an error ends the launch before
+	// the command starts (the init is killed) and is returned as it is. The raw init
+	// builds the sandbox meanwhile, so host work the command must wait for but the
+	// sandbox does not (the audit's baseline, the metadata snapshot) costs no time
+	// of its own; with the Go init it runs before the init starts. Signals meanwhile
+	// do what they would do uncaught: the launch takes them over after it.
+	BeforeExec func() error
 }
 
 // env is the command's environment: Env, or the caller's.
@@ -52,6 +60,8 @@ func (o Options) env() []string {
 const (
 	PhaseClone = "clone+idmap" // from the start of the launch to the init running
 	PhaseSetup = "total-setup" // from the start of the launch to the command started
+	// PhaseGate is the raw init's wait, its sandbox built, for Options.BeforeExec.
+	PhaseGate = "wait for the launcher"
 )
 
 // Phase is one measured step of a launch.

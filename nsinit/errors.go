@@ -1,9 +1,14 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrSourceChanged is why a backend refuses a bind source whose identity is not the
+// one the launcher verified (mounts.Op.SourceID): something swapped it in between.
+var ErrSourceChanged = errors.New("not the file agentbox checked moments before (swapped meanwhile?); not launching")
 
 // MountError is a failed mount-related system call. It reads like a strace line:
 // the operation, source, target, flags by name and the errno, and unwraps to the

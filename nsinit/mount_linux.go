@@ -99,7 +99,7 @@ func (x *executor) capture() error {
 		switch {
 		case isRootRO(op):
 		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
-			c.tree, err = cloneTree(op.Source)
+			c.tree, err = cloneTree(op.Source, op.SourceID)
 		case op.Kind == mounts.Overlay:
 			c.fd, err = safepath.Open(op.Source, unix.O_PATH|unix.O_DIRECTORY)
 			if err != nil {
@@ -108,7 +108,7 @@ func (x *executor) capture() error {
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
-				fd, cerr := cloneTree("/dev/" + n)
+				fd, cerr := cloneTree("/dev/"+n, mounts.FileID{})
 				if cerr != nil {
 					if n == "tty" {
 						continue // no controlling terminal device on this host
@@ -127,14 +127,33 @@ func (x *executor) capture() error {
 	return nil
 }
 
+// CheckSourceID checks that fd, a source opened for a bind, has the identity want
+// (mounts.Op.SourceID; zero: unchecked). An other one is ErrSourceChanged.
+func CheckSourceID(fd int, want mounts.FileID) error {
+	if want == (mounts.FileID{}) {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if (mounts.FileID{Dev: st.Dev, Ino: st.Ino}) != want {
+		return ErrSourceChanged
+	}
+	return nil
+}
+
 // cloneTree takes a detached, recursive copy of the mount tree at path, opened without
-// following symlinks in any component.
-func cloneTree(path string) (int, error) {
+// following symlinks in any component, and having the identity want.
+func cloneTree(path string, want mounts.FileID) (int, error) {
 	fd, err := safepath.Open(path, unix.O_PATH)
 	if err != nil {
 		return -1, &MountError{Op: "open", Source: path, Err: err}
 	}
 	defer unix.Close(fd)
+	if err := CheckSourceID(fd, want); err != nil {
+		return -1, &MountError{Op: "open", Source: path, Err: err}
+	}
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	if err != nil {
 		me := &MountError{Op: "open_tree", Source: path, Err: err}

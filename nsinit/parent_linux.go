@@ -158,6 +158,9 @@ type Launch struct {
 	Prestarted bool
 	// conn is how to talk to the init; nil: JSON frames on Ctl.
 	conn initConn
+	// gated: the init waits, its sandbox built, for a go (rawConn.sendGo) before it
+	// starts the command, and Options.BeforeExec runs meanwhile.
+	gated bool
 }
 
 // initConn is the launcher's side of the control socket: the Go init's JSON frames
@@ -167,6 +170,9 @@ type initConn interface {
 	read() (*message, error)
 	write(m *message) error
 }
+
+// goSender is a conn whose init can wait for a go (Launch.gated).
+type goSender interface{ sendGo() error }
 
 type frameConn struct{ ctl *os.File }
 
@@ -180,6 +186,14 @@ func (c frameConn) write(m *message) error                 { return writeMsg(c.c
 // the started process, which the init (or bwrap on its behalf) makes the command's.
 func Supervise(l Launch, opts Options) (Result, error) {
 	var res Result
+	beforeExec := opts.BeforeExec
+	if beforeExec != nil && !l.gated {
+		// This init cannot wait: the host work comes first.
+		if err := beforeExec(); err != nil {
+			return res, err
+		}
+		beforeExec = nil
+	}
 	t0 := time.Now()
 	stdio := opts.Stdio
 	conn := l.conn
@@ -188,15 +202,26 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	}
 	fg := isForeground(stdio.Stdin)
 
-	// Signals are caught before the init exists, so none is lost in between.
+	// Signals are caught before the command can exist, so none is lost in between:
+	// before the init exists, or, with BeforeExec, before the init may start it.
 	var sigs <-chan os.Signal
-	if opts.Signals != nil {
-		sigs = opts.Signals.signals()
-	} else {
-		own := make(chan os.Signal, 16)
+	var own chan os.Signal
+	catchSignals := func() {
+		if opts.Signals != nil {
+			sigs = opts.Signals.signals()
+			return
+		}
+		own = make(chan os.Signal, 16)
 		signal.Notify(own, Forwarded...)
-		defer signal.Stop(own)
 		sigs = own
+	}
+	defer func() {
+		if own != nil {
+			signal.Stop(own)
+		}
+	}()
+	if beforeExec == nil {
+		catchSignals()
 	}
 
 	var stdioFds []*os.File
@@ -232,6 +257,15 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			return res, endedEarly(proc.wait())
 		}
 		return res, abort(proc, &SetupError{Step: StepHandPlan, Reason: err.Error()})
+	}
+
+	if beforeExec != nil {
+		if err := beforeExec(); err != nil {
+			return res, abort(proc, err)
+		}
+		catchSignals()
+		// A failed write means the init is gone: its report (or its exit) says why.
+		_ = conn.(goSender).sendGo()
 	}
 
 	msgs := make(chan *message, 4)

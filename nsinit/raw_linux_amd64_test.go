@@ -1,9 +1,14 @@
 package nsinit
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
@@ -104,5 +109,96 @@ func TestRawInitReportsFailuresAsTheGoInit(t *testing.T) {
 	plan := minimalPlan("no-such-command-anywhere")
 	if _, err := Run(plan, opts); err == nil || err.Error() != "command no-such-command-anywhere: not found in PATH" {
 		t.Errorf("missing command: %v", err)
+	}
+}
+
+// Options.BeforeExec: the command starts only after it, and sees what it did; an
+// error ends the launch before the command, and is the launch's error. The raw init
+// waits for it with its sandbox built; the Go init starts after it.
+func TestBeforeExec(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	for _, raw := range []bool{true, false} {
+		dir := t.TempDir()
+		out, err := os.Create(dir + "/stdout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := t.TempDir() // the sandbox sees it at /mnt, read-only
+		plan := minimalPlan("/bin/sh", "-c", "cat /mnt/baseline")
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: shared, Dest: "/mnt"})
+		opts := Options{Stdio: Stdio{Stdin: null, Stdout: out, Stderr: null}, RawInit: raw}
+		opts.BeforeExec = func() error {
+			// Long enough for a sandbox that did not wait to have run its command.
+			time.Sleep(100 * time.Millisecond)
+			return os.WriteFile(shared+"/baseline", []byte("taken\n"), 0o644)
+		}
+		res, err := Run(plan, opts)
+		got, _ := os.ReadFile(out.Name())
+		if err != nil || res.Status != 0 || string(got) != "taken\n" {
+			t.Errorf("raw %v: %v, status %d, the command printed %q, want the file BeforeExec wrote", raw, err, res.Status, got)
+		}
+		if gate := slices.Contains(phaseNames(res), PhaseGate); gate != (raw && rawUsable()) {
+			t.Errorf("raw %v: phases %v: the init waited for BeforeExec: %v", raw, phaseNames(res), gate)
+		}
+
+		// A failing BeforeExec: no command, no init left, its error.
+		refused := errors.New("no baseline")
+		plan.Command = []string{"/bin/sh", "-c", "echo ran"}
+		opts.BeforeExec = func() error { return refused }
+		if err := out.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		res, err = Run(plan, opts)
+		got, _ = os.ReadFile(out.Name())
+		if !errors.Is(err, refused) || len(got) != 0 {
+			t.Errorf("raw %v, BeforeExec failing: %v, the command printed %q; want %v and no command", raw, err, got, refused)
+		}
+		if res.InitPID != 0 {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", res.InitPID)); err == nil {
+				t.Errorf("raw %v: init %d still there after BeforeExec failed", raw, res.InitPID)
+			}
+		}
+		out.Close()
+		null.Close()
+	}
+}
+
+// A bind source whose identity is not the one the launcher verified (Op.SourceID) is
+// refused by both inits, with the same words; the right one is bound.
+func TestSourceIDChecked(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	dir, other := t.TempDir(), t.TempDir()
+	id := func(p string) mounts.FileID {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return mounts.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	for _, raw := range []bool{true, false} {
+		opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: raw}
+		plan := minimalPlan("/bin/true")
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: dir, Dest: "/mnt", SourceID: id(other)})
+		want := "mount: open " + dir + ": " + ErrSourceChanged.Error()
+		if _, err := Run(plan, opts); err == nil || err.Error() != want {
+			t.Errorf("raw %v: a source with another identity: %v, want %q", raw, err, want)
+		}
+		plan.Ops[len(plan.Ops)-1].SourceID = id(dir)
+		if res, err := Run(plan, opts); err != nil || res.Status != 0 {
+			t.Errorf("raw %v: the verified source: %v, status %d", raw, err, res.Status)
+		}
 	}
 }

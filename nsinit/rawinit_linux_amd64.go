@@ -51,6 +51,11 @@ type rawOp struct {
 	mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
 }
 
+// rawSameFile is an op that is no system call: it compares the device and inode of
+// the last fstat into srcStat with args[0] and args[1], and fails with ESTALE when
+// they differ (a bind source that is not the one the launcher verified).
+const rawSameFile = ^uintptr(0)
+
 // Stages of the raw init, for its error report.
 const (
 	rawStagePrologue = 1 + iota
@@ -67,6 +72,8 @@ const (
 	recExited              // value: the command's status; everything of the session is gone
 	recSignal              // launcher to init: value is a signal for the command
 	recContinue            // launcher to init: value 1 when the launcher is in the foreground
+	recGo                  // launcher to init: the plan is in the arena (PrestartRaw), or
+	// the command may start (Options.BeforeExec returned); read by a compiled read op
 )
 
 // rawArena is all the memory the raw init touches: no Go pointers, only addresses as
@@ -97,6 +104,7 @@ type rawArena struct {
 	errno   uintptr
 	execErr uintptr     // the command's exec: the errno reported
 	stat    unix.Stat_t // of the candidate refused with EACCES
+	srcStat unix.Stat_t // of the last bind source checked (rawSameFile)
 	pgrp    uint32      // for TIOCSPGRP
 	ws      uint32
 	marks   [rawMaxMarks]int64
@@ -214,9 +222,16 @@ func rawInitMain(a *rawArena) {
 	a.stage = rawStageOps
 	for i := uintptr(0); i < a.nops && i < rawMaxOps; i++ {
 		op := &a.ops[i]
-		r, e := rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
-		if e == uintptr(unix.EINTR) {
+		var r, e uintptr
+		if op.nr == rawSameFile {
+			if a.srcStat.Dev != uint64(op.args[0]) || a.srcStat.Ino != uint64(op.args[1]) {
+				e = uintptr(unix.ESTALE)
+			}
+		} else {
 			r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
+			if e == uintptr(unix.EINTR) {
+				r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
+			}
 		}
 		if e != 0 && e != op.ok {
 			a.failOp = i + 1

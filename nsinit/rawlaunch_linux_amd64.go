@@ -63,7 +63,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	if !rawAcquire() {
 		return res, nil, false
 	}
-	prog, err := compileRaw(plan, opts.env())
+	prog, err := compileRaw(plan, opts.env(), opts.BeforeExec != nil)
 	if err != nil {
 		rawRelease()
 		return res, nil, false
@@ -81,7 +81,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 		defer child.Close()
 		return prog.start(child, opts.Stdio, fg, cloneFlags(plan))
 	}
-	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn}, opts)
+	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: opts.BeforeExec != nil}, opts)
 	return res, err, true
 }
 
@@ -109,17 +109,19 @@ type rawDesc struct {
 	mount bool       // me is the report's template, its Err the errno (else the errno alone)
 	me    MountError // by value: a launch compiles a few hundred of these
 	path  bool       // an openat2: ELOOP means a symlink in the path
+	// sameFile: a rawSameFile check; its failure means ErrSourceChanged
+	sameFile bool
 }
 
 // compileRaw turns plan into system calls. It mirrors the Go init (init_linux.go,
 // mount_linux.go) step by step; the differences are in the README's design notes.
-func compileRaw(plan mounts.Plan, env []string) (*rawProgram, error) {
+func compileRaw(plan mounts.Plan, env []string, gated bool) (*rawProgram, error) {
 	p, err := newRawProgram(stringsSize(env, plan.Command))
 	if err != nil {
 		return nil, err
 	}
 	p.compileIDMap()
-	if err := p.compilePlan(plan, env); err != nil {
+	if err := p.compilePlan(plan, env, gated); err != nil {
 		p.free()
 		return nil, err
 	}
@@ -173,22 +175,28 @@ func (p *rawProgram) compileIDMap() {
 }
 
 // compileWait makes the init wait, after its id maps, for a record saying that the
-// rest of its system calls are in place (PrestartRaw). Anything but a full record
-// (the launcher closing the socket) ends it.
+// rest of its system calls are in place (PrestartRaw).
 func (p *rawProgram) compileWait() {
-	p.op(rawDesc{step: "receive plan"}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
-	p.mark("wait for plan")
+	p.waitGo("receive plan", "wait for plan")
 	p.phaseFrom = len(p.marks)
+}
+
+// waitGo makes the init wait for the launcher's recGo. Anything but a full record
+// (the launcher closing the socket) ends it. Nothing else can come first: the
+// launcher forwards signals only once the command may start.
+func (p *rawProgram) waitGo(step, phase string) {
+	p.op(rawDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
+	p.mark(phase)
 }
 
 // compilePlan appends the plan's system calls, and the command's argv, environment
 // and paths.
-func (p *rawProgram) compilePlan(plan mounts.Plan, env []string) error {
+func (p *rawProgram) compilePlan(plan mounts.Plan, env []string, gated bool) error {
 	if len(plan.Command) == 0 {
 		return errors.New("no command")
 	}
 	p.cmd = plan.Command[0]
-	if err := p.compile(plan); err != nil {
+	if err := p.compile(plan, gated); err != nil {
 		return err
 	}
 	a := p.a
@@ -380,7 +388,7 @@ func (p *rawProgram) mkdirAll(dest string) int {
 	return cur
 }
 
-func (p *rawProgram) compile(plan mounts.Plan) error {
+func (p *rawProgram) compile(plan mounts.Plan, gated bool) error {
 	p.root = p.fdOp(rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Target: "/"}}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}},
 		unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_SLAVE|unix.MS_REC, 0)
@@ -392,7 +400,7 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 		switch {
 		case isRootRO(op):
 		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
-			c.tree = p.cloneTree(op.Source)
+			c.tree = p.cloneTree(op.Source, op.SourceID)
 		case op.Kind == mounts.Overlay:
 			c.fd = p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open overlay lower", Source: op.Source}}, op.Source, unix.O_PATH|unix.O_DIRECTORY)
 		case op.Kind == mounts.Dev:
@@ -403,7 +411,7 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 						continue // no controlling terminal device on this host
 					}
 				}
-				c.nodes[n] = p.cloneTree("/dev/" + n)
+				c.nodes[n] = p.cloneTree("/dev/"+n, mounts.FileID{})
 			}
 		}
 		caps[i] = c
@@ -432,6 +440,11 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 		return err
 	}
 	p.mark("drop-privileges")
+	if gated {
+		// Options.BeforeExec: the sandbox is built; the command waits for the
+		// launcher's host work.
+		p.waitGo(PhaseGate, PhaseGate)
+	}
 	p.marks = append(p.marks, "exec-command")
 	p.a.markExec = uintptr(len(p.marks) + 1)
 	if p.used > len(p.strs) {
@@ -440,9 +453,16 @@ func (p *rawProgram) compile(plan mounts.Plan) error {
 	return nil
 }
 
-// cloneTree captures the mount tree at path (mount_linux.go's cloneTree).
-func (p *rawProgram) cloneTree(path string) int {
-	fd := p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Source: path}}, path, unix.O_PATH)
+// cloneTree captures the mount tree at path (mount_linux.go's cloneTree), checking
+// that it has the identity want (zero: unchecked).
+func (p *rawProgram) cloneTree(path string, want mounts.FileID) int {
+	d := rawDesc{step: "mount", mount: true, me: MountError{Op: "open", Source: path}}
+	fd := p.openBeneath(d, path, unix.O_PATH)
+	if want != (mounts.FileID{}) {
+		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.a.srcStat)))
+		d.sameFile = true
+		p.op(d, rawSameFile, uintptr(want.Dev), uintptr(want.Ino))
+	}
 	tree := p.fdOp(rawDesc{step: "mount", mount: true, me: MountError{Op: "open_tree", Source: path}}, unix.SYS_OPEN_TREE, uintptr(fd), p.str(""),
 		unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 	p.closeFd(fd)
@@ -682,6 +702,13 @@ func (c *rawConn) write(m *message) error {
 	return err
 }
 
+// sendGo lets the init past its wait (waitGo).
+func (c *rawConn) sendGo() error {
+	rec := [2]uint32{recGo, 0}
+	_, err := c.ctl.Write((*[8]byte)(unsafe.Pointer(&rec))[:])
+	return err
+}
+
 // phases are the init's timestamps as the Go init's Timer phases.
 func (c *rawConn) phases() []Phase {
 	a := c.prog.a
@@ -712,8 +739,11 @@ func (c *rawConn) errorMsg() *message {
 		}
 		d := p.desc[a.failOp-1]
 		var err error = errno
-		if d.path && errno == unix.ELOOP {
+		switch {
+		case d.path && errno == unix.ELOOP:
 			err = safepath.ErrSymlink
+		case d.sameFile:
+			err = ErrSourceChanged
 		}
 		if d.mount {
 			me := d.me
@@ -780,7 +810,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 // cannot hold goes to a fresh init instead.
 func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
 	prog := p.raw
-	if err := prog.compilePlan(plan, opts.env()); err != nil {
+	if err := prog.compilePlan(plan, opts.env(), opts.BeforeExec != nil); err != nil {
 		p.proc.kill()
 		p.proc.wait()
 		return Run(plan, opts)
@@ -790,8 +820,9 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 			prog.a.fg = 1
 		}
 		// A failed write means the init is gone: its report (or its exit) says why.
-		_, _ = p.ctl.Write(make([]byte, 8))
+		conn := rawConn{ctl: p.ctl}
+		_ = conn.sendGo()
 		return p.proc, nil
 	}
-	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}}, opts)
+	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}, gated: opts.BeforeExec != nil}, opts)
 }

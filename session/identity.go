@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // The launcher decides what to protect from paths, then both backends open those
@@ -17,7 +18,8 @@ import (
 // mounts another. So the repository is identified (device and inode, opened with no
 // symlink in any component) before the plan is made, and checked again, with every
 // protected path, right before the backend starts; the backends then open each path
-// without following symlinks (nsinit's capture, bwrap's --bind-fd), so a swap after
+// without following symlinks (nsinit's capture, bwrap's --bind-fd), and check that
+// what they opened has the identity seen here (mounts.Op.SourceID), so a swap after
 // this check fails the launch instead of redirecting a mount.
 
 // fileID is a file's identity.
@@ -51,7 +53,13 @@ func repoIdentity(repo string) (fileID, error) {
 // answers are about the same resolution of its path: a component flipped to a link
 // between two lookups (the race behind TestSetupRaces' "repo path component") can
 // no longer pass one check in one state and skip the other in the next.
-func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected) error {
+//
+// It sets on plan's binds of the repository and of the protected paths the identity
+// it saw (mounts.Op.SourceID), which the backend checks again on the source it opens:
+// a directory swapped for another between this check and the backend's capture (two
+// real directories exchanged, no link involved) fails the launch too, instead of
+// binding the repository from one tree and its protections from the other.
+func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected, plan *mounts.Plan) error {
 	changed := func(why string) error {
 		return fmt.Errorf("repo %s changed while agentbox was starting (%s); not launching", repo, why)
 	}
@@ -67,12 +75,20 @@ func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected) error 
 	if (fileID{dev: st.Dev, ino: st.Ino}) != want {
 		return changed("another directory is at its path")
 	}
+	ids := map[string]fileID{repo: want}
 	have := map[string]bool{}
 	for _, p := range prot {
-		if _, err := identify(p.Path); err != nil {
+		id, err := identify(p.Path)
+		if err != nil {
 			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", p.Path, err)
 		}
 		have[p.Path] = true
+		ids[p.Path] = id
+	}
+	for i, op := range plan.Ops {
+		if id, ok := ids[op.Source]; ok && (op.Kind == mounts.Bind || op.Kind == mounts.BindRO) {
+			plan.Ops[i].SourceID = mounts.FileID{Dev: id.dev, Ino: id.ino}
+		}
 	}
 	// The protected set was computed from paths: had a component been swapped for a
 	// link to elsewhere at that moment, it could have come out empty. Seen now, from

@@ -73,9 +73,10 @@ type Outcome struct {
 // Run runs the session and returns the command's exit status. An error means agentbox
 // itself failed before the command started; the caller exits 125.
 //
-// Order: protected paths and placeholders, the audit baseline, the metadata snapshot,
-// the shadow record's start state, the push guard's staging, the plan, the backend;
-// then, whatever the command did, the audit and the record's end state.
+// Order: protected paths, the shadow record's start state, placeholders, the push
+// guard's staging, the plan and its recheck, the backend; while the backend builds
+// the sandbox, the audit baseline and the metadata snapshot, which the command waits
+// for; then, whatever the command did, the audit and the record's end state.
 func Run(cfg Config) (int, error) {
 	sw := nsinit.NewTimer()
 	if cfg.Policy.Backend == policy.BackendAuto {
@@ -142,25 +143,42 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	sw.Mark(host("placeholders"))
-	aud, err := startAudit(cfg, p, gitDirs)
-	if err != nil {
-		return 0, err
+	// The audit's baseline and the metadata snapshot must exist before the command
+	// starts, and the sandbox's setup does not need them: the backend runs them while
+	// it builds the sandbox (nsinit.Options.BeforeExec), before the command starts.
+	var aud *auditor
+	var during []nsinit.Phase
+	beforeExec := func() error {
+		t := time.Now()
+		mark := func(step string) {
+			now := time.Now()
+			during = append(during, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
+			t = now
+		}
+		a, err := startAudit(cfg, p, gitDirs)
+		if err != nil {
+			return err
+		}
+		aud = a
+		mark("audit baseline")
+		if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
+			return err
+		}
+		mark("snapshot")
+		return nil
 	}
-	sw.Mark(host("audit baseline"))
 	// The audit looks at what a session did: when the command never ran, there is
 	// nothing to audit, and only agentbox's one-line error is printed.
 	ran := false
 	defer func() {
-		if ran {
+		switch {
+		case aud == nil:
+		case ran:
 			aud.finish(cfg, out)
-		} else {
+		default:
 			aud.drop()
 		}
 	}()
-	if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
-		return 0, err
-	}
-	sw.Mark(host("snapshot"))
 	writable := []string{p.Repo}
 	for _, op := range s.GitRW {
 		writable = append(writable, op.Source)
@@ -181,16 +199,16 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
-	if err := verifyUnchanged(p.Repo, repoID, s.Protected); err != nil {
+	if err := verifyUnchanged(p.Repo, repoID, s.Protected, &plan); err != nil {
 		return 0, err
 	}
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(cfg, plan, out, spare)
+	res, err := runBackend(cfg, plan, out, spare, beforeExec)
 	sw.Skip()
 	ran = err == nil
-	out.Phases = res.Phases
+	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err
 	}
@@ -200,12 +218,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 // cliStdio are the command's streams: agentbox exec's own.
 var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 
-// runBackend runs plan; spare is the native init started ahead (nil: none).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted) (nsinit.Result, error) {
+// runBackend runs plan; spare is the native init started ahead (nil: none), and
+// beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -217,7 +236,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec)
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {

@@ -11,9 +11,15 @@ import (
 // Host-side timing names. The launcher's own steps are prefixed with HostPhasePrefix
 // so that a reader (agentbox bench) can tell them from the backend's setup phases;
 // PhaseSession spans all of Run.
+//
+// The steps the command waits for but the sandbox does not (the audit's baseline, the
+// snapshot) run while the backend builds the sandbox (nsinit.Options.BeforeExec):
+// their names have DuringSetupPrefix, and they are part of the backend's total-setup
+// when its init waited for them (the nsinit.PhaseGate phase), before it otherwise.
 const (
-	HostPhasePrefix = "host: "
-	PhaseSession    = "session"
+	HostPhasePrefix   = "host: "
+	DuringSetupPrefix = "host, during setup: "
+	PhaseSession      = "session"
 )
 
 // host names one of the launcher's own steps.

@@ -1,0 +1,67 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// The recheck hands the identities it verified to the backend: the repository's bind
+// and every protected path's carry them (mounts.Op.SourceID), nothing else does.
+func TestVerifyUnchangedSetsSourceIDs(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".git/config"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prot, err := gitguard.ProtectedPaths(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := repoIdentity(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mounts.Plan{Ops: []mounts.Op{
+		{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+		{Kind: mounts.Tmpfs, Dest: "/tmp"},
+		{Kind: mounts.Bind, Source: repo, Dest: repo},
+	}}
+	for _, p := range prot {
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: p.Path, Dest: p.Path})
+	}
+	if err := verifyUnchanged(repo, id, prot, &plan); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, op := range plan.Ops {
+		var st unix.Stat_t
+		switch {
+		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO && op.Source != "/":
+			if err := unix.Stat(op.Source, &st); err != nil {
+				t.Fatal(err)
+			}
+			if op.SourceID != (mounts.FileID{Dev: st.Dev, Ino: st.Ino}) {
+				t.Errorf("%s: SourceID %+v, want its device and inode", op.Source, op.SourceID)
+			}
+			checked++
+		case op.SourceID != (mounts.FileID{}):
+			t.Errorf("%s %s: SourceID %+v set", op.Kind, op.Dest, op.SourceID)
+		}
+	}
+	if checked < 3 {
+		t.Errorf("only %d binds checked: %+v", checked, plan.Ops)
+	}
+}
