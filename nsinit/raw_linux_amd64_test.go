@@ -129,9 +129,9 @@ func TestBeforeExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		shared := t.TempDir() // the sandbox sees it at /mnt, read-only
-		plan := minimalPlan("/bin/sh", "-c", "cat /mnt/baseline")
-		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: shared, Dest: "/mnt"})
+		shared := t.TempDir() // the sandbox sees it at /tmp/shared (on its tmpfs: kernel-matrix VMs have no /mnt)
+		plan := minimalPlan("/bin/sh", "-c", "cat /tmp/shared/baseline")
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: shared, Dest: "/tmp/shared"})
 		opts := Options{Stdio: Stdio{Stdin: null, Stdout: out, Stderr: null}, RawInit: raw}
 		opts.BeforeExec = func() error {
 			// Long enough for a sandbox that did not wait to have run its command.
@@ -191,7 +191,7 @@ func TestSourceIDChecked(t *testing.T) {
 	for _, raw := range []bool{true, false} {
 		opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: raw}
 		plan := minimalPlan("/bin/true")
-		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: dir, Dest: "/mnt", SourceID: id(other)})
+		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: dir, Dest: "/tmp/src", SourceID: id(other)})
 		want := "mount: open " + dir + ": " + ErrSourceChanged.Error()
 		if _, err := Run(plan, opts); err == nil || err.Error() != want {
 			t.Errorf("raw %v: a source with another identity: %v, want %q", raw, err, want)
