@@ -27,6 +27,17 @@ func minimalPlan(cmd ...string) mounts.Plan {
 	}
 }
 
+// devNull is /dev/null opened for reading and writing, closed with the test.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return null
+}
+
 func phaseNames(res Result) []string {
 	var names []string
 	for _, p := range res.Phases {
@@ -43,11 +54,7 @@ func TestRawInitTwiceInOneProcess(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: true}
 	if !rawUsable() {
 		// Before Linux 5.12 (the kernel matrix's 5.10 cells) the Go init runs instead.
@@ -87,11 +94,7 @@ func TestRawInitReportsFailuresAsTheGoInit(t *testing.T) {
 	if err := os.Symlink("/etc", link); err != nil {
 		t.Fatal(err)
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	opts := Options{Stdio: Stdio{Stdin: null, Stdout: null, Stderr: null}, RawInit: true}
 	for _, c := range []struct {
 		source, want string
@@ -125,10 +128,7 @@ func TestBeforeExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		null := devNull(t)
 		shared := t.TempDir() // the sandbox sees it at /tmp/shared (on its tmpfs: kernel-matrix VMs have no /mnt)
 		plan := minimalPlan("/bin/sh", "-c", "cat /tmp/shared/baseline")
 		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: shared, Dest: "/tmp/shared"})
@@ -165,7 +165,6 @@ func TestBeforeExec(t *testing.T) {
 			}
 		}
 		out.Close()
-		null.Close()
 	}
 }
 
@@ -175,11 +174,7 @@ func TestSourceIDChecked(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	null := devNull(t)
 	dir, other := t.TempDir(), t.TempDir()
 	id := func(p string) mounts.FileID {
 		var st unix.Stat_t

@@ -686,25 +686,24 @@ func (c *rawConn) read() (*message, error) {
 }
 
 func (c *rawConn) write(m *message) error {
-	var rec [2]uint32
 	switch m.Type {
 	case msgSignal:
-		rec = [2]uint32{recSignal, uint32(m.Signal)}
+		return c.send(recSignal, uint32(m.Signal))
 	case msgContinue:
-		rec[0] = recContinue
 		if m.Foreground {
-			rec[1] = 1
+			return c.send(recContinue, 1)
 		}
-	default:
-		return fmt.Errorf("raw init: cannot send %q", m.Type)
+		return c.send(recContinue, 0)
 	}
-	_, err := c.ctl.Write((*[8]byte)(unsafe.Pointer(&rec))[:])
-	return err
+	return fmt.Errorf("raw init: cannot send %q", m.Type)
 }
 
 // sendGo lets the init past its wait (waitGo).
-func (c *rawConn) sendGo() error {
-	rec := [2]uint32{recGo, 0}
+func (c *rawConn) sendGo() error { return c.send(recGo, 0) }
+
+// send writes one record: kind and value.
+func (c *rawConn) send(kind, value uint32) error {
+	rec := [2]uint32{kind, value}
 	_, err := c.ctl.Write((*[8]byte)(unsafe.Pointer(&rec))[:])
 	return err
 }

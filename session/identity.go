@@ -22,24 +22,21 @@ import (
 // what they opened has the identity seen here (mounts.Op.SourceID), so a swap after
 // this check fails the launch instead of redirecting a mount.
 
-// fileID is a file's identity.
-type fileID struct{ dev, ino uint64 }
-
-func identify(path string) (fileID, error) {
+func identify(path string) (mounts.FileID, error) {
 	fd, err := safepath.Open(path, unix.O_PATH)
 	if err != nil {
-		return fileID{}, err
+		return mounts.FileID{}, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fileID{}, err
+		return mounts.FileID{}, err
 	}
-	return fileID{dev: st.Dev, ino: st.Ino}, nil
+	return mounts.FileID{Dev: st.Dev, Ino: st.Ino}, nil
 }
 
 // repoIdentity identifies the repository before anything is planned.
-func repoIdentity(repo string) (fileID, error) {
+func repoIdentity(repo string) (mounts.FileID, error) {
 	id, err := identify(repo)
 	if err != nil {
 		return id, fmt.Errorf("repo %s: %w (a path component changed while agentbox was starting?)", repo, err)
@@ -59,7 +56,7 @@ func repoIdentity(repo string) (fileID, error) {
 // a directory swapped for another between this check and the backend's capture (two
 // real directories exchanged, no link involved) fails the launch too, instead of
 // binding the repository from one tree and its protections from the other.
-func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected, plan *mounts.Plan) error {
+func verifyUnchanged(repo string, want mounts.FileID, prot []gitguard.Protected, plan *mounts.Plan) error {
 	changed := func(why string) error {
 		return fmt.Errorf("repo %s changed while agentbox was starting (%s); not launching", repo, why)
 	}
@@ -72,10 +69,10 @@ func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected, plan *
 	if err := unix.Fstat(rfd, &st); err != nil {
 		return changed(err.Error())
 	}
-	if (fileID{dev: st.Dev, ino: st.Ino}) != want {
+	if (mounts.FileID{Dev: st.Dev, Ino: st.Ino}) != want {
 		return changed("another directory is at its path")
 	}
-	ids := map[string]fileID{repo: want}
+	ids := map[string]mounts.FileID{repo: want}
 	have := map[string]bool{}
 	for _, p := range prot {
 		id, err := identify(p.Path)
@@ -87,7 +84,7 @@ func verifyUnchanged(repo string, want fileID, prot []gitguard.Protected, plan *
 	}
 	for i, op := range plan.Ops {
 		if id, ok := ids[op.Source]; ok && (op.Kind == mounts.Bind || op.Kind == mounts.BindRO) {
-			plan.Ops[i].SourceID = mounts.FileID{Dev: id.dev, Ino: id.ino}
+			plan.Ops[i].SourceID = id
 		}
 	}
 	// The protected set was computed from paths: had a component been swapped for a

@@ -138,7 +138,7 @@ func Run(cfg Config) (int, error) {
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID fileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID mounts.FileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
