@@ -47,7 +47,7 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	p, err := prestart(&Prestarted{net: net, initBinary: initBinary}, func(child *os.File) (*process, error) {
+	p, err := prestart(&Prestarted{net: net, initBinary: initBinary}, true, func(child *os.File) (*process, error) {
 		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
 	})
 	if err != nil {
@@ -61,7 +61,16 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 
 // prestart starts p's init with start, which gets the init's end of the control
 // socket, and returns at once: the clone runs meanwhile (ready waits for it).
-func prestart(p *Prestarted, start func(child *os.File) (*process, error)) (*Prestarted, error) {
+//
+// Pdeathsig is tied to the thread that clones. With keepThread, the clone's goroutine
+// holds its thread until the spare is no longer needed and ends without unlocking, so
+// the thread exits with it: what a Go program calling the API needs, whose goroutines
+// may end locked threads of their own. Without it, the clone runs on whichever thread
+// the goroutine has: the Go runtime ends a thread only for a goroutine that exits
+// locked to it, which the CLI's launcher never does, so that thread lasts as long as
+// the process. Holding a thread costs the launch two thread starts of the runtime's
+// (the template thread, and one to take over the parked thread's P).
+func prestart(p *Prestarted, keepThread bool, start func(child *os.File) (*process, error)) (*Prestarted, error) {
 	mi, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("prestart: open /proc/self/mountinfo: %w", err)
@@ -69,10 +78,9 @@ func prestart(p *Prestarted, start func(child *os.File) (*process, error)) (*Pre
 	p.uid, p.gid, p.mountinfo = os.Getuid(), os.Getgid(), mi
 	p.started, p.released = make(chan struct{}), make(chan struct{})
 	go func() {
-		// Pdeathsig is tied to the forking thread: this goroutine keeps it until
-		// the spare is no longer needed, and ends without unlocking, so the thread
-		// exits with it.
-		runtime.LockOSThread()
+		if keepThread {
+			runtime.LockOSThread()
+		}
 		ctl, child, err := ControlSocket()
 		if err == nil {
 			var proc *process
@@ -87,7 +95,7 @@ func prestart(p *Prestarted, start func(child *os.File) (*process, error)) (*Pre
 		}
 		p.startErr = err
 		close(p.started)
-		if err == nil {
+		if err == nil && keepThread {
 			<-p.released
 		}
 	}()
