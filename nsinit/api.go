@@ -106,33 +106,50 @@ func (t *Timer) Skip() { t.last = time.Now() }
 // Total is the time since the timer started.
 func (t *Timer) Total() time.Duration { return time.Since(t.start) }
 
-// SignalCatch is a registration of the Forwarded signals, made in the background.
-// os/signal registers each signal with a round trip to a thread of its own, about a
-// millisecond for the set on a 2-core VM: a launcher that knows early that it will
-// launch (the CLI, once its flags are read) starts it then, and the launch finds it
-// done.
+// SignalCatch is a registration of the Forwarded signals for a launcher that is a
+// process of its own (the CLI), made once it knows it will launch: the launch then
+// finds it done.
 //
-// Until a launch takes the signals over, they act as if they were not caught: one
-// that would end the process ends it (a Ctrl-C during a long metadata snapshot stops
-// agentbox then, not when the command has started); SIGWINCH is dropped.
+// Where it can (amd64), it catches them with a handler of its own rather than through
+// os/signal (signals_linux_amd64.go): os/signal's set-up costs three thread starts.
+// Until Stop, os/signal does not see these signals: a program that relies on
+// os/signal for them must not use CatchSignals. Elsewhere os/signal registers them,
+// in the background (a round trip to a thread of its own per signal).
+//
+// Until a launch takes the signals over, and again once it is over, they act as if
+// they were not caught: one that would end the process ends it (a Ctrl-C during a
+// long metadata snapshot stops agentbox then, not when the command has started);
+// SIGWINCH is dropped.
 type SignalCatch struct {
-	c     chan os.Signal // registered with os/signal
-	out   chan os.Signal // what the launch reads, once it has taken over
-	taken chan struct{}  // closed by the launch's take-over
-	done  chan struct{}  // closed once registered
+	raw *rawCatch // nil: os/signal's
+	// os/signal's: c is registered; out is what the launch reads once it has
+	// taken over (taken closed).
+	c, out      chan os.Signal
+	taken, over chan struct{}
+	done        chan struct{} // closed once registered
 }
 
-// CatchSignals starts registering the Forwarded signals.
+// CatchSignals registers the Forwarded signals.
 func CatchSignals() *SignalCatch {
-	s := &SignalCatch{c: make(chan os.Signal, 16), out: make(chan os.Signal, 16),
-		taken: make(chan struct{}), done: make(chan struct{})}
+	s := &SignalCatch{done: make(chan struct{})}
+	if rc, ok := catchRaw(Forwarded); ok {
+		s.raw = rc
+		close(s.done)
+		return s
+	}
+	s.c, s.out = make(chan os.Signal, 16), make(chan os.Signal, 16)
+	s.taken, s.over = make(chan struct{}), make(chan struct{})
 	go func() {
 		signal.Notify(s.c, Forwarded...)
 		close(s.done)
 		for sig := range s.c {
 			select {
 			case <-s.taken:
-				s.out <- sig
+				select {
+				case s.out <- sig:
+				case <-s.over:
+					actAsUncaught(sig)
+				}
 			default:
 				actAsUncaught(sig)
 			}
@@ -141,8 +158,8 @@ func CatchSignals() *SignalCatch {
 	return s
 }
 
-// actAsUncaught does what sig would have done to a process that did not catch it:
-// every Forwarded signal but SIGWINCH ends it, as that signal.
+// actAsUncaught does what sig would have done to a process that did not catch it
+// through os/signal: every Forwarded signal but SIGWINCH ends it, as that signal.
 func actAsUncaught(sig os.Signal) {
 	if sig == syscall.SIGWINCH {
 		return
@@ -151,10 +168,23 @@ func actAsUncaught(sig os.Signal) {
 	_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
 }
 
+// records takes the signals over for a raw init whose control socket is ctl: the
+// handler writes them to it as records, and the launch reads nothing. false: not
+// this way (the caller uses signals).
+func (s *SignalCatch) records(ctl *os.File) bool {
+	return s.raw != nil && s.raw.toRecords(ctl)
+}
+
 // signals waits for the registration, takes the signals over for the launch and
 // returns their channel.
 func (s *SignalCatch) signals() <-chan os.Signal {
 	<-s.done
+	if s.raw != nil {
+		if c, ok := s.raw.toPipe(); ok {
+			return c
+		}
+		return nil // the pipe failed: they stay uncaught
+	}
 	select {
 	case <-s.taken:
 	default:
@@ -163,11 +193,29 @@ func (s *SignalCatch) signals() <-chan os.Signal {
 	return s.out
 }
 
-// Stop ends the registration; the signals get their default action again. nil is a
-// no-op.
-func (s *SignalCatch) Stop() {
-	if s != nil {
-		<-s.done
-		signal.Stop(s.c)
+// launchOver makes the signals act as if uncaught again.
+func (s *SignalCatch) launchOver() {
+	if s.raw != nil {
+		s.raw.uncaught()
+		return
 	}
+	select {
+	case <-s.over:
+	default:
+		close(s.over)
+	}
+}
+
+// Stop ends the registration; the signals get the action they had before it again.
+// nil is a no-op.
+func (s *SignalCatch) Stop() {
+	if s == nil {
+		return
+	}
+	<-s.done
+	if s.raw != nil {
+		s.raw.stop()
+		return
+	}
+	signal.Stop(s.c)
 }

@@ -3,6 +3,7 @@ package nsinit
 import (
 	"os"
 	"os/exec"
+	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -27,10 +28,29 @@ func TestMain(m *testing.M) {
 const catchHelper = "AGENTBOX_TEST_CATCH_HELPER"
 
 // catchHelperMain registers the forwarded signals, hands them to a launch or not
-// (mode "taken" or "early"), sends itself SIGTERM, and says what became of it.
+// (mode "taken" or "early"), or hands them over and ends the launch ("over"), or
+// stops the registration ("stopped"), sends itself SIGTERM, and says what became of
+// it.
 func catchHelperMain(mode string) {
 	s := CatchSignals()
 	<-s.done
+	switch mode {
+	case "over":
+		s.signals()
+		s.launchOver()
+	case "stopped":
+		s.Stop()
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM) // os/signal has them back
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		select {
+		case sig := <-c:
+			os.Stdout.WriteString(sig.String() + "\n")
+			os.Exit(0)
+		case <-time.After(10 * time.Second):
+			os.Exit(1)
+		}
+	}
 	if mode == "taken" {
 		sigs := s.signals()
 		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
@@ -53,8 +73,9 @@ func catchHelperMain(mode string) {
 }
 
 // The forwarded signals registered ahead of a launch act as uncaught until the launch
-// takes them over (a Ctrl-C before the command starts ends agentbox), and reach the
-// launch after.
+// takes them over (a Ctrl-C before the command starts ends agentbox), reach the launch
+// after, act as uncaught again once the launch is over, and are os/signal's again
+// after Stop.
 func TestSignalCatch(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -66,6 +87,17 @@ func TestSignalCatch(t *testing.T) {
 	ws, ok := early.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Errorf("SIGTERM before the take-over: %v (%v), want death by SIGTERM", err, early.ProcessState)
+	}
+	over := exec.Command(self)
+	over.Env = append(os.Environ(), catchHelper+"=over")
+	err = over.Run()
+	if ws, ok := over.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("SIGTERM after the launch: %v (%v), want death by SIGTERM", err, over.ProcessState)
+	}
+	stopped := exec.Command(self)
+	stopped.Env = append(os.Environ(), catchHelper+"=stopped")
+	if out, err := stopped.Output(); err != nil || string(out) != "terminated\n" {
+		t.Errorf("after Stop, os/signal: %v, %q", err, out)
 	}
 	taken := exec.Command(self)
 	taken.Env = append(os.Environ(), catchHelper+"=taken")

@@ -219,8 +219,25 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		if own != nil {
 			signal.Stop(own)
 		}
+		if opts.Signals != nil {
+			opts.Signals.launchOver()
+		}
 	}()
-	if beforeExec == nil {
+	// With the raw init and a SignalCatch, the signal handler itself writes each
+	// signal to the init as a record: only once the launcher has sent its last go
+	// record, for which one sent before it would pass.
+	rawCtl := rawControl(conn)
+	records := rawCtl != nil && opts.Signals != nil
+	takeOver := func() {
+		if records {
+			if !opts.Signals.records(rawCtl) {
+				sigs = opts.Signals.signals()
+			}
+		} else {
+			catchSignals()
+		}
+	}
+	if beforeExec == nil && !records {
 		catchSignals()
 	}
 
@@ -241,6 +258,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	}
 	res.InitPID = proc.Pid
 	tStarted := time.Now()
+	if beforeExec == nil && records {
+		takeOver()
+	}
 
 	env := opts.env()
 	plan := l.Plan
@@ -263,9 +283,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		if err := beforeExec(); err != nil {
 			return res, abort(proc, err)
 		}
-		catchSignals()
+		if !records {
+			catchSignals()
+		}
 		// A failed write means the init is gone: its report (or its exit) says why.
 		_ = conn.(goSender).sendGo()
+		if records {
+			takeOver()
+		}
 	}
 
 	msgs := make(chan *message, 4)

@@ -655,6 +655,14 @@ type rawConn struct {
 	reported bool
 }
 
+// rawControl is conn's control socket when conn is a raw init's, else nil.
+func rawControl(conn initConn) *os.File {
+	if c, ok := conn.(*rawConn); ok {
+		return c.ctl
+	}
+	return nil
+}
+
 // plan: the raw init has its plan already, compiled into its memory.
 func (c *rawConn) plan(*message, ...*os.File) error { return nil }
 
@@ -777,7 +785,8 @@ func (c *rawConn) errorMsg() *message {
 // descriptors are made while the launcher prepares the plan, and RunPrestarted adds
 // the plan's system calls. It returns before the clone is done. nil when the raw init
 // cannot run here; one that fails to start is not Usable (the launch then goes the
-// usual way and reports why).
+// usual way and reports why). Like Options.RawInit, it is for a launcher that is a
+// process of its own: the init's Pdeathsig rides on an ordinary thread (prestart).
 func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	if !rawAcquire() {
 		return nil
@@ -790,7 +799,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	prog.compileIDMap()
 	prog.compileWait()
 	flags := cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
-	p, err := prestart(&Prestarted{net: net, raw: prog}, func(child *os.File) (*process, error) {
+	p, err := prestart(&Prestarted{net: net, raw: prog}, false, func(child *os.File) (*process, error) {
 		proc, err := prog.start(child, stdio, false, flags)
 		if err != nil {
 			prog.free() // no init uses it

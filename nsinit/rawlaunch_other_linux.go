@@ -2,7 +2,11 @@
 
 package nsinit
 
-import "github.com/agentbox/agentbox/mounts"
+import (
+	"os"
+
+	"github.com/agentbox/agentbox/mounts"
+)
 
 // runRaw: the raw init's clone stub is amd64-only (rawinit_linux_amd64.s); here the
 // re-executed init always runs.
@@ -19,3 +23,6 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 
 // rawProgram: never made here (Prestarted.raw stays nil).
 type rawProgram struct{}
+
+// rawControl: no raw init's connection here.
+func rawControl(initConn) *os.File { return nil }
