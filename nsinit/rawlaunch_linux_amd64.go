@@ -183,7 +183,7 @@ func (p *rawProgram) compileWait() {
 
 // waitGo makes the init wait for the launcher's recGo. Anything but a full record
 // (the launcher closing the socket) ends it. Nothing else can come first: the
-// launcher forwards signals only once the command may start.
+// launcher forwards signals only once it has sent its last recGo (Supervise).
 func (p *rawProgram) waitGo(step, phase string) {
 	p.op(rawDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
 	p.mark(phase)

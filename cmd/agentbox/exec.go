@@ -48,9 +48,10 @@ func cmdExec(args []string) int {
 		return fail("exec: --json goes with --dry-run")
 	}
 	if !*dryRun && opts.Backend == policy.BackendNative {
-		// The signals the launch forwards are registered while the policy is read
-		// and the plan prepared. Not stopped: the process exits after the session,
-		// and os/signal's Stop costs a thread round trip per signal, as Notify does.
+		// The signals the launch forwards are registered before the policy is read
+		// and the plan prepared (where os/signal registers them, that takes a
+		// while). Not stopped: after the launch they act as if uncaught, and the
+		// process exits.
 		cfg.Signals = nsinit.CatchSignals()
 	}
 	cwd, err := os.Getwd()
