@@ -340,8 +340,10 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			case msgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
-					// kernel's teardown of its namespaces) is reaped in the background.
-					if waited == nil {
+					// kernel's teardown of its namespaces) is reaped in the
+					// background. With the signal records, the raw init exits only
+					// once the launcher has: whoever inherits it reaps it.
+					if waited == nil && !records {
 						go proc.wait()
 					}
 					restoreForeground(stdio.Stdin, fg)

@@ -280,6 +280,18 @@ func rawInitMain(a *rawArena) {
 		rawSys(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
 	}
 	rawSend(a, recExited, uint32(status))
+	// Nothing of the session runs any more. The init's own exit waits until the
+	// launcher has closed the control socket: then the teardown of the namespaces,
+	// and of the memory it shares with the launcher, costs the launcher nothing,
+	// and the CLI, which keeps the socket open until it exits (toRecords), returns
+	// its status first. A record meanwhile (a signal the launcher forwarded before
+	// it read the report) is dropped.
+	for {
+		n, e := rawSys(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
+		if n == 0 || (e != 0 && e != uintptr(unix.EINTR)) {
+			break
+		}
+	}
 	for {
 		rawSys(unix.SYS_EXIT_GROUP, status, 0, 0, 0, 0, 0)
 	}

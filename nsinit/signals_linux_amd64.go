@@ -111,7 +111,9 @@ func rtSigaction(sig syscall.Signal, act, old *kernelSigaction) error {
 // toRecords takes the signals over for a raw init whose control socket is ctl: each
 // becomes a recSignal record on it. The handler writes to a duplicate of ctl that
 // stays open for the process's life, so that no handler still running on another
-// thread can ever write to a descriptor reused meanwhile.
+// thread can ever write to a descriptor reused meanwhile. It also keeps the raw init
+// from exiting before the launcher does (rawInitMain): its exit, and the teardown of
+// the sandbox's namespaces, come after the CLI has returned its status.
 func (rc *rawCatch) toRecords(ctl *os.File) bool {
 	raw, err := ctl.SyscallConn()
 	if err != nil {
