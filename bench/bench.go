@@ -10,6 +10,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"time"
 )
 
-// Variant names, in the order a round starts with (the start rotates every round).
+// Variant names. A round runs each once, in an order shuffled every round: what a
+// launch leaves behind for a moment (the kernel's teardown of its namespaces) then
+// falls on a random next variant, not always on the same one.
 const (
 	Native         = "native"          // agentbox exec --backend native
 	AgentboxBwrap  = "agentbox-bwrap"  // agentbox exec --backend bwrap
@@ -114,8 +117,8 @@ func Run(cfg Config) (*Report, error) {
 			}
 			fmt.Fprintf(cfg.Progress, "\ragentbox bench: %s %d/%d ", what, round+1, total)
 		}
-		for i := range vs {
-			v := vs[(round+i)%len(vs)]
+		for _, i := range rand.Perm(len(vs)) {
+			v := vs[i]
 			s, err := v.run()
 			if err != nil {
 				// A failed launch is counted and reported, not retried and not
