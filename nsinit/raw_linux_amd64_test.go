@@ -197,3 +197,41 @@ func TestSourceIDChecked(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRawCompile is the launcher's side of the raw init for the default plan of
+// a repository in HOME: the arena, the id maps and the wait (PrestartRaw), then the
+// plan's system calls (RunPrestarted), warm.
+func BenchmarkRawCompile(b *testing.B) {
+	home := b.TempDir()
+	repo := home + "/repo"
+	plan := mounts.Plan{
+		Ops: []mounts.Op{
+			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+			{Kind: mounts.Proc, Dest: "/proc"},
+			{Kind: mounts.Dev, Dest: "/dev"},
+			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
+			{Kind: mounts.Tmpfs, Dest: "/run", Mode: 0o755},
+			{Kind: mounts.Overlay, Source: home, Dest: home},
+			{Kind: mounts.Bind, Source: repo, Dest: repo},
+			{Kind: mounts.Tmpfs, Dest: "/run/agentbox/pushguard", Mode: 0o755},
+			{Kind: mounts.BindRO, Source: "/usr/bin", Dest: "/run/agentbox/pushguard"},
+			{Kind: mounts.BindRO, Source: "/bin/true", Dest: "/usr/bin/true"},
+		},
+		Workdir: repo,
+		Command: []string{"true"},
+	}
+	env := os.Environ()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := newRawProgram(stringsSize(env, nil))
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.compileIDMap()
+		p.compileWait()
+		if err := p.compilePlan(plan, env, true); err != nil {
+			b.Fatal(err)
+		}
+		p.free()
+	}
+}
