@@ -228,13 +228,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// record, for which one sent before it would pass.
 	rawCtl := rawControl(conn)
 	records := rawCtl != nil && opts.Signals != nil
-	takeOver := func() {
-		if records {
-			if !opts.Signals.records(rawCtl) {
-				sigs = opts.Signals.signals()
-			}
-		} else {
-			catchSignals()
+	takeOverAsRecords := func() {
+		if !opts.Signals.records(rawCtl) {
+			sigs = opts.Signals.signals()
 		}
 	}
 	if beforeExec == nil && !records {
@@ -259,7 +255,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	res.InitPID = proc.Pid
 	tStarted := time.Now()
 	if beforeExec == nil && records {
-		takeOver()
+		takeOverAsRecords()
 	}
 
 	env := opts.env()
@@ -289,7 +285,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		// A failed write means the init is gone: its report (or its exit) says why.
 		_ = conn.(goSender).sendGo()
 		if records {
-			takeOver()
+			takeOverAsRecords()
 		}
 	}
 
