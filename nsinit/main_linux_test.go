@@ -35,6 +35,19 @@ func catchHelperMain(mode string) {
 	s := CatchSignals()
 	<-s.done
 	switch mode {
+	case "winch":
+		// A resize before the take-over is dropped, and does not lose the ones after.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+		time.Sleep(50 * time.Millisecond)
+		sigs := s.signals()
+		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+		select {
+		case sig := <-sigs:
+			os.Stdout.WriteString(sig.String() + "\n")
+			os.Exit(0)
+		case <-time.After(10 * time.Second):
+			os.Exit(1)
+		}
 	case "over":
 		s.signals()
 		s.launchOver()
@@ -93,6 +106,11 @@ func TestSignalCatch(t *testing.T) {
 	err = over.Run()
 	if ws, ok := over.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Errorf("SIGTERM after the launch: %v (%v), want death by SIGTERM", err, over.ProcessState)
+	}
+	winch := exec.Command(self)
+	winch.Env = append(os.Environ(), catchHelper+"=winch")
+	if out, err := winch.Output(); err != nil || string(out) != "window changed\n" {
+		t.Errorf("SIGWINCH after one before the take-over: %v, %q", err, out)
 	}
 	stopped := exec.Command(self)
 	stopped.Env = append(os.Environ(), catchHelper+"=stopped")

@@ -6,7 +6,8 @@
 // (a child forked by os/exec shares it until its execve, and ignores it), it does
 // what rawSigMode says:
 //   0: as if uncaught: the default action back, and the signal again, which is
-//      delivered once the handler returns;
+//      delivered once the handler returns; SIGWINCH, whose default is to be ignored,
+//      is dropped and keeps the handler, for the launch that takes it over later;
 //   1: the signal's number, one byte, to the pipe at rawSigFd;
 //   2: a recSignal record to the raw init's control socket at rawSigFd.
 // A full pipe or socket (EAGAIN: both are non-blocking) drops the signal. The kernel
@@ -23,6 +24,8 @@ TEXT ·rawSigHandler(SB), NOSPLIT|NOFRAME, $0
 	JEQ  pipe
 	CMPL AX, $2
 	JEQ  record
+	CMPL R8, $28                 // SIGWINCH
+	JEQ  done
 
 	SUBQ $32, SP                 // struct sigaction: SIG_DFL, no flags
 	MOVQ $0, 0(SP)
