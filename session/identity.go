@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit"
 )
 
 // The launcher decides what to protect from paths, then both backends open those
@@ -65,12 +67,11 @@ func verifyUnchanged(repo string, want mounts.FileID, prot []gitguard.Protected,
 		return changed(err.Error())
 	}
 	defer unix.Close(rfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(rfd, &st); err != nil {
-		return changed(err.Error())
-	}
-	if (mounts.FileID{Dev: st.Dev, Ino: st.Ino}) != want {
+	switch err := nsinit.CheckSourceID(rfd, want); {
+	case errors.Is(err, nsinit.ErrSourceChanged):
 		return changed("another directory is at its path")
+	case err != nil:
+		return changed(err.Error())
 	}
 	ids := map[string]mounts.FileID{repo: want}
 	have := map[string]bool{}
