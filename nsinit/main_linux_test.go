@@ -29,8 +29,8 @@ const catchHelper = "AGENTBOX_TEST_CATCH_HELPER"
 
 // catchHelperMain registers the forwarded signals, hands them to a launch or not
 // (mode "taken" or "early"), or hands them over and ends the launch ("over"), or
-// stops the registration ("stopped"), sends itself SIGTERM, and says what became of
-// it.
+// stops the registration ("stopped"), or sends a SIGWINCH before the take-over
+// ("winch"), sends itself signals, and says what became of them.
 func catchHelperMain(mode string) {
 	s := CatchSignals()
 	<-s.done
@@ -39,15 +39,7 @@ func catchHelperMain(mode string) {
 		// A resize before the take-over is dropped, and does not lose the ones after.
 		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
 		time.Sleep(50 * time.Millisecond)
-		sigs := s.signals()
-		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
-		select {
-		case sig := <-sigs:
-			os.Stdout.WriteString(sig.String() + "\n")
-			os.Exit(0)
-		case <-time.After(10 * time.Second):
-			os.Exit(1)
-		}
+		printSignals(s.signals(), 1, syscall.SIGWINCH)
 	case "over":
 		s.signals()
 		s.launchOver()
@@ -55,34 +47,32 @@ func catchHelperMain(mode string) {
 		s.Stop()
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM) // os/signal has them back
-		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
-		select {
-		case sig := <-c:
-			os.Stdout.WriteString(sig.String() + "\n")
-			os.Exit(0)
-		case <-time.After(10 * time.Second):
-			os.Exit(1)
-		}
-	}
-	if mode == "taken" {
-		sigs := s.signals()
-		_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
-		for i := 0; i < 2; i++ {
-			select {
-			case sig := <-sigs:
-				os.Stdout.WriteString(sig.String() + "\n")
-			case <-time.After(10 * time.Second):
-				os.Stdout.WriteString("nothing\n")
-				os.Exit(1)
-			}
-		}
-		os.Exit(0)
+		printSignals(c, 1, syscall.SIGTERM)
+	case "taken":
+		printSignals(s.signals(), 2, syscall.SIGWINCH, syscall.SIGTERM)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH) // dropped: does not end the process
 	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	time.Sleep(10 * time.Second)
 	os.Exit(3) // SIGTERM did not end it
+}
+
+// printSignals sends itself send, prints the first n signals that arrive on c, one
+// a line, and exits: 0, or 1 when one does not come.
+func printSignals(c <-chan os.Signal, n int, send ...syscall.Signal) {
+	for _, sig := range send {
+		_ = syscall.Kill(os.Getpid(), sig)
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case sig := <-c:
+			os.Stdout.WriteString(sig.String() + "\n")
+		case <-time.After(10 * time.Second):
+			os.Stdout.WriteString("nothing\n")
+			os.Exit(1)
+		}
+	}
+	os.Exit(0)
 }
 
 // The forwarded signals registered ahead of a launch act as uncaught until the launch
