@@ -11,19 +11,26 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/kernel"
 )
 
-const doctorUsage = `Usage: agentbox doctor [--json]
-
-Checks, as the user running it, whether this machine can run the sandbox: it
+var doctorCommand = cli.Command{
+	Name:    "doctor",
+	Summary: "check this machine can run the sandbox, with fixes",
+	Help: `Checks, as the user running it, whether this machine can run the sandbox: it
 creates a user namespace and mounts an overlay inside it, tries the newer mount
 system calls, mounts a proc in a new PID namespace, and looks for bwrap. Each
 failure comes with its fix. Exit status: 0 when 'agentbox exec' will work with the
-default (native) backend, 1 when it will not, 125 when doctor itself failed.
+default (native) backend, 1 when it will not, 125 when doctor itself failed.`,
+	Flags: func() *flag.FlagSet { fs, _ := doctorFlags(); return fs },
+}
 
-Flags:
-`
+func doctorFlags() (fs *flag.FlagSet, asJSON *bool) {
+	fs = flag.NewFlagSet("doctor", flag.ContinueOnError)
+	asJSON = fs.Bool("json", false, "print the findings as JSON")
+	return fs, asJSON
+}
 
 // doctorResult is what doctor found; --json prints it.
 type doctorResult struct {
@@ -48,17 +55,9 @@ func cmdDoctor(args []string) int {
 	if kernel.IsChild() {
 		return kernel.ChildMain()
 	}
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print the findings as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, doctorUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("doctor: %v", err)
+	fs, asJSON := doctorFlags()
+	if st, done := parseFlags(fs, doctorCommand, args); done {
+		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("doctor: unexpected argument %q", fs.Arg(0))

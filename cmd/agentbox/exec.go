@@ -1,49 +1,52 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"fmt"
-	"io"
 	"os"
+
+	"github.com/agentbox/agentbox/internal/cli"
 
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
 
-const execUsage = `Usage: agentbox exec [flags] [--] [COMMAND [ARG...]]
-
-Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
+var execCommand = cli.Command{
+	Name:    "exec",
+	Args:    "[--] [COMMAND [ARG...]]",
+	Summary: "run COMMAND (default $SHELL) sandboxed",
+	Help: `Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
 command's; 128+N when it was killed by signal N; 125 when agentbox failed before
-the command started.
+the command started.`,
+	Flags: func() *flag.FlagSet { return new(execArgs).flags() },
+}
 
-Flags:
-`
+// execArgs holds what exec's flags set.
+type execArgs struct {
+	opts           policy.Options
+	cfg            session.Config
+	dryRun, asJSON bool
+}
+
+func (a *execArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.BoolVar(&a.dryRun, "dry-run", false, "do every check, print the mount plan and exit without launching")
+	fs.BoolVar(&a.asJSON, "json", false, "with --dry-run: print the plan as JSON")
+	fs.StringVar(&a.opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
+	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
+	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
+	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
+	session.RegisterFlags(fs, &a.cfg)
+	return fs
+}
 
 func cmdExec(args []string) int {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		opts   policy.Options
-		cfg    session.Config
-		dryRun = fs.Bool("dry-run", false, "do every check, print the mount plan and exit without launching")
-		asJSON = fs.Bool("json", false, "with --dry-run: print the plan as JSON")
-	)
-	fs.StringVar(&opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
-	fs.BoolVar(&opts.Offline, "offline", false, "new network namespace: loopback only")
-	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
-	fs.StringVar(&opts.Backend, "backend", "native", "`native`, bwrap or auto")
-	session.RegisterFlags(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, execUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("exec: %v", err)
+	var a execArgs
+	fs := a.flags()
+	if st, done := parseFlags(fs, execCommand, args); done {
+		return st
 	}
+	opts, cfg, dryRun, asJSON := &a.opts, &a.cfg, &a.dryRun, &a.asJSON
 	if *asJSON && !*dryRun {
 		return fail("exec: --json goes with --dry-run")
 	}
@@ -64,8 +67,15 @@ func cmdExec(args []string) int {
 	opts.XDGCacheHome = os.Getenv("XDG_CACHE_HOME")
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.Command = fs.Args()
+	if dir, rest, ok := repoFirst(opts.Command); ok {
+		// agent-box's habit, "agentbox exec DIR -- CMD": DIR is the repository.
+		if opts.Repo != "" {
+			return fail("exec: both --repo %s and %s before --: pass the repository once", opts.Repo, dir)
+		}
+		opts.Repo, opts.Command = dir, rest
+	}
 
-	pol, err := policy.New(opts)
+	pol, err := policy.New(*opts)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -78,9 +88,21 @@ func cmdExec(args []string) int {
 			cfg.DryRun = session.DryRunJSON
 		}
 	}
-	status, err := session.Run(cfg)
+	status, err := session.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
 	return status
+}
+
+// repoFirst recognises "DIR -- CMD...": a first argument that is a directory, followed
+// by "--". A command is never a directory, so this cannot shadow a real command line.
+func repoFirst(args []string) (dir string, rest []string, ok bool) {
+	if len(args) < 2 || args[1] != "--" {
+		return "", nil, false
+	}
+	if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+		return "", nil, false
+	}
+	return args[0], args[2:], true
 }

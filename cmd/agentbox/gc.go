@@ -1,19 +1,19 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
 
-const gcUsage = `Usage: agentbox gc [--dry-run]
-
-Removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
+var gcCommand = cli.Command{
+	Name:    "gc",
+	Summary: "remove what killed sessions left behind",
+	Help: `Removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
 ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp and push-guard staging directories
 /tmp/agentbox-guard-*. Only the calling user's directories are considered. A
@@ -22,23 +22,20 @@ DIR.lock beside it, which the kernel drops when the launcher dies. The HOME
 overlay's upper layer lives in memory inside the sandbox and leaves nothing behind.
 
 One line per directory on stdout. Exit status: 0 done, 1 a directory could not be
-removed, 125 bad input.
+removed, 125 bad input.`,
+	Flags: func() *flag.FlagSet { fs, _ := gcFlags(); return fs },
+}
 
-Flags:
-`
+func gcFlags() (fs *flag.FlagSet, dryRun *bool) {
+	fs = flag.NewFlagSet("gc", flag.ContinueOnError)
+	dryRun = fs.Bool("dry-run", false, "list what would be removed, remove nothing")
+	return fs, dryRun
+}
 
 func cmdGC(args []string) int {
-	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dryRun := fs.Bool("dry-run", false, "list what would be removed, remove nothing")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, gcUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("gc: %v", err)
+	fs, dryRun := gcFlags()
+	if st, done := parseFlags(fs, gcCommand, args); done {
+		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("gc: unexpected argument %q", fs.Arg(0))

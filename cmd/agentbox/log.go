@@ -15,47 +15,36 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
 
-const logUsage = `Usage: agentbox log [--repo DIR | --all] [--results]
-
-Lists the sessions recorded for the repository, newest first: id, start time,
+var logCommand = cli.Command{
+	Name:    "log",
+	Args:    "",
+	Summary: "list recorded sessions (or results)",
+	Help: `Lists the sessions recorded for the repository, newest first: id, start time,
 backend, exit status, duration, files added/changed/removed, command. With
---results, lists the stored benchmark and kernel-matrix results instead.
+--results, lists the stored benchmark and kernel-matrix results instead.`,
+	Flags: func() *flag.FlagSet { return new(logArgs).flags() },
+}
 
-Flags:
-`
+var showCommand = cli.Command{
+	Name:    "show",
+	Args:    "ID",
+	Summary: "print a session's record",
+	Help:    `Prints the record of the session (or result) ID; a unique prefix of ID is enough.`,
+	Flags:   func() *flag.FlagSet { return new(showArgs).flags() },
+}
 
-const showUsage = `Usage: agentbox show [--json] ID
-
-Prints the record of the session (or result) ID; a unique prefix of ID is enough.
-
-Flags:
-`
-
-const diffUsage = `Usage: agentbox diff [--stat] ID
-
-Prints what session ID changed in the repository, from its recorded start state to
-its recorded end state, as a unified diff (binary files named, not dumped).
-
-Flags:
-`
-
-// parseFlags parses args; done is true when the command should return status.
-func parseFlags(fset *flag.FlagSet, usage string, args []string) (status int, done bool) {
-	fset.SetOutput(io.Discard)
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, usage)
-			fset.SetOutput(os.Stdout)
-			fset.PrintDefaults()
-			return 0, true
-		}
-		return fail("%s: %v", fset.Name(), err), true
-	}
-	return 0, false
+var diffCommand = cli.Command{
+	Name:    "diff",
+	Args:    "ID",
+	Summary: "what a session changed in the repository",
+	Help: `Prints what session ID changed in the repository, from its recorded start state to
+its recorded end state, as a unified diff (binary files named, not dumped).`,
+	Flags: func() *flag.FlagSet { return new(diffArgs).flags() },
 }
 
 // stateDir is agentbox's state directory, by the rule policy.New applies for exec:
@@ -96,14 +85,43 @@ func repoFor(flagRepo string) (string, error) {
 	return canon, nil
 }
 
+// logArgs holds what log's flags set.
+type logArgs struct {
+	repo         string
+	all, results bool
+}
+
+func (a *logArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("log", flag.ContinueOnError)
+	fs.StringVar(&a.repo, "repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
+	fs.BoolVar(&a.all, "all", false, "list the sessions of every repository")
+	fs.BoolVar(&a.results, "results", false, "list stored benchmark and kernel-matrix results")
+	return fs
+}
+
+type showArgs struct{ asJSON bool }
+
+func (a *showArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	fs.BoolVar(&a.asJSON, "json", false, "print the record as JSON")
+	return fs
+}
+
+type diffArgs struct{ stat bool }
+
+func (a *diffArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fs.BoolVar(&a.stat, "stat", false, "print a diffstat instead of the diff")
+	return fs
+}
+
 func cmdLog(args []string) int {
-	fset := flag.NewFlagSet("log", flag.ContinueOnError)
-	repoFlag := fset.String("repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
-	all := fset.Bool("all", false, "list the sessions of every repository")
-	results := fset.Bool("results", false, "list stored benchmark and kernel-matrix results")
-	if st, done := parseFlags(fset, logUsage, args); done {
+	var a logArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, logCommand, args); done {
 		return st
 	}
+	repoFlag, all, results := &a.repo, &a.all, &a.results
 	if fset.NArg() > 0 {
 		return fail("log: unexpected argument %q", fset.Arg(0))
 	}
@@ -193,11 +211,12 @@ func listResults(state string) int {
 }
 
 func cmdShow(args []string) int {
-	fset := flag.NewFlagSet("show", flag.ContinueOnError)
-	asJSON := fset.Bool("json", false, "print the record as JSON")
-	if st, done := parseFlags(fset, showUsage, args); done {
+	var a showArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, showCommand, args); done {
 		return st
 	}
+	asJSON := &a.asJSON
 	if fset.NArg() != 1 {
 		return fail("show: want one session id (see agentbox log)")
 	}
@@ -284,11 +303,12 @@ func printRecord(w io.Writer, r shadow.Record) {
 }
 
 func cmdDiff(args []string) int {
-	fset := flag.NewFlagSet("diff", flag.ContinueOnError)
-	stat := fset.Bool("stat", false, "print a diffstat instead of the diff")
-	if st, done := parseFlags(fset, diffUsage, args); done {
+	var a diffArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, diffCommand, args); done {
 		return st
 	}
+	stat := &a.stat
 	if fset.NArg() != 1 {
 		return fail("diff: want one session id (see agentbox log)")
 	}
