@@ -125,6 +125,13 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	if err := CheckRepo(repo, home); err != nil {
+		if opts.Repo == "" {
+			// The repository was not named: it came from the working directory.
+			var pe *Error
+			if errors.As(err, &pe) {
+				pe.Reason += "; cd into a project or pass --repo DIR"
+			}
+		}
 		return nil, err
 	}
 	p.Repo = repo

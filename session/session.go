@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
@@ -119,6 +120,9 @@ func Run(cfg Config) (int, error) {
 			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
+		if err := dryRunLookPath(p); err != nil {
+			return 0, err
+		}
 		return 0, printPlan(cfg, mounts.Build(p, s))
 	}
 
@@ -275,6 +279,29 @@ func autoBackend() string {
 		return policy.BackendNative
 	}
 	return policy.BackendBwrap
+}
+
+// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
+// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
+// and /run start empty.
+func dryRunLookPath(p *policy.Policy) error {
+	name := p.Command[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(p.Workdir, name)
+	}
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if d == "" || !filepath.IsAbs(d) {
+			d = filepath.Join(p.Workdir, d)
+		}
+		if !policy.Within(d, "/tmp") && !policy.Within(d, "/run") {
+			dirs = append(dirs, d)
+		}
+	}
+	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
+		return fmt.Errorf("command %s: %w", p.Command[0], err)
+	}
+	return nil
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {

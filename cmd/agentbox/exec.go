@@ -46,6 +46,12 @@ func cmdExec(args []string) int {
 	if st, done := parseFlags(fs, execCommand, args); done {
 		return st
 	}
+	if os.Getenv("AGENTBOX") == "1" {
+		// Inside a session HOME is already an overlay, which overlayfs cannot
+		// stack on in a user namespace; and this launcher would take the outer
+		// session's pending audit for a dead one.
+		return fail("exec: already inside an agentbox sandbox (AGENTBOX=1 is set): sandboxes do not nest; run the command directly")
+	}
 	opts, cfg, dryRun, asJSON := &a.opts, &a.cfg, &a.dryRun, &a.asJSON
 	if *asJSON && !*dryRun {
 		return fail("exec: --json goes with --dry-run")

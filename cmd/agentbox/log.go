@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,8 +89,10 @@ func repoFor(flagRepo string) (string, error) {
 
 // logArgs holds what log's flags set.
 type logArgs struct {
-	repo         string
-	all, results bool
+	repo                 string
+	all, results, asJSON bool
+	n                    int
+	since                string
 }
 
 func (a *logArgs) flags() *flag.FlagSet {
@@ -96,6 +100,9 @@ func (a *logArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.repo, "repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
 	fs.BoolVar(&a.all, "all", false, "list the sessions of every repository")
 	fs.BoolVar(&a.results, "results", false, "list stored benchmark and kernel-matrix results")
+	fs.IntVar(&a.n, "n", 0, "list at most `N` sessions, the newest")
+	fs.StringVar(&a.since, "since", "", "list the sessions started after `WHEN`: a duration back from now (90m, 2h, 3d) or a date (2006-01-02, 2006-01-02T15:04)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the records as a JSON array")
 	return fs
 }
 
@@ -144,7 +151,7 @@ func cmdLog(args []string) int {
 		}
 		s, err := shadow.OpenExisting(state, repo)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s\n", repo)
+			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s (agentbox log --all lists every repository's)\n", repo)
 			return 0
 		}
 		if err != nil {
@@ -161,8 +168,73 @@ func cmdLog(args []string) int {
 		recs = append(recs, r...)
 	}
 	sortNewestFirst(recs)
+	if recs, err = filterSessions(recs, a.n, a.since, time.Now()); err != nil {
+		return fail("log: %v", err)
+	}
+	if a.asJSON {
+		if recs == nil {
+			recs = []shadow.Record{}
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(recs); err != nil {
+			return fail("log: %v", err)
+		}
+		return 0
+	}
 	printSessions(os.Stdout, recs, *all)
 	return 0
+}
+
+// filterSessions keeps, of recs sorted newest first, those started after since (a
+// duration back from now or a date, local time) and then at most n of them (n > 0).
+func filterSessions(recs []shadow.Record, n int, since string, now time.Time) ([]shadow.Record, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("-n %d: want a positive count", n)
+	}
+	if since != "" {
+		after, err := parseSince(since, now)
+		if err != nil {
+			return nil, err
+		}
+		kept := recs[:0:0]
+		for _, r := range recs {
+			if r.Start.After(after) {
+				kept = append(kept, r)
+			}
+		}
+		recs = kept
+	}
+	if n > 0 && len(recs) > n {
+		recs = recs[:n]
+	}
+	return recs, nil
+}
+
+// parseSince reads --since: 90m, 2h, 3d (days), 1w (weeks), or a local date or time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if num, ok := strings.CutSuffix(s, "d"); ok {
+		if d, err := strconv.Atoi(num); err == nil && d >= 0 {
+			return now.AddDate(0, 0, -d), nil
+		}
+	}
+	if num, ok := strings.CutSuffix(s, "w"); ok {
+		if w, err := strconv.Atoi(num); err == nil && w >= 0 {
+			return now.AddDate(0, 0, -7*w), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02 15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want a duration (90m, 2h, 3d, 1w) or a date (2006-01-02, 2006-01-02T15:04)", s)
 }
 
 func sortNewestFirst(recs []shadow.Record) {

@@ -2,7 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/shadow"
 )
 
 func TestControlEscaper(t *testing.T) {
@@ -36,5 +41,46 @@ func TestShellJoin(t *testing.T) {
 	got := shellJoin([]string{"sh", "-c", "echo 'hi' > x", ""})
 	if want := `sh -c 'echo '\''hi'\'' > x' ''`; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestFilterSessions(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.Local)
+	var recs []shadow.Record
+	for i := range 5 { // newest first: 12:00, 11:00, ... 08:00
+		recs = append(recs, shadow.Record{ID: fmt.Sprint(i), Start: now.Add(-time.Duration(i) * time.Hour)})
+	}
+	ids := func(rs []shadow.Record) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, r.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		n     int
+		since string
+		want  string
+	}{
+		{0, "", "0,1,2,3,4"},
+		{2, "", "0,1"},
+		{0, "150m", "0,1,2"},
+		{1, "150m", "0"},
+		{0, "2026-12-01T09:30", "0,1,2"},
+		{0, "1d", "0,1,2,3,4"},
+		{9, "", "0,1,2,3,4"},
+	} {
+		got, err := filterSessions(recs, tc.n, tc.since, now)
+		if err != nil || ids(got) != tc.want {
+			t.Errorf("n=%d since=%q: got %s, %v; want %s", tc.n, tc.since, ids(got), err, tc.want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-2h", "3x"} {
+		if _, err := filterSessions(recs, 0, bad, now); err == nil {
+			t.Errorf("since %q: no error", bad)
+		}
+	}
+	if _, err := filterSessions(recs, -1, "", now); err == nil {
+		t.Errorf("n=-1: no error")
 	}
 }

@@ -1,6 +1,7 @@
 package behaviour
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,5 +174,65 @@ func TestCLIManPage(t *testing.T) {
 				t.Errorf("the man page does not describe %s %s", cmd, f)
 			}
 		}
+	}
+}
+
+// TestCLIMessagesSayWhatToDo: refusals and empty answers end with what to type, on
+// both backends where a launch is involved.
+func TestCLIMessagesSayWhatToDo(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			r := sandboxtest.Run(b.Agentbox(b.Home, "exec", "--backend", backend, "--", "true"))
+			if r.Code != 125 || !strings.Contains(r.Stderr, "cd into a project or pass --repo DIR") {
+				t.Errorf("exec from HOME: %s", r)
+			}
+			r = sandboxtest.Run(b.Agentbox(b.Repo, "log"))
+			if r.Code != 0 || !strings.Contains(r.Stderr, "--all") {
+				t.Errorf("log with nothing recorded: %s", r)
+			}
+			r = sandboxtest.Run(b.Agentbox(b.Repo, "exec", "--backend", backend, "--dry-run", "--", "no-such-command-x"))
+			real := sandboxtest.Run(b.Agentbox(b.Repo, "exec", "--backend", backend, "--no-git-save", "--no-record", "--", "no-such-command-x"))
+			if r.Code != 125 || real.Code != 125 || strings.TrimSpace(r.Stderr) != strings.TrimSpace(real.Stderr) {
+				t.Errorf("--dry-run with a missing command must fail as the launch does:\ndry run: %s\nlaunch: %s", r, real)
+			}
+		})
+	}
+}
+
+// TestCLILogFilters: log -n, --since and --json over real recorded sessions.
+func TestCLILogFilters(t *testing.T) {
+	b := sandboxtest.NewBox(t, "native")
+	for i := 0; i < 3; i++ {
+		if r := sandboxtest.Run(b.Agentbox(b.Repo, "exec", "--no-git-save", "--", "true")); r.Code != 0 {
+			t.Fatalf("session %d: %s", i, r)
+		}
+	}
+	count := func(args ...string) int {
+		t.Helper()
+		r := sandboxtest.Run(b.Agentbox(b.Repo, append([]string{"log", "--json"}, args...)...))
+		if r.Code != 0 {
+			t.Fatalf("log %v: %s", args, r)
+		}
+		var recs []map[string]any
+		if err := json.Unmarshal([]byte(r.Stdout), &recs); err != nil {
+			t.Fatalf("log --json: %v\n%s", err, r.Stdout)
+		}
+		return len(recs)
+	}
+	if n := count(); n != 3 {
+		t.Errorf("log --json: %d records, want 3", n)
+	}
+	if n := count("-n", "2"); n != 2 {
+		t.Errorf("log -n 2: %d records", n)
+	}
+	if n := count("--since", "1h"); n != 3 {
+		t.Errorf("log --since 1h: %d records", n)
+	}
+	if n := count("--since", "2099-01-01"); n != 0 {
+		t.Errorf("log --since 2099-01-01: %d records", n)
+	}
+	if r := sandboxtest.Run(b.Agentbox(b.Repo, "log", "--since", "yesterday")); r.Code != 125 {
+		t.Errorf("log --since yesterday: %s", r)
 	}
 }
