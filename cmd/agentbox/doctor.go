@@ -100,6 +100,13 @@ func lookBwrap() bwrapState {
 	return bwrapState{Path: b.Path, Version: b.Version.String(), OK: true}
 }
 
+// bwrapAdvice tells a user without a usable bwrap whether they need one and how to get
+// it where the distribution's is too old (Debian 12 ships 0.8.0, Ubuntu 24.04 0.9.0).
+const bwrapAdvice = "you do not need it: the default native backend uses no bwrap. For --backend bwrap, " +
+	"bubblewrap 0.12.0 or newer is needed and Debian 12 ships 0.8.0: build it from the release tarball " +
+	"(apt-get install meson ninja-build gcc libcap-dev pkg-config; meson setup build -Dselinux=disabled -Dman=disabled && ninja -C build bwrap), " +
+	"not setuid, then export AGENTBOX_BWRAP=/path/to/bwrap"
+
 func printDoctor(w io.Writer, r doctorResult) {
 	who := fmt.Sprintf("uid %d", r.UID)
 	if r.UID == 0 {
@@ -140,6 +147,7 @@ func printDoctor(w io.Writer, r doctorResult) {
 		fmt.Fprintf(w, "  %-9s bwrap %s at %s (for --backend=bwrap)\n", "ok", r.Bwrap.Version, r.Bwrap.Path)
 	} else {
 		fmt.Fprintf(w, "  %-9s %s (needed only for --backend=bwrap)\n", "no", r.Bwrap.Error)
+		fmt.Fprintf(w, "            %s\n", bwrapAdvice)
 	}
 	if len(r.Sysctls) > 0 {
 		keys := make([]string, 0, len(r.Sysctls))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // cliCommands are the subcommands whose help, completions and manual are checked.
@@ -234,5 +235,32 @@ func TestCLILogFilters(t *testing.T) {
 	}
 	if r := sandboxtest.Run(b.Agentbox(b.Repo, "log", "--since", "yesterday")); r.Code != 125 {
 		t.Errorf("log --since yesterday: %s", r)
+	}
+}
+
+// TestInstallScript: scripts/install.sh, as the README gives it, puts a working
+// agentbox, its completions and its manual below PREFIX; the installed binary runs a
+// first sandboxed command as the unprivileged user.
+func TestInstallScript(t *testing.T) {
+	b := sandboxtest.NewBox(t, "native")
+	prefix := testenv.Dir(t, "prefix")
+	cmd := exec.Command("sh", filepath.Join(testenv.ModuleRoot(), "scripts", "install.sh"))
+	cmd.Env = append(os.Environ(), "PREFIX="+prefix)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	for _, f := range []string{"bin/agentbox", "share/bash-completion/completions/agentbox", "share/zsh/site-functions/_agentbox",
+		"share/fish/vendor_completions.d/agentbox.fish", "share/man/man1/agentbox.1"} {
+		if fi, err := os.Stat(filepath.Join(prefix, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("install.sh did not install %s: %v", f, err)
+		}
+	}
+	testenv.Chown(t, prefix)
+	run := testenv.Command(t, b.Home, filepath.Join(prefix, "bin/agentbox"), "exec", "--no-git-save", "--no-record", "--", "sh", "-c", "echo inside; touch first")
+	run.Dir = b.Repo
+	r := sandboxtest.Run(run)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "inside") || !sandboxtest.Exists(filepath.Join(b.Repo, "first")) {
+		t.Fatalf("the installed agentbox: %s", r)
 	}
 }
