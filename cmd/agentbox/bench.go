@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/session"
 	"github.com/agentbox/agentbox/shadow"
 )
 
@@ -70,6 +71,7 @@ func cmdBench(args []string) int {
 		return fail("bench: find the agentbox binary: %v", err)
 	}
 	cfg.Agentbox = self
+	cfg.Version = session.Version
 	if *bwrap != "" {
 		os.Setenv(bwrapcheck.EnvVar, *bwrap)
 	}
