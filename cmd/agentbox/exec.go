@@ -2,8 +2,15 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/internal/cli"
 
 	"github.com/agentbox/agentbox/nsinit"
@@ -26,6 +33,7 @@ type execArgs struct {
 	opts           policy.Options
 	cfg            session.Config
 	dryRun, asJSON bool
+	profile        string
 }
 
 func (a *execArgs) flags() *flag.FlagSet {
@@ -36,14 +44,17 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
+	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	session.RegisterFlags(fs, &a.cfg)
 	return fs
 }
 
 func cmdExec(args []string) int {
-	var a execArgs
-	fs := a.flags()
-	if st, done := parseFlags(fs, execCommand, args); done {
+	// The command line alone first: help, bad flags, the profile it names, and
+	// which flags it sets (they win over the user's config file).
+	var cl execArgs
+	clFlags := cl.flags()
+	if st, done := parseFlags(clFlags, execCommand, args); done {
 		return st
 	}
 	if os.Getenv("AGENTBOX") == "1" {
@@ -51,6 +62,10 @@ func cmdExec(args []string) int {
 		// stack on in a user namespace; and this launcher would take the outer
 		// session's pending audit for a dead one.
 		return fail("exec: already inside an agentbox sandbox (AGENTBOX=1 is set): sandboxes do not nest; run the command directly")
+	}
+	a, fs, prov, err := layered(args, clFlags, cl.profile)
+	if err != nil {
+		return fail("%v", err)
 	}
 	opts, cfg, dryRun, asJSON := &a.opts, &a.cfg, &a.dryRun, &a.asJSON
 	if *asJSON && !*dryRun {
@@ -85,6 +100,26 @@ func cmdExec(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The repository's own file may only narrow what the user chose; it is read
+	// from the repository the policy settled on, and the policy made again.
+	rf, err := config.ReadRepo(filepath.Join(pol.Repo, config.RepoFile))
+	if err != nil {
+		return fail("%v", err)
+	}
+	if rf != nil {
+		if len(rf.Profiles) > 0 || rf.Profile != "" {
+			return fail("config %s: profiles belong in the user's config file, not in a repository's", rf.Path)
+		}
+		if err := config.Narrow(fs, rf.Top, prov); err != nil {
+			return fail("%v", err)
+		}
+		if pol, err = policy.New(*opts); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if *dryRun && !*asJSON {
+		printSettings(os.Stdout, fs, prov)
+	}
 	cfg.Policy = pol
 	cfg.Args = args
 	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
@@ -111,4 +146,72 @@ func repoFirst(args []string) (dir string, rest []string, ok bool) {
 		return "", nil, false
 	}
 	return args[0], args[2:], true
+}
+
+// userConfig is the user's config file: ${XDG_CONFIG_HOME:-$HOME/.config}/agentbox/config.toml.
+func userConfig() string {
+	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "agentbox", "config.toml")
+	}
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "agentbox", "config.toml")
+	}
+	return ""
+}
+
+// layered returns exec's flags with the user's config file laid under the command
+// line: the file's top level, then its profile (the one --profile names, else its
+// own default), then args. prov says where each flag set by a file or args came from.
+func layered(args []string, cmdline *flag.FlagSet, profile string) (*execArgs, *flag.FlagSet, map[string]string, error) {
+	prov := map[string]string{}
+	a := new(execArgs)
+	fs := a.flags()
+	if path := userConfig(); path != "" {
+		f, err := config.ReadUser(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := f.Check(func() *flag.FlagSet { return new(execArgs).flags() }); err != nil {
+			return nil, nil, nil, err
+		}
+		settings, err := f.Selected(profile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := config.Apply(fs, settings, prov); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if profile != "" {
+		return nil, nil, nil, fmt.Errorf("--profile %s: no config file ($HOME is unset)", profile)
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil { // parsed once already: cannot fail
+		return nil, nil, nil, err
+	}
+	cmdline.Visit(func(f *flag.Flag) { prov[f.Name] = "command line" })
+	return a, fs, prov, nil
+}
+
+// printSettings shows, for --dry-run, every exec setting that is not its default
+// and where it came from.
+func printSettings(w io.Writer, fs *flag.FlagSet, prov map[string]string) {
+	for _, f := range cli.Visible(fs) {
+		src, ok := prov[f.Name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "setting  %s = %s  # %s\n", f.Name, printable(f.Value.String()), printable(src))
+	}
+	fmt.Fprintf(w, "setting  (every other flag: its default)\n")
+}
+
+// printable quotes s when it holds anything but printable characters: a value from a
+// repository's file must not reach the terminal as control sequences.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
