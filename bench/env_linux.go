@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/agentbox/agentbox/policy"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -93,7 +95,7 @@ func (e *env) prepareRepo() error {
 		return fmt.Errorf("bench: repository: %w", err)
 	}
 	e.repo, e.ownRepo = dir, true
-	git, err := exec.LookPath("git")
+	git, err := policy.LookPath("git")
 	if err != nil {
 		e.notes = append(e.notes, "git not found: the repository is a plain directory (no protected Git paths)")
 		return nil

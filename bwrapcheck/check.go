@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // EnvVar names the environment variable that selects the bwrap binary instead of
@@ -51,9 +53,10 @@ func quote(s string) string {
 	return s
 }
 
-// Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout.
-func Lookup() (Binary, error) {
-	path, err := Find()
+// Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout. writable are
+// the host directories the session's sandbox can write (see Find).
+func Lookup(writable ...string) (Binary, error) {
+	path, err := Find(writable...)
 	if err != nil {
 		return Binary{}, err
 	}
@@ -61,24 +64,23 @@ func Lookup() (Binary, error) {
 }
 
 // Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute), else
-// "bwrap" on PATH. It does not check the binary.
-func Find() (string, error) {
+// "bwrap" on PATH as policy.LookPath finds it: never in one of writable, in a Git
+// working tree, through a relative PATH entry or in a directory others can write,
+// since the launcher runs it on the host with the whole sandbox's argv. It does not
+// check the binary.
+func Find(writable ...string) (string, error) {
 	if p := os.Getenv(EnvVar); p != "" {
 		if !filepath.IsAbs(p) {
 			return "", &Error{Path: p, Reason: EnvVar + " must be an absolute path"}
 		}
 		return filepath.Clean(p), nil
 	}
-	p, err := exec.LookPath("bwrap")
+	p, err := policy.LookPath("bwrap", writable...)
 	if err != nil {
 		return "", &Error{Path: "bwrap", Err: err,
-			Reason: fmt.Sprintf("not found on PATH: install bubblewrap %s or newer, or set %s", Minimum, EnvVar)}
+			Reason: fmt.Sprintf("%v: install bubblewrap %s or newer, or set %s to its absolute path", err, Minimum, EnvVar)}
 	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", &Error{Path: p, Reason: fmt.Sprintf("cannot make the path absolute: %v", err), Err: err}
-	}
-	return abs, nil
+	return p, nil
 }
 
 // Check decides whether the binary at path may run the sandbox. It looks at the file's

@@ -157,6 +157,11 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find on PATH = %q, %v, want %s", got, err, bin)
 	}
 
+	// A bwrap the sandbox could have written is never the one found.
+	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+		t.Errorf("Find with bwrap in a writable dir = %v, want it skipped", err)
+	}
+
 	t.Setenv("PATH", "/nonexistent")
 	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "not found on PATH") || !strings.Contains(err.Error(), EnvVar) {
 		t.Errorf("Find with no bwrap = %v, want a refusal naming PATH and %s", err, EnvVar)

@@ -12,7 +12,18 @@ import (
 
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/policy"
 )
+
+// defaultRepo is the repository a session started here would write (policy's
+// default: the Git top level of the working directory), or "" when unknown.
+func defaultRepo() string {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return policy.GitTopLevel(cwd)
+}
 
 const doctorUsage = `Usage: agentbox doctor [--json]
 
@@ -85,7 +96,8 @@ func cmdDoctor(args []string) int {
 }
 
 func lookBwrap() bwrapState {
-	b, err := bwrapcheck.Lookup()
+	// The repository a session here would write: a bwrap in it is not run.
+	b, err := bwrapcheck.Lookup(defaultRepo())
 	if err != nil {
 		st := bwrapState{Error: err.Error()}
 		var be *bwrapcheck.Error
