@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/policy"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // EnvVar names the environment variable that selects the bwrap binary instead of
@@ -45,13 +47,8 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// quote keeps a hostile path on one line in messages.
-func quote(s string) string {
-	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '"' || r == '\\' || r == 0xfffd }) {
-		return fmt.Sprintf("%q", s)
-	}
-	return s
-}
+// quote keeps a hostile path on one line in messages, free of terminal controls.
+func quote(s string) string { return termsafe.Quote(s) }
 
 // Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout. writable are
 // the host directories the session's sandbox can write (see Find).

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Backend names accepted by --backend.
@@ -68,22 +70,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: %s", e.What, quote(e.Path), e.Reason)
 }
 
-// quote keeps a hostile path on one line in messages.
-func quote(p string) string {
-	if strings.ContainsAny(p, " \t\r\n\"'\\") || !isPrintable(p) {
-		return fmt.Sprintf("%q", p)
-	}
-	return p
-}
-
-func isPrintable(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
-			return false
-		}
-	}
-	return true
-}
+// quote keeps a hostile path on one line in messages, free of terminal controls.
+func quote(p string) string { return termsafe.Quote(p) }
 
 // Reserved are the host directories that a repository may neither be nor contain, and
 // the reason given for each; HOME is added at run time.

@@ -9,6 +9,8 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 func registerPushFlags(fs *flag.FlagSet, cfg *Config) {
@@ -100,7 +102,7 @@ func (g *pushGuard) cleanup() {
 		return
 	}
 	if err := g.staged.Remove(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentbox: %v\n", err)
+		fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.String(err.Error()))
 	}
 	g.lock.release()
 }

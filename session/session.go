@@ -20,6 +20,8 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Version is agentbox's version, set at build time with -ldflags -X.
@@ -316,7 +318,8 @@ func makeDiskTmp(cache string) (dir string, release func(), err error) {
 	// with safepath.RemoveAll, which copes with each and follows no symlink.
 	release = func() {
 		if err := safepath.RemoveAll(dir); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %v (agentbox gc retries)\n", err)
+			// The error names what the sandbox left: a file name it chose.
+			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
 			return // keep the claim's file: gc decides by the lock, which dies with us
 		}
 		lock.release()

@@ -13,6 +13,8 @@ import (
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/policy"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // defaultRepo is the repository a session started here would write (policy's
@@ -87,7 +89,9 @@ func cmdDoctor(args []string) int {
 			return fail("doctor: %v", err)
 		}
 	} else {
-		printDoctor(os.Stdout, res)
+		w := termsafe.NewWriter(os.Stdout) // bwrap's path and output, kernel messages
+		printDoctor(w, res)
+		w.Flush()
 	}
 	if !res.NativeReady {
 		return 1

@@ -10,6 +10,8 @@ import (
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 const execUsage = `Usage: agentbox exec [flags] [--] [COMMAND [ARG...]]
@@ -71,7 +73,15 @@ func cmdExec(args []string) int {
 	}
 	cfg.Policy = pol
 	cfg.Args = args
-	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
+	// agentbox's own messages name repository paths and audit findings: nothing in
+	// them reaches the terminal as a command. The command's own output does not go
+	// through these.
+	stderr := termsafe.NewWriter(os.Stderr)
+	defer stderr.Flush()
+	cfg.Stdout, cfg.Stderr = termsafe.NewWriter(os.Stdout), stderr
+	if *asJSON {
+		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
+	}
 	if *dryRun {
 		cfg.DryRun = session.DryRunText
 		if *asJSON {

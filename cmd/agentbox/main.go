@@ -13,6 +13,8 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/nsinit"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // exitUsage is the status of every failure of agentbox itself, before the command
@@ -85,6 +87,8 @@ Run 'agentbox COMMAND --help' for the flags of a command.
 
 // fail prints one line naming what failed and why, and returns exitUsage.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "agentbox: "+format+"\n", args...)
+	// Errors name repository paths and carry what Git or the sandbox said: one
+	// line, with no byte the terminal could take as a command.
+	fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.Sprintf(format, args...))
 	return exitUsage
 }
