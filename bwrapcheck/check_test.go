@@ -146,6 +146,10 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find with %s=%s = %q, %v", EnvVar, bin, got, err)
 	}
 
+	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+		t.Errorf("Find with %s inside a writable dir = %v, want a refusal", EnvVar, err)
+	}
+
 	t.Setenv(EnvVar, "bin/bwrap")
 	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
 		t.Errorf("Find with a relative %s = %v, want a refusal", EnvVar, err)

@@ -124,3 +124,26 @@ func canonicalOr(p string) string {
 	}
 	return p
 }
+
+// InsideWritable reports the root of writable that path (absolute) lies in, before or
+// after symlinks are resolved.
+func InsideWritable(path string, writable ...string) (string, bool) {
+	forms := []string{filepath.Clean(path), canonicalOr(path)}
+	for _, w := range writable {
+		if w == "" {
+			continue
+		}
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			continue
+		}
+		for _, root := range []string{abs, canonicalOr(abs)} {
+			for _, f := range forms {
+				if Within(f, root) {
+					return w, true
+				}
+			}
+		}
+	}
+	return "", false
+}
