@@ -74,6 +74,11 @@ func untrustedProgram(dir, bin string, writable []string) string {
 		}
 		return "relative PATH entry"
 	}
+	// Most entries do not hold the program: one stat decides, before any resolving.
+	fi, err := os.Stat(bin)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "missing"
+	}
 	dir = filepath.Clean(dir)
 	canonDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -83,10 +88,6 @@ func untrustedProgram(dir, bin string, writable []string) string {
 	if err != nil {
 		return "missing"
 	}
-	fi, err := os.Stat(canon)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return "missing"
-	}
 	for _, p := range []string{dir, canonDir, canon} {
 		for _, w := range writable {
 			if Within(p, w) {
@@ -94,7 +95,11 @@ func untrustedProgram(dir, bin string, writable []string) string {
 			}
 		}
 	}
-	for _, p := range []string{canonDir, filepath.Dir(canon)} {
+	dirs := []string{canonDir}
+	if d := filepath.Dir(canon); d != canonDir {
+		dirs = append(dirs, d)
+	}
+	for _, p := range dirs {
 		if top, ok := gitTree(p); ok {
 			return "inside the Git working tree " + quote(top) + ", which a session may write"
 		}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,5 +86,25 @@ func TestLookPathSkipsSandboxWritable(t *testing.T) {
 	}
 	if _, err := LookPath("a/b"); err == nil {
 		t.Error("LookPath accepted a name with a slash")
+	}
+}
+
+// BenchmarkLookPath is the cost of finding git on a typical PATH, as the recorder does
+// once per session, against os/exec's LookPath for the same name.
+func BenchmarkLookPath(b *testing.B) {
+	b.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for b.Loop() {
+		if _, err := LookPath("git", "/nonexistent/repo"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkExecLookPath(b *testing.B) {
+	b.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for b.Loop() {
+		if _, err := exec.LookPath("git"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
