@@ -10,12 +10,11 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Backend names accepted by --backend.

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 func registerPushFlags(fs *flag.FlagSet, cfg *Config) {

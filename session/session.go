@@ -17,11 +17,10 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Version is agentbox's version, set at build time with -ldflags -X.

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
-	"github.com/agentbox/agentbox/policy"
-
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/policy"
 )
 
 const auditUsage = `Usage: agentbox audit [--repo DIR] [--fix]

@@ -12,9 +12,8 @@ import (
 
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/policy"
-
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // defaultRepo is the repository a session started here would write (policy's

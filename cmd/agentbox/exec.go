@@ -7,11 +7,10 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 const execUsage = `Usage: agentbox exec [flags] [--] [COMMAND [ARG...]]

@@ -7,10 +7,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 const gcUsage = `Usage: agentbox gc [--dry-run]

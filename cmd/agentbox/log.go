@@ -15,10 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 const logUsage = `Usage: agentbox log [--repo DIR | --all] [--results]

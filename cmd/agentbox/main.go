@@ -12,9 +12,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agentbox/agentbox/nsinit"
-
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/nsinit"
 )
 
 // exitUsage is the status of every failure of agentbox itself, before the command
