@@ -22,8 +22,8 @@ var stateCases = []auditCase{
 			git cherry-pick side~1 side >/dev/null 2>&1 || true; test -d .git/sequencer`,
 		plant:   strategyPlant + `printf '[options]\n\tstrategy = ../planted\n' >> .git/sequencer/opts; echo resolved > g; git add g`,
 		trigger: "-c core.editor=true cherry-pick --continue", moved: []string{".git/sequencer/opts"}},
-	{name: "remote helper named by remote.NAME.vcs in a redirected config",
-		plant: `mkdir -p git-remote-..; hook > git-remote-../planted; chmod +x git-remote-../planted
-			mkgitdir evil; printf '[remote "o"]\n\turl = x\n\tvcs = ../planted\n' > evil/config; echo ../evil > .git/commondir`,
-		trigger: "fetch -q o", moved: []string{"evil/config"}},
+	{name: "remote helper named by remote.NAME.vcs in a nested repository's config",
+		plant: `git init -q sub; mkdir -p sub/git-remote-..; hook > sub/git-remote-../planted; chmod +x sub/git-remote-../planted
+			printf '[remote "o"]\n\turl = x\n\tvcs = ../planted\n' >> sub/.git/config`,
+		trigger: "-C sub fetch -q o", moved: []string{"sub/.git/config"}},
 }
