@@ -334,7 +334,7 @@ func processesNaming(t *testing.T, s string) []string {
 // BenchmarkBwrapArgv is the bwrap backend's plan → argv translation for the default
 // plan of a repository with its protected Git paths.
 func BenchmarkBwrapArgv(b *testing.B) {
-	home := b.TempDir()
+	home := testenv.Dir(b, "home") // not below /tmp, which HOME may not be (policy.CheckHome)
 	repo := filepath.Join(home, "repo")
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
 		b.Fatal(err)
@@ -358,7 +358,7 @@ func BenchmarkBwrapArgv(b *testing.B) {
 // BenchmarkPolicyAndPlan is the launcher's work before any backend for the same
 // repository: policy validation, the protected Git paths, the plan.
 func BenchmarkPolicyAndPlan(b *testing.B) {
-	home := b.TempDir()
+	home := testenv.Dir(b, "home") // not below /tmp, which HOME may not be (policy.CheckHome)
 	repo := filepath.Join(home, "repo")
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
 		b.Fatal(err)

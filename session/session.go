@@ -17,6 +17,8 @@ import (
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -337,8 +339,15 @@ func makeDiskTmp(cache string) (dir string, release func(), err error) {
 	if err == nil {
 		err = os.Chmod(dir, 0o700)
 	}
+	// The sandbox owned this directory as its /tmp and may have left anything in it:
+	// mode-000 or read-only directories, FIFOs, nesting deeper than PATH_MAX. Removed
+	// with safepath.RemoveAll, which copes with each and follows no symlink.
 	release = func() {
-		os.RemoveAll(dir)
+		if err := safepath.RemoveAll(dir); err != nil {
+			// The error names what the sandbox left: a file name it chose.
+			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
+			return // keep the claim's file: gc decides by the lock, which dies with us
+		}
 		lock.release()
 	}
 	if err != nil {

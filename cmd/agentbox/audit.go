@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -60,13 +61,13 @@ func cmdAudit(args []string) int {
 		gitguard.Quarantine(findings, "audit-"+gitguard.NewAuditID())
 	}
 	for _, f := range findings {
-		fmt.Fprintln(os.Stdout, f.String())
+		fmt.Fprintln(os.Stdout, termsafe.String(f.String()))
 	}
 	if len(findings) == 0 {
-		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", repo)
+		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", termsafe.Quote(repo))
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", repo, len(findings))
+	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", termsafe.Quote(repo), len(findings))
 	return 1
 }
 

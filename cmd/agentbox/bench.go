@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/agentbox/agentbox/bench"
 	"github.com/agentbox/agentbox/bwrapcheck"
@@ -75,12 +74,12 @@ func cmdBench(args []string) int {
 	if *bwrap != "" {
 		os.Setenv(bwrapcheck.EnvVar, *bwrap)
 	}
-	if bin, err := bwrapcheck.Lookup(); err == nil {
+	if bin, err := bwrapcheck.Lookup(defaultRepo(), cfg.Repo); err == nil {
 		cfg.Bwrap = bin.Path
 	} else {
 		fmt.Fprintf(os.Stderr, "agentbox: bench: bwrap variants skipped: %v\n", err)
 	}
-	if g, err := exec.LookPath("go"); err == nil {
+	if g, err := policy.LookPath("go", defaultRepo(), cfg.Repo); err == nil {
 		cfg.GoTool = g
 	}
 	cfg.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))

@@ -13,7 +13,19 @@ import (
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/policy"
 )
+
+// defaultRepo is the repository a session started here would write (policy's
+// default: the Git top level of the working directory), or "" when unknown.
+func defaultRepo() string {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return policy.GitTopLevel(cwd)
+}
 
 var doctorCommand = cli.Command{
 	Name:    "doctor",
@@ -75,7 +87,9 @@ func cmdDoctor(args []string) int {
 			return fail("doctor: %v", err)
 		}
 	} else {
-		printDoctor(os.Stdout, res)
+		w := termsafe.NewWriter(os.Stdout) // bwrap's path and output, kernel messages
+		printDoctor(w, res)
+		w.Flush()
 	}
 	if !res.NativeReady {
 		return 1
@@ -84,7 +98,8 @@ func cmdDoctor(args []string) int {
 }
 
 func lookBwrap() bwrapState {
-	b, err := bwrapcheck.Lookup()
+	// The repository a session here would write: a bwrap in it is not run.
+	b, err := bwrapcheck.Lookup(defaultRepo())
 	if err != nil {
 		st := bwrapState{Error: err.Error()}
 		var be *bwrapcheck.Error

@@ -6,13 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/internal/cli"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
@@ -122,7 +120,15 @@ func cmdExec(args []string) int {
 	}
 	cfg.Policy = pol
 	cfg.Args = args
-	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
+	// agentbox's own messages name repository paths and audit findings: nothing in
+	// them reaches the terminal as a command. The command's own output does not go
+	// through these.
+	stderr := termsafe.NewWriter(os.Stderr)
+	defer stderr.Flush()
+	cfg.Stdout, cfg.Stderr = termsafe.NewWriter(os.Stdout), stderr
+	if *asJSON {
+		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
+	}
 	if *dryRun {
 		cfg.DryRun = session.DryRunText
 		if *asJSON {
@@ -200,18 +206,7 @@ func printSettings(w io.Writer, fs *flag.FlagSet, prov map[string]string) {
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(w, "setting  %s = %s  # %s\n", f.Name, printable(f.Value.String()), printable(src))
+		fmt.Fprintf(w, "setting  %s = %s  # %s\n", f.Name, termsafe.String(f.Value.String()), termsafe.String(src))
 	}
 	fmt.Fprintf(w, "setting  (every other flag: its default)\n")
-}
-
-// printable quotes s when it holds anything but printable characters: a value from a
-// repository's file must not reach the terminal as control sequences.
-func printable(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) || r == utf8.RuneError {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }

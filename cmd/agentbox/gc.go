@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
@@ -49,14 +50,14 @@ func cmdGC(args []string) int {
 	for _, l := range found {
 		switch {
 		case l.Live:
-			fmt.Printf("kept %s (%s): a live session owns it\n", l.Path, l.Kind)
+			fmt.Printf("kept %s (%s): a live session owns it\n", termsafe.Quote(l.Path), l.Kind)
 		case l.Err != nil:
-			fmt.Printf("failed %s (%s): %v\n", l.Path, l.Kind, l.Err)
+			fmt.Printf("failed %s (%s): %s\n", termsafe.Quote(l.Path), l.Kind, termsafe.String(l.Err.Error()))
 			status = 1
 		case l.Removed:
-			fmt.Printf("removed %s (%s)\n", l.Path, l.Kind)
+			fmt.Printf("removed %s (%s)\n", termsafe.Quote(l.Path), l.Kind)
 		default:
-			fmt.Printf("stale %s (%s): would be removed\n", l.Path, l.Kind)
+			fmt.Printf("stale %s (%s): would be removed\n", termsafe.Quote(l.Path), l.Kind)
 		}
 	}
 	if err != nil {

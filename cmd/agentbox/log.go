@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -151,7 +152,7 @@ func cmdLog(args []string) int {
 		}
 		s, err := shadow.OpenExisting(state, repo)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s (agentbox log --all lists every repository's)\n", repo)
+			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s (agentbox log --all lists every repository's)\n", oneLine(repo))
 			return 0
 		}
 		if err != nil {
@@ -276,7 +277,7 @@ func listResults(state string) int {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tSIZE\tSUMMARY")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), r.Kind, r.Size, r.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), oneLine(r.Kind), r.Size, oneLine(r.Summary))
 	}
 	tw.Flush()
 	return 0
@@ -402,11 +403,11 @@ func cmdDiff(args []string) int {
 		// The diff's lines are whatever the agent wrote; on a terminal, escape
 		// sequences in them could move the cursor and hide other lines from the
 		// person reading the diff. Piped, the bytes pass unchanged (for patch).
-		w = &controlEscaper{w: os.Stdout}
+		w = termsafe.NewWriter(os.Stdout)
 	}
 	err = s.Diff(w, rec, *stat)
-	if e, ok := w.(*controlEscaper); ok {
-		e.flush()
+	if e, ok := w.(*termsafe.Writer); ok {
+		e.Flush()
 	}
 	if err != nil {
 		return fail("diff: %v", err)
@@ -446,14 +447,7 @@ func pick(c bool, a, b string) string {
 
 // oneLine keeps a value from the record (which the sandboxed command chose: file
 // names, arguments) on one line and free of terminal control sequences.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+func oneLine(s string) string { return termsafe.String(s) }
 
 // shellJoin joins argv as a shell would read it back, quoting where needed.
 func shellJoin(argv []string) string {
@@ -471,52 +465,4 @@ func shellJoin(argv []string) string {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// controlEscaper writes control characters other than newline and tab in caret
-// notation (ESC as ^[), and the C1 controls U+0080..U+009F (two bytes in UTF-8) as
-// \u00XX, so that no byte sequence reaches the terminal as a command.
-type controlEscaper struct {
-	w       io.Writer
-	pending bool // the previous Write ended in 0xC2, the lead byte of a C1 control
-}
-
-func (e *controlEscaper) Write(p []byte) (int, error) {
-	out := make([]byte, 0, len(p)+16)
-	for i, c := range p {
-		if e.pending {
-			e.pending = false
-			if c >= 0x80 && c <= 0x9f {
-				out = fmt.Appendf(out, "\\u%04x", c)
-				continue
-			}
-			out = append(out, 0xc2)
-		}
-		switch {
-		case c == 0xc2 && i == len(p)-1:
-			e.pending = true
-		case c == 0xc2 && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
-			e.pending = true
-		case c == '\n' || c == '\t':
-			out = append(out, c)
-		case c < 0x20:
-			out = append(out, '^', c+'@')
-		case c == 0x7f:
-			out = append(out, '^', '?')
-		default:
-			out = append(out, c)
-		}
-	}
-	if _, err := e.w.Write(out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// flush writes a lead byte held back at the end of the last Write.
-func (e *controlEscaper) flush() {
-	if e.pending {
-		e.pending = false
-		_, _ = e.w.Write([]byte{0xc2})
-	}
 }

@@ -8,29 +8,32 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/shadow"
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
-func TestControlEscaper(t *testing.T) {
+// TestDiffEscaper: agentbox diff on a terminal writes through termsafe.Writer.
+func TestDiffEscaper(t *testing.T) {
 	for _, tc := range []struct {
 		in   []string // successive writes
 		want string
 	}{
 		{[]string{"+plain line\n\tindented\n"}, "+plain line\n\tindented\n"},
-		{[]string{"+hide\x1b[2K\x1b[1Aback\r\n"}, "+hide^[[2K^[[1Aback^M\n"},
-		{[]string{"del\x7f bell\x07\n"}, "del^? bell^G\n"},
+		{[]string{"+hide\x1b[2K\x1b[1Aback\r\n"}, "+hide\\x1b[2K\\x1b[1Aback\\r\n"},
+		{[]string{"del\x7f bell\x07\n"}, "del\\x7f bell\\x07\n"},
 		{[]string{"c1 \xc2\x9b2K\n"}, "c1 \\u009b2K\n"},
 		{[]string{"split \xc2", "\x9b2K\n"}, "split \\u009b2K\n"},
 		{[]string{"é stays \xc3\xa9 and \xc2\xa0 too\n"}, "é stays é and \u00a0 too\n"},
-		{[]string{"ends in \xc2"}, "ends in \xc2"},
+		{[]string{"bidi \u202eevil\n"}, "bidi \\u202eevil\n"},
+		{[]string{"ends in \xc2"}, "ends in \\xc2"},
 	} {
 		var out bytes.Buffer
-		e := &controlEscaper{w: &out}
+		e := termsafe.NewWriter(&out)
 		for _, s := range tc.in {
 			if n, err := e.Write([]byte(s)); err != nil || n != len(s) {
 				t.Fatalf("Write(%q) = %d, %v", s, n, err)
 			}
 		}
-		e.flush()
+		e.Flush()
 		if out.String() != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in, out.String(), tc.want)
 		}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 )
 
@@ -128,6 +129,8 @@ func parseFlags(fs *flag.FlagSet, c cli.Command, args []string) (status int, don
 
 // fail prints one line naming what failed and why, and returns exitUsage.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "agentbox: "+format+"\n", args...)
+	// Errors name repository paths and carry what Git or the sandbox said: one
+	// line, with no byte the terminal could take as a command.
+	fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.Sprintf(format, args...))
 	return exitUsage
 }

@@ -60,14 +60,14 @@ func cmdRestore(args []string) int {
 	if m.HeadCommit != "" && m.HeadCommit != m.Head {
 		head += " (" + m.HeadCommit + ")"
 	}
-	fmt.Printf("restored the Git metadata of %s, saved %s, into %s\n", m.Repo, m.Time.Format("2006-01-02 15:04:05 MST"), res.Dir)
-	fmt.Printf("  HEAD was %s\n", head)
-	fmt.Printf("  %s/.git is the Git dir %s\n", res.Dir, m.GitCommonDir)
+	fmt.Printf("restored the Git metadata of %s, saved %s, into %s\n", oneLine(m.Repo), m.Time.Format("2006-01-02 15:04:05 MST"), oneLine(res.Dir))
+	fmt.Printf("  HEAD was %s\n", oneLine(head)) // the ref name the sandbox chose
+	fmt.Printf("  %s/.git is the Git dir %s\n", oneLine(res.Dir), oneLine(m.GitCommonDir))
 	if m.Linked() {
-		fmt.Printf("  %s/git-worktree is the worktree's gitdir %s\n", res.Dir, m.GitDir)
+		fmt.Printf("  %s/git-worktree is the worktree's gitdir %s\n", oneLine(res.Dir), oneLine(m.GitDir))
 	}
 	if m.DotGitFile != "" {
-		fmt.Printf("  %s/dotgit is the pointer file %s\n", res.Dir, m.DotGitFile)
+		fmt.Printf("  %s/dotgit is the pointer file %s\n", oneLine(res.Dir), oneLine(m.DotGitFile))
 	}
 	return 0
 }
