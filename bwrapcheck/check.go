@@ -41,6 +41,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Path == "" { // none found: the reason names what was looked for
+		return e.Reason
+	}
 	return fmt.Sprintf("bwrap %s: %s", quote(e.Path), e.Reason)
 }
 
@@ -77,7 +80,7 @@ func Find(writable ...string) (string, error) {
 	}
 	p, err := policy.LookPath("bwrap", writable...)
 	if err != nil {
-		return "", &Error{Path: "bwrap", Err: err,
+		return "", &Error{Err: err,
 			Reason: fmt.Sprintf("%v: install bubblewrap %s or newer, or set %s to its absolute path", err, Minimum, EnvVar)}
 	}
 	return p, nil

@@ -104,8 +104,8 @@ func lookBwrap() bwrapState {
 		st := bwrapState{Error: err.Error()}
 		var be *bwrapcheck.Error
 		if errors.As(err, &be) {
-			if be.Path == "bwrap" { // none found: the reason says it all
-				st.Error = "bwrap: " + be.Reason
+			if be.Path == "" { // none found: the reason says it all
+				st.Error = be.Reason
 			} else {
 				st.Path = be.Path
 			}

@@ -77,6 +77,12 @@ func TestCLIErrors(t *testing.T) {
 			t.Errorf("agentbox %v: want 125 and one line with %q, got %s", tc.args, tc.want, r)
 		}
 	}
+	// No doubled words: bwrap missing from PATH is said once.
+	cmd := b.Agentbox(b.Repo, "exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "true")
+	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
+	if r := sandboxtest.Run(cmd); r.Code != 125 || !strings.Contains(r.Stderr, "bwrap not found on PATH") || strings.Contains(r.Stderr, "bwrap bwrap") {
+		t.Errorf("bwrap missing: %s", r)
+	}
 	// agent-box's "agentbox DIR -- CMD" gets one line saying what to type instead.
 	r := sandboxtest.Run(b.Agentbox(b.Home, b.Repo, "--", "true"))
 	if r.Code != 125 || !strings.Contains(r.Stderr, "agentbox exec --repo "+b.Repo) {
