@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/shadow"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/shadow"
 )
 
 // TestDiffEscaper: agentbox diff on a terminal writes through termsafe.Writer.
