@@ -112,7 +112,8 @@ func Run(cfg Config) (int, error) {
 	}
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
+		Pinned:   gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected),
+		HostRoot: mounts.IsHostRoot()}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
