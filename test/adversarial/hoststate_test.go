@@ -2,6 +2,7 @@ package adversarial
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -154,5 +155,84 @@ func chownTree(t *testing.T, dir string, uid int) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// keyringHost runs on the host, as the test user, in a session keyring of its own
+// (keyctl session), with the user keyring linked into it as pam_keyinit does at
+// login: it puts a key in, runs the agentbox session ("$@"), and prints what the
+// keyrings hold before and after.
+const keyringHost = `set -e
+K=$(keyctl add user agentbox-hostkey host-secret @s)
+keyctl link @u @s
+U=$(keyctl search @s keyring _uid.$(id -u))
+S=$(keyctl show @s | sed -n 's/^ *\([0-9]*\) .*keyring: _ses.*/\1/p' | head -1)
+export K U S
+state() { echo "$1 key=$(keyctl pipe $K) s=[$(keyctl rlist @s)] u=[$(keyctl rlist @u)] perm=$(keyctl rdescribe $K | cut -d';' -f4)"; }
+state BEFORE
+set +e
+"$@"
+echo "SESSION-EXIT $?"
+state AFTER
+`
+
+// keyringScript attacks the host's keys from inside: by serial number (the key, the
+// session and the user keyring, as /proc/keys would list them) and by the special
+// ids @s and @u, with every keyctl operation that reads or changes.
+const keyringScript = prelude + `
+try read-key keyctl pipe "$K"
+try read-key-search sh -c 'keyctl search @s user agentbox-hostkey'
+try describe-key keyctl rdescribe "$K"
+try update-key keyctl update "$K" pwned
+try setperm-key keyctl setperm "$K" 0x3f3f3f3f
+try add-to-session keyctl add user agentbox-planted x @s
+try add-to-session-serial keyctl add user agentbox-planted x "$S"
+try add-to-user keyctl add user agentbox-planted x @u
+try add-to-user-serial keyctl add user agentbox-planted x "$U"
+try link-into-user keyctl link "$K" "$U"
+try unlink-from-session keyctl unlink "$K" "$S"
+try clear-user keyctl clear "$U"
+try request-key keyctl request user agentbox-hostkey
+try new-session keyctl session agentbox-sandbox true
+try invalidate-key keyctl invalidate "$K"
+try revoke-key keyctl revoke "$K"
+echo DONE
+`
+
+// TestKeyrings: kernel keyrings are not namespaced, so nothing inside may read or
+// change the launching user's keys, on either backend; the host's keyrings hold
+// afterwards exactly what they held before.
+func TestKeyrings(t *testing.T) {
+	if _, err := exec.LookPath("keyctl"); err != nil {
+		t.Fatalf("keyctl (keyutils) missing: run scripts/setup-test-env.sh")
+	}
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			cmd := x.Command(x.Repo, nil, keyringScript)
+			keyctl, _ := exec.LookPath("keyctl")
+			cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
+			cmd.Path = keyctl
+			r := sandboxtest.Run(cmd)
+			attempts.Add(int64(strings.Count(r.Stdout, "TRY ")))
+			if !strings.Contains(r.Stdout, "SESSION-EXIT 0") || !strings.Contains(r.Stdout, "DONE") {
+				t.Fatalf("session: %s", r)
+			}
+			if strings.Contains(r.Stdout, "ESCAPED") {
+				t.Errorf("escapes:\n%s", r.Stdout)
+			}
+			var before, after string
+			for _, l := range strings.Split(r.Stdout, "\n") {
+				if v, ok := strings.CutPrefix(l, "BEFORE "); ok {
+					before = v
+				}
+				if v, ok := strings.CutPrefix(l, "AFTER "); ok {
+					after = v
+				}
+			}
+			if before == "" || !strings.Contains(before, "key=host-secret") || after != before {
+				t.Errorf("host keyrings before:\n%s\nafter:\n%s", before, after)
+			}
+		})
 	}
 }
