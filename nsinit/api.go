@@ -45,6 +45,11 @@ type Options struct {
 	// of its own; with the Go init it runs before the init starts. Signals meanwhile
 	// do what they would do uncaught: the launch takes them over after it.
 	BeforeExec func() error
+	// AfterStart, when set, runs in the launcher once the started process (the
+	// init, or bwrap) exists, with its PID, before the init has its plan, so before
+	// anything of the sandbox's runs (the raw init waits, as for BeforeExec); an
+	// error ends the launch. It places the session in its own cgroup (leafcg).
+	AfterStart func(pid int) error
 }
 
 // env is the command's environment: Env, or the caller's.

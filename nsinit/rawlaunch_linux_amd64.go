@@ -63,7 +63,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	if !rawAcquire() {
 		return res, nil, false
 	}
-	prog, err := compileRaw(plan, opts.env(), opts.BeforeExec != nil)
+	prog, err := compileRaw(plan, opts.env(), rawGated(opts))
 	if err != nil {
 		rawRelease()
 		return res, nil, false
@@ -81,8 +81,21 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 		defer child.Close()
 		return prog.start(child, opts.Stdio, fg, cloneFlags(plan))
 	}
-	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: opts.BeforeExec != nil}, opts)
+	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: rawGated(opts)}, gateOpts(opts))
 	return res, err, true
+}
+
+// rawGated: the raw init waits, its sandbox built, before it starts the command:
+// for Options.BeforeExec, and for AfterStart, which must act before the command
+// exists (the raw init runs its plan from the clone on).
+func rawGated(opts Options) bool { return opts.BeforeExec != nil || opts.AfterStart != nil }
+
+// gateOpts gives a gated launch a BeforeExec, so that Supervise sends the go.
+func gateOpts(opts Options) Options {
+	if opts.BeforeExec == nil && opts.AfterStart != nil {
+		opts.BeforeExec = func() error { return nil }
+	}
+	return opts
 }
 
 // rawProgram is a compiled plan: the arena the raw init runs, and what the launcher
@@ -870,7 +883,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 // cannot hold goes to a fresh init instead.
 func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
 	prog := p.raw
-	if err := prog.compilePlan(plan, opts.env(), opts.BeforeExec != nil); err != nil {
+	if err := prog.compilePlan(plan, opts.env(), rawGated(opts)); err != nil {
 		p.proc.kill()
 		p.proc.wait()
 		return Run(plan, opts)
@@ -884,5 +897,5 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 		_ = conn.sendGo()
 		return p.proc, nil
 	}
-	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}, gated: opts.BeforeExec != nil}, opts)
+	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}, gated: rawGated(opts)}, gateOpts(opts))
 }
