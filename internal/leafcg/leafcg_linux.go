@@ -38,6 +38,7 @@ import (
 type Leaf struct {
 	Dir    string // the leaf, below Parent
 	Parent string // the launcher's cgroup
+	placed int    // the sandbox's PID 1, moved in by Place
 }
 
 // maxWalk bounds the cgroups Remove walks below the leaf.
@@ -152,11 +153,12 @@ func ownGroups() []int {
 	return append(g, os.Getgid())
 }
 
-// Place moves process pid into the leaf.
+// Place moves process pid, the sandbox's PID 1, into the leaf.
 func (l *Leaf) Place(pid int) error {
 	if err := writePid(l.Dir, pid); err != nil {
 		return fmt.Errorf("move the sandbox into its cgroup %s: %w", l.Dir, err)
 	}
+	l.placed = pid
 	return nil
 }
 
@@ -164,18 +166,22 @@ func writePid(dir string, pid int) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }
 
-// Remove moves every process still in the leaf's tree back to the parent (by then
-// only a lingering init; its session is over) and removes the tree, deepest first.
-// It gives up after a second with the cgroups it could not remove named.
+// Remove moves the init back to the parent, if it is still in the leaf's tree (the
+// raw init lingers until the launcher exits; its session is over), kills anything
+// else there (nothing should be: the session's PID namespace is gone), and removes
+// the tree, deepest first. It gives up after a second with the cgroups it could not
+// remove named.
 func (l *Leaf) Remove() error {
 	deadline := time.Now().Add(time.Second)
 	for {
 		dirs := l.tree()
 		for _, d := range dirs {
-			for _, pid := range pids(d) {
-				_ = writePid(l.Parent, pid) // gone meanwhile: nothing to move
+			if l.placed != 0 && slices.Contains(pids(d), l.placed) {
+				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
 			}
 		}
+		_ = os.WriteFile(filepath.Join(l.Dir, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+
 		var left []string
 		for i := len(dirs) - 1; i >= 0; i-- {
 			if err := unix.Rmdir(dirs[i]); err != nil && err != unix.ENOENT {
