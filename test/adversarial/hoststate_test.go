@@ -200,39 +200,54 @@ echo DONE
 `
 
 // TestKeyrings: kernel keyrings are not namespaced, so nothing inside may read or
-// change the launching user's keys, on either backend; the host's keyrings hold
-// afterwards exactly what they held before.
+// change the launching user's keys (or root's), on either backend; the host's
+// keyrings hold afterwards exactly what they held before.
 func TestKeyrings(t *testing.T) {
 	if _, err := exec.LookPath("keyctl"); err != nil {
 		t.Fatalf("keyctl (keyutils) missing: run scripts/setup-test-env.sh")
 	}
 	for _, backend := range sandboxtest.Backends(t) {
-		t.Run(backend, func(t *testing.T) {
-			x := newTarget(t, backend)
-			cmd := x.Command(x.Repo, nil, keyringScript)
-			keyctl, _ := exec.LookPath("keyctl")
-			cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
-			cmd.Path = keyctl
-			r := sandboxtest.Run(cmd)
-			attempts.Add(int64(strings.Count(r.Stdout, "TRY ")))
-			if !strings.Contains(r.Stdout, "SESSION-EXIT 0") || !strings.Contains(r.Stdout, "DONE") {
-				t.Fatalf("session: %s", r)
+		for _, root := range []bool{false, true} {
+			name := backend + "/user"
+			if root {
+				name = backend + "/root"
 			}
-			if strings.Contains(r.Stdout, "ESCAPED") {
-				t.Errorf("escapes:\n%s", r.Stdout)
-			}
-			var before, after string
-			for _, l := range strings.Split(r.Stdout, "\n") {
-				if v, ok := strings.CutPrefix(l, "BEFORE "); ok {
-					before = v
-				}
-				if v, ok := strings.CutPrefix(l, "AFTER "); ok {
-					after = v
-				}
-			}
-			if before == "" || !strings.Contains(before, "key=host-secret") || after != before {
-				t.Errorf("host keyrings before:\n%s\nafter:\n%s", before, after)
-			}
-		})
+			t.Run(name, func(t *testing.T) { keyringRow(t, backend, root) })
+		}
+	}
+}
+
+func keyringRow(t *testing.T, backend string, root bool) {
+	if root && os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root: runs agentbox as root")
+	}
+	x := newTarget(t, backend)
+	cmd := x.Command(x.Repo, nil, keyringScript)
+	if root {
+		chownTree(t, x.Repo, 0)
+		cmd.SysProcAttr = nil // stay root
+	}
+	keyctl, _ := exec.LookPath("keyctl")
+	cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = keyctl
+	r := sandboxtest.Run(cmd)
+	attempts.Add(int64(strings.Count(r.Stdout, "TRY ")))
+	if !strings.Contains(r.Stdout, "SESSION-EXIT 0") || !strings.Contains(r.Stdout, "DONE") {
+		t.Fatalf("session: %s", r)
+	}
+	if strings.Contains(r.Stdout, "ESCAPED") {
+		t.Errorf("escapes:\n%s", r.Stdout)
+	}
+	var before, after string
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		if v, ok := strings.CutPrefix(l, "BEFORE "); ok {
+			before = v
+		}
+		if v, ok := strings.CutPrefix(l, "AFTER "); ok {
+			after = v
+		}
+	}
+	if before == "" || !strings.Contains(before, "key=host-secret") || after != before {
+		t.Errorf("host keyrings before:\n%s\nafter:\n%s", before, after)
 	}
 }
