@@ -92,7 +92,15 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	// also covers a launcher running as root). bwrap always sets no_new_privs.
 	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
 
+	mounted := map[string]bool{}
 	for i, op := range plan.Ops {
+		if op.Kind == mounts.ReadOnly && mounted[op.Dest] && op.Source == "" && op.Mode == 0 {
+			// A mount point of this plan (the sandbox's /proc): bwrap remounts it;
+			// a bind of the host's path would show the host's processes.
+			g = append(g, []string{"--remount-ro", op.Dest})
+			continue
+		}
+		mounted[op.Dest] = true
 		opts, err := translate(op, lower)
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)

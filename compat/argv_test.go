@@ -105,6 +105,11 @@ func TestArgvCovers(t *testing.T) {
 			t.Errorf("%v: %q, want %q", c.op, got, c.want)
 		}
 	}
+	// The sandbox's own /proc is remounted, never replaced by a bind of the host's.
+	argv, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: mounts.Proc, Dest: "/proc"}, {Kind: mounts.ReadOnly, Dest: "/proc"}}, Workdir: "/", Command: []string{"true"}})
+	if got := argv[len(prologue) : len(argv)-4]; err != nil || !reflect.DeepEqual(got, []string{"--proc", "/proc", "--remount-ro", "/proc"}) {
+		t.Errorf("read-only /proc: %q, %v", got, err)
+	}
 	if _, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: mounts.Mask, Source: "/x", Dest: "/proc/version"}}, Workdir: "/", Command: []string{"true"}}); err == nil {
 		t.Error("a mask with a source was translated")
 	}

@@ -35,11 +35,12 @@ const (
 	// Dev mounts a minimal /dev at Dest: null, zero, full, random, urandom, tty from
 	// the host, a private devpts and a private shm.
 	Dev Kind = "dev"
-	// ReadOnly makes Dest, a kernel-global path below the sandbox's /proc (Proc), read-only:
-	// Dest is bound onto itself and the bind made read-only. A Dest the kernel does
-	// not have is skipped. Since the files there are the same kernel's whatever proc
-	// instance shows them, a backend that can bind only host paths (bwrap) binds the
-	// host's Dest instead.
+	// ReadOnly makes Dest read-only: the sandbox's /proc itself (the Dest of an
+	// earlier Proc), or a kernel-global path below it. Dest is bound onto itself and
+	// the bind made read-only; a Dest the kernel does not have is skipped. A backend
+	// that can bind only host paths (bwrap) remounts a mount point of the plan, and
+	// binds the host's Dest for a path below one (the same kernel's files whatever
+	// proc instance shows them).
 	ReadOnly Kind = "remount-ro"
 	// Mask hides Dest, a kernel-global path below /proc or /sys: a directory is covered by
 	// an empty read-only tmpfs, anything else by the null device, read-only. A Dest
@@ -53,10 +54,12 @@ var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
 // Kernel interfaces a sandbox whose uid or gid is the host's 0 reaches by file mode
 // alone (the kernel asks no capability for them: proc_sys_permission and sysrq's
 // write check only the owner's bits): systemd's ProtectKernelTunables= list and the
-// OCI runtime spec's default readonlyPaths (runc), plus /proc/mtrr.
-var readOnlyPaths = []string{
-	"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/mtrr",
-}
+// OCI runtime spec's default readonlyPaths (runc) are /proc/sys, /proc/sysrq-trigger,
+// /proc/irq, /proc/bus, /proc/fs. The whole of /proc is made read-only instead: the
+// host network namespace's per-process /proc/PID/net entries (xt_recent lists, the
+// sunrpc caches' channels) are guarded the same way and cannot be covered one by one,
+// and a session's own /proc/PID files are all a root session loses.
+var readOnlyPaths = []string{"/proc"}
 
 // Files that give a host-root sandbox what a user cannot read or write: the OCI
 // default maskedPaths (kernel memory, other users' key names, the host's timers and

@@ -55,8 +55,7 @@ func TestBuildHostRoot(t *testing.T) {
 			t.Errorf("user sandbox has %q", d)
 		}
 	}
-	want := []string{"remount-ro /proc/sys", "remount-ro /proc/sysrq-trigger", "remount-ro /proc/irq",
-		"remount-ro /proc/bus", "remount-ro /proc/fs", "mask /proc/kcore", "mask /proc/keys",
+	want := []string{"remount-ro /proc", "mask /proc/kcore", "mask /proc/keys",
 		"mask /proc/timer_list", "mask /sys/firmware", "mask /sys/devices/virtual/powercap"}
 	dev, tmp := index(root, "dev /dev"), index(root, "tmpfs /tmp")
 	for _, w := range want {

@@ -62,6 +62,10 @@ func tunableScript(x *target) (script string, env []string, before map[string]st
 		# CAP_SYS_ADMIN in the sandbox's PID namespace). For root, none at all.
 		try any-tunable-writable sh -c 'find /proc/sys /proc/irq /proc/bus /proc/fs /proc/sysrq-trigger -type f -writable -printf "%U %p\n" 2>/dev/null |
 			grep -v "^$NSOWNER " | grep -v " $NSSKIP$" | grep .'
+		# The sandbox's /proc as its last mount shows it: read-only for root.
+		echo "PROCOPTS $(awk '$5=="/proc"{o=$6} END{print o}' /proc/self/mountinfo)"
+		# The host network namespace's entries (no --offline), guarded by mode alone.
+		try net-writable sh -c 'find /proc/self/net/ -type f -writable 2>/dev/null | grep .'
 		try sysrq-trigger sh -c 'echo h > /proc/sysrq-trigger'
 		try thp sh -c 'f=/sys/kernel/mm/transparent_hugepage/enabled; v=$(sed "s/.*\[\(.*\)\].*/\1/" $f) && echo "$v" > $f'
 		try uevent-helper sh -c 'echo "$REPO/x" > /sys/kernel/uevent_helper'
@@ -115,6 +119,11 @@ func TestKernelTunables(t *testing.T) {
 				}
 				if strings.Contains(r.Stdout, "ESCAPED") {
 					t.Errorf("escapes:\n%s", r.Stdout)
+				}
+				// Root's whole /proc is read-only (its per-process net entries cannot be
+				// covered one by one); a user's stays writable for nested proc mounts.
+				if want := map[bool]string{true: "PROCOPTS ro,", false: "PROCOPTS rw,"}[root]; !strings.Contains(r.Stdout, want) {
+					t.Errorf("want %q:\n%s", want, r.Stdout)
 				}
 				for p, v := range before {
 					if now := readTrim(p); now != v {
