@@ -13,7 +13,8 @@ import (
 // TestCovers runs the plan's ReadOnly and Mask operations through both inits (the raw
 // init where it runs, the Go init always; the phases say which ran): /proc/sys read-
 // only (a write fails with EROFS, not with the EACCES a user gets without the cover),
-// /proc/keys and a directory masked (empty), a missing destination skipped.
+// /proc/keys and a directory masked (empty), a missing destination skipped, and
+// /proc itself read-only at the end (as for a root session).
 func TestCovers(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
@@ -21,7 +22,8 @@ func TestCovers(t *testing.T) {
 	script := `echo x 2>&1 > /proc/sys/kernel/core_pattern | grep -o 'Read-only file system'
 		echo "keys:$(cat /proc/keys 2>&1 | wc -c)"
 		echo "bus:$(ls -A /proc/bus | wc -l)"
-		grep -c ' /proc/sys ro,' /proc/self/mountinfo`
+		grep -q ' /proc/sys ro,' /proc/self/mountinfo && echo sys-ro
+		awk '$5=="/proc"{o=$6} END{print substr(o, 1, 3)}' /proc/self/mountinfo`
 	plan := minimalPlan("/bin/sh", "-c", script)
 	plan.Ops = append(plan.Ops,
 		mounts.Op{Kind: mounts.ReadOnly, Dest: "/proc/sys"},
@@ -29,6 +31,7 @@ func TestCovers(t *testing.T) {
 		mounts.Op{Kind: mounts.Mask, Dest: "/proc/keys"},
 		mounts.Op{Kind: mounts.Mask, Dest: "/proc/bus"},
 		mounts.Op{Kind: mounts.Mask, Dest: "/proc/agentbox-no-such-file"},
+		mounts.Op{Kind: mounts.ReadOnly, Dest: "/proc"},
 	)
 	if _, err := os.Stat("/proc/bus"); err != nil {
 		t.Fatalf("this kernel has no /proc/bus: %v", err)
@@ -42,7 +45,7 @@ func TestCovers(t *testing.T) {
 		res, err := Run(plan, Options{Stdio: Stdio{Stdin: null, Stdout: out, Stderr: null}, RawInit: raw})
 		got, _ := os.ReadFile(out.Name())
 		out.Close()
-		want := "Read-only file system\nkeys:0\nbus:0\n1\n"
+		want := "Read-only file system\nkeys:0\nbus:0\nsys-ro\nro,\n"
 		if err != nil || res.Status != 0 || string(got) != want {
 			t.Errorf("raw %v: %v, status %d, printed %q, want %q", raw, err, res.Status, got, want)
 		}
