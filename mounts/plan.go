@@ -51,14 +51,14 @@ const (
 // Kinds lists every operation kind; tests walk it through both backends.
 var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
 
-// Kernel interfaces a sandbox whose uid or gid is the host's 0 reaches by file mode
-// alone (the kernel asks no capability for them: proc_sys_permission and sysrq's
-// write check only the owner's bits): systemd's ProtectKernelTunables= list and the
-// OCI runtime spec's default readonlyPaths (runc) are /proc/sys, /proc/sysrq-trigger,
-// /proc/irq, /proc/bus, /proc/fs. The whole of /proc is made read-only instead: the
+// What a sandbox whose uid or gid is the host's 0 could write by file mode alone
+// (the kernel asks no capability: proc_sys_permission and sysrq's write check only
+// the owner's bits). systemd's ProtectKernelTunables= and the OCI runtime spec's
+// default readonlyPaths (runc) name /proc/sys, /proc/sysrq-trigger, /proc/irq,
+// /proc/bus and /proc/fs; the whole of /proc is made read-only instead, because the
 // host network namespace's per-process /proc/PID/net entries (xt_recent lists, the
-// sunrpc caches' channels) are guarded the same way and cannot be covered one by one,
-// and a session's own /proc/PID files are all a root session loses.
+// sunrpc caches' channels) are guarded the same way and cannot be covered one by one.
+// A root session loses only writes to its own /proc/PID files.
 var readOnlyPaths = []string{"/proc"}
 
 // Files that give a host-root sandbox what a user cannot read or write: the OCI
@@ -185,7 +185,8 @@ func hostRootCovers() []Op {
 //
 //  1. "/" read-only, recursively (P1);
 //  2. private /proc and /dev for the new namespaces (P5); for a host-root sandbox,
-//     the kernel's tunables and triggers read-only and its secrets masked (P12);
+//     /proc read-only (the kernel's tunables and triggers) and the kernel's secrets
+//     masked (P12);
 //  3. private /tmp and /run (P4, P10);
 //  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
 //  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
