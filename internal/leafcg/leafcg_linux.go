@@ -52,7 +52,7 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("refused: %s is writable to you, and no session cgroup could be made below it (%s): a nested cgroup namespace inside the sandbox could change your cgroups; run agentbox from a cgroup you cannot write, or make a leaf writable (check cgroup.max.descendants)", e.Path, e.Reason)
+	return fmt.Sprintf("refused: %s is writable to you, and no session cgroup could be made below it (%s): a nested cgroup namespace inside the sandbox could change your cgroups; let agentbox create one there (check cgroup.max.descendants and cgroup.max.depth), or run it from a cgroup you cannot write", e.Path, e.Reason)
 }
 
 // Prepare makes a leaf named name below the calling process's cgroup2 cgroup. nil
