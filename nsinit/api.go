@@ -45,6 +45,12 @@ type Options struct {
 	// of its own; with the Go init it runs before the init starts. Signals meanwhile
 	// do what they would do uncaught: the launch takes them over after it.
 	BeforeExec func() error
+	// AfterStart, when set, runs in the launcher once the started process (the
+	// init, or bwrap) exists, with its PID, and before the command can start: the Go
+	// init has not had its plan yet, the raw init waits at its gate as for
+	// BeforeExec. An error ends the launch. It places the session in its own cgroup
+	// (internal/leafcg), where every later process of the session is born.
+	AfterStart func(pid int) error
 }
 
 // env is the command's environment: Env, or the caller's.

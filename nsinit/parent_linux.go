@@ -253,6 +253,11 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
 	res.InitPID = proc.Pid
+	if opts.AfterStart != nil {
+		if err := opts.AfterStart(proc.Pid); err != nil {
+			return res, abort(proc, err)
+		}
+	}
 	tStarted := time.Now()
 	if beforeExec == nil && records {
 		takeOverAsRecords()

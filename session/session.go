@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -115,7 +116,8 @@ func Run(cfg Config) (int, error) {
 	}
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
+		Pinned:   gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected),
+		HostRoot: mounts.IsHostRoot()}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
@@ -211,7 +213,21 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(cfg, plan, out, spare, beforeExec)
+	// The session's own cgroup (P12): nothing inside reaches the launcher's.
+	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	var afterStart func(int) error
+	if leaf != nil {
+		afterStart = leaf.Place
+		defer func() {
+			if err := leaf.Remove(); err != nil {
+				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)
+			}
+		}()
+	}
+	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart)
 	sw.Skip()
 	ran = err == nil
 	out.Phases = slices.Concat(during, res.Phases)
@@ -226,11 +242,11 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 
 // runBackend runs plan; spare is the native init started ahead (nil: none), and
 // beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error) (nsinit.Result, error) {
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -242,7 +258,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec)
+		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec, afterStart)
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {
