@@ -115,9 +115,6 @@ func cmdExec(args []string) int {
 			return fail("%v", err)
 		}
 	}
-	if *dryRun && !*asJSON {
-		printSettings(os.Stdout, fs, prov)
-	}
 	cfg.Policy = pol
 	cfg.Args = args
 	// agentbox's own messages name repository paths and audit findings: nothing in
@@ -138,6 +135,12 @@ func cmdExec(args []string) int {
 	status, err := session.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *dryRun {
+		// On stderr, once the plan is out: stdout stays the plan alone (with
+		// --backend bwrap, the exact bwrap command line, to copy or to script), and
+		// a refused dry run stays one line.
+		printSettings(os.Stderr, fs, prov)
 	}
 	return status
 }
