@@ -457,8 +457,18 @@ func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
 // itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
-// terminal back to the command when we are in the foreground and continues it.
+// terminal back to the command when we are in the foreground and then continues it.
+//
+// The stop is sent to this thread, not to the process: kill(getpid(), SIGSTOP) lets
+// the kernel hand the stop to another thread (the group leader) while this one
+// returns and runs on, and it would tell the init to continue the command before the
+// shell has even seen the job stop — with the terminal still the shell's, the command
+// reads from the background and SIGTTIN stops it again ("Stopped" right after fg).
+// A signal for the calling thread is taken before the system call returns, so the
+// line after it runs only once the shell has continued us (docs/terminal.md).
 func suspendSelf(stdin *os.File, conn initConn) {
-	_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+	runtime.LockOSThread()
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGSTOP)
+	runtime.UnlockOSThread()
 	_ = conn.write(&message{Type: msgContinue, Foreground: isForeground(stdin)})
 }
