@@ -201,6 +201,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		conn = frameConn{l.Ctl}
 	}
 	fg := isForeground(stdio.Stdin)
+	// The terminal as it is now, to be put back before the launcher writes anything
+	// after the session (terminal_linux.go).
+	term := saveTerminal(stdio)
+	res.Terminal = term != nil
+	giveBack := func() {
+		restoreForeground(stdio.Stdin, fg)
+		term.restore()
+	}
 
 	// Signals are caught before the command can exist, so none is lost in between:
 	// before the init exists, or, with BeforeExec, before the init may start it.
@@ -329,10 +337,12 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
 			case msgError:
 				proc.wait() // it exits right after its report
-				restoreForeground(stdio.Stdin, fg)
+				giveBack()
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
 				suspendSelf(stdio.Stdin, conn)
+			case msgEnded:
+				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
 			case msgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
@@ -342,14 +352,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 					if waited == nil && !records {
 						go proc.wait()
 					}
-					restoreForeground(stdio.Stdin, fg)
+					giveBack()
 					res.Status, res.InitPeakRSSKiB = m.Status, m.PeakRSSKiB
 					return res, nil
 				}
 			}
 		case st := <-waited:
 			// Only after the socket's end: every frame the init sent was read.
-			restoreForeground(stdio.Stdin, fg)
+			giveBack()
 			if !started {
 				return res, endedEarly(st)
 			}

@@ -15,8 +15,9 @@ import (
 const execUsage = `Usage: agentbox exec [flags] [--] [COMMAND [ARG...]]
 
 Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
-command's; 128+N when it was killed by signal N; 125 when agentbox failed before
-the command started.
+command's; 128+N when it was killed by signal N (on a terminal agentbox then ends
+by that signal itself, so that your shell sees the interrupt); 125 when agentbox
+failed before the command started.
 
 Flags:
 `
@@ -78,9 +79,14 @@ func cmdExec(args []string) int {
 			cfg.DryRun = session.DryRunJSON
 		}
 	}
-	status, err := session.Run(cfg)
+	ex, err := session.Run(cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
-	return status
+	if ex.Signal != 0 {
+		// A terminal session whose command was killed by a signal: end by it too,
+		// now that everything is done (session.Exit). Returns only if it could not.
+		nsinit.EndBySignal(ex.Signal)
+	}
+	return ex.Status
 }

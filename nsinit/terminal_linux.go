@@ -1,0 +1,97 @@
+package nsinit
+
+import (
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// The operator's terminal after a session is as it was before it (docs/terminal.md).
+// A command that holds the terminal can leave it in any state it likes: a TUI that
+// crashed in raw mode, `stty -echo`, output flow stopped with tcflow(TCOOFF) — after
+// which the launcher's own first line (an audit finding, "killed N processes") would
+// block for ever in write(2). So the launcher saves the terminal modes of each of its
+// standard streams that is a terminal before the command can run, and once the
+// command has ended and the launcher holds the foreground again, it restarts output
+// and puts the modes back, before it writes anything.
+
+// terminalState is what saveTerminal found: one entry per terminal (a terminal that
+// is stdin and stderr both is saved and restored once).
+type terminalState struct {
+	terms []savedTerminal
+}
+
+type savedTerminal struct {
+	fd    int
+	modes unix.Termios
+}
+
+// saveTerminal saves the modes of every standard stream that is a terminal of which
+// this process's group holds the foreground. nil when there is none (not on a
+// terminal, or in the background, where the command cannot change the modes either:
+// tcsetattr from the background stops it with SIGTTOU).
+func saveTerminal(stdio Stdio) *terminalState {
+	var s terminalState
+	var seen []uint64
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+		if f == nil {
+			continue
+		}
+		fd := int(f.Fd())
+		modes, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil || !holdsForeground(fd) {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			continue
+		}
+		dup := false
+		for _, r := range seen {
+			dup = dup || r == st.Rdev
+		}
+		if dup {
+			continue
+		}
+		seen = append(seen, st.Rdev)
+		s.terms = append(s.terms, savedTerminal{fd: fd, modes: *modes})
+	}
+	if len(s.terms) == 0 {
+		return nil
+	}
+	return &s
+}
+
+// holdsForeground reports whether this process's group is the foreground of the
+// terminal at fd.
+func holdsForeground(fd int) bool {
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// restore restarts output (TCOON) and puts the saved modes back (TCSANOW: draining
+// first could wait for ever on output nobody reads) on each saved terminal of which
+// the launcher holds the foreground now; one another job has taken meanwhile (the
+// launcher was put in the background) is left to it. SIGTTOU is blocked on this
+// thread meanwhile, as in setForeground: should the foreground change between the
+// check and the ioctl, the launcher is not stopped for it.
+func (s *terminalState) restore() {
+	if s == nil {
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	sigaddset(&set, unix.SIGTTOU)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
+	for i := range s.terms {
+		t := &s.terms[i]
+		if !holdsForeground(t.fd) {
+			continue
+		}
+		_ = unix.IoctlSetInt(t.fd, unix.TCXONC, unix.TCOON)
+		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, &t.modes)
+	}
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
