@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -235,6 +236,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	out.Signal, out.Terminal, out.Left = res.Signal, res.Terminal, res.Left
+	// From here on, the launcher's lines go to a terminal the command may have left
+	// unable to take them: bounded, never blocking for ever (termout).
+	cfg.Stderr = termout.Bounded(cfg.Stderr)
 	reportLeft(cfg, res.Left)
 	return res.Status, nil
 }
