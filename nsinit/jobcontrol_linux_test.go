@@ -71,7 +71,7 @@ func launchHelperMain(mode string, args []string) {
 // initModes are the inits a launcher of its own can get here.
 func initModes() []string {
 	modes := []string{"go"}
-	if runtime.GOARCH == "amd64" && rawUsable() {
+	if rawInitHere() {
 		modes = append(modes, "raw")
 	}
 	return modes
