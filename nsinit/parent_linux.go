@@ -205,8 +205,12 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// after the session (terminal_linux.go).
 	term := saveTerminal(stdio)
 	res.Terminal = term != nil
+	// cmdFg: the command holds the terminal's foreground from the launcher, which
+	// takes it back at the end. Not after the shell resumed the launcher in the
+	// background (bg): the shell holds the terminal then, and must keep it.
+	cmdFg := fg
 	giveBack := func() {
-		restoreForeground(stdio.Stdin, fg)
+		restoreForeground(stdio.Stdin, cmdFg)
 		term.restore()
 	}
 
@@ -340,7 +344,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				giveBack()
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
-				suspendSelf(stdio.Stdin, conn)
+				cmdFg = suspendSelf(stdio.Stdin, conn)
 			case msgEnded:
 				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
 			case msgExited:
@@ -476,9 +480,13 @@ func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 // reads from the background and SIGTTIN stops it again ("Stopped" right after fg).
 // A signal for the calling thread is taken before the system call returns, so the
 // line after it runs only once the shell has continued us (docs/terminal.md).
-func suspendSelf(stdin *os.File, conn initConn) {
+//
+// It returns whether the command was given the terminal's foreground (fg, not bg).
+func suspendSelf(stdin *os.File, conn initConn) bool {
 	runtime.LockOSThread()
 	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGSTOP)
 	runtime.UnlockOSThread()
-	_ = conn.write(&message{Type: msgContinue, Foreground: isForeground(stdin)})
+	fg := isForeground(stdin)
+	_ = conn.write(&message{Type: msgContinue, Foreground: fg})
+	return fg
 }

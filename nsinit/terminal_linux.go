@@ -23,8 +23,19 @@ type terminalState struct {
 }
 
 type savedTerminal struct {
-	fd    int
+	f     *os.File
 	modes unix.Termios
+}
+
+// withFd runs fn with f's descriptor. Not f.Fd(): that would put a file that Go's
+// poller serves (a caller's non-blocking pipe) in blocking mode for good, and every
+// later read of it would hold a thread.
+func withFd(f *os.File, fn func(fd int)) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return rc.Control(func(fd uintptr) { fn(int(fd)) }) == nil
 }
 
 // saveTerminal saves the modes of every standard stream that is a terminal of which
@@ -38,13 +49,15 @@ func saveTerminal(stdio Stdio) *terminalState {
 		if f == nil {
 			continue
 		}
-		fd := int(f.Fd())
-		modes, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-		if err != nil || !holdsForeground(fd) {
-			continue
-		}
+		var modes *unix.Termios
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil {
+		ok := false
+		withFd(f, func(fd int) {
+			var err error
+			modes, err = unix.IoctlGetTermios(fd, unix.TCGETS)
+			ok = err == nil && holdsForeground(fd) && unix.Fstat(fd, &st) == nil
+		})
+		if !ok {
 			continue
 		}
 		dup := false
@@ -55,7 +68,7 @@ func saveTerminal(stdio Stdio) *terminalState {
 			continue
 		}
 		seen = append(seen, st.Rdev)
-		s.terms = append(s.terms, savedTerminal{fd: fd, modes: *modes})
+		s.terms = append(s.terms, savedTerminal{f: f, modes: *modes})
 	}
 	if len(s.terms) == 0 {
 		return nil
@@ -87,11 +100,12 @@ func (s *terminalState) restore() {
 	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
 	for i := range s.terms {
 		t := &s.terms[i]
-		if !holdsForeground(t.fd) {
-			continue
-		}
-		_ = unix.IoctlSetInt(t.fd, unix.TCXONC, unix.TCOON)
-		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, &t.modes)
+		withFd(t.f, func(fd int) {
+			if holdsForeground(fd) {
+				_ = unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOON)
+				_ = unix.IoctlSetTermios(fd, unix.TCSETS, &t.modes)
+			}
+		})
 	}
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 }

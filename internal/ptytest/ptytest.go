@@ -203,6 +203,21 @@ func (term *Term) Wait() *os.ProcessState {
 	}
 }
 
+// Foreground is the terminal's foreground process group, asked through the master
+// (the test process does not have the terminal as its controlling one).
+func (term *Term) Foreground() (int, error) {
+	rc, err := term.Master.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var pgrp int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { pgrp, ierr = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) }); err != nil {
+		return 0, err
+	}
+	return pgrp, ierr
+}
+
 // OutputFlows reports whether a byte written to the terminal now gets through (its
 // output is not stopped), without blocking: the write is non-blocking.
 func (term *Term) OutputFlows() error {
@@ -210,7 +225,7 @@ func (term *Term) OutputFlows() error {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return err
 	}
-	defer unix.SetNonblock(fd, false) //nolint:errcheck
+	defer func() { _ = unix.SetNonblock(fd, false) }()
 	if _, err := unix.Write(fd, []byte("FLOWS\n")); err != nil {
 		return fmt.Errorf("write to the terminal: %w (output stopped?)", err)
 	}

@@ -2,9 +2,14 @@ package adversarial
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/ptytest"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
@@ -168,4 +173,83 @@ func TestTerminalRestored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndInBackground: agentbox stopped with Ctrl-Z and resumed with bg ends in the
+// background. The shell keeps the terminal's foreground (agentbox takes it back only
+// from its command, not from the shell), and agentbox's own line about the process
+// left running does not block it for ever though the terminal's output is stopped
+// (tcflow TCOOFF, by the test here, as a command could have left it before bg, or the
+// operator's Ctrl-S): the write is bounded, and agentbox ends.
+func TestEndInBackground(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			term := shellFor(t, b)
+			shell := term.Cmd.Process.Pid
+			term.Send(execLine(b, `sleep 100 & echo RE""ADY; exec sleep 1000`) + "\n")
+			term.Expect(`READY\r\n`)
+			term.Send("\x1a")
+			term.Expect(`Stopped[^\n]*\n` + ptytest.Prompt)
+			term.Run("bg >/dev/null")
+			launcher := childOf(t, shell)
+			fd := int(term.Slave.Fd())
+			if err := unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOOFF); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOON) }()
+			if err := syscall.Kill(launcher, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			// A bound against a hang (the write's own bound is 5 s), not a timing check.
+			if !sandboxtest.WaitForUpTo(60*time.Second, func() bool { return ended(launcher) }) {
+				t.Fatalf("agentbox did not end in the background with the terminal's output stopped")
+			}
+			if pgrp, err := term.Foreground(); err != nil || pgrp != shell {
+				t.Errorf("the terminal's foreground after the session: %d (%v), want the shell's %d", pgrp, err, shell)
+			}
+			if err := unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOON); err != nil {
+				t.Fatal(err)
+			}
+			if out := term.Run(`echo "sh""ell ok"`); !strings.Contains(out, "shell ok") {
+				t.Errorf("the shell after the session: %q", out)
+			}
+		})
+	}
+}
+
+// childOf is the one child process of pid.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	var kids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so from the last ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, n)
+		}
+	}
+	if len(kids) != 1 {
+		t.Fatalf("children of %d: %v, want one", pid, kids)
+	}
+	return kids[0]
+}
+
+// ended reports whether pid has exited (gone, or a zombie not yet reaped).
+func ended(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
