@@ -226,7 +226,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	locks := existingLocks(s.Protected)
-	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
+	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	res, err := runBackend(cfg, plan, out, spare, beforeExec)
 	sw.Skip()
