@@ -43,17 +43,23 @@ type Term struct {
 // no grantpt step) and hands the slave to uid:gid when they are not -1.
 func Open(t testing.TB, uid, gid int) (master, slave *os.File) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	// Non-blocking from the start, so that os.NewFile hands it to Go's poller: the
+	// reading goroutine then parks, and Close interrupts its read (a blocking master,
+	// as f.Fd() would leave it, could not be closed while a read waits on it).
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		t.Fatalf("no pseudo-terminals here: %v", err)
 	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
 		t.Fatalf("unlockpt: %v", err)
 	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
+	n, err := unix.IoctlGetUint32(mfd, unix.TIOCGPTN)
 	if err != nil {
 		t.Fatalf("ptsname: %v", err)
 	}
+	// A size, as a terminal emulator sets one.
+	_ = unix.IoctlSetWinsize(mfd, unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 200})
+	m := os.NewFile(uintptr(mfd), "/dev/ptmx")
 	name := "/dev/pts/" + strconv.Itoa(int(n))
 	if uid >= 0 {
 		if err := os.Chown(name, uid, gid); err != nil {
@@ -64,8 +70,6 @@ func Open(t testing.TB, uid, gid int) (master, slave *os.File) {
 	if err != nil {
 		t.Fatalf("open slave: %v", err)
 	}
-	// A size, as a terminal emulator sets one.
-	_ = unix.IoctlSetWinsize(int(m.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 200})
 	return m, s
 }
 
@@ -234,13 +238,44 @@ func (term *Term) OutputFlows() error {
 }
 
 // Close ends the program's session: the master's close hangs the terminal up (SIGHUP
-// to the session), and the program is killed should it survive that.
+// to the session leader, which an interactive bash passes on to its jobs, stopped
+// ones continued), the program is killed should it survive that for long, and so is
+// whatever is left of its session: a failed test leaves no stopped job behind.
 func (term *Term) Close() {
 	term.Master.Close()
+	if p := term.Cmd.Process; p != nil {
+		if term.Cmd.ProcessState == nil {
+			done := make(chan struct{})
+			go func() { _, _ = p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = p.Kill()
+				<-done
+			}
+		}
+		killSession(p.Pid)
+	}
 	term.Slave.Close()
-	if term.Cmd.ProcessState == nil && term.Cmd.Process != nil {
-		_ = term.Cmd.Process.Kill()
-		_, _ = term.Cmd.Process.Wait()
+}
+
+// killSession kills every process of session sid.
+func killSession(sid int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session …: from the last ')', comm may hold anything.
+		f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+		if len(f) > 3 && string(f[3]) == strconv.Itoa(sid) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
 	}
 }
 
