@@ -104,7 +104,7 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func
 	for _, ph := range out.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
 	}
-	res.Status = out.Status
+	res.Status, res.Signal, res.Left, res.Terminal = out.Status, int(out.Signal), out.Left, out.Terminal
 	var se *nsinit.SetupError
 	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.

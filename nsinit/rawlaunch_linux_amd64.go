@@ -752,6 +752,8 @@ func (c *rawConn) read() (*message, error) {
 		return c.errorMsg(), nil
 	case recStopped:
 		return &message{Type: msgStopped}, nil
+	case recEnded:
+		return &message{Type: msgEnded, Signal: int(value & 0xff), Left: int(value >> 8)}, nil
 	case recExited:
 		return &message{Type: msgExited, Status: int(int32(value))}, nil
 	}

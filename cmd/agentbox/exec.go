@@ -21,8 +21,9 @@ var execCommand = cli.Command{
 	Args:    "[--] [COMMAND [ARG...]]",
 	Summary: "run COMMAND (default $SHELL) sandboxed",
 	Help: `Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
-command's; 128+N when it was killed by signal N; 125 when agentbox failed before
-the command started.`,
+command's; 128+N when it was killed by signal N (on a terminal agentbox then ends
+by that signal itself, so that your shell sees the interrupt); 125 when agentbox
+failed before the command started.`,
 	Flags: func() *flag.FlagSet { return new(execArgs).flags() },
 }
 
@@ -132,7 +133,7 @@ func cmdExec(args []string) int {
 			cfg.DryRun = session.DryRunJSON
 		}
 	}
-	status, err := session.Run(*cfg)
+	ex, err := session.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -142,7 +143,12 @@ func cmdExec(args []string) int {
 		// a refused dry run stays one line.
 		printSettings(os.Stderr, fs, prov)
 	}
-	return status
+	if ex.Signal != 0 {
+		// A terminal session whose command was killed by a signal: end by it too,
+		// now that everything is done (session.Exit). Returns only if it could not.
+		nsinit.EndBySignal(ex.Signal)
+	}
+	return ex.Status
 }
 
 // repoFirst recognises "DIR -- CMD...": a first argument that is a directory, followed
