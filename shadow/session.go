@@ -235,6 +235,7 @@ func (s *Store) stage() (notes []string, err error) {
 	// Its warnings name what is recorded in part (an embedded repository: its
 	// commit, not its files), even when it succeeds.
 	_, stderr, err := wt.run3(nil, nil, "-c", "advice.addEmbeddedRepo=false", "add", "--all", "--ignore-errors")
+	s.noteBound(err)
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
