@@ -186,7 +186,8 @@ func TestNestedRepoFilterNotRun(t *testing.T) {
 			sandboxtest.WriteFile(t, filepath.Join(nest, ".gitattributes"), "* filter=evil\n")
 			testenv.Git(t, x.Home, nest, "config", "filter.evil.clean", "sh -c 'touch "+x.Pwned+"/filter; cat'")
 			testenv.Chown(t, x.Repo)
-			r := runBounded(t, x.Box, "echo more >> nest/x && echo RAN")
+			// Same size, new content: Git must hash the file again, through its filter.
+			r := runBounded(t, x.Box, "printf 'y\\n' > nest/x && echo RAN")
 			if r.Code != 0 || !strings.Contains(r.Stdout, "RAN") {
 				t.Fatalf("session: %s", r)
 			}
