@@ -79,6 +79,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	}
 	rec.SnapshotZip = out.SnapshotZip
 	rec.AuditFindings = out.AuditFindings
+	rec.Notes = append(rec.Notes, out.Notes...)
 	if err := r.sess.Finish(rec); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}

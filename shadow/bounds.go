@@ -25,12 +25,13 @@ import (
 // it is killed and the FIFO is named. The shadow lock is waited for only so long.
 
 // gitTimeout bounds one Git command. Far above what recording a large repository
-// takes (the stat cache makes a record cost what changed), far below "forever".
-const gitTimeout = 10 * time.Minute
+// takes (the stat cache makes a record cost what changed), far below "forever". A
+// variable for the tests only.
+var gitTimeout = 10 * time.Minute
 
 // lockTimeout bounds the wait for the shadow repository's lock: its holder's Git
 // commands are bounded by gitTimeout each.
-const lockTimeout = gitTimeout + time.Minute
+var lockTimeout = gitTimeout + time.Minute
 
 // watchInterval is how often a work-tree command is checked for a FIFO wait.
 const watchInterval = 50 * time.Millisecond

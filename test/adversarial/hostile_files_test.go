@@ -221,3 +221,29 @@ func mkfifoAs(t *testing.T, p string) error {
 	}
 	return nil
 }
+
+// TestSnapshotNamesWhatItSkips: FIFOs in the Git dir at launch (where Git opens
+// nothing by name, so the audit leaves them) are not archived by the metadata
+// snapshot, never opened, and named on stderr and in the record.
+func TestSnapshotNamesWhatItSkips(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			p := filepath.Join(b.Repo, ".git/objects/planted\nname")
+			if err := mkfifoAs(t, p); err != nil {
+				t.Fatal(err)
+			}
+			r := runBounded(t, b, "echo RAN")
+			if r.Code != 0 || !strings.Contains(r.Stdout, "RAN") {
+				t.Fatalf("launch: %s", r)
+			}
+			want := `agentbox: snapshot: "` + strings.ReplaceAll(p, "\n", `\n`) + `": a FIFO, not archived`
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.Stderr)
+			}
+			if rec := lastRecord(t, b); !strings.Contains(rec, "a FIFO, not archived") {
+				t.Errorf("the record does not name the skipped FIFO:\n%s", rec)
+			}
+		})
+	}
+}
