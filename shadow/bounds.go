@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // Bounds on the collector's Git (DESIGN.md P13). The recorder's `git add` reads the
@@ -22,7 +25,9 @@ import (
 // shadow repository's lock — every later launch. So every Git command runs in a
 // process group of its own, with a hard time bound after which the group is killed,
 // and a work-tree command is watched: the moment Git waits to open, or reads, a FIFO,
-// it is killed and the FIFO is named. The shadow lock is waited for only so long.
+// or reads a file larger than maxRecordFile, it is killed and the file is named, and
+// `git add` runs again without it (addAll). The shadow lock is waited for only so
+// long.
 
 // gitTimeout bounds one Git command. Far above what recording a large repository
 // takes (the stat cache makes a record cost what changed), far below "forever". A
@@ -40,13 +45,18 @@ const watchInterval = 50 * time.Millisecond
 // working tree, or ran past its time bound. Its message names the file.
 type BoundError struct {
 	Args    []string
-	Blocked string        // the FIFO Git waited on ("" when unknown)
+	Blocked string        // the file Git was stopped at ("" when unknown)
+	Why     string        // what the file is: "a FIFO where Git reads a file", …
 	Timeout time.Duration // non-zero when the time bound was hit
 }
 
 func (e *BoundError) Error() string {
-	if e.Blocked != "" {
-		return fmt.Sprintf("git %s: stopped: it blocked on %s, a FIFO where Git reads a file; not recorded (move it away to record the rest)", gitVerb(e.Args), sanitize(e.Blocked))
+	if e.Why != "" {
+		what := sanitize(e.Blocked)
+		if what == "" {
+			what = "a file /proc does not name"
+		}
+		return fmt.Sprintf("git %s: stopped: it blocked on %s, %s", gitVerb(e.Args), what, e.Why)
 	}
 	return fmt.Sprintf("git %s: stopped after %s (time bound)", gitVerb(e.Args), e.Timeout)
 }
@@ -93,8 +103,8 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 		case err := <-done:
 			return err
 		case <-tick:
-			if fifo, ok := blockedOnFIFO(pid); ok {
-				return stop(&BoundError{Args: args, Blocked: fifo})
+			if path, why, ok := blockedOn(pid, g.workTree); ok {
+				return stop(&BoundError{Args: args, Blocked: path, Why: why})
 			}
 		case <-limit.C:
 			return stop(&BoundError{Args: args, Timeout: gitTimeout})
@@ -102,29 +112,37 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 	}
 }
 
-// blockedOnFIFO reports whether the process pid waits to open a FIFO (the kernel's
-// wait_for_partner) or reads from one, and which, as far as /proc tells. Reads from
-// anonymous pipes (stdin handed in by the collector) do not count.
-func blockedOnFIFO(pid int) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
-	if err != nil {
-		return "", false
+// maxRecordFile is the largest file of the working tree the recorder reads: a sparse
+// file of a terabyte costs nothing to make and hours to hash. Git streams files from
+// 512 MiB up (core.bigFileThreshold), so it is seen with an fd open on it.
+const maxRecordFile = 1 << 30
+
+// blockedOn reports whether the process pid waits to open a FIFO (the kernel's
+// wait_for_partner), has one open (it reads from it, blocked or fed without end), or
+// reads a file of workTree larger than maxRecordFile; path is the file ("" when
+// /proc cannot tell) and why says what it is.
+func blockedOn(pid int, workTree string) (path, why string, ok bool) {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if b, err := os.ReadFile(proc + "/wchan"); err == nil && string(b) == "wait_for_partner" {
+		return openingPath(pid), "a FIFO where Git reads a file", true
 	}
-	switch string(b) {
-	case "wait_for_partner":
-		return openingPath(pid), true
-	case "pipe_read", "anon_pipe_read", "pipe_wait", "pipe_wait_readable", "pipe_read_wait":
-		nr, args := syscallOf(pid)
-		if nr != unix.SYS_READ || len(args) < 1 {
-			return "", false
+	ents, _ := os.ReadDir(proc + "/fd")
+	for _, e := range ents {
+		fd := proc + "/fd/" + e.Name()
+		target, err := os.Readlink(fd)
+		if err != nil || !filepath.IsAbs(target) {
+			continue // pipe:[…], socket:[…], anon_inode:…: Git's own
 		}
-		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, args[0]))
-		if err != nil || strings.HasPrefix(target, "pipe:") {
-			return "", false
+		fi, err := os.Stat(fd)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeNamedPipe != 0:
+			return target, "a FIFO where Git reads a file", true
+		case fi.Mode().IsRegular() && fi.Size() > maxRecordFile && policy.Within(target, workTree):
+			return target, fmt.Sprintf("a file larger than %d GiB", maxRecordFile>>30), true
 		}
-		return target, true
 	}
-	return "", false
+	return "", "", false
 }
 
 // syscallOf returns the system call pid is blocked in and its arguments, from
@@ -254,4 +272,88 @@ func (s *Store) noteBound(err error) {
 	if s.Warn != nil && errors.As(err, &be) {
 		s.Warn(be.Error())
 	}
+}
+
+// maxSkips bounds how many times addAll leaves a path out and runs again.
+const maxSkips = 8
+
+// excludeFile, in the shadow repository, lists what addAll leaves out; it is given
+// to Git as core.excludesFile, and only while there is something to leave out.
+const excludeFile = "agentbox-exclude"
+
+// addAll runs the recorder's `git add --all`. When a bound stops Git at a path, the
+// path is left out and Git runs again: the directory whose .gitignore or
+// .gitattributes it is (Git reads those for any directory it enters), the nested
+// repository whose .git holds it, else the path itself. Tracked entries below it
+// leave the shadow index (Git would read them again). notes name what was left out.
+func (s *Store) addAll(wt git) (stderr []byte, notes []string, err error) {
+	var out []string
+	for {
+		args := []string{"-c", "advice.addEmbeddedRepo=false"}
+		if len(out) > 0 {
+			args = append(args, "-c", "core.excludesFile="+filepath.Join(s.Dir, excludeFile))
+		}
+		_, stderr, err = wt.run3(nil, nil, append(args, "add", "--all", "--ignore-errors")...)
+		s.noteBound(err)
+		var be *BoundError
+		if !errors.As(err, &be) {
+			return stderr, notes, err
+		}
+		// The killed Git left its lock; the caller holds the store's (stage).
+		_ = os.Remove(filepath.Join(s.Dir, "index.lock"))
+		if be.Why == "" || len(out) >= maxSkips {
+			return stderr, notes, err
+		}
+		rel, ok := leaveOut(s.Repo, be.Blocked)
+		if !ok || slices.Contains(out, rel) {
+			return stderr, notes, err
+		}
+		out = append(out, rel)
+		var b strings.Builder
+		for _, r := range out {
+			b.WriteString(ignorePattern(r) + "\n")
+		}
+		if werr := os.WriteFile(filepath.Join(s.Dir, excludeFile), []byte(b.String()), 0o600); werr != nil {
+			return stderr, notes, err
+		}
+		_, _, _ = wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel)
+		notes = append(notes, fmt.Sprintf("%s not recorded: %v", sanitize(rel), be))
+	}
+}
+
+// leaveOut is what to leave out of the record, relative to repo, for Git stopped
+// at path; ok is false when that would be the whole tree, or cannot be expressed.
+func leaveOut(repo, path string) (string, bool) {
+	rel, err := filepath.Rel(repo, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || strings.ContainsAny(rel, "\n\r") {
+		return "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	for i, p := range parts {
+		if p == ".git" && i > 0 {
+			return filepath.Join(parts[:i]...), true // the nested repository
+		}
+	}
+	switch parts[len(parts)-1] {
+	case ".gitignore", ".gitattributes":
+		if len(parts) == 1 {
+			return "", false
+		}
+		return filepath.Join(parts[:len(parts)-1]...), true
+	}
+	return rel, true
+}
+
+// ignorePattern matches exactly rel from the top of the work tree: gitignore's
+// special characters are escaped.
+func ignorePattern(rel string) string {
+	var b strings.Builder
+	b.WriteByte('/')
+	for _, r := range filepath.ToSlash(rel) {
+		if strings.ContainsRune(`\*?[]!# `, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
