@@ -78,35 +78,42 @@ func isFIFO(p string) bool {
 	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }
 
-// TestFIFOsWhereGitReads: the session plants a FIFO where Git opens a file. Its audit
+// TestFIFOsWhereGitReads: the session plants a FIFO where Git opens a file (config
+// include targets inside the repository are read-only inside, P7). Its audit
 // moves it out of the repository and says so; the record names it; the next launch
 // and the operator's git status work.
 func TestFIFOsWhereGitReads(t *testing.T) {
 	nested := `git init -q nest && echo x > nest/x && git -C nest add x && git -C nest commit -qm n && `
-	rows := []struct{ rel, script string }{
-		{".gitignore", ""},
-		{"sub/.gitignore", "mkdir -p sub && "},
-		{"sub/.gitattributes", "mkdir -p sub && echo x > sub/f && "},
-		{".gitmodules", ""},
-		{".mailmap", ""},
-		{".git/index", ""},
-		{".git/packed-refs", ""},
-		{".git/info/exclude", "mkdir -p .git/info && "},
-		{"nest/.git/HEAD", nested},
-		{"nest/.git/packed-refs", nested},
-		{"nest/.git/refs/heads/master", nested},
+	rows := []struct {
+		rel, script string
+		setup       func(t *testing.T, b *sandboxtest.Box)
+	}{
+		{".gitignore", "", nil},
+		{"sub/.gitignore", "mkdir -p sub && ", nil},
+		{"sub/.gitattributes", "mkdir -p sub && echo x > sub/f && ", nil},
+		{".gitmodules", "", nil},
+		{".mailmap", "", nil},
+		{".git/index", "", nil},
+		{".git/packed-refs", "", nil},
+		{".git/info/exclude", "mkdir -p .git/info && ", nil},
+		{"nest/.git/HEAD", nested, nil},
+		{"nest/.git/packed-refs", nested, nil},
+		{"nest/.git/refs/heads/master", nested, nil},
 	}
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			for _, row := range rows {
 				t.Run(row.rel, func(t *testing.T) {
 					b := sandboxtest.NewBox(t, backend)
+					if row.setup != nil {
+						row.setup(t, b)
+					}
 					p := filepath.Join(b.Repo, row.rel)
 					r := runBounded(t, b, row.script+`rm -f "`+row.rel+`" && mkfifo "`+row.rel+`" && echo PLANTED`)
 					if r.Code != 0 || !strings.Contains(r.Stdout, "PLANTED") {
 						t.Fatalf("planting session: %s", r)
 					}
-					if !strings.Contains(r.Stderr, "agentbox: audit: "+p+" (blocker)") {
+					if !strings.Contains(r.Stderr, "agentbox: audit: "+p+" (") {
 						t.Errorf("stderr does not name the FIFO %s:\n%s", p, r.Stderr)
 					}
 					if isFIFO(p) {
