@@ -151,6 +151,21 @@ func TestTwoSessionsOneRepo(t *testing.T) {
 			x.signal("B-end")
 			return []sandboxtest.Result{ra, x.wait("B", b)}
 		}},
+		// B plants again and again while A's audit walks and moves things.
+		{"B plants over and over while A's audit runs", func(x *pair) []sandboxtest.Result {
+			_, a := x.start(`plant; signal A-planted; await A-go`)
+			x.await("A-planted")
+			_, b := x.start(`signal B-started; await B-go
+				while [ ! -e "$REPO/.sync/B-stop" ]; do plant || true; done; signal B-done; await B-end`)
+			x.await("B-started")
+			x.signal("B-go")
+			x.signal("A-go")
+			ra := x.wait("A", a)
+			x.signal("B-stop")
+			x.await("B-done")
+			x.signal("B-end")
+			return []sandboxtest.Result{ra, x.wait("B", b)}
+		}},
 		// B hides A's plant from A's audit (the walk finds nothing) and puts it back
 		// after: the audit of the last session re-checks against the old baseline.
 		{"B hides A's plant over A's audit and puts it back", func(x *pair) []sandboxtest.Result {
