@@ -80,6 +80,7 @@ type Outcome struct {
 	Phases        []nsinit.Phase // per-phase setup timings
 	SnapshotZip   string         // the P8 snapshot, "" when none
 	AuditFindings []string       // one line per audit finding
+	Notes         []string       // what host-side work skipped or could not do, for the record
 }
 
 // Exit is how agentbox exec ends.
@@ -192,7 +193,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		}
 		aud = a
 		mark("audit baseline")
-		if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
+		if out.SnapshotZip, err = gitSnapshot(cfg, p, out); err != nil {
 			return err
 		}
 		mark("snapshot")
