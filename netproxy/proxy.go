@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
-	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -68,9 +65,6 @@ type Refusal struct {
 // Server is the proxy for one session. Serve it on one listener; Close ends it.
 type Server struct {
 	cfg       Config
-	transport *http.Transport
-	httpSrv   *http.Server
-	httpLn    *chanListener
 	sem       chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -110,47 +104,18 @@ func New(cfg Config) *Server {
 		index: map[[3]string]int{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.transport = &http.Transport{
-		Proxy:               nil, // never the launcher's own proxy settings
-		DialContext:         s.dialAddr,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true, // pass the client's encoding through
-		ForceAttemptHTTP2:   false,
-	}
-	quiet := log.New(io.Discard, "", 0) // nothing from the sandbox reaches the terminal
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = pr.In.URL
-			pr.Out.Host = pr.In.URL.Host
-		},
-		Transport:    s.transport,
-		ErrorLog:     quiet,
-		ErrorHandler: s.forwardError,
-	}
-	s.httpSrv = &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serveHTTP(w, r, rp) }),
-		ReadHeaderTimeout: cfg.HandshakeTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          quiet,
-	}
 	return s
 }
 
 // Serve accepts connections on l until Close, or until l fails. Each is HTTP (a
 // CONNECT tunnel or a request for an http:// URL) or SOCKS5, told apart by its
 // first byte. Serve closes l when it returns.
+//
+// The proxy is not net/http's: every agentbox process, the sandbox's init too,
+// would pay for that package's initialisation (about half a millisecond) at every
+// start. It needs little of HTTP: the request's head is read here (http.go), and
+// after it the bytes go through unparsed, a tunnel to the one decided host.
 func (s *Server) Serve(l net.Listener) error {
-	s.httpLn = newChanListener(l.Addr())
-	if !s.enter() {
-		l.Close()
-		return nil
-	}
-	go func() {
-		defer s.wg.Done()
-		_ = s.httpSrv.Serve(s.httpLn)
-	}()
 	// Close ends Accept by closing l; so does a return for any other reason.
 	ended := make(chan struct{})
 	defer close(ended)
@@ -210,16 +175,11 @@ func (s *Server) Close() error {
 		close(s.done)
 		s.mu.Unlock()
 		s.cancel()
-		if s.httpLn != nil {
-			s.httpLn.Close()
-		}
-		s.httpSrv.Close()
 		s.mu.Lock()
 		for c := range s.conns {
 			c.Conn.Close()
 		}
 		s.mu.Unlock()
-		s.transport.CloseIdleConnections()
 	})
 	s.wg.Wait()
 	return nil
@@ -359,28 +319,6 @@ func (s *Server) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net
 	return nil, first
 }
 
-// dialAddr is the forwarding transport's dialer: "host:port" from a request's URL,
-// decided and dialled like a tunnel.
-func (s *Server) dialAddr(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return nil, err
-	}
-	addrs, err := s.Decide(ctx, host, uint16(port))
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.dial(ctx, addrs, uint16(port))
-	if err != nil {
-		return nil, err
-	}
-	return s.trackUp(c), nil
-}
-
 // dispatch tells HTTP from SOCKS5 by the first byte (5 is SOCKS's version; no HTTP
 // method starts with it).
 func (s *Server) dispatch(tc *trackedConn) {
@@ -395,150 +333,7 @@ func (s *Server) dispatch(tc *trackedConn) {
 		s.serveSOCKS(tc, br)
 		return
 	}
-	_ = tc.SetReadDeadline(time.Time{})
-	if !s.httpLn.push(&peekedConn{trackedConn: tc, r: br}) {
-		tc.Close()
-	}
-}
-
-// enter counts a goroutine of the server in wg, unless Close has begun (under mu,
-// so that no Add can follow Close's Wait).
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.done:
-		return false
-	default:
-	}
-	s.wg.Add(1)
-	return true
-}
-
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request, rp *httputil.ReverseProxy) {
-	// The HTTP server does not wait for its handlers when it closes; Close waits
-	// for these.
-	if !s.enter() {
-		return
-	}
-	defer s.wg.Done()
-	if r.Method == http.MethodConnect {
-		s.serveConnect(w, r)
-		return
-	}
-	if r.URL.Scheme != "http" || r.URL.Host == "" {
-		http.Error(w, "agentbox: this proxy forwards http:// URLs and CONNECT tunnels only", http.StatusBadRequest)
-		return
-	}
-	// The name check first, so that a refusal needs no lookup; the transport's
-	// dialer decides again, with the addresses.
-	host := r.URL.Hostname()
-	port := uint16(80)
-	if p := r.URL.Port(); p != "" {
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			http.Error(w, "agentbox: bad port in "+strconv.QuoteToASCII(r.URL.Host), http.StatusBadRequest)
-			return
-		}
-		port = uint16(n)
-	}
-	if name, err := CanonicalName(host); err == nil {
-		if _, err := netip.ParseAddr(name); err != nil {
-			if ok, _ := s.cfg.Rules.MatchName(name, port); !ok {
-				_, err := s.Decide(r.Context(), host, port)
-				s.refuseHTTP(w, err)
-				return
-			}
-		}
-	}
-	rp.ServeHTTP(w, r)
-}
-
-func (s *Server) refuseHTTP(w http.ResponseWriter, err error) {
-	var ref *refusal
-	status := http.StatusBadGateway
-	if errors.As(err, &ref) {
-		status = http.StatusForbidden
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Connection", "close")
-	w.WriteHeader(status)
-	fmt.Fprintln(w, err.Error())
-}
-
-// forwardError answers a forwarded request that failed: 403 for a refusal (the
-// dialer's), else 502 with no detail from the upstream.
-func (s *Server) forwardError(w http.ResponseWriter, _ *http.Request, err error) {
-	var ref *refusal
-	if errors.As(err, &ref) {
-		s.refuseHTTP(w, ref)
-		return
-	}
-	if strings.HasPrefix(err.Error(), "agentbox: ") {
-		s.refuseHTTP(w, err)
-		return
-	}
-	s.refuseHTTP(w, errors.New("agentbox: the upstream server did not answer"))
-}
-
-func (s *Server) serveConnect(w http.ResponseWriter, r *http.Request) {
-	host, p, err := net.SplitHostPort(r.Host)
-	var port uint64
-	if err == nil {
-		port, err = strconv.ParseUint(p, 10, 16)
-	}
-	if err != nil {
-		http.Error(w, "agentbox: CONNECT wants HOST:PORT", http.StatusBadRequest)
-		return
-	}
-	addrs, err := s.Decide(r.Context(), host, uint16(port))
-	var up net.Conn
-	if err == nil {
-		up, err = s.dial(r.Context(), addrs, uint16(port))
-		if err != nil {
-			err = fmt.Errorf("agentbox: cannot connect to %s", joinHostPort(hostForRecord(host), uint16(port)))
-		}
-	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		if up != nil {
-			up.Close()
-		}
-		http.Error(w, "agentbox: cannot tunnel here", http.StatusInternalServerError)
-		return
-	}
-	conn, rw, herr := hj.Hijack()
-	if herr != nil {
-		if up != nil {
-			up.Close()
-		}
-		return
-	}
-	pc := conn.(*peekedConn)
-	if err != nil {
-		// The refusal in the status line too: that is what clients show.
-		status := "502 Bad Gateway"
-		var ref *refusal
-		if errors.As(err, &ref) {
-			status = "403 " + ref.msg
-		}
-		_ = pc.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-		fmt.Fprintf(pc, "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s\n",
-			status, len(err.Error())+1, err.Error())
-		pc.Close()
-		return
-	}
-	upt := s.trackUp(up)
-	if _, err := io.WriteString(pc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		pc.Close()
-		upt.Close()
-		return
-	}
-	// What the client sent after its request (a TLS hello, eagerly) is buffered
-	// in rw, which read from pc's reader, and maybe still in the latter.
-	early := buffered(rw.Reader)
-	early = append(early, buffered(pc.r)...)
-	s.tunnel(pc.trackedConn, early, upt)
+	s.serveHTTP(tc, br)
 }
 
 // tunnel moves bytes both ways between client and up until both directions end, or
@@ -675,51 +470,6 @@ func buffered(br *bufio.Reader) []byte {
 	_, _ = io.ReadFull(br, b)
 	return b
 }
-
-// peekedConn is a client connection whose first bytes were read to dispatch it.
-type peekedConn struct {
-	*trackedConn
-	r *bufio.Reader
-}
-
-func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// chanListener hands dispatched connections to the HTTP server.
-type chanListener struct {
-	addr net.Addr
-	c    chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, c: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) bool {
-	select {
-	case l.c <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.c:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }
 
 // Env are the variables that point a command's clients at a proxy listening on
 // addr ("127.0.0.1:3128"), upper- and lower-case, with loopback left direct.
