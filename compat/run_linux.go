@@ -28,6 +28,13 @@ import (
 //
 // beforeExec, when not nil, runs before bwrap starts (nsinit.Options.BeforeExec).
 func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error) {
+	return RunWith(plan, stdio, nsinit.Options{BeforeExec: beforeExec})
+}
+
+// RunWith is Run with the launch's options: BeforeExec, and Listener, which gets
+// the proxy's listening socket of a plan with a Proxy (the init creates it inside
+// bwrap's network namespace). The other fields are Run's own.
+func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup()
@@ -85,7 +92,7 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error)
 	reports := make(chan error, 1)
 	go func() { reports <- readStatus(r) }()
 
-	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: beforeExec})
+	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener})
 	w.Close()
 	for _, ph := range out.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})

@@ -45,6 +45,11 @@ type Options struct {
 	// of its own; with the Go init it runs before the init starts. Signals meanwhile
 	// do what they would do uncaught: the launch takes them over after it.
 	BeforeExec func() error
+	// Listener, for a plan with a Proxy (--allow-net), gets the listening socket
+	// the init created at plan.Proxy in the sandbox's network namespace, before the
+	// command starts; the caller serves it and closes it. Called from the launch's
+	// loop: it must not block. Nil: the socket is closed (nothing answers there).
+	Listener func(*os.File)
 }
 
 // env is the command's environment: Env, or the caller's.

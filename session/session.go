@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -61,13 +62,14 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 // Outcome is what a session produced, for the audit and the shadow record.
 type Outcome struct {
 	Start, End     time.Time
-	Backend        string         // the backend that ran
-	BackendVersion string         // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int            // exit status of agentbox exec
-	Err            error          // agentbox's own failure, nil when the command ran
-	Phases         []nsinit.Phase // per-phase setup timings
-	SnapshotZip    string         // the P8 snapshot, "" when none
-	AuditFindings  []string       // one line per audit finding
+	Backend        string             // the backend that ran
+	BackendVersion string             // e.g. "bubblewrap 0.12.0"; agentbox's own for native
+	Status         int                // exit status of agentbox exec
+	Err            error              // agentbox's own failure, nil when the command ran
+	Phases         []nsinit.Phase     // per-phase setup timings
+	SnapshotZip    string             // the P8 snapshot, "" when none
+	AuditFindings  []string           // one line per audit finding
+	NetRefusals    []netproxy.Refusal // --allow-net: what the proxy refused
 }
 
 // Run runs the session and returns the command's exit status. An error means agentbox
@@ -87,7 +89,8 @@ func Run(cfg Config) (int, error) {
 	p := cfg.Policy
 	var spare *nsinit.Prestarted
 	if cfg.DryRun == Launch {
-		if p.Backend == policy.BackendNative {
+		if p.Backend == policy.BackendNative && len(p.AllowNet) == 0 {
+			// (--allow-net: the Go init, which creates the proxy's socket.)
 			// The init's clone (namespaces, id maps) runs while the steps below
 			// prepare its plan; a launch that stops before its backend discards it.
 			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
@@ -205,7 +208,12 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(cfg, plan, out, spare, beforeExec)
+	netSvc, err := startNet(p)
+	if err != nil {
+		return 0, err
+	}
+	res, err := runBackend(cfg, plan, out, spare, beforeExec, netSvc.listenerFunc())
+	out.NetRefusals = netSvc.stop()
 	sw.Skip()
 	ran = err == nil
 	out.Phases = slices.Concat(during, res.Phases)
@@ -220,11 +228,12 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 
 // runBackend runs plan; spare is the native init started ahead (nil: none), and
 // beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error) (nsinit.Result, error) {
+// listener serves the proxy's socket of a plan with --allow-net (nil: none).
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, listener func(*os.File)) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, Listener: listener}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -236,7 +245,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec)
+		res, err := compat.RunWith(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nsinit.Options{BeforeExec: beforeExec, Listener: listener})
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {

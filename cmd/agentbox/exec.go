@@ -32,6 +32,10 @@ func cmdExec(args []string) int {
 	)
 	fs.StringVar(&opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
 	fs.BoolVar(&opts.Offline, "offline", false, "new network namespace: loopback only")
+	fs.Func("allow-net", "new network namespace whose only way out is agentbox's proxy, to `HOST[:PORT]` (*.DOMAIN, an address or CIDR prefix, or a preset: @claude, @codex, @npm, @github, …; repeatable)", func(v string) error {
+		opts.AllowNet = append(opts.AllowNet, v)
+		return nil
+	})
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.StringVar(&opts.Backend, "backend", "native", "`native`, bwrap or auto")
 	session.RegisterFlags(fs, &cfg)
