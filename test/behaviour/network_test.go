@@ -1,0 +1,191 @@
+package behaviour
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// --allow-net (issue 17), against every backend, all on loopback: the servers are
+// the test's own on the host's 127.0.0.1, and the proxy resolves names through a
+// table the test hands it (_AGENTBOX_TEST_HOSTS), never through DNS.
+
+// netServers are the host-side servers of the rows.
+type netServers struct {
+	listed, hidden, git string // ports: a file server listed by address, one not listed, git http-backend
+}
+
+func startNetServers(t *testing.T) netServers {
+	t.Helper()
+	serve := func(h http.Handler) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		return port
+	}
+	file := func(body string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "%s host=%s\n", body, r.Host) })
+	}
+	// A bare repository with one commit, served by git http-backend (smart HTTP:
+	// the clone's POST to git-upload-pack goes through the proxy too).
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	gitRun := func(dir string, args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+root,
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	gitRun(root, "init", "-q", "-b", "main", work)
+	writeFile(t, filepath.Join(work, "served"), "through the proxy\n")
+	gitRun(work, "add", "served")
+	gitRun(work, "commit", "-q", "-m", "served")
+	gitRun(root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
+	gitPath, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Dir: root,
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}}
+	return netServers{listed: serve(file("listed")), hidden: serve(file("hidden")), git: serve(backend)}
+}
+
+func TestAllowNet(t *testing.T) {
+	srv := startNetServers(t)
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			allowNet(t, newBox(t, backend), srv)
+		})
+	}
+}
+
+// allowNet runs one session that tries every row from inside, then checks the
+// session record for the refusals.
+func allowNet(t *testing.T, b *box, srv netServers) {
+	args := []string{"--no-git-save",
+		"--allow-net", "allowed.test", "--allow-net", "127.0.0.1:" + srv.listed, // reachable by name and address
+		"--allow-net", "rebind.test", // listed, but it resolves to loopback at a port not listed
+		"--allow-net", "git.test:" + srv.git, "--allow-net", "127.0.0.1:" + srv.git,
+	}
+	curl := "curl -sS --max-time 20"
+	script := fmt.Sprintf(`
+echo "init=$(tr '\0' ' ' </proc/1/cmdline)"
+echo "env=$HTTP_PROXY $HTTPS_PROXY $ALL_PROXY $NO_PROXY $http_proxy $https_proxy $all_proxy $no_proxy"
+echo "allowed=$(%[1]s http://allowed.test:%[2]s/a)"
+echo "tunnel=$(%[1]s -p http://allowed.test:%[2]s/b)"
+echo "socks=$(%[1]s -x socks5h://127.0.0.1:3128 http://allowed.test:%[2]s/c)"
+echo "refused=$(%[1]s http://other.test:%[2]s/d)"
+echo "refusedtunnel=$(%[1]s -v -p http://other.test:%[2]s/e 2>&1 | grep -a '^< HTTP/' | tr -d '\r')"
+%[1]s --noproxy '*' http://127.0.0.1:%[2]s/f >/dev/null 2>&1; echo "direct=$?"
+echo "rebind=$(%[1]s -v -p http://rebind.test:%[3]s/g 2>&1 | grep -a '^< HTTP/' | tr -d '\r')"
+# NO_PROXY covers 127.0.0.1: --noproxy '' sends it through the proxy anyway.
+echo "rawip=$(%[1]s --noproxy '' -v -p http://127.0.0.1:%[3]s/h 2>&1 | grep -a '^< HTTP/' | tr -d '\r')"
+git clone -q http://git.test:%[4]s/repo.git /tmp/clone 2>&1 && echo "git=$(cat /tmp/clone/served)"
+`, curl, srv.listed, srv.hidden, srv.git)
+	cmd := b.command(b.repo, args, script)
+	cmd.Env = append(cmd.Env, "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1,rebind.test=127.0.0.1,git.test=127.0.0.1,other.test=127.0.0.1")
+	r := run(cmd)
+	if r.code != 0 {
+		t.Fatalf("session failed:\n%s", r)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			got[k] = strings.TrimSpace(v)
+		}
+	}
+	want := map[string]string{
+		// The Go init ran (the raw init has no proxy step): its argv0.
+		"init": "agentbox-init",
+		"env": "http://127.0.0.1:3128 http://127.0.0.1:3128 socks5h://127.0.0.1:3128 localhost,127.0.0.1,::1 " +
+			"http://127.0.0.1:3128 http://127.0.0.1:3128 socks5h://127.0.0.1:3128 localhost,127.0.0.1,::1",
+		"allowed":       "listed host=allowed.test:" + srv.listed,
+		"tunnel":        "listed host=allowed.test:" + srv.listed,
+		"socks":         "listed host=allowed.test:" + srv.listed,
+		"refused":       "agentbox: other.test is not in --allow-net",
+		"refusedtunnel": "< HTTP/1.1 403 agentbox: other.test is not in --allow-net",
+		"direct":        "7", // curl: could not connect: no route out but the proxy
+		"rebind":        "< HTTP/1.1 403 agentbox: rebind.test resolves to 127.0.0.1, a loopback address not in --allow-net",
+		"rawip":         "< HTTP/1.1 403 agentbox: 127.0.0.1:" + srv.hidden + " is not in --allow-net",
+		"git":           "through the proxy",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: got %q, want %q", k, got[k], w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("session output:\n%s", r)
+	}
+
+	// The record lists the refusals with host, port and count.
+	log := run(b.fixture().Agentbox(b.repo, "log"))
+	lines := strings.Split(strings.TrimSpace(log.stdout), "\n")
+	if log.code != 0 || len(lines) < 2 {
+		t.Fatalf("agentbox log:\n%s", log)
+	}
+	id := strings.Fields(lines[1])[0]
+	show := run(b.fixture().Agentbox(b.repo, "show", "--json", id))
+	var rec struct {
+		Policy struct {
+			AllowNet []string `json:"allow_net"`
+		} `json:"policy"`
+		NetRefusals []struct {
+			Host   string `json:"host"`
+			Port   int    `json:"port"`
+			Reason string `json:"reason"`
+			Count  int    `json:"count"`
+		} `json:"net_refusals"`
+	}
+	if err := json.Unmarshal([]byte(show.stdout), &rec); err != nil {
+		t.Fatalf("agentbox show --json: %v\n%s", err, show)
+	}
+	refused := map[string]int{}
+	for _, n := range rec.NetRefusals {
+		refused[fmt.Sprintf("%s:%d %s", n.Host, n.Port, n.Reason)] = n.Count
+	}
+	for k, n := range map[string]int{
+		"other.test:" + srv.listed + " not listed":                      2,
+		"rebind.test:" + srv.hidden + " resolves to loopback 127.0.0.1": 1,
+		"127.0.0.1:" + srv.hidden + " address not listed":               1,
+	} {
+		if refused[k] != n {
+			t.Errorf("record: refusal %q counted %d times, want %d (record: %v)", k, refused[k], n, rec.NetRefusals)
+		}
+	}
+	if len(rec.Policy.AllowNet) != len(args)/2 {
+		t.Errorf("record: allow_net %v", rec.Policy.AllowNet)
+	}
+	text := run(b.fixture().Agentbox(b.repo, "show", id))
+	if !strings.Contains(text.stdout, "net refused  other.test port "+srv.listed+": not listed (2×)") {
+		t.Errorf("agentbox show does not list the refusal:\n%s", text.stdout)
+	}
+}
+
+// --allow-net with --offline is a contradiction: refused before anything runs.
+func TestAllowNetOffline(t *testing.T) {
+	b := newBox(t, "native")
+	r := b.sh("true", "--offline", "--allow-net", "example.com")
+	if r.code != 125 || !strings.Contains(r.stderr, "--allow-net: goes against --offline") {
+		t.Errorf("--offline --allow-net:\n%s", r)
+	}
+	r = b.sh("true", "--allow-net", "@nonesuch")
+	if r.code != 125 || !strings.Contains(r.stderr, "no such preset") {
+		t.Errorf("--allow-net @nonesuch:\n%s", r)
+	}
+}
