@@ -63,7 +63,7 @@ func (r Rule) String() string {
 var Presets = map[string][]string{
 	// Claude Code: the API, the login (console and claude.ai OAuth), and its
 	// telemetry and error reports (statsig, Sentry), which it waits for.
-	"claude": {"api.anthropic.com", "console.anthropic.com", "statsig.anthropic.com", "claude.ai", "sentry.io"},
+	"claude": {"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "claude.ai", "statsig.anthropic.com", "sentry.io"},
 	// Codex CLI: the API, ChatGPT sign-in and the ChatGPT backend it talks to then.
 	"codex": {"api.openai.com", "auth.openai.com", "chatgpt.com"},
 	// Gemini CLI: the API key endpoint, Google sign-in, Code Assist.
