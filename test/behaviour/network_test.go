@@ -189,3 +189,88 @@ func TestAllowNetOffline(t *testing.T) {
 		t.Errorf("--allow-net @nonesuch:\n%s", r)
 	}
 }
+
+// The proxy's only endpoint is inside the sandbox: the socket listening on
+// 127.0.0.1:3128 in the sandbox's network namespace is the launcher's (it serves it),
+// no socket of the launcher listens in the host's namespace, and the command holds no
+// descriptor of it.
+func TestAllowNetNoHostListener(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			ready, release := filepath.Join(b.repo, ".ready"), filepath.Join(b.repo, ".go")
+			// ls without a pipe or redirection (see noLeakedFds); then the inode of
+			// the listening socket as the sandbox's namespace sees it.
+			cmd := b.command(b.repo, []string{"--no-git-save", "--allow-net", "example.test"}, `ls /proc/$$/fd; echo END-FDS
+				awk '$2 == "0100007F:0C38" && $4 == "0A" { print "inode=" $10 }' /proc/net/tcp
+				touch "$REPO/.ready"
+				i=0; while [ ! -e "$REPO/.go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`)
+			res := make(chan result, 1)
+			if err := startAndCollect(cmd, res); err != nil {
+				t.Fatal(err)
+			}
+			if !waitFor(func() bool { return exists(ready) }) {
+				os.WriteFile(release, nil, 0o644)
+				t.Fatalf("the session never got ready:\n%s", <-res)
+			}
+			launcher := launcherSockets(t, cmd.Process.Pid)
+			host := listeningInodes(t, "/proc/net/tcp", "/proc/net/tcp6")
+			os.WriteFile(release, nil, 0o644)
+			r := <-res
+			if r.code != 0 {
+				t.Fatalf("session failed:\n%s", r)
+			}
+			for ino := range launcher {
+				if host[ino] {
+					t.Errorf("the launcher listens in the host's network namespace (socket %s)", ino)
+				}
+			}
+			fds, rest, _ := strings.Cut(r.stdout, "END-FDS")
+			if got := strings.Join(strings.Fields(fds), " "); got != "0 1 2" {
+				t.Errorf("command has fds %q, want 0 1 2", got)
+			}
+			ino := strings.TrimPrefix(strings.TrimSpace(rest), "inode=")
+			if ino == "" || !launcher[ino] {
+				t.Errorf("the socket listening on 127.0.0.1:3128 inside (inode %q) is not the launcher's (it holds %v)", ino, launcher)
+			}
+		})
+	}
+}
+
+// launcherSockets are the inodes of the sockets process pid holds.
+func launcherSockets(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range ents {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok && err == nil {
+			out[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	return out
+}
+
+// listeningInodes are the inodes of the TCP sockets in state LISTEN in the tables
+// given (the test's own network namespace: the host's).
+func listeningInodes(t *testing.T, tables ...string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, p := range tables {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // no IPv6
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(l)
+			if len(f) > 9 && f[3] == "0A" {
+				out[f[9]] = true
+			}
+		}
+	}
+	return out
+}
