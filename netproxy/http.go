@@ -105,9 +105,11 @@ var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-A
 
 // forwardHead is r in origin form for the upstream, one request per connection:
 // hop-by-hop headers (and those Connection names) dropped, "Connection: close"
-// added, Host kept or set from the URL.
+// added, and Host the URL's, whatever the client sent: a Host of another site would
+// have a shared front end (a CDN serving the allowed name) pass the request on to a
+// host that is not allowed.
 func (r *request) forwardHead(u *url.URL) []byte {
-	drop := map[string]bool{}
+	drop := map[string]bool{"host": true}
 	for _, h := range hopByHop {
 		drop[strings.ToLower(h)] = true
 	}
@@ -118,9 +120,7 @@ func (r *request) forwardHead(u *url.URL) []byte {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s %s\r\n", r.method, u.RequestURI(), r.proto)
-	if _, ok := r.header("Host"); !ok {
-		fmt.Fprintf(&b, "Host: %s\r\n", u.Host)
-	}
+	fmt.Fprintf(&b, "Host: %s\r\n", u.Host)
 	for _, h := range r.headers {
 		n, _, _ := strings.Cut(h, ":")
 		if !drop[strings.ToLower(strings.TrimSpace(n))] {

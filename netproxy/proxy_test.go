@@ -108,6 +108,22 @@ func TestForward(t *testing.T) {
 	if code, _ := f.get("http://127.0.0.1:" + f.listed + "/"); code != 200 {
 		t.Errorf("listed address: %d", code)
 	}
+	// The Host header is the URL's: another would let a shared front end route the
+	// request to a host not listed.
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://allowed.test:%s/h HTTP/1.1\r\nHost: evil.test\r\nProxy-Connection: keep-alive\r\n\r\n", f.listed)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "listed /h host=allowed.test:"+f.listed {
+		t.Errorf("forwarded with the client's Host: %q", b)
+	}
 	// One address of two forbidden: the other one is dialled.
 	if code, _ := f.get("http://both.test:" + f.listed + "/"); code != 200 {
 		t.Errorf("both.test: %d", code)
