@@ -350,8 +350,16 @@ func (s *Server) tunnel(client *trackedConn, early []byte, up *trackedConn) {
 	act := &activity{}
 	act.touch()
 	errc := make(chan error, 2)
-	go func() { errc <- s.pipe(up.Conn, client.Conn, act) }()
-	go func() { errc <- s.pipe(client.Conn, up.Conn, act) }()
+	pipe := func(dst, src net.Conn) {
+		defer func() {
+			if r := recover(); r != nil {
+				errc <- fmt.Errorf("netproxy: %v", r) // this tunnel only
+			}
+		}()
+		errc <- s.pipe(dst, src, act)
+	}
+	go pipe(up.Conn, client.Conn)
+	go pipe(client.Conn, up.Conn)
 	for range 2 {
 		if err := <-errc; err != nil {
 			return // an error or the idle timeout: both ends go
