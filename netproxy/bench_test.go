@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // The proxy's cost, on loopback: a 100 MB download direct and through each of the
@@ -18,7 +20,10 @@ import (
 // the latency the proxy adds per connection: its accept, the decision with a name
 // lookup, its dial, the CONNECT round trip).
 //
-//	go test -run '^$' -bench . -benchtime 5x ./netproxy
+//	go test -run '^$' -bench AddedLatency -benchtime 2000x ./netproxy
+//	go test -run '^$' -bench PairedDownload -benchtime 7x ./netproxy
+//
+// docs/network.md has the figures.
 
 const benchSize = 100 << 20
 
@@ -151,6 +156,53 @@ func BenchmarkConnection(b *testing.B) {
 			for b.Loop() {
 				w.fn(b, proxy, port, "/small", 100)
 			}
+		})
+	}
+}
+
+// BenchmarkAddedLatency: each iteration makes one connection direct and one through
+// each way of the proxy, back to back, so that a loaded machine slows both alike;
+// it reports the median of the differences (added-ns: through minus direct).
+func BenchmarkAddedLatency(b *testing.B) {
+	port, proxy := benchServer(b), benchProxy(b)
+	for _, w := range ways[1:] {
+		b.Run(w.name, func(b *testing.B) {
+			var diffs []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				direct(b, proxy, port, "/small", 100)
+				t1 := time.Now()
+				w.fn(b, proxy, port, "/small", 100)
+				diffs = append(diffs, time.Since(t1)-t1.Sub(t0))
+			}
+			slices.Sort(diffs)
+			b.ReportMetric(float64(diffs[len(diffs)/2].Nanoseconds()), "added-ns")
+		})
+	}
+}
+
+// BenchmarkPairedDownload: each iteration downloads 100 MB direct and then through
+// each way, back to back; it reports the median rate of each (MB/s) and the median
+// ratio through/direct, which a loaded machine disturbs less than either rate.
+func BenchmarkPairedDownload(b *testing.B) {
+	port, proxy := benchServer(b), benchProxy(b)
+	for _, w := range ways[1:] {
+		b.Run(w.name, func(b *testing.B) {
+			var direct_, through, ratio []float64
+			for b.Loop() {
+				t0 := time.Now()
+				direct(b, proxy, port, "/big", benchSize)
+				t1 := time.Now()
+				w.fn(b, proxy, port, "/big", benchSize)
+				d, p := t1.Sub(t0).Seconds(), time.Since(t1).Seconds()
+				direct_ = append(direct_, benchSize/1e6/d)
+				through = append(through, benchSize/1e6/p)
+				ratio = append(ratio, d/p)
+			}
+			med := func(x []float64) float64 { slices.Sort(x); return x[len(x)/2] }
+			b.ReportMetric(med(direct_), "direct-MB/s")
+			b.ReportMetric(med(through), "proxy-MB/s")
+			b.ReportMetric(med(ratio), "ratio")
 		})
 	}
 }
