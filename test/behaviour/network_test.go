@@ -69,7 +69,17 @@ func TestAllowNet(t *testing.T) {
 	srv := startNetServers(t)
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
-			allowNet(t, newBox(t, backend), srv)
+			b := newBox(t, backend)
+			allowNet(t, b, srv)
+			// --dry-run shows the new namespace, the proxy's address and the
+			// variables.
+			r := run(b.fixture().Agentbox(b.repo, "exec", "--backend", backend, "--dry-run", "--allow-net", "@npm", "--", "true"))
+			netns := map[string]string{"native": "unshare  user mount pid ipc uts cgroup net", "bwrap": "--unshare-net"}[backend]
+			for _, want := range []string{netns, "127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128"} {
+				if r.code != 0 || !strings.Contains(r.stdout, want) {
+					t.Errorf("--dry-run --allow-net lacks %q:\n%s", want, r)
+				}
+			}
 		})
 	}
 }
