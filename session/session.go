@@ -62,14 +62,16 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 // Outcome is what a session produced, for the audit and the shadow record.
 type Outcome struct {
 	Start, End     time.Time
-	Backend        string             // the backend that ran
-	BackendVersion string             // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int                // exit status of agentbox exec
-	Err            error              // agentbox's own failure, nil when the command ran
-	Phases         []nsinit.Phase     // per-phase setup timings
-	SnapshotZip    string             // the P8 snapshot, "" when none
-	AuditFindings  []string           // one line per audit finding
-	NetRefusals    []netproxy.Refusal // --allow-net: what the proxy refused
+	Backend        string         // the backend that ran
+	BackendVersion string         // e.g. "bubblewrap 0.12.0"; agentbox's own for native
+	Status         int            // exit status of agentbox exec
+	Err            error          // agentbox's own failure, nil when the command ran
+	Phases         []nsinit.Phase // per-phase setup timings
+	SnapshotZip    string         // the P8 snapshot, "" when none
+	AuditFindings  []string       // one line per audit finding
+
+	// NetRefusals are what the --allow-net proxy refused.
+	NetRefusals []netproxy.Refusal
 }
 
 // Run runs the session and returns the command's exit status. An error means agentbox

@@ -34,9 +34,11 @@ type Record struct {
 	Phases        []Phase  `json:"phases,omitempty"` // setup timings measured by the launcher
 	SnapshotZip   string   `json:"snapshot_zip,omitempty"`
 	AuditFindings []string `json:"audit_findings,omitempty"`
+	Files         Files    `json:"files"`
+
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
-	Files       Files        `json:"files"`
+
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
 	// launcher was killed, or the session is still running).
@@ -56,15 +58,17 @@ type Record struct {
 
 // Policy is the part of the sandbox policy the record keeps.
 type Policy struct {
-	Repo     string   `json:"repo"`
-	Home     string   `json:"home,omitempty"`
-	Workdir  string   `json:"workdir"`
-	Offline  bool     `json:"offline"`
-	DiskTmp  bool     `json:"disk_tmp"`
-	Backend  string   `json:"backend"` // as asked for (auto, native, bwrap)
-	StateDir string   `json:"state_dir"`
-	CacheDir string   `json:"cache_dir,omitempty"`
-	AllowNet []string `json:"allow_net,omitempty"` // --allow-net values
+	Repo     string `json:"repo"`
+	Home     string `json:"home,omitempty"`
+	Workdir  string `json:"workdir"`
+	Offline  bool   `json:"offline"`
+	DiskTmp  bool   `json:"disk_tmp"`
+	Backend  string `json:"backend"` // as asked for (auto, native, bwrap)
+	StateDir string `json:"state_dir"`
+	CacheDir string `json:"cache_dir,omitempty"`
+
+	// AllowNet are the --allow-net values.
+	AllowNet []string `json:"allow_net,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port
