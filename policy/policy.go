@@ -33,16 +33,17 @@ type Options struct {
 	Home    string // $HOME; empty or "/": no HOME overlay
 	Offline bool   // --offline: new network namespace, loopback only
 	DiskTmp bool   // --disk-tmp: /tmp on disk below the cache dir
-	// AllowNet (--allow-net, repeatable): new network namespace whose only way
-	// out is the launcher's proxy, to these hosts (netproxy.Parse's syntax).
-	AllowNet []string
-	Backend  string // --backend; empty means native
+	Backend string // --backend; empty means native
 
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
 
 	Command []string // argv of the sandboxed command; empty: Shell
 	Shell   string   // $SHELL
+
+	// AllowNet (--allow-net, repeatable): new network namespace whose only way
+	// out is the launcher's proxy, to these hosts (netproxy.Parse's syntax).
+	AllowNet []string
 }
 
 // Policy is a validated, canonical description of one sandbox. Every path in it is
