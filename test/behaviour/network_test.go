@@ -2,15 +2,19 @@ package behaviour
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // --allow-net (issue 17), against every backend, all on loopback: the servers are
@@ -20,6 +24,7 @@ import (
 // netServers are the host-side servers of the rows.
 type netServers struct {
 	listed, hidden, git string // ports: a file server listed by address, one not listed, git http-backend
+	gitTLS, caFile      string // git http-backend over HTTPS (its certificate names example.com), and that certificate
 }
 
 func startNetServers(t *testing.T) netServers {
@@ -62,7 +67,15 @@ func startNetServers(t *testing.T) netServers {
 	}
 	backend := &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Dir: root,
 		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root}}
-	return netServers{listed: serve(file("listed")), hidden: serve(file("hidden")), git: serve(backend)}
+	// The same over HTTPS: httptest's certificate is for example.com (and 127.0.0.1),
+	// so git inside verifies the name it asked the proxy for, through the tunnel.
+	tls := httptest.NewTLSServer(backend)
+	t.Cleanup(tls.Close)
+	caDir := testenv.Dir(t, "ca")
+	caFile := filepath.Join(caDir, "ca.pem")
+	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tls.Certificate().Raw})))
+	_, tlsPort, _ := net.SplitHostPort(tls.Listener.Addr().String())
+	return netServers{listed: serve(file("listed")), hidden: serve(file("hidden")), git: serve(backend), gitTLS: tlsPort, caFile: caFile}
 }
 
 func TestAllowNet(t *testing.T) {
@@ -91,6 +104,7 @@ func allowNet(t *testing.T, b *box, srv netServers) {
 		"--allow-net", "allowed.test", "--allow-net", "127.0.0.1:" + srv.listed, // reachable by name and address
 		"--allow-net", "rebind.test", // listed, but it resolves to loopback at a port not listed
 		"--allow-net", "git.test:" + srv.git, "--allow-net", "127.0.0.1:" + srv.git,
+		"--allow-net", "example.com:" + srv.gitTLS, "--allow-net", "127.0.0.1:" + srv.gitTLS,
 	}
 	curl := "curl -sS --max-time 20"
 	script := fmt.Sprintf(`
@@ -106,9 +120,10 @@ echo "rebind=$(%[1]s -v -p http://rebind.test:%[3]s/g 2>&1 | grep -a '^< HTTP/' 
 # NO_PROXY covers 127.0.0.1: --noproxy '' sends it through the proxy anyway.
 echo "rawip=$(%[1]s --noproxy '' -v -p http://127.0.0.1:%[3]s/h 2>&1 | grep -a '^< HTTP/' | tr -d '\r')"
 git clone -q http://git.test:%[4]s/repo.git /tmp/clone 2>&1 && echo "git=$(cat /tmp/clone/served)"
-`, curl, srv.listed, srv.hidden, srv.git)
+GIT_SSL_CAINFO=%[6]s git clone -q https://example.com:%[5]s/repo.git /tmp/clone-tls 2>&1 && echo "gittls=$(cat /tmp/clone-tls/served)"
+`, curl, srv.listed, srv.hidden, srv.git, srv.gitTLS, srv.caFile)
 	cmd := b.command(b.repo, args, script)
-	cmd.Env = append(cmd.Env, "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1,rebind.test=127.0.0.1,git.test=127.0.0.1,other.test=127.0.0.1")
+	cmd.Env = append(cmd.Env, "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1,rebind.test=127.0.0.1,git.test=127.0.0.1,other.test=127.0.0.1,example.com=127.0.0.1")
 	r := run(cmd)
 	if r.code != 0 {
 		t.Fatalf("session failed:\n%s", r)
@@ -133,6 +148,7 @@ git clone -q http://git.test:%[4]s/repo.git /tmp/clone 2>&1 && echo "git=$(cat /
 		"rebind":        "< HTTP/1.1 403 agentbox: rebind.test resolves to 127.0.0.1, a loopback address not in --allow-net",
 		"rawip":         "< HTTP/1.1 403 agentbox: 127.0.0.1:" + srv.hidden + " is not in --allow-net",
 		"git":           "through the proxy",
+		"gittls":        "through the proxy", // HTTPS: a CONNECT tunnel, TLS end to end
 	}
 	for k, w := range want {
 		if got[k] != w {
