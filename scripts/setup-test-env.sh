@@ -34,11 +34,12 @@ BWRAP_OLD_SHA256=3cc9134a3286ad01a323dcd924ba123eb634cefaeec82d774257e06308aeaad
 BWRAP_OLD_DIR=$CACHE/bwrap-$BWRAP_OLD_VERSION
 BWRAP_OLD=$BWRAP_OLD_DIR/usr/bin/bwrap
 
-# What the tests need. libselinux1 and libcap2 are the runtime libraries of the
+# What the tests need (netcat-openbsd: a SOCKS5 client for the --allow-net rows). libselinux1 and libcap2 are the runtime libraries of the
 # unpacked 0.8.0 binary; python3 is needed by bwrap's meson build.
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
-iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl"
+iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl
+netcat-openbsd"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }

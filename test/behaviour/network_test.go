@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -25,6 +26,7 @@ import (
 type netServers struct {
 	listed, hidden, git string // ports: a file server listed by address, one not listed, git http-backend
 	gitTLS, caFile      string // git http-backend over HTTPS (its certificate names example.com), and that certificate
+	gitDaemon, socksCmd string // git daemon (git://), and a GIT_PROXY_COMMAND that goes through SOCKS5
 }
 
 func startNetServers(t *testing.T) netServers {
@@ -75,7 +77,49 @@ func startNetServers(t *testing.T) netServers {
 	caFile := filepath.Join(caDir, "ca.pem")
 	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tls.Certificate().Raw})))
 	_, tlsPort, _ := net.SplitHostPort(tls.Listener.Addr().String())
-	return netServers{listed: serve(file("listed")), hidden: serve(file("hidden")), git: serve(backend), gitTLS: tlsPort, caFile: caFile}
+	srv := netServers{listed: serve(file("listed")), hidden: serve(file("hidden")), git: serve(backend), gitTLS: tlsPort, caFile: caFile}
+	srv.gitDaemon, srv.socksCmd = startGitDaemon(t, root)
+	return srv
+}
+
+// startGitDaemon serves root over git:// on loopback and writes a GIT_PROXY_COMMAND
+// for inside the sandbox that asks the proxy, over SOCKS5, for the host and port git
+// gives it (the way ssh's ProxyCommand takes Git over ssh through it).
+func startGitDaemon(t *testing.T, root string) (port, proxyCmd string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ = net.SplitHostPort(l.Addr().String())
+	l.Close()
+	d := exec.Command("git", "daemon", "--reuseaddr", "--listen=127.0.0.1", "--port="+port, "--export-all", "--base-path="+root, root)
+	d.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+root)
+	// git daemon runs git-daemon, which forks a server per connection: its own
+	// process group, ended whole.
+	d.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-d.Process.Pid, syscall.SIGKILL); d.Wait() })
+	if !waitFor(func() bool {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}) {
+		t.Fatal("git daemon did not start")
+	}
+	dir := testenv.Dir(t, "socks")
+	proxyCmd = filepath.Join(dir, "socks5")
+	// OpenBSD netcat, as a user would take ssh through the proxy (README); -N
+	// half-closes the socket when Git is done sending, so the server ends.
+	writeFile(t, proxyCmd, "#!/bin/sh\nexec nc.openbsd -N -X 5 -x 127.0.0.1:3128 \"$1\" \"$2\"\n")
+	if err := os.Chmod(proxyCmd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return port, proxyCmd
 }
 
 func TestAllowNet(t *testing.T) {
@@ -105,6 +149,7 @@ func allowNet(t *testing.T, b *box, srv netServers) {
 		"--allow-net", "rebind.test", // listed, but it resolves to loopback at a port not listed
 		"--allow-net", "git.test:" + srv.git, "--allow-net", "127.0.0.1:" + srv.git,
 		"--allow-net", "example.com:" + srv.gitTLS, "--allow-net", "127.0.0.1:" + srv.gitTLS,
+		"--allow-net", "git.test:" + srv.gitDaemon, "--allow-net", "127.0.0.1:" + srv.gitDaemon,
 	}
 	curl := "curl -sS --max-time 20"
 	script := fmt.Sprintf(`
@@ -121,7 +166,8 @@ echo "rebind=$(%[1]s -v -p http://rebind.test:%[3]s/g 2>&1 | grep -a '^< HTTP/' 
 echo "rawip=$(%[1]s --noproxy '' -v -p http://127.0.0.1:%[3]s/h 2>&1 | grep -a '^< HTTP/' | tr -d '\r')"
 git clone -q http://git.test:%[4]s/repo.git /tmp/clone 2>&1 && echo "git=$(cat /tmp/clone/served)"
 GIT_SSL_CAINFO=%[6]s git clone -q https://example.com:%[5]s/repo.git /tmp/clone-tls 2>&1 && echo "gittls=$(cat /tmp/clone-tls/served)"
-`, curl, srv.listed, srv.hidden, srv.git, srv.gitTLS, srv.caFile)
+GIT_PROXY_COMMAND=%[8]s git clone -q git://git.test:%[7]s/repo.git /tmp/clone-socks 2>&1 && echo "gitsocks=$(cat /tmp/clone-socks/served)"
+`, curl, srv.listed, srv.hidden, srv.git, srv.gitTLS, srv.caFile, srv.gitDaemon, srv.socksCmd)
 	cmd := b.command(b.repo, args, script)
 	cmd.Env = append(cmd.Env, "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1,rebind.test=127.0.0.1,git.test=127.0.0.1,other.test=127.0.0.1,example.com=127.0.0.1")
 	r := run(cmd)
@@ -149,6 +195,7 @@ GIT_SSL_CAINFO=%[6]s git clone -q https://example.com:%[5]s/repo.git /tmp/clone-
 		"rawip":         "< HTTP/1.1 403 agentbox: 127.0.0.1:" + srv.hidden + " is not in --allow-net",
 		"git":           "through the proxy",
 		"gittls":        "through the proxy", // HTTPS: a CONNECT tunnel, TLS end to end
+		"gitsocks":      "through the proxy", // git:// over SOCKS5, as Git over ssh would go
 	}
 	for k, w := range want {
 		if got[k] != w {
