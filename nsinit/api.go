@@ -51,6 +51,11 @@ type Options struct {
 	// BeforeExec. An error ends the launch. It places the session in its own cgroup
 	// (internal/leafcg), where every later process of the session is born.
 	AfterStart func(pid int) error
+	// Listener, for a plan with a Proxy (--allow-net), gets the listening socket
+	// the init created at plan.Proxy in the sandbox's network namespace, before the
+	// command starts; the caller serves it and closes it. Called from the launch's
+	// loop: it must not block. Nil: the socket is closed (nothing answers there).
+	Listener func(*os.File)
 }
 
 // env is the command's environment: Env, or the caller's.
