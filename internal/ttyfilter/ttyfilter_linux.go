@@ -1,7 +1,7 @@
 // Package ttyfilter is the seccomp filter both backends put on the command: ioctl
-// TIOCSTI and TIOCLINUX fail with EPERM, nothing else is touched. The native init
-// installs it with Install; the bwrap backend hands the serialised Program to bwrap
-// (--add-seccomp-fd). One rule, one builder.
+// TIOCSTI and TIOCLINUX fail with EPERM, and so does prlimit64 on PID 1; nothing else
+// is touched. The native init installs it with Install; the bwrap backend hands the
+// serialised Program to bwrap (--add-seccomp-fd). One filter, one builder.
 package ttyfilter
 
 import (
@@ -21,12 +21,22 @@ import (
 // The kernel compares an ioctl request as an unsigned int, so only the low 32 bits of
 // the argument are tested: junk in the high bits is the same request (the bypass of
 // CVE-2019-10063 in flatpak's filter).
+//
+// The second rule: prlimit64 whose pid is 1 fails with EPERM. PID 1 of the sandbox
+// runs as the command's uid and gid, which is all prlimit64 asks of a caller, and
+// its limits are weapons against it: RLIMIT_CPU ends it with SIGKILL once it has used
+// that much time (reaping a storm of orphans is enough), RLIMIT_AS makes the Go
+// init's next allocation a fatal error (a traceback on the operator's terminal),
+// RLIMIT_NOFILE below 2 makes every poll(2) fail with EINVAL. setrlimit and
+// prlimit64 with pid 0 act on the caller only and stay allowed. pid_t is an int: only
+// the argument's low 32 bits name the process.
 
 // seccomp_data field offsets (linux/seccomp.h): nr, arch, then args[6] of 8 bytes
 // each; args[1]'s low word is at 24 on little-endian machines, the only ones here.
 const (
 	seccompNr       = 0
 	seccompArch     = 4
+	seccompArg0Low  = 16
 	seccompArg1Low  = 24
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
@@ -35,10 +45,11 @@ const (
 )
 
 // abi is one system-call ABI a process of this architecture can use, and its ioctl
-// numbers.
+// and prlimit64 numbers.
 type abi struct {
-	arch  uint32
-	ioctl []uint32
+	arch    uint32
+	ioctl   []uint32
+	prlimit []uint32
 }
 
 // abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
@@ -47,11 +58,11 @@ func abisFor(goarch string) ([]abi, error) {
 	switch goarch {
 	case "amd64":
 		return []abi{
-			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514}},
-			{unix.AUDIT_ARCH_I386, []uint32{54}},
+			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514}, []uint32{302, x32SyscallBit | 302}},
+			{unix.AUDIT_ARCH_I386, []uint32{54}, []uint32{340}},
 		}, nil
 	case "arm64":
-		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}}}, nil
+		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}, []uint32{261}}}, nil
 	}
 	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
 }
@@ -82,11 +93,13 @@ func Install() error {
 	return nil
 }
 
-// buildFilter lays the program out as: one block per ABI, then the request check.
+// buildFilter lays the program out as: one block per ABI, then the argument checks.
 //
-//	block:   ld arch; jeq ABI ? next : skip block; ld nr; jeq ioctl_i ? check : next …; ret ALLOW
+//	block:   ld arch; jeq ABI ? next : skip block; ld nr;
+//	         jeq ioctl_i ? check : next …; jeq prlimit_i ? pid1 : next …; ret ALLOW
 //	unknown: ret ALLOW (a call of an ABI no block names)
 //	check:   ld args[1] low; jeq TIOCSTI ? deny : next; jeq TIOCLINUX ? deny : allow
+//	pid1:    ld args[0] low; jeq 1 ? deny : allow
 //	deny:    ret ERRNO(EPERM)
 //	allow:   ret ALLOW
 func buildFilter(abis []abi) []unix.SockFilter {
@@ -98,16 +111,17 @@ func buildFilter(abis []abi) []unix.SockFilter {
 	allow := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}
 	deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
 
-	// Where the check starts: after every block and the unknown-ABI ret ALLOW.
+	// Where the checks start: after every block and the unknown-ABI ret ALLOW.
 	check := 0
 	for _, a := range abis {
-		check += 4 + len(a.ioctl) // ld, jeq, ld, the jeqs, ret
+		check += 4 + len(a.ioctl) + len(a.prlimit) // ld, jeq, ld, the jeqs, ret
 	}
 	check++
+	pid1 := check + 3
 
 	var prog []unix.SockFilter
 	for _, a := range abis {
-		blockLen := 4 + len(a.ioctl)
+		blockLen := 4 + len(a.ioctl) + len(a.prlimit)
 		prog = append(prog,
 			unix.SockFilter{Code: ld, K: seccompArch},
 			// Jump offsets count from the next instruction.
@@ -118,13 +132,20 @@ func buildFilter(abis []abi) []unix.SockFilter {
 			here := len(prog)
 			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(check - here - 1), Jf: 0})
 		}
+		for _, nr := range a.prlimit {
+			here := len(prog)
+			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(pid1 - here - 1), Jf: 0})
+		}
 		prog = append(prog, allow)
 	}
 	prog = append(prog, allow) // an ABI this filter does not know
 	prog = append(prog,
 		unix.SockFilter{Code: ld, K: seccompArg1Low},
-		unix.SockFilter{Code: jeq, K: ioctlTIOCSTI, Jt: 1, Jf: 0},
-		unix.SockFilter{Code: jeq, K: ioctlTIOCLINUX, Jt: 0, Jf: 1},
+		unix.SockFilter{Code: jeq, K: ioctlTIOCSTI, Jt: 3, Jf: 0},
+		unix.SockFilter{Code: jeq, K: ioctlTIOCLINUX, Jt: 2, Jf: 3},
+		// pid1
+		unix.SockFilter{Code: ld, K: seccompArg0Low},
+		unix.SockFilter{Code: jeq, K: 1, Jt: 0, Jf: 1},
 		deny,
 		allow,
 	)
