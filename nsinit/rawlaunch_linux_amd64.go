@@ -154,6 +154,7 @@ func newRawProgram(strBytes int) (*rawProgram, error) {
 	a.initMask = sigbit(unix.SIGCHLD) | sigbit(unix.SIGTTOU)
 	a.cmdStack = uintptr(unsafe.Pointer(&mem[size-16])) // the second stack's top
 	a.poll[0] = unix.PollFd{Fd: controlFd, Events: unix.POLLIN}
+	a.nap = unix.Timespec{Nsec: 10e6}
 	return p, nil
 }
 
@@ -182,10 +183,12 @@ func (p *rawProgram) compileWait() {
 }
 
 // waitGo makes the init wait for the launcher's recGo. Anything but a full record
-// (the launcher closing the socket) ends it. Nothing else can come first: the
-// launcher forwards signals only once it has sent its last recGo (Supervise).
+// of that kind (the launcher closing the socket) ends it. Nothing else can come
+// first: the launcher forwards signals only once it has sent its last recGo
+// (Supervise).
 func (p *rawProgram) waitGo(step, phase string) {
 	p.op(rawDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
+	p.op(rawDesc{step: step}, rawIsGo)
 	p.mark(phase)
 }
 
