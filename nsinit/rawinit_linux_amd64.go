@@ -1,3 +1,5 @@
+//go:build !race
+
 package nsinit
 
 import (
@@ -79,6 +81,9 @@ const (
 	recGo                  // launcher to init: the plan is in the arena (PrestartRaw), or
 	// the command may start (Options.BeforeExec returned); read by a compiled read op
 )
+
+// The raw signal handler (signals_linux_amd64.s) writes recSignal as a constant.
+var _ = [1]struct{}{}[recSignal-5]
 
 // rawArena is all the memory the raw init touches: no Go pointers, only addresses as
 // uintptr, in an anonymous mapping of the launcher.

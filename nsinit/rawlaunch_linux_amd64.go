@@ -1,3 +1,5 @@
+//go:build !race
+
 package nsinit
 
 import (
@@ -31,6 +33,11 @@ var rawUsable = sync.OnceValue(func() bool {
 	err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{})
 	return err != unix.ENOSYS
 })
+
+// RawInitAvailable reports whether launches that ask for it (Options.RawInit) run
+// the raw init: on amd64, with this kernel, in a build without the race detector
+// (rawlaunch_other_linux.go says why).
+func RawInitAvailable() bool { return rawUsable() }
 
 // rawInit is 1 while a raw init is being started or runs, until it is reaped: it
 // shares this process's memory, which it makes non-dumpable. One at a time: a second
