@@ -277,3 +277,49 @@ func pid1State() string {
 	}
 	return "unreadable"
 }
+
+// TestKilledLauncherAuditedLater: a launcher killed (SIGKILL) mid-session leaves its
+// journal, and the next `agentbox exec` in the repository, or `agentbox audit`, runs
+// the missed audit against the session's baseline: the plant is moved aside, the
+// journal goes.
+func TestKilledLauncherAuditedLater(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		for _, next := range []string{"exec", "audit"} {
+			t.Run(backend+"/"+next, func(t *testing.T) {
+				x := newTarget(t, backend)
+				evilCommonDir(t, x)
+				plant := filepath.Join(x.Repo, ".git/commondir")
+				marker := "agentbox-killed-" + filepath.Base(x.Home)
+				cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
+					`echo "$REPO/evil.git" > .git/commondir; touch ready; exec bash -c 'exec -a `+marker+` sleep 300'`)
+				res := make(chan sandboxtest.Result, 1)
+				if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+					t.Fatal(err)
+				}
+				if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 1 }) {
+					_ = cmd.Process.Kill()
+					t.Fatalf("session never started: %s", <-res)
+				}
+				_ = cmd.Process.Kill()
+				<-res
+				if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+					t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
+				}
+				journals := filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")
+				if j, _ := filepath.Glob(journals); len(j) != 1 || !sandboxtest.Exists(plant) {
+					t.Fatalf("after the launcher's death: journals %v, plant there: %v; want one journal and the plant", j, sandboxtest.Exists(plant))
+				}
+				var r sandboxtest.Result
+				if next == "exec" {
+					r = sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+				} else {
+					r = sandboxtest.Run(x.Agentbox(x.Repo, "audit", "--repo", x.Repo))
+				}
+				if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+					t.Errorf("agentbox %s after a killed launcher: the missed audit did not run:\n%s", next, r)
+				}
+				plantQuarantined(t, x, r, plant)
+			})
+		}
+	}
+}
