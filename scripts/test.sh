@@ -33,3 +33,12 @@ echo "== go test"
 # Everything a test can need is installed above: a test that would skip fails.
 export AGENTBOX_TEST_STRICT=1
 go test -count=1 -timeout 25m ./...
+
+echo "== behaviour table and nsinit with -race"
+# A -race agentbox launches with the Go init (no raw init under the race tag): the
+# behaviour table checks that build end to end, with the race detector in the
+# launcher (testenv builds agentbox with -race for a -race test binary), and nsinit's
+# race-only test checks that a launch asking for the raw init gets the Go init. About
+# four minutes on a loaded 2-core machine, most of it the two -race builds.
+CGO_ENABLED=1 go test -race -count=1 -timeout 15m -run '^TestPromises$' ./test/behaviour/
+CGO_ENABLED=1 go test -race -count=1 -timeout 10m ./nsinit/
