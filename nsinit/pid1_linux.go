@@ -25,33 +25,23 @@ import (
 // SIGPROF (profiling), signal 33 (syscall.AllThreadsSyscall, syscall.Setuid and its
 // kin: the init must not call them once dropSignalHandlers ran), and the crash report
 // of a fault in the init's own code (a real fault still kills it: the kernel forces
-// SIG_DFL for it). A disposition of SIG_IGN the init inherited (nohup) stays, for
-// the command to inherit as it did before.
+// SIG_DFL for it). The command starts with every disposition at SIG_DFL, as it did
+// before: the Go runtime's fork resets the handlers it installed, and the init never
+// inherits an ignored signal the command would have kept (the launcher catches
+// SIGHUP and SIGINT to forward them; for the others the init's runtime installs its
+// handlers over an inherited SIG_IGN).
 
 // sigactionBuf is large enough for the kernel's struct sigaction on every
 // architecture this file builds for; all zero, it is SIG_DFL with no flags and an
-// empty mask. The handler is its first word on each of them (not on MIPS).
+// empty mask.
 type sigactionBuf [4]uint64
 
-// sigIgn is SIG_IGN as a handler value.
-const sigIgn = 1
-
 // dropSignalHandlers gives every catchable signal of this process the default
-// disposition, except those it ignores.
+// disposition, one rt_sigaction each (62 system calls).
 func dropSignalHandlers() error {
 	var dfl sigactionBuf
 	for sig := uintptr(1); sig <= 64; sig++ {
 		if sig == uintptr(unix.SIGKILL) || sig == uintptr(unix.SIGSTOP) {
-			continue
-		}
-		var old sigactionBuf
-		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
-			if e == unix.EINVAL {
-				continue // not a signal on this kernel (32 and 33 under some C libraries' rules)
-			}
-			return e
-		}
-		if old[0] == 0 || old[0] == sigIgn {
 			continue
 		}
 		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0); e != 0 {
