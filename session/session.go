@@ -11,11 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/leafcg"
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termout"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -61,23 +67,40 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 // Outcome is what a session produced, for the audit and the shadow record.
 type Outcome struct {
 	Start, End     time.Time
-	Backend        string         // the backend that ran
-	BackendVersion string         // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int            // exit status of agentbox exec
-	Err            error          // agentbox's own failure, nil when the command ran
-	Phases         []nsinit.Phase // per-phase setup timings
-	SnapshotZip    string         // the P8 snapshot, "" when none
-	AuditFindings  []string       // one line per audit finding
+	Backend        string // the backend that ran
+	BackendVersion string // e.g. "bubblewrap 0.12.0"; agentbox's own for native
+	Status         int    // exit status of agentbox exec
+	// Signal is the signal that killed the command (0: it exited); Terminal: a
+	// terminal session (nsinit.Result.Terminal). In a terminal session killed by a
+	// signal, agentbox ends by the same signal (Exit).
+	Signal        syscall.Signal
+	Terminal      bool
+	Left          int            // processes left running when the command ended, killed by the init
+	Err           error          // agentbox's own failure, nil when the command ran
+	Phases        []nsinit.Phase // per-phase setup timings
+	SnapshotZip   string         // the P8 snapshot, "" when none
+	AuditFindings []string       // one line per audit finding
 }
 
-// Run runs the session and returns the command's exit status. An error means agentbox
+// Exit is how agentbox exec ends.
+type Exit struct {
+	Status int // the command's exit status, 128+N for signal N
+	// Signal, when not 0: a terminal session whose command was killed by it. The
+	// caller, whose cleanup, audit and record are done, ends by the same signal
+	// (nsinit.EndBySignal), as sudo does: the operator's shell then sees an
+	// interrupted job, and a Ctrl-C stops its loop ("wait and cooperative exit").
+	// Elsewhere (scripts, pipes, CI) agentbox exits with Status.
+	Signal syscall.Signal
+}
+
+// Run runs the session and returns how agentbox exec ends. An error means agentbox
 // itself failed before the command started; the caller exits 125.
 //
 // Order: protected paths, the shadow record's start state, placeholders, the push
 // guard's staging, the plan and its recheck, the backend; while the backend builds
 // the sandbox, the audit baseline and the metadata snapshot, which the command waits
 // for; then, whatever the command did, the audit and the record's end state.
-func Run(cfg Config) (int, error) {
+func Run(cfg Config) (Exit, error) {
 	sw := nsinit.NewTimer()
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
@@ -99,27 +122,31 @@ func Run(cfg Config) (int, error) {
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
-		return 0, err
+		return Exit{}, err
 	}
 	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
 	if err != nil {
-		return 0, fmt.Errorf("linked worktree: %w", err)
+		return Exit{}, fmt.Errorf("linked worktree: %w", err)
 	}
 	sw.Mark(host("repo identity, worktree"))
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
-		return 0, fmt.Errorf("protect Git paths: %w", err)
+		return Exit{}, fmt.Errorf("protect Git paths: %w", err)
 	}
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
+		Pinned:   gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected),
+		HostRoot: mounts.IsHostRoot()}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
 			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
-		return 0, printPlan(cfg, mounts.Build(p, s))
+		if err := dryRunLookPath(p); err != nil {
+			return Exit{}, err
+		}
+		return Exit{}, printPlan(cfg, mounts.Build(p, s))
 	}
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
@@ -134,7 +161,11 @@ func Run(cfg Config) (int, error) {
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
 	}
-	return status, err
+	ex := Exit{Status: status}
+	if err == nil && out.Terminal {
+		ex.Signal = out.Signal
+	}
+	return ex, err
 }
 
 // launch does the part of Run that can fail before the command starts.
@@ -209,15 +240,45 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	locks := existingLocks(s.Protected)
-	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
+	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(cfg, plan, out, spare, beforeExec)
+	// The session's own cgroup (P12): nothing inside reaches the launcher's.
+	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	var afterStart func(int) error
+	if leaf != nil {
+		afterStart = leaf.Place
+		defer func() {
+			if err := leaf.Remove(); err != nil {
+				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)
+			}
+		}()
+	}
+	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart)
 	sw.Skip()
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err
 	}
+	out.Signal, out.Terminal, out.Left = res.Signal, res.Terminal, res.Left
+	// From here on, the launcher's lines go to a terminal the command may have left
+	// unable to take them: bounded, never blocking for ever (termout).
+	cfg.Stderr = termout.Bounded(cfg.Stderr)
+	reportLeft(cfg, res.Left)
 	return res.Status, nil
+}
+
+// reportLeft says once that the session's background processes were killed when the
+// command ended (nothing of a session outlives it: by design, but not silently).
+func reportLeft(cfg *Config, n int) {
+	switch {
+	case n == 1:
+		fmt.Fprintln(cfg.Stderr, "agentbox: killed 1 process left running")
+	case n > 1:
+		fmt.Fprintf(cfg.Stderr, "agentbox: killed %d processes left running\n", n)
+	}
 }
 
 // cliStdio are the command's streams: agentbox exec's own.
@@ -225,11 +286,11 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 
 // runBackend runs plan; spare is the native init started ahead (nil: none), and
 // beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error) (nsinit.Result, error) {
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -241,13 +302,13 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec)
+		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec, afterStart)
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {
 			phases[i] = nsinit.Phase{Name: ph.Name, Dur: ph.Dur}
 		}
-		return nsinit.Result{Status: res.Status, Phases: phases}, err
+		return nsinit.Result{Status: res.Status, Phases: phases, Signal: syscall.Signal(res.Signal), Left: res.Left, Terminal: res.Terminal}, err
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 }
@@ -280,6 +341,29 @@ func autoBackend() string {
 		return policy.BackendNative
 	}
 	return policy.BackendBwrap
+}
+
+// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
+// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
+// and /run start empty.
+func dryRunLookPath(p *policy.Policy) error {
+	name := p.Command[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(p.Workdir, name)
+	}
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if d == "" || !filepath.IsAbs(d) {
+			d = filepath.Join(p.Workdir, d)
+		}
+		if !policy.Within(d, "/tmp") && !policy.Within(d, "/run") {
+			dirs = append(dirs, d)
+		}
+	}
+	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
+		return fmt.Errorf("command %s: %w", p.Command[0], err)
+	}
+	return nil
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {
@@ -315,8 +399,15 @@ func makeDiskTmp(cache string) (dir string, release func(), err error) {
 	if err == nil {
 		err = os.Chmod(dir, 0o700)
 	}
+	// The sandbox owned this directory as its /tmp and may have left anything in it:
+	// mode-000 or read-only directories, FIFOs, nesting deeper than PATH_MAX. Removed
+	// with safepath.RemoveAll, which copes with each and follows no symlink.
 	release = func() {
-		os.RemoveAll(dir)
+		if err := safepath.RemoveAll(dir); err != nil {
+			// The error names what the sandbox left: a file name it chose.
+			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
+			return // keep the claim's file: gc decides by the lock, which dies with us
+		}
 		lock.release()
 	}
 	if err != nil {
