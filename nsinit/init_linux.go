@@ -128,8 +128,13 @@ func initMain(ctl *os.File) int {
 		return reportSetup(ctl, "drop privileges", err)
 	}
 	t.Mark("drop-privileges")
+	// 9. No signal handler from here on (pid1_linux.go): the kernel then drops every
+	//    signal sent to PID 1 from inside the sandbox, which cannot end or crash it.
+	if err := dropSignalHandlers(); err != nil {
+		return reportSetup(ctl, "reset signal handlers", err)
+	}
 
-	// 9. The command: its own process group, the terminal's foreground when the
+	// 10. The command: its own process group, the terminal's foreground when the
 	//    launcher held it.
 	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
 		Dir:   plan.Workdir,

@@ -185,6 +185,10 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	// it builds the sandbox (nsinit.Options.BeforeExec), before the command starts.
 	var aud *auditor
 	var during []nsinit.Phase
+	// gate: the launch went past beforeExec, so the command may have started — even
+	// when the backend then fails: an init that dies (or is killed) before it reports
+	// the command's start may have started it all the same.
+	gate := false
 	beforeExec := func() error {
 		t := time.Now()
 		mark := func(step string) {
@@ -202,15 +206,17 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			return err
 		}
 		mark("snapshot")
+		gate = true
 		return nil
 	}
-	// The audit looks at what a session did: when the command never ran, there is
-	// nothing to audit, and only agentbox's one-line error is printed.
-	ran := false
+	// The audit looks at what a session did. Once anything of the sandbox's may have
+	// run, it runs whatever the backend reports, and the journal stays until it has:
+	// only a launch stopped before the gate, whose command certainly never ran, drops
+	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
 		switch {
 		case aud == nil:
-		case ran:
+		case gate:
 			aud.finish(cfg, out)
 		default:
 			aud.drop()
@@ -263,7 +269,6 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
 	out.NetRefusals = netSvc.stop()
 	sw.Skip()
-	ran = err == nil
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err
