@@ -29,15 +29,18 @@ repository, against that session's baseline, as the next agentbox exec would: it
 findings are moved aside and reported on stderr.
 
 One line per finding on stdout. Exit status: 0 nothing found, 1 findings, 125 bad
-input. With --fix each finding's file is moved aside to
-NAME.agentbox-quarantine-ID (never deleted).`,
+input. With --fix a config file is written again without its dangerous entries (the
+rest of your configuration, remotes and branches, stays; a copy of the whole file is
+kept below the state directory's quarantine/), and any other finding's file is moved
+there (never deleted). Settings that look like your own (an editor or a pager set to
+a plain command) are listed apart as "yours, kept" and never changed.`,
 	Flags: func() *flag.FlagSet { fs, _, _ := auditFlags(); return fs },
 }
 
 func auditFlags() (fs *flag.FlagSet, repo *string, fix *bool) {
 	fs = flag.NewFlagSet("audit", flag.ContinueOnError)
 	repo = fs.String("repo", "", "the repository `DIR` (default: Git top level of the current directory, else the current directory)")
-	fix = fs.Bool("fix", false, "move each finding's file aside instead of only reporting it")
+	fix = fs.Bool("fix", false, "remove what was found: dangerous config entries taken out of their file (a copy kept), other files moved to the state directory's quarantine")
 	return fs, repo, fix
 }
 
@@ -66,12 +69,17 @@ func cmdAudit(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	findings := gitguard.Compare(nil, surface)
+	// Without a baseline, an editor or a pager of your own looks like a plant: such
+	// settings are reported apart and never removed.
+	findings, own := gitguard.SplitOwnSettings(gitguard.Compare(nil, surface))
 	if *fix {
-		gitguard.Quarantine(findings, "audit-"+gitguard.NewAuditID())
+		fixFindings(findings)
 	}
 	for _, f := range findings {
 		fmt.Fprintln(os.Stdout, termsafe.String(f.String()))
+	}
+	for _, o := range own {
+		fmt.Fprintln(os.Stdout, "yours, kept: "+termsafe.String(o))
 	}
 	if len(findings) == 0 {
 		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", termsafe.Quote(repo))
@@ -79,6 +87,36 @@ func cmdAudit(args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", termsafe.Quote(repo), len(findings))
 	return 1
+}
+
+// fixFindings acts on what the audit found: a config file is written again without
+// its dangerous entries (the rest of the user's configuration stays; a copy of the
+// whole file is kept), anything else is moved out of the repository into agentbox's
+// state directory (in place, NAME.agentbox-quarantine-ID, when there is none).
+func fixFindings(findings []gitguard.Finding) {
+	id := "audit-" + gitguard.NewAuditID()
+	state, err := stateDir()
+	if err != nil {
+		gitguard.Quarantine(findings, id)
+		return
+	}
+	root := filepath.Join(state, "quarantine")
+	var others []int
+	for i := range findings {
+		if findings[i].Kind == gitguard.KindConfig {
+			gitguard.FixConfig(&findings[i], id, root)
+			continue
+		}
+		others = append(others, i)
+	}
+	rest := make([]gitguard.Finding, len(others))
+	for j, i := range others {
+		rest[j] = findings[i]
+	}
+	gitguard.QuarantineTo(rest, id, root)
+	for j, i := range others {
+		findings[i] = rest[j]
+	}
 }
 
 // auditRepo resolves --repo, or finds the Git top level of the working directory by

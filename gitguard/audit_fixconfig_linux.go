@@ -1,0 +1,269 @@
+package gitguard
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+// What `agentbox audit --fix` does to a config file. Moving the whole file aside, as
+// for a hook, would take the user's remotes and branches with it; so the config is
+// written again without its dangerous entries, and a copy of the whole file as it
+// was is kept for review. Entries that name a program the way a user sets one for
+// themself (an editor, a pager: a plain command, no shell syntax, nothing from inside
+// the repository) are the user's own settings: they are reported apart and kept.
+
+// ownSettingKey says whether e's key, with a plain value, is an ordinary personal
+// setting.
+func ownSettingKey(e ConfigEntry) bool {
+	switch e.Section + "." + e.Key {
+	case "core.editor", "core.pager", "sequence.editor", "diff.tool", "merge.tool", "gpg.program":
+		return true
+	}
+	return e.Section == "pager" && e.Subsection == ""
+}
+
+// plainCommand reports whether v is a program name or path and simple arguments,
+// separated by spaces, with no shell syntax (quotes, $, `, ;, |, &, <, >, (, ), {,
+// }, !, *, ?, ~, \, tabs, newlines). A function, not a regexp: no start-up work.
+func plainCommand(v string) bool {
+	for _, w := range strings.Split(v, " ") {
+		if w == "" {
+			return false
+		}
+		for _, r := range w {
+			ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+				strings.ContainsRune("_./+=:@%,-", r)
+			if !ok {
+				return false
+			}
+		}
+	}
+	return v != ""
+}
+
+// OwnSetting reports whether e, which names a program, looks like the user's own
+// setting rather than a plant: one of the personal keys (an editor, a pager), with a
+// plain command whose program is a bare name (found on PATH) or an absolute path.
+// A relative path with a slash could name a program inside the repository.
+func OwnSetting(e ConfigEntry) bool {
+	if !ownSettingKey(e) || e.NoValue {
+		return false
+	}
+	v := strings.TrimSpace(e.Value)
+	if !plainCommand(v) {
+		return false
+	}
+	prog, _, _ := strings.Cut(v, " ")
+	return !strings.Contains(prog, "/") || filepath.IsAbs(prog)
+}
+
+// flaggedBy returns the reasons of f that describe entry e, as the scan wrote them
+// (describe).
+func flaggedBy(e ConfigEntry, reasons []string) []string {
+	prefix := strings.TrimSuffix(describe(e, ""), " ()")
+	var out []string
+	for _, r := range reasons {
+		if strings.HasPrefix(r, prefix+" (") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// SplitOwnSettings moves, out of each config finding's reasons, those that describe
+// the user's own settings (OwnSetting), and returns them, one line each with the
+// file. Findings left with no reason are dropped.
+func SplitOwnSettings(findings []Finding) (kept []Finding, own []string) {
+	for _, f := range findings {
+		if f.Kind != KindConfig {
+			kept = append(kept, f)
+			continue
+		}
+		entries, err := readConfigNoFollow(f.Path)
+		if err != nil {
+			kept = append(kept, f)
+			continue
+		}
+		mine := map[string]bool{}
+		for _, e := range entries {
+			if OwnSetting(e) {
+				for _, r := range flaggedBy(e, f.Reasons) {
+					mine[r] = true
+					own = append(own, oneLine(f.Path)+": "+r)
+				}
+			}
+		}
+		var rest []string
+		for _, r := range f.Reasons {
+			if !mine[r] {
+				rest = append(rest, r)
+			}
+		}
+		if len(rest) > 0 {
+			f.Reasons = rest
+			kept = append(kept, f)
+		}
+	}
+	return kept, own
+}
+
+// FixConfig writes the config file of finding f again without the entries its
+// reasons name, except the user's own settings, and keeps a copy of the whole file
+// as it was at root/ID/PATH. It fills in f.Moved (where the copy is) or f.MoveErr.
+func FixConfig(f *Finding, id, root string) {
+	copyPath, err := fixConfig(f.Path, f.Reasons, id, root)
+	if err != nil {
+		f.MoveErr = err
+		return
+	}
+	f.Moved = copyPath
+	f.Reasons = append(f.Reasons, "these entries removed from the file; the rest of it kept")
+}
+
+func fixConfig(path string, reasons []string, id, root string) (string, error) {
+	data, mode, err := readBounded(path)
+	if err != nil {
+		return "", err
+	}
+	entries, err := ParseConfig(strings.NewReader(string(data)))
+	if err != nil {
+		return "", fmt.Errorf("cannot be parsed, so cannot be edited (%v); move it aside by hand", err)
+	}
+	var keep []ConfigEntry
+	removed := 0
+	for _, e := range entries {
+		if len(flaggedBy(e, reasons)) > 0 && !OwnSetting(e) {
+			removed++
+			continue
+		}
+		keep = append(keep, e)
+	}
+	if removed == 0 {
+		return "", errors.New("no entry to remove")
+	}
+	// The copy first: nothing of the user's is lost if the rewrite fails.
+	copyPath := filepath.Join(root, id, path)
+	if err := os.MkdirAll(filepath.Dir(copyPath), 0o700); err != nil {
+		return "", fmt.Errorf("keep a copy: %w", err)
+	}
+	if err := writeNew(copyPath, data, 0o600); err != nil {
+		return "", fmt.Errorf("keep a copy: %w", err)
+	}
+	tmp := path + ".agentbox-fix-" + id
+	if err := writeNew(tmp, []byte(FormatConfig(keep)), mode); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("write the fixed config: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("replace the config: %w", err)
+	}
+	return copyPath, nil
+}
+
+// readConfigNoFollow parses a config file opened without following a symlink.
+func readConfigNoFollow(path string) ([]ConfigEntry, error) {
+	data, _, err := readBounded(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(strings.NewReader(string(data)))
+}
+
+// readBounded reads a regular file of at most maxConfigSize, never through a
+// symlink and never blocking on a FIFO, and returns its permission bits.
+func readBounded(path string) ([]byte, os.FileMode, error) {
+	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(data) > maxConfigSize {
+		return nil, 0, fmt.Errorf("larger than %d bytes", maxConfigSize)
+	}
+	return data, os.FileMode(st.Mode & 0o7777), nil
+}
+
+// writeNew creates path (it must not exist) with data and mode, and syncs it.
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// FormatConfig writes entries as a Git config file, in order: a section header
+// whenever the section changes, then one quoted "key = value" per entry.
+func FormatConfig(entries []ConfigEntry) string {
+	var b strings.Builder
+	b.WriteString("# rewritten by agentbox audit --fix: entries that make Git run a program were removed\n")
+	cur := "\x00"
+	for _, e := range entries {
+		head := e.Section + "\x00" + e.Subsection
+		if head != cur {
+			if e.Subsection != "" {
+				fmt.Fprintf(&b, "[%s \"%s\"]\n", e.Section, escapeConfig(e.Subsection, false))
+			} else {
+				fmt.Fprintf(&b, "[%s]\n", e.Section)
+			}
+			cur = head
+		}
+		if e.NoValue {
+			fmt.Fprintf(&b, "\t%s\n", e.Key)
+			continue
+		}
+		fmt.Fprintf(&b, "\t%s = \"%s\"\n", e.Key, escapeConfig(e.Value, true))
+	}
+	return b.String()
+}
+
+// escapeConfig escapes s for a quoted config value (value: also newline, tab and
+// backspace) or a subsection name.
+func escapeConfig(s string, value bool) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '"':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case value && r == '\n':
+			b.WriteString(`\n`)
+		case value && r == '\t':
+			b.WriteString(`\t`)
+		case value && r == '\b':
+			b.WriteString(`\b`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,65 @@
+package behaviour
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// TestAuditFixKeepsTheUsersConfig: agentbox audit --fix on a .git/config holding the
+// user's remote, branch and editor plus a planted core.fsmonitor takes out the plant
+// only: the remote, the branch and the editor stay, the whole file is kept for review,
+// and the editor is reported apart as the user's own.
+func TestAuditFixKeepsTheUsersConfig(t *testing.T) {
+	b := sandboxtest.NewBox(t, "native")
+	git := func(args ...string) string { return testenv.Git(t, b.Home, b.Repo, args...) }
+	git("remote", "add", "origin", "https://example.invalid/me/repo.git")
+	git("config", "branch.main.remote", "origin")
+	git("config", "core.editor", "vim")
+	run := func(args ...string) sandboxtest.Result {
+		return sandboxtest.Run(b.Agentbox(b.Repo, args...))
+	}
+	// The user's own settings alone: nothing dangerous, the editor listed apart.
+	r := run("audit")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "yours, kept: ") || !strings.Contains(r.Stdout, "core.editor") {
+		t.Fatalf("audit of the user's own config: %s", r)
+	}
+	marker := filepath.Join(b.Home, "fsmonitor-ran")
+	git("config", "core.fsmonitor", "touch "+marker+"; false")
+	cfg := filepath.Join(b.Repo, ".git", "config")
+	before := sandboxtest.ReadFile(t, cfg)
+
+	r = run("audit", "--fix")
+	if r.Code != 1 || !strings.Contains(r.Stdout, "core.fsmonitor") || !strings.Contains(r.Stdout, "entries removed") ||
+		!strings.Contains(r.Stdout, "yours, kept: ") {
+		t.Fatalf("audit --fix: %s", r)
+	}
+	for key, want := range map[string]string{"remote.origin.url": "https://example.invalid/me/repo.git", "branch.main.remote": "origin", "core.editor": "vim"} {
+		if got := strings.TrimSpace(git("config", "--get", key)); got != want {
+			t.Errorf("after --fix, %s = %q, want %q", key, got, want)
+		}
+	}
+	out, _ := testenv.Command(t, b.Home, "git", "-C", b.Repo, "config", "--get", "core.fsmonitor").CombinedOutput()
+	if strings.TrimSpace(string(out)) != "" {
+		t.Errorf("core.fsmonitor still set: %q", out)
+	}
+	git("status", "--porcelain")
+	if sandboxtest.Exists(marker) {
+		t.Errorf("the planted fsmonitor ran on the operator's git status after --fix")
+	}
+	// The whole file as it was, kept below the state directory.
+	var copies []string
+	filepath.Walk(filepath.Join(b.Home, ".local/state/agentbox/quarantine"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && strings.HasSuffix(p, "/.git/config") {
+			copies = append(copies, p)
+		}
+		return nil
+	})
+	if len(copies) != 1 || sandboxtest.ReadFile(t, copies[0]) != before {
+		t.Errorf("the whole config is not kept for review: %v", copies)
+	}
+}
