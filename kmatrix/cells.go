@@ -76,7 +76,7 @@ var TestPackages = []TestPackage{
 	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 120},
 	// The raw init where the kernel has its system calls (5.12+), its fallback to the
 	// Go init where not, and the same failure reports from both.
-	{Name: "nsinit", Pkg: "./nsinit", Seconds: 60, NeedsSandbox: true},
+	{Name: "nsinit", Pkg: "./nsinit", Seconds: 120, NeedsSandbox: true},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
 		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }

@@ -324,14 +324,20 @@ func TestStrictSkipFailsCell(t *testing.T) {
 			t.Setenv(envStrict, "")
 		}
 		var r Result
-		r.evaluate(Cell{}, KernelFiles{}, parseConsole([]byte(console)))
+		r.evaluate(Cell{NativeReady: true}, KernelFiles{}, parseConsole([]byte(console)))
 		failed := strings.Contains(strings.Join(r.Problems, "\n"), "TestB skipped under "+envStrict)
 		if failed != strictMode {
 			t.Errorf("strict=%v: problems %q", strictMode, r.Problems)
 		}
-		cfg := vmConfig(Cell{}, nil)
+		cfg := vmConfig(Cell{NativeReady: true}, nil)
 		if has := slices.Contains(cfg.Env, envStrict+"=1"); has != strictMode {
 			t.Errorf("strict=%v: VM environment %v", strictMode, cfg.Env)
+		}
+		// A cell built to refuse (user namespaces off) skips what it lacks.
+		var refusing Result
+		refusing.evaluate(Cell{}, KernelFiles{}, parseConsole([]byte(console)))
+		if len(refusing.Problems) != 0 || slices.Contains(vmConfig(Cell{}, nil).Env, envStrict+"=1") {
+			t.Errorf("strict=%v: a refusing cell: %q", strictMode, refusing.Problems)
 		}
 	}
 }

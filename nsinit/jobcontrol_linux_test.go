@@ -90,6 +90,13 @@ func TestJobControlOnPty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 20 rounds: the races these rows catch showed up 1 in 8 and 6 in 8. In the
+	// kernel matrix's VMs (TCG, one vCPU) they check the kernel's side, where 3
+	// rounds say as much and 20 would not fit the VM's time.
+	rounds := 20
+	if os.Getenv("AGENTBOX_KMATRIX") != "" {
+		rounds = 3
+	}
 	for _, mode := range initModes() {
 		t.Run(mode, func(t *testing.T) {
 			launch := fmt.Sprintf("%s=%s %s", launchHelper, mode, self)
@@ -97,7 +104,7 @@ func TestJobControlOnPty(t *testing.T) {
 
 			term.Send(launch + ` sh -c 'echo RE""ADY; exec cat'` + "\n")
 			term.Expect(`READY\r\n`)
-			for i := 1; i <= 20; i++ {
+			for i := 1; i <= rounds; i++ {
 				term.Send("\x1a")
 				term.Expect(`Stopped[^\n]*\n` + ptytest.Prompt)
 				term.Send("fg\n")
@@ -111,7 +118,7 @@ func TestJobControlOnPty(t *testing.T) {
 			term.Expect(ptytest.Prompt)
 
 			loop := fmt.Sprintf(`for i in 1 2 3; do %s sh -c 'echo RE""ADY; exec sleep 100'; echo "ne""xt $i"; done`, launch)
-			for i := 1; i <= 20; i++ {
+			for i := 1; i <= rounds; i++ {
 				term.Send(loop + "\n")
 				term.Expect(`READY\r\n`)
 				term.Send("\x03")
