@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/agentbox/agentbox/bench"
 	"github.com/agentbox/agentbox/bwrapcheck"
@@ -40,7 +41,12 @@ func cmdBench(args []string) int {
 		bwrap    = fs.String("bwrap", "", "bubblewrap >= 0.12.0 to compare with (default: $AGENTBOX_BWRAP, else PATH)")
 		serveAPI = fs.Bool("serve-api", false, "internal: be the Go API variant's probe")
 		prestart = fs.Bool("prestart", false, "internal: with --serve-api, use sandbox.Prestart")
+		scale    = fs.Bool("scale", false, "run the scaling scenario instead: generated repositories of growing size (see --scale-repos)")
+		scaleCfg bench.ScaleConfig
+		repos    = fs.String("scale-repos", "20,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
 	)
+	fs.IntVar(&scaleCfg.Sessions, "scale-sessions", 20, "with --scale: unchanged sessions whose snapshots' disk is measured")
+	fs.IntVar(&scaleCfg.First, "scale-first", 3, "with --scale: first sessions (each from an empty state) measured")
 	fs.IntVar(&cfg.Runs, "runs", 100, "measured rounds (one launch of each variant per round)")
 	fs.IntVar(&cfg.Warmup, "warmup", 5, "rounds run first and discarded")
 	fs.StringVar(&cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
@@ -59,6 +65,9 @@ func cmdBench(args []string) int {
 	}
 	if *serveAPI {
 		return serveBenchAPI(cfg, *prestart)
+	}
+	if *scale {
+		return runScale(scaleCfg, cfg, *repos)
 	}
 
 	self, err := os.Executable()
@@ -126,5 +135,31 @@ func serveBenchAPI(cfg bench.Config, prestart bool) int {
 	if err != nil {
 		return fail("bench: Go API probe: %v", err)
 	}
+	return 0
+}
+
+// runScale is `agentbox bench --scale`: the scaling scenario, printed as Markdown.
+func runScale(sc bench.ScaleConfig, cfg bench.Config, repos string) int {
+	self, err := os.Executable()
+	if err != nil {
+		return fail("bench: find the agentbox binary: %v", err)
+	}
+	sc.Agentbox = self
+	sc.Specs = strings.Split(repos, ",")
+	sc.Runs, sc.Warmup = cfg.Runs, cfg.Warmup
+	sc.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))
+	if isTerminal(os.Stderr) {
+		sc.Progress = os.Stderr
+	}
+	for _, s := range sc.Specs {
+		if _, err := bench.ParseScaleSpec(s); err != nil {
+			return fail("bench: --scale-repos: %v", err)
+		}
+	}
+	rows, err := bench.RunScale(sc)
+	if err != nil {
+		return fail("%v", err)
+	}
+	bench.WriteScaleText(os.Stdout, rows, sc.Runs)
 	return 0
 }
