@@ -35,6 +35,7 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		warnRecord(cfg, "session not recorded: %v", err)
 		return nil
 	}
+	store.Progress = terminal(cfg.Stderr)
 	host, _ := os.Hostname()
 	r := &recorder{base: shadow.Record{
 		Command: p.Command,

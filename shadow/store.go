@@ -29,6 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ type Store struct {
 	Repo string // the recorded repository (canonical); "" for the results store
 	Dir  string // the shadow repository (a bare Git directory)
 	git  git    // Git without a work tree
+	// Progress, when set (a terminal), is told about long work: a first record.
+	Progress io.Writer
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
