@@ -38,6 +38,9 @@ type ScaleConfig struct {
 	// the code under test needs); bare launches get --no-git-save --no-record.
 	ExtraFlags []string
 	Progress   io.Writer
+	// Log, when set, gets each repository's rows as soon as they are measured
+	// (a long run that is stopped keeps what it measured).
+	Log io.Writer
 }
 
 // ScaleSpec is one repository shape.
@@ -139,6 +142,9 @@ func RunScale(cfg ScaleConfig) ([]ScaleRow, error) {
 			return nil, err
 		}
 		rows = append(rows, row)
+		if cfg.Log != nil {
+			WriteScaleText(cfg.Log, []ScaleRow{row}, cfg.Runs)
+		}
 	}
 	return rows, nil
 }

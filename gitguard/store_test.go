@@ -384,3 +384,48 @@ func TestStoredRefusesStoreInsideRepo(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneStore: agentbox gc's part in the snapshot store. Blobs no record names
+// (a killed save's) go, named blobs stay and every record still checks; the store of
+// a removed repository goes; a dry run removes nothing.
+func TestPruneStore(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	orphan := filepath.Join(store, storeKey(repo), "blobs", "ab", strings.Repeat("c", 62))
+	os.MkdirAll(filepath.Dir(orphan), 0o700)
+	writeFile(t, orphan, "left by a killed save")
+	gone := snapRepo(t, filepath.Join(base, "gone"))
+	storeSave(t, gone, store, SnapshotOptions{})
+	os.RemoveAll(gone)
+
+	got, err := PruneStore(store, true)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("dry run: %+v, %v", got, err)
+	}
+	if _, err := os.Stat(orphan); err != nil {
+		t.Fatal("the dry run removed a blob")
+	}
+	got, err = PruneStore(store, false)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("prune: %+v, %v", got, err)
+	}
+	for _, p := range got {
+		if !p.Removed || p.Err != nil {
+			t.Errorf("%+v", p)
+		}
+	}
+	if _, err := os.Stat(orphan); err == nil {
+		t.Error("the unreferenced blob is still there")
+	}
+	if _, err := os.Stat(filepath.Join(store, storeKey(gone))); err == nil {
+		t.Error("the store of the removed repository is still there")
+	}
+	if _, err := CheckStored(s.Path); err != nil {
+		t.Errorf("a kept record is broken: %v", err)
+	}
+	if got, _ := PruneStore(store, false); len(got) != 0 {
+		t.Errorf("a second prune found %+v", got)
+	}
+}

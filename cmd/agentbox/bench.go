@@ -150,6 +150,8 @@ func runScale(sc bench.ScaleConfig, cfg bench.Config, repos string) int {
 	sc.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))
 	if isTerminal(os.Stderr) {
 		sc.Progress = os.Stderr
+	} else {
+		sc.Log = os.Stderr
 	}
 	for _, s := range sc.Specs {
 		if _, err := bench.ParseScaleSpec(s); err != nil {
