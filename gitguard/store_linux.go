@@ -279,32 +279,43 @@ func (rs *repoStore) loadCache() {
 	sc := bufio.NewScanner(io.LimitReader(f, maxStatCache))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var e statEntry
-		var rest string
-		line := sc.Text()
-		n, err := fmt.Sscanf(line, "%d %d %d %d %d %s", &e.key.dev, &e.key.ino, &e.key.size, &e.key.mtime, &e.key.ctime, &e.blob)
-		if err != nil || n != 6 || !isBlobName(e.blob) {
-			continue
+		if name, e, ok := parseCacheLine(sc.Text()); ok {
+			rs.cache[name] = e
 		}
-		i := 0
-		for f := 0; f < 6 && i >= 0; f++ {
-			j := strings.IndexByte(line[i:], ' ')
-			if j < 0 {
-				i = -1
-				break
-			}
-			i += j + 1
-		}
-		if i < 0 {
-			continue
-		}
-		rest = line[i:]
-		name, err := strconv.Unquote(rest)
-		if err != nil {
-			continue
-		}
-		rs.cache[name] = e
 	}
+}
+
+// parseCacheLine reads "DEV INO SIZE MTIME CTIME BLOB QUOTED-NAME".
+func parseCacheLine(line string) (string, statEntry, bool) {
+	var e statEntry
+	var f [6]string
+	rest := line
+	for i := range f {
+		var ok bool
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
+			return "", e, false
+		}
+	}
+	var err [5]error
+	e.key.dev, err[0] = strconv.ParseUint(f[0], 10, 64)
+	e.key.ino, err[1] = strconv.ParseUint(f[1], 10, 64)
+	e.key.size, err[2] = strconv.ParseInt(f[2], 10, 64)
+	e.key.mtime, err[3] = strconv.ParseInt(f[3], 10, 64)
+	e.key.ctime, err[4] = strconv.ParseInt(f[4], 10, 64)
+	e.blob = f[5]
+	for _, x := range err {
+		if x != nil {
+			return "", e, false
+		}
+	}
+	if !isBlobName(e.blob) {
+		return "", e, false
+	}
+	name, uerr := strconv.Unquote(rest)
+	if uerr != nil {
+		return "", e, false
+	}
+	return name, e, true
 }
 
 // saveCache writes this save's stat cache when it differs from the one loaded.
@@ -322,7 +333,29 @@ func (rs *repoStore) saveCache() error {
 		e := rs.next[n]
 		fmt.Fprintf(&b, "%d %d %d %d %d %s %s\n", e.key.dev, e.key.ino, e.key.size, e.key.mtime, e.key.ctime, e.blob, strconv.Quote(n))
 	}
-	return writeSmallFile(filepath.Join(rs.dir, "stat-cache"), b.Bytes())
+	// Not synced: a cache torn by a crash loses its last lines, which parse as
+	// nothing (see loadCache), and those files are read again.
+	return writeFileNoSync(filepath.Join(rs.dir, "stat-cache"), b.Bytes())
+}
+
+// writeFileNoSync replaces path with b through a temporary file and a rename.
+func writeFileNoSync(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 func isBlobName(s string) bool { return len(s) == 64 && isHex(s) }
@@ -709,7 +742,7 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 	if err := rs.sync(); err != nil {
 		return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 	}
-	path, err := rs.publishRecord(&rec, now)
+	path, err := rs.publishRecord(&rec, now, len(rs.written) > 0)
 	if err != nil {
 		return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 	}
@@ -775,8 +808,11 @@ func (rs *repoStore) sync() error {
 	return nil
 }
 
-// publishRecord writes the record as snaps/STAMP.snap, never replacing one.
-func (rs *repoStore) publishRecord(rec *Record, now time.Time) (string, error) {
+// publishRecord writes the record as snaps/STAMP.snap, never replacing one. It is
+// synced only when the save stored new blobs: a record of unchanged metadata names
+// trees an older record names too, and a torn record fails its checks by name
+// (restore, prune), so a crash loses at most that record, never silently.
+func (rs *repoStore) publishRecord(rec *Record, now time.Time, durable bool) (string, error) {
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return "", err
@@ -788,7 +824,7 @@ func (rs *repoStore) publishRecord(rec *Record, now time.Time) (string, error) {
 		return "", fmt.Errorf("cannot create a file in %s: %w", snaps, unwrapPath(err))
 	}
 	_, err = tmp.Write(b)
-	if err == nil {
+	if err == nil && durable {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
@@ -804,7 +840,9 @@ func (rs *repoStore) publishRecord(rec *Record, now time.Time) (string, error) {
 		os.Remove(tmp.Name())
 		return "", err
 	}
-	syncDir(snaps)
+	if durable {
+		syncDir(snaps)
+	}
 	return path, nil
 }
 

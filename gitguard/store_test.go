@@ -429,3 +429,23 @@ func TestPruneStore(t *testing.T) {
 		t.Errorf("a second prune found %+v", got)
 	}
 }
+
+// BenchmarkSaveStoredUnchanged is one save of unchanged metadata: a walk with one
+// stat per entry and a record (go test -bench SaveStored ./gitguard).
+func BenchmarkSaveStoredUnchanged(b *testing.B) {
+	base, _ := filepath.EvalSymlinks(b.TempDir())
+	repo := snapRepo(b, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	old := racyWindow
+	racyWindow = -time.Hour
+	defer func() { racyWindow = old }()
+	if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store, Keep: 20}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
