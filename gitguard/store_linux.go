@@ -423,10 +423,12 @@ type hashWriter struct {
 		io.Writer
 		Sum([]byte) []byte
 	}
+	p *progress
 }
 
 func (hw *hashWriter) Write(p []byte) (int, error) {
 	hw.h.Write(p)
+	hw.p.add(int64(len(p)))
 	return hw.w.Write(p)
 }
 
@@ -440,9 +442,8 @@ func (rs *repoStore) putFile(f *os.File, src string, size int64, buf []byte) (st
 		return "", fmt.Errorf("store %s: %w", src, err)
 	}
 	defer os.Remove(tmp.Name())
-	hw := &hashWriter{w: &writeback{f: tmp}, h: sha256.New()}
+	hw := &hashWriter{w: &writeback{f: tmp}, h: sha256.New(), p: rs.progress}
 	n, err := io.CopyBuffer(hw, io.LimitReader(f, size), buf)
-	rs.progress.add(n)
 	if err != nil {
 		tmp.Close()
 		return "", fmt.Errorf("copy %s: %w", src, err)

@@ -449,3 +449,25 @@ func BenchmarkSaveStoredUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// TestStoredProgress: a save that stores more than 64 MiB says so on the terminal
+// it is given, and clears the line when done; a small one prints nothing.
+func TestStoredProgress(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	var out strings.Builder
+	storeSave(t, repo, store, SnapshotOptions{Progress: &out})
+	if out.Len() != 0 {
+		t.Errorf("a small save printed %q", out.String())
+	}
+	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-big.pack"), 80<<20)
+	s := storeSave(t, repo, store, SnapshotOptions{Progress: &out})
+	got := out.String()
+	if !strings.Contains(got, "agentbox: saving the Git metadata of "+repo+": ") || !strings.Contains(got, "MiB stored") || !strings.HasSuffix(got, "\r\033[K") {
+		t.Errorf("progress %q", got)
+	}
+	if s.NewBytes < 80<<20 {
+		t.Errorf("stored %d new bytes", s.NewBytes)
+	}
+}
