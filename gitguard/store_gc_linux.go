@@ -92,10 +92,11 @@ func pruneRepoStore(dir, repo string, dryRun bool) (StorePruned, bool) {
 		}
 		return nil
 	})
+	garbage = append(garbage, rs.droppedRecords()...)
 	if len(garbage) == 0 {
 		return p, false
 	}
-	p.What = fmt.Sprintf("%d unreferenced blobs", len(garbage))
+	p.What = fmt.Sprintf("%d unreferenced blobs and dropped records", len(garbage))
 	if dryRun {
 		return p, true
 	}

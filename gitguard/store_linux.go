@@ -115,13 +115,14 @@ type repoStore struct {
 	next  map[string]statEntry // this save's
 	dirty bool
 	// written are the blobs this save created: removed again when it fails.
-	written  []string
-	budget   *budget
-	newBytes int64
-	total    int64
-	skipped  []string
-	start    time.Time
-	progress *progress
+	written   []string
+	budget    *budget
+	newBytes  int64
+	treeBytes int64
+	total     int64
+	skipped   []string
+	start     time.Time
+	progress  *progress
 }
 
 // storeKey names a repository's part of the store: its base name, for people, and a
@@ -380,6 +381,7 @@ func (rs *repoStore) putBytes(b []byte) (string, error) {
 	if rs.haveBlob(h, int64(len(b))) {
 		return h, nil
 	}
+	rs.treeBytes += int64(len(b))
 	return h, rs.publishBlob(h, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
@@ -748,6 +750,7 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 		return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 	}
 	rs.written = nil // the record holds them now
+	rs.addUsage(rs.newBytes + rs.treeBytes)
 	s = &Snapshot{Path: path, Manifest: rec.Manifest, Skipped: rec.Skipped, NewBytes: rec.NewBytes}
 	if err := rs.saveCache(); err != nil {
 		s.PruneErr = err
@@ -871,14 +874,101 @@ func (rs *repoStore) records() ([]string, error) {
 	return out, nil
 }
 
-// prune removes the oldest records beyond keep, and then the oldest whose content
-// would take the distinct bytes of the kept ones beyond keepBytes; self (the record
-// just written) is always kept. The blobs only the removed records used go with them.
+// Retention is lazy about collecting blobs. A record beyond --git-save-keep is moved
+// to snaps/dropped/ at once (one rename: it is no longer a snapshot), but the blobs
+// that only dropped records use are collected, with a walk of every kept record,
+// once collectEvery records are waiting or when the store may be over its byte
+// budget. The usage file holds an upper bound of the blobs' bytes (what saves wrote
+// since the last collection counted in full), so that a store within its budget is
+// not walked to learn so.
+var collectEvery = 8
+
+const (
+	droppedDir = "dropped"
+	usageFile  = "usage"
+)
+
+func (rs *repoStore) readUsage() (int64, bool) {
+	b, err := readBounded(filepath.Join(rs.dir, usageFile), 32)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+func (rs *repoStore) writeUsage(n int64) {
+	_ = writeFileNoSync(filepath.Join(rs.dir, usageFile), []byte(strconv.FormatInt(n, 10)+"\n"))
+}
+
+// addUsage counts what this save wrote; an unknown usage stays unknown.
+func (rs *repoStore) addUsage(n int64) {
+	if n == 0 {
+		return
+	}
+	if u, ok := rs.readUsage(); ok {
+		rs.writeUsage(u + n)
+	}
+}
+
+// droppedRecords lists the records waiting for their blobs to be collected.
+func (rs *repoStore) droppedRecords() []string {
+	ents, err := os.ReadDir(filepath.Join(rs.dir, "snaps", droppedDir))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), RecordSuffix) {
+			out = append(out, filepath.Join(rs.dir, "snaps", droppedDir, e.Name()))
+		}
+	}
+	return out
+}
+
+// prune applies retention after the save of self: the oldest records beyond keep
+// go, and then the oldest whose content would take the distinct bytes of the kept
+// ones beyond keepBytes; self is always kept. It returns the records removed.
 func (rs *repoStore) prune(self string, keep int, keepBytes int64) ([]string, error) {
 	recs, err := rs.records()
 	if err != nil {
 		return nil, fmt.Errorf("prune old snapshots: %w", err)
 	}
+	usage, known := rs.readUsage()
+	if keepBytes > 0 && (!known || usage > keepBytes) {
+		return rs.collect(self, recs, keep, keepBytes)
+	}
+	var pruned []string
+	if keep > 0 && len(recs) > keep {
+		dd := filepath.Join(rs.dir, "snaps", droppedDir)
+		if err := os.Mkdir(dd, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("prune old snapshots: %w", err)
+		}
+		for _, p := range recs[:len(recs)-keep] {
+			if p == self {
+				continue
+			}
+			if err := os.Rename(p, filepath.Join(dd, filepath.Base(p))); err != nil {
+				return pruned, fmt.Errorf("prune old snapshots: %w", err)
+			}
+			pruned = append(pruned, p)
+		}
+	}
+	if len(rs.droppedRecords()) < collectEvery {
+		return pruned, nil
+	}
+	recs, err = rs.records()
+	if err != nil {
+		return pruned, fmt.Errorf("prune old snapshots: %w", err)
+	}
+	more, err := rs.collect(self, recs, keep, keepBytes)
+	return append(pruned, more...), err
+}
+
+// collect walks every record, keeps the newest ones within keep and keepBytes,
+// removes the others and the dropped ones, and the blobs only those used; it
+// records the kept ones' distinct bytes as the usage.
+func (rs *repoStore) collect(self string, recs []string, keep int, keepBytes int64) ([]string, error) {
 	r := newReach(rs)
 	var kept, dropped []string
 	var errs []error
@@ -903,21 +993,19 @@ func (rs *repoStore) prune(self string, keep int, keepBytes int64) ([]string, er
 			errs = append(errs, err)
 			unsure = true
 		}
-		bytes += added
-		if i > 0 && keepBytes > 0 && bytes > keepBytes {
+		if i > 0 && keepBytes > 0 && bytes+added > keepBytes {
 			r.unmark() // its blobs are not kept by it
 			dropped = append(dropped, p)
 			keep = len(kept) // and every older one goes too
 			continue
 		}
+		bytes += added
 		r.commit()
 		kept = append(kept, p)
 	}
-	if len(dropped) == 0 {
-		return nil, errors.Join(errs...)
-	}
+	waiting := rs.droppedRecords()
 	var pruned []string
-	for _, p := range dropped {
+	for _, p := range append(dropped, waiting...) {
 		// Collect before removing: a record that is gone cannot be read.
 		if _, err := r.addRecord(p, false); err != nil {
 			errs = append(errs, err)
@@ -926,7 +1014,9 @@ func (rs *repoStore) prune(self string, keep int, keepBytes int64) ([]string, er
 			errs = append(errs, err)
 			continue
 		}
-		pruned = append(pruned, p)
+		if filepath.Base(filepath.Dir(p)) != droppedDir {
+			pruned = append(pruned, p)
+		}
 	}
 	if unsure {
 		return pruned, fmt.Errorf("prune old snapshots: %w", errors.Join(errs...))
@@ -939,6 +1029,7 @@ func (rs *repoStore) prune(self string, keep int, keepBytes int64) ([]string, er
 	if len(errs) > 0 {
 		return pruned, fmt.Errorf("prune old snapshots: %w", errors.Join(errs...))
 	}
+	rs.writeUsage(bytes)
 	return pruned, nil
 }
 

@@ -331,6 +331,9 @@ func TestStoredBounds(t *testing.T) {
 // dropped records used are removed while shared ones stay.
 func TestStoredRetention(t *testing.T) {
 	noRacy(t)
+	old := collectEvery
+	collectEvery = 1
+	defer func() { collectEvery = old }()
 	base := tmpDir(t)
 	repo := snapRepo(t, filepath.Join(base, "repo"))
 	store := filepath.Join(base, "store")
@@ -444,7 +447,7 @@ func BenchmarkSaveStoredUnchanged(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store, Keep: 20}); err != nil {
+		if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store, Keep: benchKeep}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -469,5 +472,31 @@ func TestStoredProgress(t *testing.T) {
 	}
 	if s.NewBytes < 80<<20 {
 		t.Errorf("stored %d new bytes", s.NewBytes)
+	}
+}
+
+var benchKeep = 20
+
+// TestStoredLazyCollection: with the default collectEvery, records beyond
+// --git-save-keep stop being snapshots at once, and their blobs go at the
+// collectEvery-th.
+func TestStoredLazyCollection(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	extra := filepath.Join(repo, ".git/objects/pack/pack-x.pack")
+	blobs := func() int64 { return blocks(t, filepath.Join(store, storeKey(repo), "blobs")) }
+	var peak int64
+	for i := 0; i < 2+collectEvery; i++ {
+		randomFile(t, extra, 256<<10)
+		storeSave(t, repo, store, SnapshotOptions{Keep: 2})
+		if recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix)); len(recs) != min(i+1, 2) {
+			t.Fatalf("save %d: %d records, want %d", i, len(recs), min(i+1, 2))
+		}
+		peak = max(peak, blobs())
+	}
+	if peak < int64(collectEvery)*256<<10 || blobs() > 3*256<<10+256<<10 {
+		t.Errorf("blobs peaked at %d and are %d: want the dropped ones collected together", peak, blobs())
 	}
 }
