@@ -184,7 +184,9 @@ func (ss *Session) Finish(rec Record) error {
 			tree = emptyTree
 		}
 	}
-	if ss.startTree != "" {
+	// Identical trees changed nothing (and name no nested repository the start
+	// commit's notes did not): no diff-tree process.
+	if ss.startTree != "" && tree != ss.startTree {
 		var gitlinks []string
 		rec.Files, gitlinks, err = s.countChanges(ss.startTree, tree)
 		rec.Notes = append(rec.Notes, gitlinks...)
