@@ -2,12 +2,13 @@ package gitguard
 
 import (
 	"fmt"
-	"github.com/agentbox/agentbox/internal/termsafe"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // The post-session audit (DESIGN.md P7). Read-only .git/config and .git/hooks do not

@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // What `agentbox audit --fix` does to a config file. Moving the whole file aside, as
@@ -129,7 +127,7 @@ func FixConfig(f *Finding, id, root string) {
 }
 
 func fixConfig(path string, reasons []string, id, root string) (string, error) {
-	data, mode, err := readBounded(path)
+	data, mode, err := readConfigBytes(path)
 	if err != nil {
 		return "", err
 	}
@@ -171,28 +169,24 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 
 // readConfigNoFollow parses a config file opened without following a symlink.
 func readConfigNoFollow(path string) ([]ConfigEntry, error) {
-	data, _, err := readBounded(path)
+	data, _, err := readConfigBytes(path)
 	if err != nil {
 		return nil, err
 	}
 	return ParseConfig(strings.NewReader(string(data)))
 }
 
-// readBounded reads a regular file of at most maxConfigSize, never through a
-// symlink and never blocking on a FIFO, and returns its permission bits.
-func readBounded(path string) ([]byte, os.FileMode, error) {
-	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_NONBLOCK)
+// readConfigBytes reads a config file (regular, at most maxConfigSize, never through
+// a symlink or blocking on a FIFO: openRegular) and returns its permission bits.
+func readConfigBytes(path string) ([]byte, os.FileMode, error) {
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, 0, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, 0, errors.New("not a regular file")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
@@ -201,7 +195,7 @@ func readBounded(path string) ([]byte, os.FileMode, error) {
 	if len(data) > maxConfigSize {
 		return nil, 0, fmt.Errorf("larger than %d bytes", maxConfigSize)
 	}
-	return data, os.FileMode(st.Mode & 0o7777), nil
+	return data, fi.Mode().Perm() | fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky), nil
 }
 
 // writeNew creates path (it must not exist) with data and mode, and syncs it.

@@ -1,13 +1,14 @@
 package gitguard
 
 import (
-	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )

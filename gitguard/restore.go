@@ -37,6 +37,7 @@ type Restored struct {
 	Dir      string    // the restore directory
 	Manifest *Manifest // the snapshot's manifest
 	Entries  int       // archive entries written
+	Skipped  []string  // entries not restored, and why (a stored snapshot)
 }
 
 // entry is one validated archive entry and where it goes below the restore dir.

@@ -45,6 +45,12 @@ type SnapshotOptions struct {
 	// spending the disk and the hour on it.
 	MaxBytes   int64
 	MaxEntries int
+	// KeepBytes bounds the distinct bytes the kept snapshots of the repository use
+	// in the store; older snapshots beyond it are removed (the newest never). 0: no
+	// byte budget.
+	KeepBytes int64
+	// Progress, when set (a terminal), shows a long save's progress.
+	Progress io.Writer
 }
 
 // Default snapshot bounds: far above the metadata of large repositories (tens of
@@ -63,7 +69,8 @@ type Snapshot struct {
 	Manifest Manifest // what manifest.json says
 	Pruned   []string // older snapshots of the same repository removed by retention
 	PruneErr error    // retention failed; the new snapshot is complete all the same
-	Skipped  []string // entries not archived (FIFOs, sockets, devices), one line each
+	Skipped  []string // entries not saved, and why (a stored snapshot)
+	NewBytes int64    // content bytes this save read and stored (a stored snapshot)
 }
 
 // layout is where a work tree keeps its Git metadata.
@@ -331,6 +338,16 @@ func (b *budget) take(src string, size int64) error {
 		return fmt.Errorf("%w: more than %d entries (at %s)", ErrSnapshotTooLarge, b.maxEntries, src)
 	case b.bytes > b.maxBytes:
 		return fmt.Errorf("%w: more than %s of files (at %s, %s); raise --git-save-max-size if this repository is that large", ErrSnapshotTooLarge, formatBytes(b.maxBytes), src, formatBytes(size))
+	}
+	return nil
+}
+
+// addBytes counts size bytes of new content at src, failing once the bound is
+// passed; the entry was counted by take already.
+func (b *budget) addBytes(src string, size int64) error {
+	b.bytes += size
+	if b.bytes > b.maxBytes {
+		return fmt.Errorf("%w: more than %s of new files (at %s, %s); raise --git-save-max-size if this repository is that large", ErrSnapshotTooLarge, formatBytes(b.maxBytes), src, formatBytes(size))
 	}
 	return nil
 }

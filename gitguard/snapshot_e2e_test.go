@@ -2,6 +2,7 @@ package gitguard_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -81,21 +83,27 @@ func (e *snapEnv) agentbox(args ...string) snapRun {
 	return r
 }
 
-// snapshots lists the snapshot ZIPs of proj in dir.
+// store is the default snapshot store of the test user.
+func (e *snapEnv) store() string { return filepath.Join(e.home, ".local/state/agentbox/snapshots") }
+
+// snapshots lists the snapshot records of proj in the store at dir.
 func (e *snapEnv) snapshots(dir string) []string {
-	m, _ := filepath.Glob(filepath.Join(dir, "proj.git-save-*.zip"))
+	m, _ := filepath.Glob(filepath.Join(dir, "proj-*", "snaps", "*"+gitguard.RecordSuffix))
 	return m
 }
 
 func TestExecWritesSnapshot(t *testing.T) {
-	e := newSnapEnv(t, true)
+	e := newSnapEnv(t, false)
 	r := e.agentbox("exec", "--no-record", "--", "true")
 	if r.code != 0 {
 		t.Fatalf("agentbox exec: status %d\n%s", r.code, r.stderr)
 	}
-	snaps := e.snapshots(e.parent)
+	snaps := e.snapshots(e.store())
 	if len(snaps) != 1 {
-		t.Fatalf("snapshots in %s: %v, want one", e.parent, snaps)
+		t.Fatalf("snapshots in %s: %v, want one", e.store(), snaps)
+	}
+	if ents, _ := os.ReadDir(e.parent); len(ents) != 1 {
+		t.Errorf("%s holds %d entries, want only proj: snapshots do not go next to the repository", e.parent, len(ents))
 	}
 	fi, err := os.Stat(snaps[0])
 	if err != nil {
@@ -107,10 +115,16 @@ func TestExecWritesSnapshot(t *testing.T) {
 	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != testenv.TestUser(t).UID {
 		t.Errorf("%s: owner %d, want the launching user %d", snaps[0], uid, testenv.TestUser(t).UID)
 	}
+	if fi, err := os.Stat(filepath.Dir(filepath.Dir(snaps[0]))); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the repository's store: %v, %v; want mode 0700", fi, err)
+	}
 
-	// agentbox restore puts it back next to the ZIP; Git reads the result.
-	r = e.agentbox("restore", snaps[0])
-	dir := strings.TrimSuffix(snaps[0], ".zip")
+	// agentbox restore checks and restores it; Git reads the result.
+	if r := e.agentbox("restore", "--check", snaps[0]); r.code != 0 || !strings.Contains(r.stdout, "intact") {
+		t.Errorf("agentbox restore --check: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	dir := filepath.Join(e.home, "restored")
+	r = e.agentbox("restore", snaps[0], "--into", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, dir) {
 		t.Fatalf("agentbox restore: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -125,6 +139,45 @@ func TestExecWritesSnapshot(t *testing.T) {
 	}
 }
 
+// TestExecUnchangedSnapshotsCostARecord: sessions that change nothing in .git add a
+// record each to the store, not a copy of the metadata.
+func TestExecUnchangedSnapshotsCostARecord(t *testing.T) {
+	e := newSnapEnv(t, true)
+	blob := make([]byte, 2<<20)
+	rand.Read(blob)
+	if err := os.WriteFile(filepath.Join(e.repo, ".git/objects/pack/pack-big.pack"), blob, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, e.repo)
+	time.Sleep(1100 * time.Millisecond) // past the stat cache's racy window
+	if r := e.agentbox("exec", "--no-record", "--", "true"); r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	before := diskBlocks(e.store())
+	for range 5 {
+		if r := e.agentbox("exec", "--no-record", "--", "true"); r.code != 0 {
+			t.Fatalf("status %d\n%s", r.code, r.stderr)
+		}
+	}
+	if grew := diskBlocks(e.store()) - before; grew > 5*16<<10 {
+		t.Errorf("five unchanged sessions added %d bytes to the store, want a few KiB each", grew)
+	}
+	if n := len(e.snapshots(e.store())); n != 6 {
+		t.Errorf("%d snapshots, want 6", n)
+	}
+}
+
+func diskBlocks(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil {
+			n += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
 func TestExecNoGitSave(t *testing.T) {
 	e := newSnapEnv(t, true)
 	for _, flag := range []string{"--no-git-save", "--git-save-disabled"} {
@@ -132,8 +185,8 @@ func TestExecNoGitSave(t *testing.T) {
 			t.Fatalf("agentbox exec %s: status %d\n%s", flag, r.code, r.stderr)
 		}
 	}
-	if s := e.snapshots(e.parent); len(s) != 0 {
-		t.Errorf("snapshots written despite --no-git-save: %v", s)
+	if _, err := os.Lstat(e.store()); err == nil {
+		t.Errorf("snapshot store %s created despite --no-git-save", e.store())
 	}
 }
 
@@ -148,27 +201,33 @@ func TestExecGitSaveDirAndKeep(t *testing.T) {
 	if s := e.snapshots(saves); len(s) != 2 {
 		t.Errorf("snapshots in %s: %v, want the newest 2", saves, s)
 	}
-	if s := e.snapshots(e.parent); len(s) != 0 {
-		t.Errorf("snapshots in the parent despite --git-save-dir: %v", s)
+	if _, err := os.Lstat(e.store()); err == nil {
+		t.Errorf("snapshot store %s created despite --git-save-dir", e.store())
 	}
 	if fi, err := os.Stat(saves); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("%s: %v, %v; want a directory of mode 0700", saves, fi, err)
+	}
+	for _, bad := range []string{"lots", "-1"} {
+		r := e.agentbox("exec", "--no-record", "--git-save-keep-size", bad, "--", "true")
+		if msg := strings.TrimSpace(r.stderr); r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "--git-save-keep-size") {
+			t.Errorf("--git-save-keep-size %s: status %d, message %q; want 125 and one line", bad, r.code, msg)
+		}
 	}
 }
 
 // TestExecSnapshotFailureStopsLaunch: when the snapshot cannot be written the command
 // does not run, agentbox exits 125 with one line naming the path and the flag that
-// skips the snapshot, and no partial ZIP is left.
+// skips the snapshot, and nothing is left in the store's directory.
 func TestExecSnapshotFailureStopsLaunch(t *testing.T) {
 	e := newSnapEnv(t, false)
 	ran := filepath.Join(e.repo, "ran")
-	r := e.agentbox("exec", "--no-record", "--", "touch", ran)
+	r := e.agentbox("exec", "--no-record", "--git-save-dir", e.parent, "--", "touch", ran)
 	if r.code != 125 {
 		t.Fatalf("status %d, want 125\n%s", r.code, r.stderr)
 	}
 	msg := strings.TrimSpace(r.stderr)
-	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, e.parent+"/proj.git-save-") || !strings.Contains(msg, "--no-git-save") {
-		t.Errorf("message %q: want one line naming %s/proj.git-save-… and --no-git-save", msg, e.parent)
+	if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, e.parent) || !strings.Contains(msg, "--no-git-save") {
+		t.Errorf("message %q: want one line naming %s and --no-git-save", msg, e.parent)
 	}
 	if _, err := os.Lstat(ran); err == nil {
 		t.Error("the command ran although the snapshot failed")
@@ -178,7 +237,7 @@ func TestExecSnapshotFailureStopsLaunch(t *testing.T) {
 	}
 
 	// --no-git-save launches all the same.
-	if r := e.agentbox("exec", "--no-record", "--no-git-save", "--", "touch", ran); r.code != 0 {
+	if r := e.agentbox("exec", "--no-record", "--no-git-save", "--git-save-dir", e.parent, "--", "touch", ran); r.code != 0 {
 		t.Fatalf("with --no-git-save: status %d\n%s", r.code, r.stderr)
 	}
 	if _, err := os.Lstat(ran); err != nil {
@@ -186,7 +245,8 @@ func TestExecSnapshotFailureStopsLaunch(t *testing.T) {
 	}
 }
 
-// TestExecSnapshotUnreadableObject: an object the user cannot read stops the launch.
+// TestExecSnapshotUnreadableObject: an object the user cannot read stops the launch,
+// and the failed save leaves no record.
 func TestExecSnapshotUnreadableObject(t *testing.T) {
 	e := newSnapEnv(t, true)
 	objs, _ := filepath.Glob(filepath.Join(e.repo, ".git/objects/??/*"))
@@ -200,17 +260,16 @@ func TestExecSnapshotUnreadableObject(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, objs[0]) || !strings.Contains(r.stderr, "--no-git-save") {
 		t.Errorf("status %d, stderr %q: want 125 naming %s and --no-git-save", r.code, r.stderr, objs[0])
 	}
-	if s := e.snapshots(e.parent); len(s) != 0 {
+	if s := e.snapshots(e.store()); len(s) != 0 {
 		t.Errorf("partial snapshot left: %v", s)
-	}
-	if ents, _ := os.ReadDir(e.parent); len(ents) != 1 {
-		t.Errorf("%s holds %d entries, want only proj", e.parent, len(ents))
 	}
 }
 
 // TestExecSnapshotBounded: a session plants a 1 TiB sparse file in .git; the next
-// launch must not spend hours archiving it. The snapshot stops at its bound and the
-// launch with it: exit 125, one line naming the file and the flags.
+// launch must not spend hours reading its holes: the file costs what it costs on disk
+// (nothing), is skipped and named on one warning line, and the launch goes on. A
+// real file beyond --git-save-max-size stops the launch: exit 125, one line naming
+// the file and the flags.
 func TestExecSnapshotBounded(t *testing.T) {
 	e := newSnapEnv(t, true)
 	planted := filepath.Join(e.repo, ".git/objects/pack/pack-planted.pack")
@@ -219,19 +278,30 @@ func TestExecSnapshotBounded(t *testing.T) {
 	}
 	ran := filepath.Join(e.repo, "ran")
 	r := e.agentbox("exec", "--no-record", "--", "touch", ran)
+	if r.code != 0 || !strings.Contains(r.stderr, "skipped "+planted+": sparse file") {
+		t.Errorf("status %d, stderr %q: want 0 and a warning naming %s", r.code, r.stderr, planted)
+	}
+	if _, err := os.Lstat(ran); err != nil {
+		t.Error("the command did not run")
+	}
+	os.Remove(planted)
+
+	big := filepath.Join(e.repo, ".git/objects/pack/pack-big.pack")
+	if r := e.agentbox("exec", "--no-record", "--no-git-save", "--", "sh", "-c", "head -c 3M /dev/urandom > "+big); r.code != 0 {
+		t.Fatalf("planting from the sandbox: status %d\n%s", r.code, r.stderr)
+	}
+	os.Remove(ran)
+	r = e.agentbox("exec", "--no-record", "--git-save-max-size", "1M", "--", "touch", ran)
 	msg := strings.TrimSpace(r.stderr)
-	if r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, planted) ||
+	if r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, big) ||
 		!strings.Contains(msg, "--git-save-max-size") || !strings.Contains(msg, "--no-git-save") {
-		t.Errorf("status %d, message %q: want 125 and one line naming %s, --git-save-max-size and --no-git-save", r.code, msg, planted)
+		t.Errorf("status %d, message %q: want 125 and one line naming %s, --git-save-max-size and --no-git-save", r.code, msg, big)
 	}
 	if _, err := os.Lstat(ran); err == nil {
 		t.Error("the command ran although the snapshot failed")
 	}
-	if s := e.snapshots(e.parent); len(s) != 0 {
-		t.Errorf("partial snapshot left: %v", s)
-	}
-	if ents, _ := os.ReadDir(e.parent); len(ents) != 1 {
-		t.Errorf("%s holds %d entries, want only proj", e.parent, len(ents))
+	if s := e.snapshots(e.store()); len(s) != 1 {
+		t.Errorf("snapshots %v: want only the first session's", s)
 	}
 	r = e.agentbox("exec", "--no-record", "--git-save-max-size", "lots", "--", "true")
 	if msg := strings.TrimSpace(r.stderr); r.code != 125 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "--git-save-max-size") {
@@ -248,7 +318,7 @@ func TestExecNotAGitRepo(t *testing.T) {
 	if r := e.agentbox("exec", "--no-record", "--repo", plain, "--", "true"); r.code != 0 {
 		t.Fatalf("status %d\n%s", r.code, r.stderr)
 	}
-	if m, _ := filepath.Glob(filepath.Join(e.parent, "plain.git-save-*")); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(e.store(), "plain-*")); len(m) != 0 {
 		t.Errorf("snapshot of a non-Git directory: %v", m)
 	}
 }
@@ -261,7 +331,7 @@ func TestSnapshotManifestFromExec(t *testing.T) {
 		t.Fatalf("status %d\n%s", r.code, r.stderr)
 	}
 	into := filepath.Join(testenv.Dir(t, "restore"), "out")
-	res, err := gitguard.Restore(e.snapshots(e.parent)[0], into)
+	res, err := gitguard.RestoreStored(e.snapshots(e.store())[0], into)
 	if err != nil {
 		t.Fatal(err)
 	}

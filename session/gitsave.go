@@ -3,30 +3,39 @@ package session
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // GitSaveConfig are the flags of the P8 metadata snapshot.
 type GitSaveConfig struct {
 	Disabled bool   // --no-git-save, --git-save-disabled: no snapshot
-	Dir      string // --git-save-dir: where the ZIP goes; "" is the repo's parent directory
+	Dir      string // --git-save-dir: the snapshot store; "" is STATE/snapshots
 	Keep     int    // --git-save-keep: snapshots kept per repository; 0 keeps all
-	MaxSize  string // --git-save-max-size: bound on the archived bytes ("" is the default)
+	KeepSize string // --git-save-keep-size: distinct bytes kept per repository ("" is the default, "0" none)
+	MaxSize  string // --git-save-max-size: bound on the new bytes one save stores ("" is the default)
 }
+
+// DefaultKeepSize is the default byte budget of a repository's kept snapshots.
+const DefaultKeepSize = "4G"
 
 func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
 	g := &cfg.GitSave
 	fs.BoolVar(&g.Disabled, "no-git-save", false, "do not save the repository's Git metadata to a ZIP before launch")
 	fs.BoolVar(&g.Disabled, "git-save-disabled", false, "same as --no-git-save")
-	fs.StringVar(&g.Dir, "git-save-dir", "", "write the Git metadata snapshot to `DIR` (default: the repository's parent directory)")
+	fs.StringVar(&g.Dir, "git-save-dir", "", "keep the Git metadata snapshots in the store at `DIR` (default: $XDG_STATE_HOME/agentbox/snapshots)")
 	fs.IntVar(&g.Keep, "git-save-keep", gitguard.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
-	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "fail the snapshot (and the launch) when the Git metadata holds more than `SIZE` bytes (suffix K, M, G, T; default 8G)")
+	fs.StringVar(&g.KeepSize, "git-save-keep-size", DefaultKeepSize, "keep older snapshots of the repository only while all kept ones use at most `SIZE` bytes of the store (0: no byte budget)")
+	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "fail the snapshot (and the launch) when it would store more than `SIZE` new bytes (suffix K, M, G, T; default 8G)")
 }
 
 // parseSize reads a byte count with an optional binary suffix (K, M, G, T).
@@ -77,8 +86,27 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 			return "", fmt.Errorf("--git-save-max-size %q: %v (e.g. 20G)", g.MaxSize, err)
 		}
 	}
+	var keepBytes int64
+	if g.KeepSize != "0" && g.KeepSize != "" {
+		var err error
+		if keepBytes, err = parseSize(g.KeepSize); err != nil {
+			return "", fmt.Errorf("--git-save-keep-size %q: %v (e.g. 4G, or 0 for no byte budget)", g.KeepSize, err)
+		}
+	}
 	dir := g.Dir
-	if dir != "" {
+	if dir == "" {
+		if p.StateDir == "" || !filepath.IsAbs(p.StateDir) {
+			return "", fmt.Errorf("no state directory for the Git metadata snapshots ($XDG_STATE_HOME and $HOME unset) (%s)", skipHint)
+		}
+		dir = filepath.Join(p.StateDir, "snapshots")
+		if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
+			return "", fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
+		}
+		var err error
+		if dir, err = evalParent(dir); err != nil {
+			return "", fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
+		}
+	} else {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return "", fmt.Errorf("--git-save-dir %s: %w", dir, err)
@@ -91,12 +119,14 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 			return "", fmt.Errorf("--git-save-dir %s: %w", abs, err)
 		}
 	}
-	snap, err := gitguard.SaveSnapshot(gitguard.SnapshotOptions{
-		Repo:     p.Repo,
-		Dir:      dir,
-		Keep:     g.Keep,
-		Version:  Version,
-		MaxBytes: maxBytes,
+	snap, err := gitguard.SaveStored(gitguard.SnapshotOptions{
+		Repo:      p.Repo,
+		Dir:       dir,
+		Keep:      g.Keep,
+		KeepBytes: keepBytes,
+		Version:   Version,
+		MaxBytes:  maxBytes,
+		Progress:  terminal(cfg.Stderr),
 	})
 	if err != nil {
 		return "", fmt.Errorf("%w (%s)", err, skipHint)
@@ -107,11 +137,39 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 	for _, line := range snap.Skipped {
 		out.Notes = append(out.Notes, "snapshot: "+line)
 		if cfg.Stderr != nil {
-			fmt.Fprintf(cfg.Stderr, "agentbox: snapshot: %s\n", line)
+			fmt.Fprintf(cfg.Stderr, "agentbox: snapshot: skipped %s\n", termsafe.String(line))
 		}
 	}
 	if snap.PruneErr != nil && cfg.Stderr != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v\n", snap.PruneErr)
 	}
 	return snap.Path, nil
+}
+
+// evalParent resolves the symlinks of dir's parent (dir itself may not exist yet),
+// so that the inside-the-repository check sees through them.
+func evalParent(dir string) (string, error) {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(parent, filepath.Base(dir)), nil
+}
+
+// terminal is w when it is a terminal (progress lines are for people), else nil.
+func terminal(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return nil
+	}
+	return w
+}
+
+// quoteControl makes a path from the sandbox safe for the operator's terminal.
+func quoteControl(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

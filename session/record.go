@@ -38,6 +38,7 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 	// What a bound stopped (a FIFO in the working tree, say) is named on stderr as
 	// well as in the record's notes.
 	store.Warn = func(line string) { warnRecord(cfg, "%s", line) }
+	store.Progress = terminal(cfg.Stderr)
 	host, _ := os.Hostname()
 	r := &recorder{base: shadow.Record{
 		Command: p.Command,

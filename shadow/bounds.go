@@ -289,7 +289,7 @@ const excludeFile = "agentbox-exclude"
 func (s *Store) addAll(wt git) (stderr []byte, notes []string, err error) {
 	var out []string
 	for {
-		args := []string{"-c", "advice.addEmbeddedRepo=false"}
+		args := []string{"-c", "advice.addEmbeddedRepo=false", "-c", "core.bigFileThreshold=1"}
 		if len(out) > 0 {
 			args = append(args, "-c", "core.excludesFile="+filepath.Join(s.Dir, excludeFile))
 		}

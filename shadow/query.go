@@ -160,8 +160,8 @@ func (s *Store) Diff(w io.Writer, rec Record, stat bool) error {
 }
 
 // Compact packs the loose objects and refs of every shadow repository below stateDir
-// (git gc, under each repository's lock), for agentbox gc. Recording never packs on
-// its own, so that no session pays for it.
+// (git gc, under each repository's lock), for agentbox gc. Recording packs
+// incrementally on its own (maintain); this is the full repack.
 func Compact(stateDir string) error {
 	stores, err := All(stateDir)
 	if err != nil {

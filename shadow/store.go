@@ -29,6 +29,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,6 +58,8 @@ type Store struct {
 	// Warn, when set, is told in one line each time a bound stopped a Git command
 	// (bounds.go), so that the launcher can say it on stderr too.
 	Warn func(string)
+	// Progress, when set (a terminal), is told about long work: a first record.
+	Progress io.Writer
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/agentbox/agentbox/bench"
 	"github.com/agentbox/agentbox/bwrapcheck"
@@ -34,6 +35,9 @@ type benchArgs struct {
 	cfg                                 bench.Config
 	asJSON, noStore, serveAPI, prestart bool
 	svg, bwrap                          string
+	scale                               bool
+	scaleCfg                            bench.ScaleConfig
+	repos                               string
 }
 
 func (a *benchArgs) flags() *flag.FlagSet {
@@ -47,6 +51,10 @@ func (a *benchArgs) flags() *flag.FlagSet {
 	fs.IntVar(&a.cfg.Runs, "runs", 100, "measured rounds, `N` (one launch of each variant per round)")
 	fs.IntVar(&a.cfg.Warmup, "warmup", 5, "`N` rounds run first and discarded")
 	fs.StringVar(&a.cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
+	fs.BoolVar(&a.scale, "scale", false, "run the scaling scenario instead: generated repositories of growing size (see --scale-repos)")
+	fs.StringVar(&a.repos, "scale-repos", "20,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
+	fs.IntVar(&a.scaleCfg.Sessions, "scale-sessions", 20, "with --scale: `N` unchanged sessions whose snapshots' disk is measured")
+	fs.IntVar(&a.scaleCfg.First, "scale-first", 3, "with --scale: `N` first sessions (each from an empty state) measured")
 	return fs
 }
 
@@ -56,6 +64,7 @@ func cmdBench(args []string) int {
 	if st, done := parseFlags(fs, benchCommand, args); done {
 		return st
 	}
+	scale, scaleCfg, repos := &a.scale, a.scaleCfg, &a.repos
 	cfg, asJSON, svg, noStore, bwrap, serveAPI, prestart := &a.cfg, &a.asJSON, &a.svg, &a.noStore, &a.bwrap, &a.serveAPI, &a.prestart
 	cfg.Command = fs.Args()
 	if len(cfg.Command) == 0 {
@@ -63,6 +72,9 @@ func cmdBench(args []string) int {
 	}
 	if *serveAPI {
 		return serveBenchAPI(*cfg, *prestart)
+	}
+	if *scale {
+		return runScale(scaleCfg, *cfg, *repos)
 	}
 
 	self, err := os.Executable()
@@ -131,5 +143,33 @@ func serveBenchAPI(cfg bench.Config, prestart bool) int {
 	if err != nil {
 		return fail("bench: Go API probe: %v", err)
 	}
+	return 0
+}
+
+// runScale is `agentbox bench --scale`: the scaling scenario, printed as Markdown.
+func runScale(sc bench.ScaleConfig, cfg bench.Config, repos string) int {
+	self, err := os.Executable()
+	if err != nil {
+		return fail("bench: find the agentbox binary: %v", err)
+	}
+	sc.Agentbox = self
+	sc.Specs = strings.Split(repos, ",")
+	sc.Runs, sc.Warmup = cfg.Runs, cfg.Warmup
+	sc.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))
+	if isTerminal(os.Stderr) {
+		sc.Progress = os.Stderr
+	} else {
+		sc.Log = os.Stderr
+	}
+	for _, s := range sc.Specs {
+		if _, err := bench.ParseScaleSpec(s); err != nil {
+			return fail("bench: --scale-repos: %v", err)
+		}
+	}
+	rows, err := bench.RunScale(sc)
+	if err != nil {
+		return fail("%v", err)
+	}
+	bench.WriteScaleText(os.Stdout, rows, sc.Runs)
 	return 0
 }

@@ -1,20 +1,30 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/shadow"
 )
 
 var gcCommand = cli.Command{
 	Name:    "gc",
 	Summary: "remove what killed sessions left behind",
-	Help: `Removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
+	Help: `Prunes the shadow store (agentbox log) and the snapshot store: the records and
+snapshots of repositories that no longer exist, the sessions older than AGE
+(default 90d; 0 keeps them), and snapshot blobs no snapshot names (left by a killed
+save). Then removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
 ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp and push-guard staging directories
 /tmp/agentbox-guard-*. Only the calling user's directories are considered. A
@@ -24,29 +34,37 @@ overlay's upper layer lives in memory inside the sandbox and leaves nothing behi
 
 One line per directory on stdout. Exit status: 0 done, 1 a directory could not be
 removed, 125 bad input.`,
-	Flags: func() *flag.FlagSet { fs, _ := gcFlags(); return fs },
+	Flags: func() *flag.FlagSet { fs, _, _ := gcFlags(); return fs },
 }
 
-func gcFlags() (fs *flag.FlagSet, dryRun *bool) {
+func gcFlags() (fs *flag.FlagSet, dryRun *bool, age *string) {
 	fs = flag.NewFlagSet("gc", flag.ContinueOnError)
 	dryRun = fs.Bool("dry-run", false, "list what would be removed, remove nothing")
-	return fs, dryRun
+	age = fs.String("sessions-older-than", "90d", "remove recorded sessions older than `AGE` (Nd, or a Go duration such as 12h; 0 keeps all)")
+	return fs, dryRun, age
 }
 
 func cmdGC(args []string) int {
-	fs, dryRun := gcFlags()
+	fs, dryRun, age := gcFlags()
 	if st, done := parseFlags(fs, gcCommand, args); done {
 		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("gc: unexpected argument %q", fs.Arg(0))
 	}
+	olderThan, err := parseAge(*age)
+	if err != nil {
+		return fail("gc: --sessions-older-than %q: %v (e.g. 30d or 12h, 0 keeps all)", *age, err)
+	}
+	status := 0
+	if state, err := stateDir(); err == nil {
+		status = gcStores(state, olderThan, *dryRun)
+	}
 	found, err := session.GC(session.GCOptions{
 		CacheDir: policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME")),
 		GuardDir: "/tmp",
 		DryRun:   *dryRun,
 	})
-	status := 0
 	for _, l := range found {
 		switch {
 		case l.Live:
@@ -64,4 +82,64 @@ func cmdGC(args []string) int {
 		return fail("%v", err)
 	}
 	return status
+}
+
+// parseAge reads Nd (days) or a Go duration; "0" is no limit.
+func parseAge(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		d, err := strconv.Atoi(n)
+		if err != nil || d <= 0 || d > 100000 {
+			return 0, errors.New("not a number of days")
+		}
+		return time.Duration(d) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, errors.New("not a positive duration")
+	}
+	return d, nil
+}
+
+// gcStores prunes the shadow store and the default snapshot store below state,
+// one line each on stdout; it returns 1 when something could not be removed.
+func gcStores(state string, olderThan time.Duration, dryRun bool) int {
+	status := 0
+	line := func(path, repo, what string, removed bool, err error) {
+		kind := "record of " + quoteLine(repo) + ": " + what
+		switch {
+		case err != nil:
+			fmt.Printf("failed %s (%s): %v\n", path, kind, err)
+			status = 1
+		case removed:
+			fmt.Printf("removed %s (%s)\n", path, kind)
+		default:
+			fmt.Printf("stale %s (%s): would be removed\n", path, kind)
+		}
+	}
+	pruned, err := shadow.Prune(shadow.PruneOptions{StateDir: state, OlderThan: olderThan, DryRun: dryRun})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agentbox: gc: shadow store: %v\n", err)
+		status = 1
+	}
+	for _, p := range pruned {
+		line(p.Path, p.Repo, p.What, p.Removed, p.Err)
+	}
+	snaps, err := gitguard.PruneStore(filepath.Join(state, "snapshots"), dryRun)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "agentbox: gc: snapshot store: %v\n", err)
+		status = 1
+	}
+	for _, p := range snaps {
+		line(p.Path, p.Repo, "snapshots, "+p.What, p.Removed, p.Err)
+	}
+	return status
+}
+
+// quoteLine makes a recorded path safe for the terminal.
+func quoteLine(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard"
@@ -11,24 +12,30 @@ import (
 
 var restoreCommand = cli.Command{
 	Name:    "restore",
-	Args:    "ZIP",
-	Summary: "unpack a Git metadata snapshot",
-	Help: `Unpacks a Git metadata snapshot (NAME.git-save-YYYYMMDD-HHMMSS.zip) into DIR, which
-must not exist or be empty; the default is the ZIP's path without ".zip". The common
+	Args:    "SNAPSHOT",
+	Summary: "restore (or --check) a Git metadata snapshot",
+	Help: `Restores a Git metadata snapshot into DIR, which must not exist or be empty.
+SNAPSHOT is a record of the snapshot store (…/snapshots/NAME-HASH/snaps/STAMP.snap,
+as 'agentbox show SESSION' names it; DIR defaults to NAME-STAMP in the current
+directory) or a ZIP of older agentbox versions (DIR defaults to the ZIP's path
+without ".zip"). Every piece of a stored snapshot is checked against its SHA-256;
+a missing or changed piece is an error naming it, and nothing is restored. An
+entry that cannot be restored safely is skipped and listed. --check only checks. The common
 Git dir becomes DIR/.git; a linked worktree's own gitdir and its .git pointer file go
 to DIR/git-worktree and DIR/dotgit; DIR/manifest.json says where they came from.
 Nothing is written over an existing directory or a live .git.`,
-	Flags: func() *flag.FlagSet { fs, _ := restoreFlags(); return fs },
+	Flags: func() *flag.FlagSet { fs, _, _ := restoreFlags(); return fs },
 }
 
-func restoreFlags() (fs *flag.FlagSet, into *string) {
+func restoreFlags() (fs *flag.FlagSet, into *string, check *bool) {
 	fs = flag.NewFlagSet("restore", flag.ContinueOnError)
 	into = fs.String("into", "", "restore into `DIR` (must not exist, or be empty)")
-	return fs, into
+	check = fs.Bool("check", false, "check every piece of the snapshot, restore nothing")
+	return fs, into, check
 }
 
 func cmdRestore(args []string) int {
-	fs, into := restoreFlags()
+	fs, into, check := restoreFlags()
 	// Flags may come before or after the ZIP.
 	var pos []string
 	for {
@@ -42,16 +49,36 @@ func cmdRestore(args []string) int {
 		args = fs.Args()[1:]
 	}
 	if len(pos) != 1 {
-		return fail("restore: want exactly one snapshot ZIP (agentbox restore ZIP [--into DIR])")
+		return fail("restore: want exactly one snapshot (agentbox restore SNAPSHOT [--into DIR])")
 	}
-	zip, dir := pos[0], *into
-	if dir == "" {
-		dir = strings.TrimSuffix(zip, ".zip")
-		if dir == zip {
-			dir += ".restored"
+	snap, dir := pos[0], *into
+	var res *gitguard.Restored
+	var err error
+	switch {
+	case gitguard.IsStoredSnapshot(snap) && *check:
+		if res, err = gitguard.CheckStored(snap); err != nil {
+			return fail("restore: %v", err)
 		}
+		fmt.Printf("snapshot %s of %s: %d entries, every piece intact\n", oneLine(snap), oneLine(res.Manifest.Repo), res.Entries)
+		printSkipped(res.Skipped)
+		return 0
+	case *check:
+		return fail("restore: --check reads stored snapshots (*.snap); %s is not one", snap)
+	case gitguard.IsStoredSnapshot(snap):
+		if dir == "" {
+			rec := strings.TrimSuffix(filepath.Base(snap), gitguard.RecordSuffix)
+			dir = filepath.Base(filepath.Dir(filepath.Dir(snap))) + "-" + rec
+		}
+		res, err = gitguard.RestoreStored(snap, dir)
+	default:
+		if dir == "" {
+			dir = strings.TrimSuffix(snap, ".zip")
+			if dir == snap {
+				dir += ".restored"
+			}
+		}
+		res, err = gitguard.Restore(snap, dir)
 	}
-	res, err := gitguard.Restore(zip, dir)
 	if err != nil {
 		return fail("restore: %v", err)
 	}
@@ -69,5 +96,18 @@ func cmdRestore(args []string) int {
 	if m.DotGitFile != "" {
 		fmt.Printf("  %s/dotgit is the pointer file %s\n", oneLine(res.Dir), oneLine(m.DotGitFile))
 	}
+	printSkipped(res.Skipped)
 	return 0
+}
+
+// printSkipped lists the entries a restore left out, each line made safe for the
+// terminal (the names come from the sandbox's reach).
+func printSkipped(skipped []string) {
+	if len(skipped) == 0 {
+		return
+	}
+	fmt.Printf("  skipped %d entries:\n", len(skipped))
+	for _, s := range skipped {
+		fmt.Printf("    %s\n", oneLine(s))
+	}
 }

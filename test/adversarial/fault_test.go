@@ -184,8 +184,8 @@ func readMountinfo(t *testing.T) string {
 }
 
 // TestDiskFullWhileSnapshotting: the snapshot's directory is a tiny tmpfs. The
-// launch is refused with 125, no ZIP (whole or partial) is left, the command never
-// runs, the repository is untouched.
+// launch is refused with 125, nothing (no record, no blob) is left in the store, the
+// command never runs, the repository is untouched.
 func TestDiskFullWhileSnapshotting(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root to mount a small tmpfs")

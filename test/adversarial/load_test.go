@@ -1,10 +1,8 @@
 package adversarial
 
 import (
-	"archive/zip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -228,7 +227,9 @@ func TestConcurrentSessions(t *testing.T) {
 				continue
 			}
 			snapshots[zipPath] = true
-			checkZip(t, zipPath)
+			if _, err := gitguard.CheckStored(zipPath); err != nil {
+				t.Errorf("session %s: snapshot: %v", id, err)
+			}
 			cmdline := field(show, "command")
 			i := strings.Index(cmdline, "file-")
 			if i < 0 {
@@ -272,29 +273,4 @@ func field(show, name string) string {
 		}
 	}
 	return ""
-}
-
-// checkZip opens a snapshot and reads every member: a truncated or partial archive
-// fails here.
-func checkZip(t *testing.T, path string) {
-	t.Helper()
-	zr, err := zip.OpenReader(path)
-	if err != nil {
-		t.Errorf("snapshot %s: %v", path, err)
-		return
-	}
-	defer zr.Close()
-	if len(zr.File) == 0 {
-		t.Errorf("snapshot %s is empty", path)
-	}
-	for _, f := range zr.File {
-		rc, err := f.Open()
-		if err == nil {
-			_, err = io.Copy(io.Discard, rc)
-			rc.Close()
-		}
-		if err != nil {
-			t.Errorf("snapshot %s: %s: %v", path, f.Name, err)
-		}
-	}
 }

@@ -1,0 +1,503 @@
+package bench
+
+// The scaling scenario (`agentbox bench --scale`): what the session's host-side work
+// (snapshot, audit, record) costs as the repository grows. It generates repositories
+// of a given shape once into a cache directory, then measures, interleaved round by
+// round, a bare launch, a default launch, `git status --porcelain` and a default
+// launch whose command changes ten tracked files; then the first session of the
+// repository against `git add -A` into a fresh repository, and the disk that twenty
+// unchanged default sessions leave behind.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ScaleConfig is one scaling run.
+type ScaleConfig struct {
+	Agentbox string   // the agentbox binary measured
+	Specs    []string // repository shapes, "FILES" or "FILES:PACK" (e.g. "20", "100000:1.5G")
+	Runs     int      // measured rounds per repository
+	Warmup   int      // discarded rounds per repository
+	First    int      // first-session measurements per repository (each from an empty state)
+	Sessions int      // unchanged sessions whose disk is measured
+	CacheDir string   // where generated repositories are kept between runs
+	// ExtraFlags are added to every default launch (for instance a --git-save-dir
+	// the code under test needs); bare launches get --no-git-save --no-record.
+	ExtraFlags []string
+	Progress   io.Writer
+	// Log, when set, gets each repository's rows as soon as they are measured
+	// (a long run that is stopped keeps what it measured).
+	Log io.Writer
+}
+
+// ScaleSpec is one repository shape.
+type ScaleSpec struct {
+	Files     int   // tracked files in the work tree (small text files)
+	PackBytes int64 // incompressible history packed into .git (0: none)
+}
+
+// ParseScaleSpec reads "FILES" or "FILES:PACK", PACK with a K, M or G suffix
+// ("1.5G").
+func ParseScaleSpec(s string) (ScaleSpec, error) {
+	f, p, hasPack := strings.Cut(s, ":")
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.ToLower(f), "k"))
+	if err == nil && strings.HasSuffix(strings.ToLower(f), "k") {
+		n *= 1000
+	}
+	if err != nil || n < 1 || n > 10_000_000 {
+		return ScaleSpec{}, fmt.Errorf("repository shape %q: FILES must be a count from 1 to 10000000 (e.g. 20, 100000:1.5G)", s)
+	}
+	spec := ScaleSpec{Files: n}
+	if hasPack {
+		mult := 1.0
+		switch strings.ToUpper(p[len(p)-min(1, len(p)):]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			p = p[:len(p)-1]
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v < 0 || v*mult > 1<<40 {
+			return ScaleSpec{}, fmt.Errorf("repository shape %q: PACK must be a size such as 300M or 1.5G", s)
+		}
+		spec.PackBytes = int64(v * mult)
+	}
+	return spec, nil
+}
+
+func (s ScaleSpec) name() string {
+	if s.PackBytes == 0 {
+		return fmt.Sprintf("files%d", s.Files)
+	}
+	return fmt.Sprintf("files%d-pack%dM", s.Files, s.PackBytes>>20)
+}
+
+// ScaleRow is the result for one repository.
+type ScaleRow struct {
+	Spec       ScaleSpec
+	GitBytes   int64 // disk blocks of .git
+	Bare       time.Duration
+	Defaults   time.Duration
+	Changed10  time.Duration
+	Status     time.Duration
+	DefOverSt  float64 // median of defaults / status, round by round
+	ChgOverSt  float64
+	DefOverBar float64
+	First      time.Duration // first default session, fresh state
+	AddA       time.Duration // git add -A into a fresh repository
+	FirstOverA float64
+	SnapFirst  int64 // disk added by the first session's snapshot
+	SnapEach   int64 // median disk added by one more unchanged session's snapshot
+	SnapTotal  int64 // disk of the snapshots after Sessions sessions
+	ShadowDisk int64 // disk of the state directory (shadow store) after one session
+	PackDisk   int64 // disk of .git/objects/pack
+	Sessions   int
+	Failures   []string
+}
+
+// RunScale runs the scaling scenario for every spec and returns a row each.
+func RunScale(cfg ScaleConfig) ([]ScaleRow, error) {
+	if cfg.Runs < 1 {
+		cfg.Runs = 9
+	}
+	if cfg.Sessions < 1 {
+		cfg.Sessions = 20
+	}
+	if cfg.First < 1 {
+		cfg.First = 1
+	}
+	if cfg.CacheDir == "" {
+		return nil, errors.New("bench --scale: no cache directory ($XDG_CACHE_HOME and $HOME unset)")
+	}
+	var rows []ScaleRow
+	for _, s := range cfg.Specs {
+		spec, err := ParseScaleSpec(s)
+		if err != nil {
+			return nil, err
+		}
+		repo, err := scaleRepo(cfg, spec)
+		if err != nil {
+			return nil, err
+		}
+		row, err := runScaleRepo(cfg, spec, repo)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+		if cfg.Log != nil {
+			WriteScaleText(cfg.Log, []ScaleRow{row}, cfg.Runs)
+		}
+	}
+	return rows, nil
+}
+
+func (cfg ScaleConfig) progress(format string, a ...any) {
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "\r\033[Kagentbox bench --scale: "+format, a...)
+	}
+}
+
+// scaleRepo returns the cached repository of spec, generating it when missing. A
+// repository is ready when its ".ready" marker exists; a half-made one is removed and
+// made again.
+func scaleRepo(cfg ScaleConfig, spec ScaleSpec) (string, error) {
+	base := filepath.Join(cfg.CacheDir, "bench", "scale", spec.name()+"-v1")
+	repo := filepath.Join(base, "repo")
+	if _, err := os.Stat(filepath.Join(base, ".ready")); err == nil {
+		return repo, nil
+	}
+	if err := os.RemoveAll(base); err != nil {
+		return "", fmt.Errorf("bench --scale: %w", err)
+	}
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		return "", fmt.Errorf("bench --scale: %w", err)
+	}
+	cfg.progress("generating %s in %s …", spec.name(), repo)
+	t0 := time.Now()
+	if err := generateRepo(repo, spec); err != nil {
+		return "", fmt.Errorf("bench --scale: generate %s: %w", repo, err)
+	}
+	if err := os.WriteFile(filepath.Join(base, ".ready"), []byte(time.Since(t0).String()+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("bench --scale: %w", err)
+	}
+	return repo, nil
+}
+
+func git(dir string, stdin io.Reader, args ...string) error {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Stdin = stdin
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@agentbox.invalid",
+		"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@agentbox.invalid")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// smallPath is the path of the i-th small file: 100 per directory.
+func smallPath(i int) string {
+	return fmt.Sprintf("src/d%04d/f%03d.txt", i/100, i%100)
+}
+
+// generateRepo writes the history through one `git fast-import` (one pack): a first
+// commit with the small files and spec.PackBytes of random 1 MiB blobs under
+// history/, a second that removes history/. Then it checks the small files out.
+func generateRepo(repo string, spec ScaleSpec) error {
+	if err := git(repo, nil, "init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet", "--done")
+	cmd.Dir = repo
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(in, 1<<20)
+	werr := writeImport(w, spec)
+	if werr == nil {
+		werr = w.Flush()
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("git fast-import: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if werr != nil {
+		return werr
+	}
+	// A checkout writes the work tree and a fresh index.
+	return git(repo, nil, "checkout", "-q", "-f", "main")
+}
+
+func writeImport(w *bufio.Writer, spec ScaleSpec) error {
+	rng := rand.New(rand.NewChaCha8([32]byte{'a', 'g', 'e', 'n', 't', 'b', 'o', 'x'}))
+	mark := 0
+	const chunk = 1 << 20
+	nbig := int((spec.PackBytes + chunk - 1) / chunk)
+	buf := make([]byte, chunk)
+	for i := 0; i < nbig; i++ {
+		mark++
+		for j := 0; j < len(buf); j += 8 {
+			v := rng.Uint64()
+			for k := 0; k < 8; k++ {
+				buf[j+k] = byte(v >> (8 * k))
+			}
+		}
+		fmt.Fprintf(w, "blob\nmark :%d\ndata %d\n", mark, len(buf))
+		w.Write(buf)
+		w.WriteString("\n")
+	}
+	bigMarks := mark
+	for i := 0; i < spec.Files; i++ {
+		mark++
+		body := fmt.Sprintf("file %d\n%016x%016x\n", i, rng.Uint64(), rng.Uint64())
+		fmt.Fprintf(w, "blob\nmark :%d\ndata %d\n%s\n", mark, len(body), body)
+	}
+	commit := func(msg string, ts int, body func()) {
+		fmt.Fprintf(w, "commit refs/heads/main\ncommitter bench <bench@agentbox.invalid> %d +0000\ndata %d\n%s\n", ts, len(msg), msg)
+		body()
+		w.WriteString("\n")
+	}
+	commit("history and tree", 1700000000, func() {
+		for i := 1; i <= bigMarks; i++ {
+			fmt.Fprintf(w, "M 100644 :%d history/blob%05d.bin\n", i, i)
+		}
+		for i := 0; i < spec.Files; i++ {
+			fmt.Fprintf(w, "M 100644 :%d %s\n", bigMarks+1+i, smallPath(i))
+		}
+	})
+	if bigMarks > 0 {
+		commit("drop history blobs", 1700000100, func() { w.WriteString("D history\n") })
+	}
+	_, err := w.WriteString("done\n")
+	return err
+}
+
+// diskUsage is the disk blocks (st_blocks) of everything below path, each inode
+// counted once.
+func diskUsage(path string) int64 {
+	var total int64
+	seen := map[[2]uint64]bool{}
+	_ = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) != nil {
+			return nil
+		}
+		k := [2]uint64{st.Dev, st.Ino}
+		if !seen[k] {
+			seen[k] = true
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	return total
+}
+
+// runScaleRepo measures one repository.
+func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, err error) {
+	row = ScaleRow{Spec: spec, Sessions: cfg.Sessions}
+	row.GitBytes = diskUsage(filepath.Join(repo, ".git"))
+	row.PackDisk = diskUsage(filepath.Join(repo, ".git", "objects", "pack"))
+	work, err := os.MkdirTemp("", "agentbox-bench-scale-")
+	if err != nil {
+		return row, err
+	}
+	defer os.RemoveAll(work)
+	// Leave the cached repository as generated: the ten files back to their
+	// committed content, whatever the sessions did.
+	defer func() { _ = git(repo, nil, "checkout", "-q", "-f", "--", "src") }()
+
+	launch := func(state, snaps string, bare bool, command ...string) (time.Duration, error) {
+		args := []string{"exec"}
+		if bare {
+			args = append(args, "--no-git-save", "--no-record")
+		} else {
+			args = append(args, "--git-save-dir", snaps)
+			args = append(args, cfg.ExtraFlags...)
+		}
+		args = append(append(args, "--repo", repo, "--"), command...)
+		cmd := exec.Command(cfg.Agentbox, args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		t0 := time.Now()
+		err := cmd.Run()
+		d := time.Since(t0)
+		if err != nil {
+			return 0, fmt.Errorf("agentbox %s: %v: %s", strings.Join(args, " "), err, lastLine(stderr.String()))
+		}
+		return d, nil
+	}
+	timeGit := func(dir string, args ...string) (time.Duration, error) {
+		t0 := time.Now()
+		err := git(dir, nil, args...)
+		return time.Since(t0), err
+	}
+	var changeCmd strings.Builder
+	changeCmd.WriteString("n=$(date +%s%N)")
+	for i := 0; i < 10 && i < spec.Files; i++ {
+		p := smallPath(i * max(1, spec.Files/10))
+		fmt.Fprintf(&changeCmd, "; echo $n >> %s", p)
+	}
+
+	// Timing rounds: one state and snapshot directory, as a user's.
+	state, snaps := filepath.Join(work, "state"), filepath.Join(work, "snaps")
+	if _, err := launch(state, snaps, false, "true"); err != nil { // the first record, outside the rounds
+		return row, err
+	}
+	type sample struct{ bare, def, chg, st time.Duration }
+	var samples []sample
+	names := []string{"bare", "defaults", "changed10", "status"}
+	for round := 0; round < cfg.Warmup+cfg.Runs; round++ {
+		cfg.progress("%s: round %d/%d", spec.name(), round+1, cfg.Warmup+cfg.Runs)
+		var s sample
+		for _, i := range rand.Perm(len(names)) {
+			var d time.Duration
+			var err error
+			switch names[i] {
+			case "bare":
+				d, err = launch(state, snaps, true, "true")
+				s.bare = d
+			case "defaults":
+				d, err = launch(state, snaps, false, "true")
+				s.def = d
+			case "changed10":
+				d, err = launch(state, snaps, false, "sh", "-c", changeCmd.String())
+				s.chg = d
+			case "status":
+				d, err = timeGit(repo, "status", "--porcelain")
+				s.st = d
+			}
+			if err != nil {
+				return row, err
+			}
+		}
+		if round >= cfg.Warmup {
+			samples = append(samples, s)
+		}
+	}
+	col := func(f func(sample) float64) float64 {
+		v := make([]float64, len(samples))
+		for i, s := range samples {
+			v[i] = f(s)
+		}
+		return median(v)
+	}
+	dur := func(f func(sample) time.Duration) time.Duration {
+		return time.Duration(col(func(s sample) float64 { return float64(f(s)) }))
+	}
+	row.Bare = dur(func(s sample) time.Duration { return s.bare })
+	row.Defaults = dur(func(s sample) time.Duration { return s.def })
+	row.Changed10 = dur(func(s sample) time.Duration { return s.chg })
+	row.Status = dur(func(s sample) time.Duration { return s.st })
+	row.DefOverSt = col(func(s sample) float64 { return float64(s.def) / float64(s.st) })
+	row.ChgOverSt = col(func(s sample) float64 { return float64(s.chg) / float64(s.st) })
+	row.DefOverBar = col(func(s sample) float64 { return float64(s.def) / float64(s.bare) })
+	os.RemoveAll(state)
+	os.RemoveAll(snaps)
+
+	// The first session, each from an empty state, against git add -A of the same
+	// tree into a fresh repository.
+	var firsts, adds, ratios []float64
+	for i := 0; i < cfg.First; i++ {
+		cfg.progress("%s: first session %d/%d", spec.name(), i+1, cfg.First)
+		st, sn := filepath.Join(work, "first-state"), filepath.Join(work, "first-snaps")
+		d, err := launch(st, sn, false, "true")
+		if err != nil {
+			return row, err
+		}
+		if i == 0 {
+			row.ShadowDisk = diskUsage(st)
+		}
+		os.RemoveAll(st)
+		os.RemoveAll(sn)
+		fresh := filepath.Join(work, "fresh.git")
+		if err := git(work, nil, "init", "-q", "--bare", fresh); err != nil {
+			return row, err
+		}
+		a, err := timeGit(repo, "--git-dir", fresh, "--work-tree", repo, "add", "-A")
+		os.RemoveAll(fresh)
+		if err != nil {
+			return row, err
+		}
+		firsts, adds, ratios = append(firsts, float64(d)), append(adds, float64(a)), append(ratios, float64(d)/float64(a))
+	}
+	row.First, row.AddA, row.FirstOverA = time.Duration(median(firsts)), time.Duration(median(adds)), median(ratios)
+
+	// Disk: cfg.Sessions unchanged sessions into an empty snapshot directory (the
+	// state is warm: the record's first session is not what is measured here).
+	st, sn := filepath.Join(work, "disk-state"), filepath.Join(work, "disk-snaps")
+	if _, err := launch(st, filepath.Join(work, "disk-warm"), false, "true"); err != nil {
+		return row, err
+	}
+	os.RemoveAll(filepath.Join(work, "disk-warm"))
+	var prev int64
+	var incs []float64
+	for i := 0; i < cfg.Sessions; i++ {
+		cfg.progress("%s: disk, session %d/%d", spec.name(), i+1, cfg.Sessions)
+		if _, err := launch(st, sn, false, "true"); err != nil {
+			return row, err
+		}
+		now := diskUsage(sn) + snapshotStoreUsage(st)
+		if i == 0 {
+			row.SnapFirst = now
+		} else {
+			incs = append(incs, float64(now-prev))
+		}
+		prev = now
+	}
+	row.SnapTotal = prev
+	if len(incs) > 0 {
+		row.SnapEach = int64(median(incs))
+	}
+	cfg.progress("")
+	if cfg.Progress != nil {
+		fmt.Fprint(cfg.Progress, "\r\033[K")
+	}
+	return row, nil
+}
+
+// snapshotStoreUsage is the disk of snapshots kept in the state directory (the
+// default place of the content-addressed store), 0 when there is none.
+func snapshotStoreUsage(state string) int64 {
+	p := filepath.Join(state, "agentbox", "snapshots")
+	if _, err := os.Lstat(p); err != nil {
+		return 0
+	}
+	return diskUsage(p)
+}
+
+// WriteScaleText prints the rows as the Markdown tables of docs/performance.md.
+func WriteScaleText(w io.Writer, rows []ScaleRow, runs int) {
+	ms := func(d time.Duration) string {
+		if d >= 10*time.Second {
+			return fmt.Sprintf("%.1f s", d.Seconds())
+		}
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	}
+	mb := func(n int64) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
+	fmt.Fprintf(w, "Launch times (medians of %d interleaved rounds; ratios are medians of per-round ratios):\n\n", runs)
+	fmt.Fprintln(w, "| repository (.git on disk, files) | bare | defaults | 10 files changed | `git status --porcelain` | defaults / status | changed / status | defaults / bare |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s, %d files | %s | %s | %s | %s | %.2f× | %.2f× | %.2f× |\n", mb(r.GitBytes), r.Spec.Files,
+			ms(r.Bare), ms(r.Defaults), ms(r.Changed10), ms(r.Status), r.DefOverSt, r.ChgOverSt, r.DefOverBar)
+	}
+	fmt.Fprintln(w, "\nFirst session and disk:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| repository | first session (empty state) | `git add -A` into a fresh repo | first / add | shadow store after it | own pack | first snapshot | each unchanged snapshot | snapshots after N sessions |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s, %d files | %s | %s | %.2f× | %s | %s | %s | %s | %s (N=%d) |\n", mb(r.GitBytes), r.Spec.Files,
+			ms(r.First), ms(r.AddA), r.FirstOverA, mb(r.ShadowDisk), mb(r.PackDisk), mb(r.SnapFirst), mb(r.SnapEach), mb(r.SnapTotal), r.Sessions)
+	}
+}

@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseScaleSpec(t *testing.T) {
+	for in, want := range map[string]ScaleSpec{
+		"20":          {Files: 20},
+		"1k":          {Files: 1000},
+		"100000:1.5G": {Files: 100000, PackBytes: 1.5 * (1 << 30)},
+		"1000:300M":   {Files: 1000, PackBytes: 300 << 20},
+		"5:0":         {Files: 5},
+	} {
+		got, err := ParseScaleSpec(in)
+		if err != nil || got != want {
+			t.Errorf("ParseScaleSpec(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-3", "x", "10:", "10:abc", "10:-1M"} {
+		if _, err := ParseScaleSpec(in); err == nil {
+			t.Errorf("ParseScaleSpec(%q): no error", in)
+		}
+	}
+}
+
+// TestGenerateScaleRepo generates a small repository of the scaling scenario with
+// real git: the tracked files are checked out, the history is one pack at least as
+// large as asked, and the history blobs are not in the work tree.
+func TestGenerateScaleRepo(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	repo := t.TempDir()
+	spec := ScaleSpec{Files: 250, PackBytes: 3 << 20}
+	if err := generateRepo(repo, spec); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", repo, "ls-files").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Fields(string(out))); n != spec.Files {
+		t.Errorf("%d tracked files, want %d", n, spec.Files)
+	}
+	if _, err := os.Stat(filepath.Join(repo, smallPath(249))); err != nil {
+		t.Errorf("work tree: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "history")); err == nil {
+		t.Error("history/ is in the work tree")
+	}
+	packs, _ := filepath.Glob(filepath.Join(repo, ".git", "objects", "pack", "*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("%d packs, want 1", len(packs))
+	}
+	if fi, _ := os.Stat(packs[0]); fi.Size() < spec.PackBytes {
+		t.Errorf("pack is %d bytes, want at least %d", fi.Size(), spec.PackBytes)
+	}
+	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain").Output(); err != nil || len(st) != 0 {
+		t.Errorf("git status --porcelain: %q, %v; want a clean tree", st, err)
+	}
+}

@@ -1,0 +1,502 @@
+package gitguard
+
+import (
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// noRacy trusts the stat cache for files written just now, as it would a second
+// later: the tests create their fixtures and save at once.
+func noRacy(t *testing.T) {
+	old := racyWindow
+	racyWindow = -time.Hour
+	t.Cleanup(func() { racyWindow = old })
+}
+
+func storeSave(t *testing.T, repo, store string, opts SnapshotOptions) *Snapshot {
+	t.Helper()
+	opts.Repo, opts.Dir = repo, store
+	s, err := SaveStored(opts)
+	if err != nil {
+		t.Fatalf("SaveStored: %v", err)
+	}
+	if s == nil {
+		t.Fatal("SaveStored: no snapshot of a Git work tree")
+	}
+	return s
+}
+
+// blocks is the disk (st_blocks) of everything below dir.
+func blocks(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			n += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		}
+		return nil
+	})
+	return n
+}
+
+func blobCount(t *testing.T, store, repo string) int {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "blobs", "??", "*"))
+	return len(m)
+}
+
+func randomFile(t *testing.T, path string, n int) {
+	t.Helper()
+	b := make([]byte, n)
+	rand.Read(b)
+	if err := os.WriteFile(path, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoredRoundTrip: every layout of TestSnapshotLayouts saves into the store and
+// restores byte for byte, modes included, and Git reads the result.
+func TestStoredRoundTrip(t *testing.T) {
+	for _, tc := range snapCases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := tmpDir(t)
+			repo, gitDir, commonDir, dotGit := tc.setup(t, base)
+			store := filepath.Join(base, "store")
+			s := storeSave(t, repo, store, SnapshotOptions{Version: "t"})
+			if s.Manifest.GitDir != gitDir || s.Manifest.GitCommonDir != commonDir || s.Manifest.DotGitFile != dotGit {
+				t.Errorf("manifest %+v: want gitdir %s, common %s, pointer %q", s.Manifest, gitDir, commonDir, dotGit)
+			}
+			into := filepath.Join(base, "restored")
+			res, err := RestoreStored(s.Path, into)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Skipped) != 0 {
+				t.Errorf("skipped %v", res.Skipped)
+			}
+			compareTrees(t, "common dir", diskTree(t, commonDir), diskTree(t, filepath.Join(into, ".git")))
+			if gitDir != commonDir {
+				compareTrees(t, "worktree gitdir", diskTree(t, gitDir), diskTree(t, filepath.Join(into, "git-worktree")))
+			}
+			if dotGit != "" {
+				want, _ := os.ReadFile(dotGit)
+				if got, err := os.ReadFile(filepath.Join(into, "dotgit")); err != nil || string(got) != string(want) {
+					t.Errorf("dotgit %q, %v; want %q", got, err, want)
+				}
+			}
+			if !tc.unborn && gitDir == commonDir && dotGit == "" {
+				if got, want := testenv.LocalGit(t, into, "rev-parse", "HEAD"), testenv.LocalGit(t, repo, "rev-parse", "HEAD"); got != want {
+					t.Errorf("restored HEAD %s, want %s", got, want)
+				}
+				testenv.LocalGit(t, into, "fsck", "--no-progress")
+			}
+			if _, err := CheckStored(s.Path); err != nil {
+				t.Errorf("CheckStored: %v", err)
+			}
+		})
+	}
+}
+
+// TestStoredUnchangedCostsARecord: twenty saves of unchanged metadata read nothing
+// again and add less than 1 MB to the store (a record and the stat cache each);
+// N bytes of new objects cost about N.
+func TestStoredUnchangedCostsARecord(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-big.pack"), 4<<20)
+	store := filepath.Join(base, "store")
+	first := storeSave(t, repo, store, SnapshotOptions{})
+	if first.NewBytes < 4<<20 {
+		t.Fatalf("first save stored %d new bytes, want the whole 4 MiB pack at least", first.NewBytes)
+	}
+	before := blocks(t, store)
+	for i := 0; i < 20; i++ {
+		if s := storeSave(t, repo, store, SnapshotOptions{}); s.NewBytes != 0 {
+			t.Fatalf("save %d of unchanged metadata stored %d new bytes", i, s.NewBytes)
+		}
+	}
+	if grew := blocks(t, store) - before; grew >= 1<<20 {
+		t.Errorf("twenty unchanged saves added %d bytes, want < 1 MiB", grew)
+	}
+	recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix))
+	if len(recs) != 21 {
+		t.Errorf("%d records, want 21 (no --git-save-keep)", len(recs))
+	}
+
+	before = blocks(t, store)
+	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-new.pack"), 1<<20)
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	grew := blocks(t, store) - before
+	if s.NewBytes != 1<<20 || grew < 1<<20 || grew > 1<<20+256<<10 {
+		t.Errorf("1 MiB of new objects: %d new bytes, store grew %d; want 1 MiB and about that", s.NewBytes, grew)
+	}
+}
+
+// TestStoredStatCacheSeesRewrites: a file rewritten in place with the same size and
+// its old mtime put back is read again (its ctime changed), and the restore has the
+// new content.
+func TestStoredStatCacheSeesRewrites(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	cfg := filepath.Join(repo, ".git/description")
+	writeFile(t, cfg, "aaaa\n")
+	fi, _ := os.Stat(cfg)
+	store := filepath.Join(base, "store")
+	storeSave(t, repo, store, SnapshotOptions{})
+	time.Sleep(20 * time.Millisecond) // a later ctime tick
+	writeFile(t, cfg, "bbbb\n")
+	os.Chtimes(cfg, fi.ModTime(), fi.ModTime())
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	into := filepath.Join(base, "restored")
+	if _, err := RestoreStored(s.Path, into); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(into, ".git/description")); string(b) != "bbbb\n" {
+		t.Errorf("restored %q, want the rewritten content", b)
+	}
+}
+
+// TestStoredRestoreBrokenPieces: a missing or changed blob, a changed tree and a
+// changed record each fail the check and the restore with an error naming the
+// piece, and the restore leaves nothing behind.
+func TestStoredRestoreBrokenPieces(t *testing.T) {
+	cases := []struct {
+		name   string
+		break_ func(t *testing.T, store, repo, rec string) string // returns what the error must name
+	}{
+		{"missing blob", func(t *testing.T, store, repo, rec string) string {
+			p, h := blobOf(t, store, repo, "HEAD")
+			os.Remove(p)
+			return h
+		}},
+		{"changed blob", func(t *testing.T, store, repo, rec string) string {
+			p, h := blobOf(t, store, repo, "HEAD")
+			os.Chmod(p, 0o600)
+			writeFile(t, p, "ref: refs/heads/evil\n")
+			return h
+		}},
+		{"changed tree", func(t *testing.T, store, repo, rec string) string {
+			r, err := readRecord(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(store, storeKey(repo), "blobs", r.Common[:2], r.Common[2:])
+			b, _ := os.ReadFile(p)
+			os.Chmod(p, 0o600)
+			os.WriteFile(p, append(b, []byte("f 644 0 0 "+strings.Repeat("0", 64)+` "planted"`+"\n")...), 0o600)
+			return r.Common
+		}},
+		{"changed record", func(t *testing.T, store, repo, rec string) string {
+			b, _ := os.ReadFile(rec)
+			os.WriteFile(rec, []byte(strings.Replace(string(b), `"common": "`, `"common": "x`, 1)), 0o600)
+			return rec
+		}},
+	}
+	noRacy(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := tmpDir(t)
+			repo := snapRepo(t, filepath.Join(base, "repo"))
+			store := filepath.Join(base, "store")
+			s := storeSave(t, repo, store, SnapshotOptions{})
+			want := tc.break_(t, store, repo, s.Path)
+			if _, err := CheckStored(s.Path); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("CheckStored: %v; want an error naming %s", err, want)
+			}
+			into := filepath.Join(base, "restored")
+			_, err := RestoreStored(s.Path, into)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("RestoreStored: %v; want an error naming %s", err, want)
+			}
+			if ents, _ := os.ReadDir(base); len(ents) != 2 {
+				t.Errorf("left behind: %v", ents)
+			}
+		})
+	}
+}
+
+// blobOf finds the blob holding the content of the file rel of the repository's
+// common dir.
+func blobOf(t *testing.T, store, repo, rel string) (string, string) {
+	t.Helper()
+	rs := &repoStore{dir: filepath.Join(store, storeKey(repo))}
+	rs.loadCache()
+	e, ok := rs.cache["c/"+rel]
+	if !ok {
+		t.Fatalf("no stat-cache entry for %s", rel)
+	}
+	return rs.blobPath(e.blob), e.blob
+}
+
+// TestStoredRestoreSkipsUnsafeLinks: a symlink out of the Git dir is saved as it is,
+// and the restore skips it, names it, and restores everything else.
+func TestStoredRestoreSkipsUnsafeLinks(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	os.Symlink("../../../../etc/passwd", filepath.Join(repo, ".git/hooks/pre-push"))
+	os.Symlink("/etc", filepath.Join(repo, ".git/abs"))
+	store := filepath.Join(base, "store")
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	into := filepath.Join(base, "restored")
+	res, err := RestoreStored(s.Path, into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(res.Skipped, "\n")
+	if len(res.Skipped) != 2 || !strings.Contains(joined, ".git/hooks/pre-push") || !strings.Contains(joined, ".git/abs") {
+		t.Errorf("skipped %q; want the two links", res.Skipped)
+	}
+	for _, p := range []string{".git/hooks/pre-push", ".git/abs"} {
+		if _, err := os.Lstat(filepath.Join(into, p)); err == nil {
+			t.Errorf("%s restored", p)
+		}
+	}
+	testenv.LocalGit(t, into, "fsck", "--no-progress")
+}
+
+// TestStoredBounds: new bytes and entries are bounded, the error names the file and
+// the flag, and a failed save leaves no record and none of its blobs; a sparse file
+// costs what it costs on disk (it is skipped and named); a FIFO does not block.
+func TestStoredBounds(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	storeSave(t, repo, store, SnapshotOptions{})
+	blobs := blobCount(t, store, repo)
+
+	big := filepath.Join(repo, ".git/objects/pack/pack-huge.pack")
+	randomFile(t, big, 3<<20)
+	_, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store, MaxBytes: 2 << 20})
+	if !errors.Is(err, ErrSnapshotTooLarge) || !strings.Contains(err.Error(), big) || !strings.Contains(err.Error(), "--git-save-max-size") {
+		t.Errorf("3 MiB of new files with a 2 MiB bound: %v", err)
+	}
+	_, err = SaveStored(SnapshotOptions{Repo: repo, Dir: store, MaxEntries: 10})
+	if !errors.Is(err, ErrSnapshotTooLarge) || !strings.Contains(err.Error(), "more than 10 entries") {
+		t.Errorf("entries bound: %v", err)
+	}
+	os.Remove(big)
+	if n := blobCount(t, store, repo); n != blobs {
+		t.Errorf("failed saves left %d blobs, want %d", n, blobs)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*")); len(recs) != 1 {
+		t.Errorf("records after failed saves: %v", recs)
+	}
+
+	sparse := filepath.Join(repo, ".git/objects/pack/pack-sparse.pack")
+	f, _ := os.Create(sparse)
+	f.Truncate(1 << 40)
+	f.Close()
+	fifo := filepath.Join(repo, ".git/objects/pack/pack-fifo.pack")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Snapshot)
+	go func() {
+		s, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	select {
+	case s := <-done:
+		if s == nil {
+			return
+		}
+		if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0], sparse) || !strings.Contains(s.Skipped[0], "sparse") {
+			t.Errorf("skipped %q; want the sparse file named", s.Skipped)
+		}
+		if s.NewBytes > 1<<20 {
+			t.Errorf("stored %d new bytes for a sparse file", s.NewBytes)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the save blocked (on the FIFO?)")
+	}
+}
+
+// TestStoredRetention: --git-save-keep keeps the newest N records, the byte budget
+// drops older records whose distinct content does not fit, and the blobs only
+// dropped records used are removed while shared ones stay.
+func TestStoredRetention(t *testing.T) {
+	noRacy(t)
+	old := collectEvery
+	collectEvery = 1
+	defer func() { collectEvery = old }()
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	extra := filepath.Join(repo, ".git/objects/pack/pack-x.pack")
+	var first *Snapshot
+	for i := 0; i < 5; i++ {
+		randomFile(t, extra, 256<<10) // a different 256 KiB each time
+		s := storeSave(t, repo, store, SnapshotOptions{Keep: 3})
+		if i == 0 {
+			first = s
+		}
+		os.Remove(extra)
+	}
+	recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix))
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	if _, err := os.Stat(first.Path); err == nil {
+		t.Error("the oldest record was kept")
+	}
+	// Three versions of the extra pack are referenced; the two dropped are gone.
+	if grew := blocks(t, filepath.Join(store, storeKey(repo), "blobs")); grew > 3*256<<10+512<<10 {
+		t.Errorf("blobs use %d bytes after pruning, want about 3 × 256 KiB", grew)
+	}
+	for _, r := range recs {
+		if _, err := CheckStored(r); err != nil {
+			t.Errorf("kept record broken by pruning: %v", err)
+		}
+	}
+
+	// A byte budget below two versions keeps only the newest.
+	randomFile(t, extra, 256<<10)
+	s := storeSave(t, repo, store, SnapshotOptions{Keep: 3, KeepBytes: 300 << 10})
+	recs, _ = filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix))
+	if len(recs) != 1 || recs[0] != s.Path {
+		t.Errorf("records %v, want only the newest under a 300 KiB budget", recs)
+	}
+	if _, err := CheckStored(s.Path); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestStoredRefusesStoreInsideRepo: a store below the work tree or the gitdir is
+// refused, as the ZIP's directory was.
+func TestStoredRefusesStoreInsideRepo(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	for _, d := range []string{filepath.Join(repo, "saves"), filepath.Join(repo, ".git", "saves")} {
+		if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: d}); err == nil || !strings.Contains(err.Error(), "lies inside") {
+			t.Errorf("store %s: %v", d, err)
+		}
+	}
+}
+
+// TestPruneStore: agentbox gc's part in the snapshot store. Blobs no record names
+// (a killed save's) go, named blobs stay and every record still checks; the store of
+// a removed repository goes; a dry run removes nothing.
+func TestPruneStore(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	orphan := filepath.Join(store, storeKey(repo), "blobs", "ab", strings.Repeat("c", 62))
+	os.MkdirAll(filepath.Dir(orphan), 0o700)
+	writeFile(t, orphan, "left by a killed save")
+	gone := snapRepo(t, filepath.Join(base, "gone"))
+	storeSave(t, gone, store, SnapshotOptions{})
+	os.RemoveAll(gone)
+
+	got, err := PruneStore(store, true)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("dry run: %+v, %v", got, err)
+	}
+	if _, err := os.Stat(orphan); err != nil {
+		t.Fatal("the dry run removed a blob")
+	}
+	got, err = PruneStore(store, false)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("prune: %+v, %v", got, err)
+	}
+	for _, p := range got {
+		if !p.Removed || p.Err != nil {
+			t.Errorf("%+v", p)
+		}
+	}
+	if _, err := os.Stat(orphan); err == nil {
+		t.Error("the unreferenced blob is still there")
+	}
+	if _, err := os.Stat(filepath.Join(store, storeKey(gone))); err == nil {
+		t.Error("the store of the removed repository is still there")
+	}
+	if _, err := CheckStored(s.Path); err != nil {
+		t.Errorf("a kept record is broken: %v", err)
+	}
+	if got, _ := PruneStore(store, false); len(got) != 0 {
+		t.Errorf("a second prune found %+v", got)
+	}
+}
+
+// BenchmarkSaveStoredUnchanged is one save of unchanged metadata: a walk with one
+// stat per entry and a record (go test -bench SaveStored ./gitguard).
+func BenchmarkSaveStoredUnchanged(b *testing.B) {
+	base, _ := filepath.EvalSymlinks(b.TempDir())
+	repo := snapRepo(b, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	old := racyWindow
+	racyWindow = -time.Hour
+	defer func() { racyWindow = old }()
+	if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store, Keep: benchKeep}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestStoredProgress: a save that stores more than 64 MiB says so on the terminal
+// it is given, and clears the line when done; a small one prints nothing.
+func TestStoredProgress(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	var out strings.Builder
+	storeSave(t, repo, store, SnapshotOptions{Progress: &out})
+	if out.Len() != 0 {
+		t.Errorf("a small save printed %q", out.String())
+	}
+	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-big.pack"), 80<<20)
+	s := storeSave(t, repo, store, SnapshotOptions{Progress: &out})
+	got := out.String()
+	if !strings.Contains(got, "agentbox: saving the Git metadata of "+repo+": ") || !strings.Contains(got, "MiB stored") || !strings.HasSuffix(got, "\r\033[K") {
+		t.Errorf("progress %q", got)
+	}
+	if s.NewBytes < 80<<20 {
+		t.Errorf("stored %d new bytes", s.NewBytes)
+	}
+}
+
+var benchKeep = 20
+
+// TestStoredLazyCollection: with the default collectEvery, records beyond
+// --git-save-keep stop being snapshots at once, and their blobs go at the
+// collectEvery-th.
+func TestStoredLazyCollection(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	extra := filepath.Join(repo, ".git/objects/pack/pack-x.pack")
+	blobs := func() int64 { return blocks(t, filepath.Join(store, storeKey(repo), "blobs")) }
+	var peak int64
+	for i := 0; i < 2+collectEvery; i++ {
+		randomFile(t, extra, 256<<10)
+		storeSave(t, repo, store, SnapshotOptions{Keep: 2})
+		if recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix)); len(recs) != min(i+1, 2) {
+			t.Fatalf("save %d: %d records, want %d", i, len(recs), min(i+1, 2))
+		}
+		peak = max(peak, blobs())
+	}
+	if peak < int64(collectEvery)*256<<10 || blobs() > 3*256<<10+256<<10 {
+		t.Errorf("blobs peaked at %d and are %d: want the dropped ones collected together", peak, blobs())
+	}
+}

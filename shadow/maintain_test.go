@@ -1,0 +1,100 @@
+package shadow
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// looseObjects counts the loose objects of the shadow repository.
+func looseObjects(t *testing.T, s *Store) int {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(s.Dir, "objects", "??", "*"))
+	return len(m)
+}
+
+func packCount(s *Store) int {
+	m, _ := filepath.Glob(filepath.Join(s.Dir, "objects", "pack", "*.pack"))
+	return len(m)
+}
+
+// TestFirstRecordIsPacked: the first record of many files writes their content as
+// a pack, not as one loose object (a 4 KiB block at least) per file, and the store
+// stays within a small multiple of the content.
+func TestFirstRecordIsPacked(t *testing.T) {
+	files := map[string]string{}
+	for i := 0; i < 2000; i++ {
+		files[fmt.Sprintf("d%02d/f%04d.txt", i/100, i)] = fmt.Sprintf("file %d\n%s\n", i, strings.Repeat("x", i%50))
+	}
+	repo := newRepo(t, files)
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Command: []string{"true"}}, func() {})
+	// Commits and trees may stay loose (a handful); the 2000 blobs must not.
+	if n := looseObjects(t, s); n > 100 {
+		t.Errorf("%d loose objects after the first record of 2000 files, want them packed", n)
+	}
+	if size := dirSize(t, filepath.Join(s.Dir, "objects")); size > 2<<20 {
+		t.Errorf("objects take %d bytes for about 60 KB of content", size)
+	}
+	if got := shadowGit(t, s, "ls-tree", "-r", "--name-only", "refs/sessions/"+onlySession(t, s).ID); strings.Count(got, "\n")+1 != 2000 {
+		t.Errorf("the record holds %d paths, want 2000", strings.Count(got, "\n")+1)
+	}
+}
+
+// TestPacksAreMerged: sessions that each change a file add a small pack each;
+// once there are more than maxPacks, the recorder merges them, and every session
+// still reads back.
+func TestPacksAreMerged(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
+	s, _ := openStore(t, repo)
+	var ids []string
+	for i := 0; i < maxPacks+4; i++ {
+		ids = append(ids, record(t, s, Record{Command: []string{"true"}}, func() {
+			write(t, filepath.Join(repo, "a.txt"), fmt.Sprintf("version %d\n", i))
+		}))
+		if n := packCount(s); n > maxPacks+1 {
+			t.Fatalf("session %d: %d packs, want at most %d", i, n, maxPacks+1)
+		}
+	}
+	// The merge packed the loose commits and trees too (20 sessions leave 60+).
+	if n := looseObjects(t, s); n > 30 {
+		t.Errorf("%d loose objects after %d sessions, want the older ones packed", n, len(ids))
+	}
+	for i, id := range ids {
+		if got := shadowGit(t, s, "show", "refs/sessions/"+id+":a.txt"); got != fmt.Sprintf("version %d", i) {
+			t.Errorf("session %d: a.txt is %q", i, got)
+		}
+	}
+	shadowGit(t, s, "fsck", "--no-progress")
+}
+
+// TestFirstRecordNotice: a first record that lasts longer than a second says so on
+// the terminal, and when it finished; a short one says nothing.
+func TestFirstRecordNotice(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
+	s, _ := openStore(t, repo)
+	var out bytes.Buffer
+	s.Progress = &out
+	end := s.noticeStart(s.firstRecord(), "recording X")
+	time.Sleep(noticeAfter + 200*time.Millisecond)
+	end()
+	if got := out.String(); !strings.Contains(got, "agentbox: recording X …\n") || !strings.Contains(got, "recording X: done in") {
+		t.Errorf("notice %q", got)
+	}
+	out.Reset()
+	s.noticeStart(true, "short")()
+	if out.Len() != 0 {
+		t.Errorf("a short step printed %q", out.String())
+	}
+	record(t, s, Record{Command: []string{"true"}}, func() {})
+	if s.firstRecord() {
+		t.Error("firstRecord after a record")
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+}
