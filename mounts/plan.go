@@ -127,13 +127,16 @@ type Session struct {
 //  2. private /proc and /dev for the new namespaces (P5);
 //  3. private /tmp and /run (P4, P10);
 //  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
-//  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
+//  5. kept paths (--keep, --keep-agent) writable over the HOME overlay, then the
+//     read-only directories inside them (keep.go); none contains or lies in the
+//     repository (policy), so the order with it does not matter;
+//  6. the repository writable (P2), after /tmp, /run and HOME so that a repository
 //     below any of them stays reachable at its own path (P6);
-//  6. a linked worktree's Git metadata writable (it lives outside the repo);
-//  7. the directories above protected paths bound onto themselves, so that none can
+//  7. a linked worktree's Git metadata writable (it lives outside the repo);
+//  8. the directories above protected paths bound onto themselves, so that none can
 //     be renamed away with its read-only mounts inside (P7);
-//  8. extra read-only binds (the push guard);
-//  9. the protected Git paths read-only, last, so they win over every writable bind (P7).
+//  9. extra read-only binds (the push guard);
+//  10. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
@@ -148,6 +151,7 @@ func Build(p *policy.Policy, s Session) Plan {
 	ops = append(ops, Op{Kind: Tmpfs, Dest: "/run", Mode: 0755, Why: "P4 private /run"})
 	if p.Home != "" {
 		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
+		ops = append(ops, keptOps(p)...)
 	}
 	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
 	ops = append(ops, s.GitRW...)

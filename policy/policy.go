@@ -33,6 +33,9 @@ type Options struct {
 	DiskTmp bool   // --disk-tmp: /tmp on disk below the cache dir
 	Backend string // --backend; empty means native
 
+	Keep      []string // --keep PATH (repeatable), keep.go
+	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
+
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
 
@@ -52,6 +55,10 @@ type Policy struct {
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
 	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
 	Command  []string // what runs inside
+
+	Keep         []Kept   // paths below HOME writable through the overlay (keep.go)
+	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
+	KeepAgents   []string // the presets asked for (--keep-agent)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -136,6 +143,9 @@ func New(opts Options) (*Policy, error) {
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	if err := resolveKeep(p, opts, cwd); err != nil {
+		return nil, err
+	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
 	}

@@ -48,6 +48,8 @@ type Config struct {
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
 	Signals *nsinit.SignalCatch
+
+	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
 }
 
 // RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
@@ -124,6 +126,7 @@ func Run(cfg Config) (int, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
+	cfg.sessionID = sessionID(rec)
 	sw.Mark(host("record start"))
 	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw, spare)
 	out.End, out.Status, out.Err = time.Now(), status, err
@@ -140,6 +143,9 @@ func Run(cfg Config) (int, error) {
 // launch does the part of Run that can fail before the command starts.
 func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID mounts.FileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
+		return 0, err
+	}
+	if err := prepareKept(p); err != nil {
 		return 0, err
 	}
 	sw.Mark(host("placeholders"))
@@ -202,12 +208,20 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err := verifyUnchanged(p.Repo, repoID, s.Protected, &plan); err != nil {
 		return 0, err
 	}
+	if err := keptIdentities(p, &plan); err != nil {
+		return 0, err
+	}
+	agentBase := startAgentAudit(p, cfg.sessionID)
+	setSessionEnv(cfg.sessionID)
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
 	res, err := runBackend(cfg, plan, out, spare, beforeExec)
 	sw.Skip()
 	ran = err == nil
+	if ran {
+		finishAgentAudit(cfg, agentBase, out)
+	}
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err

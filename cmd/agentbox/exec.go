@@ -34,6 +34,7 @@ func cmdExec(args []string) int {
 	fs.BoolVar(&opts.Offline, "offline", false, "new network namespace: loopback only")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.StringVar(&opts.Backend, "backend", "native", "`native`, bwrap or auto")
+	registerKeepFlags(fs, &opts)
 	session.RegisterFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
