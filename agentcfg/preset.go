@@ -34,7 +34,7 @@ var presets = []Preset{
 	{
 		Name: "claude",
 		Keep: []Path{
-			{Rel: ".claude", Dir: true},  // settings, transcripts (projects/), todos, backups, credentials
+			{Rel: ".claude", Dir: true},         // settings, transcripts (projects/), todos, backups, credentials
 			{Rel: ".claude.json", Init: "{}\n"}, // state: trust, MCP servers, onboarding, user ID
 		},
 		// Plugins bring hooks and MCP servers, skills and agents may carry hooks
