@@ -211,7 +211,7 @@ func (b *Baseline) auditFile(base *fileState) []Finding {
 		return nil // removed: nothing runs from it any more
 	}
 	whole := func(what string) []Finding {
-		moved, err := b.putBack(base)
+		moved, err := b.putBack(base, cur)
 		f := Finding{Path: base.path, What: what, MovedTo: moved}
 		if err != nil {
 			f.What += " (could not put it back: " + err.Error() + ")"
@@ -276,9 +276,12 @@ func formatName(f format) string {
 	return "JSON"
 }
 
-// putBack moves the session's file aside and writes the baseline in its place
+// putBack keeps the session's file aside and puts the baseline in its place
 // (nothing, when there was no file before).
-func (b *Baseline) putBack(base *fileState) (string, error) {
+func (b *Baseline) putBack(base, cur *fileState) (string, error) {
+	if b.inPlace(base.path, cur) {
+		return b.rewrite(base.path, cur.data, base.data)
+	}
 	dir, name := filepath.Split(base.path)
 	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -300,6 +303,20 @@ func (b *Baseline) putBack(base *fileState) (string, error) {
 		}
 	}
 	return filepath.Join(dir, aside), nil
+}
+
+// inPlace: the file is itself a kept path, bound by inode into every live session
+// that keeps it; it is rewritten in place, so that they keep seeing the host's.
+func (b *Baseline) inPlace(path string, cur *fileState) bool {
+	if cur.odd != "" {
+		return false
+	}
+	for _, k := range b.opt.Kept {
+		if k == path {
+			return true
+		}
+	}
+	return false
 }
 
 // putBackKeys keeps a copy of the session's JSON file aside and rewrites the file
@@ -329,6 +346,9 @@ func (b *Baseline) putBackKeys(base, cur *fileState, keys []Finding) (string, er
 	if err := enc.Encode(doc); err != nil {
 		return "", err
 	}
+	if b.inPlace(base.path, cur) {
+		return b.rewrite(base.path, cur.data, buf.Bytes())
+	}
 	dir, name := filepath.Split(base.path)
 	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -349,6 +369,37 @@ func (b *Baseline) putBackKeys(base, cur *fileState, keys []Finding) (string, er
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
 		unix.Unlinkat(dfd, tmp, 0)
+		return filepath.Join(dir, aside), err
+	}
+	return filepath.Join(dir, aside), nil
+}
+
+// rewrite keeps session (the file's current content) aside and writes fixed into
+// the file's own inode.
+func (b *Baseline) rewrite(path string, session, fixed []byte) (string, error) {
+	dir, name := filepath.Split(path)
+	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(dfd)
+	aside := name + QuarantineSuffix + b.opt.ID
+	if err := writeAt(dfd, aside, session, 0o600); err != nil {
+		return "", err
+	}
+	fd, err := safepath.OpenBeneath(dfd, name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return filepath.Join(dir, aside), err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return filepath.Join(dir, aside), errors.New("not a regular file any more")
+	}
+	if err := f.Truncate(0); err != nil {
+		return filepath.Join(dir, aside), err
+	}
+	if _, err := f.WriteAt(fixed, 0); err != nil {
 		return filepath.Join(dir, aside), err
 	}
 	return filepath.Join(dir, aside), nil

@@ -118,26 +118,57 @@ func keptIdentities(p *policy.Policy, plan *mounts.Plan) error {
 	return nil
 }
 
-// startAgentAudit records the kept agents' exec surface before the command runs;
-// nil when nothing is kept.
-func startAgentAudit(p *policy.Policy, id string) *agentcfg.Baseline {
+// startAgentAudit registers the session in the kept paths' ledger (agentcfg), which
+// takes its baseline — the ledger's own where another live session keeps the same
+// files — after auditing sessions whose launchers died; nil when nothing is kept.
+// Without a ledger the audit still runs, from a baseline of its own.
+func startAgentAudit(cfg *Config, p *policy.Policy, out *Outcome) *agentAudit {
 	if len(p.Keep) == 0 {
 		return nil
 	}
-	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: id}
+	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: cfg.sessionID}
 	for _, k := range p.Keep {
 		opt.Kept = append(opt.Kept, k.Path)
 	}
-	return agentcfg.Snapshot(opt)
+	if p.StateDir == "" {
+		fmt.Fprintf(cfg.Stderr, "agentbox: warning: kept paths: no state directory; if this launcher is killed, the session goes unaudited\n")
+		return &agentAudit{base: agentcfg.Snapshot(opt)}
+	}
+	s, orphans, err := agentcfg.Begin(p.StateDir, opt)
+	for _, o := range orphans {
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: kept paths: session %s was killed before its audit; audited now: %d finding(s)\n", o.ID, len(o.Findings))
+		report(cfg, out, o.Findings)
+	}
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
+		return &agentAudit{base: agentcfg.Snapshot(opt)}
+	}
+	return &agentAudit{ledger: s}
 }
 
-// finishAgentAudit puts back what the session added to the kept exec surface and
-// reports it, one line per finding, like the Git audit.
-func finishAgentAudit(cfg *Config, base *agentcfg.Baseline, out *Outcome) {
-	if base == nil {
-		return
+// agentAudit is one session's audit of its kept paths: through the ledger, or
+// from a baseline of its own when the ledger could not be used.
+type agentAudit struct {
+	ledger *agentcfg.Session
+	base   *agentcfg.Baseline
+}
+
+// finish puts back what the session added to the kept exec surface and reports
+// it, one line per finding, like the Git audit. It runs even when the backend
+// reports a failure: the command may have started before it, and an audit of a
+// session that wrote nothing finds nothing.
+func (a *agentAudit) finish(cfg *Config, out *Outcome) {
+	switch {
+	case a == nil:
+	case a.ledger != nil:
+		report(cfg, out, a.ledger.Finish())
+	default:
+		report(cfg, out, a.base.Audit())
 	}
-	for _, f := range base.Audit() {
+}
+
+func report(cfg *Config, out *Outcome, fs []agentcfg.Finding) {
+	for _, f := range fs {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)

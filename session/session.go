@@ -211,7 +211,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err := keptIdentities(p, &plan); err != nil {
 		return 0, err
 	}
-	agentBase := startAgentAudit(p, cfg.sessionID)
+	agents := startAgentAudit(cfg, p, out)
 	setSessionEnv(cfg.sessionID)
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
@@ -219,9 +219,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	res, err := runBackend(cfg, plan, out, spare, beforeExec)
 	sw.Skip()
 	ran = err == nil
-	if ran {
-		finishAgentAudit(cfg, agentBase, out)
-	}
+	agents.finish(cfg, out)
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err

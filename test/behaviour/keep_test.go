@@ -1,6 +1,7 @@
 package behaviour
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,8 @@ func TestKeep(t *testing.T) {
 		{"AGENTBOX and AGENTBOX_SESSION are set", keepEnv},
 		{"kept shell rc and a status-line script are audited whole", keepAuditWhole},
 		{"a kept file swapped for a symlink or a FIFO is moved aside, without blocking", keepAuditSwaps},
+		{"a killed launcher's session is audited by the next launch", keepAuditKilled},
+		{"overlapping sessions: a plant re-made after another's audit is still caught", keepAuditOverlap},
 	}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -225,5 +228,86 @@ rm ~/.claude/settings.local.json && mkfifo ~/.claude/settings.local.json`, "--ke
 	}
 	if got := sandboxtest.ReadFileOr(h + "/.profile"); got != "original profile\n" {
 		t.Errorf("~/.profile changed: %q", got)
+	}
+}
+
+const settingsHook = `{"model":"opus","hooks":{"Stop":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}`
+
+// plantScript plants a hook in the kept settings, says so in the repository, and
+// waits there for the host's go-ahead (a bound of 20 s against a hang).
+func plantScript(name string) string {
+	return fmt.Sprintf(`printf '%%s' '%s' > ~/.claude/settings.json && touch ./%s.planted &&
+i=0; while [ ! -e ./%s.go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done`, settingsHook, name, name)
+}
+
+func keepAuditKilled(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.claude")
+	writeUser(t, h+"/.claude/settings.json", `{"model":"opus"}`)
+	cmd := b.Command(b.Repo, []string{"--keep", "~/.claude"}, plantScript("a"))
+	res := make(chan sandboxtest.Result, 1)
+	if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxtest.WaitFor(func() bool { return sandboxtest.Exists(b.Repo + "/a.planted") }) {
+		cmd.Process.Kill()
+		t.Fatalf("the session did not plant: %s", <-res)
+	}
+	cmd.Process.Kill() // SIGKILL: the launcher never runs its audit
+	<-res
+	if !strings.Contains(sandboxtest.ReadFileOr(h+"/.claude/settings.json"), "hooks") {
+		t.Fatalf("the plant is not on the host: the row would prove nothing")
+	}
+	r := b.Sh("true", "--keep", "~/.claude")
+	if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") ||
+		!strings.Contains(r.Stderr, h+"/.claude/settings.json: new hooks, put back as it was") {
+		t.Errorf("the next launch did not audit the killed session:\n%s", r)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/settings.json"); strings.Contains(got, "hooks") {
+		t.Errorf("settings.json after the next launch: %s", got)
+	}
+}
+
+func keepAuditOverlap(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.claude")
+	writeUser(t, h+"/.claude/settings.json", `{"model":"opus"}`)
+	// A plants and waits; B starts while the plant is there, re-plants after A's
+	// audit, and ends: its baseline must be the one from before A, not A's plant.
+	a := b.Command(b.Repo, []string{"--keep", "~/.claude", "--no-record"}, plantScript("a"))
+	resA := make(chan sandboxtest.Result, 1)
+	if err := sandboxtest.StartAndCollect(a, resA); err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxtest.WaitFor(func() bool { return sandboxtest.Exists(b.Repo + "/a.planted") }) {
+		a.Process.Kill()
+		t.Fatalf("A did not plant: %s", <-resA)
+	}
+	bb := b.Command(b.Repo, []string{"--keep", "~/.claude", "--no-record"}, `touch ./b.started &&
+i=0; while [ ! -e ./b.go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; `+plantScript("b2"))
+	resB := make(chan sandboxtest.Result, 1)
+	if err := sandboxtest.StartAndCollect(bb, resB); err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxtest.WaitFor(func() bool { return sandboxtest.Exists(b.Repo + "/b.started") }) {
+		bb.Process.Kill()
+		t.Fatalf("B did not start: %s", <-resB)
+	}
+	writeUser(t, b.Repo+"/a.go", "")
+	ra := <-resA
+	if !strings.Contains(ra.Stderr, "new hooks, put back as it was") {
+		t.Errorf("A's audit:\n%s", ra)
+	}
+	writeUser(t, b.Repo+"/b.go", "")
+	writeUser(t, b.Repo+"/b2.go", "")
+	rb := <-resB
+	if !strings.Contains(rb.Stderr, h+"/.claude/settings.json: new hooks, put back as it was") {
+		t.Errorf("B's audit took A's plant for the baseline:\n%s", rb)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/settings.json"); strings.Contains(got, "hooks") {
+		t.Errorf("settings.json after both sessions: %s", got)
+	}
+	if m, _ := filepath.Glob(h + "/.local/state/agentbox/agents/live/*"); len(m) != 0 {
+		t.Errorf("sessions left in the ledger: %v", m)
 	}
 }
