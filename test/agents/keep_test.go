@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // plantHook is what a hostile command inside the sandbox writes into Claude Code's
@@ -103,14 +104,22 @@ func readState(t *testing.T, home string) claudeState {
 	return s
 }
 
-// TestKeepAgentCodex: with --keep-agent codex, Codex's home is the host's, so the
-// rename of its stale arg0 directories works (no "could not create PATH aliases"
-// warning, issue 16's EXDEV), a setting it is given survives, and a notify
-// program planted in config.toml is put back with the file.
+// TestKeepAgentCodex: Codex renames its stale arg0 directories below ~/.codex at
+// every start; with ~/.codex in the real HOME (Codex ran there once) that rename
+// fails inside the overlay with EXDEV (issue 16) and Codex warns, while with
+// --keep-agent codex its home is the host's and the rename works. A setting it is
+// given survives; a notify program planted in config.toml is put back with the file.
 func TestKeepAgentCodex(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
+			host := testenv.Command(t, b.Home, filepath.Join(agentsBin, "codex"), "--version")
+			if out, err := host.CombinedOutput(); err != nil {
+				t.Fatalf("codex --version on the host: %v\n%s", err, out)
+			}
+			if r := b.run(`codex --version`); !strings.Contains(r.Stderr, "Cross-device link") {
+				t.Errorf("without the preset, want codex's EXDEV warning (else this row proves nothing):\n%s", r)
+			}
 			r := b.run(`codex --version`, "--keep-agent", "codex")
 			if r.Code != 0 || strings.Contains(r.Stderr, "WARNING") {
 				t.Errorf("codex --version with its home kept:\n%s", r)
