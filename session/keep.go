@@ -94,6 +94,20 @@ func createBeneath(path string, dir bool, init string) error {
 	return nil
 }
 
+// checkKeptGitDirs refuses a kept path holding one of the Git directories this
+// session protects outside the repository (a linked worktree's common dir): kept,
+// its config and hooks would be writable, undoing P7.
+func checkKeptGitDirs(p *policy.Policy, gitDirs []string) error {
+	for _, k := range p.Keep {
+		for _, d := range gitDirs {
+			if policy.Within(d, k.Path) || policy.Within(k.Path, d) {
+				return &policy.Error{What: k.From, Path: k.Path, Reason: "holds the Git directory " + d + " of this worktree, whose config and hooks must stay read-only (P7)"}
+			}
+		}
+	}
+	return nil
+}
+
 // keptIdentities gives every kept bind the identity its source has now, which
 // the backends check again on the source they open (mounts.Op.SourceID): a path
 // swapped after the policy checked it is refused.

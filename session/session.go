@@ -107,6 +107,9 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("linked worktree: %w", err)
 	}
+	if err := checkKeptGitDirs(p, meta.roots); err != nil {
+		return 0, err
+	}
 	sw.Mark(host("repo identity, worktree"))
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {

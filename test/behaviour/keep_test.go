@@ -91,6 +91,9 @@ func keepRefusals(t *testing.T, b *sandboxtest.Box) {
 		t.Fatal(err)
 	}
 	writeUser(t, h+"/.gitconfig", "[user]\n\tname = t\n")
+	mkdirUser(t, h+"/work")
+	testenv.Git(t, h, h+"/work", "init", "-q")
+	testenv.Git(t, h, h, "init", "-q", "--bare", h+"/bare.git")
 	testenv.Chown(t, h)
 	cases := []struct {
 		args []string
@@ -111,6 +114,9 @@ func keepRefusals(t *testing.T, b *sandboxtest.Box) {
 		{[]string{"--keep", h + "/.cache/agentbox"}, "agentbox's own state or cache"},
 		{[]string{"--keep", h + "/.gitconfig"}, "Git's global config"},
 		{[]string{"--keep-agent", "vim"}, "unknown agent"},
+		{[]string{"--keep", h + "/work"}, "is a Git work tree"},
+		{[]string{"--keep", h + "/work/.git/hooks"}, "lies in a Git directory"},
+		{[]string{"--keep", h + "/bare.git"}, "is a Git directory"},
 	}
 	for _, c := range cases {
 		r := sandboxtest.Run(b.Command(b.Repo, append([]string{"--no-record", "--no-git-save"}, c.args...), "echo RAN"))
@@ -119,12 +125,26 @@ func keepRefusals(t *testing.T, b *sandboxtest.Box) {
 			t.Errorf("%v: want 125 and one line with %q, got %s", c.args, c.why, r)
 		}
 	}
-	// A kept path below a symlinked ancestor of the repository is the same rule
-	// from the other side: the repository in a kept dir is refused too.
-	mkdirUser(t, h+"/work/repo2")
-	r := sandboxtest.Run(b.Command(h+"/work/repo2", []string{"--repo", h + "/work/repo2", "--keep", h + "/work"}, "echo RAN"))
+	// The repository in a kept dir is refused from the other side too.
+	mkdirUser(t, h+"/outer/repo2")
+	r := sandboxtest.Run(b.Command(h+"/outer/repo2", []string{"--repo", h + "/outer/repo2", "--keep", h + "/outer"}, "echo RAN"))
 	if r.Code != 125 || !strings.Contains(r.Stderr, "contains the repository") {
 		t.Errorf("--keep of the repository's parent: %s", r)
+	}
+	// A linked worktree's common dir, kept, would make its config writable.
+	testenv.Git(t, h, b.Repo, "commit", "-q", "--allow-empty", "-m", "x")
+	testenv.Git(t, h, b.Repo, "worktree", "add", "-q", h+"/wt")
+	r = sandboxtest.Run(b.Command(h+"/wt", []string{"--repo", h + "/wt", "--keep", b.Repo + "/.git/worktrees"}, "echo RAN"))
+	if r.Code != 125 || !strings.Contains(r.Stderr, "lies in a Git directory") {
+		t.Errorf("--keep of a linked worktree's gitdir: %s", r)
+	}
+	// … and so would a kept directory holding the bare repository it comes from.
+	mkdirUser(t, h+"/repos")
+	testenv.Git(t, h, h, "clone", "-q", "--bare", b.Repo, h+"/repos/main.git")
+	testenv.Git(t, h, h+"/repos/main.git", "worktree", "add", "-q", h+"/wt2")
+	r = sandboxtest.Run(b.Command(h+"/wt2", []string{"--repo", h + "/wt2", "--keep", h + "/repos"}, "echo RAN"))
+	if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); r.Code != 125 || len(lines) != 1 || !strings.Contains(r.Stderr, "holds the Git directory") {
+		t.Errorf("--keep of the directory holding a worktree's common dir: %s", r)
 	}
 }
 
