@@ -119,6 +119,7 @@ type Session struct {
 	Pinned    []string             // directories bound onto themselves so they cannot be renamed (gitguard.PinnedDirs)
 	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
 	Protected []gitguard.Protected // Git exec surface inside the writable set
+	Empty     EmptySources         // stand-ins for hidden paths (hide.go)
 }
 
 // Build returns the mount plan for a policy. It is the only place that orders mounts:
@@ -135,7 +136,8 @@ type Session struct {
 //  7. a linked worktree's Git metadata writable (it lives outside the repo);
 //  8. the directories above protected paths bound onto themselves, so that none can
 //     be renamed away with its read-only mounts inside (P7);
-//  9. extra read-only binds (the push guard);
+//  9. extra read-only binds (the push guard), then hidden paths (empty stand-ins
+//     bound read-only over them, after every writable bind that could hold them);
 //  10. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
@@ -159,6 +161,7 @@ func Build(p *policy.Policy, s Session) Plan {
 		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})
 	}
 	ops = append(ops, s.ExtraRO...)
+	ops = append(ops, hiddenOps(p, s.Empty)...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	Keep      []string // --keep PATH (repeatable), keep.go
 	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
 
+	Hide        []string // --hide PATH (repeatable), hide.go
+	HideSecrets bool     // --hide-secrets, hide.go
+
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
 
@@ -59,6 +62,7 @@ type Policy struct {
 	Keep         []Kept   // paths below HOME writable through the overlay (keep.go)
 	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
 	KeepAgents   []string // the presets asked for (--keep-agent)
+	Hide         []Hidden // paths empty inside (hide.go)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -144,6 +148,9 @@ func New(opts Options) (*Policy, error) {
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
 	if err := resolveKeep(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveHide(p, opts, cwd); err != nil {
 		return nil, err
 	}
 	if p.DiskTmp && p.CacheDir == "" {

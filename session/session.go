@@ -124,6 +124,7 @@ func Run(cfg Config) (int, error) {
 			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
+		s.Empty = emptyPaths(p)
 		return 0, printPlan(cfg, mounts.Build(p, s))
 	}
 
@@ -151,6 +152,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err := prepareKept(p); err != nil {
 		return 0, err
 	}
+	empty, err := emptySources(p)
+	if err != nil {
+		return 0, err
+	}
+	s.Empty = empty
 	sw.Mark(host("placeholders"))
 	// The audit's baseline and the metadata snapshot must exist before the command
 	// starts, and the sandbox's setup does not need them: the backend runs them while

@@ -20,8 +20,11 @@ func (f listFlag) String() string {
 
 func (f listFlag) Set(v string) error { *f.list = append(*f.list, v); return nil }
 
-// registerKeepFlags adds --keep and --keep-agent (policy/keep.go, agentcfg).
+// registerKeepFlags adds --keep and --keep-agent (policy/keep.go, agentcfg) and
+// --hide and --hide-secrets (policy/hide.go).
 func registerKeepFlags(fs *flag.FlagSet, opts *policy.Options) {
 	fs.Var(listFlag{&opts.Keep}, "keep", "keep `PATH` below HOME: bound writable through the HOME overlay, so writes reach the host (repeatable)")
 	fs.Var(listFlag{&opts.KeepAgent}, "keep-agent", "keep what `AGENT` ("+strings.Join(agentcfg.Names(), ", ")+") needs below HOME; its exec surface is read-only or audited (repeatable)")
+	fs.Var(listFlag{&opts.Hide}, "hide", "make `PATH` (a directory or file) empty and read-only inside (repeatable)")
+	fs.BoolVar(&opts.HideSecrets, "hide-secrets", false, "hide the well-known credential stores below HOME (SSH private keys, ~/.gnupg, ~/.aws, browser profiles …) but for a kept agent's own")
 }
