@@ -155,7 +155,13 @@ func Build(p *policy.Policy, s Session) Plan {
 		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
 		ops = append(ops, keptOps(p)...)
 	}
-	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	if p.ReadOnly {
+		// --read-only: a review session; nothing in the repository is writable, so
+		// there is nothing to pin or protect (the launcher passes no Git ops).
+		ops = append(ops, Op{Kind: BindRO, Source: p.Repo, Dest: p.Repo, Why: "P2 repository read-only (--read-only)"})
+	} else {
+		ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	}
 	ops = append(ops, s.GitRW...)
 	for _, d := range s.Pinned {
 		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})

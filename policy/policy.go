@@ -38,6 +38,7 @@ type Options struct {
 
 	Hide        []string // --hide PATH (repeatable), hide.go
 	HideSecrets bool     // --hide-secrets, hide.go
+	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
 
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
@@ -63,6 +64,7 @@ type Policy struct {
 	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
 	KeepAgents   []string // the presets asked for (--keep-agent)
 	Hide         []Hidden // paths empty inside (hide.go)
+	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -109,7 +111,7 @@ func New(opts Options) (*Policy, error) {
 	if !filepath.IsAbs(opts.Cwd) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
-	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp}
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
 
 	switch opts.Backend {
 	case "", BackendNative:

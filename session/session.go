@@ -118,6 +118,9 @@ func Run(cfg Config) (int, error) {
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
+	if p.ReadOnly {
+		s = mounts.Session{} // readonly.go: nothing to protect, pin or bind writable
+	}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
@@ -170,6 +173,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			during = append(during, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
 			t = now
 		}
+		if p.ReadOnly {
+			return nil // readonly.go: nothing to audit or snapshot
+		}
 		a, err := startAudit(cfg, p, gitDirs)
 		if err != nil {
 			return err
@@ -214,7 +220,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
-	if err := verifyUnchanged(p.Repo, repoID, s.Protected, &plan); err != nil {
+	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
 		return 0, err
 	}
 	if err := keptIdentities(p, &plan); err != nil {
