@@ -137,7 +137,8 @@ type Session struct {
 //  8. the directories above protected paths bound onto themselves, so that none can
 //     be renamed away with its read-only mounts inside (P7);
 //  9. extra read-only binds (the push guard), then hidden paths (empty stand-ins
-//     bound read-only over them, after every writable bind that could hold them);
+//     bound read-only over them, after every writable bind that could hold them),
+//     then the handed-in sockets (socket.go);
 //  10. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
@@ -168,6 +169,7 @@ func Build(p *policy.Policy, s Session) Plan {
 	}
 	ops = append(ops, s.ExtraRO...)
 	ops = append(ops, hiddenOps(p, s.Empty)...)
+	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}

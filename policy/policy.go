@@ -39,6 +39,7 @@ type Options struct {
 	Hide        []string // --hide PATH (repeatable), hide.go
 	HideSecrets bool     // --hide-secrets, hide.go
 	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
+	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
 
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
@@ -65,6 +66,7 @@ type Policy struct {
 	KeepAgents   []string // the presets asked for (--keep-agent)
 	Hide         []Hidden // paths empty inside (hide.go)
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
+	Sockets      []Socket // host sockets handed in (socket.go)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -153,6 +155,9 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	if err := resolveHide(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveSockets(p, opts); err != nil {
 		return nil, err
 	}
 	if p.DiskTmp && p.CacheDir == "" {

@@ -31,10 +31,23 @@ func sessionID(r *recorder) string {
 }
 
 // setSessionEnv puts the markers into the environment the command inherits (both
-// backends pass the launcher's environment on).
-func setSessionEnv(id string) {
+// backends pass the launcher's environment on), and unsets SSH_AUTH_SOCK unless
+// its socket is handed in (--allow-socket): inside it would name nothing, or, in
+// HOME, an agent the user did not hand in.
+func setSessionEnv(p *policy.Policy, id string) {
 	os.Setenv(EnvInside, "1")
 	os.Setenv(EnvSession, id)
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		handed := false
+		for _, s := range p.Sockets {
+			if c, err := filepath.EvalSymlinks(sock); err == nil && c == s.Path {
+				handed = true
+			}
+		}
+		if !handed {
+			os.Unsetenv("SSH_AUTH_SOCK")
+		}
+	}
 }
 
 // prepareKept creates, on the host, what a preset keeps and is missing (an empty

@@ -227,7 +227,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		return 0, err
 	}
 	agents := startAgentAudit(cfg, p, out)
-	setSessionEnv(cfg.sessionID)
+	setSessionEnv(p, cfg.sessionID)
 	locks := existingLocks(s.Protected)
 	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
 	sw.Mark(host("plan, recheck"))
