@@ -163,6 +163,9 @@ func Build(p *policy.Policy, s Session) Plan {
 	} else {
 		ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
 	}
+	for _, d := range p.AddDirs {
+		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P2 further writable directory (--add-dir)"})
+	}
 	ops = append(ops, s.GitRW...)
 	for _, d := range s.Pinned {
 		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})

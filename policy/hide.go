@@ -152,6 +152,14 @@ func checkHide(p *Policy, arg, path, from string) (Hidden, error) {
 	case Within(canon, filepath.Join(p.Repo, ".git")):
 		return refuse("lies in the repository's Git metadata, which the Git protections mount over")
 	}
+	for _, d := range p.AddDirs {
+		if Within(d, canon) {
+			return refuse("contains the added directory " + quote(d))
+		}
+		if Within(canon, filepath.Join(d, ".git")) {
+			return refuse("lies in the Git metadata of " + quote(d) + ", which the Git protections mount over")
+		}
+	}
 	for _, k := range p.Keep {
 		if Within(k.Path, canon) {
 			return refuse("contains the kept path " + quote(k.Path) + "; keep less or hide less")

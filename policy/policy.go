@@ -40,6 +40,7 @@ type Options struct {
 	HideSecrets bool     // --hide-secrets, hide.go
 	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
 	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
+	AddDir      []string // --add-dir DIR (repeatable), adddir.go
 
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
@@ -67,6 +68,7 @@ type Policy struct {
 	Hide         []Hidden // paths empty inside (hide.go)
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 	Sockets      []Socket // host sockets handed in (socket.go)
+	AddDirs      []string // further writable directories, canonical (adddir.go)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -152,6 +154,9 @@ func New(opts Options) (*Policy, error) {
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
 	if err := resolveKeep(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveAddDirs(p, opts, cwd); err != nil {
 		return nil, err
 	}
 	if err := resolveHide(p, opts, cwd); err != nil {

@@ -121,7 +121,7 @@ func checkKeptGitDirs(p *policy.Policy, gitDirs []string) error {
 	return nil
 }
 
-// keptIdentities gives every kept bind the identity its source has now, which
+// keptIdentities gives every kept and added bind the identity its source has now, which
 // the backends check again on the source they open (mounts.Op.SourceID): a path
 // swapped after the policy checked it is refused.
 func keptIdentities(p *policy.Policy, plan *mounts.Plan) error {
@@ -132,13 +132,16 @@ func keptIdentities(p *policy.Policy, plan *mounts.Plan) error {
 	for _, d := range p.KeepReadOnly {
 		want[d] = true
 	}
+	for _, d := range p.AddDirs {
+		want[d] = true
+	}
 	for i, op := range plan.Ops {
 		if !want[op.Source] || (op.Kind != mounts.Bind && op.Kind != mounts.BindRO) {
 			continue
 		}
 		id, err := identify(op.Source)
 		if err != nil {
-			return fmt.Errorf("kept path %s changed while agentbox was starting (%v); not launching", op.Source, err)
+			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", op.Source, err)
 		}
 		plan.Ops[i].SourceID = id
 	}

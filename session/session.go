@@ -98,6 +98,7 @@ func Run(cfg Config) (int, error) {
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
 		auditOrphans(&cfg, p)
+		auditDirOrphans(&cfg, p) // adddir.go
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
@@ -115,9 +116,14 @@ func Run(cfg Config) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("protect Git paths: %w", err)
 	}
+	added, err := addDirProtected(p)
+	if err != nil {
+		return 0, err
+	}
+	protected = append(protected, added...)
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned: gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected)}
+		Pinned: gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)}
 	if p.ReadOnly {
 		s = mounts.Session{} // readonly.go: nothing to protect, pin or bind writable
 	}
@@ -165,6 +171,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	// starts, and the sandbox's setup does not need them: the backend runs them while
 	// it builds the sandbox (nsinit.Options.BeforeExec), before the command starts.
 	var aud *auditor
+	var dirs *dirAudits // adddir.go
 	var during []nsinit.Phase
 	beforeExec := func() error {
 		t := time.Now()
@@ -181,6 +188,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			return err
 		}
 		aud = a
+		if dirs, err = startDirAudits(cfg, p); err != nil {
+			return err
+		}
 		mark("audit baseline")
 		if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
 			return err
@@ -192,6 +202,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	// nothing to audit, and only agentbox's one-line error is printed.
 	ran := false
 	defer func() {
+		dirs.finish(cfg, out, ran)
 		switch {
 		case aud == nil:
 		case ran:
@@ -200,7 +211,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			aud.drop()
 		}
 	}()
-	writable := []string{p.Repo}
+	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range s.GitRW {
 		writable = append(writable, op.Source)
 	}
