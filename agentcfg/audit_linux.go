@@ -100,6 +100,22 @@ func (o Options) covered() []struct {
 			}{p, k.f})
 		}
 	}
+	for _, g := range knownGlobs {
+		dir := filepath.Join(o.Home, g.dir)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if ok, _ := filepath.Match(g.pattern, e.Name()); ok && o.kept(p) {
+				list = append(list, struct {
+					path string
+					f    format
+				}{p, g.f})
+			}
+		}
+	}
 	return list
 }
 
@@ -198,6 +214,11 @@ func kind(m os.FileMode) string {
 // their baseline (the user's other changes stay), any other file is put back whole;
 // either way the session's version is kept beside it. It returns what it did.
 func (b *Baseline) Audit() []Finding {
+	for _, c := range b.opt.covered() {
+		if !b.has(c.path) {
+			b.files = append(b.files, &fileState{path: c.path, f: c.f}) // new since the baseline
+		}
+	}
 	var out []Finding
 	for _, base := range b.files {
 		out = append(out, b.auditFile(base)...)

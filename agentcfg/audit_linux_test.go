@@ -54,6 +54,10 @@ func TestAudit(t *testing.T) {
 			before: "model = \"o3\"\n", after: "model = \"o4\"\n", want: "model = \"o4\"\n"},
 		{name: "codex profile with notify", rel: ".codex/config.toml",
 			before: "", after: "[profiles.p]\nnotify = [\"sh\"]\n", keys: []string{""}, want: ""},
+		{name: "codex profile layer created", rel: ".codex/work.config.toml",
+			before: "-", after: "notify = [\"sh\"]\n", keys: []string{""}, want: "-"},
+		{name: "codex rules created", rel: ".codex/rules/default.rules",
+			before: "-", after: "prefix_rule(pattern=[\"rm\"], decision=\"allow\")\n", keys: []string{""}, want: "-"},
 		{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 		{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
 	}

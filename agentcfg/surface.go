@@ -44,6 +44,18 @@ var known = []struct {
 	{".config/fish/config.fish", wholeFile},
 }
 
+// knownGlobs are families of files audited like known ones, found by listing a
+// directory at the baseline and again at the audit (a new one is audited as new):
+// Codex's profile layers (codex -p NAME reads $CODEX_HOME/NAME.config.toml) and its
+// exec-policy rules, which let commands run without approval.
+var knownGlobs = []struct {
+	dir, pattern string
+	f            format
+}{
+	{".codex", "*.config.toml", codexConfig},
+	{".codex/rules", "*.rules", wholeFile},
+}
+
 // settingsExec are Claude Code's settings keys that name a program it runs (hooks,
 // the status line, credential and header helpers, file suggestion), load code or
 // servers (plugins, marketplaces, project MCP servers), shape every command it
