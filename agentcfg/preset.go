@@ -28,6 +28,11 @@ type Preset struct {
 	// loads as code later (plugins, skills …): bound read-only on top, created
 	// empty when missing, as Git's hooks directory is (P7).
 	ReadOnly []string
+	// Private are directories inside the kept ones where the agent keeps what a
+	// running copy of it executes or sources (helper links on its PATH, shell
+	// snapshots): a fresh tmpfs inside, so that the sandbox can neither plant into
+	// the operator's running agent outside nor lose the agent its scratch space.
+	Private []string
 }
 
 var presets = []Preset{
@@ -40,13 +45,19 @@ var presets = []Preset{
 		// Plugins bring hooks and MCP servers, skills and agents may carry hooks
 		// in their front matter, commands may run shell lines: all run later as
 		// the operator. hooks/ is where hook scripts conventionally live.
-		ReadOnly: []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands", ".claude/hooks"},
+		ReadOnly: []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands", ".claude/hooks", ".claude/local"},
+		// Claude Code sources its shell snapshot before every Bash command; a
+		// session outside sources its own from here.
+		Private: []string{".claude/shell-snapshots"},
 	},
 	{
 		Name: "codex",
 		Keep: []Path{
 			{Rel: ".codex", Dir: true}, // config.toml, auth.json, sessions/, history
 		},
+		// Codex puts links to its helpers (apply_patch …) on its commands' PATH
+		// from tmp/arg0/; a codex running outside uses its own from here.
+		Private: []string{".codex/tmp"},
 	},
 }
 

@@ -51,6 +51,9 @@ func resolveKeep(p *Policy, opts Options, cwd string) error {
 		for _, rel := range preset.ReadOnly {
 			p.KeepReadOnly = append(p.KeepReadOnly, filepath.Join(p.Home, rel))
 		}
+		for _, rel := range preset.Private {
+			p.KeepPrivate = append(p.KeepPrivate, filepath.Join(p.Home, rel))
+		}
 		p.KeepAgents = append(p.KeepAgents, name)
 	}
 	for _, arg := range opts.Keep {

@@ -64,6 +64,7 @@ type Policy struct {
 
 	Keep         []Kept   // paths below HOME writable through the overlay (keep.go)
 	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
+	KeepPrivate  []string // directories inside kept ones that are a private tmpfs (presets)
 	KeepAgents   []string // the presets asked for (--keep-agent)
 	Hide         []Hidden // paths empty inside (hide.go)
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths

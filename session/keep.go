@@ -64,7 +64,7 @@ func prepareKept(p *policy.Policy) error {
 			return fmt.Errorf("%s: create %s: %w", k.From, k.Path, err)
 		}
 	}
-	for _, d := range p.KeepReadOnly {
+	for _, d := range append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...) {
 		if err := createBeneath(d, true, ""); err != nil {
 			return fmt.Errorf("--keep-agent: create %s: %w", d, err)
 		}

@@ -120,9 +120,14 @@ func TestKeepAgentCodex(t *testing.T) {
 			if r := b.run(`codex --version`); !strings.Contains(r.Stderr, "Cross-device link") {
 				t.Errorf("without the preset, want codex's EXDEV warning (else this row proves nothing):\n%s", r)
 			}
-			r := b.run(`codex --version`, "--keep-agent", "codex")
-			if r.Code != 0 || strings.Contains(r.Stderr, "WARNING") {
-				t.Errorf("codex --version with its home kept:\n%s", r)
+			hostTmp := listDir(t, filepath.Join(b.Home, ".codex", "tmp", "arg0-linux"))
+			r := b.run(`ls -A ~/.codex/tmp; codex --version`, "--keep-agent", "codex")
+			if r.Code != 0 || strings.Contains(r.Stderr, "WARNING") || strings.HasPrefix(r.Stdout, "arg0") {
+				t.Errorf("codex --version with its home kept (and its tmp/ private):\n%s", r)
+			}
+			// The helpers a codex running outside puts on its PATH are out of reach.
+			if got := listDir(t, filepath.Join(b.Home, ".codex", "tmp", "arg0-linux")); got != hostTmp {
+				t.Errorf("the host's ~/.codex/tmp changed: %q, then %q", hostTmp, got)
 			}
 			cfg := filepath.Join(b.Home, ".codex", "config.toml")
 			b.ok(`printf 'model = "o3"\n' > ~/.codex/config.toml`, "--keep-agent", "codex")
@@ -141,4 +146,17 @@ func TestKeepAgentCodex(t *testing.T) {
 			}
 		})
 	}
+}
+
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
 }

@@ -150,11 +150,14 @@ func keepRefusals(t *testing.T, b *sandboxtest.Box) {
 
 func keepPresetClaude(t *testing.T, b *sandboxtest.Box) {
 	h := b.Home
-	out := b.OK(`echo s > ~/.claude/state && cat ~/.claude.json &&
-for d in plugins skills agents commands hooks; do touch ~/.claude/$d/x 2>/dev/null && echo "$d writable"; done; true`,
+	out := b.OK(`echo s > ~/.claude/state && cat ~/.claude.json && echo snap > ~/.claude/shell-snapshots/planted.sh &&
+for d in plugins skills agents commands hooks local; do touch ~/.claude/$d/x 2>/dev/null && echo "$d writable"; done; true`,
 		"--keep-agent", "claude")
 	if strings.Contains(out, "writable") {
 		t.Errorf("code directories writable inside:\n%s", out)
+	}
+	if sandboxtest.Exists(h + "/.claude/shell-snapshots/planted.sh") {
+		t.Errorf("a shell snapshot written inside reached the host, where a running Claude Code sources it")
 	}
 	if got := sandboxtest.ReadFileOr(h + "/.claude/state"); got != "s\n" {
 		t.Errorf("~/.claude not kept: host has %q", got)
@@ -162,7 +165,7 @@ for d in plugins skills agents commands hooks; do touch ~/.claude/$d/x 2>/dev/nu
 	if got := sandboxtest.ReadFileOr(h + "/.claude.json"); got != "{}\n" {
 		t.Errorf("~/.claude.json created as %q, want {}", got)
 	}
-	for _, d := range []string{"plugins", "skills", "agents", "commands", "hooks"} {
+	for _, d := range []string{"plugins", "skills", "agents", "commands", "hooks", "local", "shell-snapshots"} {
 		if fi, err := os.Lstat(h + "/.claude/" + d); err != nil || !fi.IsDir() {
 			t.Errorf("~/.claude/%s: %v", d, err)
 		}
