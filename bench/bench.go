@@ -49,6 +49,7 @@ type Config struct {
 	Warmup   int       // rounds run first and discarded
 	CacheDir string    // where the empty Go binary is kept between runs
 	Progress io.Writer // a terminal for progress lines; nil: none
+	Version  string    // agentbox's version, for the report and the picture
 }
 
 // Sample is one measured launch.
@@ -93,7 +94,7 @@ func Run(cfg Config) (*Report, error) {
 	rep := &Report{
 		Command: cfg.Command, Repo: env.repo, Runs: cfg.Runs, Warmup: cfg.Warmup,
 		Start: time.Now(), LoadStart: loadAvg(), Notes: env.notes,
-		Flags: launchFlags,
+		Flags: launchFlags, Version: cfg.Version, Machine: thisMachine(),
 	}
 	// Ctrl-C or SIGTERM ends the run after the launch in flight, so that the
 	// deferred cleanup removes the repository, scratch dir and staging.

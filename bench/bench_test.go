@@ -177,6 +177,8 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 
 func TestSVGIsWellFormed(t *testing.T) {
 	rep := sampleReport()
+	rep.Machine = Machine{CPU: "Test CPU", Cores: 2, Kernel: "6.18.0"}
+	rep.Version = "0.1.0-test"
 	var many []Sample
 	for i := 0; i < 399; i++ {
 		many = append(many, Sample{Wall: time.Duration(5+i%3) * time.Millisecond})
@@ -186,6 +188,21 @@ func TestSVGIsWellFormed(t *testing.T) {
 	var b bytes.Buffer
 	if err := rep.WriteSVG(&b); err != nil {
 		t.Fatal(err)
+	}
+	svg := b.String()
+	for _, want := range []string{"machine: ", "Linux ", "agentbox ", "native &lt;= 1.15 x bwrap-direct: measured", "floors: no sandbox", "--svg FILE"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the picture lacks %q", want)
+		}
+	}
+	// The axis starts near the fastest sample (5 ms here): at the 1-2-5 tick below
+	// it (2), not at the decade (1).
+	if strings.Contains(svg, `text-anchor="middle">1<`) {
+		t.Errorf("the axis starts a decade below the fastest sample")
+	}
+	// The floors come after every sandbox.
+	if strings.Index(svg, ">"+ForkExec+"<") < strings.Index(svg, ">"+Native+"<") {
+		t.Errorf("the floors are not drawn below the sandboxes")
 	}
 	dec := xml.NewDecoder(&b)
 	circles, triangles := 0, 0
@@ -317,7 +334,7 @@ func processesNaming(t *testing.T, s string) []string {
 // BenchmarkBwrapArgv is the bwrap backend's plan → argv translation for the default
 // plan of a repository with its protected Git paths.
 func BenchmarkBwrapArgv(b *testing.B) {
-	home := b.TempDir()
+	home := testenv.Dir(b, "home") // not below /tmp, which HOME may not be (policy.CheckHome)
 	repo := filepath.Join(home, "repo")
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
 		b.Fatal(err)
@@ -341,7 +358,7 @@ func BenchmarkBwrapArgv(b *testing.B) {
 // BenchmarkPolicyAndPlan is the launcher's work before any backend for the same
 // repository: policy validation, the protected Git paths, the plan.
 func BenchmarkPolicyAndPlan(b *testing.B) {
-	home := b.TempDir()
+	home := testenv.Dir(b, "home") // not below /tmp, which HOME may not be (policy.CheckHome)
 	repo := filepath.Join(home, "repo")
 	if err := os.MkdirAll(filepath.Join(repo, ".git", "hooks"), 0o755); err != nil {
 		b.Fatal(err)

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/agentbox/agentbox/policy"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -62,7 +64,13 @@ func newEnv(cfg Config) (e *env, err error) {
 	} else {
 		e.notes = append(e.notes, "no bubblewrap >= 0.12.0 found (set AGENTBOX_BWRAP or --bwrap): the bwrap variants are skipped")
 	}
-	if e.command, err = exec.LookPath(cfg.Command[0]); err != nil {
+	// The floor runs the command on the host, unsandboxed: found as any program
+	// agentbox runs on the host is, never in the repository the sessions write.
+	e.command = cfg.Command[0]
+	if !strings.ContainsRune(e.command, '/') {
+		e.command, err = policy.LookPath(e.command, e.repo)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
 	}
 	if err := e.prepareEmptyGo(); err != nil {
@@ -93,7 +101,7 @@ func (e *env) prepareRepo() error {
 		return fmt.Errorf("bench: repository: %w", err)
 	}
 	e.repo, e.ownRepo = dir, true
-	git, err := exec.LookPath("git")
+	git, err := policy.LookPath("git")
 	if err != nil {
 		e.notes = append(e.notes, "git not found: the repository is a plain directory (no protected Git paths)")
 		return nil

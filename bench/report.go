@@ -37,6 +37,26 @@ type Report struct {
 	DefaultsAdd float64  `json:"defaults_add_ms"`
 	RSS         RSS      `json:"peak_rss"`
 	Targets     []Target `json:"targets"`
+	Version     string   `json:"agentbox_version,omitempty"`
+	Machine     Machine  `json:"machine"`
+}
+
+// Machine is what the run was measured on.
+type Machine struct {
+	CPU    string `json:"cpu"`    // /proc/cpuinfo's model name
+	Cores  int    `json:"cores"`  // CPUs the run could use
+	Kernel string `json:"kernel"` // uname -r
+}
+
+func (m Machine) String() string {
+	return fmt.Sprintf("%s, %d cores, Linux %s", orUnknown(m.CPU), m.Cores, orUnknown(m.Kernel))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // VariantReport is one variant's figures.

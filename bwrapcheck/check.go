@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // EnvVar names the environment variable that selects the bwrap binary instead of
@@ -38,47 +41,49 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Path == "" { // none found: the reason names what was looked for
+		return e.Reason
+	}
 	return fmt.Sprintf("bwrap %s: %s", quote(e.Path), e.Reason)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// quote keeps a hostile path on one line in messages.
-func quote(s string) string {
-	if strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '"' || r == '\\' || r == 0xfffd }) {
-		return fmt.Sprintf("%q", s)
-	}
-	return s
-}
+// quote keeps a hostile path on one line in messages, free of terminal controls.
+func quote(s string) string { return termsafe.Quote(s) }
 
-// Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout.
-func Lookup() (Binary, error) {
-	path, err := Find()
+// Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout. writable are
+// the host directories the session's sandbox can write (see Find).
+func Lookup(writable ...string) (Binary, error) {
+	path, err := Find(writable...)
 	if err != nil {
 		return Binary{}, err
 	}
 	return Check(path, DefaultTimeout)
 }
 
-// Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute), else
-// "bwrap" on PATH. It does not check the binary.
-func Find() (string, error) {
+// Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute and
+// not inside one of writable), else
+// "bwrap" on PATH as policy.LookPath finds it: never in one of writable, in a Git
+// working tree, through a relative PATH entry or in a directory others can write,
+// since the launcher runs it on the host with the whole sandbox's argv. It does not
+// check the binary.
+func Find(writable ...string) (string, error) {
 	if p := os.Getenv(EnvVar); p != "" {
 		if !filepath.IsAbs(p) {
 			return "", &Error{Path: p, Reason: EnvVar + " must be an absolute path"}
 		}
+		if root, ok := policy.InsideWritable(filepath.Clean(p), writable...); ok {
+			return "", &Error{Path: p, Reason: fmt.Sprintf("lies inside %s, which the sandbox can write: a session could replace it, and agentbox runs it on the host; install bwrap outside it", termsafe.Quote(root))}
+		}
 		return filepath.Clean(p), nil
 	}
-	p, err := exec.LookPath("bwrap")
+	p, err := policy.LookPath("bwrap", writable...)
 	if err != nil {
-		return "", &Error{Path: "bwrap", Err: err,
-			Reason: fmt.Sprintf("not found on PATH: install bubblewrap %s or newer, or set %s", Minimum, EnvVar)}
+		return "", &Error{Err: err,
+			Reason: fmt.Sprintf("%v: install bubblewrap %s or newer, or set %s to its absolute path", err, Minimum, EnvVar)}
 	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", &Error{Path: p, Reason: fmt.Sprintf("cannot make the path absolute: %v", err), Err: err}
-	}
-	return abs, nil
+	return p, nil
 }
 
 // Check decides whether the binary at path may run the sandbox. It looks at the file's

@@ -146,6 +146,10 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find with %s=%s = %q, %v", EnvVar, bin, got, err)
 	}
 
+	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+		t.Errorf("Find with %s inside a writable dir = %v, want a refusal", EnvVar, err)
+	}
+
 	t.Setenv(EnvVar, "bin/bwrap")
 	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
 		t.Errorf("Find with a relative %s = %v, want a refusal", EnvVar, err)
@@ -155,6 +159,11 @@ func TestFind(t *testing.T) {
 	t.Setenv("PATH", "/nonexistent:"+filepath.Dir(bin))
 	if got, err := Find(); err != nil || got != bin {
 		t.Errorf("Find on PATH = %q, %v, want %s", got, err, bin)
+	}
+
+	// A bwrap the sandbox could have written is never the one found.
+	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+		t.Errorf("Find with bwrap in a writable dir = %v, want it skipped", err)
 	}
 
 	t.Setenv("PATH", "/nonexistent")

@@ -238,7 +238,7 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 // Descriptors 3 (status), 4 (seccomp program), 5 (control) and the sources are open
 // only when agentbox runs bwrap.
 func DryRun(w io.Writer, plan mounts.Plan) error {
-	bin, err := bwrapcheck.Lookup()
+	bin, err := bwrapcheck.Lookup(plan.Writable()...)
 	if err != nil {
 		return err
 	}

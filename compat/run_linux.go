@@ -30,7 +30,7 @@ import (
 func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error) {
 	var res Result
 	t0 := time.Now()
-	bin, err := bwrapcheck.Lookup()
+	bin, err := bwrapcheck.Lookup(plan.Writable()...)
 	res.Phases = append(res.Phases, Phase{Name: "bwrap-check", Dur: time.Since(t0)})
 	if err != nil {
 		return res, err

@@ -2,6 +2,7 @@ package gitguard
 
 import (
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"os"
 	"sort"
 	"strconv"
@@ -108,17 +109,18 @@ func (f Finding) String() string {
 	case f.Moved != "":
 		fmt.Fprintf(&b, "; moved to %s", oneLine(f.Moved))
 	case f.MoveErr != nil:
-		fmt.Fprintf(&b, "; NOT moved: %v", f.MoveErr)
+		fmt.Fprintf(&b, "; NOT moved: %s", termsafe.String(f.MoveErr.Error()))
 	}
 	return b.String()
 }
 
-// oneLine keeps a hostile path on one line.
+// oneLine keeps a hostile path on one line and free of terminal controls
+// (termsafe): quoted when it needs it; a plain path with blanks stays as it is.
 func oneLine(s string) string {
-	if strings.ContainsAny(s, "\n\r\t\"\\") || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return fmt.Sprintf("%q", s)
+	if termsafe.Safe(s) && !strings.ContainsAny(s, "\"\\") {
+		return s
 	}
-	return s
+	return termsafe.Quote(s)
 }
 
 // Compare returns what in cur must be reported. With a baseline (the launch-time

@@ -248,10 +248,14 @@ func TestAuditSessionE2E(t *testing.T) {
 					if r.code != c.status {
 						t.Fatalf("session exit %d, want %d\nstdout: %s\nstderr: %s", r.code, c.status, r.stdout, r.stderr)
 					}
-					e.operatorGit(c.trigger)
-					if e.fired() {
-						t.Errorf("the operator's git %s ran the payload after the session\nstderr: %s", c.trigger, r.stderr)
-					}
+					// The quarantine is checked before the operator's Git runs: finishing a
+					// rebase or cherry-pick removes its state directory, copies and all.
+					defer func() {
+						e.operatorGit(c.trigger)
+						if e.fired() {
+							t.Errorf("the operator's git %s ran the payload after the session\nstderr: %s", c.trigger, r.stderr)
+						}
+					}()
 					if c.refused {
 						if !strings.Contains(r.stdout, "refused") {
 							t.Errorf("the sandbox could write a protected include target\nstdout: %s", r.stdout)

@@ -78,6 +78,12 @@ func Danger(e ConfigEntry) string {
 		if key == "uploadpack" || key == "receivepack" {
 			return "names the program Git runs for fetch or push"
 		}
+		if key == "vcs" && value != "" {
+			return "names the remote helper (git-remote-" + oneLine(value) + ") Git runs for fetch or push"
+		}
+		if (key == "url" || key == "pushurl") && remoteHelper(value) != "" {
+			return "names the remote helper git-remote-" + remoteHelper(value) + " Git runs for fetch or push"
+		}
 	case "submodule":
 		if key == "update" && strings.HasPrefix(value, "!") {
 			return "submodule update runs a shell command"
@@ -126,6 +132,30 @@ func Danger(e ConfigEntry) string {
 	case "init":
 		if key == "templatedir" {
 			return "copies its hooks into every repository Git creates"
+		}
+	case "pull":
+		// pull.twohead and pull.octopus name the strategies git merge and git pull
+		// use; each is run as git-merge-NAME.
+		if key == "twohead" || key == "octopus" {
+			for _, name := range strings.Fields(value) {
+				if d := strategyDanger(name, "git merge"); d != "" {
+					return d
+				}
+			}
+		}
+	case "gc":
+		if key == "recentobjectshook" {
+			return "names a program git gc runs"
+		}
+	case "tar":
+		if key == "command" {
+			return "names a compressor git archive runs"
+		}
+	case "url":
+		// url.BASE.insteadOf rewrites matching URLs to BASE, which may name a
+		// remote helper (HELPER::ADDRESS).
+		if (key == "insteadof" || key == "pushinsteadof") && remoteHelper(e.Subsection) != "" {
+			return "rewrites URLs to the remote helper git-remote-" + remoteHelper(e.Subsection)
 		}
 	case "lfs":
 		// Git LFS reads the same config: custom transfer agents and extensions are

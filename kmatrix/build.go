@@ -149,6 +149,10 @@ func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 		},
 		Doctor: []string{vmAgentbox, "doctor", "--json"},
 	}
+	if strict() {
+		// The test command's strictness reaches the VM: there a skip fails too.
+		cfg.Env = append(cfg.Env, envStrict+"=1")
+	}
 	for _, t := range tests {
 		if t.NeedsSandbox && !c.NativeReady {
 			continue

@@ -26,14 +26,43 @@ type vmSpec struct {
 	Live io.Writer
 }
 
-// Accel returns the qemu accelerator: kvm when /dev/kvm is usable, else tcg.
+// Accel returns the qemu accelerator: kvm when /dev/kvm opens and qemu really starts
+// a vCPU with it, else tcg. The second check is needed: some nested hypervisors
+// offer a /dev/kvm on which qemu aborts at once ("failed to set MSR 0x10a",
+// kvm_buf_set_msrs assertion), so every cell would fail to boot.
 func Accel() string {
-	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+	accelOnce.Do(func() {
+		accel = "tcg"
+		f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+		if err != nil {
+			return
+		}
 		f.Close()
-		return "kvm"
-	}
-	return "tcg"
+		if kvmStarts() {
+			accel = "kvm"
+		}
+	})
+	return accel
 }
+
+var (
+	accelOnce sync.Once
+	accel     string
+)
+
+// kvmStarts runs qemu with kvm, its vCPU created and reset but not started (-S): a
+// broken KVM makes it abort within a second; a working one leaves it waiting, and
+// it is killed after kvmProbeTime.
+func kvmStarts() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), kvmProbeTime)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "64", "-S",
+		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none", "-serial", "none")
+	err := cmd.Run()
+	return ctx.Err() != nil || err == nil
+}
+
+const kvmProbeTime = 2 * time.Second
 
 // bootVM runs qemu until the guest powers off or the timeout passes, and returns
 // the console output either way. timedOut says the VM was killed.

@@ -90,6 +90,19 @@ type Plan struct {
 	Command    []string   `json:"command"`
 }
 
+// Writable lists the host directories the sandbox can write: the sources of the
+// writable binds (the repository, a linked worktree's metadata, the --disk-tmp
+// directory). The launcher runs nothing found in them (policy.LookPath).
+func (p Plan) Writable() []string {
+	var out []string
+	for _, op := range p.Ops {
+		if op.Kind == Bind && op.Source != "" {
+			out = append(out, op.Source)
+		}
+	}
+	return out
+}
+
 // String renders the plan for --dry-run, one operation per line in order.
 func (p Plan) String() string {
 	var b strings.Builder

@@ -10,6 +10,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -86,22 +87,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s %s: %s", e.What, quote(e.Path), e.Reason)
 }
 
-// quote keeps a hostile path on one line in messages.
-func quote(p string) string {
-	if strings.ContainsAny(p, " \t\r\n\"'\\") || !isPrintable(p) {
-		return fmt.Sprintf("%q", p)
-	}
-	return p
-}
-
-func isPrintable(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
-			return false
-		}
-	}
-	return true
-}
+// quote keeps a hostile path on one line in messages, free of terminal controls.
+func quote(p string) string { return termsafe.Quote(p) }
 
 // Reserved are the host directories that a repository may neither be nor contain, and
 // the reason given for each; HOME is added at run time.
@@ -143,6 +130,13 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	if err := CheckRepo(repo, home); err != nil {
+		if opts.Repo == "" {
+			// The repository was not named: it came from the working directory.
+			var pe *Error
+			if errors.As(err, &pe) {
+				pe.Reason += "; cd into a project or pass --repo DIR"
+			}
+		}
 		return nil, err
 	}
 	p.Repo = repo
@@ -226,7 +220,54 @@ func resolveHome(home string) (string, error) {
 	if !fi.IsDir() {
 		return "", &Error{What: "HOME", Path: home, Reason: "is not a directory"}
 	}
+	if err := CheckHome(home, canon); err != nil {
+		return "", err
+	}
 	return canon, nil
+}
+
+// homeReserved are the trees HOME may neither be, contain nor lie in. The sandbox
+// replaces each with a private mount (P4, P5); the HOME overlay, mounted after them,
+// would lay the host's own directory back over the private one (HOME=/tmp shows the
+// host's /tmp inside), or try to overlay a pseudo-filesystem (HOME=/run/user/N, /proc,
+// /sys), which the kernel refuses with an unrelated-looking error.
+var homeReserved = []string{"/tmp", "/run", "/proc", "/dev", "/sys"}
+
+// CheckHome applies the HOME rules to home as given (absolute) and to canon, its
+// canonical form: /proc/self/cwd lies in /proc though it resolves elsewhere. "/" is
+// not checked: it means no HOME overlay at all.
+func CheckHome(home, canon string) error {
+	if err := checkHome(home, filepath.Clean(home)); err != nil {
+		return err
+	}
+	return checkHome(home, canon)
+}
+
+func checkHome(home, canon string) error {
+	if canon == "/" {
+		return nil
+	}
+	for _, dir := range homeReserved {
+		for _, form := range canonicalForms(dir) {
+			var what string
+			switch {
+			case canon == form:
+				what = "is " + dir
+			case Within(canon, form):
+				what = "lies inside " + dir
+			case Within(form, canon):
+				what = "contains " + dir
+			default:
+				continue
+			}
+			if canon != filepath.Clean(home) {
+				what = "resolves to " + quote(canon) + ", which " + what
+			}
+			return &Error{What: "HOME", Path: home, Reason: what + "; the sandbox replaces " + dir +
+				" with a private mount and overlaying HOME there would undo it: set HOME to a directory outside /tmp, /run, /proc, /dev and /sys (HOME=/ runs without a HOME overlay)"}
+		}
+	}
+	return nil
 }
 
 // resolveRepo picks the repository: the --repo value, else the Git top level of cwd,

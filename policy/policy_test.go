@@ -10,11 +10,7 @@ import (
 // tree builds HOME/repo/sub with a .git dir in repo, and returns canonical paths.
 func tree(t *testing.T) (home, repo string) {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	home = filepath.Join(base, "home")
+	home = homeDir(t)
 	repo = filepath.Join(home, "repo")
 	for _, d := range []string{filepath.Join(repo, ".git"), filepath.Join(repo, "sub", "dir")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -22,6 +18,22 @@ func tree(t *testing.T) (home, repo string) {
 		}
 	}
 	return home, repo
+}
+
+// homeDir is a fresh canonical directory that may be HOME: not below /tmp, which
+// t.TempDir usually is.
+func homeDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/var/tmp", "agentbox-policy-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	d, err = filepath.EvalSymlinks(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d, "home")
 }
 
 func TestRepoRules(t *testing.T) {
@@ -121,7 +133,10 @@ func FuzzRepoRules(f *testing.F) {
 	for _, s := range []string{"/", "/tmp", "/home/u", "/home/u/repo", "..", "a/../../b", "/proc/self/root", "\xff\xfe", strings.Repeat("a/", 300)} {
 		f.Add(s)
 	}
-	home := f.TempDir()
+	home := homeDir(f)
+	if err := os.Mkdir(home, 0o755); err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, repo string) {
 		p, err := New(Options{Repo: repo, Cwd: home, Home: home})
 		if err != nil {
@@ -138,4 +153,40 @@ func FuzzRepoRules(f *testing.F) {
 			t.Fatalf("not canonical: %q", p.Repo)
 		}
 	})
+}
+
+// TestHomeRules: a HOME that is, contains or lies in a tree the sandbox replaces with
+// a private mount is refused with that reason; "/" means no overlay.
+func TestHomeRules(t *testing.T) {
+	home, repo := tree(t)
+	inTmp, err := os.MkdirTemp("/tmp", "agentbox-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(inTmp)
+	link := filepath.Join(filepath.Dir(home), "home-link")
+	if err := os.Symlink("/run", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ home, want string }{
+		{"/tmp", "is /tmp"},
+		{"/tmp/", "is /tmp"},
+		{"/run", "is /run"},
+		{inTmp, "lies inside /tmp"},
+		{"/dev/shm", "lies inside /dev"},
+		{"/dev", "is /dev"},
+		{"/proc/self", "lies inside /proc"},
+		{"/sys/kernel", "lies inside /sys"},
+		{link, "resolves to /run, which is /run"},
+	} {
+		_, err := New(Options{Cwd: repo, Repo: repo, Home: c.home})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "private mount") {
+			t.Errorf("HOME=%s: %v, want a refusal saying %q", c.home, err, c.want)
+		}
+	}
+	for _, ok := range []string{"/", home} {
+		if _, err := New(Options{Cwd: repo, Repo: repo, Home: ok}); err != nil {
+			t.Errorf("HOME=%s refused: %v", ok, err)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -149,7 +150,7 @@ func TestNothingRunsAfterRun(t *testing.T) {
 		return
 	}
 	marker := "agentbox-api-leftover-" + strconv.Itoa(os.Getpid())
-	res, _ := runCaptured(t, Options{}, "", `bash -c 'exec -a `+marker+` sleep 300' & setsid bash -c 'exec -a `+marker+` sleep 300' & sleep 0.2; exit 4`)
+	res, _ := runCaptured(t, Options{}, "", sandboxtest.Leftovers(marker, 2)+"exit 4")
 	if res.Status != 4 {
 		t.Fatalf("status %d, want 4", res.Status)
 	}

@@ -26,10 +26,12 @@ GOBIN=/var/cache/agentbox-test/bin go install honnef.co/go/tools/cmd/staticcheck
 echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
 sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 
+# Everything a test can need is installed above: a test that would skip fails,
+# here and inside the kernel matrix's VMs.
+export AGENTBOX_TEST_STRICT=1
+
 echo "== kernel matrix (qemu)"
 sh scripts/kmatrix.sh
 
 echo "== go test"
-# Everything a test can need is installed above: a test that would skip fails.
-export AGENTBOX_TEST_STRICT=1
 go test -count=1 -timeout 25m ./...

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // lockSuffix names the lock file beside an owned directory.
@@ -184,7 +185,7 @@ func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 		}
 		return l
 	}
-	if err := os.RemoveAll(path); err != nil {
+	if err := safepath.RemoveAll(path); err != nil {
 		l.Err = err
 	} else {
 		l.Removed = true

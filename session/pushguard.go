@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -100,7 +101,7 @@ func (g *pushGuard) cleanup() {
 		return
 	}
 	if err := g.staged.Remove(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentbox: %v\n", err)
+		fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.String(err.Error()))
 	}
 	g.lock.release()
 }

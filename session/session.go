@@ -11,11 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -134,6 +137,9 @@ func Run(cfg Config) (int, error) {
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		s.Empty = emptyPaths(p)
+		if err := dryRunLookPath(p); err != nil {
+			return 0, err
+		}
 		return 0, printPlan(cfg, mounts.Build(p, s))
 	}
 
@@ -315,6 +321,29 @@ func autoBackend() string {
 	return policy.BackendBwrap
 }
 
+// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
+// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
+// and /run start empty.
+func dryRunLookPath(p *policy.Policy) error {
+	name := p.Command[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(p.Workdir, name)
+	}
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if d == "" || !filepath.IsAbs(d) {
+			d = filepath.Join(p.Workdir, d)
+		}
+		if !policy.Within(d, "/tmp") && !policy.Within(d, "/run") {
+			dirs = append(dirs, d)
+		}
+	}
+	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
+		return fmt.Errorf("command %s: %w", p.Command[0], err)
+	}
+	return nil
+}
+
 func printPlan(cfg Config, plan mounts.Plan) error {
 	if cfg.DryRun == DryRunText && cfg.Policy.Backend == policy.BackendBwrap {
 		// --backend bwrap: the exact bwrap argv, after the same binary check (compat).
@@ -348,8 +377,15 @@ func makeDiskTmp(cache string) (dir string, release func(), err error) {
 	if err == nil {
 		err = os.Chmod(dir, 0o700)
 	}
+	// The sandbox owned this directory as its /tmp and may have left anything in it:
+	// mode-000 or read-only directories, FIFOs, nesting deeper than PATH_MAX. Removed
+	// with safepath.RemoveAll, which copes with each and follows no symlink.
 	release = func() {
-		os.RemoveAll(dir)
+		if err := safepath.RemoveAll(dir); err != nil {
+			// The error names what the sandbox left: a file name it chose.
+			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
+			return // keep the claim's file: gc decides by the lock, which dies with us
+		}
 		lock.release()
 	}
 	if err != nil {

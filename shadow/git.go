@@ -2,10 +2,8 @@ package shadow
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -63,36 +61,10 @@ type git struct {
 	workTree string // the recorded repository; "" for commands that need no work tree
 }
 
-// findGit returns the absolute path of git from $PATH, skipping relative entries and
-// every directory inside repo: the sandbox could have planted a "git" there, and the
-// collector runs on the host.
+// findGit returns the git the collector runs: policy.LookPath's, which skips
+// every PATH entry the sandbox could have written (the repository above all).
 func findGit(repo string) (string, error) {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		dir = filepath.Clean(dir)
-		if canon, err := filepath.EvalSymlinks(dir); err == nil {
-			dir = canon
-		}
-		if repo != "" && policy.Within(dir, repo) {
-			continue
-		}
-		bin := filepath.Join(dir, "git")
-		canon, err := filepath.EvalSymlinks(bin)
-		if err != nil {
-			continue
-		}
-		if repo != "" && policy.Within(canon, repo) {
-			continue
-		}
-		fi, err := os.Stat(canon)
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		return bin, nil
-	}
-	return "", errors.New("git not found in $PATH (outside the repository)")
+	return policy.LookPath("git", repo)
 }
 
 // env is the complete environment of a Git command.

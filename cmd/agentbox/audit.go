@@ -1,20 +1,21 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
 
-const auditUsage = `Usage: agentbox audit [--repo DIR] [--fix]
-
-Reports everything inside the repository that would make Git run a program: config
+var auditCommand = cli.Command{
+	Name:    "audit",
+	Summary: "report what would make Git run a program",
+	Help: `Reports everything inside the repository that would make Git run a program: config
 keys such as core.fsmonitor or core.hooksPath, executable hooks, commondir and
 gitdir pointers, nested and submodule Git directories, include targets, .gitmodules
 update commands, rebase exec lines. It never runs git on the repository. Without a
@@ -24,24 +25,21 @@ added or changed.
 
 One line per finding on stdout. Exit status: 0 nothing found, 1 findings, 125 bad
 input. With --fix each finding's file is moved aside to
-NAME.agentbox-quarantine-ID (never deleted).
+NAME.agentbox-quarantine-ID (never deleted).`,
+	Flags: func() *flag.FlagSet { fs, _, _ := auditFlags(); return fs },
+}
 
-Flags:
-`
+func auditFlags() (fs *flag.FlagSet, repo *string, fix *bool) {
+	fs = flag.NewFlagSet("audit", flag.ContinueOnError)
+	repo = fs.String("repo", "", "the repository `DIR` (default: Git top level of the current directory, else the current directory)")
+	fix = fs.Bool("fix", false, "move each finding's file aside instead of only reporting it")
+	return fs, repo, fix
+}
 
 func cmdAudit(args []string) int {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	repoFlag := fs.String("repo", "", "the repository `DIR` (default: Git top level of the current directory, else the current directory)")
-	fix := fs.Bool("fix", false, "move each finding's file aside instead of only reporting it")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, auditUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("audit: %v", err)
+	fs, repoFlag, fix := auditFlags()
+	if st, done := parseFlags(fs, auditCommand, args); done {
+		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("audit: unexpected argument %q", fs.Arg(0))
@@ -63,13 +61,13 @@ func cmdAudit(args []string) int {
 		gitguard.Quarantine(findings, "audit-"+gitguard.NewAuditID())
 	}
 	for _, f := range findings {
-		fmt.Fprintln(os.Stdout, f.String())
+		fmt.Fprintln(os.Stdout, termsafe.String(f.String()))
 	}
 	if len(findings) == 0 {
-		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", repo)
+		fmt.Fprintf(os.Stderr, "agentbox: audit: %s: nothing found that would make Git run a program\n", termsafe.Quote(repo))
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", repo, len(findings))
+	fmt.Fprintf(os.Stderr, "agentbox: audit: %s: %d finding(s)\n", termsafe.Quote(repo), len(findings))
 	return 1
 }
 

@@ -2,63 +2,67 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 
 	"github.com/agentbox/agentbox/bench"
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/session"
 	"github.com/agentbox/agentbox/shadow"
 )
 
-const benchUsage = `Usage: agentbox bench [flags] [-- COMMAND [ARG...]]
-
-Measures the launch of COMMAND (default: true) under the same sandbox policy,
+var benchCommand = cli.Command{
+	Name:    "bench",
+	Args:    "[-- COMMAND [ARG...]]",
+	Summary: "measure launches: native vs bwrap vs floors",
+	Help: `Measures the launch of COMMAND (default: true) under the same sandbox policy,
 interleaved round by round: agentbox exec --backend native, agentbox exec --backend
 bwrap, bubblewrap alone on the same plan (the argv 'agentbox exec --dry-run --backend
 bwrap' prints, without agentbox's init inside), agentbox's Go API, and two floors
 (fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
 shows what the snapshot, the record and the audit add. The result is stored in the
-results store (agentbox log --results) unless --no-store.
+results store (agentbox log --results) unless --no-store.`,
+	Flags: func() *flag.FlagSet { return new(benchArgs).flags() },
+}
 
-Flags:
-`
+// benchArgs holds what bench's flags set.
+type benchArgs struct {
+	cfg                                 bench.Config
+	asJSON, noStore, serveAPI, prestart bool
+	svg, bwrap                          string
+}
+
+func (a *benchArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&a.asJSON, "json", false, "print the result as JSON")
+	fs.StringVar(&a.svg, "svg", "", "draw the wall-time distributions to `FILE` (SVG)")
+	fs.BoolVar(&a.noStore, "no-store", false, "do not store the result in the results store")
+	fs.StringVar(&a.bwrap, "bwrap", "", "bubblewrap >= 0.12.0 to compare with (`PATH`; default: $AGENTBOX_BWRAP, else PATH)")
+	fs.BoolVar(&a.serveAPI, "serve-api", false, "internal: be the Go API variant's probe")
+	fs.BoolVar(&a.prestart, "prestart", false, "internal: with --serve-api, use sandbox.Prestart")
+	fs.IntVar(&a.cfg.Runs, "runs", 100, "measured rounds, `N` (one launch of each variant per round)")
+	fs.IntVar(&a.cfg.Warmup, "warmup", 5, "`N` rounds run first and discarded")
+	fs.StringVar(&a.cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
+	return fs
+}
 
 func cmdBench(args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		cfg      bench.Config
-		asJSON   = fs.Bool("json", false, "print the result as JSON")
-		svg      = fs.String("svg", "", "draw the wall-time distributions to `FILE` (SVG)")
-		noStore  = fs.Bool("no-store", false, "do not store the result in the results store")
-		bwrap    = fs.String("bwrap", "", "bubblewrap >= 0.12.0 to compare with (default: $AGENTBOX_BWRAP, else PATH)")
-		serveAPI = fs.Bool("serve-api", false, "internal: be the Go API variant's probe")
-		prestart = fs.Bool("prestart", false, "internal: with --serve-api, use sandbox.Prestart")
-	)
-	fs.IntVar(&cfg.Runs, "runs", 100, "measured rounds (one launch of each variant per round)")
-	fs.IntVar(&cfg.Warmup, "warmup", 5, "rounds run first and discarded")
-	fs.StringVar(&cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, benchUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("bench: %v", err)
+	var a benchArgs
+	fs := a.flags()
+	if st, done := parseFlags(fs, benchCommand, args); done {
+		return st
 	}
+	cfg, asJSON, svg, noStore, bwrap, serveAPI, prestart := &a.cfg, &a.asJSON, &a.svg, &a.noStore, &a.bwrap, &a.serveAPI, &a.prestart
 	cfg.Command = fs.Args()
 	if len(cfg.Command) == 0 {
 		cfg.Command = []string{"true"}
 	}
 	if *serveAPI {
-		return serveBenchAPI(cfg, *prestart)
+		return serveBenchAPI(*cfg, *prestart)
 	}
 
 	self, err := os.Executable()
@@ -66,15 +70,16 @@ func cmdBench(args []string) int {
 		return fail("bench: find the agentbox binary: %v", err)
 	}
 	cfg.Agentbox = self
+	cfg.Version = session.Version
 	if *bwrap != "" {
 		os.Setenv(bwrapcheck.EnvVar, *bwrap)
 	}
-	if bin, err := bwrapcheck.Lookup(); err == nil {
+	if bin, err := bwrapcheck.Lookup(defaultRepo(), cfg.Repo); err == nil {
 		cfg.Bwrap = bin.Path
 	} else {
 		fmt.Fprintf(os.Stderr, "agentbox: bench: bwrap variants skipped: %v\n", err)
 	}
-	if g, err := exec.LookPath("go"); err == nil {
+	if g, err := policy.LookPath("go", defaultRepo(), cfg.Repo); err == nil {
 		cfg.GoTool = g
 	}
 	cfg.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))
@@ -82,7 +87,7 @@ func cmdBench(args []string) int {
 		cfg.Progress = os.Stderr
 	}
 
-	rep, err := bench.Run(cfg)
+	rep, err := bench.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
 	}

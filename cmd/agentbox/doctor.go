@@ -11,19 +11,38 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/policy"
 )
 
-const doctorUsage = `Usage: agentbox doctor [--json]
+// defaultRepo is the repository a session started here would write (policy's
+// default: the Git top level of the working directory), or "" when unknown.
+func defaultRepo() string {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return policy.GitTopLevel(cwd)
+}
 
-Checks, as the user running it, whether this machine can run the sandbox: it
+var doctorCommand = cli.Command{
+	Name:    "doctor",
+	Summary: "check this machine can run the sandbox, with fixes",
+	Help: `Checks, as the user running it, whether this machine can run the sandbox: it
 creates a user namespace and mounts an overlay inside it, tries the newer mount
 system calls, mounts a proc in a new PID namespace, and looks for bwrap. Each
 failure comes with its fix. Exit status: 0 when 'agentbox exec' will work with the
-default (native) backend, 1 when it will not, 125 when doctor itself failed.
+default (native) backend, 1 when it will not, 125 when doctor itself failed.`,
+	Flags: func() *flag.FlagSet { fs, _ := doctorFlags(); return fs },
+}
 
-Flags:
-`
+func doctorFlags() (fs *flag.FlagSet, asJSON *bool) {
+	fs = flag.NewFlagSet("doctor", flag.ContinueOnError)
+	asJSON = fs.Bool("json", false, "print the findings as JSON")
+	return fs, asJSON
+}
 
 // doctorResult is what doctor found; --json prints it.
 type doctorResult struct {
@@ -48,17 +67,9 @@ func cmdDoctor(args []string) int {
 	if kernel.IsChild() {
 		return kernel.ChildMain()
 	}
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	asJSON := fs.Bool("json", false, "print the findings as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, doctorUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("doctor: %v", err)
+	fs, asJSON := doctorFlags()
+	if st, done := parseFlags(fs, doctorCommand, args); done {
+		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("doctor: unexpected argument %q", fs.Arg(0))
@@ -76,7 +87,9 @@ func cmdDoctor(args []string) int {
 			return fail("doctor: %v", err)
 		}
 	} else {
-		printDoctor(os.Stdout, res)
+		w := termsafe.NewWriter(os.Stdout) // bwrap's path and output, kernel messages
+		printDoctor(w, res)
+		w.Flush()
 	}
 	if !res.NativeReady {
 		return 1
@@ -85,13 +98,14 @@ func cmdDoctor(args []string) int {
 }
 
 func lookBwrap() bwrapState {
-	b, err := bwrapcheck.Lookup()
+	// The repository a session here would write: a bwrap in it is not run.
+	b, err := bwrapcheck.Lookup(defaultRepo())
 	if err != nil {
 		st := bwrapState{Error: err.Error()}
 		var be *bwrapcheck.Error
 		if errors.As(err, &be) {
-			if be.Path == "bwrap" { // none found: the reason says it all
-				st.Error = "bwrap: " + be.Reason
+			if be.Path == "" { // none found: the reason says it all
+				st.Error = be.Reason
 			} else {
 				st.Path = be.Path
 			}
@@ -100,6 +114,13 @@ func lookBwrap() bwrapState {
 	}
 	return bwrapState{Path: b.Path, Version: b.Version.String(), OK: true}
 }
+
+// bwrapAdvice tells a user without a usable bwrap whether they need one and how to get
+// it where the distribution's is too old (Debian 12 ships 0.8.0, Ubuntu 24.04 0.9.0).
+const bwrapAdvice = "you do not need it: the default native backend uses no bwrap. For --backend bwrap, " +
+	"bubblewrap 0.12.0 or newer is needed and Debian 12 ships 0.8.0: build it from the release tarball " +
+	"(apt-get install meson ninja-build gcc libcap-dev pkg-config; meson setup build -Dselinux=disabled -Dman=disabled && ninja -C build bwrap), " +
+	"not setuid, then export AGENTBOX_BWRAP=/path/to/bwrap"
 
 func printDoctor(w io.Writer, r doctorResult) {
 	who := fmt.Sprintf("uid %d", r.UID)
@@ -141,6 +162,7 @@ func printDoctor(w io.Writer, r doctorResult) {
 		fmt.Fprintf(w, "  %-9s bwrap %s at %s (for --backend=bwrap)\n", "ok", r.Bwrap.Version, r.Bwrap.Path)
 	} else {
 		fmt.Fprintf(w, "  %-9s %s (needed only for --backend=bwrap)\n", "no", r.Bwrap.Error)
+		fmt.Fprintf(w, "            %s\n", bwrapAdvice)
 	}
 	if len(r.Sysctls) > 0 {
 		keys := make([]string, 0, len(r.Sysctls))

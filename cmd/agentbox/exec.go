@@ -1,50 +1,72 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/internal/cli"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
 
-const execUsage = `Usage: agentbox exec [flags] [--] [COMMAND [ARG...]]
-
-Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
+var execCommand = cli.Command{
+	Name:    "exec",
+	Args:    "[--] [COMMAND [ARG...]]",
+	Summary: "run COMMAND (default $SHELL) sandboxed",
+	Help: `Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
 command's; 128+N when it was killed by signal N; 125 when agentbox failed before
-the command started.
+the command started.`,
+	Flags: func() *flag.FlagSet { return new(execArgs).flags() },
+}
 
-Flags:
-`
+// execArgs holds what exec's flags set.
+type execArgs struct {
+	opts           policy.Options
+	cfg            session.Config
+	dryRun, asJSON bool
+	profile        string
+}
+
+func (a *execArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.BoolVar(&a.dryRun, "dry-run", false, "do every check, print the mount plan and exit without launching")
+	fs.BoolVar(&a.asJSON, "json", false, "with --dry-run: print the plan as JSON")
+	fs.StringVar(&a.opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
+	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
+	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
+	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
+	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
+	registerKeepFlags(fs, &a.opts)
+	session.RegisterFlags(fs, &a.cfg)
+	return fs
+}
 
 func cmdExec(args []string) int {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var (
-		opts   policy.Options
-		cfg    session.Config
-		dryRun = fs.Bool("dry-run", false, "do every check, print the mount plan and exit without launching")
-		asJSON = fs.Bool("json", false, "with --dry-run: print the plan as JSON")
-	)
-	fs.StringVar(&opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
-	fs.BoolVar(&opts.Offline, "offline", false, "new network namespace: loopback only")
-	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
-	fs.StringVar(&opts.Backend, "backend", "native", "`native`, bwrap or auto")
-	registerKeepFlags(fs, &opts)
-	session.RegisterFlags(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, execUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("exec: %v", err)
+	// The command line alone first: help, bad flags, the profile it names, and
+	// which flags it sets (they win over the user's config file).
+	var cl execArgs
+	clFlags := cl.flags()
+	if st, done := parseFlags(clFlags, execCommand, args); done {
+		return st
 	}
+	if os.Getenv("AGENTBOX") == "1" {
+		// Inside a session HOME is already an overlay, which overlayfs cannot
+		// stack on in a user namespace; and this launcher would take the outer
+		// session's pending audit for a dead one.
+		return fail("exec: already inside an agentbox sandbox (AGENTBOX=1 is set): sandboxes do not nest; run the command directly")
+	}
+	a, fs, prov, err := layered(args, clFlags, cl.profile)
+	if err != nil {
+		return fail("%v", err)
+	}
+	opts, cfg, dryRun, asJSON := &a.opts, &a.cfg, &a.dryRun, &a.asJSON
 	if *asJSON && !*dryRun {
 		return fail("exec: --json goes with --dry-run")
 	}
@@ -65,23 +87,127 @@ func cmdExec(args []string) int {
 	opts.XDGCacheHome = os.Getenv("XDG_CACHE_HOME")
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.Command = fs.Args()
+	if dir, rest, ok := repoFirst(opts.Command); ok {
+		// agent-box's habit, "agentbox exec DIR -- CMD": DIR is the repository.
+		if opts.Repo != "" {
+			return fail("exec: both --repo %s and %s before --: pass the repository once", opts.Repo, dir)
+		}
+		opts.Repo, opts.Command = dir, rest
+	}
 
-	pol, err := policy.New(opts)
+	pol, err := policy.New(*opts)
 	if err != nil {
 		return fail("%v", err)
 	}
+	// The repository's own file may only narrow what the user chose; it is read
+	// from the repository the policy settled on, and the policy made again.
+	rf, err := config.ReadRepo(filepath.Join(pol.Repo, config.RepoFile))
+	if err != nil {
+		return fail("%v", err)
+	}
+	if rf != nil {
+		if len(rf.Profiles) > 0 || rf.Profile != "" {
+			return fail("config %s: profiles belong in the user's config file, not in a repository's", rf.Path)
+		}
+		if err := config.Narrow(fs, rf.Top, prov); err != nil {
+			return fail("%v", err)
+		}
+		if pol, err = policy.New(*opts); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if *dryRun && !*asJSON {
+		printSettings(os.Stdout, fs, prov)
+	}
 	cfg.Policy = pol
 	cfg.Args = args
-	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
+	// agentbox's own messages name repository paths and audit findings: nothing in
+	// them reaches the terminal as a command. The command's own output does not go
+	// through these.
+	stderr := termsafe.NewWriter(os.Stderr)
+	defer stderr.Flush()
+	cfg.Stdout, cfg.Stderr = termsafe.NewWriter(os.Stdout), stderr
+	if *asJSON {
+		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
+	}
 	if *dryRun {
 		cfg.DryRun = session.DryRunText
 		if *asJSON {
 			cfg.DryRun = session.DryRunJSON
 		}
 	}
-	status, err := session.Run(cfg)
+	status, err := session.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
 	return status
+}
+
+// repoFirst recognises "DIR -- CMD...": a first argument that is a directory, followed
+// by "--". A command is never a directory, so this cannot shadow a real command line.
+func repoFirst(args []string) (dir string, rest []string, ok bool) {
+	if len(args) < 2 || args[1] != "--" {
+		return "", nil, false
+	}
+	if fi, err := os.Stat(args[0]); err != nil || !fi.IsDir() {
+		return "", nil, false
+	}
+	return args[0], args[2:], true
+}
+
+// userConfig is the user's config file: ${XDG_CONFIG_HOME:-$HOME/.config}/agentbox/config.toml.
+func userConfig() string {
+	if x := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "agentbox", "config.toml")
+	}
+	if h := os.Getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "agentbox", "config.toml")
+	}
+	return ""
+}
+
+// layered returns exec's flags with the user's config file laid under the command
+// line: the file's top level, then its profile (the one --profile names, else its
+// own default), then args. prov says where each flag set by a file or args came from.
+func layered(args []string, cmdline *flag.FlagSet, profile string) (*execArgs, *flag.FlagSet, map[string]string, error) {
+	prov := map[string]string{}
+	a := new(execArgs)
+	fs := a.flags()
+	if path := userConfig(); path != "" {
+		f, err := config.ReadUser(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := f.Check(func() *flag.FlagSet { return new(execArgs).flags() }); err != nil {
+			return nil, nil, nil, err
+		}
+		settings, err := f.Selected(profile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := config.Apply(fs, settings, prov); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if profile != "" {
+		return nil, nil, nil, fmt.Errorf("--profile %s: no config file ($HOME is unset)", profile)
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil { // parsed once already: cannot fail
+		return nil, nil, nil, err
+	}
+	cmdline.Visit(func(f *flag.Flag) { prov[f.Name] = "command line" })
+	return a, fs, prov, nil
+}
+
+// printSettings shows, for --dry-run, every exec setting that is not its default
+// and where it came from.
+func printSettings(w io.Writer, fs *flag.FlagSet, prov map[string]string) {
+	for _, f := range cli.Visible(fs) {
+		src, ok := prov[f.Name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "setting  %s = %s  # %s\n", f.Name, termsafe.String(f.Value.String()), termsafe.String(src))
+	}
+	fmt.Fprintf(w, "setting  (every other flag: its default)\n")
 }

@@ -1,19 +1,20 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
 )
 
-const gcUsage = `Usage: agentbox gc [--dry-run]
-
-Removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
+var gcCommand = cli.Command{
+	Name:    "gc",
+	Summary: "remove what killed sessions left behind",
+	Help: `Removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
 ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp and push-guard staging directories
 /tmp/agentbox-guard-*. Only the calling user's directories are considered. A
@@ -22,23 +23,20 @@ DIR.lock beside it, which the kernel drops when the launcher dies. The HOME
 overlay's upper layer lives in memory inside the sandbox and leaves nothing behind.
 
 One line per directory on stdout. Exit status: 0 done, 1 a directory could not be
-removed, 125 bad input.
+removed, 125 bad input.`,
+	Flags: func() *flag.FlagSet { fs, _ := gcFlags(); return fs },
+}
 
-Flags:
-`
+func gcFlags() (fs *flag.FlagSet, dryRun *bool) {
+	fs = flag.NewFlagSet("gc", flag.ContinueOnError)
+	dryRun = fs.Bool("dry-run", false, "list what would be removed, remove nothing")
+	return fs, dryRun
+}
 
 func cmdGC(args []string) int {
-	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	dryRun := fs.Bool("dry-run", false, "list what would be removed, remove nothing")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, gcUsage)
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("gc: %v", err)
+	fs, dryRun := gcFlags()
+	if st, done := parseFlags(fs, gcCommand, args); done {
+		return st
 	}
 	if fs.NArg() > 0 {
 		return fail("gc: unexpected argument %q", fs.Arg(0))
@@ -52,14 +50,14 @@ func cmdGC(args []string) int {
 	for _, l := range found {
 		switch {
 		case l.Live:
-			fmt.Printf("kept %s (%s): a live session owns it\n", l.Path, l.Kind)
+			fmt.Printf("kept %s (%s): a live session owns it\n", termsafe.Quote(l.Path), l.Kind)
 		case l.Err != nil:
-			fmt.Printf("failed %s (%s): %v\n", l.Path, l.Kind, l.Err)
+			fmt.Printf("failed %s (%s): %s\n", termsafe.Quote(l.Path), l.Kind, termsafe.String(l.Err.Error()))
 			status = 1
 		case l.Removed:
-			fmt.Printf("removed %s (%s)\n", l.Path, l.Kind)
+			fmt.Printf("removed %s (%s)\n", termsafe.Quote(l.Path), l.Kind)
 		default:
-			fmt.Printf("stale %s (%s): would be removed\n", l.Path, l.Kind)
+			fmt.Printf("stale %s (%s): would be removed\n", termsafe.Quote(l.Path), l.Kind)
 		}
 	}
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,53 +10,44 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
 
-const logUsage = `Usage: agentbox log [--repo DIR | --all] [--results]
-
-Lists the sessions recorded for the repository, newest first: id, start time,
+var logCommand = cli.Command{
+	Name:    "log",
+	Args:    "",
+	Summary: "list recorded sessions (or results)",
+	Help: `Lists the sessions recorded for the repository, newest first: id, start time,
 backend, exit status, duration, files added/changed/removed, command. With
---results, lists the stored benchmark and kernel-matrix results instead.
+--results, lists the stored benchmark and kernel-matrix results instead.`,
+	Flags: func() *flag.FlagSet { return new(logArgs).flags() },
+}
 
-Flags:
-`
+var showCommand = cli.Command{
+	Name:    "show",
+	Args:    "ID",
+	Summary: "print a session's record",
+	Help:    `Prints the record of the session (or result) ID; a unique prefix of ID is enough.`,
+	Flags:   func() *flag.FlagSet { return new(showArgs).flags() },
+}
 
-const showUsage = `Usage: agentbox show [--json] ID
-
-Prints the record of the session (or result) ID; a unique prefix of ID is enough.
-
-Flags:
-`
-
-const diffUsage = `Usage: agentbox diff [--stat] ID
-
-Prints what session ID changed in the repository, from its recorded start state to
-its recorded end state, as a unified diff (binary files named, not dumped).
-
-Flags:
-`
-
-// parseFlags parses args; done is true when the command should return status.
-func parseFlags(fset *flag.FlagSet, usage string, args []string) (status int, done bool) {
-	fset.SetOutput(io.Discard)
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stdout, usage)
-			fset.SetOutput(os.Stdout)
-			fset.PrintDefaults()
-			return 0, true
-		}
-		return fail("%s: %v", fset.Name(), err), true
-	}
-	return 0, false
+var diffCommand = cli.Command{
+	Name:    "diff",
+	Args:    "ID",
+	Summary: "what a session changed in the repository",
+	Help: `Prints what session ID changed in the repository, from its recorded start state to
+its recorded end state, as a unified diff (binary files named, not dumped).`,
+	Flags: func() *flag.FlagSet { return new(diffArgs).flags() },
 }
 
 // stateDir is agentbox's state directory, by the rule policy.New applies for exec:
@@ -96,14 +88,48 @@ func repoFor(flagRepo string) (string, error) {
 	return canon, nil
 }
 
+// logArgs holds what log's flags set.
+type logArgs struct {
+	repo                 string
+	all, results, asJSON bool
+	n                    int
+	since                string
+}
+
+func (a *logArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("log", flag.ContinueOnError)
+	fs.StringVar(&a.repo, "repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
+	fs.BoolVar(&a.all, "all", false, "list the sessions of every repository")
+	fs.BoolVar(&a.results, "results", false, "list stored benchmark and kernel-matrix results")
+	fs.IntVar(&a.n, "n", 0, "list at most `N` sessions, the newest")
+	fs.StringVar(&a.since, "since", "", "list the sessions started after `WHEN`: a duration back from now (90m, 2h, 3d) or a date (2006-01-02, 2006-01-02T15:04)")
+	fs.BoolVar(&a.asJSON, "json", false, "print the records as a JSON array")
+	return fs
+}
+
+type showArgs struct{ asJSON bool }
+
+func (a *showArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	fs.BoolVar(&a.asJSON, "json", false, "print the record as JSON")
+	return fs
+}
+
+type diffArgs struct{ stat bool }
+
+func (a *diffArgs) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	fs.BoolVar(&a.stat, "stat", false, "print a diffstat instead of the diff")
+	return fs
+}
+
 func cmdLog(args []string) int {
-	fset := flag.NewFlagSet("log", flag.ContinueOnError)
-	repoFlag := fset.String("repo", "", "list the sessions of the repository `DIR` (default: as exec picks it)")
-	all := fset.Bool("all", false, "list the sessions of every repository")
-	results := fset.Bool("results", false, "list stored benchmark and kernel-matrix results")
-	if st, done := parseFlags(fset, logUsage, args); done {
+	var a logArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, logCommand, args); done {
 		return st
 	}
+	repoFlag, all, results := &a.repo, &a.all, &a.results
 	if fset.NArg() > 0 {
 		return fail("log: unexpected argument %q", fset.Arg(0))
 	}
@@ -126,7 +152,7 @@ func cmdLog(args []string) int {
 		}
 		s, err := shadow.OpenExisting(state, repo)
 		if errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s\n", repo)
+			fmt.Fprintf(os.Stderr, "agentbox: no sessions recorded for %s (agentbox log --all lists every repository's)\n", oneLine(repo))
 			return 0
 		}
 		if err != nil {
@@ -143,8 +169,73 @@ func cmdLog(args []string) int {
 		recs = append(recs, r...)
 	}
 	sortNewestFirst(recs)
+	if recs, err = filterSessions(recs, a.n, a.since, time.Now()); err != nil {
+		return fail("log: %v", err)
+	}
+	if a.asJSON {
+		if recs == nil {
+			recs = []shadow.Record{}
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(recs); err != nil {
+			return fail("log: %v", err)
+		}
+		return 0
+	}
 	printSessions(os.Stdout, recs, *all)
 	return 0
+}
+
+// filterSessions keeps, of recs sorted newest first, those started after since (a
+// duration back from now or a date, local time) and then at most n of them (n > 0).
+func filterSessions(recs []shadow.Record, n int, since string, now time.Time) ([]shadow.Record, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("-n %d: want a positive count", n)
+	}
+	if since != "" {
+		after, err := parseSince(since, now)
+		if err != nil {
+			return nil, err
+		}
+		kept := recs[:0:0]
+		for _, r := range recs {
+			if r.Start.After(after) {
+				kept = append(kept, r)
+			}
+		}
+		recs = kept
+	}
+	if n > 0 && len(recs) > n {
+		recs = recs[:n]
+	}
+	return recs, nil
+}
+
+// parseSince reads --since: 90m, 2h, 3d (days), 1w (weeks), or a local date or time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if num, ok := strings.CutSuffix(s, "d"); ok {
+		if d, err := strconv.Atoi(num); err == nil && d >= 0 {
+			return now.AddDate(0, 0, -d), nil
+		}
+	}
+	if num, ok := strings.CutSuffix(s, "w"); ok {
+		if w, err := strconv.Atoi(num); err == nil && w >= 0 {
+			return now.AddDate(0, 0, -7*w), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02 15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want a duration (90m, 2h, 3d, 1w) or a date (2006-01-02, 2006-01-02T15:04)", s)
 }
 
 func sortNewestFirst(recs []shadow.Record) {
@@ -186,18 +277,19 @@ func listResults(state string) int {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tSIZE\tSUMMARY")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), r.Kind, r.Size, r.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), oneLine(r.Kind), r.Size, oneLine(r.Summary))
 	}
 	tw.Flush()
 	return 0
 }
 
 func cmdShow(args []string) int {
-	fset := flag.NewFlagSet("show", flag.ContinueOnError)
-	asJSON := fset.Bool("json", false, "print the record as JSON")
-	if st, done := parseFlags(fset, showUsage, args); done {
+	var a showArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, showCommand, args); done {
 		return st
 	}
+	asJSON := &a.asJSON
 	if fset.NArg() != 1 {
 		return fail("show: want one session id (see agentbox log)")
 	}
@@ -284,11 +376,12 @@ func printRecord(w io.Writer, r shadow.Record) {
 }
 
 func cmdDiff(args []string) int {
-	fset := flag.NewFlagSet("diff", flag.ContinueOnError)
-	stat := fset.Bool("stat", false, "print a diffstat instead of the diff")
-	if st, done := parseFlags(fset, diffUsage, args); done {
+	var a diffArgs
+	fset := a.flags()
+	if st, done := parseFlags(fset, diffCommand, args); done {
 		return st
 	}
+	stat := &a.stat
 	if fset.NArg() != 1 {
 		return fail("diff: want one session id (see agentbox log)")
 	}
@@ -310,11 +403,11 @@ func cmdDiff(args []string) int {
 		// The diff's lines are whatever the agent wrote; on a terminal, escape
 		// sequences in them could move the cursor and hide other lines from the
 		// person reading the diff. Piped, the bytes pass unchanged (for patch).
-		w = &controlEscaper{w: os.Stdout}
+		w = termsafe.NewWriter(os.Stdout)
 	}
 	err = s.Diff(w, rec, *stat)
-	if e, ok := w.(*controlEscaper); ok {
-		e.flush()
+	if e, ok := w.(*termsafe.Writer); ok {
+		e.Flush()
 	}
 	if err != nil {
 		return fail("diff: %v", err)
@@ -354,14 +447,7 @@ func pick(c bool, a, b string) string {
 
 // oneLine keeps a value from the record (which the sandboxed command chose: file
 // names, arguments) on one line and free of terminal control sequences.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+func oneLine(s string) string { return termsafe.String(s) }
 
 // shellJoin joins argv as a shell would read it back, quoting where needed.
 func shellJoin(argv []string) string {
@@ -379,52 +465,4 @@ func shellJoin(argv []string) string {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// controlEscaper writes control characters other than newline and tab in caret
-// notation (ESC as ^[), and the C1 controls U+0080..U+009F (two bytes in UTF-8) as
-// \u00XX, so that no byte sequence reaches the terminal as a command.
-type controlEscaper struct {
-	w       io.Writer
-	pending bool // the previous Write ended in 0xC2, the lead byte of a C1 control
-}
-
-func (e *controlEscaper) Write(p []byte) (int, error) {
-	out := make([]byte, 0, len(p)+16)
-	for i, c := range p {
-		if e.pending {
-			e.pending = false
-			if c >= 0x80 && c <= 0x9f {
-				out = fmt.Appendf(out, "\\u%04x", c)
-				continue
-			}
-			out = append(out, 0xc2)
-		}
-		switch {
-		case c == 0xc2 && i == len(p)-1:
-			e.pending = true
-		case c == 0xc2 && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
-			e.pending = true
-		case c == '\n' || c == '\t':
-			out = append(out, c)
-		case c < 0x20:
-			out = append(out, '^', c+'@')
-		case c == 0x7f:
-			out = append(out, '^', '?')
-		default:
-			out = append(out, c)
-		}
-	}
-	if _, err := e.w.Write(out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// flush writes a lead byte held back at the end of the last Write.
-func (e *controlEscaper) flush() {
-	if e.pending {
-		e.pending = false
-		_, _ = e.w.Write([]byte{0xc2})
-	}
 }

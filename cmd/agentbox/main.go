@@ -9,9 +9,15 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 )
 
@@ -19,18 +25,39 @@ import (
 // started: bad flags, refused paths, a setup step that failed.
 const exitUsage = 125
 
-// commands maps each subcommand to its entry point; each returns the exit status.
-var commands = map[string]func(args []string) int{
-	"doctor":  cmdDoctor,
-	"exec":    cmdExec,
-	"gc":      cmdGC,
-	"audit":   cmdAudit,
-	"bench":   cmdBench,
-	"log":     cmdLog,
-	"show":    cmdShow,
-	"diff":    cmdDiff,
-	"restore": cmdRestore,
-	"version": cmdVersion,
+// command is one subcommand: what help, completions and the manual say of it, and its
+// entry point, which returns the exit status.
+type command struct {
+	cli.Command
+	run func(args []string) int
+}
+
+// commands lists the subcommands in the order help shows them. Each one's flags are
+// defined once, by the function in its Flags field, which its entry point calls too.
+func commands() []command {
+	return []command{
+		{execCommand, cmdExec},
+		{auditCommand, cmdAudit},
+		{restoreCommand, cmdRestore},
+		{logCommand, cmdLog},
+		{showCommand, cmdShow},
+		{diffCommand, cmdDiff},
+		{doctorCommand, cmdDoctor},
+		{benchCommand, cmdBench},
+		{gcCommand, cmdGC},
+		{completionCommand, cmdCompletion},
+		{manCommand, cmdMan},
+		{versionCommand, cmdVersion},
+	}
+}
+
+// specs returns the commands' descriptions, for completions and the manual.
+func specs() []cli.Command {
+	var out []cli.Command
+	for _, c := range commands() {
+		out = append(out, c.Command)
+	}
+	return out
 }
 
 func main() {
@@ -55,36 +82,55 @@ func run(args []string) int {
 	case "--version", "-V":
 		return cmdVersion(nil)
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "agentbox: unknown command %q (see agentbox --help)\n", args[0])
-		return exitUsage
+	for _, c := range commands() {
+		if c.Name == args[0] {
+			return c.run(args[1:])
+		}
 	}
-	return cmd(args[1:])
+	if strings.HasPrefix(args[0], "-") {
+		return fail("unknown flag: %s before the command (agentbox COMMAND [FLAGS]; see agentbox --help)", args[0])
+	}
+	if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+		// agent-box's habit: agentbox DIR -- CMD.
+		return fail("unknown command %q: to run in that directory, type: agentbox exec --repo %s -- COMMAND", args[0], args[0])
+	}
+	return fail("unknown command %q (see agentbox --help)", args[0])
 }
 
-func usage(w *os.File) {
+func usage(w io.Writer) {
 	fmt.Fprint(w, `agentbox runs a command inside a sandbox: host read-only, one repository
 writable, HOME a disposable overlay, private /tmp and /run.
 
 Usage:
-  agentbox exec [flags] [--] [COMMAND [ARG...]]   run COMMAND (default $SHELL) sandboxed
-  agentbox audit [--repo DIR] [--fix]             report what would make Git run a program
-  agentbox restore ZIP [--into DIR]                unpack a Git metadata snapshot
-  agentbox log [--repo DIR | --all] [--results]    list recorded sessions (or results)
-  agentbox show ID                                 print a session's record
-  agentbox diff [--stat] ID                        what a session changed in the repository
-  agentbox doctor [--json]                         check this machine can run the sandbox, with fixes
-  agentbox bench [--runs N] [--json] [--svg FILE]  measure launches: native vs bwrap vs floors
-  agentbox gc [--dry-run]                          remove what killed sessions left behind
-  agentbox version                                 print the version
+  agentbox COMMAND [FLAGS] [ARGS]
 
+Commands:
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s%s\n", c.Name, c.Summary)
+	}
+	fmt.Fprint(w, `
 Run 'agentbox COMMAND --help' for the flags of a command.
 `)
 }
 
+// parseFlags parses a command's flags; done is true when the command should return
+// status at once (help printed, or bad flags reported).
+func parseFlags(fs *flag.FlagSet, c cli.Command, args []string) (status int, done bool) {
+	err := cli.Parse(fs, c, args, os.Stdout)
+	if errors.Is(err, cli.ErrHelp) {
+		return 0, true
+	}
+	if err != nil {
+		return fail("%s: %v (see agentbox %s --help)", c.Name, err, c.Name), true
+	}
+	return 0, false
+}
+
 // fail prints one line naming what failed and why, and returns exitUsage.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "agentbox: "+format+"\n", args...)
+	// Errors name repository paths and carry what Git or the sandbox said: one
+	// line, with no byte the terminal could take as a command.
+	fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.Sprintf(format, args...))
 	return exitUsage
 }

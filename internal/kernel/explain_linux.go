@@ -24,6 +24,12 @@ func explain(name string, r Report, res stepResult) string {
 		if unix.Errno(res.Errno) == unix.ENODEV {
 			return "the overlay filesystem is not available: modprobe overlay (as root)"
 		}
+		if onOverlay(os.Getenv("HOME")) {
+			return "HOME is itself on an overlay (inside an agentbox sandbox or a container): overlayfs cannot stack on it in a user namespace; run agentbox outside it"
+		}
+		if ok, known := AtLeast(r.Kernel, "5.11"); ok && known {
+			return "this kernel is new enough (Linux 5.11 or later): the mount was refused for another reason; check any seccomp or LSM policy, and that HOME is on an ordinary filesystem"
+		}
 		return "needs Linux 5.11 or later (overlayfs in user namespaces)"
 	case PIDNSProc:
 		if len(r.MaskedProc) > 0 {
@@ -80,4 +86,10 @@ func first(s []string, n int) []string {
 		return append(s[:n:n], "…")
 	}
 	return s
+}
+
+// onOverlay reports whether path lies on an overlay filesystem.
+func onOverlay(path string) bool {
+	var st unix.Statfs_t
+	return path != "" && unix.Statfs(path, &st) == nil && st.Type == unix.OVERLAYFS_SUPER_MAGIC
 }

@@ -35,7 +35,9 @@ func Backends(t testing.TB) []string {
 }
 
 // BwrapPath is the bubblewrap 0.12.0 the bwrap rows run with: $AGENTBOX_BWRAP, else
-// the build of scripts/setup-test-env.sh. In CI (CI=true) its absence fails the run.
+// the build of scripts/setup-test-env.sh. Under the test command (AGENTBOX_TEST_STRICT,
+// which scripts/test.sh sets) or in CI (CI=true) its absence fails the run instead of
+// silently dropping the whole bwrap column.
 func BwrapPath(t testing.TB) string {
 	if p := os.Getenv("AGENTBOX_BWRAP"); p != "" {
 		return p
@@ -43,7 +45,7 @@ func BwrapPath(t testing.TB) string {
 	if _, err := os.Stat(BuiltBwrap); err == nil {
 		return BuiltBwrap
 	}
-	if os.Getenv("CI") != "" {
+	if os.Getenv(testenv.EnvStrict) != "" || os.Getenv("CI") != "" {
 		t.Fatalf("bubblewrap 0.12.0 missing at %s: run scripts/setup-test-env.sh", BuiltBwrap)
 	}
 	return ""
@@ -230,4 +232,22 @@ func ReadFileOr(path string) string {
 func Exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// Leftovers is a shell snippet that starts n processes running as `sleep 300` with
+// argv[0] marker, the first in the background and the rest also in a new session,
+// and returns only once each of them runs under that name: a test that then checks
+// the processes were killed proves something, which a fixed sleep before going on
+// does not.
+func Leftovers(marker string, n int) string {
+	var b strings.Builder
+	b.WriteString("_pids=''; ")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString("setsid ")
+		}
+		b.WriteString("bash -c 'exec -a " + marker + " sleep 300' & _pids=\"$_pids $!\"; ")
+	}
+	b.WriteString(`for _p in $_pids; do until [ "$(tr '\0' '\n' < /proc/$_p/cmdline 2>/dev/null | head -n 1)" = ` + marker + ` ]; do sleep 0.01; done; done; `)
+	return b.String()
 }

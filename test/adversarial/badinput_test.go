@@ -20,6 +20,8 @@ type badInput struct {
 	args  func(b *sandboxtest.Box) []string      // the whole argv after "agentbox"
 	dir   func(b *sandboxtest.Box) string        // working directory; default the repo
 	env   []string                               // extra environment
+	envOf func(b *sandboxtest.Box) []string      // extra environment that depends on the box
+	says  string                                 // the refusal must contain this (the true reason)
 	codes []int                                  // accepted exit statuses; default 125
 	// works: a launch is also acceptable, provided the command's write landed in
 	// this directory (the intended repository) — a legal but odd input.
@@ -125,6 +127,23 @@ var badInputs = []badInput{
 	{name: "non-UTF-8 HOME that does not exist", env: []string{"HOME=/nonexistent/\xff"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, works: theRepo},
 	{name: "--disk-tmp with relative XDG_CACHE_HOME and no HOME", env: []string{"XDG_CACHE_HOME=rel", "HOME="},
 		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--disk-tmp") }},
+	// HOME is overlaid after the private /tmp and /run: one that is, contains or lies
+	// in them (or in /proc, /dev, /sys) would lay the host's directory back over the
+	// private one, or fail with an unrelated-looking kernel error. Refused, saying so.
+	{name: "HOME that is /tmp", env: []string{"HOME=/tmp"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "HOME /tmp: is /tmp"},
+	{name: "HOME that is /run", env: []string{"HOME=/run"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "HOME /run: is /run"},
+	{name: "HOME in /dev/shm", env: []string{"HOME=/dev/shm"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "lies inside /dev"},
+	{name: "HOME in /proc", env: []string{"HOME=/proc/self/cwd"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "private mount"},
+	{name: "HOME in /sys", env: []string{"HOME=/sys/kernel"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "lies inside /sys"},
+	{name: "HOME below /tmp", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join("/tmp", "agentbox-home-"+filepath.Base(b.Home)))
+		t.Cleanup(func() { os.RemoveAll(filepath.Join("/tmp", "agentbox-home-"+filepath.Base(b.Home))) })
+	}, envOf: func(b *sandboxtest.Box) []string { return []string{"HOME=/tmp/agentbox-home-" + filepath.Base(b.Home)} },
+		args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "lies inside /tmp"},
+	{name: "HOME that is a symlink to /run", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mustSymlink(t, "/run", filepath.Join(b.Home, "run-link"))
+	}, envOf: func(b *sandboxtest.Box) []string { return []string{"HOME=" + filepath.Join(b.Home, "run-link")} },
+		args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "resolves to /run, which is /run"},
 	{name: "--git-save-dir that is a file", args: func(b *sandboxtest.Box) []string {
 		return []string{"exec", "--backend", b.Backend, "--git-save-dir", "/etc/passwd", "--no-record", "--", "sh", "-c", "echo RAN"}
 	}},
@@ -197,6 +216,9 @@ func TestBadInput(t *testing.T) {
 						cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+sandboxtest.BwrapPath(t))
 					}
 					cmd.Env = append(cmd.Env, c.env...)
+					if c.envOf != nil {
+						cmd.Env = append(cmd.Env, c.envOf(b)...)
+					}
 					r := sandboxtest.Run(cmd)
 					checkRefusal(t, c, b, r)
 				})
@@ -244,5 +266,8 @@ func checkRefusal(t *testing.T, c badInput, b *sandboxtest.Box, r sandboxtest.Re
 	}
 	if strings.Contains(r.Stdout, "RAN") {
 		t.Errorf("the command ran: %s", r)
+	}
+	if c.says != "" && !strings.Contains(r.Stderr, c.says) {
+		t.Errorf("the refusal does not give the reason %q: %s", c.says, r)
 	}
 }

@@ -151,7 +151,7 @@ func TestCommandKilledBySignal(t *testing.T) {
 			for _, s := range sigs {
 				marker := "agentbox-sig-" + s.name + "-" + filepath.Base(b.Home)
 				cmd := b.Command(b.Repo, []string{"--disk-tmp", "--no-git-save", "--no-record"},
-					fmt.Sprintf(`bash -c 'exec -a %s sleep 300' & sleep 0.1; kill -%s $$`, marker, s.name))
+					sandboxtest.Leftovers(marker, 1)+"kill -"+s.name+" $$")
 				res := make(chan sandboxtest.Result, 1)
 				if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
 					t.Fatal(err)

@@ -1,0 +1,154 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// LookPath finds the program name on $PATH for agentbox to run on the host (bwrap,
+// the shadow recorder's git, the bench's go and git), skipping every place a sandbox
+// could have planted it. A session's command runs with the operator's PATH and can
+// write its repository; a PATH entry that names a directory inside it would make the
+// launcher run the sandbox's program as the operator, with the whole argv. So an
+// entry is skipped when it is
+//
+//   - relative or empty ("." and "" mean the working directory, which is usually the
+//     repository);
+//   - inside one of writable (the session's writable host directories), before or
+//     after symlinks are resolved, or resolves into one of them;
+//   - inside a Git working tree (a directory with a .git entry at or above it):
+//     agentbox's default repository is the Git top level of the working directory,
+//     so any such tree may have been a session's repository, today or earlier;
+//   - writable by others (mode o+w), or the program itself is.
+//
+// The same holds for the program file after symlinks are resolved. The error names
+// what was skipped, so that an operator who put a tool inside a repository on
+// purpose knows to name it explicitly (AGENTBOX_BWRAP, for bwrap).
+func LookPath(name string, writable ...string) (string, error) {
+	if name == "" || strings.ContainsRune(name, '/') {
+		return "", fmt.Errorf("look up %q: not a plain program name", name)
+	}
+	var roots []string
+	for _, w := range writable {
+		if w == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(w); err == nil {
+			roots = append(roots, abs, canonicalOr(abs))
+		}
+	}
+	var skipped []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		bin := filepath.Join(dir, name)
+		if why := untrustedProgram(dir, bin, roots); why != "" {
+			if why != "missing" && len(skipped) < 8 {
+				skipped = append(skipped, fmt.Sprintf("%s (%s)", bin, why))
+			}
+			continue
+		}
+		return filepath.Clean(bin), nil
+	}
+	msg := fmt.Sprintf("%s not found on PATH", name)
+	if len(skipped) > 0 {
+		msg += "; skipped, since a sandbox could have written them: " + strings.Join(skipped, ", ")
+	}
+	return "", &NotFoundError{Name: name, Msg: msg}
+}
+
+// NotFoundError says that LookPath found no program it may run.
+type NotFoundError struct {
+	Name string
+	Msg  string // names what was skipped and why
+}
+
+func (e *NotFoundError) Error() string { return e.Msg }
+
+// untrustedProgram says why bin (dir/name, from a PATH entry) may not run on the
+// host, "missing" when there is no executable file, or "" when it may run.
+func untrustedProgram(dir, bin string, writable []string) string {
+	if dir == "" || !filepath.IsAbs(dir) {
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+			return "missing"
+		}
+		return "relative PATH entry"
+	}
+	// Most entries do not hold the program: one stat decides, before any resolving.
+	fi, err := os.Stat(bin)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "missing"
+	}
+	dir = filepath.Clean(dir)
+	canonDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "missing"
+	}
+	canon, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return "missing"
+	}
+	for _, p := range []string{dir, canonDir, canon} {
+		for _, w := range writable {
+			if Within(p, w) {
+				return "inside " + quote(w) + ", which the sandbox can write"
+			}
+		}
+	}
+	dirs := []string{canonDir}
+	if d := filepath.Dir(canon); d != canonDir {
+		dirs = append(dirs, d)
+	}
+	for _, p := range dirs {
+		if top, ok := gitTree(p); ok {
+			return "inside the Git working tree " + quote(top) + ", which a session may write"
+		}
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o002 != 0 {
+			return "its directory is writable by others"
+		}
+	}
+	if fi.Mode().Perm()&0o002 != 0 {
+		return "writable by others"
+	}
+	return ""
+}
+
+// gitTree reports the nearest directory at or above dir (canonical) holding a .git
+// entry.
+func gitTree(dir string) (string, bool) {
+	top := GitTopLevel(dir)
+	if _, err := os.Lstat(filepath.Join(top, ".git")); err == nil {
+		return top, true
+	}
+	return "", false
+}
+
+func canonicalOr(p string) string {
+	if c, err := filepath.EvalSymlinks(p); err == nil {
+		return c
+	}
+	return p
+}
+
+// InsideWritable reports the root of writable that path (absolute) lies in, before or
+// after symlinks are resolved.
+func InsideWritable(path string, writable ...string) (string, bool) {
+	forms := []string{filepath.Clean(path), canonicalOr(path)}
+	for _, w := range writable {
+		if w == "" {
+			continue
+		}
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			continue
+		}
+		for _, root := range []string{abs, canonicalOr(abs)} {
+			for _, f := range forms {
+				if Within(f, root) {
+					return w, true
+				}
+			}
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,110 @@
+package policy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// prog writes an executable name into dir (made with mode) and returns its path.
+func prog(t *testing.T, dir, name string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLookPathSkipsSandboxWritable: every PATH entry a sandbox could have written is
+// passed over for the trusted one further down, and the refusal names what was skipped.
+func TestLookPathSkipsSandboxWritable(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	repo := filepath.Join(base, "repo") // the session's repository (no .git: --repo of a plain dir)
+	inRepo := prog(t, filepath.Join(repo, "bin"), name, 0o755)
+	other := filepath.Join(base, "other") // another Git working tree, an earlier session's
+	if err := os.MkdirAll(filepath.Join(other, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inOther := prog(t, filepath.Join(other, "tools", "bin"), name, 0o755)
+	shared := prog(t, filepath.Join(base, "shared"), name, 0o777)
+	linkDir := filepath.Join(base, "links") // a trusted-looking dir whose program links into the repo
+	if err := os.MkdirAll(linkDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(inRepo, filepath.Join(linkDir, name)); err != nil {
+		t.Fatal(err)
+	}
+	repoLink := filepath.Join(base, "repo-link") // a symlink to the repository's bin
+	if err := os.Symlink(filepath.Join(repo, "bin"), repoLink); err != nil {
+		t.Fatal(err)
+	}
+	writableFile := prog(t, filepath.Join(base, "wfile"), name, 0o755)
+	if err := os.Chmod(writableFile, 0o757); err != nil {
+		t.Fatal(err)
+	}
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+
+	t.Chdir(filepath.Join(repo, "bin"))
+	entries := []string{"", ".", "bin", filepath.Join(repo, "bin"), repoLink, linkDir,
+		filepath.Dir(inOther), filepath.Dir(shared), filepath.Dir(writableFile)}
+	t.Setenv("PATH", strings.Join(append(entries, filepath.Dir(good)), ":"))
+	if got, err := LookPath(name, repo); err != nil || got != good {
+		t.Errorf("LookPath = %q, %v; want %s", got, err, good)
+	}
+
+	t.Setenv("PATH", strings.Join(entries, ":"))
+	_, err = LookPath(name, repo)
+	if err == nil {
+		t.Fatal("LookPath found a program a sandbox could have written")
+	}
+	for _, want := range []string{"not found on PATH", "relative PATH entry", "which the sandbox can write", "Git working tree"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	// Without the writable set, the repository's bin is still not trusted once the
+	// repository is a Git working tree.
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", filepath.Join(repo, "bin"))
+	if got, err := LookPath(name); err == nil {
+		t.Errorf("LookPath without a writable set found %s inside a Git working tree", got)
+	}
+	if _, err := LookPath("a/b"); err == nil {
+		t.Error("LookPath accepted a name with a slash")
+	}
+}
+
+// BenchmarkLookPath is the cost of finding git on a typical PATH, as the recorder does
+// once per session, against os/exec's LookPath for the same name.
+func BenchmarkLookPath(b *testing.B) {
+	b.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for b.Loop() {
+		if _, err := LookPath("git", "/nonexistent/repo"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkExecLookPath(b *testing.B) {
+	b.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	for b.Loop() {
+		if _, err := exec.LookPath("git"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package behaviour
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// writeUserConfig writes the test user's ~/.config/agentbox/config.toml.
+func writeUserConfig(t *testing.T, b *box, text string) string {
+	t.Helper()
+	dir := filepath.Join(b.home, ".config", "agentbox")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.toml")
+	sandboxtest.WriteFile(t, path, text)
+	testenv.Chown(t, filepath.Join(b.home, ".config"))
+	return path
+}
+
+// netShared runs one session with args and says whether it kept the host's network
+// namespace.
+func netShared(t *testing.T, b *box, args ...string) bool {
+	t.Helper()
+	return nsInside(t, b, args...)["net"] == hostNamespaces(t)["net"]
+}
+
+// TestConfigFile: the user's config file sets exec's defaults, a profile lays over
+// them, the command line wins, and --dry-run says where each setting came from; on
+// both backends.
+func TestConfigFile(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			path := writeUserConfig(t, b, `# agentbox defaults
+offline = true
+git-save-keep = 3
+
+[profile.online]
+offline = false
+`)
+			if netShared(t, b) {
+				t.Errorf("offline = true in the config file: the session kept the host network")
+			}
+			if !netShared(t, b, "--offline=false") {
+				t.Errorf("--offline=false on the command line did not win over the file")
+			}
+			if !netShared(t, b, "--profile", "online") {
+				t.Errorf("--profile online did not lay its offline = false over the defaults")
+			}
+			r := b.sh("true", "--dry-run")
+			if r.code != 0 || !strings.Contains(r.stdout, "setting  offline = true  # "+path+":2") ||
+				!strings.Contains(r.stdout, "setting  git-save-keep = 3  # "+path+":3") ||
+				!strings.Contains(r.stdout, "setting  dry-run = true  # command line") {
+				t.Errorf("--dry-run does not show where the settings came from:\n%s", r)
+			}
+			r = b.sh("true", "--profile", "nope")
+			if r.code != 125 || !strings.Contains(r.stderr, "no [profile.nope]") {
+				t.Errorf("unknown profile: %s", r)
+			}
+		})
+	}
+}
+
+// TestConfigFileErrors: a bad user config file stops the launch with 125 and one
+// line naming the file, the line and the key; nothing runs.
+func TestConfigFileErrors(t *testing.T) {
+	b := newBox(t, "native")
+	for _, tc := range []struct{ text, want string }{
+		{"offline = yes\n", ":1"},
+		{"\n# x\nofline = true\n", ":3: ofline: unknown key"},
+		{"git-save-keep = \"lots\"\n", ":1: git-save-keep: invalid value"},
+		{"[profile.a]\nbackend = true\n", ":2: backend: want a value"},
+	} {
+		path := writeUserConfig(t, b, tc.text)
+		r := b.sh("touch ran")
+		if r.code != 125 || !strings.Contains(r.stderr, "config "+path+tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("%q: want 125 and one line with %q, got %s", tc.text, path+tc.want, r)
+		}
+		if sandboxtest.Exists(filepath.Join(b.repo, "ran")) {
+			t.Fatalf("%q: the command ran despite the bad config", tc.text)
+		}
+	}
+}
+
+// TestRepoConfigOnlyNarrows: a repository's .agentbox.toml, which the sandbox can
+// write, narrows the policy (offline) and is refused when it would widen it or is
+// not a regular file; on both backends.
+func TestRepoConfigOnlyNarrows(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			repoFile := filepath.Join(b.repo, ".agentbox.toml")
+			// Written from inside a first session, as an agent would.
+			b.ok(`printf 'offline = true\n' > .agentbox.toml`, "--no-git-save", "--no-record")
+			if netShared(t, b) {
+				t.Errorf("offline = true in the repository's file: the session kept the host network")
+			}
+			for _, widen := range []string{"offline = false\n", "no-git-save = true\n", "allow-git-push = true\n", "backend = \"bwrap\"\n", "[profile.x]\noffline = true\n"} {
+				sandboxtest.WriteFile(t, repoFile, widen)
+				testenv.Chown(t, repoFile)
+				r := b.sh("touch widened")
+				if r.code != 125 || !strings.Contains(r.stderr, repoFile) {
+					t.Errorf("%q in the repository's file: want 125 naming it, got %s", widen, r)
+				}
+				if sandboxtest.Exists(filepath.Join(b.repo, "widened")) {
+					t.Fatalf("%q: the command ran", widen)
+				}
+			}
+			os.Remove(repoFile)
+			if err := syscall.Mkfifo(repoFile, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, repoFile)
+			if r := b.sh("true"); r.code != 125 || !strings.Contains(r.stderr, "not a regular file") {
+				t.Errorf("a FIFO .agentbox.toml: %s", r)
+			}
+			os.Remove(repoFile)
+			if err := os.Symlink("/etc/passwd", repoFile); err != nil {
+				t.Fatal(err)
+			}
+			if r := b.sh("true"); r.code != 125 || !strings.Contains(r.stderr, "symlink") {
+				t.Errorf("a symlink .agentbox.toml: %s", r)
+			}
+		})
+	}
+}
