@@ -192,6 +192,11 @@ func keepEnv(t *testing.T, b *sandboxtest.Box) {
 	if !strings.HasPrefix(out, "A=1 S=") || len(strings.TrimSpace(out)) <= len("A=1 S=") {
 		t.Errorf("environment with --no-record: %q", out)
 	}
+	// The marker is what the CLI's nested-launch refusal looks at.
+	r := b.Sh(`'` + b.Bin + `' exec -- true`)
+	if !strings.Contains(r.Stdout+r.Stderr, "already inside an agentbox sandbox") {
+		t.Errorf("agentbox exec inside a session:\n%s", r)
+	}
 }
 
 func keepAuditWhole(t *testing.T, b *sandboxtest.Box) {
