@@ -8,8 +8,11 @@
 package compat
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -89,7 +92,15 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	// also covers a launcher running as root). bwrap always sets no_new_privs.
 	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
 
+	mounted := map[string]bool{}
 	for i, op := range plan.Ops {
+		if op.Kind == mounts.ReadOnly && mounted[op.Dest] && op.Source == "" && op.Mode == 0 {
+			// A mount point of this plan (the sandbox's /proc): bwrap remounts it;
+			// a bind of the host's path would show the host's processes.
+			g = append(g, []string{"--remount-ro", op.Dest})
+			continue
+		}
+		mounted[op.Dest] = true
 		opts, err := translate(op, lower)
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
@@ -118,6 +129,13 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 	if err := checkPath("destination", op.Dest); err != nil {
 		return nil, err
+	}
+	switch op.Kind {
+	case mounts.ReadOnly, mounts.Mask:
+		if op.Source != "" || op.Mode != 0 {
+			return nil, fmt.Errorf("has a source or mode, which %s does not take", op.Kind)
+		}
+		return coverOpts(op)
 	}
 	usesSource := op.Kind == mounts.BindRO || op.Kind == mounts.Bind || op.Kind == mounts.Overlay
 	if usesSource {
@@ -162,6 +180,28 @@ func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 		return [][]string{{"--dev", op.Dest}}, nil
 	}
 	return nil, fmt.Errorf("operation kind %q has no bwrap translation", op.Kind)
+}
+
+// coverOpts translates ReadOnly and Mask. bwrap binds only host paths and has no
+// "skip when missing" for a destination, so the host's Dest is looked at here: the
+// plan uses these kinds only for kernel-global paths below /proc and /sys, which the
+// host's proc and sysfs show as the sandbox's do. A missing Dest gives no option.
+// bwrap's --remount-ro needs a mount point, hence the read-only bind of Dest itself.
+func coverOpts(op mounts.Op) ([][]string, error) {
+	fi, err := os.Lstat(op.Dest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case op.Kind == mounts.ReadOnly:
+		return [][]string{{"--ro-bind", op.Dest, op.Dest}}, nil
+	case fi.IsDir():
+		return [][]string{{"--perms", "0555", "--tmpfs", op.Dest}, {"--remount-ro", op.Dest}}, nil
+	}
+	return [][]string{{"--ro-bind", "/dev/null", op.Dest}}, nil
 }
 
 func checkPath(what, p string) error {

@@ -47,10 +47,15 @@ func TestArgvEveryKind(t *testing.T) {
 		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst", "--chmod", "0750", "/dst"},
 		mounts.Proc:    {"--proc", "/dst"},
 		mounts.Dev:     {"--dev", "/dst"},
+		// ReadOnly and Mask look at the host's Dest (here: kernel files every Linux has).
+		mounts.ReadOnly: {"--ro-bind", "/proc/sys", "/proc/sys"},
+		mounts.Mask:     {"--perms", "0555", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"},
 	}
 	for _, k := range mounts.Kinds {
 		op := mounts.Op{Kind: k, Dest: "/dst"}
 		switch k {
+		case mounts.ReadOnly, mounts.Mask:
+			op.Dest = "/proc/sys"
 		case mounts.BindRO, mounts.Bind, mounts.Overlay:
 			op.Source = "/src"
 		case mounts.Tmpfs:
@@ -75,9 +80,38 @@ func TestArgvEveryKind(t *testing.T) {
 		t.Errorf("table has %d kinds, mounts.Kinds %d", len(want), len(mounts.Kinds))
 	}
 
-	_, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: "remount-ro", Dest: "/x"}}, Workdir: "/", Command: []string{"true"}})
-	if err == nil || !strings.Contains(err.Error(), `"remount-ro" has no bwrap translation`) {
+	_, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: "frobnicate", Dest: "/x"}}, Workdir: "/", Command: []string{"true"}})
+	if err == nil || !strings.Contains(err.Error(), `"frobnicate" has no bwrap translation`) {
 		t.Errorf("unknown kind: %v, want an error naming it", err)
+	}
+}
+
+// TestArgvCovers checks the translations of ReadOnly and Mask that depend on the
+// host's Dest: a file is masked with the null device, a missing Dest gives nothing.
+func TestArgvCovers(t *testing.T) {
+	for _, c := range []struct {
+		op   mounts.Op
+		want []string
+	}{
+		{mounts.Op{Kind: mounts.Mask, Dest: "/proc/version"}, []string{"--ro-bind", "/dev/null", "/proc/version"}},
+		{mounts.Op{Kind: mounts.Mask, Dest: "/proc/agentbox-no-such-file"}, nil},
+		{mounts.Op{Kind: mounts.ReadOnly, Dest: "/proc/agentbox-no-such-file"}, nil},
+	} {
+		argv, err := argvOf(mounts.Plan{Ops: []mounts.Op{c.op}, Workdir: "/", Command: []string{"true"}})
+		if err != nil {
+			t.Fatalf("%v: %v", c.op, err)
+		}
+		if got := argv[len(prologue) : len(argv)-4]; !reflect.DeepEqual(got, c.want) && len(got)+len(c.want) > 0 {
+			t.Errorf("%v: %q, want %q", c.op, got, c.want)
+		}
+	}
+	// The sandbox's own /proc is remounted, never replaced by a bind of the host's.
+	argv, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: mounts.Proc, Dest: "/proc"}, {Kind: mounts.ReadOnly, Dest: "/proc"}}, Workdir: "/", Command: []string{"true"}})
+	if got := argv[len(prologue) : len(argv)-4]; err != nil || !reflect.DeepEqual(got, []string{"--proc", "/proc", "--remount-ro", "/proc"}) {
+		t.Errorf("read-only /proc: %q, %v", got, err)
+	}
+	if _, err := argvOf(mounts.Plan{Ops: []mounts.Op{{Kind: mounts.Mask, Source: "/x", Dest: "/proc/version"}}, Workdir: "/", Command: []string{"true"}}); err == nil {
+		t.Error("a mask with a source was translated")
 	}
 }
 
@@ -341,6 +375,13 @@ func FuzzArgv(f *testing.F) {
 		argv, err := argvOf(plan)
 		if err != nil {
 			return
+		}
+		for _, op := range plan.Ops {
+			if op.Kind == mounts.ReadOnly || op.Kind == mounts.Mask {
+				// Translated after a look at the host's Dest (TestArgvCovers): a
+				// read-only bind of Dest, or nothing; no round trip.
+				return
+			}
 		}
 		for _, a := range argv {
 			if strings.IndexByte(a, 0) >= 0 {

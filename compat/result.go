@@ -19,7 +19,12 @@ type Phase struct {
 
 // Result is how a bwrap session ended.
 type Result struct {
-	Status  int     // the command's exit status, or 128+N for signal N
-	Version string  // "bubblewrap X.Y.Z" of the binary that ran; "" when none passed the check
-	Phases  []Phase // in order
+	Status int // the command's exit status, or 128+N for signal N
+	// Signal, Left, Terminal: as nsinit.Result's (the signal that killed the
+	// command, the processes left running and killed, a terminal session).
+	Signal   int
+	Left     int
+	Terminal bool
+	Version  string  // "bubblewrap X.Y.Z" of the binary that ran; "" when none passed the check
+	Phases   []Phase // in order
 }

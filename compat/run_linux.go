@@ -26,8 +26,10 @@ import (
 // 128+N when signal N killed it; an error means agentbox or bwrap failed before the
 // command started, and the caller exits 125.
 //
-// beforeExec, when not nil, runs before bwrap starts (nsinit.Options.BeforeExec).
-func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error) {
+// beforeExec, when not nil, runs before bwrap starts (nsinit.Options.BeforeExec);
+// afterStart, when not nil, runs with the PID of the sandbox's PID 1 (agentbox's
+// init, bwrap's child) before the init has its plan (nsinit.Options.AfterStart).
+func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func(pid int) error) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup(plan.Writable()...)
@@ -83,14 +85,26 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error)
 	nsinit.CloseOnExecAbove2()
 
 	reports := make(chan error, 1)
-	go func() { reports <- readStatus(r) }()
+	childPID := make(chan int, 1)
+	go func() { reports <- readStatus(r, childPID) }()
 
-	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: beforeExec})
+	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: beforeExec}
+	if afterStart != nil {
+		opts.AfterStart = func(int) error {
+			// bwrap reports its child once it is cloned; no report means bwrap
+			// failed, which the launch then says.
+			if pid, ok := <-childPID; ok {
+				return afterStart(pid)
+			}
+			return nil
+		}
+	}
+	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, opts)
 	w.Close()
 	for _, ph := range out.Phases {
 		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
 	}
-	res.Status = out.Status
+	res.Status, res.Signal, res.Left, res.Terminal = out.Status, int(out.Signal), out.Left, out.Terminal
 	var se *nsinit.SetupError
 	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.
@@ -104,9 +118,12 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error) (Result, error)
 
 // readStatus reads bwrap's JSON lines until bwrap closes the descriptor ({"child-pid":
 // N, …} after the clone, {"exit-code": N} after the command ended) and returns what
-// could not be read. The init reports the rest itself.
-func readStatus(r *os.File) error {
+// could not be read. The init reports the rest itself. The child's PID goes to
+// childPID, which is closed at the end.
+func readStatus(r *os.File, childPID chan<- int) error {
+	defer close(childPID)
 	var bad error
+	sent := false
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		var m struct {
@@ -115,6 +132,10 @@ func readStatus(r *os.File) error {
 		}
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			bad = fmt.Errorf("status descriptor: %q: %w", sc.Text(), err)
+		}
+		if m.ChildPID != nil && !sent {
+			childPID <- *m.ChildPID
+			sent = true
 		}
 	}
 	if err := sc.Err(); err != nil && bad == nil {

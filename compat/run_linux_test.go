@@ -98,7 +98,7 @@ func runFake(t *testing.T, bin string, plan mounts.Plan) (Result, string, error)
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}, nil)
+	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}, nil, nil)
 	b, _ := os.ReadFile(stderr.Name())
 	return res, string(b), runErr
 }

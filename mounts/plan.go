@@ -7,6 +7,7 @@ package mounts
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard"
@@ -34,10 +35,41 @@ const (
 	// Dev mounts a minimal /dev at Dest: null, zero, full, random, urandom, tty from
 	// the host, a private devpts and a private shm.
 	Dev Kind = "dev"
+	// ReadOnly makes Dest read-only: the sandbox's /proc itself (the Dest of an
+	// earlier Proc), or a kernel-global path below it. Dest is bound onto itself and
+	// the bind made read-only; a Dest the kernel does not have is skipped. A backend
+	// that can bind only host paths (bwrap) remounts a mount point of the plan, and
+	// binds the host's Dest for a path below one (the same kernel's files whatever
+	// proc instance shows them).
+	ReadOnly Kind = "remount-ro"
+	// Mask hides Dest, a kernel-global path below /proc or /sys: a directory is covered by
+	// an empty read-only tmpfs, anything else by the null device, read-only. A Dest
+	// the kernel does not have is skipped.
+	Mask Kind = "mask"
 )
 
 // Kinds lists every operation kind; tests walk it through both backends.
-var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev}
+var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
+
+// What a sandbox whose uid or gid is the host's 0 could write by file mode alone
+// (the kernel asks no capability: proc_sys_permission and sysrq's write check only
+// the owner's bits). systemd's ProtectKernelTunables= and the OCI runtime spec's
+// default readonlyPaths (runc) name /proc/sys, /proc/sysrq-trigger, /proc/irq,
+// /proc/bus and /proc/fs; the whole of /proc is made read-only instead, because the
+// host network namespace's per-process /proc/PID/net entries (xt_recent lists, the
+// sunrpc caches' channels) are guarded the same way and cannot be covered one by one.
+// A root session loses only writes to its own /proc/PID files.
+var readOnlyPaths = []string{"/proc"}
+
+// Files that give a host-root sandbox what a user cannot read or write: the OCI
+// default maskedPaths (kernel memory, other users' key names, the host's timers and
+// scheduler state, ACPI wakeup and SCSI control, firmware tables, energy counters),
+// plus the physical page maps (/proc/kpage*, a Rowhammer aid).
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+	"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/kpagecount",
+	"/proc/kpageflags", "/proc/kpagecgroup", "/sys/firmware", "/sys/devices/virtual/powercap",
+}
 
 // Op is one mount operation.
 type Op struct {
@@ -133,12 +165,42 @@ type Session struct {
 	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
 	Protected []gitguard.Protected // Git exec surface inside the writable set
 	Empty     EmptySources         // stand-ins for hidden paths (hide.go)
+	// HostRoot: the sandbox's uid or gid is the host's 0 (agentbox started as root;
+	// the ids map to themselves). The kernel then lets the command write kernel
+	// tunables by file mode alone, capabilities or not, so Build covers them (P12).
+	HostRoot bool
+}
+
+// IsHostRoot reports whether a sandbox started by this process gets the host's uid
+// or gid 0: both backends map the launcher's ids to themselves (Session.HostRoot).
+func IsHostRoot() bool {
+	return os.Getuid() == 0 || os.Getgid() == 0
+}
+
+// hostRootCovers are the operations that keep a host-root sandbox off the kernel's
+// tunables. Only a host-root sandbox gets them: a user's sandbox cannot write them
+// anyway, and a locked mount over a non-empty part of /proc makes the kernel refuse
+// a nested unprivileged proc mount (fs/namespace.c, mount_too_revealing), which
+// agents' own sandboxes (bwrap --proc, unshare --mount-proc) need. For host root that
+// refusal is wanted: a fresh proc would show /proc/sys writable again. bubblewrap
+// decides the same way (its /proc covers apply when the path is writable).
+func hostRootCovers() []Op {
+	var ops []Op
+	for _, p := range readOnlyPaths {
+		ops = append(ops, Op{Kind: ReadOnly, Dest: p, Why: "P12 kernel tunables read-only for host root"})
+	}
+	for _, p := range maskedPaths {
+		ops = append(ops, Op{Kind: Mask, Dest: p, Why: "P12 kernel interface masked for host root"})
+	}
+	return ops
 }
 
 // Build returns the mount plan for a policy. It is the only place that orders mounts:
 //
 //  1. "/" read-only, recursively (P1);
-//  2. private /proc and /dev for the new namespaces (P5);
+//  2. private /proc and /dev for the new namespaces (P5); for a host-root sandbox,
+//     /proc read-only (the kernel's tunables and triggers) and the kernel's secrets
+//     masked (P12);
 //  3. private /tmp and /run (P4, P10);
 //  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
 //  5. kept paths (--keep, --keep-agent) writable over the HOME overlay, then the
@@ -158,6 +220,9 @@ func Build(p *policy.Policy, s Session) Plan {
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
 		{Kind: Proc, Dest: "/proc", Why: "P5 proc of the new PID namespace"},
 		{Kind: Dev, Dest: "/dev", Why: "P5 minimal private /dev"},
+	}
+	if s.HostRoot {
+		ops = append(ops, hostRootCovers()...)
 	}
 	if s.DiskTmp != "" {
 		ops = append(ops, Op{Kind: Bind, Source: s.DiskTmp, Dest: "/tmp", Why: "P10 private /tmp on disk"})

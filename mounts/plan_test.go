@@ -45,6 +45,30 @@ func TestBuildOrder(t *testing.T) {
 	}
 }
 
+// TestBuildHostRoot: a host-root sandbox gets the kernel's tunables read-only and its
+// secrets masked, right after /proc and /dev (which the masks use) and before
+// anything else; a user's sandbox gets none of them (they would break nested proc).
+func TestBuildHostRoot(t *testing.T) {
+	user := dests(Build(testPolicy("/h", "/h/repo"), Session{}))
+	root := dests(Build(testPolicy("/h", "/h/repo"), Session{HostRoot: true}))
+	for _, d := range user {
+		if strings.HasPrefix(d, string(ReadOnly)+" ") || strings.HasPrefix(d, string(Mask)+" ") {
+			t.Errorf("user sandbox has %q", d)
+		}
+	}
+	want := []string{"remount-ro /proc", "mask /proc/kcore", "mask /proc/keys",
+		"mask /proc/timer_list", "mask /sys/firmware", "mask /sys/devices/virtual/powercap"}
+	dev, tmp := index(root, "dev /dev"), index(root, "tmpfs /tmp")
+	for _, w := range want {
+		if i := index(root, w); i < dev || i > tmp {
+			t.Errorf("%q at %d (dev %d, tmp %d):\n%s", w, i, dev, tmp, strings.Join(root, "\n"))
+		}
+	}
+	if len(root) != len(user)+len(readOnlyPaths)+len(maskedPaths) {
+		t.Errorf("root plan has %d ops, user plan %d", len(root), len(user))
+	}
+}
+
 func TestBuildRepoAfterPrivateDirs(t *testing.T) {
 	// A repo below /tmp or /run, and a HOME below /tmp, stay reachable: they are
 	// bound after the private mounts that would hide them.
@@ -70,7 +94,7 @@ func TestBuildOptions(t *testing.T) {
 	p := testPolicy("", "/srv/repo")
 	p.Offline = true
 	extra := []Op{{Kind: BindRO, Source: "/tmp/guard", Dest: "/run/agentbox/bin"}}
-	plan := Build(p, Session{ExtraRO: extra, Protected: []gitguard.Protected{{Path: "/srv/repo/.git/config"}}})
+	plan := Build(p, Session{ExtraRO: extra, HostRoot: true, Protected: []gitguard.Protected{{Path: "/srv/repo/.git/config"}}})
 	got := dests(plan)
 	if index(got, "overlay ") >= 0 {
 		t.Error("overlay without HOME")

@@ -45,6 +45,12 @@ type Options struct {
 	// of its own; with the Go init it runs before the init starts. Signals meanwhile
 	// do what they would do uncaught: the launch takes them over after it.
 	BeforeExec func() error
+	// AfterStart, when set, runs in the launcher once the started process (the
+	// init, or bwrap) exists, with its PID, and before the command can start: the Go
+	// init has not had its plan yet, the raw init waits at its gate as for
+	// BeforeExec. An error ends the launch. It places the session in its own cgroup
+	// (internal/leafcg), where every later process of the session is born.
+	AfterStart func(pid int) error
 }
 
 // env is the command's environment: Env, or the caller's.
@@ -72,9 +78,19 @@ type Phase struct {
 
 // Result is how a session ended.
 type Result struct {
-	Status  int     // the command's exit status, or 128+N for signal N
-	Phases  []Phase // setup timings, in order
-	InitPID int     // the init's PID in the launcher's namespace
+	Status int // the command's exit status, or 128+N for signal N
+	// Signal is the signal that killed the command, 0 when it exited (or when the
+	// init could not say: it ended before reporting).
+	Signal syscall.Signal
+	// Left is how many processes of the sandbox were still running when the command
+	// ended: the init killed them (nothing of a session outlives it).
+	Left int
+	// Terminal: when the session began, the launcher's process group held the
+	// foreground of a terminal on one of its standard streams (an interactive
+	// shell's foreground job, say): a terminal session.
+	Terminal bool
+	Phases   []Phase // setup timings, in order
+	InitPID  int     // the init's PID in the launcher's namespace
 	// InitPeakRSSKiB is the init's own peak resident set (KiB), 0 when it did not
 	// report one (under bwrap, or when it ended abnormally).
 	InitPeakRSSKiB int64

@@ -139,29 +139,49 @@ func initMain(ctl *os.File) int {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return exitSetup
 	}
-	status := supervise(ctl, pid)
-	if !m.Nested {
-		endSession(ctl, status)
-	}
+	status, sig := supervise(ctl, pid)
+	endSession(ctl, status, sig, m.Nested)
 	return status
 }
 
-// endSession ends every process left in the sandbox and reaps it, then tells the
-// launcher the status: from then on nothing of the session runs, and the launcher
-// need not wait for this process's own exit, in which the kernel tears down the
-// namespaces and mounts (a few milliseconds it would otherwise add to every launch).
-func endSession(ctl *os.File, status int) {
+// endSession ends every process left in the sandbox and reaps it, and tells the
+// launcher how the command ended (msgEnded: the signal that killed it, how many were
+// left). Then, unless bwrap owns the namespaces (nested: the launcher waits for
+// bwrap's exit), it tells the launcher the status: from then on nothing of the
+// session runs, and the launcher need not wait for this process's own exit, in which
+// the kernel tears down the namespaces and mounts (a few milliseconds it would
+// otherwise add to every launch).
+func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
+	// Those that have exited already were not left running: reaped first.
+	for {
+		pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			break
+		}
+	}
 	// PID 1 signalling -1 reaches every other process of its PID namespace; they are
 	// all its children or reparented to it, so reaping until ECHILD sees them all gone.
 	_ = unix.Kill(-1, unix.SIGKILL)
+	left := 0
 	for {
 		_, err := unix.Wait4(-1, nil, 0, nil)
 		if err == unix.ECHILD {
 			break
 		}
-		if err != nil && err != unix.EINTR {
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
 			return // the launcher then learns the status from our exit, as before
 		}
+		left++
+	}
+	_ = writeMsg(ctl, &message{Type: msgEnded, Signal: int(sig), Left: left})
+	if nested {
+		return
 	}
 	// Our copies of the standard streams go too: a reader of the session's output
 	// (a pipe into another program) sees its end now, not after our teardown.
@@ -188,10 +208,10 @@ func peakRSS() int64 {
 
 // supervise is PID 1's loop: reap every child, pass the launcher's signals on to the
 // command, mirror job control to the launcher, and return the command's status once
-// it has exited. The loop waits in wait4 itself, not for SIGCHLD: the init needs no
-// signal handling (signals come as messages), and the command's end reaches it
-// without a hand-off between threads.
-func supervise(ctl *os.File, cmdPid int) int {
+// it has exited, with the signal that killed it (0: it exited). The loop waits in
+// wait4 itself, not for SIGCHLD: the init needs no signal handling (signals come as
+// messages), and the command's end reaches it without a hand-off between threads.
+func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 	go followLauncher(ctl, cmdPid)
 	for {
 		var ws unix.WaitStatus
@@ -202,16 +222,16 @@ func supervise(ctl *os.File, cmdPid int) int {
 		if err != nil {
 			// ECHILD: the command is gone without our seeing it end (cannot happen
 			// while it is our child); report a setup-class failure, not success.
-			return exitSetup
+			return exitSetup, 0
 		}
 		if pid != cmdPid {
 			continue // an orphan, reaped
 		}
 		switch {
 		case ws.Exited():
-			return ws.ExitStatus()
+			return ws.ExitStatus(), 0
 		case ws.Signaled():
-			return 128 + int(ws.Signal())
+			return 128 + int(ws.Signal()), ws.Signal()
 		case ws.Stopped():
 			_ = writeMsg(ctl, &message{Type: msgStopped})
 		}

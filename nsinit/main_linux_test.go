@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(catchHelper) != "" {
 		catchHelperMain(os.Getenv(catchHelper))
 	}
+	if os.Getenv(launchHelper) != "" {
+		launchHelperMain(os.Getenv(launchHelper), os.Args[1:])
+	}
 	code := m.Run()
 	testenv.Cleanup()
 	os.Exit(code)

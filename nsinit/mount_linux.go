@@ -105,6 +105,9 @@ func (x *executor) capture() error {
 			if err != nil {
 				err = &MountError{Op: "open overlay lower", Source: op.Source, Err: err}
 			}
+		case op.Kind == mounts.Mask:
+			// The null device a masked file is covered with, from the host's /dev.
+			c.tree, err = cloneTree("/dev/null", mounts.FileID{})
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
@@ -188,8 +191,72 @@ func (x *executor) apply(i int, op mounts.Op) error {
 		return x.dev(op.Dest, c.nodes)
 	case mounts.Overlay:
 		return x.overlay(op, c.fd)
+	case mounts.ReadOnly:
+		return x.readOnly(op)
+	case mounts.Mask:
+		return x.mask(op, c.tree)
 	}
 	return fmt.Errorf("unknown mount operation %q for %s", op.Kind, op.Dest)
+}
+
+// openCover opens the destination of a ReadOnly or Mask operation; ok is false when
+// this kernel has no such file (the operation is then skipped).
+func openCover(dest string) (fd int, ok bool, err error) {
+	fd, err = safepath.Open(dest, unix.O_PATH)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, &MountError{Op: "open mount point", Target: dest, Err: err}
+	}
+	return fd, true, nil
+}
+
+// readOnly binds op.Dest onto itself, read-only (mounts.ReadOnly).
+func (x *executor) readOnly(op mounts.Op) error {
+	fd, ok, err := openCover(op.Dest)
+	if !ok {
+		return err
+	}
+	defer unix.Close(fd)
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	if err != nil {
+		return &MountError{Op: "open_tree", Source: op.Dest, Err: err}
+	}
+	defer unix.Close(tree)
+	return x.cover(tree, fd, op)
+}
+
+// cover makes tree read-only and attaches it onto the open mount point dest.
+func (x *executor) cover(tree, dest int, op mounts.Op) error {
+	if err := x.makeReadOnly(tree, op.Dest); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(tree, "", dest, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return &MountError{Op: "move_mount", Source: op.Source, Target: op.Dest, Err: err}
+	}
+	if !x.setattr {
+		return remountTreeRO(op.Dest)
+	}
+	return nil
+}
+
+// mask hides op.Dest (mounts.Mask): a directory under an empty read-only tmpfs, a
+// file under the host's null device (null, captured), read-only.
+func (x *executor) mask(op mounts.Op, null int) error {
+	fd, ok, err := openCover(op.Dest)
+	if !ok {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &MountError{Op: "stat", Target: op.Dest, Err: err}
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return x.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0555")
+	}
+	return x.cover(null, fd, mounts.Op{Source: "/dev/null", Dest: op.Dest})
 }
 
 // openDest opens the mount point dest in the sandbox view without following

@@ -201,6 +201,18 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		conn = frameConn{l.Ctl}
 	}
 	fg := isForeground(stdio.Stdin)
+	// The terminal as it is now, to be put back before the launcher writes anything
+	// after the session (terminal_linux.go).
+	term := saveTerminal(stdio)
+	res.Terminal = term != nil
+	// cmdFg: the command holds the terminal's foreground from the launcher, which
+	// takes it back at the end. Not after the shell resumed the launcher in the
+	// background (bg): the shell holds the terminal then, and must keep it.
+	cmdFg := fg
+	giveBack := func() {
+		restoreForeground(stdio.Stdin, cmdFg)
+		term.restore()
+	}
 
 	// Signals are caught before the command can exist, so none is lost in between:
 	// before the init exists, or, with BeforeExec, before the init may start it.
@@ -253,6 +265,11 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		return res, &SetupError{Step: "create namespaces", Reason: startReason(err)}
 	}
 	res.InitPID = proc.Pid
+	if opts.AfterStart != nil {
+		if err := opts.AfterStart(proc.Pid); err != nil {
+			return res, abort(proc, err)
+		}
+	}
 	tStarted := time.Now()
 	if beforeExec == nil && records {
 		takeOverAsRecords()
@@ -329,10 +346,12 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
 			case msgError:
 				proc.wait() // it exits right after its report
-				restoreForeground(stdio.Stdin, fg)
+				giveBack()
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
 			case msgStopped:
-				suspendSelf(stdio.Stdin, conn)
+				cmdFg = suspendSelf(stdio.Stdin, conn)
+			case msgEnded:
+				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
 			case msgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
@@ -342,14 +361,14 @@ func Supervise(l Launch, opts Options) (Result, error) {
 					if waited == nil && !records {
 						go proc.wait()
 					}
-					restoreForeground(stdio.Stdin, fg)
+					giveBack()
 					res.Status, res.InitPeakRSSKiB = m.Status, m.PeakRSSKiB
 					return res, nil
 				}
 			}
 		case st := <-waited:
 			// Only after the socket's end: every frame the init sent was read.
-			restoreForeground(stdio.Stdin, fg)
+			giveBack()
 			if !started {
 				return res, endedEarly(st)
 			}
@@ -457,8 +476,22 @@ func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
 // itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
-// terminal back to the command when we are in the foreground and continues it.
-func suspendSelf(stdin *os.File, conn initConn) {
-	_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
-	_ = conn.write(&message{Type: msgContinue, Foreground: isForeground(stdin)})
+// terminal back to the command when we are in the foreground and then continues it.
+//
+// The stop is sent to this thread, not to the process: kill(getpid(), SIGSTOP) lets
+// the kernel hand the stop to another thread (the group leader) while this one
+// returns and runs on, and it would tell the init to continue the command before the
+// shell has even seen the job stop — with the terminal still the shell's, the command
+// reads from the background and SIGTTIN stops it again ("Stopped" right after fg).
+// A signal for the calling thread is taken before the system call returns, so the
+// line after it runs only once the shell has continued us (docs/terminal.md).
+//
+// It returns whether the command was given the terminal's foreground (fg, not bg).
+func suspendSelf(stdin *os.File, conn initConn) bool {
+	runtime.LockOSThread()
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGSTOP)
+	runtime.UnlockOSThread()
+	fg := isForeground(stdin)
+	_ = conn.write(&message{Type: msgContinue, Foreground: fg})
+	return fg
 }

@@ -25,6 +25,8 @@ import (
 //	   |------------ msgContinue -------------->|  launcher was resumed (fg or bg)
 //	   |------------ msgSignal ---------------->|  a signal for the command
 //	   |                  ...                   |
+//	   |<----------- msgEnded ------------------|  the signal that ended the command, and
+//	   |                                        |  how many processes were left and killed
 //	   |<----------- msgExited -----------------|  status; every process gone (native)
 //	   '-- init exits with the command's status (128+N for signal N)
 //
@@ -36,6 +38,7 @@ const (
 	msgStopped  = "stopped"
 	msgContinue = "continue"
 	msgSignal   = "signal"
+	msgEnded    = "ended"
 	msgExited   = "exited"
 )
 
@@ -49,8 +52,12 @@ type message struct {
 	Foreground bool         `json:"foreground,omitempty"` // also msgContinue
 	Nested     bool         `json:"nested,omitempty"`     // namespaces and mounts built by bwrap
 
-	// msgSignal: the signal the launcher received, for the command
+	// msgSignal: the signal the launcher received, for the command; msgEnded: the
+	// signal that killed the command, 0 when it exited
 	Signal int `json:"signal,omitempty"`
+	// msgEnded: the processes still running when the command ended, which the init
+	// killed
+	Left int `json:"left,omitempty"`
 
 	// msgStarted
 	Phases []Phase `json:"phases,omitempty"`

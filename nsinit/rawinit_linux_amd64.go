@@ -74,6 +74,8 @@ const (
 	recContinue            // launcher to init: value 1 when the launcher is in the foreground
 	recGo                  // launcher to init: the plan is in the arena (PrestartRaw), or
 	// the command may start (Options.BeforeExec returned); read by a compiled read op
+	recEnded // before recExited: the signal that killed the command (0: it exited) in
+	// the low 8 bits, above them the number of processes left running and killed
 )
 
 // rawArena is all the memory the raw init touches: no Go pointers, only addresses as
@@ -107,6 +109,7 @@ type rawArena struct {
 	srcStat unix.Stat_t // of the last bind source checked (rawSameFile)
 	pgrp    uint32      // for TIOCSPGRP
 	ws      uint32
+	killed  uintptr // the signal that killed the command, 0: it exited
 	marks   [rawMaxMarks]int64
 	ts      unix.Timespec
 	out     [2]uint32
@@ -268,14 +271,28 @@ func rawInitMain(a *rawArena) {
 
 	status := rawSupervise(a, pid)
 
-	// As endSession: nothing of the session may outlive the report.
-	rawSys(unix.SYS_KILL, ^uintptr(0), uintptr(unix.SIGKILL), 0, 0, 0, 0)
+	// As endSession: nothing of the session may outlive the report. Those that
+	// exited already were not left running: reaped before the kill.
 	for {
-		_, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, 0, 0, 0, 0)
-		if e != 0 && e != uintptr(unix.EINTR) {
+		pid, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, unix.WNOHANG, 0, 0, 0)
+		if e == uintptr(unix.EINTR) {
+			continue
+		}
+		if e != 0 || pid == 0 {
 			break
 		}
 	}
+	rawSys(unix.SYS_KILL, ^uintptr(0), uintptr(unix.SIGKILL), 0, 0, 0, 0)
+	left := uint32(0)
+	for {
+		_, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, 0, 0, 0, 0)
+		if e == 0 {
+			left++
+		} else if e != uintptr(unix.EINTR) {
+			break
+		}
+	}
+	rawSend(a, recEnded, uint32(a.killed)|min(left, 1<<24-1)<<8)
 	for fd := uintptr(0); fd < controlFd; fd++ {
 		rawSys(unix.SYS_CLOSE, fd, 0, 0, 0, 0, 0)
 	}
@@ -326,7 +343,8 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 				case ws&0xff == 0x7f: // stopped
 					rawSend(a, recStopped, 0)
 				default: // killed by a signal
-					return 128 + uintptr(ws&0x7f)
+					a.killed = uintptr(ws & 0x7f)
+					return 128 + a.killed
 				}
 			}
 		}

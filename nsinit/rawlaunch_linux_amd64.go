@@ -63,7 +63,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	if !rawAcquire() {
 		return res, nil, false
 	}
-	prog, err := compileRaw(plan, opts.env(), opts.BeforeExec != nil)
+	prog, err := compileRaw(plan, opts.env(), rawGated(opts))
 	if err != nil {
 		rawRelease()
 		return res, nil, false
@@ -81,8 +81,21 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 		defer child.Close()
 		return prog.start(child, opts.Stdio, fg, cloneFlags(plan))
 	}
-	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: opts.BeforeExec != nil}, opts)
+	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: rawGated(opts)}, gateOpts(opts))
 	return res, err, true
+}
+
+// rawGated: the raw init waits, its sandbox built, before it starts the command:
+// for Options.BeforeExec, and for AfterStart, which must act before the command
+// exists (the raw init runs its plan from the clone on).
+func rawGated(opts Options) bool { return opts.BeforeExec != nil || opts.AfterStart != nil }
+
+// gateOpts gives a gated launch a BeforeExec, so that Supervise sends the go.
+func gateOpts(opts Options) Options {
+	if opts.BeforeExec == nil && opts.AfterStart != nil {
+		opts.BeforeExec = func() error { return nil }
+	}
+	return opts
 }
 
 // rawProgram is a compiled plan: the arena the raw init runs, and what the launcher
@@ -403,6 +416,10 @@ func (p *rawProgram) compile(plan mounts.Plan, gated bool) error {
 			c.tree = p.cloneTree(op.Source, op.SourceID)
 		case op.Kind == mounts.Overlay:
 			c.fd = p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open overlay lower", Source: op.Source}}, op.Source, unix.O_PATH|unix.O_DIRECTORY)
+		case op.Kind == mounts.Mask:
+			if coverKind(op.Dest) == coverFile {
+				c.tree = p.cloneTree("/dev/null", mounts.FileID{})
+			}
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
@@ -492,10 +509,58 @@ func (p *rawProgram) apply(op mounts.Op, c captured) error {
 		p.dev(op.Dest, c.nodes)
 	case mounts.Overlay:
 		return p.overlay(op, c.fd)
+	case mounts.ReadOnly:
+		if coverKind(op.Dest) == coverMissing {
+			break
+		}
+		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
+		tree := p.fdOp(mountDesc(MountError{Op: "open_tree", Source: op.Dest}), unix.SYS_OPEN_TREE, uintptr(dest), p.str(""),
+			unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		p.cover(op, tree, dest)
+	case mounts.Mask:
+		switch coverKind(op.Dest) {
+		case coverDir:
+			fd := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
+			flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+			p.op(mountDesc(MountError{Op: "mount tmpfs", Target: op.Dest, Flags: flags, Data: "mode=0555"}), unix.SYS_MOUNT,
+				p.str("tmpfs"), p.str(safepath.FdPath(fd)), p.str("tmpfs"), flags, p.str("mode=0555"))
+			p.closeFd(fd)
+		case coverFile:
+			p.cover(mounts.Op{Source: "/dev/null", Dest: op.Dest}, c.tree, p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH))
+		}
 	default:
 		return fmt.Errorf("unknown mount operation %q for %s", op.Kind, op.Dest)
 	}
 	return nil
+}
+
+// What a ReadOnly or Mask destination is. The raw init is compiled before it runs,
+// so it looks at the launcher's view of the path: these are kernel-global files of
+// /proc and /sys, the same in the sandbox's fresh proc and the host's (compat does
+// the same for bwrap).
+const (
+	coverMissing = iota
+	coverDir
+	coverFile
+)
+
+func coverKind(path string) int {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return coverMissing
+	case fi.IsDir():
+		return coverDir
+	}
+	return coverFile
+}
+
+// cover makes tree read-only and moves it onto dest (mount_linux.go's cover).
+func (p *rawProgram) cover(op mounts.Op, tree, dest int) {
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mount_setattr rdonly", Source: op.Source, Target: op.Dest}},
+		unix.SYS_MOUNT_SETATTR, uintptr(tree), p.str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
+	p.moveMount(op, tree, dest)
+	p.closeFd(tree)
 }
 
 func (p *rawProgram) moveMount(op mounts.Op, tree, dest int) {
@@ -687,6 +752,8 @@ func (c *rawConn) read() (*message, error) {
 		return c.errorMsg(), nil
 	case recStopped:
 		return &message{Type: msgStopped}, nil
+	case recEnded:
+		return &message{Type: msgEnded, Signal: int(value & 0xff), Left: int(value >> 8)}, nil
 	case recExited:
 		return &message{Type: msgExited, Status: int(int32(value))}, nil
 	}
@@ -818,7 +885,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 // cannot hold goes to a fresh init instead.
 func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
 	prog := p.raw
-	if err := prog.compilePlan(plan, opts.env(), opts.BeforeExec != nil); err != nil {
+	if err := prog.compilePlan(plan, opts.env(), rawGated(opts)); err != nil {
 		p.proc.kill()
 		p.proc.wait()
 		return Run(plan, opts)
@@ -832,5 +899,5 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 		_ = conn.sendGo()
 		return p.proc, nil
 	}
-	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}, gated: opts.BeforeExec != nil}, opts)
+	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, conn: &rawConn{ctl: p.ctl, prog: prog}, gated: rawGated(opts)}, gateOpts(opts))
 }

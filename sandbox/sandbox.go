@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -136,7 +138,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot()}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means
@@ -166,6 +168,15 @@ func run(plan mounts.Plan, opts Options) (Result, error) {
 		Stdio:      nsinit.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:        opts.Env,
 		InitBinary: opts.InitBinary,
+	}
+	// The session's own cgroup (P12): nothing inside reaches the caller's.
+	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		return Result{}, fmt.Errorf("sandbox: %w", err)
+	}
+	if leaf != nil {
+		nopts.AfterStart = leaf.Place
+		defer leaf.Remove()
 	}
 	res, prestarted, err := runWithSpare(plan, nopts)
 	if !prestarted {

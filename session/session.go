@@ -12,12 +12,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -66,23 +69,40 @@ func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
 // Outcome is what a session produced, for the audit and the shadow record.
 type Outcome struct {
 	Start, End     time.Time
-	Backend        string         // the backend that ran
-	BackendVersion string         // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int            // exit status of agentbox exec
-	Err            error          // agentbox's own failure, nil when the command ran
-	Phases         []nsinit.Phase // per-phase setup timings
-	SnapshotZip    string         // the P8 snapshot, "" when none
-	AuditFindings  []string       // one line per audit finding
+	Backend        string // the backend that ran
+	BackendVersion string // e.g. "bubblewrap 0.12.0"; agentbox's own for native
+	Status         int    // exit status of agentbox exec
+	// Signal is the signal that killed the command (0: it exited); Terminal: a
+	// terminal session (nsinit.Result.Terminal). In a terminal session killed by a
+	// signal, agentbox ends by the same signal (Exit).
+	Signal        syscall.Signal
+	Terminal      bool
+	Left          int            // processes left running when the command ended, killed by the init
+	Err           error          // agentbox's own failure, nil when the command ran
+	Phases        []nsinit.Phase // per-phase setup timings
+	SnapshotZip   string         // the P8 snapshot, "" when none
+	AuditFindings []string       // one line per audit finding
 }
 
-// Run runs the session and returns the command's exit status. An error means agentbox
+// Exit is how agentbox exec ends.
+type Exit struct {
+	Status int // the command's exit status, 128+N for signal N
+	// Signal, when not 0: a terminal session whose command was killed by it. The
+	// caller, whose cleanup, audit and record are done, ends by the same signal
+	// (nsinit.EndBySignal), as sudo does: the operator's shell then sees an
+	// interrupted job, and a Ctrl-C stops its loop ("wait and cooperative exit").
+	// Elsewhere (scripts, pipes, CI) agentbox exits with Status.
+	Signal syscall.Signal
+}
+
+// Run runs the session and returns how agentbox exec ends. An error means agentbox
 // itself failed before the command started; the caller exits 125.
 //
 // Order: protected paths, the shadow record's start state, placeholders, the push
 // guard's staging, the plan and its recheck, the backend; while the backend builds
 // the sandbox, the audit baseline and the metadata snapshot, which the command waits
 // for; then, whatever the command did, the audit and the record's end state.
-func Run(cfg Config) (int, error) {
+func Run(cfg Config) (Exit, error) {
 	sw := nsinit.NewTimer()
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
@@ -105,30 +125,31 @@ func Run(cfg Config) (int, error) {
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
-		return 0, err
+		return Exit{}, err
 	}
 	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
 	if err != nil {
-		return 0, fmt.Errorf("linked worktree: %w", err)
+		return Exit{}, fmt.Errorf("linked worktree: %w", err)
 	}
 	if err := checkKeptGitDirs(p, meta.roots); err != nil {
-		return 0, err
+		return Exit{}, err
 	}
 	sw.Mark(host("repo identity, worktree"))
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
-		return 0, fmt.Errorf("protect Git paths: %w", err)
+		return Exit{}, fmt.Errorf("protect Git paths: %w", err)
 	}
 	added, err := addDirProtected(p)
 	if err != nil {
-		return 0, err
+		return Exit{}, err
 	}
 	protected = append(protected, added...)
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned: gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)}
+		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
+		HostRoot: mounts.IsHostRoot()}
 	if p.ReadOnly {
-		s = mounts.Session{} // readonly.go: nothing to protect, pin or bind writable
+		s = mounts.Session{HostRoot: s.HostRoot} // readonly.go: nothing to protect, pin or bind writable
 	}
 
 	if cfg.DryRun != Launch {
@@ -138,9 +159,9 @@ func Run(cfg Config) (int, error) {
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		s.Empty = emptyPaths(p)
 		if err := dryRunLookPath(p); err != nil {
-			return 0, err
+			return Exit{}, err
 		}
-		return 0, printPlan(cfg, mounts.Build(p, s))
+		return Exit{}, printPlan(cfg, mounts.Build(p, s))
 	}
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
@@ -156,7 +177,11 @@ func Run(cfg Config) (int, error) {
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
 	}
-	return status, err
+	ex := Exit{Status: status}
+	if err == nil && out.Terminal {
+		ex.Signal = out.Signal
+	}
+	return ex, err
 }
 
 // launch does the part of Run that can fail before the command starts.
@@ -246,9 +271,23 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	agents := startAgentAudit(cfg, p, out)
 	setSessionEnv(p, cfg.sessionID)
 	locks := existingLocks(s.Protected)
-	defer removeStaleLocks(cfg.Stderr, s.Protected, locks)
+	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
-	res, err := runBackend(cfg, plan, out, spare, beforeExec)
+	// The session's own cgroup (P12): nothing inside reaches the launcher's.
+	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	var afterStart func(int) error
+	if leaf != nil {
+		afterStart = leaf.Place
+		defer func() {
+			if err := leaf.Remove(); err != nil {
+				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)
+			}
+		}()
+	}
+	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart)
 	sw.Skip()
 	ran = err == nil
 	agents.finish(cfg, out)
@@ -256,7 +295,23 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err != nil {
 		return 0, err
 	}
+	out.Signal, out.Terminal, out.Left = res.Signal, res.Terminal, res.Left
+	// From here on, the launcher's lines go to a terminal the command may have left
+	// unable to take them: bounded, never blocking for ever (termout).
+	cfg.Stderr = termout.Bounded(cfg.Stderr)
+	reportLeft(cfg, res.Left)
 	return res.Status, nil
+}
+
+// reportLeft says once that the session's background processes were killed when the
+// command ended (nothing of a session outlives it: by design, but not silently).
+func reportLeft(cfg *Config, n int) {
+	switch {
+	case n == 1:
+		fmt.Fprintln(cfg.Stderr, "agentbox: killed 1 process left running")
+	case n > 1:
+		fmt.Fprintf(cfg.Stderr, "agentbox: killed %d processes left running\n", n)
+	}
 }
 
 // cliStdio are the command's streams: agentbox exec's own.
@@ -264,11 +319,11 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 
 // runBackend runs plan; spare is the native init started ahead (nil: none), and
 // beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error) (nsinit.Result, error) {
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -280,13 +335,13 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec)
+		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec, afterStart)
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {
 			phases[i] = nsinit.Phase{Name: ph.Name, Dur: ph.Dur}
 		}
-		return nsinit.Result{Status: res.Status, Phases: phases}, err
+		return nsinit.Result{Status: res.Status, Phases: phases, Signal: syscall.Signal(res.Signal), Left: res.Left, Terminal: res.Terminal}, err
 	}
 	return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 }

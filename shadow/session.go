@@ -29,8 +29,11 @@ type Record struct {
 	End            time.Time `json:"end,omitzero"`
 	// ExitStatus is agentbox exec's exit status: the command's, 128+N for signal N,
 	// 125 when agentbox failed (Error says why).
-	ExitStatus    int      `json:"exit_status"`
-	Error         string   `json:"error,omitempty"`
+	ExitStatus int    `json:"exit_status"`
+	Error      string `json:"error,omitempty"`
+	// KilledLeft is how many processes of the sandbox were still running when the
+	// command ended (background jobs), which agentbox killed.
+	KilledLeft    int      `json:"killed_left_running,omitempty"`
 	Phases        []Phase  `json:"phases,omitempty"` // setup timings measured by the launcher
 	SnapshotZip   string   `json:"snapshot_zip,omitempty"`
 	AuditFindings []string `json:"audit_findings,omitempty"`

@@ -21,8 +21,9 @@ var execCommand = cli.Command{
 	Args:    "[--] [COMMAND [ARG...]]",
 	Summary: "run COMMAND (default $SHELL) sandboxed",
 	Help: `Runs COMMAND (default $SHELL, else /bin/bash) in the sandbox. Exit status: the
-command's; 128+N when it was killed by signal N; 125 when agentbox failed before
-the command started.`,
+command's; 128+N when it was killed by signal N (on a terminal agentbox then ends
+by that signal itself, so that your shell sees the interrupt); 125 when agentbox
+failed before the command started.`,
 	Flags: func() *flag.FlagSet { return new(execArgs).flags() },
 }
 
@@ -116,9 +117,6 @@ func cmdExec(args []string) int {
 			return fail("%v", err)
 		}
 	}
-	if *dryRun && !*asJSON {
-		printSettings(os.Stdout, fs, prov)
-	}
 	cfg.Policy = pol
 	cfg.Args = args
 	// agentbox's own messages name repository paths and audit findings: nothing in
@@ -136,11 +134,22 @@ func cmdExec(args []string) int {
 			cfg.DryRun = session.DryRunJSON
 		}
 	}
-	status, err := session.Run(*cfg)
+	ex, err := session.Run(*cfg)
 	if err != nil {
 		return fail("%v", err)
 	}
-	return status
+	if *dryRun {
+		// On stderr, once the plan is out: stdout stays the plan alone (with
+		// --backend bwrap, the exact bwrap command line, to copy or to script), and
+		// a refused dry run stays one line.
+		printSettings(os.Stderr, fs, prov)
+	}
+	if ex.Signal != 0 {
+		// A terminal session whose command was killed by a signal: end by it too,
+		// now that everything is done (session.Exit). Returns only if it could not.
+		nsinit.EndBySignal(ex.Signal)
+	}
+	return ex.Status
 }
 
 // repoFirst recognises "DIR -- CMD...": a first argument that is a directory, followed

@@ -348,6 +348,9 @@ func printRecord(w io.Writer, r shadow.Record) {
 	} else {
 		row("end", fmt.Sprintf("%s (%s)", r.End.Local().Format("2006-01-02 15:04:05.000 MST"), r.End.Sub(r.Start).Round(time.Millisecond)))
 		row("exit status", fmt.Sprint(r.ExitStatus))
+		if r.KilledLeft > 0 {
+			row("killed", fmt.Sprintf("%d processes left running when the command ended", r.KilledLeft))
+		}
 		if r.Error != "" {
 			row("error", oneLine(r.Error))
 		}

@@ -1,7 +1,8 @@
 // Package ttyfilter is the seccomp filter both backends put on the command: ioctl
-// TIOCSTI and TIOCLINUX fail with EPERM, nothing else is touched. The native init
-// installs it with Install; the bwrap backend hands the serialised Program to bwrap
-// (--add-seccomp-fd). One rule, one builder.
+// TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
+// key ioctls and the kernel keyring calls (host state that is not a file); nothing
+// else is touched. The native init installs it with Install; the bwrap backend hands
+// the serialised Program to bwrap (--add-seccomp-fd). One rule, one builder.
 package ttyfilter
 
 import (
@@ -13,14 +14,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The rule: ioctl with request TIOCSTI (push bytes into the terminal's
-// input queue) or TIOCLINUX (its console twin) fails with EPERM, because kernels
-// before 6.2, or with dev.tty.legacy_tiocsti=1, let the command type into the
-// caller's shell after agentbox exits. Everything else is allowed.
+// The rules, each failing with EPERM:
 //
-// The kernel compares an ioctl request as an unsigned int, so only the low 32 bits of
-// the argument are tested: junk in the high bits is the same request (the bypass of
-// CVE-2019-10063 in flatpak's filter).
+//   - ioctl with request TIOCSTI (push bytes into the terminal's input queue) or
+//     TIOCLINUX (its console twin), because kernels before 6.2, or with
+//     dev.tty.legacy_tiocsti=1, let the command type into the caller's shell after
+//     agentbox exits;
+//   - ioctl FS_IOC_ADD_ENCRYPTION_KEY, FS_IOC_REMOVE_ENCRYPTION_KEY and
+//     FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS: a filesystem's fscrypt keyring belongs
+//     to the host, and removing the user's claim to a key locks the user's encrypted
+//     directories on the host, through any file of that filesystem, read-only or not;
+//   - add_key, request_key and keyctl: kernel keyrings are not namespaced, so the
+//     command would reach the launching user's session and user keyrings (and, by
+//     serial number, any key the user may use) and its changes would outlive the
+//     session. Docker's default profile refuses the same three for the same reason.
+//     A fresh session keyring instead (systemd's KeyringMode=private) would still
+//     leave keys reachable by serial number; see docs/security.md.
+//
+// Everything else is allowed. The kernel compares an ioctl request as an unsigned
+// int, so only the low 32 bits of the argument are tested: junk in the high bits is
+// the same request (the bypass of CVE-2019-10063 in flatpak's filter).
 
 // seccomp_data field offsets (linux/seccomp.h): nr, arch, then args[6] of 8 bytes
 // each; args[1]'s low word is at 24 on little-endian machines, the only ones here.
@@ -34,11 +47,21 @@ const (
 	sockFilterBytes = 8 // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
 )
 
-// abi is one system-call ABI a process of this architecture can use, and its ioctl
-// numbers.
+// deniedRequests are the ioctl requests refused, on every ABI (the fscrypt argument
+// structs hold no pointer or long, so their sizes, and the numbers, are the same for
+// i386 and x32).
+var deniedRequests = []uint32{
+	ioctlTIOCSTI, ioctlTIOCLINUX,
+	unix.FS_IOC_ADD_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
+}
+
+// abi is one system-call ABI a process of this architecture can use: its ioctl
+// numbers and the numbers of the calls refused outright (add_key, request_key,
+// keyctl).
 type abi struct {
 	arch  uint32
 	ioctl []uint32
+	deny  []uint32
 }
 
 // abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
@@ -47,11 +70,12 @@ func abisFor(goarch string) ([]abi, error) {
 	switch goarch {
 	case "amd64":
 		return []abi{
-			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514}},
-			{unix.AUDIT_ARCH_I386, []uint32{54}},
+			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514},
+				[]uint32{248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250}},
+			{unix.AUDIT_ARCH_I386, []uint32{54}, []uint32{286, 287, 288}},
 		}, nil
 	case "arm64":
-		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}}}, nil
+		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}, []uint32{217, 218, 219}}}, nil
 	}
 	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
 }
@@ -84,9 +108,10 @@ func Install() error {
 
 // buildFilter lays the program out as: one block per ABI, then the request check.
 //
-//	block:   ld arch; jeq ABI ? next : skip block; ld nr; jeq ioctl_i ? check : next …; ret ALLOW
+//	block:   ld arch; jeq ABI ? next : skip block; ld nr;
+//	         jeq ioctl_i ? check : next …; jeq deny_j ? deny : next …; ret ALLOW
 //	unknown: ret ALLOW (a call of an ABI no block names)
-//	check:   ld args[1] low; jeq TIOCSTI ? deny : next; jeq TIOCLINUX ? deny : allow
+//	check:   ld args[1] low; jeq request_k ? deny : next …; ret ALLOW
 //	deny:    ret ERRNO(EPERM)
 //	allow:   ret ALLOW
 func buildFilter(abis []abi) []unix.SockFilter {
@@ -98,16 +123,18 @@ func buildFilter(abis []abi) []unix.SockFilter {
 	allow := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}
 	deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
 
-	// Where the check starts: after every block and the unknown-ABI ret ALLOW.
+	// Where the check starts: after every block and the unknown-ABI ret ALLOW; the
+	// deny after the check's loads and compares and its ret ALLOW.
 	check := 0
 	for _, a := range abis {
-		check += 4 + len(a.ioctl) // ld, jeq, ld, the jeqs, ret
+		check += 4 + len(a.ioctl) + len(a.deny) // ld, jeq, ld, the jeqs, ret
 	}
 	check++
+	denyAt := check + 1 + len(deniedRequests) + 1
 
 	var prog []unix.SockFilter
 	for _, a := range abis {
-		blockLen := 4 + len(a.ioctl)
+		blockLen := 4 + len(a.ioctl) + len(a.deny)
 		prog = append(prog,
 			unix.SockFilter{Code: ld, K: seccompArch},
 			// Jump offsets count from the next instruction.
@@ -118,16 +145,19 @@ func buildFilter(abis []abi) []unix.SockFilter {
 			here := len(prog)
 			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(check - here - 1), Jf: 0})
 		}
+		for _, nr := range a.deny {
+			here := len(prog)
+			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(denyAt - here - 1), Jf: 0})
+		}
 		prog = append(prog, allow)
 	}
 	prog = append(prog, allow) // an ABI this filter does not know
-	prog = append(prog,
-		unix.SockFilter{Code: ld, K: seccompArg1Low},
-		unix.SockFilter{Code: jeq, K: ioctlTIOCSTI, Jt: 1, Jf: 0},
-		unix.SockFilter{Code: jeq, K: ioctlTIOCLINUX, Jt: 0, Jf: 1},
-		deny,
-		allow,
-	)
+	prog = append(prog, unix.SockFilter{Code: ld, K: seccompArg1Low})
+	for _, req := range deniedRequests {
+		here := len(prog)
+		prog = append(prog, unix.SockFilter{Code: jeq, K: req, Jt: uint8(denyAt - here - 1), Jf: 0})
+	}
+	prog = append(prog, allow, deny, allow)
 	return prog
 }
 

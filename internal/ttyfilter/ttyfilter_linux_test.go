@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -35,6 +36,13 @@ func TestTTYFilter(t *testing.T) {
 		"TIOCLINUX operation not permitted",
 		"TCGETS inappropriate ioctl for device",
 		"TIOCSTI+1 inappropriate ioctl for device",
+		"FS_IOC_ADD_ENCRYPTION_KEY operation not permitted",
+		"FS_IOC_REMOVE_ENCRYPTION_KEY operation not permitted",
+		"FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS operation not permitted",
+		"FS_IOC_GET_ENCRYPTION_KEY_STATUS inappropriate ioctl for device",
+		"add_key operation not permitted",
+		"request_key operation not permitted",
+		"keyctl operation not permitted",
 		"getpid ok",
 	}
 	for _, w := range want {
@@ -76,14 +84,110 @@ func filterHelper() {
 		{"TIOCLINUX", unix.TIOCLINUX},
 		{"TCGETS", unix.TCGETS},
 		{"TIOCSTI+1", unix.TIOCSTI + 1},
+		{"FS_IOC_ADD_ENCRYPTION_KEY", unix.FS_IOC_ADD_ENCRYPTION_KEY},
+		{"FS_IOC_REMOVE_ENCRYPTION_KEY", unix.FS_IOC_REMOVE_ENCRYPTION_KEY},
+		{"FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS", unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS},
+		{"FS_IOC_GET_ENCRYPTION_KEY_STATUS", unix.FS_IOC_GET_ENCRYPTION_KEY_STATUS},
 	} {
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), p.req, uintptr(unsafe.Pointer(&c)))
 		fmt.Println(p.name, e.Error())
 	}
+	// Unfiltered, each of these would succeed or fail with ENOKEY: a key in the
+	// helper's own process keyring, a search for a key nobody has, the id of the
+	// session keyring.
+	user, desc, payload := []byte("user\x00"), []byte("agentbox-filter-test\x00"), []byte("x")
+	_, _, e := unix.Syscall6(unix.SYS_ADD_KEY, uintptr(unsafe.Pointer(&user[0])), uintptr(unsafe.Pointer(&desc[0])),
+		uintptr(unsafe.Pointer(&payload[0])), 1, uintptr(0xfffffffe), 0) // KEY_SPEC_PROCESS_KEYRING
+	fmt.Println("add_key", errText(e))
+	_, _, e = unix.Syscall6(unix.SYS_REQUEST_KEY, uintptr(unsafe.Pointer(&user[0])), uintptr(unsafe.Pointer(&desc[0])), 0, 0, 0, 0)
+	fmt.Println("request_key", errText(e))
+	_, _, e = unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(0xfffffffd), 0) // KEY_SPEC_SESSION_KEYRING
+	fmt.Println("keyctl", errText(e))
 	if unix.Getpid() > 0 {
 		fmt.Println("getpid ok")
 	}
 	os.Exit(0)
+}
+
+func errText(e unix.Errno) string {
+	if e == 0 {
+		return "ok"
+	}
+	return e.Error()
+}
+
+// run evaluates prog, the way the kernel does, for one call.
+func run(t *testing.T, prog []unix.SockFilter, arch, nr, arg1 uint32) uint32 {
+	t.Helper()
+	data := map[uint32]uint32{seccompNr: nr, seccompArch: arch, seccompArg1Low: arg1}
+	var acc uint32
+	for pc := 0; pc < len(prog); pc++ {
+		f := prog[pc]
+		switch f.Code {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			acc = data[f.K]
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+			if acc == f.K {
+				pc += int(f.Jt)
+			} else {
+				pc += int(f.Jf)
+			}
+		case unix.BPF_RET | unix.BPF_K:
+			return f.K
+		default:
+			t.Fatalf("instruction %d: unknown code %#x", pc, f.Code)
+		}
+	}
+	t.Fatal("program ran off its end")
+	return 0
+}
+
+// TestFilterABIs evaluates the program for every ABI of each architecture: the
+// keyring calls by their number in each ABI (x32's with its bit, i386's own numbers),
+// the refused ioctl requests through each ABI's ioctl, and a neighbour of each that
+// must pass.
+func TestFilterABIs(t *testing.T) {
+	const deny, allow = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM), unix.SECCOMP_RET_ALLOW
+	keyrings := map[uint32][]uint32{ // add_key, request_key, keyctl
+		unix.AUDIT_ARCH_X86_64:  {248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250},
+		unix.AUDIT_ARCH_I386:    {286, 287, 288},
+		unix.AUDIT_ARCH_AARCH64: {217, 218, 219},
+	}
+	ioctls := map[uint32][]uint32{
+		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
+		unix.AUDIT_ARCH_I386:    {54},
+		unix.AUDIT_ARCH_AARCH64: {29},
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		abis, err := abisFor(arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog := buildFilter(abis)
+		for _, a := range abis {
+			for _, nr := range keyrings[a.arch] {
+				if got := run(t, prog, a.arch, nr, 0); got != deny {
+					t.Errorf("%s arch %#x call %d: %#x, want EPERM", arch, a.arch, nr, got)
+				}
+				if got := run(t, prog, a.arch, nr+3, 0); got != allow {
+					t.Errorf("%s arch %#x call %d: %#x, want allowed", arch, a.arch, nr+3, got)
+				}
+			}
+			for _, nr := range ioctls[a.arch] {
+				for _, req := range deniedRequests {
+					if got := run(t, prog, a.arch, nr, req); got != deny {
+						t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want EPERM", arch, a.arch, nr, req, got)
+					}
+					if got := run(t, prog, a.arch, nr, req+1); got != allow && !slices.Contains(deniedRequests, req+1) {
+						t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want allowed", arch, a.arch, nr, req+1, got)
+					}
+				}
+			}
+		}
+		if got := run(t, prog, 0x1234, 250, 0); got != allow {
+			t.Errorf("%s unknown arch: %#x, want allowed", arch, got)
+		}
+	}
 }
 
 func TestBuildFilterLayout(t *testing.T) {

@@ -55,9 +55,10 @@ offline = false
 				t.Errorf("--profile online did not lay its offline = false over the defaults")
 			}
 			r := b.sh("true", "--dry-run")
-			if r.code != 0 || !strings.Contains(r.stdout, "setting  offline = true  # "+path+":2") ||
-				!strings.Contains(r.stdout, "setting  git-save-keep = 3  # "+path+":3") ||
-				!strings.Contains(r.stdout, "setting  dry-run = true  # command line") {
+			if r.code != 0 || !strings.Contains(r.stderr, "setting  offline = true  # "+path+":2") ||
+				!strings.Contains(r.stderr, "setting  git-save-keep = 3  # "+path+":3") ||
+				!strings.Contains(r.stderr, "setting  dry-run = true  # command line") ||
+				strings.Contains(r.stdout, "setting ") {
 				t.Errorf("--dry-run does not show where the settings came from:\n%s", r)
 			}
 			r = b.sh("true", "--profile", "nope")

@@ -1,0 +1,229 @@
+// Package leafcg gives a session a cgroup of its own below the launcher's, so that
+// nothing inside reaches the rest of the user's cgroup tree.
+//
+// The sandbox has its own cgroup namespace, but a command inside can make a nested
+// user + mount + cgroup namespace and mount cgroup2: the root of that view is the
+// cgroup the command is in. Were that the launcher's own (systemd delegates one to
+// each user service and app scope, and root owns every cgroup it is in), the command
+// could create cgroups, set limits, freeze or kill the launcher, its terminal and
+// every other process of that scope. So the launcher makes a leaf below its cgroup
+// and moves the sandbox's PID 1 into it before the command exists; every process of
+// the session is born there, and a nested view reaches only the session. After the
+// session the launcher moves what is left (the init, which may linger) back and
+// removes the leaf's tree.
+//
+// When no leaf can be made, nothing of the launcher's cgroup may be writable to the
+// sandbox (same uid and groups, no capability: the file mode decides, whatever the
+// host's mount says), or the launch is refused.
+package leafcg
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// Leaf is one session's cgroup.
+type Leaf struct {
+	Dir    string // the leaf, below Parent
+	Parent string // the launcher's cgroup
+	placed int    // the sandbox's PID 1, moved in by Place
+}
+
+// maxWalk bounds the cgroups Remove walks below the leaf.
+const maxWalk = 4096
+
+// RefusedError says why a launch is refused: a cgroup the sandbox could write and
+// no leaf to keep it out.
+type RefusedError struct {
+	Path   string // the writable cgroup file or directory
+	Reason string // why no leaf could be made
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused: %s is writable to you, and no session cgroup could be made below it (%s): a nested cgroup namespace inside the sandbox could change your cgroups; let agentbox create one there (check cgroup.max.descendants and cgroup.max.depth), or run it from a cgroup you cannot write", e.Path, e.Reason)
+}
+
+// Prepare makes a leaf named name below the calling process's cgroup2 cgroup. nil
+// and no error: there is no cgroup2 hierarchy, or no leaf could be made and nothing
+// of the process's cgroup is writable to it.
+func Prepare(name string) (*Leaf, error) {
+	parent, err := ownCgroup()
+	if err != nil || parent == "" {
+		return nil, err
+	}
+	dir := filepath.Join(parent, name)
+	mkErr := os.Mkdir(dir, 0o755)
+	if mkErr == nil {
+		return &Leaf{Dir: dir, Parent: parent}, nil
+	}
+	if w := firstWritable(parent); w != "" {
+		return nil, &RefusedError{Path: w, Reason: "mkdir: " + errText(mkErr)}
+	}
+	return nil, nil
+}
+
+func errText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// ownCgroup is the directory of the calling process's cgroup2 cgroup, "" when no
+// cgroup2 hierarchy is mounted here.
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("own cgroup: %w", err)
+	}
+	var rel string
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel, found = r, true
+		}
+	}
+	if !found {
+		return "", nil
+	}
+	mnts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
+	if err != nil {
+		return "", fmt.Errorf("own cgroup: %w", err)
+	}
+	for _, m := range mnts {
+		// A mount of the hierarchy's part at m.Root shows rel below it.
+		if r, ok := strings.CutPrefix(rel, strings.TrimSuffix(m.Root, "/")); ok && (r == "" || r[0] == '/') {
+			return filepath.Join(m.Mountpoint, r), nil
+		}
+	}
+	return "", nil
+}
+
+// firstWritable returns the first of dir and its control files that the sandbox
+// could write (by file mode alone, as it holds no capability), "" when none. The
+// cgroups below dir are not looked at: on a systemd host the launcher's cgroup is a
+// leaf (a scope or service); elsewhere a subtree delegated below a cgroup the user
+// cannot write stays reachable (docs/security.md).
+func firstWritable(dir string) string {
+	uid, groups := os.Getuid(), ownGroups()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return dir // cannot show it is closed
+	}
+	paths := []string{dir}
+	for _, e := range ents {
+		if !e.IsDir() {
+			paths = append(paths, filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil && writable(st, uid, groups) {
+			return p
+		}
+	}
+	return ""
+}
+
+func writable(st unix.Stat_t, uid int, groups []int) bool {
+	switch {
+	case int(st.Uid) == uid:
+		return st.Mode&0o200 != 0
+	case slices.Contains(groups, int(st.Gid)):
+		return st.Mode&0o020 != 0
+	}
+	return st.Mode&0o002 != 0
+}
+
+func ownGroups() []int {
+	g, _ := os.Getgroups()
+	return append(g, os.Getgid())
+}
+
+// Place moves process pid, the sandbox's PID 1, into the leaf.
+func (l *Leaf) Place(pid int) error {
+	if err := writePid(l.Dir, pid); err != nil {
+		return fmt.Errorf("move the sandbox into its cgroup %s: %w", l.Dir, err)
+	}
+	l.placed = pid
+	return nil
+}
+
+func writePid(dir string, pid int) error {
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+}
+
+// Remove moves the init back to the parent, if it is still in the leaf's tree (the
+// raw init lingers until the launcher exits; its session is over), kills anything
+// else there (nothing should be: the session's PID namespace is gone), and removes
+// the tree, deepest first. It gives up after a second with the cgroups it could not
+// remove named.
+func (l *Leaf) Remove() error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		dirs := l.tree()
+		for _, d := range dirs {
+			if l.placed != 0 && slices.Contains(pids(d), l.placed) {
+				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
+			}
+		}
+		_ = os.WriteFile(filepath.Join(l.Dir, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+
+		var left []string
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := unix.Rmdir(dirs[i]); err != nil && err != unix.ENOENT {
+				left = append(left, dirs[i])
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("session cgroups left behind: %s", strings.Join(left, " "))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tree lists the leaf and every cgroup below it, parents first, at most maxWalk.
+func (l *Leaf) tree() []string {
+	var dirs []string
+	_ = filepath.WalkDir(l.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || len(dirs) >= maxWalk {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	return dirs
+}
+
+func pids(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if n, err := strconv.Atoi(strings.TrimSpace(sc.Text())); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package termout
+
+import (
+	"errors"
+	"os"
+)
+
+func isTerminal(*os.File) bool { return false }
+
+func reopenNonblocking(*os.File) (*os.File, error) { return nil, errors.New("not on this system") }

@@ -1,0 +1,4 @@
+package nsinit
+
+// rawInitHere reports whether the raw init runs on this machine.
+func rawInitHere() bool { return rawUsable() }

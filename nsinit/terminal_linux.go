@@ -1,0 +1,111 @@
+package nsinit
+
+import (
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// The operator's terminal after a session is as it was before it (docs/terminal.md).
+// A command that holds the terminal can leave it in any state it likes: a TUI that
+// crashed in raw mode, `stty -echo`, output flow stopped with tcflow(TCOOFF) — after
+// which the launcher's own first line (an audit finding, "killed N processes") would
+// block for ever in write(2). So the launcher saves the terminal modes of each of its
+// standard streams that is a terminal before the command can run, and once the
+// command has ended and the launcher holds the foreground again, it restarts output
+// and puts the modes back, before it writes anything.
+
+// terminalState is what saveTerminal found: one entry per terminal (a terminal that
+// is stdin and stderr both is saved and restored once).
+type terminalState struct {
+	terms []savedTerminal
+}
+
+type savedTerminal struct {
+	f     *os.File
+	modes unix.Termios
+}
+
+// withFd runs fn with f's descriptor. Not f.Fd(): that would put a file that Go's
+// poller serves (a caller's non-blocking pipe) in blocking mode for good, and every
+// later read of it would hold a thread.
+func withFd(f *os.File, fn func(fd int)) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return rc.Control(func(fd uintptr) { fn(int(fd)) }) == nil
+}
+
+// saveTerminal saves the modes of every standard stream that is a terminal of which
+// this process's group holds the foreground. nil when there is none (not on a
+// terminal, or in the background, where the command cannot change the modes either:
+// tcsetattr from the background stops it with SIGTTOU).
+func saveTerminal(stdio Stdio) *terminalState {
+	var s terminalState
+	var seen []uint64
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
+		if f == nil {
+			continue
+		}
+		var modes *unix.Termios
+		var st unix.Stat_t
+		ok := false
+		withFd(f, func(fd int) {
+			var err error
+			modes, err = unix.IoctlGetTermios(fd, unix.TCGETS)
+			ok = err == nil && holdsForeground(fd) && unix.Fstat(fd, &st) == nil
+		})
+		if !ok {
+			continue
+		}
+		dup := false
+		for _, r := range seen {
+			dup = dup || r == st.Rdev
+		}
+		if dup {
+			continue
+		}
+		seen = append(seen, st.Rdev)
+		s.terms = append(s.terms, savedTerminal{f: f, modes: *modes})
+	}
+	if len(s.terms) == 0 {
+		return nil
+	}
+	return &s
+}
+
+// holdsForeground reports whether this process's group is the foreground of the
+// terminal at fd.
+func holdsForeground(fd int) bool {
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return err == nil && pgrp == unix.Getpgrp()
+}
+
+// restore restarts output (TCOON) and puts the saved modes back (TCSANOW: draining
+// first could wait for ever on output nobody reads) on each saved terminal of which
+// the launcher holds the foreground now; one another job has taken meanwhile (the
+// launcher was put in the background) is left to it. SIGTTOU is blocked on this
+// thread meanwhile, as in setForeground: should the foreground change between the
+// check and the ioctl, the launcher is not stopped for it.
+func (s *terminalState) restore() {
+	if s == nil {
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	sigaddset(&set, unix.SIGTTOU)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
+	for i := range s.terms {
+		t := &s.terms[i]
+		withFd(t.f, func(fd int) {
+			if holdsForeground(fd) {
+				_ = unix.IoctlSetInt(fd, unix.TCXONC, unix.TCOON)
+				_ = unix.IoctlSetTermios(fd, unix.TCSETS, &t.modes)
+			}
+		})
+	}
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}

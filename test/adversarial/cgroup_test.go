@@ -1,0 +1,210 @@
+package adversarial
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// The cgroup tree (P12). The rows put the launcher in a cgroup delegated to the test
+// user the way systemd delegates a user's service or scope (the directory and its
+// cgroup.procs, cgroup.threads and cgroup.subtree_control chowned to the user), with
+// a victim process beside it (the terminal's scope), and check that the session
+// lives in a leaf of its own below it, that nothing inside changes the delegated
+// cgroup, and that nothing is left behind.
+
+// cgroup2Root is where this machine's cgroup2 hierarchy is mounted whole.
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	mnts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mnts {
+		if m.Root == "/" {
+			return m.Mountpoint
+		}
+	}
+	testenv.Skip(t, "no cgroup2 hierarchy mounted")
+	return ""
+}
+
+var cgSeq atomic.Int64
+
+// delegatedCgroup makes a cgroup for the test, owned by the test user when delegate
+// is set, and removes it (killing what is left in it) when the test ends.
+func delegatedCgroup(t *testing.T, delegate bool) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root: creates and delegates a cgroup")
+	}
+	dir := filepath.Join(cgroup2Root(t), fmt.Sprintf("agentbox-test-%d-%d", os.Getpid(), cgSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeCgroupTree(t, dir) })
+	if delegate {
+		u := testenv.TestUser(t)
+		for _, p := range []string{"", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"} {
+			if err := os.Chown(filepath.Join(dir, p), int(u.UID), int(u.GID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+func removeCgroupTree(t *testing.T, dir string) {
+	_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		for n := 0; n < 100; n++ {
+			if err := syscall.Rmdir(dirs[i]); err == nil || err == syscall.ENOENT {
+				break
+			}
+			sandboxtest.WaitForUpTo(10e6, func() bool { return false })
+		}
+	}
+}
+
+// inCgroup makes cmd start in the cgroup dir (clone3 CLONE_INTO_CGROUP).
+func inCgroup(t *testing.T, cmd *exec.Cmd, dir string) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(f.Fd())
+}
+
+// cgroupScript: where the session is, then every way at the delegated cgroup: its
+// host path (read-only), and a nested user + mount + cgroup namespace with cgroup2
+// mounted, whose root is the session's cgroup (the kernel may refuse the mount
+// itself; then only the host's tree after the session judges). The kill comes last:
+// with the leaf, it ends the session itself.
+const cgroupScript = prelude + `
+echo "CGROUP $(grep '^0::' /proc/self/cgroup)"
+try host-path-max-descendants sh -c 'echo 1 > "$DELEG/cgroup.max.descendants"'
+try host-path-mkdir mkdir "$DELEG/agentbox-planted"
+try host-path-freeze sh -c 'echo 1 > "$DELEG/cgroup.freeze"'
+mkdir -p /tmp/cg
+nested() { unshare -Urmc sh -c "mount -t cgroup2 none /tmp/cg && $1"; }
+attempt nested-mkdir nested 'mkdir /tmp/cg/agentbox-planted'
+attempt nested-max-descendants nested 'echo 1 > /tmp/cg/cgroup.max.descendants'
+attempt nested-max-depth nested 'echo 0 > /tmp/cg/cgroup.max.depth'
+attempt nested-memory-max nested 'echo 1M > /tmp/cg/memory.max'
+attempt nested-subtree-control nested 'echo +pids > /tmp/cg/cgroup.subtree_control'
+attempt nested-freeze-child nested 'mkdir -p /tmp/cg/f && echo 1 > /tmp/cg/f/cgroup.freeze'
+echo DONE
+nested 'echo 1 > /tmp/cg/cgroup.kill' 2>/dev/null
+true
+`
+
+// TestSessionCgroup: the session runs in a leaf below the launcher's delegated
+// cgroup, so the delegated cgroup, the victim beside the launcher and the tree are
+// as they were afterwards, and the leaf is gone.
+func TestSessionCgroup(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			deleg := delegatedCgroup(t, true)
+			victim := testenv.Command(t, "/", "sleep", "300")
+			inCgroup(t, victim, deleg)
+			if err := victim.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+			files := []string{"cgroup.max.descendants", "cgroup.max.depth", "cgroup.freeze", "cgroup.subtree_control", "cgroup.type"}
+			before := map[string]string{}
+			for _, f := range files {
+				before[f] = readTrim(filepath.Join(deleg, f))
+			}
+
+			x := newTarget(t, backend)
+			cmd := x.Command(x.Repo, nil, cgroupScript)
+			cmd.Env = append(cmd.Env, "DELEG="+deleg)
+			inCgroup(t, cmd, deleg)
+			r := sandboxtest.Run(cmd)
+			attempts.Add(int64(strings.Count(r.Stdout, "TRY ")))
+			if !strings.Contains(r.Stdout, "DONE") {
+				t.Fatalf("session: %s", r)
+			}
+			if strings.Contains(r.Stdout, "ESCAPED") {
+				t.Errorf("escapes:\n%s", r.Stdout)
+			}
+			// The sandbox's cgroup namespace is rooted at the launcher's cgroup; the
+			// session itself is one level below, in its leaf.
+			if !strings.Contains(r.Stdout, "CGROUP 0::/agentbox-") {
+				t.Errorf("the session is not in a cgroup of its own:\n%s", r.Stdout)
+			}
+			for _, f := range files {
+				if now := readTrim(filepath.Join(deleg, f)); now != before[f] {
+					t.Errorf("delegated cgroup's %s: %q, was %q", f, now, before[f])
+				}
+			}
+			st := sandboxtest.ReadFileOr(fmt.Sprintf("/proc/%d/stat", victim.Process.Pid))
+			if _, rest, _ := strings.Cut(st, ") "); st == "" || strings.HasPrefix(rest, "Z") {
+				t.Errorf("the process beside the launcher was killed from inside")
+			}
+			if procs := readTrim(filepath.Join(deleg, "cgroup.procs")); procs != fmt.Sprint(victim.Process.Pid) {
+				t.Errorf("delegated cgroup's processes: %q, want only the victim %d", procs, victim.Process.Pid)
+			}
+			ents, _ := os.ReadDir(deleg)
+			for _, e := range ents {
+				if e.IsDir() {
+					t.Errorf("left behind in the delegated cgroup: %s", e.Name())
+				}
+			}
+		})
+	}
+}
+
+// TestSessionCgroupRefused: a launcher whose cgroup it can write, but below which no
+// leaf can be made (cgroup.max.descendants 0), is refused with 125 and one line
+// saying why; one in a cgroup it cannot write runs as before, without a leaf.
+func TestSessionCgroupRefused(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			deleg := delegatedCgroup(t, true)
+			if err := os.WriteFile(filepath.Join(deleg, "cgroup.max.descendants"), []byte("0"), 0); err != nil {
+				t.Fatal(err)
+			}
+			x := newTarget(t, backend)
+			cmd := x.Command(x.Repo, nil, "touch "+x.Repo+"/ran")
+			inCgroup(t, cmd, deleg)
+			r := sandboxtest.Run(cmd)
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+			if r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "refused: "+deleg) || sandboxtest.Exists(x.Repo+"/ran") {
+				t.Errorf("writable cgroup without a leaf: %s", r)
+			}
+
+			closed := delegatedCgroup(t, false)
+			cmd = x.Command(x.Repo, nil, `grep '^0::' /proc/self/cgroup`)
+			inCgroup(t, cmd, closed)
+			r = sandboxtest.Run(cmd)
+			if r.Code != 0 || strings.TrimSpace(r.Stdout) != "0::/" {
+				t.Errorf("closed cgroup: %s", r)
+			}
+		})
+	}
+}
