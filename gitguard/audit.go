@@ -36,6 +36,7 @@ const (
 	KindGitmodules ItemKind = ".gitmodules"    // a .gitmodules file
 	KindTodo       ItemKind = "rebase todo"    // a sequencer todo list, which may hold exec lines
 	KindProgram    ItemKind = "program"        // a file inside the repository that a config entry runs
+	KindBlocker    ItemKind = "blocker"        // a FIFO, socket or device where Git opens a file (audit_blockers_linux.go)
 )
 
 // isCode says whether an item's content is what Git runs, so that any change to it

@@ -271,7 +271,8 @@ func TestAuditSessionE2E(t *testing.T) {
 						if !strings.Contains(record, p+" ") {
 							t.Errorf("the session record does not name %s:\n%s", p, record)
 						}
-						q, _ := filepath.Glob(p + ".agentbox-quarantine-*")
+						// Out of the repository, where no running session reaches it.
+						q, _ := filepath.Glob(filepath.Join(e.home, ".local/state/agentbox/quarantine/*", p))
 						if len(q) != 1 {
 							t.Errorf("%s: quarantined copies %v, want one", rel, q)
 						}

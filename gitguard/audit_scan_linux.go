@@ -177,6 +177,10 @@ func (s *scanner) tree(dir string, depth int) {
 	}
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
+		if treeFileGitOpens(e.Name()) && special(e.Type()) {
+			s.blocker(p, e.Type())
+			continue
+		}
 		switch {
 		case e.Name() == ".git":
 			s.dotGit(p, dir)
@@ -279,6 +283,7 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 			s.programs(e.Value, e.Name(), base)
 		}
 	}
+	s.gitdirBlockers(dir)
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
 		s.todo(filepath.Join(dir, todo))
 	}

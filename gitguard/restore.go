@@ -57,15 +57,28 @@ type entry struct {
 // permission bits and modification times are restored (never setuid, setgid or
 // sticky bits).
 func Restore(zipPath, into string) (*Restored, error) {
-	zr, err := zip.OpenReader(zipPath)
+	// Opened once, non-blocking, and read only when a regular file: a FIFO or
+	// device in the ZIP's place must neither hang the restore nor feed it.
+	f, err := os.OpenFile(zipPath, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err // names the path already
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", zipPath, fi.Mode().Type())
+	}
+	zr, err := zip.NewReader(f, fi.Size())
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		if errors.Is(err, zip.ErrFormat) {
 			return nil, fmt.Errorf("%s: not a ZIP file: %w", zipPath, err)
 		}
-		return nil, err // names the path already
+		return nil, fmt.Errorf("%s: %w", zipPath, err)
 	}
-	defer zr.Close()
-	m, ents, err := validateArchive(&zr.Reader)
+	m, ents, err := validateArchive(zr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", zipPath, err)
 	}

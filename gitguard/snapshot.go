@@ -63,6 +63,7 @@ type Snapshot struct {
 	Manifest Manifest // what manifest.json says
 	Pruned   []string // older snapshots of the same repository removed by retention
 	PruneErr error    // retention failed; the new snapshot is complete all the same
+	Skipped  []string // entries not archived (FIFOs, sockets, devices), one line each
 }
 
 // layout is where a work tree keeps its Git metadata.
@@ -153,11 +154,12 @@ func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
 	}
 	base := filepath.Base(opts.Repo)
 	stamp := now.Format("20060102-150405")
-	path, err := writeSnapshot(dir, base+".git-save-"+stamp, &m, l, newBudget(opts))
+	b := newBudget(opts)
+	path, err := writeSnapshot(dir, base+".git-save-"+stamp, &m, l, b)
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Path: path, Manifest: m}
+	s := &Snapshot{Path: path, Manifest: m, Skipped: b.skipped}
 	if opts.Keep > 0 {
 		s.Pruned, s.PruneErr = pruneSnapshots(dir, base, opts.Repo, path, opts.Keep)
 	}
@@ -306,6 +308,7 @@ const maxPackedRefsScan = 64 << 20
 type budget struct {
 	maxBytes, bytes     int64
 	maxEntries, entries int
+	skipped             []string // what was not archived, and why (archiver.skip)
 }
 
 func newBudget(opts SnapshotOptions) *budget {

@@ -192,7 +192,8 @@ func (a *archiver) addDir(d *os.File, src, name string, depth int) error {
 			err = a.addFile(dirfd, e.Name(), child, childName)
 		default:
 			// Sockets (the fsmonitor daemon's), FIFOs and devices hold no
-			// repository data and cannot be archived.
+			// repository data and cannot be archived: named, never opened.
+			a.skip(child, e.Type())
 			continue
 		}
 		if err != nil {
@@ -249,7 +250,8 @@ func (a *archiver) addFile(dirfd int, base, src, name string) error {
 		return fmt.Errorf("stat %s: %w", src, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil // became a FIFO or device since readdir: nothing to store
+		a.skip(src, fi.Mode().Type()) // became a FIFO or device since readdir
+		return nil
 	}
 	if err := a.budget.take(src, fi.Size()); err != nil {
 		return err

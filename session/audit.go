@@ -16,10 +16,14 @@ type auditor struct {
 	base        *gitguard.Surface
 	journal     *os.File // this session's pending-audit journal, locked; removed once audited
 	journalPath string
+	stateDir    string   // where the journal and the quarantine live
+	writable    []string // what the sandbox can write: the quarantine must lie elsewhere
 }
 
-// startAudit records the baseline the post-session audit compares against. It runs
-// after the placeholders are created, so they are part of the baseline.
+// startAudit records the baseline the post-session audit compares against: the tree
+// as it is, or, while another session of the repository is pending, that session's
+// baseline (audit_shared.go). It runs after the placeholders are created, so they
+// are part of the baseline.
 //
 // gitDirs are the writable Git dirs outside the repository that this session binds
 // (a linked worktree's common dir, when linkedWorktree accepted it): the audit covers
@@ -30,11 +34,21 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		GitDirs:     gitDirs,
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
 	}
-	base, err := gitguard.Scan(p.Repo, opt)
-	if err != nil {
-		return nil, fmt.Errorf("audit baseline: %w", err)
+	// Under the repository's audit lock: a session that starts after this one has
+	// its journal sees it, and inherits its baseline (audit_shared.go).
+	defer lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)()
+	var base *gitguard.Surface
+	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
+		base = j.Base
+	} else {
+		var err error
+		if base, err = gitguard.Scan(p.Repo, opt); err != nil {
+			return nil, fmt.Errorf("audit baseline: %w", err)
+		}
 	}
-	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base}
+	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base,
+		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...)}
+	var err error
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
 	}
@@ -45,6 +59,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 // moves aside every new or changed thing that would make the operator's Git run a
 // program, prints one line per finding and stores the lines in out.
 func (a *auditor) finish(cfg *Config, out *Outcome) {
+	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
 	cur, err := gitguard.Scan(a.repo, a.opt)
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
@@ -53,7 +68,7 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		return
 	}
 	findings := gitguard.Compare(a.base, cur)
-	gitguard.Quarantine(findings, a.id)
+	quarantine(findings, a.id, quarantineRoot(cfg.Stderr, a.stateDir, a.writable))
 	for _, f := range findings {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)

@@ -116,6 +116,7 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 	// were JSON.
 	ents, _ := os.ReadDir(dir)
 	prefix := journalPrefix(p.Repo)
+	locked := false
 	for _, e := range ents {
 		n := e.Name()
 		if !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
@@ -125,6 +126,10 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 		f, _ := takeLock(name)
 		if f == nil {
 			continue
+		}
+		if !locked {
+			defer lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)()
+			locked = true
 		}
 		auditOrphan(cfg, p, name, f)
 		f.Close()
@@ -148,7 +153,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 		return
 	}
 	findings := gitguard.Compare(j.Base, cur)
-	gitguard.Quarantine(findings, j.ID)
+	quarantine(findings, j.ID, quarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo}, j.Options.GitDirs...)))
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
 		j.Repo, j.Start.Format(time.RFC3339), j.PID, len(findings))
 	for _, f := range findings {

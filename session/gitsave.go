@@ -59,8 +59,10 @@ func parseSize(s string) (int64, error) {
 const skipHint = "use --git-save-dir DIR to save it elsewhere, or --no-git-save to launch without it"
 
 // gitSnapshot writes the P8 metadata snapshot before launch and returns the ZIP's path
-// ("" when none was written). An error stops the launch (exit 125).
-func gitSnapshot(cfg *Config, p *policy.Policy) (string, error) {
+// ("" when none was written). An error stops the launch (exit 125). What the snapshot
+// left out (FIFOs, sockets, devices in the Git dir) is said on stderr and added to
+// out's notes, for the record.
+func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 	g := cfg.GitSave
 	if g.Disabled {
 		return "", nil
@@ -101,6 +103,12 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (string, error) {
 	}
 	if snap == nil {
 		return "", nil
+	}
+	for _, line := range snap.Skipped {
+		out.Notes = append(out.Notes, "snapshot: "+line)
+		if cfg.Stderr != nil {
+			fmt.Fprintf(cfg.Stderr, "agentbox: snapshot: %s\n", line)
+		}
 	}
 	if snap.PruneErr != nil && cfg.Stderr != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v\n", snap.PruneErr)

@@ -35,6 +35,9 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		warnRecord(cfg, "session not recorded: %v", err)
 		return nil
 	}
+	// What a bound stopped (a FIFO in the working tree, say) is named on stderr as
+	// well as in the record's notes.
+	store.Warn = func(line string) { warnRecord(cfg, "%s", line) }
 	host, _ := os.Hostname()
 	r := &recorder{base: shadow.Record{
 		Command: p.Command,
@@ -77,6 +80,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	}
 	rec.SnapshotZip = out.SnapshotZip
 	rec.AuditFindings = out.AuditFindings
+	rec.Notes = append(rec.Notes, out.Notes...)
 	if err := r.sess.Finish(rec); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}

@@ -82,6 +82,7 @@ type Outcome struct {
 	Phases        []nsinit.Phase // per-phase setup timings
 	SnapshotZip   string         // the P8 snapshot, "" when none
 	AuditFindings []string       // one line per audit finding
+	Notes         []string       // what host-side work skipped or could not do, for the record
 }
 
 // Exit is how agentbox exec ends.
@@ -223,7 +224,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			return err
 		}
 		mark("audit baseline")
-		if out.SnapshotZip, err = gitSnapshot(cfg, p); err != nil {
+		if out.SnapshotZip, err = gitSnapshot(cfg, p, out); err != nil {
 			return err
 		}
 		mark("snapshot")

@@ -2,6 +2,7 @@ package shadow
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -90,7 +91,8 @@ func (g *git) env() []string {
 		"LC_ALL=C",
 	}
 	if g.workTree != "" {
-		env = append(env, "GIT_WORK_TREE="+g.workTree)
+		// No other Git runs from a command that reads the working tree (bounds.go).
+		env = append(env, "GIT_WORK_TREE="+g.workTree, "GIT_EXEC_PATH="+filepath.Join(g.gitDir, noExecDir))
 	}
 	// Without GIT_WORK_TREE the shadow repository (core.bare=true) has no work tree,
 	// and Git looks at nothing outside it.
@@ -147,7 +149,11 @@ func (g *git) run3(env []string, stdin io.Reader, args ...string) (stdout, stder
 	c := g.cmd(args...)
 	c.Env = append(c.Env, env...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, &o, &e
-	if err := c.Run(); err != nil {
+	if err := g.runBounded(c, args); err != nil {
+		var be *BoundError
+		if errors.As(err, &be) {
+			return o.Bytes(), e.Bytes(), be
+		}
 		return o.Bytes(), e.Bytes(), &gitError{args: args, err: err, stderr: e.String()}
 	}
 	return o.Bytes(), e.Bytes(), nil
@@ -164,7 +170,7 @@ func (g *git) stream(w io.Writer, args ...string) error {
 	var stderr bytes.Buffer
 	c := g.cmd(args...)
 	c.Stdout, c.Stderr = w, &stderr
-	if err := c.Run(); err != nil {
+	if err := g.runBounded(c, args); err != nil {
 		return &gitError{args: args, err: err, stderr: stderr.String()}
 	}
 	return nil

@@ -237,14 +237,15 @@ func (s *Store) stage() (notes []string, err error) {
 	// change; Git adds the rest, exits 1 and names what it skipped.
 	// Its warnings name what is recorded in part (an embedded repository: its
 	// commit, not its files), even when it succeeds.
-	_, stderr, err := wt.run3(nil, nil, "-c", "advice.addEmbeddedRepo=false", "add", "--all", "--ignore-errors")
+	// What a bound stopped it at is left out, and named (bounds.go).
+	stderr, skipped, err := s.addAll(wt)
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			return nil, err
+			return skipped, err
 		}
 	}
-	return gitMessages(string(stderr)), nil
+	return append(skipped, gitMessages(string(stderr))...), nil
 }
 
 // gitMessages are the error and warning lines of Git's stderr, without hints.

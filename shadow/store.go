@@ -54,6 +54,9 @@ type Store struct {
 	Repo string // the recorded repository (canonical); "" for the results store
 	Dir  string // the shadow repository (a bare Git directory)
 	git  git    // Git without a work tree
+	// Warn, when set, is told in one line each time a bound stopped a Git command
+	// (bounds.go), so that the launcher can say it on stderr too.
+	Warn func(string)
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
@@ -120,10 +123,12 @@ func open(stateDir, dir, repo string) (*Store, error) {
 	}
 	dir = filepath.Join(canon, filepath.Base(dir))
 	s := &Store{Repo: repo, Dir: dir, git: git{bin: bin, gitDir: dir}}
-	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-		return s, nil
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
+		if err := s.create(); err != nil {
+			return nil, err
+		}
 	}
-	if err := s.create(); err != nil {
+	if err := ensureNoExec(dir); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -166,20 +171,16 @@ func (s *Store) create() error {
 
 // lock takes the shadow repository's lock, which every writer holds: two sessions on
 // the same repository record one after the other, and the shared index is never
-// written by two Git processes at once. It waits as long as the other holder needs.
+// written by two Git processes at once. It waits at most lockTimeout.
 func (s *Store) lock() (unlock func(), err error) {
 	path := filepath.Join(s.Dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("shadow: lock %s: %w", path, err)
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	// Bounded: the holder's Git commands are (bounds.go), so a holder that keeps it
+	// longer is stuck, and this launch records nothing rather than wait for it.
+	if err = flockWait(f, lockTimeout); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("shadow: lock %s: %w", path, err)
 	}

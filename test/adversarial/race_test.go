@@ -325,8 +325,11 @@ func (f *flipper) repair() {
 	}
 	if e, _ := isLink(f.real); !e {
 		// The audit quarantines by path: racing the flipper, it may have moved the
-		// real object aside (NAME.agentbox-quarantine-ID). Take it back.
+		// real object aside (STATE/quarantine/ID/PATH, or NAME.agentbox-quarantine-ID in
+		// place). Take it back.
 		moved, _ := filepath.Glob(f.real + ".agentbox-quarantine-*")
+		out, _ := filepath.Glob(filepath.Join(f.x.Home, ".local/state/agentbox/quarantine/*", f.real+"*"))
+		moved = append(moved, out...)
 		for _, m := range moved {
 			if _, l := isLink(m); !l {
 				if err := os.Rename(m, f.real); err == nil {

@@ -1,0 +1,145 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Two sessions on one repository (DESIGN.md P13). A session's baseline is what its
+// audit takes for the user's own; were it the tree as it is at launch, a second
+// session would take whatever the first one, still running, planted for the user's,
+// and — once the first session's audit moved the plant aside — could put it back
+// unseen. So:
+//
+//   - a session that starts while another session of the repository is pending
+//     (running, or killed before its audit) inherits the oldest pending session's
+//     baseline instead of scanning the tree: the last state no sandbox had touched;
+//   - baselines and audits of one repository take turns under a lock of their own
+//     (STATE/audit-locks/HASH-lock), so that no baseline is taken while a plant is
+//     being moved and no two audits move the same file;
+//   - quarantined files leave the repository, for STATE/quarantine/ID/PATH, where no
+//     sandbox reaches, so a running session cannot undo a quarantine; and the audit
+//     of each session, the last one's included, compares with the inherited
+//     baseline, so a plant hidden from one audit is found by the next.
+
+// auditLockWait bounds the wait for the repository's audit lock: its holder does one
+// bounded scan. Past it, this launch goes on without the lock and says so.
+const auditLockWait = 2 * time.Minute
+
+// lockRepoAudit takes the audit lock of repo; unlock releases it. It never fails: a
+// lock that cannot be had is reported on w and the caller goes on without it.
+func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
+	if _, err := journalDir(stateDir, repo); err != nil {
+		return func() {} // startAudit says why, as it cannot write its journal either
+	}
+	dir := filepath.Join(stateDir, "audit-locks")
+	path := filepath.Join(dir, journalPrefix(repo)+"lock")
+	err := os.MkdirAll(dir, 0o700)
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	}
+	if err == nil {
+		err = flockWait(f, auditLockWait)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "agentbox: warning: audit lock %s: %v; going on without it\n", path, err)
+		return func() {}
+	}
+	return func() { f.Close() }
+}
+
+// flockWait takes an exclusive flock on f, waiting at most d.
+func flockWait(f *os.File, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("held by another agentbox for more than %s", d)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// inheritedBase returns the baseline of the oldest pending session of repo, nil when
+// there is none. Unreadable journals are skipped: auditOrphans reports them.
+func inheritedBase(stateDir, repo string) *auditJournal {
+	dir, err := journalDir(stateDir, repo)
+	if err != nil {
+		return nil
+	}
+	ents, _ := os.ReadDir(dir)
+	prefix := journalPrefix(repo)
+	var oldest *auditJournal
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, n), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		j, err := readJournal(f)
+		f.Close()
+		if err != nil || j.Repo != repo {
+			continue
+		}
+		if oldest == nil || j.Start.Before(oldest.Start) {
+			oldest = j
+		}
+	}
+	return oldest
+}
+
+// quarantineRoot is where this session's audit moves what it finds: STATE/quarantine,
+// created when missing; "" (move aside in place) when it cannot be used — it must lie
+// outside everything the sandbox could write.
+func quarantineRoot(w io.Writer, stateDir string, writable []string) string {
+	if !filepath.IsAbs(stateDir) {
+		return ""
+	}
+	dir := filepath.Join(stateDir, "quarantine")
+	err := os.MkdirAll(dir, 0o700)
+	var canon string
+	if err == nil {
+		canon, err = filepath.EvalSymlinks(dir)
+	}
+	for _, p := range writable {
+		if err == nil && policy.Within(canon, p) {
+			err = fmt.Errorf("lies inside %s, which the sandbox can write", p)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "agentbox: warning: quarantine directory %s: %v; findings are moved aside in place\n", dir, err)
+		return ""
+	}
+	return canon
+}
+
+// quarantine moves findings out of the repository into root, or in place when root
+// is "".
+func quarantine(findings []gitguard.Finding, id, root string) {
+	if root == "" {
+		gitguard.Quarantine(findings, id)
+		return
+	}
+	gitguard.QuarantineTo(findings, id, root)
+}

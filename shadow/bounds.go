@@ -1,0 +1,359 @@
+package shadow
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// Bounds on the collector's Git (DESIGN.md P13). The recorder's `git add` reads the
+// working tree, which the sandbox wrote: a FIFO named .gitignore or .gitattributes,
+// or one in a nested repository's .git (HEAD, packed-refs, a loose ref, config),
+// blocks Git's open(2) forever, and with it the session's end and — through the
+// shadow repository's lock — every later launch. So every Git command runs in a
+// process group of its own, with a hard time bound after which the group is killed,
+// and a work-tree command is watched: the moment Git waits to open, or reads, a FIFO,
+// or reads a file larger than maxRecordFile, it is killed and the file is named, and
+// `git add` runs again without it (addAll). The shadow lock is waited for only so
+// long.
+
+// gitTimeout bounds one Git command. Far above what recording a large repository
+// takes (the stat cache makes a record cost what changed), far below "forever". A
+// variable for the tests only.
+var gitTimeout = 10 * time.Minute
+
+// lockTimeout bounds the wait for the shadow repository's lock: its holder's Git
+// commands are bounded by gitTimeout each.
+var lockTimeout = gitTimeout + time.Minute
+
+// watchInterval is how often a work-tree command is checked for a FIFO wait.
+const watchInterval = 50 * time.Millisecond
+
+// BoundError is a Git command the collector stopped: it blocked on a file of the
+// working tree, or ran past its time bound. Its message names the file.
+type BoundError struct {
+	Args    []string
+	Blocked string        // the file Git was stopped at ("" when unknown)
+	Why     string        // what the file is: "a FIFO where Git reads a file", …
+	Timeout time.Duration // non-zero when the time bound was hit
+}
+
+func (e *BoundError) Error() string {
+	if e.Why != "" {
+		what := sanitize(e.Blocked)
+		if what == "" {
+			what = "a file /proc does not name"
+		}
+		return fmt.Sprintf("git %s: stopped: it blocked on %s, %s", gitVerb(e.Args), what, e.Why)
+	}
+	return fmt.Sprintf("git %s: stopped after %s (time bound)", gitVerb(e.Args), e.Timeout)
+}
+
+// gitVerb is the Git command among args, after the "-c NAME=VALUE" options.
+func gitVerb(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-c":
+			i++
+		case !strings.HasPrefix(args[i], "-"):
+			return args[i]
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+// runBounded runs c (built by g.cmd) to its end within the bounds above.
+func (g *git) runBounded(c *exec.Cmd, args []string) error {
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A process of the group that keeps stdout open must not keep Wait waiting.
+	c.WaitDelay = time.Second
+	if err := c.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	limit := time.NewTimer(gitTimeout)
+	defer limit.Stop()
+	var tick <-chan time.Time
+	if g.workTree != "" {
+		t := time.NewTicker(watchInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	pid := c.Process.Pid
+	stop := func(be *BoundError) error {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		<-done
+		return be
+	}
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick:
+			if path, why, ok := blockedOn(pid, g.workTree); ok {
+				return stop(&BoundError{Args: args, Blocked: path, Why: why})
+			}
+		case <-limit.C:
+			return stop(&BoundError{Args: args, Timeout: gitTimeout})
+		}
+	}
+}
+
+// maxRecordFile is the largest file of the working tree the recorder reads: a sparse
+// file of a terabyte costs nothing to make and hours to hash. Git streams files from
+// 512 MiB up (core.bigFileThreshold), so it is seen with an fd open on it.
+const maxRecordFile = 1 << 30
+
+// blockedOn reports whether the process pid waits to open a FIFO (the kernel's
+// wait_for_partner), has one open (it reads from it, blocked or fed without end), or
+// reads a file of workTree larger than maxRecordFile; path is the file ("" when
+// /proc cannot tell) and why says what it is.
+func blockedOn(pid int, workTree string) (path, why string, ok bool) {
+	proc := "/proc/" + strconv.Itoa(pid)
+	if b, err := os.ReadFile(proc + "/wchan"); err == nil && string(b) == "wait_for_partner" {
+		return openingPath(pid), "a FIFO where Git reads a file", true
+	}
+	ents, _ := os.ReadDir(proc + "/fd")
+	for _, e := range ents {
+		fd := proc + "/fd/" + e.Name()
+		target, err := os.Readlink(fd)
+		if err != nil || !filepath.IsAbs(target) {
+			continue // pipe:[…], socket:[…], anon_inode:…: Git's own
+		}
+		fi, err := os.Stat(fd)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeNamedPipe != 0:
+			return target, "a FIFO where Git reads a file", true
+		case fi.Mode().IsRegular() && fi.Size() > maxRecordFile && policy.Within(target, workTree):
+			return target, fmt.Sprintf("a file larger than %d GiB", maxRecordFile>>30), true
+		}
+	}
+	return "", "", false
+}
+
+// syscallOf returns the system call pid is blocked in and its arguments, from
+// /proc/PID/syscall ("NR ARG1 … ARG6 SP PC"); nr is -1 when unknown.
+func syscallOf(pid int) (nr int64, args []uint64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/syscall")
+	if err != nil {
+		return -1, nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 7 {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return -1, nil
+	}
+	for _, a := range f[1:7] {
+		v, err := strconv.ParseUint(strings.TrimPrefix(a, "0x"), 16, 64)
+		if err != nil {
+			return -1, nil
+		}
+		args = append(args, v)
+	}
+	return n, args
+}
+
+// openingPath is the path pid is opening in openat(2), read from its memory (the
+// collector is its parent, so ptrace access allows it); "" when it cannot be told.
+func openingPath(pid int) string {
+	nr, args := syscallOf(pid)
+	if nr != unix.SYS_OPENAT || len(args) < 2 {
+		return ""
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return ""
+	}
+	defer mem.Close()
+	buf := make([]byte, unix.PathMax)
+	n, _ := mem.ReadAt(buf, int64(args[1]))
+	p, _, ok := bytes.Cut(buf[:n], []byte{0})
+	if !ok || len(p) == 0 {
+		return ""
+	}
+	path := string(p)
+	if !filepath.IsAbs(path) {
+		dir := fmt.Sprintf("/proc/%d/cwd", pid)
+		if int32(args[0]) != unix.AT_FDCWD {
+			dir = fmt.Sprintf("/proc/%d/fd/%d", pid, int32(args[0]))
+		}
+		if base, err := os.Readlink(dir); err == nil {
+			path = filepath.Join(base, path)
+		}
+	}
+	return path
+}
+
+// sanitize keeps a path from the working tree printable on one line: control
+// characters, quotes and backslashes are escaped as Go would quote them.
+func sanitize(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// noExecDir is a directory in the shadow repository holding a `git` that does
+// nothing. A work-tree command runs with it as GIT_EXEC_PATH and PATH: `git add`
+// runs `git status` in every nested repository it records as a commit, and that
+// Git reads the nested repository's own config and attributes and would run its
+// clean filters (and any program it names) on the host. The stub answers "clean";
+// the nested repository is recorded by its HEAD commit, which `git add` reads itself.
+const noExecDir = "agentbox-noexec"
+
+const noExecGit = "#!/bin/sh\n# agentbox: the collector's Git runs no other Git (shadow/bounds.go).\nexit 0\n"
+
+// ensureNoExec creates dir/agentbox-noexec/git when it is missing or differs.
+func ensureNoExec(dir string) error {
+	d := filepath.Join(dir, noExecDir)
+	p := filepath.Join(d, "git")
+	if b, err := os.ReadFile(p); err == nil && string(b) == noExecGit {
+		return nil
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return fmt.Errorf("shadow: %w", err)
+	}
+	tmp, err := os.CreateTemp(d, ".git-*")
+	if err != nil {
+		return fmt.Errorf("shadow: %w", err)
+	}
+	_, err = tmp.WriteString(noExecGit)
+	if err == nil {
+		err = tmp.Chmod(0o700)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("shadow: %s: %w", p, err)
+	}
+	return nil
+}
+
+// flockWait takes an exclusive flock on f, waiting at most d.
+func flockWait(f *os.File, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for wait := time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("held by another agentbox for more than %s", d)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// noteBound tells s.Warn about err when a bound stopped the command.
+func (s *Store) noteBound(err error) {
+	var be *BoundError
+	if s.Warn != nil && errors.As(err, &be) {
+		s.Warn(be.Error())
+	}
+}
+
+// maxSkips bounds how many times addAll leaves a path out and runs again.
+const maxSkips = 8
+
+// excludeFile, in the shadow repository, lists what addAll leaves out; it is given
+// to Git as core.excludesFile, and only while there is something to leave out.
+const excludeFile = "agentbox-exclude"
+
+// addAll runs the recorder's `git add --all`. When a bound stops Git at a path, the
+// path is left out and Git runs again: the directory whose .gitignore or
+// .gitattributes it is (Git reads those for any directory it enters), the nested
+// repository whose .git holds it, else the path itself. Tracked entries below it
+// leave the shadow index (Git would read them again). notes name what was left out.
+func (s *Store) addAll(wt git) (stderr []byte, notes []string, err error) {
+	var out []string
+	for {
+		args := []string{"-c", "advice.addEmbeddedRepo=false"}
+		if len(out) > 0 {
+			args = append(args, "-c", "core.excludesFile="+filepath.Join(s.Dir, excludeFile))
+		}
+		_, stderr, err = wt.run3(nil, nil, append(args, "add", "--all", "--ignore-errors")...)
+		s.noteBound(err)
+		var be *BoundError
+		if !errors.As(err, &be) {
+			return stderr, notes, err
+		}
+		// The killed Git left its lock; the caller holds the store's (stage).
+		_ = os.Remove(filepath.Join(s.Dir, "index.lock"))
+		if be.Why == "" || len(out) >= maxSkips {
+			return stderr, notes, err
+		}
+		rel, ok := leaveOut(s.Repo, be.Blocked)
+		if !ok || slices.Contains(out, rel) {
+			return stderr, notes, err
+		}
+		out = append(out, rel)
+		var b strings.Builder
+		for _, r := range out {
+			b.WriteString(ignorePattern(r) + "\n")
+		}
+		if werr := os.WriteFile(filepath.Join(s.Dir, excludeFile), []byte(b.String()), 0o600); werr != nil {
+			return stderr, notes, err
+		}
+		_, _, _ = wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel)
+		notes = append(notes, fmt.Sprintf("%s not recorded: %v", sanitize(rel), be))
+	}
+}
+
+// leaveOut is what to leave out of the record, relative to repo, for Git stopped
+// at path; ok is false when that would be the whole tree, or cannot be expressed.
+func leaveOut(repo, path string) (string, bool) {
+	rel, err := filepath.Rel(repo, path)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || strings.ContainsAny(rel, "\n\r") {
+		return "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	for i, p := range parts {
+		if p == ".git" && i > 0 {
+			return filepath.Join(parts[:i]...), true // the nested repository
+		}
+	}
+	switch parts[len(parts)-1] {
+	case ".gitignore", ".gitattributes":
+		if len(parts) == 1 {
+			return "", false
+		}
+		return filepath.Join(parts[:len(parts)-1]...), true
+	}
+	return rel, true
+}
+
+// ignorePattern matches exactly rel from the top of the work tree: gitignore's
+// special characters are escaped.
+func ignorePattern(rel string) string {
+	var b strings.Builder
+	b.WriteByte('/')
+	for _, r := range filepath.ToSlash(rel) {
+		if strings.ContainsRune(`\*?[]!# `, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,122 @@
+package shadow
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A FIFO where Git opens a file stops the recorder's Git at once, named; the test's
+// own timeout is the hang detector.
+func TestFIFOStopsRecorderGit(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		hold := hold
+		name := "open waits"
+		if hold {
+			name = "read waits" // a writer holds the FIFO: open succeeds, read blocks
+		}
+		t.Run(name, func(t *testing.T) {
+			repo := newRepo(t, map[string]string{"README": "hi\n", "sub/f": "x\n"})
+			fifo := filepath.Join(repo, "sub/.gitattributes")
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if hold {
+				w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+			}
+			s, _ := openStore(t, repo)
+			var warned []string
+			s.Warn = func(l string) { warned = append(warned, l) }
+			ss, err := s.Begin(Record{Start: time.Now()})
+			if err != nil {
+				t.Fatalf("Begin: %v", err)
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "blocked on "+fifo) {
+				t.Errorf("Warn got %q", warned)
+			}
+			if err := ss.Finish(Record{End: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			rec := onlySession(t, s)
+			notes := strings.Join(rec.Notes, "\n")
+			if !strings.Contains(notes, "start: sub not recorded") || !strings.Contains(notes, "end: sub not recorded") || !strings.Contains(notes, "blocked on "+fifo) {
+				t.Errorf("the record's notes do not name the FIFO and what was left out: %q", rec.Notes)
+			}
+			// The rest is recorded.
+			if files := shadowGit(t, s, "ls-tree", "-r", "--name-only", rec.EndCommit); !strings.Contains(files, "README") || strings.Contains(files, "sub/") {
+				t.Errorf("end state holds %q; want README and nothing of sub/", files)
+			}
+			// The lock is free again: the next session records (the FIFO gone).
+			os.Remove(fifo)
+			record(t, s, Record{Start: time.Now()}, nil)
+		})
+	}
+}
+
+// A Git command past its time bound is killed with its process group.
+func TestGitTimeBound(t *testing.T) {
+	defer func(d time.Duration) { gitTimeout = d }(gitTimeout)
+	gitTimeout = 300 * time.Millisecond
+	s, _ := openStore(t, newRepo(t, nil))
+	r, w, err := os.Pipe() // an *os.File: Git holds it, no copying goroutine does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	_, err = s.git.run(r, "hash-object", "--stdin")
+	var be *BoundError
+	if !errors.As(err, &be) || be.Timeout == 0 {
+		t.Fatalf("hash-object on a stdin that never ends: %v; want the time bound", err)
+	}
+}
+
+// The Git the recorder runs on the working tree finds only the stub as "git".
+func TestRecorderRunsNoOtherGit(t *testing.T) {
+	s, _ := openStore(t, newRepo(t, nil))
+	b, err := os.ReadFile(filepath.Join(s.Dir, noExecDir, "git"))
+	if err != nil || string(b) != noExecGit {
+		t.Fatalf("stub: %q, %v", b, err)
+	}
+	wt := s.git
+	wt.workTree = s.Repo
+	found := false
+	for _, e := range wt.env() {
+		found = found || e == "GIT_EXEC_PATH="+filepath.Join(s.Dir, noExecDir)
+	}
+	if !found {
+		t.Errorf("work-tree env without the stub exec path: %q", wt.env())
+	}
+}
+
+// A sparse file of 2 GiB (nothing on disk, minutes to hash) is left out of the
+// record, named, and the rest is recorded.
+func TestHugeFileLeftOut(t *testing.T) {
+	repo := newRepo(t, map[string]string{"README": "hi\n"})
+	big := filepath.Join(repo, "big.img")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	rec := onlySession(t, s)
+	if notes := strings.Join(rec.Notes, "\n"); !strings.Contains(notes, "big.img not recorded") || !strings.Contains(notes, "larger than 1 GiB") {
+		t.Errorf("notes: %q", rec.Notes)
+	}
+	if files := shadowGit(t, s, "ls-tree", "-r", "--name-only", rec.EndCommit); !strings.Contains(files, "README") || strings.Contains(files, "big.img") {
+		t.Errorf("end state holds %q", files)
+	}
+}
