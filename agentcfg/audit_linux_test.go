@@ -143,3 +143,30 @@ func sameJSON(a, b string) bool {
 	var x, y any
 	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
+
+// TestLedgerNewFileWhileShared: a file that appears in a kept path while another
+// session keeps it is a session's, not the next session's baseline.
+func TestLedgerNewFileWhileShared(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+	opt := func(id string) Options {
+		return Options{Home: home, Kept: []string{filepath.Join(home, ".codex")}, ID: id}
+	}
+	a, _, err := Begin(state, opt("A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := filepath.Join(home, ".codex", "evil.config.toml")
+	put(t, layer, "notify = [\"sh\"]\n") // A's sandbox plants a profile layer
+	b, _, err := Begin(state, opt("B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := a.Finish(); len(fs) != 1 {
+		t.Errorf("A's audit: %v", fs)
+	}
+	put(t, layer, "notify = [\"sh\"]\n") // B's sandbox plants it again
+	if fs := b.Finish(); len(fs) != 1 || get(layer) != "-" {
+		t.Errorf("B's audit took A's plant for its baseline: %v", fs)
+	}
+}

@@ -82,8 +82,16 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 		return false
 	}
 	take := func(p string, f format) *fileState {
-		if st, ok := led.Files[p]; ok && sharedBy(p) {
-			return st.state(p, opt.Repo)
+		if sharedBy(p) {
+			if st, ok := led.Files[p]; ok {
+				return st.state(p, opt.Repo)
+			}
+			// Kept by a live session whose baseline does not hold it: it did not
+			// exist when the first of them began (each records all it covers), so
+			// whatever is there now is a session's.
+			st := &fileState{path: p, f: f}
+			led.Files[p] = toStored(st)
+			return st
 		}
 		st := read(p, f, opt.Repo)
 		led.Files[p] = toStored(st)
