@@ -299,6 +299,13 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	for i, src := range sources {
 		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
 	}
+	if plan.Proxy != "" {
+		// Not bwrap's part either: the init's, inside bwrap's network namespace.
+		fmt.Fprintf(&b, "# agentbox's init listens on %s inside for the launcher's proxy (--allow-net)\n", plan.Proxy)
+		for _, e := range plan.Env {
+			fmt.Fprintf(&b, "# env %s\n", Quote(e))
+		}
+	}
 	// The command reaches the init over the control socket, not in bwrap's argv.
 	fmt.Fprintf(&b, "# agentbox's init (PID 1) then runs: %s\n", strings.Join(quoted, " "))
 	_, err = io.WriteString(w, b.String())

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -436,5 +437,15 @@ func TestHostLower(t *testing.T) {
 	}
 	if _, err := hostLower(filepath.Join(dir, "missing")); err == nil {
 		t.Error("hostLower(missing) succeeded")
+	}
+}
+
+// --allow-net's plan gets bwrap's new network namespace, as --offline's does; the
+// proxy's socket is the init's to make inside.
+func TestArgvAllowNet(t *testing.T) {
+	plan := mounts.Plan{Namespaces: mounts.Namespaces{Net: true}, Proxy: mounts.ProxyAddr, Workdir: "/", Command: []string{"true"}}
+	argv, err := Argv(plan)
+	if err != nil || !slices.Contains(argv, "--unshare-net") {
+		t.Errorf("argv %q %v", argv, err)
 	}
 }

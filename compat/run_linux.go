@@ -30,6 +30,13 @@ import (
 // afterStart, when not nil, runs with the PID of the sandbox's PID 1 (agentbox's
 // init, bwrap's child) before the init has its plan (nsinit.Options.AfterStart).
 func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func(pid int) error) (Result, error) {
+	return RunWith(plan, stdio, nsinit.Options{BeforeExec: beforeExec, AfterStart: afterStart})
+}
+
+// RunWith is Run with the launch's options: BeforeExec, AfterStart, and Listener,
+// which gets the proxy's listening socket of a plan with a Proxy (the init creates
+// it inside bwrap's network namespace). The other fields are Run's own.
+func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
 	var res Result
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup(plan.Writable()...)
@@ -88,8 +95,8 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func
 	childPID := make(chan int, 1)
 	go func() { reports <- readStatus(r, childPID) }()
 
-	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: beforeExec}
-	if afterStart != nil {
+	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener}
+	if afterStart := o.AfterStart; afterStart != nil {
 		opts.AfterStart = func(int) error {
 			// bwrap reports its child once it is cloned; no report means bwrap
 			// failed, which the launch then says.

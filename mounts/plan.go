@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -107,7 +108,7 @@ func (o Op) String() string {
 }
 
 // Namespaces says which namespaces the sandbox gets. User, mount, PID, IPC, UTS and
-// cgroup are always new (P5); Net only with --offline.
+// cgroup are always new (P5); Net with --offline and with --allow-net.
 type Namespaces struct {
 	Net bool `json:"net"`
 }
@@ -120,6 +121,13 @@ type Plan struct {
 	Namespaces Namespaces `json:"namespaces"`
 	Workdir    string     `json:"workdir"`
 	Command    []string   `json:"command"`
+	// Proxy (--allow-net) is the address inside the new network namespace where
+	// the init creates a listening socket and hands it to the launcher, whose proxy
+	// serves it: the namespace's only way out. Empty: none.
+	Proxy string `json:"proxy,omitempty"`
+	// Env are variables the command gets on top of its environment, replacing
+	// those of the same name (the proxy's).
+	Env []string `json:"env,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -135,6 +143,9 @@ func (p Plan) Writable() []string {
 	return out
 }
 
+// ProxyAddr is where the proxy listens inside the sandbox (Plan.Proxy).
+const ProxyAddr = "127.0.0.1:3128"
+
 // String renders the plan for --dry-run, one operation per line in order.
 func (p Plan) String() string {
 	var b strings.Builder
@@ -147,6 +158,12 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
+	if p.Proxy != "" {
+		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
+	}
+	for _, e := range p.Env {
+		fmt.Fprintf(&b, "env      %s\n", e)
+	}
 	fmt.Fprintf(&b, "chdir    %s\n", p.Workdir)
 	fmt.Fprintf(&b, "exec     %s\n", strings.Join(p.Command, " "))
 	return b.String()
@@ -254,10 +271,14 @@ func Build(p *policy.Policy, s Session) Plan {
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}
-	return Plan{
+	plan := Plan{
 		Ops:        ops,
-		Namespaces: Namespaces{Net: p.Offline},
+		Namespaces: Namespaces{Net: p.Offline || len(p.AllowNet) > 0},
 		Workdir:    p.Workdir,
 		Command:    p.Command,
 	}
+	if len(p.AllowNet) > 0 {
+		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)
+	}
+	return plan
 }

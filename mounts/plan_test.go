@@ -165,3 +165,26 @@ func TestBuildKept(t *testing.T) {
 		t.Errorf("ops %q, want %q in a row", got, want)
 	}
 }
+
+// --allow-net: a new network namespace, the proxy's address inside, and the
+// variables that point clients at it; without it, none of them.
+func TestBuildAllowNet(t *testing.T) {
+	p := testPolicy("", "/srv/repo")
+	if plan := Build(p, Session{}); plan.Namespaces.Net || plan.Proxy != "" || plan.Env != nil {
+		t.Errorf("no --allow-net: %+v", plan)
+	}
+	p.AllowNet = []string{"example.com"}
+	plan := Build(p, Session{})
+	if !plan.Namespaces.Net || plan.Proxy != ProxyAddr {
+		t.Errorf("--allow-net: net %t proxy %q", plan.Namespaces.Net, plan.Proxy)
+	}
+	env := strings.Join(plan.Env, " ")
+	for _, want := range []string{"HTTPS_PROXY=http://" + ProxyAddr, "https_proxy=http://" + ProxyAddr, "ALL_PROXY=socks5h://" + ProxyAddr, "NO_PROXY=localhost,127.0.0.1,::1"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env %q lacks %s", env, want)
+		}
+	}
+	if text := plan.String(); !strings.Contains(text, "proxy    "+ProxyAddr) || !strings.Contains(text, "env      HTTP_PROXY=") {
+		t.Errorf("dry run does not show the proxy:\n%s", text)
+	}
+}

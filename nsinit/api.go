@@ -34,8 +34,9 @@ type Options struct {
 	Signals *SignalCatch
 	// RawInit runs PID 1 without a Go runtime of its own, in a clone that shares the
 	// launcher's memory (rawinit_linux_amd64.go), where the machine allows it (amd64,
-	// Linux 5.12); elsewhere the re-executed init runs. It makes the launcher's
-	// process non-dumpable: for a launcher that is a process of its own, the CLI.
+	// Linux 5.12, a build without -race: RawInitAvailable); elsewhere the re-executed
+	// init runs. It makes the launcher's process non-dumpable: for a launcher that
+	// is a process of its own, the CLI.
 	RawInit bool
 	// BeforeExec, when set, runs in the launcher once the launch has begun; the
 	// command starts only after it returns nil, and an error ends the launch before
@@ -51,6 +52,11 @@ type Options struct {
 	// BeforeExec. An error ends the launch. It places the session in its own cgroup
 	// (internal/leafcg), where every later process of the session is born.
 	AfterStart func(pid int) error
+	// Listener, for a plan with a Proxy (--allow-net), gets the listening socket
+	// the init created at plan.Proxy in the sandbox's network namespace, before the
+	// command starts; the caller serves it and closes it. Called from the launch's
+	// loop: it must not block. Nil: the socket is closed (nothing answers there).
+	Listener func(*os.File)
 }
 
 // env is the command's environment: Env, or the caller's.

@@ -101,6 +101,14 @@ func initMain(ctl *os.File) int {
 			return reportSetup(ctl, "bring up loopback", err)
 		}
 	}
+	// 5b. With --allow-net, the proxy's listening socket inside the new network
+	//     namespace (under bwrap too, which brought loopback up), handed to the
+	//     launcher, which serves it from outside: the only way out.
+	if plan.Proxy != "" {
+		if err := sendListener(ctl, plan.Proxy); err != nil {
+			return reportSetup(ctl, "listen for the proxy on "+plan.Proxy, err)
+		}
+	}
 	// 6. Working directory.
 	if err := unix.Chdir(plan.Workdir); err != nil {
 		return reportSetup(ctl, "chdir "+plan.Workdir, err)
@@ -120,8 +128,13 @@ func initMain(ctl *os.File) int {
 		return reportSetup(ctl, "drop privileges", err)
 	}
 	t.Mark("drop-privileges")
+	// 9. No signal handler from here on (pid1_linux.go): the kernel then drops every
+	//    signal sent to PID 1 from inside the sandbox, which cannot end or crash it.
+	if err := dropSignalHandlers(); err != nil {
+		return reportSetup(ctl, "reset signal handlers", err)
+	}
 
-	// 9. The command: its own process group, the terminal's foreground when the
+	// 10. The command: its own process group, the terminal's foreground when the
 	//    launcher held it.
 	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
 		Dir:   plan.Workdir,
@@ -383,6 +396,47 @@ func notFound(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// sendListener creates a TCP socket listening on addr ("127.0.0.1:PORT") and sends
+// it to the launcher (msgListener); the init keeps no copy.
+func sendListener(ctl *os.File, addr string) error {
+	host, port, err := splitAddr(addr)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "proxy listener")
+	defer f.Close()
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: host}); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return writeMsg(ctl, &message{Type: msgListener}, f)
+}
+
+// splitAddr parses "A.B.C.D:PORT".
+func splitAddr(addr string) ([4]byte, int, error) {
+	var ip [4]byte
+	h, p, ok := strings.Cut(addr, ":")
+	port, err := strconv.Atoi(p)
+	parts := strings.Split(h, ".")
+	if !ok || err != nil || port <= 0 || port > 65535 || len(parts) != 4 {
+		return ip, 0, fmt.Errorf("bad address %q", addr)
+	}
+	for i, x := range parts {
+		n, err := strconv.Atoi(x)
+		if err != nil || n < 0 || n > 255 {
+			return ip, 0, fmt.Errorf("bad address %q", addr)
+		}
+		ip[i] = byte(n)
+	}
+	return ip, port, nil
 }
 
 // loopbackUp sets IFF_UP on lo, the only interface of a new network namespace.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +66,8 @@ func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
 // Run starts the init in new namespaces, hands it plan, and waits for the session to
 // end. A *SetupError (or any error) means the command never started.
 func Run(plan mounts.Plan, opts Options) (Result, error) {
-	if opts.RawInit {
+	// The raw init has no proxy step (nor the plan's Env): the Go init runs those.
+	if opts.RawInit && plan.Proxy == "" && len(plan.Env) == 0 {
 		if res, err, ok := runRaw(plan, opts); ok {
 			return res, err
 		}
@@ -177,7 +179,7 @@ type goSender interface{ sendGo() error }
 type frameConn struct{ ctl *os.File }
 
 func (c frameConn) plan(m *message, fds ...*os.File) error { return writeMsg(c.ctl, m, fds...) }
-func (c frameConn) read() (*message, error)                { return readMsg(c.ctl) }
+func (c frameConn) read() (*message, error)                { return readMsgPolled(c.ctl) }
 func (c frameConn) write(m *message) error                 { return writeMsg(c.ctl, m) }
 
 // Supervise starts the init (l.Start or l.Cmd), hands it the plan, forwards signals,
@@ -275,7 +277,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		takeOverAsRecords()
 	}
 
-	env := opts.env()
+	env := withEnv(opts.env(), l.Plan.Env)
 	plan := l.Plan
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
@@ -352,6 +354,8 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				cmdFg = suspendSelf(stdio.Stdin, conn)
 			case msgEnded:
 				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
+			case msgListener:
+				takeListener(m, l.Plan, opts.Listener)
 			case msgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
@@ -376,6 +380,37 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			return res, nil
 		}
 	}
+}
+
+// takeListener hands the proxy's listening socket that came with m to take; any
+// other descriptor, or one nobody asked for, is closed.
+func takeListener(m *message, plan mounts.Plan, take func(*os.File)) {
+	for i, fd := range m.fds {
+		if i == 0 && plan.Proxy != "" && take != nil {
+			take(os.NewFile(uintptr(fd), "proxy listener "+plan.Proxy))
+			continue
+		}
+		unix.Close(fd)
+	}
+}
+
+// withEnv is env with extra set, replacing variables of the same name.
+func withEnv(env, extra []string) []string {
+	if len(extra) == 0 {
+		return env
+	}
+	names := map[string]bool{}
+	for _, kv := range extra {
+		n, _, _ := strings.Cut(kv, "=")
+		names[n] = true
+	}
+	out := make([]string, 0, len(env)+len(extra))
+	for _, kv := range env {
+		if n, _, _ := strings.Cut(kv, "="); !names[n] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }
 
 // initCaps are the capabilities (in the new user namespace only) the init keeps for

@@ -17,7 +17,10 @@ import (
 //
 //	launcher                                init (PID 1, new namespaces)
 //	   |------------ msgPlan ------------------>|  plan, command env, foreground
-//	   |                                        |  mounts, drop privileges, fork command
+//	   |                                        |  mounts, loopback up
+//	   |<----------- msgListener ---------------|  with --allow-net: the proxy's listening
+//	   |                                        |  socket in the new netns (SCM_RIGHTS)
+//	   |                                        |  drop privileges, fork command
 //	   |<----------- msgStarted ----------------|  phases, command PID
 //	   |     or msgError (step, path, reason) --|  then the init exits 125
 //	   |                                        |
@@ -40,6 +43,7 @@ const (
 	msgSignal   = "signal"
 	msgEnded    = "ended"
 	msgExited   = "exited"
+	msgListener = "listener"
 )
 
 // message is every frame; Type says which fields are set.
@@ -72,6 +76,10 @@ type message struct {
 	// msgError
 	Step   string `json:"step,omitempty"`
 	Reason string `json:"reason,omitempty"`
+
+	// fds came with the frame (msgListener: one, the listening socket); the reader
+	// owns them.
+	fds []int
 }
 
 // maxFrame bounds a frame: a plan with a large environment fits many times over.
@@ -175,6 +183,59 @@ func readMsgFds(ctl *os.File) (*message, []int, error) {
 		return nil, nil, err
 	}
 	return m, fds, nil
+}
+
+// readMsgPolled is readMsgFds for the launcher's end, which Go's poller owns: the
+// header's first bytes come through recvmsg (a plain read would drop descriptors
+// that came with them), and the frame's descriptors land in m.fds.
+func readMsgPolled(ctl *os.File) (*message, error) {
+	rc, err := ctl.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var hdr [4]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	var n, oobn int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, io.EOF
+	}
+	var fds []int
+	if oobn > 0 {
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, cm := range msgs {
+				if got, err := unix.ParseUnixRights(&cm); err == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+	}
+	closeFds := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if _, err := io.ReadFull(ctl, hdr[n:]); err != nil {
+		closeFds()
+		return nil, err
+	}
+	m, err := readBody(ctl, hdr)
+	if err != nil {
+		closeFds()
+		return nil, err
+	}
+	m.fds = fds
+	return m, nil
 }
 
 func readBody(r io.Reader, hdr [4]byte) (*message, error) {

@@ -1,3 +1,5 @@
+//go:build !race
+
 package nsinit
 
 import (
@@ -56,6 +58,10 @@ type rawOp struct {
 // they differ (a bind source that is not the one the launcher verified).
 const rawSameFile = ^uintptr(0)
 
+// rawIsGo is an op that is no system call: the record last read into in must be a
+// recGo, or the op fails with EBADMSG (waitGo).
+const rawIsGo = ^uintptr(1)
+
 // Stages of the raw init, for its error report.
 const (
 	rawStagePrologue = 1 + iota
@@ -78,6 +84,9 @@ const (
 	// the low 8 bits, above them the number of processes left running and killed
 )
 
+// The raw signal handler (signals_linux_amd64.s) writes recSignal as a constant.
+var _ = [1]struct{}{}[recSignal-5]
+
 // rawArena is all the memory the raw init touches: no Go pointers, only addresses as
 // uintptr, in an anonymous mapping of the launcher.
 type rawArena struct {
@@ -99,6 +108,7 @@ type rawArena struct {
 	cmdStack uintptr
 	markExec uintptr // the timestamp slot of the command's start
 	poll     [2]unix.PollFd
+	nap      unix.Timespec // rawSupervise's pause when poll itself fails
 
 	// Written by the child.
 	stage   uintptr
@@ -226,11 +236,16 @@ func rawInitMain(a *rawArena) {
 	for i := uintptr(0); i < a.nops && i < rawMaxOps; i++ {
 		op := &a.ops[i]
 		var r, e uintptr
-		if op.nr == rawSameFile {
+		switch op.nr {
+		case rawSameFile:
 			if a.srcStat.Dev != uint64(op.args[0]) || a.srcStat.Ino != uint64(op.args[1]) {
 				e = uintptr(unix.ESTALE)
 			}
-		} else {
+		case rawIsGo:
+			if a.in[0] != recGo {
+				e = uintptr(unix.EBADMSG)
+			}
+		default:
 			r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
 			if e == uintptr(unix.EINTR) {
 				r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
@@ -317,17 +332,29 @@ func rawInitMain(a *rawArena) {
 // rawSupervise is PID 1's loop (supervise, for the raw init): it returns the
 // command's status once the command has exited.
 //
+// Should poll itself fail (EINVAL: RLIMIT_NOFILE below 2, which the seccomp filter
+// keeps the command from setting on PID 1, but not the host; ENOMEM), the loop does
+// not spin on it: it pauses (a.nap) and looks at both sources without it — the
+// command's end through wait4 WNOHANG, the launcher's records without waiting —
+// and so goes on supervising, later by at most a pause.
+//
 //go:nosplit
 //go:norace
 func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 	for {
 		a.poll[0].Revents, a.poll[1].Revents = 0, 0
 		_, e := rawSys(unix.SYS_POLL, uintptr(unsafe.Pointer(&a.poll[0])), 2, ^uintptr(0), 0, 0, 0)
-		if e != 0 {
-			continue // EINTR
+		if e == uintptr(unix.EINTR) {
+			continue
 		}
-		if a.poll[1].Revents != 0 {
-			rawSys(unix.SYS_READ, a.sfd, uintptr(unsafe.Pointer(&a.sigbuf[0])), uintptr(len(a.sigbuf)), 0, 0, 0)
+		polled := e == 0
+		if !polled {
+			rawSys(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&a.nap)), 0, 0, 0, 0, 0)
+		}
+		if !polled || a.poll[1].Revents != 0 {
+			if polled {
+				rawSys(unix.SYS_READ, a.sfd, uintptr(unsafe.Pointer(&a.sigbuf[0])), uintptr(len(a.sigbuf)), 0, 0, 0)
+			}
 			for {
 				pid, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), uintptr(unsafe.Pointer(&a.ws)), unix.WNOHANG|unix.WUNTRACED, 0, 0, 0)
 				if e != 0 || pid == 0 {
@@ -348,9 +375,9 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 				}
 			}
 		}
-		if a.poll[0].Revents != 0 {
-			n, e := rawSys(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
-			if e == uintptr(unix.EINTR) {
+		if !polled || a.poll[0].Revents != 0 {
+			n, e := rawSys(unix.SYS_RECVFROM, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, unix.MSG_DONTWAIT, 0, 0)
+			if e == uintptr(unix.EINTR) || e == uintptr(unix.EAGAIN) {
 				continue
 			}
 			if e != 0 || n != 8 {

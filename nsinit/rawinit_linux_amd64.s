@@ -1,3 +1,5 @@
+//go:build !race
+
 #include "textflag.h"
 
 // func rawClone(flags, stack, arena, role uintptr) (pid uintptr, errno uintptr)

@@ -1,3 +1,5 @@
+//go:build !race
+
 package nsinit
 
 import (
@@ -31,6 +33,11 @@ var rawUsable = sync.OnceValue(func() bool {
 	err := unix.MountSetattr(-1, "", 0, &unix.MountAttr{})
 	return err != unix.ENOSYS
 })
+
+// RawInitAvailable reports whether launches that ask for it (Options.RawInit) run
+// the raw init: on amd64, with this kernel, in a build without the race detector
+// (rawlaunch_other_linux.go says why).
+func RawInitAvailable() bool { return rawUsable() }
 
 // rawInit is 1 while a raw init is being started or runs, until it is reaped: it
 // shares this process's memory, which it makes non-dumpable. One at a time: a second
@@ -167,6 +174,7 @@ func newRawProgram(strBytes int) (*rawProgram, error) {
 	a.initMask = sigbit(unix.SIGCHLD) | sigbit(unix.SIGTTOU)
 	a.cmdStack = uintptr(unsafe.Pointer(&mem[size-16])) // the second stack's top
 	a.poll[0] = unix.PollFd{Fd: controlFd, Events: unix.POLLIN}
+	a.nap = unix.Timespec{Nsec: 10e6}
 	return p, nil
 }
 
@@ -195,10 +203,12 @@ func (p *rawProgram) compileWait() {
 }
 
 // waitGo makes the init wait for the launcher's recGo. Anything but a full record
-// (the launcher closing the socket) ends it. Nothing else can come first: the
-// launcher forwards signals only once it has sent its last recGo (Supervise).
+// of that kind (the launcher closing the socket) ends it. Nothing else can come
+// first: the launcher forwards signals only once it has sent its last recGo
+// (Supervise).
 func (p *rawProgram) waitGo(step, phase string) {
 	p.op(rawDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
+	p.op(rawDesc{step: step}, rawIsGo)
 	p.mark(phase)
 }
 

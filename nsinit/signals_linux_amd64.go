@@ -38,9 +38,6 @@ const (
 	sigModeRecord
 )
 
-// The handler writes recSignal as a constant.
-var _ = [1]struct{}{}[recSignal-5]
-
 // rawCatching is 1 while a raw catch holds the handler (one per process).
 var rawCatching atomic.Int32
 

@@ -159,19 +159,16 @@ func vforkInit(s *vforkSpec) (int, syscall.Errno) {
 func vforkChild(s *vforkSpec) {
 	var errno syscall.Errno
 	var fds [initFds]int
-	// In a new PID namespace the parent reads as 0: compare with what it is now.
-	ppid, _, _ := syscall.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
 	runtimeAfterForkInChild()
 
 	if _, _, errno = syscall.RawSyscall(unix.SYS_SETPGID, 0, 0, 0); errno != 0 {
 		goto fail
 	}
+	// A launcher that died before this took effect is not noticed here (getppid
+	// reads 0 in a new PID namespace, before and after): the init is, when it reads
+	// its control socket, whose other end went with the launcher, and exits.
 	if _, _, errno = syscall.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0, 0); errno != 0 {
 		goto fail
-	}
-	// The parent may have died before the line above took effect.
-	if now, _, _ := syscall.RawSyscall(unix.SYS_GETPPID, 0, 0, 0); now != ppid {
-		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 1, 0, 0)
 	}
 
 	// Descriptors: first lift every source that sits below its target's range, so

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/netproxy"
 )
 
 // Backend names accepted by --backend.
@@ -48,6 +50,10 @@ type Options struct {
 
 	Command []string // argv of the sandboxed command; empty: Shell
 	Shell   string   // $SHELL
+
+	// AllowNet (--allow-net, repeatable): new network namespace whose only way
+	// out is the launcher's proxy, to these hosts (netproxy.Parse's syntax).
+	AllowNet []string
 }
 
 // Policy is a validated, canonical description of one sandbox. Every path in it is
@@ -57,6 +63,7 @@ type Policy struct {
 	Home     string   // overlaid HOME; empty when there is none
 	Workdir  string   // working directory inside the sandbox
 	Offline  bool     // new network namespace
+	AllowNet []string // --allow-net values, validated; new network namespace and the proxy
 	DiskTmp  bool     // /tmp on disk
 	Backend  string   // native, bwrap or auto
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
@@ -104,6 +111,15 @@ func New(opts Options) (*Policy, error) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
 	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
+	if len(opts.AllowNet) > 0 {
+		if opts.Offline {
+			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}
+		}
+		if _, err := netproxy.ParseAll(opts.AllowNet); err != nil {
+			return nil, err
+		}
+		p.AllowNet = opts.AllowNet
+	}
 
 	switch opts.Backend {
 	case "", BackendNative:

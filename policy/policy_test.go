@@ -190,3 +190,24 @@ func TestHomeRules(t *testing.T) {
 		}
 	}
 }
+
+func TestAllowNet(t *testing.T) {
+	home, repo := tree(t)
+	p, err := New(Options{Cwd: repo, Home: home, AllowNet: []string{"@npm", "example.com:443"}})
+	if err != nil || len(p.AllowNet) != 2 || p.Offline {
+		t.Errorf("--allow-net: %v %+v", err, p)
+	}
+	for _, c := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{AllowNet: []string{"example.com"}, Offline: true}, "--allow-net: goes against --offline"},
+		{Options{AllowNet: []string{"@nope"}}, "--allow-net @nope: no such preset"},
+		{Options{AllowNet: []string{"a\nb"}}, `--allow-net "a\nb": not a host name`},
+	} {
+		c.opts.Cwd, c.opts.Home = repo, home
+		if _, err := New(c.opts); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.opts.AllowNet, err, c.want)
+		}
+	}
+}

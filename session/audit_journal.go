@@ -182,3 +182,11 @@ func readJournal(f *os.File) (*auditJournal, error) {
 	}
 	return j, nil
 }
+
+// AuditPending runs the audits that dead launchers of repo left pending in stateDir
+// (policy.Policy.StateDir), as the next launch in repo would, and prints what they
+// find on stderr: `agentbox audit` does it first, so that the missed audit of a
+// killed launcher is not left waiting for a launch that may never come.
+func AuditPending(stateDir, repo string, stderr io.Writer) {
+	auditOrphans(&Config{Stderr: stderr}, &policy.Policy{Repo: repo, StateDir: stateDir})
+}

@@ -44,7 +44,7 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		Args:    cfg.Args,
 		Backend: p.Backend,
 		Policy: shadow.Policy{
-			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp,
+			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp, AllowNet: p.AllowNet,
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
 		},
 		Start:       start,
@@ -81,6 +81,9 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	rec.SnapshotZip = out.SnapshotZip
 	rec.AuditFindings = out.AuditFindings
 	rec.Notes = append(rec.Notes, out.Notes...)
+	for _, r := range out.NetRefusals {
+		rec.NetRefusals = append(rec.NetRefusals, shadow.NetRefusal(r))
+	}
 	if err := r.sess.Finish(rec); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}

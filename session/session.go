@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -83,6 +84,9 @@ type Outcome struct {
 	SnapshotZip   string         // the P8 snapshot, "" when none
 	AuditFindings []string       // one line per audit finding
 	Notes         []string       // what host-side work skipped or could not do, for the record
+
+	// NetRefusals are what the --allow-net proxy refused.
+	NetRefusals []netproxy.Refusal
 }
 
 // Exit is how agentbox exec ends.
@@ -113,7 +117,8 @@ func Run(cfg Config) (Exit, error) {
 	p := cfg.Policy
 	var spare *nsinit.Prestarted
 	if cfg.DryRun == Launch {
-		if p.Backend == policy.BackendNative {
+		if p.Backend == policy.BackendNative && len(p.AllowNet) == 0 {
+			// (--allow-net: the Go init, which creates the proxy's socket.)
 			// The init's clone (namespaces, id maps) runs while the steps below
 			// prepare its plan; a launch that stops before its backend discards it.
 			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
@@ -205,6 +210,10 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	var aud *auditor
 	var dirs *dirAudits // adddir.go
 	var during []nsinit.Phase
+	// gate: the launch went past beforeExec, so the command may have started — even
+	// when the backend then fails: an init that dies (or is killed) before it reports
+	// the command's start may have started it all the same.
+	gate := false
 	beforeExec := func() error {
 		t := time.Now()
 		mark := func(step string) {
@@ -228,16 +237,18 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			return err
 		}
 		mark("snapshot")
+		gate = true
 		return nil
 	}
-	// The audit looks at what a session did: when the command never ran, there is
-	// nothing to audit, and only agentbox's one-line error is printed.
-	ran := false
+	// The audit looks at what a session did. Once anything of the sandbox's may have
+	// run, it runs whatever the backend reports, and the journal stays until it has:
+	// only a launch stopped before the gate, whose command certainly never ran, drops
+	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
-		dirs.finish(cfg, out, ran)
+		dirs.finish(cfg, out, gate)
 		switch {
 		case aud == nil:
-		case ran:
+		case gate:
 			aud.finish(cfg, out)
 		default:
 			aud.drop()
@@ -288,9 +299,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			}
 		}()
 	}
-	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart)
+	netSvc, err := startNet(p)
+	if err != nil {
+		return 0, err
+	}
+	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
+	out.NetRefusals = netSvc.stop()
 	sw.Skip()
-	ran = err == nil
 	agents.finish(cfg, out)
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
@@ -320,11 +335,13 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 
 // runBackend runs plan; spare is the native init started ahead (nil: none), and
 // beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error) (nsinit.Result, error) {
+// afterStart places the session's PID 1 (nsinit.Options.AfterStart), and listener
+// serves the proxy's socket of a plan with --allow-net (nil: none).
+func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error, listener func(*os.File)) (nsinit.Result, error) {
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)
@@ -336,7 +353,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.Run(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, beforeExec, afterStart)
+		res, err := compat.RunWith(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nsinit.Options{BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener})
 		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
 		phases := make([]nsinit.Phase, len(res.Phases))
 		for i, ph := range res.Phases {

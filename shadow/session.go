@@ -38,6 +38,10 @@ type Record struct {
 	SnapshotZip   string   `json:"snapshot_zip,omitempty"`
 	AuditFindings []string `json:"audit_findings,omitempty"`
 	Files         Files    `json:"files"`
+
+	// NetRefusals are the requests the --allow-net proxy refused.
+	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
+
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
 	// launcher was killed, or the session is still running).
@@ -65,6 +69,18 @@ type Policy struct {
 	Backend  string `json:"backend"` // as asked for (auto, native, bwrap)
 	StateDir string `json:"state_dir"`
 	CacheDir string `json:"cache_dir,omitempty"`
+
+	// AllowNet are the --allow-net values.
+	AllowNet []string `json:"allow_net,omitempty"`
+}
+
+// NetRefusal is one kind of request the --allow-net proxy refused: the host and port
+// asked for (as the sandbox spelt them, made printable), why, and how often.
+type NetRefusal struct {
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 // Phase is one measured setup step.

@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session"
 )
 
 var auditCommand = cli.Command{
@@ -22,6 +23,10 @@ update commands, rebase exec lines. It never runs git on the repository. Without
 baseline it cannot tell the user's own settings from planted ones, so it reports
 both; the audit after each agentbox exec session reports only what the session
 added or changed.
+
+First it runs any audit that a killed agentbox exec left pending for the
+repository, against that session's baseline, as the next agentbox exec would: its
+findings are moved aside and reported on stderr.
 
 One line per finding on stdout. Exit status: 0 nothing found, 1 findings, 125 bad
 input. With --fix each finding's file is moved aside to
@@ -47,6 +52,11 @@ func cmdAudit(args []string) int {
 	repo, err := auditRepo(*repoFlag)
 	if err != nil {
 		return fail("audit: %v", err)
+	}
+	// First what a killed agentbox left pending here, against its own baseline, as
+	// the next agentbox exec would: that session's findings are moved aside.
+	if dir, err := stateDir(); err == nil {
+		session.AuditPending(dir, repo, os.Stderr)
 	}
 	surface, err := gitguard.Scan(repo, gitguard.ScanOptions{
 		HostConfigs: gitguard.HostConfigFiles(os.Getenv),

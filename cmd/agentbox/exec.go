@@ -41,6 +41,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.asJSON, "json", false, "with --dry-run: print the plan as JSON")
 	fs.StringVar(&a.opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
 	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
+	fs.Var(cli.NewList(&a.opts.AllowNet), "allow-net", "new network namespace whose only way out is agentbox's proxy, to `HOST[:PORT]` (*.DOMAIN, an address or CIDR prefix, or a preset: @claude, @codex, @npm, @github, …; repeatable)")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")

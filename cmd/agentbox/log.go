@@ -359,6 +359,12 @@ func printRecord(w io.Writer, r shadow.Record) {
 	p := r.Policy
 	row("policy", fmt.Sprintf("workdir=%s home=%s offline=%t disk-tmp=%t backend=%s",
 		oneLine(p.Workdir), orDash(oneLine(p.Home)), p.Offline, p.DiskTmp, orDash(p.Backend)))
+	if len(p.AllowNet) > 0 {
+		row("allow-net", oneLine(strings.Join(p.AllowNet, " ")))
+	}
+	for i, n := range r.NetRefusals {
+		row(pick(i == 0, "net refused", ""), oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
+	}
 	if len(r.Phases) > 0 {
 		var ph []string
 		for _, x := range r.Phases {

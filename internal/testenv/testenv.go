@@ -108,7 +108,8 @@ func ModuleRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// Binary builds cmd/agentbox once per test process (CGO_ENABLED=0, as shipped) and
+// Binary builds cmd/agentbox once per test process (CGO_ENABLED=0, as shipped; with
+// -race and CGO_ENABLED=1 when this test binary has the race detector: RaceBuild) and
 // returns its path, readable and executable by the test user.
 func Binary(t testing.TB) string {
 	t.Helper()
@@ -119,9 +120,13 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "agentbox")
-		cmd := exec.Command("go", "build", "-buildvcs=false", "-o", binPath, "./cmd/agentbox")
+		args, cgo := []string{"build", "-buildvcs=false"}, "CGO_ENABLED=0"
+		if RaceBuild {
+			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+		}
+		cmd := exec.Command("go", append(args, "-o", binPath, "./cmd/agentbox")...)
 		cmd.Dir = ModuleRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Env = append(os.Environ(), cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

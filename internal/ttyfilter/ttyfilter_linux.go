@@ -1,7 +1,7 @@
 // Package ttyfilter is the seccomp filter both backends put on the command: ioctl
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
-// key ioctls and the kernel keyring calls (host state that is not a file); nothing
-// else is touched. The native init installs it with Install; the bwrap backend hands
+// key ioctls and the kernel keyring calls (host state that is not a file), and
+// prlimit64 on PID 1; nothing else is touched. The native init installs it with Install; the bwrap backend hands
 // the serialised Program to bwrap (--add-seccomp-fd). One rule, one builder.
 package ttyfilter
 
@@ -29,7 +29,16 @@ import (
 //     serial number, any key the user may use) and its changes would outlive the
 //     session. Docker's default profile refuses the same three for the same reason.
 //     A fresh session keyring instead (systemd's KeyringMode=private) would still
-//     leave keys reachable by serial number; see docs/security.md.
+//     leave keys reachable by serial number; see docs/security.md;
+//   - prlimit64 whose pid is 1: PID 1 of the sandbox runs as the command's uid and
+//     gid, which is all prlimit64 asks of a caller, and its limits are weapons
+//     against it: RLIMIT_CPU ends it with SIGKILL once it has used that much time
+//     (reaping a storm of orphans is enough), RLIMIT_AS makes the Go init's next
+//     allocation a fatal error (a traceback on the operator's terminal),
+//     RLIMIT_NOFILE below 2 makes every poll(2) fail with EINVAL. setrlimit and
+//     prlimit64 with pid 0 act on the caller only and stay allowed. pid_t is an
+//     int: only the argument's low 32 bits name the process (docs/security.md,
+//     "PID 1 and the audit").
 //
 // Everything else is allowed. The kernel compares an ioctl request as an unsigned
 // int, so only the low 32 bits of the argument are tested: junk in the high bits is
@@ -40,6 +49,7 @@ import (
 const (
 	seccompNr       = 0
 	seccompArch     = 4
+	seccompArg0Low  = 16
 	seccompArg1Low  = 24
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
@@ -56,12 +66,13 @@ var deniedRequests = []uint32{
 }
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
-// numbers and the numbers of the calls refused outright (add_key, request_key,
-// keyctl).
+// numbers, the numbers of the calls refused outright (add_key, request_key,
+// keyctl), and its prlimit64 numbers.
 type abi struct {
-	arch  uint32
-	ioctl []uint32
-	deny  []uint32
+	arch    uint32
+	ioctl   []uint32
+	deny    []uint32
+	prlimit []uint32
 }
 
 // abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
@@ -71,11 +82,12 @@ func abisFor(goarch string) ([]abi, error) {
 	case "amd64":
 		return []abi{
 			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514},
-				[]uint32{248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250}},
-			{unix.AUDIT_ARCH_I386, []uint32{54}, []uint32{286, 287, 288}},
+				[]uint32{248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250},
+				[]uint32{302, x32SyscallBit | 302}},
+			{unix.AUDIT_ARCH_I386, []uint32{54}, []uint32{286, 287, 288}, []uint32{340}},
 		}, nil
 	case "arm64":
-		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}, []uint32{217, 218, 219}}}, nil
+		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}, []uint32{217, 218, 219}, []uint32{261}}}, nil
 	}
 	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
 }
@@ -109,9 +121,11 @@ func Install() error {
 // buildFilter lays the program out as: one block per ABI, then the request check.
 //
 //	block:   ld arch; jeq ABI ? next : skip block; ld nr;
-//	         jeq ioctl_i ? check : next …; jeq deny_j ? deny : next …; ret ALLOW
+//	         jeq ioctl_i ? check : next …; jeq deny_j ? deny : next …;
+//	         jeq prlimit_l ? pid1 : next …; ret ALLOW
 //	unknown: ret ALLOW (a call of an ABI no block names)
 //	check:   ld args[1] low; jeq request_k ? deny : next …; ret ALLOW
+//	pid1:    ld args[0] low; jeq 1 ? deny : allow
 //	deny:    ret ERRNO(EPERM)
 //	allow:   ret ALLOW
 func buildFilter(abis []abi) []unix.SockFilter {
@@ -124,17 +138,19 @@ func buildFilter(abis []abi) []unix.SockFilter {
 	deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
 
 	// Where the check starts: after every block and the unknown-ABI ret ALLOW; the
-	// deny after the check's loads and compares and its ret ALLOW.
+	// pid1 check after the request check's load, compares and ret ALLOW; the deny
+	// after the pid1 check's load and compare.
 	check := 0
 	for _, a := range abis {
-		check += 4 + len(a.ioctl) + len(a.deny) // ld, jeq, ld, the jeqs, ret
+		check += 4 + len(a.ioctl) + len(a.deny) + len(a.prlimit) // ld, jeq, ld, the jeqs, ret
 	}
 	check++
-	denyAt := check + 1 + len(deniedRequests) + 1
+	pid1 := check + 1 + len(deniedRequests) + 1
+	denyAt := pid1 + 2
 
 	var prog []unix.SockFilter
 	for _, a := range abis {
-		blockLen := 4 + len(a.ioctl) + len(a.deny)
+		blockLen := 4 + len(a.ioctl) + len(a.deny) + len(a.prlimit)
 		prog = append(prog,
 			unix.SockFilter{Code: ld, K: seccompArch},
 			// Jump offsets count from the next instruction.
@@ -149,6 +165,10 @@ func buildFilter(abis []abi) []unix.SockFilter {
 			here := len(prog)
 			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(denyAt - here - 1), Jf: 0})
 		}
+		for _, nr := range a.prlimit {
+			here := len(prog)
+			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(pid1 - here - 1), Jf: 0})
+		}
 		prog = append(prog, allow)
 	}
 	prog = append(prog, allow) // an ABI this filter does not know
@@ -157,7 +177,11 @@ func buildFilter(abis []abi) []unix.SockFilter {
 		here := len(prog)
 		prog = append(prog, unix.SockFilter{Code: jeq, K: req, Jt: uint8(denyAt - here - 1), Jf: 0})
 	}
-	prog = append(prog, allow, deny, allow)
+	prog = append(prog, allow,
+		// pid1
+		unix.SockFilter{Code: ld, K: seccompArg0Low},
+		unix.SockFilter{Code: jeq, K: 1, Jt: 0, Jf: 1},
+		deny, allow)
 	return prog
 }
 

@@ -44,6 +44,11 @@ func TestTTYFilter(t *testing.T) {
 		"request_key operation not permitted",
 		"keyctl operation not permitted",
 		"getpid ok",
+		"prlimit64 1 operation not permitted",
+		"prlimit64 1|junk<<32 operation not permitted",
+		"prlimit64 0 ok",
+		"prlimit64 self ok",
+		"prlimit64 parent ok",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -105,6 +110,21 @@ func filterHelper() {
 	fmt.Println("keyctl", errText(e))
 	if unix.Getpid() > 0 {
 		fmt.Println("getpid ok")
+	}
+	// PID 1 here is the host's init; run as root (as the suite is), only the filter
+	// refuses to read its limits. Other processes, the caller's parent (the test, same
+	// credentials) included, are untouched.
+	for _, p := range []struct {
+		name string
+		pid  uintptr
+	}{{"1", 1}, {"1|junk<<32", 1 | 0xdead<<32}, {"0", 0}, {"self", uintptr(os.Getpid())}, {"parent", uintptr(os.Getppid())}} {
+		var lim unix.Rlimit
+		_, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, p.pid, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&lim)), 0, 0)
+		if e == 0 {
+			fmt.Println("prlimit64", p.name, "ok")
+		} else {
+			fmt.Println("prlimit64", p.name, e.Error())
+		}
 	}
 	os.Exit(0)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/nsinit"
 )
 
 // row is one promise.
@@ -43,6 +44,7 @@ var rows = []row{
 	{"P10 --disk-tmp directory removed after every exit", diskTmp},
 	{"command runs without privileges", noPrivileges},
 	{"no host fd leaks into the command, init hidden", noLeakedFds},
+	{"PID 1 is the init this build promises, and catches no signal", pid1Init},
 	{"exit status: command's, 128+N, 125", exitStatuses},
 	{"signals are forwarded to the command", signalsForwarded},
 	{"command dies with the launcher", diesWithLauncher},
@@ -723,5 +725,23 @@ func badRepos(t *testing.T, b *box) {
 		if r.code != 125 || len(lines) != 1 || !strings.Contains(lines[0], c.why) {
 			t.Errorf("--repo %s: want 125 and one line with %q, got %s", c.repo, c.why, r)
 		}
+	}
+}
+
+// pid1Init: PID 1 is the raw init (a clone of the launcher: its argv) where this build
+// and kernel run it (nsinit.RawInitAvailable; never under -race), else agentbox's Go
+// init: a raw init that quietly fell back, or a Go init where the raw one should run,
+// fails here. Either holds no signal handler (docs/security.md, "PID 1 and the audit").
+func pid1Init(t *testing.T, b *box) {
+	out := b.ok(`tr '\0' '\n' </proc/1/cmdline | head -n 1; grep SigCgt /proc/1/status`)
+	want := "agentbox-init"
+	if b.backend == "native" && nsinit.RawInitAvailable() {
+		want = b.bin
+	}
+	if got, _, _ := strings.Cut(out, "\n"); got != want {
+		t.Errorf("PID 1's argv[0] is %q, want %q (raw init available: %v)", got, want, nsinit.RawInitAvailable())
+	}
+	if !strings.Contains(out, "SigCgt:\t0000000000000000\n") {
+		t.Errorf("PID 1 catches signals:\n%s", out)
 	}
 }

@@ -36,7 +36,10 @@ func TestStartedAsRoot(t *testing.T) {
 				unshare -Urm sh -c 'mount -o remount,rw / && touch /etc/agentbox-root-probe' 2>/dev/null && echo NESTED
 				echo x > "$REPO/root-wrote" && echo REPO-OK
 				touch "$HOME/.root-probe" 2>/dev/null && echo DAC-OVERRIDE-HOME
-				touch "$REPO/user-owned/probe" 2>/dev/null && echo DAC-OVERRIDE; true`)
+				touch "$REPO/user-owned/probe" 2>/dev/null && echo DAC-OVERRIDE
+				echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo PID1-OOM-SCORE
+				prlimit --pid 1 --cpu=1:1 2>/dev/null && echo PID1-PRLIMIT
+				kill -SEGV 1; kill -TERM 1; kill -KILL 1; true`)
 			userOwned := filepath.Join(b.repo, "user-owned")
 			if err := os.Mkdir(userOwned, 0o755); err != nil {
 				t.Fatal(err)
@@ -52,7 +55,9 @@ func TestStartedAsRoot(t *testing.T) {
 					t.Errorf("%s not empty as root:\n%s", c, r.stdout)
 				}
 			}
-			for _, bad := range []string{"WROTE-ETC", "WROTE-CONFIG", "REMOUNTED", "NESTED", "DAC-OVERRIDE"} {
+			// PID 1's /proc files are the command's as root: its OOM score and
+			// limits must stay out of reach all the same, as must its end.
+			for _, bad := range []string{"WROTE-ETC", "WROTE-CONFIG", "REMOUNTED", "NESTED", "DAC-OVERRIDE", "PID1-OOM-SCORE", "PID1-PRLIMIT"} {
 				if strings.Contains(r.stdout, bad) {
 					t.Errorf("%s as root:\n%s", bad, r.stdout)
 				}

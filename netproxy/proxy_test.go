@@ -1,0 +1,303 @@
+package netproxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture: two upstream servers on loopback (one listed by address, one not), and
+// a proxy whose names resolve through a table.
+type fixture struct {
+	t              *testing.T
+	proxy          *Server
+	addr           string // the proxy's
+	listed, hidden string // the upstreams' ports
+	served         chan error
+}
+
+func newFixture(t *testing.T, cfg Config, extra ...string) *fixture {
+	t.Helper()
+	up := func(body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s host=%s", body, r.URL.Path, r.Host)
+		}))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		return u.Port()
+	}
+	f := &fixture{t: t, listed: up("listed"), hidden: up("hidden"), served: make(chan error, 1)}
+	lo := netip.MustParseAddr("127.0.0.1")
+	cfg.Resolver = Hosts{"allowed.test": {lo}, "rebind.test": {lo}, "other.test": {lo},
+		"both.test": {netip.MustParseAddr("::1"), lo}}
+	cfg.Rules = mustRules(t, append([]string{"allowed.test", "rebind.test", "both.test", "127.0.0.1:" + f.listed}, extra...)...)
+	f.proxy = New(cfg)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = l.Addr().String()
+	go func() { f.served <- f.proxy.Serve(l) }()
+	t.Cleanup(func() { f.proxy.Close() })
+	return f
+}
+
+func (f *fixture) client() *http.Client {
+	pu, _ := url.Parse("http://" + f.addr)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}, Timeout: 20 * time.Second}
+}
+
+func (f *fixture) get(u string) (int, string) {
+	f.t.Helper()
+	resp, err := f.client().Get(u)
+	if err != nil {
+		f.t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// connect sends CONNECT target and returns the status line and the connection.
+func (f *fixture) connect(target string) (string, net.Conn, *bufio.Reader) {
+	f.t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		f.t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	for {
+		h, err := br.ReadString('\n')
+		if err != nil || h == "\r\n" {
+			break
+		}
+	}
+	return strings.TrimSpace(line), c, br
+}
+
+func TestForward(t *testing.T) {
+	f := newFixture(t, Config{})
+	if code, body := f.get("http://allowed.test:" + f.listed + "/x"); code != 200 || body != "listed /x host=allowed.test:"+f.listed {
+		t.Errorf("allowed: %d %q", code, body)
+	}
+	if code, body := f.get("http://other.test:" + f.listed + "/"); code != 403 || body != "agentbox: other.test is not in --allow-net\n" {
+		t.Errorf("not listed: %d %q", code, body)
+	}
+	// Listed by name, but it resolves to loopback, which is listed at another port.
+	if code, body := f.get("http://rebind.test:" + f.hidden + "/"); code != 403 || !strings.Contains(body, "rebind.test resolves to 127.0.0.1, a loopback address not in --allow-net") {
+		t.Errorf("forbidden address: %d %q", code, body)
+	}
+	if code, body := f.get("http://127.0.0.1:" + f.hidden + "/"); code != 403 || !strings.Contains(body, "127.0.0.1:"+f.hidden+" is not in --allow-net") {
+		t.Errorf("raw address: %d %q", code, body)
+	}
+	if code, _ := f.get("http://127.0.0.1:" + f.listed + "/"); code != 200 {
+		t.Errorf("listed address: %d", code)
+	}
+	// The Host header is the URL's: another would let a shared front end route the
+	// request to a host not listed.
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET http://allowed.test:%s/h HTTP/1.1\r\nHost: evil.test\r\nProxy-Connection: keep-alive\r\n\r\n", f.listed)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "listed /h host=allowed.test:"+f.listed {
+		t.Errorf("forwarded with the client's Host: %q", b)
+	}
+	// One address of two forbidden: the other one is dialled.
+	if code, _ := f.get("http://both.test:" + f.listed + "/"); code != 200 {
+		t.Errorf("both.test: %d", code)
+	}
+}
+
+func TestConnect(t *testing.T) {
+	f := newFixture(t, Config{})
+	line, c, br := f.connect("allowed.test:" + f.listed)
+	if line != "HTTP/1.1 200 Connection established" {
+		t.Fatalf("allowed: %q", line)
+	}
+	fmt.Fprintf(c, "GET /t HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "listed /t host=allowed.test" {
+		t.Errorf("through the tunnel: %q", b)
+	}
+	for target, want := range map[string]string{
+		"other.test:443":                 "HTTP/1.1 403 agentbox: other.test is not in --allow-net",
+		"rebind.test:" + f.hidden:        "HTTP/1.1 403 agentbox: rebind.test resolves to 127.0.0.1, a loopback address not in --allow-net",
+		"127.0.0.1:" + f.hidden:          "HTTP/1.1 403 agentbox: 127.0.0.1:" + f.hidden + " is not in --allow-net",
+		"[::ffff:127.0.0.1]:" + f.hidden: "HTTP/1.1 403 agentbox: 127.0.0.1:" + f.hidden + " is not in --allow-net",
+		"x!y:" + f.listed:                "HTTP/1.1 403 agentbox: \"x!y\" port " + f.listed + " is not a host name and port",
+		"unlisted.test:22":               "HTTP/1.1 403 agentbox: unlisted.test is not in --allow-net",
+	} {
+		if line, _, _ := f.connect(target); line != want {
+			t.Errorf("CONNECT %s: %q, want %q", target, line, want)
+		}
+	}
+	got := f.proxy.Refusals()
+	want := map[string]bool{"other.test 443 not listed": true, "rebind.test " + f.hidden + " resolves to loopback 127.0.0.1": true,
+		"127.0.0.1 " + f.hidden + " address not listed": true, `"x!y" ` + f.listed + " bad host name or port": true, "unlisted.test 22 not listed": true}
+	for _, r := range got {
+		k := fmt.Sprintf("%s %d %s", r.Host, r.Port, r.Reason)
+		if !want[k] {
+			t.Errorf("unexpected refusal %s (count %d)", k, r.Count)
+		}
+		if k == "127.0.0.1 "+f.hidden+" address not listed" && r.Count != 2 {
+			t.Errorf("%s counted %d times, want 2", k, r.Count)
+		}
+		delete(want, k)
+	}
+	for k := range want {
+		t.Errorf("refusal not recorded: %s (have %v)", k, got)
+	}
+}
+
+// socks5 asks the proxy for host:port by name and returns the reply code.
+func socks5(t *testing.T, proxy, host string, port uint16) (byte, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("tcp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Write([]byte{5, 1, 0})
+	var hello [2]byte
+	if _, err := io.ReadFull(c, hello[:]); err != nil || hello != [2]byte{5, 0} {
+		t.Fatalf("greeting: %v %v", hello, err)
+	}
+	req := append([]byte{5, 1, 0, 3, byte(len(host))}, host...)
+	req = binary.BigEndian.AppendUint16(req, port)
+	c.Write(req)
+	var rep [10]byte
+	if _, err := io.ReadFull(c, rep[:]); err != nil {
+		t.Fatalf("reply: %v", err)
+	}
+	return rep[1], c
+}
+
+func TestSOCKS5(t *testing.T) {
+	f := newFixture(t, Config{})
+	var port uint16
+	fmt.Sscan(f.listed, &port)
+	rep, c := socks5(t, f.addr, "allowed.test", port)
+	if rep != 0 {
+		t.Fatalf("allowed: reply %d", rep)
+	}
+	fmt.Fprintf(c, "GET /s HTTP/1.0\r\nHost: allowed.test\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if !strings.HasSuffix(string(b), "listed /s host=allowed.test") {
+		t.Errorf("through SOCKS: %q", b)
+	}
+	if rep, _ := socks5(t, f.addr, "other.test", port); rep != repNotAllowed {
+		t.Errorf("not listed: reply %d", rep)
+	}
+	if len(f.proxy.Refusals()) != 1 || f.proxy.Refusals()[0].Host != "other.test" {
+		t.Errorf("refusals: %v", f.proxy.Refusals())
+	}
+}
+
+// A tunnel through which nothing moves ends after the idle timeout; one that moves
+// does not.
+func TestIdleTimeout(t *testing.T) {
+	f := newFixture(t, Config{IdleTimeout: 300 * time.Millisecond})
+	line, c, _ := f.connect("allowed.test:" + f.listed)
+	if !strings.Contains(line, "200") {
+		t.Fatal(line)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != io.EOF {
+		t.Errorf("idle tunnel: read %v, want EOF from the proxy", err)
+	}
+}
+
+// MaxConns: a connection beyond the limit is not served until one ends.
+func TestMaxConns(t *testing.T) {
+	f := newFixture(t, Config{MaxConns: 1})
+	line, first, _ := f.connect("allowed.test:" + f.listed)
+	if !strings.Contains(line, "200") {
+		t.Fatal(line)
+	}
+	second, err := net.Dial("tcp", f.addr) // queued in the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	fmt.Fprintf(second, "CONNECT allowed.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", f.listed)
+	second.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	var b [1]byte
+	if n, err := second.Read(b[:]); n != 0 || !isTimeout(err) {
+		t.Fatalf("second connection served beyond MaxConns: %d %v", n, err)
+	}
+	first.Close()
+	second.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err = bufio.NewReader(second).ReadString('\n')
+	if err != nil || !strings.Contains(line, "200") {
+		t.Errorf("second connection after the first ended: %q %v", line, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// Close ends the listener and every tunnel, and Serve returns.
+func TestClose(t *testing.T) {
+	f := newFixture(t, Config{})
+	_, c, _ := f.connect("allowed.test:" + f.listed)
+	f.proxy.Close()
+	if err := <-f.served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var b [1]byte
+	if _, err := c.Read(b[:]); err == nil || isTimeout(err) {
+		t.Errorf("tunnel after Close: %v", err)
+	}
+	if c, err := net.Dial("tcp", f.addr); err == nil {
+		c.Close()
+		t.Error("still listening after Close")
+	}
+}
+
+// Requests that are not for the proxy are answered, not forwarded.
+func TestBadRequests(t *testing.T) {
+	f := newFixture(t, Config{})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 400 {
+		t.Errorf("origin-form request: %v %v", resp, err)
+	}
+	if code, _ := f.get("http://allowed.test:99999/"); code != 400 {
+		t.Errorf("bad port: %d", code)
+	}
+}
