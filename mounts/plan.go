@@ -181,6 +181,7 @@ type Session struct {
 	Pinned    []string             // directories bound onto themselves so they cannot be renamed (gitguard.PinnedDirs)
 	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
 	Protected []gitguard.Protected // Git exec surface inside the writable set
+	Empty     EmptySources         // stand-ins for hidden paths (hide.go)
 	// HostRoot: the sandbox's uid or gid is the host's 0 (agentbox started as root;
 	// the ids map to themselves). The kernel then lets the command write kernel
 	// tunables by file mode alone, capabilities or not, so Build covers them (P12).
@@ -219,13 +220,18 @@ func hostRootCovers() []Op {
 //     masked (P12);
 //  3. private /tmp and /run (P4, P10);
 //  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
-//  5. the repository writable (P2), after /tmp, /run and HOME so that a repository
+//  5. kept paths (--keep, --keep-agent) writable over the HOME overlay, then the
+//     read-only directories inside them (keep.go); none contains or lies in the
+//     repository (policy), so the order with it does not matter;
+//  6. the repository writable (P2), after /tmp, /run and HOME so that a repository
 //     below any of them stays reachable at its own path (P6);
-//  6. a linked worktree's Git metadata writable (it lives outside the repo);
-//  7. the directories above protected paths bound onto themselves, so that none can
+//  7. a linked worktree's Git metadata writable (it lives outside the repo);
+//  8. the directories above protected paths bound onto themselves, so that none can
 //     be renamed away with its read-only mounts inside (P7);
-//  8. extra read-only binds (the push guard);
-//  9. the protected Git paths read-only, last, so they win over every writable bind (P7).
+//  9. extra read-only binds (the push guard), then hidden paths (empty stand-ins
+//     bound read-only over them, after every writable bind that could hold them),
+//     then the handed-in sockets (socket.go);
+//  10. the protected Git paths read-only, last, so they win over every writable bind (P7).
 func Build(p *policy.Policy, s Session) Plan {
 	ops := []Op{
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
@@ -243,13 +249,25 @@ func Build(p *policy.Policy, s Session) Plan {
 	ops = append(ops, Op{Kind: Tmpfs, Dest: "/run", Mode: 0755, Why: "P4 private /run"})
 	if p.Home != "" {
 		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
+		ops = append(ops, keptOps(p)...)
 	}
-	ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	if p.ReadOnly {
+		// --read-only: a review session; nothing in the repository is writable, so
+		// there is nothing to pin or protect (the launcher passes no Git ops).
+		ops = append(ops, Op{Kind: BindRO, Source: p.Repo, Dest: p.Repo, Why: "P2 repository read-only (--read-only)"})
+	} else {
+		ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
+	}
+	for _, d := range p.AddDirs {
+		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P2 further writable directory (--add-dir)"})
+	}
 	ops = append(ops, s.GitRW...)
 	for _, d := range s.Pinned {
 		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})
 	}
 	ops = append(ops, s.ExtraRO...)
+	ops = append(ops, hiddenOps(p, s.Empty)...)
+	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}

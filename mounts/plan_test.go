@@ -2,6 +2,7 @@ package mounts
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,6 +140,29 @@ func BenchmarkBuild(b *testing.B) {
 	p := testPolicy("/h", "/h/repo")
 	for b.Loop() {
 		_ = Build(p, Session{Protected: prot})
+	}
+}
+
+// TestBuildKept: kept paths are writable binds right after the HOME overlay (so
+// they win over it), their read-only code directories after them, and the
+// repository after both.
+func TestBuildKept(t *testing.T) {
+	p := &policy.Policy{Repo: "/h/repo", Home: "/h", Workdir: "/h/repo", Command: []string{"sh"},
+		Keep:         []policy.Kept{{Path: "/h/.claude", Dir: true, From: "--keep-agent claude"}, {Path: "/h/.claude.json", From: "--keep-agent claude"}},
+		KeepReadOnly: []string{"/h/.claude/plugins"}}
+	var got []string
+	for _, op := range Build(p, Session{}).Ops {
+		got = append(got, string(op.Kind)+" "+op.Dest)
+	}
+	want := []string{"overlay /h", "bind /h/.claude", "bind /h/.claude.json", "ro-bind /h/.claude/plugins", "bind /h/repo"}
+	at := -1
+	for i, g := range got {
+		if g == want[0] {
+			at = i
+		}
+	}
+	if at < 0 || len(got) < at+len(want) || !slices.Equal(got[at:at+len(want)], want) {
+		t.Errorf("ops %q, want %q in a row", got, want)
 	}
 }
 

@@ -36,6 +36,15 @@ type Options struct {
 	DiskTmp bool   // --disk-tmp: /tmp on disk below the cache dir
 	Backend string // --backend; empty means native
 
+	Keep      []string // --keep PATH (repeatable), keep.go
+	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
+
+	Hide        []string // --hide PATH (repeatable), hide.go
+	HideSecrets bool     // --hide-secrets, hide.go
+	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
+	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
+	AddDir      []string // --add-dir DIR (repeatable), adddir.go
+
 	XDGCacheHome string // $XDG_CACHE_HOME
 	XDGStateHome string // $XDG_STATE_HOME
 
@@ -60,6 +69,15 @@ type Policy struct {
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
 	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
 	Command  []string // what runs inside
+
+	Keep         []Kept   // paths below HOME writable through the overlay (keep.go)
+	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
+	KeepPrivate  []string // directories inside kept ones that are a private tmpfs (presets)
+	KeepAgents   []string // the presets asked for (--keep-agent)
+	Hide         []Hidden // paths empty inside (hide.go)
+	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
+	Sockets      []Socket // host sockets handed in (socket.go)
+	AddDirs      []string // further writable directories, canonical (adddir.go)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -92,7 +110,7 @@ func New(opts Options) (*Policy, error) {
 	if !filepath.IsAbs(opts.Cwd) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
-	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp}
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
 	if len(opts.AllowNet) > 0 {
 		if opts.Offline {
 			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}
@@ -146,6 +164,18 @@ func New(opts Options) (*Policy, error) {
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	if err := resolveKeep(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveAddDirs(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveHide(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveSockets(p, opts); err != nil {
+		return nil, err
+	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
 	}

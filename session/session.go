@@ -55,6 +55,8 @@ type Config struct {
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
 	Signals *nsinit.SignalCatch
+
+	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
 }
 
 // RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
@@ -125,6 +127,7 @@ func Run(cfg Config) (Exit, error) {
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
 		auditOrphans(&cfg, p)
+		auditDirOrphans(&cfg, p) // adddir.go
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
@@ -134,21 +137,33 @@ func Run(cfg Config) (Exit, error) {
 	if err != nil {
 		return Exit{}, fmt.Errorf("linked worktree: %w", err)
 	}
+	if err := checkKeptGitDirs(p, meta.roots); err != nil {
+		return Exit{}, err
+	}
 	sw.Mark(host("repo identity, worktree"))
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
 		return Exit{}, fmt.Errorf("protect Git paths: %w", err)
 	}
+	added, err := addDirProtected(p)
+	if err != nil {
+		return Exit{}, err
+	}
+	protected = append(protected, added...)
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned:   gitguard.PinnedDirs(append([]string{p.Repo}, meta.roots...), protected),
+		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
 		HostRoot: mounts.IsHostRoot()}
+	if p.ReadOnly {
+		s = mounts.Session{HostRoot: s.HostRoot} // readonly.go: nothing to protect, pin or bind writable
+	}
 
 	if cfg.DryRun != Launch {
 		if p.DiskTmp {
 			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
+		s.Empty = emptyPaths(p)
 		if err := dryRunLookPath(p); err != nil {
 			return Exit{}, err
 		}
@@ -157,6 +172,7 @@ func Run(cfg Config) (Exit, error) {
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := startRecord(&cfg, p, out.Start)
+	cfg.sessionID = sessionID(rec)
 	sw.Mark(host("record start"))
 	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw, spare)
 	out.End, out.Status, out.Err = time.Now(), status, err
@@ -179,11 +195,20 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
+	if err := prepareKept(p); err != nil {
+		return 0, err
+	}
+	empty, err := emptySources(p)
+	if err != nil {
+		return 0, err
+	}
+	s.Empty = empty
 	sw.Mark(host("placeholders"))
 	// The audit's baseline and the metadata snapshot must exist before the command
 	// starts, and the sandbox's setup does not need them: the backend runs them while
 	// it builds the sandbox (nsinit.Options.BeforeExec), before the command starts.
 	var aud *auditor
+	var dirs *dirAudits // adddir.go
 	var during []nsinit.Phase
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
@@ -196,11 +221,17 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			during = append(during, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
 			t = now
 		}
+		if p.ReadOnly {
+			return nil // readonly.go: nothing to audit or snapshot
+		}
 		a, err := startAudit(cfg, p, gitDirs)
 		if err != nil {
 			return err
 		}
 		aud = a
+		if dirs, err = startDirAudits(cfg, p); err != nil {
+			return err
+		}
 		mark("audit baseline")
 		if out.SnapshotZip, err = gitSnapshot(cfg, p, out); err != nil {
 			return err
@@ -214,6 +245,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
+		dirs.finish(cfg, out, gate)
 		switch {
 		case aud == nil:
 		case gate:
@@ -222,7 +254,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			aud.drop()
 		}
 	}()
-	writable := []string{p.Repo}
+	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range s.GitRW {
 		writable = append(writable, op.Source)
 	}
@@ -242,9 +274,14 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 		s.DiskTmp = dir
 	}
 	plan := mounts.Build(p, *s)
-	if err := verifyUnchanged(p.Repo, repoID, s.Protected, &plan); err != nil {
+	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
 		return 0, err
 	}
+	if err := keptIdentities(p, &plan); err != nil {
+		return 0, err
+	}
+	agents := startAgentAudit(cfg, p, out)
+	setSessionEnv(p, cfg.sessionID)
 	locks := existingLocks(s.Protected)
 	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
@@ -269,6 +306,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
 	out.NetRefusals = netSvc.stop()
 	sw.Skip()
+	agents.finish(cfg, out)
 	out.Phases = slices.Concat(during, res.Phases)
 	if err != nil {
 		return 0, err

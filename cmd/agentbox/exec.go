@@ -45,6 +45,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
+	registerKeepFlags(fs, &a.opts)
 	session.RegisterFlags(fs, &a.cfg)
 	return fs
 }

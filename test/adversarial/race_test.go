@@ -109,6 +109,20 @@ var setupRaces = []setupRace{
 		testenv.Chown(t, x.Home)
 		return real, decoy, x.Repo, []string{"--disk-tmp"}
 	}},
+	{name: "kept path ~/.claude", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		// --keep-agent claude binds HOME/.claude writable; the flipper exchanges it
+		// with a symlink to a host directory outside HOME. A launch that checked the
+		// real directory and bound what the symlink leads to would let the session
+		// write outside (the script writes HOME/.claude/kept-N).
+		real := filepath.Join(x.Home, ".claude")
+		mkUserDir(t, real)
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude.json"), "{}\n")
+		mkUserDir(t, filepath.Join(x.Outside, "claude"))
+		decoy := filepath.Join(x.Home, ".claude-decoy")
+		mustSymlink(t, filepath.Join(x.Outside, "claude"), decoy)
+		testenv.Chown(t, x.Home)
+		return real, decoy, x.Repo, []string{"--keep-agent", "claude"}
+	}},
 }
 
 // raceScript runs in the repository the launcher resolved (its working directory):
@@ -118,6 +132,7 @@ const raceScript = `echo "$N" > "marker-$N" && echo MARKED
 printf '[core]\n\tfsmonitor = touch %s/fsmonitor-%s\n' "$PWNED" "$N" >> .git/config 2>/dev/null && echo WROTE-CONFIG
 printf '#!/bin/sh\ntouch %s/hook-%s\n' "$PWNED" "$N" > .git/hooks/pre-commit 2>/dev/null && chmod +x .git/hooks/pre-commit && echo WROTE-HOOK
 touch "$HOME/.ssh/marker-$N" /tmp/marker-$N 2>/dev/null
+touch "$HOME/.claude/kept-$N" 2>/dev/null
 true`
 
 // TestSetupRaces launches again and again while a flipper swaps a path the setup

@@ -1,0 +1,57 @@
+package policy
+
+import "path/filepath"
+
+// resolveAddDirs validates --add-dir: each is a further writable directory with the
+// repository's rules (P6: not /, not containing HOME, /tmp, /run, /proc or /dev, not
+// in /proc, /sys or /dev), and it may neither overlap the repository or another one
+// nor hold agentbox's state or cache, which the sandbox must not write.
+func resolveAddDirs(p *Policy, opts Options, cwd string) error {
+	if len(opts.AddDir) > 0 && p.ReadOnly {
+		return &Error{What: "--add-dir", Reason: "goes against --read-only, where the session writes nowhere (keep a scratch directory below HOME with --keep)"}
+	}
+	for _, arg := range opts.AddDir {
+		if arg == "" {
+			return &Error{What: "--add-dir", Reason: "is empty"}
+		}
+		dir, err := resolveRepo(arg, cwd)
+		if err != nil {
+			if pe, ok := err.(*Error); ok {
+				pe.What = "--add-dir"
+			}
+			return err
+		}
+		if err := CheckRepo(dir, p.Home); err != nil {
+			if pe, ok := err.(*Error); ok {
+				pe.What = "--add-dir"
+			}
+			return err
+		}
+		refuse := func(why string) error { return &Error{What: "--add-dir", Path: arg, Reason: why} }
+		for _, w := range append([]string{p.Repo}, p.AddDirs...) {
+			if Within(dir, w) || Within(w, dir) {
+				return refuse("overlaps " + quote(w) + ", which is writable already")
+			}
+		}
+		for _, own := range []string{p.StateDir, p.CacheDir} {
+			if own == "" {
+				continue
+			}
+			for _, form := range canonicalForms(own) {
+				if Within(form, dir) {
+					return refuse("holds agentbox's own state or cache (" + quote(own) + "), which the sandbox must not write")
+				}
+			}
+		}
+		for _, k := range p.Keep {
+			if Within(k.Path, dir) || Within(dir, k.Path) {
+				return refuse("overlaps the kept path " + quote(k.Path))
+			}
+		}
+		if filepath.Base(dir) == ".git" || isGitDir(dir) {
+			return refuse("is a Git directory, whose config and hooks the operator's Git runs (P7); add its work tree")
+		}
+		p.AddDirs = append(p.AddDirs, dir)
+	}
+	return nil
+}

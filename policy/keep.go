@@ -1,0 +1,183 @@
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/agentcfg"
+)
+
+// Kept is one path below HOME bound writable through the HOME overlay (--keep,
+// --keep-agent): the sandbox's writes to it reach the host.
+type Kept struct {
+	Path string // canonical, below Home, no symlink in any component below Home
+	Dir  bool
+	// Create: it is missing and a preset needs it; the launcher creates it (an
+	// empty directory, or a file with Init) before the launch.
+	Create bool
+	Init   string
+	From   string // "--keep" or "--keep-agent NAME"
+}
+
+// resolveKeep validates --keep and --keep-agent. Each kept path must lie strictly
+// below HOME, contain neither the repository nor agentbox's own state and cache,
+// and have no symlink in it: a bind follows a link to wherever it points.
+func resolveKeep(p *Policy, opts Options, cwd string) error {
+	for _, name := range opts.KeepAgent {
+		preset, ok := agentcfg.Lookup(name)
+		if !ok {
+			return &Error{What: "--keep-agent", Path: name, Reason: "unknown agent (want " + strings.Join(agentcfg.Names(), " or ") + ")"}
+		}
+		from := "--keep-agent " + name
+		for _, kp := range preset.Keep {
+			k, err := checkKeep(p, opts.Home, filepath.Join(p.Home, kp.Rel), from, true)
+			if err != nil {
+				return err
+			}
+			if k.Create {
+				k.Dir, k.Init = kp.Dir, kp.Init
+			} else if k.Dir != kp.Dir {
+				want := "a regular file"
+				if kp.Dir {
+					want = "a directory"
+				}
+				return &Error{What: from, Path: k.Path, Reason: "is not " + want}
+			}
+			p.Keep = appendKept(p.Keep, k)
+		}
+		for _, rel := range preset.ReadOnly {
+			p.KeepReadOnly = append(p.KeepReadOnly, filepath.Join(p.Home, rel))
+		}
+		for _, rel := range preset.Private {
+			p.KeepPrivate = append(p.KeepPrivate, filepath.Join(p.Home, rel))
+		}
+		p.KeepAgents = append(p.KeepAgents, name)
+	}
+	for _, arg := range opts.Keep {
+		path := arg
+		if strings.HasPrefix(path, "~/") && p.Home != "" {
+			path = filepath.Join(p.Home, path[2:])
+		} else if !filepath.IsAbs(path) {
+			path = filepath.Join(cwd, path)
+		}
+		k, err := checkKeep(p, opts.Home, path, "--keep", false)
+		if err != nil {
+			if pe := (*Error)(nil); errors.As(err, &pe) && pe.Path == path {
+				pe.Path = arg
+			}
+			return err
+		}
+		p.Keep = appendKept(p.Keep, k)
+	}
+	return nil
+}
+
+func appendKept(list []Kept, k Kept) []Kept {
+	for _, o := range list {
+		if o.Path == k.Path {
+			return list
+		}
+	}
+	return append(list, k)
+}
+
+// checkKeep applies the rules to one path; missing is allowed for presets only.
+func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, error) {
+	refuse := func(why string) (Kept, error) { return Kept{}, &Error{What: from, Path: path, Reason: why} }
+	if strings.ContainsRune(path, 0) {
+		return refuse("contains a NUL byte")
+	}
+	if p.Home == "" {
+		return refuse("there is no HOME overlay to keep it through ($HOME is unset, / or missing)")
+	}
+	path = filepath.Clean(path)
+	// HOME may be given through a link (policy resolved it); accept the path as
+	// written below either form, and name it below the canonical one.
+	if raw := filepath.Clean(rawHome); filepath.IsAbs(raw) && raw != p.Home && Within(path, raw) {
+		path = filepath.Join(p.Home, strings.TrimPrefix(path, raw))
+	}
+	switch {
+	case path == p.Home:
+		return refuse("is HOME itself; keeping it would make all of HOME writable (keep the paths below it you need)")
+	case !Within(path, p.Home):
+		return refuse("lies outside HOME " + quote(p.Home) + "; only paths below HOME can be kept")
+	case Within(p.Repo, path):
+		return refuse("contains the repository; the repository is bound on its own (P2, P7)")
+	case Within(path, p.Repo):
+		return refuse("lies inside the repository, which is writable already")
+	}
+	for _, dir := range []string{p.StateDir, p.CacheDir} {
+		if dir == "" {
+			continue
+		}
+		for _, own := range canonicalForms(dir) {
+			if Within(own, path) || Within(path, own) {
+				return refuse("holds agentbox's own state or cache (" + quote(dir) + "), which the sandbox must not write")
+			}
+		}
+	}
+	for _, g := range []string{".gitconfig", ".config/git"} {
+		if gp := filepath.Join(p.Home, g); Within(gp, path) || Within(path, gp) {
+			return refuse("holds Git's global config (" + quote(gp) + "), which the operator's Git runs programs from; agentbox does not keep it")
+		}
+	}
+	// Every component below HOME, the last one included, must be a real
+	// directory or file: no symlink anywhere.
+	rel := strings.TrimPrefix(path, p.Home+"/")
+	for _, c := range strings.Split(rel, "/") {
+		if c == ".git" {
+			return refuse("lies in a Git directory, whose config and hooks the operator's Git runs (P7)")
+		}
+	}
+	cur := p.Home
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			if mayCreate && i == len(parts)-1 {
+				return Kept{Path: path, Create: true, From: from}, nil
+			}
+			return refuse("does not exist (create it first)")
+		}
+		if err != nil {
+			return refuse(reason(err))
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if cur == path {
+				return refuse("is a symlink; a bind would follow it (keep its target if it is below HOME)")
+			}
+			return refuse("has a symlink in its path (" + quote(cur) + "); a bind would follow it")
+		}
+		if i < len(parts)-1 && !fi.IsDir() {
+			return refuse(quote(cur) + " is not a directory")
+		}
+		if i == len(parts)-1 && !fi.IsDir() && !fi.Mode().IsRegular() {
+			return refuse("is neither a directory nor a regular file")
+		}
+		if i == len(parts)-1 {
+			if _, err := os.Lstat(filepath.Join(path, ".git")); fi.IsDir() && err == nil {
+				return refuse("is a Git work tree; its .git config and hooks would be writable (P7); make it the repository instead")
+			}
+			if fi.IsDir() && isGitDir(path) {
+				return refuse("is a Git directory, whose config and hooks the operator's Git runs (P7)")
+			}
+			return Kept{Path: path, Dir: fi.IsDir(), From: from}, nil
+		}
+	}
+	return refuse("is empty")
+}
+
+// isGitDir says whether dir looks like a Git directory (a bare repository, a
+// worktree's common dir): Git's own test is HEAD, objects/ and refs/.
+func isGitDir(dir string) bool {
+	for _, n := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,68 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestKeep: what --keep and --keep-agent accept, how they name it, and what they
+// refuse (the behaviour table runs the same refusals through the binary).
+func TestKeep(t *testing.T) {
+	home, repo := tree(t)
+	for _, d := range []string{".claude", ".codex", "dir/sub"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alias := filepath.Join(filepath.Dir(home), "alias")
+	if err := os.Symlink(home, alias); err != nil {
+		t.Fatal(err)
+	}
+	base := Options{Cwd: repo, Home: home}
+	cases := []struct {
+		name    string
+		mod     func(o *Options)
+		keep    []Kept
+		refusal string
+	}{
+		{"tilde and absolute", func(o *Options) { o.Keep = []string{"~/dir/sub", home + "/dir"} },
+			[]Kept{{Path: home + "/dir/sub", Dir: true, From: "--keep"}, {Path: home + "/dir", Dir: true, From: "--keep"}}, ""},
+		{"HOME given through a link", func(o *Options) { o.Home = alias; o.Keep = []string{alias + "/dir"} },
+			[]Kept{{Path: home + "/dir", Dir: true, From: "--keep"}}, ""},
+		{"duplicates once", func(o *Options) { o.Keep = []string{"~/.codex"}; o.KeepAgent = []string{"codex"} },
+			[]Kept{{Path: home + "/.codex", Dir: true, From: "--keep-agent codex"}}, ""},
+		{"claude preset creates the missing state file", func(o *Options) { o.KeepAgent = []string{"claude"} },
+			[]Kept{{Path: home + "/.claude", Dir: true, From: "--keep-agent claude"},
+				{Path: home + "/.claude.json", Create: true, Init: "{}\n", From: "--keep-agent claude"}}, ""},
+		{"no HOME", func(o *Options) { o.Home = ""; o.Keep = []string{"/x"} }, nil, "no HOME overlay"},
+		{"relative to cwd", func(o *Options) { o.Keep = []string{"../dir"} }, []Kept{{Path: home + "/dir", Dir: true, From: "--keep"}}, ""},
+		{"preset path of the wrong type", func(o *Options) {
+			os.WriteFile(filepath.Join(home, "f"), nil, 0o644)
+			o.KeepAgent = []string{"codex"}
+			os.Remove(filepath.Join(home, ".codex"))
+			os.WriteFile(filepath.Join(home, ".codex"), nil, 0o644)
+		}, nil, "is not a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := base
+			c.mod(&o)
+			p, err := New(o)
+			if c.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), c.refusal) {
+					t.Fatalf("want refusal %q, got %v", c.refusal, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(p.Keep, c.keep) {
+				t.Errorf("kept %+v, want %+v", p.Keep, c.keep)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package behaviour
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+)
+
+// TestHide: --hide and --hide-secrets (issue 16, P11) on every backend — a hidden
+// directory or file is there and empty, and read-only; the host keeps its content;
+// the secrets preset hides the known stores, SSH private keys but not public ones,
+// and leaves a kept agent's own credentials readable; bad paths are refused with 125.
+func TestHide(t *testing.T) {
+	rows := []struct {
+		name string
+		fn   func(t *testing.T, b *sandboxtest.Box)
+	}{
+		{"--hide: a directory and a file are empty and read-only", hideWorks},
+		{"--hide-secrets: the known stores, not public keys or a kept agent's", hideSecrets},
+		{"--hide refusals: 125 and one line", hideRefusals},
+	}
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			for _, r := range rows {
+				t.Run(r.name, func(t *testing.T) { r.fn(t, sandboxtest.NewBox(t, backend)) })
+			}
+		})
+	}
+}
+
+func hideWorks(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/secret")
+	writeUser(t, h+"/secret/key", "SECRET\n")
+	writeUser(t, b.Repo+"/.env", "TOKEN=1\n")
+	out := b.OK(`ls -A ~/secret | wc -l; cat ~/secret/key 2>/dev/null; wc -c < .env; test -d ~/secret && test -f .env && echo types-kept
+touch ~/secret/new 2>/dev/null && echo dir-writable; echo x > .env 2>/dev/null && echo file-writable
+rmdir ~/secret 2>/dev/null && echo removed; true`, "--hide", "~/secret", "--hide", ".env")
+	if strings.Contains(out, "SECRET") || !strings.HasPrefix(out, "0\n0\ntypes-kept\n") || strings.Contains(out, "writable") || strings.Contains(out, "removed") {
+		t.Errorf("inside:\n%s", out)
+	}
+	if sandboxtest.ReadFileOr(h+"/secret/key") != "SECRET\n" || sandboxtest.ReadFileOr(b.Repo+"/.env") != "TOKEN=1\n" {
+		t.Errorf("the host's hidden files changed")
+	}
+}
+
+func hideSecrets(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.ssh")
+	writeUser(t, h+"/.ssh/id_ed25519", "PRIVATE\n")
+	writeUser(t, h+"/.ssh/id_ed25519.pub", "PUBLIC\n")
+	writeUser(t, h+"/.ssh/known_hosts", "HOSTS\n")
+	mkdirUser(t, h+"/.aws")
+	writeUser(t, h+"/.aws/credentials", "AWS\n")
+	mkdirUser(t, h+"/.codex")
+	writeUser(t, h+"/.codex/auth.json", "CODEXAUTH\n")
+	mkdirUser(t, h+"/.claude")
+	writeUser(t, h+"/.claude/.credentials.json", "CLAUDEAUTH\n")
+	mkdirUser(t, h+"/dotfiles")
+	writeUser(t, h+"/dotfiles/netrc", "NETRC\n")
+	if err := os.Symlink(h+"/dotfiles/netrc", h+"/.netrc"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.OK(`cat ~/.ssh/id_ed25519 ~/.ssh/id_ed25519.pub ~/.ssh/known_hosts ~/.aws/credentials ~/.codex/auth.json ~/.claude/.credentials.json ~/.netrc 2>&1; true`,
+		"--hide-secrets", "--keep-agent", "codex")
+	for _, gone := range []string{"PRIVATE", "AWS", "CLAUDEAUTH", "NETRC"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("%s readable inside:\n%s", gone, out)
+		}
+	}
+	for _, kept := range []string{"PUBLIC", "HOSTS", "CODEXAUTH"} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("%s not readable inside:\n%s", kept, out)
+		}
+	}
+}
+
+func hideRefusals(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.claude")
+	cases := []struct {
+		args []string
+		why  string
+	}{
+		{[]string{"--hide", "/"}, "root directory"},
+		{[]string{"--hide", h}, "contains the repository"},
+		{[]string{"--hide", b.Repo + "/.git/hooks"}, "Git metadata"},
+		{[]string{"--hide", "/proc/self"}, "lies in /proc"},
+		{[]string{"--hide", "/tmp"}, "lies in /tmp"},
+		{[]string{"--hide", h + "/missing"}, "does not exist"},
+		{[]string{"--hide", h + "/.claude", "--keep-agent", "claude"}, "contains the kept path"},
+		{[]string{"--hide", h + "/.cache"}, "agentbox's own state or cache"},
+	}
+	for _, c := range cases {
+		r := sandboxtest.Run(b.Command(b.Repo, append([]string{"--no-record", "--no-git-save"}, c.args...), "echo RAN"))
+		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+		if r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], c.why) || strings.Contains(r.Stdout, "RAN") {
+			t.Errorf("%v: want 125 and one line with %q, got %s", c.args, c.why, r)
+		}
+	}
+}
