@@ -631,7 +631,12 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 		return "", 0, false, nil // became a FIFO or device since the stat
 	}
 	if err := rs.budget.addBytes(src, fst.Size); err != nil {
-		return "", 0, false, err
+		// Over the byte bound: this file is left out and named, and the save goes
+		// on. Failing the save instead would let a session that wrote a large file
+		// into .git stop every later launch (a bound that is hit must never do that).
+		rs.budget.bytes -= fst.Size
+		rs.skip(src, fmt.Sprintf("%s of new content would pass the snapshot's bound of %s: not saved; raise --git-save-max-size to keep it", formatBytes(fst.Size), formatBytes(rs.budget.maxBytes)))
+		return "", 0, false, nil
 	}
 	h, err = rs.putFile(f, src, fst.Size, w.buf)
 	if err != nil {

@@ -35,7 +35,7 @@ func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&g.Dir, "git-save-dir", "", "keep the Git metadata snapshots in the store at `DIR` (default: $XDG_STATE_HOME/agentbox/snapshots)")
 	fs.IntVar(&g.Keep, "git-save-keep", gitguard.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
 	fs.StringVar(&g.KeepSize, "git-save-keep-size", DefaultKeepSize, "keep older snapshots of the repository only while all kept ones use at most `SIZE` bytes of the store (0: no byte budget)")
-	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "fail the snapshot (and the launch) when it would store more than `SIZE` new bytes (suffix K, M, G, T; default 8G)")
+	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "store at most `SIZE` new bytes per snapshot; a file beyond it is left out and named (suffix K, M, G, T; default 8G)")
 }
 
 // parseSize reads a byte count with an optional binary suffix (K, M, G, T).
