@@ -270,3 +270,18 @@ func TestInstallScript(t *testing.T) {
 		t.Fatalf("the installed agentbox: %s", r)
 	}
 }
+
+// TestCLIDoctorInsideASandbox: doctor run inside a session explains why the overlay
+// check fails there (HOME is already an overlay) instead of asking for a kernel
+// this machine already has; on both backends.
+func TestCLIDoctorInsideASandbox(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			r := sandboxtest.Run(b.Agentbox(b.Repo, "exec", "--backend", backend, "--no-git-save", "--no-record", "--", b.Bin, "doctor"))
+			if !strings.Contains(r.Stdout, "HOME is itself on an overlay") || strings.Contains(r.Stdout, "needs Linux 5.11") {
+				t.Errorf("doctor inside a sandbox:\n%s", r)
+			}
+		})
+	}
+}
