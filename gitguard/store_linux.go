@@ -121,6 +121,7 @@ type repoStore struct {
 	treeBytes int64
 	total     int64
 	skipped   []string
+	specials  int // entries skipSpecial counted
 	start     time.Time
 	progress  *progress
 }
@@ -583,8 +584,34 @@ func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, 
 		e.kind, e.ref, e.size = 'f', h, size
 		return e, true, nil
 	}
-	// Sockets (the fsmonitor daemon's), FIFOs and devices hold no repository data.
+	// Sockets (the fsmonitor daemon's), FIFOs and devices hold no repository data:
+	// never opened, and named (but for Git's own fsmonitor socket).
+	w.rs.skipSpecial(src, st.Mode&unix.S_IFMT)
 	return treeEntry{}, false, nil
+}
+
+// skipSpecial names an entry that is not a regular file, a directory or a symlink,
+// at most maxSkipLines of them one by one.
+func (rs *repoStore) skipSpecial(src string, mode uint32) {
+	what := "not a regular file"
+	switch mode {
+	case unix.S_IFIFO:
+		what = "a FIFO"
+	case unix.S_IFSOCK:
+		if filepath.Base(src) == "fsmonitor--daemon.ipc" {
+			return // Git's own fsmonitor daemon listens there: nothing to say
+		}
+		what = "a socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		what = "a device"
+	}
+	switch n := rs.specials; {
+	case n < maxSkipLines:
+		rs.skipped = append(rs.skipped, fmt.Sprintf("%s: %s, not archived", quoteControl(src), what))
+	case n == maxSkipLines:
+		rs.skipped = append(rs.skipped, "… and more entries that are not regular files, not archived")
+	}
+	rs.specials++
 }
 
 // racyWindow: a file whose ctime is this close to the save is not put in the stat

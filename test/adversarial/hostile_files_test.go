@@ -244,7 +244,7 @@ func TestSnapshotNamesWhatItSkips(t *testing.T) {
 			if r.Code != 0 || !strings.Contains(r.Stdout, "RAN") {
 				t.Fatalf("launch: %s", r)
 			}
-			want := `agentbox: snapshot: "` + strings.ReplaceAll(p, "\n", `\n`) + `": a FIFO, not archived`
+			want := `agentbox: snapshot: skipped "` + strings.ReplaceAll(p, "\n", `\n`) + `": a FIFO, not archived`
 			if !strings.Contains(r.Stderr, want) {
 				t.Errorf("stderr does not say %q:\n%s", want, r.Stderr)
 			}

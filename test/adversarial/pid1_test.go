@@ -57,15 +57,17 @@ func evilCommonDir(t *testing.T, x *target) []string {
 	return nil
 }
 
-// plantQuarantined: the audit named plant and moved it aside on the host, no journal
+// plantQuarantined: the audit named plant and moved it out on the host, no journal
 // is left pending, and the operator's Git runs nothing.
 func plantQuarantined(t *testing.T, x *target, r sandboxtest.Result, plant string) {
 	t.Helper()
 	if sandboxtest.Exists(plant) {
 		t.Errorf("%s is still in place after the session", plant)
 	}
-	if q, _ := filepath.Glob(plant + ".agentbox-quarantine-*"); len(q) != 1 {
-		t.Errorf("%s: quarantined copies %v, want one", plant, q)
+	// Quarantined out of the repository, into the state directory (QuarantineTo):
+	// a session still running could put a copy left beside it back.
+	if q, _ := filepath.Glob(filepath.Join(x.Home, ".local/state/agentbox/quarantine/*") + plant); len(q) != 1 {
+		t.Errorf("%s: quarantined copies %v, want one below the state directory", plant, q)
 	}
 	if !strings.Contains(r.Stderr, "agentbox: audit: "+plant) {
 		t.Errorf("the audit did not report %s:\n%s", plant, r.Stderr)
