@@ -31,6 +31,15 @@ type Writer struct {
 // operator's shell. Where that open fails (a terminal set exclusive, no /proc), w is
 // returned as it is.
 func Bounded(w io.Writer) io.Writer {
+	// A writer that writes through another (termsafe.Writer) keeps its job and
+	// gets a bounded writer underneath.
+	if wr, ok := w.(interface {
+		Inner() io.Writer
+		SetInner(io.Writer)
+	}); ok {
+		wr.SetInner(Bounded(wr.Inner()))
+		return w
+	}
 	f, ok := w.(*os.File)
 	if !ok || !isTerminal(f) {
 		return w

@@ -111,6 +111,13 @@ type Writer struct {
 // NewWriter returns a Writer writing to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
+// Inner is the writer e writes to; SetInner replaces it (termout.Bounded does, so
+// that escaping and a bounded terminal write compose).
+func (e *Writer) Inner() io.Writer { return e.w }
+
+// SetInner makes e write to w from now on.
+func (e *Writer) SetInner(w io.Writer) { e.w = w }
+
 func (e *Writer) Write(p []byte) (int, error) {
 	buf := append(e.held, p...)
 	e.held = nil
