@@ -3,7 +3,6 @@ package nsinit
 import (
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,25 +23,6 @@ type process struct {
 type exit struct {
 	ws  syscall.WaitStatus
 	err error // the wait itself failed: the status is unknown
-}
-
-// childProcess is a child of the calling process, started by a raw clone. reaped, when
-// set, runs once, after the child was reaped.
-func childProcess(pid int, reaped func()) *process {
-	var once sync.Once
-	return &process{Pid: pid, wait: func() exit {
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if err == unix.EINTR {
-				continue
-			}
-			if reaped != nil {
-				once.Do(reaped)
-			}
-			return exit{ws: syscall.WaitStatus(ws), err: err}
-		}
-	}}
 }
 
 // osProcess is a child started by os/exec.

@@ -167,9 +167,3 @@ func terminal(w io.Writer) io.Writer {
 	}
 	return w
 }
-
-// quoteControl makes a path from the sandbox safe for the operator's terminal.
-func quoteControl(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
-}

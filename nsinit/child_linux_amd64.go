@@ -1,0 +1,30 @@
+package nsinit
+
+import (
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Only the amd64 starts (the raw init's clone, the vfork start) make children this
+// way; elsewhere os/exec does.
+
+// childProcess is a child of the calling process, started by a raw clone. reaped, when
+// set, runs once, after the child was reaped.
+func childProcess(pid int, reaped func()) *process {
+	var once sync.Once
+	return &process{Pid: pid, wait: func() exit {
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if reaped != nil {
+				once.Do(reaped)
+			}
+			return exit{ws: syscall.WaitStatus(ws), err: err}
+		}
+	}}
+}
