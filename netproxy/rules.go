@@ -175,8 +175,16 @@ func parseOne(spec string) (Rule, error) {
 	if err != nil {
 		return Rule{}, err
 	}
-	if _, err := netip.ParseAddr(name); err == nil && r.Wildcard {
-		return Rule{}, fmt.Errorf("a wildcard goes with a domain name, not an address")
+	if _, err := netip.ParseAddr(name); err == nil {
+		if r.Wildcard {
+			return Rule{}, fmt.Errorf("a wildcard goes with a domain name, not an address")
+		}
+		// An address written as a name ("0.0.0.0.", a trailing dot): an address
+		// rule, with its checks, never a name that the resolver would be asked for.
+		if pfx, err := parsePrefix(name); err == nil {
+			r.Prefix = pfx
+			return r, nil
+		}
 	}
 	if r.Wildcard && !strings.Contains(name, ".") {
 		return Rule{}, fmt.Errorf("*.%s would match a whole top-level domain; name a domain below it", name)
