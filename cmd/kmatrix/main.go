@@ -67,6 +67,13 @@ func run() int {
 			opts.Cells = append(opts.Cells, c)
 		}
 	}
+	// Under tcg (no usable kvm) a VM runs several times slower: a longer bound,
+	// unless one was given.
+	timeoutSet := false
+	flag.Visit(func(f *flag.Flag) { timeoutSet = timeoutSet || f.Name == "timeout" })
+	if !timeoutSet && kmatrix.Accel() == "tcg" {
+		opts.Timeout = 300 * time.Second
+	}
 	if *full {
 		opts.Tests = kmatrix.Full(kmatrix.TestPackages)
 		opts.Timeout = max(opts.Timeout, 30*time.Minute)
