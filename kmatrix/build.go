@@ -149,12 +149,6 @@ func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 		},
 		Doctor: []string{vmAgentbox, "doctor", "--json"},
 	}
-	if strict() && c.NativeReady {
-		// The test command's strictness reaches the VM: there a skip fails too. Not
-		// in a cell built to refuse (user namespaces off): there a skip for the
-		// missing feature is the expected answer, checked by doctor's verdict.
-		cfg.Env = append(cfg.Env, envStrict+"=1")
-	}
 	for _, t := range tests {
 		if t.NeedsSandbox && !c.NativeReady {
 			continue

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,36 +307,5 @@ func TestBootFailureAndCrashReason(t *testing.T) {
 	out := "=== RUN   TestPromises\npanic: test timed out after 4m0s\n\trunning tests:\n\t\tTestPromises/native/P1 (1m2s)\n\ngoroutine 1 [running]:\n"
 	if got := crashReason(out); !strings.HasPrefix(got, "panic: test timed out") || !strings.Contains(got, "TestPromises/native/P1") {
 		t.Errorf("crashReason = %q", got)
-	}
-}
-
-// TestStrictSkipFailsCell: under the test command (AGENTBOX_TEST_STRICT) a test that
-// skips inside a VM fails its cell; outside it, a skip is only counted.
-func TestStrictSkipFailsCell(t *testing.T) {
-	console := vmproto.Prefix + "kernel 6.1.0-50-amd64\r\n" +
-		vmproto.Prefix + "begin kernel\r\n=== RUN   TestB\r\n    b_test.go:10: needs a thing\r\n--- SKIP: TestB (0.00s)\r\nPASS\r\n" +
-		vmproto.Prefix + "end kernel 0\r\n" + vmproto.Prefix + "done\r\n"
-	for _, strictMode := range []bool{false, true} {
-		if strictMode {
-			t.Setenv(envStrict, "1")
-		} else {
-			t.Setenv(envStrict, "")
-		}
-		var r Result
-		r.evaluate(Cell{NativeReady: true}, KernelFiles{}, parseConsole([]byte(console)))
-		failed := strings.Contains(strings.Join(r.Problems, "\n"), "TestB skipped under "+envStrict)
-		if failed != strictMode {
-			t.Errorf("strict=%v: problems %q", strictMode, r.Problems)
-		}
-		cfg := vmConfig(Cell{NativeReady: true}, nil)
-		if has := slices.Contains(cfg.Env, envStrict+"=1"); has != strictMode {
-			t.Errorf("strict=%v: VM environment %v", strictMode, cfg.Env)
-		}
-		// A cell built to refuse (user namespaces off) skips what it lacks.
-		var refusing Result
-		refusing.evaluate(Cell{}, KernelFiles{}, parseConsole([]byte(console)))
-		if len(refusing.Problems) != 0 || slices.Contains(vmConfig(Cell{}, nil).Env, envStrict+"=1") {
-			t.Errorf("strict=%v: a refusing cell: %q", strictMode, refusing.Problems)
-		}
 	}
 }

@@ -134,6 +134,9 @@ func TestJobControlOnPty(t *testing.T) {
 				t.Errorf("three processes left: %q", out)
 			}
 
+			if os.Getenv("AGENTBOX_KMATRIX") != "" {
+				return // the VMs have no perl for tcflow; the host runs this part
+			}
 			// On its own pty, no shell in between: modes changed and output stopped by
 			// the command are put back before the launcher writes its line.
 			cmd := exec.Command(self, "sh", "-c", `sleep 100 & stty raw -echo; echo RE""ADY; perl -MPOSIX -e "tcflow(1, TCOOFF) or die"`)

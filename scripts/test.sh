@@ -30,8 +30,7 @@ GOARCH=arm64 /var/cache/agentbox-test/bin/staticcheck ./...
 echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
 sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 
-# Everything a test can need is installed above: a test that would skip fails,
-# here and inside the kernel matrix's VMs.
+# Everything a test can need is installed above: a test that would skip fails.
 export AGENTBOX_TEST_STRICT=1
 
 echo "== kernel matrix (qemu)"
