@@ -1,7 +1,6 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,9 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/flock"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -51,7 +49,7 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	}
 	if err == nil {
-		err = flockWait(f, auditLockWait)
+		err = flock.Wait(f, auditLockWait)
 		if err != nil {
 			f.Close()
 		}
@@ -61,21 +59,6 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 		return func() {}
 	}
 	return func() { f.Close() }
-}
-
-// flockWait takes an exclusive flock on f, waiting at most d.
-func flockWait(f *os.File, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("held by another agentbox for more than %s", d)
-		}
-		time.Sleep(wait)
-	}
 }
 
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when

@@ -251,21 +251,6 @@ func ensureNoExec(dir string) error {
 	return nil
 }
 
-// flockWait takes an exclusive flock on f, waiting at most d.
-func flockWait(f *os.File, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for wait := time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("held by another agentbox for more than %s", d)
-		}
-		time.Sleep(wait)
-	}
-}
-
 // noteBound tells s.Warn about err when a bound stopped the command.
 func (s *Store) noteBound(err error) {
 	var be *BoundError

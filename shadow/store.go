@@ -38,6 +38,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/flock"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -183,7 +184,7 @@ func (s *Store) lock() (unlock func(), err error) {
 	}
 	// Bounded: the holder's Git commands are (bounds.go), so a holder that keeps it
 	// longer is stuck, and this launch records nothing rather than wait for it.
-	if err = flockWait(f, lockTimeout); err != nil {
+	if err = flock.Wait(f, lockTimeout); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("shadow: lock %s: %w", path, err)
 	}
