@@ -68,8 +68,12 @@ func TestRemoveAllHostileTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
-	for d, mode := range map[string]os.FileMode{"locked/inner": 0, "locked": 0, "noexec": 0o600, "readonly": 0o500, "fifo": 0o300} {
-		if err := os.Chmod(filepath.Join(root, d), mode); err != nil {
+	// In this order: once "locked" is mode 000, nothing below it can be changed.
+	for _, c := range []struct {
+		dir  string
+		mode os.FileMode
+	}{{"locked/inner", 0}, {"locked", 0}, {"noexec", 0o600}, {"readonly", 0o500}, {"fifo", 0o300}} {
+		if err := os.Chmod(filepath.Join(root, c.dir), c.mode); err != nil {
 			t.Fatal(err)
 		}
 	}

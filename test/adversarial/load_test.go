@@ -148,8 +148,9 @@ func TestGoAPILaunches(t *testing.T) {
 	if a.Fds != bf.Fds || a.Mounts != bf.Mounts || a.Children != 0 {
 		t.Errorf("fds %d→%d, mounts %d→%d, children %d after %d launches", bf.Fds, a.Fds, bf.Mounts, a.Mounts, a.Children, n)
 	}
-	// Threads may vary with the Go scheduler; a leak grows with n.
-	if a.Threads > bf.Threads+8 {
+	// Threads vary with the Go scheduler (a loaded machine makes it start more for
+	// blocking syscalls); a leak grows with n, which is 1,000 here.
+	if a.Threads > bf.Threads+32 {
 		t.Errorf("threads %d→%d", bf.Threads, a.Threads)
 	}
 	// A per-launch leak of even 1 KiB shows as 1 MiB here; the bounds leave room
