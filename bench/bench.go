@@ -22,14 +22,15 @@ import (
 // launch leaves behind for a moment (the kernel's teardown of its namespaces) then
 // falls on a random next variant, not always on the same one.
 const (
-	Native         = "native"          // agentbox exec --backend native
-	AgentboxBwrap  = "agentbox-bwrap"  // agentbox exec --backend bwrap
-	BwrapDirect    = "bwrap-direct"    // bwrap alone with the same plan (compat.Command)
-	GoAPI          = "go-api"          // sandbox.Run from a small running Go program, with sandbox.Prestart
-	GoAPICold      = "go-api-cold"     // the same without Prestart: clone and init start-up in the launch
-	ForkExec       = "fork-exec"       // the command itself, no sandbox
-	EmptyGo        = "empty-go"        // an empty static Go binary
-	NativeDefaults = "native-defaults" // agentbox exec with the session extras on
+	Native         = "native"              // agentbox exec --backend native
+	AgentboxBwrap  = "agentbox-bwrap"      // agentbox exec --backend bwrap
+	BwrapPlan      = "bwrap-agentbox-plan" // bwrap alone running agentbox's whole plan (compat.Command), status fd and seccomp
+	BwrapPlain     = "bwrap-plain"         // bwrap alone with the policy as a user would write it by hand
+	GoAPI          = "go-api"              // sandbox.Run from a small running Go program, with sandbox.Prestart
+	GoAPICold      = "go-api-cold"         // the same without Prestart: clone and init start-up in the launch
+	ForkExec       = "fork-exec"           // the command itself, no sandbox
+	EmptyGo        = "empty-go"            // an empty static Go binary
+	NativeDefaults = "native-defaults"     // agentbox exec with the session extras on
 	launchFlags    = "--no-git-save --no-record"
 
 	// nativeTimed is native with AGENTBOX_TIMINGS, launched once a round for the
@@ -145,8 +146,40 @@ func Run(cfg Config) (*Report, error) {
 		rep.RSS = rss
 	}
 	rep.RSS.LauncherKiB = maxRSS(samples[Native])
+	rep.Throughput = measureThroughput(env, cfg)
 	rep.finish(samples)
 	return rep, nil
+}
+
+// measureThroughput runs bursts of back-to-back launches through the Go API, with and
+// without Prestart, interleaved: launches per second, the figure Prestart's latency
+// gain does not show (its refill runs after each launch, on the same cores).
+func measureThroughput(env *env, cfg Config) []Throughput {
+	probes := []struct {
+		name string
+		p    *apiProbe
+	}{{GoAPI, env.api}, {GoAPICold, env.apiCold}}
+	rates := make([][]float64, len(probes))
+	var errs []string
+	for b := 0; b < max(3, cfg.Runs/burstLaunches); b++ {
+		for _, i := range rand.Perm(len(probes)) {
+			r, err := probes[i].p.burst()
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", probes[i].name, err))
+				continue
+			}
+			rates[i] = append(rates[i], r)
+		}
+	}
+	var out []Throughput
+	for i, p := range probes {
+		t := Throughput{Name: p.name, Bursts: len(rates[i]), PerSecond: median(rates[i])}
+		if len(errs) > 0 {
+			t.FirstErr = errs[0]
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 func maxRSS(s []Sample) int64 {

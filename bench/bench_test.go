@@ -136,10 +136,11 @@ func sampleReport() *Report {
 	samples := map[string][]Sample{
 		Native:        mk(Native, 8, 9, 10),
 		AgentboxBwrap: mk(AgentboxBwrap, 10, 10, 10),
-		BwrapDirect:   mk(BwrapDirect, 8, -1, 10),
+		BwrapPlain:    mk(BwrapPlain, 8, -1, 10),
+		BwrapPlan:     mk(BwrapPlan, 10, 12, 10),
 		GoAPI:         mk(GoAPI, 5, 6, 500),
 	}
-	for _, n := range []string{Native, AgentboxBwrap, BwrapDirect, GoAPI} {
+	for _, n := range []string{Native, AgentboxBwrap, BwrapPlain, BwrapPlan, GoAPI} {
 		rep.Variants = append(rep.Variants, summarizeVariant(variant{name: n}, samples[n]))
 	}
 	rep.finish(samples)
@@ -151,22 +152,25 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 	if got := rep.Ratios[Native+"/"+AgentboxBwrap]; got != 0.9 {
 		t.Errorf("native/agentbox-bwrap = %v, want 0.9", got)
 	}
-	if got := rep.Ratios[Native+"/"+BwrapDirect]; got != 1 { // the failed round is left out
-		t.Errorf("native/bwrap-direct = %v, want 1", got)
+	if got := rep.Ratios[Native+"/"+BwrapPlain]; got != 1 { // the failed round is left out
+		t.Errorf("native/bwrap-plain = %v, want 1", got)
 	}
-	if v := rep.variant(BwrapDirect); v.Failed != 1 || len(v.Samples) != 2 || v.FirstErr == "" {
-		t.Errorf("bwrap-direct failures: %+v", v)
+	if got := rep.Ratios[Native+"/"+BwrapPlan]; got != 0.8 {
+		t.Errorf("native/bwrap-agentbox-plan = %v, want 0.8", got)
+	}
+	if v := rep.variant(BwrapPlain); v.Failed != 1 || len(v.Samples) != 2 || v.FirstErr == "" {
+		t.Errorf("bwrap-plain failures: %+v", v)
 	}
 	met := map[string]bool{}
 	for _, tg := range rep.Targets {
 		met[tg.What] = tg.Met
 	}
-	if len(met) != 4 || met["native <= 1.00 x bwrap-direct (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] {
+	if len(met) != 4 || met["native <= 1.00 x bwrap-plain (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] {
 		t.Errorf("targets: %+v", rep.Targets)
 	}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	if !strings.Contains(text.String(), "FAILED: bwrap-direct: 1 of 3 launches failed") {
+	if !strings.Contains(text.String(), "FAILED: bwrap-plain: 1 of 3 launches failed") {
 		t.Errorf("text report does not show the failure:\n%s", text.String())
 	}
 	doc, err := rep.JSON()
@@ -190,7 +194,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := b.String()
-	for _, want := range []string{"machine: ", "Linux ", "agentbox ", "native &lt;= 1.15 x bwrap-direct: measured", "floors: no sandbox", "--svg FILE"} {
+	for _, want := range []string{"machine: ", "Linux ", "agentbox ", "native &lt;= 1.15 x bwrap-plain: measured", "floors: no sandbox", "--svg FILE"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the picture lacks %q", want)
 		}
@@ -223,10 +227,10 @@ func TestSVGIsWellFormed(t *testing.T) {
 			}
 		}
 	}
-	// 411 samples; the axis ends at the decade above the slowest 0.5% (10 ms): the
+	// 414 samples; the axis ends at the decade above the slowest 0.5% (10 ms): the
 	// 500 ms and 5 s outliers are drawn at its edge.
-	if circles+triangles != 411 || triangles != 2 {
-		t.Errorf("drawn %d dots and %d edge markers, want 409 and 2", circles, triangles)
+	if circles+triangles != 414 || triangles != 2 {
+		t.Errorf("drawn %d dots and %d edge markers, want 412 and 2", circles, triangles)
 	}
 }
 
@@ -264,7 +268,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	want := []string{Native, GoAPI, GoAPICold, ForkExec, NativeDefaults}
 	if bwrap != "" {
-		want = append(want, AgentboxBwrap, BwrapDirect)
+		want = append(want, AgentboxBwrap, BwrapPlain, BwrapPlan)
 	}
 	for _, n := range want {
 		v, ok := names[n]
@@ -280,6 +284,14 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("variant %s: %d failed (%s), %d measured, min %.3f ms", n, v.Failed, v.FirstErr, v.Wall.N, v.Wall.Min)
 		} else if v.Failed > 0 {
 			t.Logf("variant %s: %d of 3 launches failed: %s", n, v.Failed, v.FirstErr)
+		}
+	}
+	if len(rep.Throughput) != 2 {
+		t.Errorf("throughput %+v: want go-api and go-api-cold", rep.Throughput)
+	}
+	for _, tp := range rep.Throughput {
+		if tp.Bursts == 0 || tp.PerSecond <= 0 {
+			t.Errorf("throughput %s: %d bursts, %.1f/s (%s)", tp.Name, tp.Bursts, tp.PerSecond, tp.FirstErr)
 		}
 	}
 	if len(rep.Phases) == 0 || rep.RSS.InitKiB <= 0 || rep.RSS.LauncherKiB <= 0 {

@@ -32,7 +32,8 @@ type env struct {
 	notes   []string
 
 	environ   []string // the agentbox variants' environment
-	bwrapArgv []string // bwrap-direct's argv; nil: skipped
+	bwrapArgv []string // bwrap-agentbox-plan's argv; nil: skipped
+	plainArgv []string // bwrap-plain's argv; nil: skipped
 	guard     *gitguard.StagedGuard
 	seccomp   string    // file holding the terminal-injection filter for bwrap's fd 4
 	devnull   *os.File  // bwrap's --json-status-fd 3
@@ -58,7 +59,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	e.environ = os.Environ()
 	if cfg.Bwrap != "" {
 		e.environ = append(e.environ, "AGENTBOX_BWRAP="+cfg.Bwrap)
-		if err := e.prepareBwrapDirect(); err != nil {
+		if err := e.prepareBwrapPlans(); err != nil {
 			return nil, err
 		}
 	} else {
@@ -119,13 +120,13 @@ func (e *env) prepareRepo() error {
 	return nil
 }
 
-// prepareBwrapDirect builds bubblewrap's own argv for the plan `agentbox exec
+// prepareBwrapPlans builds the plain baseline and bubblewrap's own argv for the plan `agentbox exec
 // --dry-run --json --backend bwrap` prints, translated by compat.Command — the same
 // translation agentbox's bwrap backend runs, without agentbox's init inside: plain
 // bwrap doing the whole policy. The push guard's staging directory, shown with
 // XXXXXX, is staged once for all runs, and the descriptors bwrap is told about (3: its
 // JSON status, 4: the seccomp program) are provided by the bench.
-func (e *env) prepareBwrapDirect() error {
+func (e *env) prepareBwrapPlans() error {
 	args := append([]string{"exec", "--dry-run", "--json", "--backend", "bwrap"}, strings.Fields(launchFlags)...)
 	args = append(append(args, "--repo", e.repo, "--"), e.cfg.Command...)
 	cmd := exec.Command(e.cfg.Agentbox, args...)
@@ -159,7 +160,29 @@ func (e *env) prepareBwrapDirect() error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	e.bwrapArgv = argv
+	e.plainArgv = plainBwrapArgv(e.cfg.Bwrap, plan, e.repo, os.Getenv("HOME"), e.cfg.Command)
 	return nil
+}
+
+// plainBwrapArgv is bubblewrap running the policy as a user would write it by hand:
+// the host read-only, a throw-away overlay on HOME, fresh /tmp and /run, the
+// repository writable with the Git paths the plan protects bound read-only over it,
+// a fresh /proc and /dev, every namespace but the network's. No status fd, no seccomp
+// program, no init of agentbox's: the baseline a user would compare agentbox with.
+// (/tmp and /run come before the repository, which may live in /tmp.)
+func plainBwrapArgv(bwrap string, plan mounts.Plan, repo, home string, command []string) []string {
+	argv := []string{bwrap, "--ro-bind", "/", "/"}
+	if fi, err := os.Stat(home); err == nil && fi.IsDir() && home != "/" && !strings.HasPrefix(home+"/", "/tmp/") {
+		argv = append(argv, "--overlay-src", home, "--tmp-overlay", home)
+	}
+	argv = append(argv, "--tmpfs", "/tmp", "--tmpfs", "/run", "--bind", repo, repo)
+	for _, op := range plan.Ops {
+		if op.Kind == mounts.BindRO && strings.HasPrefix(op.Dest, repo+"/") {
+			argv = append(argv, "--ro-bind-try", op.Dest, op.Dest)
+		}
+	}
+	argv = append(argv, "--proc", "/proc", "--dev", "/dev", "--unshare-all", "--share-net", "--die-with-parent", "--chdir", repo, "--")
+	return append(argv, command...)
 }
 
 // dryRunStage finds the push guard's staging directory as --dry-run shows it,
@@ -302,8 +325,13 @@ func (e *env) variants() []variant {
 			name: AgentboxBwrap, desc: "agentbox exec --backend bwrap " + launchFlags,
 			run: func() (Sample, error) { return e.execOnce(e.cfg.Agentbox, agentbox("bwrap", flags...), e.environ, nil) },
 		}, variant{
-			name: BwrapDirect, desc: "bwrap alone, argv = compat.Command(plan of --dry-run --json --backend bwrap), fds 3/4 from the bench",
+			name: BwrapPlan, desc: "bwrap alone running agentbox's whole plan: argv = compat.Command(plan of --dry-run --json --backend bwrap), with --json-status-fd 3 and --add-seccomp-fd 4 from the bench",
 			run: e.bwrapOnce,
+		}, variant{
+			name: BwrapPlain, desc: "bwrap alone with the policy as a user writes it: --ro-bind / /, --tmp-overlay HOME, --tmpfs /tmp /run, --bind REPO, --ro-bind-try of the protected Git paths, --proc, --dev, --unshare-all --share-net --die-with-parent",
+			run: func() (Sample, error) {
+				return e.execOnce(e.plainArgv[0], e.plainArgv[1:], os.Environ(), nil)
+			},
 		})
 	}
 	vs = append(vs, variant{
@@ -431,6 +459,18 @@ func (p *apiProbe) run() (Sample, error) {
 		s.Phases = append(s.Phases, phase{Name: ph.Name, Dur: ph.Dur})
 	}
 	return s, nil
+}
+
+// burst runs burstLaunches back to back in the probe: launches per second.
+func (p *apiProbe) burst() (float64, error) {
+	var r probeBurst
+	if err := p.ask("burst", &r); err != nil {
+		return 0, err
+	}
+	if r.Err != "" {
+		return 0, errors.New(r.Err)
+	}
+	return float64(r.Launches) / time.Duration(r.WallNS).Seconds(), nil
 }
 
 func (p *apiProbe) rss() (RSS, error) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"syscall"
 	"time"
@@ -19,6 +20,17 @@ type probeRun struct {
 	Err    string          `json:"err,omitempty"`
 }
 
+// probeBurst is the probe's answer to "burst": burstLaunches launches back to back.
+type probeBurst struct {
+	WallNS   int64  `json:"wall_ns"` // from the first launch's start to the last one's end
+	Launches int    `json:"launches"`
+	Err      string `json:"err,omitempty"` // the first failure; the burst stops there
+}
+
+// burstLaunches is how many launches one "burst" runs back to back: enough that a
+// Prestart refill which has not finished when the next launch wants it shows.
+const burstLaunches = 10
+
 // probeRSS is the probe's answer to "rss".
 type probeRSS struct {
 	SelfKiB     int64 `json:"self_kib"`     // the probe: a small Go program using the API
@@ -30,6 +42,9 @@ type probeRSS struct {
 // "run" from r, and answers with one JSON line on w measured around the call. "rss"
 // answers with the peak RSS of the probe and of the largest init it ran. It returns
 // at EOF. With prestart, sandbox.Prestart keeps an init ready for each next launch.
+// "burst" runs burstLaunches launches back to back and answers with their total time:
+// throughput, where "run" is latency (a Prestart refill runs after a launch returns,
+// so it is off one launch's latency but not off a stream of launches).
 func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) error {
 	// The init is this very binary: agentbox's main hands the init role to nsinit.
 	opts.InitBinary = "/proc/self/exe"
@@ -49,6 +64,8 @@ func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) err
 			run, peak := probeOnce(opts)
 			initPeak = max(initPeak, peak)
 			err = enc.Encode(run)
+		case "burst":
+			err = enc.Encode(probeBurstOnce(opts))
 		case "rss":
 			var self syscall.Rusage
 			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
@@ -77,6 +94,24 @@ func probeOnce(opts sandbox.Options) (probeRun, int64) {
 		out.Err = err.Error()
 	}
 	return out, res.InitPeakRSSKiB
+}
+
+func probeBurstOnce(opts sandbox.Options) probeBurst {
+	out := probeBurst{}
+	t0 := time.Now()
+	for out.Launches < burstLaunches {
+		res, err := sandbox.Run(opts)
+		if err == nil && res.Status != 0 {
+			err = fmt.Errorf("command exited %d", res.Status)
+		}
+		if err != nil {
+			out.Err = err.Error()
+			break
+		}
+		out.Launches++
+	}
+	out.WallNS = int64(time.Since(t0))
+	return out
 }
 
 func cpuDelta(a, b syscall.Rusage) int64 {
