@@ -117,8 +117,12 @@ func TestRawGateWantsGo(t *testing.T) {
 	if !rawUsable() {
 		testenv.Skip(t, "the raw init needs Linux 5.12")
 	}
-	if !rawAcquire() {
-		t.Fatal("raw init busy")
+	// The previous test's raw init gives the reservation back when it is reaped, a
+	// moment after its launch returned (longer in a slow VM): wait for that, bounded.
+	for deadline := time.Now().Add(20 * time.Second); !rawAcquire(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("raw init still busy 20 s after the previous launch returned")
+		}
 	}
 	shared := t.TempDir()
 	null := devNull(t)
