@@ -31,7 +31,9 @@ const (
 	ForkExec       = "fork-exec"           // the command itself, no sandbox
 	EmptyGo        = "empty-go"            // an empty static Go binary
 	NativeDefaults = "native-defaults"     // agentbox exec with the session extras on
-	launchFlags    = "--no-git-save --no-record"
+	// AgainstPrefix names the --against binary's variants: "against:native" …
+	AgainstPrefix = "against:"
+	launchFlags   = "--no-git-save --no-record"
 
 	// nativeTimed is native with AGENTBOX_TIMINGS, launched once a round for the
 	// phase breakdown only: printing the timings costs a launch about 2%, which the
@@ -42,6 +44,7 @@ const (
 // Config is one benchmark run.
 type Config struct {
 	Agentbox string    // the agentbox binary measured (and used for --dry-run)
+	Against  string    // another agentbox binary measured in the same rounds; empty: none
 	Bwrap    string    // bubblewrap >= 0.12.0; empty: the bwrap variants are skipped
 	GoTool   string    // the go command that builds the empty binary; empty: skipped
 	Repo     string    // the writable repository; empty: a fresh Git repository in /tmp

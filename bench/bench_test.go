@@ -245,7 +245,9 @@ func TestBenchCommand(t *testing.T) {
 	before := tmpEntries(t, "agentbox-bench-")
 
 	guardsBefore := guardDirs()
-	args := []string{"bench", "--runs", "3", "--warmup", "0", "--json", "--no-store", "--repo", repo}
+	// --against the same binary: its variants run in the same rounds, in state of
+	// their own.
+	args := []string{"bench", "--runs", "3", "--warmup", "0", "--json", "--no-store", "--repo", repo, "--against", bin}
 	bwrap := sandboxtest.BwrapPath(t) // fails in CI when bubblewrap 0.12.0 is missing
 	if bwrap != "" {
 		args = append(args, "--bwrap", bwrap)
@@ -266,7 +268,7 @@ func TestBenchCommand(t *testing.T) {
 	for _, v := range rep.Variants {
 		names[v.Name] = v
 	}
-	want := []string{Native, GoAPI, GoAPICold, ForkExec, NativeDefaults}
+	want := []string{Native, GoAPI, GoAPICold, ForkExec, NativeDefaults, AgainstPrefix + Native, AgainstPrefix + NativeDefaults}
 	if bwrap != "" {
 		want = append(want, AgentboxBwrap, BwrapPlain, BwrapPlan)
 	}

@@ -352,14 +352,31 @@ func (e *env) variants() []variant {
 			run: func() (Sample, error) { return e.execOnce(e.emptyGo, nil, os.Environ(), nil) },
 		})
 	}
-	snap, state := filepath.Join(e.work, "snapshots"), filepath.Join(e.work, "state")
-	defEnv := append(append([]string(nil), e.environ...), "XDG_STATE_HOME="+state)
-	vs = append(vs, variant{
-		name: NativeDefaults, desc: "agentbox exec --backend native with snapshot, record and audit (scratch dirs)",
-		run: func() (Sample, error) {
-			return e.execOnce(e.cfg.Agentbox, agentbox("native", "--git-save-dir", snap), defEnv, nil)
-		},
-	})
+	bins := []struct{ prefix, path string }{{"", e.cfg.Agentbox}}
+	if e.cfg.Against != "" {
+		bins = append(bins, struct{ prefix, path string }{AgainstPrefix, e.cfg.Against})
+	}
+	for _, bin := range bins {
+		// Each binary keeps its own snapshots and state: one's store format is not
+		// the other's to read.
+		snap := filepath.Join(e.work, bin.prefix+"snapshots")
+		defEnv := append(append([]string(nil), e.environ...), "XDG_STATE_HOME="+filepath.Join(e.work, bin.prefix+"state"))
+		path := bin.path
+		if bin.prefix != "" {
+			vs = append(vs, variant{
+				name: bin.prefix + Native, desc: path + " exec --backend native " + launchFlags,
+				run: func() (Sample, error) {
+					return e.execOnce(path, agentbox("native", flags...), e.environ, nil)
+				},
+			})
+		}
+		vs = append(vs, variant{
+			name: bin.prefix + NativeDefaults, desc: path + " exec --backend native with snapshot, record and audit (scratch dirs)",
+			run: func() (Sample, error) {
+				return e.execOnce(path, agentbox("native", "--git-save-dir", snap), defEnv, nil)
+			},
+		})
+	}
 	return vs
 }
 

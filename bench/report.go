@@ -158,6 +158,8 @@ func (r *Report) finish(samples map[string][]Sample) {
 	ratio(GoAPI, Native)
 	ratio(GoAPICold, BwrapPlain)
 	ratio(GoAPI, GoAPICold)
+	ratio(Native, AgainstPrefix+Native)
+	ratio(NativeDefaults, AgainstPrefix+NativeDefaults)
 	for _, t := range []Target{
 		{What: "native <= 0.85 x agentbox-bwrap", Ratio: t1, Limit: 0.85},
 		{What: "native <= 1.15 x bwrap-plain", Ratio: t2, Limit: 1.15},
@@ -294,9 +296,9 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "FAILED: %s: %d of %d launches failed; first: %s\n", v.Name, v.Failed, v.Failed+len(v.Samples), v.FirstErr)
 		}
 	}
-	fmt.Fprintf(w, "\n%-20s %8s %8s %8s %8s   %8s %8s\n", "wall ms", "min", "median", "p90", "max", "cpu med", "cpu p90")
+	fmt.Fprintf(w, "\n%-24s %8s %8s %8s %8s   %8s %8s\n", "wall ms", "min", "median", "p90", "max", "cpu med", "cpu p90")
 	for _, v := range r.Variants {
-		fmt.Fprintf(w, "%-20s %8.2f %8.2f %8.2f %8.2f   %8.2f %8.2f\n", v.Name,
+		fmt.Fprintf(w, "%-24s %8.2f %8.2f %8.2f %8.2f   %8.2f %8.2f\n", v.Name,
 			v.Wall.Min, v.Wall.Median, v.Wall.P90, v.Wall.Max, v.CPU.Median, v.CPU.P90)
 	}
 	fmt.Fprintf(w, "\nratios (median of per-round ratios):\n")
@@ -307,7 +309,7 @@ func (r *Report) WriteText(w io.Writer) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !math.IsNaN(r.Ratios[k]) {
-			fmt.Fprintf(w, "  %-28s %.3f\n", k, r.Ratios[k])
+			fmt.Fprintf(w, "  %-42s %.3f\n", k, r.Ratios[k])
 		}
 	}
 	if len(r.Targets) > 0 {

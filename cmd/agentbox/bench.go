@@ -25,7 +25,9 @@ interleaved round by round: agentbox exec --backend native, agentbox exec --back
 bwrap, bubblewrap alone on the same plan (the argv 'agentbox exec --dry-run --backend
 bwrap' prints, without agentbox's init inside), agentbox's Go API, and two floors
 (fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
-shows what the snapshot, the record and the audit add. The result is stored in the
+shows what the snapshot, the record and the audit add. With --against BINARY, another
+agentbox build runs native and native-defaults in the same rounds, for a before/after
+comparison that one machine's changing load cannot skew. The result is stored in the
 results store (agentbox log --results) unless --no-store.`,
 	Flags: func() *flag.FlagSet { return new(benchArgs).flags() },
 }
@@ -50,6 +52,7 @@ func (a *benchArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.prestart, "prestart", false, "internal: with --serve-api, use sandbox.Prestart")
 	fs.IntVar(&a.cfg.Runs, "runs", 100, "measured rounds, `N` (one launch of each variant per round)")
 	fs.IntVar(&a.cfg.Warmup, "warmup", 5, "`N` rounds run first and discarded")
+	fs.StringVar(&a.cfg.Against, "against", "", "also measure another agentbox `BINARY` (e.g. the last release) in the same rounds: native and native-defaults of both, and their ratios")
 	fs.StringVar(&a.cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
 	fs.BoolVar(&a.scale, "scale", false, "run the scaling scenario instead: generated repositories of growing size (see --scale-repos)")
 	fs.StringVar(&a.repos, "scale-repos", "20,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
@@ -83,6 +86,11 @@ func cmdBench(args []string) int {
 	}
 	cfg.Agentbox = self
 	cfg.Version = session.Version
+	if cfg.Against != "" {
+		if fi, err := os.Stat(cfg.Against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return fail("bench: --against %s: not an executable file; give the path of another agentbox binary", cfg.Against)
+		}
+	}
 	if *bwrap != "" {
 		os.Setenv(bwrapcheck.EnvVar, *bwrap)
 	}
