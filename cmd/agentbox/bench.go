@@ -22,9 +22,10 @@ var benchCommand = cli.Command{
 	Summary: "measure launches: native vs bwrap vs floors",
 	Help: `Measures the launch of COMMAND (default: true) under the same sandbox policy,
 interleaved round by round: agentbox exec --backend native, agentbox exec --backend
-bwrap, bubblewrap alone on the same plan (the argv 'agentbox exec --dry-run --backend
-bwrap' prints, without agentbox's init inside), agentbox's Go API, and two floors
-(fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
+bwrap, two bubblewrap baselines (bwrap-plain: the policy as a user writes it by hand;
+bwrap-agentbox-plan: agentbox's whole plan, the argv 'agentbox exec --dry-run --backend
+bwrap' prints, without agentbox's init inside), agentbox's Go API (latency, and
+throughput in bursts), and two floors (fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
 shows what the snapshot, the record and the audit add. With --against BINARY, another
 agentbox build runs native and native-defaults in the same rounds, for a before/after
 comparison that one machine's changing load cannot skew. The result is stored in the
