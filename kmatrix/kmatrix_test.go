@@ -309,3 +309,30 @@ func TestBootFailureAndCrashReason(t *testing.T) {
 		t.Errorf("crashReason = %q", got)
 	}
 }
+
+// A skip inside a VM passes its cell only as a kernel gate for a feature doctor
+// measured missing there; any other skip, or a gate for a feature that is present,
+// fails the cell.
+func TestUnjustifiedSkips(t *testing.T) {
+	features := []Feature{{Name: "userns", OK: false}, {Name: "mount_setattr", OK: true}}
+	for _, tc := range []struct {
+		reason string
+		ok     bool
+	}{
+		{"probe_linux_test.go:52: " + vmproto.KernelGate + "userns: user namespaces unavailable", true},
+		{"a_test.go:1: setting up\nprobe_linux_test.go:52: " + vmproto.KernelGate + "userns: off", true},
+		{"raw_test.go:55: " + vmproto.KernelGate + "mount_setattr: the raw init needs Linux 5.12", false},
+		{"raw_test.go:55: " + vmproto.KernelGate + "time_travel: needs it", false},
+		{"raw_test.go:55: " + vmproto.KernelGate + "userns", false},
+		{"smoke_test.go:9: socat missing", false},
+		{"", false},
+	} {
+		got := unjustifiedSkips([]TestRow{{"b", "TestX", "skip", tc.reason}}, features)
+		if (len(got) == 0) != tc.ok {
+			t.Errorf("skip %q: problems %q, want accepted=%v", tc.reason, got, tc.ok)
+		}
+	}
+	if got := unjustifiedSkips([]TestRow{{"b", "TestX", "pass", ""}, {"b", "TestY", "fail", "x"}}, nil); len(got) != 0 {
+		t.Errorf("passes and failures taken for skips: %q", got)
+	}
+}

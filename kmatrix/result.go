@@ -116,6 +116,49 @@ func (r *Result) evaluate(c Cell, kf KernelFiles, log consoleLog) {
 		}
 		r.Tests = append(r.Tests, rows...)
 	}
+	r.Problems = append(r.Problems, unjustifiedSkips(r.Tests, r.Features)...)
+}
+
+// unjustifiedSkips names every skipped test of a cell that is not a kernel gate
+// (vmproto.KernelGate) for a feature doctor measured missing in the same VM. The VM
+// is built to have every tool and privilege; what it may lack is kernel features, and
+// those doctor has measured, so a skip for anything else — or for a feature this
+// kernel has — would be a missing piece behind a passing cell.
+func unjustifiedSkips(tests []TestRow, features []Feature) []string {
+	missing := map[string]bool{}
+	known := map[string]bool{}
+	for _, f := range features {
+		known[f.Name] = true
+		missing[f.Name] = !f.OK
+	}
+	var problems []string
+	for _, t := range tests {
+		if t.Status != "skip" {
+			continue
+		}
+		feature, ok := kernelGate(t.Reason)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s %s skipped, and only a kernel gate may skip in a VM: %s", t.Binary, t.Name, t.Reason))
+		case !known[feature]:
+			problems = append(problems, fmt.Sprintf("%s %s skipped for %q, which doctor does not measure: %s", t.Binary, t.Name, feature, t.Reason))
+		case !missing[feature]:
+			problems = append(problems, fmt.Sprintf("%s %s skipped for lacking %s, which doctor found present: %s", t.Binary, t.Name, feature, t.Reason))
+		}
+	}
+	return problems
+}
+
+// kernelGate reads the feature from a skip's reason, "file_test.go:12: kernel lacks
+// FEATURE: why": the last line of the test's log, which is the skip's own.
+func kernelGate(reason string) (string, bool) {
+	line := reason[strings.LastIndex(reason, "\n")+1:]
+	_, rest, found := strings.Cut(line, ": "+vmproto.KernelGate)
+	if !found {
+		return "", false
+	}
+	feature, _, found := strings.Cut(rest, ":")
+	return feature, found && feature != ""
 }
 
 // bootFailure picks the line that says why a kernel did not boot: its panic

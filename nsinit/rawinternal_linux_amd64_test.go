@@ -52,7 +52,7 @@ func TestRawSuperviseWhenPollFails(t *testing.T) {
 		return
 	}
 	if !rawUsable() {
-		testenv.Skip(t, "the raw init needs Linux 5.12")
+		testenv.SkipKernel(t, "mount_setattr", "the raw init needs Linux 5.12")
 	}
 	shared := t.TempDir()
 	null := devNull(t)
@@ -115,7 +115,7 @@ func TestRawGateWantsGo(t *testing.T) {
 		return
 	}
 	if !rawUsable() {
-		testenv.Skip(t, "the raw init needs Linux 5.12")
+		testenv.SkipKernel(t, "mount_setattr", "the raw init needs Linux 5.12")
 	}
 	// The previous test's raw init gives the reservation back when it is reaped, a
 	// moment after its launch returned (longer in a slow VM): wait for that, bounded.

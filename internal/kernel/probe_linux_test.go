@@ -49,7 +49,7 @@ func TestProbesMatchKernelVersion(t *testing.T) {
 				t.Fatalf("no result for %s", name)
 			}
 			if name != Openat2 && !userns.OK {
-				testenv.Skip(t, "user namespaces unavailable (%s): cannot measure %s", userns.Detail, name)
+				testenv.SkipKernel(t, UserNS, "user namespaces unavailable (%s): cannot measure %s", userns.Detail, name)
 			}
 			has, _ := AtLeast(r.Kernel, s.Since)
 			if name == OverlayUserNS && r.Sysctls["overlay.permit_mounts_in_userns"] == "Y" {
@@ -72,7 +72,7 @@ func TestDetectSyscallsAgreesWithProbe(t *testing.T) {
 		t.Errorf("openat2: DetectSyscalls %v, probe %v (%s)", sc.Openat2, c.OK, c.Detail)
 	}
 	if c, _ := r.Get(UserNS); !c.OK {
-		testenv.Skip(t, "user namespaces unavailable: %s", c.Detail)
+		testenv.SkipKernel(t, UserNS, "user namespaces unavailable: %s", c.Detail)
 	}
 	if c, _ := r.Get(MountSetattr); c.OK != sc.MountSetattr {
 		t.Errorf("mount_setattr: DetectSyscalls %v, probe %v (%s)", sc.MountSetattr, c.OK, c.Detail)

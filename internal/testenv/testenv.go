@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/agentbox/agentbox/kmatrix/vmproto"
 )
 
 // DefaultUser is the unprivileged account tests use when they run as root.
@@ -294,6 +296,21 @@ func Skip(t testing.TB, format string, args ...any) {
 		t.Fatalf("%s is set, and this test would skip: "+format, append([]any{EnvStrict}, args...)...)
 	}
 	t.Skipf(format, args...)
+}
+
+// SkipKernel skips a test that needs a kernel feature (one of doctor's check names,
+// internal/kernel's constants) this kernel lacks. Inside the kernel matrix's VMs
+// (AGENTBOX_KMATRIX set) it is the one skip allowed under EnvStrict, and it is not
+// taken on trust: kmatrix reads the feature from the reason and fails the cell unless
+// doctor, in the same VM, measured that feature missing. Elsewhere it is Skip: CI's
+// own kernel has every feature a gated test needs.
+func SkipKernel(t testing.TB, feature, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("AGENTBOX_KMATRIX") == "" {
+		Skip(t, vmproto.KernelGate+feature+": "+format, args...)
+		return
+	}
+	t.Skipf(vmproto.KernelGate+feature+": "+format, args...)
 }
 
 // LocalGit runs git in dir as the running user, with no system or global config and

@@ -56,3 +56,8 @@ const (
 	Done   = "done"   // Prefix + "done": everything ran; power-off follows
 	Doctor = "doctor" // the NAME of the doctor run
 )
+
+// KernelGate starts the reason of the one skip a test may take inside a VM
+// (testenv.SkipKernel): "kernel lacks FEATURE: why", FEATURE one of doctor's check
+// names. The host fails the cell when doctor found FEATURE present there.
+const KernelGate = "kernel lacks "
