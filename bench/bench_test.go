@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/pushguard"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestDryRunStage(t *testing.T) {
-	p := "/tmp/" + gitguard.GuardStagePrefix
+	p := "/tmp/" + pushguard.GuardStagePrefix
 	for in, want := range map[string]int{
 		p + "123-XXXXXX/git": len(p) + len("123-XXXXXX"),
 		p + "123-XXXXXX":     len(p) + len("123-XXXXXX"),
@@ -395,7 +396,7 @@ func BenchmarkPolicyAndPlan(b *testing.B) {
 
 // guardDirs lists the push-guard staging dirs in /tmp.
 func guardDirs() []string {
-	m, _ := filepath.Glob("/tmp/" + gitguard.GuardStagePrefix + "*")
+	m, _ := filepath.Glob("/tmp/" + pushguard.GuardStagePrefix + "*")
 	return m
 }
 

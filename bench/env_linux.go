@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/compat"
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/pushguard"
 	"github.com/agentbox/agentbox/internal/ttyfilter"
 	"github.com/agentbox/agentbox/mounts"
 )
@@ -34,7 +34,7 @@ type env struct {
 	environ   []string // the agentbox variants' environment
 	bwrapArgv []string // bwrap-agentbox-plan's argv; nil: skipped
 	plainArgv []string // bwrap-plain's argv; nil: skipped
-	guard     *gitguard.StagedGuard
+	guard     *pushguard.StagedGuard
 	seccomp   string    // file holding the terminal-injection filter for bwrap's fd 4
 	devnull   *os.File  // bwrap's --json-status-fd 3
 	command   string    // cfg.Command[0] resolved on PATH, for fork-exec
@@ -189,7 +189,7 @@ func plainBwrapArgv(bwrap string, plan mounts.Plan, repo, home string, command [
 // /tmp/PREFIX<pid>-XXXXXX, at the start of a; n is its length, 0 when absent. (No
 // package-level regexp: every agentbox process, the init too, would compile it.)
 func dryRunStage(a string) int {
-	p := "/tmp/" + gitguard.GuardStagePrefix
+	p := "/tmp/" + pushguard.GuardStagePrefix
 	if !strings.HasPrefix(a, p) {
 		return 0
 	}
@@ -212,11 +212,11 @@ func (e *env) stageGuard(plan *mounts.Plan) error {
 	if !needed {
 		return nil
 	}
-	h, found, err := gitguard.FindHostGit(os.Getenv)
+	h, found, err := pushguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
 		return fmt.Errorf("bench: the plan has a push guard but no host git was found (%v)", err)
 	}
-	if e.guard, err = gitguard.StageGuard(h); err != nil {
+	if e.guard, err = pushguard.StageGuard(h); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
 	for i := range plan.Ops {

@@ -29,7 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/pushguard"
 	"github.com/agentbox/agentbox/internal/safepath"
 )
 
@@ -119,7 +119,7 @@ func GC(opts GCOptions) ([]Leftover, error) {
 		out = append(out, found...)
 	}
 	if opts.GuardDir != "" {
-		found, err := collect(opts.GuardDir, gitguard.GuardStagePrefix, "push-guard staging", opts.DryRun)
+		found, err := collect(opts.GuardDir, pushguard.GuardStagePrefix, "push-guard staging", opts.DryRun)
 		if err != nil {
 			return out, err
 		}

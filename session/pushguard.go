@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/pushguard"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -20,11 +20,11 @@ func registerPushFlags(fs *flag.FlagSet, cfg *Config) {
 // in the sandbox.
 type pushGuard struct {
 	ops    []mounts.Op
-	staged *gitguard.StagedGuard
+	staged *pushguard.StagedGuard
 	lock   *dirLock // this launcher's claim on the staging dir, for agentbox gc
 }
 
-// preparePushGuard puts the guard in the user's cache (gitguard.CacheGuard), or, where
+// preparePushGuard puts the guard in the user's cache (pushguard.CacheGuard), or, where
 // the sandbox could write there (writable: the sources of its writable binds) or the
 // cache cannot hold it, stages it below the host's /tmp, which cleanup removes. With
 // --allow-git-push, or without any git on PATH, there is nothing to do.
@@ -32,7 +32,7 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 	if cfg.AllowGitPush {
 		return &pushGuard{}, nil
 	}
-	h, found, err := gitguard.FindHostGit(os.Getenv)
+	h, found, err := pushguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
 		return &pushGuard{}, err
 	}
@@ -45,11 +45,11 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 			}
 			return true
 		}
-		if path, err := gitguard.CacheGuard(h, filepath.Join(p.CacheDir, "pushguard"), outside); err == nil {
+		if path, err := pushguard.CacheGuard(h, filepath.Join(p.CacheDir, "pushguard"), outside); err == nil {
 			return &pushGuard{ops: pushGuardOps(h, path)}, nil
 		}
 	}
-	staged, err := gitguard.StageGuard(h)
+	staged, err := pushguard.StageGuard(h)
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +68,14 @@ func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
 	if cfg.AllowGitPush {
 		return nil
 	}
-	h, found, err := gitguard.FindHostGit(os.Getenv)
+	h, found, err := pushguard.FindHostGit(os.Getenv)
 	if err != nil || !found {
 		return nil
 	}
 	if p.CacheDir != "" {
-		return pushGuardOps(h, filepath.Join(p.CacheDir, "pushguard", gitguard.GuardCacheName(h)))
+		return pushGuardOps(h, filepath.Join(p.CacheDir, "pushguard", pushguard.GuardCacheName(h)))
 	}
-	dir := filepath.Join("/tmp", fmt.Sprintf("%s%d-XXXXXX", gitguard.GuardStagePrefix, os.Getpid()))
+	dir := filepath.Join("/tmp", fmt.Sprintf("%s%d-XXXXXX", pushguard.GuardStagePrefix, os.Getpid()))
 	return pushGuardOps(h, filepath.Join(dir, "git"))
 }
 
@@ -83,10 +83,10 @@ func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
 // point, then the real Git's directory read-only on it (sources are taken from the
 // host view, before the guard covers anything) — then the guard over every file that
 // runs Git under a name that can push.
-func pushGuardOps(h gitguard.HostGit, guard string) []mounts.Op {
+func pushGuardOps(h pushguard.HostGit, guard string) []mounts.Op {
 	ops := []mounts.Op{
-		{Kind: mounts.Tmpfs, Dest: gitguard.GuardRunDir, Mode: 0o755, Why: "P9 mount point for the real git"},
-		{Kind: mounts.BindRO, Source: filepath.Dir(h.Git), Dest: gitguard.GuardRunDir, Why: "P9 the real git, for the push guard only"},
+		{Kind: mounts.Tmpfs, Dest: pushguard.GuardRunDir, Mode: 0o755, Why: "P9 mount point for the real git"},
+		{Kind: mounts.BindRO, Source: filepath.Dir(h.Git), Dest: pushguard.GuardRunDir, Why: "P9 the real git, for the push guard only"},
 	}
 	for _, dest := range h.Shadow {
 		ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: guard, Dest: dest, Why: "P9 push guard over git"})

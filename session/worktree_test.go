@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/pushguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 
@@ -135,7 +135,7 @@ func TestPushGuardOps(t *testing.T) {
 // The guard goes to the user's cache, unless the sandbox could write there: then it
 // is staged below /tmp, as without a cache.
 func TestPushGuardCacheOutsideWritable(t *testing.T) {
-	if _, found, err := gitguard.FindHostGit(os.Getenv); !found || err != nil {
+	if _, found, err := pushguard.FindHostGit(os.Getenv); !found || err != nil {
 		testenv.Skip(t, "no git on PATH")
 	}
 	repo, err := filepath.EvalSymlinks(t.TempDir())
@@ -158,7 +158,7 @@ func TestPushGuardCacheOutsideWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.cleanup()
-	if g.staged == nil || !strings.HasPrefix(g.ops[2].Source, "/tmp/"+gitguard.GuardStagePrefix) {
+	if g.staged == nil || !strings.HasPrefix(g.ops[2].Source, "/tmp/"+pushguard.GuardStagePrefix) {
 		t.Errorf("cache inside the repository was used: %+v", g.ops)
 	}
 	if left, _ := filepath.Glob(filepath.Join(repo, ".cache", "agentbox", "pushguard", "*")); len(left) != 0 {

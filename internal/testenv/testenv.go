@@ -313,6 +313,17 @@ func SkipKernel(t testing.TB, feature, format string, args ...any) {
 	t.Skipf(vmproto.KernelGate+feature+": "+format, args...)
 }
 
+// CanonTempDir is t.TempDir() with its symlinks resolved ($TMPDIR may be a symlink),
+// for tests that compare paths the code canonicalises.
+func CanonTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // LocalGit runs git in dir as the running user, with no system or global config and
 // a fixed identity, for fixtures the test process itself owns; it fails the test on
 // error and returns the trimmed output.

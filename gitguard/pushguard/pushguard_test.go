@@ -1,4 +1,4 @@
-package gitguard
+package pushguard
 
 import (
 	"os"
@@ -42,7 +42,7 @@ func hostGit(t *testing.T) string {
 func newGuardFixture(t *testing.T) *guardFixture {
 	t.Helper()
 	real := hostGit(t)
-	dir := canonTemp(t)
+	dir := testenv.CanonTempDir(t)
 	f := &guardFixture{t: t, bin: filepath.Join(dir, "bin"), repo: filepath.Join(dir, "repo"),
 		remote: filepath.Join(dir, "remote.git"), realGit: real}
 	if err := os.MkdirAll(f.bin, 0o755); err != nil {
@@ -336,7 +336,7 @@ func TestFindHostGit(t *testing.T) {
 	}
 
 	// GIT_EXEC_PATH wins, as it does for Git.
-	alt := canonTemp(t)
+	alt := testenv.CanonTempDir(t)
 	if err := os.Symlink(real, filepath.Join(alt, "git-push")); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestFindHostGit(t *testing.T) {
 	}
 
 	// Found through a relative PATH entry ("."): still the canonical file.
-	dot := canonTemp(t)
+	dot := testenv.CanonTempDir(t)
 	if err := os.Symlink(real, filepath.Join(dot, "git")); err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestFindHostGit(t *testing.T) {
 	}
 
 	// No git on PATH: nothing to guard.
-	t.Setenv("PATH", canonTemp(t))
+	t.Setenv("PATH", testenv.CanonTempDir(t))
 	if _, found, err := FindHostGit(os.Getenv); found || err != nil {
 		t.Fatalf("no git: found %v err %v", found, err)
 	}
@@ -391,7 +391,7 @@ func TestStageGuard(t *testing.T) {
 		t.Fatalf("guard content differs from GuardScript (%v)", err)
 	}
 	// $TMPDIR does not move it.
-	t.Setenv("TMPDIR", canonTemp(t))
+	t.Setenv("TMPDIR", testenv.CanonTempDir(t))
 	s2, err := StageGuard(h)
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestStageGuard(t *testing.T) {
 // refused before anything is written there.
 func TestCacheGuard(t *testing.T) {
 	h := HostGit{Git: "/usr/bin/git2"}
-	dir := filepath.Join(canonTemp(t), "cache", "pushguard")
+	dir := filepath.Join(testenv.CanonTempDir(t), "cache", "pushguard")
 	all := func(string) bool { return true }
 	path, err := CacheGuard(h, dir, all)
 	if err != nil {
@@ -473,7 +473,7 @@ func TestCacheGuard(t *testing.T) {
 		check(what)
 	}
 	// Refused: a dir the sandbox can write, and one others can write.
-	other := filepath.Join(canonTemp(t), "pg")
+	other := filepath.Join(testenv.CanonTempDir(t), "pg")
 	if _, err := CacheGuard(h, other, func(string) bool { return false }); err == nil {
 		t.Error("a cache the sandbox can write was used")
 	}
@@ -488,7 +488,7 @@ func TestCacheGuard(t *testing.T) {
 	}
 	// One the init could not reach: below another user's mode-0700 directory (root
 	// launching into someone else's HOME: root's capabilities do not count there).
-	home := filepath.Join(canonTemp(t), "home")
+	home := filepath.Join(testenv.CanonTempDir(t), "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package gitguard
+// Package pushguard makes the script that stands in for the host's Git inside the
+// sandbox and refuses pushes (DESIGN.md P9): where the real Git is found, how the
+// script is staged or cached, and what it refuses. What is mounted where is the
+// plan's (mounts); this package only provides the files.
+package pushguard
 
 import (
 	"crypto/sha256"
@@ -14,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The push guard (DESIGN.md P9). Inside the sandbox, the host's Git executable is
+// Inside the sandbox, the host's Git executable is
 // shadowed by a small POSIX shell script (bound read-only over it) that refuses
 // `git push`, `git send-pack` and `git http-push` — directly, through global options,
 // through aliases from any config, through `!` aliases whose shell text runs them,
@@ -508,4 +512,10 @@ func GuardCacheName(h HostGit) string { return guardCacheName(GuardScript(h.Real
 func guardCacheName(script string) string {
 	sum := sha256.Sum256([]byte(script))
 	return "git-" + hex.EncodeToString(sum[:8])
+}
+
+// isFile: path is a regular file itself, not through a symlink.
+func isFile(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
