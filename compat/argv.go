@@ -312,6 +312,19 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	return err
 }
 
+// selfPath is the running agentbox binary, symlinks resolved, to be bound into the
+// sandbox as its init.
+func selfPath() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("bwrap backend: locate the agentbox binary: %w", err)
+	}
+	return exe, nil
+}
+
 // Format renders argument groups as a shell command, one group per line.
 func Format(groups [][]string) string {
 	var b strings.Builder

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -123,7 +122,7 @@ func TestArgvBuild(t *testing.T) {
 		Backend: policy.BackendBwrap, Command: []string{"sh", "-c", "echo 'hi'; exit 3"},
 	}
 	plan := mounts.Build(p, mounts.Session{
-		Protected: []gitguard.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
+		Protected: []mounts.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
 	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
 	if err != nil {
@@ -366,7 +365,7 @@ func parseArgv(argv []string) (mounts.Plan, error) {
 // corpus is in testdata/fuzz/FuzzArgv.
 func FuzzArgv(f *testing.F) {
 	p := &policy.Policy{Repo: "/r", Home: "/h", Workdir: "/r", Command: []string{"sh"}}
-	b, _ := json.Marshal(mounts.Build(p, mounts.Session{Protected: []gitguard.Protected{{Path: "/r/.git/hooks"}}}))
+	b, _ := json.Marshal(mounts.Build(p, mounts.Session{Protected: []mounts.Protected{{Path: "/r/.git/hooks"}}}))
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var plan mounts.Plan

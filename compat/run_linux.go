@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -172,19 +171,6 @@ func seccompPipe() (*os.File, error) {
 		return nil, fmt.Errorf("bwrap backend: write seccomp program: %w", err)
 	}
 	return r, nil
-}
-
-// selfPath is the running agentbox binary, symlinks resolved, to be bound into the
-// sandbox as its init.
-func selfPath() (string, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		return "", fmt.Errorf("bwrap backend: locate the agentbox binary: %w", err)
-	}
-	return exe, nil
 }
 
 // openSources opens each bind source without following a symlink in any component

@@ -15,16 +15,14 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
 
 // Protected is one path of Git's exec surface that lies inside the repository and
-// must be read-only in the sandbox.
-type Protected struct {
-	Path   string // absolute host path, inside the repository, free of symlinks
-	Dir    bool   // a directory (hooks/) rather than a file
-	Exists bool   // false: a placeholder is created before launch so it can be covered
-}
+// must be read-only in the sandbox. The plan owns the type (mounts.Protected):
+// gitguard finds the paths, mounts.Build alone decides the operations for them.
+type Protected = mounts.Protected
 
 // maxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).
 const maxModuleDepth = 8

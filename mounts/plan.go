@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -174,14 +173,23 @@ func (p Plan) JSON() ([]byte, error) {
 	return json.MarshalIndent(p, "", "  ")
 }
 
+// Protected is one path of Git's exec surface that lies inside the writable set and
+// must be read-only in the sandbox. gitguard.ProtectedPaths finds them; Build alone
+// turns them into operations (the last ones, so they win).
+type Protected struct {
+	Path   string // absolute host path, inside the repository, free of symlinks
+	Dir    bool   // a directory (hooks/) rather than a file
+	Exists bool   // false: a placeholder is created before launch so it can be covered
+}
+
 // Session holds what the launcher prepared for one run, on top of the policy.
 type Session struct {
-	DiskTmp   string               // --disk-tmp: the session's directory for /tmp
-	GitRW     []Op                 // writable binds of a linked worktree's metadata outside the repo
-	Pinned    []string             // directories bound onto themselves so they cannot be renamed (gitguard.PinnedDirs)
-	ExtraRO   []Op                 // further read-only binds (the push guard's tools)
-	Protected []gitguard.Protected // Git exec surface inside the writable set
-	Empty     EmptySources         // stand-ins for hidden paths (hide.go)
+	DiskTmp   string       // --disk-tmp: the session's directory for /tmp
+	GitRW     []Op         // writable binds of a linked worktree's metadata outside the repo
+	Pinned    []string     // directories bound onto themselves so they cannot be renamed (gitguard.PinnedDirs)
+	ExtraRO   []Op         // further read-only binds (the push guard's tools)
+	Protected []Protected  // Git exec surface inside the writable set (gitguard.ProtectedPaths)
+	Empty     EmptySources // stand-ins for hidden paths (hide.go)
 	// HostRoot: the sandbox's uid or gid is the host's 0 (agentbox started as root;
 	// the ids map to themselves). The kernel then lets the command write kernel
 	// tunables by file mode alone, capabilities or not, so Build covers them (P12).

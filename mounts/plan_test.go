@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -32,7 +31,7 @@ func index(list []string, s string) int {
 }
 
 func TestBuildOrder(t *testing.T) {
-	prot := []gitguard.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+	prot := []Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
 	plan := Build(testPolicy("/h", "/h/repo"), Session{Protected: prot})
 	got := dests(plan)
 	want := []string{"ro-bind /", "proc /proc", "dev /dev", "tmpfs /tmp", "tmpfs /run",
@@ -94,7 +93,7 @@ func TestBuildOptions(t *testing.T) {
 	p := testPolicy("", "/srv/repo")
 	p.Offline = true
 	extra := []Op{{Kind: BindRO, Source: "/tmp/guard", Dest: "/run/agentbox/bin"}}
-	plan := Build(p, Session{ExtraRO: extra, HostRoot: true, Protected: []gitguard.Protected{{Path: "/srv/repo/.git/config"}}})
+	plan := Build(p, Session{ExtraRO: extra, HostRoot: true, Protected: []Protected{{Path: "/srv/repo/.git/config"}}})
 	got := dests(plan)
 	if index(got, "overlay ") >= 0 {
 		t.Error("overlay without HOME")
@@ -136,7 +135,7 @@ func TestPlanRendering(t *testing.T) {
 }
 
 func BenchmarkBuild(b *testing.B) {
-	prot := []gitguard.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+	prot := []Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
 	p := testPolicy("/h", "/h/repo")
 	for b.Loop() {
 		_ = Build(p, Session{Protected: prot})

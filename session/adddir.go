@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -23,8 +24,8 @@ func forDir(p *policy.Policy, dir string) *policy.Policy {
 }
 
 // addDirProtected lists the protected Git paths of every added directory.
-func addDirProtected(p *policy.Policy) ([]gitguard.Protected, error) {
-	var all []gitguard.Protected
+func addDirProtected(p *policy.Policy) ([]mounts.Protected, error) {
+	var all []mounts.Protected
 	for _, d := range p.AddDirs {
 		prot, err := gitguard.ProtectedPaths(d)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -58,7 +57,7 @@ func repoIdentity(repo string) (mounts.FileID, error) {
 // a directory swapped for another between this check and the backend's capture (two
 // real directories exchanged, no link involved) fails the launch too, instead of
 // binding the repository from one tree and its protections from the other.
-func verifyUnchanged(repo string, want mounts.FileID, prot []gitguard.Protected, plan *mounts.Plan) error {
+func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, plan *mounts.Plan) error {
 	changed := func(why string) error {
 		return fmt.Errorf("repo %s changed while agentbox was starting (%s); not launching", repo, why)
 	}

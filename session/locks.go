@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/safepath"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // Git updates a file by writing FILE.lock beside it and renaming the lock over it. For
@@ -20,7 +20,7 @@ import (
 // agentbox removes the locks that appeared beside protected files.
 
 // lockPaths are the lock files Git would use for the protected files.
-func lockPaths(prot []gitguard.Protected) []string {
+func lockPaths(prot []mounts.Protected) []string {
 	var out []string
 	for _, p := range prot {
 		if !p.Dir {
@@ -32,7 +32,7 @@ func lockPaths(prot []gitguard.Protected) []string {
 
 // existingLocks records which of those locks exist before the session: they belong
 // to a Git that was running on the host, not to the sandbox.
-func existingLocks(prot []gitguard.Protected) map[string]bool {
+func existingLocks(prot []mounts.Protected) map[string]bool {
 	have := map[string]bool{}
 	for _, l := range lockPaths(prot) {
 		if _, err := os.Lstat(l); err == nil {
@@ -45,7 +45,7 @@ func existingLocks(prot []gitguard.Protected) map[string]bool {
 // removeStaleLocks removes every lock beside a protected file that the session left,
 // and says so on w. Only regular files are removed, through their directory opened
 // without following any symlink (a concurrent session could swap a parent).
-func removeStaleLocks(w io.Writer, prot []gitguard.Protected, before map[string]bool) {
+func removeStaleLocks(w io.Writer, prot []mounts.Protected, before map[string]bool) {
 	for _, l := range lockPaths(prot) {
 		if before[l] {
 			continue

@@ -6,7 +6,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -21,7 +20,7 @@ import (
 // verifyLaunch re-checks, right before the launch, what the plan binds: the
 // repository and its protected Git paths (verifyUnchanged), or, read-only, the
 // repository alone.
-func verifyLaunch(p *policy.Policy, repoID mounts.FileID, prot []gitguard.Protected, plan *mounts.Plan) error {
+func verifyLaunch(p *policy.Policy, repoID mounts.FileID, prot []mounts.Protected, plan *mounts.Plan) error {
 	if !p.ReadOnly {
 		return verifyUnchanged(p.Repo, repoID, prot, plan)
 	}
