@@ -20,7 +20,7 @@ import (
 // aside whatever new or changed thing can make Git run a program.
 //
 // It never runs git on the repository (that is what fires the payload): config files
-// are parsed by ParseConfig. It never follows a symlink out of the repository, opens
+// are parsed by gitconfig.Parse. It never follows a symlink out of the repository, opens
 // files without following symlinks and non-blocking, and bounds its walk; what it
 // could not inspect is reported, never skipped silently.
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // What `agentbox audit --fix` does to a config file. Moving the whole file aside, as
@@ -20,7 +22,7 @@ import (
 
 // ownSettingKey says whether e's key, with a plain value, is an ordinary personal
 // setting.
-func ownSettingKey(e ConfigEntry) bool {
+func ownSettingKey(e gitconfig.Entry) bool {
 	switch e.Section + "." + e.Key {
 	case "core.editor", "core.pager", "sequence.editor", "diff.tool", "merge.tool", "gpg.program":
 		return true
@@ -51,7 +53,7 @@ func plainCommand(v string) bool {
 // setting rather than a plant: one of the personal keys (an editor, a pager), with a
 // plain command whose program is a bare name (found on PATH) or an absolute path.
 // A relative path with a slash could name a program inside the repository.
-func OwnSetting(e ConfigEntry) bool {
+func OwnSetting(e gitconfig.Entry) bool {
 	if !ownSettingKey(e) || e.NoValue {
 		return false
 	}
@@ -65,7 +67,7 @@ func OwnSetting(e ConfigEntry) bool {
 
 // flaggedBy returns the reasons of f that describe entry e, as the scan wrote them
 // (describe).
-func flaggedBy(e ConfigEntry, reasons []string) []string {
+func flaggedBy(e gitconfig.Entry, reasons []string) []string {
 	prefix := strings.TrimSuffix(describe(e, ""), " ()")
 	var out []string
 	for _, r := range reasons {
@@ -131,11 +133,11 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	entries, err := ParseConfig(strings.NewReader(string(data)))
+	entries, err := gitconfig.Parse(strings.NewReader(string(data)))
 	if err != nil {
 		return "", fmt.Errorf("cannot be parsed, so cannot be edited (%v); move it aside by hand", err)
 	}
-	var keep []ConfigEntry
+	var keep []gitconfig.Entry
 	removed := 0
 	for _, e := range entries {
 		if len(flaggedBy(e, reasons)) > 0 && !OwnSetting(e) {
@@ -156,7 +158,7 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 		return "", fmt.Errorf("keep a copy: %w", err)
 	}
 	tmp := path + ".agentbox-fix-" + id
-	if err := writeNew(tmp, []byte(FormatConfig(keep)), mode); err != nil {
+	if err := writeNew(tmp, []byte(gitconfig.Format(keep)), mode); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("write the fixed config: %w", err)
 	}
@@ -168,15 +170,15 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 }
 
 // readConfigNoFollow parses a config file opened without following a symlink.
-func readConfigNoFollow(path string) ([]ConfigEntry, error) {
+func readConfigNoFollow(path string) ([]gitconfig.Entry, error) {
 	data, _, err := readConfigBytes(path)
 	if err != nil {
 		return nil, err
 	}
-	return ParseConfig(strings.NewReader(string(data)))
+	return gitconfig.Parse(strings.NewReader(string(data)))
 }
 
-// readConfigBytes reads a config file (regular, at most maxConfigSize, never through
+// readConfigBytes reads a config file (regular, at most gitconfig.MaxFileSize, never through
 // a symlink or blocking on a FIFO: openRegular) and returns its permission bits.
 func readConfigBytes(path string) ([]byte, os.FileMode, error) {
 	f, err := openRegular(path)
@@ -188,12 +190,12 @@ func readConfigBytes(path string) ([]byte, os.FileMode, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, gitconfig.MaxFileSize+1))
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(data) > maxConfigSize {
-		return nil, 0, fmt.Errorf("larger than %d bytes", maxConfigSize)
+	if len(data) > gitconfig.MaxFileSize {
+		return nil, 0, fmt.Errorf("larger than %d bytes", gitconfig.MaxFileSize)
 	}
 	return data, fi.Mode().Perm() | fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky), nil
 }
@@ -213,51 +215,4 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
-}
-
-// FormatConfig writes entries as a Git config file, in order: a section header
-// whenever the section changes, then one quoted "key = value" per entry.
-func FormatConfig(entries []ConfigEntry) string {
-	var b strings.Builder
-	b.WriteString("# rewritten by agentbox audit --fix: entries that make Git run a program were removed\n")
-	cur := "\x00"
-	for _, e := range entries {
-		head := e.Section + "\x00" + e.Subsection
-		if head != cur {
-			if e.Subsection != "" {
-				fmt.Fprintf(&b, "[%s \"%s\"]\n", e.Section, escapeConfig(e.Subsection, false))
-			} else {
-				fmt.Fprintf(&b, "[%s]\n", e.Section)
-			}
-			cur = head
-		}
-		if e.NoValue {
-			fmt.Fprintf(&b, "\t%s\n", e.Key)
-			continue
-		}
-		fmt.Fprintf(&b, "\t%s = \"%s\"\n", e.Key, escapeConfig(e.Value, true))
-	}
-	return b.String()
-}
-
-// escapeConfig escapes s for a quoted config value (value: also newline, tab and
-// backspace) or a subsection name.
-func escapeConfig(s string, value bool) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\\' || r == '"':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case value && r == '\n':
-			b.WriteString(`\n`)
-		case value && r == '\t':
-			b.WriteString(`\t`)
-		case value && r == '\b':
-			b.WriteString(`\b`)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -3,6 +3,8 @@ package gitguard
 import (
 	"fmt"
 	"strings"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // Danger says why a config entry can make Git run a program, or "" when it cannot.
@@ -14,7 +16,7 @@ import (
 //
 // core.worktree is not in the list: it runs nothing, and whether it is dangerous
 // depends on where it points, which only the audit knows (see auditor.config).
-func Danger(e ConfigEntry) string {
+func Danger(e gitconfig.Entry) string {
 	section, sub, key := e.Section, strings.ToLower(e.Subsection), e.Key
 	value := strings.TrimSpace(e.Value)
 	switch section {
@@ -63,7 +65,7 @@ func Danger(e ConfigEntry) string {
 			return "alias runs a shell command"
 		}
 	case "include", "includeif":
-		if IsInclude(e) {
+		if gitconfig.IsInclude(e) {
 			return "makes Git read another config file"
 		}
 	case "uploadpack":
@@ -177,7 +179,7 @@ func isBoolString(v string) bool {
 }
 
 // describe renders a dangerous entry for a report line, on one line and bounded.
-func describe(e ConfigEntry, why string) string {
+func describe(e gitconfig.Entry, why string) string {
 	if e.NoValue {
 		return fmt.Sprintf("%s (%s)", e.Name(), why)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/safepath"
 
 	"github.com/agentbox/agentbox/policy"
@@ -63,7 +64,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		opt:      opt,
 		surface:  &Surface{Repo: repo, Items: map[string]*Item{}},
 		gitdirs:  map[string]bool{},
-		configs:  map[string][]ConfigEntry{},
+		configs:  map[string][]gitconfig.Entry{},
 		expanded: map[string]expansion{},
 		hooks:    map[string]bool{},
 	}
@@ -82,11 +83,11 @@ type scanner struct {
 	opt         ScanOptions
 	surface     *Surface
 	entries     int
-	stopped     bool          // the entry bound was hit
-	hostEntries []ConfigEntry // the host configs with their includes, read once
+	stopped     bool              // the entry bound was hit
+	hostEntries []gitconfig.Entry // the host configs with their includes, read once
 	gitdirs     map[string]bool
-	configs     map[string][]ConfigEntry // config files read, with their entries
-	expanded    map[string]expansion     // config files whose includes were followed
+	configs     map[string][]gitconfig.Entry // config files read, with their entries
+	expanded    map[string]expansion         // config files whose includes were followed
 	hooks       map[string]bool
 }
 
@@ -270,7 +271,7 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		switch {
 		case e.NoValue || e.Value == "":
 		case e.Section == "core" && e.Key == "hookspath":
-			if p, ok := expandPath(e.Value, s.opt.Home); ok {
+			if p, ok := gitconfig.ExpandPath(e.Value, s.opt.Home); ok {
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(base, p)
 				}
@@ -278,7 +279,7 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 					s.hooksDir(canon, base)
 				}
 			}
-		case IsInclude(e) || e.Section == "protocol":
+		case gitconfig.IsInclude(e) || e.Section == "protocol":
 		case Danger(e) != "":
 			s.programs(e.Value, e.Name(), base)
 		}
@@ -458,7 +459,7 @@ func (s *scanner) programs(value, runBy, base string) {
 		if !strings.Contains(tok, "/") || strings.HasPrefix(tok, "-") {
 			continue
 		}
-		p, ok := expandPath(tok, s.opt.Home)
+		p, ok := gitconfig.ExpandPath(tok, s.opt.Home)
 		if !ok {
 			continue
 		}
@@ -495,8 +496,8 @@ func (s *scanner) scriptPrograms(script, runBy, base string) {
 // config audits a config file Git reads (when it lies inside repo) and the files it
 // includes, to Git's depth bound, and returns the entries of all of them. gitdir is
 // the Git directory the config belongs to, "" for a host config.
-func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
-	if depth >= maxIncludeDepth {
+func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
+	if depth >= gitconfig.MaxIncludeDepth {
 		return nil
 	}
 	// Each file's includes are expanded once per depth it is reached at, at most:
@@ -506,18 +507,18 @@ func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
 		return v.entries
 	}
 	s.expanded[key] = expansion{depth: depth}
-	var entries []ConfigEntry
+	var entries []gitconfig.Entry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
 	} else if canon, missing := canonical(path); canon != "" && missing == "" {
 		if s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
-			entries, _ = readHostConfig(canon)
+			entries, _ = gitconfig.ReadHostFile(canon)
 		}
 	}
 	all := entries
-	for _, inc := range IncludePaths(entries, path, s.opt.Home) {
+	for _, inc := range gitconfig.IncludePaths(entries, path, s.opt.Home) {
 		all = append(all, s.config(inc, gitdir, depth+1)...)
 	}
 	s.expanded[key] = expansion{depth: depth, entries: all}
@@ -527,12 +528,12 @@ func (s *scanner) config(path, gitdir string, depth int) []ConfigEntry {
 // expansion is a config file with its includes, as read at the given include depth.
 type expansion struct {
 	depth   int
-	entries []ConfigEntry
+	entries []gitconfig.Entry
 }
 
 // repoConfig records the config file at path (inside repo, or reached from a path
 // inside it) and returns its entries; nil when it does not exist or is not read.
-func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
+func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
 	parent, err := filepath.EvalSymlinks(filepath.Dir(path))
 	if err != nil {
 		return nil
@@ -540,18 +541,18 @@ func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
 	p := filepath.Join(parent, filepath.Base(path))
 	if !s.inside(p) {
 		// The directory leads out of the repository: host files, read-only in the sandbox.
-		entries, _ := readHostConfig(p)
+		entries, _ := gitconfig.ReadHostFile(p)
 		return entries
 	}
 	if entries, seen := s.configs[p]; seen {
 		return entries
 	}
 	s.configs[p] = nil
-	it, data, ok := s.file(p, KindConfig, maxConfigSize)
+	it, data, ok := s.file(p, KindConfig, gitconfig.MaxFileSize)
 	if !ok || data == nil {
 		return nil
 	}
-	entries, err := ParseConfig(bytes.NewReader(data))
+	entries, err := gitconfig.Parse(bytes.NewReader(data))
 	if err != nil {
 		it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be parsed, so cannot be checked (%v)", err))
 		return nil
@@ -577,11 +578,11 @@ func (s *scanner) repoConfig(path, gitdir string) []ConfigEntry {
 // gitmodules audits a .gitmodules file: submodule.*.update = !command. Current Git
 // ignores that form in .gitmodules (CVE-2019-19604), older Git runs it.
 func (s *scanner) gitmodules(p string) {
-	it, data, ok := s.file(p, KindGitmodules, maxConfigSize)
+	it, data, ok := s.file(p, KindGitmodules, gitconfig.MaxFileSize)
 	if !ok || data == nil {
 		return
 	}
-	entries, err := ParseConfig(bytes.NewReader(data))
+	entries, err := gitconfig.Parse(bytes.NewReader(data))
 	if err != nil {
 		return // Git cannot read it either; a merge conflict in .gitmodules is ordinary
 	}
@@ -595,12 +596,12 @@ func (s *scanner) gitmodules(p string) {
 // todo audits a sequencer todo list: "exec"/"x" lines run a shell command when the
 // operator continues the rebase.
 func (s *scanner) todo(p string) {
-	it, data, ok := s.file(p, KindTodo, maxConfigSize)
+	it, data, ok := s.file(p, KindTodo, gitconfig.MaxFileSize)
 	if !ok || data == nil {
 		return
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), maxConfigSize)
+	sc.Buffer(make([]byte, 64<<10), gitconfig.MaxFileSize)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) > 1 && (f[0] == "exec" || f[0] == "x") {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // The Git state files below a gitdir, beyond config, hooks and todo lists, from which
@@ -56,14 +58,14 @@ func strategyDanger(name, when string) string {
 
 // stateFiles audits the sequencer state and legacy remote files of gitdir dir.
 func (s *scanner) stateFiles(dir string) {
-	if it, data, ok := s.file(filepath.Join(dir, "rebase-merge", "strategy"), KindState, maxConfigSize); ok && data != nil {
+	if it, data, ok := s.file(filepath.Join(dir, "rebase-merge", "strategy"), KindState, gitconfig.MaxFileSize); ok && data != nil {
 		line, _, _ := strings.Cut(string(data), "\n")
 		if d := strategyDanger(line, "git rebase --continue"); d != "" {
 			it.Dangers = appendNew(it.Dangers, d)
 		}
 	}
-	if it, data, ok := s.file(filepath.Join(dir, "sequencer", "opts"), KindState, maxConfigSize); ok && data != nil {
-		entries, err := ParseConfig(bytes.NewReader(data))
+	if it, data, ok := s.file(filepath.Join(dir, "sequencer", "opts"), KindState, gitconfig.MaxFileSize); ok && data != nil {
+		entries, err := gitconfig.Parse(bytes.NewReader(data))
 		if err != nil {
 			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be parsed, so cannot be checked (%v)", err))
 		}
@@ -81,7 +83,7 @@ func (s *scanner) stateFiles(dir string) {
 				continue
 			}
 			p := filepath.Join(dir, sub, e.Name())
-			it, data, ok := s.file(p, KindRemoteFile, maxConfigSize)
+			it, data, ok := s.file(p, KindRemoteFile, gitconfig.MaxFileSize)
 			if !ok || data == nil {
 				continue
 			}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // TestScanStateFiles: sequencer state and legacy remote files that name a program
@@ -72,19 +74,19 @@ func TestScanStateFiles(t *testing.T) {
 // takes a program name (read from Git's source).
 func TestDangerProgramKeys(t *testing.T) {
 	for _, c := range []struct {
-		e    ConfigEntry
+		e    gitconfig.Entry
 		want bool
 	}{
-		{ConfigEntry{Section: "remote", Subsection: "o", Key: "vcs", Value: "../x"}, true},
-		{ConfigEntry{Section: "remote", Subsection: "o", Key: "url", Value: "hg::https://h/r"}, true},
-		{ConfigEntry{Section: "remote", Subsection: "o", Key: "url", Value: "https://h/r"}, false},
-		{ConfigEntry{Section: "remote", Subsection: "o", Key: "url", Value: "/srv/a::b"}, false},
-		{ConfigEntry{Section: "url", Subsection: "evil::", Key: "insteadof", Value: "https://"}, true},
-		{ConfigEntry{Section: "url", Subsection: "https://mirror/", Key: "insteadof", Value: "https://"}, false},
-		{ConfigEntry{Section: "pull", Key: "twohead", Value: "ort"}, false},
-		{ConfigEntry{Section: "pull", Key: "octopus", Value: "octopus evil"}, true},
-		{ConfigEntry{Section: "gc", Key: "recentobjectshook", Value: "x"}, true},
-		{ConfigEntry{Section: "tar", Subsection: "tar.xz", Key: "command", Value: "xz -c"}, true},
+		{gitconfig.Entry{Section: "remote", Subsection: "o", Key: "vcs", Value: "../x"}, true},
+		{gitconfig.Entry{Section: "remote", Subsection: "o", Key: "url", Value: "hg::https://h/r"}, true},
+		{gitconfig.Entry{Section: "remote", Subsection: "o", Key: "url", Value: "https://h/r"}, false},
+		{gitconfig.Entry{Section: "remote", Subsection: "o", Key: "url", Value: "/srv/a::b"}, false},
+		{gitconfig.Entry{Section: "url", Subsection: "evil::", Key: "insteadof", Value: "https://"}, true},
+		{gitconfig.Entry{Section: "url", Subsection: "https://mirror/", Key: "insteadof", Value: "https://"}, false},
+		{gitconfig.Entry{Section: "pull", Key: "twohead", Value: "ort"}, false},
+		{gitconfig.Entry{Section: "pull", Key: "octopus", Value: "octopus evil"}, true},
+		{gitconfig.Entry{Section: "gc", Key: "recentobjectshook", Value: "x"}, true},
+		{gitconfig.Entry{Section: "tar", Subsection: "tar.xz", Key: "command", Value: "xz -c"}, true},
 	} {
 		if got := Danger(c.e) != ""; got != c.want {
 			t.Errorf("Danger(%s = %q) = %q, want dangerous %v", c.e.Name(), c.e.Value, Danger(c.e), c.want)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -465,7 +466,7 @@ func TestDangerHarmless(t *testing.T) {
 		"[submodule \"s\"]\n\tupdate = rebase", "[core]\n\tworktree = ../../../sub",
 		"[protocol]\n\tversion = 2", "[diff]\n\tcolorMoved = zebra",
 	} {
-		entries, err := ParseConfig(strings.NewReader(k))
+		entries, err := gitconfig.Parse(strings.NewReader(k))
 		if err != nil {
 			t.Fatalf("%q: %v", k, err)
 		}

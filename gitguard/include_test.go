@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // hostEnv points the host config lookup at the fixture's HOME only.
@@ -114,25 +116,8 @@ func TestProtectedIncludeDepth(t *testing.T) {
 	got := protectedSet(t, f.repo)
 	for i := range 12 {
 		_, ok := got[filepath.Join(f.repo, "inc", fmt.Sprint(i))]
-		if want := i < maxIncludeDepth; ok != want {
+		if want := i < gitconfig.MaxIncludeDepth; ok != want {
 			t.Errorf("inc/%d protected: %v, want %v", i, ok, want)
-		}
-	}
-}
-
-func TestHostConfigFiles(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	cases := []struct {
-		env  map[string]string
-		want []string
-	}{
-		{map[string]string{"HOME": "/h"}, []string{"/etc/gitconfig", "/h/.config/git/config", "/h/.gitconfig"}},
-		{map[string]string{"HOME": "/h", "XDG_CONFIG_HOME": "/x", "GIT_CONFIG_NOSYSTEM": "1"}, []string{"/x/git/config", "/h/.gitconfig"}},
-		{map[string]string{"HOME": "/h", "GIT_CONFIG_GLOBAL": "/g", "GIT_CONFIG_SYSTEM": "/s"}, []string{"/s", "/g"}},
-	}
-	for _, c := range cases {
-		if got := HostConfigFiles(env(c.env)); !slices.Equal(got, c.want) {
-			t.Errorf("%v: got %v, want %v", c.env, got, c.want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -67,7 +68,7 @@ func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
 	}
 	// Even without a .git, the user's global config may include a file in repo.
 	// includes protects the targets inside c.repo: one pass per writable root.
-	configs := append(c.configFiles(), HostConfigFiles(os.Getenv)...)
+	configs := append(c.configFiles(), gitconfig.HostConfigFiles(os.Getenv)...)
 	for _, root := range c.roots {
 		c.repo = root
 		c.includes(configs, os.Getenv("HOME"))
@@ -284,7 +285,7 @@ func worktreeConfigEnabled(gitdir string) bool {
 		if dir == "" {
 			continue
 		}
-		entries, err := ReadConfigFile(filepath.Join(dir, "config"))
+		entries, err := gitconfig.ReadFile(filepath.Join(dir, "config"))
 		if err != nil {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -30,7 +31,7 @@ type auditor struct {
 // exactly what the sandbox could write, no more.
 func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, error) {
 	opt := gitguard.ScanOptions{
-		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitDirs,
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
@@ -62,7 +63,7 @@ func cmdAudit(args []string) int {
 		session.AuditPending(dir, repo, os.Stderr)
 	}
 	surface, err := gitguard.Scan(repo, gitguard.ScanOptions{
-		HostConfigs: gitguard.HostConfigFiles(os.Getenv),
+		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitguard.OutsideGitDirs(repo),
 		Home:        os.Getenv("HOME"),
 	})

@@ -1,4 +1,9 @@
-package gitguard
+// Package gitconfig reads Git's config format without running Git: the audit and the
+// protected-path collector read files a sandbox may have written, and Git would act on
+// them. It parses as Git parses (an error where Git refuses a file), finds the files
+// Git reads for every repository and the ones includes name, and writes a config back
+// (audit --fix). It never follows more than Git does and never blocks on a FIFO.
+package gitconfig
 
 import (
 	"bufio"
@@ -8,9 +13,9 @@ import (
 	"unicode"
 )
 
-// ConfigEntry is one variable of a Git config file, as git-config(1) describes the
+// Entry is one variable of a Git config file, as git-config(1) describes the
 // format: Section and Key lower-cased, Subsection kept as written.
-type ConfigEntry struct {
+type Entry struct {
 	Section    string
 	Subsection string
 	Key        string
@@ -20,7 +25,7 @@ type ConfigEntry struct {
 }
 
 // Name is the dotted name git config prints: section.subsection.key.
-func (e ConfigEntry) Name() string {
+func (e Entry) Name() string {
 	if e.Subsection == "" {
 		return e.Section + "." + e.Key
 	}
@@ -28,7 +33,7 @@ func (e ConfigEntry) Name() string {
 }
 
 // Bool interprets the value as Git does for booleans.
-func (e ConfigEntry) Bool() bool {
+func (e Entry) Bool() bool {
 	if e.NoValue {
 		return true
 	}
@@ -39,22 +44,22 @@ func (e ConfigEntry) Bool() bool {
 	return false
 }
 
-// ReadConfigFile parses the Git config file at path. It never runs git: the audit
+// ReadFile parses the Git config file at path. It never runs git: the audit
 // reads configs that a sandbox may have written, and git would act on them. It
 // follows symlinks as Git does, but reads only a regular file, opened non-blocking
-// (a FIFO planted as a config cannot hang the launcher), and at most maxConfigSize.
-func ReadConfigFile(path string) ([]ConfigEntry, error) {
-	entries, err := readHostConfig(path)
+// (a FIFO planted as a config cannot hang the launcher), and at most MaxFileSize.
+func ReadFile(path string) ([]Entry, error) {
+	entries, err := ReadHostFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
 	return entries, nil
 }
 
-// ParseConfig parses Git's config format. It is lenient where Git is lenient and
+// Parse parses Git's config format. It is lenient where Git is lenient and
 // returns an error where Git would refuse the file, so that a file Git rejects is
 // not silently read differently.
-func ParseConfig(r io.Reader) ([]ConfigEntry, error) {
+func Parse(r io.Reader) ([]Entry, error) {
 	br := bufio.NewReader(r)
 	p := configParser{r: br, line: 1}
 	return p.parse()
@@ -65,7 +70,7 @@ type configParser struct {
 	line    int
 	section string
 	sub     string
-	entries []ConfigEntry
+	entries []Entry
 }
 
 func (p *configParser) next() (rune, bool) {
@@ -103,7 +108,7 @@ func (p *configParser) skipLine() {
 	}
 }
 
-func (p *configParser) parse() ([]ConfigEntry, error) {
+func (p *configParser) parse() ([]Entry, error) {
 	// A UTF-8 byte-order mark is skipped, as Git does.
 	if b, err := p.r.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
 		_, _ = p.r.Discard(3)
@@ -211,7 +216,7 @@ func (p *configParser) variable() error {
 	for ok && (c == ' ' || c == '\t') {
 		c, ok = p.next()
 	}
-	e := ConfigEntry{Section: p.section, Subsection: p.sub, Key: strings.ToLower(key.String()), Line: line}
+	e := Entry{Section: p.section, Subsection: p.sub, Key: strings.ToLower(key.String()), Line: line}
 	if !ok || c == '\n' || c == '#' || c == ';' {
 		if ok && c != '\n' {
 			p.skipLine()

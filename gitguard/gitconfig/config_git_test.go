@@ -1,4 +1,4 @@
-package gitguard
+package gitconfig
 
 import (
 	"os"
@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// TestParseConfigMatchesGit parses tricky config files with ParseConfig and with
+// TestParseMatchesGit parses tricky config files with Parse and with
 // git config -f FILE --list (which reads only that file and runs nothing), and checks
-// that where Git accepts a file, ParseConfig reads the same names and values. The
+// that where Git accepts a file, Parse reads the same names and values. The
 // audit relies on this: a key read differently is a key the audit could miss.
-func TestParseConfigMatchesGit(t *testing.T) {
+func TestParseMatchesGit(t *testing.T) {
 	cases := []string{
 		"[core]fsmonitor=x\n",
 		"[core \"Sub\"] Key = v\n",
@@ -67,15 +67,15 @@ func TestParseConfigMatchesGit(t *testing.T) {
 		cmd := exec.Command("git", "config", "-f", file, "--list", "-z")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
 		out, gitErr := cmd.Output()
-		entries, err := ParseConfig(strings.NewReader(c))
+		entries, err := Parse(strings.NewReader(c))
 		if gitErr != nil {
 			if err == nil {
-				t.Logf("case %d %q: Git refuses it, ParseConfig accepts (harmless: Git reads nothing)", i, c)
+				t.Logf("case %d %q: Git refuses it, Parse accepts (harmless: Git reads nothing)", i, c)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("case %d %q: Git accepts it, ParseConfig says %v", i, c, err)
+			t.Errorf("case %d %q: Git accepts it, Parse says %v", i, c, err)
 			continue
 		}
 		var got []string
@@ -91,7 +91,7 @@ func TestParseConfigMatchesGit(t *testing.T) {
 			want = nil
 		}
 		if c == emptySubsection {
-			// Git names it core..k, a key no lookup of core.k finds; ParseConfig
+			// Git names it core..k, a key no lookup of core.k finds; Parse
 			// cannot tell it from [core] and so errs towards reporting it.
 			continue
 		}

@@ -1,0 +1,125 @@
+package gitconfig
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// MaxIncludeDepth is Git's own bound on nested includes (MAX_INCLUDE_DEPTH in
+// config.c): a deeper chain makes Git die, so nothing below it is ever read.
+const MaxIncludeDepth = 10
+
+// IsInclude reports whether e names another config file for Git to read:
+// include.path, or includeIf.<condition>.path. The condition is not evaluated: every
+// caller needs the files Git could read, and a condition (gitdir:, onbranch:,
+// hasconfig:) can become true later.
+func IsInclude(e Entry) bool {
+	return e.Key == "path" && (e.Section == "include" && e.Subsection == "" || e.Section == "includeif")
+}
+
+// IncludePaths returns the files the include entries of a config file name, resolved
+// as Git resolves them: "~/" and "~user/" against home directories, a relative path
+// against the directory of the including file. Entries Git would refuse (no value, a
+// ~user that does not exist) are left out, as Git reads nothing for them.
+func IncludePaths(entries []Entry, file, home string) []string {
+	var out []string
+	for _, e := range entries {
+		if !IsInclude(e) || e.NoValue || e.Value == "" {
+			continue
+		}
+		p, ok := ExpandPath(e.Value, home)
+		if !ok {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(file), p)
+		}
+		out = append(out, filepath.Clean(p))
+	}
+	return out
+}
+
+// ExpandPath does what Git's interpolate_path does with a leading "~" or "~user".
+func ExpandPath(p, home string) (string, bool) {
+	if !strings.HasPrefix(p, "~") {
+		return p, true
+	}
+	name, rest, _ := strings.Cut(p[1:], "/")
+	if name == "" {
+		if home == "" {
+			return "", false
+		}
+		return filepath.Join(home, rest), true
+	}
+	u, err := user.Lookup(name)
+	if err != nil || u.HomeDir == "" {
+		return "", false
+	}
+	return filepath.Join(u.HomeDir, rest), true
+}
+
+// HostConfigFiles returns the config files Git reads for every repository of the
+// user, in the order Git reads them: the system file (unless GIT_CONFIG_NOSYSTEM) and
+// the global files ($XDG_CONFIG_HOME/git/config, ~/.gitconfig), or what
+// GIT_CONFIG_SYSTEM / GIT_CONFIG_GLOBAL name instead. getenv is os.Getenv outside tests.
+func HostConfigFiles(getenv func(string) string) []string {
+	var out []string
+	if !envBool(getenv("GIT_CONFIG_NOSYSTEM")) {
+		if p := getenv("GIT_CONFIG_SYSTEM"); p != "" {
+			out = append(out, p)
+		} else {
+			out = append(out, "/etc/gitconfig")
+		}
+	}
+	if p := getenv("GIT_CONFIG_GLOBAL"); p != "" {
+		return append(out, p)
+	}
+	home := getenv("HOME")
+	xdg := getenv("XDG_CONFIG_HOME")
+	if xdg == "" && home != "" {
+		xdg = filepath.Join(home, ".config")
+	}
+	if xdg != "" {
+		out = append(out, filepath.Join(xdg, "git", "config"))
+	}
+	if home != "" {
+		out = append(out, filepath.Join(home, ".gitconfig"))
+	}
+	return out
+}
+
+func envBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// ReadHostFile reads a config file as Git would find it (following symlinks), but
+// refuses anything that is not a regular file, and opens it non-blocking so that a
+// FIFO cannot hang the launcher.
+func ReadHostFile(path string) ([]Entry, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return Parse(io.LimitReader(f, MaxFileSize))
+}
+
+// MaxFileSize bounds what is read of one config file; Git's own files are tiny, and
+// a hostile one must not make agentbox read gigabytes.
+const MaxFileSize = 16 << 20
