@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // What `agentbox audit --fix` does to a config file. Moving the whole file aside, as
@@ -179,9 +180,9 @@ func readConfigNoFollow(path string) ([]gitconfig.Entry, error) {
 }
 
 // readConfigBytes reads a config file (regular, at most gitconfig.MaxFileSize, never through
-// a symlink or blocking on a FIFO: openRegular) and returns its permission bits.
+// a symlink or blocking on a FIFO: safepath.OpenRegular) and returns its permission bits.
 func readConfigBytes(path string) ([]byte, os.FileMode, error) {
-	f, err := openRegular(path)
+	f, err := safepath.OpenRegular(path)
 	if err != nil {
 		return nil, 0, err
 	}

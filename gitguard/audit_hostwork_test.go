@@ -91,15 +91,3 @@ func TestQuarantineToAcrossFilesystems(t *testing.T) {
 		t.Errorf("quarantined symlink: %q, %v", l, err)
 	}
 }
-
-// TestRestoreFIFO: a FIFO given to restore as the ZIP does not hang it.
-func TestRestoreFIFO(t *testing.T) {
-	dir := t.TempDir()
-	zfifo := filepath.Join(dir, "fifo.zip")
-	if err := syscall.Mkfifo(zfifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Restore(zfifo, filepath.Join(dir, "out")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Errorf("Restore of a FIFO: %v", err)
-	}
-}

@@ -50,7 +50,7 @@ const maxModuleDepth = 8
 // a file through a link the repository controls.
 func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
 	c := collector{repo: repo, roots: append([]string{repo}, writable...), seen: map[string]bool{}}
-	gitdir, err := findGitDir(repo)
+	gitdir, err := FindGitDir(repo)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
 			c.push(Protected{Path: dotgit, Exists: true})
 		}
 		c.gitdir(gitdir, 0)
-		if common := readCommonDir(gitdir); common != "" {
+		if common := ReadCommonDir(gitdir); common != "" {
 			c.gitdir(common, 0)
 		}
 	}
@@ -208,9 +208,9 @@ func lexicalTarget(path string) (string, error) {
 	return "", errors.New("too many levels of symbolic links")
 }
 
-// findGitDir returns the gitdir of the work tree at repo: repo/.git when it is a
+// FindGitDir returns the gitdir of the work tree at repo: repo/.git when it is a
 // directory, the target of a "gitdir:" file otherwise, "" when there is none.
-func findGitDir(repo string) (string, error) {
+func FindGitDir(repo string) (string, error) {
 	dotgit := filepath.Join(repo, ".git")
 	fi, err := os.Lstat(dotgit)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -262,8 +262,8 @@ func readGitFile(path string) string {
 	return target
 }
 
-// readCommonDir returns the canonical common dir named by gitdir/commondir, or "".
-func readCommonDir(gitdir string) string {
+// ReadCommonDir returns the canonical common dir named by gitdir/commondir, or "".
+func ReadCommonDir(gitdir string) string {
 	b, err := readSmall(filepath.Join(gitdir, "commondir"))
 	if err != nil {
 		return ""
@@ -281,7 +281,7 @@ func readCommonDir(gitdir string) string {
 // worktreeConfigEnabled reports whether Git reads config.worktree for gitdir: it does
 // when extensions.worktreeConfig is true in the gitdir's (or its common dir's) config.
 func worktreeConfigEnabled(gitdir string) bool {
-	for _, dir := range []string{gitdir, readCommonDir(gitdir)} {
+	for _, dir := range []string{gitdir, ReadCommonDir(gitdir)} {
 		if dir == "" {
 			continue
 		}

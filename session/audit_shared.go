@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/flock"
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -76,7 +77,7 @@ func inheritedBase(stateDir, repo string) *auditJournal {
 		if !e.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, n), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, err := safepath.OpenRegular(filepath.Join(dir, n))
 		if err != nil {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -33,7 +33,7 @@ func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&g.Disabled, "no-git-save", false, "do not save the repository's Git metadata to a ZIP before launch")
 	fs.BoolVar(&g.Disabled, "git-save-disabled", false, "same as --no-git-save")
 	fs.StringVar(&g.Dir, "git-save-dir", "", "keep the Git metadata snapshots in the store at `DIR` (default: $XDG_STATE_HOME/agentbox/snapshots)")
-	fs.IntVar(&g.Keep, "git-save-keep", gitguard.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
+	fs.IntVar(&g.Keep, "git-save-keep", snapshot.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
 	fs.StringVar(&g.KeepSize, "git-save-keep-size", DefaultKeepSize, "keep older snapshots of the repository only while all kept ones use at most `SIZE` bytes of the store (0: no byte budget)")
 	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "store at most `SIZE` new bytes per snapshot; a file beyond it is left out and named (suffix K, M, G, T; default 8G)")
 }
@@ -119,7 +119,7 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 			return "", fmt.Errorf("--git-save-dir %s: %w", abs, err)
 		}
 	}
-	snap, err := gitguard.SaveStored(gitguard.SnapshotOptions{
+	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{
 		Repo:      p.Repo,
 		Dir:       dir,
 		Keep:      g.Keep,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
@@ -127,7 +127,7 @@ func gcStores(state string, olderThan time.Duration, dryRun bool) int {
 	for _, p := range pruned {
 		line(p.Path, p.Repo, p.What, p.Removed, p.Err)
 	}
-	snaps, err := gitguard.PruneStore(filepath.Join(state, "snapshots"), dryRun)
+	snaps, err := snapshot.PruneStore(filepath.Join(state, "snapshots"), dryRun)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: gc: snapshot store: %v\n", err)
 		status = 1

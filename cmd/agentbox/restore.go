@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 )
 
@@ -52,11 +52,11 @@ func cmdRestore(args []string) int {
 		return fail("restore: want exactly one snapshot (agentbox restore SNAPSHOT [--into DIR])")
 	}
 	snap, dir := pos[0], *into
-	var res *gitguard.Restored
+	var res *snapshot.Restored
 	var err error
 	switch {
-	case gitguard.IsStoredSnapshot(snap) && *check:
-		if res, err = gitguard.CheckStored(snap); err != nil {
+	case snapshot.IsStoredSnapshot(snap) && *check:
+		if res, err = snapshot.CheckStored(snap); err != nil {
 			return fail("restore: %v", err)
 		}
 		fmt.Printf("snapshot %s of %s: %d entries, every piece intact\n", oneLine(snap), oneLine(res.Manifest.Repo), res.Entries)
@@ -64,12 +64,12 @@ func cmdRestore(args []string) int {
 		return 0
 	case *check:
 		return fail("restore: --check reads stored snapshots (*.snap); %s is not one", snap)
-	case gitguard.IsStoredSnapshot(snap):
+	case snapshot.IsStoredSnapshot(snap):
 		if dir == "" {
-			rec := strings.TrimSuffix(filepath.Base(snap), gitguard.RecordSuffix)
+			rec := strings.TrimSuffix(filepath.Base(snap), snapshot.RecordSuffix)
 			dir = filepath.Base(filepath.Dir(filepath.Dir(snap))) + "-" + rec
 		}
-		res, err = gitguard.RestoreStored(snap, dir)
+		res, err = snapshot.RestoreStored(snap, dir)
 	default:
 		if dir == "" {
 			dir = strings.TrimSuffix(snap, ".zip")
@@ -77,7 +77,7 @@ func cmdRestore(args []string) int {
 				dir += ".restored"
 			}
 		}
-		res, err = gitguard.Restore(snap, dir)
+		res, err = snapshot.Restore(snap, dir)
 	}
 	if err != nil {
 		return fail("restore: %v", err)

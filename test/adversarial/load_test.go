@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -228,7 +228,7 @@ func TestConcurrentSessions(t *testing.T) {
 				continue
 			}
 			snapshots[zipPath] = true
-			if _, err := gitguard.CheckStored(zipPath); err != nil {
+			if _, err := snapshot.CheckStored(zipPath); err != nil {
 				t.Errorf("session %s: snapshot: %v", id, err)
 			}
 			cmdline := field(show, "command")

@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 import (
 	"crypto/sha256"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // maxProblems is how many broken pieces a failed check names.
@@ -226,7 +228,7 @@ func (r *restorer) tree(h, dest string, depth int) {
 // file restores one blob at dest, checking its size and hash on the way.
 func (r *restorer) file(e treeEntry, dest string) {
 	p := r.rs.blobPath(e.ref)
-	f, err := openRegular(p)
+	f, err := safepath.OpenRegular(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			r.problem("%s: blob %s is missing from the store", dest, e.ref)

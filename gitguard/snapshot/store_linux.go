@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 // The content-addressed snapshot store (DESIGN.md P8, P13). A launch used to copy
 // all of .git into a fresh ZIP; the packs that make up nearly all of it are
@@ -42,6 +42,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -251,7 +252,7 @@ func writeSmallFile(path string, b []byte) error {
 
 // readSmall reads a regular file of at most max bytes (no symlink, no FIFO).
 func readBounded(path string, max int64) ([]byte, error) {
-	f, err := openRegular(path)
+	f, err := safepath.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +274,7 @@ const maxStatCache = 1 << 30
 // file is read again, which is slow and correct).
 func (rs *repoStore) loadCache() {
 	rs.cache = map[string]statEntry{}
-	f, err := openRegular(filepath.Join(rs.dir, "stat-cache"))
+	f, err := safepath.OpenRegular(filepath.Join(rs.dir, "stat-cache"))
 	if err != nil {
 		return
 	}

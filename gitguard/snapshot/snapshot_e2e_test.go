@@ -1,4 +1,4 @@
-package gitguard_test
+package snapshot_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -88,7 +88,7 @@ func (e *snapEnv) store() string { return filepath.Join(e.home, ".local/state/ag
 
 // snapshots lists the snapshot records of proj in the store at dir.
 func (e *snapEnv) snapshots(dir string) []string {
-	m, _ := filepath.Glob(filepath.Join(dir, "proj-*", "snaps", "*"+gitguard.RecordSuffix))
+	m, _ := filepath.Glob(filepath.Join(dir, "proj-*", "snaps", "*"+snapshot.RecordSuffix))
 	return m
 }
 
@@ -329,7 +329,7 @@ func TestSnapshotManifestFromExec(t *testing.T) {
 		t.Fatalf("status %d\n%s", r.code, r.stderr)
 	}
 	into := filepath.Join(testenv.Dir(t, "restore"), "out")
-	res, err := gitguard.RestoreStored(e.snapshots(e.store())[0], into)
+	res, err := snapshot.RestoreStored(e.snapshots(e.store())[0], into)
 	if err != nil {
 		t.Fatal(err)
 	}

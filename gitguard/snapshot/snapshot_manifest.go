@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 import (
 	"archive/zip"
@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // ManifestFormat is the version of the manifest and archive layout this agentbox
@@ -173,7 +175,7 @@ func readLeadingManifest(r io.ReaderAt) (*Manifest, error) {
 // readManifestFile reads the leading manifest of the snapshot at path, which must be
 // a regular file (a symlink is not followed, a FIFO does not block).
 func readManifestFile(path string) (*Manifest, error) {
-	f, err := openRegular(path)
+	f, err := safepath.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 import (
 	"archive/zip"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -255,5 +256,17 @@ func TestSnapshotSymlinkOutOfGitDir(t *testing.T) {
 	_, err = Restore(s.Path, filepath.Join(base, "out"))
 	if err == nil || !strings.Contains(err.Error(), "git-common/info/secret") {
 		t.Errorf("Restore: %v; want a refusal naming git-common/info/secret", err)
+	}
+}
+
+// TestRestoreFIFO: a FIFO given to restore as the ZIP does not hang it.
+func TestRestoreFIFO(t *testing.T) {
+	dir := t.TempDir()
+	zfifo := filepath.Join(dir, "fifo.zip")
+	if err := syscall.Mkfifo(zfifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(zfifo, filepath.Join(dir, "out")); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Restore of a FIFO: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gitguard
+package snapshot
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -84,7 +86,7 @@ type layout struct {
 // not a Git work tree: no .git, or a .git that does not lead to a gitdir with a HEAD.
 // It reads files only; running git could run the repository's own configuration.
 func locateGit(repo string) (l layout, ok bool, err error) {
-	gitDir, err := findGitDir(repo)
+	gitDir, err := gitguard.FindGitDir(repo)
 	if err != nil || gitDir == "" {
 		return l, false, err
 	}
@@ -105,7 +107,7 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 		if !fi.Mode().IsRegular() {
 			return l, false, fmt.Errorf("%s is not a regular file", filepath.Join(gitDir, "commondir"))
 		}
-		common := readCommonDir(gitDir)
+		common := gitguard.ReadCommonDir(gitDir)
 		if common == "" {
 			return l, false, fmt.Errorf("read %s: empty or unreadable", filepath.Join(gitDir, "commondir"))
 		}
@@ -292,7 +294,7 @@ func lookupRef(gitDir, commonDir, ref string) string {
 	if b, err := readRefFile(filepath.Join(dir, filepath.FromSlash(ref))); err == nil {
 		return strings.TrimSpace(string(b))
 	}
-	f, err := openRegular(filepath.Join(commonDir, "packed-refs"))
+	f, err := safepath.OpenRegular(filepath.Join(commonDir, "packed-refs"))
 	if err != nil {
 		return ""
 	}
@@ -366,24 +368,9 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
-// openRegular opens path for reading only when it is a regular file: a previous
-// session could have planted a symlink (to /dev/zero, say) or a FIFO (which would
-// block the launch) where Git keeps a ref.
-func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	return f, nil
-}
-
 // readRefFile reads the first 4 KiB of a regular file: a ref is one line.
 func readRefFile(path string) ([]byte, error) {
-	f, err := openRegular(path)
+	f, err := safepath.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
