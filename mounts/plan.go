@@ -262,6 +262,12 @@ func Build(p *policy.Policy, s Session) Plan {
 	if p.ReadOnly {
 		// --read-only: a review session; nothing in the repository is writable, so
 		// there is nothing to pin or protect (the launcher passes no Git ops).
+		if policy.Within(p.Repo, "/tmp") || policy.Within(p.Repo, "/run") {
+			// The private /tmp or /run has no mount point for it, and only a writable
+			// bind creates one (every backend): covered at once by the read-only
+			// bind, before anything of the sandbox runs (as for sockets).
+			ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "mount point for the read-only repository, covered by the next op"})
+		}
 		ops = append(ops, Op{Kind: BindRO, Source: p.Repo, Dest: p.Repo, Why: "P2 repository read-only (--read-only)"})
 	} else {
 		ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})

@@ -44,6 +44,25 @@ func TestBuildOrder(t *testing.T) {
 	}
 }
 
+// TestBuildReadOnlyRepo: a --read-only repository is bound read-only; below the
+// private /tmp or /run, where nothing makes its mount point but a writable bind, that
+// bind comes first and is covered at once.
+func TestBuildReadOnlyRepo(t *testing.T) {
+	for repo, want := range map[string]string{
+		"/h/repo":     "overlay /h|ro-bind /h/repo",
+		"/tmp/repo":   "overlay /h|bind /tmp/repo|ro-bind /tmp/repo",
+		"/run/x/repo": "overlay /h|bind /run/x/repo|ro-bind /run/x/repo",
+		"/tmpx/repo":  "overlay /h|ro-bind /tmpx/repo",
+	} {
+		p := testPolicy("/h", repo)
+		p.ReadOnly = true
+		got := strings.Join(dests(Build(p, Session{}))[5:], "|")
+		if got != want {
+			t.Errorf("%s: %s, want %s", repo, got, want)
+		}
+	}
+}
+
 // TestBuildHostRoot: a host-root sandbox gets the kernel's tunables read-only and its
 // secrets masked, right after /proc and /dev (which the masks use) and before
 // anything else; a user's sandbox gets none of them (they would break nested proc).

@@ -108,6 +108,13 @@ func TestRawInitReportsFailuresAsTheGoInit(t *testing.T) {
 		if err == nil || err.Error() != c.want || !slices.Contains(phaseNames(res), PhaseClone) {
 			t.Errorf("bind of %s: %v, want %q", c.source, err, c.want)
 		}
+		// The failed raw init shared this process's memory and made it
+		// non-dumpable; with the init reaped, the process is dumpable again, so a
+		// child it starts (the kernel probe that explains the failure) owns its
+		// /proc files and can write its own id maps.
+		if d, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); d != 1 {
+			t.Errorf("bind of %s: the launcher is left non-dumpable (%d) after the failed launch", c.source, d)
+		}
 	}
 	plan := minimalPlan("no-such-command-anywhere")
 	if _, err := Run(plan, opts); err == nil || err.Error() != "command no-such-command-anywhere: not found in PATH" {

@@ -60,7 +60,16 @@ func rawAcquire() bool {
 	return true
 }
 
-func rawRelease() { rawInit.Store(0) }
+// rawRelease runs once no raw init shares this process's memory (it was reaped, or
+// never started). The init made the shared memory non-dumpable; the launcher is
+// made dumpable again as it was before, since a non-dumpable process's children
+// start with root-owned /proc files: the kernel probe that explains a failed launch
+// (session's explainRefusal) could not write its child's id maps, and blamed user
+// namespaces for a mount error.
+func rawRelease() {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	rawInit.Store(0)
+}
 
 // runRaw runs plan under the raw init (rawinit_linux_amd64.go). ok is false when it
 // cannot here (a kernel without the calls it needs, a plan too large for its arena,

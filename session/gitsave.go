@@ -30,7 +30,7 @@ const DefaultKeepSize = "4G"
 
 func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
 	g := &cfg.GitSave
-	fs.BoolVar(&g.Disabled, "no-git-save", false, "do not save the repository's Git metadata to a ZIP before launch")
+	fs.BoolVar(&g.Disabled, "no-git-save", false, "do not snapshot the repository's Git metadata before launch")
 	fs.BoolVar(&g.Disabled, "git-save-disabled", false, "same as --no-git-save")
 	fs.StringVar(&g.Dir, "git-save-dir", "", "keep the Git metadata snapshots in the store at `DIR` (default: $XDG_STATE_HOME/agentbox/snapshots)")
 	fs.IntVar(&g.Keep, "git-save-keep", snapshot.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
