@@ -118,6 +118,10 @@ type repoStore struct {
 	// written are the blobs this save created: removed again when it fails.
 	written   []string
 	budget    *budget
+	// overEntries counts the entries left out beyond the entry bound; firstOver
+	// is the first of them.
+	overEntries int
+	firstOver   string
 	newBytes  int64
 	treeBytes int64
 	total     int64
@@ -537,6 +541,17 @@ func (w *walker) dir(d *os.File, src, pfx string, depth int) (string, unix.Stat_
 
 // entry stores one directory entry; ok is false when it is skipped.
 func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, bool, error) {
+	if b := w.rs.budget; b.entries >= b.maxEntries {
+		// Beyond the entry bound the rest is left out, counted and named once, and
+		// the save goes on (as beyond the byte bound): failing it would let a session
+		// that filled .git with entries stop every later launch. Nothing more is
+		// opened or stat'ed, so the cost stops growing with what was planted.
+		if w.rs.overEntries == 0 {
+			w.rs.firstOver = src
+		}
+		w.rs.overEntries++
+		return treeEntry{}, false, nil
+	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -773,6 +788,10 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 		if rec.DotGit, rec.DotGitMode, err = w.pointer(l.dotGit); err != nil {
 			return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 		}
+	}
+	if rs.overEntries > 0 {
+		rs.skipped = append(rs.skipped, fmt.Sprintf("%s: this and %d more entries beyond the snapshot's bound of %d entries were not saved (Git's metadata never holds that many: look at what a session left in .git)",
+			rs.firstOver, rs.overEntries-1, rs.budget.maxEntries))
 	}
 	rec.Bytes, rec.NewBytes, rec.Entries, rec.Skipped = rs.total, rs.newBytes, rs.budget.entries, rs.skipped
 	if err := rs.sync(); err != nil {
