@@ -3,6 +3,7 @@ package nsinit
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 
@@ -29,6 +30,15 @@ import (
 
 // devNodes are the host devices bound into the private /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// skipDevNode is the rule both inits capture devNodes by: a host without /dev/tty
+// (no controlling-terminal device: some containers) gets a /dev without it; any
+// other failure to capture a node, tty included, fails the launch. err is what the
+// capture (the Go init) or the launcher's look at the host (the raw init's
+// compiler) got for /dev/name.
+func skipDevNode(name string, err error) bool {
+	return name == "tty" && errors.Is(err, fs.ErrNotExist)
+}
 
 // captured is what the capture pass took for one operation.
 type captured struct {
@@ -113,10 +123,10 @@ func (x *executor) capture() error {
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
 				fd, cerr := cloneTree("/dev/"+n, mounts.FileID{})
+				if skipDevNode(n, cerr) {
+					continue
+				}
 				if cerr != nil {
-					if n == "tty" {
-						continue // no controlling terminal device on this host
-					}
 					err = cerr
 					break
 				}

@@ -434,10 +434,8 @@ func (p *rawProgram) compile(plan mounts.Plan, gated bool) error {
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
-				if n == "tty" {
-					if _, err := os.Lstat("/dev/tty"); err != nil {
-						continue // no controlling terminal device on this host
-					}
+				if _, err := os.Lstat("/dev/" + n); skipDevNode(n, err) {
+					continue
 				}
 				c.nodes[n] = p.cloneTree("/dev/"+n, mounts.FileID{})
 			}
