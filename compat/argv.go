@@ -36,7 +36,7 @@ const InitPath = "/run/agentbox/init"
 // options, the mount operations in plan order (bwrap applies them in argument order,
 // so later mounts win, as in the plan), the working directory, "--", the command.
 //
-// An overlay's root takes the lower directory's permission bits (see overlayMode),
+// An overlay's root takes the lower directory's permission bits (overlay.UpperFor),
 // so Argv reads the overlay sources' owner and mode on the host.
 func Argv(plan mounts.Plan) ([]string, error) {
 	return flatten(groups(plan, hostLower))
@@ -390,19 +390,5 @@ func Quote(s string) string {
 }
 
 // lowerFunc returns the permission bits an overlay's root gets for the lower
-// directory at path (overlayMode of its host attributes).
+// directory at path (overlay.UpperFor of its host attributes).
 type lowerFunc func(path string) (uint32, error)
-
-// overlayMode is the mode an overlay's root gets, the rule the native backend keeps:
-// the lower's permission bits when the lower's owner and group are the sandbox's
-// (bwrap maps only the caller's uid and gid, which own the upper dir); otherwise the
-// mounter must not gain the owner's rights, so owner and group get only what others
-// may do (root launching into another user's HOME cannot write it).
-func overlayMode(mode, uid, gid uint32, callerUID, callerGID int) uint32 {
-	mode &= 0o7777
-	if int64(uid) == int64(callerUID) && int64(gid) == int64(callerGID) {
-		return mode
-	}
-	other := mode & 0o7
-	return mode&^0o770 | other<<6 | other<<3
-}

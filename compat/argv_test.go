@@ -404,27 +404,6 @@ func FuzzArgv(f *testing.F) {
 	})
 }
 
-func TestOverlayMode(t *testing.T) {
-	const me, myGroup = 1000, 1000
-	tests := []struct {
-		mode, uid, gid uint32
-		want           uint32
-	}{
-		{0o755, me, myGroup, 0o755},   // the caller's own HOME keeps its mode
-		{0o700, me, myGroup, 0o700},   // also a private one
-		{0o2750, me, myGroup, 0o2750}, // setgid directory bit kept
-		{0o755, 0, 0, 0o555},          // someone else's: the mounter gets others' rights
-		{0o700, 0, 0, 0o000},
-		{0o751, me, 0, 0o111}, // group not the caller's: owner and group get others' bits
-		{0o1777, 5, 5, 0o1777},
-	}
-	for _, tt := range tests {
-		if got := overlayMode(tt.mode, tt.uid, tt.gid, me, myGroup); got != tt.want {
-			t.Errorf("overlayMode(%04o, uid %d, gid %d) = %04o, want %04o", tt.mode, tt.uid, tt.gid, got, tt.want)
-		}
-	}
-}
-
 // TestHostLower checks the host side on a real directory of the caller's.
 func TestHostLower(t *testing.T) {
 	dir := t.TempDir()

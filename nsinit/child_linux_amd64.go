@@ -16,15 +16,10 @@ func childProcess(pid int, reaped func()) *process {
 	var once sync.Once
 	return &process{Pid: pid, wait: func() exit {
 		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if err == unix.EINTR {
-				continue
-			}
-			if reaped != nil {
-				once.Do(reaped)
-			}
-			return exit{ws: syscall.WaitStatus(ws), err: err}
+		_, err := retryEINTR(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
+		if reaped != nil {
+			once.Do(reaped)
 		}
+		return exit{ws: syscall.WaitStatus(ws), err: err}
 	}}
 }

@@ -167,10 +167,7 @@ func initMain(ctl *os.File) int {
 func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	// Those that have exited already were not left running: reaped first.
 	for {
-		pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
-		if err == unix.EINTR {
-			continue
-		}
+		pid, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, unix.WNOHANG, nil) })
 		if pid <= 0 || err != nil {
 			break
 		}
@@ -180,12 +177,9 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	_ = unix.Kill(-1, unix.SIGKILL)
 	left := 0
 	for {
-		_, err := unix.Wait4(-1, nil, 0, nil)
+		_, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, 0, nil) })
 		if err == unix.ECHILD {
 			break
-		}
-		if err == unix.EINTR {
-			continue
 		}
 		if err != nil {
 			return // the launcher then learns the status from our exit, as before
@@ -228,10 +222,7 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 	go followLauncher(ctl, cmdPid)
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WUNTRACED, nil)
-		if err == unix.EINTR {
-			continue
-		}
+		pid, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, &ws, unix.WUNTRACED, nil) })
 		if err != nil {
 			// ECHILD: the command is gone without our seeing it end (cannot happen
 			// while it is our child); report a setup-class failure, not success.

@@ -3,14 +3,16 @@ package nsinit
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
-	"strings"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/overlay"
 )
 
 // The plan is applied in two passes, as bubblewrap does:
@@ -28,6 +30,15 @@ import (
 
 // devNodes are the host devices bound into the private /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// skipDevNode is the rule both inits capture devNodes by: a host without /dev/tty
+// (no controlling-terminal device: some containers) gets a /dev without it; any
+// other failure to capture a node, tty included, fails the launch. err is what the
+// capture (the Go init) or the launcher's look at the host (the raw init's
+// compiler) got for /dev/name.
+func skipDevNode(name string, err error) bool {
+	return name == "tty" && errors.Is(err, fs.ErrNotExist)
+}
 
 // captured is what the capture pass took for one operation.
 type captured struct {
@@ -112,10 +123,10 @@ func (x *executor) capture() error {
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
 				fd, cerr := cloneTree("/dev/"+n, mounts.FileID{})
+				if skipDevNode(n, cerr) {
+					continue
+				}
 				if cerr != nil {
-					if n == "tty" {
-						continue // no controlling terminal device on this host
-					}
 					err = cerr
 					break
 				}
@@ -394,7 +405,7 @@ func (x *executor) dev(dest string, nodes map[string]int) error {
 // mounted at the destination itself, which the overlay then covers: nothing in the
 // sandbox can reach them, and they vanish with the namespace.
 func (x *executor) overlay(op mounts.Op, lower int) error {
-	if err := x.tmpfs(op.Dest, 0o755, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	if err := x.tmpfs(op.Dest, overlay.ScratchMode, overlay.Flags); err != nil {
 		return err
 	}
 	scratch, err := safepath.Open(op.Dest, unix.O_PATH|unix.O_DIRECTORY)
@@ -402,42 +413,37 @@ func (x *executor) overlay(op mounts.Op, lower int) error {
 		return &MountError{Op: "open overlay scratch", Target: op.Dest, Err: err}
 	}
 	x.scratchs = append(x.scratchs, scratch)
-	for _, d := range []string{"upper", "work"} {
-		if err := unix.Mkdirat(scratch, d, 0o755); err != nil {
+	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
+		if err := unix.Mkdirat(scratch, d, overlay.ScratchMode); err != nil {
 			return &MountError{Op: "mkdir overlay " + d, Target: op.Dest, Err: err}
 		}
 	}
-	// The merged root takes its owner and mode from the upper dir: copy them from
-	// the lower one, or HOME would belong to whoever mounted it (root, for a root
-	// launch into someone else's HOME) with the tmpfs's mode.
+	// The lower as this namespace shows it: an owner it does not map reads as the
+	// overflow id, which is not the sandbox's (only the launcher's ids are mapped).
 	var st unix.Stat_t
 	if err := unix.Fstat(lower, &st); err != nil {
 		return &MountError{Op: "stat overlay lower", Source: op.Source, Err: err}
 	}
-	mode := st.Mode & 0o7777
-	if err := unix.Fchownat(scratch, "upper", int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err == unix.EINVAL {
-		// The owner is not mapped here (root launching into another user's HOME):
-		// the mounter owns the upper dir, so give it only what others may do.
-		other := mode & 0o7
-		mode = mode&^0o770 | other<<6 | other<<3
-	} else if err != nil {
-		return &MountError{Op: "chown overlay upper", Target: op.Dest, Err: err}
+	up := overlay.UpperFor(overlay.Attr{UID: st.Uid, GID: st.Gid, Mode: st.Mode}, os.Getuid(), os.Getgid())
+	if up.Chown {
+		if err := unix.Fchownat(scratch, overlay.UpperDir, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &MountError{Op: "chown overlay upper", Target: op.Dest, Err: err}
+		}
 	}
-	if err := unix.Fchmodat(scratch, "upper", mode, 0); err != nil {
+	if err := unix.Fchmodat(scratch, overlay.UpperDir, up.Mode, 0); err != nil {
 		return &MountError{Op: "chmod overlay upper", Target: op.Dest, Err: err}
 	}
-	data := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
-		safepath.FdPath(lower), safepath.FdPath(scratch), safepath.FdPath(scratch))
-	err = x.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
-	if errors.Is(err, unix.EINVAL) {
-		// Before 5.11 overlayfs knows no userxattr; where it mounts in a user
-		// namespace at all (Debian 5.10 with permit_mounts_in_userns) it does so
-		// without it.
-		err = x.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, strings.TrimSuffix(data, ",userxattr"))
+	dir := safepath.FdPath(scratch) + "/"
+	data := overlay.Options([]string{safepath.FdPath(lower)}, dir+overlay.UpperDir, dir+overlay.WorkDir)
+	err = x.mountAt(op.Dest, "overlay", "overlay", overlay.Flags, data)
+	if retry, ok := overlay.Fallback(data, err); ok {
+		err = x.mountAt(op.Dest, "overlay", "overlay", overlay.Flags, retry)
 	}
 	var me *MountError
-	if errors.As(err, &me) && (me.Err == unix.EINVAL || me.Err == unix.EPERM) {
-		me.Hint = "overlayfs in a user namespace needs Linux 5.11 or later (Debian 5.10: overlay.permit_mounts_in_userns=1); run 'agentbox doctor'"
+	if errors.As(err, &me) {
+		if h := overlay.Hint(me.Err); h != "" {
+			me.Hint = h
+		}
 	}
 	return err
 }

@@ -144,10 +144,11 @@ func readMsg(r io.Reader) (*message, error) {
 func readMsgFds(ctl *os.File) (*message, []int, error) {
 	var hdr [4]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
-	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
-	for err == unix.EINTR {
+	var oobn int
+	n, err := retryEINTR(func() (n int, err error) {
 		n, oobn, _, _, err = unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
-	}
+		return n, err
+	})
 	if err != nil {
 		return nil, nil, err
 	}

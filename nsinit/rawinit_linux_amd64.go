@@ -144,6 +144,20 @@ func rawSys(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
 	return r, uintptr(e)
 }
 
+// rawRetry is rawSys under the backend's one retry policy (retry_linux.go, whose
+// retryEINTR the Go code calls): a call that fails with EINTR is made again.
+//
+//go:nosplit
+//go:norace
+func rawRetry(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
+	for {
+		r, e := rawSys(nr, a1, a2, a3, a4, a5, a6)
+		if e != uintptr(unix.EINTR) {
+			return r, e
+		}
+	}
+}
+
 //go:nosplit
 //go:norace
 func rawMark(a *rawArena, slot uintptr) {
@@ -158,12 +172,7 @@ func rawMark(a *rawArena, slot uintptr) {
 //go:norace
 func rawSend(a *rawArena, kind, value uint32) {
 	a.out[0], a.out[1] = kind, value
-	for {
-		_, e := rawSys(unix.SYS_WRITE, controlFd, uintptr(unsafe.Pointer(&a.out[0])), 8, 0, 0, 0)
-		if e != uintptr(unix.EINTR) {
-			return
-		}
-	}
+	rawRetry(unix.SYS_WRITE, controlFd, uintptr(unsafe.Pointer(&a.out[0])), 8, 0, 0, 0)
 }
 
 // rawFail reports a failed step to the launcher and ends the init with exitSetup.
@@ -246,10 +255,7 @@ func rawInitMain(a *rawArena) {
 				e = uintptr(unix.EBADMSG)
 			}
 		default:
-			r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
-			if e == uintptr(unix.EINTR) {
-				r, e = rawSys(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
-			}
+			r, e = rawRetry(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
 		}
 		if e != 0 && e != op.ok {
 			a.failOp = i + 1
@@ -278,7 +284,7 @@ func rawInitMain(a *rawArena) {
 	}
 	if a.execErr != 0 {
 		// The child reported why no candidate ran, and exited.
-		rawSys(unix.SYS_WAIT4, pid, 0, 0, 0, 0, 0)
+		rawRetry(unix.SYS_WAIT4, pid, 0, 0, 0, 0, 0)
 		rawFail(a, rawStageExec, a.execErr)
 	}
 	rawMark(a, a.markExec)
@@ -289,10 +295,7 @@ func rawInitMain(a *rawArena) {
 	// As endSession: nothing of the session may outlive the report. Those that
 	// exited already were not left running: reaped before the kill.
 	for {
-		pid, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, unix.WNOHANG, 0, 0, 0)
-		if e == uintptr(unix.EINTR) {
-			continue
-		}
+		pid, e := rawRetry(unix.SYS_WAIT4, ^uintptr(0), 0, unix.WNOHANG, 0, 0, 0)
 		if e != 0 || pid == 0 {
 			break
 		}
@@ -300,12 +303,10 @@ func rawInitMain(a *rawArena) {
 	rawSys(unix.SYS_KILL, ^uintptr(0), uintptr(unix.SIGKILL), 0, 0, 0, 0)
 	left := uint32(0)
 	for {
-		_, e := rawSys(unix.SYS_WAIT4, ^uintptr(0), 0, 0, 0, 0, 0)
-		if e == 0 {
-			left++
-		} else if e != uintptr(unix.EINTR) {
+		if _, e := rawRetry(unix.SYS_WAIT4, ^uintptr(0), 0, 0, 0, 0, 0); e != 0 {
 			break
 		}
+		left++
 	}
 	rawSend(a, recEnded, uint32(a.killed)|min(left, 1<<24-1)<<8)
 	for fd := uintptr(0); fd < controlFd; fd++ {
@@ -319,8 +320,8 @@ func rawInitMain(a *rawArena) {
 	// its status first. A record meanwhile (a signal the launcher forwarded before
 	// it read the report) is dropped.
 	for {
-		n, e := rawSys(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
-		if n == 0 || (e != 0 && e != uintptr(unix.EINTR)) {
+		n, e := rawRetry(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
+		if n == 0 || e != 0 {
 			break
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/ttyfilter"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/overlay"
 )
 
 // rawUsable reports whether this kernel has what the compiled plan uses without
@@ -442,10 +443,8 @@ func (p *rawProgram) compile(plan mounts.Plan, gated bool) error {
 		case op.Kind == mounts.Dev:
 			c.nodes = map[string]int{}
 			for _, n := range devNodes {
-				if n == "tty" {
-					if _, err := os.Lstat("/dev/tty"); err != nil {
-						continue // no controlling terminal device on this host
-					}
+				if _, err := os.Lstat("/dev/" + n); skipDevNode(n, err) {
+					continue
 				}
 				c.nodes[n] = p.cloneTree("/dev/"+n, mounts.FileID{})
 			}
@@ -629,7 +628,8 @@ func (p *rawProgram) dev(dest string, nodes map[string]int) {
 }
 
 // overlay mounts HOME's overlay (mount_linux.go's overlay). The upper dir's owner and
-// mode are the lower dir's, as the host shows them now.
+// mode are the lower dir's, as the host shows them now (overlay.UpperFor). Only
+// kernels from 5.12 run this init, so the mount needs no retry (overlay.Fallback).
 func (p *rawProgram) overlay(op mounts.Op, lower int) error {
 	// Looked at as the capture opens it: without following a symlink on the way.
 	fd, err := safepath.Open(op.Source, unix.O_PATH|unix.O_DIRECTORY)
@@ -642,25 +642,19 @@ func (p *rawProgram) overlay(op mounts.Op, lower int) error {
 	if err != nil {
 		return err
 	}
-	p.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755")
+	p.mountAt(op.Dest, "tmpfs", "tmpfs", overlay.Flags, fmt.Sprintf("mode=%04o", overlay.ScratchMode))
 	scratch := p.openBeneath(rawDesc{step: "mount", mount: true, me: MountError{Op: "open overlay scratch", Target: op.Dest}}, op.Dest, unix.O_PATH|unix.O_DIRECTORY)
-	for _, d := range []string{"upper", "work"} {
-		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mkdir overlay " + d, Target: op.Dest}}, unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), 0o755)
+	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
+		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "mkdir overlay " + d, Target: op.Dest}}, unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), overlay.ScratchMode)
 	}
-	mode := st.Mode & 0o7777
-	if int(st.Uid) == os.Getuid() && int(st.Gid) == os.Getgid() {
+	up := overlay.UpperFor(overlay.Attr{UID: st.Uid, GID: st.Gid, Mode: st.Mode}, os.Getuid(), os.Getgid())
+	if up.Chown {
 		p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "chown overlay upper", Target: op.Dest}}, unix.SYS_FCHOWNAT,
-			uintptr(scratch), p.str("upper"), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
-	} else {
-		// Not mapped in the sandbox (the Go init's chown fails with EINVAL there):
-		// the mounter owns the upper dir, so give it only what others may do.
-		other := mode & 0o7
-		mode = mode&^0o770 | other<<6 | other<<3
+			uintptr(scratch), p.str(overlay.UpperDir), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
 	}
-	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "chmod overlay upper", Target: op.Dest}}, unix.SYS_FCHMODAT, uintptr(scratch), p.str("upper"), uintptr(mode))
-	data := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work,userxattr",
-		safepath.FdPath(lower), safepath.FdPath(scratch), safepath.FdPath(scratch))
-	p.mountAt(op.Dest, "overlay", "overlay", unix.MS_NOSUID|unix.MS_NODEV, data)
+	p.op(rawDesc{step: "mount", mount: true, me: MountError{Op: "chmod overlay upper", Target: op.Dest}}, unix.SYS_FCHMODAT, uintptr(scratch), p.str(overlay.UpperDir), uintptr(up.Mode))
+	dir := safepath.FdPath(scratch) + "/"
+	p.mountAt(op.Dest, "overlay", "overlay", overlay.Flags, overlay.Options([]string{safepath.FdPath(lower)}, dir+overlay.UpperDir, dir+overlay.WorkDir))
 	return nil
 }
 

@@ -110,11 +110,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	n, _ := readFull(p[0], buf[:])
 	if n > 0 {
 		var ws unix.WaitStatus
-		for {
-			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
-				break
-			}
-		}
+		_, _ = retryEINTR(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
 		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
 	}
 	return childProcess(pid, nil), nil
@@ -123,10 +119,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 func readFull(fd int, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
-		m, err := unix.Read(fd, b[n:])
-		if err == unix.EINTR {
-			continue
-		}
+		m, err := retryEINTR(func() (int, error) { return unix.Read(fd, b[n:]) })
 		if err != nil || m == 0 {
 			return n, err
 		}

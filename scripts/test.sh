@@ -26,10 +26,10 @@ GOBIN=/var/cache/agentbox-test/bin go install honnef.co/go/tools/cmd/staticcheck
 # leave nothing unused or unvetted elsewhere.
 GOARCH=arm64 go vet ./...
 GOARCH=arm64 /var/cache/agentbox-test/bin/staticcheck ./...
-# The plan and its translations are pure (policy, mounts, compat's argv): they must
+# The plan and its translations are pure (policy, mounts, overlay, compat's argv): they must
 # build off Linux, with the kernel work kept in _linux.go files.
-GOOS=darwin go build ./policy ./mounts ./compat
-GOOS=darwin go vet ./policy ./mounts ./compat
+GOOS=darwin go build ./policy ./mounts ./overlay ./compat
+GOOS=darwin go vet ./policy ./mounts ./overlay ./compat
 
 echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
 sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

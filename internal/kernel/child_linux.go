@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/overlay"
 )
 
 // childEnv carries the probe child's job: childJob or childJobUserNS; any other
@@ -152,7 +154,8 @@ func probeTmpfsXattr(path string) error {
 // directory of the host's filesystem below one on the tmpfs that holds a file and a
 // directory to delete. Linux 5.10 does not know userxattr (EINVAL); Debian's 5.10
 // can still mount an overlay in a user namespace without it when its
-// permit_mounts_in_userns option is set, so the mount is retried without.
+// permit_mounts_in_userns option is set, so the mount is retried without — the
+// launcher's options and retry (package overlay), so doctor tests what a launch does.
 //
 // It writes a file and deletes a lower one (a whiteout); note says how the mount
 // was made when it needed the retry. opaqueErr is the result of replacing a deleted
@@ -172,10 +175,10 @@ func probeOverlay(scratch, hostLower string) (note, step string, err, opaqueErr 
 	}
 	// Messages name the layers, not their paths: the text must be the same for
 	// every run, so that doctor's advice and the launcher's refusal match.
-	opts := "lowerdir=" + lower + ":" + hostLower + ",upperdir=" + upper + ",workdir=" + work
-	err = unix.Mount("overlay", merged, "overlay", 0, opts+",userxattr")
-	if errors.Is(err, unix.EINVAL) {
-		if err2 := unix.Mount("overlay", merged, "overlay", 0, opts); err2 == nil {
+	opts := overlay.Options([]string{lower, hostLower}, upper, work)
+	err = unix.Mount("overlay", merged, "overlay", 0, opts)
+	if retry, ok := overlay.Fallback(opts, err); ok {
+		if err2 := unix.Mount("overlay", merged, "overlay", 0, retry); err2 == nil {
 			note, err = "mounted without userxattr, which this kernel does not know (Linux < 5.11)", nil
 		}
 	}

@@ -145,6 +145,15 @@ func repoWritable(t *testing.T, b *box) {
 }
 
 func homeOverlay(t *testing.T, b *box) {
+	// The overlay's root is HOME as the host has it: its owner, group and mode, a
+	// setgid bit included (package overlay's rule, which every executor applies).
+	if err := os.Chmod(b.home, 0o750|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	u := testenv.TestUser(t)
+	if got, want := b.ok(`stat -c '%a %u %g' ~`), fmt.Sprintf("2750 %d %d\n", u.UID, u.GID); got != want {
+		t.Errorf("HOME inside: %q, want the host's %q", got, want)
+	}
 	out := b.ok(`echo inside >> ~/.profile && echo new > ~/created && cat ~/.profile ~/created && rm ~/.profile && ls -a ~`)
 	if !strings.Contains(out, "original profile\ninside\nnew\n") {
 		t.Fatalf("writes to HOME not visible inside:\n%s", out)

@@ -39,6 +39,7 @@ func TestStartedAsRoot(t *testing.T) {
 				touch "$REPO/user-owned/probe" 2>/dev/null && echo DAC-OVERRIDE
 				echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo PID1-OOM-SCORE
 				prlimit --pid 1 --cpu=1:1 2>/dev/null && echo PID1-PRLIMIT
+				echo "HOME-MODE $(stat -c '%a %u %g' "$HOME")"
 				kill -SEGV 1; kill -TERM 1; kill -KILL 1; true`)
 			userOwned := filepath.Join(b.repo, "user-owned")
 			if err := os.Mkdir(userOwned, 0o755); err != nil {
@@ -61,6 +62,11 @@ func TestStartedAsRoot(t *testing.T) {
 				if strings.Contains(r.stdout, bad) {
 					t.Errorf("%s as root:\n%s", bad, r.stdout)
 				}
+			}
+			// Someone else's 0755 HOME: the upper dir stays root's, with only what
+			// others may do (overlay.UpperFor), so root gains no owner's rights.
+			if !strings.Contains(r.stdout, "HOME-MODE 555 0 0\n") {
+				t.Errorf("HOME inside as root, want mode 555 owned by root:\n%s", r.stdout)
 			}
 			if !strings.HasPrefix(r.stdout, "0\n") || !strings.Contains(r.stdout, "REPO-OK") {
 				t.Errorf("root session: %s", r)
