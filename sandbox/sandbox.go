@@ -138,7 +138,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot()}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix()}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means

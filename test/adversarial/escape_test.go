@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // prelude defines try: `try NAME CMD...` announces an attempt and prints
@@ -91,18 +92,30 @@ var attacks = []attack{
 			}
 		}},
 
-	// Documented behaviour, not an escape: without --offline the sandbox shares the
-	// host's network namespace, and abstract unix sockets belong to the network
-	// namespace, not the filesystem. /run sockets stay hidden either way.
-	{name: "abstract sockets reachable without --offline (documented)", setup: hostSockets,
+	// Without --offline the sandbox shares the host's network namespace, and
+	// abstract Unix sockets belong to it, not to the file system: the host's X11
+	// socket (@/tmp/.X11-unix/X0 types into every window of the operator's), D-Bus
+	// buses and other control sockets. Where the kernel has Landlock ABI 6 (Linux
+	// 6.12), the command's domain is scoped against them (P4), while the session's
+	// own abstract sockets keep working; on older kernels they stay reachable
+	// (documented in the README's threat section). /run sockets stay hidden either way.
+	{name: "host abstract sockets without --offline", setup: hostSockets,
 		script: `
 		"$PROBE" abstract "$ABSTRACT"
 		echo "TRY run-socket"
 		if [ -e "$RUNSOCK" ]; then echo "ESCAPED run-socket visible"; fi
+		socat ABSTRACT-LISTEN:agentbox-inner-$$ SYSTEM:'echo INNER-REACHED' & sleep 0.5
+		socat - ABSTRACT-CONNECT:agentbox-inner-$$ </dev/null
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
-			if !strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"") {
-				t.Errorf("without --offline the host's abstract socket should be reachable (README):\n%s", r.Stdout)
+			if !strings.Contains(r.Stdout, "INNER-REACHED") {
+				t.Errorf("the session's own abstract socket is unreachable from inside:\n%s", r.Stdout)
+			}
+			reached := strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"")
+			if scoped := mounts.CanScopeAbstractUnix(); scoped && reached {
+				t.Errorf("the host's abstract socket is reachable, though this kernel has Landlock ABI %d (scoped from 6):\n%s", mounts.LandlockABI(), r.Stdout)
+			} else if !scoped && !reached {
+				t.Errorf("without Landlock ABI 6 the host's abstract socket should be reachable (README):\n%s", r.Stdout)
 			}
 		}},
 
