@@ -119,6 +119,9 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 			}
 		}
 	}
+	if err := p.checkConfigNotWritable(from, path, path); err != nil {
+		return Kept{}, err
+	}
 	for _, g := range []string{".gitconfig", ".config/git"} {
 		if gp := filepath.Join(p.Home, g); Within(gp, path) || Within(path, gp) {
 			return refuse("holds Git's global config (" + quote(gp) + "), which the operator's Git runs programs from; agentbox does not keep it")

@@ -119,14 +119,15 @@ func Plan(opts Options) (mounts.Plan, error) {
 		home = os.Getenv("HOME")
 	}
 	p, err := policy.New(policy.Options{
-		Repo:         opts.Repo,
-		Cwd:          dir,
-		Home:         home,
-		Offline:      opts.Offline,
-		Backend:      policy.BackendNative,
-		XDGCacheHome: os.Getenv("XDG_CACHE_HOME"),
-		XDGStateHome: os.Getenv("XDG_STATE_HOME"),
-		Command:      opts.Command,
+		Repo:          opts.Repo,
+		Cwd:           dir,
+		Home:          home,
+		Offline:       opts.Offline,
+		Backend:       policy.BackendNative,
+		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
+		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
+		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+		Command:       opts.Command,
 	})
 	if err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
