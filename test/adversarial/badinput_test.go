@@ -176,6 +176,12 @@ var badInputs = []badInput{
 	}, envOf: func(b *sandboxtest.Box) []string { return []string{"XDG_CONFIG_HOME=" + filepath.Join(b.Home, "cfg")} },
 		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--keep", filepath.Join(b.Home, "cfg")) },
 		says: "holds agentbox's own config"},
+	{name: "--keep inside an agent's read-only directory", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, ".claude/skills"))
+	}, args: func(b *sandboxtest.Box) []string {
+		return execArgs(b, "--keep", filepath.Join(b.Home, ".claude/skills"))
+	},
+		says: "runs or sources later as you"},
 	{name: "--add-dir holding XDG_CONFIG_HOME", setup: func(t *testing.T, b *sandboxtest.Box) {
 		mkUserDir(t, filepath.Join(b.Home, "work/cfg"))
 	}, envOf: func(b *sandboxtest.Box) []string {

@@ -119,6 +119,27 @@ var attacks = []attack{
 			}
 		}},
 
+	// A plain --keep of an agent's directory gets the preset's read-only and
+	// private directories too: what Claude Code loads or runs later as the operator
+	// (plugins, skills, agents, commands, hooks, its local install) must not be
+	// writable because the user typed --keep ~/.claude instead of --keep-agent claude.
+	{name: "plain --keep of ~/.claude: the agent's exec surface", setup: func(t *testing.T, x *target) []string {
+		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots"} {
+			mkUserDir(t, filepath.Join(x.Home, ".claude", d))
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude/skills/s/SKILL.md"), "---\nname: s\n---\n")
+		testenv.Chown(t, x.Home)
+		return nil
+	}, args: []string{"--keep", "~/.claude"}, script: `
+		try plugin sh -c 'mkdir "$HOME/.claude/plugins/evil"'
+		try skill sh -c 'echo "hooks: pwned" >> "$HOME/.claude/skills/s/SKILL.md"'
+		try agent sh -c 'echo x > "$HOME/.claude/agents/evil.md"'
+		try command sh -c 'echo x > "$HOME/.claude/commands/evil.md"'
+		try hook-script sh -c 'echo x > "$HOME/.claude/hooks/stop.sh"'
+		try local-install sh -c 'echo x > "$HOME/.claude/local/claude"'
+		attempt shell-snapshot sh -c 'echo x > "$HOME/.claude/shell-snapshots/snapshot-bash.sh"'
+		echo DONE`},
+
 	{name: "agentbox binary inside the writable repo", setup: func(t *testing.T, x *target) []string {
 		inRepo := filepath.Join(x.Repo, "agentbox")
 		if err := copyFile(x.Bin, inRepo, 0o755); err != nil {
