@@ -299,12 +299,12 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		}
 	}
 	if len(ok4)+len(ok6) == 0 {
-		what := specialWhat(bad)
+		what, kind := specialWhat(bad), "a "+specialWhat(bad)+" address"
 		if what == "" {
-			what = "this host's own"
+			what, kind = "this host's own", "one of this host's own addresses,"
 		}
 		return nil, &refusal{host: name, port: port, reason: "resolves to " + what + " " + bad.String(),
-			msg: fmt.Sprintf("agentbox: %s resolves to %s, a %s address not in --allow-net", name, bad, what)}, nil
+			msg: fmt.Sprintf("agentbox: %s resolves to %s, %s not in --allow-net", name, bad, kind)}, nil
 	}
 	return append(ok4, ok6...), nil, nil
 }

@@ -99,7 +99,7 @@ echo DONE`, port, net.JoinHostPort(own, port))
 			if strings.Contains(r.Stdout, "HOST SERVICE REACHED") {
 				t.Errorf("the host's own address %s reached through the proxy:\n%s", own, r.Stdout)
 			}
-			if !strings.Contains(r.Stdout, "this host's own address not in --allow-net") {
+			if !strings.Contains(r.Stdout, "one of this host's own addresses, not in --allow-net") {
 				t.Errorf("no refusal naming the host's own address:\n%s", r.Stdout)
 			}
 		})
