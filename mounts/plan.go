@@ -127,6 +127,13 @@ type Plan struct {
 	// Env are variables the command gets on top of its environment, replacing
 	// those of the same name (the proxy's).
 	Env []string `json:"env,omitempty"`
+	// ScopeAbstractUnix (P4): the command is put in a Landlock domain scoped
+	// against abstract Unix sockets (LandlockScopeAbstractUnix). Abstract sockets
+	// belong to the network namespace, not the file system, so without a new one
+	// the host's are reachable: X11's @/tmp/.X11-unix/X0 (which types into any of
+	// the operator's windows), D-Bus buses, systemd's and others' control sockets.
+	// Set when the kernel has Landlock ABI 6 (Linux 6.12).
+	ScopeAbstractUnix bool `json:"scope_abstract_unix,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -157,6 +164,9 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
+	if p.ScopeAbstractUnix {
+		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
+	}
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
 	}
@@ -194,6 +204,9 @@ type Session struct {
 	// the ids map to themselves). The kernel then lets the command write kernel
 	// tunables by file mode alone, capabilities or not, so Build covers them (P12).
 	HostRoot bool
+	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
+	// Unix sockets (CanScopeAbstractUnix); Build puts it in the plan.
+	ScopeAbstractUnix bool
 }
 
 // IsHostRoot reports whether a sandbox started by this process gets the host's uid
@@ -290,6 +303,9 @@ func Build(p *policy.Policy, s Session) Plan {
 		Namespaces: Namespaces{Net: p.Offline || len(p.AllowNet) > 0},
 		Workdir:    p.Workdir,
 		Command:    p.Command,
+		// A new network namespace has no host abstract socket in it; the scope
+		// costs nothing there and keeps a nested one honest too.
+		ScopeAbstractUnix: s.ScopeAbstractUnix,
 	}
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)

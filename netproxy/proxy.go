@@ -44,6 +44,12 @@ type Config struct {
 	// HandshakeTimeout bounds the time a client has to say where it wants to go,
 	// and the resolution and dial on its behalf. 0: DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// LocalAddrs lists this host's own addresses, asked at each decision (an
+	// interface may come up during a session). A service listening on every
+	// interface answers on each of them as on loopback, so they are special like
+	// loopback: only a rule listing the very address allows it. nil: the host's
+	// interface addresses (net.InterfaceAddrs).
+	LocalAddrs func() []netip.Addr
 }
 
 // Defaults of Config.
@@ -95,6 +101,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.LocalAddrs == nil {
+		cfg.LocalAddrs = interfaceAddrs
 	}
 	s := &Server{
 		cfg:   cfg,
@@ -254,8 +263,9 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		h := hostForRecord(host)
 		return nil, &refusal{host: h, port: port, reason: "bad host name or port", msg: fmt.Sprintf("agentbox: %s port %d is not a host name and port", h, port)}, nil
 	}
+	local := s.localSet()
 	if a, err := netip.ParseAddr(name); err == nil {
-		if s.cfg.Rules.MatchAddr(a, port) {
+		if s.cfg.Rules.matchAddr(a, port, local[a.Unmap()]) {
 			return []netip.Addr{a}, nil, nil
 		}
 		return nil, &refusal{host: name, port: port, reason: "address not listed", msg: fmt.Sprintf("agentbox: %s is not in --allow-net", joinHostPort(name, port))}, nil
@@ -278,7 +288,7 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 	var bad netip.Addr
 	for _, a := range found {
 		a = a.Unmap()
-		if sp, _ := Special(a); sp && !s.cfg.Rules.MatchAddr(a, port) {
+		if sp, _ := Special(a); (sp || local[a]) && !s.cfg.Rules.matchAddr(a, port, local[a]) {
 			bad = a
 			continue
 		}
@@ -289,10 +299,41 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		}
 	}
 	if len(ok4)+len(ok6) == 0 {
-		return nil, &refusal{host: name, port: port, reason: "resolves to " + specialWhat(bad) + " " + bad.String(),
-			msg: fmt.Sprintf("agentbox: %s resolves to %s, a %s address not in --allow-net", name, bad, specialWhat(bad))}, nil
+		what, kind := specialWhat(bad), "a "+specialWhat(bad)+" address"
+		if what == "" {
+			what, kind = "this host's own", "one of this host's own addresses,"
+		}
+		return nil, &refusal{host: name, port: port, reason: "resolves to " + what + " " + bad.String(),
+			msg: fmt.Sprintf("agentbox: %s resolves to %s, %s not in --allow-net", name, bad, kind)}, nil
 	}
 	return append(ok4, ok6...), nil, nil
+}
+
+// localSet is this host's own addresses now (Config.LocalAddrs), unmapped.
+func (s *Server) localSet() map[netip.Addr]bool {
+	set := map[netip.Addr]bool{}
+	for _, a := range s.cfg.LocalAddrs() {
+		set[a.Unmap()] = true
+	}
+	return set
+}
+
+// interfaceAddrs is every address of the host's interfaces; none when they cannot
+// be listed (then only the fixed special ranges apply).
+func interfaceAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
 }
 
 func joinHostPort(h string, port uint16) string {

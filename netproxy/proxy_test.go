@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -299,5 +300,53 @@ func TestBadRequests(t *testing.T) {
 	}
 	if code, _ := f.get("http://allowed.test:99999/"); code != 400 {
 		t.Errorf("bad port: %d", code)
+	}
+}
+
+// TestDecideHostOwnAddress: an allowed name that resolves to one of this host's own
+// addresses (not loopback: an interface's, where a service on 0.0.0.0 answers too),
+// or that address written as a literal under a prefix rule, is refused as loopback
+// is; a rule naming exactly the address allows it. Cloud metadata outside
+// link-local (AWS over IPv6, Alibaba Cloud) is refused like 169.254.169.254.
+func TestDecideHostOwnAddress(t *testing.T) {
+	own := netip.MustParseAddr("192.0.2.2")
+	rules := func(specs ...string) Rules {
+		rs, err := ParseAll(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	cases := []struct {
+		rules []string
+		host  string
+		ok    bool
+	}{
+		{[]string{"rebind.test"}, "rebind.test", false},
+		{[]string{"192.0.2.0/24"}, "192.0.2.2", false},
+		{[]string{"0.0.0.0/0"}, "192.0.2.2", false},
+		{[]string{"0.0.0.0/0"}, "192.0.2.3", true},
+		{[]string{"192.0.2.2"}, "192.0.2.2", true},
+		{[]string{"rebind.test", "192.0.2.2:80"}, "rebind.test", true},
+		{[]string{"::/0"}, "[::ffff:192.0.2.2]", false},
+		{[]string{"imds6.test"}, "imds6.test", false},
+		{[]string{"::/0"}, "[fd00:ec2::254]", false},
+		{[]string{"0.0.0.0/0"}, "100.100.100.200", false},
+		{[]string{"fd00:ec2::254"}, "[fd00:ec2::254]", true},
+	}
+	for _, c := range cases {
+		s := New(Config{
+			Rules:      rules(c.rules...),
+			Resolver:   Hosts{"rebind.test": {own}, "imds6.test": {netip.MustParseAddr("fd00:ec2::254")}},
+			LocalAddrs: func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1"), own} },
+		})
+		addrs, err := s.Decide(context.Background(), c.host, 80)
+		if (err == nil) != c.ok {
+			t.Errorf("--allow-net %v, %s:80: got %v %v, want allowed=%t", c.rules, c.host, addrs, err, c.ok)
+		}
+		if !c.ok && err != nil && !strings.Contains(err.Error(), "agentbox: ") {
+			t.Errorf("refusal without the proxy's message: %v", err)
+		}
+		s.Close()
 	}
 }

@@ -309,8 +309,18 @@ func (rs Rules) MatchName(name string, port uint16) (ok, nameListed bool) {
 // (Special) is allowed only by a rule whose whole prefix lies within its special
 // range: "127.0.0.1" or "169.254.0.0/16" list one, "0.0.0.0/0" does not.
 func (rs Rules) MatchAddr(a netip.Addr, port uint16) bool {
+	return rs.matchAddr(a, port, false)
+}
+
+// matchAddr is MatchAddr for an address that may be one of this host's own
+// (local): such an address is special in a range of its own, so only a rule
+// listing exactly it allows it, not a prefix that happens to hold it.
+func (rs Rules) matchAddr(a netip.Addr, port uint16, local bool) bool {
 	a = a.Unmap()
 	special, class := Special(a)
+	if !special && local {
+		special, class = true, netip.PrefixFrom(a, a.BitLen())
+	}
 	for _, r := range rs {
 		if r.Name != "" || !r.Prefix.Contains(a) || (r.Port != 0 && r.Port != port) {
 			continue
@@ -333,6 +343,10 @@ var special = []struct {
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // and 255.255.255.255, broadcast
+	// Cloud metadata services outside link-local: AWS's over IPv6 (a ULA address)
+	// and Alibaba Cloud's (in the shared address space).
+	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud-metadata"},
+	{netip.MustParsePrefix("100.100.100.200/32"), "cloud-metadata"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},

@@ -127,6 +127,11 @@ func initMain(ctl *os.File) int {
 	if err := drop(); err != nil {
 		return reportSetup(ctl, "drop privileges", err)
 	}
+	if plan.ScopeAbstractUnix {
+		if err := scopeAbstractUnix(); err != nil {
+			return reportSetup(ctl, "scope abstract Unix sockets", err)
+		}
+	}
 	t.Mark("drop-privileges")
 	// 9. No signal handler from here on (pid1_linux.go): the kernel then drops every
 	//    signal sent to PID 1 from inside the sandbox, which cannot end or crash it.

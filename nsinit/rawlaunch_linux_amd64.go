@@ -471,7 +471,7 @@ func (p *rawProgram) compile(plan mounts.Plan, gated bool) error {
 	// Every descriptor of the setup goes; 0–2 and the control socket stay.
 	p.op(rawDesc{step: "close descriptors"}, unix.SYS_CLOSE_RANGE, initFds, 0xffffffff, 0)
 	p.fds = map[int]bool{0: true, 1: true, 2: true, controlFd: true}
-	if err := p.dropPrivileges(); err != nil {
+	if err := p.dropPrivileges(plan.ScopeAbstractUnix); err != nil {
 		return err
 	}
 	p.mark("drop-privileges")
@@ -658,8 +658,10 @@ func (p *rawProgram) overlay(op mounts.Op, lower int) error {
 	return nil
 }
 
-// dropPrivileges is privs_linux.go's dropPrivileges as system calls.
-func (p *rawProgram) dropPrivileges() error {
+// dropPrivileges is privs_linux.go's dropPrivileges as system calls, with
+// landlock_linux.go's scopeAbstractUnix when scope is set (after no_new_privs,
+// which Landlock needs).
+func (p *rawProgram) dropPrivileges(scope bool) error {
 	d := rawDesc{step: "drop privileges"}
 	for c := 0; c <= 63; c++ {
 		p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).ok = uintptr(unix.EINVAL) // past the kernel's last
@@ -671,6 +673,13 @@ func (p *rawProgram) dropPrivileges() error {
 	data := p.words(0, 0, 0) // two struct __user_cap_data_struct, zero
 	p.op(d, unix.SYS_CAPSET, hdr, data)
 	p.op(d, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	if scope {
+		ds := rawDesc{step: "scope abstract Unix sockets"}
+		attr := p.words(0, 0, mounts.LandlockScopeAbstractUnix) // struct landlock_ruleset_attr
+		fd := p.fdOp(ds, unix.SYS_LANDLOCK_CREATE_RULESET, attr, mounts.LandlockRulesetAttrSize, 0)
+		p.op(ds, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0)
+		p.closeFd(fd)
+	}
 	filter, err := ttyfilter.Program()
 	if err != nil {
 		return err

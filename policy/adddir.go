@@ -43,6 +43,9 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 				}
 			}
 		}
+		if err := p.checkConfigNotWritable("--add-dir", arg, dir); err != nil {
+			return err
+		}
 		for _, k := range p.Keep {
 			if Within(k.Path, dir) || Within(dir, k.Path) {
 				return refuse("overlaps the kept path " + quote(k.Path))

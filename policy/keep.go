@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/agentcfg"
@@ -72,6 +73,34 @@ func resolveKeep(p *Policy, opts Options, cwd string) error {
 		}
 		p.Keep = appendKept(p.Keep, k)
 	}
+	return p.agentSurface()
+}
+
+// agentSurface gives every kept path the read-only and private directories of the
+// known agents that lie in it, however it was kept: a plain --keep ~/.claude must
+// not leave Claude Code's plugins, skills and hooks writable where --keep-agent
+// claude makes them read-only. A kept path inside one of those directories would
+// be read-only anyway: refused, with the reason.
+func (p *Policy) agentSurface() error {
+	for _, name := range agentcfg.Names() {
+		preset, _ := agentcfg.Lookup(name)
+		for _, list := range []struct {
+			rels []string
+			dst  *[]string
+		}{{preset.ReadOnly, &p.KeepReadOnly}, {preset.Private, &p.KeepPrivate}} {
+			for _, rel := range list.rels {
+				d := filepath.Join(p.Home, rel)
+				for _, k := range p.Keep {
+					if Within(k.Path, d) {
+						return &Error{What: k.From, Path: k.Path, Reason: "lies in " + quote(d) + ", which " + name + " runs or sources later as you: agentbox keeps it read-only or private inside (keep " + quote(filepath.Dir(d)) + " instead)"}
+					}
+				}
+				if p.inKept(d) && !slices.Contains(*list.dst, d) {
+					*list.dst = append(*list.dst, d)
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -118,6 +147,9 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 				return refuse("holds agentbox's own state or cache (" + quote(dir) + "), which the sandbox must not write")
 			}
 		}
+	}
+	if err := p.checkConfigNotWritable(from, path, path); err != nil {
+		return Kept{}, err
 	}
 	for _, g := range []string{".gitconfig", ".config/git"} {
 		if gp := filepath.Join(p.Home, g); Within(gp, path) || Within(path, gp) {

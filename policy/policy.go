@@ -45,8 +45,9 @@ type Options struct {
 	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
 	AddDir      []string // --add-dir DIR (repeatable), adddir.go
 
-	XDGCacheHome string // $XDG_CACHE_HOME
-	XDGStateHome string // $XDG_STATE_HOME
+	XDGCacheHome  string // $XDG_CACHE_HOME
+	XDGStateHome  string // $XDG_STATE_HOME
+	XDGConfigHome string // $XDG_CONFIG_HOME: where the user's config lives (configdir.go)
 
 	Command []string // argv of the sandboxed command; empty: Shell
 	Shell   string   // $SHELL
@@ -68,7 +69,10 @@ type Policy struct {
 	Backend  string   // native, bwrap or auto
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
 	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
-	Command  []string // what runs inside
+	// ConfigDir is ${XDG_CONFIG_HOME:-$HOME/.config}/agentbox, the user's config
+	// file's: never writable inside (configdir.go).
+	ConfigDir string
+	Command   []string // what runs inside
 
 	Keep         []Kept   // paths below HOME writable through the overlay (keep.go)
 	KeepReadOnly []string // directories inside kept ones bound read-only (presets)
@@ -156,6 +160,12 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	p.Repo = repo
+	p.ConfigDir = xdgDir(opts.XDGConfigHome, opts.Home, ".config")
+	if !p.ReadOnly {
+		if err := p.checkConfigNotWritable("repo", repo, repo); err != nil {
+			return nil, err
+		}
+	}
 
 	p.Workdir = repo
 	if Within(cwd, repo) {

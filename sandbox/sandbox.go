@@ -119,14 +119,15 @@ func Plan(opts Options) (mounts.Plan, error) {
 		home = os.Getenv("HOME")
 	}
 	p, err := policy.New(policy.Options{
-		Repo:         opts.Repo,
-		Cwd:          dir,
-		Home:         home,
-		Offline:      opts.Offline,
-		Backend:      policy.BackendNative,
-		XDGCacheHome: os.Getenv("XDG_CACHE_HOME"),
-		XDGStateHome: os.Getenv("XDG_STATE_HOME"),
-		Command:      opts.Command,
+		Repo:          opts.Repo,
+		Cwd:           dir,
+		Home:          home,
+		Offline:       opts.Offline,
+		Backend:       policy.BackendNative,
+		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
+		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
+		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+		Command:       opts.Command,
 	})
 	if err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
@@ -138,7 +139,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot()}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix()}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means

@@ -153,9 +153,9 @@ func Run(cfg Config) (Exit, error) {
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
-		HostRoot: mounts.IsHostRoot()}
+		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix()}
 	if p.ReadOnly {
-		s = mounts.Session{HostRoot: s.HostRoot} // readonly.go: nothing to protect, pin or bind writable
+		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix} // readonly.go: nothing to protect, pin or bind writable
 	}
 
 	if cfg.DryRun != Launch {

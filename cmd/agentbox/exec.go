@@ -88,6 +88,7 @@ func cmdExec(args []string) int {
 	opts.Shell = os.Getenv("SHELL")
 	opts.XDGCacheHome = os.Getenv("XDG_CACHE_HOME")
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
+	opts.XDGConfigHome = os.Getenv("XDG_CONFIG_HOME")
 	opts.Command = fs.Args()
 	if dir, rest, ok := repoFirst(opts.Command); ok {
 		// agent-box's habit, "agentbox exec DIR -- CMD": DIR is the repository.

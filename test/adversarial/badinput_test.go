@@ -147,6 +147,48 @@ var badInputs = []badInput{
 	{name: "--git-save-dir that is a file", args: func(b *sandboxtest.Box) []string {
 		return []string{"exec", "--backend", b.Backend, "--git-save-dir", "/etc/passwd", "--no-record", "--", "sh", "-c", "echo RAN"}
 	}},
+	// The user's config file is the policy of the next session: no writable
+	// directory may hold it, however it is reached (XDG_CONFIG_HOME, a ~/.config
+	// that is a link into a dotfiles repository, a config file that is one).
+	{name: "XDG_CONFIG_HOME inside the repo",
+		envOf: func(b *sandboxtest.Box) []string {
+			return []string{"XDG_CONFIG_HOME=" + filepath.Join(b.Repo, "dotconfig")}
+		},
+		args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "holds agentbox's own config"},
+	{name: "~/.config a symlink into the repo, no agentbox config yet", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Repo, "dotconfig"))
+		mustSymlink(t, filepath.Join(b.Repo, "dotconfig"), filepath.Join(b.Home, ".config"))
+	}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "holds agentbox's own config"},
+	{name: "config file a symlink into the repo", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, ".config/agentbox"))
+		sandboxtest.WriteFile(t, filepath.Join(b.Repo, "agentbox.toml"), "offline = false\n")
+		testenv.Chown(t, filepath.Join(b.Repo, "agentbox.toml"))
+		mustSymlink(t, filepath.Join(b.Repo, "agentbox.toml"), filepath.Join(b.Home, ".config/agentbox/config.toml"))
+	}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, says: "holds agentbox's own config"},
+	{name: "--keep of the config directory", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, ".config/agentbox"))
+	}, args: func(b *sandboxtest.Box) []string {
+		return execArgs(b, "--keep", filepath.Join(b.Home, ".config/agentbox"))
+	},
+		says: "holds agentbox's own config"},
+	{name: "--keep of a directory holding XDG_CONFIG_HOME", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, "cfg/agentbox"))
+	}, envOf: func(b *sandboxtest.Box) []string { return []string{"XDG_CONFIG_HOME=" + filepath.Join(b.Home, "cfg")} },
+		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--keep", filepath.Join(b.Home, "cfg")) },
+		says: "holds agentbox's own config"},
+	{name: "--keep inside an agent's read-only directory", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, ".claude/skills"))
+	}, args: func(b *sandboxtest.Box) []string {
+		return execArgs(b, "--keep", filepath.Join(b.Home, ".claude/skills"))
+	},
+		says: "runs or sources later as you"},
+	{name: "--add-dir holding XDG_CONFIG_HOME", setup: func(t *testing.T, b *sandboxtest.Box) {
+		mkUserDir(t, filepath.Join(b.Home, "work/cfg"))
+	}, envOf: func(b *sandboxtest.Box) []string {
+		return []string{"XDG_CONFIG_HOME=" + filepath.Join(b.Home, "work/cfg")}
+	},
+		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--add-dir", filepath.Join(b.Home, "work")) },
+		says: "holds agentbox's own config"},
 }
 
 func mkUserDir(t *testing.T, dir string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // prelude defines try: `try NAME CMD...` announces an attempt and prints
@@ -91,20 +92,53 @@ var attacks = []attack{
 			}
 		}},
 
-	// Documented behaviour, not an escape: without --offline the sandbox shares the
-	// host's network namespace, and abstract unix sockets belong to the network
-	// namespace, not the filesystem. /run sockets stay hidden either way.
-	{name: "abstract sockets reachable without --offline (documented)", setup: hostSockets,
+	// Without --offline the sandbox shares the host's network namespace, and
+	// abstract Unix sockets belong to it, not to the file system: the host's X11
+	// socket (@/tmp/.X11-unix/X0 types into every window of the operator's), D-Bus
+	// buses and other control sockets. Where the kernel has Landlock ABI 6 (Linux
+	// 6.12), the command's domain is scoped against them (P4), while the session's
+	// own abstract sockets keep working; on older kernels they stay reachable
+	// (documented in the README's threat section). /run sockets stay hidden either way.
+	{name: "host abstract sockets without --offline", setup: hostSockets,
 		script: `
 		"$PROBE" abstract "$ABSTRACT"
 		echo "TRY run-socket"
 		if [ -e "$RUNSOCK" ]; then echo "ESCAPED run-socket visible"; fi
+		socat ABSTRACT-LISTEN:agentbox-inner-$$ SYSTEM:'echo INNER-REACHED' & sleep 0.5
+		socat - ABSTRACT-CONNECT:agentbox-inner-$$ </dev/null
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
-			if !strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"") {
-				t.Errorf("without --offline the host's abstract socket should be reachable (README):\n%s", r.Stdout)
+			if !strings.Contains(r.Stdout, "INNER-REACHED") {
+				t.Errorf("the session's own abstract socket is unreachable from inside:\n%s", r.Stdout)
+			}
+			reached := strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"")
+			if scoped := mounts.CanScopeAbstractUnix(); scoped && reached {
+				t.Errorf("the host's abstract socket is reachable, though this kernel has Landlock ABI %d (scoped from 6):\n%s", mounts.LandlockABI(), r.Stdout)
+			} else if !scoped && !reached {
+				t.Errorf("without Landlock ABI 6 the host's abstract socket should be reachable (README):\n%s", r.Stdout)
 			}
 		}},
+
+	// A plain --keep of an agent's directory gets the preset's read-only and
+	// private directories too: what Claude Code loads or runs later as the operator
+	// (plugins, skills, agents, commands, hooks, its local install) must not be
+	// writable because the user typed --keep ~/.claude instead of --keep-agent claude.
+	{name: "plain --keep of ~/.claude: the agent's exec surface", setup: func(t *testing.T, x *target) []string {
+		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots"} {
+			mkUserDir(t, filepath.Join(x.Home, ".claude", d))
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude/skills/s/SKILL.md"), "---\nname: s\n---\n")
+		testenv.Chown(t, x.Home)
+		return nil
+	}, args: []string{"--keep", "~/.claude"}, script: `
+		try plugin sh -c 'mkdir "$HOME/.claude/plugins/evil"'
+		try skill sh -c 'echo "hooks: pwned" >> "$HOME/.claude/skills/s/SKILL.md"'
+		try agent sh -c 'echo x > "$HOME/.claude/agents/evil.md"'
+		try command sh -c 'echo x > "$HOME/.claude/commands/evil.md"'
+		try hook-script sh -c 'echo x > "$HOME/.claude/hooks/stop.sh"'
+		try local-install sh -c 'echo x > "$HOME/.claude/local/claude"'
+		attempt shell-snapshot sh -c 'echo x > "$HOME/.claude/shell-snapshots/snapshot-bash.sh"'
+		echo DONE`},
 
 	{name: "agentbox binary inside the writable repo", setup: func(t *testing.T, x *target) []string {
 		inRepo := filepath.Join(x.Repo, "agentbox")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // A hostile command against its own --allow-net proxy: it fills every connection
@@ -63,4 +64,60 @@ curl -sS --max-time 20 http://allowed.test:%s/ 2>&1; echo
 			}
 		})
 	}
+}
+
+// An allowed name that resolves to one of the host's own interface addresses (DNS
+// rebinding onto the host, not onto loopback) reaches every service the host runs
+// on 0.0.0.0 as loopback would: the proxy must refuse it, as it refuses loopback,
+// and refuse that address written as a literal under a prefix rule.
+func TestProxyHostOwnAddress(t *testing.T) {
+	own := hostOwnAddress(t)
+	l, err := net.Listen("tcp", net.JoinHostPort(own, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "HOST SERVICE REACHED") })}
+	go srv.Serve(l)
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	wide := "0.0.0.0/0"
+	if strings.Contains(own, ":") {
+		wide = "::/0"
+	}
+	script := fmt.Sprintf(`curl -sS --max-time 20 http://rebind.test:%[1]s/ 2>&1; echo
+curl -sS --max-time 20 http://%[2]s/ 2>&1; echo
+echo DONE`, port, net.JoinHostPort(own, port))
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			cmd := b.Command(b.Repo, []string{"--no-git-save", "--allow-net", "rebind.test", "--allow-net", wide}, script)
+			cmd.Env = append(cmd.Env, "_AGENTBOX_TEST_HOSTS=rebind.test="+own)
+			r := sandboxtest.Run(cmd)
+			if r.Code != 0 || !strings.Contains(r.Stdout, "DONE") {
+				t.Fatalf("session:\n%s", r)
+			}
+			if strings.Contains(r.Stdout, "HOST SERVICE REACHED") {
+				t.Errorf("the host's own address %s reached through the proxy:\n%s", own, r.Stdout)
+			}
+			if !strings.Contains(r.Stdout, "one of this host's own addresses, not in --allow-net") {
+				t.Errorf("no refusal naming the host's own address:\n%s", r.Stdout)
+			}
+		})
+	}
+}
+
+// hostOwnAddress is an address of one of this host's interfaces that is not
+// loopback or link-local.
+func hostOwnAddress(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() || ok && n.IP.IsPrivate() {
+			return n.IP.String()
+		}
+	}
+	testenv.Skip(t, "no interface address other than loopback and link-local")
+	return ""
 }

@@ -123,6 +123,20 @@ var setupRaces = []setupRace{
 		testenv.Chown(t, x.Home)
 		return real, decoy, x.Repo, []string{"--keep-agent", "claude"}
 	}},
+	{name: "added directory", prepare: func(t *testing.T, x *target) (string, string, string, []string) {
+		// --add-dir HOME/extra binds it writable; the flipper exchanges it with a
+		// symlink to HOME, which the rules refuse as an added directory (P6). (A
+		// symlink to an acceptable directory is taken as the directory it names, as
+		// for the repository.) A launch that checked the real directory and bound
+		// what the symlink leads to would make HOME writable: the script's
+		// $ADDDIR/added-N would land in HOME.
+		real := filepath.Join(x.Home, "extra")
+		mkUserDir(t, real)
+		decoy := filepath.Join(x.Home, "extra-decoy")
+		mustSymlink(t, x.Home, decoy)
+		testenv.Chown(t, x.Home)
+		return real, decoy, x.Repo, []string{"--add-dir", real}
+	}},
 }
 
 // raceScript runs in the repository the launcher resolved (its working directory):
@@ -133,6 +147,7 @@ printf '[core]\n\tfsmonitor = touch %s/fsmonitor-%s\n' "$PWNED" "$N" >> .git/con
 printf '#!/bin/sh\ntouch %s/hook-%s\n' "$PWNED" "$N" > .git/hooks/pre-commit 2>/dev/null && chmod +x .git/hooks/pre-commit && echo WROTE-HOOK
 touch "$HOME/.ssh/marker-$N" /tmp/marker-$N 2>/dev/null
 touch "$HOME/.claude/kept-$N" 2>/dev/null
+[ -z "$ADDDIR" ] || touch "$ADDDIR/added-$N" 2>/dev/null
 true`
 
 // TestSetupRaces launches again and again while a flipper swaps a path the setup
@@ -171,6 +186,11 @@ func TestSetupRaces(t *testing.T) {
 					for i := 0; i < n; i++ {
 						cmd := x.Command(x.Home, append([]string{"--repo", repo, "--no-git-save", "--no-record"}, args...), raceScript)
 						cmd.Env = append(cmd.Env, "N="+strconv.Itoa(i), "PWNED="+x.Pwned)
+						for j, a := range args {
+							if a == "--add-dir" && j+1 < len(args) {
+								cmd.Env = append(cmd.Env, "ADDDIR="+args[j+1])
+							}
+						}
 						r := sandboxtest.Run(cmd)
 						races.Add(1)
 						switch {
@@ -214,6 +234,13 @@ func TestSetupRaces(t *testing.T) {
 					if found != ok {
 						t.Errorf("%d sessions ran but %d markers are in the repository", ok, found)
 					}
+					// What a session wrote to its added directory is in the real one.
+					_ = filepath.WalkDir(x.Home, func(p string, d fs.DirEntry, err error) error {
+						if err == nil && strings.HasPrefix(d.Name(), "added-") && filepath.Dir(p) != filepath.Join(x.Home, "extra") {
+							t.Errorf("added directory's file outside it: %s", p)
+						}
+						return nil
+					})
 					x.skipGit = true
 					after := (&target{Box: x.Box, Outside: x.Outside, Bin: x.Bin, skipGit: true}).snapshot(t)
 					for p, v := range outsideBefore {
