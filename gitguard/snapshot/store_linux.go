@@ -116,19 +116,19 @@ type repoStore struct {
 	next  map[string]statEntry // this save's
 	dirty bool
 	// written are the blobs this save created: removed again when it fails.
-	written   []string
-	budget    *budget
+	written []string
+	budget  *budget
 	// overEntries counts the entries left out beyond the entry bound; firstOver
 	// is the first of them.
 	overEntries int
 	firstOver   string
-	newBytes  int64
-	treeBytes int64
-	total     int64
-	skipped   []string
-	specials  int // entries skipSpecial counted
-	start     time.Time
-	progress  *progress
+	newBytes    int64
+	treeBytes   int64
+	total       int64
+	skipped     []string
+	specials    int // entries skipSpecial counted
+	start       time.Time
+	progress    *progress
 }
 
 // storeKey names a repository's part of the store: its base name, for people, and a
