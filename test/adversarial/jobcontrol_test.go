@@ -126,6 +126,15 @@ func TestLeftProcessesSaid(t *testing.T) {
 			if r.Code != 0 || r.Stderr != "" {
 				t.Errorf("no process left: %s", r)
 			}
+			// On the operator's terminal, again and again: the line each time, once,
+			// on a line of its own, and the shell's prompt after it.
+			term := shellFor(t, b)
+			for i := 0; i < jobRounds; i++ {
+				out := term.Run(execLine(b, `sleep 100 & sleep 100 & echo "star""ted"`))
+				if strings.Count(out, "agentbox: killed 2 processes left running\r\n") != 1 || !strings.Contains(out, "started\r\n") {
+					t.Fatalf("round %d of %d on a pty: %q", i+1, jobRounds, out)
+				}
+			}
 		})
 	}
 }
