@@ -184,6 +184,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 	rep := sampleReport()
 	rep.Machine = Machine{CPU: "Test CPU", Cores: 2, Kernel: "6.18.0"}
 	rep.Version = "0.1.0-test"
+	rep.Start = time.Date(2026, 12, 2, 5, 30, 0, 0, time.UTC)
 	var many []Sample
 	for i := 0; i < 399; i++ {
 		many = append(many, Sample{Wall: time.Duration(5+i%3) * time.Millisecond})
@@ -195,7 +196,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := b.String()
-	for _, want := range []string{"machine: ", "Linux ", "agentbox ", "native &lt;= 1.15 x bwrap-plain: measured", "floors: no sandbox", "--svg FILE"} {
+	for _, want := range []string{"machine: ", "Test CPU", "Linux 6.18.0", "agentbox 0.1.0-test", "2026-12-02 05:30 UTC", "native &lt;= 1.15 x bwrap-plain: measured", "floors: no sandbox", "--svg FILE"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the picture lacks %q", want)
 		}
