@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 )
@@ -192,4 +193,38 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPresetsInTheDocs: the README and docs/network.md list every preset with exactly
+// its hosts, on the preset's row of their tables, so what users read is what
+// --allow-net @NAME allows.
+func TestPresetsInTheDocs(t *testing.T) {
+	for _, doc := range []string{"../README.md", "../docs/network.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := map[string]string{} // preset name -> its row's hosts cell
+		for _, line := range strings.Split(string(b), "\n") {
+			cells := strings.Split(line, "|")
+			if len(cells) < 4 || !strings.Contains(cells[1], "`@") {
+				continue
+			}
+			for _, f := range strings.Split(cells[1], ",") {
+				rows[strings.Trim(strings.TrimSpace(f), "`@")] = cells[2]
+			}
+		}
+		for name, hosts := range Presets {
+			row, ok := rows[name]
+			if !ok {
+				t.Errorf("%s: no row for @%s", doc, name)
+				continue
+			}
+			for _, h := range hosts {
+				if !strings.Contains(row, h) {
+					t.Errorf("%s: @%s's row lacks %s", doc, name, h)
+				}
+			}
+		}
+	}
 }
