@@ -130,6 +130,22 @@ var attacks = []attack{
 		try host-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$DSOCK" - | grep -q agentbox-host'
 		echo DONE`},
 
+	// The user's global Git config kept in the repository (a dotfiles repo, with
+	// ~/.gitconfig a link into it, as stow makes it): written inside, every Git
+	// the operator runs meanwhile would run the session's program, long before the
+	// post-session audit. It is read-only inside, like .git/config.
+	{name: "global git config linked into the repo", setup: func(t *testing.T, x *target) []string {
+		cfg := filepath.Join(x.Repo, "dotgitconfig")
+		sandboxtest.WriteFile(t, cfg, "[user]\n\tname = me\n")
+		mustSymlink(t, cfg, filepath.Join(x.Home, ".gitconfig"))
+		testenv.Chown(t, x.Home)
+		return []string{cfg}
+	}, script: `
+		try global-config-in-repo sh -c 'printf "[core]\n\tfsmonitor = touch %s/global\n" "$PWNED" >> "$REPO/dotgitconfig"'
+		try global-config-by-git git config --global core.fsmonitor "touch $PWNED/global-git"
+		try global-config-replaced sh -c 'printf "[core]\n\tfsmonitor = touch %s/global\n" "$PWNED" > "$REPO/new" && mv "$REPO/new" "$REPO/dotgitconfig"'
+		echo DONE`},
+
 	// A plain --keep of an agent's directory gets the preset's read-only and
 	// private directories too: what Claude Code loads or runs later as the operator
 	// (plugins, skills, agents, commands, hooks, its local install) must not be
