@@ -1,4 +1,4 @@
-package session
+package mounts
 
 import (
 	"bufio"
@@ -21,16 +21,16 @@ const maxMaskedSockets = 256
 // (the host's), with their paths.
 const hostSocketsFile = "/proc/net/unix"
 
-// hostSockets lists the host's path sockets that the sandbox would otherwise
+// HostSockets lists the host's path sockets that the sandbox would otherwise
 // reach on its read-only view of the host (P4): a daemon's socket outside /tmp and
 // /run — LXD's and incus's below /var/snap and /var/lib, a database's below
 // /var/lib — is a host process, often root's, that a connect(2) through a read-only
 // mount still reaches. /tmp and /run are private, HOME is an overlay (a socket in
 // its lower layer refuses connections), and the writable directories are the
 // session's own; sockets handed in are left alone. Each is masked by the null
-// device bound read-only over it (mounts.Session.MaskSockets). Sockets bound after the launch are
+// device bound read-only over it (Session.MaskSockets). Sockets bound after the launch are
 // not masked.
-func hostSockets(p *policy.Policy) []string {
+func HostSockets(p *policy.Policy) []string {
 	f, err := os.Open(hostSocketsFile)
 	if err != nil {
 		return nil
