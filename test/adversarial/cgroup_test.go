@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 
@@ -166,7 +167,15 @@ func TestSessionCgroup(t *testing.T) {
 			if _, rest, _ := strings.Cut(st, ") "); st == "" || strings.HasPrefix(rest, "Z") {
 				t.Errorf("the process beside the launcher was killed from inside")
 			}
-			if procs := readTrim(filepath.Join(deleg, "cgroup.procs")); procs != fmt.Sprint(victim.Process.Pid) {
+			// The native backend's raw init is moved back here when the session ends
+			// and dies with the launcher (leafcg.Remove); it may still be tearing its
+			// namespaces down when the launcher has gone. Wait (bounded) for it.
+			procs := readTrim(filepath.Join(deleg, "cgroup.procs"))
+			for i := 0; i < 400 && procs != fmt.Sprint(victim.Process.Pid); i++ {
+				time.Sleep(25 * time.Millisecond)
+				procs = readTrim(filepath.Join(deleg, "cgroup.procs"))
+			}
+			if procs != fmt.Sprint(victim.Process.Pid) {
 				t.Errorf("delegated cgroup's processes: %q, want only the victim %d", procs, victim.Process.Pid)
 			}
 			ents, _ := os.ReadDir(deleg)
