@@ -68,9 +68,11 @@ func ProtectedPaths(repo string, writable ...string) ([]Protected, error) {
 	}
 	// Even without a .git, the user's global config may include a file in repo.
 	// includes protects the targets inside c.repo: one pass per writable root.
-	configs := append(c.configFiles(), gitconfig.HostConfigFiles(os.Getenv)...)
+	host := gitconfig.HostConfigFiles(os.Getenv)
+	configs := append(c.configFiles(), host...)
 	for _, root := range c.roots {
 		c.repo = root
+		c.hostConfigs(host)
 		c.includes(configs, os.Getenv("HOME"))
 	}
 	c.repo = repo
@@ -157,6 +159,26 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 	// writable directory: the sandbox could replace it (rm .git/hooks && mkdir
 	// .git/hooks) whatever is mounted on its target. Refuse rather than pretend.
 	c.err = fmt.Errorf("%s is a symlink: agentbox cannot keep a link in the writable repository from being replaced; make it a real file or directory (for hooks, set core.hooksPath instead)", path)
+}
+
+// hostConfigs protects the user's global and system config files themselves where
+// they resolve inside the writable root c.repo: a ~/.gitconfig that is a link into
+// a dotfiles repository (stow), a ~/.config linked there, GIT_CONFIG_GLOBAL naming
+// a file in it. Written inside, they would make every Git of the operator's run a
+// program, at once, not only after the session's audit. A missing one gets a
+// placeholder for its first missing component, as a missing include target does.
+func (c *collector) hostConfigs(files []string) {
+	for _, f := range files {
+		canon, missing := canonical(f)
+		if canon == "" || !policy.Within(canon, c.repo) {
+			continue
+		}
+		if missing == "" {
+			c.add(canon, false, true)
+		} else {
+			c.push(Protected{Path: missing, Dir: missing != canon})
+		}
+	}
 }
 
 // configFiles returns the existing config files among the protected paths, whose

@@ -207,7 +207,17 @@ type Session struct {
 	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
 	// Unix sockets (CanScopeAbstractUnix); Build puts it in the plan.
 	ScopeAbstractUnix bool
+	// MaskSockets are host path sockets on the read-only view (outside /tmp, /run,
+	// HOME and the writable directories) that the sandbox must not reach (P4): a
+	// daemon's socket is a host process. Each gets MaskSource bound over it.
+	MaskSockets []string
 }
+
+// MaskSource is what is bound over a host socket to mask it (Session.MaskSockets):
+// the host's null device, which every uid can open along a searchable path (a root
+// session's uid 0 has no capability over another user's cache, where the hidden
+// paths' stand-ins live). A connect(2) to it is refused; it reads empty.
+const MaskSource = "/dev/null"
 
 // IsHostRoot reports whether a sandbox started by this process gets the host's uid
 // or gid 0: both backends map the launcher's ids to themselves (Session.HostRoot).
@@ -294,6 +304,9 @@ func Build(p *policy.Policy, s Session) Plan {
 	}
 	ops = append(ops, s.ExtraRO...)
 	ops = append(ops, hiddenOps(p, s.Empty)...)
+	for _, sock := range s.MaskSockets {
+		ops = append(ops, Op{Kind: BindRO, Source: MaskSource, Dest: sock, Why: "P4 host socket unreachable"})
+	}
 	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})

@@ -206,3 +206,22 @@ func TestBuildAllowNet(t *testing.T) {
 		t.Errorf("dry run does not show the proxy:\n%s", text)
 	}
 }
+
+// TestBuildMaskSockets: each host socket to mask gets the null device bound
+// read-only over it after the hidden paths and before the protected Git paths; the
+// abstract-socket scope is in the plan only when the session says the kernel has it.
+func TestBuildMaskSockets(t *testing.T) {
+	prot := []Protected{{Path: "/h/repo/.git/config"}}
+	plan := Build(testPolicy("/h", "/h/repo"), Session{Protected: prot, MaskSockets: []string{"/var/snap/lxd/common/lxd/unix.socket"}, ScopeAbstractUnix: true})
+	got := dests(plan)
+	i, j := index(got, "ro-bind /var/snap/lxd/common/lxd/unix.socket"), index(got, "ro-bind /h/repo/.git/config")
+	if i < 0 || j < i || plan.Ops[i].Source != MaskSource {
+		t.Fatalf("masked socket missing or out of order:\n%s", strings.Join(got, "\n"))
+	}
+	if !plan.ScopeAbstractUnix || !strings.Contains(plan.String(), "landlock scope abstract-unix") {
+		t.Errorf("abstract-socket scope not in the plan:\n%s", plan)
+	}
+	if Build(testPolicy("/h", "/h/repo"), Session{}).ScopeAbstractUnix {
+		t.Error("abstract-socket scope without the session asking for it")
+	}
+}

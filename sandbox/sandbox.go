@@ -139,7 +139,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix()}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix(), MaskSockets: mounts.HostSockets(p)}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means

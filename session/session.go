@@ -164,6 +164,7 @@ func Run(cfg Config) (Exit, error) {
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		s.Empty = emptyPaths(p)
+		s.MaskSockets = mounts.HostSockets(p)
 		if err := dryRunLookPath(p); err != nil {
 			return Exit{}, err
 		}
@@ -198,6 +199,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 	if err := prepareKept(p); err != nil {
 		return 0, err
 	}
+	s.MaskSockets = mounts.HostSockets(p)
 	empty, err := emptySources(p)
 	if err != nil {
 		return 0, err

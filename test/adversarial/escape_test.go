@@ -119,6 +119,33 @@ var attacks = []attack{
 			}
 		}},
 
+	// A host daemon's path socket outside /tmp and /run (LXD's below /var/snap,
+	// incus's and databases' below /var/lib) is a host process, often root's, and a
+	// read-only mount does not stop connect(2): the plan masks every socket bound
+	// on the host that the sandbox would see, with --offline too.
+	{name: "host daemon socket outside /run", setup: hostDaemonSocket, script: `
+		try host-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$DSOCK" - | grep -q agentbox-host'
+		echo DONE`},
+	{name: "host daemon socket outside /run with --offline", setup: hostDaemonSocket, args: []string{"--offline"}, script: `
+		try host-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$DSOCK" - | grep -q agentbox-host'
+		echo DONE`},
+
+	// The user's global Git config kept in the repository (a dotfiles repo, with
+	// ~/.gitconfig a link into it, as stow makes it): written inside, every Git
+	// the operator runs meanwhile would run the session's program, long before the
+	// post-session audit. It is read-only inside, like .git/config.
+	{name: "global git config linked into the repo", setup: func(t *testing.T, x *target) []string {
+		cfg := filepath.Join(x.Repo, "dotgitconfig")
+		sandboxtest.WriteFile(t, cfg, "[user]\n\tname = me\n")
+		mustSymlink(t, cfg, filepath.Join(x.Home, ".gitconfig"))
+		testenv.Chown(t, x.Home)
+		return []string{cfg}
+	}, script: `
+		try global-config-in-repo sh -c 'printf "[core]\n\tfsmonitor = touch %s/global\n" "$PWNED" >> "$REPO/dotgitconfig"'
+		try global-config-by-git git config --global core.fsmonitor "touch $PWNED/global-git"
+		try global-config-replaced sh -c 'printf "[core]\n\tfsmonitor = touch %s/global\n" "$PWNED" > "$REPO/new" && mv "$REPO/new" "$REPO/dotgitconfig"'
+		echo DONE`},
+
 	// A plain --keep of an agent's directory gets the preset's read-only and
 	// private directories too: what Claude Code loads or runs later as the operator
 	// (plugins, skills, agents, commands, hooks, its local install) must not be
@@ -471,6 +498,30 @@ func hostSockets(t *testing.T, x *target) []string {
 		}()
 	}
 	x.env = append(x.env, "ABSTRACT="+name, "RUNSOCK="+runSock)
+	return nil
+}
+
+// hostDaemonSocket listens, as the test (root, like a system daemon), on a socket
+// below the outside directory, mode 0777, answering "agentbox-host".
+func hostDaemonSocket(t *testing.T, x *target) []string {
+	sock := filepath.Join(x.Outside, "daemon.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatalf("listen %s: %v", sock, err)
+	}
+	_ = os.Chmod(sock, 0o777)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("agentbox-host"))
+			c.Close()
+		}
+	}()
+	x.env = append(x.env, "DSOCK="+sock)
 	return nil
 }
 

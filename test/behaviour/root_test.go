@@ -91,13 +91,16 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plan struct {
-		Ops []struct{ Op, Source, Dest string } `json:"ops"`
+		Ops []struct{ Op, Source, Dest, Why string } `json:"ops"`
 	}
 	if err := json.Unmarshal(out, &plan); err != nil {
 		t.Fatalf("dry-run JSON: %v\n%s", err, out)
 	}
 	var order []string
 	for _, op := range plan.Ops {
+		if op.Why == "P4 host socket unreachable" {
+			continue // the host's daemons' sockets (other tests' too), masked: mounts' tests
+		}
 		order = append(order, op.Op+" "+op.Dest)
 	}
 	// The push guard's binds (P9) sit between the repo and the Git paths; their

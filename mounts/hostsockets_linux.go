@@ -1,0 +1,92 @@
+package mounts
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// maxMaskedSockets bounds how many host sockets one plan masks; a host with more
+// bound outside /tmp, /run and HOME than this is unusual enough to name in the docs.
+const maxMaskedSockets = 256
+
+// hostSocketsFile lists the Unix sockets bound in the launcher's network namespace
+// (the host's), with their paths.
+const hostSocketsFile = "/proc/net/unix"
+
+// HostSockets lists the host's path sockets that the sandbox would otherwise
+// reach on its read-only view of the host (P4): a daemon's socket outside /tmp and
+// /run — LXD's and incus's below /var/snap and /var/lib, a database's below
+// /var/lib — is a host process, often root's, that a connect(2) through a read-only
+// mount still reaches. /tmp and /run are private, HOME is an overlay (a socket in
+// its lower layer refuses connections), and the writable directories are the
+// session's own; sockets handed in are left alone. Each is masked by the null
+// device bound read-only over it (Session.MaskSockets). Sockets bound after the launch are
+// not masked.
+func HostSockets(p *policy.Policy) []string {
+	f, err := os.Open(hostSocketsFile)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	skip := []string{"/tmp", "/run", "/proc", "/dev", "/sys", p.Repo}
+	if p.Home != "" {
+		skip = append(skip, p.Home)
+	}
+	skip = append(skip, p.AddDirs...)
+	for _, s := range p.Sockets {
+		skip = append(skip, s.Bind)
+	}
+	var out []string
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	sc.Buffer(make([]byte, 0, 4096), 8192)
+	for first := true; sc.Scan(); first = false {
+		// Num RefCount Protocol Flags Type St Inode Path
+		fields := strings.Fields(sc.Text())
+		if first || len(fields) < 8 {
+			continue
+		}
+		path := strings.Join(fields[7:], " ")
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path || slices.Contains(out, path) {
+			continue
+		}
+		if slices.ContainsFunc(skip, func(d string) bool { return policy.Within(path, d) }) {
+			continue
+		}
+		for _, c := range []string{path, resolved(path)} {
+			// Only what this user can connect to: reached through searchable
+			// directories (Lstat) and writable. A socket it cannot reach needs no
+			// mask, and a mount below a directory it cannot search would fail.
+			if fi, err := os.Lstat(c); err == nil && fi.Mode()&os.ModeSocket != 0 && !slices.Contains(out, c) && unix.Access(c, unix.W_OK) == nil {
+				out = append(out, c)
+			}
+		}
+		if len(out) >= maxMaskedSockets {
+			break
+		}
+	}
+	return out
+}
+
+// resolved is path with its symlinks resolved ("" when it cannot be): a socket
+// bound at /var/run/x is at /run/x, and one bound through a link elsewhere is
+// masked where the sandbox would find it.
+func resolved(path string) string {
+	c, err := filepath.EvalSymlinks(path)
+	if err != nil || c == path {
+		return ""
+	}
+	for _, d := range []string{"/tmp", "/run"} {
+		if policy.Within(c, d) {
+			return ""
+		}
+	}
+	return c
+}
