@@ -281,6 +281,18 @@ func readParentState() parentState {
 	return s
 }
 
+// settledParentState is readParentState once the last launch's init is reaped. That
+// happens in the background after the launch returned (nsinit does not wait for its
+// namespaces' teardown): a child gone a moment later is not a leak. The wait is
+// bounded; children that leak stay, and grow with the launches.
+func settledParentState() parentState {
+	s := readParentState()
+	for deadline := time.Now().Add(20 * time.Second); s.Children > 0 && time.Now().Before(deadline); s = readParentState() {
+		time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
+	}
+	return s
+}
+
 // probeLaunches is a long-lived parent using the Go API: `launches N BINARY REPO HOME`
 // runs N sandbox.Run calls of /bin/true (BINARY is the agentbox binary re-executed
 // as the init) after a warm-up, and prints its state before and after as JSON.
@@ -305,18 +317,11 @@ func probeLaunches(args []string) int {
 	for i := 0; i < 10; i++ {
 		launch()
 	}
-	before := readParentState()
+	before := settledParentState()
 	for i := 0; i < n; i++ {
 		launch()
 	}
-	// The last launch's init is reaped in the background once the launch has
-	// returned (nsinit: its namespaces' teardown is not waited for): a child that is
-	// gone a moment later is not a leak. Wait for it, bounded; leaked children grow
-	// with n and stay.
-	after := readParentState()
-	for deadline := time.Now().Add(20 * time.Second); after.Children > before.Children && time.Now().Before(deadline); after = readParentState() {
-		time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
-	}
+	after := settledParentState()
 	out, _ := json.Marshal(map[string]any{"before": before, "after": after, "failures": failures, "first_error": firstErr})
 	fmt.Println(string(out))
 	return 0
