@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewalk"
 
 	"github.com/agentbox/agentbox/policy"
 )
@@ -70,7 +71,14 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
+	if opt.Walk {
+		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
+		s.surface.Walk = s.walk
+	}
 	s.tree(s.repo, 0)
+	if s.walk != nil && s.stopped {
+		s.walk.Complete = false
+	}
 	for _, g := range s.opt.GitDirs {
 		s.gitdir(filepath.Clean(g), "", 0)
 	}
@@ -88,6 +96,8 @@ type scanner struct {
 	configs     map[string][]ConfigEntry // config files read, with their entries
 	expanded    map[string]expansion     // config files whose includes were followed
 	hooks       map[string]bool
+	walk        *treewalk.Walk // nil unless opt.Walk
+	nested      int            // >0 while below a nested repository (not listed in walk)
 }
 
 func (s *scanner) skip(path, format string, args ...any) {
@@ -133,6 +143,11 @@ func (s *scanner) readDir(dir string) []os.DirEntry {
 	}
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
+	return s.readDirFile(f, dir)
+}
+
+// readDirFile lists the open directory f (at dir), sorted by name.
+func (s *scanner) readDirFile(f *os.File, dir string) []os.DirEntry {
 	// Read in batches so that one huge directory cannot exhaust memory before the
 	// entry bound is checked.
 	var ents []os.DirEntry
@@ -169,14 +184,38 @@ func (s *scanner) tree(dir string, depth int) {
 	}
 	if depth > s.opt.MaxDepth {
 		s.skip(dir, "deeper than %d directories; not searched for nested Git directories", s.opt.MaxDepth)
+		if s.walk != nil {
+			s.walk.Complete = false
+		}
 		return
 	}
-	ents := s.readDir(dir)
+	ents, stats := s.readDirStat(dir)
 	if looksLikeGitDir(ents) {
 		s.gitdir(dir, "", 0)
 	}
-	for _, e := range ents {
+	nested := false
+	if s.walk != nil && depth > 0 {
+		for _, e := range ents {
+			nested = nested || e.Name() == ".git"
+		}
+		if nested {
+			// Git records this directory as a nested repository: the directory's own
+			// entry says so, and nothing below it is the recorder's.
+			if n := len(s.walk.Entries); s.nested == 0 && n > 0 && s.walk.Entries[n-1].Rel == s.rel(dir) {
+				s.walk.Entries[n-1].Nested = true
+			}
+			s.nested++
+			defer func() { s.nested-- }()
+		}
+	}
+	for i, e := range ents {
 		p := filepath.Join(dir, e.Name())
+		if stats != nil && s.nested == 0 && e.Name() != ".git" {
+			st := &stats[i]
+			ct := st.Ctim.Nano()
+			s.walk.FineCtime = s.walk.FineCtime || st.Ctim.Nsec != 0
+			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.Mode & unix.S_IFMT, Ctime: ct})
+		}
 		if treeFileGitOpens(e.Name()) && special(e.Type()) {
 			s.blocker(p, e.Type())
 			continue
@@ -190,6 +229,41 @@ func (s *scanner) tree(dir string, depth int) {
 			s.tree(p, depth+1)
 		}
 	}
+}
+
+// rel is p relative to the repository, '/'-separated.
+func (s *scanner) rel(p string) string {
+	return strings.TrimPrefix(p[len(s.repo):], "/")
+}
+
+// readDirStat is readDir that, while the walk is recorded, also lstat's each entry
+// through the directory's descriptor (fstatat, no path resolution); stats[i] is
+// ents[i]'s. A directory or entry that cannot be inspected leaves the walk
+// incomplete.
+func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []unix.Stat_t) {
+	if s.walk == nil || s.nested > 0 {
+		return s.readDir(dir), nil
+	}
+	before := len(s.surface.Skipped)
+	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		s.skip(dir, "cannot open directory: %v", err)
+		s.walk.Complete = false
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	ents = s.readDirFile(f, dir)
+	stats = make([]unix.Stat_t, len(ents))
+	for i, e := range ents {
+		if err := unix.Fstatat(fd, e.Name(), &stats[i], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			s.walk.Complete = false
+		}
+	}
+	if len(s.surface.Skipped) != before {
+		s.walk.Complete = false
+	}
+	return ents, stats
 }
 
 // looksLikeGitDir mirrors Git's is_git_directory: a HEAD, and objects/ and refs/ (or

@@ -61,6 +61,8 @@ type Store struct {
 	Warn func(string)
 	// Progress, when set (a terminal), is told about long work: a first record.
 	Progress io.Writer
+
+	sweeps int // full sweeps of the working tree staged (stage), for the tests
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
@@ -198,6 +200,9 @@ func (s *Store) lock() (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// NewID is a new session id for a session started at t (Begin's when rec.ID is "").
+func NewID(t time.Time) string { return newID(t) }
 
 // newID is a session or result id: the UTC time of t to the second and 24 random
 // bits, so ids sort by time and two sessions started in the same second differ.
