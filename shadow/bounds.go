@@ -307,6 +307,7 @@ func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, e
 			return stderr, notes, err
 		}
 		out = append(out, rel)
+		s.leftOut = true
 		var b strings.Builder
 		for _, r := range out {
 			b.WriteString(ignorePattern(r) + "\n")

@@ -34,6 +34,8 @@ import (
 //     set back since (treewalk.Since), a changed or removed .gitignore at the top
 //     (what it stopped ignoring is old), or more paths than maxChangedPaths.
 //   - A filesystem whose ctimes have no sub-second part gets two seconds' margin.
+//   - A staging that left a path out at a bound (a FIFO where Git reads, bounds.go)
+//     writes no state: the next one sweeps, and names it again.
 //
 // Nested repositories are always staged again: their commit lives in their .git,
 // which the walk does not lstat. A changed .gitignore below the top stages its

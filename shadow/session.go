@@ -262,6 +262,7 @@ type staged struct {
 // stage state allows (changed.go), staging only what may have changed, else with
 // the full sweep (stage).
 func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
+	s.leftOut = false
 	fine := w != nil && w.FineCtime
 	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
@@ -291,7 +292,11 @@ func (s *Store) writeTree(st staged) (string, error) {
 			return "", err
 		}
 	}
-	s.writeStage(st.clock, st.fine, tree)
+	if s.leftOut {
+		s.dropStage()
+	} else {
+		s.writeStage(st.clock, st.fine, tree)
+	}
 	return tree, nil
 }
 

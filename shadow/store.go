@@ -63,6 +63,10 @@ type Store struct {
 	Progress io.Writer
 
 	sweeps int // full sweeps of the working tree staged (stage), for the tests
+	// leftOut: the last staging left a path out at a bound (addAll). The index
+	// then holds less than the tree, and what was left out must be named again
+	// each time: the next staging sweeps (no stage state is written).
+	leftOut bool
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
