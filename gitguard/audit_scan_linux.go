@@ -74,7 +74,15 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
 	if opt.Walk {
+		// The clock before the top's lstat, as before every other entry's.
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
+		var st unix.Stat_t
+		if err := unix.Lstat(repo, &st); err == nil {
+			s.walk.RootCtime = st.Ctim.Nano()
+			s.walk.RootCtime = st.Ctim.Nano()
+		} else {
+			s.walk.Complete = false
+		}
 		s.surface.Walk = s.walk
 	}
 	s.tree(s.repo, 0)

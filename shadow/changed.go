@@ -111,6 +111,10 @@ var errSweep = errors.New("full sweep needed")
 // changedPaths returns the paths that may differ between the index (as of the
 // state's clock) and the walk: entries with a ctime at or after it, tracked paths
 // the walk does not find, nested repositories. errSweep when that cannot be told.
+//
+// A removal changes the ctime of the directory it removed from, so tracked paths
+// are looked for only in directories whose ctime changed (or that are gone), and the
+// index is read only when some directory changed.
 func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
 	if w == nil || !w.Complete {
 		return nil, errSweep
@@ -119,24 +123,40 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 	if !ok {
 		return nil, errSweep
 	}
-	idx, err := readIndex(filepath.Join(s.Dir, "index"))
-	if err != nil {
-		return nil, errSweep
+	var idx []indexEntry
+	idxRead := false
+	index := func() ([]indexEntry, error) {
+		if !idxRead {
+			var err error
+			if idx, err = readIndex(filepath.Join(s.Dir, "index")); err != nil {
+				return nil, errSweep
+			}
+			idxRead = true
+		}
+		return idx, nil
 	}
 	// trackedBelow: the index has entries below directory p.
-	trackedBelow := func(p string) bool {
+	trackedBelow := func(p string) (bool, error) {
+		idx, err := index()
+		if err != nil {
+			return false, err
+		}
 		i, _ := slices.BinarySearchFunc(idx, p+"/", func(e indexEntry, p string) int { return strings.Compare(e.path, p) })
-		return i < len(idx) && strings.HasPrefix(idx[i].path, p+"/")
+		return i < len(idx) && strings.HasPrefix(idx[i].path, p+"/"), nil
 	}
 	var out []string
 	add := func(p string) bool {
 		out = append(out, p)
 		return len(out) <= maxChangedPaths
 	}
-	present := make(map[string]struct{}, len(w.Entries))
+	dirs := map[string]bool{"": w.RootCtime >= threshold} // every directory walked: changed?
+	changedDir := w.RootCtime >= threshold
 	cover := "" // a new directory staged whole: what lies below it is covered
 	for _, e := range w.Entries {
-		present[e.Rel] = struct{}{}
+		if e.IsDir() {
+			dirs[e.Rel] = e.Ctime >= threshold
+			changedDir = changedDir || e.Ctime >= threshold
+		}
 		if cover != "" && strings.HasPrefix(e.Rel, cover) {
 			continue
 		}
@@ -154,22 +174,47 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 			if dir == "." || !add(dir) {
 				return nil, errSweep
 			}
-		case e.IsDir() && trackedBelow(e.Rel):
-			// Entries came or went: the new ones have new ctimes, the gone ones are
-			// found below as tracked paths the walk misses.
 		case e.IsDir():
-			if !add(e.Rel) {
-				return nil, errSweep
+			// Entries came or went: the new ones have new ctimes, the gone ones are
+			// found below. A directory the index knows nothing below is new (or
+			// renamed into place, its content old): staged whole.
+			tracked, err := trackedBelow(e.Rel)
+			if err != nil {
+				return nil, err
 			}
-			cover = e.Rel + "/"
+			if !tracked {
+				if !add(e.Rel) {
+					return nil, errSweep
+				}
+				cover = e.Rel + "/"
+			}
 		default:
 			if !add(e.Rel) {
 				return nil, errSweep
 			}
 		}
 	}
+	if !changedDir {
+		return out, nil // nothing was removed anywhere
+	}
+	// The entries of the changed directories, to tell what is gone from them.
+	in := map[string]struct{}{}
+	for _, e := range w.Entries {
+		if dirs[parent(e.Rel)] {
+			in[e.Rel] = struct{}{}
+		}
+	}
+	idx, err := index()
+	if err != nil {
+		return nil, err
+	}
 	for _, e := range idx {
-		if _, ok := present[e.path]; ok {
+		changed, exists := dirs[parent(e.path)]
+		if !exists || changed {
+			if _, ok := in[e.path]; ok {
+				continue
+			}
+		} else {
 			continue
 		}
 		if path.Base(e.path) == ".gitignore" {
@@ -184,4 +229,12 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 		}
 	}
 	return out, nil
+}
+
+// parent is the directory of a '/'-separated relative path, "" at the top.
+func parent(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
 }

@@ -35,6 +35,7 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 			must(t, os.Remove(filepath.Join(repo, "dir", "sub", "c.txt")))
 		}},
 		{"nothing again", nil},
+		{"remove at the top", func() { must(t, os.Remove(filepath.Join(repo, "new.txt"))) }},
 		{"mode, type changes", func() {
 			must(t, os.Chmod(filepath.Join(repo, "a.txt"), 0o755))
 			must(t, os.Remove(filepath.Join(repo, "link")))

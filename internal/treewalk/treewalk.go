@@ -28,6 +28,9 @@ type Walk struct {
 	// moment has a ctime at or after Clock.Real (see Clock).
 	Clock   Clock
 	Entries []Entry // in walk order: a directory before what it holds
+	// RootCtime is the ctime of the top of the working tree (which Entries do not
+	// hold): an entry added to or removed from it changes it.
+	RootCtime int64
 	// Complete is false when the walk missed part of the tree (an entry or depth
 	// bound, a directory that could not be listed, an entry that could not be
 	// lstat'ed): then it cannot stand for the tree.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 
@@ -166,7 +167,14 @@ func TestSessionCgroup(t *testing.T) {
 			if _, rest, _ := strings.Cut(st, ") "); st == "" || strings.HasPrefix(rest, "Z") {
 				t.Errorf("the process beside the launcher was killed from inside")
 			}
-			if procs := readTrim(filepath.Join(deleg, "cgroup.procs")); procs != fmt.Sprint(victim.Process.Pid) {
+			// agentbox's raw init exits after agentbox does (its namespaces torn down
+			// meanwhile): it may still be leaving the cgroup. Wait for it, bounded.
+			procs := readTrim(filepath.Join(deleg, "cgroup.procs"))
+			for deadline := time.Now().Add(10 * time.Second); procs != fmt.Sprint(victim.Process.Pid) && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				procs = readTrim(filepath.Join(deleg, "cgroup.procs"))
+			}
+			if procs != fmt.Sprint(victim.Process.Pid) {
 				t.Errorf("delegated cgroup's processes: %q, want only the victim %d", procs, victim.Process.Pid)
 			}
 			ents, _ := os.ReadDir(deleg)
