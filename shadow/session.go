@@ -256,6 +256,7 @@ type staged struct {
 	tree  string         // the index's tree when known without write-tree, else ""
 	clock treewalk.Clock // the working tree's state the index holds is as of this clock
 	fine  bool           // the filesystem stamps sub-second ctimes
+	kept  bool           // nothing staged: the stage state on disk stays as it is
 }
 
 // stageWalk makes the shadow index match the working tree: from the walk w when the
@@ -267,7 +268,9 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
 			if len(paths) == 0 {
-				return staged{tree: st.Tree, clock: w.Clock, fine: fine}, nil, nil
+				// The index is untouched and the stage state still true: its older
+				// clock only makes the next staging look at more, so it stays.
+				return staged{tree: st.Tree, kept: true}, nil, nil
 			}
 			s.dropStage()
 			if notes, err := s.stagePaths(paths); err == nil {
@@ -292,9 +295,11 @@ func (s *Store) writeTree(st staged) (string, error) {
 			return "", err
 		}
 	}
-	if s.leftOut {
+	switch {
+	case st.kept:
+	case s.leftOut:
 		s.dropStage()
-	} else {
+	default:
 		s.writeStage(st.clock, st.fine, tree)
 	}
 	return tree, nil
