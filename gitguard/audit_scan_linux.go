@@ -221,10 +221,9 @@ func (s *scanner) tree(dir string, depth int) {
 	for i, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		if stats != nil && s.nested == 0 && e.Name() != ".git" {
-			st := &stats[i]
-			ct := st.Ctim.Nano()
-			s.walk.FineCtime = s.walk.FineCtime || st.Ctim.Nsec != 0
-			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.Mode & unix.S_IFMT, Ctime: ct})
+			st := stats[i]
+			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
+			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.mode, Ctime: st.ctime})
 		}
 		if treeFileGitOpens(e.Name()) && special(e.Type()) {
 			s.blocker(p, e.Type())
@@ -246,15 +245,25 @@ func (s *scanner) tree(dir string, depth int) {
 // status does the same with its preload-index threads).
 const statParts = 4
 
+// entryStat is what the walk keeps of an entry's lstat: 16 bytes, not 144, since a
+// directory may hold up to MaxEntries of them.
+type entryStat struct {
+	mode  uint32 // st_mode & S_IFMT
+	ctime int64  // ns
+}
+
 // statAll lstat's each of ents in the directory fd into stats; false when one
 // failed.
-func statAll(fd int, ents []os.DirEntry, stats []unix.Stat_t) bool {
+func statAll(fd int, ents []os.DirEntry, stats []entryStat) bool {
 	one := func(lo, hi int) bool {
 		ok := true
+		var st unix.Stat_t
 		for i := lo; i < hi; i++ {
-			if unix.Fstatat(fd, ents[i].Name(), &stats[i], unix.AT_SYMLINK_NOFOLLOW) != nil {
+			if unix.Fstatat(fd, ents[i].Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 				ok = false
+				continue
 			}
+			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ctime: st.Ctim.Nano()}
 		}
 		return ok
 	}
@@ -287,7 +296,7 @@ func (s *scanner) rel(p string) string {
 // through the directory's descriptor (fstatat, no path resolution); stats[i] is
 // ents[i]'s. A directory or entry that cannot be inspected leaves the walk
 // incomplete.
-func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []unix.Stat_t) {
+func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat) {
 	if s.walk == nil || s.nested > 0 {
 		return s.readDir(dir), nil
 	}
@@ -301,7 +310,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []unix.Stat
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
 	ents = s.readDirFile(f, dir)
-	stats = make([]unix.Stat_t, len(ents))
+	stats = make([]entryStat, len(ents))
 	if !statAll(fd, ents, stats) {
 		s.walk.Complete = false
 	}
