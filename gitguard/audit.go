@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // The post-session audit (DESIGN.md P7). Read-only .git/config and .git/hooks do not
@@ -61,6 +62,9 @@ type Surface struct {
 	Repo    string
 	Items   map[string]*Item // by Path
 	Skipped []Skip           // places that could not be inspected
+	// Walk is the working-tree walk with every entry's type and ctime, when
+	// ScanOptions.Walk asked for it (the shadow recorder reuses it); never stored.
+	Walk *treewalk.Walk
 }
 
 // Skip is a place the audit could not inspect, and why.
@@ -85,6 +89,8 @@ type ScanOptions struct {
 	MaxEntries int
 	// MaxDepth bounds the directory depth of the working-tree walk (default 256).
 	MaxDepth int
+	// Walk: lstat every working-tree entry and return the walk in Surface.Walk.
+	Walk bool
 }
 
 // Finding is one thing the audit reports.

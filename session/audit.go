@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -17,8 +18,9 @@ type auditor struct {
 	base        *gitguard.Surface
 	journal     *os.File // this session's pending-audit journal, locked; removed once audited
 	journalPath string
-	stateDir    string   // where the journal and the quarantine live
-	writable    []string // what the sandbox can write: the quarantine must lie elsewhere
+	stateDir    string         // where the journal and the quarantine live
+	writable    []string       // what the sandbox can write: the quarantine must lie elsewhere
+	walk        *treewalk.Walk // the baseline's walk of the working tree; nil when inherited
 }
 
 // startAudit records the baseline the post-session audit compares against: the tree
@@ -43,12 +45,15 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		base = j.Base
 	} else {
 		var err error
-		if base, err = gitguard.Scan(p.Repo, opt); err != nil {
+		walkOpt := opt
+		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the recorder (record.go)
+		if base, err = gitguard.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
 	}
 	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base,
-		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...)}
+		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk}
+	base.Walk = nil
 	var err error
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
@@ -61,7 +66,9 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 // program, prints one line per finding and stores the lines in out.
 func (a *auditor) finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
-	cur, err := gitguard.Scan(a.repo, a.opt)
+	opt := a.opt
+	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
+	cur, err := gitguard.Scan(a.repo, opt)
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
 		out.AuditFindings = append(out.AuditFindings, line)
@@ -69,6 +76,9 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		return
 	}
 	findings := gitguard.Compare(a.base, cur)
+	if len(findings) == 0 {
+		out.walk = cur.Walk // nothing moved after it: it stands for the tree
+	}
 	quarantine(findings, a.id, quarantineRoot(cfg.Stderr, a.stateDir, a.writable))
 	for _, f := range findings {
 		line := f.String()

@@ -33,9 +33,11 @@ func TestJournalRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, j)
 	}
 	// The codec names every field: one added to these types must be added to it.
+	// (Not journaled: ScanOptions.Walk and Surface.Walk, one scan's request for its
+	// walk and the walk, which the recorder takes from the live scan only.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(gitguard.ScanOptions{}): 5,
-		reflect.TypeOf(gitguard.Surface{}): 3, reflect.TypeOf(gitguard.Item{}): 6, reflect.TypeOf(gitguard.Skip{}): 2,
+		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(gitguard.ScanOptions{}): 5 + 1,
+		reflect.TypeOf(gitguard.Surface{}): 3 + 1, reflect.TypeOf(gitguard.Item{}): 6, reflect.TypeOf(gitguard.Skip{}): 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)

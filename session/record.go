@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -16,8 +17,9 @@ func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {
 
 // recorder records the session in the shadow repository; a nil recorder records nothing.
 type recorder struct {
-	sess *shadow.Session
-	base shadow.Record // the record as known at launch
+	store *shadow.Store
+	sess  *shadow.Session // nil until begin
+	base  shadow.Record   // the record as known at launch
 }
 
 // startRecord records the repository's state at launch. A failure to record is
@@ -53,14 +55,24 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		UID:         os.Getuid(),
 		Host:        host,
 	}}
-	// Begin returns a usable session even when the start state could not be
+	r.store, r.base.ID = store, shadow.NewID(start)
+	return r
+}
+
+// begin records the start state, before the command starts. w is the audit
+// baseline's walk of the working tree (nil: none), from which the recorder takes
+// what changed since the last record instead of sweeping the tree again.
+func (r *recorder) begin(cfg *Config, w *treewalk.Walk) {
+	if r == nil || r.sess != nil {
+		return
+	}
+	// BeginWalk returns a usable session even when the start state could not be
 	// recorded; finish records the session with that error in its notes.
-	r.sess, err = store.Begin(r.base)
+	var err error
+	r.sess, err = r.store.BeginWalk(r.base, w)
 	if err != nil {
 		warnRecord(cfg, "session's start state not recorded: %v", err)
 	}
-	r.base.ID = r.sess.ID()
-	return r
 }
 
 // finish records the end state with the session's outcome.
@@ -68,6 +80,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	if r == nil {
 		return
 	}
+	r.begin(cfg, nil) // a launch that stopped before the command: start is end
 	rec := r.base
 	rec.Backend, rec.BackendVersion = out.Backend, out.BackendVersion
 	rec.End = out.End
@@ -85,7 +98,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	for _, r := range out.NetRefusals {
 		rec.NetRefusals = append(rec.NetRefusals, shadow.NetRefusal(r))
 	}
-	if err := r.sess.Finish(rec); err != nil {
+	if err := r.sess.FinishWalk(rec, out.walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
@@ -87,6 +88,11 @@ type Outcome struct {
 
 	// NetRefusals are what the --allow-net proxy refused.
 	NetRefusals []netproxy.Refusal
+
+	// walk is the audit's end walk of the working tree, which the record reuses;
+	// nil when there is none or it cannot stand for the tree (the audit moved
+	// findings away after it).
+	walk *treewalk.Walk
 }
 
 // Exit is how agentbox exec ends.
@@ -175,7 +181,7 @@ func Run(cfg Config) (Exit, error) {
 	rec := startRecord(&cfg, p, out.Start)
 	cfg.sessionID = sessionID(rec)
 	sw.Mark(host("record start"))
-	status, err := launch(&cfg, p, &s, &out, repoID, meta.roots, sw, spare)
+	status, err := launch(&cfg, p, &s, &out, rec, repoID, meta.roots, sw, spare)
 	out.End, out.Status, out.Err = time.Now(), status, err
 	sw.Mark(host("after command"))
 	out.Phases = slices.Concat(sw.Phases, out.Phases)
@@ -192,7 +198,7 @@ func Run(cfg Config) (Exit, error) {
 }
 
 // launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repoID mounts.FileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
+func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec *recorder, repoID mounts.FileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
 	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
 		return 0, err
 	}
@@ -224,6 +230,8 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			t = now
 		}
 		if p.ReadOnly {
+			rec.begin(cfg, nil)
+			mark("record start")
 			return nil // readonly.go: nothing to audit or snapshot
 		}
 		a, err := startAudit(cfg, p, gitDirs)
@@ -235,6 +243,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, repo
 			return err
 		}
 		mark("audit baseline")
+		// From the baseline's walk: the recorder walks nothing itself.
+		rec.begin(cfg, a.walk)
+		mark("record start")
 		if out.SnapshotZip, err = gitSnapshot(cfg, p, out); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,14 +272,26 @@ const excludeFile = "agentbox-exclude"
 // .gitattributes it is (Git reads those for any directory it enters), the nested
 // repository whose .git holds it, else the path itself. Tracked entries below it
 // leave the shadow index (Git would read them again). notes name what was left out.
-func (s *Store) addAll(wt git) (stderr []byte, notes []string, err error) {
+//
+// paths, when not nil, limit it to those paths (NUL-separated on stdin, literal).
+func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, err error) {
 	var out []string
+	var list []byte
+	for _, p := range paths {
+		list = append(append(list, p...), 0)
+	}
 	for {
-		args := []string{"-c", "advice.addEmbeddedRepo=false", "-c", "core.bigFileThreshold=1"}
+		args := []string{"-c", "advice.addEmbeddedRepo=false", "-c", "advice.addIgnoredFile=false", "-c", "core.bigFileThreshold=1"}
 		if len(out) > 0 {
 			args = append(args, "-c", "core.excludesFile="+filepath.Join(s.Dir, excludeFile))
 		}
-		_, stderr, err = wt.run3(nil, nil, append(args, "add", "--all", "--ignore-errors")...)
+		args = append(args, "add", "--all", "--ignore-errors")
+		var stdin io.Reader
+		if paths != nil {
+			args = append(args, "--pathspec-from-file=-", "--pathspec-file-nul")
+			stdin = bytes.NewReader(list)
+		}
+		_, stderr, err = wt.run3(nil, stdin, args...)
 		s.noteBound(err)
 		var be *BoundError
 		if !errors.As(err, &be) {
@@ -294,6 +307,7 @@ func (s *Store) addAll(wt git) (stderr []byte, notes []string, err error) {
 			return stderr, notes, err
 		}
 		out = append(out, rel)
+		s.leftOut = true
 		var b strings.Builder
 		for _, r := range out {
 			b.WriteString(ignorePattern(r) + "\n")

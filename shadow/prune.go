@@ -95,7 +95,10 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 		p.Err = err
 		return p, true
 	}
-	// Every writer holds the lock we hold: what no ref reaches now is garbage.
+	// Every writer holds the lock we hold: what no ref reaches now is garbage. The
+	// stage state names a tree that only pruned sessions may have held: the next
+	// record sweeps (changed.go).
+	s.dropStage()
 	if _, err := s.git.run(nil, "gc", "--quiet", "--prune=now"); err != nil {
 		p.Err = err
 		return p, true

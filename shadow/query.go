@@ -190,6 +190,8 @@ func (s *Store) compact() error {
 	defer unlock()
 	// Every object is reachable from a session's or a result's ref except those of a
 	// start state whose commit was never written; two weeks' grace keeps Git's default.
+	// (The stage state's tree may be such an object: the next record sweeps.)
+	s.dropStage()
 	if _, err := s.git.run(nil, "gc", "--quiet"); err != nil {
 		return fmt.Errorf("shadow: compact %s: %w", s.Dir, err)
 	}

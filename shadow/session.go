@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // emptyTree is the id of Git's empty tree (SHA-1 object format).
@@ -125,7 +127,12 @@ func (ss *Session) ID() string { return ss.id }
 // Begin always returns a usable Session. A non-nil error says the start state could
 // not be recorded; the error is kept and Finish records it in the session's notes,
 // with the end state as a commit without parent.
-func (s *Store) Begin(rec Record) (*Session, error) {
+func (s *Store) Begin(rec Record) (*Session, error) { return s.BeginWalk(rec, nil) }
+
+// BeginWalk is Begin with the walk of the working tree the audit took just before
+// (nil: none): what changed since the last record is found from it (changed.go)
+// instead of by a sweep of the whole tree.
+func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 	if rec.ID == "" {
 		rec.ID = newID(rec.Start)
 	}
@@ -140,7 +147,7 @@ func (s *Store) Begin(rec Record) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
-	notes, err := s.stage()
+	st, notes, err := s.stageWalk(w)
 	for _, n := range notes {
 		ss.notes = append(ss.notes, "start: "+n)
 	}
@@ -152,13 +159,13 @@ func (s *Store) Begin(rec Record) (*Session, error) {
 	go func() {
 		defer close(ss.started)
 		defer unlock()
-		tree, err := s.git.out("write-tree")
+		tree, err := s.writeTree(st)
 		var commit string
 		if err == nil {
 			commit, err = s.commit(tree, "", rec, "start state", rec.Start)
 		}
 		if err == nil {
-			err = s.updateRef(sessionRefs+rec.ID, commit, "")
+			err = s.setRef(sessionRefs+rec.ID, commit, "")
 		}
 		if err != nil {
 			ss.startErr = err
@@ -181,7 +188,11 @@ func (ss *Session) Wait() error {
 // record (Repo, Files, Complete and Notes are filled in here). A repository that
 // vanished or cannot be read is not an error: the record says so in its notes and
 // keeps the start state as the end state. An error means nothing could be written.
-func (ss *Session) Finish(rec Record) error {
+func (ss *Session) Finish(rec Record) error { return ss.FinishWalk(rec, nil) }
+
+// FinishWalk is Finish with the walk of the working tree the audit's end took (nil:
+// none), as BeginWalk.
+func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	s := ss.store
 	_ = ss.Wait() // a failure is in ss.notes
 	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
@@ -192,7 +203,7 @@ func (ss *Session) Finish(rec Record) error {
 	}
 	defer unlock()
 
-	tree, notes, err := s.snapshot()
+	tree, notes, err := s.snapshot(w)
 	for _, n := range notes {
 		rec.Notes = append(rec.Notes, "end: "+n)
 	}
@@ -221,7 +232,7 @@ func (ss *Session) Finish(rec Record) error {
 	if err != nil {
 		return err
 	}
-	if err := s.updateRef(sessionRefs+ss.id, commit, ss.startCommit); err != nil {
+	if err := s.setRef(sessionRefs+ss.id, commit, ss.startCommit); err != nil {
 		return err
 	}
 	// After the record is complete: a failure to pack costs disk, not the record.
@@ -231,13 +242,67 @@ func (ss *Session) Finish(rec Record) error {
 
 // snapshot stages the repository's working tree in the shadow index and returns its
 // tree. Files Git could not read are left out and named in notes.
-func (s *Store) snapshot() (tree string, notes []string, err error) {
-	notes, err = s.stage()
+func (s *Store) snapshot(w *treewalk.Walk) (tree string, notes []string, err error) {
+	st, notes, err := s.stageWalk(w)
 	if err != nil {
 		return "", notes, err
 	}
-	tree, err = s.git.out("write-tree")
+	tree, err = s.writeTree(st)
 	return tree, notes, err
+}
+
+// staged is what stageWalk left in the index.
+type staged struct {
+	tree  string         // the index's tree when known without write-tree, else ""
+	clock treewalk.Clock // the working tree's state the index holds is as of this clock
+	fine  bool           // the filesystem stamps sub-second ctimes
+	kept  bool           // nothing staged: the stage state on disk stays as it is
+}
+
+// stageWalk makes the shadow index match the working tree: from the walk w when the
+// stage state allows (changed.go), staging only what may have changed, else with
+// the full sweep (stage).
+func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
+	s.leftOut = false
+	fine := w != nil && w.FineCtime
+	if st, ok := s.readStage(); ok && w != nil {
+		if paths, err := s.changedPaths(st, w); err == nil {
+			if len(paths) == 0 {
+				// The index is untouched and the stage state still true: its older
+				// clock only makes the next staging look at more, so it stays.
+				return staged{tree: st.Tree, kept: true}, nil, nil
+			}
+			s.dropStage()
+			if notes, err := s.stagePaths(paths); err == nil {
+				return staged{clock: w.Clock, fine: fine}, notes, nil
+			}
+		}
+	}
+	s.dropStage()
+	clock := treewalk.Now()
+	notes, err := s.stage()
+	return staged{clock: clock, fine: fine}, notes, err
+}
+
+// writeTree returns the index's tree (write-tree when st does not know it) and
+// records the stage state.
+func (s *Store) writeTree(st staged) (string, error) {
+	tree := st.tree
+	if tree == "" {
+		var err error
+		if tree, err = s.git.out("write-tree"); err != nil {
+			s.dropStage()
+			return "", err
+		}
+	}
+	switch {
+	case st.kept:
+	case s.leftOut:
+		s.dropStage()
+	default:
+		s.writeStage(st.clock, st.fine, tree)
+	}
+	return tree, nil
 }
 
 // stage makes the shadow index match the repository's working tree: new, changed and
@@ -266,8 +331,22 @@ func (s *Store) stage() (notes []string, err error) {
 	// writes one pack of the compressed content instead of 100,000 loose objects of
 	// a 4 KiB block each (412 MiB for 16 MB of content), and no fsync per object.
 	// (Only here: elsewhere the threshold would make every diff "binary".)
+	s.sweeps++
 	defer s.noticeStart(s.firstRecord(), "recording the working tree of "+s.Repo+" in the shadow repository for the first time")()
-	stderr, skipped, err := s.addAll(wt)
+	return s.add(wt, nil)
+}
+
+// stagePaths is stage limited to paths (relative to the working tree): `git add
+// --all` of just those, which must all exist or be tracked.
+func (s *Store) stagePaths(paths []string) (notes []string, err error) {
+	wt := s.git
+	wt.workTree = s.Repo
+	return s.add(wt, paths)
+}
+
+// add runs addAll and sorts its outcome into notes and an error.
+func (s *Store) add(wt git, paths []string) (notes []string, err error) {
+	stderr, skipped, err := s.addAll(wt, paths)
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
@@ -302,17 +381,7 @@ func (s *Store) commit(tree, parent string, rec Record, what string, when time.T
 	} else if len(rec.Command) > 0 {
 		subject += ": " + oneLine(strings.Join(rec.Command, " "), 60)
 	}
-	msg := subject + "\n\n" + string(body)
-	args := []string{"commit-tree", tree}
-	if parent != "" {
-		args = append(args, "-p", parent)
-	}
-	date := fmt.Sprintf("@%d %s", when.Unix(), when.Format("-0700"))
-	out, err := s.git.runEnv([]string{"GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date}, strings.NewReader(msg), args...)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
+	return s.writeCommit(tree, parent, subject+"\n\n"+string(body), when)
 }
 
 // MarshalRecord encodes rec as indented JSON with a final newline, leaving '<', '>'

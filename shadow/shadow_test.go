@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // hostGit runs plain git in dir, as a user would, with no system config and HOME set
@@ -78,9 +80,13 @@ func openStore(t testing.TB, repo string) (*Store, string) {
 }
 
 // record runs one session on s: Begin, change, Finish.
+//
+// Each staging takes the working tree's walk as the session does (the audit's,
+// gitguard.Scan with Walk), so every test here runs the recorder's walk path
+// (changed.go) as well as, on a first record, the full sweep.
 func record(t testing.TB, s *Store, rec Record, change func()) string {
 	t.Helper()
-	ss, err := s.Begin(rec)
+	ss, err := s.BeginWalk(rec, walkOf(t, s.Repo))
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -88,10 +94,20 @@ func record(t testing.TB, s *Store, rec Record, change func()) string {
 		change()
 	}
 	rec.End = time.Now()
-	if err := ss.Finish(rec); err != nil {
+	if err := ss.FinishWalk(rec, walkOf(t, s.Repo)); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
 	return ss.ID()
+}
+
+// walkOf is the audit's walk of repo; nil when repo is gone.
+func walkOf(t testing.TB, repo string) *treewalk.Walk {
+	t.Helper()
+	surf, err := gitguard.Scan(repo, gitguard.ScanOptions{Walk: true})
+	if err != nil {
+		return nil
+	}
+	return surf.Walk
 }
 
 func onlySession(t *testing.T, s *Store) Record {

@@ -61,6 +61,12 @@ type Store struct {
 	Warn func(string)
 	// Progress, when set (a terminal), is told about long work: a first record.
 	Progress io.Writer
+
+	sweeps int // full sweeps of the working tree staged (stage), for the tests
+	// leftOut: the last staging left a path out at a bound (addAll). The index
+	// then holds less than the tree, and what was left out must be named again
+	// each time: the next staging sweeps (no stage state is written).
+	leftOut bool
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
@@ -198,6 +204,9 @@ func (s *Store) lock() (unlock func(), err error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// NewID is a new session id for a session started at t (Begin's when rec.ID is "").
+func NewID(t time.Time) string { return newID(t) }
 
 // newID is a session or result id: the UTC time of t to the second and 24 random
 // bits, so ids sort by time and two sessions started in the same second differ.

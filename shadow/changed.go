@@ -1,0 +1,240 @@
+package shadow
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/agentbox/agentbox/internal/treewalk"
+)
+
+// Staging only what changed (DESIGN.md P13: the record costs what the session
+// changed). A full `git add --all` lstat's every tracked file and lists every
+// directory: a sweep the size of `git status`. The audit walks the working tree
+// anyway and lstat's every entry as it goes (treewalk.Walk), so the recorder takes
+// what changed from that walk instead of sweeping again:
+//
+//   - stageFile records, after each complete staging, the clock read before the
+//     walk (or the sweep) it staged from, and the identity of the index it left.
+//     While the index is still that one, it holds the working tree as it was at that
+//     moment, except for what changed since.
+//   - Every change to an entry — its content, mode, type, a rename into place, a
+//     hard link, a new file — sets its ctime to the kernel's clock, and nothing can
+//     set a ctime back (utimensat sets atime and mtime only). So the entries of the
+//     next walk whose ctime is at or after that clock are all that may have changed,
+//     plus the tracked paths the walk no longer finds (removed).
+//   - What cannot be told that way falls back to the full sweep: no stage file or
+//     another index (a concurrent session staged, an older agentbox, a failure), an
+//     incomplete walk (a bound, an unreadable directory), another boot, a wall clock
+//     set back since (treewalk.Since), a changed or removed .gitignore at the top
+//     (what it stopped ignoring is old), or more paths than maxChangedPaths.
+//   - A filesystem whose ctimes have no sub-second part gets two seconds' margin.
+//   - A staging that left a path out at a bound (a FIFO where Git reads, bounds.go)
+//     writes no state: the next one sweeps, and names it again.
+//
+// Nested repositories are always staged again: their commit lives in their .git,
+// which the walk does not lstat. A changed .gitignore below the top stages its
+// whole directory (what it stops ignoring has old ctimes).
+
+// stageFile, in the shadow repository, describes the index's state.
+const stageFile = "agentbox-stage"
+
+// maxChangedPaths bounds the pathspecs one limited `git add` gets; more and the
+// full sweep is cheaper than Git's matching of each path against each pathspec.
+const maxChangedPaths = 2000
+
+// stageState is what stageFile holds.
+type stageState struct {
+	Clock treewalk.Clock `json:"clock"` // read before the walk or sweep the index was staged from
+	Fine  bool           `json:"fine"`  // the filesystem stamps sub-second ctimes
+	Tree  string         `json:"tree"`  // the index's tree
+	Index fileID         `json:"index"` // the index file as it was left
+}
+
+// fileID tells one version of a file from another.
+type fileID struct {
+	Ino, Size, MtimeNS, CtimeNS int64
+}
+
+func statID(p string) (fileID, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fileID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{Ino: int64(st.Ino), Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}, true
+}
+
+// readStage returns the stage state when the index is still the one it describes.
+func (s *Store) readStage() (stageState, bool) {
+	var st stageState
+	b, err := os.ReadFile(filepath.Join(s.Dir, stageFile))
+	if err != nil || json.Unmarshal(b, &st) != nil || st.Tree == "" {
+		return st, false
+	}
+	id, ok := statID(filepath.Join(s.Dir, "index"))
+	return st, ok && id == st.Index
+}
+
+// writeStage records that the index, as it is now, holds tree: the working tree as
+// of clock. A failure removes the file (the next staging sweeps).
+func (s *Store) writeStage(clock treewalk.Clock, fine bool, tree string) {
+	p := filepath.Join(s.Dir, stageFile)
+	id, ok := statID(filepath.Join(s.Dir, "index"))
+	if !ok || tree == "" || clock.Real == 0 {
+		os.Remove(p)
+		return
+	}
+	b, _ := json.Marshal(stageState{Clock: clock, Fine: fine, Tree: tree, Index: id})
+	tmp := p + ".tmp"
+	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
+		os.Remove(tmp)
+		os.Remove(p)
+	}
+}
+
+// dropStage forgets the stage state: the index is about to change in a way not
+// described (the caller writes a new state after).
+func (s *Store) dropStage() { os.Remove(filepath.Join(s.Dir, stageFile)) }
+
+// errSweep: only a full sweep can tell what changed.
+var errSweep = errors.New("full sweep needed")
+
+// changedPaths returns the paths that may differ between the index (as of the
+// state's clock) and the walk: entries with a ctime at or after it, tracked paths
+// the walk does not find, nested repositories. errSweep when that cannot be told.
+//
+// A removal changes the ctime of the directory it removed from, so tracked paths
+// are looked for only in directories whose ctime changed (or that are gone), and the
+// index is read only when some directory changed.
+func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
+	if w == nil || !w.Complete {
+		return nil, errSweep
+	}
+	threshold, ok := treewalk.Since(st.Clock, w.Clock, st.Fine && w.FineCtime)
+	if !ok {
+		return nil, errSweep
+	}
+	var idx []indexEntry
+	idxRead := false
+	index := func() ([]indexEntry, error) {
+		if !idxRead {
+			var err error
+			if idx, err = readIndex(filepath.Join(s.Dir, "index")); err != nil {
+				return nil, errSweep
+			}
+			idxRead = true
+		}
+		return idx, nil
+	}
+	// trackedBelow: the index has entries below directory p.
+	trackedBelow := func(p string) (bool, error) {
+		idx, err := index()
+		if err != nil {
+			return false, err
+		}
+		i, _ := slices.BinarySearchFunc(idx, p+"/", func(e indexEntry, p string) int { return strings.Compare(e.path, p) })
+		return i < len(idx) && strings.HasPrefix(idx[i].path, p+"/"), nil
+	}
+	var out []string
+	add := func(p string) bool {
+		out = append(out, p)
+		return len(out) <= maxChangedPaths
+	}
+	dirs := map[string]bool{"": w.RootCtime >= threshold} // every directory walked: changed?
+	changedDir := w.RootCtime >= threshold
+	cover := "" // a new directory staged whole: what lies below it is covered
+	for _, e := range w.Entries {
+		if e.IsDir() {
+			dirs[e.Rel] = e.Ctime >= threshold
+			changedDir = changedDir || e.Ctime >= threshold
+		}
+		if cover != "" && strings.HasPrefix(e.Rel, cover) {
+			continue
+		}
+		cover = ""
+		switch {
+		case e.Nested:
+			if !add(e.Rel) {
+				return nil, errSweep
+			}
+			cover = e.Rel + "/"
+		case e.Ctime < threshold:
+		case path.Base(e.Rel) == ".gitignore":
+			// What it stops ignoring is old: its whole directory.
+			dir := path.Dir(e.Rel)
+			if dir == "." || !add(dir) {
+				return nil, errSweep
+			}
+		case e.IsDir():
+			// Entries came or went: the new ones have new ctimes, the gone ones are
+			// found below. A directory the index knows nothing below is new (or
+			// renamed into place, its content old): staged whole.
+			tracked, err := trackedBelow(e.Rel)
+			if err != nil {
+				return nil, err
+			}
+			if !tracked {
+				if !add(e.Rel) {
+					return nil, errSweep
+				}
+				cover = e.Rel + "/"
+			}
+		default:
+			if !add(e.Rel) {
+				return nil, errSweep
+			}
+		}
+	}
+	if !changedDir {
+		return out, nil // nothing was removed anywhere
+	}
+	// The entries of the changed directories, to tell what is gone from them.
+	in := map[string]struct{}{}
+	for _, e := range w.Entries {
+		if dirs[parent(e.Rel)] {
+			in[e.Rel] = struct{}{}
+		}
+	}
+	idx, err := index()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range idx {
+		changed, exists := dirs[parent(e.path)]
+		if !exists || changed {
+			if _, ok := in[e.path]; ok {
+				continue
+			}
+		} else {
+			continue
+		}
+		if path.Base(e.path) == ".gitignore" {
+			dir := path.Dir(e.path)
+			if dir == "." || !add(dir) {
+				return nil, errSweep
+			}
+			continue
+		}
+		if !add(e.path) {
+			return nil, errSweep
+		}
+	}
+	return out, nil
+}
+
+// parent is the directory of a '/'-separated relative path, "" at the top.
+func parent(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}

@@ -1,0 +1,121 @@
+package shadow
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestWalkStagingMatchesSweep: after each of a run of sessions that change the tree
+// in every way the walk must notice, the record taken from the audit's walk
+// (changed.go) holds the same tree as a full sweep of the same working tree, and
+// only the first record swept.
+func TestWalkStagingMatchesSweep(t *testing.T) {
+	repo := newRepo(t, map[string]string{
+		"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.txt": "c\n", "gone/d.txt": "d\n",
+		"x/.gitignore": "*.tmp\n", "x/keep.txt": "k\n", "link": "l\n", "todir": "f\n",
+		"fromdir/e.txt": "e\n",
+	})
+	// Made before the first record, so their ctimes are old by the time they turn up.
+	write(t, filepath.Join(repo, "x", "old.tmp"), "ignored until x/.gitignore changes\n")
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "moved", "m.txt"), "moved in whole\n")
+	write(t, filepath.Join(outside, "hard.txt"), "linked in\n")
+
+	s, _ := openStore(t, repo)
+	steps := []struct {
+		name   string
+		change func()
+	}{
+		{"nothing", nil},
+		{"add, modify, remove", func() {
+			write(t, filepath.Join(repo, "new.txt"), "n\n")
+			write(t, filepath.Join(repo, "dir", "b.txt"), "b2\n")
+			must(t, os.Remove(filepath.Join(repo, "dir", "sub", "c.txt")))
+		}},
+		{"nothing again", nil},
+		{"remove at the top", func() { must(t, os.Remove(filepath.Join(repo, "new.txt"))) }},
+		{"mode, type changes", func() {
+			must(t, os.Chmod(filepath.Join(repo, "a.txt"), 0o755))
+			must(t, os.Remove(filepath.Join(repo, "link")))
+			must(t, os.Symlink("a.txt", filepath.Join(repo, "link")))
+			must(t, os.Remove(filepath.Join(repo, "todir")))
+			write(t, filepath.Join(repo, "todir", "inner.txt"), "i\n")
+			must(t, os.RemoveAll(filepath.Join(repo, "fromdir")))
+			write(t, filepath.Join(repo, "fromdir"), "now a file\n")
+		}},
+		{"directories", func() {
+			must(t, os.RemoveAll(filepath.Join(repo, "gone")))
+			must(t, os.Rename(filepath.Join(repo, "dir"), filepath.Join(repo, "renamed")))
+			must(t, os.Rename(filepath.Join(outside, "moved"), filepath.Join(repo, "moved")))
+			must(t, os.Link(filepath.Join(outside, "hard.txt"), filepath.Join(repo, "hard.txt")))
+		}},
+		{"ignore rules", func() {
+			write(t, filepath.Join(repo, "x", ".gitignore"), "*.nothing\n")
+		}},
+		{"nested repository", func() {
+			home := t.TempDir()
+			hostGit(t, home, repo, "init", "-q", "tools")
+			write(t, filepath.Join(repo, "tools", "p"), "p\n")
+			hostGit(t, home, filepath.Join(repo, "tools"), "add", "p")
+			hostGit(t, home, filepath.Join(repo, "tools"), "commit", "-q", "-m", "x")
+		}},
+		{"nested repository's commit", func() {
+			home := t.TempDir()
+			write(t, filepath.Join(repo, "tools", "p"), "p2\n")
+			hostGit(t, home, filepath.Join(repo, "tools"), "commit", "-q", "-am", "y")
+		}},
+	}
+	for _, st := range steps {
+		id := record(t, s, Record{Start: time.Now()}, st.change)
+		got := shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}")
+		ref, _ := openStore(t, repo) // a fresh store: a full sweep of the same tree
+		want := shadowGit(t, ref, "rev-parse", "refs/sessions/"+record(t, ref, Record{Start: time.Now()}, nil)+"^{tree}")
+		if got != want {
+			t.Errorf("after %q: the walk's record is tree %s, a full sweep's %s:\n%s\nvs\n%s", st.name, got, want,
+				shadowGit(t, s, "ls-tree", "-r", got), shadowGit(t, ref, "ls-tree", "-r", want))
+		}
+	}
+	if s.sweeps != 1 {
+		t.Errorf("%d full sweeps, want 1 (the first record)", s.sweeps)
+	}
+}
+
+// TestWalkStagingFallsBack: what the walk cannot vouch for is swept: an
+// incomplete walk, an index some other Git wrote, no walk at all.
+func TestWalkStagingFallsBack(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	base := s.sweeps
+
+	w := walkOf(t, repo)
+	w.Complete = false
+	ss, err := s.BeginWalk(Record{Start: time.Now()}, w)
+	must(t, err)
+	must(t, ss.FinishWalk(Record{End: time.Now()}, nil))
+	if s.sweeps != base+2 {
+		t.Errorf("incomplete walk, then none: %d sweeps, want 2", s.sweeps-base)
+	}
+
+	// Another writer of the index: the stage state no longer describes it.
+	write(t, filepath.Join(repo, "b.txt"), "b\n")
+	wt := s.git
+	wt.workTree = repo
+	if _, err := wt.run(nil, "add", "b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	base = s.sweeps
+	record(t, s, Record{Start: time.Now()}, nil)
+	if s.sweeps != base+1 {
+		t.Errorf("foreign index write: %d sweeps, want 1 (the start)", s.sweeps-base)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
