@@ -16,10 +16,10 @@ func TestAuditBlockers(t *testing.T) {
 		"bare/HEAD", "bare/objects/info/alternates"} {
 		t.Run(rel, func(t *testing.T) {
 			f := newFixture(t)
-			f.gitdirAt("bare")
-			f.write("sub/f", "x\n", 0o644)
+			f.GitdirAt("bare")
+			f.Write("sub/f", "x\n", 0o644)
 			base := f.scan()
-			p := filepath.Join(f.repo, rel)
+			p := filepath.Join(f.Repo, rel)
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			os.Remove(p)
 			if err := syscall.Mkfifo(p, 0o644); err != nil {
@@ -42,7 +42,7 @@ func TestAuditBlockers(t *testing.T) {
 	}
 	f := newFixture(t)
 	base := f.scan()
-	p := filepath.Join(f.repo, "ordinary-fifo")
+	p := filepath.Join(f.Repo, "ordinary-fifo")
 	if err := syscall.Mkfifo(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +61,16 @@ func TestQuarantineToAcrossFilesystems(t *testing.T) {
 	defer os.RemoveAll(root)
 	f := newFixture(t)
 	var a, b syscall.Stat_t
-	if syscall.Stat(root, &a) != nil || syscall.Stat(f.repo, &b) != nil || a.Dev == b.Dev {
-		t.Fatalf("/dev/shm and %s are one filesystem here: the test needs two", f.repo)
+	if syscall.Stat(root, &a) != nil || syscall.Stat(f.Repo, &b) != nil || a.Dev == b.Dev {
+		t.Fatalf("/dev/shm and %s are one filesystem here: the test needs two", f.Repo)
 	}
-	cfg := f.write("nest/.git/config", payload, 0o644)
-	hook := f.write("nest/.git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
-	link := filepath.Join(f.repo, "nest/.git/hooks/post-commit")
+	cfg := f.Write("nest/.git/config", payload, 0o644)
+	hook := f.Write("nest/.git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	link := filepath.Join(f.Repo, "nest/.git/hooks/post-commit")
 	if err := os.Symlink("/bin/true", link); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(f.repo, ".gitignore")
+	fifo := filepath.Join(f.Repo, ".gitignore")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,99 +13,20 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/gitfixture"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// gitEnv isolates the git used to build fixtures from the machine's config.
-func gitEnv(home string) []string {
-	return []string{
-		"HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid",
-		"GIT_ALLOW_PROTOCOL=file",
-	}
-}
+// fixture is gitfixture's repository, with the audit's scan of it.
+type fixture struct{ *gitfixture.Fixture }
 
-func runGit(t *testing.T, home, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir, cmd.Env = dir, gitEnv(home)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// fixture is a fresh repository with one commit, and a HOME for its git.
-type fixture struct {
-	t    *testing.T
-	root string // canonical temp dir holding home/ and repo/
-	home string
-	repo string
-}
-
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, root: root, home: filepath.Join(root, "home"), repo: filepath.Join(root, "repo")}
-	for _, d := range []string{f.home, f.repo} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.git(f.repo, "init", "-q", "-b", "main")
-	f.write("README", "hello\n", 0o644)
-	f.git(f.repo, "add", "README")
-	f.git(f.repo, "commit", "-q", "-m", "first")
-	return f
-}
-
-func (f *fixture) git(dir string, args ...string) string {
-	f.t.Helper()
-	return runGit(f.t, f.home, dir, args...)
-}
-
-// write creates repo-relative (or absolute) path with content and mode, making parents.
-func (f *fixture) write(rel, content string, mode os.FileMode) string {
-	f.t.Helper()
-	p := rel
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(f.repo, rel)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		f.t.Fatal(err)
-	}
-	return p
-}
-
-// gitdirAt makes dir look like a Git directory (HEAD, objects/, refs/).
-func (f *fixture) gitdirAt(rel string) string {
-	f.t.Helper()
-	d := filepath.Join(f.repo, rel)
-	for _, s := range []string{"objects", "refs/heads"} {
-		if err := os.MkdirAll(filepath.Join(d, s), 0o755); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	f.write(filepath.Join(d, "HEAD"), "ref: refs/heads/main\n", 0o644)
-	return d
-}
+func newFixture(t *testing.T) *fixture { return &fixture{gitfixture.New(t)} }
 
 func (f *fixture) scan() *Surface {
-	f.t.Helper()
-	s, err := Scan(f.repo, ScanOptions{Home: f.home, HostConfigs: []string{filepath.Join(f.home, ".gitconfig")}})
+	f.T.Helper()
+	s, err := Scan(f.Repo, ScanOptions{Home: f.Home, HostConfigs: []string{filepath.Join(f.Home, ".gitconfig")}})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return s
 }
@@ -135,94 +55,94 @@ func TestAuditLocations(t *testing.T) {
 		sessionOnly bool
 	}{
 		{"commondir of the repository", func(f *fixture) string {
-			f.gitdirAt("elsewhere")
-			return f.write(".git/commondir", "../elsewhere\n", 0o644)
+			f.GitdirAt("elsewhere")
+			return f.Write(".git/commondir", "../elsewhere\n", 0o644)
 		}, "makes Git read config and hooks from", false},
 		{"config of a commondir target", func(f *fixture) string {
-			d := f.gitdirAt("elsewhere")
-			f.write(".git/commondir", "../elsewhere\n", 0o644)
-			return f.write(filepath.Join(d, "config"), payload, 0o644)
+			d := f.GitdirAt("elsewhere")
+			f.Write(".git/commondir", "../elsewhere\n", 0o644)
+			return f.Write(filepath.Join(d, "config"), payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"planted submodule gitdir via .git file", func(f *fixture) string {
-			d := f.gitdirAt("sneaky")
-			f.write("sub/.git", "gitdir: ../sneaky\n", 0o644)
-			return f.write(filepath.Join(d, "config"), payload, 0o644)
+			d := f.GitdirAt("sneaky")
+			f.Write("sub/.git", "gitdir: ../sneaky\n", 0o644)
+			return f.Write(filepath.Join(d, "config"), payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"planted submodule gitdir via absolute .git file", func(f *fixture) string {
-			d := filepath.Join(f.repo, "deep/x/y")
+			d := filepath.Join(f.Repo, "deep/x/y")
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			f.write("sub/.git", "gitdir: "+d+"\n", 0o644)
-			return f.write(filepath.Join(d, "config"), payload, 0o644)
+			f.Write("sub/.git", "gitdir: "+d+"\n", 0o644)
+			return f.Write(filepath.Join(d, "config"), payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"modules gitdir config", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			return f.write(".git/modules/m/config", payload, 0o644)
+			f.GitdirAt(".git/modules/m")
+			return f.Write(".git/modules/m/config", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"modules gitdir with a slashed name under another", func(f *fixture) string {
-			f.gitdirAt(".git/modules/a")
-			f.gitdirAt(".git/modules/a/b")
-			return f.write(".git/modules/a/b/config", payload, 0o644)
+			f.GitdirAt(".git/modules/a")
+			f.GitdirAt(".git/modules/a/b")
+			return f.Write(".git/modules/a/b/config", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"nested modules of a module", func(f *fixture) string {
-			f.gitdirAt(".git/modules/a")
-			f.gitdirAt(".git/modules/a/modules/b")
-			return f.write(".git/modules/a/modules/b/config", payload, 0o644)
+			f.GitdirAt(".git/modules/a")
+			f.GitdirAt(".git/modules/a/modules/b")
+			return f.Write(".git/modules/a/modules/b/config", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"modules gitdir commondir", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			return f.write(".git/modules/m/commondir", "../../../x\n", 0o644)
+			f.GitdirAt(".git/modules/m")
+			return f.Write(".git/modules/m/commondir", "../../../x\n", 0o644)
 		}, "makes Git read config", false},
 		{"modules gitdir hook", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			return f.write(".git/modules/m/hooks/post-checkout", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+			f.GitdirAt(".git/modules/m")
+			return f.Write(".git/modules/m/hooks/post-checkout", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
 		}, "executable hook post-checkout", false},
 		{"nested .git directory", func(f *fixture) string {
-			f.gitdirAt("vendor/lib/.git")
-			return f.write("vendor/lib/.git/config", payload, 0o644)
+			f.GitdirAt("vendor/lib/.git")
+			return f.Write("vendor/lib/.git/config", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"nested .git directory hook", func(f *fixture) string {
-			f.gitdirAt("lib/.git")
-			return f.write("lib/.git/hooks/pre-commit", "#!/bin/sh\n", 0o700)
+			f.GitdirAt("lib/.git")
+			return f.Write("lib/.git/hooks/pre-commit", "#!/bin/sh\n", 0o700)
 		}, "executable hook pre-commit", false},
 		{"bare repository in the working tree", func(f *fixture) string {
-			f.gitdirAt("docs/bare")
-			return f.write("docs/bare/config", payload, 0o644)
+			f.GitdirAt("docs/bare")
+			return f.Write("docs/bare/config", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"config.worktree", func(f *fixture) string {
-			return f.write(".git/config.worktree", payload, 0o644)
+			return f.Write(".git/config.worktree", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"linked worktree config.worktree", func(f *fixture) string {
-			f.write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
-			f.write(".git/worktrees/w/commondir", "../..\n", 0o644)
-			return f.write(".git/worktrees/w/config.worktree", payload, 0o644)
+			f.Write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
+			f.Write(".git/worktrees/w/commondir", "../..\n", 0o644)
+			return f.Write(".git/worktrees/w/config.worktree", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"linked worktree commondir pointing elsewhere", func(f *fixture) string {
-			f.gitdirAt("elsewhere")
-			f.write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
-			return f.write(".git/worktrees/w/commondir", "../../../elsewhere\n", 0o644)
+			f.GitdirAt("elsewhere")
+			f.Write(".git/worktrees/w/HEAD", "ref: refs/heads/main\n", 0o644)
+			return f.Write(".git/worktrees/w/commondir", "../../../elsewhere\n", 0o644)
 		}, "makes Git read config", false},
 		{"include target changed", func(f *fixture) string {
 			// The include was set before the baseline (see preInclude below).
-			return f.write("conf/extra.inc", payload, 0o644)
+			return f.Write("conf/extra.inc", payload, 0o644)
 		}, "core.fsmonitor", false},
 		{"include target of the global config", func(f *fixture) string {
-			return f.write("global.inc", "[alias]\n\tx = !touch /nonexistent\n", 0o644)
+			return f.Write("global.inc", "[alias]\n\tx = !touch /nonexistent\n", 0o644)
 		}, "alias runs a shell command", false},
 		{"core.hooksPath directory of the user's config", func(f *fixture) string {
-			return f.write(".githooks/pre-commit", "#!/bin/sh\n", 0o755)
+			return f.Write(".githooks/pre-commit", "#!/bin/sh\n", 0o755)
 		}, "executable hook pre-commit", false},
 		{"hook made executable", func(f *fixture) string {
-			p := filepath.Join(f.repo, ".githooks/post-merge")
+			p := filepath.Join(f.Repo, ".githooks/post-merge")
 			if err := os.Chmod(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			return p
 		}, "executable hook post-merge", false},
 		{"symlinked hook", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			p := filepath.Join(f.repo, ".git/modules/m/hooks/pre-push")
+			f.GitdirAt(".git/modules/m")
+			p := filepath.Join(f.Repo, ".git/modules/m/hooks/pre-push")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			if err := os.Symlink("/bin/true", p); err != nil {
 				t.Fatal(err)
@@ -230,9 +150,9 @@ func TestAuditLocations(t *testing.T) {
 			return p
 		}, "links to /bin/true", false},
 		{"symlinked .git", func(f *fixture) string {
-			d := f.gitdirAt("hidden")
-			f.write(filepath.Join(d, "config"), payload, 0o644)
-			p := filepath.Join(f.repo, "sub/.git")
+			d := f.GitdirAt("hidden")
+			f.Write(filepath.Join(d, "config"), payload, 0o644)
+			p := filepath.Join(f.Repo, "sub/.git")
 			os.MkdirAll(filepath.Dir(p), 0o755)
 			if err := os.Symlink("../hidden", p); err != nil {
 				t.Fatal(err)
@@ -240,72 +160,72 @@ func TestAuditLocations(t *testing.T) {
 			return filepath.Join(d, "config")
 		}, "core.fsmonitor", false},
 		{"new symlink in the exec surface", func(f *fixture) string {
-			f.gitdirAt("lib/.git")
-			p := filepath.Join(f.repo, "lib/.git/config")
+			f.GitdirAt("lib/.git")
+			p := filepath.Join(f.Repo, "lib/.git/config")
 			if err := os.Symlink("/etc/passwd", p); err != nil {
 				t.Fatal(err)
 			}
 			return p
 		}, "symlink to /etc/passwd", true},
 		{"new .git file pointing out of the repository", func(f *fixture) string {
-			return f.write("sub/.git", "gitdir: /usr\n", 0o644)
+			return f.Write("sub/.git", "gitdir: /usr\n", 0o644)
 		}, "outside the repository", true},
 		{"user's hook in core.hooksPath rewritten", func(f *fixture) string {
-			p := filepath.Join(f.repo, ".githooks/pre-push")
+			p := filepath.Join(f.Repo, ".githooks/pre-push")
 			if err := os.WriteFile(p, []byte("#!/bin/sh\ntouch /nonexistent\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			return p
 		}, "changed; executable hook pre-push", false},
 		{"user's fsmonitor script in the working tree rewritten", func(f *fixture) string {
-			return f.write("tools/fsmon.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+			return f.Write("tools/fsmon.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
 		}, "program run by core.fsmonitor", true},
 		{"user's textconv script in the working tree rewritten", func(f *fixture) string {
-			return f.write("tools/tc.py", "import os\n", 0o644)
+			return f.Write("tools/tc.py", "import os\n", 0o644)
 		}, "program run by diff.pdf.textconv", true},
 		{"script the user's hook runs rewritten", func(f *fixture) string {
-			return f.write("scripts/check.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
+			return f.Write("scripts/check.sh", "#!/bin/sh\ntouch /nonexistent\n", 0o755)
 		}, "program run by hook pre-push", true},
 		{".gitmodules update command", func(f *fixture) string {
-			return f.write(".gitmodules", "[submodule \"s\"]\n\tpath = s\n\turl = ./s\n\tupdate = !touch /nonexistent\n", 0o644)
+			return f.Write(".gitmodules", "[submodule \"s\"]\n\tpath = s\n\turl = ./s\n\tupdate = !touch /nonexistent\n", 0o644)
 		}, "submodule update runs a shell command", false},
 		{"rebase todo exec line", func(f *fixture) string {
-			return f.write(".git/rebase-merge/git-rebase-todo", "pick 1234 x\nexec touch /nonexistent\n", 0o644)
+			return f.Write(".git/rebase-merge/git-rebase-todo", "pick 1234 x\nexec touch /nonexistent\n", 0o644)
 		}, "when the rebase continues", false},
 		{"core.worktree out of the repository", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			return f.write(".git/modules/m/config", "[core]\n\tworktree = /home\n", 0o644)
+			f.GitdirAt(".git/modules/m")
+			return f.Write(".git/modules/m/config", "[core]\n\tworktree = /home\n", 0o644)
 		}, "outside the repository", false},
 		{"core.worktree redirected out through a symlink", func(f *fixture) string {
 			// The user's submodule gitdir, unchanged, names ../../../vendored as its
 			// working tree (see preInclude); vendored becomes a symlink out.
-			if err := os.RemoveAll(filepath.Join(f.repo, "vendored")); err != nil {
+			if err := os.RemoveAll(filepath.Join(f.Repo, "vendored")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(f.home, filepath.Join(f.repo, "vendored")); err != nil {
+			if err := os.Symlink(f.Home, filepath.Join(f.Repo, "vendored")); err != nil {
 				t.Fatal(err)
 			}
-			return filepath.Join(f.repo, ".git/modules/vendored/config")
+			return filepath.Join(f.Repo, ".git/modules/vendored/config")
 		}, "outside the repository", false},
 		{".git file's target redirected out through a symlink", func(f *fixture) string {
 			// vendored/.git (unchanged) names ../.git/modules/vendored; the
 			// directory modules becomes a symlink out of the repository.
-			mods := filepath.Join(f.repo, ".git/modules")
-			if err := os.Rename(mods, filepath.Join(f.repo, ".git/modules-old")); err != nil {
+			mods := filepath.Join(f.Repo, ".git/modules")
+			if err := os.Rename(mods, filepath.Join(f.Repo, ".git/modules-old")); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink(f.home, mods); err != nil {
+			if err := os.Symlink(f.Home, mods); err != nil {
 				t.Fatal(err)
 			}
-			return filepath.Join(f.repo, "vendored/.git")
+			return filepath.Join(f.Repo, "vendored/.git")
 		}, "outside the repository", true},
 		{"unparseable new config", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			return f.write(".git/modules/m/config", "[core\n", 0o644)
+			f.GitdirAt(".git/modules/m")
+			return f.Write(".git/modules/m/config", "[core\n", 0o644)
 		}, "cannot be parsed", false},
 		{"FIFO as a config", func(f *fixture) string {
-			f.gitdirAt(".git/modules/m")
-			p := filepath.Join(f.repo, ".git/modules/m/config")
+			f.GitdirAt(".git/modules/m")
+			p := filepath.Join(f.Repo, ".git/modules/m/config")
 			if err := syscall.Mkfifo(p, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -362,22 +282,22 @@ var fs2ErrNotExist = fs.ErrNotExist
 // non-executable and an executable hook, and a fsmonitor and a textconv program in
 // the working tree.
 func preInclude(f *fixture) {
-	f.write("conf/extra.inc", "[user]\n\tname = me\n", 0o644)
-	f.git(f.repo, "config", "include.path", "../conf/extra.inc")
-	f.write("global.inc", "[color]\n\tui = auto\n", 0o644)
-	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(f.repo, "global.inc")+"\n", 0o644)
-	f.git(f.repo, "config", "core.hooksPath", ".githooks")
-	f.write(".githooks/post-merge", "#!/bin/sh\n", 0o644)
-	f.write(".githooks/pre-push", "#!/bin/sh\n# runs scripts/not-this.sh\nexec ./scripts/check.sh \"$@\"\n", 0o755)
-	f.write("scripts/check.sh", "#!/bin/sh\nexit 0\n", 0o755)
-	f.write("scripts/not-this.sh", "#!/bin/sh\nexit 0\n", 0o755)
-	f.write("tools/fsmon.sh", "#!/bin/sh\nexit 0\n", 0o755)
-	f.git(f.repo, "config", "core.fsmonitor", "tools/fsmon.sh")
-	f.write("tools/tc.py", "print()\n", 0o644)
-	f.git(f.repo, "config", "diff.pdf.textconv", "python3 ./tools/tc.py --flag")
-	f.gitdirAt(".git/modules/vendored")
-	f.write(".git/modules/vendored/config", "[core]\n\tworktree = ../../../vendored\n", 0o644)
-	f.write("vendored/.git", "gitdir: ../.git/modules/vendored\n", 0o644)
+	f.Write("conf/extra.inc", "[user]\n\tname = me\n", 0o644)
+	f.Git(f.Repo, "config", "include.path", "../conf/extra.inc")
+	f.Write("global.inc", "[color]\n\tui = auto\n", 0o644)
+	f.Write(filepath.Join(f.Home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(f.Repo, "global.inc")+"\n", 0o644)
+	f.Git(f.Repo, "config", "core.hooksPath", ".githooks")
+	f.Write(".githooks/post-merge", "#!/bin/sh\n", 0o644)
+	f.Write(".githooks/pre-push", "#!/bin/sh\n# runs scripts/not-this.sh\nexec ./scripts/check.sh \"$@\"\n", 0o755)
+	f.Write("scripts/check.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	f.Write("scripts/not-this.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	f.Write("tools/fsmon.sh", "#!/bin/sh\nexit 0\n", 0o755)
+	f.Git(f.Repo, "config", "core.fsmonitor", "tools/fsmon.sh")
+	f.Write("tools/tc.py", "print()\n", 0o644)
+	f.Git(f.Repo, "config", "diff.pdf.textconv", "python3 ./tools/tc.py --flag")
+	f.GitdirAt(".git/modules/vendored")
+	f.Write(".git/modules/vendored/config", "[core]\n\tworktree = ../../../vendored\n", 0o644)
+	f.Write("vendored/.git", "gitdir: ../.git/modules/vendored\n", 0o644)
 }
 
 // TestAuditKeys plants each dangerous key in a new submodule gitdir's config.
@@ -438,8 +358,8 @@ func TestAuditKeys(t *testing.T) {
 	base := f.scan()
 	paths := make([]string, len(keys))
 	for i, k := range keys {
-		f.gitdirAt(fmt.Sprintf(".git/modules/m%d", i))
-		paths[i] = f.write(fmt.Sprintf(".git/modules/m%d/config", i), k+"\n", 0o644)
+		f.GitdirAt(fmt.Sprintf(".git/modules/m%d", i))
+		paths[i] = f.Write(fmt.Sprintf(".git/modules/m%d/config", i), k+"\n", 0o644)
 	}
 	fs := Compare(base, f.scan())
 	for i, k := range keys {
@@ -485,34 +405,34 @@ func TestDangerHarmless(t *testing.T) {
 func TestAuditLegitimate(t *testing.T) {
 	f := newFixture(t)
 	// The user's own fixture repository with their pager, made before launch.
-	fixture := filepath.Join(f.repo, "testdata/fixture")
+	fixture := filepath.Join(f.Repo, "testdata/fixture")
 	if err := os.MkdirAll(fixture, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.git(fixture, "init", "-q")
-	f.git(fixture, "config", "core.pager", "less -R")
-	f.write(".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
-	f.git(f.repo, "config", "core.editor", "vi")
+	f.Git(fixture, "init", "-q")
+	f.Git(fixture, "config", "core.pager", "less -R")
+	f.Write(".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	f.Git(f.Repo, "config", "core.editor", "vi")
 
 	// A library to add as a submodule.
-	lib := filepath.Join(f.root, "lib")
+	lib := filepath.Join(f.Root, "lib")
 	os.Mkdir(lib, 0o755)
-	f.git(lib, "init", "-q", "-b", "main")
-	f.git(lib, "commit", "-q", "--allow-empty", "-m", "lib")
+	f.Git(lib, "init", "-q", "-b", "main")
+	f.Git(lib, "commit", "-q", "--allow-empty", "-m", "lib")
 
 	base := f.scan()
-	f.git(f.repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "libs/lib")
-	f.git(f.repo, "commit", "-q", "-m", "add lib")
-	f.git(f.repo, "worktree", "add", "-q", "wt", "-b", "side")
-	f.git(fixture, "config", "user.name", "someone") // changed, but no new danger
-	f.write("src/main.go", "package main\n", 0o644)
+	f.Git(f.Repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", lib, "libs/lib")
+	f.Git(f.Repo, "commit", "-q", "-m", "add lib")
+	f.Git(f.Repo, "worktree", "add", "-q", "wt", "-b", "side")
+	f.Git(fixture, "config", "user.name", "someone") // changed, but no new danger
+	f.Write("src/main.go", "package main\n", 0o644)
 	if fs := Compare(base, f.scan()); len(fs) != 0 {
 		t.Errorf("legitimate work produced findings: %v", fs)
 	}
 
 	// On demand, with no baseline, the user's own settings are reported.
 	all := Compare(nil, f.scan())
-	for _, want := range []string{filepath.Join(fixture, ".git/config"), filepath.Join(f.repo, ".git/config"), filepath.Join(f.repo, ".git/hooks/pre-commit")} {
+	for _, want := range []string{filepath.Join(fixture, ".git/config"), filepath.Join(f.Repo, ".git/config"), filepath.Join(f.Repo, ".git/hooks/pre-commit")} {
 		if findingAt(all, want) == nil {
 			t.Errorf("on-demand audit does not report %s: %v", want, all)
 		}
@@ -524,16 +444,16 @@ func TestAuditLegitimate(t *testing.T) {
 // make the audit block or read there.
 func TestAuditSymlinkOut(t *testing.T) {
 	f := newFixture(t)
-	outside := filepath.Join(f.root, "outside")
+	outside := filepath.Join(f.Root, "outside")
 	os.Mkdir(outside, 0o755)
 	if err := syscall.Mkfifo(filepath.Join(outside, "config"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.write(filepath.Join(outside, "pre-commit"), "#!/bin/sh\n", 0o755)
+	f.Write(filepath.Join(outside, "pre-commit"), "#!/bin/sh\n", 0o755)
 	base := f.scan()
-	f.gitdirAt(".git/modules/m")
-	os.Symlink(outside, filepath.Join(f.repo, ".git/modules/m/hooks"))
-	os.Symlink(filepath.Join(outside, "config"), filepath.Join(f.repo, ".git/modules/m/config"))
+	f.GitdirAt(".git/modules/m")
+	os.Symlink(outside, filepath.Join(f.Repo, ".git/modules/m/hooks"))
+	os.Symlink(filepath.Join(outside, "config"), filepath.Join(f.Repo, ".git/modules/m/config"))
 	done := make(chan []Finding)
 	go func() { done <- Compare(base, f.scan()) }()
 	var fs []Finding
@@ -543,7 +463,7 @@ func TestAuditSymlinkOut(t *testing.T) {
 		t.Fatal("audit blocked on a FIFO outside the repository")
 	}
 	for _, p := range []string{".git/modules/m/hooks", ".git/modules/m/config"} {
-		if findingAt(fs, filepath.Join(f.repo, p)) == nil {
+		if findingAt(fs, filepath.Join(f.Repo, p)) == nil {
 			t.Errorf("no finding for the new symlink %s: %v", p, fs)
 		}
 	}
@@ -558,9 +478,9 @@ func TestAuditSymlinkOut(t *testing.T) {
 func TestAuditBounds(t *testing.T) {
 	f := newFixture(t)
 	for i := range 50 {
-		f.write(filepath.Join("many", strings.Repeat("d", i%7+1), string(rune('a'+i%26))+"x"), "", 0o644)
+		f.Write(filepath.Join("many", strings.Repeat("d", i%7+1), string(rune('a'+i%26))+"x"), "", 0o644)
 	}
-	s, err := Scan(f.repo, ScanOptions{MaxEntries: 10})
+	s, err := Scan(f.Repo, ScanOptions{MaxEntries: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +488,7 @@ func TestAuditBounds(t *testing.T) {
 	if len(fs) == 0 || !strings.Contains(fs[0].String(), "walk stopped") {
 		t.Errorf("bounded walk did not report where it stopped: %v", fs)
 	}
-	s, err = Scan(f.repo, ScanOptions{MaxDepth: 1})
+	s, err = Scan(f.Repo, ScanOptions{MaxDepth: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +503,7 @@ func TestAuditUnreadableDir(t *testing.T) {
 		return
 	}
 	f := newFixture(t)
-	d := filepath.Join(f.repo, "locked")
+	d := filepath.Join(f.Repo, "locked")
 	os.Mkdir(d, 0o000)
 	t.Cleanup(func() { os.Chmod(d, 0o755) })
 	fs := Compare(nil, f.scan())
@@ -600,8 +520,8 @@ func TestQuarantineReadOnlyDir(t *testing.T) {
 	}
 	f := newFixture(t)
 	base := f.scan()
-	d := f.gitdirAt(".git/modules/m")
-	p := f.write(".git/modules/m/config", payload, 0o644)
+	d := f.GitdirAt(".git/modules/m")
+	p := f.Write(".git/modules/m/config", payload, 0o644)
 	os.Chmod(d, 0o555)
 	t.Cleanup(func() { os.Chmod(d, 0o755) })
 	fs := Compare(base, f.scan())
@@ -616,7 +536,7 @@ func TestQuarantineReadOnlyDir(t *testing.T) {
 	}
 	// A second quarantine with the same id does not overwrite the first.
 	os.Chmod(d, 0o755)
-	f.write(".git/modules/m/config", payload, 0o644)
+	f.Write(".git/modules/m/config", payload, 0o644)
 	os.Chmod(d, 0o555)
 	fs = Compare(base, f.scan())
 	Quarantine(fs, "RO")
@@ -630,15 +550,15 @@ func TestQuarantineReadOnlyDir(t *testing.T) {
 // audited through ScanOptions.GitDirs.
 func TestAuditLinkedWorktree(t *testing.T) {
 	f := newFixture(t)
-	wt := filepath.Join(f.root, "wt")
-	f.git(f.repo, "worktree", "add", "-q", wt, "-b", "side")
-	f.git(f.repo, "config", "core.hooksPath", ".githooks")
+	wt := filepath.Join(f.Root, "wt")
+	f.Git(f.Repo, "worktree", "add", "-q", wt, "-b", "side")
+	f.Git(f.Repo, "config", "core.hooksPath", ".githooks")
 	dirs := OutsideGitDirs(wt)
-	wantDirs := []string{filepath.Join(f.repo, ".git")}
+	wantDirs := []string{filepath.Join(f.Repo, ".git")}
 	if strings.Join(dirs, " ") != strings.Join(wantDirs, " ") {
 		t.Fatalf("OutsideGitDirs = %v, want %v", dirs, wantDirs)
 	}
-	opt := ScanOptions{Home: f.home, GitDirs: dirs}
+	opt := ScanOptions{Home: f.Home, GitDirs: dirs}
 	base, err := Scan(wt, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -646,11 +566,11 @@ func TestAuditLinkedWorktree(t *testing.T) {
 	if fs := Compare(base, base); len(fs) != 0 {
 		t.Fatalf("baseline: %v", fs)
 	}
-	wtc := f.write(".git/worktrees/wt/config.worktree", payload, 0o644)
+	wtc := f.Write(".git/worktrees/wt/config.worktree", payload, 0o644)
 	// The common config's relative core.hooksPath resolves in the worktree.
-	hook := f.write(filepath.Join(wt, ".githooks/pre-commit"), "#!/bin/sh\n", 0o755)
-	f.gitdirAt(".git/modules/m")
-	mod := f.write(".git/modules/m/config", payload, 0o644)
+	hook := f.Write(filepath.Join(wt, ".githooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	f.GitdirAt(".git/modules/m")
+	mod := f.Write(".git/modules/m/config", payload, 0o644)
 	cur, err := Scan(wt, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -691,11 +611,11 @@ func BenchmarkScan(b *testing.B) {
 func TestAuditIncludeFanOut(t *testing.T) {
 	f := newFixture(t)
 	base := f.scan()
-	f.gitdirAt(".git/modules/m")
+	f.GitdirAt(".git/modules/m")
 	self := strings.Repeat("[include]\n\tpath = config\n", 20)
-	p := f.write(".git/modules/m/config", self+"[include]\n\tpath = ../../../inc/a\n", 0o644)
-	a := f.write("inc/a", "[include]\n\tpath = b\n", 0o644)
-	b := f.write("inc/b", payload, 0o644)
+	p := f.Write(".git/modules/m/config", self+"[include]\n\tpath = ../../../inc/a\n", 0o644)
+	a := f.Write("inc/a", "[include]\n\tpath = b\n", 0o644)
+	b := f.Write("inc/b", payload, 0o644)
 	done := make(chan []Finding)
 	go func() { done <- Compare(base, f.scan()) }()
 	select {
@@ -716,9 +636,9 @@ func TestAuditUnrelatedEdits(t *testing.T) {
 	f := newFixture(t)
 	preInclude(f)
 	base := f.scan()
-	f.write("scripts/not-this.sh", "#!/bin/sh\necho changed\n", 0o755)
-	f.write("README", "changed\n", 0o644)
-	f.write(".githooks/post-merge", "#!/bin/sh\necho still not executable\n", 0o644)
+	f.Write("scripts/not-this.sh", "#!/bin/sh\necho changed\n", 0o755)
+	f.Write("README", "changed\n", 0o644)
+	f.Write(".githooks/post-merge", "#!/bin/sh\necho still not executable\n", 0o644)
 	if fs := Compare(base, f.scan()); len(fs) != 0 {
 		t.Errorf("findings: %v", fs)
 	}

@@ -12,8 +12,8 @@ import (
 
 // hostEnv points the host config lookup at the fixture's HOME only.
 func hostEnv(t *testing.T, f *fixture) {
-	t.Setenv("HOME", f.home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(f.home, ".config"))
+	t.Setenv("HOME", f.Home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(f.Home, ".config"))
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Setenv("GIT_CONFIG_GLOBAL", "")
 	t.Setenv("GIT_CONFIG_SYSTEM", "")
@@ -35,33 +35,33 @@ func protectedSet(t *testing.T, repo string) map[string]Protected {
 func TestProtectedIncludes(t *testing.T) {
 	f := newFixture(t)
 	hostEnv(t, f)
-	r := func(rel string) string { return filepath.Join(f.repo, rel) }
+	r := func(rel string) string { return filepath.Join(f.Repo, rel) }
 
 	// Repository config: a relative include (against .git/), an includeIf, a nested
 	// include relative to the included file, a missing file, a missing directory.
-	f.write("conf/a.inc", "[include]\n\tpath = b.inc\n", 0o644)
-	f.write("conf/b.inc", "[user]\n\tname = b\n", 0o644)
-	f.write("conf/real.inc", "", 0o644)
+	f.Write("conf/a.inc", "[include]\n\tpath = b.inc\n", 0o644)
+	f.Write("conf/b.inc", "[user]\n\tname = b\n", 0o644)
+	f.Write("conf/real.inc", "", 0o644)
 	if err := os.Symlink("real.inc", r("conf/link.inc")); err != nil {
 		t.Fatal(err)
 	}
-	f.git(f.repo, "config", "--add", "include.path", "../conf/a.inc")
-	f.git(f.repo, "config", "--add", "include.path", "../conf/link.inc")
-	f.git(f.repo, "config", "--add", "include.path", "../conf/missing.inc")
-	f.git(f.repo, "config", "--add", "include.path", "../newdir/sub/x.inc")
-	f.git(f.repo, "config", "includeIf.gitdir:/nowhere/.path", r("conf/cond.inc"))
-	f.git(f.repo, "config", "--add", "include.path", "/etc/hostname")
+	f.Git(f.Repo, "config", "--add", "include.path", "../conf/a.inc")
+	f.Git(f.Repo, "config", "--add", "include.path", "../conf/link.inc")
+	f.Git(f.Repo, "config", "--add", "include.path", "../conf/missing.inc")
+	f.Git(f.Repo, "config", "--add", "include.path", "../newdir/sub/x.inc")
+	f.Git(f.Repo, "config", "includeIf.gitdir:/nowhere/.path", r("conf/cond.inc"))
+	f.Git(f.Repo, "config", "--add", "include.path", "/etc/hostname")
 
 	// Global configs: ~/.gitconfig with a ~/ path, XDG config with an absolute one.
-	if err := os.Symlink(f.repo, filepath.Join(f.home, "work")); err != nil {
+	if err := os.Symlink(f.Repo, filepath.Join(f.Home, "work")); err != nil {
 		t.Fatal(err)
 	}
-	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = ~/work/global.inc\n", 0o644)
-	f.write("global.inc", "", 0o644)
-	f.write(filepath.Join(f.home, ".config/git/config"), "[includeIf \"onbranch:x\"]\n\tpath = "+r("xdg.inc")+"\n", 0o644)
-	f.write("xdg.inc", "", 0o644)
+	f.Write(filepath.Join(f.Home, ".gitconfig"), "[include]\n\tpath = ~/work/global.inc\n", 0o644)
+	f.Write("global.inc", "", 0o644)
+	f.Write(filepath.Join(f.Home, ".config/git/config"), "[includeIf \"onbranch:x\"]\n\tpath = "+r("xdg.inc")+"\n", 0o644)
+	f.Write("xdg.inc", "", 0o644)
 
-	got := protectedSet(t, f.repo)
+	got := protectedSet(t, f.Repo)
 	want := map[string]Protected{
 		r("conf/a.inc"):       {Path: r("conf/a.inc"), Exists: true},
 		r("conf/b.inc"):       {Path: r("conf/b.inc"), Exists: true},
@@ -110,12 +110,12 @@ func TestProtectedIncludeDepth(t *testing.T) {
 	f := newFixture(t)
 	hostEnv(t, f)
 	for i := range 12 {
-		f.write(fmt.Sprintf("inc/%d", i), fmt.Sprintf("[include]\n\tpath = %d\n", i+1), 0o644)
+		f.Write(fmt.Sprintf("inc/%d", i), fmt.Sprintf("[include]\n\tpath = %d\n", i+1), 0o644)
 	}
-	f.git(f.repo, "config", "include.path", "../inc/0")
-	got := protectedSet(t, f.repo)
+	f.Git(f.Repo, "config", "include.path", "../inc/0")
+	got := protectedSet(t, f.Repo)
 	for i := range 12 {
-		_, ok := got[filepath.Join(f.repo, "inc", fmt.Sprint(i))]
+		_, ok := got[filepath.Join(f.Repo, "inc", fmt.Sprint(i))]
 		if want := i < gitconfig.MaxIncludeDepth; ok != want {
 			t.Errorf("inc/%d protected: %v, want %v", i, ok, want)
 		}
@@ -127,9 +127,9 @@ func TestProtectedIncludeDepth(t *testing.T) {
 func TestProtectedIncludesWithoutGit(t *testing.T) {
 	f := newFixture(t)
 	hostEnv(t, f)
-	dir := filepath.Join(f.root, "plain")
-	f.write(filepath.Join(dir, "team.inc"), "", 0o644)
-	f.write(filepath.Join(f.home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(dir, "team.inc")+"\n", 0o644)
+	dir := filepath.Join(f.Root, "plain")
+	f.Write(filepath.Join(dir, "team.inc"), "", 0o644)
+	f.Write(filepath.Join(f.Home, ".gitconfig"), "[include]\n\tpath = "+filepath.Join(dir, "team.inc")+"\n", 0o644)
 	got := protectedSet(t, dir)
 	if p, ok := got[filepath.Join(dir, "team.inc")]; !ok || !p.Exists {
 		t.Errorf("team.inc not protected: %v", got)
