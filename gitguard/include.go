@@ -17,7 +17,7 @@ import (
 //
 // Resolution only reads link targets (lstat, readlink); nothing is opened, so a
 // planted FIFO or device cannot block it.
-func canonical(path string) (canon, missing string) {
+func Canonical(path string) (canon, missing string) {
 	path = filepath.Clean(path)
 	existing, rest := path, ""
 	for {
@@ -40,7 +40,7 @@ func canonical(path string) (canon, missing string) {
 		if lerr != nil || t == "" {
 			return "", ""
 		}
-		return canonical(filepath.Join(t, rest))
+		return Canonical(filepath.Join(t, rest))
 	}
 	if err != nil {
 		return "", ""
@@ -69,7 +69,7 @@ func (c *collector) includes(files []string, home string) {
 			return // Git reads nothing from a file it cannot open or parse
 		}
 		for _, target := range gitconfig.IncludePaths(entries, file, home) {
-			canon, missing := canonical(target)
+			canon, missing := Canonical(target)
 			if canon == "" {
 				continue
 			}

@@ -9,9 +9,9 @@ import (
 // protection, the snapshot and the audit alike, and as Git parses them: were they to
 // disagree with Git, a pointer could send Git to a directory agentbox never looked at.
 
-// parseGitFile reads a ".git" file as Git's read_gitfile does: "gitdir: " and the
+// ParseGitFile reads a ".git" file as Git's read_gitfile does: "gitdir: " and the
 // path, with trailing CR and LF dropped; spaces are part of the path.
-func parseGitFile(data []byte) (string, bool) {
+func ParseGitFile(data []byte) (string, bool) {
 	s, ok := strings.CutPrefix(string(data), "gitdir: ")
 	if !ok {
 		return "", false
@@ -20,9 +20,9 @@ func parseGitFile(data []byte) (string, bool) {
 	return s, s != ""
 }
 
-// parseCommonDir reads gitdir's commondir file as Git does: the path, with trailing
+// ParseCommonDir reads gitdir's commondir file as Git does: the path, with trailing
 // CR and LF dropped, relative to gitdir unless absolute.
-func parseCommonDir(gitdir string, data []byte) (string, bool) {
+func ParseCommonDir(gitdir string, data []byte) (string, bool) {
 	s := strings.TrimRight(string(data), "\r\n")
 	if s == "" {
 		return "", false

@@ -19,9 +19,9 @@ func TestPointerParsing(t *testing.T) {
 		{"Gitdir: /a\n", "", false},
 		{"", "", false},
 	} {
-		got, ok := parseGitFile([]byte(c.in))
+		got, ok := ParseGitFile([]byte(c.in))
 		if got != c.want || ok != c.ok {
-			t.Errorf("parseGitFile(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+			t.Errorf("ParseGitFile(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
 	for _, c := range []struct {
@@ -33,9 +33,9 @@ func TestPointerParsing(t *testing.T) {
 		{" /c \n", "/r/.git/worktrees/w/ /c ", true},
 		{"\n", "", false},
 	} {
-		got, ok := parseCommonDir("/r/.git/worktrees/w", []byte(c.in))
+		got, ok := ParseCommonDir("/r/.git/worktrees/w", []byte(c.in))
 		if got != c.want || ok != c.ok {
-			t.Errorf("parseCommonDir(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+			t.Errorf("ParseCommonDir(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -1,7 +1,9 @@
-// Package gitguard owns everything agentbox does about Git: which paths of Git's
-// exec surface stay read-only inside the writable repository (the single source both
-// backends read through the mount plan), the metadata snapshot, the push guard and
-// the post-session audit.
+// Package gitguard knows Git's exec surface inside the writable repository: which
+// paths of it stay read-only in the sandbox (the single source both backends read
+// through the mount plan, P7) and how Git finds its directories (.git files,
+// commondir, linked worktrees), as Git itself resolves them. Its subpackages do the
+// rest of agentbox's Git work: gitconfig reads the config format, audit checks what a
+// session left, snapshot saves and restores the metadata, pushguard refuses pushes.
 package gitguard
 
 import (
@@ -25,8 +27,8 @@ import (
 // gitguard finds the paths, mounts.Build alone decides the operations for them.
 type Protected = mounts.Protected
 
-// maxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).
-const maxModuleDepth = 8
+// MaxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).
+const MaxModuleDepth = 8
 
 // ProtectedPaths returns, sorted so parents come first, every path inside repo that
 // Git reads hooks or configuration from: for the repository's gitdir, its common dir,
@@ -94,7 +96,7 @@ type collector struct {
 // gitdir adds the exec surface of one gitdir and recurses into its submodules and
 // linked worktrees.
 func (c *collector) gitdir(dir string, depth int) {
-	if c.err != nil || depth > maxModuleDepth || !c.inside(dir) || c.seen[dir] {
+	if c.err != nil || depth > MaxModuleDepth || !c.inside(dir) || c.seen[dir] {
 		return
 	}
 	c.seen[dir] = true
@@ -169,7 +171,7 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 // placeholder for its first missing component, as a missing include target does.
 func (c *collector) hostConfigs(files []string) {
 	for _, f := range files {
-		canon, missing := canonical(f)
+		canon, missing := Canonical(f)
 		if canon == "" || !policy.Within(canon, c.repo) {
 			continue
 		}
@@ -280,7 +282,7 @@ func readGitFile(path string) string {
 	if err != nil {
 		return ""
 	}
-	target, _ := parseGitFile(b)
+	target, _ := ParseGitFile(b)
 	return target
 }
 
@@ -290,7 +292,7 @@ func ReadCommonDir(gitdir string) string {
 	if err != nil {
 		return ""
 	}
-	p, ok := parseCommonDir(gitdir, b)
+	p, ok := ParseCommonDir(gitdir, b)
 	if !ok {
 		return ""
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
@@ -14,8 +14,8 @@ import (
 type auditor struct {
 	repo        string
 	id          string // names quarantined files: NAME.agentbox-quarantine-ID
-	opt         gitguard.ScanOptions
-	base        *gitguard.Surface
+	opt         audit.ScanOptions
+	base        *audit.Surface
 	journal     *os.File // this session's pending-audit journal, locked; removed once audited
 	journalPath string
 	stateDir    string         // where the journal and the quarantine live
@@ -32,7 +32,7 @@ type auditor struct {
 // (a linked worktree's common dir, when linkedWorktree accepted it): the audit covers
 // exactly what the sandbox could write, no more.
 func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, error) {
-	opt := gitguard.ScanOptions{
+	opt := audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitDirs,
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
@@ -40,18 +40,18 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 	// Under the repository's audit lock: a session that starts after this one has
 	// its journal sees it, and inherits its baseline (audit_shared.go).
 	defer lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)()
-	var base *gitguard.Surface
+	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
 		base = j.Base
 	} else {
 		var err error
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the recorder (record.go)
-		if base, err = gitguard.Scan(p.Repo, walkOpt); err != nil {
+		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
 	}
-	a := &auditor{repo: p.Repo, id: gitguard.NewAuditID(), opt: opt, base: base,
+	a := &auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk}
 	base.Walk = nil
 	var err error
@@ -68,14 +68,14 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
-	cur, err := gitguard.Scan(a.repo, opt)
+	cur, err := audit.Scan(a.repo, opt)
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 		return
 	}
-	findings := gitguard.Compare(a.base, cur)
+	findings := audit.Compare(a.base, cur)
 	if len(findings) == 0 {
 		out.walk = cur.Walk // nothing moved after it: it stands for the tree
 	}

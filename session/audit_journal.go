@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -58,12 +58,12 @@ const maxJournalSize = 256 << 20
 
 // auditJournal is one session's pending audit.
 type auditJournal struct {
-	Repo    string               `json:"repo"`
-	PID     int                  `json:"pid"`
-	Start   time.Time            `json:"start"`
-	ID      string               `json:"id"`
-	Options gitguard.ScanOptions `json:"options"`
-	Base    *gitguard.Surface    `json:"base"`
+	Repo    string            `json:"repo"`
+	PID     int               `json:"pid"`
+	Start   time.Time         `json:"start"`
+	ID      string            `json:"id"`
+	Options audit.ScanOptions `json:"options"`
+	Base    *audit.Surface    `json:"base"`
 }
 
 // journalPrefix names the journals of repo: a hash of its path, so that any path fits.
@@ -147,12 +147,12 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	if j.Repo != p.Repo {
 		return
 	}
-	cur, err := gitguard.Scan(j.Repo, j.Options)
+	cur, err := audit.Scan(j.Repo, j.Options)
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s was killed before its audit, which fails now: %v\n", j.Repo, j.Start.Format(time.RFC3339), err)
 		return
 	}
-	findings := gitguard.Compare(j.Base, cur)
+	findings := audit.Compare(j.Base, cur)
 	quarantine(findings, j.ID, quarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo}, j.Options.GitDirs...)))
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
 		j.Repo, j.Start.Format(time.RFC3339), j.PID, len(findings))

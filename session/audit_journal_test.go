@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -19,11 +19,11 @@ func TestJournalLockedWhileLauncherLives(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
-	base, err := gitguard.Scan(repo, gitguard.ScanOptions{})
+	base, err := audit.Scan(repo, audit.ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &auditor{repo: repo, id: gitguard.NewAuditID(), base: base}
+	a := &auditor{repo: repo, id: audit.NewAuditID(), base: base}
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		t.Fatal(err)
 	}

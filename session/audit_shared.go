@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/flock"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/policy"
@@ -120,10 +120,10 @@ func quarantineRoot(w io.Writer, stateDir string, writable []string) string {
 
 // quarantine moves findings out of the repository into root, or in place when root
 // is "".
-func quarantine(findings []gitguard.Finding, id, root string) {
+func quarantine(findings []audit.Finding, id, root string) {
 	if root == "" {
-		gitguard.Quarantine(findings, id)
+		audit.Quarantine(findings, id)
 		return
 	}
-	gitguard.QuarantineTo(findings, id, root)
+	audit.QuarantineTo(findings, id, root)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 )
 
 // The journal is written on every launch, before the command starts, so its format
@@ -129,16 +129,16 @@ func (j *auditJournal) set(key string, f []string) error {
 			j.Options.MaxDepth, err = strconv.Atoi(f[1])
 		}
 	case "base":
-		j.Base = &gitguard.Surface{Repo: f[0], Items: map[string]*gitguard.Item{}}
+		j.Base = &audit.Surface{Repo: f[0], Items: map[string]*audit.Item{}}
 	case "item", "skip":
 		if j.Base == nil {
 			return fmt.Errorf("%q before the baseline", key)
 		}
 		if key == "skip" {
-			j.Base.Skipped = append(j.Base.Skipped, gitguard.Skip{Path: f[0], Reason: f[1]})
+			j.Base.Skipped = append(j.Base.Skipped, audit.Skip{Path: f[0], Reason: f[1]})
 			break
 		}
-		it := &gitguard.Item{Path: f[0], Kind: gitguard.ItemKind(f[1]), Sum: f[2], Link: f[3], Watch: f[4]}
+		it := &audit.Item{Path: f[0], Kind: audit.ItemKind(f[1]), Sum: f[2], Link: f[3], Watch: f[4]}
 		if len(f) > 5 {
 			it.Dangers = f[5:]
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 )
 
 // Every field of a journal comes back as it was written, bytes that are not UTF-8
@@ -15,15 +15,15 @@ func TestJournalRoundTrip(t *testing.T) {
 	j := &auditJournal{
 		Repo: "/home/me/r\xffepo \"q\"", PID: 4242, Start: time.Date(2026, 11, 30, 6, 17, 20, 123456789, time.UTC),
 		ID: "20261130-061720-abc",
-		Options: gitguard.ScanOptions{HostConfigs: []string{"/etc/gitconfig", "/home/me/.gitconfig"},
+		Options: audit.ScanOptions{HostConfigs: []string{"/etc/gitconfig", "/home/me/.gitconfig"},
 			GitDirs: []string{"/x/.git/worktrees/w"}, Home: "/home/me", MaxEntries: 7, MaxDepth: 9},
-		Base: &gitguard.Surface{Repo: "/home/me/r\xffepo \"q\"",
-			Items: map[string]*gitguard.Item{
-				"/a b/.git/config": {Path: "/a b/.git/config", Kind: gitguard.KindConfig, Sum: "f 0644 abc",
+		Base: &audit.Surface{Repo: "/home/me/r\xffepo \"q\"",
+			Items: map[string]*audit.Item{
+				"/a b/.git/config": {Path: "/a b/.git/config", Kind: audit.KindConfig, Sum: "f 0644 abc",
 					Dangers: []string{"core.fsmonitor = x", "line\nbreak"}, Watch: "w"},
-				"/a/.git/hooks/l": {Path: "/a/.git/hooks/l", Kind: gitguard.KindHook, Sum: "l", Link: "../../x"},
+				"/a/.git/hooks/l": {Path: "/a/.git/hooks/l", Kind: audit.KindHook, Sum: "l", Link: "../../x"},
 			},
-			Skipped: []gitguard.Skip{{Path: "/a/.git/modules", Reason: "permission denied"}}},
+			Skipped: []audit.Skip{{Path: "/a/.git/modules", Reason: "permission denied"}}},
 	}
 	got, err := decodeJournal(encodeJournal(j))
 	if err != nil {
@@ -36,8 +36,8 @@ func TestJournalRoundTrip(t *testing.T) {
 	// (Not journaled: ScanOptions.Walk and Surface.Walk, one scan's request for its
 	// walk and the walk, which the recorder takes from the live scan only.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(gitguard.ScanOptions{}): 5 + 1,
-		reflect.TypeOf(gitguard.Surface{}): 3 + 1, reflect.TypeOf(gitguard.Item{}): 6, reflect.TypeOf(gitguard.Skip{}): 2,
+		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 1,
+		reflect.TypeOf(audit.Surface{}): 3 + 1, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)
@@ -47,7 +47,7 @@ func TestJournalRoundTrip(t *testing.T) {
 
 // A damaged journal is an error, never a baseline with holes in it.
 func TestJournalDecodeRefuses(t *testing.T) {
-	good := string(encodeJournal(&auditJournal{Repo: "/r", Base: &gitguard.Surface{Repo: "/r", Items: map[string]*gitguard.Item{}}}))
+	good := string(encodeJournal(&auditJournal{Repo: "/r", Base: &audit.Surface{Repo: "/r", Items: map[string]*audit.Item{}}}))
 	for name, data := range map[string]string{
 		"empty":          "",
 		"json":           `{"repo":"/r"}`,
@@ -65,8 +65,8 @@ func TestJournalDecodeRefuses(t *testing.T) {
 }
 
 func FuzzDecodeJournal(f *testing.F) {
-	f.Add(encodeJournal(&auditJournal{Repo: "/r", Base: &gitguard.Surface{Repo: "/r", Items: map[string]*gitguard.Item{
-		"/r/.git/config": {Path: "/r/.git/config", Kind: gitguard.KindConfig, Dangers: []string{"d"}}}}}))
+	f.Add(encodeJournal(&auditJournal{Repo: "/r", Base: &audit.Surface{Repo: "/r", Items: map[string]*audit.Item{
+		"/r/.git/config": {Path: "/r/.git/config", Kind: audit.KindConfig, Dangers: []string{"d"}}}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		j, err := decodeJournal(data)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/agentcfg"
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -27,7 +27,7 @@ func sessionID(r *recorder) string {
 	if r != nil && r.base.ID != "" {
 		return r.base.ID
 	}
-	return gitguard.NewAuditID()
+	return audit.NewAuditID()
 }
 
 // setSessionEnv puts the markers into the environment the command inherits (both

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
@@ -82,7 +82,7 @@ func openStore(t testing.TB, repo string) (*Store, string) {
 // record runs one session on s: Begin, change, Finish.
 //
 // Each staging takes the working tree's walk as the session does (the audit's,
-// gitguard.Scan with Walk), so every test here runs the recorder's walk path
+// audit.Scan with Walk), so every test here runs the recorder's walk path
 // (changed.go) as well as, on a first record, the full sweep.
 func record(t testing.TB, s *Store, rec Record, change func()) string {
 	t.Helper()
@@ -103,7 +103,7 @@ func record(t testing.TB, s *Store, rec Record, change func()) string {
 // walkOf is the audit's walk of repo; nil when repo is gone.
 func walkOf(t testing.TB, repo string) *treewalk.Walk {
 	t.Helper()
-	surf, err := gitguard.Scan(repo, gitguard.ScanOptions{Walk: true})
+	surf, err := audit.Scan(repo, audit.ScanOptions{Walk: true})
 	if err != nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
@@ -62,7 +63,7 @@ func cmdAudit(args []string) int {
 	if dir, err := stateDir(); err == nil {
 		session.AuditPending(dir, repo, os.Stderr)
 	}
-	surface, err := gitguard.Scan(repo, gitguard.ScanOptions{
+	surface, err := audit.Scan(repo, audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitguard.OutsideGitDirs(repo),
 		Home:        os.Getenv("HOME"),
@@ -72,7 +73,7 @@ func cmdAudit(args []string) int {
 	}
 	// Without a baseline, an editor or a pager of your own looks like a plant: such
 	// settings are reported apart and never removed.
-	findings, own := gitguard.SplitOwnSettings(gitguard.Compare(nil, surface))
+	findings, own := audit.SplitOwnSettings(audit.Compare(nil, surface))
 	if *fix {
 		fixFindings(findings)
 	}
@@ -94,27 +95,27 @@ func cmdAudit(args []string) int {
 // its dangerous entries (the rest of the user's configuration stays; a copy of the
 // whole file is kept), anything else is moved out of the repository into agentbox's
 // state directory (in place, NAME.agentbox-quarantine-ID, when there is none).
-func fixFindings(findings []gitguard.Finding) {
-	id := "audit-" + gitguard.NewAuditID()
+func fixFindings(findings []audit.Finding) {
+	id := "audit-" + audit.NewAuditID()
 	state, err := stateDir()
 	if err != nil {
-		gitguard.Quarantine(findings, id)
+		audit.Quarantine(findings, id)
 		return
 	}
 	root := filepath.Join(state, "quarantine")
 	var others []int
 	for i := range findings {
-		if findings[i].Kind == gitguard.KindConfig {
-			gitguard.FixConfig(&findings[i], id, root)
+		if findings[i].Kind == audit.KindConfig {
+			audit.FixConfig(&findings[i], id, root)
 			continue
 		}
 		others = append(others, i)
 	}
-	rest := make([]gitguard.Finding, len(others))
+	rest := make([]audit.Finding, len(others))
 	for j, i := range others {
 		rest[j] = findings[i]
 	}
-	gitguard.QuarantineTo(rest, id, root)
+	audit.QuarantineTo(rest, id, root)
 	for j, i := range others {
 		findings[i] = rest[j]
 	}

@@ -1,3 +1,7 @@
+// Package snapshot saves the repository's Git metadata before a session (DESIGN.md
+// P8) into a content-addressed store outside the sandbox's reach, keeps it within a
+// count and a byte budget, and restores or checks a saved snapshot end to end. The
+// store's bounds leave an entry out and name it instead of failing the launch.
 package snapshot
 
 import (

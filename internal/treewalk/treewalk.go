@@ -1,6 +1,6 @@
 // Package treewalk holds what one walk of a working tree saw: every entry with its
 // type and ctime, and the clock read just before the walk began. The audit takes
-// the walk (gitguard.Scan with ScanOptions.Walk) and the shadow recorder reuses it
+// the walk (audit.Scan with ScanOptions.Walk) and the shadow recorder reuses it
 // to find what changed, so that a session end walks the working tree once.
 //
 // It is data only; the walking is gitguard's, the use shadow's.

@@ -1,4 +1,17 @@
-package gitguard
+// Package audit is the post-session audit (DESIGN.md P7). Read-only .git/config and
+// .git/hooks do not close Git's exec surface: the rest of .git and the working tree
+// stay writable, so a
+// sandbox can point Git elsewhere (.git/commondir, a planted submodule gitdir, a
+// nested .git, an include target) and have the operator's next git status run a
+// program. The audit finds every place inside the repository from which Git reads
+// configuration or hooks, compares it with a baseline taken at launch, and moves
+// aside whatever new or changed thing can make Git run a program.
+//
+// It never runs git on the repository (that is what fires the payload): config files
+// are parsed by gitconfig.Parse. It never follows a symlink out of the repository, opens
+// files without following symlinks and non-blocking, and bounds its walk; what it
+// could not inspect is reported, never skipped silently.
+package audit
 
 import (
 	"fmt"
@@ -11,19 +24,6 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
-
-// The post-session audit (DESIGN.md P7). Read-only .git/config and .git/hooks do not
-// close Git's exec surface: the rest of .git and the working tree stay writable, so a
-// sandbox can point Git elsewhere (.git/commondir, a planted submodule gitdir, a
-// nested .git, an include target) and have the operator's next git status run a
-// program. The audit finds every place inside the repository from which Git reads
-// configuration or hooks, compares it with a baseline taken at launch, and moves
-// aside whatever new or changed thing can make Git run a program.
-//
-// It never runs git on the repository (that is what fires the payload): config files
-// are parsed by gitconfig.Parse. It never follows a symlink out of the repository, opens
-// files without following symlinks and non-blocking, and bounds its walk; what it
-// could not inspect is reported, never skipped silently.
 
 // ItemKind says what role a path plays in Git's exec surface.
 type ItemKind string

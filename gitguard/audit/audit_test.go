@@ -1,4 +1,4 @@
-package gitguard
+package audit
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/gitfixture"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -553,7 +554,7 @@ func TestAuditLinkedWorktree(t *testing.T) {
 	wt := filepath.Join(f.Root, "wt")
 	f.Git(f.Repo, "worktree", "add", "-q", wt, "-b", "side")
 	f.Git(f.Repo, "config", "core.hooksPath", ".githooks")
-	dirs := OutsideGitDirs(wt)
+	dirs := gitguard.OutsideGitDirs(wt)
 	wantDirs := []string{filepath.Join(f.Repo, ".git")}
 	if strings.Join(dirs, " ") != strings.Join(wantDirs, " ") {
 		t.Fatalf("OutsideGitDirs = %v, want %v", dirs, wantDirs)

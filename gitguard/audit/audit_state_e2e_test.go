@@ -1,4 +1,4 @@
-package gitguard_test
+package audit_test
 
 // Sequencer state and config keys from which Git takes the name of a program
 // (audit_state_linux.go, audit_keys.go), each planted in a session on both backends

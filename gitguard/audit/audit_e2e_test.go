@@ -1,4 +1,4 @@
-package gitguard_test
+package audit_test
 
 import (
 	"bytes"

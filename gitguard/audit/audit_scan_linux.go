@@ -1,4 +1,4 @@
-package gitguard
+package audit
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
@@ -353,7 +354,7 @@ func (s *scanner) dotGit(p, worktree string) {
 			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("cannot be read (%v)", err))
 			return
 		}
-		target, ok := parseGitFile(data)
+		target, ok := gitguard.ParseGitFile(data)
 		if !ok {
 			return // Git refuses a .git file without "gitdir: " and reads nothing
 		}
@@ -378,8 +379,8 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		return
 	}
 	s.gitdirs[dir] = true
-	if depth > maxModuleDepth {
-		s.skip(dir, "Git directories nested deeper than %d (modules/, worktrees/, commondir) were not audited", maxModuleDepth)
+	if depth > gitguard.MaxModuleDepth {
+		s.skip(dir, "Git directories nested deeper than %d (modules/, worktrees/, commondir) were not audited", gitguard.MaxModuleDepth)
 		return
 	}
 	entries := s.config(filepath.Join(dir, "config"), dir, 0)
@@ -459,8 +460,8 @@ func (s *scanner) moduleDirs(dir string, depth int) {
 }
 
 func (s *scanner) moduleDir(p string, depth int) {
-	if depth > maxModuleDepth {
-		s.skip(p, "Git directories nested deeper than %d were not audited", maxModuleDepth)
+	if depth > gitguard.MaxModuleDepth {
+		s.skip(p, "Git directories nested deeper than %d were not audited", gitguard.MaxModuleDepth)
 		return
 	}
 	ents := s.readDir(p)
@@ -501,7 +502,7 @@ func (s *scanner) commonDir(gitdir string, depth int) string {
 	if !ok || data == nil {
 		return ""
 	}
-	target, ok := parseCommonDir(gitdir, data)
+	target, ok := gitguard.ParseCommonDir(gitdir, data)
 	if !ok {
 		return ""
 	}
@@ -638,7 +639,7 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 	var entries []gitconfig.Entry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
-	} else if canon, missing := canonical(path); canon != "" && missing == "" {
+	} else if canon, missing := gitguard.Canonical(path); canon != "" && missing == "" {
 		if s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
@@ -833,7 +834,7 @@ func (s *scanner) resolveInside(p string) (string, bool) {
 // canonInside resolves path (which may not exist) and reports whether it lies inside
 // repo; when it exists, the canonical path is returned.
 func (s *scanner) canonInside(path string) (string, bool) {
-	canon, missing := canonical(path)
+	canon, missing := gitguard.Canonical(path)
 	if canon == "" {
 		return "", s.inside(filepath.Clean(path))
 	}

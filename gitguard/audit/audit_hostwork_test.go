@@ -1,4 +1,4 @@
-package gitguard
+package audit
 
 import (
 	"os"
