@@ -3,6 +3,7 @@
 package nsinit
 
 import (
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -242,7 +243,10 @@ func rawInitMain(a *rawArena) {
 
 	// The compiled plan: id maps, mounts, chdir, privileges.
 	a.stage = rawStageOps
-	for i := uintptr(0); i < a.nops && i < rawMaxOps; i++ {
+	// nops is read atomically (a plain MOV on amd64, no runtime call): a prestarted
+	// init waits at an op of its own while the launcher appends the rest and
+	// publishes the count (runPrestartedRaw) before it lets the init go.
+	for i := uintptr(0); i < atomic.LoadUintptr(&a.nops) && i < rawMaxOps; i++ {
 		op := &a.ops[i]
 		var r, e uintptr
 		switch op.nr {

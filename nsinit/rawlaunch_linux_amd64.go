@@ -916,6 +916,12 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 		if fg {
 			prog.a.fg = 1
 		}
+		// The init runs meanwhile, blocked in its read of the go record: everything
+		// written to the shared arena above must be visible to it once that read
+		// returns. The socket's write and read order them in practice; the atomic
+		// store makes it the language's order too (the init loads nops atomically),
+		// instead of resting on the system call as a barrier.
+		atomic.StoreUintptr(&prog.a.nops, prog.a.nops)
 		// A failed write means the init is gone: its report (or its exit) says why.
 		conn := rawConn{ctl: p.ctl}
 		_ = conn.sendGo()
