@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWalkStagingMatchesSweep: after each of a run of sessions that change the tree
@@ -19,6 +21,7 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 		"fromdir/e.txt": "e\n",
 		"swap/in/f.txt": "swap's own\n", "swap/in/deep/g.txt": "g\n", "swap/keep.txt": "k\n",
 		"donor/in/f.txt": "the donor's\n", "donor/in/deep/g.txt": "donor g\n", "donor/in/h.txt": "h\n",
+		"donor2/in/f.txt": "the other donor's\n", "donor2/in/deep/g.txt": "donor2 g\n",
 		"self/.gitignore": ".gitignore\nhidden.txt\n", "self/keep.txt": "k\n",
 	})
 	write(t, filepath.Join(repo, "self", "hidden.txt"), "ignored until self/.gitignore goes\n")
@@ -59,6 +62,9 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 		{"a directory replaced by another (its content old, its names tracked)", func() {
 			must(t, os.RemoveAll(filepath.Join(repo, "swap", "in")))
 			must(t, os.Rename(filepath.Join(repo, "donor", "in"), filepath.Join(repo, "swap", "in")))
+		}},
+		{"two tracked directories exchanged (renameat2 RENAME_EXCHANGE: the names stay)", func() {
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(repo, "swap", "in"), unix.AT_FDCWD, filepath.Join(repo, "donor2", "in"), unix.RENAME_EXCHANGE))
 		}},
 		{"a self-ignored .gitignore removed", func() {
 			must(t, os.Remove(filepath.Join(repo, "self", ".gitignore")))
