@@ -1,6 +1,8 @@
 package shadow
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -54,6 +56,27 @@ type stageState struct {
 	Fine  bool           `json:"fine"`  // the filesystem stamps sub-second ctimes
 	Tree  string         `json:"tree"`  // the index's tree
 	Index fileID         `json:"index"` // the index file as it was left
+	// Ignores is ignoreSet of the walk staged from ("" when there was none): a
+	// .gitignore removed un-ignores old files, and when it was itself ignored (or
+	// ignored by its parent) neither the index nor a ctime shows it went.
+	Ignores string `json:"ignores,omitempty"`
+}
+
+// ignoreSet is a digest of the paths of the .gitignore files w holds, "" when w
+// cannot stand for the tree. If old is not empty, the digest covers only those
+// with a ctime before old (the ones already there at the last staging).
+func ignoreSet(w *treewalk.Walk, old int64) string {
+	if w == nil || !w.Complete {
+		return ""
+	}
+	h := sha256.New()
+	for _, e := range w.Entries {
+		if path.Base(e.Rel) == ".gitignore" && (old == 0 || e.Ctime < old) {
+			h.Write([]byte(e.Rel))
+			h.Write([]byte{0})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // fileID tells one version of a file from another.
@@ -86,14 +109,14 @@ func (s *Store) readStage() (stageState, bool) {
 
 // writeStage records that the index, as it is now, holds tree: the working tree as
 // of clock. A failure removes the file (the next staging sweeps).
-func (s *Store) writeStage(clock treewalk.Clock, fine bool, tree string) {
+func (s *Store) writeStage(clock treewalk.Clock, fine bool, tree, ignores string) {
 	p := filepath.Join(s.Dir, stageFile)
 	id, ok := statID(filepath.Join(s.Dir, "index"))
 	if !ok || tree == "" || clock.Real == 0 {
 		os.Remove(p)
 		return
 	}
-	b, _ := json.Marshal(stageState{Clock: clock, Fine: fine, Tree: tree, Index: id})
+	b, _ := json.Marshal(stageState{Clock: clock, Fine: fine, Tree: tree, Index: id, Ignores: ignores})
 	tmp := p + ".tmp"
 	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
 		os.Remove(tmp)
@@ -123,6 +146,11 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 	if !ok {
 		return nil, errSweep
 	}
+	// A .gitignore gone, tracked or not: what it ignored is old, anywhere below.
+	// (Edited in place: the set is the same; only added: the old ones are the set.)
+	if st.Ignores == "" || ignoreSet(w, 0) != st.Ignores && ignoreSet(w, threshold) != st.Ignores {
+		return nil, errSweep
+	}
 	var idx []indexEntry
 	idxRead := false
 	index := func() ([]indexEntry, error) {
@@ -144,6 +172,30 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 		i, _ := slices.BinarySearchFunc(idx, p+"/", func(e indexEntry, p string) int { return strings.Compare(e.path, p) })
 		return i < len(idx) && strings.HasPrefix(idx[i].path, p+"/"), nil
 	}
+	// replaced: below directory p, whose ctime changed, some entry is not the one
+	// the index holds at its path (another inode, another ctime, or none): p was
+	// renamed into place over a directory of the same name, bringing old entries.
+	replaced := func(i int) (bool, error) {
+		idx, err := index()
+		if err != nil {
+			return false, err
+		}
+		below := w.Entries[i].Rel + "/"
+		for _, e := range w.Entries[i+1:] {
+			if !strings.HasPrefix(e.Rel, below) {
+				break
+			}
+			if e.IsDir() || e.Ctime >= threshold {
+				continue
+			}
+			j, found := slices.BinarySearchFunc(idx, e.Rel, func(x indexEntry, p string) int { return strings.Compare(x.path, p) })
+			if !found || idx[j].ino != e.Ino || idx[j].ctime != e.Ctime {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	verified := "" // a changed directory whose entries are all the index's: below it too
 	var out []string
 	add := func(p string) bool {
 		out = append(out, p)
@@ -152,7 +204,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 	dirs := map[string]bool{"": w.RootCtime >= threshold} // every directory walked: changed?
 	changedDir := w.RootCtime >= threshold
 	cover := "" // a new directory staged whole: what lies below it is covered
-	for _, e := range w.Entries {
+	for i, e := range w.Entries {
 		if e.IsDir() {
 			dirs[e.Rel] = e.Ctime >= threshold
 			changedDir = changedDir || e.Ctime >= threshold
@@ -177,10 +229,22 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 		case e.IsDir():
 			// Entries came or went: the new ones have new ctimes, the gone ones are
 			// found below. A directory the index knows nothing below is new (or
-			// renamed into place, its content old): staged whole.
+			// renamed into place, its content old): staged whole. So is one renamed
+			// over a directory the index knows (its old entries are not the index's).
 			tracked, err := trackedBelow(e.Rel)
 			if err != nil {
 				return nil, err
+			}
+			if tracked && (verified == "" || !strings.HasPrefix(e.Rel, verified)) {
+				r, err := replaced(i)
+				if err != nil {
+					return nil, err
+				}
+				if r {
+					tracked = false
+				} else {
+					verified = e.Rel + "/"
+				}
 			}
 			if !tracked {
 				if !add(e.Rel) {

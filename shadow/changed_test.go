@@ -3,8 +3,11 @@ package shadow
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestWalkStagingMatchesSweep: after each of a run of sessions that change the tree
@@ -16,7 +19,12 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 		"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.txt": "c\n", "gone/d.txt": "d\n",
 		"x/.gitignore": "*.tmp\n", "x/keep.txt": "k\n", "link": "l\n", "todir": "f\n",
 		"fromdir/e.txt": "e\n",
+		"swap/in/f.txt": "swap's own\n", "swap/in/deep/g.txt": "g\n", "swap/keep.txt": "k\n",
+		"donor/in/f.txt": "the donor's\n", "donor/in/deep/g.txt": "donor g\n", "donor/in/h.txt": "h\n",
+		"donor2/in/f.txt": "the other donor's\n", "donor2/in/deep/g.txt": "donor2 g\n",
+		"self/.gitignore": ".gitignore\nhidden.txt\n", "self/keep.txt": "k\n",
 	})
+	write(t, filepath.Join(repo, "self", "hidden.txt"), "ignored until self/.gitignore goes\n")
 	// Made before the first record, so their ctimes are old by the time they turn up.
 	write(t, filepath.Join(repo, "x", "old.tmp"), "ignored until x/.gitignore changes\n")
 	outside := t.TempDir()
@@ -51,6 +59,16 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 			must(t, os.Rename(filepath.Join(outside, "moved"), filepath.Join(repo, "moved")))
 			must(t, os.Link(filepath.Join(outside, "hard.txt"), filepath.Join(repo, "hard.txt")))
 		}},
+		{"a directory replaced by another (its content old, its names tracked)", func() {
+			must(t, os.RemoveAll(filepath.Join(repo, "swap", "in")))
+			must(t, os.Rename(filepath.Join(repo, "donor", "in"), filepath.Join(repo, "swap", "in")))
+		}},
+		{"two tracked directories exchanged (renameat2 RENAME_EXCHANGE: the names stay)", func() {
+			must(t, unix.Renameat2(unix.AT_FDCWD, filepath.Join(repo, "swap", "in"), unix.AT_FDCWD, filepath.Join(repo, "donor2", "in"), unix.RENAME_EXCHANGE))
+		}},
+		{"a self-ignored .gitignore removed", func() {
+			must(t, os.Remove(filepath.Join(repo, "self", ".gitignore")))
+		}},
 		{"ignore rules", func() {
 			write(t, filepath.Join(repo, "x", ".gitignore"), "*.nothing\n")
 		}},
@@ -77,8 +95,30 @@ func TestWalkStagingMatchesSweep(t *testing.T) {
 				shadowGit(t, s, "ls-tree", "-r", got), shadowGit(t, ref, "ls-tree", "-r", want))
 		}
 	}
-	if s.sweeps != 1 {
-		t.Errorf("%d full sweeps, want 1 (the first record)", s.sweeps)
+	if s.sweeps != 2 {
+		t.Errorf("%d full sweeps, want 2 (the first record, the .gitignore removed)", s.sweeps)
+	}
+}
+
+// TestWalkStagingNamesOnlyTheNew: a file added to or rewritten by rename in a
+// directory the index knows is staged alone, not its directory: the check for a
+// directory renamed over another finds every other entry the index's.
+func TestWalkStagingNamesOnlyTheNew(t *testing.T) {
+	repo := newRepo(t, map[string]string{"dir/a.txt": "a\n", "dir/sub/b.txt": "b\n", "dir/c.txt": "c\n", "top.txt": "t\n"})
+	s, _ := openStore(t, repo)
+	time.Sleep(60 * time.Millisecond) // past the threshold's slack: the files above are old
+	record(t, s, Record{Start: time.Now()}, nil)
+	st, ok := s.readStage()
+	if !ok {
+		t.Fatal("no stage state after a record")
+	}
+	write(t, filepath.Join(repo, "dir", "new.txt"), "n\n")
+	write(t, filepath.Join(repo, "dir", "c.tmp"), "c2\n")
+	must(t, os.Rename(filepath.Join(repo, "dir", "c.tmp"), filepath.Join(repo, "dir", "c.txt")))
+	paths, err := s.changedPaths(st, walkOf(t, repo))
+	must(t, err)
+	if !slices.Equal(paths, []string{"dir/c.txt", "dir/new.txt"}) {
+		t.Errorf("changed paths %q, want dir/c.txt and dir/new.txt alone", paths)
 	}
 }
 

@@ -8,10 +8,13 @@ import (
 	"os"
 )
 
-// indexEntry is one entry of the shadow index: a tracked path and its mode.
+// indexEntry is one entry of the shadow index: a tracked path, its mode, and the
+// inode (low 32 bits, as Git keeps it) and ctime (ns) it had when last staged.
 type indexEntry struct {
-	path string
-	mode uint32
+	path  string
+	mode  uint32
+	ino   uint32
+	ctime int64
 }
 
 // readIndex reads the paths and modes of Git's index file (versions 2 and 3, which
@@ -39,6 +42,8 @@ func readIndex(path string) ([]indexEntry, error) {
 		if off+62 > len(b) {
 			return nil, errors.New("index: truncated entry")
 		}
+		ctime := int64(binary.BigEndian.Uint32(b[off:off+4]))*1_000_000_000 + int64(binary.BigEndian.Uint32(b[off+4:off+8]))
+		ino := binary.BigEndian.Uint32(b[off+20 : off+24])
 		mode := binary.BigEndian.Uint32(b[off+24 : off+28])
 		flags := binary.BigEndian.Uint16(b[off+60 : off+62])
 		fixed := 62
@@ -56,7 +61,7 @@ func readIndex(path string) ([]indexEntry, error) {
 		if end < 0 {
 			return nil, errors.New("index: unterminated path")
 		}
-		ents = append(ents, indexEntry{path: string(b[start : start+end]), mode: mode})
+		ents = append(ents, indexEntry{path: string(b[start : start+end]), mode: mode, ino: ino, ctime: ctime})
 		// The entry is padded with 1 to 8 NULs to a multiple of 8 bytes.
 		size := fixed + end
 		off += (size + 8) &^ 7

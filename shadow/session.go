@@ -253,10 +253,11 @@ func (s *Store) snapshot(w *treewalk.Walk) (tree string, notes []string, err err
 
 // staged is what stageWalk left in the index.
 type staged struct {
-	tree  string         // the index's tree when known without write-tree, else ""
-	clock treewalk.Clock // the working tree's state the index holds is as of this clock
-	fine  bool           // the filesystem stamps sub-second ctimes
-	kept  bool           // nothing staged: the stage state on disk stays as it is
+	tree    string         // the index's tree when known without write-tree, else ""
+	clock   treewalk.Clock // the working tree's state the index holds is as of this clock
+	fine    bool           // the filesystem stamps sub-second ctimes
+	kept    bool           // nothing staged: the stage state on disk stays as it is
+	ignores string         // ignoreSet of the walk staged from
 }
 
 // stageWalk makes the shadow index match the working tree: from the walk w when the
@@ -274,14 +275,14 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			}
 			s.dropStage()
 			if notes, err := s.stagePaths(paths); err == nil {
-				return staged{clock: w.Clock, fine: fine}, notes, nil
+				return staged{clock: w.Clock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
 			}
 		}
 	}
 	s.dropStage()
 	clock := treewalk.Now()
 	notes, err := s.stage()
-	return staged{clock: clock, fine: fine}, notes, err
+	return staged{clock: clock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
 }
 
 // writeTree returns the index's tree (write-tree when st does not know it) and
@@ -300,7 +301,7 @@ func (s *Store) writeTree(st staged) (string, error) {
 	case s.leftOut:
 		s.dropStage()
 	default:
-		s.writeStage(st.clock, st.fine, tree)
+		s.writeStage(st.clock, st.fine, tree, st.ignores)
 	}
 	return tree, nil
 }

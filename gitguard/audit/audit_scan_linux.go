@@ -225,7 +225,7 @@ func (s *scanner) tree(dir string, depth int) {
 		if stats != nil && s.nested == 0 && e.Name() != ".git" {
 			st := stats[i]
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
-			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.mode, Ctime: st.ctime})
+			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
 		}
 		if treeFileGitOpens(e.Name()) && special(e.Type()) {
 			s.blocker(p, e.Type())
@@ -251,6 +251,7 @@ const statParts = 4
 // directory may hold up to MaxEntries of them.
 type entryStat struct {
 	mode  uint32 // st_mode & S_IFMT
+	ino   uint32 // st_ino's low 32 bits, as Git's index keeps it
 	ctime int64  // ns
 }
 
@@ -265,7 +266,7 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat) bool {
 				ok = false
 				continue
 			}
-			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ctime: st.Ctim.Nano()}
+			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
 		}
 		return ok
 	}

@@ -11,6 +11,10 @@ type Entry struct {
 	Rel   string // path relative to the top of the working tree, '/'-separated
 	Mode  uint32 // the file type: st_mode & S_IFMT
 	Ctime int64  // st_ctime in nanoseconds since the epoch
+	// Ino is st_ino's low 32 bits (what Git's index keeps): a directory renamed into
+	// place brings entries whose ctimes are old but whose inodes are not the ones
+	// the index holds at their paths.
+	Ino uint32
 	// Nested: a directory holding a .git entry, which Git records as a nested
 	// repository (its commit); nothing below it is listed.
 	Nested bool
