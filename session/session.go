@@ -234,22 +234,34 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 			mark("record start")
 			return nil // readonly.go: nothing to audit or snapshot
 		}
+		// The snapshot reads .git and writes only the store and out's snapshot
+		// fields; the baseline reads the working tree and writes its journal: they
+		// run side by side, and the command waits for both. Every return below
+		// waits for the snapshot first, so none of it runs on after a failure.
+		snapped := make(chan error, 1)
+		go func() {
+			zip, err := gitSnapshot(cfg, p, out)
+			out.SnapshotZip = zip
+			snapped <- err
+		}()
 		a, err := startAudit(cfg, p, gitDirs)
 		if err != nil {
+			<-snapped
 			return err
 		}
 		aud = a
 		if dirs, err = startDirAudits(cfg, p); err != nil {
+			<-snapped
 			return err
 		}
 		mark("audit baseline")
 		// From the baseline's walk: the recorder walks nothing itself.
 		rec.begin(cfg, a.walk)
 		mark("record start")
-		if out.SnapshotZip, err = gitSnapshot(cfg, p, out); err != nil {
+		if err := <-snapped; err != nil {
 			return err
 		}
-		mark("snapshot")
+		mark("snapshot") // what was left of it once the baseline was done
 		gate = true
 		return nil
 	}
