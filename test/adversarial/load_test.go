@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
@@ -41,8 +42,15 @@ type hostState struct {
 	fds, mounts, procs, guardDirs, cacheTmp int
 }
 
+// readHostState reads it. A launch's raw init exits a moment after its launcher
+// (docs/security.md, the cgroup tree), so a just-ended launch can still show as a
+// process: the count is read once none is left, bounded. A process that leaked
+// stays, and the bound reports it.
 func readHostState(t *testing.T, b *sandboxtest.Box, launchers []int) hostState {
 	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(procsWithEnv("REPO="+b.Repo)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
+	}
 	var s hostState
 	ents, _ := os.ReadDir("/proc/self/fd")
 	s.fds = len(ents)
