@@ -443,14 +443,30 @@ func CacheGuard(h HostGit, dir string, allowed func(canonDir string) bool) (stri
 		err = os.Chmod(f.Name(), 0o755)
 	}
 	if err == nil {
-		// Atomic: a launch that reads the file meanwhile sees the old one or this one.
-		err = os.Rename(f.Name(), path)
+		err = publishGuard(f.Name(), path, script)
 	}
+	os.Remove(f.Name())
 	if err != nil {
-		os.Remove(f.Name())
 		return "", fmt.Errorf("push guard cache: %w", err)
 	}
 	return path, nil
+}
+
+// publishGuard puts the written file tmp at path without replacing a good one. The
+// name holds the script's hash, so a file already there holds the same script — put
+// there by a session launched at the same moment, which may have captured it for
+// its own bind already: replacing it would unlink what that session is about to
+// mount (move_mount, or bwrap's /proc/self/fd/N, then fail with ENOENT). Only a file
+// that is not a good guard (changed, wrong mode or owner) is replaced, atomically.
+func publishGuard(tmp, path, script string) error {
+	err := os.Link(tmp, path)
+	if errors.Is(err, fs.ErrExist) {
+		if cachedGuardIs(path, script) {
+			return nil
+		}
+		return os.Rename(tmp, path)
+	}
+	return err
 }
 
 // searchable reports whether dir and each directory above it let this user through by

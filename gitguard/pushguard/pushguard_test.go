@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -497,5 +498,46 @@ func TestCacheGuard(t *testing.T) {
 	}
 	if _, err := CacheGuard(h, filepath.Join(home, ".cache", "pushguard"), all); err == nil {
 		t.Error("a cache below another user's private directory was used")
+	}
+}
+
+// TestCacheGuardConcurrent: sessions launched at the same moment into a fresh cache
+// all write the guard; the file any of them found (and would bind) stays the one at
+// the path, never unlinked by another's write. (The bind's source captured by one
+// launch was replaced by the next one's rename, and move_mount, or bwrap's
+// /proc/self/fd/N, failed with ENOENT: TestConcurrentSessions, seen in CI.)
+func TestCacheGuardConcurrent(t *testing.T) {
+	h := HostGit{Git: "/usr/bin/git2"}
+	all := func(string) bool { return true }
+	for round := 0; round < 50; round++ {
+		dir := filepath.Join(testenv.CanonTempDir(t), "pushguard")
+		var wg sync.WaitGroup
+		files := make([]*os.File, 8)
+		for i := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				path, err := CacheGuard(h, dir, all)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				files[i], _ = os.Open(path)
+			}()
+		}
+		wg.Wait()
+		for i, f := range files {
+			if f == nil {
+				t.Fatalf("round %d: launch %d found no guard", round, i)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Nlink == 0 {
+				t.Fatalf("round %d: the guard launch %d found was unlinked by another's write (nlink %d, %v)", round, i, st.Nlink, err)
+			}
+			f.Close()
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Fatalf("round %d: cache holds %d entries, want the guard alone", round, len(ents))
+		}
 	}
 }
