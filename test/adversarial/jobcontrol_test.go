@@ -144,7 +144,7 @@ func TestLeftProcessesSaid(t *testing.T) {
 // which agentbox must then write a line. The modes are as they were before the
 // session once agentbox has exited, and its line was written, not blocked on the
 // stopped output. agentbox runs as the session leader on the pty here, with no shell
-// in between that would restore the modes itself.
+// in between that would restore the modes itself. Each case runs jobRounds rounds.
 func TestTerminalRestored(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -154,34 +154,48 @@ func TestTerminalRestored(t *testing.T) {
 				{"crashed in raw mode", `stty raw -echo; echo "RE""ADY"; kill -SEGV $$`},
 				{"output stopped", `sleep 100 & stty -echo -icanon; echo "RE""ADY"; perl -MPOSIX -e "tcflow(1, TCOOFF) or die qq(tcflow: \$!)"`},
 			} {
-				cmd := b.Command(b.Repo, []string{"--no-git-save", "--no-record"}, "")
-				cmd.Args = append(cmd.Args, "--", "/bin/sh", "-c", c.script)
-				term := ptytest.Start(t, cmd)
-				term.Expect(`READY`)
-				st := term.Wait()
-				if strings.Contains(c.script, "sleep 100 &") {
-					term.Expect(`agentbox: killed 1 process left running`)
-				}
-				if after := *term.Termios(); after != term.Before {
-					t.Errorf("%s: terminal modes after the session differ from before:\nbefore %+v\nafter  %+v", c.name, term.Before, after)
-				}
-				if err := term.OutputFlows(); err != nil {
-					t.Errorf("%s: %v", c.name, err)
-				}
-				if strings.Contains(c.name, "crashed") {
-					// A terminal session: agentbox ends by the command's signal, and
-					// dumps no core of its own.
-					ws := st.Sys().(syscall.WaitStatus)
-					if !ws.Signaled() || ws.Signal() != syscall.SIGSEGV || ws.CoreDump() {
-						t.Errorf("%s: agentbox ended %v, want by SIGSEGV without a core", c.name, st)
+				for round := 1; round <= jobRounds; round++ {
+					if !terminalRestoredOnce(t, b, c.name, c.script, round) {
+						break
 					}
-				} else if !st.Success() {
-					t.Errorf("%s: %v\n%s", c.name, st, term.Tail())
 				}
-				term.Close()
 			}
 		})
 	}
+}
+
+// terminalRestoredOnce runs one round of a TestTerminalRestored case on a fresh pty,
+// and reports whether it passed (the rounds of a case stop at its first failure).
+func terminalRestoredOnce(t *testing.T, b *sandboxtest.Box, name, script string, round int) bool {
+	t.Helper()
+	failedBefore := t.Failed()
+	name = fmt.Sprintf("%s, round %d of %d", name, round, jobRounds)
+	cmd := b.Command(b.Repo, []string{"--no-git-save", "--no-record"}, "")
+	cmd.Args = append(cmd.Args, "--", "/bin/sh", "-c", script)
+	term := ptytest.Start(t, cmd)
+	defer term.Close()
+	term.Expect(`READY`)
+	st := term.Wait()
+	if strings.Contains(script, "sleep 100 &") {
+		term.Expect(`agentbox: killed 1 process left running`)
+	}
+	if after := *term.Termios(); after != term.Before {
+		t.Errorf("%s: terminal modes after the session differ from before:\nbefore %+v\nafter  %+v", name, term.Before, after)
+	}
+	if err := term.OutputFlows(); err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
+	if strings.Contains(name, "crashed") {
+		// A terminal session: agentbox ends by the command's signal, and dumps no
+		// core of its own.
+		ws := st.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGSEGV || ws.CoreDump() {
+			t.Errorf("%s: agentbox ended %v, want by SIGSEGV without a core", name, st)
+		}
+	} else if !st.Success() {
+		t.Errorf("%s: %v\n%s", name, st, term.Tail())
+	}
+	return t.Failed() == failedBefore
 }
 
 // TestEndInBackground: agentbox stopped with Ctrl-Z and resumed with bg ends in the
