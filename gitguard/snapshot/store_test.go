@@ -523,7 +523,10 @@ func TestStoredLazyCollection(t *testing.T) {
 		}
 		peak = max(peak, blobs())
 	}
-	if peak < int64(collectEvery)*256<<10 || blobs() > 3*256<<10+256<<10 {
+	// At the end: at most four packs (two kept, up to two dropped since the last
+	// collection) and a few 4 KiB blocks of trees and fan-out directories, whose
+	// number depends on the random packs' hashes: well below a fifth pack.
+	if peak < int64(collectEvery)*256<<10 || blobs() > 4*256<<10+64<<10 {
 		t.Errorf("blobs peaked at %d and are %d: want the dropped ones collected together", peak, blobs())
 	}
 }
