@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // The ledger makes the audit hold when the launcher is killed and when sessions
@@ -242,7 +244,7 @@ func lock(dir string) (func(), error) {
 // loadLedger reads baseline.json; a missing or unreadable one is empty.
 func loadLedger(dir string) *ledgerFile {
 	led := &ledgerFile{}
-	f, err := os.OpenFile(filepath.Join(dir, "baseline.json"), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := safepath.OpenRegular(filepath.Join(dir, "baseline.json"))
 	if err == nil {
 		data, rerr := io.ReadAll(io.LimitReader(f, 64*MaxFileBytes))
 		f.Close()

@@ -23,16 +23,8 @@ func paths(ps []Protected) string {
 	return strings.Join(out, "\n")
 }
 
-func canonTemp(t *testing.T) string {
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func TestProtectedPathsStandardRepo(t *testing.T) {
-	repo := canonTemp(t)
+	repo := testenv.CanonTempDir(t)
 	testenv.LocalGit(t, repo, "init", "-q")
 	got, err := ProtectedPaths(repo)
 	if err != nil {
@@ -43,14 +35,14 @@ func TestProtectedPathsStandardRepo(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", paths(got), want)
 	}
 	// Not a Git work tree: nothing to protect.
-	plain := canonTemp(t)
+	plain := testenv.CanonTempDir(t)
 	if got, err := ProtectedPaths(plain); err != nil || len(got) != 0 {
 		t.Fatalf("plain dir: %v %v", got, err)
 	}
 }
 
 func TestProtectedPathsMissingAndWorktreeConfig(t *testing.T) {
-	repo := canonTemp(t)
+	repo := testenv.CanonTempDir(t)
 	testenv.LocalGit(t, repo, "init", "-q")
 	os.RemoveAll(filepath.Join(repo, ".git/hooks"))
 	f, _ := os.OpenFile(filepath.Join(repo, ".git/config"), os.O_APPEND|os.O_WRONLY, 0)
@@ -88,8 +80,8 @@ func TestProtectedPathsMissingAndWorktreeConfig(t *testing.T) {
 }
 
 func TestProtectedPathsSymlinks(t *testing.T) {
-	repo := canonTemp(t)
-	outside := canonTemp(t)
+	repo := testenv.CanonTempDir(t)
+	outside := testenv.CanonTempDir(t)
 	testenv.LocalGit(t, repo, "init", "-q")
 	hooks := filepath.Join(repo, ".git/hooks")
 	os.RemoveAll(hooks)
@@ -118,7 +110,7 @@ func TestProtectedPathsSymlinks(t *testing.T) {
 }
 
 func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
-	repo := canonTemp(t)
+	repo := testenv.CanonTempDir(t)
 	testenv.LocalGit(t, repo, "init", "-q")
 	// .git as a symlink to a gitdir inside the repo: Git uses it, so it is protected.
 	if err := os.Rename(filepath.Join(repo, ".git"), filepath.Join(repo, "gitdir")); err != nil {
@@ -144,7 +136,7 @@ func TestProtectedPathsDotGitSymlinkAndFIFO(t *testing.T) {
 // TestProtectedPathsPlantedFIFOConfig: a session can leave a FIFO where a submodule's
 // config should be; the next launch must not hang reading it.
 func TestProtectedPathsPlantedFIFOConfig(t *testing.T) {
-	repo := canonTemp(t)
+	repo := testenv.CanonTempDir(t)
 	testenv.LocalGit(t, repo, "init", "-q")
 	mod := filepath.Join(repo, ".git/modules/m")
 	os.MkdirAll(mod, 0o755)

@@ -13,7 +13,7 @@ import (
 // linkedFixture makes DIR/main (one commit) and its linked worktree DIR/wt.
 func linkedFixture(t *testing.T) (mainRepo, wt string) {
 	t.Helper()
-	dir := canonTemp(t)
+	dir := testenv.CanonTempDir(t)
 	mainRepo, wt = filepath.Join(dir, "main"), filepath.Join(dir, "wt")
 	if err := os.Mkdir(mainRepo, 0o755); err != nil {
 		t.Fatal(err)
@@ -41,8 +41,8 @@ func TestFindLinkedWorktree(t *testing.T) {
 
 	// Not linked worktrees: the main repository, a plain directory, a gitdir file
 	// naming a gitdir without commondir (a submodule checkout).
-	plain := canonTemp(t)
-	sub := canonTemp(t)
+	plain := testenv.CanonTempDir(t)
+	sub := testenv.CanonTempDir(t)
 	if err := os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: "+common+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

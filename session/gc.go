@@ -25,7 +25,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -204,12 +203,12 @@ func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 func takeLock(path string) (*os.File, bool) {
 	// Non-blocking, and only a regular file of ours: anyone can put a FIFO named
 	// like a lock in /tmp, and gc must neither hang on it nor trust it.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := safepath.OpenRegular(path)
 	if err != nil {
 		return nil, errors.Is(err, fs.ErrNotExist)
 	}
 	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Getuid() {
+	if unix.Fstat(int(f.Fd()), &st) != nil || int(st.Uid) != os.Getuid() {
 		f.Close()
 		return nil, false
 	}

@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -125,27 +124,7 @@ func (w *writeback) Write(p []byte) (int, error) {
 // an existing file: renameat2(RENAME_NOREPLACE) — or, on filesystems without it,
 // link(2) — fails when the name is taken, and the next "-N" is tried.
 func publish(tmp, dir, stem string) (string, error) {
-	for n := 1; n <= 1000; n++ {
-		name := stem + ".zip"
-		if n > 1 {
-			name = stem + "-" + strconv.Itoa(n) + ".zip"
-		}
-		final := filepath.Join(dir, name)
-		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			if err = os.Link(tmp, final); err == nil {
-				err = os.Remove(tmp)
-			}
-		}
-		switch {
-		case errors.Is(err, fs.ErrExist):
-			continue
-		case err != nil:
-			return "", fmt.Errorf("rename to %s: %w", final, err)
-		}
-		return final, nil
-	}
-	return "", fmt.Errorf("1000 snapshots named %s-N.zip exist already in %s", stem, dir)
+	return publishAs(tmp, dir, stem, ".zip")
 }
 
 // addTree stores the directory src under prefix (which ends in "/").

@@ -46,14 +46,7 @@ func writeFile(t testing.TB, path, s string) {
 }
 
 // tmpDir is a canonical temporary directory (t.TempDir may lie below a symlink).
-func tmpDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+func tmpDir(t testing.TB) string { return testenv.CanonTempDir(t) }
 
 // node is one file, directory or symlink of a tree, as compared byte for byte.
 type node struct {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // Fixture is a repository (Repo, one commit on main) and a HOME (Home), both in Root,
@@ -23,10 +25,7 @@ type Fixture struct {
 // New makes a fixture below t.TempDir().
 func New(t *testing.T) *Fixture {
 	t.Helper()
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.CanonTempDir(t)
 	f := &Fixture{T: t, Root: root, Home: filepath.Join(root, "home"), Repo: filepath.Join(root, "repo")}
 	for _, d := range []string{f.Home, f.Repo} {
 		if err := os.Mkdir(d, 0o755); err != nil {
