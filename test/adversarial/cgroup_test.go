@@ -171,12 +171,11 @@ func TestSessionCgroup(t *testing.T) {
 			// the launcher has (docs/security.md, the cgroup tree): on a loaded
 			// machine that can be a moment after the launcher's exit. Anything still
 			// here after the bound is a process of the session left behind.
-			procs := readTrim(filepath.Join(deleg, "cgroup.procs"))
-			for deadline := time.Now().Add(20 * time.Second); procs != fmt.Sprint(victim.Process.Pid) && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
+			var procs string
+			if !sandboxtest.WaitForUpTo(20*time.Second, func() bool {
 				procs = readTrim(filepath.Join(deleg, "cgroup.procs"))
-			}
-			if procs != fmt.Sprint(victim.Process.Pid) {
+				return procs == fmt.Sprint(victim.Process.Pid)
+			}) {
 				t.Errorf("delegated cgroup's processes 20 s after the launcher's exit: %q, want only the victim %d", procs, victim.Process.Pid)
 			}
 			ents, _ := os.ReadDir(deleg)

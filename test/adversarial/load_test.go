@@ -48,9 +48,7 @@ type hostState struct {
 // stays, and the bound reports it.
 func readHostState(t *testing.T, b *sandboxtest.Box, launchers []int) hostState {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); len(procsWithEnv("REPO="+b.Repo)) > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
-	}
+	sandboxtest.WaitForUpTo(20*time.Second, func() bool { return len(procsWithEnv("REPO="+b.Repo)) == 0 })
 	var s hostState
 	ents, _ := os.ReadDir("/proc/self/fd")
 	s.fds = len(ents)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -286,10 +287,8 @@ func readParentState() parentState {
 // namespaces' teardown): a child gone a moment later is not a leak. The wait is
 // bounded; children that leak stay, and grow with the launches.
 func settledParentState() parentState {
-	s := readParentState()
-	for deadline := time.Now().Add(20 * time.Second); s.Children > 0 && time.Now().Before(deadline); s = readParentState() {
-		time.Sleep(10 * time.Millisecond) // a bound against hangs, not a timing assertion
-	}
+	var s parentState
+	sandboxtest.WaitForUpTo(20*time.Second, func() bool { s = readParentState(); return s.Children == 0 })
 	return s
 }
 
