@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -280,6 +281,7 @@ func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, e
 	for _, p := range paths {
 		list = append(append(list, p...), 0)
 	}
+	s.addedClock = treewalk.Now() // before Git's first lstat (changed.go)
 	for {
 		args := []string{"-c", "advice.addEmbeddedRepo=false", "-c", "advice.addIgnoredFile=false", "-c", "core.bigFileThreshold=1"}
 		if len(out) > 0 {

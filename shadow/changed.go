@@ -1,10 +1,14 @@
 package shadow
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +16,9 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -36,6 +43,15 @@ import (
 //     set back since (treewalk.Since), a changed or removed .gitignore at the top
 //     (what it stopped ignoring is old), or more paths than maxChangedPaths.
 //   - A filesystem whose ctimes have no sub-second part gets two seconds' margin.
+//   - An entry in that window whose inode and ctime are still the ones the index
+//     holds has not changed since, when its ctime is before the clock read just
+//     before the last staging's `git add` (stageState.Added): that `git add`
+//     lstat'ed it after the clock was read and took its content after the lstat,
+//     and any later change would have stamped a ctime at or after the clock. A
+//     file changed within the same clock tick (4 ms here) is read and hashed instead
+//     (sameContent), up to maxRacyRead. Without either, a file a session changed
+//     a few milliseconds before its end was staged again by each of the next
+//     sessions for 50 ms — by every one, when an agent runs one per tool call.
 //   - A staging that left a path out at a bound (a FIFO where Git reads, bounds.go)
 //     writes no state: the next one sweeps, and names it again.
 //
@@ -53,6 +69,9 @@ const maxChangedPaths = 2000
 // stageState is what stageFile holds.
 type stageState struct {
 	Clock treewalk.Clock `json:"clock"` // read before the walk or sweep the index was staged from
+	// Added is read just before that staging's `git add` (zero: unknown): an index
+	// entry whose ctime is before it was lstat'ed after it (see above).
+	Added treewalk.Clock `json:"added"`
 	Fine  bool           `json:"fine"`  // the filesystem stamps sub-second ctimes
 	Tree  string         `json:"tree"`  // the index's tree
 	Index fileID         `json:"index"` // the index file as it was left
@@ -109,14 +128,14 @@ func (s *Store) readStage() (stageState, bool) {
 
 // writeStage records that the index, as it is now, holds tree: the working tree as
 // of clock. A failure removes the file (the next staging sweeps).
-func (s *Store) writeStage(clock treewalk.Clock, fine bool, tree, ignores string) {
+func (s *Store) writeStage(clock, added treewalk.Clock, fine bool, tree, ignores string) {
 	p := filepath.Join(s.Dir, stageFile)
 	id, ok := statID(filepath.Join(s.Dir, "index"))
 	if !ok || tree == "" || clock.Real == 0 {
 		os.Remove(p)
 		return
 	}
-	b, _ := json.Marshal(stageState{Clock: clock, Fine: fine, Tree: tree, Index: id, Ignores: ignores})
+	b, _ := json.Marshal(stageState{Clock: clock, Added: added, Fine: fine, Tree: tree, Index: id, Ignores: ignores})
 	tmp := p + ".tmp"
 	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
 		os.Remove(tmp)
@@ -195,6 +214,36 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 		}
 		return false, nil
 	}
+	// sameAsIndex: the entry is what the index holds at its path.
+	_, addedOK := treewalk.Since(st.Added, w.Clock, true) // the same boot, no step back since
+	repoFd := -1
+	defer func() {
+		if repoFd >= 0 {
+			unix.Close(repoFd)
+		}
+	}()
+	sameAsIndex := func(e treewalk.Entry) (bool, error) {
+		idx, err := index()
+		if err != nil {
+			return false, err
+		}
+		j, found := slices.BinarySearchFunc(idx, e.Rel, func(x indexEntry, p string) int { return strings.Compare(x.path, p) })
+		if !found || idx[j].ino != e.Ino || idx[j].ctime != e.Ctime {
+			return false, nil
+		}
+		if addedOK && e.Ctime < st.Added.Real {
+			return true, nil
+		}
+		if e.Mode != unix.S_IFREG || int64(idx[j].size) > maxRacyRead {
+			return false, nil
+		}
+		if repoFd < 0 {
+			if repoFd, err = unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+				return false, nil
+			}
+		}
+		return sameContent(repoFd, e, idx[j]), nil
+	}
 	verified := "" // a changed directory whose entries are all the index's: below it too
 	var out []string
 	add := func(p string) bool {
@@ -253,7 +302,11 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 				cover = e.Rel + "/"
 			}
 		default:
-			if !add(e.Rel) {
+			same, err := sameAsIndex(e)
+			if err != nil {
+				return nil, err
+			}
+			if !same && !add(e.Rel) {
 				return nil, errSweep
 			}
 		}
@@ -301,4 +354,44 @@ func parent(p string) string {
 		return p[:i]
 	}
 	return ""
+}
+
+// maxRacyRead bounds the files sameContent reads: beyond it, Git's add is cheaper
+// than being wrong about the bound.
+const maxRacyRead = 1 << 20
+
+// sameContent reports whether the regular file e (below the repository's directory
+// repoFd) is still the blob and mode the index holds, by reading and hashing it:
+// the case of a file changed in the same clock tick as the last staging's `git
+// add`, where its ctime alone cannot tell (changed.go). It never follows a symlink
+// or blocks on what is not a regular file; anything unexpected says "not the same",
+// and the path is staged as before.
+func sameContent(repoFd int, e treewalk.Entry, ie indexEntry) bool {
+	fd, err := safepath.OpenBeneath(repoFd, e.Rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(fd), e.Rel)
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || uint32(st.Ino) != e.Ino ||
+		st.Ctim.Nano() != e.Ctime || st.Size > maxRacyRead || uint32(st.Size) != ie.size {
+		return false
+	}
+	mode := uint32(0o100644)
+	if st.Mode&0o100 != 0 {
+		mode = 0o100755
+	}
+	if mode != ie.mode {
+		return false
+	}
+	b := make([]byte, st.Size+1)
+	n, err := io.ReadFull(f, b)
+	if int64(n) != st.Size || err != io.ErrUnexpectedEOF && !(err == io.EOF && n == 0) {
+		return false
+	}
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", n)
+	h.Write(b[:n])
+	return bytes.Equal(h.Sum(nil), ie.oid[:])
 }

@@ -1,6 +1,8 @@
 package shadow
 
 import (
+	"crypto/sha1"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // TestWalkStagingMatchesSweep: after each of a run of sessions that change the tree
@@ -158,4 +162,99 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWalkStagingTrustsWhatItStaged: a file a session changed just before its end
+// is, for the next sessions, the index's own — not staged again while its ctime is
+// within the threshold's slack — while a change made after that staging is still
+// found, however soon.
+func TestWalkStagingTrustsWhatItStaged(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a.txt"), "a2\n")
+		write(t, filepath.Join(repo, "new.txt"), "n\n")
+	})
+	st, ok := s.readStage()
+	if !ok {
+		t.Fatal("no stage state after a record")
+	}
+	if paths, err := s.changedPaths(st, walkOf(t, repo)); err != nil || len(paths) != 0 {
+		t.Errorf("right after the record: changed paths %q (%v), want none", paths, err)
+	}
+	// Same size, other content: found at once, whatever the clock's tick.
+	write(t, filepath.Join(repo, "a.txt"), "a3\n")
+	must(t, os.Chmod(filepath.Join(repo, "new.txt"), 0o755))
+	if paths, err := s.changedPaths(st, walkOf(t, repo)); err != nil || !slices.Equal(paths, []string{"a.txt", "new.txt"}) {
+		t.Errorf("after a rewrite and a chmod: changed paths %q (%v), want a.txt and new.txt", paths, err)
+	}
+	id := record(t, s, Record{Start: time.Now()}, nil)
+	if got := shadowGit(t, s, "show", "refs/sessions/"+id+":a.txt"); got != "a3" {
+		t.Errorf("recorded a.txt %q, want a3", got)
+	}
+}
+
+// TestSameContent: the racy check reads what the index says is there, and nothing
+// else: another content, size or mode, a FIFO, a symlink (at the path or above it)
+// are "not the same", and it never blocks.
+func TestSameContent(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "d", "f"), "hello\n")
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	entry := func(rel string) (treewalk.Entry, indexEntry) {
+		var st unix.Stat_t
+		must(t, unix.Lstat(filepath.Join(dir, rel), &st))
+		e := treewalk.Entry{Rel: rel, Mode: st.Mode & unix.S_IFMT, Ctime: st.Ctim.Nano(), Ino: uint32(st.Ino)}
+		ie := indexEntry{path: rel, mode: 0o100644, ino: uint32(st.Ino), size: uint32(st.Size), ctime: st.Ctim.Nano()}
+		copy(ie.oid[:], blobID("hello\n"))
+		return e, ie
+	}
+	e, ie := entry("d/f")
+	if !sameContent(fd, e, ie) {
+		t.Error("the same content is not the same")
+	}
+	other := ie
+	other.oid[0] ^= 1
+	if sameContent(fd, e, other) {
+		t.Error("another blob is the same")
+	}
+	other = ie
+	other.mode = 0o100755
+	if sameContent(fd, e, other) {
+		t.Error("another mode is the same")
+	}
+	other = ie
+	other.size++
+	if sameContent(fd, e, other) {
+		t.Error("another size is the same")
+	}
+	stale := e
+	stale.Ctime--
+	if sameContent(fd, stale, ie) {
+		t.Error("a file whose ctime moved since the walk is the same")
+	}
+	must(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	fe, fie := entry("fifo")
+	fe.Mode = unix.S_IFREG
+	if sameContent(fd, fe, fie) {
+		t.Error("a FIFO is the same")
+	}
+	must(t, os.Symlink("d/f", filepath.Join(dir, "link")))
+	if sameContent(fd, treewalk.Entry{Rel: "link", Mode: unix.S_IFREG, Ctime: e.Ctime, Ino: e.Ino}, ie) {
+		t.Error("a symlink to the file is the same")
+	}
+	must(t, os.Symlink("d", filepath.Join(dir, "up")))
+	if sameContent(fd, treewalk.Entry{Rel: "up/f", Mode: unix.S_IFREG, Ctime: e.Ctime, Ino: e.Ino}, ie) {
+		t.Error("the file through a symlinked directory is the same")
+	}
+}
+
+// blobID is Git's SHA-1 of a blob.
+func blobID(content string) []byte {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00%s", len(content), content)
+	return h.Sum(nil)
 }

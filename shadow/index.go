@@ -8,13 +8,16 @@ import (
 	"os"
 )
 
-// indexEntry is one entry of the shadow index: a tracked path, its mode, and the
-// inode (low 32 bits, as Git keeps it) and ctime (ns) it had when last staged.
+// indexEntry is one entry of the shadow index: a tracked path, its mode, its blob,
+// and the inode (low 32 bits, as Git keeps it), size (likewise) and ctime (ns) it
+// had when last staged.
 type indexEntry struct {
 	path  string
 	mode  uint32
 	ino   uint32
+	size  uint32
 	ctime int64
+	oid   [20]byte
 }
 
 // readIndex reads the paths and modes of Git's index file (versions 2 and 3, which
@@ -45,6 +48,9 @@ func readIndex(path string) ([]indexEntry, error) {
 		ctime := int64(binary.BigEndian.Uint32(b[off:off+4]))*1_000_000_000 + int64(binary.BigEndian.Uint32(b[off+4:off+8]))
 		ino := binary.BigEndian.Uint32(b[off+20 : off+24])
 		mode := binary.BigEndian.Uint32(b[off+24 : off+28])
+		size := binary.BigEndian.Uint32(b[off+36 : off+40])
+		var oid [20]byte
+		copy(oid[:], b[off+40:off+60])
 		flags := binary.BigEndian.Uint16(b[off+60 : off+62])
 		fixed := 62
 		if flags&0x4000 != 0 { // extended flags (version 3)
@@ -61,10 +67,9 @@ func readIndex(path string) ([]indexEntry, error) {
 		if end < 0 {
 			return nil, errors.New("index: unterminated path")
 		}
-		ents = append(ents, indexEntry{path: string(b[start : start+end]), mode: mode, ino: ino, ctime: ctime})
+		ents = append(ents, indexEntry{path: string(b[start : start+end]), mode: mode, ino: ino, size: size, ctime: ctime, oid: oid})
 		// The entry is padded with 1 to 8 NULs to a multiple of 8 bytes.
-		size := fixed + end
-		off += (size + 8) &^ 7
+		off += (fixed + end + 8) &^ 7
 	}
 	return ents, nil
 }

@@ -255,6 +255,7 @@ func (s *Store) snapshot(w *treewalk.Walk) (tree string, notes []string, err err
 type staged struct {
 	tree    string         // the index's tree when known without write-tree, else ""
 	clock   treewalk.Clock // the working tree's state the index holds is as of this clock
+	added   treewalk.Clock // read just before the staging's `git add` (stageState.Added)
 	fine    bool           // the filesystem stamps sub-second ctimes
 	kept    bool           // nothing staged: the stage state on disk stays as it is
 	ignores string         // ignoreSet of the walk staged from
@@ -275,14 +276,14 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			}
 			s.dropStage()
 			if notes, err := s.stagePaths(paths); err == nil {
-				return staged{clock: w.Clock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
+				return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
 			}
 		}
 	}
 	s.dropStage()
 	clock := treewalk.Now()
 	notes, err := s.stage()
-	return staged{clock: clock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
+	return staged{clock: clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
 }
 
 // writeTree returns the index's tree (write-tree when st does not know it) and
@@ -301,7 +302,7 @@ func (s *Store) writeTree(st staged) (string, error) {
 	case s.leftOut:
 		s.dropStage()
 	default:
-		s.writeStage(st.clock, st.fine, tree, st.ignores)
+		s.writeStage(st.clock, st.added, st.fine, tree, st.ignores)
 	}
 	return tree, nil
 }

@@ -39,6 +39,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/flock"
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -67,6 +68,8 @@ type Store struct {
 	// then holds less than the tree, and what was left out must be named again
 	// each time: the next staging sweeps (no stage state is written).
 	leftOut bool
+	// addedClock is read just before the last staging's `git add` (changed.go).
+	addedClock treewalk.Clock
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
