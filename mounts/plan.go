@@ -128,7 +128,7 @@ type Plan struct {
 	// those of the same name (the proxy's).
 	Env []string `json:"env,omitempty"`
 	// ScopeAbstractUnix (P4): the command is put in a Landlock domain scoped
-	// against abstract Unix sockets (LandlockScopeAbstractUnix). Abstract sockets
+	// against abstract Unix sockets (kernel.LandlockScopeAbstractUnix). Abstract sockets
 	// belong to the network namespace, not the file system, so without a new one
 	// the host's are reachable: X11's @/tmp/.X11-unix/X0 (which types into any of
 	// the operator's windows), D-Bus buses, systemd's and others' control sockets.
@@ -205,7 +205,7 @@ type Session struct {
 	// tunables by file mode alone, capabilities or not, so Build covers them (P12).
 	HostRoot bool
 	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
-	// Unix sockets (CanScopeAbstractUnix); Build puts it in the plan.
+	// Unix sockets (kernel.CanScopeAbstractUnix); Build puts it in the plan.
 	ScopeAbstractUnix bool
 	// MaskSockets are host path sockets on the read-only view (outside /tmp, /run,
 	// HOME and the writable directories) that the sandbox must not reach (P4): a

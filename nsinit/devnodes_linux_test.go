@@ -7,26 +7,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
-// Both inits skip a device node by skipDevNode: only /dev/tty, and only when the
-// host has none. The errors are the ones each init really gets for a missing node:
-// the Go init's capture and the raw init's compiler's lstat.
+// The compiled plan skips a device node by skipDevNode: only /dev/tty, and only when
+// the host has none. The errors are the ones the compiler really gets for a missing
+// node (its lstat), and the one a symlink-refusing open gets.
 func TestSkipDevNode(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "tty")
-	_, captureErr := cloneTree(missing, mounts.FileID{})
+	_, captureErr := safepath.Open(missing, unix.O_PATH)
 	_, lstatErr := os.Lstat(missing)
 	if captureErr == nil || lstatErr == nil {
-		t.Fatalf("missing node: capture %v, lstat %v", captureErr, lstatErr)
+		t.Fatalf("missing node: open %v, lstat %v", captureErr, lstatErr)
 	}
 	tests := []struct {
 		name string
 		err  error
 		want bool
 	}{
-		{"tty", captureErr, true}, // the Go init's capture of a host without /dev/tty
-		{"tty", lstatErr, true},   // the raw init's compiler's look at it
+		{"tty", captureErr, true}, // an open of a host without /dev/tty
+		{"tty", lstatErr, true},   // the compiler's look at it
 		{"tty", nil, false},       // present: bound like every node
 		{"tty", &MountError{Op: "open", Source: "/dev/tty", Err: unix.ELOOP}, false}, // a symlink: refused, not skipped
 		{"tty", &MountError{Op: "open_tree", Source: "/dev/tty", Err: unix.ENOSYS}, false},

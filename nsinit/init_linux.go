@@ -22,8 +22,8 @@ func IsInit() bool {
 // Main is the init: PID 1 of the sandbox's PID namespace. It never returns.
 func Main() {
 	// Every privileged step and the fork of the command happen on this one thread:
-	// capabilities, no_new_privs and the seccomp filter are per thread, and the
-	// command inherits them from the thread that forks it.
+	// capabilities, no_new_privs, Landlock and the seccomp filter are per thread,
+	// and the command inherits them from the thread that forks it.
 	runtime.LockOSThread()
 	fd, err := strconv.Atoi(os.Getenv(envRole))
 	if err != nil || fd < 3 {
@@ -31,46 +31,48 @@ func Main() {
 		os.Exit(exitSetup)
 	}
 	ctl := os.NewFile(uintptr(fd), "control")
+	uid, gid, mapIDs := os.Getuid(), os.Getgid(), false
 	if ids := os.Getenv(envIDMap); ids != "" {
 		os.Unsetenv(envIDMap)
-		if err := writeOwnIDMaps(ids); err != nil {
+		if uid, gid, err = parseIDs(ids); err != nil {
 			os.Exit(reportSetup(ctl, "map uid and gid", err))
 		}
+		mapIDs = true
 	}
-	os.Exit(initMain(ctl))
+	os.Exit(initMain(ctl, uid, gid, mapIDs))
 }
 
-// writeOwnIDMaps maps the caller's uid and gid ("UID:GID") to themselves in the
-// init's user namespace, as the only ids there. The init may: it maps its own
-// effective ids and holds CAP_SETUID and CAP_SETGID in the namespace; setgroups is
-// denied first, as the kernel requires for an unprivileged gid map — and as P5 wants:
-// no dropping of supplementary groups to get around a group's denial.
-func writeOwnIDMaps(ids string) error {
-	uid, gid, ok := strings.Cut(ids, ":")
-	if !ok {
-		return fmt.Errorf("bad id map request %q", ids)
+// parseIDs parses the launcher's "UID:GID" (envIDMap).
+func parseIDs(ids string) (uid, gid int, err error) {
+	u, g, ok := strings.Cut(ids, ":")
+	uid, uerr := strconv.Atoi(u)
+	gid, gerr := strconv.Atoi(g)
+	if !ok || uerr != nil || gerr != nil || uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("bad id map request %q", ids)
 	}
-	for _, w := range []struct{ file, data string }{
-		{"/proc/self/setgroups", "deny"},
-		{"/proc/self/uid_map", uid + " " + uid + " 1"},
-		{"/proc/self/gid_map", gid + " " + gid + " 1"},
-	} {
-		if err := os.WriteFile(w.file, []byte(w.data), 0); err != nil {
-			return err
-		}
-	}
-	return nil
+	return uid, gid, nil
 }
 
 // initMain runs the numbered setup sequence, then supervises the command. Any setup
 // failure is reported to the launcher as (step, reason) and ends the init with 125.
-func initMain(ctl *os.File) int {
+// The setup itself is the compiled plan (program_linux.go), run by runUntil: the
+// same program the raw init runs.
+func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	t := NewTimer()
+	fds, err := openFds()
+	if err != nil {
+		return reportSetup(ctl, "list init descriptors", err)
+	}
+	p, err := newProgram(0, 1<<20, 0, fds, kernelFeatures())
+	if err != nil {
+		return reportSetup(ctl, "init", err)
+	}
 
-	// 1. Not dumpable: the command, same uid, must not ptrace us or open
-	//    /proc/1/exe, /proc/1/mem or our fds (runc CVE-2019-5736).
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return reportSetup(ctl, "set init non-dumpable", err)
+	// 1. Its own id maps (when the launcher did not write them), then not dumpable.
+	p.compileIDMap(uid, gid, mapIDs)
+	next, step, err := p.runUntil(0, p.a.nops, nil)
+	if err != nil {
+		return reportSetup(ctl, step, err)
 	}
 	// 2. Every inherited fd becomes close-on-exec, the control socket included: the
 	//    command gets 0, 1 and 2 and nothing else.
@@ -79,27 +81,28 @@ func initMain(ctl *os.File) int {
 
 	// 3. The plan, and with it, when this init was started ahead of its session,
 	//    the command's standard streams.
-	m, fds, err := readMsgFds(ctl)
+	m, received, err := readMsgFds(ctl)
 	if err != nil || m.Type != msgPlan || m.Plan == nil || len(m.Plan.Command) == 0 {
 		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", msgPlan, err))
 	}
-	if err := installStdio(fds); err != nil {
+	if err := installStdio(received); err != nil {
 		return reportSetup(ctl, "receive standard streams", err)
 	}
 	plan := *m.Plan
 	t.Mark("init-start")
 
-	// 4. Mounts, in plan order (under bwrap they are built already).
-	if !m.Nested {
-		if err := applyPlan(plan, t); err != nil {
-			return reportSetup(ctl, "mount", err)
-		}
+	// 4. The plan compiled, here where it runs: the descriptors open now are the
+	//    ones it must not reuse. Under bwrap the mounts are built and the
+	//    privileges dropped already; the program does the rest.
+	if p.fds, err = openFds(); err != nil {
+		return reportSetup(ctl, "list init descriptors", err)
 	}
-	// 5. Loopback up in a new network namespace.
-	if plan.Namespaces.Net && !m.Nested {
-		if err := loopbackUp(); err != nil {
-			return reportSetup(ctl, "bring up loopback", err)
-		}
+	if err := p.compile(plan, compileOptions{nested: m.Nested}); err != nil {
+		return reportSetup(ctl, "mount", err)
+	}
+	// 5. Mounts in plan order, loopback up in a new network namespace.
+	if next, step, err = p.runUntil(next, p.netDone, t); err != nil {
+		return reportSetup(ctl, step, err)
 	}
 	// 5b. With --allow-net, the proxy's listening socket inside the new network
 	//     namespace (under bwrap too, which brought loopback up), handed to the
@@ -109,37 +112,29 @@ func initMain(ctl *os.File) int {
 			return reportSetup(ctl, "listen for the proxy on "+plan.Proxy, err)
 		}
 	}
-	// 6. Working directory.
-	if err := unix.Chdir(plan.Workdir); err != nil {
-		return reportSetup(ctl, "chdir "+plan.Workdir, err)
+	// 6. Working directory, the setup's descriptors closed, every privilege
+	//    dropped (per thread: see Main).
+	if _, step, err = p.runUntil(next, p.a.nops, t); err != nil {
+		return reportSetup(ctl, step, err)
+	}
+	if m.Nested {
+		// bwrap promised this; check that it holds.
+		if err := checkUnprivileged(); err != nil {
+			return reportSetup(ctl, "drop privileges", err)
+		}
 	}
 	// 7. Resolve the command in the sandbox's view, with the command's PATH.
 	path, err := lookPath(plan.Command[0], getenv(m.Env, "PATH"))
 	if err != nil {
 		return reportSetup(ctl, "command "+plan.Command[0], err)
 	}
-	// 8. Drop every privilege before the fork (per thread: see Main). Under bwrap
-	//    they are gone already; check that they are.
-	drop := dropPrivileges
-	if m.Nested {
-		drop = checkUnprivileged
-	}
-	if err := drop(); err != nil {
-		return reportSetup(ctl, "drop privileges", err)
-	}
-	if plan.ScopeAbstractUnix {
-		if err := scopeAbstractUnix(); err != nil {
-			return reportSetup(ctl, "scope abstract Unix sockets", err)
-		}
-	}
-	t.Mark("drop-privileges")
-	// 9. No signal handler from here on (pid1_linux.go): the kernel then drops every
+	// 8. No signal handler from here on (pid1_linux.go): the kernel then drops every
 	//    signal sent to PID 1 from inside the sandbox, which cannot end or crash it.
 	if err := dropSignalHandlers(); err != nil {
 		return reportSetup(ctl, "reset signal handlers", err)
 	}
 
-	// 10. The command: its own process group, the terminal's foreground when the
+	// 9. The command: its own process group, the terminal's foreground when the
 	//    launcher held it.
 	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
 		Dir:   plan.Workdir,
@@ -180,14 +175,12 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	// PID 1 signalling -1 reaches every other process of its PID namespace; they are
 	// all its children or reparented to it, so reaping until ECHILD sees them all gone.
 	_ = unix.Kill(-1, unix.SIGKILL)
+	// Until ECHILD; any other error ends the count too, and the report still goes
+	// out, as the raw init does: the command's status is known either way.
 	left := 0
 	for {
-		_, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, 0, nil) })
-		if err == unix.ECHILD {
+		if _, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, 0, nil) }); err != nil {
 			break
-		}
-		if err != nil {
-			return // the launcher then learns the status from our exit, as before
 		}
 		left++
 	}
@@ -433,25 +426,4 @@ func splitAddr(addr string) ([4]byte, int, error) {
 		ip[i] = byte(n)
 	}
 	return ip, port, nil
-}
-
-// loopbackUp sets IFF_UP on lo, the only interface of a new network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCGIFFLAGS lo: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("SIOCSIFFLAGS lo: %w", err)
-	}
-	return nil
 }

@@ -141,6 +141,9 @@ func initEnv(ctlFd int, ownMaps bool) []string {
 	if ownMaps {
 		env = append(env, fmt.Sprintf("%s=%d:%d", envIDMap, os.Getuid(), os.Getgid()))
 	}
+	if v := os.Getenv(envFallbacks); v != "" {
+		env = append(env, envFallbacks+"="+v)
+	}
 	return env
 }
 

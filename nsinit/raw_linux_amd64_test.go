@@ -14,38 +14,6 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 )
 
-func minimalPlan(cmd ...string) mounts.Plan {
-	return mounts.Plan{
-		Ops: []mounts.Op{
-			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
-			{Kind: mounts.Proc, Dest: "/proc"},
-			{Kind: mounts.Dev, Dest: "/dev"},
-			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
-		},
-		Workdir: "/",
-		Command: cmd,
-	}
-}
-
-// devNull is /dev/null opened for reading and writing, closed with the test.
-func devNull(t *testing.T) *os.File {
-	t.Helper()
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { null.Close() })
-	return null
-}
-
-func phaseNames(res Result) []string {
-	var names []string
-	for _, p := range res.Phases {
-		names = append(names, p.Name)
-	}
-	return names
-}
-
 // A raw init shares the launcher's memory and makes it non-dumpable. A second launch
 // in the same process (agentbox exec after its spare was discarded) must still start:
 // raw again once the first is reaped (its id maps need the process dumpable again),

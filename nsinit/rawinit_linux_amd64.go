@@ -16,7 +16,7 @@ import (
 // the agentbox binary, the runtime's start-up and every package's init, about 7 ms of
 // a 33 ms `agentbox exec` on a 2-core VM, before it does a millisecond of work. The
 // raw init does the same work without that start: the launcher compiles the plan
-// into a list of system calls (rawcompile_linux.go), clones a child that shares its
+// into a list of system calls (program_linux.go), clones a child that shares its
 // memory (CLONE_VM, not CLONE_VFORK: the child lives for the whole session) on a stack
 // of its own, and the child runs the list, starts the command with a vfork and stays
 // as PID 1: it reaps, passes the launcher's signals on, mirrors job control and
@@ -39,29 +39,9 @@ import (
 // Go API keeps the Go init.
 
 const (
-	rawMaxOps   = 4096
-	rawMaxMarks = 512
 	rawMaxPaths = 128
 	rawStack    = 64 << 10
 )
-
-// rawOp is one system call of a compiled plan.
-type rawOp struct {
-	nr   uintptr
-	args [6]uintptr
-	ok   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
-	fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
-	mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
-}
-
-// rawSameFile is an op that is no system call: it compares the device and inode of
-// the last fstat into srcStat with args[0] and args[1], and fails with ESTALE when
-// they differ (a bind source that is not the one the launcher verified).
-const rawSameFile = ^uintptr(0)
-
-// rawIsGo is an op that is no system call: the record last read into in must be a
-// recGo, or the op fails with EBADMSG (waitGo).
-const rawIsGo = ^uintptr(1)
 
 // Stages of the raw init, for its error report.
 const (
@@ -88,9 +68,12 @@ const (
 // The raw signal handler (signals_linux_amd64.s) writes recSignal as a constant.
 var _ = [1]struct{}{}[recSignal-5]
 
-// rawArena is all the memory the raw init touches: no Go pointers, only addresses as
-// uintptr, in an anonymous mapping of the launcher.
+// rawArena is all the memory the raw init touches: the program's arena, then what
+// only this runner needs. No Go pointers, only addresses as uintptr, in an anonymous
+// mapping of the launcher (newRawProgram).
 type rawArena struct {
+	arena // first: program.a points at it
+
 	// Set by the launcher before the clone.
 	flags    uintptr
 	fds      [initFds]uintptr // the descriptors that become 0..initFds-1
@@ -99,8 +82,6 @@ type rawArena struct {
 	initMask uint64           // blocked in PID 1: SIGCHLD (read from a signalfd) and SIGTTOU
 	noMask   uint64
 	sfd      uintptr // the signalfd's descriptor (predicted)
-	nops     uintptr
-	ops      [rawMaxOps]rawOp
 	argv     uintptr // NULL-terminated arrays of C strings
 	envv     uintptr
 	npaths   uintptr
@@ -113,18 +94,12 @@ type rawArena struct {
 
 	// Written by the child.
 	stage   uintptr
-	failOp  uintptr // 1 + the index of the op that failed
-	errno   uintptr
 	execErr uintptr     // the command's exec: the errno reported
 	stat    unix.Stat_t // of the candidate refused with EACCES
-	srcStat unix.Stat_t // of the last bind source checked (rawSameFile)
 	pgrp    uint32      // for TIOCSPGRP
 	ws      uint32
 	killed  uintptr // the signal that killed the command, 0: it exited
-	marks   [rawMaxMarks]int64
-	ts      unix.Timespec
 	out     [2]uint32
-	in      [2]uint32
 	sigbuf  [128]byte
 }
 
@@ -162,7 +137,7 @@ func rawRetry(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
 //go:nosplit
 //go:norace
 func rawMark(a *rawArena, slot uintptr) {
-	if slot == 0 || slot > rawMaxMarks {
+	if slot == 0 || slot > maxMarks {
 		return
 	}
 	rawSys(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&a.ts)), 0, 0, 0, 0)
@@ -246,15 +221,15 @@ func rawInitMain(a *rawArena) {
 	// nops is read atomically (a plain MOV on amd64, no runtime call): a prestarted
 	// init waits at an op of its own while the launcher appends the rest and
 	// publishes the count (runPrestartedRaw) before it lets the init go.
-	for i := uintptr(0); i < atomic.LoadUintptr(&a.nops) && i < rawMaxOps; i++ {
+	for i := uintptr(0); i < atomic.LoadUintptr(&a.nops) && i < maxOps; i++ {
 		op := &a.ops[i]
 		var r, e uintptr
 		switch op.nr {
-		case rawSameFile:
+		case opSameFile:
 			if a.srcStat.Dev != uint64(op.args[0]) || a.srcStat.Ino != uint64(op.args[1]) {
 				e = uintptr(unix.ESTALE)
 			}
-		case rawIsGo:
+		case opIsGo:
 			if a.in[0] != recGo {
 				e = uintptr(unix.EBADMSG)
 			}
@@ -272,6 +247,11 @@ func rawInitMain(a *rawArena) {
 			rawFail(a, rawStageOps, uintptr(unix.EBADFD))
 		}
 		rawMark(a, op.mark)
+		if e != 0 {
+			i += op.orSkip
+		} else {
+			i += op.thenSkip
+		}
 	}
 
 	a.stage = rawStageCommand

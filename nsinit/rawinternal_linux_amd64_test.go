@@ -187,11 +187,24 @@ func BenchmarkRawCompile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.compileIDMap()
+		p.compileIDMap(os.Getuid(), os.Getgid(), true)
 		p.compileWait()
 		if err := p.compilePlan(plan, env, true); err != nil {
 			b.Fatal(err)
 		}
 		p.free()
 	}
+}
+
+// waitRawFree waits (bounded) for the previous launch's raw init to give its
+// reservation back: it is reaped a moment after its launch returned, and a launch
+// meanwhile gets the Go init.
+func waitRawFree(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !rawAcquire(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("raw init still busy 20 s after the previous launch returned")
+		}
+	}
+	rawRelease()
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -139,7 +140,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix(), MaskSockets: mounts.HostSockets(p)}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), MaskSockets: kernel.HostSockets(p)}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means

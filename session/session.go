@@ -123,7 +123,7 @@ func Run(cfg Config) (Exit, error) {
 	p := cfg.Policy
 	var spare *nsinit.Prestarted
 	if cfg.DryRun == Launch {
-		if p.Backend == policy.BackendNative && len(p.AllowNet) == 0 {
+		if p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() {
 			// (--allow-net: the Go init, which creates the proxy's socket.)
 			// The init's clone (namespaces, id maps) runs while the steps below
 			// prepare its plan; a launch that stops before its backend discards it.
@@ -159,7 +159,7 @@ func Run(cfg Config) (Exit, error) {
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
-		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: mounts.CanScopeAbstractUnix()}
+		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix()}
 	if p.ReadOnly {
 		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix} // readonly.go: nothing to protect, pin or bind writable
 	}
@@ -170,7 +170,7 @@ func Run(cfg Config) (Exit, error) {
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		s.Empty = emptyPaths(p)
-		s.MaskSockets = mounts.HostSockets(p)
+		s.MaskSockets = kernel.HostSockets(p)
 		if err := dryRunLookPath(p); err != nil {
 			return Exit{}, err
 		}
@@ -205,7 +205,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	if err := prepareKept(p); err != nil {
 		return 0, err
 	}
-	s.MaskSockets = mounts.HostSockets(p)
+	s.MaskSockets = kernel.HostSockets(p)
 	empty, err := emptySources(p)
 	if err != nil {
 		return 0, err
@@ -355,6 +355,14 @@ func reportLeft(cfg *Config, n int) {
 	}
 }
 
+// EnvInit chooses the native backend's runner of the compiled plan: "go" runs the
+// re-executed Go init where the raw init would run (amd64, Linux 5.12+), so that
+// the behaviour table, a bug report or a benchmark can compare the two runners of
+// one program. Anything else: the raw init where it can run.
+const EnvInit = "AGENTBOX_INIT"
+
+func rawInitWanted() bool { return os.Getenv(EnvInit) != "go" }
+
 // cliStdio are the command's streams: agentbox exec's own.
 var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 
@@ -366,7 +374,7 @@ func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prest
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: true, BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
+		opts := nsinit.Options{Stdio: cliStdio, RawInit: rawInitWanted(), BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
 		opts.Signals = cfg.Signals
 		if spare.Usable(plan, "") {
 			res, err := nsinit.RunPrestarted(spare, plan, opts)

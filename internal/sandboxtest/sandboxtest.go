@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/session"
 )
 
 // BuiltBwrap is where scripts/setup-test-env.sh builds bubblewrap 0.12.0.
@@ -30,6 +32,22 @@ func Backends(t testing.TB) []string {
 	list := []string{"native"}
 	if BwrapPath(t) != "" {
 		list = append(list, "bwrap")
+	}
+	return list
+}
+
+// NativeGo is the native backend with its plan run by the re-executed Go init
+// (session.EnvInit=go) where the raw init would run: the behaviour table runs both
+// runners of the one compiled program (nsinit/program_linux.go).
+const NativeGo = "native-go"
+
+// Runners are Backends with the native backend once per runner of its program: the
+// raw init and the Go init (NativeGo) where this build and kernel have the raw one
+// (elsewhere "native" is the Go init already).
+func Runners(t testing.TB) []string {
+	list := Backends(t)
+	if nsinit.RawInitAvailable() {
+		list = append(list, NativeGo)
 	}
 	return list
 }
@@ -99,7 +117,11 @@ func (r Result) String() string {
 // Command prepares `agentbox exec --backend B ARGS... -- /bin/sh -c SCRIPT` in dir,
 // as the test user. An empty script leaves the command to ARGS.
 func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
-	full := append([]string{"exec", "--backend", b.Backend}, args...)
+	backend := b.Backend
+	if backend == NativeGo {
+		backend = "native"
+	}
+	full := append([]string{"exec", "--backend", backend}, args...)
 	if script != "" {
 		full = append(full, "--", "/bin/sh", "-c", script)
 	}
@@ -111,8 +133,11 @@ func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
 func (b *Box) Agentbox(dir string, args ...string) *exec.Cmd {
 	cmd := testenv.Command(b.T, b.Home, b.Bin, args...)
 	cmd.Dir = dir
-	if b.Backend == "bwrap" {
+	switch b.Backend {
+	case "bwrap":
 		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+BwrapPath(b.T))
+	case NativeGo:
+		cmd.Env = append(cmd.Env, session.EnvInit+"=go")
 	}
 	cmd.Env = append(cmd.Env, "REPO="+b.Repo,
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/mounts"
 )
 
 // prelude defines try: `try NAME CMD...` announces an attempt and prints
@@ -112,8 +112,8 @@ var attacks = []attack{
 				t.Errorf("the session's own abstract socket is unreachable from inside:\n%s", r.Stdout)
 			}
 			reached := strings.Contains(r.Stdout, "CONNECTED \"agentbox-host\"")
-			if scoped := mounts.CanScopeAbstractUnix(); scoped && reached {
-				t.Errorf("the host's abstract socket is reachable, though this kernel has Landlock ABI %d (scoped from 6):\n%s", mounts.LandlockABI(), r.Stdout)
+			if scoped := kernel.CanScopeAbstractUnix(); scoped && reached {
+				t.Errorf("the host's abstract socket is reachable, though this kernel has Landlock ABI %d (scoped from 6):\n%s", kernel.LandlockABI(), r.Stdout)
 			} else if !scoped && !reached {
 				t.Errorf("without Landlock ABI 6 the host's abstract socket should be reachable (README):\n%s", r.Stdout)
 			}

@@ -53,9 +53,10 @@ var rows = []row{
 	{"bad repositories refused with 125 and one line", badRepos},
 }
 
-// TestPromises runs every row against every backend.
+// TestPromises runs every row against every backend, the native one once per runner
+// of its compiled plan (the raw init and the Go init).
 func TestPromises(t *testing.T) {
-	for _, backend := range backends(t) {
+	for _, backend := range sandboxtest.Runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			for _, r := range rows {
 				t.Run(r.name, func(t *testing.T) {
@@ -744,7 +745,7 @@ func badRepos(t *testing.T, b *box) {
 func pid1Init(t *testing.T, b *box) {
 	out := b.ok(`tr '\0' '\n' </proc/1/cmdline | head -n 1; grep SigCgt /proc/1/status`)
 	want := "agentbox-init"
-	if b.backend == "native" && nsinit.RawInitAvailable() {
+	if b.backend == "native" && nsinit.RawInitAvailable() { // not sandboxtest.NativeGo
 		want = b.bin
 	}
 	if got, _, _ := strings.Cut(out, "\n"); got != want {

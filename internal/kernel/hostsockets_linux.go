@@ -1,4 +1,4 @@
-package mounts
+package kernel
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ const hostSocketsFile = "/proc/net/unix"
 // mount still reaches. /tmp and /run are private, HOME is an overlay (a socket in
 // its lower layer refuses connections), and the writable directories are the
 // session's own; sockets handed in are left alone. Each is masked by the null
-// device bound read-only over it (Session.MaskSockets). Sockets bound after the launch are
+// device bound read-only over it (mounts.Session.MaskSockets). Sockets bound after the launch are
 // not masked.
 func HostSockets(p *policy.Policy) []string {
 	f, err := os.Open(hostSocketsFile)

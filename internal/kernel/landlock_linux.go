@@ -1,4 +1,4 @@
-package mounts
+package kernel
 
 import (
 	"sync"
@@ -27,7 +27,7 @@ var LandlockABI = sync.OnceValue(func() int {
 })
 
 // CanScopeAbstractUnix reports whether a sandbox started here can be kept off the
-// host's abstract Unix sockets (Session.ScopeAbstractUnix): Landlock ABI 6.
+// host's abstract Unix sockets (mounts.Session.ScopeAbstractUnix): Landlock ABI 6.
 func CanScopeAbstractUnix() bool { return LandlockABI() >= 6 }
 
 // LandlockRulesetAttr is struct landlock_ruleset_attr as of ABI 6: no file system

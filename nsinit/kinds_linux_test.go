@@ -1,0 +1,251 @@
+package nsinit
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// runner is one way to carry out a compiled plan.
+type runner struct {
+	name string
+	raw  bool   // Options.RawInit
+	env  string // set in the launcher's environment for the launch
+	// phase must be among the launch's phases: proof that this runner ran (the raw
+	// init's "idmap", the Go init's "init-start", a fallback's "remount /").
+	phase string
+	extra []mounts.Op // added to every plan (for its phase)
+}
+
+// runners are the native backend's runners of one program: the raw init where this
+// build and kernel have it, the Go init, and the Go init with every old-kernel
+// fallback compiled in (envFallbacks).
+func runners(t *testing.T) []runner {
+	list := []runner{
+		{name: "go", phase: "init-start"},
+		// The extra cover's remount is a phase of its own (the root's is the
+		// "ro-bind /" phase).
+		{name: "go-fallbacks", env: envFallbacks + "=1", phase: "remount /proc/sys", extra: []mounts.Op{{Kind: mounts.ReadOnly, Dest: "/proc/sys"}}},
+	}
+	if rawUsable() {
+		list = append(list, runner{name: "raw", raw: true, phase: "idmap"})
+	} else if RawInitAvailable() {
+		t.Fatal("the raw init is available but not usable")
+	}
+	return list
+}
+
+// TestEveryKindEveryRunner walks mounts.Kinds through every runner of the compiled
+// plan: each kind in a plan of its own, checked from inside by what it must do (and
+// from the host, where it writes). compat's TestArgvKinds walks the same list
+// through bwrap's argv, and test/behaviour runs the whole table on each runner and
+// on bwrap. A kind added to mounts.Kinds without a row here fails.
+func TestEveryKindEveryRunner(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	dir := testenv.Dir(t, "kinds") // not below /tmp, which the plan covers
+	mk := func(rel, content string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if content != "" {
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	roSrc := filepath.Dir(mk("ro-src/f", "ro\n"))
+	roDest := filepath.Dir(mk("ro-dest/.keep", "x"))
+	rwSrc := filepath.Dir(mk("rw-src/f", "rw\n"))
+	lower := filepath.Dir(mk("lower/f", "lower\n"))
+	maskDir := filepath.Dir(mk("mask-dir/secret", "secret\n"))
+	maskFile := mk("mask-file", "secret\n")
+	pidNS, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPidNS := mk("host-pid-ns", pidNS)
+
+	type row struct {
+		ops    []mounts.Op
+		script string
+		after  func(t *testing.T) // on the host, after the session
+	}
+	rows := map[mounts.Kind]row{
+		mounts.BindRO: {
+			ops:    []mounts.Op{{Kind: mounts.BindRO, Source: roSrc, Dest: roDest}},
+			script: `test "$(cat ` + roDest + `/f)" = ro && ! test -e ` + roDest + `/.keep && ! touch ` + roDest + `/g 2>/dev/null`,
+		},
+		mounts.Bind: {
+			ops:    []mounts.Op{{Kind: mounts.Bind, Source: rwSrc, Dest: "/tmp/a/rw"}},
+			script: `test "$(cat /tmp/a/rw/f)" = rw && echo new > /tmp/a/rw/new`,
+			after: func(t *testing.T) {
+				if b, err := os.ReadFile(filepath.Join(rwSrc, "new")); err != nil || string(b) != "new\n" {
+					t.Errorf("bind: the write did not reach the host: %q, %v", b, err)
+				}
+			},
+		},
+		mounts.Tmpfs: {
+			ops:    []mounts.Op{{Kind: mounts.Tmpfs, Dest: "/tmp/t/u", Mode: 0o750}},
+			script: `test "$(stat -c %a /tmp/t/u)" = 750 && touch /tmp/t/u/x && grep -q ' /tmp/t/u tmpfs ' /proc/self/mounts`,
+		},
+		mounts.Overlay: {
+			ops:    []mounts.Op{{Kind: mounts.Overlay, Source: lower, Dest: lower}},
+			script: `test "$(cat ` + lower + `/f)" = lower && echo inside > ` + lower + `/f && echo x > ` + lower + `/new && test "$(cat ` + lower + `/f)" = inside`,
+			after: func(t *testing.T) {
+				if b, _ := os.ReadFile(filepath.Join(lower, "f")); string(b) != "lower\n" {
+					t.Errorf("overlay: the lower layer changed: %q", b)
+				}
+				if _, err := os.Lstat(filepath.Join(lower, "new")); err == nil {
+					t.Error("overlay: a file made inside is on the host")
+				}
+			},
+		},
+		mounts.Proc: {
+			script: `grep -q ' /proc proc ' /proc/self/mounts && grep -q '^Name:' /proc/1/status && test "$(readlink /proc/self/ns/pid)" != "$(cat ` + hostPidNS + `)"`,
+		},
+		mounts.Dev: {
+			script: `test -c /dev/null && test -c /dev/urandom && test -L /dev/fd && test -d /dev/pts && test -d /dev/shm && test "$(ls /dev | wc -l)" -lt 20 && echo x > /dev/null`,
+		},
+		mounts.ReadOnly: {
+			ops:    []mounts.Op{{Kind: mounts.ReadOnly, Dest: "/proc/sys"}},
+			script: `grep ' /proc/sys ' /proc/self/mountinfo | grep -q ' ro[ ,]'`,
+		},
+		mounts.Mask: {
+			ops: []mounts.Op{{Kind: mounts.Mask, Dest: maskDir}, {Kind: mounts.Mask, Dest: maskFile},
+				{Kind: mounts.Mask, Dest: filepath.Join(dir, "never-there")}},
+			script: `test -d ` + maskDir + ` && test -z "$(ls -A ` + maskDir + `)" && ! touch ` + maskDir + `/x 2>/dev/null && test -c ` + maskFile + ` && test -z "$(cat ` + maskFile + `)"`,
+		},
+	}
+	for _, k := range mounts.Kinds {
+		if _, ok := rows[k]; !ok {
+			t.Errorf("kind %s has no row here", k)
+		}
+	}
+	null := devNull(t)
+	for _, r := range runners(t) {
+		t.Run(r.name, func(t *testing.T) {
+			if name, value, ok := strings.Cut(r.env, "="); ok {
+				t.Setenv(name, value)
+			}
+			for _, k := range mounts.Kinds {
+				row := rows[k]
+				t.Run(string(k), func(t *testing.T) {
+					if r.raw {
+						waitRawFree(t)
+					}
+					plan := minimalPlan("/bin/sh", "-c", row.script)
+					plan.Ops = append(append(plan.Ops, row.ops...), r.extra...)
+					res, err := Run(plan, Options{Stdio: Stdio{Stdin: null, Stdout: os.Stderr, Stderr: os.Stderr}, RawInit: r.raw})
+					if err != nil || res.Status != 0 {
+						t.Fatalf("%s: %v, status %d", row.script, err, res.Status)
+					}
+					if !slices.Contains(phaseNames(res), r.phase) {
+						t.Errorf("phases %v, want %q: not the %s runner", phaseNames(res), r.phase, r.name)
+					}
+					if row.after != nil {
+						row.after(t)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination
+// is gone by the time the runner gets there (a host socket the plan masks, removed
+// meanwhile), and the descriptors predicted after the skip are still the ones the
+// kernel gives; any other failure of the same open still stops the run.
+func TestProgramSkipsVanishedCover(t *testing.T) {
+	if !kernelFeatures().openat2 {
+		testenv.SkipKernel(t, "openat2", "the skip is compiled for openat2's single open")
+	}
+	dir := t.TempDir()
+	there := filepath.Join(dir, "there")
+	if err := os.WriteFile(there, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := openFds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProgram(0, 1<<16, 0, fds, kernelFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(p.mem)
+	p.root = p.fdOp(opDesc{step: "open /"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	group := func(path string) {
+		start := p.a.nops
+		fd := p.openBeneath(opDesc{step: "open " + path}, path, unix.O_PATH)
+		p.op(opDesc{step: "fstat " + path}, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.a.srcStat)))
+		p.closeFd(fd)
+		p.skipIfMissing(start)
+	}
+	group(filepath.Join(dir, "gone")) // removed below, after the compile
+	group(there)
+	after := p.fdOp(opDesc{step: "open after"}, unix.SYS_OPENAT, uintptr(p.root), p.str(strings.TrimPrefix(there, "/")), unix.O_PATH|unix.O_CLOEXEC, 0)
+	p.closeFd(after)
+	p.closeFd(p.root)
+	if err := os.WriteFile(filepath.Join(dir, "gone"), nil, 0o644); err == nil {
+		os.Remove(filepath.Join(dir, "gone"))
+	}
+	if _, step, err := p.runUntil(0, p.a.nops, nil); err != nil {
+		t.Fatalf("a vanished cover: %s: %v", step, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(there, &st); err != nil || p.a.srcStat.Ino != st.Ino {
+		t.Errorf("the cover after the skipped one did not run: fstat ino %d, want %d", p.a.srcStat.Ino, st.Ino)
+	}
+	// A symlink where the cover's destination was is no vanished file: it stops.
+	os.Remove(there)
+	if err := os.Symlink("/etc/passwd", there); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.runUntil(0, p.a.nops, nil); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlink at a cover's destination: %v, want the symlink refused", err)
+	}
+}
+
+func minimalPlan(cmd ...string) mounts.Plan {
+	return mounts.Plan{
+		Ops: []mounts.Op{
+			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
+			{Kind: mounts.Proc, Dest: "/proc"},
+			{Kind: mounts.Dev, Dest: "/dev"},
+			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
+		},
+		Workdir: "/",
+		Command: cmd,
+	}
+}
+
+// devNull is /dev/null opened for reading and writing, closed with the test.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return null
+}
+
+func phaseNames(res Result) []string {
+	var names []string
+	for _, p := range res.Phases {
+		names = append(names, p.Name)
+	}
+	return names
+}

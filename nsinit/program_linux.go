@@ -1,0 +1,847 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/overlay"
+)
+
+// The plan as a program: one definition of how the native backend carries it out.
+//
+// compile turns a mounts.Plan into a list of system calls — the id maps, the capture
+// of every host source, each op in plan order, loopback, chdir, the privilege drop —
+// with every argument resolved: strings and structs placed in an arena outside the Go
+// heap, every descriptor number predicted. Two runners execute the same list:
+//
+//   - the raw init (rawinit_linux_amd64.go): a CLONE_VM child of the CLI with no Go
+//     runtime of its own, under vfork-child rules;
+//   - the Go init (init_linux.go, runner_linux.go): the agentbox binary re-executed as
+//     PID 1, on other architectures, older kernels, for the Go API and in -race builds.
+//
+// Neither runner knows what a bind or an overlay is: a mount kind is added here, once.
+// Where a kernel lacks a call the program would use (openat2 before 5.6,
+// mount_setattr before 5.12, overlayfs's userxattr before 5.11), the compiler emits
+// the fallback instead, still as ops: an O_NOFOLLOW walk with a symlink check, a
+// remount of each mount below a path, a mount retried without userxattr. The raw init
+// runs only where none is needed (rawUsable); the Go init runs either.
+//
+// A compiled op fails the launch unless its errno is the one it tolerates (ok). Two
+// more fields let a run take another way without a branch in either runner: orSkip
+// skips the ops after a call that failed with the tolerated errno (a mask whose
+// destination vanished since the plan was made), thenSkip those after a call that
+// succeeded (the overlay's retry). A skipped group closes every descriptor it opens,
+// so the predictions after it hold either way.
+
+const (
+	maxOps   = 4096
+	maxMarks = 512
+)
+
+// progOp is one system call of a compiled plan.
+type progOp struct {
+	nr   uintptr
+	args [6]uintptr
+	ok   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
+	fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
+	mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
+	// orSkip: after a call that failed with ok, skip this many ops.
+	orSkip uintptr
+	// thenSkip: after a call that succeeded, skip this many ops.
+	thenSkip uintptr
+}
+
+// Ops that are no system call (their numbers are far above every real one).
+const (
+	// opSameFile compares the device and inode of the last fstat into srcStat with
+	// args[0] and args[1], and fails with ESTALE when they differ (a bind source
+	// that is not the one the launcher verified).
+	opSameFile = ^uintptr(0)
+	// opIsGo: the record last read into in must be a recGo, or the op fails with
+	// EBADMSG (waitGo; the raw init only).
+	opIsGo = ^uintptr(1)
+	// opNotSymlink fails with ELOOP when the descriptor args[0] is a symlink: the
+	// last step of an O_PATH|O_NOFOLLOW walk, before openat2 (Go init only).
+	opNotSymlink = ^uintptr(2)
+	// opRemountRO makes every mount at or below program.remounts[args[0]] read-only, one
+	// remount each, keeping the flags the kernel locks: before mount_setattr (Go
+	// init only; it reads the namespace's mount table, which no compiler can).
+	opRemountRO = ^uintptr(3)
+)
+
+// arena is the memory a runner touches: no Go pointers, only addresses as uintptr,
+// in an anonymous mapping outside the Go heap (the raw init shares it with the
+// launcher, and may outlive the launch that made it).
+type arena struct {
+	nops uintptr
+	ops  [maxOps]progOp
+
+	// Written by the runner.
+	failOp  uintptr     // 1 + the index of the op that failed
+	errno   uintptr     // why
+	srcStat unix.Stat_t // of the last bind source checked (opSameFile)
+	in      [2]uint32   // the last record read (waitGo)
+	marks   [maxMarks]int64
+	ts      unix.Timespec
+}
+
+// features are the kernel's calls a program may use; elsewhere it uses fallbacks.
+type features struct {
+	openat2  bool // 5.6
+	setattr  bool // mount_setattr, 5.12 (and with it overlayfs's userxattr, 5.11)
+	userxatt bool // overlayfs's userxattr is known to work (5.11; implied by setattr)
+}
+
+// envFallbacks, set in the launcher's environment, makes the Go init compile every
+// fallback as if its kernel lacked the calls: the old kernels' programs, tested on a
+// new one (the kernel matrix runs them where they are needed).
+const envFallbacks = "_AGENTBOX_NSINIT_FALLBACKS"
+
+// kernelFeatures probes the running kernel.
+func kernelFeatures() features {
+	if os.Getenv(envFallbacks) != "" {
+		return features{}
+	}
+	setattr := haveMountSetattr()
+	return features{openat2: safepath.HaveOpenat2(), setattr: setattr, userxatt: setattr}
+}
+
+// program is a plan being compiled: the arena a runner executes, and what the
+// launcher (or the Go init) needs to explain a failure.
+type program struct {
+	mem  []byte // the mapping; never unmapped once a runner may use it
+	a    *arena
+	strs []byte // the string area, and how much of it is used
+	used int
+	desc []opDesc // per op
+	// marks name the timestamp slots from slot 2 (slot 1: the raw init's start).
+	marks  []string
+	fds    map[int]bool // the runner's descriptor table, as the ops leave it
+	opened map[int]bool // the descriptors the program opened and still holds
+	root   int          // the runner's descriptor of "/"
+	kernel features
+	// netDone is the op count once the network namespace is set up (loopback): the
+	// Go init serves the proxy's listener there before it runs the rest.
+	netDone uintptr
+	// remounts are opRemountRO's paths.
+	remounts []string
+}
+
+// opDesc says what an op is, for the report of its failure.
+type opDesc struct {
+	step  string
+	mount bool       // me is the report's template, its Err the errno (else the errno alone)
+	me    MountError // by value: a launch compiles a few hundred of these
+	path  bool       // an open that refuses symlinks: ELOOP means a symlink in the path
+	// sameFile: an opSameFile check; its failure means ErrSourceChanged
+	sameFile bool
+}
+
+var errArenaFull = errors.New("compiled plan too large")
+
+// newProgram maps an arena with head bytes for the runner's own fields (at least
+// the arena's), strBytes of room for strings and tail bytes after them (the raw
+// init's stacks). fds are the descriptors open in the runner when it starts.
+func newProgram(head, strBytes, tail int, fds map[int]bool, kf features) (*program, error) {
+	head = (max(head, int(unsafe.Sizeof(arena{}))) + 4095) &^ 4095
+	size := head + (strBytes+4095)&^4095 + tail
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("plan arena: %w", err)
+	}
+	return &program{mem: mem, a: (*arena)(unsafe.Pointer(&mem[0])), strs: mem[head : size-tail],
+		fds: fds, opened: map[int]bool{}, desc: make([]opDesc, 0, 512), kernel: kf}, nil
+}
+
+// full reports whether something did not fit (str, bytes, words and op mark it).
+func (p *program) full() bool { return p.used > len(p.strs) }
+
+// str places s, NUL-terminated, in the arena and returns its address.
+func (p *program) str(s string) uintptr {
+	off := p.used
+	if off+len(s)+1 > len(p.strs) {
+		p.used = len(p.strs) + 1
+		return 0
+	}
+	copy(p.strs[off:], s)
+	p.strs[off+len(s)] = 0
+	p.used = off + len(s) + 1
+	return uintptr(unsafe.Pointer(&p.strs[off]))
+}
+
+// bytes places b in the arena, aligned, and returns its address (0 when full, which
+// compile checks once at the end).
+func (p *program) bytes(b []byte, align int) uintptr {
+	off := (p.used + align - 1) &^ (align - 1)
+	if off+len(b) > len(p.strs) {
+		p.used = len(p.strs) + 1
+		return 0
+	}
+	copy(p.strs[off:], b)
+	p.used = off + len(b)
+	return uintptr(unsafe.Pointer(&p.strs[off]))
+}
+
+// words places a struct of machine words in the arena.
+func (p *program) words(w ...uint64) uintptr {
+	off := (p.used + 7) &^ 7
+	if off+8*len(w) > len(p.strs) {
+		p.used = len(p.strs) + 1
+		return 0
+	}
+	for i, v := range w {
+		*(*uint64)(unsafe.Pointer(&p.strs[off+8*i])) = v
+	}
+	p.used = off + 8*len(w)
+	return uintptr(unsafe.Pointer(&p.strs[off]))
+}
+
+// newFd is the descriptor the kernel gives the next open: the lowest free one.
+func (p *program) newFd() int {
+	for fd := 0; ; fd++ {
+		if !p.fds[fd] {
+			p.fds[fd] = true
+			p.opened[fd] = true
+			return fd
+		}
+	}
+}
+
+// op appends a system call described by d.
+func (p *program) op(d opDesc, nr uintptr, args ...uintptr) *progOp {
+	a := p.a
+	if a.nops >= maxOps {
+		p.used = len(p.strs) + 1 // reported as a full arena
+		return &progOp{}
+	}
+	op := &a.ops[a.nops]
+	*op = progOp{nr: nr}
+	copy(op.args[:], args)
+	a.nops++
+	p.desc = append(p.desc, d)
+	return op
+}
+
+// fdOp appends a call that returns a new descriptor, and returns its number.
+func (p *program) fdOp(d opDesc, nr uintptr, args ...uintptr) int {
+	op := p.op(d, nr, args...)
+	fd := p.newFd()
+	op.fd = uintptr(fd) + 1
+	return fd
+}
+
+func (p *program) closeFd(fd int) {
+	p.op(opDesc{step: "close"}, unix.SYS_CLOSE, uintptr(fd))
+	delete(p.fds, fd)
+	delete(p.opened, fd)
+}
+
+// mark times everything since the previous mark as name.
+func (p *program) mark(name string) {
+	if p.a.nops == 0 || len(p.marks)+2 > maxMarks {
+		return
+	}
+	p.marks = append(p.marks, name)
+	p.a.ops[p.a.nops-1].mark = uintptr(len(p.marks) + 1)
+}
+
+// markName is the name of timestamp slot (1-based), "" for the start's.
+func (p *program) markName(slot uintptr) string {
+	if slot < 2 || int(slot-2) >= len(p.marks) {
+		return ""
+	}
+	return p.marks[slot-2]
+}
+
+var atFDCWD = unix.AT_FDCWD
+
+func mountDesc(me MountError) opDesc { return opDesc{step: "mount", mount: true, me: me} }
+
+// compileIDMap: the init's own uid and gid map (uid and gid mapped to themselves),
+// setgroups denied first, as the kernel requires for an unprivileged gid map — and
+// as P5 wants: no dropping of supplementary groups to get around a group's denial.
+// The init may: it maps its own effective ids and holds CAP_SETUID and CAP_SETGID
+// in the namespace. Then the init becomes non-dumpable: the command, same uid, must
+// not ptrace it or open /proc/1/exe, /proc/1/mem or its fds (runc CVE-2019-5736).
+func (p *program) compileIDMap(uid, gid int, mapIDs bool) {
+	if mapIDs {
+		maps := opDesc{step: "map uid and gid"}
+		for _, w := range [][2]string{
+			{"/proc/self/setgroups", "deny"},
+			{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", uid, uid)},
+			{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", gid, gid)},
+		} {
+			fd := p.fdOp(maps, unix.SYS_OPENAT, uintptr(atFDCWD), p.str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			p.op(maps, unix.SYS_WRITE, uintptr(fd), p.str(w[1]), uintptr(len(w[1])))
+			p.closeFd(fd)
+		}
+	}
+	p.op(opDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
+	p.mark("idmap")
+}
+
+// openAt opens name, one component, below dirfd, never through a symlink.
+func (p *program) openAt(d opDesc, dirfd int, name string, flags int) int {
+	d.path = true
+	if p.kernel.openat2 {
+		how := p.words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		return p.fdOp(d, unix.SYS_OPENAT2, uintptr(dirfd), p.str(name), how, 24)
+	}
+	// O_NOFOLLOW refuses a symlink as the last component (ELOOP) — except with
+	// O_PATH, which opens the link itself: opNotSymlink refuses that.
+	fd := p.fdOp(d, unix.SYS_OPENAT, uintptr(dirfd), p.str(name), uintptr(flags|unix.O_NOFOLLOW|unix.O_CLOEXEC), 0)
+	if flags&unix.O_PATH != 0 {
+		p.op(d, opNotSymlink, uintptr(fd))
+	}
+	return fd
+}
+
+// openBeneath opens abs from the runner's root without following a symlink
+// (safepath): one openat2, or a walk of O_NOFOLLOW opens before Linux 5.6.
+func (p *program) openBeneath(d opDesc, abs string, flags int) int {
+	rel := strings.Trim(abs, "/")
+	if rel == "" {
+		rel = "."
+	}
+	if p.kernel.openat2 || rel == "." {
+		d.path = true
+		how := p.words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		if !p.kernel.openat2 {
+			return p.fdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.str("."), uintptr(flags|unix.O_CLOEXEC), 0)
+		}
+		return p.fdOp(d, unix.SYS_OPENAT2, uintptr(p.root), p.str(rel), how, 24)
+	}
+	comps := strings.Split(rel, "/")
+	cur := p.root
+	for i, c := range comps {
+		f := unix.O_PATH | unix.O_DIRECTORY
+		if i == len(comps)-1 {
+			f = flags
+		}
+		next := p.openAt(d, cur, c, f)
+		if cur != p.root {
+			p.closeFd(cur)
+		}
+		cur = next
+	}
+	return cur
+}
+
+// mkdirAll opens dest, creating what is missing of it, one component at a time and
+// never through a symlink (safepath.MkdirAll); an existing component is left as it
+// is (mkdirat answers EEXIST, even on a read-only file system).
+func (p *program) mkdirAll(dest string) int {
+	d := mountDesc(MountError{Op: "create mount point", Target: dest})
+	comps := strings.Split(strings.Trim(dest, "/"), "/")
+	cur := p.root
+	for i, c := range comps {
+		if c == "" {
+			continue
+		}
+		p.op(d, unix.SYS_MKDIRAT, uintptr(cur), p.str(c), 0o755).ok = uintptr(unix.EEXIST)
+		flags := unix.O_PATH | unix.O_DIRECTORY
+		if i == len(comps)-1 {
+			flags = unix.O_PATH // the mount point may be a file
+		}
+		next := p.openAt(d, cur, c, flags)
+		if cur != p.root {
+			p.closeFd(cur)
+		}
+		cur = next
+	}
+	if cur == p.root {
+		return p.fdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.str("."), unix.O_PATH|unix.O_CLOEXEC, 0)
+	}
+	return cur
+}
+
+// compileOptions say which parts of the plan a runner carries out.
+type compileOptions struct {
+	// nested: bubblewrap built the namespaces and mounts and dropped the
+	// privileges; the program does the rest (chdir, the Landlock scope).
+	nested bool
+	// gated: the init waits, its sandbox built, for a record before the command
+	// (Options.BeforeExec; the raw init only).
+	gated bool
+}
+
+// compile appends the plan's system calls: the mounts, loopback, chdir, the closing
+// of every descriptor the program opened, and the privilege drop.
+func (p *program) compile(plan mounts.Plan, o compileOptions) error {
+	p.root = p.fdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if !o.nested {
+		if err := p.compileMounts(plan); err != nil {
+			return err
+		}
+		if plan.Namespaces.Net {
+			d := opDesc{step: "bring up loopback"}
+			sock := p.fdOp(d, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			ifr := make([]byte, unix.IFNAMSIZ+24)
+			copy(ifr, "lo")
+			*(*uint16)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unix.IFF_UP | unix.IFF_LOOPBACK
+			p.op(d, unix.SYS_IOCTL, uintptr(sock), unix.SIOCSIFFLAGS, p.bytes(ifr, 8))
+			p.closeFd(sock)
+		}
+	}
+	p.netDone = p.a.nops
+	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.str(plan.Workdir))
+	// Every descriptor of the setup goes; what the runner had before stays.
+	open := make([]int, 0, len(p.opened))
+	for fd := range p.opened {
+		open = append(open, fd)
+	}
+	sort.Ints(open)
+	for _, fd := range open {
+		p.closeFd(fd)
+	}
+	if err := p.dropPrivileges(plan.ScopeAbstractUnix, !o.nested); err != nil {
+		return err
+	}
+	p.mark("drop-privileges")
+	if o.gated {
+		// Options.BeforeExec: the sandbox is built; the command waits for the
+		// launcher's host work.
+		p.waitGo(PhaseGate, PhaseGate)
+	}
+	if p.full() {
+		return errArenaFull
+	}
+	return nil
+}
+
+// waitGo makes the init wait for the launcher's recGo. Anything but a full record
+// of that kind (the launcher closing the socket) ends it. Nothing else can come
+// first: the launcher forwards signals only once it has sent its last recGo
+// (Supervise).
+func (p *program) waitGo(step, phase string) {
+	p.op(opDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
+	p.op(opDesc{step: step}, opIsGo)
+	p.mark(phase)
+}
+
+// compileMounts: nothing propagates back to the host; every host source is
+// captured before any mount covers it; then each op in plan order.
+//
+// The plan is applied in two passes, as bubblewrap does:
+//
+//   - capture: every host source (bind sources, the overlay's lower layer, the device
+//     nodes of /dev) is taken as a detached mount or an O_PATH fd while the host view
+//     is still intact, resolving paths without following any symlink;
+//   - apply: the operations run in plan order on the sandbox view, attaching the
+//     captured trees through fds (move_mount), so a source hidden by an earlier
+//     operation (a repository below /tmp or below HOME) is still the host's.
+//
+// Mounts are made in place in the init's mount namespace; no staging root and no
+// pivot_root are needed, because nothing outside the namespace is changed and every
+// host mount is made read-only recursively.
+func (p *program) compileMounts(plan mounts.Plan) error {
+	p.op(mountDesc(MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}),
+		unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_SLAVE|unix.MS_REC, 0)
+	caps := make([]captured, len(plan.Ops))
+	for i, op := range plan.Ops {
+		c := captured{tree: -1, fd: -1}
+		switch {
+		case isRootRO(op):
+		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
+			c.tree = p.cloneTree(op.Source, op.SourceID)
+		case op.Kind == mounts.Overlay:
+			c.fd = p.openBeneath(mountDesc(MountError{Op: "open overlay lower", Source: op.Source}), op.Source, unix.O_PATH|unix.O_DIRECTORY)
+		case op.Kind == mounts.Mask:
+			if coverKind(op.Dest) == coverFile {
+				c.tree = p.cloneTree("/dev/null", mounts.FileID{})
+			}
+		case op.Kind == mounts.Dev:
+			c.nodes = map[string]int{}
+			for _, n := range devNodes {
+				if _, err := os.Lstat("/dev/" + n); skipDevNode(n, err) {
+					continue
+				}
+				c.nodes[n] = p.cloneTree("/dev/"+n, mounts.FileID{})
+			}
+		}
+		caps[i] = c
+	}
+	p.mark("capture")
+	for i, op := range plan.Ops {
+		if err := p.apply(op, caps[i]); err != nil {
+			return err
+		}
+		p.mark(string(op.Kind) + " " + op.Dest)
+	}
+	return nil
+}
+
+// captured is what the capture pass took for one operation.
+type captured struct {
+	tree  int            // detached mount (open_tree clone), or -1
+	fd    int            // O_PATH fd (overlay lower), or -1
+	nodes map[string]int // Dev: detached clones of the device nodes
+}
+
+// devNodes are the host devices bound into the private /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// skipDevNode is the rule the capture follows: a host without /dev/tty (no
+// controlling-terminal device: some containers) gets a /dev without it; any other
+// failure to capture a node, tty included, fails the launch. err is what the
+// compiler's look at /dev/name got.
+func skipDevNode(name string, err error) bool {
+	return name == "tty" && errors.Is(err, os.ErrNotExist)
+}
+
+// isRootRO is the first operation of every plan: the whole host read-only, done in
+// place with one recursive mount_setattr rather than a second copy of the tree.
+func isRootRO(op mounts.Op) bool {
+	return op.Kind == mounts.BindRO && op.Source == "/" && op.Dest == "/"
+}
+
+// cloneTree captures the mount tree at path as a detached copy, opened without
+// following a symlink, checking that it has the identity want (zero: unchecked).
+func (p *program) cloneTree(path string, want mounts.FileID) int {
+	d := mountDesc(MountError{Op: "open", Source: path})
+	fd := p.openBeneath(d, path, unix.O_PATH)
+	if want != (mounts.FileID{}) {
+		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.a.srcStat)))
+		d.sameFile = true
+		p.op(d, opSameFile, uintptr(want.Dev), uintptr(want.Ino))
+	}
+	tree := p.fdOp(mountDesc(MountError{Op: "open_tree", Source: path}), unix.SYS_OPEN_TREE, uintptr(fd), p.str(""),
+		unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+	p.closeFd(fd)
+	return tree
+}
+
+func (p *program) rdonly() uintptr { return p.words(unix.MOUNT_ATTR_RDONLY, 0, 0, 0) }
+
+// setReadOnly makes the detached tree read-only (mount_setattr), or, before 5.12,
+// nothing: attached is then remounted mount by mount.
+func (p *program) setReadOnly(tree int, me MountError) {
+	if p.kernel.setattr {
+		me.Op = "mount_setattr rdonly"
+		p.op(mountDesc(me), unix.SYS_MOUNT_SETATTR, uintptr(tree), p.str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
+	}
+}
+
+// remountIfNeeded: before 5.12, every mount at or below dest, just attached, is made
+// read-only in place.
+func (p *program) remountIfNeeded(dest string) {
+	if !p.kernel.setattr {
+		p.op(mountDesc(MountError{Op: "remount", Target: dest}), opRemountRO, uintptr(len(p.remounts)))
+		p.remounts = append(p.remounts, dest)
+		p.mark("remount " + dest)
+	}
+}
+
+func (p *program) apply(op mounts.Op, c captured) error {
+	switch op.Kind {
+	case mounts.BindRO:
+		if isRootRO(op) {
+			if !p.kernel.setattr {
+				p.remountIfNeeded("/")
+				return nil
+			}
+			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
+			return nil
+		}
+		p.setReadOnly(c.tree, MountError{Source: op.Source})
+		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
+		p.moveMount(op, c.tree, dest)
+		p.remountIfNeeded(op.Dest)
+	case mounts.Bind:
+		p.moveMount(op, c.tree, p.mkdirAll(op.Dest))
+	case mounts.Tmpfs:
+		p.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=%04o", op.Mode))
+	case mounts.Proc:
+		p.mountAt(op.Dest, "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	case mounts.Dev:
+		p.dev(op.Dest, c.nodes)
+	case mounts.Overlay:
+		return p.overlay(op, c.fd)
+	case mounts.ReadOnly:
+		if coverKind(op.Dest) == coverMissing {
+			break
+		}
+		// Skipped whole if the file is gone since the plan was made.
+		start := p.a.nops
+		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
+		tree := p.fdOp(mountDesc(MountError{Op: "open_tree", Source: op.Dest}), unix.SYS_OPEN_TREE, uintptr(dest), p.str(""),
+			unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		p.cover(op, tree, dest)
+		p.closeFd(tree)
+		p.skipIfMissing(start)
+	case mounts.Mask:
+		start := p.a.nops
+		switch coverKind(op.Dest) {
+		case coverDir:
+			fd := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
+			flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+			p.op(mountDesc(MountError{Op: "mount tmpfs", Target: op.Dest, Flags: flags, Data: "mode=0555"}), unix.SYS_MOUNT,
+				p.str("tmpfs"), p.str(safepath.FdPath(fd)), p.str("tmpfs"), flags, p.str("mode=0555"))
+			p.closeFd(fd)
+			p.skipIfMissing(start)
+		case coverFile:
+			p.cover(mounts.Op{Source: "/dev/null", Dest: op.Dest}, c.tree, p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH))
+			p.skipIfMissing(start)
+			p.closeFd(c.tree) // outside the group: captured before it
+		}
+	default:
+		return fmt.Errorf("unknown mount operation %q for %s", op.Kind, op.Dest)
+	}
+	return nil
+}
+
+// skipIfMissing lets the ops from start on (one cover: they open their destination
+// first and close all they open) be skipped when that destination is gone when the
+// runner gets there: a socket the plan masks may be removed meanwhile, by its owner
+// or by another session, and a cover of nothing protects nothing. Without it, that
+// made the launch fail (a denial of service between sessions).
+func (p *program) skipIfMissing(start uintptr) {
+	if start >= p.a.nops {
+		return
+	}
+	// The first op that opens the destination (a walk's last open, or the openat2).
+	for i := start; i < p.a.nops; i++ {
+		op := &p.a.ops[i]
+		if op.fd != 0 {
+			op.ok = uintptr(unix.ENOENT)
+			op.orSkip = p.a.nops - i - 1
+			return
+		}
+	}
+}
+
+// What a ReadOnly or Mask destination is. The program is compiled before it runs,
+// so it looks at the compiler's view of the path: these are kernel-global files of
+// /proc and /sys, the same in the sandbox's fresh proc and the host's (compat does
+// the same for bwrap), and host daemons' sockets (kernel.HostSockets).
+const (
+	coverMissing = iota
+	coverDir
+	coverFile
+)
+
+func coverKind(path string) int {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return coverMissing
+	case fi.IsDir():
+		return coverDir
+	}
+	return coverFile
+}
+
+// cover makes tree read-only and moves it onto dest.
+func (p *program) cover(op mounts.Op, tree, dest int) {
+	p.setReadOnly(tree, MountError{Source: op.Source, Target: op.Dest})
+	p.moveMount(op, tree, dest)
+	p.remountIfNeeded(op.Dest)
+}
+
+func (p *program) moveMount(op mounts.Op, tree, dest int) {
+	p.op(mountDesc(MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}), unix.SYS_MOVE_MOUNT,
+		uintptr(tree), p.str(""), uintptr(dest), p.str(""), unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+	p.closeFd(dest)
+}
+
+// mountAt mounts a new filesystem at dest through a descriptor of the mount point.
+func (p *program) mountAt(dest, fstype, source string, flags uintptr, data string) {
+	fd := p.mkdirAll(dest)
+	p.mountFd(fd, dest, fstype, source, flags, data)
+	p.closeFd(fd)
+}
+
+func (p *program) mountFd(fd int, dest, fstype, source string, flags uintptr, data string) *progOp {
+	var dataPtr uintptr
+	if data != "" {
+		dataPtr = p.str(data)
+	}
+	return p.op(mountDesc(MountError{Op: "mount " + fstype, Target: dest, Flags: flags, Data: data}), unix.SYS_MOUNT,
+		p.str(source), p.str(safepath.FdPath(fd)), p.str(fstype), flags, dataPtr)
+}
+
+// dev builds a minimal /dev: a tmpfs, the host's harmless device nodes, a private
+// devpts instance (so the command cannot reach the caller's other terminals) and a
+// private shm.
+func (p *program) dev(dest string, nodes map[string]int) {
+	p.mountAt(dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755")
+	dir := p.openBeneath(mountDesc(MountError{Op: "open", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
+	for _, name := range devNodes {
+		tree, ok := nodes[name]
+		if !ok {
+			continue
+		}
+		f := p.fdOp(mountDesc(MountError{Op: "create", Target: dest + "/" + name}), unix.SYS_OPENAT, uintptr(dir), p.str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
+		p.closeFd(f)
+		p.op(mountDesc(MountError{Op: "move_mount", Source: "/dev/" + name, Target: dest + "/" + name}), unix.SYS_MOVE_MOUNT,
+			uintptr(tree), p.str(""), uintptr(dir), p.str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		p.closeFd(tree)
+	}
+	for _, d := range []string{"pts", "shm"} {
+		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.str(d), 0o755)
+	}
+	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+	p.mountAt(dest+"/shm", "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	for _, l := range [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
+	} {
+		p.op(mountDesc(MountError{Op: "symlink", Target: dest + "/" + l[1]}), unix.SYS_SYMLINKAT, p.str(l[0]), uintptr(dir), p.str(l[1]))
+	}
+	p.closeFd(dir)
+}
+
+// overlay mounts HOME's disposable overlay. The lower layer is the host directory
+// captured before anything covered it. The upper and work dirs live on a tmpfs
+// mounted at the destination itself, which the overlay then covers: nothing in the
+// sandbox can reach them, and they vanish with the namespace. The upper dir's owner
+// and mode are the lower dir's as the compiler sees it now (overlay.UpperFor): the
+// launcher, or the Go init once its id maps are written (an owner the namespace does
+// not map reads as the overflow id, which is not the sandbox's).
+func (p *program) overlay(op mounts.Op, lower int) error {
+	// Looked at as the capture opens it: without following a symlink on the way.
+	fd, err := safepath.Open(op.Source, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return &MountError{Op: "open overlay lower", Source: op.Source, Err: err}
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	unix.Close(fd)
+	if err != nil {
+		return &MountError{Op: "stat overlay lower", Source: op.Source, Err: err}
+	}
+	p.mountAt(op.Dest, "tmpfs", "tmpfs", overlay.Flags, fmt.Sprintf("mode=%04o", overlay.ScratchMode))
+	scratch := p.openBeneath(mountDesc(MountError{Op: "open overlay scratch", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
+	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
+		p.op(mountDesc(MountError{Op: "mkdir overlay " + d, Target: op.Dest}), unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), overlay.ScratchMode)
+	}
+	up := overlay.UpperFor(overlay.Attr{UID: st.Uid, GID: st.Gid, Mode: st.Mode}, os.Getuid(), os.Getgid())
+	if up.Chown {
+		p.op(mountDesc(MountError{Op: "chown overlay upper", Target: op.Dest}), unix.SYS_FCHOWNAT,
+			uintptr(scratch), p.str(overlay.UpperDir), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+	}
+	p.op(mountDesc(MountError{Op: "chmod overlay upper", Target: op.Dest}), unix.SYS_FCHMODAT, uintptr(scratch), p.str(overlay.UpperDir), uintptr(up.Mode))
+	dir := safepath.FdPath(scratch) + "/"
+	data := overlay.Options([]string{safepath.FdPath(lower)}, dir+overlay.UpperDir, dir+overlay.WorkDir)
+	mnt := p.mkdirAll(op.Dest)
+	first := p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, data)
+	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.userxatt {
+		// Before 5.11 overlayfs refuses userxattr (EINVAL): the same mount without.
+		first.ok, first.thenSkip = uintptr(unix.EINVAL), 1
+		p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, retry)
+	}
+	p.closeFd(mnt)
+	p.closeFd(scratch)
+	p.closeFd(lower)
+	return nil
+}
+
+// dropPrivileges leaves the runner's thread, and so the command started from it,
+// with no capability in any set, a bounding set that cannot regain one, securebits
+// locked so that uid 0 gains nothing on execve (agentbox started as root still runs
+// the command without any), no_new_privs, the Landlock scope against abstract Unix
+// sockets made outside (when scope: mounts.Plan.ScopeAbstractUnix; it needs
+// no_new_privs) and the seccomp filter against terminal input injection
+// (internal/ttyfilter). Under bwrap (drop false) only the scope: bwrap dropped the
+// rest and installed the filter (the Go init checks: checkUnprivileged).
+func (p *program) dropPrivileges(scope, drop bool) error {
+	d := opDesc{step: "drop privileges"}
+	if drop {
+		for c := 0; c <= 63; c++ {
+			p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).ok = uintptr(unix.EINVAL) // past the kernel's last
+		}
+		p.op(d, unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).ok = uintptr(unix.EINVAL)
+		p.op(d, unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoroot|secbitNorootLocked|secbitNoSetuidFixup|secbitNoSetuidFixupLocked|
+			secbitKeepCapsLocked|secbitNoCapAmbientRaise|secbitNoCapAmbientLocked)
+		hdr := p.words(uint64(unix.LINUX_CAPABILITY_VERSION_3), 0)
+		data := p.words(0, 0, 0) // two struct __user_cap_data_struct, zero
+		p.op(d, unix.SYS_CAPSET, hdr, data)
+		p.op(d, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	}
+	if scope {
+		ds := opDesc{step: "scope abstract Unix sockets"}
+		attr := p.words(0, 0, kernel.LandlockScopeAbstractUnix) // struct landlock_ruleset_attr
+		fd := p.fdOp(ds, unix.SYS_LANDLOCK_CREATE_RULESET, attr, kernel.LandlockRulesetAttrSize, 0)
+		p.op(ds, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0)
+		p.closeFd(fd)
+	}
+	if !drop {
+		return nil
+	}
+	filter, err := ttyfilter.Program()
+	if err != nil {
+		return err
+	}
+	fprog := p.words(uint64(len(filter)/8), uint64(p.bytes(filter, 8)))
+	p.op(d, unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, fprog)
+	return nil
+}
+
+// failure explains the failure of op i (0-based) with errno as the step and error
+// the launcher reports.
+func (p *program) failure(i int, errno syscall.Errno) (step string, err error) {
+	if i < 0 || i >= len(p.desc) {
+		return "init", errno
+	}
+	d := p.desc[i]
+	err = errno
+	switch {
+	case d.path && errno == unix.ELOOP:
+		err = safepath.ErrSymlink
+	case d.sameFile:
+		err = ErrSourceChanged
+	}
+	if d.mount {
+		me := d.me
+		me.Err = err
+		switch {
+		case strings.HasPrefix(me.Op, "open_tree") && errno == unix.ENOSYS:
+			// Capturing a source before it is covered needs a detached clone; there
+			// is no safe way to do that with mount(2) alone inside the namespace.
+			me.Hint = "the native backend needs open_tree/move_mount (Linux 5.2; a seccomp filter may hide them); use --backend bwrap, or run 'agentbox doctor'"
+		case me.Op == "mount overlay":
+			me.Hint = overlay.Hint(errno)
+		}
+		err = &me
+	}
+	return d.step, err
+}
+
+// openFds lists the descriptors open in this process (the Go init's, before it
+// compiles: the runtime's own included, which the program must not reuse).
+func openFds() (map[int]bool, error) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	fds := map[int]bool{}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// The directory's own descriptor is listed too, and closed now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+			fds[fd] = true
+		}
+	}
+	return fds, nil
+}
+
+// haveMountSetattr probes mount_setattr(2) with an empty change.
+func haveMountSetattr() bool {
+	err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{})
+	return err != unix.ENOSYS
+}
