@@ -100,6 +100,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	if err := p.compile(plan, compileOptions{nested: m.Nested}); err != nil {
 		return reportSetup(ctl, "mount", err)
 	}
+	t.Mark("compile")
 	// 5. Mounts in plan order, loopback up in a new network namespace.
 	if next, step, err = p.runUntil(next, p.netDone, t); err != nil {
 		return reportSetup(ctl, step, err)

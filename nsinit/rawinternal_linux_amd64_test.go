@@ -4,6 +4,7 @@ package nsinit
 
 import (
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,9 +200,11 @@ func BenchmarkRawCompile(b *testing.B) {
 // waitRawFree waits (bounded) for the previous launch's raw init to give its
 // reservation back: it is reaped a moment after its launch returned, and a launch
 // meanwhile gets the Go init.
-func waitRawFree(t *testing.T) {
+func waitRawFree(t *testing.T) { waitRawFreeB(t) }
+
+func waitRawFreeB(t testing.TB) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !rawAcquire(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !rawAcquire(); runtime.Gosched() {
 		if time.Now().After(deadline) {
 			t.Fatal("raw init still busy 20 s after the previous launch returned")
 		}

@@ -6,3 +6,5 @@ import "testing"
 
 // waitRawFree: no raw init here (rawlaunch_other_linux.go), nothing to wait for.
 func waitRawFree(*testing.T) {}
+
+func waitRawFreeB(testing.TB) {}
