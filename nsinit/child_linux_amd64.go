@@ -5,6 +5,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/eintr"
 )
 
 // Only the amd64 starts (the raw init's clone, the vfork start) make children this
@@ -16,7 +18,7 @@ func childProcess(pid int, reaped func()) *process {
 	var once sync.Once
 	return &process{Pid: pid, wait: func() exit {
 		var ws unix.WaitStatus
-		_, err := retryEINTR(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
+		_, err := eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
 		if reaped != nil {
 			once.Do(reaped)
 		}

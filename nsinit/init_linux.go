@@ -11,6 +11,9 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/eintr"
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // IsInit reports whether this process is the re-executed init. main asks first,
@@ -55,22 +58,22 @@ func parseIDs(ids string) (uid, gid int, err error) {
 
 // initMain runs the numbered setup sequence, then supervises the command. Any setup
 // failure is reported to the launcher as (step, reason) and ends the init with 125.
-// The setup itself is the compiled plan (program_linux.go), run by runUntil: the
+// The setup itself is the compiled plan (package program), run by RunUntil: the
 // same program the raw init runs.
 func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	t := NewTimer()
-	fds, err := openFds()
+	fds, err := program.OpenFds()
 	if err != nil {
 		return reportSetup(ctl, "list init descriptors", err)
 	}
-	p, err := newProgram(0, 1<<20, 0, fds, kernelFeatures())
+	p, err := program.New(0, 1<<20, 0, fds, program.KernelFeatures())
 	if err != nil {
 		return reportSetup(ctl, "init", err)
 	}
 
 	// 1. Its own id maps (when the launcher did not write them), then not dumpable.
-	p.compileIDMap(uid, gid, mapIDs)
-	next, step, err := p.runUntil(0, p.a.nops, nil)
+	p.CompileIDMap(uid, gid, mapIDs)
+	next, step, err := p.RunUntil(0, p.A.Nops, nil)
 	if err != nil {
 		return reportSetup(ctl, step, err)
 	}
@@ -94,15 +97,17 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	// 4. The plan compiled, here where it runs: the descriptors open now are the
 	//    ones it must not reuse. Under bwrap the mounts are built and the
 	//    privileges dropped already; the program does the rest.
-	if p.fds, err = openFds(); err != nil {
+	fds, err = program.OpenFds()
+	if err != nil {
 		return reportSetup(ctl, "list init descriptors", err)
 	}
-	if err := p.compile(plan, compileOptions{nested: m.Nested}); err != nil {
+	p.SetFds(fds)
+	if err := p.Compile(plan, program.Options{Nested: m.Nested}); err != nil {
 		return reportSetup(ctl, "mount", err)
 	}
 	t.Mark("compile")
 	// 5. Mounts in plan order, loopback up in a new network namespace.
-	if next, step, err = p.runUntil(next, p.netDone, t); err != nil {
+	if next, step, err = p.RunUntil(next, p.NetDone, t.Mark); err != nil {
 		return reportSetup(ctl, step, err)
 	}
 	// 5b. With --allow-net, the proxy's listening socket inside the new network
@@ -115,7 +120,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	}
 	// 6. Working directory, the setup's descriptors closed, every privilege
 	//    dropped (per thread: see Main).
-	if _, step, err = p.runUntil(next, p.a.nops, t); err != nil {
+	if _, step, err = p.RunUntil(next, p.A.Nops, t.Mark); err != nil {
 		return reportSetup(ctl, step, err)
 	}
 	if m.Nested {
@@ -168,7 +173,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	// Those that have exited already were not left running: reaped first.
 	for {
-		pid, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, unix.WNOHANG, nil) })
+		pid, err := eintr.Retry(func() (int, error) { return unix.Wait4(-1, nil, unix.WNOHANG, nil) })
 		if pid <= 0 || err != nil {
 			break
 		}
@@ -180,7 +185,7 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	// out, as the raw init does: the command's status is known either way.
 	left := 0
 	for {
-		if _, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, nil, 0, nil) }); err != nil {
+		if _, err := eintr.Retry(func() (int, error) { return unix.Wait4(-1, nil, 0, nil) }); err != nil {
 			break
 		}
 		left++
@@ -221,7 +226,7 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 	go followLauncher(ctl, cmdPid)
 	for {
 		var ws unix.WaitStatus
-		pid, err := retryEINTR(func() (int, error) { return unix.Wait4(-1, &ws, unix.WUNTRACED, nil) })
+		pid, err := eintr.Retry(func() (int, error) { return unix.Wait4(-1, &ws, unix.WUNTRACED, nil) })
 		if err != nil {
 			// ECHILD: the command is gone without our seeing it end (cannot happen
 			// while it is our child); report a setup-class failure, not success.

@@ -6,12 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // runner is one way to carry out a compiled plan.
@@ -27,13 +25,13 @@ type runner struct {
 
 // runners are the native backend's runners of one program: the raw init where this
 // build and kernel have it, the Go init, and the Go init with every old-kernel
-// fallback compiled in (envFallbacks).
+// fallback compiled in (program.EnvFallbacks).
 func runners(t *testing.T) []runner {
 	list := []runner{
 		{name: "go", phase: "init-start"},
 		// The extra cover's remount is a phase of its own (the root's is the
 		// "ro-bind /" phase).
-		{name: "go-fallbacks", env: envFallbacks + "=1", phase: "remount /proc/sys", extra: []mounts.Op{{Kind: mounts.ReadOnly, Dest: "/proc/sys"}}},
+		{name: "go-fallbacks", env: program.EnvFallbacks + "=1", phase: "remount /proc/sys", extra: []mounts.Op{{Kind: mounts.ReadOnly, Dest: "/proc/sys"}}},
 	}
 	if rawUsable() {
 		list = append(list, runner{name: "raw", raw: true, phase: "idmap"})
@@ -160,61 +158,6 @@ func TestEveryKindEveryRunner(t *testing.T) {
 				})
 			}
 		})
-	}
-}
-
-// TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination
-// is gone by the time the runner gets there (a host socket the plan masks, removed
-// meanwhile), and the descriptors predicted after the skip are still the ones the
-// kernel gives; any other failure of the same open still stops the run.
-func TestProgramSkipsVanishedCover(t *testing.T) {
-	if !kernelFeatures().openat2 {
-		testenv.SkipKernel(t, "openat2", "the skip is compiled for openat2's single open")
-	}
-	dir := t.TempDir()
-	there := filepath.Join(dir, "there")
-	if err := os.WriteFile(there, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fds, err := openFds()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newProgram(0, 1<<16, 0, fds, kernelFeatures())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(p.mem)
-	p.root = p.fdOp(opDesc{step: "open /"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	group := func(path string) {
-		start := p.a.nops
-		fd := p.openBeneath(opDesc{step: "open " + path}, path, unix.O_PATH)
-		p.op(opDesc{step: "fstat " + path}, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.a.srcStat)))
-		p.closeFd(fd)
-		p.skipIfMissing(start)
-	}
-	group(filepath.Join(dir, "gone")) // removed below, after the compile
-	group(there)
-	after := p.fdOp(opDesc{step: "open after"}, unix.SYS_OPENAT, uintptr(p.root), p.str(strings.TrimPrefix(there, "/")), unix.O_PATH|unix.O_CLOEXEC, 0)
-	p.closeFd(after)
-	p.closeFd(p.root)
-	if err := os.WriteFile(filepath.Join(dir, "gone"), nil, 0o644); err == nil {
-		os.Remove(filepath.Join(dir, "gone"))
-	}
-	if _, step, err := p.runUntil(0, p.a.nops, nil); err != nil {
-		t.Fatalf("a vanished cover: %s: %v", step, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(there, &st); err != nil || p.a.srcStat.Ino != st.Ino {
-		t.Errorf("the cover after the skipped one did not run: fstat ino %d, want %d", p.a.srcStat.Ino, st.Ino)
-	}
-	// A symlink where the cover's destination was is no vanished file: it stops.
-	os.Remove(there)
-	if err := os.Symlink("/etc/passwd", there); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := p.runUntil(0, p.a.nops, nil); err == nil || !strings.Contains(err.Error(), "symlink") {
-		t.Errorf("a symlink at a cover's destination: %v, want the symlink refused", err)
 	}
 }
 

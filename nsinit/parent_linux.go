@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // envRole marks the re-executed init; its value is the control socket's fd.
@@ -24,7 +25,7 @@ const envIDMap = "_AGENTBOX_NSINIT_IDMAP"
 
 // controlFd is where the native init finds its end of the control socket
 // (ExtraFiles[0]); under bwrap it is another (see InitCommand).
-const controlFd = 3
+const controlFd = program.ControlFd
 
 // initArgv0 names the init role (with envRole set).
 const initArgv0 = "agentbox-init"
@@ -141,8 +142,8 @@ func initEnv(ctlFd int, ownMaps bool) []string {
 	if ownMaps {
 		env = append(env, fmt.Sprintf("%s=%d:%d", envIDMap, os.Getuid(), os.Getgid()))
 	}
-	if v := os.Getenv(envFallbacks); v != "" {
-		env = append(env, envFallbacks+"="+v)
+	if v := os.Getenv(program.EnvFallbacks); v != "" {
+		env = append(env, program.EnvFallbacks+"="+v)
 	}
 	return env
 }

@@ -6,18 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Securebits (linux/securebits.h). With NOROOT locked, uid 0 gains no capabilities
-// on execve: agentbox started as root still runs the command without any.
-const (
-	secbitNoroot              = 1 << 0
-	secbitNorootLocked        = 1 << 1
-	secbitNoSetuidFixup       = 1 << 2
-	secbitNoSetuidFixupLocked = 1 << 3
-	secbitKeepCapsLocked      = 1 << 5
-	secbitNoCapAmbientRaise   = 1 << 6
-	secbitNoCapAmbientLocked  = 1 << 7
-)
-
 // checkUnprivileged verifies what bwrap promised before the init (its --cap-drop ALL,
 // no_new_privs and our seccomp filter): no capability in any set and no_new_privs.
 func checkUnprivileged() error {

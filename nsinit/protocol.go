@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/eintr"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -145,7 +146,7 @@ func readMsgFds(ctl *os.File) (*message, []int, error) {
 	var hdr [4]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	var oobn int
-	n, err := retryEINTR(func() (n int, err error) {
+	n, err := eintr.Retry(func() (n int, err error) {
 		n, oobn, _, _, err = unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
 		return n, err
 	})

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // The raw init: PID 1 without a Go runtime of its own.
@@ -72,7 +74,7 @@ var _ = [1]struct{}{}[recSignal-5]
 // only this runner needs. No Go pointers, only addresses as uintptr, in an anonymous
 // mapping of the launcher (newRawProgram).
 type rawArena struct {
-	arena // first: program.a points at it
+	program.Arena // first: the Program's A points at it
 
 	// Set by the launcher before the clone.
 	flags    uintptr
@@ -137,11 +139,11 @@ func rawRetry(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
 //go:nosplit
 //go:norace
 func rawMark(a *rawArena, slot uintptr) {
-	if slot == 0 || slot > maxMarks {
+	if slot == 0 || slot > program.MaxMarks {
 		return
 	}
-	rawSys(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&a.ts)), 0, 0, 0, 0)
-	a.marks[slot-1] = a.ts.Sec*1e9 + a.ts.Nsec
+	rawSys(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&a.Ts)), 0, 0, 0, 0)
+	a.Times[slot-1] = a.Ts.Sec*1e9 + a.Ts.Nsec
 }
 
 //go:nosplit
@@ -156,7 +158,7 @@ func rawSend(a *rawArena, kind, value uint32) {
 //go:nosplit
 //go:norace
 func rawFail(a *rawArena, stage, errno uintptr) {
-	a.stage, a.errno = stage, errno
+	a.stage, a.Errno = stage, errno
 	if stage != rawStagePrologue {
 		rawSend(a, recError, 0)
 	}
@@ -221,36 +223,36 @@ func rawInitMain(a *rawArena) {
 	// nops is read atomically (a plain MOV on amd64, no runtime call): a prestarted
 	// init waits at an op of its own while the launcher appends the rest and
 	// publishes the count (runPrestartedRaw) before it lets the init go.
-	for i := uintptr(0); i < atomic.LoadUintptr(&a.nops) && i < maxOps; i++ {
-		op := &a.ops[i]
+	for i := uintptr(0); i < atomic.LoadUintptr(&a.Nops) && i < program.MaxOps; i++ {
+		op := &a.Ops[i]
 		var r, e uintptr
-		switch op.nr {
-		case opSameFile:
-			if a.srcStat.Dev != uint64(op.args[0]) || a.srcStat.Ino != uint64(op.args[1]) {
+		switch op.Nr {
+		case program.OpSameFile:
+			if a.SrcStat.Dev != uint64(op.Args[0]) || a.SrcStat.Ino != uint64(op.Args[1]) {
 				e = uintptr(unix.ESTALE)
 			}
-		case opIsGo:
-			if a.in[0] != recGo {
+		case program.OpIsGo:
+			if a.In[0] != recGo {
 				e = uintptr(unix.EBADMSG)
 			}
 		default:
-			r, e = rawRetry(op.nr, op.args[0], op.args[1], op.args[2], op.args[3], op.args[4], op.args[5])
+			r, e = rawRetry(op.Nr, op.Args[0], op.Args[1], op.Args[2], op.Args[3], op.Args[4], op.Args[5])
 		}
-		if e != 0 && e != op.ok {
-			a.failOp = i + 1
+		if e != 0 && e != op.OK {
+			a.FailOp = i + 1
 			rawFail(a, rawStageOps, e)
 		}
-		if e == 0 && op.fd != 0 && r != op.fd-1 {
+		if e == 0 && op.Fd != 0 && r != op.Fd-1 {
 			// The compiler's count of descriptors is wrong: stop rather than
 			// mount through a descriptor that is not the one it meant.
-			a.failOp = i + 1
+			a.FailOp = i + 1
 			rawFail(a, rawStageOps, uintptr(unix.EBADFD))
 		}
-		rawMark(a, op.mark)
+		rawMark(a, op.Mark)
 		if e != 0 {
-			i += op.orSkip
+			i += op.OrSkip
 		} else {
-			i += op.thenSkip
+			i += op.ThenSkip
 		}
 	}
 
@@ -304,7 +306,7 @@ func rawInitMain(a *rawArena) {
 	// its status first. A record meanwhile (a signal the launcher forwarded before
 	// it read the report) is dropped.
 	for {
-		n, e := rawRetry(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, 0, 0, 0)
+		n, e := rawRetry(unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&a.In[0])), 8, 0, 0, 0)
 		if n == 0 || e != 0 {
 			break
 		}
@@ -361,7 +363,7 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 			}
 		}
 		if !polled || a.poll[0].Revents != 0 {
-			n, e := rawSys(unix.SYS_RECVFROM, controlFd, uintptr(unsafe.Pointer(&a.in[0])), 8, unix.MSG_DONTWAIT, 0, 0)
+			n, e := rawSys(unix.SYS_RECVFROM, controlFd, uintptr(unsafe.Pointer(&a.In[0])), 8, unix.MSG_DONTWAIT, 0, 0)
 			if e == uintptr(unix.EINTR) || e == uintptr(unix.EAGAIN) {
 				continue
 			}
@@ -369,13 +371,13 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 				// The launcher is gone (Pdeathsig follows): end the session.
 				return 128 + uintptr(unix.SIGKILL)
 			}
-			switch a.in[0] {
+			switch a.In[0] {
 			case recSignal:
-				if a.in[1] > 0 && a.in[1] < 65 {
-					rawSys(unix.SYS_KILL, cmd, uintptr(a.in[1]), 0, 0, 0, 0)
+				if a.In[1] > 0 && a.In[1] < 65 {
+					rawSys(unix.SYS_KILL, cmd, uintptr(a.In[1]), 0, 0, 0, 0)
 				}
 			case recContinue:
-				if a.in[1] != 0 {
+				if a.In[1] != 0 {
 					a.pgrp = uint32(cmd)
 					rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0)
 				}

@@ -188,7 +188,7 @@ func BenchmarkRawCompile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.compileIDMap(os.Getuid(), os.Getgid(), true)
+		p.CompileIDMap(os.Getuid(), os.Getgid(), true)
 		p.compileWait()
 		if err := p.compilePlan(plan, env, true); err != nil {
 			b.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // rawUsable reports whether this kernel has what the compiled plan uses without
@@ -117,7 +118,7 @@ func gateOpts(opts Options) Options {
 // rawArena, with room after the strings for the init's two stacks, and the command
 // it starts.
 type rawProgram struct {
-	*program
+	*program.Program
 	ra    *rawArena
 	cmd   string
 	paths []string
@@ -127,7 +128,7 @@ type rawProgram struct {
 }
 
 // free unmaps a program no init has started from.
-func (p *program) free() { _ = unix.Munmap(p.mem) }
+func (p *rawProgram) free() { _ = unix.Munmap(p.Mem) }
 
 // stringsSize is the room the arena's strings need: the command's argv and
 // environment, and a margin for the plan's paths.
@@ -141,8 +142,16 @@ func stringsSize(env, argv []string) int {
 	return n
 }
 
+// gateName is the gate's step for a gated launch (program.Options.Gate).
+func gateName(gated bool) string {
+	if gated {
+		return PhaseGate
+	}
+	return ""
+}
+
 // rawFeatures: the raw init runs only where the program needs no fallback (rawUsable).
-var rawFeatures = features{openat2: true, setattr: true, userxatt: true}
+var rawFeatures = program.Features{Openat2: true, Setattr: true, Userxattr: true}
 
 // compileRaw turns plan into the raw init's program: its id maps, then the plan.
 func compileRaw(plan mounts.Plan, env []string, gated bool) (*rawProgram, error) {
@@ -150,7 +159,7 @@ func compileRaw(plan mounts.Plan, env []string, gated bool) (*rawProgram, error)
 	if err != nil {
 		return nil, err
 	}
-	p.compileIDMap(os.Getuid(), os.Getgid(), true)
+	p.CompileIDMap(os.Getuid(), os.Getgid(), true)
 	if err := p.compilePlan(plan, env, gated); err != nil {
 		p.free()
 		return nil, err
@@ -162,14 +171,14 @@ func compileRaw(plan mounts.Plan, env []string, gated bool) (*rawProgram, error)
 // init starts with 0–2 and the control socket (its prologue closes the rest).
 func newRawProgram(strBytes int) (*rawProgram, error) {
 	fds := map[int]bool{0: true, 1: true, 2: true, controlFd: true}
-	prog, err := newProgram(int(unsafe.Sizeof(rawArena{})), strBytes, 2*rawStack, fds, rawFeatures)
+	prog, err := program.New(int(unsafe.Sizeof(rawArena{})), strBytes, 2*rawStack, fds, rawFeatures)
 	if err != nil {
 		return nil, err
 	}
-	p := &rawProgram{program: prog, ra: (*rawArena)(unsafe.Pointer(&prog.mem[0]))}
+	p := &rawProgram{Program: prog, ra: (*rawArena)(unsafe.Pointer(&prog.Mem[0]))}
 	a := p.ra
 	a.initMask = sigbit(unix.SIGCHLD) | sigbit(unix.SIGTTOU)
-	a.cmdStack = uintptr(unsafe.Pointer(&prog.mem[len(prog.mem)-16])) // the second stack's top
+	a.cmdStack = uintptr(unsafe.Pointer(&prog.Mem[len(prog.Mem)-16])) // the second stack's top
 	a.poll[0] = unix.PollFd{Fd: controlFd, Events: unix.POLLIN}
 	a.nap = unix.Timespec{Nsec: 10e6}
 	return p, nil
@@ -178,8 +187,8 @@ func newRawProgram(strBytes int) (*rawProgram, error) {
 // compileWait makes the init wait, after its id maps, for a record saying that the
 // rest of its system calls are in place (PrestartRaw).
 func (p *rawProgram) compileWait() {
-	p.waitGo("receive plan", "wait for plan")
-	p.phaseFrom = len(p.marks)
+	p.WaitGo("receive plan", "wait for plan")
+	p.phaseFrom = len(p.Marks)
 }
 
 // compilePlan appends the plan's system calls, and the command's argv, environment
@@ -189,13 +198,13 @@ func (p *rawProgram) compilePlan(plan mounts.Plan, env []string, gated bool) err
 		return errors.New("no command")
 	}
 	p.cmd = plan.Command[0]
-	if err := p.compile(plan, compileOptions{gated: gated}); err != nil {
+	if err := p.Compile(plan, program.Options{Gate: gateName(gated)}); err != nil {
 		return err
 	}
-	p.marks = append(p.marks, "exec-command")
+	p.Marks = append(p.Marks, "exec-command")
 	a := p.ra
-	a.markExec = uintptr(len(p.marks) + 1)
-	a.sfd = uintptr(p.newFd())
+	a.markExec = uintptr(len(p.Marks) + 1)
+	a.sfd = uintptr(p.NewFd())
 	a.poll[1] = unix.PollFd{Fd: int32(a.sfd), Events: unix.POLLIN}
 	var err error
 	if a.argv, err = p.strArray(plan.Command); err == nil {
@@ -215,9 +224,9 @@ func (p *rawProgram) strArray(ss []string) (uintptr, error) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return 0, fmt.Errorf("NUL in %q", s)
 		}
-		ptrs[i] = uint64(p.str(s))
+		ptrs[i] = uint64(p.Str(s))
 	}
-	return p.words(ptrs...), nil
+	return p.Words(ptrs...), nil
 }
 
 // candidates are the paths the command may be at, as lookPath would try them.
@@ -236,14 +245,14 @@ func (p *rawProgram) candidates(name, pathEnv string) error {
 		}
 	}
 	if len(p.paths) > rawMaxPaths {
-		return errArenaFull
+		return program.ErrArenaFull
 	}
 	for i, c := range p.paths {
-		p.ra.paths[i] = p.str(c)
+		p.ra.paths[i] = p.Str(c)
 	}
 	p.ra.npaths = uintptr(len(p.paths))
-	if p.full() {
-		return errArenaFull
+	if p.Full() {
+		return program.ErrArenaFull
 	}
 	return nil
 }
@@ -271,7 +280,7 @@ func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (p
 	}
 	a.nextfd = max(a.nextfd, initFds)
 	a.flags = flags | uintptr(unix.CLONE_VM) | uintptr(unix.SIGCHLD)
-	stack := uintptr(unsafe.Pointer(&p.mem[len(p.mem)-rawStack-16])) // the first stack's top
+	stack := uintptr(unsafe.Pointer(&p.Mem[len(p.Mem)-rawStack-16])) // the first stack's top
 	pid, errno := rawStartInit(a, stack)
 	runtime.KeepAlive(files)
 	runtime.KeepAlive(ctl)
@@ -316,7 +325,7 @@ func (c *rawConn) read() (*message, error) {
 	var rec [8]byte
 	if _, err := io.ReadFull(c.ctl, rec[:]); err != nil {
 		a := c.prog.ra
-		if !c.reported && a.errno != 0 {
+		if !c.reported && a.Errno != 0 {
 			// It failed before it had its control socket (and exited).
 			c.reported = true
 			return c.errorMsg(), nil
@@ -366,11 +375,11 @@ func (c *rawConn) send(kind, value uint32) error {
 
 // phases are the init's timestamps as the Go init's Timer phases.
 func (c *rawConn) phases() []Phase {
-	a := c.prog.a
+	a := c.prog.ra
 	var out []Phase
-	prev := a.marks[c.prog.phaseFrom]
-	for i, name := range c.prog.marks[c.prog.phaseFrom:] {
-		t := a.marks[c.prog.phaseFrom+i+1]
+	prev := a.Times[c.prog.phaseFrom]
+	for i, name := range c.prog.Marks[c.prog.phaseFrom:] {
+		t := a.Times[c.prog.phaseFrom+i+1]
 		if t == 0 || prev == 0 {
 			continue
 		}
@@ -383,16 +392,16 @@ func (c *rawConn) phases() []Phase {
 // errorMsg explains the raw init's failure as the Go init would (reportSetup).
 func (c *rawConn) errorMsg() *message {
 	a, p := c.prog.ra, c.prog
-	errno := syscall.Errno(a.errno)
+	errno := syscall.Errno(a.Errno)
 	m := &message{Type: msgError, Step: "init", Reason: errno.Error()}
 	switch a.stage {
 	case rawStagePrologue:
 		m.Step = "set up init descriptors"
 	case rawStageOps:
-		if a.failOp == 0 || int(a.failOp) > len(p.desc) {
+		if a.FailOp == 0 {
 			break
 		}
-		step, err := p.failure(int(a.failOp-1), errno)
+		step, err := p.Failure(int(a.FailOp-1), errno)
 		m.Step, m.Reason = step, err.Error()
 	case rawStageCommand:
 		m.Step = "exec " + p.cmd
@@ -432,7 +441,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 		rawRelease()
 		return nil
 	}
-	prog.compileIDMap(os.Getuid(), os.Getgid(), true)
+	prog.CompileIDMap(os.Getuid(), os.Getgid(), true)
 	prog.compileWait()
 	flags := cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
 	p, err := prestart(&Prestarted{net: net, raw: prog}, false, func(child *os.File) (*process, error) {
@@ -468,7 +477,7 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 		// returns. The socket's write and read order them in practice; the atomic
 		// store makes it the language's order too (the init loads nops atomically),
 		// instead of resting on the system call as a barrier.
-		atomic.StoreUintptr(&prog.a.nops, prog.a.nops)
+		atomic.StoreUintptr(&prog.ra.Nops, prog.ra.Nops)
 		// A failed write means the init is gone: its report (or its exit) says why.
 		conn := rawConn{ctl: p.ctl}
 		_ = conn.sendGo()

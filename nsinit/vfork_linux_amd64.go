@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/eintr"
 )
 
 // Starting the init with vfork.
@@ -110,7 +112,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	n, _ := readFull(p[0], buf[:])
 	if n > 0 {
 		var ws unix.WaitStatus
-		_, _ = retryEINTR(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
+		_, _ = eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
 		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
 	}
 	return childProcess(pid, nil), nil
@@ -119,7 +121,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 func readFull(fd int, b []byte) (int, error) {
 	n := 0
 	for n < len(b) {
-		m, err := retryEINTR(func() (int, error) { return unix.Read(fd, b[n:]) })
+		m, err := eintr.Retry(func() (int, error) { return unix.Read(fd, b[n:]) })
 		if err != nil || m == 0 {
 			return n, err
 		}

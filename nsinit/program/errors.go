@@ -1,4 +1,4 @@
-package nsinit
+package program
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package nsinit
+package program
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/eintr"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -96,7 +97,7 @@ func readRaw(path string) ([]byte, error) {
 	var out []byte
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := retryEINTR(func() (int, error) { return unix.Read(fd, buf) })
+		n, err := eintr.Retry(func() (int, error) { return unix.Read(fd, buf) })
 		if err != nil {
 			return nil, err
 		}

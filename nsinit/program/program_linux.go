@@ -1,4 +1,4 @@
-package nsinit
+package program
 
 import (
 	"errors"
@@ -19,11 +19,16 @@ import (
 	"github.com/agentbox/agentbox/overlay"
 )
 
-// The plan as a program: one definition of how the native backend carries it out.
+// Package program is the one definition of how the native backend carries out a
+// plan: it compiles a mounts.Plan into a list of system calls, and runs that list
+// in ordinary Go (RunUntil). nsinit's raw init runs the same list with a loop of
+// its own; neither runner knows what a bind or an overlay is.
+//
+// The plan as a program.
 //
 // compile turns a mounts.Plan into a list of system calls — the id maps, the capture
 // of every host source, each op in plan order, loopback, chdir, the privilege drop —
-// with every argument resolved: strings and structs placed in an arena outside the Go
+// with every argument resolved: strings and structs placed in an Arena outside the Go
 // heap, every descriptor number predicted. Two runners execute the same list:
 //
 //   - the raw init (rawinit_linux_amd64.go): a CLONE_VM child of the CLI with no Go
@@ -46,32 +51,32 @@ import (
 // so the predictions after it hold either way.
 
 const (
-	maxOps   = 4096
-	maxMarks = 512
+	MaxOps   = 4096
+	MaxMarks = 512
 )
 
-// progOp is one system call of a compiled plan.
-type progOp struct {
-	nr   uintptr
-	args [6]uintptr
-	ok   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
-	fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
-	mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
+// Op is one system call of a compiled plan.
+type Op struct {
+	Nr   uintptr
+	Args [6]uintptr
+	OK   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
+	Fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
+	Mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
 	// orSkip: after a call that failed with ok, skip this many ops.
-	orSkip uintptr
+	OrSkip uintptr
 	// thenSkip: after a call that succeeded, skip this many ops.
-	thenSkip uintptr
+	ThenSkip uintptr
 }
 
 // Ops that are no system call (their numbers are far above every real one).
 const (
-	// opSameFile compares the device and inode of the last fstat into srcStat with
+	// OpSameFile compares the device and inode of the last fstat into srcStat with
 	// args[0] and args[1], and fails with ESTALE when they differ (a bind source
 	// that is not the one the launcher verified).
-	opSameFile = ^uintptr(0)
-	// opIsGo: the record last read into in must be a recGo, or the op fails with
-	// EBADMSG (waitGo; the raw init only).
-	opIsGo = ^uintptr(1)
+	OpSameFile = ^uintptr(0)
+	// OpIsGo: the record last read into in must be a recGo, or the op fails with
+	// EBADMSG (WaitGo; the raw init only).
+	OpIsGo = ^uintptr(1)
 	// opNotSymlink fails with ELOOP when the descriptor args[0] is a symlink: the
 	// last step of an O_PATH|O_NOFOLLOW walk, before openat2 (Go init only).
 	opNotSymlink = ^uintptr(2)
@@ -81,60 +86,60 @@ const (
 	opRemountRO = ^uintptr(3)
 )
 
-// arena is the memory a runner touches: no Go pointers, only addresses as uintptr,
+// Arena is the memory a runner touches: no Go pointers, only addresses as uintptr,
 // in an anonymous mapping outside the Go heap (the raw init shares it with the
 // launcher, and may outlive the launch that made it).
-type arena struct {
-	nops uintptr
-	ops  [maxOps]progOp
+type Arena struct {
+	Nops uintptr
+	Ops  [MaxOps]Op
 
 	// Written by the runner.
-	failOp  uintptr     // 1 + the index of the op that failed
-	errno   uintptr     // why
-	srcStat unix.Stat_t // of the last bind source checked (opSameFile)
-	in      [2]uint32   // the last record read (waitGo)
-	marks   [maxMarks]int64
-	ts      unix.Timespec
+	FailOp  uintptr     // 1 + the index of the op that failed
+	Errno   uintptr     // why
+	SrcStat unix.Stat_t // of the last bind source checked (OpSameFile)
+	In      [2]uint32   // the last record read (WaitGo)
+	Times   [MaxMarks]int64
+	Ts      unix.Timespec
 }
 
-// features are the kernel's calls a program may use; elsewhere it uses fallbacks.
-type features struct {
-	openat2  bool // 5.6
-	setattr  bool // mount_setattr, 5.12 (and with it overlayfs's userxattr, 5.11)
-	userxatt bool // overlayfs's userxattr is known to work (5.11; implied by setattr)
+// Features are the kernel's calls a program may use; elsewhere it uses fallbacks.
+type Features struct {
+	Openat2   bool // 5.6
+	Setattr   bool // mount_setattr, 5.12 (and with it overlayfs's userxattr, 5.11)
+	Userxattr bool // overlayfs's userxattr is known to work (5.11; implied by setattr)
 }
 
-// envFallbacks, set in the launcher's environment, makes the Go init compile every
+// EnvFallbacks, set in the launcher's environment, makes the Go init compile every
 // fallback as if its kernel lacked the calls: the old kernels' programs, tested on a
 // new one (the kernel matrix runs them where they are needed).
-const envFallbacks = "_AGENTBOX_NSINIT_FALLBACKS"
+const EnvFallbacks = "_AGENTBOX_NSINIT_FALLBACKS"
 
-// kernelFeatures probes the running kernel.
-func kernelFeatures() features {
-	if os.Getenv(envFallbacks) != "" {
-		return features{}
+// KernelFeatures probes the running kernel.
+func KernelFeatures() Features {
+	if os.Getenv(EnvFallbacks) != "" {
+		return Features{}
 	}
 	setattr := haveMountSetattr()
-	return features{openat2: safepath.HaveOpenat2(), setattr: setattr, userxatt: setattr}
+	return Features{Openat2: safepath.HaveOpenat2(), Setattr: setattr, Userxattr: setattr}
 }
 
-// program is a plan being compiled: the arena a runner executes, and what the
+// Program is a plan being compiled: the Arena a runner executes, and what the
 // launcher (or the Go init) needs to explain a failure.
-type program struct {
-	mem  []byte // the mapping; never unmapped once a runner may use it
-	a    *arena
+type Program struct {
+	Mem  []byte // the mapping; never unmapped once a runner may use it
+	A    *Arena
 	strs []byte // the string area, and how much of it is used
 	used int
 	desc []opDesc // per op
-	// marks name the timestamp slots from slot 2 (slot 1: the raw init's start).
-	marks  []string
+	// Marks name the timestamp slots from slot 2 (slot 1: the raw init's start).
+	Marks  []string
 	fds    map[int]bool // the runner's descriptor table, as the ops leave it
 	opened map[int]bool // the descriptors the program opened and still holds
 	root   int          // the runner's descriptor of "/"
-	kernel features
-	// netDone is the op count once the network namespace is set up (loopback): the
+	kernel Features
+	// NetDone is the op count once the network namespace is set up (loopback): the
 	// Go init serves the proxy's listener there before it runs the rest.
-	netDone uintptr
+	NetDone uintptr
 	// remounts are opRemountRO's paths.
 	remounts []string
 }
@@ -145,31 +150,32 @@ type opDesc struct {
 	mount bool       // me is the report's template, its Err the errno (else the errno alone)
 	me    MountError // by value: a launch compiles a few hundred of these
 	path  bool       // an open that refuses symlinks: ELOOP means a symlink in the path
-	// sameFile: an opSameFile check; its failure means ErrSourceChanged
+	// sameFile: an OpSameFile check; its failure means ErrSourceChanged
 	sameFile bool
 }
 
-var errArenaFull = errors.New("compiled plan too large")
+// ErrArenaFull: the plan does not fit the program's arena.
+var ErrArenaFull = errors.New("compiled plan too large")
 
-// newProgram maps an arena with head bytes for the runner's own fields (at least
-// the arena's), strBytes of room for strings and tail bytes after them (the raw
+// New maps an Arena with head bytes for the runner's own fields (at least
+// the Arena's), strBytes of room for strings and tail bytes after them (the raw
 // init's stacks). fds are the descriptors open in the runner when it starts.
-func newProgram(head, strBytes, tail int, fds map[int]bool, kf features) (*program, error) {
-	head = (max(head, int(unsafe.Sizeof(arena{}))) + 4095) &^ 4095
+func New(head, strBytes, tail int, fds map[int]bool, kf Features) (*Program, error) {
+	head = (max(head, int(unsafe.Sizeof(Arena{}))) + 4095) &^ 4095
 	size := head + (strBytes+4095)&^4095 + tail
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("plan arena: %w", err)
+		return nil, fmt.Errorf("plan Arena: %w", err)
 	}
-	return &program{mem: mem, a: (*arena)(unsafe.Pointer(&mem[0])), strs: mem[head : size-tail],
+	return &Program{Mem: mem, A: (*Arena)(unsafe.Pointer(&mem[0])), strs: mem[head : size-tail],
 		fds: fds, opened: map[int]bool{}, desc: make([]opDesc, 0, 512), kernel: kf}, nil
 }
 
 // full reports whether something did not fit (str, bytes, words and op mark it).
-func (p *program) full() bool { return p.used > len(p.strs) }
+func (p *Program) Full() bool { return p.used > len(p.strs) }
 
-// str places s, NUL-terminated, in the arena and returns its address.
-func (p *program) str(s string) uintptr {
+// str places s, NUL-terminated, in the Arena and returns its address.
+func (p *Program) Str(s string) uintptr {
 	off := p.used
 	if off+len(s)+1 > len(p.strs) {
 		p.used = len(p.strs) + 1
@@ -181,9 +187,9 @@ func (p *program) str(s string) uintptr {
 	return uintptr(unsafe.Pointer(&p.strs[off]))
 }
 
-// bytes places b in the arena, aligned, and returns its address (0 when full, which
+// bytes places b in the Arena, aligned, and returns its address (0 when full, which
 // compile checks once at the end).
-func (p *program) bytes(b []byte, align int) uintptr {
+func (p *Program) bytes(b []byte, align int) uintptr {
 	off := (p.used + align - 1) &^ (align - 1)
 	if off+len(b) > len(p.strs) {
 		p.used = len(p.strs) + 1
@@ -194,8 +200,8 @@ func (p *program) bytes(b []byte, align int) uintptr {
 	return uintptr(unsafe.Pointer(&p.strs[off]))
 }
 
-// words places a struct of machine words in the arena.
-func (p *program) words(w ...uint64) uintptr {
+// words places a struct of machine words in the Arena.
+func (p *Program) Words(w ...uint64) uintptr {
 	off := (p.used + 7) &^ 7
 	if off+8*len(w) > len(p.strs) {
 		p.used = len(p.strs) + 1
@@ -208,8 +214,8 @@ func (p *program) words(w ...uint64) uintptr {
 	return uintptr(unsafe.Pointer(&p.strs[off]))
 }
 
-// newFd is the descriptor the kernel gives the next open: the lowest free one.
-func (p *program) newFd() int {
+// NewFd is the descriptor the kernel gives the next open: the lowest free one.
+func (p *Program) NewFd() int {
 	for fd := 0; ; fd++ {
 		if !p.fds[fd] {
 			p.fds[fd] = true
@@ -220,62 +226,67 @@ func (p *program) newFd() int {
 }
 
 // op appends a system call described by d.
-func (p *program) op(d opDesc, nr uintptr, args ...uintptr) *progOp {
-	a := p.a
-	if a.nops >= maxOps {
-		p.used = len(p.strs) + 1 // reported as a full arena
-		return &progOp{}
+func (p *Program) op(d opDesc, nr uintptr, args ...uintptr) *Op {
+	a := p.A
+	if a.Nops >= MaxOps {
+		p.used = len(p.strs) + 1 // reported as a full Arena
+		return &Op{}
 	}
-	op := &a.ops[a.nops]
-	*op = progOp{nr: nr}
-	copy(op.args[:], args)
-	a.nops++
+	op := &a.Ops[a.Nops]
+	*op = Op{Nr: nr}
+	copy(op.Args[:], args)
+	a.Nops++
 	p.desc = append(p.desc, d)
 	return op
 }
 
-// fdOp appends a call that returns a new descriptor, and returns its number.
-func (p *program) fdOp(d opDesc, nr uintptr, args ...uintptr) int {
+// FdOp appends a call that returns a new descriptor, and returns its number.
+func (p *Program) FdOp(d opDesc, nr uintptr, args ...uintptr) int {
 	op := p.op(d, nr, args...)
-	fd := p.newFd()
-	op.fd = uintptr(fd) + 1
+	fd := p.NewFd()
+	op.Fd = uintptr(fd) + 1
 	return fd
 }
 
-func (p *program) closeFd(fd int) {
+func (p *Program) CloseFd(fd int) {
 	p.op(opDesc{step: "close"}, unix.SYS_CLOSE, uintptr(fd))
 	delete(p.fds, fd)
 	delete(p.opened, fd)
 }
 
 // mark times everything since the previous mark as name.
-func (p *program) mark(name string) {
-	if p.a.nops == 0 || len(p.marks)+2 > maxMarks {
+func (p *Program) mark(name string) {
+	if p.A.Nops == 0 || len(p.Marks)+2 > MaxMarks {
 		return
 	}
-	p.marks = append(p.marks, name)
-	p.a.ops[p.a.nops-1].mark = uintptr(len(p.marks) + 1)
+	p.Marks = append(p.Marks, name)
+	p.A.Ops[p.A.Nops-1].Mark = uintptr(len(p.Marks) + 1)
 }
 
+// SetFds tells the compiler which descriptors are open in the runner now: the ones
+// its predictions must not reuse (the Go init lists them with OpenFds before it
+// compiles the plan).
+func (p *Program) SetFds(fds map[int]bool) { p.fds = fds }
+
 // markName is the name of timestamp slot (1-based), "" for the start's.
-func (p *program) markName(slot uintptr) string {
-	if slot < 2 || int(slot-2) >= len(p.marks) {
+func (p *Program) markName(slot uintptr) string {
+	if slot < 2 || int(slot-2) >= len(p.Marks) {
 		return ""
 	}
-	return p.marks[slot-2]
+	return p.Marks[slot-2]
 }
 
 var atFDCWD = unix.AT_FDCWD
 
 func mountDesc(me MountError) opDesc { return opDesc{step: "mount", mount: true, me: me} }
 
-// compileIDMap: the init's own uid and gid map (uid and gid mapped to themselves),
+// CompileIDMap: the init's own uid and gid map (uid and gid mapped to themselves),
 // setgroups denied first, as the kernel requires for an unprivileged gid map — and
 // as P5 wants: no dropping of supplementary groups to get around a group's denial.
 // The init may: it maps its own effective ids and holds CAP_SETUID and CAP_SETGID
 // in the namespace. Then the init becomes non-dumpable: the command, same uid, must
 // not ptrace it or open /proc/1/exe, /proc/1/mem or its fds (runc CVE-2019-5736).
-func (p *program) compileIDMap(uid, gid int, mapIDs bool) {
+func (p *Program) CompileIDMap(uid, gid int, mapIDs bool) {
 	if mapIDs {
 		maps := opDesc{step: "map uid and gid"}
 		for _, w := range [][2]string{
@@ -283,9 +294,9 @@ func (p *program) compileIDMap(uid, gid int, mapIDs bool) {
 			{"/proc/self/uid_map", fmt.Sprintf("%d %d 1", uid, uid)},
 			{"/proc/self/gid_map", fmt.Sprintf("%d %d 1", gid, gid)},
 		} {
-			fd := p.fdOp(maps, unix.SYS_OPENAT, uintptr(atFDCWD), p.str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
-			p.op(maps, unix.SYS_WRITE, uintptr(fd), p.str(w[1]), uintptr(len(w[1])))
-			p.closeFd(fd)
+			fd := p.FdOp(maps, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str(w[0]), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			p.op(maps, unix.SYS_WRITE, uintptr(fd), p.Str(w[1]), uintptr(len(w[1])))
+			p.CloseFd(fd)
 		}
 	}
 	p.op(opDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
@@ -293,15 +304,15 @@ func (p *program) compileIDMap(uid, gid int, mapIDs bool) {
 }
 
 // openAt opens name, one component, below dirfd, never through a symlink.
-func (p *program) openAt(d opDesc, dirfd int, name string, flags int) int {
+func (p *Program) openAt(d opDesc, dirfd int, name string, flags int) int {
 	d.path = true
-	if p.kernel.openat2 {
-		how := p.words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
-		return p.fdOp(d, unix.SYS_OPENAT2, uintptr(dirfd), p.str(name), how, 24)
+	if p.kernel.Openat2 {
+		how := p.Words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		return p.FdOp(d, unix.SYS_OPENAT2, uintptr(dirfd), p.Str(name), how, 24)
 	}
 	// O_NOFOLLOW refuses a symlink as the last component (ELOOP) — except with
 	// O_PATH, which opens the link itself: opNotSymlink refuses that.
-	fd := p.fdOp(d, unix.SYS_OPENAT, uintptr(dirfd), p.str(name), uintptr(flags|unix.O_NOFOLLOW|unix.O_CLOEXEC), 0)
+	fd := p.FdOp(d, unix.SYS_OPENAT, uintptr(dirfd), p.Str(name), uintptr(flags|unix.O_NOFOLLOW|unix.O_CLOEXEC), 0)
 	if flags&unix.O_PATH != 0 {
 		p.op(d, opNotSymlink, uintptr(fd))
 	}
@@ -310,18 +321,18 @@ func (p *program) openAt(d opDesc, dirfd int, name string, flags int) int {
 
 // openBeneath opens abs from the runner's root without following a symlink
 // (safepath): one openat2, or a walk of O_NOFOLLOW opens before Linux 5.6.
-func (p *program) openBeneath(d opDesc, abs string, flags int) int {
+func (p *Program) openBeneath(d opDesc, abs string, flags int) int {
 	rel := strings.Trim(abs, "/")
 	if rel == "" {
 		rel = "."
 	}
-	if p.kernel.openat2 || rel == "." {
+	if p.kernel.Openat2 || rel == "." {
 		d.path = true
-		how := p.words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
-		if !p.kernel.openat2 {
-			return p.fdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.str("."), uintptr(flags|unix.O_CLOEXEC), 0)
+		how := p.Words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		if !p.kernel.Openat2 {
+			return p.FdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.Str("."), uintptr(flags|unix.O_CLOEXEC), 0)
 		}
-		return p.fdOp(d, unix.SYS_OPENAT2, uintptr(p.root), p.str(rel), how, 24)
+		return p.FdOp(d, unix.SYS_OPENAT2, uintptr(p.root), p.Str(rel), how, 24)
 	}
 	comps := strings.Split(rel, "/")
 	cur := p.root
@@ -332,7 +343,7 @@ func (p *program) openBeneath(d opDesc, abs string, flags int) int {
 		}
 		next := p.openAt(d, cur, c, f)
 		if cur != p.root {
-			p.closeFd(cur)
+			p.CloseFd(cur)
 		}
 		cur = next
 	}
@@ -342,7 +353,7 @@ func (p *program) openBeneath(d opDesc, abs string, flags int) int {
 // mkdirAll opens dest, creating what is missing of it, one component at a time and
 // never through a symlink (safepath.MkdirAll); an existing component is left as it
 // is (mkdirat answers EEXIST, even on a read-only file system).
-func (p *program) mkdirAll(dest string) int {
+func (p *Program) mkdirAll(dest string) int {
 	d := mountDesc(MountError{Op: "create mount point", Target: dest})
 	comps := strings.Split(strings.Trim(dest, "/"), "/")
 	cur := p.root
@@ -350,53 +361,57 @@ func (p *program) mkdirAll(dest string) int {
 		if c == "" {
 			continue
 		}
-		p.op(d, unix.SYS_MKDIRAT, uintptr(cur), p.str(c), 0o755).ok = uintptr(unix.EEXIST)
+		p.op(d, unix.SYS_MKDIRAT, uintptr(cur), p.Str(c), 0o755).OK = uintptr(unix.EEXIST)
 		flags := unix.O_PATH | unix.O_DIRECTORY
 		if i == len(comps)-1 {
 			flags = unix.O_PATH // the mount point may be a file
 		}
 		next := p.openAt(d, cur, c, flags)
 		if cur != p.root {
-			p.closeFd(cur)
+			p.CloseFd(cur)
 		}
 		cur = next
 	}
 	if cur == p.root {
-		return p.fdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.str("."), unix.O_PATH|unix.O_CLOEXEC, 0)
+		return p.FdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.Str("."), unix.O_PATH|unix.O_CLOEXEC, 0)
 	}
 	return cur
 }
 
-// compileOptions say which parts of the plan a runner carries out.
-type compileOptions struct {
-	// nested: bubblewrap built the namespaces and mounts and dropped the
+// Options say which parts of the plan a runner carries out.
+type Options struct {
+	// Nested: bubblewrap built the namespaces and mounts and dropped the
 	// privileges; the program does the rest (chdir, the Landlock scope).
-	nested bool
-	// gated: the init waits, its sandbox built, for a record before the command
-	// (Options.BeforeExec; the raw init only).
-	gated bool
+	Nested bool
+	// Gate, when set, makes the init wait, its sandbox built, for the launcher's
+	// go record before the command (nsinit.Options.BeforeExec; the raw init only);
+	// it names that step and phase.
+	Gate string
 }
 
-// compile appends the plan's system calls: the mounts, loopback, chdir, the closing
+// ControlFd is where an init finds its end of the control socket.
+const ControlFd = 3
+
+// Compile appends the plan's system calls: the mounts, loopback, chdir, the closing
 // of every descriptor the program opened, and the privilege drop.
-func (p *program) compile(plan mounts.Plan, o compileOptions) error {
-	p.root = p.fdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if !o.nested {
+func (p *Program) Compile(plan mounts.Plan, o Options) error {
+	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if !o.Nested {
 		if err := p.compileMounts(plan); err != nil {
 			return err
 		}
 		if plan.Namespaces.Net {
 			d := opDesc{step: "bring up loopback"}
-			sock := p.fdOp(d, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			sock := p.FdOp(d, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 			ifr := make([]byte, unix.IFNAMSIZ+24)
 			copy(ifr, "lo")
 			*(*uint16)(unsafe.Pointer(&ifr[unix.IFNAMSIZ])) = unix.IFF_UP | unix.IFF_LOOPBACK
 			p.op(d, unix.SYS_IOCTL, uintptr(sock), unix.SIOCSIFFLAGS, p.bytes(ifr, 8))
-			p.closeFd(sock)
+			p.CloseFd(sock)
 		}
 	}
-	p.netDone = p.a.nops
-	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.str(plan.Workdir))
+	p.NetDone = p.A.Nops
+	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.Str(plan.Workdir))
 	// Every descriptor of the setup goes; what the runner had before stays.
 	open := make([]int, 0, len(p.opened))
 	for fd := range p.opened {
@@ -404,30 +419,29 @@ func (p *program) compile(plan mounts.Plan, o compileOptions) error {
 	}
 	sort.Ints(open)
 	for _, fd := range open {
-		p.closeFd(fd)
+		p.CloseFd(fd)
 	}
-	if err := p.dropPrivileges(plan.ScopeAbstractUnix, !o.nested); err != nil {
+	if err := p.dropPrivileges(plan.ScopeAbstractUnix, !o.Nested); err != nil {
 		return err
 	}
 	p.mark("drop-privileges")
-	if o.gated {
-		// Options.BeforeExec: the sandbox is built; the command waits for the
-		// launcher's host work.
-		p.waitGo(PhaseGate, PhaseGate)
+	if o.Gate != "" {
+		// The sandbox is built; the command waits for the launcher's host work.
+		p.WaitGo(o.Gate, o.Gate)
 	}
-	if p.full() {
-		return errArenaFull
+	if p.Full() {
+		return ErrArenaFull
 	}
 	return nil
 }
 
-// waitGo makes the init wait for the launcher's recGo. Anything but a full record
+// WaitGo makes the init wait for the launcher's recGo. Anything but a full record
 // of that kind (the launcher closing the socket) ends it. Nothing else can come
 // first: the launcher forwards signals only once it has sent its last recGo
 // (Supervise).
-func (p *program) waitGo(step, phase string) {
-	p.op(opDesc{step: step}, unix.SYS_READ, controlFd, uintptr(unsafe.Pointer(&p.a.in[0])), 8).fd = 8 + 1
-	p.op(opDesc{step: step}, opIsGo)
+func (p *Program) WaitGo(step, phase string) {
+	p.op(opDesc{step: step}, unix.SYS_READ, ControlFd, uintptr(unsafe.Pointer(&p.A.In[0])), 8).Fd = 8 + 1
+	p.op(opDesc{step: step}, OpIsGo)
 	p.mark(phase)
 }
 
@@ -446,9 +460,9 @@ func (p *program) waitGo(step, phase string) {
 // Mounts are made in place in the init's mount namespace; no staging root and no
 // pivot_root are needed, because nothing outside the namespace is changed and every
 // host mount is made read-only recursively.
-func (p *program) compileMounts(plan mounts.Plan) error {
+func (p *Program) compileMounts(plan mounts.Plan) error {
 	p.op(mountDesc(MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}),
-		unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_SLAVE|unix.MS_REC, 0)
+		unix.SYS_MOUNT, p.Str(""), p.Str("/"), p.Str(""), unix.MS_SLAVE|unix.MS_REC, 0)
 	caps := make([]captured, len(plan.Ops))
 	for i, op := range plan.Ops {
 		c := captured{tree: -1, fd: -1}
@@ -509,50 +523,50 @@ func isRootRO(op mounts.Op) bool {
 
 // cloneTree captures the mount tree at path as a detached copy, opened without
 // following a symlink, checking that it has the identity want (zero: unchecked).
-func (p *program) cloneTree(path string, want mounts.FileID) int {
+func (p *Program) cloneTree(path string, want mounts.FileID) int {
 	d := mountDesc(MountError{Op: "open", Source: path})
 	fd := p.openBeneath(d, path, unix.O_PATH)
 	if want != (mounts.FileID{}) {
-		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.a.srcStat)))
+		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.A.SrcStat)))
 		d.sameFile = true
-		p.op(d, opSameFile, uintptr(want.Dev), uintptr(want.Ino))
+		p.op(d, OpSameFile, uintptr(want.Dev), uintptr(want.Ino))
 	}
-	tree := p.fdOp(mountDesc(MountError{Op: "open_tree", Source: path}), unix.SYS_OPEN_TREE, uintptr(fd), p.str(""),
+	tree := p.FdOp(mountDesc(MountError{Op: "open_tree", Source: path}), unix.SYS_OPEN_TREE, uintptr(fd), p.Str(""),
 		unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
-	p.closeFd(fd)
+	p.CloseFd(fd)
 	return tree
 }
 
-func (p *program) rdonly() uintptr { return p.words(unix.MOUNT_ATTR_RDONLY, 0, 0, 0) }
+func (p *Program) rdonly() uintptr { return p.Words(unix.MOUNT_ATTR_RDONLY, 0, 0, 0) }
 
 // setReadOnly makes the detached tree read-only (mount_setattr), or, before 5.12,
 // nothing: attached is then remounted mount by mount.
-func (p *program) setReadOnly(tree int, me MountError) {
-	if p.kernel.setattr {
+func (p *Program) setReadOnly(tree int, me MountError) {
+	if p.kernel.Setattr {
 		me.Op = "mount_setattr rdonly"
-		p.op(mountDesc(me), unix.SYS_MOUNT_SETATTR, uintptr(tree), p.str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
+		p.op(mountDesc(me), unix.SYS_MOUNT_SETATTR, uintptr(tree), p.Str(""), unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, p.rdonly(), 32)
 	}
 }
 
 // remountIfNeeded: before 5.12, every mount at or below dest, just attached, is made
 // read-only in place.
-func (p *program) remountIfNeeded(dest string) {
-	if !p.kernel.setattr {
+func (p *Program) remountIfNeeded(dest string) {
+	if !p.kernel.Setattr {
 		p.op(mountDesc(MountError{Op: "remount", Target: dest}), opRemountRO, uintptr(len(p.remounts)))
 		p.remounts = append(p.remounts, dest)
 		p.mark("remount " + dest)
 	}
 }
 
-func (p *program) apply(op mounts.Op, c captured) error {
+func (p *Program) apply(op mounts.Op, c captured) error {
 	switch op.Kind {
 	case mounts.BindRO:
 		if isRootRO(op) {
-			if !p.kernel.setattr {
+			if !p.kernel.Setattr {
 				p.remountIfNeeded("/")
 				return nil
 			}
-			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
+			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.Str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
 			return nil
 		}
 		p.setReadOnly(c.tree, MountError{Source: op.Source})
@@ -574,27 +588,27 @@ func (p *program) apply(op mounts.Op, c captured) error {
 			break
 		}
 		// Skipped whole if the file is gone since the plan was made.
-		start := p.a.nops
+		start := p.A.Nops
 		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
-		tree := p.fdOp(mountDesc(MountError{Op: "open_tree", Source: op.Dest}), unix.SYS_OPEN_TREE, uintptr(dest), p.str(""),
+		tree := p.FdOp(mountDesc(MountError{Op: "open_tree", Source: op.Dest}), unix.SYS_OPEN_TREE, uintptr(dest), p.Str(""),
 			unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 		p.cover(op, tree, dest)
-		p.closeFd(tree)
+		p.CloseFd(tree)
 		p.skipIfMissing(start)
 	case mounts.Mask:
-		start := p.a.nops
+		start := p.A.Nops
 		switch coverKind(op.Dest) {
 		case coverDir:
 			fd := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
 			flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
 			p.op(mountDesc(MountError{Op: "mount tmpfs", Target: op.Dest, Flags: flags, Data: "mode=0555"}), unix.SYS_MOUNT,
-				p.str("tmpfs"), p.str(safepath.FdPath(fd)), p.str("tmpfs"), flags, p.str("mode=0555"))
-			p.closeFd(fd)
+				p.Str("tmpfs"), p.Str(safepath.FdPath(fd)), p.Str("tmpfs"), flags, p.Str("mode=0555"))
+			p.CloseFd(fd)
 			p.skipIfMissing(start)
 		case coverFile:
 			p.cover(mounts.Op{Source: "/dev/null", Dest: op.Dest}, c.tree, p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH))
 			p.skipIfMissing(start)
-			p.closeFd(c.tree) // outside the group: captured before it
+			p.CloseFd(c.tree) // outside the group: captured before it
 		}
 	default:
 		return fmt.Errorf("unknown mount operation %q for %s", op.Kind, op.Dest)
@@ -607,16 +621,16 @@ func (p *program) apply(op mounts.Op, c captured) error {
 // runner gets there: a socket the plan masks may be removed meanwhile, by its owner
 // or by another session, and a cover of nothing protects nothing. Without it, that
 // made the launch fail (a denial of service between sessions).
-func (p *program) skipIfMissing(start uintptr) {
-	if start >= p.a.nops {
+func (p *Program) skipIfMissing(start uintptr) {
+	if start >= p.A.Nops {
 		return
 	}
 	// The first op that opens the destination (a walk's last open, or the openat2).
-	for i := start; i < p.a.nops; i++ {
-		op := &p.a.ops[i]
-		if op.fd != 0 {
-			op.ok = uintptr(unix.ENOENT)
-			op.orSkip = p.a.nops - i - 1
+	for i := start; i < p.A.Nops; i++ {
+		op := &p.A.Ops[i]
+		if op.Fd != 0 {
+			op.OK = uintptr(unix.ENOENT)
+			op.OrSkip = p.A.Nops - i - 1
 			return
 		}
 	}
@@ -644,38 +658,38 @@ func coverKind(path string) int {
 }
 
 // cover makes tree read-only and moves it onto dest.
-func (p *program) cover(op mounts.Op, tree, dest int) {
+func (p *Program) cover(op mounts.Op, tree, dest int) {
 	p.setReadOnly(tree, MountError{Source: op.Source, Target: op.Dest})
 	p.moveMount(op, tree, dest)
 	p.remountIfNeeded(op.Dest)
 }
 
-func (p *program) moveMount(op mounts.Op, tree, dest int) {
+func (p *Program) moveMount(op mounts.Op, tree, dest int) {
 	p.op(mountDesc(MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}), unix.SYS_MOVE_MOUNT,
-		uintptr(tree), p.str(""), uintptr(dest), p.str(""), unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-	p.closeFd(dest)
+		uintptr(tree), p.Str(""), uintptr(dest), p.Str(""), unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+	p.CloseFd(dest)
 }
 
 // mountAt mounts a new filesystem at dest through a descriptor of the mount point.
-func (p *program) mountAt(dest, fstype, source string, flags uintptr, data string) {
+func (p *Program) mountAt(dest, fstype, source string, flags uintptr, data string) {
 	fd := p.mkdirAll(dest)
 	p.mountFd(fd, dest, fstype, source, flags, data)
-	p.closeFd(fd)
+	p.CloseFd(fd)
 }
 
-func (p *program) mountFd(fd int, dest, fstype, source string, flags uintptr, data string) *progOp {
+func (p *Program) mountFd(fd int, dest, fstype, source string, flags uintptr, data string) *Op {
 	var dataPtr uintptr
 	if data != "" {
-		dataPtr = p.str(data)
+		dataPtr = p.Str(data)
 	}
 	return p.op(mountDesc(MountError{Op: "mount " + fstype, Target: dest, Flags: flags, Data: data}), unix.SYS_MOUNT,
-		p.str(source), p.str(safepath.FdPath(fd)), p.str(fstype), flags, dataPtr)
+		p.Str(source), p.Str(safepath.FdPath(fd)), p.Str(fstype), flags, dataPtr)
 }
 
 // dev builds a minimal /dev: a tmpfs, the host's harmless device nodes, a private
 // devpts instance (so the command cannot reach the caller's other terminals) and a
 // private shm.
-func (p *program) dev(dest string, nodes map[string]int) {
+func (p *Program) dev(dest string, nodes map[string]int) {
 	p.mountAt(dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755")
 	dir := p.openBeneath(mountDesc(MountError{Op: "open", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, name := range devNodes {
@@ -683,14 +697,14 @@ func (p *program) dev(dest string, nodes map[string]int) {
 		if !ok {
 			continue
 		}
-		f := p.fdOp(mountDesc(MountError{Op: "create", Target: dest + "/" + name}), unix.SYS_OPENAT, uintptr(dir), p.str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
-		p.closeFd(f)
+		f := p.FdOp(mountDesc(MountError{Op: "create", Target: dest + "/" + name}), unix.SYS_OPENAT, uintptr(dir), p.Str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
+		p.CloseFd(f)
 		p.op(mountDesc(MountError{Op: "move_mount", Source: "/dev/" + name, Target: dest + "/" + name}), unix.SYS_MOVE_MOUNT,
-			uintptr(tree), p.str(""), uintptr(dir), p.str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
-		p.closeFd(tree)
+			uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		p.CloseFd(tree)
 	}
 	for _, d := range []string{"pts", "shm"} {
-		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.str(d), 0o755)
+		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.Str(d), 0o755)
 	}
 	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 	p.mountAt(dest+"/shm", "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
@@ -698,9 +712,9 @@ func (p *program) dev(dest string, nodes map[string]int) {
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
 		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
 	} {
-		p.op(mountDesc(MountError{Op: "symlink", Target: dest + "/" + l[1]}), unix.SYS_SYMLINKAT, p.str(l[0]), uintptr(dir), p.str(l[1]))
+		p.op(mountDesc(MountError{Op: "symlink", Target: dest + "/" + l[1]}), unix.SYS_SYMLINKAT, p.Str(l[0]), uintptr(dir), p.Str(l[1]))
 	}
-	p.closeFd(dir)
+	p.CloseFd(dir)
 }
 
 // overlay mounts HOME's disposable overlay. The lower layer is the host directory
@@ -710,7 +724,7 @@ func (p *program) dev(dest string, nodes map[string]int) {
 // and mode are the lower dir's as the compiler sees it now (overlay.UpperFor): the
 // launcher, or the Go init once its id maps are written (an owner the namespace does
 // not map reads as the overflow id, which is not the sandbox's).
-func (p *program) overlay(op mounts.Op, lower int) error {
+func (p *Program) overlay(op mounts.Op, lower int) error {
 	// Looked at as the capture opens it: without following a symlink on the way.
 	fd, err := safepath.Open(op.Source, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -725,26 +739,26 @@ func (p *program) overlay(op mounts.Op, lower int) error {
 	p.mountAt(op.Dest, "tmpfs", "tmpfs", overlay.Flags, fmt.Sprintf("mode=%04o", overlay.ScratchMode))
 	scratch := p.openBeneath(mountDesc(MountError{Op: "open overlay scratch", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
-		p.op(mountDesc(MountError{Op: "mkdir overlay " + d, Target: op.Dest}), unix.SYS_MKDIRAT, uintptr(scratch), p.str(d), overlay.ScratchMode)
+		p.op(mountDesc(MountError{Op: "mkdir overlay " + d, Target: op.Dest}), unix.SYS_MKDIRAT, uintptr(scratch), p.Str(d), overlay.ScratchMode)
 	}
 	up := overlay.UpperFor(overlay.Attr{UID: st.Uid, GID: st.Gid, Mode: st.Mode}, os.Getuid(), os.Getgid())
 	if up.Chown {
 		p.op(mountDesc(MountError{Op: "chown overlay upper", Target: op.Dest}), unix.SYS_FCHOWNAT,
-			uintptr(scratch), p.str(overlay.UpperDir), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+			uintptr(scratch), p.Str(overlay.UpperDir), uintptr(st.Uid), uintptr(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
 	}
-	p.op(mountDesc(MountError{Op: "chmod overlay upper", Target: op.Dest}), unix.SYS_FCHMODAT, uintptr(scratch), p.str(overlay.UpperDir), uintptr(up.Mode))
+	p.op(mountDesc(MountError{Op: "chmod overlay upper", Target: op.Dest}), unix.SYS_FCHMODAT, uintptr(scratch), p.Str(overlay.UpperDir), uintptr(up.Mode))
 	dir := safepath.FdPath(scratch) + "/"
 	data := overlay.Options([]string{safepath.FdPath(lower)}, dir+overlay.UpperDir, dir+overlay.WorkDir)
 	mnt := p.mkdirAll(op.Dest)
 	first := p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, data)
-	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.userxatt {
+	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.Userxattr {
 		// Before 5.11 overlayfs refuses userxattr (EINVAL): the same mount without.
-		first.ok, first.thenSkip = uintptr(unix.EINVAL), 1
+		first.OK, first.ThenSkip = uintptr(unix.EINVAL), 1
 		p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, retry)
 	}
-	p.closeFd(mnt)
-	p.closeFd(scratch)
-	p.closeFd(lower)
+	p.CloseFd(mnt)
+	p.CloseFd(scratch)
+	p.CloseFd(lower)
 	return nil
 }
 
@@ -756,26 +770,26 @@ func (p *program) overlay(op mounts.Op, lower int) error {
 // no_new_privs) and the seccomp filter against terminal input injection
 // (internal/ttyfilter). Under bwrap (drop false) only the scope: bwrap dropped the
 // rest and installed the filter (the Go init checks: checkUnprivileged).
-func (p *program) dropPrivileges(scope, drop bool) error {
+func (p *Program) dropPrivileges(scope, drop bool) error {
 	d := opDesc{step: "drop privileges"}
 	if drop {
 		for c := 0; c <= 63; c++ {
-			p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).ok = uintptr(unix.EINVAL) // past the kernel's last
+			p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).OK = uintptr(unix.EINVAL) // past the kernel's last
 		}
-		p.op(d, unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).ok = uintptr(unix.EINVAL)
+		p.op(d, unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).OK = uintptr(unix.EINVAL)
 		p.op(d, unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoroot|secbitNorootLocked|secbitNoSetuidFixup|secbitNoSetuidFixupLocked|
 			secbitKeepCapsLocked|secbitNoCapAmbientRaise|secbitNoCapAmbientLocked)
-		hdr := p.words(uint64(unix.LINUX_CAPABILITY_VERSION_3), 0)
-		data := p.words(0, 0, 0) // two struct __user_cap_data_struct, zero
+		hdr := p.Words(uint64(unix.LINUX_CAPABILITY_VERSION_3), 0)
+		data := p.Words(0, 0, 0) // two struct __user_cap_data_struct, zero
 		p.op(d, unix.SYS_CAPSET, hdr, data)
 		p.op(d, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	}
 	if scope {
 		ds := opDesc{step: "scope abstract Unix sockets"}
-		attr := p.words(0, 0, kernel.LandlockScopeAbstractUnix) // struct landlock_ruleset_attr
-		fd := p.fdOp(ds, unix.SYS_LANDLOCK_CREATE_RULESET, attr, kernel.LandlockRulesetAttrSize, 0)
+		attr := p.Words(0, 0, kernel.LandlockScopeAbstractUnix) // struct landlock_ruleset_attr
+		fd := p.FdOp(ds, unix.SYS_LANDLOCK_CREATE_RULESET, attr, kernel.LandlockRulesetAttrSize, 0)
 		p.op(ds, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0)
-		p.closeFd(fd)
+		p.CloseFd(fd)
 	}
 	if !drop {
 		return nil
@@ -784,14 +798,14 @@ func (p *program) dropPrivileges(scope, drop bool) error {
 	if err != nil {
 		return err
 	}
-	fprog := p.words(uint64(len(filter)/8), uint64(p.bytes(filter, 8)))
+	fprog := p.Words(uint64(len(filter)/8), uint64(p.bytes(filter, 8)))
 	p.op(d, unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, fprog)
 	return nil
 }
 
-// failure explains the failure of op i (0-based) with errno as the step and error
+// Failure explains the failure of op i (0-based) with errno as the step and error
 // the launcher reports.
-func (p *program) failure(i int, errno syscall.Errno) (step string, err error) {
+func (p *Program) Failure(i int, errno syscall.Errno) (step string, err error) {
 	if i < 0 || i >= len(p.desc) {
 		return "init", errno
 	}
@@ -819,9 +833,9 @@ func (p *program) failure(i int, errno syscall.Errno) (step string, err error) {
 	return d.step, err
 }
 
-// openFds lists the descriptors open in this process (the Go init's, before it
+// OpenFds lists the descriptors open in this process (the Go init's, before it
 // compiles: the runtime's own included, which the program must not reuse).
-func openFds() (map[int]bool, error) {
+func OpenFds() (map[int]bool, error) {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil, err
@@ -845,3 +859,15 @@ func haveMountSetattr() bool {
 	err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{})
 	return err != unix.ENOSYS
 }
+
+// Securebits (linux/securebits.h), for the privilege drop. With NOROOT locked, uid 0 gains no capabilities
+// on execve: agentbox started as root still runs the command without any.
+const (
+	secbitNoroot              = 1 << 0
+	secbitNorootLocked        = 1 << 1
+	secbitNoSetuidFixup       = 1 << 2
+	secbitNoSetuidFixupLocked = 1 << 3
+	secbitKeepCapsLocked      = 1 << 5
+	secbitNoCapAmbientRaise   = 1 << 6
+	secbitNoCapAmbientLocked  = 1 << 7
+)

@@ -1,0 +1,68 @@
+package program
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination
+// is gone by the time the runner gets there (a host socket the plan masks, removed
+// meanwhile), and the descriptors predicted after the skip are still the ones the
+// kernel gives; any other failure of the same open still stops the run.
+func TestProgramSkipsVanishedCover(t *testing.T) {
+	if !KernelFeatures().Openat2 {
+		testenv.SkipKernel(t, "openat2", "the skip is compiled for openat2's single open")
+	}
+	dir := t.TempDir()
+	there := filepath.Join(dir, "there")
+	if err := os.WriteFile(there, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := OpenFds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(0, 1<<16, 0, fds, KernelFeatures())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(p.Mem)
+	p.root = p.FdOp(opDesc{step: "open /"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	group := func(path string) {
+		start := p.A.Nops
+		fd := p.openBeneath(opDesc{step: "open " + path}, path, unix.O_PATH)
+		p.op(opDesc{step: "fstat " + path}, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.A.SrcStat)))
+		p.CloseFd(fd)
+		p.skipIfMissing(start)
+	}
+	group(filepath.Join(dir, "gone")) // removed below, after the compile
+	group(there)
+	after := p.FdOp(opDesc{step: "open after"}, unix.SYS_OPENAT, uintptr(p.root), p.Str(strings.TrimPrefix(there, "/")), unix.O_PATH|unix.O_CLOEXEC, 0)
+	p.CloseFd(after)
+	p.CloseFd(p.root)
+	if err := os.WriteFile(filepath.Join(dir, "gone"), nil, 0o644); err == nil {
+		os.Remove(filepath.Join(dir, "gone"))
+	}
+	if _, step, err := p.RunUntil(0, p.A.Nops, nil); err != nil {
+		t.Fatalf("a vanished cover: %s: %v", step, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(there, &st); err != nil || p.A.SrcStat.Ino != st.Ino {
+		t.Errorf("the cover after the skipped one did not run: fstat ino %d, want %d", p.A.SrcStat.Ino, st.Ino)
+	}
+	// A symlink where the cover's destination was is no vanished file: it stops.
+	os.Remove(there)
+	if err := os.Symlink("/etc/passwd", there); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.RunUntil(0, p.A.Nops, nil); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlink at a cover's destination: %v, want the symlink refused", err)
+	}
+}
