@@ -12,7 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
+
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 // Stdio are the command's standard streams.
@@ -76,11 +77,9 @@ const (
 	PhaseGate = "wait for the launcher"
 )
 
-// Phase is one measured step of a launch.
-type Phase struct {
-	Name string        `json:"name"`
-	Dur  time.Duration `json:"ns"`
-}
+// Phase is one measured step of a launch (protocol.Phase: the Go init reports its
+// own in its started frame).
+type Phase = protocol.Phase
 
 // Result is how a session ended.
 type Result struct {
@@ -103,30 +102,11 @@ type Result struct {
 }
 
 // Timer records consecutive phases, each from the previous mark: the init's setup
-// steps, and the launcher's own around the backend.
-type Timer struct {
-	start, last time.Time
-	Phases      []Phase
-}
+// steps, and the launcher's own around the backend (protocol.Timer).
+type Timer = protocol.Timer
 
 // NewTimer starts timing now.
-func NewTimer() *Timer {
-	now := time.Now()
-	return &Timer{start: now, last: now}
-}
-
-// Mark ends the phase that ran since the previous mark and names it.
-func (t *Timer) Mark(name string) {
-	now := time.Now()
-	t.Phases = append(t.Phases, Phase{Name: name, Dur: now.Sub(t.last)})
-	t.last = now
-}
-
-// Skip starts a new phase without recording the time since the previous mark.
-func (t *Timer) Skip() { t.last = time.Now() }
-
-// Total is the time since the timer started.
-func (t *Timer) Total() time.Duration { return time.Since(t.start) }
+func NewTimer() *Timer { return protocol.NewTimer() }
 
 // SignalCatch is a registration of the Forwarded signals for a launcher that is a
 // process of its own (the CLI), made once it knows it will launch: the launch then

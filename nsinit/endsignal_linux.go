@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/nsinit/goinit"
 )
 
 // EndBySignal ends this process by sig, the signal that killed the command of a
@@ -42,7 +44,7 @@ func EndBySignal(sig syscall.Signal) {
 		}
 	}
 	var set unix.Sigset_t
-	sigaddset(&set, sig)
+	goinit.Sigaddset(&set, sig)
 	_ = unix.PthreadSigmask(unix.SIG_UNBLOCK, &set, nil)
 	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), sig)
 	runtime.UnlockOSThread()

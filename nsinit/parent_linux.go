@@ -14,24 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/goinit"
 	"github.com/agentbox/agentbox/nsinit/program"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
-
-// envRole marks the re-executed init; its value is the control socket's fd.
-const envRole = "_AGENTBOX_NSINIT"
-
-// envIDMap asks the init to write its own uid and gid maps ("UID:GID").
-const envIDMap = "_AGENTBOX_NSINIT_IDMAP"
 
 // controlFd is where the native init finds its end of the control socket
 // (ExtraFiles[0]); under bwrap it is another (see InitCommand).
 const controlFd = program.ControlFd
 
-// initArgv0 names the init role (with envRole set).
-const initArgv0 = "agentbox-init"
-
 // exitSetup is the init's status when setup failed before the command started.
-const exitSetup = 125
+const exitSetup = protocol.ExitSetup
 
 // Forwarded are the signals the launcher passes to the init, and the init to the
 // command.
@@ -118,7 +111,7 @@ func ControlSocket() (ctl, child *os.File, err error) {
 // supervisor needs neither parallel GC nor a second P).
 func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
 	cmd := exec.Command(binary)
-	cmd.Args = []string{initArgv0}
+	cmd.Args = []string{protocol.InitArgv0}
 	cmd.Env = initEnv(fd, false)
 	// A nil *os.File in an io.Reader would not read as "no stream": assign only
 	// what is set, so unset streams become /dev/null.
@@ -138,9 +131,9 @@ func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
 // settings, and, when it must map its own ids (native, see startInit), the
 // caller's uid and gid.
 func initEnv(ctlFd int, ownMaps bool) []string {
-	env := []string{fmt.Sprintf("%s=%d", envRole, ctlFd), "GOMAXPROCS=1", "GOGC=off"}
+	env := []string{fmt.Sprintf("%s=%d", protocol.EnvRole, ctlFd), "GOMAXPROCS=1", "GOGC=off"}
 	if ownMaps {
-		env = append(env, fmt.Sprintf("%s=%d:%d", envIDMap, os.Getuid(), os.Getgid()))
+		env = append(env, fmt.Sprintf("%s=%d:%d", protocol.EnvIDMap, os.Getuid(), os.Getgid()))
 	}
 	if v := os.Getenv(program.EnvFallbacks); v != "" {
 		env = append(env, program.EnvFallbacks+"="+v)
@@ -172,9 +165,9 @@ type Launch struct {
 // initConn is the launcher's side of the control socket: the Go init's JSON frames
 // (frameConn), or the raw init's records.
 type initConn interface {
-	plan(m *message, fds ...*os.File) error
-	read() (*message, error)
-	write(m *message) error
+	plan(m *protocol.Message, fds ...*os.File) error
+	read() (*protocol.Message, error)
+	write(m *protocol.Message) error
 }
 
 // goSender is a conn whose init can wait for a go (Launch.gated).
@@ -182,9 +175,11 @@ type goSender interface{ sendGo() error }
 
 type frameConn struct{ ctl *os.File }
 
-func (c frameConn) plan(m *message, fds ...*os.File) error { return writeMsg(c.ctl, m, fds...) }
-func (c frameConn) read() (*message, error)                { return readMsgPolled(c.ctl) }
-func (c frameConn) write(m *message) error                 { return writeMsg(c.ctl, m) }
+func (c frameConn) plan(m *protocol.Message, fds ...*os.File) error {
+	return protocol.Write(c.ctl, m, fds...)
+}
+func (c frameConn) read() (*protocol.Message, error) { return protocol.ReadPolled(c.ctl) }
+func (c frameConn) write(m *protocol.Message) error  { return protocol.Write(c.ctl, m) }
 
 // Supervise starts the init (l.Start or l.Cmd), hands it the plan, forwards signals,
 // mirrors job control, and waits for the session to end. The status is the one the
@@ -286,7 +281,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
 	}
-	err = conn.plan(&message{Type: msgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
+	err = conn.plan(&protocol.Message{Type: protocol.MsgPlan, Plan: &plan, Env: env, Foreground: fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {
 		if !l.Prestarted && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
 			// The other end is closed: the init (or bwrap) has ended already. Say how,
@@ -312,7 +307,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		}
 	}
 
-	msgs := make(chan *message, 4)
+	msgs := make(chan *protocol.Message, 4)
 	go func() {
 		defer close(msgs)
 		for {
@@ -337,7 +332,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			// The init passes it on to the command. A message, not a signal to the
 			// init: PID 1 then needs no signal handler of its own (os/signal's
 			// set-up costs the init a thread hand-off per signal, ~1.8 ms).
-			_ = conn.write(&message{Type: msgSignal, Signal: int(sig.(syscall.Signal))})
+			_ = conn.write(&protocol.Message{Type: protocol.MsgSignal, Signal: int(sig.(syscall.Signal))})
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil // EOF: the init is exiting; its status follows
@@ -346,21 +341,21 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				continue
 			}
 			switch m.Type {
-			case msgStarted:
+			case protocol.MsgStarted:
 				started = true
 				res.Phases = append(res.Phases, m.Phases...)
 				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
-			case msgError:
+			case protocol.MsgError:
 				proc.wait() // it exits right after its report
 				giveBack()
 				return res, &SetupError{Step: m.Step, Reason: m.Reason}
-			case msgStopped:
+			case protocol.MsgStopped:
 				cmdFg = suspendSelf(stdio.Stdin, conn)
-			case msgEnded:
+			case protocol.MsgEnded:
 				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
-			case msgListener:
+			case protocol.MsgListener:
 				takeListener(m, l.Plan, opts.Listener)
-			case msgExited:
+			case protocol.MsgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
 					// kernel's teardown of its namespaces) is reaped in the
@@ -388,8 +383,8 @@ func Supervise(l Launch, opts Options) (Result, error) {
 
 // takeListener hands the proxy's listening socket that came with m to take; any
 // other descriptor, or one nobody asked for, is closed.
-func takeListener(m *message, plan mounts.Plan, take func(*os.File)) {
-	for i, fd := range m.fds {
+func takeListener(m *protocol.Message, plan mounts.Plan, take func(*os.File)) {
+	for i, fd := range m.Fds {
 		if i == 0 && plan.Proxy != "" && take != nil {
 			take(os.NewFile(uintptr(fd), "proxy listener "+plan.Proxy))
 			continue
@@ -492,25 +487,8 @@ func isForeground(f *os.File) bool {
 // the command held it, so messages printed afterwards are not stopped by SIGTTOU.
 func restoreForeground(f *os.File, wasFg bool) {
 	if wasFg {
-		setForeground(int(f.Fd()), unix.Getpgrp())
+		goinit.SetForeground(int(f.Fd()), unix.Getpgrp())
 	}
-}
-
-// setForeground makes pgrp the terminal's foreground group. SIGTTOU is blocked on
-// this thread meanwhile: a background caller would otherwise be stopped by it.
-func setForeground(fd, pgrp int) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var set, old unix.Sigset_t
-	sigaddset(&set, unix.SIGTTOU)
-	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
-	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp)
-	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
-}
-
-func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
-	n := uint(sig) - 1
-	set.Val[n/64] |= 1 << (n % 64)
 }
 
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
@@ -531,6 +509,25 @@ func suspendSelf(stdin *os.File, conn initConn) bool {
 	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGSTOP)
 	runtime.UnlockOSThread()
 	fg := isForeground(stdin)
-	_ = conn.write(&message{Type: msgContinue, Foreground: fg})
+	_ = conn.write(&protocol.Message{Type: protocol.MsgContinue, Foreground: fg})
 	return fg
 }
+
+// IsInit reports whether this process is the re-executed Go init. main asks first,
+// before anything else runs (goinit.IsInit).
+func IsInit() bool { return goinit.IsInit() }
+
+// Main is the Go init: PID 1 of the sandbox's PID namespace (goinit.Main). It never
+// returns.
+func Main() { goinit.Main() }
+
+// LookPath finds name the way the Go init does before it starts the command (PATH
+// searched as a shell does; a directory or a non-executable file refused), for
+// --dry-run, which must refuse what the real launch would refuse. It looks in the
+// caller's view of the filesystem.
+func LookPath(name, pathEnv string) (string, error) { return goinit.LookPath(name, pathEnv) }
+
+// CloseOnExecAbove2 marks every descriptor above stderr close-on-exec
+// (goinit.CloseOnExecAbove2): the bwrap backend needs it before bwrap, which passes
+// everything it inherits into the sandbox.
+func CloseOnExecAbove2() { goinit.CloseOnExecAbove2() }

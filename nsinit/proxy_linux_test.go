@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 func TestWithEnv(t *testing.T) {
@@ -19,18 +20,6 @@ func TestWithEnv(t *testing.T) {
 	}
 	if env := []string{"A=1"}; !slices.Equal(withEnv(env, nil), env) {
 		t.Error("withEnv changed an environment with nothing to add")
-	}
-}
-
-func TestSplitAddr(t *testing.T) {
-	ip, port, err := splitAddr(mounts.ProxyAddr)
-	if err != nil || ip != [4]byte{127, 0, 0, 1} || port != 3128 {
-		t.Errorf("splitAddr(%s) = %v %d %v", mounts.ProxyAddr, ip, port, err)
-	}
-	for _, bad := range []string{"", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "1.2.3:80", "1.2.3.256:80", "[::1]:80", "a.b.c.d:1"} {
-		if _, _, err := splitAddr(bad); err == nil {
-			t.Errorf("splitAddr(%q) accepted", bad)
-		}
 	}
 }
 
@@ -51,12 +40,12 @@ func TestListenerHandOff(t *testing.T) {
 	}
 	lf, _ := l.(*net.TCPListener).File()
 	l.Close()
-	if err := writeMsg(child, &message{Type: msgListener}, lf); err != nil {
+	if err := protocol.Write(child, &protocol.Message{Type: protocol.MsgListener}, lf); err != nil {
 		t.Fatal(err)
 	}
 	lf.Close()
-	m, err := readMsgPolled(ctl)
-	if err != nil || m.Type != msgListener || len(m.fds) != 1 {
+	m, err := protocol.ReadPolled(ctl)
+	if err != nil || m.Type != protocol.MsgListener || len(m.Fds) != 1 {
 		t.Fatalf("read: %+v %v", m, err)
 	}
 	var got *os.File
@@ -70,7 +59,7 @@ func TestListenerHandOff(t *testing.T) {
 	}
 	// Without a Proxy in the plan the descriptor is closed, not handed over.
 	dup, _ := unix.Dup(int(got.Fd()))
-	takeListener(&message{fds: []int{dup}}, mounts.Plan{}, func(*os.File) { t.Error("handed over without a Proxy") })
+	takeListener(&protocol.Message{Fds: []int{dup}}, mounts.Plan{}, func(*os.File) { t.Error("handed over without a Proxy") })
 	if _, err := unix.FcntlInt(uintptr(dup), unix.F_GETFD, 0); err != unix.EBADF {
 		t.Errorf("stray descriptor left open: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 // Tests of the raw init's own machinery (its loop, its gate, its compiler), which a
@@ -151,7 +152,7 @@ func TestRawGateWantsGo(t *testing.T) {
 	m, err := conn.read()
 	ctl.Close() // an init that went on ends its session at this EOF
 	st := proc.wait()
-	if err != nil || m.Type != msgError || m.Step != PhaseGate || !strings.Contains(m.Reason, "bad message") {
+	if err != nil || m.Type != protocol.MsgError || m.Step != PhaseGate || !strings.Contains(m.Reason, "bad message") {
 		t.Errorf("a signal record at the gate: %+v, %v; want the gate's error, bad message", m, err)
 	}
 	if st.status() != exitSetup || fileExists(shared+"/ran") {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit/program"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 // rawUsable reports whether this kernel has what the compiled plan uses without
@@ -211,7 +212,7 @@ func (p *rawProgram) compilePlan(plan mounts.Plan, env []string, gated bool) err
 		a.envv, err = p.strArray(env)
 	}
 	if err == nil {
-		err = p.candidates(plan.Command[0], getenv(env, "PATH"))
+		err = p.candidates(plan.Command[0], protocol.Getenv(env, "PATH"))
 	}
 	return err
 }
@@ -319,9 +320,9 @@ func rawControl(conn initConn) *os.File {
 }
 
 // plan: the raw init has its plan already, compiled into its memory.
-func (c *rawConn) plan(*message, ...*os.File) error { return nil }
+func (c *rawConn) plan(*protocol.Message, ...*os.File) error { return nil }
 
-func (c *rawConn) read() (*message, error) {
+func (c *rawConn) read() (*protocol.Message, error) {
 	var rec [8]byte
 	if _, err := io.ReadFull(c.ctl, rec[:]); err != nil {
 		a := c.prog.ra
@@ -336,25 +337,25 @@ func (c *rawConn) read() (*message, error) {
 	value := *(*uint32)(unsafe.Pointer(&rec[4]))
 	switch kind {
 	case recStarted:
-		return &message{Type: msgStarted, PID: int(value), Phases: c.phases()}, nil
+		return &protocol.Message{Type: protocol.MsgStarted, PID: int(value), Phases: c.phases()}, nil
 	case recError:
 		c.reported = true
 		return c.errorMsg(), nil
 	case recStopped:
-		return &message{Type: msgStopped}, nil
+		return &protocol.Message{Type: protocol.MsgStopped}, nil
 	case recEnded:
-		return &message{Type: msgEnded, Signal: int(value & 0xff), Left: int(value >> 8)}, nil
+		return &protocol.Message{Type: protocol.MsgEnded, Signal: int(value & 0xff), Left: int(value >> 8)}, nil
 	case recExited:
-		return &message{Type: msgExited, Status: int(int32(value))}, nil
+		return &protocol.Message{Type: protocol.MsgExited, Status: int(int32(value))}, nil
 	}
 	return nil, fmt.Errorf("raw init: unknown record %d", kind)
 }
 
-func (c *rawConn) write(m *message) error {
+func (c *rawConn) write(m *protocol.Message) error {
 	switch m.Type {
-	case msgSignal:
+	case protocol.MsgSignal:
 		return c.send(recSignal, uint32(m.Signal))
-	case msgContinue:
+	case protocol.MsgContinue:
 		if m.Foreground {
 			return c.send(recContinue, 1)
 		}
@@ -390,10 +391,10 @@ func (c *rawConn) phases() []Phase {
 }
 
 // errorMsg explains the raw init's failure as the Go init would (reportSetup).
-func (c *rawConn) errorMsg() *message {
+func (c *rawConn) errorMsg() *protocol.Message {
 	a, p := c.prog.ra, c.prog
 	errno := syscall.Errno(a.Errno)
-	m := &message{Type: msgError, Step: "init", Reason: errno.Error()}
+	m := &protocol.Message{Type: protocol.MsgError, Step: "init", Reason: errno.Error()}
 	switch a.stage {
 	case rawStagePrologue:
 		m.Step = "set up init descriptors"

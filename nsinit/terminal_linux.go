@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/nsinit/goinit"
 )
 
 // The operator's terminal after a session is as it was before it (docs/terminal.md).
@@ -96,7 +98,7 @@ func (s *terminalState) restore() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var set, old unix.Sigset_t
-	sigaddset(&set, unix.SIGTTOU)
+	goinit.Sigaddset(&set, unix.SIGTTOU)
 	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old)
 	for i := range s.terms {
 		t := &s.terms[i]

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/eintr"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 // Starting the init with vfork.
@@ -64,7 +65,7 @@ type vforkSpec struct {
 	childErr uintptr // the errno, written to errPipe by the child
 }
 
-// startInit starts binary as the init (argv0 initArgv0, env), in the new
+// startInit starts binary as the init (argv0 protocol.InitArgv0, env), in the new
 // namespaces flags, with stdio and ctl as its descriptors 0–2 and controlFd, its own
 // process group, SIGKILL when the calling thread ends (the caller locks it), and
 // initCaps as ambient capabilities.
@@ -78,7 +79,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	if s.path, err = unix.BytePtrFromString(binary); err != nil {
 		return nil, fmt.Errorf("init binary %q: %w", binary, err)
 	}
-	if s.argv, err = syscall.SlicePtrFromStrings([]string{initArgv0}); err != nil {
+	if s.argv, err = syscall.SlicePtrFromStrings([]string{protocol.InitArgv0}); err != nil {
 		return nil, err
 	}
 	if s.envv, err = syscall.SlicePtrFromStrings(env); err != nil {

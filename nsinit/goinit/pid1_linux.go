@@ -1,6 +1,6 @@
 //go:build !mips && !mipsle && !mips64 && !mips64le
 
-package nsinit
+package goinit
 
 import (
 	"unsafe"

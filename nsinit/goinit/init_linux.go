@@ -1,4 +1,10 @@
-package nsinit
+// Package goinit is the Go init: the agentbox binary re-executed as PID 1 of the
+// sandbox. It writes its own id maps when asked, receives the plan (package
+// protocol), compiles and runs it (package program) — under bwrap only the part
+// bwrap left — starts the command and supervises it until the session ends. The
+// launcher's side is package nsinit; the raw init, which runs the same program
+// without a Go runtime of its own, lives there too (it shares the launcher's memory).
+package goinit
 
 import (
 	"errors"
@@ -14,12 +20,13 @@ import (
 
 	"github.com/agentbox/agentbox/internal/eintr"
 	"github.com/agentbox/agentbox/nsinit/program"
+	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
 // IsInit reports whether this process is the re-executed init. main asks first,
 // before anything else runs.
 func IsInit() bool {
-	return os.Getenv(envRole) != "" && len(os.Args) > 0 && os.Args[0] == initArgv0
+	return os.Getenv(protocol.EnvRole) != "" && len(os.Args) > 0 && os.Args[0] == protocol.InitArgv0
 }
 
 // Main is the init: PID 1 of the sandbox's PID namespace. It never returns.
@@ -28,15 +35,15 @@ func Main() {
 	// capabilities, no_new_privs, Landlock and the seccomp filter are per thread,
 	// and the command inherits them from the thread that forks it.
 	runtime.LockOSThread()
-	fd, err := strconv.Atoi(os.Getenv(envRole))
+	fd, err := strconv.Atoi(os.Getenv(protocol.EnvRole))
 	if err != nil || fd < 3 {
-		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(envRole))
-		os.Exit(exitSetup)
+		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(protocol.EnvRole))
+		os.Exit(protocol.ExitSetup)
 	}
 	ctl := os.NewFile(uintptr(fd), "control")
 	uid, gid, mapIDs := os.Getuid(), os.Getgid(), false
-	if ids := os.Getenv(envIDMap); ids != "" {
-		os.Unsetenv(envIDMap)
+	if ids := os.Getenv(protocol.EnvIDMap); ids != "" {
+		os.Unsetenv(protocol.EnvIDMap)
 		if uid, gid, err = parseIDs(ids); err != nil {
 			os.Exit(reportSetup(ctl, "map uid and gid", err))
 		}
@@ -45,7 +52,7 @@ func Main() {
 	os.Exit(initMain(ctl, uid, gid, mapIDs))
 }
 
-// parseIDs parses the launcher's "UID:GID" (envIDMap).
+// parseIDs parses the launcher's "UID:GID" (protocol.EnvIDMap).
 func parseIDs(ids string) (uid, gid int, err error) {
 	u, g, ok := strings.Cut(ids, ":")
 	uid, uerr := strconv.Atoi(u)
@@ -61,7 +68,7 @@ func parseIDs(ids string) (uid, gid int, err error) {
 // The setup itself is the compiled plan (package program), run by RunUntil: the
 // same program the raw init runs.
 func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
-	t := NewTimer()
+	t := protocol.NewTimer()
 	fds, err := program.OpenFds()
 	if err != nil {
 		return reportSetup(ctl, "list init descriptors", err)
@@ -80,13 +87,13 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	// 2. Every inherited fd becomes close-on-exec, the control socket included: the
 	//    command gets 0, 1 and 2 and nothing else.
 	CloseOnExecAbove2()
-	os.Unsetenv(envRole)
+	os.Unsetenv(protocol.EnvRole)
 
 	// 3. The plan, and with it, when this init was started ahead of its session,
 	//    the command's standard streams.
-	m, received, err := readMsgFds(ctl)
-	if err != nil || m.Type != msgPlan || m.Plan == nil || len(m.Plan.Command) == 0 {
-		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", msgPlan, err))
+	m, received, err := protocol.ReadFds(ctl)
+	if err != nil || m.Type != protocol.MsgPlan || m.Plan == nil || len(m.Plan.Command) == 0 {
+		return reportSetup(ctl, "receive plan", fmt.Errorf("expected %q message: %v", protocol.MsgPlan, err))
 	}
 	if err := installStdio(received); err != nil {
 		return reportSetup(ctl, "receive standard streams", err)
@@ -130,7 +137,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 		}
 	}
 	// 7. Resolve the command in the sandbox's view, with the command's PATH.
-	path, err := lookPath(plan.Command[0], getenv(m.Env, "PATH"))
+	path, err := LookPath(plan.Command[0], protocol.Getenv(m.Env, "PATH"))
 	if err != nil {
 		return reportSetup(ctl, "command "+plan.Command[0], err)
 	}
@@ -152,11 +159,11 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 		return reportSetup(ctl, "exec "+plan.Command[0], err)
 	}
 	t.Mark("exec-command")
-	if err := writeMsg(ctl, &message{Type: msgStarted, Phases: t.Phases, PID: pid}); err != nil {
+	if err := protocol.Write(ctl, &protocol.Message{Type: protocol.MsgStarted, Phases: t.Phases, PID: pid}); err != nil {
 		// The launcher is gone; Pdeathsig will end us. Keep the command's fate
 		// tied to ours.
 		_ = unix.Kill(pid, unix.SIGKILL)
-		return exitSetup
+		return protocol.ExitSetup
 	}
 	status, sig := supervise(ctl, pid)
 	endSession(ctl, status, sig, m.Nested)
@@ -164,7 +171,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 }
 
 // endSession ends every process left in the sandbox and reaps it, and tells the
-// launcher how the command ended (msgEnded: the signal that killed it, how many were
+// launcher how the command ended (protocol.MsgEnded: the signal that killed it, how many were
 // left). Then, unless bwrap owns the namespaces (nested: the launcher waits for
 // bwrap's exit), it tells the launcher the status: from then on nothing of the
 // session runs, and the launcher need not wait for this process's own exit, in which
@@ -190,7 +197,7 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 		}
 		left++
 	}
-	_ = writeMsg(ctl, &message{Type: msgEnded, Signal: int(sig), Left: left})
+	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgEnded, Signal: int(sig), Left: left})
 	if nested {
 		return
 	}
@@ -199,7 +206,7 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	for fd := 0; fd <= 2; fd++ {
 		_ = unix.Close(fd)
 	}
-	_ = writeMsg(ctl, &message{Type: msgExited, Status: status, PeakRSSKiB: peakRSS()})
+	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgExited, Status: status, PeakRSSKiB: peakRSS()})
 }
 
 // peakRSS is this process's VmHWM in KiB, 0 when unknown.
@@ -230,7 +237,7 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 		if err != nil {
 			// ECHILD: the command is gone without our seeing it end (cannot happen
 			// while it is our child); report a setup-class failure, not success.
-			return exitSetup, 0
+			return protocol.ExitSetup, 0
 		}
 		if pid != cmdPid {
 			continue // an orphan, reaped
@@ -241,7 +248,7 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 		case ws.Signaled():
 			return 128 + int(ws.Signal()), ws.Signal()
 		case ws.Stopped():
-			_ = writeMsg(ctl, &message{Type: msgStopped})
+			_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgStopped})
 		}
 	}
 }
@@ -251,18 +258,18 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 // terminal's foreground back when the launcher was resumed in the foreground).
 func followLauncher(ctl *os.File, cmdPid int) {
 	for {
-		m, err := readMsg(ctl)
+		m, err := protocol.Read(ctl)
 		if err != nil {
 			return
 		}
 		switch m.Type {
-		case msgSignal:
+		case protocol.MsgSignal:
 			if m.Signal > 0 && m.Signal < 65 {
 				_ = unix.Kill(cmdPid, syscall.Signal(m.Signal))
 			}
-		case msgContinue:
+		case protocol.MsgContinue:
 			if m.Foreground {
-				setForeground(0, cmdPid)
+				SetForeground(0, cmdPid)
 			}
 			_ = unix.Kill(-cmdPid, unix.SIGCONT)
 		}
@@ -302,8 +309,8 @@ func installStdio(fds []int) error {
 
 // reportSetup sends the failing step to the launcher and returns the init's status.
 func reportSetup(ctl *os.File, step string, err error) int {
-	_ = writeMsg(ctl, &message{Type: msgError, Step: step, Reason: err.Error()})
-	return exitSetup
+	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgError, Step: step, Reason: err.Error()})
+	return protocol.ExitSetup
 }
 
 // CloseOnExecAbove2 marks every descriptor above stderr close-on-exec, so that a
@@ -326,18 +333,11 @@ func CloseOnExecAbove2() {
 	}
 }
 
-func getenv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// lookPath finds name as a shell would, in the sandbox's view; a directory or a
-// non-executable file is refused here so that the launcher can say so (exit 125).
-func lookPath(name, pathEnv string) (string, error) {
+// LookPath finds name as a shell would, in the caller's view of the filesystem (the
+// sandbox's, in the init); a directory or a non-executable file is refused, so
+// that the launcher can say so (exit 125). agentbox exec --dry-run asks it too,
+// to refuse what the real launch would refuse.
+func LookPath(name, pathEnv string) (string, error) {
 	check := func(p string) error {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -394,7 +394,7 @@ func notFound(err error) error {
 }
 
 // sendListener creates a TCP socket listening on addr ("127.0.0.1:PORT") and sends
-// it to the launcher (msgListener); the init keeps no copy.
+// it to the launcher (protocol.MsgListener); the init keeps no copy.
 func sendListener(ctl *os.File, addr string) error {
 	host, port, err := splitAddr(addr)
 	if err != nil {
@@ -412,7 +412,7 @@ func sendListener(ctl *os.File, addr string) error {
 	if err := unix.Listen(fd, 128); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	return writeMsg(ctl, &message{Type: msgListener}, f)
+	return protocol.Write(ctl, &protocol.Message{Type: protocol.MsgListener}, f)
 }
 
 // splitAddr parses "A.B.C.D:PORT".

@@ -1,4 +1,9 @@
-package nsinit
+// Package protocol is what the launcher and the Go init say to each other over
+// their control socket: length-prefixed JSON frames, lock-step (the diagram below),
+// and the names both sides share (the init's role variables, its setup status,
+// the launch's phases). The raw init speaks fixed-size records instead
+// (nsinit/rawinit_linux_amd64.go).
+package protocol
 
 import (
 	"encoding/binary"
@@ -17,78 +22,79 @@ import (
 // length-prefixed JSON frames, lock-step:
 //
 //	launcher                                init (PID 1, new namespaces)
-//	   |------------ msgPlan ------------------>|  plan, command env, foreground
+//	   |------------ MsgPlan ------------------>|  plan, command env, foreground
 //	   |                                        |  mounts, loopback up
-//	   |<----------- msgListener ---------------|  with --allow-net: the proxy's listening
+//	   |<----------- MsgListener ---------------|  with --allow-net: the proxy's listening
 //	   |                                        |  socket in the new netns (SCM_RIGHTS)
 //	   |                                        |  drop privileges, fork command
-//	   |<----------- msgStarted ----------------|  phases, command PID
-//	   |     or msgError (step, path, reason) --|  then the init exits 125
+//	   |<----------- MsgStarted ----------------|  phases, command PID
+//	   |     or MsgError (step, path, reason) --|  then the init exits 125
 //	   |                                        |
-//	   |<----------- msgStopped ----------------|  the command stopped (job control)
-//	   |------------ msgContinue -------------->|  launcher was resumed (fg or bg)
-//	   |------------ msgSignal ---------------->|  a signal for the command
+//	   |<----------- MsgStopped ----------------|  the command stopped (job control)
+//	   |------------ MsgContinue -------------->|  launcher was resumed (fg or bg)
+//	   |------------ MsgSignal ---------------->|  a signal for the command
 //	   |                  ...                   |
-//	   |<----------- msgEnded ------------------|  the signal that ended the command, and
+//	   |<----------- MsgEnded ------------------|  the signal that ended the command, and
 //	   |                                        |  how many processes were left and killed
-//	   |<----------- msgExited -----------------|  status; every process gone (native)
+//	   |<----------- MsgExited -----------------|  status; every process gone (native)
 //	   '-- init exits with the command's status (128+N for signal N)
 //
 // The socket is close-on-exec in the init: the command never sees it.
+// The frames' types.
 const (
-	msgPlan     = "plan"
-	msgStarted  = "started"
-	msgError    = "error"
-	msgStopped  = "stopped"
-	msgContinue = "continue"
-	msgSignal   = "signal"
-	msgEnded    = "ended"
-	msgExited   = "exited"
-	msgListener = "listener"
+	MsgPlan     = "plan"
+	MsgStarted  = "started"
+	MsgError    = "error"
+	MsgStopped  = "stopped"
+	MsgContinue = "continue"
+	MsgSignal   = "signal"
+	MsgEnded    = "ended"
+	MsgExited   = "exited"
+	MsgListener = "listener"
 )
 
-// message is every frame; Type says which fields are set.
-type message struct {
+// Message is every frame; Type says which fields are set.
+type Message struct {
 	Type string `json:"type"`
 
-	// msgPlan
+	// MsgPlan
 	Plan       *mounts.Plan `json:"plan,omitempty"`
 	Env        []string     `json:"env,omitempty"`
-	Foreground bool         `json:"foreground,omitempty"` // also msgContinue
+	Foreground bool         `json:"foreground,omitempty"` // also MsgContinue
 	Nested     bool         `json:"nested,omitempty"`     // namespaces and mounts built by bwrap
 
-	// msgSignal: the signal the launcher received, for the command; msgEnded: the
+	// MsgSignal: the signal the launcher received, for the command; MsgEnded: the
 	// signal that killed the command, 0 when it exited
 	Signal int `json:"signal,omitempty"`
-	// msgEnded: the processes still running when the command ended, which the init
+	// MsgEnded: the processes still running when the command ended, which the init
 	// killed
 	Left int `json:"left,omitempty"`
 
-	// msgStarted
+	// MsgStarted
 	Phases []Phase `json:"phases,omitempty"`
 	PID    int     `json:"pid,omitempty"`
 
-	// msgExited: the command's status, every process of the sandbox gone, and the
+	// MsgExited: the command's status, every process of the sandbox gone, and the
 	// init's own peak RSS (VmHWM: rusage would count the launcher's memory, which
 	// the vforked init shared until its execve)
 	Status     int   `json:"status,omitempty"`
 	PeakRSSKiB int64 `json:"peak_rss_kib,omitempty"`
 
-	// msgError
+	// MsgError
 	Step   string `json:"step,omitempty"`
 	Reason string `json:"reason,omitempty"`
 
-	// fds came with the frame (msgListener: one, the listening socket); the reader
+	// fds came with the frame (MsgListener: one, the listening socket); the reader
 	// owns them.
-	fds []int
+	Fds []int `json:"-"`
 }
 
 // maxFrame bounds a frame: a plan with a large environment fits many times over.
 const maxFrame = 16 << 20
 
-// writeMsg sends m on w; fds, when given, travel with the frame's first byte
+// Write sends m on w; fds, when given, travel with the frame's first byte
 // (SCM_RIGHTS), which needs w to be the control socket itself.
-func writeMsg(w io.Writer, m *message, fds ...*os.File) error {
+func Write(w io.Writer, m *Message, fds ...*os.File) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -132,7 +138,7 @@ func writeMsg(w io.Writer, m *message, fds ...*os.File) error {
 	return sendErr
 }
 
-func readMsg(r io.Reader) (*message, error) {
+func Read(r io.Reader) (*Message, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
@@ -140,9 +146,9 @@ func readMsg(r io.Reader) (*message, error) {
 	return readBody(r, hdr)
 }
 
-// readMsgFds reads a message from the socket ctl and the descriptors that came with
+// ReadFds reads a Message from the socket ctl and the descriptors that came with
 // its first byte, received close-on-exec.
-func readMsgFds(ctl *os.File) (*message, []int, error) {
+func ReadFds(ctl *os.File) (*Message, []int, error) {
 	var hdr [4]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	var oobn int
@@ -160,12 +166,12 @@ func readMsgFds(ctl *os.File) (*message, []int, error) {
 	if oobn > 0 {
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil {
-			return nil, nil, fmt.Errorf("control message: %w", err)
+			return nil, nil, fmt.Errorf("control Message: %w", err)
 		}
 		for _, cm := range msgs {
 			got, err := unix.ParseUnixRights(&cm)
 			if err != nil {
-				return nil, nil, fmt.Errorf("control message: %w", err)
+				return nil, nil, fmt.Errorf("control Message: %w", err)
 			}
 			fds = append(fds, got...)
 		}
@@ -187,10 +193,10 @@ func readMsgFds(ctl *os.File) (*message, []int, error) {
 	return m, fds, nil
 }
 
-// readMsgPolled is readMsgFds for the launcher's end, which Go's poller owns: the
+// ReadPolled is ReadFds for the launcher's end, which Go's poller owns: the
 // header's first bytes come through recvmsg (a plain read would drop descriptors
-// that came with them), and the frame's descriptors land in m.fds.
-func readMsgPolled(ctl *os.File) (*message, error) {
+// that came with them), and the frame's descriptors land in m.Fds.
+func ReadPolled(ctl *os.File) (*Message, error) {
 	rc, err := ctl.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -236,11 +242,11 @@ func readMsgPolled(ctl *os.File) (*message, error) {
 		closeFds()
 		return nil, err
 	}
-	m.fds = fds
+	m.Fds = fds
 	return m, nil
 }
 
-func readBody(r io.Reader, hdr [4]byte) (*message, error) {
+func readBody(r io.Reader, hdr [4]byte) (*Message, error) {
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
 		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, maxFrame)
@@ -249,7 +255,7 @@ func readBody(r io.Reader, hdr [4]byte) (*message, error) {
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, err
 	}
-	m := new(message)
+	m := new(Message)
 	if err := json.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
