@@ -1,18 +1,21 @@
-// Package nsinit is the native backend. Its parent side starts the init in new
-// namespaces and hands it the mount plan; the init (PID 1 of the new PID namespace)
-// applies the plan with system calls, drops every privilege, starts the command,
-// reaps orphans, passes signals on and reports the command's status. The init is the
-// re-executed agentbox binary (init_linux.go), or, for a launcher that is a process of
-// its own on amd64 and Linux 5.12+, the raw init: a clone of the launcher that runs
-// the plan compiled into system calls without a Go runtime of its own
+// Package nsinit is the native backend's launcher, and the one way session and
+// sandbox run a plan (Driver). It starts the init in new namespaces and hands it the
+// mount plan; the init (PID 1 of the new PID namespace) runs the plan compiled into
+// system calls (package program), drops every privilege, starts the command, reaps
+// orphans, passes signals on and reports the command's status. The init is the
+// re-executed agentbox binary (package goinit, speaking package protocol), or, for a
+// launcher that is a process of its own on amd64 and Linux 5.12+, the raw init: a
+// clone of the launcher that runs the same program without a Go runtime of its own
 // (rawinit_linux_amd64.go, rawlaunch_linux_amd64.go).
 package nsinit
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
@@ -99,6 +102,20 @@ type Result struct {
 	// InitPeakRSSKiB is the init's own peak resident set (KiB), 0 when it did not
 	// report one (under bwrap, or when it ended abnormally).
 	InitPeakRSSKiB int64
+	// Prestarted: the init was started ahead of the session (Native.Spare).
+	Prestarted bool
+	// BackendVersion names what ran the sandbox when it is not agentbox itself
+	// ("bubblewrap 0.12.0"), else "".
+	BackendVersion string
+}
+
+// Driver is one backend's way of running a plan to the session's end: the native
+// backend (Native) or bubblewrap (compat.Driver). session and sandbox launch through
+// it and know nothing else of a backend.
+type Driver interface {
+	// Run builds the sandbox for plan, runs its command and waits for the session's
+	// end. A *SetupError means the command never started.
+	Run(plan mounts.Plan, opts Options) (Result, error)
 }
 
 // Timer records consecutive phases, each from the previous mark: the init's setup
@@ -220,4 +237,28 @@ func (s *SignalCatch) Stop() {
 		return
 	}
 	signal.Stop(s.c)
+}
+
+// Native is the native backend as a Driver. Spare, when set and usable for the plan
+// (Prestarted.Usable), is the init started ahead (Prestart, PrestartRaw); an unusable
+// one is discarded and a fresh init starts. A Go-init spare that died while it
+// waited (StepHandPlan) is replaced by a fresh init too, when no Options.BeforeExec
+// has run for it yet (with one, the error is returned: the host work would run twice).
+type Native struct {
+	Spare *Prestarted
+}
+
+// Run implements Driver.
+func (n Native) Run(plan mounts.Plan, opts Options) (Result, error) {
+	if !n.Spare.Usable(plan, opts.InitBinary) {
+		n.Spare.Discard()
+		return Run(plan, opts)
+	}
+	res, err := RunPrestarted(n.Spare, plan, opts)
+	var se *SetupError
+	if opts.BeforeExec == nil && errors.As(err, &se) && se.Step == StepHandPlan {
+		return Run(plan, opts)
+	}
+	res.Prestarted = true
+	return res, err
 }

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/agentbox/agentbox/mounts"
@@ -91,20 +90,4 @@ func refillSpare() {
 	if spares.on && spares.next == nil {
 		spares.next = startSpare(spares.net, spares.binary)
 	}
-}
-
-// runWithSpare runs plan in the waiting spare when there is a usable one. ok is
-// false when there was none, or it had died before taking the plan; the caller
-// then launches a fresh init.
-func runWithSpare(plan mounts.Plan, opts nsinit.Options) (res nsinit.Result, ok bool, err error) {
-	p := takeSpare(plan, opts.InitBinary)
-	if p == nil {
-		return res, false, nil
-	}
-	res, err = nsinit.RunPrestarted(p, plan, opts)
-	var se *SetupError
-	if errors.As(err, &se) && se.Step == nsinit.StepHandPlan {
-		return res, false, nil
-	}
-	return res, true, err
 }

@@ -180,10 +180,7 @@ func run(plan mounts.Plan, opts Options) (Result, error) {
 		nopts.AfterStart = leaf.Place
 		defer leaf.Remove()
 	}
-	res, prestarted, err := runWithSpare(plan, nopts)
-	if !prestarted {
-		res, err = nsinit.Run(plan, nopts)
-	}
+	res, err := nsinit.Native{Spare: takeSpare(plan, nopts.InitBinary)}.Run(plan, nopts)
 	refillSpare()
-	return Result{Status: res.Status, Phases: res.Phases, Prestarted: prestarted, InitPeakRSSKiB: res.InitPeakRSSKiB}, err
+	return Result{Status: res.Status, Phases: res.Phases, Prestarted: res.Prestarted, InitPeakRSSKiB: res.InitPeakRSSKiB}, err
 }

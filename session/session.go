@@ -371,30 +371,30 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 // afterStart places the session's PID 1 (nsinit.Options.AfterStart), and listener
 // serves the proxy's socket of a plan with --allow-net (nil: none).
 func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error, listener func(*os.File)) (nsinit.Result, error) {
+	opts := nsinit.Options{Stdio: cliStdio, BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
+	var driver nsinit.Driver
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
-		opts := nsinit.Options{Stdio: cliStdio, RawInit: rawInitWanted(), BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
-		opts.Signals = cfg.Signals
-		if spare.Usable(plan, "") {
-			res, err := nsinit.RunPrestarted(spare, plan, opts)
-			return res, explainRefusal(err)
-		}
-		spare.Discard()
-		res, err := nsinit.Run(plan, opts)
-		return res, explainRefusal(err)
+		opts.RawInit, opts.Signals = rawInitWanted(), cfg.Signals
+		driver = nsinit.Native{Spare: spare}
 	case policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		res, err := compat.RunWith(plan, compat.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, nsinit.Options{BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener})
-		out.Backend, out.BackendVersion = policy.BackendBwrap, res.Version
-		phases := make([]nsinit.Phase, len(res.Phases))
-		for i, ph := range res.Phases {
-			phases[i] = nsinit.Phase{Name: ph.Name, Dur: ph.Dur}
-		}
-		return nsinit.Result{Status: res.Status, Phases: phases, Signal: syscall.Signal(res.Signal), Left: res.Left, Terminal: res.Terminal}, err
+		spare.Discard()
+		out.Backend = policy.BackendBwrap
+		driver = compat.Driver{}
+	default:
+		return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 	}
-	return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
+	res, err := driver.Run(plan, opts)
+	if res.BackendVersion != "" {
+		out.BackendVersion = res.BackendVersion
+	}
+	if cfg.Policy.Backend == policy.BackendNative {
+		err = explainRefusal(err)
+	}
+	return res, err
 }
 
 // explainRefusal replaces a native setup failure that a missing kernel feature
