@@ -18,7 +18,7 @@ import (
 // the agentbox binary, the runtime's start-up and every package's init, about 7 ms of
 // a 33 ms `agentbox exec` on a 2-core VM, before it does a millisecond of work. The
 // raw init does the same work without that start: the launcher compiles the plan
-// into a list of system calls (program_linux.go), clones a child that shares its
+// into a list of system calls (package program), clones a child that shares its
 // memory (CLONE_VM, not CLONE_VFORK: the child lives for the whole session) on a stack
 // of its own, and the child runs the list, starts the command with a vfork and stays
 // as PID 1: it reaps, passes the launcher's signals on, mirrors job control and
@@ -122,8 +122,8 @@ func rawSys(nr, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr) {
 	return r, uintptr(e)
 }
 
-// rawRetry is rawSys under the backend's one retry policy (retry_linux.go, whose
-// retryEINTR the Go code calls): a call that fails with EINTR is made again.
+// rawRetry is rawSys under the backend's one retry policy (internal/eintr, whose
+// Retry the Go code calls): a call that fails with EINTR is made again.
 //
 //go:nosplit
 //go:norace

@@ -115,7 +115,7 @@ func gateOpts(opts Options) Options {
 	return opts
 }
 
-// rawProgram is a compiled plan (program_linux.go) for the raw init: its arena is a
+// rawProgram is a compiled plan (package program) for the raw init: its arena is a
 // rawArena, with room after the strings for the init's two stacks, and the command
 // it starts.
 type rawProgram struct {

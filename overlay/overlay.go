@@ -1,8 +1,8 @@
 // Package overlay holds the rules of the sandbox's HOME overlay that every executor
 // must keep alike: what the upper directory (and so the overlay's root) gets for
-// owner and mode, the mount options, and the retry for kernels before 5.11. The Go
-// init (nsinit/mount_linux.go), the raw init's compiler (nsinit/rawlaunch), the bwrap
-// translation (compat) and doctor's probe (internal/kernel) all ask it.
+// owner and mode, the mount options, and the retry for kernels before 5.11. The
+// compiled plan both native inits run (nsinit/program), the bwrap translation
+// (compat) and doctor's probe (internal/kernel) all ask it.
 //
 // It decides nothing about where an overlay goes: that is the plan's (mounts.Build).
 // It makes no system call: the executors stat, chown, chmod and mount.

@@ -38,7 +38,7 @@ func Backends(t testing.TB) []string {
 
 // NativeGo is the native backend with its plan run by the re-executed Go init
 // (session.EnvInit=go) where the raw init would run: the behaviour table runs both
-// runners of the one compiled program (nsinit/program_linux.go).
+// runners of the one compiled program (nsinit/program).
 const NativeGo = "native-go"
 
 // Runners are Backends with the native backend once per runner of its program: the
