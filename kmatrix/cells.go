@@ -77,6 +77,9 @@ var TestPackages = []TestPackage{
 	// The raw init where the kernel has its system calls (5.12+), its fallback to the
 	// Go init where not, and the same failure reports from both.
 	{Name: "nsinit", Pkg: "./nsinit", Seconds: 120, NeedsSandbox: true},
+	// The compiled plan's own tests: the skip of a vanished cover, the device
+	// nodes' rule, on each kernel's openat2 or its walk.
+	{Name: "program", Pkg: "./nsinit/program", Seconds: 60},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
 		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
