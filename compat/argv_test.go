@@ -96,6 +96,11 @@ func TestArgvCovers(t *testing.T) {
 		{mounts.Op{Kind: mounts.Mask, Dest: "/proc/version"}, []string{"--ro-bind", "/dev/null", "/proc/version"}},
 		{mounts.Op{Kind: mounts.Mask, Dest: "/proc/agentbox-no-such-file"}, nil},
 		{mounts.Op{Kind: mounts.ReadOnly, Dest: "/proc/agentbox-no-such-file"}, nil},
+		// A host socket's mask (IfExists): bound when the socket is there, left out
+		// when it is gone; without IfExists a missing destination is bwrap's to refuse.
+		{mounts.Op{Kind: mounts.BindRO, Source: "/dev/null", Dest: "/proc/version", IfExists: true}, []string{"--ro-bind", "/dev/null", "/proc/version"}},
+		{mounts.Op{Kind: mounts.BindRO, Source: "/dev/null", Dest: "/proc/agentbox-no-such-file", IfExists: true}, nil},
+		{mounts.Op{Kind: mounts.BindRO, Source: "/dev/null", Dest: "/proc/agentbox-no-such-file"}, []string{"--ro-bind", "/dev/null", "/proc/agentbox-no-such-file"}},
 	} {
 		argv, err := argvOf(mounts.Plan{Ops: []mounts.Op{c.op}, Workdir: "/", Command: []string{"true"}})
 		if err != nil {

@@ -82,6 +82,12 @@ type Op struct {
 	// the launch (the repository, each protected Git path); a backend refuses a
 	// source it opens with another. Zero: not checked.
 	SourceID FileID `json:"source_id,omitzero"`
+	// IfExists (BindRO): a Dest that is gone by the time the backend gets to it is
+	// skipped rather than failing the launch — the "try" bit bubblewrap puts on an
+	// op, for the destination. Only for a cover of something that may vanish
+	// without harm (a host socket removed by its owner: a cover of nothing protects
+	// nothing), never for a protected path, whose absence must stop the launch.
+	IfExists bool `json:"if_exists,omitempty"`
 }
 
 // FileID is a file's identity: its device and inode numbers.
@@ -305,7 +311,10 @@ func Build(p *policy.Policy, s Session) Plan {
 	ops = append(ops, s.ExtraRO...)
 	ops = append(ops, hiddenOps(p, s.Empty)...)
 	for _, sock := range s.MaskSockets {
-		ops = append(ops, Op{Kind: BindRO, Source: MaskSource, Dest: sock, Why: "P4 host socket unreachable"})
+		// A socket removed between this list and the mount (by its daemon, or by
+		// another session's sandbox in its own directory) is skipped: failing
+		// the launch let one session stop another's.
+		ops = append(ops, Op{Kind: BindRO, Source: MaskSource, Dest: sock, Why: "P4 host socket unreachable", IfExists: true})
 	}
 	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {

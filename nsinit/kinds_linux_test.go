@@ -69,6 +69,7 @@ func TestEveryKindEveryRunner(t *testing.T) {
 	lower := filepath.Dir(mk("lower/f", "lower\n"))
 	maskDir := filepath.Dir(mk("mask-dir/secret", "secret\n"))
 	maskFile := mk("mask-file", "secret\n")
+	ifThere := mk("there.sock", "x")
 	pidNS, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +83,12 @@ func TestEveryKindEveryRunner(t *testing.T) {
 	}
 	rows := map[mounts.Kind]row{
 		mounts.BindRO: {
-			ops:    []mounts.Op{{Kind: mounts.BindRO, Source: roSrc, Dest: roDest}},
-			script: `test "$(cat ` + roDest + `/f)" = ro && ! test -e ` + roDest + `/.keep && ! touch ` + roDest + `/g 2>/dev/null`,
+			// With IfExists (a host socket's mask), a destination that is there is
+			// covered, and one that is gone is skipped, not a failed launch.
+			ops: []mounts.Op{{Kind: mounts.BindRO, Source: roSrc, Dest: roDest},
+				{Kind: mounts.BindRO, Source: "/dev/null", Dest: ifThere, IfExists: true},
+				{Kind: mounts.BindRO, Source: "/dev/null", Dest: filepath.Join(dir, "gone.sock"), IfExists: true}},
+			script: `test "$(cat ` + roDest + `/f)" = ro && ! test -e ` + roDest + `/.keep && ! touch ` + roDest + `/g 2>/dev/null && test -c ` + ifThere + ` && ! test -e ` + dir + `/gone.sock`,
 		},
 		mounts.Bind: {
 			ops:    []mounts.Op{{Kind: mounts.Bind, Source: rwSrc, Dest: "/tmp/a/rw"}},

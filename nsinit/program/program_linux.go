@@ -570,9 +570,14 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 			return nil
 		}
 		p.setReadOnly(c.tree, MountError{Source: op.Source})
+		start := ^uintptr(0)
+		if op.IfExists {
+			start = p.ifExists(op.Dest) // the tree stays open either way, closed at the end
+		}
 		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
 		p.moveMount(op, c.tree, dest)
 		p.remountIfNeeded(op.Dest)
+		p.endIfExists(start)
 	case mounts.Bind:
 		p.moveMount(op, c.tree, p.mkdirAll(op.Dest))
 	case mounts.Tmpfs:
@@ -587,16 +592,12 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 		if coverKind(op.Dest) == coverMissing {
 			break
 		}
-		// Skipped whole if the file is gone since the plan was made.
-		start := p.A.Nops
 		dest := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH)
 		tree := p.FdOp(mountDesc(MountError{Op: "open_tree", Source: op.Dest}), unix.SYS_OPEN_TREE, uintptr(dest), p.Str(""),
 			unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
 		p.cover(op, tree, dest)
 		p.CloseFd(tree)
-		p.skipIfMissing(start)
 	case mounts.Mask:
-		start := p.A.Nops
 		switch coverKind(op.Dest) {
 		case coverDir:
 			fd := p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
@@ -604,11 +605,9 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 			p.op(mountDesc(MountError{Op: "mount tmpfs", Target: op.Dest, Flags: flags, Data: "mode=0555"}), unix.SYS_MOUNT,
 				p.Str("tmpfs"), p.Str(safepath.FdPath(fd)), p.Str("tmpfs"), flags, p.Str("mode=0555"))
 			p.CloseFd(fd)
-			p.skipIfMissing(start)
 		case coverFile:
 			p.cover(mounts.Op{Source: "/dev/null", Dest: op.Dest}, c.tree, p.openBeneath(mountDesc(MountError{Op: "open mount point", Target: op.Dest}), op.Dest, unix.O_PATH))
-			p.skipIfMissing(start)
-			p.CloseFd(c.tree) // outside the group: captured before it
+			p.CloseFd(c.tree)
 		}
 	default:
 		return fmt.Errorf("unknown mount operation %q for %s", op.Kind, op.Dest)
@@ -616,24 +615,32 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 	return nil
 }
 
-// skipIfMissing lets the ops from start on (one cover: they open their destination
-// first and close all they open) be skipped when that destination is gone when the
-// runner gets there: a socket the plan masks may be removed meanwhile, by its owner
-// or by another session, and a cover of nothing protects nothing. Without it, that
-// made the launch fail (a denial of service between sessions).
-func (p *Program) skipIfMissing(start uintptr) {
+// ifExists and endIfExists bracket ops that are skipped when their destination is
+// gone when the runner gets there (mounts.Op.IfExists: a socket the plan masks,
+// removed meanwhile by its owner or by another session; a cover of nothing protects
+// nothing, and failing the launch let one session stop another's). The ops between
+// must open dest first and close all they open, so that the predictions after them
+// hold either way. With openat2 that open is the check itself; before it (a walk
+// of opens, of which a failed one leaves its parent open) a faccessat of dest comes
+// first, and a file removed between the two fails the launch.
+func (p *Program) ifExists(dest string) uintptr {
+	start := p.A.Nops
+	if !p.kernel.Openat2 {
+		p.op(mountDesc(MountError{Op: "look for mount point", Target: dest}), unix.SYS_FACCESSAT, uintptr(atFDCWD), p.Str(dest), unix.F_OK)
+	}
+	return start
+}
+
+func (p *Program) endIfExists(start uintptr) {
 	if start >= p.A.Nops {
 		return
 	}
-	// The first op that opens the destination (a walk's last open, or the openat2).
-	for i := start; i < p.A.Nops; i++ {
-		op := &p.A.Ops[i]
-		if op.Fd != 0 {
-			op.OK = uintptr(unix.ENOENT)
-			op.OrSkip = p.A.Nops - i - 1
-			return
-		}
+	op := &p.A.Ops[start]
+	if op.Nr != unix.SYS_OPENAT2 && op.Nr != unix.SYS_FACCESSAT {
+		return // not a group ifExists began: nothing is skipped
 	}
+	op.OK = uintptr(unix.ENOENT)
+	op.OrSkip = p.A.Nops - start - 1
 }
 
 // What a ReadOnly or Mask destination is. The program is compiled before it runs,

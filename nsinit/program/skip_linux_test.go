@@ -1,6 +1,7 @@
 package program
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +16,19 @@ import (
 // TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination
 // is gone by the time the runner gets there (a host socket the plan masks, removed
 // meanwhile), and the descriptors predicted after the skip are still the ones the
-// kernel gives; any other failure of the same open still stops the run.
+// kernel gives; any other failure of the same open still stops the run. With
+// openat2, and with the walk that stands in for it before Linux 5.6.
 func TestProgramSkipsVanishedCover(t *testing.T) {
-	if !KernelFeatures().Openat2 {
-		testenv.SkipKernel(t, "openat2", "the skip is compiled for openat2's single open")
+	kernel := KernelFeatures()
+	if !kernel.Openat2 {
+		testenv.SkipKernel(t, "openat2", "the openat2 half of the test needs Linux 5.6")
 	}
+	for _, kf := range []Features{kernel, {}} {
+		t.Run(fmt.Sprintf("openat2=%v", kf.Openat2), func(t *testing.T) { skipsVanishedCover(t, kf) })
+	}
+}
+
+func skipsVanishedCover(t *testing.T, kf Features) {
 	dir := t.TempDir()
 	there := filepath.Join(dir, "there")
 	if err := os.WriteFile(there, nil, 0o644); err != nil {
@@ -29,18 +38,18 @@ func TestProgramSkipsVanishedCover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(0, 1<<16, 0, fds, KernelFeatures())
+	p, err := New(0, 1<<16, 0, fds, kf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(p.Mem)
 	p.root = p.FdOp(opDesc{step: "open /"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	group := func(path string) {
-		start := p.A.Nops
+		start := p.ifExists(path)
 		fd := p.openBeneath(opDesc{step: "open " + path}, path, unix.O_PATH)
 		p.op(opDesc{step: "fstat " + path}, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.A.SrcStat)))
 		p.CloseFd(fd)
-		p.skipIfMissing(start)
+		p.endIfExists(start)
 	}
 	group(filepath.Join(dir, "gone")) // removed below, after the compile
 	group(there)
