@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/ptytest"
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/mounts"
 )
 
 // launchHelper makes the test binary a launcher as the CLI is one (launchHelperMain):
@@ -33,16 +32,7 @@ func init() {
 // processes were left, ends by the command's signal in a terminal session, and exits
 // with the status otherwise.
 func launchHelperMain(mode string, args []string) {
-	plan := mounts.Plan{
-		Ops: []mounts.Op{
-			{Kind: mounts.BindRO, Source: "/", Dest: "/"},
-			{Kind: mounts.Proc, Dest: "/proc"},
-			{Kind: mounts.Dev, Dest: "/dev"},
-			{Kind: mounts.Tmpfs, Dest: "/tmp", Mode: 0o1777},
-		},
-		Workdir: "/",
-		Command: args,
-	}
+	plan := minimalPlan(args...)
 	opts := Options{Stdio: Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}, RawInit: mode == "raw", Signals: CatchSignals()}
 	type ended struct {
 		res Result

@@ -162,35 +162,7 @@ func ReadFds(ctl *os.File) (*Message, []int, error) {
 	if n == 0 {
 		return nil, nil, io.EOF
 	}
-	var fds []int
-	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return nil, nil, fmt.Errorf("control Message: %w", err)
-		}
-		for _, cm := range msgs {
-			got, err := unix.ParseUnixRights(&cm)
-			if err != nil {
-				return nil, nil, fmt.Errorf("control Message: %w", err)
-			}
-			fds = append(fds, got...)
-		}
-	}
-	closeFds := func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}
-	if _, err := io.ReadFull(ctl, hdr[n:]); err != nil {
-		closeFds()
-		return nil, nil, err
-	}
-	m, err := readBody(ctl, hdr)
-	if err != nil {
-		closeFds()
-		return nil, nil, err
-	}
-	return m, fds, nil
+	return readRest(ctl, hdr, n, oob[:oobn], true)
 }
 
 // ReadPolled is ReadFds for the launcher's end, which Go's poller owns: the
@@ -218,32 +190,49 @@ func ReadPolled(ctl *os.File) (*Message, error) {
 	if n == 0 {
 		return nil, io.EOF
 	}
-	var fds []int
-	if oobn > 0 {
-		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for _, cm := range msgs {
-				if got, err := unix.ParseUnixRights(&cm); err == nil {
-					fds = append(fds, got...)
-				}
-			}
-		}
+	m, fds, err := readRest(ctl, hdr, n, oob[:oobn], false)
+	if err != nil {
+		return nil, err
 	}
+	m.Fds = fds
+	return m, nil
+}
+
+// readRest takes the descriptors that came with a frame's first n bytes (oob),
+// reads the rest of the frame, and returns it with them; on an error it closes
+// them. strict: a malformed control message is an error (the init's end), else
+// what cannot be parsed is dropped (the launcher's).
+func readRest(ctl *os.File, hdr [4]byte, n int, oob []byte, strict bool) (*Message, []int, error) {
+	var fds []int
 	closeFds := func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
 	}
+	if len(oob) > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob)
+		if err != nil && strict {
+			return nil, nil, fmt.Errorf("control message: %w", err)
+		}
+		for _, cm := range msgs {
+			got, err := unix.ParseUnixRights(&cm)
+			if err != nil && strict {
+				closeFds()
+				return nil, nil, fmt.Errorf("control message: %w", err)
+			}
+			fds = append(fds, got...)
+		}
+	}
 	if _, err := io.ReadFull(ctl, hdr[n:]); err != nil {
 		closeFds()
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := readBody(ctl, hdr)
 	if err != nil {
 		closeFds()
-		return nil, err
+		return nil, nil, err
 	}
-	m.Fds = fds
-	return m, nil
+	return m, fds, nil
 }
 
 func readBody(r io.Reader, hdr [4]byte) (*Message, error) {
