@@ -106,6 +106,9 @@ func (o Op) String() string {
 	if o.Mode != 0 {
 		fmt.Fprintf(&b, " mode=%04o", o.Mode)
 	}
+	if o.IfExists {
+		b.WriteString(" (if it exists)")
+	}
 	if o.Why != "" {
 		fmt.Fprintf(&b, "  # %s", o.Why)
 	}
