@@ -87,7 +87,10 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		}
 		s.surface.Walk = s.walk
 	}
+	s.pre = newPrefetcher(opt.MaxEntries)
 	s.tree(s.repo, 0)
+	s.pre.stop() // nothing reads the tree after this
+	s.pre = nil
 	if s.walk != nil && s.stopped {
 		s.walk.Complete = false
 	}
@@ -110,6 +113,7 @@ type scanner struct {
 	hooks       map[string]bool
 	walk        *treewalk.Walk // nil unless opt.Walk
 	nested      int            // >0 while below a nested repository (not listed in walk)
+	pre         *prefetcher    // lists the tree's directories ahead while tree runs
 }
 
 func (s *scanner) skip(path, format string, args ...any) {
@@ -220,6 +224,14 @@ func (s *scanner) tree(dir string, depth int) {
 			defer func() { s.nested-- }()
 		}
 	}
+	if depth < s.opt.MaxDepth && !s.stopped {
+		// The subdirectories this loop enters, listed ahead (audit_prefetch_linux.go).
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != ".git" {
+				s.pre.schedule(filepath.Join(dir, e.Name()), s.walk != nil && s.nested == 0)
+			}
+		}
+	}
 	for i, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		if stats != nil && s.nested == 0 && e.Name() != ".git" {
@@ -255,9 +267,9 @@ type entryStat struct {
 	ctime int64  // ns
 }
 
-// statAll lstat's each of ents in the directory fd into stats; false when one
-// failed.
-func statAll(fd int, ents []os.DirEntry, stats []entryStat) bool {
+// statAll lstat's each of ents in the directory fd into stats, on parts goroutines;
+// false when one failed.
+func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) bool {
 	one := func(lo, hi int) bool {
 		ok := true
 		var st unix.Stat_t
@@ -271,21 +283,21 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat) bool {
 		return ok
 	}
 	n := len(ents)
-	if n < 32 {
+	if n < 32 || parts <= 1 {
 		return one(0, n)
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	for k := 1; k < statParts; k++ {
+	for k := 1; k < parts; k++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !one(k*n/statParts, (k+1)*n/statParts) {
+			if !one(k*n/parts, (k+1)*n/parts) {
 				failed.Store(true)
 			}
 		}()
 	}
-	ok := one(0, n/statParts)
+	ok := one(0, n/parts)
 	wg.Wait()
 	return ok && !failed.Load()
 }
@@ -300,10 +312,25 @@ func (s *scanner) rel(p string) string {
 // ents[i]'s. A directory or entry that cannot be inspected leaves the walk
 // incomplete.
 func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat) {
-	if s.walk == nil || s.nested > 0 {
+	stat := s.walk != nil && s.nested == 0
+	before := len(s.surface.Skipped)
+	if l := s.pre.take(dir, stat); l != nil { // audit_prefetch_linux.go
+		if l.openErr != nil {
+			s.skip(dir, "cannot open directory: %v", l.openErr)
+			if stat {
+				s.walk.Complete = false
+			}
+			return nil, nil
+		}
+		ents, stats, ok := s.replay(l, dir)
+		if stat && (!ok || len(s.surface.Skipped) != before) {
+			s.walk.Complete = false
+		}
+		return ents, stats
+	}
+	if !stat {
 		return s.readDir(dir), nil
 	}
-	before := len(s.surface.Skipped)
 	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
@@ -314,7 +341,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	defer f.Close()
 	ents = s.readDirFile(f, dir)
 	stats = make([]entryStat, len(ents))
-	if !statAll(fd, ents, stats) {
+	if !statAll(fd, ents, stats, statParts) {
 		s.walk.Complete = false
 	}
 	if len(s.surface.Skipped) != before {
