@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -413,7 +414,12 @@ func (s *Store) countChanges(from, to string) (Files, []string, error) {
 		f     Files
 		notes []string
 	)
-	out, err := s.git.run(nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)
+	// The raw diff of two trees needs no index, yet diff-tree reads it (for
+	// attributes): 45 ms for the 100,000 entries of a big tree, a third of what a
+	// session that changed ten files spent in Git. An index file that does not
+	// exist is an empty one.
+	noIndex := "GIT_INDEX_FILE=" + filepath.Join(s.Dir, "agentbox-no-index")
+	out, err := s.git.runEnv([]string{noIndex}, nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)
 	if err != nil {
 		return f, nil, err
 	}
