@@ -1,0 +1,103 @@
+package shadow
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInPlaceStagingIsGits: files edited in place are staged without Git
+// (inplace.go), and the result is what `git add` would have left: the record's tree
+// equals a full sweep's, the index's stat data are Git's own (diff-files finds
+// nothing to refresh), the cache tree is rebuilt where it changed (the tree ids of
+// untouched directories are kept) — across content edits at several depths, a
+// same-size rewrite, a chmod, and names whose order differs between paths and
+// trees ("a-b", "a.b", "a/"). Anything else falls back to `git add`: a new file, a
+// file turned into a symlink, an edited .gitignore.
+func TestInPlaceStagingIsGits(t *testing.T) {
+	files := map[string]string{
+		"a.txt": "a\n", "a-b/x.txt": "x\n", "a.b": "dot\n", "a/b.txt": "b\n", "a/c/d.txt": "d\n",
+		"deep/1/2/3/f.txt": "f\n", "exe.sh": "#!/bin/sh\n", "same.txt": "1234\n", ".gitignore": "*.tmp\n",
+	}
+	for i := range 50 {
+		files[fmt.Sprintf("other/%02d/g.txt", i)] = fmt.Sprintf("g%d\n", i)
+	}
+	repo := newRepo(t, files)
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil) // the first record: a sweep
+	check := func(step string, wantInPlace int) {
+		t.Helper()
+		id := onlyLast(t, s)
+		got := shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}")
+		ref, _ := openStore(t, repo)
+		want := shadowGit(t, ref, "rev-parse", "refs/sessions/"+record(t, ref, Record{Start: time.Now()}, nil)+"^{tree}")
+		if got != want {
+			t.Errorf("%s: recorded tree %s, a full sweep's %s:\n%s\nvs\n%s", step, got, want,
+				shadowGit(t, s, "ls-tree", "-r", got), shadowGit(t, ref, "ls-tree", "-r", want))
+		}
+		if dirty := hostGit(t, t.TempDir(), repo, "--git-dir="+s.Dir, "--work-tree="+repo, "diff-files", "--name-only"); dirty != "" {
+			t.Errorf("%s: the shadow index's stat data are not Git's for %q", step, dirty)
+		}
+		if s.inPlace != wantInPlace {
+			t.Errorf("%s: %d stagings without Git, want %d", step, s.inPlace, wantInPlace)
+		}
+		shadowGit(t, s, "fsck", "--no-progress", "--no-dangling")
+	}
+	otherTree := shadowGit(t, s, "rev-parse", "refs/sessions/"+onlyLast(t, s)+":other")
+
+	record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a", "c", "d.txt"), "d2\n")
+		write(t, filepath.Join(repo, "a-b", "x.txt"), "x2 longer\n")
+		write(t, filepath.Join(repo, "deep", "1", "2", "3", "f.txt"), "")
+		write(t, filepath.Join(repo, "same.txt"), "5678\n")
+		must(t, os.Chmod(filepath.Join(repo, "exe.sh"), 0o755))
+	})
+	check("edits in place", 1)
+	if got := shadowGit(t, s, "rev-parse", "refs/sessions/"+onlyLast(t, s)+":other"); got != otherTree {
+		t.Errorf("an untouched directory's tree changed: %s, was %s", got, otherTree)
+	}
+	if got := shadowGit(t, s, "ls-tree", "refs/sessions/"+onlyLast(t, s), "exe.sh"); !strings.HasPrefix(got, "100755 ") {
+		t.Errorf("exe.sh recorded as %q, want mode 100755", got)
+	}
+
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"an edit and a new file", func() {
+			write(t, filepath.Join(repo, "a.txt"), "a3\n")
+			write(t, filepath.Join(repo, "a", "new.txt"), "n\n")
+		}},
+		{"a file turned into a symlink", func() {
+			must(t, os.Remove(filepath.Join(repo, "a.b")))
+			must(t, os.Symlink("a.txt", filepath.Join(repo, "a.b")))
+		}},
+		{"an edited .gitignore", func() {
+			write(t, filepath.Join(repo, ".gitignore"), "*.nothing\n")
+		}},
+	} {
+		record(t, s, Record{Start: time.Now()}, c.change)
+		check(c.name, 1)
+	}
+	record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "a", "b.txt"), "b4\n") })
+	check("an edit again", 2)
+}
+
+// onlyLast is the id of the newest session of s.
+func onlyLast(t *testing.T, s *Store) string {
+	t.Helper()
+	recs, err := s.Sessions()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("sessions: %v (%d)", err, len(recs))
+	}
+	newest := recs[0]
+	for _, r := range recs {
+		if r.Start.After(newest.Start) {
+			newest = r
+		}
+	}
+	return newest.ID
+}
