@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -57,40 +58,51 @@ const (
 // errNotInPlace: stageInPlace cannot stage these paths; `git add` must.
 var errNotInPlace = errors.New("not a change in place")
 
-// stageInPlace stages paths (changedPaths' output) into the index without Git, or
-// returns errNotInPlace having changed nothing.
-func (s *Store) stageInPlace(paths []string) error {
+// stageInPlace stages paths (changedPaths' output) into the index without Git, and
+// returns the index's tree ("" when the index has no cache tree: write-tree must
+// make it), or returns errNotInPlace having changed nothing.
+func (s *Store) stageInPlace(paths []string) (string, error) {
+	tree, err := s.stageInPlaceTree(paths)
+	if err != nil {
+		return "", errNotInPlace
+	}
+	return tree, nil
+}
+
+func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	if len(paths) == 0 || len(paths) > maxInPlacePaths {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	want := make(map[string]int, len(paths))
 	for i, p := range paths {
 		switch path.Base(p) {
 		case ".gitignore", ".gitattributes", ".gitmodules":
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		want[p] = i
 	}
 	indexPath := filepath.Join(s.Dir, "index")
 	b, err := os.ReadFile(indexPath)
 	if err != nil || len(b) < 12+20 || string(b[:4]) != "DIRC" {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	if ver := binary.BigEndian.Uint32(b[4:8]); ver != 2 && ver != 3 {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	body := b[:len(b)-20]
 	if sum := sha1.Sum(body); !bytes.Equal(sum[:], b[len(b)-20:]) {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	// The entries of paths, by offset.
 	n := int(binary.BigEndian.Uint32(b[8:12]))
 	at := make([]int, len(paths))
 	found := 0
 	off := 12
+	offsets := make([]int, 0, n)
 	for range n {
+		offsets = append(offsets, off)
 		if off+62 > len(body) {
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		flags := binary.BigEndian.Uint16(body[off+60 : off+62])
 		fixed := 62
@@ -99,12 +111,12 @@ func (s *Store) stageInPlace(paths []string) error {
 		}
 		end := bytes.IndexByte(body[min(off+fixed, len(body)):], 0)
 		if end < 0 {
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		if i, ok := want[string(body[off+fixed:off+fixed+end])]; ok {
 			mode := binary.BigEndian.Uint32(body[off+24 : off+28])
 			if fixed != 62 || flags&0x3000 != 0 || mode != 0o100644 && mode != 0o100755 {
-				return errNotInPlace
+				return "", errNotInPlace
 			}
 			at[i] = off
 			found++
@@ -112,34 +124,32 @@ func (s *Store) stageInPlace(paths []string) error {
 		off += (fixed + end + 8) &^ 7
 	}
 	if found != len(paths) {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.
-	var tree []byte
+	var ct *ctNode
 	ext := off
 	for e := off; e < len(body); {
 		if e+8 > len(body) {
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		size := int(binary.BigEndian.Uint32(body[e+4 : e+8]))
-		if string(body[e:e+4]) != "TREE" || e+8+size > len(body) || tree != nil {
-			return errNotInPlace
+		if string(body[e:e+4]) != "TREE" || e+8+size > len(body) || ct != nil {
+			return "", errNotInPlace
 		}
-		dirs := map[string]bool{}
+		if ct, err = parseCacheTree(body[e+8 : e+8+size]); err != nil {
+			return "", errNotInPlace
+		}
 		for _, p := range paths {
-			for d := p; d != ""; {
-				d = parent(d)
-				dirs[d] = true
+			if !ct.invalidate(parent(p)) {
+				return "", errNotInPlace
 			}
-		}
-		if tree, err = invalidateTrees(body[e+8:e+8+size], dirs); err != nil {
-			return errNotInPlace
 		}
 		e += 8 + size
 	}
 	repoFd, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	defer unix.Close(repoFd)
 	added := treewalk.Now() // before the first fstat (changed.go)
@@ -148,11 +158,11 @@ func (s *Store) stageInPlace(paths []string) error {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
 		if err != nil {
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		id, err := s.writeObject("blob", content)
 		if err != nil {
-			return errNotInPlace
+			return "", errNotInPlace
 		}
 		oid, _ := hex.DecodeString(id)
 		e := out[at[i]:]
@@ -173,7 +183,15 @@ func (s *Store) stageInPlace(paths []string) error {
 		put(36, uint32(st.Size))
 		copy(e[40:60], oid)
 	}
-	if tree != nil {
+	// The trees of the invalid cache-tree entries, as write-tree would write them.
+	rootTree := ""
+	if ct != nil {
+		root, err := s.build(ct, indexEntries{b: out, off: offsets}, 0, len(offsets), "")
+		if err != nil {
+			return "", errNotInPlace
+		}
+		rootTree = hex.EncodeToString(root)
+		tree := appendCacheTree(nil, ct)
 		out = append(out, "TREE"...)
 		out = binary.BigEndian.AppendUint32(out, uint32(len(tree)))
 		out = append(out, tree...)
@@ -183,7 +201,7 @@ func (s *Store) stageInPlace(paths []string) error {
 	lock := indexPath + ".lock"
 	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return errNotInPlace
+		return "", errNotInPlace
 	}
 	_, err = f.Write(out)
 	if cerr := f.Close(); err == nil {
@@ -194,11 +212,11 @@ func (s *Store) stageInPlace(paths []string) error {
 	}
 	if err != nil {
 		os.Remove(lock)
-		return errNotInPlace // the index is as it was: Git stages instead
+		return "", errNotInPlace // the index is as it was: Git stages instead
 	}
 	s.addedClock = added
 	s.inPlace++
-	return nil
+	return rootTree, nil
 }
 
 // readInPlace reads the regular file rel below repoFd, never following a symlink or
@@ -230,65 +248,182 @@ func readInPlace(repoFd int, rel string, st *unix.Stat_t) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// invalidateTrees rewrites the cache-tree extension data with the entries of dirs
-// ("" the top) marked invalid, as Git's cache_tree_invalidate_path does: an entry
-// count of -1 and no tree id. Format (Git's index-format.txt): for each entry, in
-// pre-order, its path component NUL, the entry count and the subtree count in ASCII
-// separated by a space and ended by LF, then the tree id when the count is not -1.
-func invalidateTrees(data []byte, dirs map[string]bool) ([]byte, error) {
-	var out []byte
-	var walk func(prefix string, depth int) error
-	walk = func(prefix string, depth int) error {
-		if depth > 4096 {
-			return errNotInPlace
-		}
+// ctNode is one entry of the index's cache-tree extension (Git's
+// index-format.txt): a directory, how many index entries its tree covers (-1:
+// invalid), its tree id when valid, and its subdirectories' entries.
+type ctNode struct {
+	name     string
+	entries  int
+	oid      []byte
+	children []*ctNode
+}
+
+// parseCacheTree reads the cache-tree extension's data: for each entry, in
+// pre-order, its path component NUL, the entry count and the subtree count in
+// ASCII separated by a space and ended by LF, then the tree id when the count is
+// not -1.
+func parseCacheTree(data []byte) (*ctNode, error) {
+	var node func(depth int) (*ctNode, error)
+	node = func(depth int) (*ctNode, error) {
 		nul := bytes.IndexByte(data, 0)
-		if nul < 0 {
-			return errNotInPlace
+		if depth > 4096 || nul < 0 {
+			return nil, errNotInPlace
 		}
-		name := string(data[:nul])
+		n := &ctNode{name: string(data[:nul])}
 		data = data[nul+1:]
 		lf := bytes.IndexByte(data, '\n')
 		if lf < 0 {
-			return errNotInPlace
+			return nil, errNotInPlace
 		}
 		count, sub, ok := bytes.Cut(data[:lf], []byte{' '})
 		data = data[lf+1:]
-		entries, err1 := strconv.Atoi(string(count))
+		var err1, err2 error
+		n.entries, err1 = strconv.Atoi(string(count))
 		subtrees, err2 := strconv.Atoi(string(sub))
-		if !ok || err1 != nil || err2 != nil || subtrees < 0 || entries < -1 {
-			return errNotInPlace
+		if !ok || err1 != nil || err2 != nil || subtrees < 0 || n.entries < -1 || subtrees > len(data) {
+			return nil, errNotInPlace
 		}
-		full := name
-		if prefix != "" {
-			full = prefix + "/" + name
-		}
-		var oid []byte
-		if entries >= 0 {
+		if n.entries >= 0 {
 			if len(data) < 20 {
-				return errNotInPlace
+				return nil, errNotInPlace
 			}
-			oid, data = data[:20], data[20:]
+			n.oid, data = data[:20], data[20:]
 		}
-		out = append(out, name...)
-		out = append(out, 0)
-		if dirs[full] {
-			entries, oid = -1, nil
-		}
-		out = append(out, strconv.Itoa(entries)+" "+strconv.Itoa(subtrees)+"\n"...)
-		out = append(out, oid...)
 		for range subtrees {
-			if err := walk(full, depth+1); err != nil {
-				return err
+			c, err := node(depth + 1)
+			if err != nil {
+				return nil, err
 			}
+			n.children = append(n.children, c)
 		}
-		return nil
+		return n, nil
 	}
-	if err := walk("", 0); err != nil {
-		return nil, err
-	}
-	if len(data) != 0 {
+	root, err := node(0)
+	if err != nil || len(data) != 0 || root.name != "" {
 		return nil, errNotInPlace
 	}
-	return out, nil
+	return root, nil
+}
+
+// appendCacheTree writes n as parseCacheTree reads it.
+func appendCacheTree(out []byte, n *ctNode) []byte {
+	out = append(out, n.name...)
+	out = append(out, 0)
+	out = append(out, strconv.Itoa(n.entries)+" "+strconv.Itoa(len(n.children))+"\n"...)
+	if n.entries >= 0 {
+		out = append(out, n.oid...)
+	}
+	for _, c := range n.children {
+		out = appendCacheTree(out, c)
+	}
+	return out
+}
+
+// invalidate marks the entries of dir ('/'-separated, "" the top) and of every
+// directory above it invalid, as Git's cache_tree_invalidate_path does; false when
+// the cache tree has no entry for one of them.
+func (n *ctNode) invalidate(dir string) bool {
+	n.entries, n.oid = -1, nil
+	if dir == "" {
+		return true
+	}
+	first, rest, _ := strings.Cut(dir, "/")
+	for _, c := range n.children {
+		if c.name == first {
+			return c.invalidate(rest)
+		}
+	}
+	return false
+}
+
+// indexEntries are the offsets of an index's entries in its bytes, in index order.
+type indexEntries struct {
+	b   []byte
+	off []int
+}
+
+func (x indexEntries) path(i int) []byte {
+	off := x.off[i]
+	fixed := 62
+	if binary.BigEndian.Uint16(x.b[off+60:off+62])&0x4000 != 0 {
+		fixed += 2
+	}
+	p := x.b[off+fixed:]
+	return p[:bytes.IndexByte(p, 0)]
+}
+
+// build writes the trees of n and of its invalid subtrees from the index entries
+// [lo, hi), which are those below prefix ("" or "dir/"), as Git's write-tree
+// would: each entry in index order (which is Git's tree order), a subdirectory as
+// its tree. It returns n's tree id.
+func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]byte, error) {
+	var tree []byte
+	var byName map[string]*ctNode
+	nchild := 0
+	for i := lo; i < hi; {
+		p := x.path(i)
+		if !bytes.HasPrefix(p, []byte(prefix)) {
+			return nil, errNotInPlace
+		}
+		rel := p[len(prefix):]
+		slash := bytes.IndexByte(rel, '/')
+		if slash < 0 {
+			e := x.b[x.off[i]:]
+			mode := binary.BigEndian.Uint32(e[24:28])
+			if binary.BigEndian.Uint16(e[60:62])&0x3000 != 0 {
+				return nil, errNotInPlace
+			}
+			switch mode {
+			case 0o100644, 0o100755, 0o120000, 0o160000:
+			default:
+				return nil, errNotInPlace
+			}
+			tree = append(tree, strconv.FormatUint(uint64(mode), 8)+" "...)
+			tree = append(tree, rel...)
+			tree = append(tree, 0)
+			tree = append(tree, e[40:60]...)
+			i++
+			continue
+		}
+		name := string(rel[:slash])
+		sub := prefix + name + "/"
+		j := i + 1
+		for j < hi && bytes.HasPrefix(x.path(j), []byte(sub)) {
+			j++
+		}
+		// The cache tree keeps a directory's subdirectories in its own order
+		// (shorter names first): found by name.
+		if byName == nil {
+			byName = make(map[string]*ctNode, len(n.children))
+			for _, k := range n.children {
+				byName[k.name] = k
+			}
+		}
+		c := byName[name]
+		if c == nil {
+			return nil, errNotInPlace
+		}
+		nchild++
+		if c.entries < 0 {
+			if _, err := s.build(c, x, i, j, sub); err != nil {
+				return nil, err
+			}
+		} else if c.entries != j-i {
+			return nil, errNotInPlace
+		}
+		tree = append(tree, "40000 "+name...)
+		tree = append(tree, 0)
+		tree = append(tree, c.oid...)
+		i = j
+	}
+	if nchild != len(n.children) {
+		return nil, errNotInPlace
+	}
+	id, err := s.writeObject("tree", tree)
+	if err != nil {
+		return nil, err
+	}
+	n.oid, _ = hex.DecodeString(id)
+	n.entries = hi - lo
+	return n.oid, nil
 }

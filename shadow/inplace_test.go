@@ -1,8 +1,12 @@
 package shadow
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +88,56 @@ func TestInPlaceStagingIsGits(t *testing.T) {
 	}
 	record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "a", "b.txt"), "b4\n") })
 	check("an edit again", 2)
+
+	// The cache tree written is Git's own: Git's write-tree from the same entries
+	// without one writes the same extension.
+	idx, err := os.ReadFile(filepath.Join(s.Dir, "index"))
+	must(t, err)
+	ours, bare := splitCacheTree(t, idx)
+	if ours == nil {
+		t.Fatal("no cache tree in the index")
+	}
+	tmp := filepath.Join(t.TempDir(), "index")
+	must(t, os.WriteFile(tmp, bare, 0o644))
+	cmd := exec.Command("git", "--git-dir="+s.Dir, "write-tree")
+	cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+tmp, "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git write-tree: %v: %s", err, out)
+	}
+	gits, err := os.ReadFile(tmp)
+	must(t, err)
+	if theirs, _ := splitCacheTree(t, gits); !bytes.Equal(ours, theirs) {
+		t.Errorf("cache tree:\nours %q\nGit's %q", ours, theirs)
+	}
+}
+
+// splitCacheTree returns the TREE extension's data of the index b, and b without it
+// (its checksum made again).
+func splitCacheTree(t *testing.T, b []byte) (tree, without []byte) {
+	t.Helper()
+	body := b[:len(b)-20]
+	off := 12
+	for range int(binary.BigEndian.Uint32(b[8:12])) {
+		flags := binary.BigEndian.Uint16(body[off+60 : off+62])
+		fixed := 62
+		if flags&0x4000 != 0 {
+			fixed += 2
+		}
+		end := bytes.IndexByte(body[off+fixed:], 0)
+		off += (fixed + end + 8) &^ 7
+	}
+	without = bytes.Clone(body[:off])
+	for e := off; e < len(body); {
+		size := int(binary.BigEndian.Uint32(body[e+4 : e+8]))
+		if string(body[e:e+4]) == "TREE" {
+			tree = body[e+8 : e+8+size]
+		} else {
+			without = append(without, body[e:e+8+size]...)
+		}
+		e += 8 + size
+	}
+	sum := sha1.Sum(without)
+	return tree, append(without, sum[:]...)
 }
 
 // onlyLast is the id of the newest session of s.

@@ -276,8 +276,8 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 				return staged{tree: st.Tree, kept: true}, nil, nil
 			}
 			s.dropStage()
-			if s.stageInPlace(paths) == nil { // inplace.go: no Git for files edited in place
-				return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
+			if tree, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
+				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
 			if notes, err := s.stagePaths(paths); err == nil {
 				return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
