@@ -128,7 +128,6 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.
 	var ct *ctNode
-	ext := off
 	for e := off; e < len(body); {
 		if e+8 > len(body) {
 			return "", errNotInPlace
@@ -153,7 +152,9 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	}
 	defer unix.Close(repoFd)
 	added := treewalk.Now() // before the first fstat (changed.go)
-	out := bytes.Clone(body[:ext])
+	// The entries are patched where they were read (b is ours): no copy of the
+	// index, whose fresh pages cost a page fault each on this kind of VM.
+	out := body[:off:off]
 	for i, p := range paths {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
@@ -183,8 +184,10 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		put(36, uint32(st.Size))
 		copy(e[40:60], oid)
 	}
-	// The trees of the invalid cache-tree entries, as write-tree would write them.
+	// The trees of the invalid cache-tree entries, as write-tree would write them;
+	// then the extension and the checksum, written after the entries.
 	rootTree := ""
+	var ext []byte
 	if ct != nil {
 		root, err := s.build(ct, indexEntries{b: out, off: offsets}, 0, len(offsets), "")
 		if err != nil {
@@ -192,18 +195,21 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		}
 		rootTree = hex.EncodeToString(root)
 		tree := appendCacheTree(nil, ct)
-		out = append(out, "TREE"...)
-		out = binary.BigEndian.AppendUint32(out, uint32(len(tree)))
-		out = append(out, tree...)
+		ext = append(binary.BigEndian.AppendUint32([]byte("TREE"), uint32(len(tree))), tree...)
 	}
-	sum := sha1.Sum(out)
-	out = append(out, sum[:]...)
+	h := sha1.New()
+	h.Write(out)
+	h.Write(ext)
+	ext = h.Sum(ext)
 	lock := indexPath + ".lock"
 	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return "", errNotInPlace
 	}
 	_, err = f.Write(out)
+	if err == nil {
+		_, err = f.Write(ext)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

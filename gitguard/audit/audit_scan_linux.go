@@ -78,6 +78,9 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if opt.Walk {
 		// The clock before the top's lstat, as before every other entry's.
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
+		if opt.WalkHint > 0 {
+			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
+		}
 		var st unix.Stat_t
 		if err := unix.Lstat(repo, &st); err == nil {
 			s.walk.RootCtime = st.Ctim.Nano()
