@@ -71,6 +71,34 @@ func TestPrefetchSameScan(t *testing.T) {
 		if opt.Walk && opt.MaxEntries == 0 && opt.MaxDepth == 0 && (!pre.Walk.Complete || len(pre.Walk.Entries) < 60*32) {
 			t.Errorf("whole tree: walk complete %v with %d entries", pre.Walk.Complete, len(pre.Walk.Entries))
 		}
+		if pre.Walk != nil {
+			// Grown by blocks of 3 entries (a nested repository's mark lands on
+			// every position of a block), the walk is the same.
+			walkChunk = 3
+			small := scan(opt, true)
+			walkChunk = 8192
+			small.Walk.Clock = pre.Walk.Clock
+			if !reflect.DeepEqual(small, pre) {
+				t.Errorf("MaxEntries %d, MaxDepth %d: the walk grown by small blocks differs", opt.MaxEntries, opt.MaxDepth)
+			}
+			nested := 0
+			for _, e := range pre.Walk.Entries {
+				if e.Nested {
+					nested++
+				}
+			}
+			if opt.MaxEntries == 0 && opt.MaxDepth == 0 && nested != 1 {
+				t.Errorf("%d entries marked as nested repositories, want 1 (src/d07)", nested)
+			}
+			// Each entry names its path relative to the top, and is what is there.
+			for _, e := range pre.Walk.Entries {
+				var st syscall.Stat_t
+				if err := syscall.Lstat(filepath.Join(f.Repo, e.Rel), &st); err != nil || st.Ino&0xffffffff != uint64(e.Ino) || st.Mode&syscall.S_IFMT != e.Mode {
+					t.Errorf("walk entry %+v: lstat %v, %+v", e, err, st)
+					break
+				}
+			}
+		}
 	}
 }
 

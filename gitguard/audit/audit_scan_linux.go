@@ -80,6 +80,8 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
 		if opt.WalkHint > 0 {
 			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
+		} else {
+			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
 		}
 		var st unix.Stat_t
 		if err := unix.Lstat(repo, &st); err == nil {
@@ -94,6 +96,17 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
 	s.pre = nil
+	if s.walk != nil && len(s.chunks) > 0 {
+		n := len(s.walk.Entries)
+		for _, c := range s.chunks {
+			n += len(c)
+		}
+		all := make([]treewalk.Entry, 0, n)
+		for _, c := range s.chunks {
+			all = append(all, c...)
+		}
+		s.walk.Entries, s.chunks = append(all, s.walk.Entries...), nil
+	}
 	if s.walk != nil && s.stopped {
 		s.walk.Complete = false
 	}
@@ -117,6 +130,11 @@ type scanner struct {
 	walk        *treewalk.Walk // nil unless opt.Walk
 	nested      int            // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher    // lists the tree's directories ahead while tree runs
+	// chunks are the walk's first entries, in full blocks of walkChunk, when no
+	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
+	// itself (Go grows a large slice by a quarter: 20 MB allocated and copied for
+	// the 4 MB of 100,000 entries), and is joined once at the end.
+	chunks [][]treewalk.Entry
 }
 
 func (s *scanner) skip(path, format string, args ...any) {
@@ -220,8 +238,8 @@ func (s *scanner) tree(dir string, depth int) {
 		if nested {
 			// Git records this directory as a nested repository: the directory's own
 			// entry says so, and nothing below it is the recorder's.
-			if n := len(s.walk.Entries); s.nested == 0 && n > 0 && s.walk.Entries[n-1].Rel == s.rel(dir) {
-				s.walk.Entries[n-1].Nested = true
+			if last := s.lastEntry(); s.nested == 0 && last != nil && last.Rel == s.rel(dir) {
+				last.Nested = true
 			}
 			s.nested++
 			defer func() { s.nested-- }()
@@ -235,26 +253,54 @@ func (s *scanner) tree(dir string, depth int) {
 			}
 		}
 	}
+	// An entry's absolute path is made only for what the loop acts on: the walk
+	// keeps the short relative one (100,000 absolute paths were 10 MB of fresh
+	// heap per walk, and fresh pages fault at several µs each on a VM).
+	relDir := s.rel(dir)
 	for i, e := range ents {
-		p := filepath.Join(dir, e.Name())
-		if stats != nil && s.nested == 0 && e.Name() != ".git" {
+		name := e.Name()
+		if stats != nil && s.nested == 0 && name != ".git" {
 			st := stats[i]
+			rel := name
+			if relDir != "" {
+				rel = relDir + "/" + name
+			}
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
-			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: s.rel(p), Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
+			if len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk {
+				s.chunks = append(s.chunks, s.walk.Entries)
+				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+			}
+			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
 		}
-		if treeFileGitOpens(e.Name()) && special(e.Type()) {
-			s.blocker(p, e.Type())
+		if treeFileGitOpens(name) && special(e.Type()) {
+			s.blocker(filepath.Join(dir, name), e.Type())
 			continue
 		}
 		switch {
-		case e.Name() == ".git":
-			s.dotGit(p, dir)
-		case e.Name() == ".gitmodules" && e.Type().IsRegular():
-			s.gitmodules(p)
+		case name == ".git":
+			s.dotGit(filepath.Join(dir, name), dir)
+		case name == ".gitmodules" && e.Type().IsRegular():
+			s.gitmodules(filepath.Join(dir, name))
 		case e.IsDir():
-			s.tree(p, depth+1)
+			s.tree(filepath.Join(dir, name), depth+1)
 		}
 	}
+}
+
+// walkChunk is the block the walk's entry list grows by (see scanner.chunks); a
+// variable for the tests.
+var walkChunk = 8192
+
+// lastEntry is the walk's last entry, nil when there is none.
+func (s *scanner) lastEntry() *treewalk.Entry {
+	if n := len(s.walk.Entries); n > 0 {
+		return &s.walk.Entries[n-1]
+	}
+	if n := len(s.chunks); n > 0 {
+		c := s.chunks[n-1]
+		return &c[len(c)-1]
+	}
+	return nil
 }
 
 // statParts is how many goroutines lstat one directory's entries: a system call
@@ -356,11 +402,20 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 // looksLikeGitDir mirrors Git's is_git_directory: a HEAD, and objects/ and refs/ (or
 // a commondir that provides them). The types are not checked, as Git follows links.
 func looksLikeGitDir(ents []os.DirEntry) bool {
-	has := map[string]bool{}
+	var head, common, objects, refs bool
 	for _, e := range ents {
-		has[e.Name()] = true
+		switch e.Name() {
+		case "HEAD":
+			head = true
+		case "commondir":
+			common = true
+		case "objects":
+			objects = true
+		case "refs":
+			refs = true
+		}
 	}
-	return has["HEAD"] && (has["commondir"] || has["objects"] && has["refs"])
+	return head && (common || objects && refs)
 }
 
 // dotGit handles a .git entry of the working-tree directory worktree.
