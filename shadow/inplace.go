@@ -115,7 +115,8 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		}
 		if i, ok := want[string(body[off+fixed:off+fixed+end])]; ok {
 			mode := binary.BigEndian.Uint32(body[off+24 : off+28])
-			if fixed != 62 || flags&0x3000 != 0 || mode != 0o100644 && mode != 0o100755 {
+			// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
+			if fixed != 62 || flags&0xb000 != 0 || mode != 0o100644 && mode != 0o100755 {
 				return "", errNotInPlace
 			}
 			at[i] = off
@@ -123,7 +124,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		}
 		off += (fixed + end + 8) &^ 7
 	}
-	if found != len(paths) {
+	if found != len(paths) || off > len(body) {
 		return "", errNotInPlace
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.

@@ -155,3 +155,46 @@ func onlyLast(t *testing.T, s *Store) string {
 	}
 	return newest.ID
 }
+
+// TestInPlaceRefusesDamagedIndex: an index cut short anywhere (its checksum made
+// right, so that only the parser stands between it and a panic), with a bad
+// checksum, or with an extension it does not know, is left to Git, untouched.
+func TestInPlaceRefusesDamagedIndex(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "d/e/c.txt": "c\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	write(t, filepath.Join(repo, "d", "e", "c.txt"), "c2\n")
+	indexPath := filepath.Join(s.Dir, "index")
+	orig, err := os.ReadFile(indexPath)
+	must(t, err)
+	try := func(name string, b []byte) {
+		t.Helper()
+		must(t, os.WriteFile(indexPath, b, 0o644))
+		if _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
+			return // what is left is a well-formed index (the cut fell between extensions)
+		}
+		if now, _ := os.ReadFile(indexPath); !bytes.Equal(now, b) {
+			t.Errorf("%s: refused, but the index changed", name)
+		}
+	}
+	body := orig[:len(orig)-20]
+	for cut := 0; cut < len(body); cut++ {
+		b := bytes.Clone(body[:cut])
+		sum := sha1.Sum(b)
+		try(fmt.Sprintf("cut at %d", cut), append(b, sum[:]...))
+	}
+	bad := bytes.Clone(orig)
+	bad[len(bad)-1] ^= 1
+	try("bad checksum", bad)
+	b := append(bytes.Clone(body), "XTRA\x00\x00\x00\x01z"...)
+	sum := sha1.Sum(b)
+	b = append(b, sum[:]...)
+	must(t, os.WriteFile(indexPath, b, 0o644))
+	if _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
+		t.Error("an unknown extension was not refused")
+	}
+	must(t, os.WriteFile(indexPath, orig, 0o644))
+	if tree, err := s.stageInPlace([]string{"d/e/c.txt"}); err != nil || tree == "" {
+		t.Errorf("the intact index: %q, %v", tree, err)
+	}
+}
