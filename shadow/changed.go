@@ -158,6 +158,7 @@ var errSweep = errors.New("full sweep needed")
 // are looked for only in directories whose ctime changed (or that are gone), and the
 // index is read only when some directory changed.
 func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
+	s.indexRead = false
 	if w == nil || !w.Complete {
 		return nil, errSweep
 	}
@@ -179,6 +180,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 				return nil, errSweep
 			}
 			idxRead = true
+			s.indexRead = true
 		}
 		return idx, nil
 	}

@@ -198,3 +198,39 @@ func TestInPlaceRefusesDamagedIndex(t *testing.T) {
 		t.Errorf("the intact index: %q, %v", tree, err)
 	}
 }
+
+// TestUnchangedStagingMovesTheClock: a file changed just before a session's end is
+// within the next staging's clock slack; telling it is unchanged takes the index,
+// once: that staging moves the stage state's clock to its walk's, so the one after
+// reads nothing — and a change made after that is still found.
+func TestUnchangedStagingMovesTheClock(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "a.txt"), "a2\n") })
+	before, ok := s.readStage()
+	if !ok {
+		t.Fatal("no stage state")
+	}
+	if paths, err := s.changedPaths(before, walkOf(t, repo)); err != nil || len(paths) != 0 {
+		t.Fatalf("changed paths %q, %v; want none", paths, err)
+	}
+	if !s.indexRead {
+		t.Skip("a.txt's change fell outside the clock slack (a stall of 50 ms): nothing to show")
+	}
+	// Past the slack (50 ms), so that the moved clock leaves a.txt behind; then its
+	// start reads the index and moves the clock, its end reads nothing.
+	time.Sleep(100 * time.Millisecond)
+	record(t, s, Record{Start: time.Now()}, nil)
+	if s.indexRead {
+		t.Error("the staging after the one that cleared a.txt read the index again")
+	}
+	after, _ := s.readStage()
+	if after.Clock.Real <= before.Clock.Real || after.Added != before.Added || after.Tree != before.Tree {
+		t.Errorf("stage state %+v after %+v: want a later clock, the same Added and tree", after, before)
+	}
+	id := record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "b.txt"), "b2\n") })
+	if got := shadowGit(t, s, "show", "refs/sessions/"+id+":b.txt"); got != "b2" {
+		t.Errorf("b.txt recorded as %q after the clock moved", got)
+	}
+}

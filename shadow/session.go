@@ -270,10 +270,18 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	fine := w != nil && w.FineCtime
 	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
-			if len(paths) == 0 {
+			if len(paths) == 0 && !s.indexRead {
 				// The index is untouched and the stage state still true: its older
 				// clock only makes the next staging look at more, so it stays.
 				return staged{tree: st.Tree, kept: true}, nil, nil
+			}
+			if len(paths) == 0 {
+				// Nothing changed, but telling so took the index (entries within
+				// the last staging's clock slack, checked one by one): the walk
+				// showed the tree is the index's as of its clock, as a staging of
+				// no path would, so the state moves to that clock (Added stays:
+				// older is safer) and the next staging does not read it again.
+				return staged{tree: st.Tree, clock: w.Clock, added: st.Added, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
 			s.dropStage()
 			if tree, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
