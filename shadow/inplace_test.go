@@ -234,3 +234,23 @@ func TestUnchangedStagingMovesTheClock(t *testing.T) {
 		t.Errorf("b.txt recorded as %q after the clock moved", got)
 	}
 }
+
+// TestReadIndexPaths: the entries read for a few paths are the whole index's at
+// those paths; a path the index does not hold is absent.
+func TestReadIndexPaths(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "d/e/c.txt": "c\n", "z": "z\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	all, err := readIndex(filepath.Join(s.Dir, "index"))
+	must(t, err)
+	few, err := readIndexPaths(filepath.Join(s.Dir, "index"), map[string]bool{"d/e/c.txt": true, "z": true, "missing": true})
+	must(t, err)
+	if len(few) != 2 {
+		t.Fatalf("%d entries for 2 tracked paths: %v", len(few), few)
+	}
+	for _, e := range all {
+		if got, ok := few[e.path]; ok && got != e {
+			t.Errorf("%s: %+v, the whole index says %+v", e.path, got, e)
+		}
+	}
+}
