@@ -37,7 +37,12 @@ type ScaleConfig struct {
 	// ExtraFlags are added to every default launch (for instance a --git-save-dir
 	// the code under test needs); bare launches get --no-git-save --no-record.
 	ExtraFlags []string
-	Progress   io.Writer
+	// Against, when set, is another agentbox binary whose default and changed-ten
+	// sessions run in the same rounds, on a copy of the repository with its own
+	// state (sessions of one binary would otherwise be changes between sessions
+	// for the other's record).
+	Against  string
+	Progress io.Writer
 	// Log, when set, gets each repository's rows as soon as they are measured
 	// (a long run that is stopped keeps what it measured).
 	Log io.Writer
@@ -111,6 +116,13 @@ type ScaleRow struct {
 	PackDisk   int64 // disk of .git/objects/pack
 	Sessions   int
 	Failures   []string
+	// With ScaleConfig.Against: that binary's sessions in the same rounds.
+	AgDefaults   time.Duration
+	AgChanged10  time.Duration
+	AgDefOverSt  float64 // median of against-defaults / status, round by round
+	AgChgOverSt  float64
+	DefOverAgDef float64 // median of defaults / against-defaults, round by round
+	ChgOverAgChg float64
 }
 
 // RunScale runs the scaling scenario for every spec and returns a row each.
@@ -315,7 +327,17 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	// committed content, whatever the sessions did.
 	defer func() { _ = git(repo, nil, "checkout", "-q", "-f", "--", "src") }()
 
-	launch := func(state, snaps string, bare bool, command ...string) (time.Duration, error) {
+	// The against binary's copy of the repository: the same tree, its own inodes;
+	// the packs are hard links (immutable, and the snapshot store sees them as the
+	// same files, as it would the original's).
+	againstRepo := ""
+	if cfg.Against != "" {
+		againstRepo = filepath.Join(work, "against", "repo")
+		if err := copyRepo(repo, againstRepo); err != nil {
+			return row, fmt.Errorf("bench --scale: copy %s for --against: %w", repo, err)
+		}
+	}
+	launchWith := func(bin, repo, state, snaps string, bare bool, command ...string) (time.Duration, error) {
 		args := []string{"exec"}
 		if bare {
 			args = append(args, "--no-git-save", "--no-record")
@@ -324,7 +346,7 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 			args = append(args, cfg.ExtraFlags...)
 		}
 		args = append(append(args, "--repo", repo, "--"), command...)
-		cmd := exec.Command(cfg.Agentbox, args...)
+		cmd := exec.Command(bin, args...)
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
 		var stderr bytes.Buffer
@@ -333,9 +355,12 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 		err := cmd.Run()
 		d := time.Since(t0)
 		if err != nil {
-			return 0, fmt.Errorf("agentbox %s: %v: %s", strings.Join(args, " "), err, lastLine(stderr.String()))
+			return 0, fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, lastLine(stderr.String()))
 		}
 		return d, nil
+	}
+	launch := func(state, snaps string, bare bool, command ...string) (time.Duration, error) {
+		return launchWith(cfg.Agentbox, repo, state, snaps, bare, command...)
 	}
 	timeGit := func(dir string, args ...string) (time.Duration, error) {
 		t0 := time.Now()
@@ -354,9 +379,16 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	if _, err := launch(state, snaps, false, "true"); err != nil { // the first record, outside the rounds
 		return row, err
 	}
-	type sample struct{ bare, def, chg, st time.Duration }
-	var samples []sample
+	agState, agSnaps := filepath.Join(work, "against", "state"), filepath.Join(work, "against", "snaps")
 	names := []string{"bare", "defaults", "changed10", "status"}
+	if againstRepo != "" {
+		if _, err := launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "true"); err != nil {
+			return row, err
+		}
+		names = append(names, "against-defaults", "against-changed10")
+	}
+	type sample struct{ bare, def, chg, st, agDef, agChg time.Duration }
+	var samples []sample
 	for round := 0; round < cfg.Warmup+cfg.Runs; round++ {
 		cfg.progress("%s: round %d/%d", spec.name(), round+1, cfg.Warmup+cfg.Runs)
 		var s sample
@@ -376,6 +408,12 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 			case "status":
 				d, err = timeGit(repo, "status", "--porcelain")
 				s.st = d
+			case "against-defaults":
+				d, err = launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "true")
+				s.agDef = d
+			case "against-changed10":
+				d, err = launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "sh", "-c", changeCmd.String())
+				s.agChg = d
 			}
 			if err != nil {
 				return row, err
@@ -402,6 +440,15 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	row.DefOverSt = col(func(s sample) float64 { return float64(s.def) / float64(s.st) })
 	row.ChgOverSt = col(func(s sample) float64 { return float64(s.chg) / float64(s.st) })
 	row.DefOverBar = col(func(s sample) float64 { return float64(s.def) / float64(s.bare) })
+	if againstRepo != "" {
+		row.AgDefaults = dur(func(s sample) time.Duration { return s.agDef })
+		row.AgChanged10 = dur(func(s sample) time.Duration { return s.agChg })
+		row.AgDefOverSt = col(func(s sample) float64 { return float64(s.agDef) / float64(s.st) })
+		row.AgChgOverSt = col(func(s sample) float64 { return float64(s.agChg) / float64(s.st) })
+		row.DefOverAgDef = col(func(s sample) float64 { return float64(s.def) / float64(s.agDef) })
+		row.ChgOverAgChg = col(func(s sample) float64 { return float64(s.chg) / float64(s.agChg) })
+		os.RemoveAll(filepath.Join(work, "against"))
+	}
 	os.RemoveAll(state)
 	os.RemoveAll(snaps)
 
@@ -466,6 +513,34 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	return row, nil
 }
 
+// copyRepo copies the repository src (work tree and .git) to dst, hard-linking
+// the pack files.
+func copyRepo(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp -a: %v: %s", err, bytes.TrimSpace(out))
+	}
+	pack := filepath.Join(dst, ".git", "objects", "pack")
+	ents, err := os.ReadDir(pack)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".pack") {
+			p := filepath.Join(pack, e.Name())
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			if err := os.Link(filepath.Join(src, ".git", "objects", "pack", e.Name()), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // snapshotStoreUsage is the disk of snapshots kept in the state directory (the
 // default place of the content-addressed store), 0 when there is none.
 func snapshotStoreUsage(state string) int64 {
@@ -499,5 +574,15 @@ func WriteScaleText(w io.Writer, rows []ScaleRow, runs int) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s, %d files | %s | %s | %.2f× | %s | %s | %s | %s | %s (N=%d) |\n", mb(r.GitBytes), r.Spec.Files,
 			ms(r.First), ms(r.AddA), r.FirstOverA, mb(r.ShadowDisk), mb(r.PackDisk), mb(r.SnapFirst), mb(r.SnapEach), mb(r.SnapTotal), r.Sessions)
+	}
+	if len(rows) > 0 && rows[0].AgDefaults != 0 {
+		fmt.Fprintln(w, "\nThis build against the --against build, in the same rounds (the latter on a copy of the repository with its own state):")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| repository | defaults | against: defaults | defaults / against | 10 files changed | against: changed | changed / against | against: defaults / status | against: changed / status |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+		for _, r := range rows {
+			fmt.Fprintf(w, "| %s, %d files | %s | %s | %.2f× | %s | %s | %.2f× | %.2f× | %.2f× |\n", mb(r.GitBytes), r.Spec.Files,
+				ms(r.Defaults), ms(r.AgDefaults), r.DefOverAgDef, ms(r.Changed10), ms(r.AgChanged10), r.ChgOverAgChg, r.AgDefOverSt, r.AgChgOverSt)
+		}
 	}
 }

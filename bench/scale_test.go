@@ -64,3 +64,48 @@ func TestGenerateScaleRepo(t *testing.T) {
 		t.Errorf("git status --porcelain: %q, %v; want a clean tree", st, err)
 	}
 }
+
+// TestCopyRepoForAgainst checks the --against copy: the same tree and Git status in
+// another directory, its work-tree files other inodes (a session of one binary must
+// not change the other's repository), its packs hard links of the original's.
+func TestCopyRepoForAgainst(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	src := filepath.Join(t.TempDir(), "repo")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// More objects than fast-import's unpack limit (100), so that it writes a pack.
+	if err := generateRepo(src, ScaleSpec{Files: 200, PackBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "against", "repo")
+	if err := copyRepo(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", dst, "status", "--porcelain").CombinedOutput()
+	if err != nil || len(out) != 0 {
+		t.Fatalf("git status in the copy: %v: %q", err, out)
+	}
+	same := func(a, b string) bool {
+		fa, err1 := os.Stat(a)
+		fb, err2 := os.Stat(b)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		return os.SameFile(fa, fb)
+	}
+	if f := smallPath(3); same(filepath.Join(src, f), filepath.Join(dst, f)) {
+		t.Errorf("%s is the same file in both repositories", f)
+	}
+	packs, _ := filepath.Glob(filepath.Join(src, ".git", "objects", "pack", "*.pack"))
+	if len(packs) == 0 {
+		t.Fatal("no pack generated")
+	}
+	for _, p := range packs {
+		if !same(p, filepath.Join(dst, ".git", "objects", "pack", filepath.Base(p))) {
+			t.Errorf("%s is not hard-linked into the copy", filepath.Base(p))
+		}
+	}
+}

@@ -68,6 +68,9 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
+	if a.walk != nil {
+		opt.WalkHint = len(a.walk.Entries) // the tree as it was at launch
+	}
 	cur, err := audit.Scan(a.repo, opt)
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)

@@ -33,10 +33,11 @@ func TestJournalRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, j)
 	}
 	// The codec names every field: one added to these types must be added to it.
-	// (Not journaled: ScanOptions.Walk and Surface.Walk, one scan's request for its
-	// walk and the walk, which the recorder takes from the live scan only.)
+	// (Not journaled: ScanOptions.Walk and WalkHint and Surface.Walk, one scan's
+	// request for its walk, its size hint, and the walk, which the recorder takes
+	// from the live scan only.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 1,
+		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 2,
 		reflect.TypeOf(audit.Surface{}): 3 + 1, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2,
 	} {
 		if typ.NumField() != n {

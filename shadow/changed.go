@@ -158,6 +158,7 @@ var errSweep = errors.New("full sweep needed")
 // are looked for only in directories whose ctime changed (or that are gone), and the
 // index is read only when some directory changed.
 func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
+	s.indexRead = false
 	if w == nil || !w.Complete {
 		return nil, errSweep
 	}
@@ -179,6 +180,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 				return nil, errSweep
 			}
 			idxRead = true
+			s.indexRead = true
 		}
 		return idx, nil
 	}
@@ -222,19 +224,58 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 			unix.Close(repoFd)
 		}
 	}()
-	sameAsIndex := func(e treewalk.Entry) (bool, error) {
+	// When no directory changed, only the entries in the window are looked up in
+	// the index: those alone are read from it (readIndexPaths), not all of it.
+	var few map[string]indexEntry
+	if w.RootCtime < threshold {
+		want := map[string]bool{}
+		for _, e := range w.Entries {
+			switch {
+			case e.Ctime < threshold:
+			case e.IsDir() || len(want) >= maxChangedPaths:
+				want = nil
+			default:
+				want[e.Rel] = true
+			}
+			if want == nil {
+				break
+			}
+		}
+		if len(want) > 0 {
+			var err error
+			if few, err = readIndexPaths(filepath.Join(s.Dir, "index"), want); err != nil {
+				return nil, errSweep
+			}
+			s.indexRead = true
+		}
+	}
+	lookup := func(rel string) (indexEntry, bool, error) {
+		if few != nil {
+			ie, ok := few[rel]
+			return ie, ok, nil
+		}
 		idx, err := index()
+		if err != nil {
+			return indexEntry{}, false, err
+		}
+		j, found := slices.BinarySearchFunc(idx, rel, func(x indexEntry, p string) int { return strings.Compare(x.path, p) })
+		if !found {
+			return indexEntry{}, false, nil
+		}
+		return idx[j], true, nil
+	}
+	sameAsIndex := func(e treewalk.Entry) (bool, error) {
+		ie, found, err := lookup(e.Rel)
 		if err != nil {
 			return false, err
 		}
-		j, found := slices.BinarySearchFunc(idx, e.Rel, func(x indexEntry, p string) int { return strings.Compare(x.path, p) })
-		if !found || idx[j].ino != e.Ino || idx[j].ctime != e.Ctime {
+		if !found || ie.ino != e.Ino || ie.ctime != e.Ctime {
 			return false, nil
 		}
 		if addedOK && e.Ctime < st.Added.Real {
 			return true, nil
 		}
-		if e.Mode != unix.S_IFREG || int64(idx[j].size) > maxRacyRead {
+		if e.Mode != unix.S_IFREG || int64(ie.size) > maxRacyRead {
 			return false, nil
 		}
 		if repoFd < 0 {
@@ -242,7 +283,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 				return false, nil
 			}
 		}
-		return sameContent(repoFd, e, idx[j]), nil
+		return sameContent(repoFd, e, ie), nil
 	}
 	verified := "" // a changed directory whose entries are all the index's: below it too
 	var out []string

@@ -45,9 +45,10 @@ func TestFirstRecordIsPacked(t *testing.T) {
 	}
 }
 
-// TestPacksAreMerged: sessions that each change a file add a small pack each;
-// once there are more than maxPacks, the recorder merges them, and every session
-// still reads back.
+// TestPacksAreMerged: sessions that each add a file add a small pack each (`git
+// add`'s bulk check-in; a file only edited in place is staged without Git, loose,
+// inplace.go); once there are more than maxPacks, the recorder merges them, and
+// every session still reads back.
 func TestPacksAreMerged(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
 	s, _ := openStore(t, repo)
@@ -55,6 +56,7 @@ func TestPacksAreMerged(t *testing.T) {
 	for i := 0; i < maxPacks+4; i++ {
 		ids = append(ids, record(t, s, Record{Command: []string{"true"}}, func() {
 			write(t, filepath.Join(repo, "a.txt"), fmt.Sprintf("version %d\n", i))
+			write(t, filepath.Join(repo, fmt.Sprintf("new%02d.txt", i)), "n\n")
 		}))
 		if n := packCount(s); n > maxPacks+1 {
 			t.Fatalf("session %d: %d packs, want at most %d", i, n, maxPacks+1)

@@ -63,7 +63,10 @@ type Store struct {
 	// Progress, when set (a terminal), is told about long work: a first record.
 	Progress io.Writer
 
-	sweeps int // full sweeps of the working tree staged (stage), for the tests
+	sweeps  int // full sweeps of the working tree staged (stage), for the tests
+	inPlace int // stagings done without Git (stageInPlace), for the tests
+	// indexRead: the last changedPaths read the index to tell what changed.
+	indexRead bool
 	// leftOut: the last staging left a path out at a bound (addAll). The index
 	// then holds less than the tree, and what was left out must be named again
 	// each time: the next staging sweeps (no stage state is written).

@@ -53,7 +53,7 @@ func (a *benchArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.prestart, "prestart", false, "internal: with --serve-api, use sandbox.Prestart")
 	fs.IntVar(&a.cfg.Runs, "runs", 100, "measured rounds, `N` (one launch of each variant per round)")
 	fs.IntVar(&a.cfg.Warmup, "warmup", 5, "`N` rounds run first and discarded")
-	fs.StringVar(&a.cfg.Against, "against", "", "also measure another agentbox `BINARY` (e.g. the last release) in the same rounds: native and native-defaults of both, and their ratios")
+	fs.StringVar(&a.cfg.Against, "against", "", "also measure another agentbox `BINARY` (e.g. the last release) in the same rounds: native and native-defaults of both, and their ratios (with --scale: its default and changed-ten sessions, on a copy of each repository)")
 	fs.StringVar(&a.cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
 	fs.BoolVar(&a.scale, "scale", false, "run the scaling scenario instead: generated repositories of growing size (see --scale-repos)")
 	fs.StringVar(&a.repos, "scale-repos", "20,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
@@ -162,6 +162,12 @@ func runScale(sc bench.ScaleConfig, cfg bench.Config, repos string) int {
 		return fail("bench: find the agentbox binary: %v", err)
 	}
 	sc.Agentbox = self
+	if cfg.Against != "" {
+		if fi, err := os.Stat(cfg.Against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return fail("bench: --against %s: not an executable file; give the path of another agentbox binary", cfg.Against)
+		}
+		sc.Against = cfg.Against
+	}
 	sc.Specs = strings.Split(repos, ",")
 	sc.Runs, sc.Warmup = cfg.Runs, cfg.Warmup
 	sc.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))

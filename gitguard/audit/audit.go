@@ -91,6 +91,10 @@ type ScanOptions struct {
 	MaxDepth int
 	// Walk: lstat every working-tree entry and return the walk in Surface.Walk.
 	Walk bool
+	// WalkHint, with Walk, is how many entries the walk is expected to hold (a
+	// previous walk's): its list is allocated once instead of grown, copied and
+	// page-faulted in as it doubles.
+	WalkHint int
 }
 
 // Finding is one thing the audit reports.

@@ -1,0 +1,110 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+)
+
+// TestPrefetchSameScan checks that listing directories ahead (audit_prefetch_linux.go)
+// changes nothing a scan returns: the same items, the same skipped places in the same
+// order, the same walk — on a tree with a nested repository, a FIFO where Git opens a
+// file, a symlinked directory and a planted hook, with and without the entry bound
+// hit in the middle of a directory, and with the depth bound hit.
+func TestPrefetchSameScan(t *testing.T) {
+	f := newFixture(t)
+	for d := range 60 {
+		for i := range 30 {
+			f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "x\n", 0o644)
+		}
+		f.Write(fmt.Sprintf("src/d%02d/g", d), "y\n", 0o644)
+	}
+	f.GitdirAt("src/d07/.git")
+	f.Write("src/d07/.git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	f.Write("src/d08/.gitmodules", "[submodule \"m\"]\n\tpath = m\n\turl = ./m\n", 0o644)
+	if err := syscall.Mkfifo(filepath.Join(f.Repo, "src/d09/.gitattributes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../d01", filepath.Join(f.Repo, "src/d10/link")); err != nil {
+		t.Fatal(err)
+	}
+	deep := "deep"
+	for range 6 {
+		deep += "/d"
+	}
+	f.Write(deep+"/f", "z\n", 0o644)
+
+	scan := func(opt ScanOptions, prefetch bool) *Surface {
+		t.Helper()
+		noPrefetch = !prefetch
+		defer func() { noPrefetch = false }()
+		s, err := Scan(f.Repo, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, opt := range []ScanOptions{
+		{Walk: true},
+		{},
+		{Walk: true, MaxEntries: 1000}, // stops inside src/dNN/sub
+		{Walk: true, MaxEntries: 75},   // stops while listing src itself
+		{Walk: true, MaxDepth: 4},
+	} {
+		seq, pre := scan(opt, false), scan(opt, true)
+		if seq.Walk != nil {
+			if seq.Walk.Clock == pre.Walk.Clock {
+				t.Fatal("two scans read the same clock")
+			}
+			seq.Walk.Clock = pre.Walk.Clock
+		}
+		if !reflect.DeepEqual(seq, pre) {
+			t.Errorf("MaxEntries %d, MaxDepth %d, Walk %v: the scans differ:\nsequential: %+v %v\nprefetched: %+v %v",
+				opt.MaxEntries, opt.MaxDepth, opt.Walk, seq.Skipped, walkLen(seq), pre.Skipped, walkLen(pre))
+		}
+		if opt.MaxEntries != 0 && (pre.Walk.Complete || len(pre.Skipped) == 0) {
+			t.Errorf("MaxEntries %d: bound not reported: %+v", opt.MaxEntries, pre.Skipped)
+		}
+		if opt.Walk && opt.MaxEntries == 0 && opt.MaxDepth == 0 && (!pre.Walk.Complete || len(pre.Walk.Entries) < 60*32) {
+			t.Errorf("whole tree: walk complete %v with %d entries", pre.Walk.Complete, len(pre.Walk.Entries))
+		}
+		if pre.Walk != nil {
+			// Grown by blocks of 3 entries (a nested repository's mark lands on
+			// every position of a block), the walk is the same.
+			walkChunk = 3
+			small := scan(opt, true)
+			walkChunk = 8192
+			small.Walk.Clock = pre.Walk.Clock
+			if !reflect.DeepEqual(small, pre) {
+				t.Errorf("MaxEntries %d, MaxDepth %d: the walk grown by small blocks differs", opt.MaxEntries, opt.MaxDepth)
+			}
+			nested := 0
+			for _, e := range pre.Walk.Entries {
+				if e.Nested {
+					nested++
+				}
+			}
+			if opt.MaxEntries == 0 && opt.MaxDepth == 0 && nested != 1 {
+				t.Errorf("%d entries marked as nested repositories, want 1 (src/d07)", nested)
+			}
+			// Each entry names its path relative to the top, and is what is there.
+			for _, e := range pre.Walk.Entries {
+				var st syscall.Stat_t
+				if err := syscall.Lstat(filepath.Join(f.Repo, e.Rel), &st); err != nil || st.Ino&0xffffffff != uint64(e.Ino) || st.Mode&syscall.S_IFMT != e.Mode {
+					t.Errorf("walk entry %+v: lstat %v, %+v", e, err, st)
+					break
+				}
+			}
+		}
+	}
+}
+
+func walkLen(s *Surface) int {
+	if s.Walk == nil {
+		return -1
+	}
+	return len(s.Walk.Entries)
+}
