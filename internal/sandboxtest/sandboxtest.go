@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/nsinit"
-	"github.com/agentbox/agentbox/session"
 )
 
 // BuiltBwrap is where scripts/setup-test-env.sh builds bubblewrap 0.12.0.
@@ -37,20 +35,11 @@ func Backends(t testing.TB) []string {
 }
 
 // NativeGo is the native backend with its plan run by the re-executed Go init
-// (session.EnvInit=go) where the raw init would run: the behaviour table runs both
-// runners of the one compiled program (nsinit/program).
+// (AGENTBOX_INIT=go, session.EnvInit) where the raw init would run: the behaviour
+// table runs both runners of the one compiled program (nsinit/program). The name
+// is spelled out here: this package builds wherever compat's tests do, and session
+// does not.
 const NativeGo = "native-go"
-
-// Runners are Backends with the native backend once per runner of its program: the
-// raw init and the Go init (NativeGo) where this build and kernel have the raw one
-// (elsewhere "native" is the Go init already).
-func Runners(t testing.TB) []string {
-	list := Backends(t)
-	if nsinit.RawInitAvailable() {
-		list = append(list, NativeGo)
-	}
-	return list
-}
 
 // BwrapPath is the bubblewrap 0.12.0 the bwrap rows run with: $AGENTBOX_BWRAP, else
 // the build of scripts/setup-test-env.sh. Under the test command (AGENTBOX_TEST_STRICT,
@@ -137,7 +126,7 @@ func (b *Box) Agentbox(dir string, args ...string) *exec.Cmd {
 	case "bwrap":
 		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+BwrapPath(b.T))
 	case NativeGo:
-		cmd.Env = append(cmd.Env, session.EnvInit+"=go")
+		cmd.Env = append(cmd.Env, "AGENTBOX_INIT=go")
 	}
 	cmd.Env = append(cmd.Env, "REPO="+b.Repo,
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
