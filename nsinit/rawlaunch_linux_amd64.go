@@ -152,7 +152,7 @@ func gateName(gated bool) string {
 }
 
 // rawFeatures: the raw init runs only where the program needs no fallback (rawUsable).
-var rawFeatures = program.Features{Openat2: true, Setattr: true, Userxattr: true}
+var rawFeatures = program.Features{Openat2: true, Setattr: true}
 
 // compileRaw turns plan into the raw init's program: its id maps, then the plan.
 func compileRaw(plan mounts.Plan, env []string, gated bool) (*rawProgram, error) {

@@ -104,9 +104,8 @@ type Arena struct {
 
 // Features are the kernel's calls a program may use; elsewhere it uses fallbacks.
 type Features struct {
-	Openat2   bool // 5.6
-	Setattr   bool // mount_setattr, 5.12 (and with it overlayfs's userxattr, 5.11)
-	Userxattr bool // overlayfs's userxattr is known to work (5.11; implied by setattr)
+	Openat2 bool // 5.6
+	Setattr bool // mount_setattr, 5.12: with it overlayfs's userxattr (5.11) is there too
 }
 
 // EnvFallbacks, set in the launcher's environment, makes the Go init compile every
@@ -120,7 +119,7 @@ func KernelFeatures() Features {
 		return Features{}
 	}
 	setattr := haveMountSetattr()
-	return Features{Openat2: safepath.HaveOpenat2(), Setattr: setattr, Userxattr: setattr}
+	return Features{Openat2: safepath.HaveOpenat2(), Setattr: setattr}
 }
 
 // Program is a plan being compiled: the Arena a runner executes, and what the
@@ -327,12 +326,9 @@ func (p *Program) openBeneath(d opDesc, abs string, flags int) int {
 		rel = "."
 	}
 	if p.kernel.Openat2 || rel == "." {
-		d.path = true
-		how := p.Words(uint64(flags|unix.O_CLOEXEC), 0, unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
-		if !p.kernel.Openat2 {
-			return p.FdOp(d, unix.SYS_OPENAT, uintptr(p.root), p.Str("."), uintptr(flags|unix.O_CLOEXEC), 0)
-		}
-		return p.FdOp(d, unix.SYS_OPENAT2, uintptr(p.root), p.Str(rel), how, 24)
+		// One open: openat2 resolves every component beneath the root, none a
+		// symlink; "." needs no walk.
+		return p.openAt(d, p.root, rel, flags)
 	}
 	comps := strings.Split(rel, "/")
 	cur := p.root
@@ -758,8 +754,9 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 	data := overlay.Options([]string{safepath.FdPath(lower)}, dir+overlay.UpperDir, dir+overlay.WorkDir)
 	mnt := p.mkdirAll(op.Dest)
 	first := p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, data)
-	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.Userxattr {
-		// Before 5.11 overlayfs refuses userxattr (EINVAL): the same mount without.
+	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.Setattr {
+		// Without mount_setattr the kernel may be older than 5.11, whose overlayfs
+		// refuses userxattr (EINVAL): then the same mount without.
 		first.OK, first.ThenSkip = uintptr(unix.EINVAL), 1
 		p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, retry)
 	}
