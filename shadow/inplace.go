@@ -82,49 +82,36 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		want[p] = i
 	}
 	indexPath := filepath.Join(s.Dir, "index")
+	var before unix.Stat_t
+	if unix.Lstat(indexPath, &before) != nil {
+		return "", errNotInPlace
+	}
 	b, err := os.ReadFile(indexPath)
-	if err != nil || len(b) < 12+20 || string(b[:4]) != "DIRC" {
+	if err != nil {
 		return "", errNotInPlace
 	}
-	if ver := binary.BigEndian.Uint32(b[4:8]); ver != 2 && ver != 3 {
+	l, err := layoutOf(b)
+	if err != nil {
 		return "", errNotInPlace
 	}
-	body := b[:len(b)-20]
-	if sum := sha1.Sum(body); !bytes.Equal(sum[:], b[len(b)-20:]) {
-		return "", errNotInPlace
-	}
+	body, off, offsets := b[:len(b)-20], l.ext, l.offsets
 	// The entries of paths, by offset.
-	n := int(binary.BigEndian.Uint32(b[8:12]))
 	at := make([]int, len(paths))
 	found := 0
-	off := 12
-	offsets := make([]int, 0, n)
-	for range n {
-		offsets = append(offsets, off)
-		if off+62 > len(body) {
-			return "", errNotInPlace
-		}
-		flags := binary.BigEndian.Uint16(body[off+60 : off+62])
-		fixed := 62
-		if flags&0x4000 != 0 {
-			fixed += 2
-		}
-		end := bytes.IndexByte(body[min(off+fixed, len(body)):], 0)
-		if end < 0 {
-			return "", errNotInPlace
-		}
-		if i, ok := want[string(body[off+fixed:off+fixed+end])]; ok {
-			mode := binary.BigEndian.Uint32(body[off+24 : off+28])
+	x := indexEntries{b: b, off: offsets}
+	for i, eoff := range offsets {
+		if j, ok := want[string(x.path(i))]; ok {
+			flags := binary.BigEndian.Uint16(body[eoff+60 : eoff+62])
+			mode := binary.BigEndian.Uint32(body[eoff+24 : eoff+28])
 			// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
-			if fixed != 62 || flags&0xb000 != 0 || mode != 0o100644 && mode != 0o100755 {
+			if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
 				return "", errNotInPlace
 			}
-			at[i] = off
+			at[j] = eoff
 			found++
 		}
-		off += (fixed + end + 8) &^ 7
 	}
-	if found != len(paths) || off > len(body) {
+	if found != len(paths) {
 		return "", errNotInPlace
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.
@@ -202,23 +189,8 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	h.Write(out)
 	h.Write(ext)
 	ext = h.Sum(ext)
-	lock := indexPath + ".lock"
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return "", errNotInPlace
-	}
-	_, err = f.Write(out)
-	if err == nil {
-		_, err = f.Write(ext)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(lock, indexPath)
-	}
-	if err != nil {
-		os.Remove(lock)
+	// The index file keeps its mtime (racy.go): entries racy before stay racy.
+	if err := writeIndexKeepingTime(indexPath, before.Mtim, out, ext); err != nil {
 		return "", errNotInPlace // the index is as it was: Git stages instead
 	}
 	s.addedClock = added

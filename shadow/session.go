@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -287,13 +289,24 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			if tree, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
 				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
-			if notes, err := s.stagePaths(paths); err == nil {
-				return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
+			// Git's stat check is not trusted with what the walk showed changed
+			// (racy.go): a smudged entry is hashed.
+			if s.smudgePaths(paths) == nil {
+				if notes, err := s.stagePaths(paths); err == nil {
+					return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
+				}
 			}
 		}
 	}
 	s.dropStage()
 	clock := treewalk.Now()
+	if s.smudgeUnlikeWalk(w) != nil {
+		// An index the recorder cannot edit cannot be trusted to the second:
+		// Git stages everything again, by content.
+		if err := os.Remove(filepath.Join(s.Dir, "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return staged{}, nil, err
+		}
+	}
 	notes, err := s.stage()
 	return staged{clock: clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
 }
@@ -303,8 +316,18 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 func (s *Store) writeTree(st staged) (string, error) {
 	tree := st.tree
 	if tree == "" {
-		var err error
-		if tree, err = s.git.out("write-tree"); err != nil {
+		// write-tree rewrites the index (its cache tree) without a working tree to
+		// check racy entries against: the index keeps its mtime (racy.go).
+		indexPath := filepath.Join(s.Dir, "index")
+		var before unix.Stat_t
+		err := unix.Lstat(indexPath, &before)
+		if err == nil {
+			tree, err = s.git.out("write-tree")
+		}
+		if err == nil {
+			err = keepIndexTime(indexPath, before.Mtim)
+		}
+		if err != nil {
 			s.dropStage()
 			return "", err
 		}

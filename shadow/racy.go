@@ -1,0 +1,207 @@
+package shadow
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/treewalk"
+)
+
+// Git's stat cache, and what the recorder does so that it never hides a change.
+//
+// `git add` skips a tracked file whose lstat matches the index entry's stat data,
+// and Git compares those in whole seconds (Debian's Git, like Git's default build,
+// is built without USE_NSEC: a file rewritten at the same size within the second of
+// its recorded mtime and ctime looks unchanged). Git's defence is the "racy" rule:
+// an entry whose mtime is not before the index file's own mtime (in seconds) is
+// checked by content, and every Git that writes the index first checks its racy
+// entries against the working tree and smudges (zeroes the size of) the ones that
+// changed. Three things broke that rule here, and a session's edit could be missing
+// from its record (TestSessionRecord failed about once in 150 runs under load):
+//
+//   - `write-tree` rewrites the index to store the cache tree, with no working tree
+//     to check racy entries against: the index's mtime moved past entries that were
+//     racy, while the sandbox was already running (the start's tree is written in
+//     the background), and an edit made in that second looked clean at the end.
+//   - The recorder's own index writes (stageInPlace) did no racy check either.
+//   - An mtime is the sandbox's to set (utimensat): an entry whose mtime was set
+//     back is never racy, and an edit within the second of its ctime, with the
+//     mtime set back again, fools the stat check for good.
+//
+// So: (1) an index written by the recorder or by write-tree keeps the index file's
+// previous mtime (keepIndexTime): racy entries stay racy, and the recorder's own
+// entries were fstat'ed after that moment. (2) Before Git stages, every entry that
+// the recorder's nanosecond ctime comparison says may have changed is smudged
+// (smudge): the paths changedPaths names before a limited `git add`, and before a
+// full sweep every entry whose inode or ctime differs from the walk's, so Git
+// hashes each of them whatever its stat data say.
+
+// indexLayout is where an index's entries and its extensions are: offsets[i] is the
+// i-th entry's, extensions start at ext, and the trailing checksum at len(b)-20.
+type indexLayout struct {
+	offsets []int
+	ext     int
+}
+
+// errIndexLayout: the index is not one the recorder edits (version 2 or 3, whole,
+// with a good checksum).
+var errIndexLayout = errors.New("index not in a form the recorder edits")
+
+// layoutOf checks the index b (header, entries, checksum) and returns its layout.
+func layoutOf(b []byte) (indexLayout, error) {
+	if len(b) < 12+20 || string(b[:4]) != "DIRC" {
+		return indexLayout{}, errIndexLayout
+	}
+	if ver := binary.BigEndian.Uint32(b[4:8]); ver != 2 && ver != 3 {
+		return indexLayout{}, errIndexLayout
+	}
+	body := b[:len(b)-20]
+	if sum := sha1.Sum(body); !bytes.Equal(sum[:], b[len(b)-20:]) {
+		return indexLayout{}, errIndexLayout
+	}
+	n := int(binary.BigEndian.Uint32(b[8:12]))
+	if n > len(body)/62 {
+		return indexLayout{}, errIndexLayout
+	}
+	l := indexLayout{offsets: make([]int, 0, n)}
+	off := 12
+	for range n {
+		if off+62 > len(body) {
+			return indexLayout{}, errIndexLayout
+		}
+		l.offsets = append(l.offsets, off)
+		fixed := 62
+		if binary.BigEndian.Uint16(body[off+60:off+62])&0x4000 != 0 {
+			fixed += 2
+		}
+		end := bytes.IndexByte(body[min(off+fixed, len(body)):], 0)
+		if end < 0 {
+			return indexLayout{}, errIndexLayout
+		}
+		off += (fixed + end + 8) &^ 7
+	}
+	if off > len(body) {
+		return indexLayout{}, errIndexLayout
+	}
+	l.ext = off
+	return l, nil
+}
+
+// smudge zeroes the recorded size of every entry of the shadow index for which
+// stale says so (p: its path; e: its bytes from the ctime on), so that Git hashes
+// the file whatever its stat data say, and writes the index back with its mtime
+// kept. No index is nothing to smudge.
+func (s *Store) smudge(stale func(p, e []byte) bool) error {
+	indexPath := filepath.Join(s.Dir, "index")
+	var before unix.Stat_t
+	if err := unix.Lstat(indexPath, &before); errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(indexPath)
+	if err != nil {
+		return err
+	}
+	l, err := layoutOf(b)
+	if err != nil {
+		return err
+	}
+	x := indexEntries{b: b, off: l.offsets}
+	changed := false
+	for i, off := range l.offsets {
+		e := b[off:]
+		if binary.BigEndian.Uint32(e[36:40]) == 0 || binary.BigEndian.Uint32(e[24:28]) == 0o160000 {
+			continue // already smudged; a nested repository Git always checks
+		}
+		if stale(x.path(i), e) {
+			binary.BigEndian.PutUint32(e[36:40], 0)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	body := b[:len(b)-20]
+	sum := sha1.Sum(body)
+	copy(b[len(b)-20:], sum[:])
+	return writeIndexKeepingTime(indexPath, before.Mtim, b)
+}
+
+// smudgePaths smudges the entries at paths: the ones changedPaths named, which a
+// limited `git add` is about to stage.
+func (s *Store) smudgePaths(paths []string) error {
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	return s.smudge(func(p, _ []byte) bool { return want[string(p)] })
+}
+
+// smudgeUnlikeWalk smudges, before a full sweep, every entry whose path the walk w
+// found with another inode or ctime than the entry's (to the nanosecond): what the
+// walk saw changed, Git must hash. Without a walk, only rule (1) stands.
+func (s *Store) smudgeUnlikeWalk(w *treewalk.Walk) error {
+	if w == nil {
+		return nil
+	}
+	type id struct {
+		ino   uint32
+		ctime int64
+	}
+	seen := make(map[string]id, len(w.Entries))
+	for _, e := range w.Entries {
+		if !e.IsDir() {
+			seen[e.Rel] = id{e.Ino, e.Ctime}
+		}
+	}
+	return s.smudge(func(p, e []byte) bool {
+		got, ok := seen[string(p)]
+		if !ok {
+			return false // gone, or not walked: Git lstat's it and finds the difference or not
+		}
+		ctime := int64(binary.BigEndian.Uint32(e[0:4]))*1_000_000_000 + int64(binary.BigEndian.Uint32(e[4:8]))
+		return got.ino != binary.BigEndian.Uint32(e[20:24]) || got.ctime != ctime
+	})
+}
+
+// writeIndexKeepingTime replaces the index at indexPath with the concatenation of
+// parts, through Git's lock file, and gives it the mtime mtime (rule 1 above).
+func writeIndexKeepingTime(indexPath string, mtime unix.Timespec, parts ...[]byte) error {
+	lock := indexPath + ".lock"
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, b := range parts {
+		if err == nil {
+			_, err = f.Write(b)
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = keepIndexTime(lock, mtime)
+	}
+	if err == nil {
+		err = os.Rename(lock, indexPath)
+	}
+	if err != nil {
+		os.Remove(lock)
+	}
+	return err
+}
+
+// keepIndexTime sets the mtime of the index file at p back to mtime: the index file's
+// mtime before it was rewritten. Entries racy against the old index stay racy, and
+// an earlier mtime only makes Git check more entries by content.
+func keepIndexTime(p string, mtime unix.Timespec) error {
+	return unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, mtime}, unix.AT_SYMLINK_NOFOLLOW)
+}
