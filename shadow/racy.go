@@ -37,10 +37,10 @@ import (
 // So: (1) an index written by the recorder or by write-tree keeps the index file's
 // previous mtime (keepIndexTime): racy entries stay racy, and the recorder's own
 // entries were fstat'ed after that moment. (2) Before Git stages, every entry that
-// the recorder's nanosecond ctime comparison says may have changed is smudged
-// (smudge): the paths changedPaths names before a limited `git add`, and before a
-// full sweep every entry whose inode or ctime differs from the walk's, so Git
-// hashes each of them whatever its stat data say.
+// the walk's nanosecond ctime shows changed within the second Git compares is
+// smudged (smudgeUnlikeWalk): among the paths changedPaths names before a limited
+// `git add`, and among all entries before a full sweep, so Git hashes each of them
+// whatever its stat data say.
 
 // indexLayout is where an index's entries and its extensions are: offsets[i] is the
 // i-th entry's, extensions start at ext, and the trailing checksum at len(b)-20.
@@ -134,40 +134,49 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 	return writeIndexKeepingTime(indexPath, before.Mtim, b)
 }
 
-// smudgePaths smudges the entries at paths: the ones changedPaths named, which a
-// limited `git add` is about to stage.
-func (s *Store) smudgePaths(paths []string) error {
-	want := make(map[string]bool, len(paths))
-	for _, p := range paths {
-		want[p] = true
-	}
-	return s.smudge(func(p, _ []byte) bool { return want[string(p)] })
-}
-
-// smudgeUnlikeWalk smudges, before a full sweep, every entry whose path the walk w
-// found with another inode or ctime than the entry's (to the nanosecond): what the
-// walk saw changed, Git must hash. Without a walk, only rule (1) stands.
-func (s *Store) smudgeUnlikeWalk(w *treewalk.Walk) error {
+// smudgeUnlikeWalk smudges, before Git stages, the entries that the walk w found
+// changed where Git's stat check would not: the same inode, and a ctime that
+// differs from the entry's in its nanoseconds only (another second, or another
+// inode, Git sees itself; trustctime is on). paths, when not nil, limits it to those
+// (a limited `git add` looks at no other); nil is every entry (a full sweep).
+// Without a walk, only rule (1) stands. A change made after the walk has a ctime
+// after its clock, which the next staging's walk finds.
+func (s *Store) smudgeUnlikeWalk(w *treewalk.Walk, paths []string) error {
 	if w == nil {
 		return nil
+	}
+	var only map[string]bool
+	if paths != nil {
+		only = make(map[string]bool, len(paths))
+		for _, p := range paths {
+			only[p] = true
+		}
 	}
 	type id struct {
 		ino   uint32
 		ctime int64
 	}
-	seen := make(map[string]id, len(w.Entries))
+	n := len(w.Entries)
+	if paths != nil {
+		n = len(paths)
+	}
+	seen := make(map[string]id, n)
 	for _, e := range w.Entries {
-		if !e.IsDir() {
+		if !e.IsDir() && (only == nil || only[e.Rel]) {
 			seen[e.Rel] = id{e.Ino, e.Ctime}
 		}
+	}
+	if len(seen) == 0 {
+		return nil
 	}
 	return s.smudge(func(p, e []byte) bool {
 		got, ok := seen[string(p)]
 		if !ok {
-			return false // gone, or not walked: Git lstat's it and finds the difference or not
+			return false // gone, or not walked: Git's lstat tells
 		}
-		ctime := int64(binary.BigEndian.Uint32(e[0:4]))*1_000_000_000 + int64(binary.BigEndian.Uint32(e[4:8]))
-		return got.ino != binary.BigEndian.Uint32(e[20:24]) || got.ctime != ctime
+		sec, nsec := int64(binary.BigEndian.Uint32(e[0:4])), int64(binary.BigEndian.Uint32(e[4:8]))
+		return got.ino == binary.BigEndian.Uint32(e[20:24]) && got.ctime/1_000_000_000 == sec &&
+			got.ctime%1_000_000_000 != nsec
 	})
 }
 

@@ -291,7 +291,7 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			}
 			// Git's stat check is not trusted with what the walk showed changed
 			// (racy.go): a smudged entry is hashed.
-			if s.smudgePaths(paths) == nil {
+			if s.smudgeUnlikeWalk(w, paths) == nil {
 				if notes, err := s.stagePaths(paths); err == nil {
 					return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
 				}
@@ -300,7 +300,7 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	}
 	s.dropStage()
 	clock := treewalk.Now()
-	if s.smudgeUnlikeWalk(w) != nil {
+	if s.smudgeUnlikeWalk(w, nil) != nil {
 		// An index the recorder cannot edit cannot be trusted to the second:
 		// Git stages everything again, by content.
 		if err := os.Remove(filepath.Join(s.Dir, "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
