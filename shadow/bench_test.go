@@ -188,3 +188,44 @@ func BenchmarkRecordEnd(b *testing.B) {
 		cpu.report(b)
 	})
 }
+
+// BenchmarkRecordEndWalk is a ten-file session's record end as a session runs it:
+// the audit's walks at both ends, the files edited in place (staged without Git).
+//
+//	AGENTBOX_BENCH_FILES=100000 go test ./shadow/ -run '^$' -bench RecordEndWalk -benchtime 8x
+func BenchmarkRecordEndWalk(b *testing.B) {
+	n := benchFiles(b)
+	f := getFixture(b, n)
+	s, err := Open(f.state, f.repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fixture's first record took no walk: one that does, so the next stage from it.
+	record(b, s, Record{Start: time.Now()}, nil)
+	time.Sleep(1100 * time.Millisecond)
+	b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			ss, err := s.BeginWalk(Record{Start: time.Now()}, walkOf(b, f.repo))
+			if err == nil {
+				err = ss.Wait()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			touch10(b, f.repo, n)
+			w := walkOf(b, f.repo)
+			inPlace := s.inPlace
+			b.StartTimer()
+			if err := ss.FinishWalk(Record{End: time.Now()}, w); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if s.inPlace == inPlace {
+				b.Fatal("the ten edits were not staged in place")
+			}
+			time.Sleep(1100 * time.Millisecond) // no entry within the next staging's clock slack
+			b.StartTimer()
+		}
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // indexEntry is one entry of the shadow index: a tracked path, its mode, its blob,
@@ -24,10 +26,11 @@ type indexEntry struct {
 // is what the hardened Git writes; version 4 compresses paths, and is refused).
 // Entries come sorted by path, as Git keeps them.
 func readIndex(path string) ([]indexEntry, error) {
-	b, err := os.ReadFile(path)
+	b, release, err := mapIndex(path)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	var ents []indexEntry
 	err = parseIndex(b, func(n int) { ents = make([]indexEntry, 0, n) }, nil, func(e indexEntry) { ents = append(ents, e) })
 	return ents, err
@@ -37,14 +40,51 @@ func readIndex(path string) ([]indexEntry, error) {
 // over the file that makes no string of the other paths (a fresh heap's pages
 // cost a fault each on a VM; the whole index is 100,000 strings on a big tree).
 func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, error) {
-	b, err := os.ReadFile(path)
+	b, release, err := mapIndex(path)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	got := make(map[string]indexEntry, len(want))
 	err = parseIndex(b, func(int) {}, func(p []byte) bool { return want[string(p)] }, func(e indexEntry) { got[e.path] = e })
 	return got, err
 }
+
+// mapIndex returns the bytes of the index file at path, mapped privately from the
+// page cache and populated in one system call, and the function that unmaps them
+// (nothing may keep a slice of them after it). Reading the 8.8 MB index of a
+// 100,000-file tree into fresh heap cost a zeroing and a page fault per 4 KiB page
+// (several µs each on a VM), twice in a ten-file session's record end; Git maps
+// its index the same way. Writes to the bytes (the entries patched in place) copy
+// only the pages they touch and never reach the file. Nothing truncates the index
+// while it is mapped: Git and the recorder replace it by rename, under the store's
+// lock.
+func mapIndex(path string) ([]byte, func(), error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxIndexSize {
+		return nil, nil, fmt.Errorf("index %s: not a regular file of at most %d bytes", path, maxIndexSize)
+	}
+	if st.Size == 0 {
+		return []byte{}, func() {}, nil
+	}
+	b, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return b, func() { _ = unix.Munmap(b) }, nil
+}
+
+// maxIndexSize bounds the index mapIndex maps: far above any tree the walk's own
+// entry bound lets through.
+const maxIndexSize = 4 << 30
 
 // parseIndex calls add with each entry of the index b whose path keep accepts (nil:
 // every one), after calling size with the entry count.

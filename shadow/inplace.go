@@ -86,10 +86,11 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	if unix.Lstat(indexPath, &before) != nil {
 		return "", errNotInPlace
 	}
-	b, err := os.ReadFile(indexPath)
+	b, release, err := mapIndex(indexPath)
 	if err != nil {
 		return "", errNotInPlace
 	}
+	defer release()
 	l, err := layoutOf(b)
 	if err != nil {
 		return "", errNotInPlace

@@ -105,10 +105,11 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 	} else if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(indexPath)
+	b, release, err := mapIndex(indexPath)
 	if err != nil {
 		return err
 	}
+	defer release()
 	l, err := layoutOf(b)
 	if err != nil {
 		return err
