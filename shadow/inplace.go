@@ -141,9 +141,10 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	}
 	defer unix.Close(repoFd)
 	added := treewalk.Now() // before the first fstat (changed.go)
-	// The entries are patched where they were read (b is ours): no copy of the
-	// index, whose fresh pages cost a page fault each on this kind of VM.
+	// The entries are patched where they were read (b is a private mapping: the
+	// pages patched are copied, the file is untouched).
 	out := body[:off:off]
+	changed := 0 // entries whose blob or mode the staging changed
 	for i, p := range paths {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
@@ -166,6 +167,9 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		mode := uint32(0o100644)
 		if st.Mode&0o100 != 0 {
 			mode = 0o100755
+		}
+		if binary.BigEndian.Uint32(e[24:28]) != mode || !bytes.Equal(e[40:60], oid) {
+			changed++
 		}
 		put(24, mode)
 		put(28, st.Uid)
@@ -196,6 +200,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	}
 	s.addedClock = added
 	s.inPlace++
+	s.inPlaceChanged = changed
 	return rootTree, nil
 }
 

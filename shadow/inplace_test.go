@@ -254,3 +254,33 @@ func TestReadIndexPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestInPlaceCountsAsDiffTree: a session whose edits were all staged in place is
+// counted by the staging itself, and the count is diff-tree's: a rewrite to the
+// same content is no change, a mode change is one.
+func TestInPlaceCountsAsDiffTree(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.sh": "echo\n", "d/e.txt": "e\n"})
+	s, state := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	time.Sleep(1100 * time.Millisecond) // beyond the next staging's clock slack
+	inPlace := s.inPlace
+	id := record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a.txt"), "a2\n")
+		write(t, filepath.Join(repo, "b.txt"), "b\n") // the same content again
+		must(t, os.Chmod(filepath.Join(repo, "c.sh"), 0o755))
+		write(t, filepath.Join(repo, "d/e.txt"), "e2\n")
+	})
+	if s.inPlace != inPlace+1 {
+		t.Fatalf("in-place stagings %d, want %d: the edits went to Git", s.inPlace, inPlace+1)
+	}
+	if s.diffTrees != 0 {
+		t.Errorf("%d diff-tree processes: the in-place staging's count was not used", s.diffTrees)
+	}
+	_, rec, err := Find(state, id)
+	must(t, err)
+	want, _, err := s.countChanges(rec.StartCommit, rec.EndCommit)
+	must(t, err)
+	if rec.Files != want || want != (Files{Changed: 3}) {
+		t.Errorf("files %+v, diff-tree counts %+v, want 3 changed", rec.Files, want)
+	}
+}

@@ -218,8 +218,14 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 		}
 	}
 	// Identical trees changed nothing (and name no nested repository the start
-	// commit's notes did not): no diff-tree process.
-	if ss.startTree != "" && tree != ss.startTree {
+	// commit's notes did not); when the index held the start tree and only files
+	// edited in place changed since, the staging counted what changed. Neither
+	// runs a diff-tree process.
+	switch {
+	case ss.startTree == "" || tree == ss.startTree:
+	case err == nil && s.delta.from == ss.startTree:
+		rec.Files = s.delta.files
+	default:
 		var gitlinks []string
 		rec.Files, gitlinks, err = s.countChanges(ss.startTree, tree)
 		rec.Notes = append(rec.Notes, gitlinks...)
@@ -269,6 +275,7 @@ type staged struct {
 // the full sweep (stage).
 func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	s.leftOut = false
+	s.delta.from = ""
 	fine := w != nil && w.FineCtime
 	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
@@ -287,6 +294,7 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			}
 			s.dropStage()
 			if tree, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
+				s.delta.from, s.delta.files = st.Tree, Files{Changed: s.inPlaceChanged}
 				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
 			// Git's stat check is not trusted with what the walk showed changed
@@ -453,6 +461,7 @@ func (s *Store) countChanges(from, to string) (Files, []string, error) {
 	// session that changed ten files spent in Git. An index file that does not
 	// exist is an empty one.
 	noIndex := "GIT_INDEX_FILE=" + filepath.Join(s.Dir, "agentbox-no-index")
+	s.diffTrees++
 	out, err := s.git.runEnv([]string{noIndex}, nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)
 	if err != nil {
 		return f, nil, err
