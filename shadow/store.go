@@ -63,8 +63,8 @@ type Store struct {
 	// Progress, when set (a terminal), is told about long work: a first record.
 	Progress io.Writer
 
-	sweeps  int // full sweeps of the working tree staged (stage), for the tests
-	inPlace int // stagings done without Git (stageInPlace), for the tests
+	sweeps    int // full sweeps of the working tree staged (stage), for the tests
+	inPlace   int // stagings done without Git (stageInPlace), for the tests
 	diffTrees int // diff-tree processes run (countChanges), for the tests
 	// inPlaceChanged is how many entries the last stageInPlace changed (blob or mode).
 	inPlaceChanged int
