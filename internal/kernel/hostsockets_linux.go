@@ -60,7 +60,17 @@ func HostSockets(p *policy.Policy) []string {
 		if slices.ContainsFunc(skip, func(d string) bool { return policy.Within(path, d) }) {
 			continue
 		}
-		for _, c := range []string{path, resolved(path)} {
+		cands := []string{resolved(path)}
+		if real, err := filepath.EvalSymlinks(path); err == nil && real == path {
+			// A path bound through a symlink (/var/run/docker.sock, a link to a
+			// directory) is no mount point: the backends refuse a destination with
+			// a symlink in it, and a mask there failed every launch while that
+			// socket was bound (anyone's, if connectable). The sandbox reaches it
+			// only through the link, which leads to the resolved path: that one
+			// is masked (or lies in the private /tmp or /run).
+			cands = []string{path}
+		}
+		for _, c := range cands {
 			// Only what this user can connect to: reached through searchable
 			// directories (Lstat) and writable. A socket it cannot reach needs no
 			// mask, and a mount below a directory it cannot search would fail.
