@@ -17,7 +17,7 @@ func TestStartedAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root: runs agentbox as root")
 	}
-	for _, backend := range backends(t) {
+	for _, backend := range runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			// Root owns its repository; without capabilities it could not write one
