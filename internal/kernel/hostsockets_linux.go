@@ -27,9 +27,10 @@ const hostSocketsFile = "/proc/net/unix"
 // /var/lib — is a host process, often root's, that a connect(2) through a read-only
 // mount still reaches. /tmp and /run are private, HOME is an overlay (a socket in
 // its lower layer refuses connections), and the writable directories are the
-// session's own; sockets handed in are left alone. Each is masked by the null
-// device bound read-only over it (mounts.Session.MaskSockets). Sockets bound after the launch are
-// not masked.
+// session's own; sockets handed in, and those below a hidden path, are left alone
+// (where the sandbox finds them: a path bound through a symlink is judged by what
+// it resolves to). Each is masked by the null device bound read-only over it
+// (mounts.Session.MaskSockets). Sockets bound after the launch are not masked.
 func HostSockets(p *policy.Policy) []string {
 	f, err := os.Open(hostSocketsFile)
 	if err != nil {
@@ -44,6 +45,11 @@ func HostSockets(p *policy.Policy) []string {
 	for _, s := range p.Sockets {
 		skip = append(skip, s.Bind)
 	}
+	for _, h := range p.Hide {
+		// Hidden already (an empty stand-in bound over it, before the masks): a
+		// mask below it has no mount point there, which bwrap cannot create.
+		skip = append(skip, h.Path)
+	}
 	var out []string
 	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
 	sc.Buffer(make([]byte, 0, 4096), 8192)
@@ -57,10 +63,20 @@ func HostSockets(p *policy.Policy) []string {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path || slices.Contains(out, path) {
 			continue
 		}
-		if slices.ContainsFunc(skip, func(d string) bool { return policy.Within(path, d) }) {
-			continue
+		cands := []string{resolved(path)}
+		if real, err := filepath.EvalSymlinks(path); err == nil && real == path {
+			// A path bound through a symlink (/var/run/docker.sock, a link to a
+			// directory) is no mount point: the backends refuse a destination with
+			// a symlink in it, and a mask there failed every launch while that
+			// socket was bound (anyone's, if connectable). The sandbox reaches it
+			// only through the link, which leads to the resolved path: that one
+			// is masked (or lies in the private /tmp or /run).
+			cands = []string{path}
 		}
-		for _, c := range []string{path, resolved(path)} {
+		for _, c := range cands {
+			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) {
+				continue
+			}
 			// Only what this user can connect to: reached through searchable
 			// directories (Lstat) and writable. A socket it cannot reach needs no
 			// mask, and a mount below a directory it cannot search would fail.

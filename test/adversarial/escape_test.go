@@ -126,6 +126,16 @@ var attacks = []attack{
 	{name: "host daemon socket outside /run", setup: hostDaemonSocket, script: `
 		try host-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$DSOCK" - | grep -q agentbox-host'
 		echo DONE`},
+	// A daemon that binds through a symlink (/var/run/docker.sock, the /run link
+	// every distribution keeps; a link to a directory elsewhere): its path in
+	// /proc/net/unix has a link in it, which no backend mounts on. A mask there
+	// failed every launch while the socket was bound (anyone's, if connectable);
+	// the plan masks the resolved path (or leaves it to the private /run).
+	{name: "host daemon sockets bound through symlinks", setup: hostDaemonSocketsThroughLinks, script: `
+		try var-run-socket sh -c 'socat -u UNIX-CONNECT:"$VARRUNSOCK" - | grep -q agentbox-host'
+		try linked-dir-socket sh -c 'socat -u UNIX-CONNECT:"$LINKSOCK" - | grep -q agentbox-host'
+		try linked-dir-socket-resolved sh -c 'socat -u UNIX-CONNECT:"$REALSOCK" - | grep -q agentbox-host'
+		echo DONE`},
 	{name: "host daemon socket outside /run with --offline", setup: hostDaemonSocket, args: []string{"--offline"}, script: `
 		try host-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$DSOCK" - | grep -q agentbox-host'
 		echo DONE`},
@@ -522,6 +532,44 @@ func hostDaemonSocket(t *testing.T, x *target) []string {
 		}
 	}()
 	x.env = append(x.env, "DSOCK="+sock)
+	return nil
+}
+
+// hostDaemonSocketsThroughLinks listens, as hostDaemonSocket does, on a socket bound
+// through /var/run and on one bound through a symlink to a directory outside /run.
+func hostDaemonSocketsThroughLinks(t *testing.T, x *target) []string {
+	if fi, err := os.Lstat("/var/run"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Skip("/var/run is no symlink here")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("binds below /var/run as a system daemon: needs root")
+	}
+	real := filepath.Join(x.Outside, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, real, filepath.Join(x.Outside, "link"))
+	varRun := filepath.Join("/var/run", "agentbox-adversarial-"+filepath.Base(x.Home)+".sock")
+	linked := filepath.Join(x.Outside, "link", "daemon.sock")
+	for _, sock := range []string{varRun, linked} {
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatalf("listen %s: %v", sock, err)
+		}
+		_ = os.Chmod(sock, 0o777)
+		t.Cleanup(func() { l.Close(); os.Remove(sock) })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("agentbox-host"))
+				c.Close()
+			}
+		}()
+	}
+	x.env = append(x.env, "VARRUNSOCK="+varRun, "LINKSOCK="+linked, "REALSOCK="+filepath.Join(real, "daemon.sock"))
 	return nil
 }
 

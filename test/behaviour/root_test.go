@@ -17,7 +17,7 @@ func TestStartedAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root: runs agentbox as root")
 	}
-	for _, backend := range backends(t) {
+	for _, backend := range runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			// Root owns its repository; without capabilities it could not write one
@@ -39,6 +39,11 @@ func TestStartedAsRoot(t *testing.T) {
 				touch "$REPO/user-owned/probe" 2>/dev/null && echo DAC-OVERRIDE
 				echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo PID1-OOM-SCORE
 				prlimit --pid 1 --cpu=1:1 2>/dev/null && echo PID1-PRLIMIT
+				echo 1 > /proc/sys/vm/drop_caches 2>/dev/null && echo WROTE-PROC-SYS
+				echo 1 > /proc/sys/kernel/sysrq 2>/dev/null && echo WROTE-PROC-SYS
+				cat /proc/keys 2>/dev/null | grep -q . && echo READ-KEYS
+				mkdir /sys/fs/cgroup/agentbox-root-probe 2>/dev/null && echo CGROUP-MKDIR
+				for c in /sys/fs/cgroup/cgroup.subtree_control /sys/fs/cgroup/unified/cgroup.subtree_control; do test -e $c && echo +pids > $c 2>/dev/null && echo CGROUP-WRITE; done
 				echo "HOME-MODE $(stat -c '%a %u %g' "$HOME")"
 				kill -SEGV 1; kill -TERM 1; kill -KILL 1; true`)
 			userOwned := filepath.Join(b.repo, "user-owned")
@@ -58,7 +63,7 @@ func TestStartedAsRoot(t *testing.T) {
 			}
 			// PID 1's /proc files are the command's as root: its OOM score and
 			// limits must stay out of reach all the same, as must its end.
-			for _, bad := range []string{"WROTE-ETC", "WROTE-CONFIG", "REMOUNTED", "NESTED", "DAC-OVERRIDE", "PID1-OOM-SCORE", "PID1-PRLIMIT"} {
+			for _, bad := range []string{"WROTE-ETC", "WROTE-CONFIG", "REMOUNTED", "NESTED", "DAC-OVERRIDE", "PID1-OOM-SCORE", "PID1-PRLIMIT", "WROTE-PROC-SYS", "READ-KEYS", "CGROUP-MKDIR", "CGROUP-WRITE"} {
 				if strings.Contains(r.stdout, bad) {
 					t.Errorf("%s as root:\n%s", bad, r.stdout)
 				}
@@ -70,6 +75,12 @@ func TestStartedAsRoot(t *testing.T) {
 			}
 			if !strings.HasPrefix(r.stdout, "0\n") || !strings.Contains(r.stdout, "REPO-OK") {
 				t.Errorf("root session: %s", r)
+			}
+			for _, d := range []string{"/sys/fs/cgroup/agentbox-root-probe", "/sys/fs/cgroup/unified/agentbox-root-probe"} {
+				if exists(d) {
+					os.Remove(d)
+					t.Errorf("root session made a host cgroup %s", d)
+				}
 			}
 			if exists("/etc/agentbox-root-probe") {
 				os.Remove("/etc/agentbox-root-probe")
