@@ -153,7 +153,8 @@ func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 	case mounts.BindRO:
 		if op.IfExists {
 			// bwrap has no "try" for a destination: one gone now is left out (one
-			// removed in the moments before bwrap mounts still fails the launch).
+			// removed in the moments before bwrap mounts fails bwrap's setup, and
+			// RunWith launches again).
 			if _, err := os.Lstat(op.Dest); errors.Is(err, fs.ErrNotExist) {
 				return nil, nil
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 	"time"
@@ -36,25 +37,73 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func
 // which gets the proxy's listening socket of a plan with a Proxy (the init creates
 // it inside bwrap's network namespace). The other fields are Run's own.
 func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
-	var res Result
+	// A masked host socket that its daemon (or another session) removes between the
+	// argv and bwrap's mount of it fails bwrap's setup: bwrap has no "try" for a
+	// destination. Nothing of the command ran then, so the launch is made again
+	// with the sockets as they are now (the argv leaves out the ones gone); the
+	// host work before the command (BeforeExec) runs once.
+	if before := o.BeforeExec; before != nil {
+		var done bool
+		var err error
+		o.BeforeExec = func() error {
+			if !done {
+				done, err = true, before()
+			}
+			return err
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		res, masked, err := runOnce(plan, stdio, o)
+		if !errors.Is(err, errSetupFailed) || attempt == maxSetupAttempts || !anyGone(masked) {
+			return res, err
+		}
+	}
+}
+
+// maxSetupAttempts bounds the launches a vanishing socket can cause.
+const maxSetupAttempts = 3
+
+// errSetupFailed: bwrap failed before the command started, and said why on stderr.
+var errSetupFailed = errors.New("bwrap failed before the command started")
+
+// anyGone reports whether one of paths no longer exists.
+func anyGone(paths []string) bool {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
+// runOnce is one launch of RunWith; masked are the destinations of the plan's
+// IfExists covers that the argv holds (those that existed when it was built).
+func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, masked []string, err error) {
+	for _, op := range plan.Ops {
+		if op.IfExists {
+			if _, err := os.Lstat(op.Dest); err == nil {
+				masked = append(masked, op.Dest)
+			}
+		}
+	}
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup(plan.Writable()...)
 	res.Phases = append(res.Phases, Phase{Name: "bwrap-check", Dur: time.Since(t0)})
 	if err != nil {
-		return res, err
+		return res, masked, err
 	}
 	res.Version = "bubblewrap " + bin.Version.String()
 	exe, err := selfPath()
 	if err != nil {
-		return res, err
+		return res, masked, err
 	}
 	argv, sources, err := InitCommand(bin.Path, plan, exe)
 	if err != nil {
-		return res, err
+		return res, masked, err
 	}
 	srcFiles, err := openSources(sources, plan)
 	if err != nil {
-		return res, err
+		return res, masked, err
 	}
 	defer func() {
 		for _, f := range srcFiles {
@@ -64,17 +113,17 @@ func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
 
 	filter, err := seccompPipe()
 	if err != nil {
-		return res, err
+		return res, masked, err
 	}
 	defer filter.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
-		return res, fmt.Errorf("bwrap backend: status pipe: %w", err)
+		return res, masked, fmt.Errorf("bwrap backend: status pipe: %w", err)
 	}
 	defer r.Close()
 	ctl, child, err := nsinit.ControlSocket()
 	if err != nil {
-		return res, fmt.Errorf("bwrap backend: %w", err)
+		return res, masked, fmt.Errorf("bwrap backend: %w", err)
 	}
 	defer ctl.Close()
 
@@ -115,11 +164,11 @@ func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
 	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.
 		if err := <-reports; err != nil {
-			return res, fmt.Errorf("bwrap backend: %w", err)
+			return res, masked, fmt.Errorf("bwrap backend: %w", err)
 		}
-		return res, fmt.Errorf("bwrap failed before the command started (exit status %d); its message is above", se.Status)
+		return res, masked, fmt.Errorf("%w (exit status %d); its message is above", errSetupFailed, se.Status)
 	}
-	return res, err
+	return res, masked, err
 }
 
 // readStatus reads bwrap's JSON lines until bwrap closes the descriptor ({"child-pid":

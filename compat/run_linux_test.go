@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,4 +203,56 @@ func TestOpenSourcesChecksIdentity(t *testing.T) {
 		t.Fatalf("verified source: %v", err)
 	}
 	files[0].Close()
+}
+
+// TestRunRetriesVanishedSocket: a masked host socket removed between the argv and
+// bwrap's mount of it fails bwrap's setup (bwrap has no "try" for a destination).
+// The launch is made again without it, the host work before the command running
+// once; a setup failure with every socket still there is not retried.
+func TestRunRetriesVanishedSocket(t *testing.T) {
+	for _, vanish := range []bool{true, false} {
+		t.Run(map[bool]string{true: "socket removed", false: "socket kept"}[vanish], func(t *testing.T) {
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "daemon.sock")
+			if err := os.WriteFile(sock, nil, 0o600); err != nil { // a socket as the argv sees it: a path
+				t.Fatal(err)
+			}
+			bin, log := fakeBwrap(t, t.TempDir(), v012, `echo "bwrap: Can't create file at `+sock+`: No such file" >&2; exit 1`)
+			t.Setenv(bwrapcheck.EnvVar, bin)
+			plan := testPlan()
+			plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: os.DevNull, Dest: sock, IfExists: true})
+			befores := 0
+			devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer devnull.Close()
+			_, err = Run(plan, Stdio{Stdin: devnull, Stdout: devnull, Stderr: devnull}, func() error {
+				befores++
+				if vanish {
+					return os.Remove(sock)
+				}
+				return nil
+			}, nil)
+			if !errors.Is(err, errSetupFailed) {
+				t.Fatalf("Run: %v, want the setup failure", err)
+			}
+			var launches [][]string
+			for _, c := range calls(t, log) {
+				if len(c) > 0 && c[0] != "--version" {
+					launches = append(launches, c)
+				}
+			}
+			want := 1
+			if vanish {
+				want = 2
+			}
+			if len(launches) != want || befores != 1 {
+				t.Fatalf("%d launches and %d runs of the host work, want %d and 1", len(launches), befores, want)
+			}
+			if vanish && (!slices.Contains(launches[0], sock) || slices.Contains(launches[1], sock)) {
+				t.Errorf("the first launch must mask %s and the second not: %q", sock, launches)
+			}
+		})
+	}
 }
