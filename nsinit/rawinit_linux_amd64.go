@@ -238,7 +238,7 @@ func rawInitMain(a *rawArena) {
 		default:
 			r, e = rawRetry(op.Nr, op.Args[0], op.Args[1], op.Args[2], op.Args[3], op.Args[4], op.Args[5])
 		}
-		if e != 0 && e != op.OK {
+		if e != 0 && !program.Tolerated(op.OK, e) {
 			a.FailOp = i + 1
 			rawFail(a, rawStageOps, e)
 		}

@@ -59,7 +59,7 @@ const (
 type Op struct {
 	Nr   uintptr
 	Args [6]uintptr
-	OK   uintptr // an errno that counts as success (EEXIST of a mkdirat), 0: none
+	OK   uintptr // the errnos that count as success, bit e for errno e (Errnos): EEXIST of a mkdirat; 0: none
 	Fd   uintptr // 1 + the descriptor the call must return (the compiler predicts each), 0: any
 	Mark uintptr // 1 + the timestamp slot to fill after the call, 0: none
 	// orSkip: after a call that failed with ok, skip this many ops.
@@ -357,7 +357,7 @@ func (p *Program) mkdirAll(dest string) int {
 		if c == "" {
 			continue
 		}
-		p.op(d, unix.SYS_MKDIRAT, uintptr(cur), p.Str(c), 0o755).OK = uintptr(unix.EEXIST)
+		p.op(d, unix.SYS_MKDIRAT, uintptr(cur), p.Str(c), 0o755).OK = Errnos(unix.EEXIST)
 		flags := unix.O_PATH | unix.O_DIRECTORY
 		if i == len(comps)-1 {
 			flags = unix.O_PATH // the mount point may be a file
@@ -635,9 +635,29 @@ func (p *Program) endIfExists(start uintptr) {
 	if op.Nr != unix.SYS_OPENAT2 && op.Nr != unix.SYS_FACCESSAT {
 		return // not a group ifExists began: nothing is skipped
 	}
-	op.OK = uintptr(unix.ENOENT)
+	// Gone, or no longer reached without a link or through directories (swapped
+	// by whoever owns the directory, who can move the socket after the launch
+	// anyway): the cover protects nothing there; what the path leads to now is
+	// the sandbox's own view, with its own covers.
+	op.OK = Errnos(unix.ENOENT, unix.ENOTDIR, unix.ELOOP)
 	op.OrSkip = p.A.Nops - start - 1
 }
+
+// Errnos is the set of errnos es as Op.OK holds it: bit e for errno e (every one
+// the compiler tolerates is below 64).
+func Errnos(es ...unix.Errno) uintptr {
+	var set uintptr
+	for _, e := range es {
+		set |= 1 << e
+	}
+	return set
+}
+
+// Tolerated reports whether errno e is in the set ok (Op.OK); nosplit, since the
+// raw init calls it.
+//
+//go:nosplit
+func Tolerated(ok, e uintptr) bool { return e < 64 && ok>>e&1 != 0 }
 
 // What a ReadOnly or Mask destination is. The program is compiled before it runs,
 // so it looks at the compiler's view of the path: these are kernel-global files of
@@ -757,7 +777,7 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 	if retry, ok := overlay.Fallback(data, unix.EINVAL); ok && !p.kernel.Setattr {
 		// Without mount_setattr the kernel may be older than 5.11, whose overlayfs
 		// refuses userxattr (EINVAL): then the same mount without.
-		first.OK, first.ThenSkip = uintptr(unix.EINVAL), 1
+		first.OK, first.ThenSkip = Errnos(unix.EINVAL), 1
 		p.mountFd(mnt, op.Dest, "overlay", "overlay", overlay.Flags, retry)
 	}
 	p.CloseFd(mnt)
@@ -778,9 +798,9 @@ func (p *Program) dropPrivileges(scope, drop bool) error {
 	d := opDesc{step: "drop privileges"}
 	if drop {
 		for c := 0; c <= 63; c++ {
-			p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).OK = uintptr(unix.EINVAL) // past the kernel's last
+			p.op(d, unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).OK = Errnos(unix.EINVAL) // past the kernel's last
 		}
-		p.op(d, unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).OK = uintptr(unix.EINVAL)
+		p.op(d, unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0).OK = Errnos(unix.EINVAL)
 		p.op(d, unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, secbitNoroot|secbitNorootLocked|secbitNoSetuidFixup|secbitNoSetuidFixupLocked|
 			secbitKeepCapsLocked|secbitNoCapAmbientRaise|secbitNoCapAmbientLocked)
 		hdr := p.Words(uint64(unix.LINUX_CAPABILITY_VERSION_3), 0)

@@ -47,7 +47,7 @@ func (p *Program) RunUntil(next, until uintptr, mark func(phase string)) (uintpt
 				}
 			}
 		}
-		if e != 0 && uintptr(e) != op.OK {
+		if e != 0 && !Tolerated(op.OK, uintptr(e)) {
 			a.FailOp, a.Errno = i+1, uintptr(e)
 			step, err := p.Failure(int(i), e)
 			return i, step, err
