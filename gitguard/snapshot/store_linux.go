@@ -681,6 +681,9 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 		rs.skip(src, fmt.Sprintf("%s of new content would pass the snapshot's bound of %s: not saved; raise --git-save-max-size to keep it", formatBytes(fst.Size), formatBytes(rs.budget.maxBytes)))
 		return "", 0, false, nil
 	}
+	if w.buf == nil {
+		w.buf = make([]byte, copyBufSize)
+	}
 	h, err = rs.putFile(f, src, fst.Size, w.buf)
 	if err != nil {
 		return "", 0, false, err
@@ -775,7 +778,9 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 		Format: ManifestFormat, Repo: opts.Repo, GitCommonDir: l.commonDir, GitDir: l.gitDir,
 		DotGitFile: l.dotGit, Head: head, HeadCommit: commit, Time: now, AgentboxVersion: opts.Version,
 	}}
-	w := &walker{rs: rs, buf: make([]byte, copyBufSize)}
+	// The copy buffer is made when a file is read: a save of unchanged metadata
+	// reads none, and a megabyte of fresh heap costs it page faults and clearing.
+	w := &walker{rs: rs}
 	if rec.Common, rec.CommonMode, rec.CommonMtime, err = w.saveTree(l.commonDir, "c/"); err != nil {
 		return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 	}
