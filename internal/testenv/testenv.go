@@ -10,6 +10,7 @@ package testenv
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -340,4 +341,36 @@ func LocalGit(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// ServeUnix listens on the Unix socket addr ("@name": abstract), as a host daemon
+// would, and answers every connection with reply. A path socket is made connectable
+// by everyone (mode 0777); the listener is closed, and the path removed, when the
+// test ends.
+func ServeUnix(t testing.TB, addr, reply string) {
+	t.Helper()
+	l, err := net.Listen("unix", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	path := !strings.HasPrefix(addr, "@")
+	if path {
+		_ = os.Chmod(addr, 0o777)
+	}
+	t.Cleanup(func() {
+		l.Close()
+		if path {
+			os.Remove(addr)
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(reply))
+			c.Close()
+		}
+	}()
 }

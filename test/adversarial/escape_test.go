@@ -2,7 +2,6 @@ package adversarial
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -488,24 +487,7 @@ func hostSockets(t *testing.T, x *target) []string {
 		runSock = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), name+".sock")
 	}
 	for _, addr := range []string{"@" + name, runSock} {
-		l, err := net.Listen("unix", addr)
-		if err != nil {
-			t.Fatalf("listen %s: %v", addr, err)
-		}
-		if addr == runSock {
-			_ = os.Chmod(runSock, 0o777)
-		}
-		t.Cleanup(func() { l.Close(); os.Remove(runSock) })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("agentbox-host"))
-				c.Close()
-			}
-		}()
+		testenv.ServeUnix(t, addr, "agentbox-host")
 	}
 	x.env = append(x.env, "ABSTRACT="+name, "RUNSOCK="+runSock)
 	return nil
@@ -515,22 +497,7 @@ func hostSockets(t *testing.T, x *target) []string {
 // below the outside directory, mode 0777, answering "agentbox-host".
 func hostDaemonSocket(t *testing.T, x *target) []string {
 	sock := filepath.Join(x.Outside, "daemon.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatalf("listen %s: %v", sock, err)
-	}
-	_ = os.Chmod(sock, 0o777)
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("agentbox-host"))
-			c.Close()
-		}
-	}()
+	testenv.ServeUnix(t, sock, "agentbox-host")
 	x.env = append(x.env, "DSOCK="+sock)
 	return nil
 }
@@ -552,22 +519,7 @@ func hostDaemonSocketsThroughLinks(t *testing.T, x *target) []string {
 	varRun := filepath.Join("/var/run", "agentbox-adversarial-"+filepath.Base(x.Home)+".sock")
 	linked := filepath.Join(x.Outside, "link", "daemon.sock")
 	for _, sock := range []string{varRun, linked} {
-		l, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatalf("listen %s: %v", sock, err)
-		}
-		_ = os.Chmod(sock, 0o777)
-		t.Cleanup(func() { l.Close(); os.Remove(sock) })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("agentbox-host"))
-				c.Close()
-			}
-		}()
+		testenv.ServeUnix(t, sock, "agentbox-host")
 	}
 	x.env = append(x.env, "VARRUNSOCK="+varRun, "LINKSOCK="+linked, "REALSOCK="+filepath.Join(real, "daemon.sock"))
 	return nil

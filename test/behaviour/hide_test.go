@@ -1,12 +1,12 @@
 package behaviour
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestHide: --hide and --hide-secrets (issue 16, P11) on every backend — a hidden
@@ -93,22 +93,7 @@ func hideSocketDir(t *testing.T, b *sandboxtest.Box) {
 		t.Fatal(err)
 	}
 	sock := dir + "/daemon.sock"
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	_ = os.Chmod(sock, 0o777)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("agentbox-host"))
-			c.Close()
-		}
-	}()
+	testenv.ServeUnix(t, sock, "agentbox-host")
 	out := b.OK(`ls -A "`+dir+`" | wc -l; socat -u UNIX-CONNECT:"`+sock+`" - 2>/dev/null; true`, "--hide", dir)
 	if out != "0\n" {
 		t.Errorf("inside, want the hidden directory empty and the socket unreachable:\n%s", out)
