@@ -26,7 +26,7 @@ type indexEntry struct {
 // is what the hardened Git writes; version 4 compresses paths, and is refused).
 // Entries come sorted by path, as Git keeps them.
 func readIndex(path string) ([]indexEntry, error) {
-	b, release, err := mapIndex(path)
+	b, _, release, err := mapIndex(path)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func readIndex(path string) ([]indexEntry, error) {
 // over the file that makes no string of the other paths (a fresh heap's pages
 // cost a fault each on a VM; the whole index is 100,000 strings on a big tree).
 func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, error) {
-	b, release, err := mapIndex(path)
+	b, _, release, err := mapIndex(path)
 	if err != nil {
 		return nil, err
 	}
@@ -51,35 +51,34 @@ func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, e
 }
 
 // mapIndex returns the bytes of the index file at path, mapped privately from the
-// page cache and populated in one system call, and the function that unmaps them
-// (nothing may keep a slice of them after it). Reading the 8.8 MB index of a
+// page cache and populated in one system call, the file's fstat, and the function
+// that unmaps them (nothing may keep a slice of them after it). Reading the 8.8 MB index of a
 // 100,000-file tree into fresh heap cost a zeroing and a page fault per 4 KiB page
 // (several µs each on a VM), twice in a ten-file session's record end; Git maps
 // its index the same way. Writes to the bytes (the entries patched in place) copy
 // only the pages they touch and never reach the file. Nothing truncates the index
 // while it is mapped: Git and the recorder replace it by rename, under the store's
 // lock.
-func mapIndex(path string) ([]byte, func(), error) {
+func mapIndex(path string) (b []byte, st unix.Stat_t, release func(), err error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, st, nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+		return nil, st, nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxIndexSize {
-		return nil, nil, fmt.Errorf("index %s: not a regular file of at most %d bytes", path, maxIndexSize)
+		return nil, st, nil, fmt.Errorf("index %s: not a regular file of at most %d bytes", path, maxIndexSize)
 	}
 	if st.Size == 0 {
-		return []byte{}, func() {}, nil
+		return []byte{}, st, func() {}, nil
 	}
-	b, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_POPULATE)
+	b, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_POPULATE)
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+		return nil, st, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return b, func() { _ = unix.Munmap(b) }, nil
+	return b, st, func() { _ = unix.Munmap(b) }, nil
 }
 
 // maxIndexSize bounds the index mapIndex maps: far above any tree the walk's own
@@ -89,40 +88,16 @@ const maxIndexSize = 4 << 30
 // parseIndex calls add with each entry of the index b whose path keep accepts (nil:
 // every one), after calling size with the entry count.
 func parseIndex(b []byte, size func(int), keep func([]byte) bool, add func(indexEntry)) error {
-	if len(b) < 12 || string(b[:4]) != "DIRC" {
-		return errors.New("index: no DIRC header")
-	}
-	ver := binary.BigEndian.Uint32(b[4:8])
-	if ver != 2 && ver != 3 {
-		return fmt.Errorf("index: version %d not read here", ver)
-	}
-	n := int(binary.BigEndian.Uint32(b[8:12]))
-	if n > len(b)/62 {
-		return errors.New("index: entry count beyond the file")
+	n, err := indexHeader(b)
+	if err != nil {
+		return err
 	}
 	size(n)
-	off := 12
-	for range n {
-		if off+62 > len(b) {
-			return errors.New("index: truncated entry")
-		}
-		flags := binary.BigEndian.Uint16(b[off+60 : off+62])
-		fixed := 62
-		if flags&0x4000 != 0 { // extended flags (version 3)
-			fixed += 2
-		}
-		if flags&0x3000 != 0 {
+	_, err = eachEntry(b, n, func(off, start, end int) error {
+		if binary.BigEndian.Uint16(b[off+60:off+62])&0x3000 != 0 {
 			return errors.New("index: unmerged entry")
 		}
-		start := off + fixed
-		if start > len(b) {
-			return errors.New("index: truncated entry")
-		}
-		end := bytes.IndexByte(b[start:], 0)
-		if end < 0 {
-			return errors.New("index: unterminated path")
-		}
-		if p := b[start : start+end]; keep == nil || keep(p) {
+		if p := b[start:end]; keep == nil || keep(p) {
 			var oid [20]byte
 			copy(oid[:], b[off+40:off+60])
 			add(indexEntry{
@@ -134,8 +109,56 @@ func parseIndex(b []byte, size func(int), keep func([]byte) bool, add func(index
 				oid:   oid,
 			})
 		}
+		return nil
+	})
+	return err
+}
+
+// indexHeader checks the header of the index b (a version 2 or 3 index: version
+// 4 compresses paths, and is refused) and returns its entry count.
+func indexHeader(b []byte) (int, error) {
+	if len(b) < 12 || string(b[:4]) != "DIRC" {
+		return 0, errors.New("index: no DIRC header")
+	}
+	if ver := binary.BigEndian.Uint32(b[4:8]); ver != 2 && ver != 3 {
+		return 0, fmt.Errorf("index: version %d not read here", ver)
+	}
+	n := int(binary.BigEndian.Uint32(b[8:12]))
+	if n > len(b)/62 {
+		return 0, errors.New("index: entry count beyond the file")
+	}
+	return n, nil
+}
+
+// eachEntry walks the n entries of the index b, calling fn with each one's offset
+// and the bounds of its path, and returns where the entries end (the extensions
+// begin).
+func eachEntry(b []byte, n int, fn func(off, pathStart, pathEnd int) error) (int, error) {
+	off := 12
+	for range n {
+		if off+62 > len(b) {
+			return 0, errors.New("index: truncated entry")
+		}
+		fixed := 62
+		if binary.BigEndian.Uint16(b[off+60:off+62])&0x4000 != 0 { // extended flags (version 3)
+			fixed += 2
+		}
+		start := off + fixed
+		if start > len(b) {
+			return 0, errors.New("index: truncated entry")
+		}
+		end := bytes.IndexByte(b[start:], 0)
+		if end < 0 {
+			return 0, errors.New("index: unterminated path")
+		}
+		if err := fn(off, start, start+end); err != nil {
+			return 0, err
+		}
 		// The entry is padded with 1 to 8 NULs to a multiple of 8 bytes.
 		off += (fixed + end + 8) &^ 7
 	}
-	return nil
+	if off > len(b) {
+		return 0, errors.New("index: truncated entry")
+	}
+	return off, nil
 }

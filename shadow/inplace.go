@@ -60,40 +60,37 @@ var errNotInPlace = errors.New("not a change in place")
 
 // stageInPlace stages paths (changedPaths' output) into the index without Git, and
 // returns the index's tree ("" when the index has no cache tree: write-tree must
-// make it), or returns errNotInPlace having changed nothing.
-func (s *Store) stageInPlace(paths []string) (string, error) {
-	tree, err := s.stageInPlaceTree(paths)
+// make it) and how many entries it changed (blob or mode), or returns errNotInPlace
+// having changed nothing.
+func (s *Store) stageInPlace(paths []string) (tree string, changed int, err error) {
+	tree, changed, err = s.stageInPlaceTree(paths)
 	if err != nil {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
-	return tree, nil
+	return tree, changed, nil
 }
 
-func (s *Store) stageInPlaceTree(paths []string) (string, error) {
+func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if len(paths) == 0 || len(paths) > maxInPlacePaths {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
 	want := make(map[string]int, len(paths))
 	for i, p := range paths {
 		switch path.Base(p) {
 		case ".gitignore", ".gitattributes", ".gitmodules":
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		want[p] = i
 	}
 	indexPath := filepath.Join(s.Dir, "index")
-	var before unix.Stat_t
-	if unix.Lstat(indexPath, &before) != nil {
-		return "", errNotInPlace
-	}
-	b, release, err := mapIndex(indexPath)
+	b, before, release, err := mapIndex(indexPath)
 	if err != nil {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
 	defer release()
 	l, err := layoutOf(b)
 	if err != nil {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
 	body, off, offsets := b[:len(b)-20], l.ext, l.offsets
 	// The entries of paths, by offset.
@@ -106,38 +103,38 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 			mode := binary.BigEndian.Uint32(body[eoff+24 : eoff+28])
 			// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
 			if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
-				return "", errNotInPlace
+				return "", 0, errNotInPlace
 			}
 			at[j] = eoff
 			found++
 		}
 	}
 	if found != len(paths) {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.
 	var ct *ctNode
 	for e := off; e < len(body); {
 		if e+8 > len(body) {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		size := int(binary.BigEndian.Uint32(body[e+4 : e+8]))
 		if string(body[e:e+4]) != "TREE" || e+8+size > len(body) || ct != nil {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		if ct, err = parseCacheTree(body[e+8 : e+8+size]); err != nil {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		for _, p := range paths {
 			if !ct.invalidate(parent(p)) {
-				return "", errNotInPlace
+				return "", 0, errNotInPlace
 			}
 		}
 		e += 8 + size
 	}
 	repoFd, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", errNotInPlace
+		return "", 0, errNotInPlace
 	}
 	defer unix.Close(repoFd)
 	added := treewalk.Now() // before the first fstat (changed.go)
@@ -149,11 +146,11 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
 		if err != nil {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		id, err := s.writeObject("blob", content)
 		if err != nil {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		oid, _ := hex.DecodeString(id)
 		e := out[at[i]:]
@@ -184,7 +181,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	if ct != nil {
 		root, err := s.build(ct, indexEntries{b: out, off: offsets}, 0, len(offsets), "")
 		if err != nil {
-			return "", errNotInPlace
+			return "", 0, errNotInPlace
 		}
 		rootTree = hex.EncodeToString(root)
 		tree := appendCacheTree(nil, ct)
@@ -196,12 +193,11 @@ func (s *Store) stageInPlaceTree(paths []string) (string, error) {
 	ext = h.Sum(ext)
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
 	if err := writeIndexKeepingTime(indexPath, before.Mtim, out, ext); err != nil {
-		return "", errNotInPlace // the index is as it was: Git stages instead
+		return "", 0, errNotInPlace // the index is as it was: Git stages instead
 	}
 	s.addedClock = added
 	s.inPlace++
-	s.inPlaceChanged = changed
-	return rootTree, nil
+	return rootTree, changed, nil
 }
 
 // readInPlace reads the regular file rel below repoFd, never following a symlink or

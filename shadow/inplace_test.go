@@ -170,7 +170,7 @@ func TestInPlaceRefusesDamagedIndex(t *testing.T) {
 	try := func(name string, b []byte) {
 		t.Helper()
 		must(t, os.WriteFile(indexPath, b, 0o644))
-		if _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
+		if _, _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
 			return // what is left is a well-formed index (the cut fell between extensions)
 		}
 		if now, _ := os.ReadFile(indexPath); !bytes.Equal(now, b) {
@@ -190,11 +190,11 @@ func TestInPlaceRefusesDamagedIndex(t *testing.T) {
 	sum := sha1.Sum(b)
 	b = append(b, sum[:]...)
 	must(t, os.WriteFile(indexPath, b, 0o644))
-	if _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
+	if _, _, err := s.stageInPlace([]string{"d/e/c.txt"}); err == nil {
 		t.Error("an unknown extension was not refused")
 	}
 	must(t, os.WriteFile(indexPath, orig, 0o644))
-	if tree, err := s.stageInPlace([]string{"d/e/c.txt"}); err != nil || tree == "" {
+	if tree, _, err := s.stageInPlace([]string{"d/e/c.txt"}); err != nil || tree == "" {
 		t.Errorf("the intact index: %q, %v", tree, err)
 	}
 }

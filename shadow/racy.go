@@ -55,41 +55,24 @@ var errIndexLayout = errors.New("index not in a form the recorder edits")
 
 // layoutOf checks the index b (header, entries, checksum) and returns its layout.
 func layoutOf(b []byte) (indexLayout, error) {
-	if len(b) < 12+20 || string(b[:4]) != "DIRC" {
-		return indexLayout{}, errIndexLayout
-	}
-	if ver := binary.BigEndian.Uint32(b[4:8]); ver != 2 && ver != 3 {
+	if len(b) < 12+20 {
 		return indexLayout{}, errIndexLayout
 	}
 	body := b[:len(b)-20]
 	if sum := sha1.Sum(body); !bytes.Equal(sum[:], b[len(b)-20:]) {
 		return indexLayout{}, errIndexLayout
 	}
-	n := int(binary.BigEndian.Uint32(b[8:12]))
-	if n > len(body)/62 {
+	n, err := indexHeader(body)
+	if err != nil {
 		return indexLayout{}, errIndexLayout
 	}
 	l := indexLayout{offsets: make([]int, 0, n)}
-	off := 12
-	for range n {
-		if off+62 > len(body) {
-			return indexLayout{}, errIndexLayout
-		}
+	if l.ext, err = eachEntry(body, n, func(off, _, _ int) error {
 		l.offsets = append(l.offsets, off)
-		fixed := 62
-		if binary.BigEndian.Uint16(body[off+60:off+62])&0x4000 != 0 {
-			fixed += 2
-		}
-		end := bytes.IndexByte(body[min(off+fixed, len(body)):], 0)
-		if end < 0 {
-			return indexLayout{}, errIndexLayout
-		}
-		off += (fixed + end + 8) &^ 7
-	}
-	if off > len(body) {
+		return nil
+	}); err != nil {
 		return indexLayout{}, errIndexLayout
 	}
-	l.ext = off
 	return l, nil
 }
 
@@ -99,13 +82,10 @@ func layoutOf(b []byte) (indexLayout, error) {
 // kept. No index is nothing to smudge.
 func (s *Store) smudge(stale func(p, e []byte) bool) error {
 	indexPath := filepath.Join(s.Dir, "index")
-	var before unix.Stat_t
-	if err := unix.Lstat(indexPath, &before); errors.Is(err, unix.ENOENT) {
+	b, before, release, err := mapIndex(indexPath)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
-	} else if err != nil {
-		return err
 	}
-	b, release, err := mapIndex(indexPath)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func TestInPlaceStagingKeepsRacyEntriesRacy(t *testing.T) {
 		must(t, err)
 	})
 	write(t, filepath.Join(repo, "keep"), "K\n") // a second later
-	if _, err := s.stageInPlace([]string{"keep"}); err != nil {
+	if _, _, err := s.stageInPlace([]string{"keep"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.stage(); err != nil { // Git's sweep, on its stat check alone
@@ -140,5 +140,18 @@ func TestBackdatedSameSecondEditStaged(t *testing.T) {
 				t.Errorf("the index holds %s for f, want the edited content's %s", got, want)
 			}
 		})
+	}
+}
+
+// An empty working tree leaves no index behind Git's first `git add`: its start
+// state is the empty tree, and what the session adds is counted against it.
+func TestEmptyRepositoryRecorded(t *testing.T) {
+	repo := newRepo(t, nil)
+	s, state := openStore(t, repo)
+	id := record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "first.txt"), "1\n") })
+	_, rec, err := Find(state, id)
+	must(t, err)
+	if rec.StartCommit == "" || rec.Files != (Files{Added: 1}) {
+		t.Errorf("start commit %q, files %+v; want a start state and one file added (notes %q)", rec.StartCommit, rec.Files, rec.Notes)
 	}
 }

@@ -293,8 +293,8 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 				return staged{tree: st.Tree, clock: w.Clock, added: st.Added, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
 			s.dropStage()
-			if tree, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
-				s.delta.from, s.delta.files = st.Tree, Files{Changed: s.inPlaceChanged}
+			if tree, changed, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
+				s.delta.from, s.delta.files = st.Tree, Files{Changed: changed}
 				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
 			}
 			// Git's stat check is not trusted with what the walk showed changed
@@ -325,14 +325,16 @@ func (s *Store) writeTree(st staged) (string, error) {
 	tree := st.tree
 	if tree == "" {
 		// write-tree rewrites the index (its cache tree) without a working tree to
-		// check racy entries against: the index keeps its mtime (racy.go).
+		// check racy entries against: the index keeps its mtime (racy.go). No
+		// index (nothing was ever staged: an empty tree) holds nothing racy.
 		indexPath := filepath.Join(s.Dir, "index")
 		var before unix.Stat_t
 		err := unix.Lstat(indexPath, &before)
-		if err == nil {
+		had := err == nil
+		if had || errors.Is(err, unix.ENOENT) {
 			tree, err = s.git.out("write-tree")
 		}
-		if err == nil {
+		if err == nil && had {
 			err = keepIndexTime(indexPath, before.Mtim)
 		}
 		if err != nil {

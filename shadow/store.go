@@ -66,8 +66,6 @@ type Store struct {
 	sweeps    int // full sweeps of the working tree staged (stage), for the tests
 	inPlace   int // stagings done without Git (stageInPlace), for the tests
 	diffTrees int // diff-tree processes run (countChanges), for the tests
-	// inPlaceChanged is how many entries the last stageInPlace changed (blob or mode).
-	inPlaceChanged int
 	// delta, when from is not "", is what the last stageWalk changed: the index
 	// held tree from before it, and only files edited in place changed since.
 	delta struct {
