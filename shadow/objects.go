@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"compress/zlib"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,14 +65,8 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 	if _, err := os.Lstat(final); err == nil {
 		return id, nil
 	}
-	var z bytes.Buffer
-	// Huffman only: a commit is a few KB of JSON, and the full compressor's
-	// tables (about a megabyte, page-faulted in at 12 µs a page here) cost more
-	// than the bytes they would save. Git reads any zlib stream.
-	zw, _ := zlib.NewWriterLevel(&z, zlib.HuffmanOnly)
-	zw.Write([]byte(hdr))
-	zw.Write(body)
-	if err := zw.Close(); err != nil {
+	z, err := deflateObject(hdr, body)
+	if err != nil {
 		return "", fmt.Errorf("shadow: compress object: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -80,7 +76,7 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("shadow: write object: %w", err)
 	}
-	_, err = tmp.Write(z.Bytes())
+	_, err = tmp.Write(z)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -98,6 +94,68 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 		return "", fmt.Errorf("shadow: write object %s: %w", id, err)
 	}
 	return id, nil
+}
+
+// storedMax is the largest object written as stored (uncompressed) deflate blocks.
+// Most of what the recorder writes is a commit of a few KB of JSON, a tree or a
+// source file: for them the compressor's state (about 730 KB of fresh heap, page-
+// faulted in at several µs a page; two commits a session made it 40 % of everything
+// an unchanged session allocated) costs more than the bytes it saves, and the next
+// repack compresses them anyway. Larger objects are Huffman-coded as before.
+const storedMax = 64 << 10
+
+// deflateObject returns the zlib stream of a loose object: hdr followed by body.
+func deflateObject(hdr string, body []byte) ([]byte, error) {
+	if len(hdr)+len(body) <= storedMax {
+		return storedZlib([]byte(hdr), body), nil
+	}
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.HuffmanOnly)
+	zw.Write([]byte(hdr))
+	zw.Write(body)
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return z.Bytes(), nil
+}
+
+// storedZlib is a zlib stream (RFC 1950) of the parts, one after the other, in
+// stored deflate blocks (RFC 1951 3.2.4: a header byte, LEN and its complement,
+// then LEN bytes as they are), which every zlib reader inflates.
+func storedZlib(parts ...[]byte) []byte {
+	const maxBlock = 65535
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, 2+5*(n/maxBlock+1)+n+4)
+	out = append(out, 0x78, 0x01) // deflate, 32 KiB window, no dictionary
+	sum := adler32.New()
+	room := 0 // bytes the current block still takes
+	block := func() {
+		room = min(n, maxBlock)
+		n -= room
+		last := byte(0)
+		if n == 0 {
+			last = 1
+		}
+		out = append(out, last, byte(room), byte(room>>8), ^byte(room), ^byte(room>>8))
+	}
+	if n == 0 {
+		block() // one empty final block
+	}
+	for _, p := range parts {
+		sum.Write(p)
+		for len(p) > 0 {
+			if room == 0 {
+				block()
+			}
+			k := min(room, len(p))
+			out = append(out, p[:k]...)
+			p, room = p[k:], room-k
+		}
+	}
+	return binary.BigEndian.AppendUint32(out, sum.Sum32())
 }
 
 // setRef points ref at commit if it still points at old ("" means it must not exist
