@@ -77,6 +77,9 @@ type Snapshot struct {
 	PruneErr error    // retention failed; the new snapshot is complete all the same
 	Skipped  []string // entries not saved, and why (a stored snapshot)
 	NewBytes int64    // content bytes this save read and stored (a stored snapshot)
+	// Unchanged: the metadata was exactly what the record at Path describes, and
+	// the save wrote nothing (a stored snapshot; store_unchanged_linux.go).
+	Unchanged bool
 }
 
 // layout is where a work tree keeps its Git metadata.

@@ -129,6 +129,7 @@ type repoStore struct {
 	specials    int // entries skipSpecial counted
 	start       time.Time
 	progress    *progress
+	listing     *listing // what this save visited (store_unchanged_linux.go)
 }
 
 // storeKey names a repository's part of the store: its base name, for people, and a
@@ -516,6 +517,7 @@ func (w *walker) dir(d *os.File, src, pfx string, depth int) (string, unix.Stat_
 	if err := unix.Fstat(int(d.Fd()), &self); err != nil {
 		return "", self, fmt.Errorf("stat %s: %w", src, err)
 	}
+	w.rs.listing.add(src, &self) // before its names are read
 	if err := w.rs.budget.take(src, 0); err != nil {
 		return "", self, err
 	}
@@ -548,6 +550,7 @@ func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, 
 		// opened or stat'ed, so the cost stops growing with what was planted.
 		if w.rs.overEntries == 0 {
 			w.rs.firstOver = src
+			w.rs.listing.spoil()
 		}
 		w.rs.overEntries++
 		return treeEntry{}, false, nil
@@ -555,6 +558,7 @@ func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, 
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
+			w.rs.listing.spoil()
 			return treeEntry{}, false, nil // removed since readdir
 		}
 		return treeEntry{}, false, fmt.Errorf("stat %s: %w", src, err)
@@ -564,6 +568,7 @@ func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, 
 	case unix.S_IFDIR:
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
+			w.rs.listing.spoil()
 			return treeEntry{}, false, nil // changed type since the stat: the next save sees it
 		}
 		if err != nil {
@@ -591,6 +596,7 @@ func (w *walker) entry(dirfd int, name, src, key string, depth int) (treeEntry, 
 			return treeEntry{}, false, nil
 		}
 		e.kind, e.ref, e.mode, e.size = 'l', string(buf[:n]), 0o777, int64(n)
+		w.rs.listing.add(src, &st)
 		return e, true, nil
 	case unix.S_IFREG:
 		h, size, ok, err := w.file(dirfd, name, src, key, &st)
@@ -649,6 +655,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 	rs.total += st.Size
 	if c, hit := rs.cache[key]; hit && c.key == k && rs.haveBlob(c.blob, k.size) {
 		rs.next[key] = c
+		rs.listing.add(src, st)
 		return c.blob, k.size, true, nil
 	}
 	// Git never writes a sparse file: one is planted, and reading its holes would
@@ -659,6 +666,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
+		rs.listing.spoil()
 		return "", 0, false, nil // changed since the stat: the next save sees it
 	}
 	if err != nil {
@@ -671,6 +679,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 		return "", 0, false, fmt.Errorf("stat %s: %w", src, err)
 	}
 	if fst.Mode&unix.S_IFMT != unix.S_IFREG {
+		rs.listing.spoil()
 		return "", 0, false, nil // became a FIFO or device since the stat
 	}
 	if err := rs.budget.addBytes(src, fst.Size); err != nil {
@@ -689,6 +698,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 		return "", 0, false, err
 	}
 	k = statKey{dev: fst.Dev, ino: fst.Ino, size: fst.Size, mtime: fst.Mtim.Nano(), ctime: fst.Ctim.Nano()}
+	rs.listing.add(src, &fst)
 	if time.Unix(0, k.ctime).Before(rs.start.Add(-racyWindow)) {
 		rs.next[key] = statEntry{key: k, blob: h}
 	}
@@ -697,6 +707,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 }
 
 func (rs *repoStore) skip(src, why string) {
+	rs.listing.spoil()
 	if len(rs.skipped) < 1000 {
 		rs.skipped = append(rs.skipped, src+": "+why)
 	}
@@ -762,6 +773,10 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 	}
 	defer rs.close()
 	rs.budget, rs.start = newBudget(opts), time.Now()
+	if path, rec, ok := rs.unchangedRecord(l, opts.Version); ok {
+		return &Snapshot{Path: path, Manifest: rec.Manifest, Skipped: rec.Skipped, Unchanged: true}, nil
+	}
+	rs.listing = newListing(rs.start)
 	rs.progress = &progress{w: opts.Progress, what: "saving the Git metadata of " + opts.Repo}
 	defer rs.progress.done()
 	defer func() {
@@ -807,6 +822,7 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 		return nil, fmt.Errorf("save Git metadata to %s: %w", store, err)
 	}
 	rs.written = nil // the record holds them now
+	rs.saveListing(rs.listing, l, opts.Version, path)
 	rs.addUsage(rs.newBytes + rs.treeBytes)
 	s = &Snapshot{Path: path, Manifest: rec.Manifest, Skipped: rec.Skipped, NewBytes: rec.NewBytes}
 	if err := rs.saveCache(); err != nil {

@@ -107,39 +107,123 @@ func TestStoredRoundTrip(t *testing.T) {
 	}
 }
 
-// TestStoredUnchangedCostsARecord: twenty saves of unchanged metadata read nothing
-// again and add less than 1 MB to the store (a record and the stat cache each);
+// TestStoredUnchangedWritesNothing: twenty saves of unchanged metadata name the
+// last record again and add nothing to the store (no record, no stat cache read);
 // N bytes of new objects cost about N.
-func TestStoredUnchangedCostsARecord(t *testing.T) {
+func TestStoredUnchangedWritesNothing(t *testing.T) {
 	noRacy(t)
 	base := tmpDir(t)
 	repo := snapRepo(t, filepath.Join(base, "repo"))
 	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-big.pack"), 4<<20)
 	store := filepath.Join(base, "store")
 	first := storeSave(t, repo, store, SnapshotOptions{})
-	if first.NewBytes < 4<<20 {
-		t.Fatalf("first save stored %d new bytes, want the whole 4 MiB pack at least", first.NewBytes)
+	if first.NewBytes < 4<<20 || first.Unchanged {
+		t.Fatalf("first save stored %d new bytes (unchanged %v), want the whole 4 MiB pack at least", first.NewBytes, first.Unchanged)
 	}
 	before := blocks(t, store)
 	for i := 0; i < 20; i++ {
-		if s := storeSave(t, repo, store, SnapshotOptions{}); s.NewBytes != 0 {
-			t.Fatalf("save %d of unchanged metadata stored %d new bytes", i, s.NewBytes)
+		s := storeSave(t, repo, store, SnapshotOptions{})
+		if s.NewBytes != 0 || !s.Unchanged || s.Path != first.Path {
+			t.Fatalf("save %d of unchanged metadata: %d new bytes, unchanged %v, record %s; want 0, true and %s", i, s.NewBytes, s.Unchanged, s.Path, first.Path)
+		}
+		if s.Manifest.HeadCommit != first.Manifest.HeadCommit || s.Manifest.Repo != repo {
+			t.Fatalf("save %d: manifest %+v", i, s.Manifest)
 		}
 	}
-	if grew := blocks(t, store) - before; grew >= 1<<20 {
-		t.Errorf("twenty unchanged saves added %d bytes, want < 1 MiB", grew)
+	if grew := blocks(t, store) - before; grew != 0 {
+		t.Errorf("twenty unchanged saves added %d bytes, want none", grew)
 	}
 	recs, _ := filepath.Glob(filepath.Join(store, storeKey(repo), "snaps", "*"+RecordSuffix))
-	if len(recs) != 21 {
-		t.Errorf("%d records, want 21 (no --git-save-keep)", len(recs))
+	if len(recs) != 1 {
+		t.Errorf("%d records, want 1", len(recs))
+	}
+	if _, err := CheckStored(first.Path); err != nil {
+		t.Errorf("the record named again is broken: %v", err)
 	}
 
 	before = blocks(t, store)
 	randomFile(t, filepath.Join(repo, ".git/objects/pack/pack-new.pack"), 1<<20)
 	s := storeSave(t, repo, store, SnapshotOptions{})
 	grew := blocks(t, store) - before
-	if s.NewBytes != 1<<20 || grew < 1<<20 || grew > 1<<20+256<<10 {
-		t.Errorf("1 MiB of new objects: %d new bytes, store grew %d; want 1 MiB and about that", s.NewBytes, grew)
+	if s.Unchanged || s.NewBytes != 1<<20 || grew < 1<<20 || grew > 1<<20+256<<10 {
+		t.Errorf("1 MiB of new objects: unchanged %v, %d new bytes, store grew %d; want a new record of 1 MiB and about that", s.Unchanged, s.NewBytes, grew)
+	}
+}
+
+// TestStoredUnchangedSeesEveryChange: after a save whose listing vouches for its
+// record, each kind of change to .git makes the next save walk and write a record
+// of its own — and so does a record gone from the store, or a listing taken
+// within the racy window.
+func TestStoredUnchangedSeesEveryChange(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	git := filepath.Join(repo, ".git")
+	desc := filepath.Join(git, "description")
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"a file rewritten in place, same size, mtime put back", func() {
+			fi, _ := os.Stat(desc)
+			writeFile(t, desc, strings.Repeat("x", int(fi.Size())))
+			os.Chtimes(desc, fi.ModTime(), fi.ModTime())
+		}},
+		{"a file's mode", func() { os.Chmod(desc, 0o600) }},
+		{"a new file two directories down", func() { writeFile(t, filepath.Join(git, "refs/tags/new"), "x\n") }},
+		{"a file removed", func() { os.Remove(filepath.Join(git, "refs/tags/new")) }},
+		{"a directory's mode", func() { os.Chmod(filepath.Join(git, "refs/tags"), 0o700) }},
+		{"a file swapped for a symlink", func() {
+			os.Remove(desc)
+			os.Symlink("HEAD", desc)
+		}},
+		{"the record removed from the store", func() {
+			recs, _ := filepath.Glob(filepath.Join(base, "store", storeKey(repo), "snaps", "*"+RecordSuffix))
+			for _, r := range recs {
+				os.Remove(r)
+			}
+		}},
+	} {
+		store := filepath.Join(base, "store")
+		before := storeSave(t, repo, store, SnapshotOptions{})
+		if again := storeSave(t, repo, store, SnapshotOptions{}); !again.Unchanged || again.Path != before.Path {
+			t.Fatalf("%s: the save before the change did not name its record again", c.name)
+		}
+		time.Sleep(10 * time.Millisecond) // a later ctime tick
+		c.change()
+		s := storeSave(t, repo, store, SnapshotOptions{})
+		if s.Unchanged || s.Path == before.Path {
+			t.Errorf("%s: the save named the old record %s again", c.name, before.Path)
+			continue
+		}
+		if _, err := CheckStored(s.Path); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+
+	// Within the racy window a change could keep its ctime: no listing is kept.
+	racyWindow = time.Hour
+	store := filepath.Join(base, "store-racy")
+	first := storeSave(t, repo, store, SnapshotOptions{})
+	if s := storeSave(t, repo, store, SnapshotOptions{}); s.Unchanged || s.Path == first.Path {
+		t.Error("a save whose entries were all within the racy window vouched for its record")
+	}
+}
+
+// TestStoredUnchangedKeepsSkipped: what a record left out (a FIFO in .git) is
+// named again when the record is named again.
+func TestStoredUnchangedKeepsSkipped(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	if err := syscall.Mkfifo(filepath.Join(repo, ".git", "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(base, "store")
+	first := storeSave(t, repo, store, SnapshotOptions{})
+	s := storeSave(t, repo, store, SnapshotOptions{})
+	if !s.Unchanged || len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0], "a FIFO") || !slices.Equal(s.Skipped, first.Skipped) {
+		t.Errorf("unchanged %v, skipped %q; want true and the FIFO named as by the first save (%q)", s.Unchanged, s.Skipped, first.Skipped)
 	}
 }
 
