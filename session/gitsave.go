@@ -67,56 +67,56 @@ func parseSize(s string) (int64, error) {
 // go on.
 const skipHint = "use --git-save-dir DIR to save it elsewhere, or --no-git-save to launch without it"
 
-// gitSnapshot writes the P8 metadata snapshot before launch and returns the ZIP's path
-// ("" when none was written). An error stops the launch (exit 125). What the snapshot
-// left out (FIFOs, sockets, devices in the Git dir) is said on stderr and added to
-// out's notes, for the record.
-func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
+// gitSnapshot writes the P8 metadata snapshot before launch and returns its record's
+// path ("" when none was written). An error stops the launch (exit 125). What the
+// snapshot left out (FIFOs, sockets, devices in the Git dir) is said on stderr and
+// returned as notes, for the record.
+func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err error) {
 	g := cfg.GitSave
 	if g.Disabled {
-		return "", nil
+		return "", nil, nil
 	}
 	if g.Keep < 0 {
-		return "", fmt.Errorf("--git-save-keep %d: must be 0 (keep all) or more", g.Keep)
+		return "", nil, fmt.Errorf("--git-save-keep %d: must be 0 (keep all) or more", g.Keep)
 	}
 	var maxBytes int64
 	if g.MaxSize != "" {
 		var err error
 		if maxBytes, err = parseSize(g.MaxSize); err != nil {
-			return "", fmt.Errorf("--git-save-max-size %q: %v (e.g. 20G)", g.MaxSize, err)
+			return "", nil, fmt.Errorf("--git-save-max-size %q: %v (e.g. 20G)", g.MaxSize, err)
 		}
 	}
 	var keepBytes int64
 	if g.KeepSize != "0" && g.KeepSize != "" {
 		var err error
 		if keepBytes, err = parseSize(g.KeepSize); err != nil {
-			return "", fmt.Errorf("--git-save-keep-size %q: %v (e.g. 4G, or 0 for no byte budget)", g.KeepSize, err)
+			return "", nil, fmt.Errorf("--git-save-keep-size %q: %v (e.g. 4G, or 0 for no byte budget)", g.KeepSize, err)
 		}
 	}
 	dir := g.Dir
 	if dir == "" {
 		if p.StateDir == "" || !filepath.IsAbs(p.StateDir) {
-			return "", fmt.Errorf("no state directory for the Git metadata snapshots ($XDG_STATE_HOME and $HOME unset) (%s)", skipHint)
+			return "", nil, fmt.Errorf("no state directory for the Git metadata snapshots ($XDG_STATE_HOME and $HOME unset) (%s)", skipHint)
 		}
 		dir = filepath.Join(p.StateDir, "snapshots")
 		if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
-			return "", fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
+			return "", nil, fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
 		}
 		var err error
 		if dir, err = evalParent(dir); err != nil {
-			return "", fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
+			return "", nil, fmt.Errorf("snapshot store %s: %w (%s)", dir, err, skipHint)
 		}
 	} else {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return "", fmt.Errorf("--git-save-dir %s: %w", dir, err)
+			return "", nil, fmt.Errorf("--git-save-dir %s: %w", dir, err)
 		}
 		if err := os.MkdirAll(abs, 0o700); err != nil {
-			return "", fmt.Errorf("--git-save-dir %s: %w (%s)", dir, err, skipHint)
+			return "", nil, fmt.Errorf("--git-save-dir %s: %w (%s)", dir, err, skipHint)
 		}
 		// Resolved, so that the inside-the-repository check sees through symlinks.
 		if dir, err = filepath.EvalSymlinks(abs); err != nil {
-			return "", fmt.Errorf("--git-save-dir %s: %w", abs, err)
+			return "", nil, fmt.Errorf("--git-save-dir %s: %w", abs, err)
 		}
 	}
 	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{
@@ -129,13 +129,13 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 		Progress:  terminal(cfg.Stderr),
 	})
 	if err != nil {
-		return "", fmt.Errorf("%w (%s)", err, skipHint)
+		return "", nil, fmt.Errorf("%w (%s)", err, skipHint)
 	}
 	if snap == nil {
-		return "", nil
+		return "", nil, nil
 	}
 	for _, line := range snap.Skipped {
-		out.Notes = append(out.Notes, "snapshot: "+line)
+		notes = append(notes, "snapshot: "+line)
 		if cfg.Stderr != nil {
 			fmt.Fprintf(cfg.Stderr, "agentbox: snapshot: skipped %s\n", termsafe.String(line))
 		}
@@ -143,7 +143,7 @@ func gitSnapshot(cfg *Config, p *policy.Policy, out *Outcome) (string, error) {
 	if snap.PruneErr != nil && cfg.Stderr != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v\n", snap.PruneErr)
 	}
-	return snap.Path, nil
+	return snap.Path, notes, nil
 }
 
 // evalParent resolves the symlinks of dir's parent (dir itself may not exist yet),

@@ -17,13 +17,16 @@ func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {
 
 // recorder records the session in the shadow repository; a nil recorder records nothing.
 type recorder struct {
-	store *shadow.Store
-	sess  *shadow.Session // nil until begin
-	base  shadow.Record   // the record as known at launch
+	stateDir, repo string
+	store          *shadow.Store   // nil until begin, and when it could not be opened
+	sess           *shadow.Session // nil until begin
+	began          bool
+	base           shadow.Record // the record as known at launch
 }
 
-// startRecord records the repository's state at launch. A failure to record is
-// reported on stderr and never stops the session.
+// startRecord prepares the session's record. The shadow repository is opened by
+// begin, beside the launch (prelaunch.go). A failure to record is reported on stderr
+// and never stops the session.
 func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 	if cfg.NoRecord {
 		return nil
@@ -32,17 +35,9 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		warnRecord(cfg, "session not recorded: no state directory ($XDG_STATE_HOME and $HOME are unset)")
 		return nil
 	}
-	store, err := shadow.Open(p.StateDir, p.Repo)
-	if err != nil {
-		warnRecord(cfg, "session not recorded: %v", err)
-		return nil
-	}
-	// What a bound stopped (a FIFO in the working tree, say) is named on stderr as
-	// well as in the record's notes.
-	store.Warn = func(line string) { warnRecord(cfg, "%s", line) }
-	store.Progress = terminal(cfg.Stderr)
 	host, _ := os.Hostname()
-	r := &recorder{base: shadow.Record{
+	return &recorder{stateDir: p.StateDir, repo: p.Repo, base: shadow.Record{
+		ID:      shadow.NewID(start),
 		Command: p.Command,
 		Args:    cfg.Args,
 		Backend: p.Backend,
@@ -55,20 +50,29 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		UID:         os.Getuid(),
 		Host:        host,
 	}}
-	r.store, r.base.ID = store, shadow.NewID(start)
-	return r
 }
 
-// begin records the start state, before the command starts. w is the audit
-// baseline's walk of the working tree (nil: none), from which the recorder takes
-// what changed since the last record instead of sweeping the tree again.
+// begin opens the shadow repository and records the start state, before the
+// command starts. w is the audit baseline's walk of the working tree (nil: none),
+// from which the recorder takes what changed since the last record instead of
+// sweeping the tree again.
 func (r *recorder) begin(cfg *Config, w *treewalk.Walk) {
-	if r == nil || r.sess != nil {
+	if r == nil || r.began {
 		return
 	}
+	r.began = true
+	store, err := shadow.Open(r.stateDir, r.repo)
+	if err != nil {
+		warnRecord(cfg, "session not recorded: %v", err)
+		return
+	}
+	// What a bound stopped (a FIFO in the working tree, say) is named on stderr as
+	// well as in the record's notes.
+	store.Warn = func(line string) { warnRecord(cfg, "%s", line) }
+	store.Progress = terminal(cfg.Stderr)
+	r.store = store
 	// BeginWalk returns a usable session even when the start state could not be
 	// recorded; finish records the session with that error in its notes.
-	var err error
 	r.sess, err = r.store.BeginWalk(r.base, w)
 	if err != nil {
 		warnRecord(cfg, "session's start state not recorded: %v", err)
@@ -81,6 +85,9 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 		return
 	}
 	r.begin(cfg, nil) // a launch that stopped before the command: start is end
+	if r.sess == nil {
+		return // the store could not be opened: begin said so
+	}
 	rec := r.base
 	rec.Backend, rec.BackendVersion = out.Backend, out.BackendVersion
 	rec.End = out.End

@@ -109,10 +109,11 @@ type Exit struct {
 // Run runs the session and returns how agentbox exec ends. An error means agentbox
 // itself failed before the command started; the caller exits 125.
 //
-// Order: protected paths, the shadow record's start state, placeholders, the push
-// guard's staging, the plan and its recheck, the backend; while the backend builds
-// the sandbox, the audit baseline and the metadata snapshot, which the command waits
-// for; then, whatever the command did, the audit and the record's end state.
+// Order: protected paths, placeholders, the push guard's staging, the plan and its
+// recheck, the backend; from the placeholders on, beside those steps and the
+// sandbox's setup, the audit baseline, the record's start state and the metadata
+// snapshot, which the command waits for (prelaunch.go); then, whatever the command
+// did, the audit and the record's end state.
 func Run(cfg Config) (Exit, error) {
 	sw := nsinit.NewTimer()
 	if cfg.Policy.Backend == policy.BackendAuto {
@@ -212,56 +213,17 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	}
 	s.Empty = empty
 	sw.Mark(host("placeholders"))
-	// The audit's baseline and the metadata snapshot must exist before the command
-	// starts, and the sandbox's setup does not need them: the backend runs them while
-	// it builds the sandbox (nsinit.Options.BeforeExec), before the command starts.
-	var aud *auditor
-	var dirs *dirAudits // adddir.go
-	var during []nsinit.Phase
+	// From here on, the host work the command waits for runs beside the steps
+	// below and the sandbox's setup (prelaunch.go).
+	pre := startPrelaunch(cfg, p, rec, gitDirs)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same.
 	gate := false
 	beforeExec := func() error {
-		t := time.Now()
-		mark := func(step string) {
-			now := time.Now()
-			during = append(during, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
-			t = now
-		}
-		if p.ReadOnly {
-			rec.begin(cfg, nil)
-			mark("record start")
-			return nil // readonly.go: nothing to audit or snapshot
-		}
-		// The snapshot reads .git and writes only the store and out's snapshot
-		// fields; the baseline reads the working tree and writes its journal: they
-		// run side by side, and the command waits for both. Every return below
-		// waits for the snapshot first, so none of it runs on after a failure.
-		snapped := make(chan error, 1)
-		go func() {
-			zip, err := gitSnapshot(cfg, p, out)
-			out.SnapshotZip = zip
-			snapped <- err
-		}()
-		a, err := startAudit(cfg, p, gitDirs)
-		if err != nil {
-			<-snapped
+		if err := pre.wait(out); err != nil {
 			return err
 		}
-		aud = a
-		if dirs, err = startDirAudits(cfg, p); err != nil {
-			<-snapped
-			return err
-		}
-		mark("audit baseline")
-		// From the baseline's walk: the recorder walks nothing itself.
-		rec.begin(cfg, a.walk)
-		mark("record start")
-		if err := <-snapped; err != nil {
-			return err
-		}
-		mark("snapshot") // what was left of it once the baseline was done
 		gate = true
 		return nil
 	}
@@ -270,13 +232,14 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
-		dirs.finish(cfg, out, gate)
+		_ = pre.wait(out) // a launch that failed before its backend waited for it
+		pre.dirs.finish(cfg, out, gate)
 		switch {
-		case aud == nil:
+		case pre.aud == nil:
 		case gate:
-			aud.finish(cfg, out)
+			pre.aud.finish(cfg, out)
 		default:
-			aud.drop()
+			pre.aud.drop()
 		}
 	}()
 	writable := append([]string{p.Repo}, p.AddDirs...)
@@ -332,7 +295,8 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	out.NetRefusals = netSvc.stop()
 	sw.Skip()
 	agents.finish(cfg, out)
-	out.Phases = slices.Concat(during, res.Phases)
+	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
+	out.Phases = slices.Concat(pre.phases, res.Phases)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,96 @@
+package session
+
+import (
+	"time"
+
+	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// prelaunch is the host work the command waits for and the sandbox does not: the
+// audit's baseline (whose walk the record's start takes), the --add-dir audits'
+// baselines, the record's start state and the metadata snapshot. It starts as soon
+// as the placeholders exist, and runs beside the launcher's remaining steps (push
+// guard, plan and recheck, the session's cgroup, the clone) and the sandbox's setup;
+// the backend waits for it before the command starts (nsinit.Options.BeforeExec).
+// Started at BeforeExec instead, it made a small repository's launch wait for it
+// after the sandbox was built (docs/performance.md, target 3).
+//
+// Nothing in it depends on those steps: the placeholders are the only part of .git
+// the launch writes, and they exist. What it finds out is written to its own fields
+// and handed to the session's Outcome by wait, on the launcher's goroutine.
+type prelaunch struct {
+	done   chan struct{}
+	err    error
+	aud    *auditor
+	dirs   *dirAudits
+	zip    string   // the snapshot's record
+	notes  []string // what the snapshot left out
+	phases []nsinit.Phase
+	handed bool // wait gave the results to an Outcome
+}
+
+// startPrelaunch starts the work; every caller waits for it (wait) before it
+// returns, whatever happens to the launch.
+func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) *prelaunch {
+	pl := &prelaunch{done: make(chan struct{})}
+	go func() {
+		defer close(pl.done)
+		pl.err = pl.run(cfg, p, rec, gitDirs)
+	}()
+	return pl
+}
+
+func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) error {
+	t := time.Now()
+	mark := func(step string) {
+		now := time.Now()
+		pl.phases = append(pl.phases, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
+		t = now
+	}
+	if p.ReadOnly {
+		rec.begin(cfg, nil)
+		mark("record start")
+		return nil // readonly.go: nothing to audit or snapshot
+	}
+	// The snapshot reads .git and writes only the store; the baseline reads the
+	// working tree and writes its journal: they run side by side. Every return
+	// below waits for the snapshot first, so none of it runs on after a failure.
+	snapped := make(chan error, 1)
+	go func() {
+		var err error
+		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
+		snapped <- err
+	}()
+	a, err := startAudit(cfg, p, gitDirs)
+	if err != nil {
+		<-snapped
+		return err
+	}
+	pl.aud = a
+	if pl.dirs, err = startDirAudits(cfg, p); err != nil {
+		<-snapped
+		return err
+	}
+	mark("audit baseline")
+	// From the baseline's walk: the recorder walks nothing itself.
+	rec.begin(cfg, a.walk)
+	mark("record start")
+	if err := <-snapped; err != nil {
+		return err
+	}
+	mark("snapshot") // what was left of it once the baseline was done
+	return nil
+}
+
+// wait waits for the work to end, hands its results to out (once) and returns the
+// error that must stop the launch, if any.
+func (pl *prelaunch) wait(out *Outcome) error {
+	<-pl.done
+	if !pl.handed {
+		pl.handed = true
+		out.SnapshotZip = pl.zip
+		out.Notes = append(out.Notes, pl.notes...)
+	}
+	return pl.err
+}
