@@ -13,9 +13,10 @@ import (
 // PhaseSession spans all of Run.
 //
 // The steps the command waits for but the sandbox does not (the audit's baseline, the
-// snapshot) run while the backend builds the sandbox (nsinit.Options.BeforeExec):
-// their names have DuringSetupPrefix, and they are part of the backend's total-setup
-// when its init waited for them (the nsinit.PhaseGate phase), before it otherwise.
+// record's start, the snapshot) start once the placeholders exist and run beside the
+// launcher's last steps and the sandbox's setup (prelaunch.go); the backend waits for
+// them (nsinit.Options.BeforeExec). Their names have DuringSetupPrefix; the part of
+// them the init waited for is its nsinit.PhaseGate phase.
 const (
 	HostPhasePrefix   = "host: "
 	DuringSetupPrefix = "host, during setup: "
