@@ -229,13 +229,15 @@ func TestConcurrentSessions(t *testing.T) {
 		for _, id := range ids {
 			show := agentbox(t, b, "show", id)
 			zipPath := field(show, "snapshot")
-			if zipPath == "" || snapshots[zipPath] {
-				t.Errorf("session %s: snapshot %q missing or shared", id, zipPath)
-				continue
-			}
-			snapshots[zipPath] = true
-			if _, err := snapshot.CheckStored(zipPath); err != nil {
-				t.Errorf("session %s: snapshot: %v", id, err)
+			// Sessions that found .git as another left it name that one's snapshot
+			// (docs/git.md): a snapshot is shared only within its repository's store.
+			if zipPath == "" || !strings.Contains(zipPath, "/"+filepath.Base(repo)+"-") {
+				t.Errorf("session %s: snapshot %q missing or not the store of %s", id, zipPath, repo)
+			} else if !snapshots[zipPath] {
+				snapshots[zipPath] = true
+				if _, err := snapshot.CheckStored(zipPath); err != nil {
+					t.Errorf("session %s: snapshot: %v", id, err)
+				}
 			}
 			cmdline := field(show, "command")
 			i := strings.Index(cmdline, "file-")
@@ -257,8 +259,8 @@ func TestConcurrentSessions(t *testing.T) {
 			t.Errorf("%s: records cover %d distinct sessions, want %d", repo, len(files), perRepo)
 		}
 	}
-	if len(snapshots) != repos*perRepo {
-		t.Errorf("%d distinct snapshots, want %d", len(snapshots), repos*perRepo)
+	if len(snapshots) < repos {
+		t.Errorf("%d distinct snapshots, want one per repository at least", len(snapshots))
 	}
 }
 
