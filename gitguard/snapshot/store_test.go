@@ -614,3 +614,56 @@ func TestStoredLazyCollection(t *testing.T) {
 		t.Errorf("blobs peaked at %d and are %d: want the dropped ones collected together", peak, blobs())
 	}
 }
+
+// TestStoredUnchangedListingWhole: a listing is used only when read whole — one
+// that would pass the read bound is not kept (read up to the bound, it would vouch
+// for every entry past it unchecked), and one cut short or with another count on
+// its end line is not trusted.
+func TestStoredUnchangedListingWhole(t *testing.T) {
+	noRacy(t)
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "repo"))
+	store := filepath.Join(base, "store")
+	listing := filepath.Join(store, storeKey(repo), unchangedFile)
+	first := storeSave(t, repo, store, SnapshotOptions{})
+	whole, err := os.ReadFile(listing)
+	if err != nil {
+		t.Fatalf("no listing kept: %v", err)
+	}
+	lines := strings.SplitAfter(string(whole), "\n")
+	for _, c := range []struct{ name, text string }{
+		{"cut before its end line", strings.Join(lines[:len(lines)-2], "")},
+		{"cut after an entry, end line kept", strings.Join(append(append([]string(nil), lines[:len(lines)-3]...), lines[len(lines)-2]), "")},
+		{"a count that is not the entries'", strings.Join(lines[:len(lines)-2], "") + "end 1\n"},
+		{"lines after its end", string(whole) + "e 0 0 0 0 \"/\"\n"},
+	} {
+		if err := os.WriteFile(listing, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if s := storeSave(t, repo, store, SnapshotOptions{}); s.Unchanged {
+			t.Errorf("%s: trusted", c.name)
+		}
+	}
+	if s := storeSave(t, repo, store, SnapshotOptions{}); !s.Unchanged {
+		t.Errorf("the listing the last save wrote is not used (first record %s, this one %s)", first.Path, s.Path)
+	}
+
+	old := maxListing
+	maxListing = int64(len(whole)) - 1
+	defer func() { maxListing = old }()
+	writeFile(t, filepath.Join(repo, ".git", "description"), "changed\n")
+	storeSave(t, repo, store, SnapshotOptions{})
+	if _, err := os.Stat(listing); err == nil {
+		t.Error("a listing beyond the read bound was kept")
+	}
+	maxListing = old
+	storeSave(t, repo, store, SnapshotOptions{}) // keeps a listing again
+	b, err := os.ReadFile(listing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxListing = int64(len(b)) - 1
+	if s := storeSave(t, repo, store, SnapshotOptions{}); s.Unchanged {
+		t.Error("a listing larger than the read bound was used")
+	}
+}

@@ -32,13 +32,25 @@ import (
 // and the listing names them all. An entry whose ctime was within racyWindow of the
 // save that listed it could still change within the same clock tick: such a save
 // keeps no listing, and so does one that left anything out (a special file, a bound
-// hit), whose record does not describe the whole of .git.
+// hit), whose record does not describe the whole of .git. A listing is used only
+// when read whole: it ends with its entry count, and one larger than the read bound
+// is neither kept nor read (read up to the bound, it would vouch for every entry
+// past it unchecked; a red-team helper planted long names in .git to put the bound
+// on a line's end).
+//
+// What a ctime cannot show, here as for the stat cache and Git's own: writes
+// through a shared mapping to a page that was already dirty (the first write to a
+// clean page sets the ctime, later ones to it do not until writeback). A session
+// that keeps a writable mapping of a file in .git open while a second session
+// launches can change that file again, unseen by the second session's snapshot and
+// by the next one.
 
 const unchangedFile = "unchanged"
 
 // listing collects the entries a walk visits, for the "unchanged" file.
 type listing struct {
 	b     bytes.Buffer
+	n     int  // entries listed
 	clean bool // every entry visited is listed, none within the racy window
 	since time.Time
 }
@@ -57,6 +69,7 @@ func (l *listing) add(path string, st *unix.Stat_t) {
 		l.clean = false
 		return
 	}
+	l.n++
 	fmt.Fprintf(&l.b, "e %d %d %d %d %s\n", st.Mode&unix.S_IFMT, st.Dev, st.Ino, st.Ctim.Nano(), strconv.Quote(path))
 }
 
@@ -85,13 +98,21 @@ func (rs *repoStore) saveListing(ls *listing, l layout, version, record string) 
 	b.WriteString("record " + strconv.Quote(filepath.Base(record)) + "\n")
 	b.WriteString(layoutLine(l, version))
 	b.Write(ls.b.Bytes())
+	// The last line says how many entries come before it: a listing cut short (a
+	// torn write) never vouches for its record. One that would not be read back
+	// whole is not kept.
+	fmt.Fprintf(&b, "end %d\n", ls.n)
+	if int64(b.Len()) > maxListing {
+		os.Remove(p)
+		return
+	}
 	if err := writeFileNoSync(p, b.Bytes()); err != nil {
 		os.Remove(p)
 	}
 }
 
 // maxListing bounds the "unchanged" file read back; a larger one is not used.
-const maxListing = 64 << 20
+var maxListing int64 = 64 << 20 // a var: tests lower it
 
 // unchangedRecord returns the record the "unchanged" file vouches for when every
 // entry it lists is as it was, and the record is still there and readable; ok is
@@ -102,6 +123,11 @@ func (rs *repoStore) unchangedRecord(l layout, version string) (path string, rec
 		return "", nil, false
 	}
 	defer f.Close()
+	// Read whole or not at all: a listing past the bound, read up to it, would
+	// vouch for everything after the bound unchecked.
+	if fi, err := f.Stat(); err != nil || fi.Size() > maxListing {
+		return "", nil, false
+	}
 	sc := bufio.NewScanner(io.LimitReader(f, maxListing))
 	sc.Buffer(make([]byte, 0, 16<<10), 1<<20)
 	if !sc.Scan() {
@@ -117,14 +143,18 @@ func (rs *repoStore) unchangedRecord(l layout, version string) (path string, rec
 	if !sc.Scan() || sc.Text()+"\n" != layoutLine(l, version) {
 		return "", nil, false
 	}
-	entries := 0
+	entries, ended := 0, false
 	for sc.Scan() {
+		if n, ok := strings.CutPrefix(sc.Text(), "end "); ok {
+			ended = n == strconv.Itoa(entries)
+			break
+		}
 		if !entryUnchanged(sc.Text()) {
 			return "", nil, false
 		}
 		entries++
 	}
-	if sc.Err() != nil || entries == 0 {
+	if !ended || sc.Scan() || sc.Err() != nil || entries == 0 {
 		return "", nil, false
 	}
 	path = filepath.Join(rs.dir, "snaps", name)
