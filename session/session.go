@@ -213,8 +213,37 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	}
 	s.Empty = empty
 	sw.Mark(host("placeholders"))
+	writable := append([]string{p.Repo}, p.AddDirs...)
+	for _, op := range s.GitRW {
+		writable = append(writable, op.Source)
+	}
+	guard, err := preparePushGuard(cfg, p, writable)
+	if err != nil {
+		return 0, err
+	}
+	defer guard.cleanup()
+	sw.Mark(host("push guard"))
+	s.ExtraRO = guard.ops
+	if p.DiskTmp {
+		dir, release, err := makeDiskTmp(p.CacheDir)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+		s.DiskTmp = dir
+	}
+	plan := mounts.Build(p, *s)
+	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
+		return 0, err
+	}
+	if err := keptIdentities(p, &plan); err != nil {
+		return 0, err
+	}
 	// From here on, the host work the command waits for runs beside the steps
-	// below and the sandbox's setup (prelaunch.go).
+	// below and the sandbox's setup (prelaunch.go). Not before the recheck: a
+	// launch it refuses takes no snapshot and applies no retention (a concurrent
+	// session could have pointed .git/commondir at a decoy that evicts every
+	// older snapshot; a red-team helper did).
 	pre := startPrelaunch(cfg, p, rec, gitDirs)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
@@ -242,32 +271,6 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 			pre.aud.drop()
 		}
 	}()
-	writable := append([]string{p.Repo}, p.AddDirs...)
-	for _, op := range s.GitRW {
-		writable = append(writable, op.Source)
-	}
-	guard, err := preparePushGuard(cfg, p, writable)
-	if err != nil {
-		return 0, err
-	}
-	defer guard.cleanup()
-	sw.Mark(host("push guard"))
-	s.ExtraRO = guard.ops
-	if p.DiskTmp {
-		dir, release, err := makeDiskTmp(p.CacheDir)
-		if err != nil {
-			return 0, err
-		}
-		defer release()
-		s.DiskTmp = dir
-	}
-	plan := mounts.Build(p, *s)
-	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
-		return 0, err
-	}
-	if err := keptIdentities(p, &plan); err != nil {
-		return 0, err
-	}
 	agents := startAgentAudit(cfg, p, out)
 	setSessionEnv(p, cfg.sessionID)
 	locks := existingLocks(s.Protected)
