@@ -9,16 +9,19 @@ import (
 
 // prelaunch is the host work the command waits for and the sandbox does not: the
 // audit's baseline (whose walk the record's start takes), the --add-dir audits'
-// baselines, the record's start state and the metadata snapshot. It starts as soon
-// as the placeholders exist, and runs beside the launcher's remaining steps (push
-// guard, plan and recheck, the session's cgroup, the clone) and the sandbox's setup;
-// the backend waits for it before the command starts (nsinit.Options.BeforeExec).
-// Started at BeforeExec instead, it made a small repository's launch wait for it
-// after the sandbox was built (docs/performance.md, target 3).
+// baselines, the record's start state and the metadata snapshot. It starts once the
+// plan is built and rechecked, and runs beside the launcher's remaining steps (the
+// kept paths' audit start, the session's cgroup, the network service, the clone)
+// and the sandbox's setup; the backend waits for it before the command starts
+// (nsinit.Options.BeforeExec). Started at BeforeExec instead, it made a small
+// repository's launch wait for it after the sandbox was built (docs/performance.md,
+// target 3). Started earlier, before the recheck, a launch the recheck refuses
+// would still have snapshotted what a concurrent session pointed .git at, and
+// applied retention with it (TestRefusedLaunchTakesNoSnapshot).
 //
-// Nothing in it depends on those steps: the placeholders are the only part of .git
-// the launch writes, and they exist. What it finds out is written to its own fields
-// and handed to the session's Outcome by wait, on the launcher's goroutine.
+// Nothing in it depends on the steps beside it. What it finds out is written to its
+// own fields and handed to the session's Outcome by wait, on the launcher's
+// goroutine.
 type prelaunch struct {
 	done   chan struct{}
 	err    error

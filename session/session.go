@@ -110,7 +110,7 @@ type Exit struct {
 // itself failed before the command started; the caller exits 125.
 //
 // Order: protected paths, placeholders, the push guard's staging, the plan and its
-// recheck, the backend; from the placeholders on, beside those steps and the
+// recheck, the backend; from the recheck on, beside the last steps and the
 // sandbox's setup, the audit baseline, the record's start state and the metadata
 // snapshot, which the command waits for (prelaunch.go); then, whatever the command
 // did, the audit and the record's end state.

@@ -13,7 +13,7 @@ import (
 // PhaseSession spans all of Run.
 //
 // The steps the command waits for but the sandbox does not (the audit's baseline, the
-// record's start, the snapshot) start once the placeholders exist and run beside the
+// record's start, the snapshot) start once the plan is rechecked and run beside the
 // launcher's last steps and the sandbox's setup (prelaunch.go); the backend waits for
 // them (nsinit.Options.BeforeExec). Their names have DuringSetupPrefix; the part of
 // them the init waited for is its nsinit.PhaseGate phase.
