@@ -18,8 +18,7 @@ func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {
 // recorder records the session in the shadow repository; a nil recorder records nothing.
 type recorder struct {
 	stateDir, repo string
-	store          *shadow.Store   // nil until begin, and when it could not be opened
-	sess           *shadow.Session // nil until begin
+	sess           *shadow.Session // nil until begin, and when the store could not be opened
 	began          bool
 	base           shadow.Record // the record as known at launch
 }
@@ -70,10 +69,9 @@ func (r *recorder) begin(cfg *Config, w *treewalk.Walk) {
 	// well as in the record's notes.
 	store.Warn = func(line string) { warnRecord(cfg, "%s", line) }
 	store.Progress = terminal(cfg.Stderr)
-	r.store = store
 	// BeginWalk returns a usable session even when the start state could not be
 	// recorded; finish records the session with that error in its notes.
-	r.sess, err = r.store.BeginWalk(r.base, w)
+	r.sess, err = store.BeginWalk(r.base, w)
 	if err != nil {
 		warnRecord(cfg, "session's start state not recorded: %v", err)
 	}

@@ -293,16 +293,27 @@ func (rs *repoStore) loadCache() {
 	}
 }
 
+// cutFields splits a line of the store's own files into len(f) space-separated
+// fields and the strconv.Quote'd name after them (the stat cache, the unchanged
+// listing).
+func cutFields(line string, f []string) (name string, ok bool) {
+	rest := line
+	for i := range f {
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
+			return "", false
+		}
+	}
+	name, err := strconv.Unquote(rest)
+	return name, err == nil
+}
+
 // parseCacheLine reads "DEV INO SIZE MTIME CTIME BLOB QUOTED-NAME".
 func parseCacheLine(line string) (string, statEntry, bool) {
 	var e statEntry
 	var f [6]string
-	rest := line
-	for i := range f {
-		var ok bool
-		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
-			return "", e, false
-		}
+	name, ok := cutFields(line, f[:])
+	if !ok {
+		return "", e, false
 	}
 	var err [5]error
 	e.key.dev, err[0] = strconv.ParseUint(f[0], 10, 64)
@@ -317,10 +328,6 @@ func parseCacheLine(line string) (string, statEntry, bool) {
 		}
 	}
 	if !isBlobName(e.blob) {
-		return "", e, false
-	}
-	name, uerr := strconv.Unquote(rest)
-	if uerr != nil {
 		return "", e, false
 	}
 	return name, e, true
@@ -640,6 +647,12 @@ func (rs *repoStore) skipSpecial(src string, mode uint32) {
 // cache, since a write in the same clock tick would leave its stat unchanged.
 var racyWindow = time.Second
 
+// settled reports whether an entry's ctime is far enough before the save that
+// started at start for the ctime to vouch for it (the stat cache, the listing).
+func settled(ctime int64, start time.Time) bool {
+	return time.Unix(0, ctime).Before(start.Add(-racyWindow))
+}
+
 // sparseSlack is how much of a file's size may be missing from its disk blocks
 // before it counts as sparse (a file's last block, filesystems that compress).
 const sparseSlack = 1 << 20
@@ -699,7 +712,7 @@ func (w *walker) file(dirfd int, name, src, key string, st *unix.Stat_t) (h stri
 	}
 	k = statKey{dev: fst.Dev, ino: fst.Ino, size: fst.Size, mtime: fst.Mtim.Nano(), ctime: fst.Ctim.Nano()}
 	rs.listing.add(src, &fst)
-	if time.Unix(0, k.ctime).Before(rs.start.Add(-racyWindow)) {
+	if settled(k.ctime, rs.start) {
 		rs.next[key] = statEntry{key: k, blob: h}
 	}
 	rs.dirty = true

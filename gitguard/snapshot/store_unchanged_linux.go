@@ -52,11 +52,11 @@ type listing struct {
 	b     bytes.Buffer
 	n     int  // entries listed
 	clean bool // every entry visited is listed, none within the racy window
-	since time.Time
+	start time.Time
 }
 
 func newListing(start time.Time) *listing {
-	return &listing{clean: true, since: start.Add(-racyWindow)}
+	return &listing{clean: true, start: start}
 }
 
 // add lists the entry at path with its stat, or makes the listing unusable when the
@@ -65,7 +65,7 @@ func (l *listing) add(path string, st *unix.Stat_t) {
 	if l == nil || !l.clean {
 		return
 	}
-	if !time.Unix(0, st.Ctim.Nano()).Before(l.since) {
+	if !settled(st.Ctim.Nano(), l.start) {
 		l.clean = false
 		return
 	}
@@ -172,13 +172,8 @@ func entryUnchanged(line string) bool {
 		return false
 	}
 	var f [4]string
-	for i := range f {
-		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
-			return false
-		}
-	}
-	path, err := strconv.Unquote(rest)
-	if err != nil || !filepath.IsAbs(path) {
+	path, ok := cutFields(rest, f[:])
+	if !ok || !filepath.IsAbs(path) {
 		return false
 	}
 	var st unix.Stat_t

@@ -19,20 +19,14 @@ import (
 // snapshot of the repository.
 func TestRefusedLaunchTakesNoSnapshot(t *testing.T) {
 	b := sandboxtest.NewBox(t, "native")
-	repo := filepath.Join(b.Home, "proj")
-	mkUserDir(t, repo)
-	testenv.Git(t, b.Home, repo, "init", "-q")
-	sandboxtest.WriteFile(t, filepath.Join(repo, "README"), "hello\n")
-	testenv.Git(t, b.Home, repo, "add", "README")
-	testenv.Git(t, b.Home, repo, "commit", "-q", "-m", "one")
+	repo := b.Repo
 	decoy := filepath.Join(b.Home, "decoy")
 	mkUserDir(t, filepath.Join(decoy, "sub"))
 	sandboxtest.WriteFile(t, filepath.Join(decoy, "sub", "blob"), strings.Repeat("d", 3<<20))
-	testenv.Chown(t, repo)
 	testenv.Chown(t, decoy)
 
 	records := func() []string {
-		r, _ := filepath.Glob(filepath.Join(b.Home, ".local/state/agentbox/snapshots/proj-*/snaps/*.snap"))
+		r, _ := filepath.Glob(filepath.Join(b.Home, ".local/state/agentbox/snapshots/"+filepath.Base(repo)+"-*/snaps/*.snap"))
 		return r
 	}
 	planter := b.Command(repo, nil, "echo "+decoy+" > .git/commondir && touch planted && sleep 5")
