@@ -21,6 +21,10 @@ type auditor struct {
 	stateDir    string         // where the journal and the quarantine live
 	writable    []string       // what the sandbox can write: the quarantine must lie elsewhere
 	walk        *treewalk.Walk // the baseline's walk of the working tree; nil when inherited
+	// launch watches the tree from the baseline on, so that the end scan reads
+	// again only what changed (audit_since_linux.go); nil when inherited or where
+	// the kernel cannot watch.
+	launch *audit.Launch
 }
 
 // startAudit records the baseline the post-session audit compares against: the tree
@@ -47,13 +51,14 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		var err error
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the recorder (record.go)
+		walkOpt.Watch = true
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
 	}
 	a := &auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
-		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk}
-	base.Walk = nil
+		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch}
+	base.Walk, base.Launch = nil, nil
 	var err error
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
@@ -71,7 +76,13 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 	if a.walk != nil {
 		opt.WalkHint = len(a.walk.Entries) // the tree as it was at launch
 	}
+	// The sandbox's processes are gone (the backend waited for its init, whose
+	// death ends every process of its PID namespace): what the watch saw is all
+	// they did.
+	a.launch.Stop()
+	opt.Since = a.launch
 	cur, err := audit.Scan(a.repo, opt)
+	a.launch = nil
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
 		out.AuditFindings = append(out.AuditFindings, line)
@@ -94,6 +105,8 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 // drop removes the journal: the audit is done, or there is nothing to audit. It is
 // removed before its lock goes, so that no launch takes it for a dead launcher's.
 func (a *auditor) drop() {
+	a.launch.Close()
+	a.launch = nil
 	if a.journal != nil {
 		os.Remove(a.journalPath)
 		a.journal.Close()

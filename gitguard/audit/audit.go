@@ -65,6 +65,10 @@ type Surface struct {
 	// Walk is the working-tree walk with every entry's type and ctime, when
 	// ScanOptions.Walk asked for it (the shadow recorder reuses it); never stored.
 	Walk *treewalk.Walk
+	// Launch is what ScanOptions.Watch kept for the end scan; never stored. The
+	// caller stops or closes it.
+	Launch *Launch `json:"-"`
+	taken  int     // directories whose listing ScanOptions.Since stood for (tests)
 }
 
 // Skip is a place the audit could not inspect, and why.
@@ -95,6 +99,14 @@ type ScanOptions struct {
 	// previous walk's): its list is allocated once instead of grown, copied and
 	// page-faulted in as it doubles.
 	WalkHint int
+	// Watch: mark each working-tree directory before reading it (treewatch) and
+	// keep its listing, in Surface.Launch, for a later scan's Since. Where the
+	// kernel cannot watch, Surface.Launch is nil and nothing else changes.
+	Watch bool `json:"-"`
+	// Since is an earlier scan's Surface.Launch, stopped: each directory whose
+	// listing it kept and that its watch saw unchanged is taken from it instead of
+	// read again (audit_since_linux.go). Everything else is read as without it.
+	Since *Launch `json:"-"`
 }
 
 // Finding is one thing the audit reports.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -22,6 +23,9 @@ import (
 // payload that cannot fire cannot make a case pass.
 
 func TestMain(m *testing.M) {
+	if os.Getenv(audit.EnvSinceMutate) != "" {
+		audit.RunSinceMutation() // audit_since_test.go
+	}
 	code := m.Run()
 	testenv.Cleanup()
 	os.Exit(code)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
 // Listing working-tree directories ahead of the scan. The scan itself stays one
@@ -44,8 +45,9 @@ type listing struct {
 	lastErr error         // the error that ended the listing (io.EOF at its end); nil when the worker stopped at its bound
 	stats   []entryStat   // stats[i] is ents[i]'s, when asked for
 	statOK  bool
-	sorted  bool // ents (and stats) are sorted by name: the listing is whole
-	stat    bool // the entries were to be lstat'ed
+	sorted  bool           // ents (and stats) are sorted by name: the listing is whole
+	stat    bool           // the entries were to be lstat'ed
+	watched *treewatch.Dir // the launch watch's mark on the directory, placed before it was read
 }
 
 type prefetcher struct {
@@ -54,6 +56,7 @@ type prefetcher struct {
 	max     int          // MaxEntries: neither one listing nor all of them read more
 	read    atomic.Int64 // entries read by all workers
 	pending map[string]*listing
+	launch  *Launch // marks each directory before it is read (nil: no watch)
 }
 
 type prefetchJob struct {
@@ -65,11 +68,11 @@ type prefetchJob struct {
 // noPrefetch makes Scan list every directory itself (tests compare the two).
 var noPrefetch bool
 
-func newPrefetcher(maxEntries int) *prefetcher {
+func newPrefetcher(maxEntries int, launch *Launch) *prefetcher {
 	if noPrefetch {
 		return nil
 	}
-	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}}
+	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch}
 	for range prefetchWorkers {
 		p.wg.Add(1)
 		go func() {
@@ -138,6 +141,7 @@ func (p *prefetcher) list(j prefetchJob) {
 		l.openErr = err
 		return
 	}
+	l.watched = p.launch.watchDir(fd)
 	f := os.NewFile(uintptr(fd), j.dir)
 	defer f.Close()
 	for {

@@ -92,7 +92,19 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		}
 		s.surface.Walk = s.walk
 	}
-	s.pre = newPrefetcher(opt.MaxEntries)
+	switch {
+	case opt.Watch:
+		s.launch = newLaunch(s.walk)
+		s.surface.Launch = s.launch
+	case opt.Since.Lost() == "" && opt.Since.walk == opt.Walk:
+		s.since, s.fromLaunch = opt.Since, map[string]bool{}
+		if s.walk != nil {
+			// audit_since_linux.go: the lstat's taken from the launch were read
+			// after its clock, not this one.
+			s.walk.Clock = opt.Since.clock
+		}
+	}
+	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
 	s.pre = nil
@@ -127,9 +139,12 @@ type scanner struct {
 	configs     map[string][]gitconfig.Entry // config files read, with their entries
 	expanded    map[string]expansion         // config files whose includes were followed
 	hooks       map[string]bool
-	walk        *treewalk.Walk // nil unless opt.Walk
-	nested      int            // >0 while below a nested repository (not listed in walk)
-	pre         *prefetcher    // lists the tree's directories ahead while tree runs
+	walk        *treewalk.Walk  // nil unless opt.Walk
+	nested      int             // >0 while below a nested repository (not listed in walk)
+	pre         *prefetcher     // lists the tree's directories ahead while tree runs
+	launch      *Launch         // with opt.Watch: the watch, and the listings kept for the end scan
+	since       *Launch         // opt.Since, when its watch vouches for anything
+	fromLaunch  map[string]bool // with since: the directories whose launch listing was taken
 	// chunks are the walk's first entries, in full blocks of walkChunk, when no
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
 	// itself (Go grows a large slice by a quarter: 20 MB allocated and copied for
@@ -246,10 +261,15 @@ func (s *scanner) tree(dir string, depth int) {
 		}
 	}
 	if depth < s.opt.MaxDepth && !s.stopped {
-		// The subdirectories this loop enters, listed ahead (audit_prefetch_linux.go).
+		// The subdirectories this loop enters, listed ahead (audit_prefetch_linux.go),
+		// but for those the launch's listings stand for (audit_since_linux.go).
+		stat := s.walk != nil && s.nested == 0
 		for _, e := range ents {
 			if e.IsDir() && e.Name() != ".git" {
-				s.pre.schedule(filepath.Join(dir, e.Name()), s.walk != nil && s.nested == 0)
+				sub := filepath.Join(dir, e.Name())
+				if s.since == nil || s.reusable(sub, stat) == nil {
+					s.pre.schedule(sub, stat)
+				}
 			}
 		}
 	}
@@ -360,9 +380,21 @@ func (s *scanner) rel(p string) string {
 // through the directory's descriptor (fstatat, no path resolution); stats[i] is
 // ents[i]'s. A directory or entry that cannot be inspected leaves the walk
 // incomplete.
+//
+// With a launch watch (opt.Watch), each directory is marked before it is read and
+// its listing kept when read whole; with opt.Since, a directory the launch's
+// listing still stands for is taken from it (audit_since_linux.go).
 func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat) {
 	stat := s.walk != nil && s.nested == 0
 	before := len(s.surface.Skipped)
+	if s.since != nil {
+		if ents, stats, ok := s.taken(dir, stat); ok {
+			if len(s.surface.Skipped) != before && stat {
+				s.walk.Complete = false
+			}
+			return ents, stats
+		}
+	}
 	if l := s.pre.take(dir, stat); l != nil { // audit_prefetch_linux.go
 		if l.openErr != nil {
 			s.skip(dir, "cannot open directory: %v", l.openErr)
@@ -372,29 +404,44 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 			return nil, nil
 		}
 		ents, stats, ok := s.replay(l, dir)
-		if stat && (!ok || len(s.surface.Skipped) != before) {
+		if stat && !ok {
 			s.walk.Complete = false
 		}
+		if len(s.surface.Skipped) != before {
+			if stat {
+				s.walk.Complete = false
+			}
+		} else if !stat || ok {
+			s.keep(dir, l.watched, ents, stats)
+		}
 		return ents, stats
-	}
-	if !stat {
-		return s.readDir(dir), nil
 	}
 	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
-		s.walk.Complete = false
+		if stat {
+			s.walk.Complete = false
+		}
 		return nil, nil
 	}
+	watched := s.launch.watchDir(fd)
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
 	ents = s.readDirFile(f, dir)
-	stats = make([]entryStat, len(ents))
-	if !statAll(fd, ents, stats, statParts) {
-		s.walk.Complete = false
+	ok := true
+	if stat {
+		stats = make([]entryStat, len(ents))
+		ok = statAll(fd, ents, stats, statParts)
+		if !ok {
+			s.walk.Complete = false
+		}
 	}
 	if len(s.surface.Skipped) != before {
-		s.walk.Complete = false
+		if stat {
+			s.walk.Complete = false
+		}
+	} else if ok {
+		s.keep(dir, watched, ents, stats)
 	}
 	return ents, stats
 }

@@ -1,0 +1,166 @@
+package audit
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewalk"
+	"github.com/agentbox/agentbox/internal/treewatch"
+)
+
+// The end scan without the end walk. A session's end scan used to read every
+// directory of the tree again and lstat every entry: 100,000 fstatat's on a big
+// tree, the most of what an unchanged session cost. With a watch placed at launch
+// (ScanOptions.Watch), each directory is marked before it is read, so its listing
+// — names, types and, for the walk, each entry's lstat — stays true until an event
+// says otherwise. The end scan (ScanOptions.Since) takes the launch listing of
+// every directory that is
+//
+//   - kept: read whole at launch, with no skip and every lstat done;
+//   - clean: its mark saw no event (treewatch: an entry created, removed, moved,
+//     opened, written or chmod'ed; the directory moved or removed) and none of its
+//     entries is an inode an event was about under another name (a hard link
+//     written through elsewhere in the tree, or a subdirectory whose own entries
+//     changed, since its ctime did);
+//   - the same directory: reached through a directory taken the same way (whose
+//     names did not change, so this name still leads to the inode it led to), or
+//     opened again and found to be the inode the mark is on. A directory removed
+//     and made again with the same inode number is not clean: its mark saw the
+//     removal.
+//
+// Every other directory is read as before, and everything the scan reads beyond
+// the tree's listings — gitdirs, config files, .gitmodules, pointer files, hook
+// fingerprints — is read afresh whatever the watch says. When the watch lost
+// anything (a full queue, a handle it cannot read), no listing is taken.
+//
+// The walk's clock is then the launch walk's: the lstat's taken from the launch
+// were read after it, so the recorder's "changed since" window starts there (it
+// costs the session after a changing one a look at the index for the files this
+// session changed; a later clock would need every event to have been read before
+// it, which a write already stamped but not yet reported could break).
+
+// Launch is what a launch scan with ScanOptions.Watch kept for the end scan.
+type Launch struct {
+	watch   *treewatch.Watch
+	changes *treewatch.Changes // set by Stop
+	walk    bool               // the launch scan recorded a walk (ScanOptions.Walk)
+	clock   treewalk.Clock     // its clock
+	kept    map[string]*keptDir
+}
+
+// keptDir is one directory's listing as the launch scan read it.
+type keptDir struct {
+	l   *listing
+	dir treewatch.Dir
+}
+
+// Stop ends the watch once the session's processes are gone; the Launch can then
+// be a later scan's Since. Stopping twice is harmless.
+func (l *Launch) Stop() {
+	if l != nil && l.changes == nil {
+		l.changes = l.watch.Stop()
+	}
+}
+
+// Close releases the watch without using it.
+func (l *Launch) Close() {
+	if l != nil && l.changes == nil {
+		l.watch.Close()
+		l.changes = &treewatch.Changes{Lost: "closed"}
+	}
+}
+
+// Lost says why the end scan cannot take any listing; "" when it can.
+func (l *Launch) Lost() string {
+	switch {
+	case l == nil:
+		return "no watch"
+	case l.changes == nil:
+		return "the watch was not stopped"
+	}
+	return l.changes.Lost
+}
+
+// newLaunch starts the watch for a launch scan; nil where the kernel cannot watch.
+func newLaunch(walk *treewalk.Walk) *Launch {
+	w, err := treewatch.New()
+	if err != nil {
+		return nil
+	}
+	l := &Launch{watch: w, kept: map[string]*keptDir{}, walk: walk != nil}
+	if walk != nil {
+		l.clock = walk.Clock
+	}
+	return l
+}
+
+// watchDir marks the open directory fd before it is read; nil when it could not
+// be (the watch then keeps nothing).
+func (l *Launch) watchDir(fd int) *treewatch.Dir {
+	if l == nil {
+		return nil
+	}
+	d, err := l.watch.Add(fd)
+	if err != nil {
+		l.watch.Fail("a directory could not be watched: " + err.Error())
+		return nil
+	}
+	return &d
+}
+
+// keep records dir's listing, read whole after its mark was placed.
+func (s *scanner) keep(dir string, d *treewatch.Dir, ents []os.DirEntry, stats []entryStat) {
+	if s.launch == nil || d == nil {
+		return
+	}
+	s.launch.kept[dir] = &keptDir{dir: *d, l: &listing{ents: ents, stats: stats, batches: []int{len(ents), 0},
+		lastErr: io.EOF, sorted: true, statOK: true, stat: stats != nil}}
+}
+
+// reusable says whether dir's launch listing can stand for it, as far as the
+// watch tells; whether dir is still the same directory is taken's to check.
+func (s *scanner) reusable(dir string, stat bool) *keptDir {
+	k := s.since.kept[dir]
+	if k == nil || k.l.stat != stat || s.since.changes.Dirty(k.dir.ID) {
+		return nil
+	}
+	if stat && s.since.changes.AnyTouched() {
+		for _, st := range k.l.stats {
+			if s.since.changes.Touched(st.ino) {
+				return nil
+			}
+		}
+	}
+	return k
+}
+
+// taken is dir's listing from the launch, counted against the scan's bounds as if
+// read; ok false when it must be read again.
+func (s *scanner) taken(dir string, stat bool) (ents []os.DirEntry, stats []entryStat, ok bool) {
+	k := s.reusable(dir, stat)
+	if k == nil {
+		return nil, nil, false
+	}
+	if !s.fromLaunch[filepath.Dir(dir)] {
+		// Reached through a directory read again (or the top): the name may lead
+		// elsewhere now.
+		fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			return nil, nil, false
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil || st.Dev != k.dir.Dev || st.Ino != k.dir.Ino {
+			return nil, nil, false
+		}
+	}
+	ents, stats, _ = s.replay(k.l, dir)
+	s.fromLaunch[dir] = true
+	s.surface.taken++
+	return ents, stats, true
+}

@@ -1,0 +1,260 @@
+package audit
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/treewalk"
+	"github.com/agentbox/agentbox/internal/treewatch"
+)
+
+// sinceMutations are what a session does between the launch scan and the end
+// scan, each run by another process (as the sandbox's are: an open by the
+// scanning process itself is not a change). Each takes the repository.
+var sinceMutations = map[string]func(repo string) error{
+	"nothing": func(string) error { return nil },
+	"edit in place": func(r string) error {
+		return writeAt(filepath.Join(r, "src/d03/f05"), "Y", 0)
+	},
+	"append": func(r string) error {
+		f, err := os.OpenFile(filepath.Join(r, "src/d03/f06"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteString("more\n")
+		return err
+	},
+	"truncate by path": func(r string) error { return unix.Truncate(filepath.Join(r, "src/d04/f01"), 0) },
+	"chmod":            func(r string) error { return os.Chmod(filepath.Join(r, "src/d04/f02"), 0o755) },
+	"utimes": func(r string) error {
+		return unix.UtimesNano(filepath.Join(r, "src/d04/f03"), []unix.Timespec{{Sec: 1}, {Sec: 1}})
+	},
+	"create": func(r string) error { return os.WriteFile(filepath.Join(r, "src/d05/sub/new"), []byte("n\n"), 0o644) },
+	"new directories": func(r string) error {
+		return os.MkdirAll(filepath.Join(r, "src/d05/a/b/c"), 0o755)
+	},
+	"remove":      func(r string) error { return os.Remove(filepath.Join(r, "src/d06/f01")) },
+	"remove tree": func(r string) error { return os.RemoveAll(filepath.Join(r, "src/d07")) },
+	"rename file": func(r string) error {
+		if err := os.Rename(filepath.Join(r, "src/d08/f01"), filepath.Join(r, "src/d08/f01b")); err != nil {
+			return err
+		}
+		return os.Rename(filepath.Join(r, "src/d08/f02"), filepath.Join(r, "src/d09/sub/f02"))
+	},
+	"rename directory": func(r string) error {
+		return os.Rename(filepath.Join(r, "src/d10"), filepath.Join(r, "src/d10moved"))
+	},
+	"exchange directories": func(r string) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(r, "src/d11"), unix.AT_FDCWD, filepath.Join(r, "src/d12"), unix.RENAME_EXCHANGE)
+	},
+	"directory made again": func(r string) error {
+		// The same names, and on ext4 likely the same inode numbers.
+		d := filepath.Join(r, "src/d13/sub")
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		for i := range 8 {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%02d", i)), []byte("again\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+	"hard link written, then removed": func(r string) error {
+		// The file's own directory sees nothing: the link is made, written through
+		// and removed in another.
+		alias := filepath.Join(r, "src/d15/alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f00"), alias); err != nil {
+			return err
+		}
+		if err := writeAt(alias, "Z", 0); err != nil {
+			return err
+		}
+		return os.Remove(alias)
+	},
+	"written through an older hard link": func(r string) error {
+		return writeAt(filepath.Join(r, "src/d17/linked"), "L", 0)
+	},
+	"written through a shared mapping": func(r string) error {
+		f, err := os.OpenFile(filepath.Join(r, "src/d18/f00"), os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		m, err := unix.Mmap(int(f.Fd()), 0, 4, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return err
+		}
+		copy(m, "MMAP")
+		return unix.Munmap(m)
+	},
+	"directory replaced by a symlink": func(r string) error {
+		if err := os.RemoveAll(filepath.Join(r, "src/d19")); err != nil {
+			return err
+		}
+		return os.Symlink("d20", filepath.Join(r, "src/d19"))
+	},
+	"gitdir pointer planted": func(r string) error {
+		return os.WriteFile(filepath.Join(r, "src/d21/.git"), []byte("gitdir: ../../../elsewhere\n"), 0o644)
+	},
+	".gitmodules edited in place": func(r string) error {
+		return writeAt(filepath.Join(r, "src/d22/.gitmodules"), "[submodule \"x\"]\n\tupdate = !touch /tmp/pwned\n", 0)
+	},
+	"FIFO where Git opens a file": func(r string) error {
+		return unix.Mkfifo(filepath.Join(r, "src/d23/.gitattributes"), 0o644)
+	},
+	"hook in a nested repository": func(r string) error {
+		return os.WriteFile(filepath.Join(r, "src/d24/.git/hooks/pre-commit"), []byte("#!/bin/sh\ntouch /tmp/pwned\n"), 0o755)
+	},
+	"file in a nested repository's tree": func(r string) error {
+		return os.WriteFile(filepath.Join(r, "src/d24/inner/new"), []byte("n\n"), 0o644)
+	},
+	"file at the top": func(r string) error { return os.WriteFile(filepath.Join(r, "TOP"), []byte("t\n"), 0o644) },
+}
+
+func writeAt(p, s string, off int64) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt([]byte(s), off)
+	return err
+}
+
+// EnvSinceMutate makes the test binary run one of sinceMutations (TestMain).
+const EnvSinceMutate = "AGENTBOX_TEST_SINCE_MUTATE"
+
+func RunSinceMutation() {
+	name, repo := os.Getenv(EnvSinceMutate), os.Getenv("AGENTBOX_TEST_SINCE_REPO")
+	if err := sinceMutations[name](repo); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestSinceSameAsFullScan checks the end scan that takes the launch's listings
+// (audit_since_linux.go) against a full scan of the tree as it is: after each kind
+// of change a session can make, the same items, skipped places and walk — every
+// entry's type, ctime and inode. It also checks that the listings were taken
+// (where nothing changed, all of them), so the comparison is not of two full scans.
+func TestSinceSameAsFullScan(t *testing.T) {
+	if w, err := treewatch.New(); err != nil {
+		testenv.SkipKernel(t, "fanotify", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
+	} else {
+		w.Close()
+	}
+	for name := range sinceMutations {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			for d := range 25 {
+				for i := range 8 {
+					f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
+					f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "content\n", 0o644)
+				}
+			}
+			f.Write("src/d22/.gitmodules", "[submodule \"x\"]\n\tpath = x\n\turl = ./x\n", 0o644)
+			f.GitdirAt("src/d24/.git")
+			if err := os.Mkdir(filepath.Join(f.Repo, "src/d24/.git/hooks"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f.Write("src/d24/inner/f", "x\n", 0o644)
+			if err := os.Link(filepath.Join(f.Repo, "src/d16/f00"), filepath.Join(f.Repo, "src/d17/linked")); err != nil {
+				t.Fatal(err)
+			}
+			opt := ScanOptions{Walk: true, Home: f.Home}
+			launchOpt := opt
+			launchOpt.Watch = true
+			launch, err := Scan(f.Repo, launchOpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if launch.Launch == nil {
+				t.Fatal("no watch, though fanotify works here")
+			}
+			dirs := 0 // the tree's directories, the top's and those below a nested repository's included
+			filepath.WalkDir(f.Repo, func(p string, d os.DirEntry, err error) error {
+				switch {
+				case err != nil:
+					return err
+				case d.Name() == ".git":
+					return filepath.SkipDir
+				case d.IsDir():
+					dirs++
+				}
+				return nil
+			})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), EnvSinceMutate+"="+name, "AGENTBOX_TEST_SINCE_REPO="+f.Repo)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("mutation: %v\n%s", err, out)
+			}
+			launch.Launch.Stop()
+			if lost := launch.Launch.Lost(); lost != "" {
+				t.Fatalf("the watch lost track: %s", lost)
+			}
+			sinceOpt := opt
+			sinceOpt.Since = launch.Launch
+			since, err := Scan(f.Repo, sinceOpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full, err := Scan(f.Repo, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if since.Walk.Clock != launch.Walk.Clock {
+				t.Error("the end scan's walk does not carry the launch walk's clock")
+			}
+			taken := since.taken
+			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
+			since.taken = 0
+			if !reflect.DeepEqual(since, full) {
+				t.Errorf("the end scan differs from a full scan:\nitems %v\nwant  %v\nskipped %v\nwant    %v\nwalk: %s",
+					itemPaths(since), itemPaths(full), since.Skipped, full.Skipped, walkDiff(since.Walk, full.Walk))
+			}
+			switch {
+			case name == "nothing" && taken != dirs:
+				t.Errorf("nothing changed, and %d of %d directories' listings were taken", taken, dirs)
+			case taken < dirs/2:
+				t.Errorf("only %d of %d directories' listings were taken", taken, dirs)
+			}
+		})
+	}
+}
+
+func itemPaths(s *Surface) []string {
+	var out []string
+	for p, it := range s.Items {
+		out = append(out, p+" "+it.Sum+" "+fmt.Sprint(it.Dangers))
+	}
+	return out
+}
+
+func walkDiff(a, b *treewalk.Walk) string {
+	if a.Complete != b.Complete || a.RootCtime != b.RootCtime || a.FineCtime != b.FineCtime {
+		return fmt.Sprintf("complete %v/%v rootctime %d/%d fine %v/%v", a.Complete, b.Complete, a.RootCtime, b.RootCtime, a.FineCtime, b.FineCtime)
+	}
+	want := map[string]treewalk.Entry{}
+	for _, e := range b.Entries {
+		want[e.Rel] = e
+	}
+	for _, e := range a.Entries {
+		if w, ok := want[e.Rel]; !ok || w != e {
+			return fmt.Sprintf("%+v, want %+v (found %v)", e, w, ok)
+		}
+	}
+	return fmt.Sprintf("%d entries, want %d", len(a.Entries), len(b.Entries))
+}
