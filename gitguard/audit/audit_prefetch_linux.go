@@ -48,6 +48,7 @@ type listing struct {
 	sorted  bool           // ents (and stats) are sorted by name: the listing is whole
 	stat    bool           // the entries were to be lstat'ed
 	watched *treewatch.Dir // the launch watch's mark on the directory, placed before it was read
+	subdirs []subdirID     // with stats: the subdirectories' identities
 }
 
 type prefetcher struct {
@@ -169,7 +170,7 @@ func (p *prefetcher) list(j prefetchJob) {
 	}
 	if j.stat {
 		l.stats = make([]entryStat, len(l.ents))
-		l.statOK = statAll(fd, l.ents, l.stats, 1)
+		l.subdirs, l.statOK = statAll(fd, l.ents, l.stats, 1)
 	}
 	if l.lastErr != nil {
 		sortListing(l.ents, l.stats)

@@ -97,7 +97,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.launch = newLaunch(s.walk)
 		s.surface.Launch = s.launch
 	case opt.Since.Lost() == "" && opt.Since.walk == opt.Walk:
-		s.since, s.fromLaunch = opt.Since, map[string]bool{}
+		s.since, s.fromLaunch, s.verified = opt.Since, map[string]bool{}, map[string]bool{}
 		if s.walk != nil {
 			// audit_since_linux.go: the lstat's taken from the launch were read
 			// after its clock, not this one.
@@ -145,6 +145,7 @@ type scanner struct {
 	launch      *Launch         // with opt.Watch: the watch, and the listings kept for the end scan
 	since       *Launch         // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool // with since: the directories whose launch listing was taken
+	verified    map[string]bool // with since: subdirectories found to be the launch's (verifySubdirs)
 	// chunks are the walk's first entries, in full blocks of walkChunk, when no
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
 	// itself (Go grows a large slice by a quarter: 20 MB allocated and copied for
@@ -241,7 +242,8 @@ func (s *scanner) tree(dir string, depth int) {
 		}
 		return
 	}
-	ents, stats := s.readDirStat(dir)
+	ents, stats, subdirs := s.readDirStat(dir)
+	s.verifySubdirs(dir, subdirs) // audit_since_linux.go
 	if looksLikeGitDir(ents) {
 		s.gitdir(dir, "", 0)
 	}
@@ -277,13 +279,22 @@ func (s *scanner) tree(dir string, depth int) {
 	// keeps the short relative one (100,000 absolute paths were 10 MB of fresh
 	// heap per walk, and fresh pages fault at several µs each on a VM).
 	relDir := s.rel(dir)
+	rels, keepRels := s.walkRels(dir, len(ents), stats != nil && s.nested == 0)
 	for i, e := range ents {
 		name := e.Name()
 		if stats != nil && s.nested == 0 && name != ".git" {
 			st := stats[i]
-			rel := name
-			if relDir != "" {
+			var rel string
+			switch {
+			case rels != nil && rels[i] != "":
+				rel = rels[i] // the launch's (audit_since_linux.go)
+			case relDir != "":
 				rel = relDir + "/" + name
+			default:
+				rel = name
+			}
+			if keepRels != nil {
+				keepRels[i] = rel
 			}
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
 			if len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk {
@@ -336,10 +347,19 @@ type entryStat struct {
 	ctime int64  // ns
 }
 
-// statAll lstat's each of ents in the directory fd into stats, on parts goroutines;
-// false when one failed.
-func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) bool {
-	one := func(lo, hi int) bool {
+// subdirID is a subdirectory's identity as its parent's lstat found it: the end
+// scan takes a launch listing for it only if it is still that directory
+// (audit_since_linux.go). Kept apart, for the few subdirectories, so that
+// entryStat stays small.
+type subdirID struct {
+	name     string
+	dev, ino uint64
+}
+
+// statAll lstat's each of ents in the directory fd into stats, on parts goroutines,
+// and returns the subdirectories' identities; ok is false when one failed.
+func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, ok bool) {
+	one := func(lo, hi int, subdirs *[]subdirID) bool {
 		ok := true
 		var st unix.Stat_t
 		for i := lo; i < hi; i++ {
@@ -348,27 +368,35 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) bool {
 				continue
 			}
 			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
+			if stats[i].mode == unix.S_IFDIR {
+				*subdirs = append(*subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
+			}
 		}
 		return ok
 	}
 	n := len(ents)
 	if n < 32 || parts <= 1 {
-		return one(0, n)
+		ok := one(0, n, &subdirs)
+		return subdirs, ok
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
+	more := make([][]subdirID, parts)
 	for k := 1; k < parts; k++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !one(k*n/parts, (k+1)*n/parts) {
+			if !one(k*n/parts, (k+1)*n/parts, &more[k]) {
 				failed.Store(true)
 			}
 		}()
 	}
-	ok := one(0, n/parts)
+	ok = one(0, n/parts, &subdirs)
 	wg.Wait()
-	return ok && !failed.Load()
+	for _, m := range more[1:] {
+		subdirs = append(subdirs, m...)
+	}
+	return subdirs, ok && !failed.Load()
 }
 
 // rel is p relative to the repository, '/'-separated.
@@ -384,7 +412,7 @@ func (s *scanner) rel(p string) string {
 // With a launch watch (opt.Watch), each directory is marked before it is read and
 // its listing kept when read whole; with opt.Since, a directory the launch's
 // listing still stands for is taken from it (audit_since_linux.go).
-func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat) {
+func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat, subdirs []subdirID) {
 	stat := s.walk != nil && s.nested == 0
 	before := len(s.surface.Skipped)
 	if s.since != nil {
@@ -392,7 +420,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 			if len(s.surface.Skipped) != before && stat {
 				s.walk.Complete = false
 			}
-			return ents, stats
+			return ents, stats, nil
 		}
 	}
 	if l := s.pre.take(dir, stat); l != nil { // audit_prefetch_linux.go
@@ -401,7 +429,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 			if stat {
 				s.walk.Complete = false
 			}
-			return nil, nil
+			return nil, nil, nil
 		}
 		ents, stats, ok := s.replay(l, dir)
 		if stat && !ok {
@@ -414,7 +442,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 		} else if !stat || ok {
 			s.keep(dir, l.watched, ents, stats)
 		}
-		return ents, stats
+		return ents, stats, l.subdirs
 	}
 	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -422,7 +450,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 		if stat {
 			s.walk.Complete = false
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	watched := s.launch.watchDir(fd)
 	f := os.NewFile(uintptr(fd), dir)
@@ -431,7 +459,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	ok := true
 	if stat {
 		stats = make([]entryStat, len(ents))
-		ok = statAll(fd, ents, stats, statParts)
+		subdirs, ok = statAll(fd, ents, stats, statParts)
 		if !ok {
 			s.walk.Complete = false
 		}
@@ -443,7 +471,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	} else if ok {
 		s.keep(dir, watched, ents, stats)
 	}
-	return ents, stats
+	return ents, stats, subdirs
 }
 
 // looksLikeGitDir mirrors Git's is_git_directory: a HEAD, and objects/ and refs/ (or

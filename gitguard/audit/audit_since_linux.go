@@ -56,6 +56,10 @@ type Launch struct {
 type keptDir struct {
 	l   *listing
 	dir treewatch.Dir
+	// rels are the walk's relative paths of the entries, made once at launch
+	// ("" for those the walk does not list): an end scan taking the listing
+	// takes them too, instead of making 100,000 strings again.
+	rels []string
 }
 
 // Stop ends the watch once the session's processes are gone; the Launch can then
@@ -145,9 +149,9 @@ func (s *scanner) taken(dir string, stat bool) (ents []os.DirEntry, stats []entr
 	if k == nil {
 		return nil, nil, false
 	}
-	if !s.fromLaunch[filepath.Dir(dir)] {
-		// Reached through a directory read again (or the top): the name may lead
-		// elsewhere now.
+	if !s.fromLaunch[filepath.Dir(dir)] && !s.verified[dir] {
+		// Reached through a directory read again without its entries' lstat (or
+		// the top): the name may lead elsewhere now.
 		fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return nil, nil, false
@@ -163,4 +167,40 @@ func (s *scanner) taken(dir string, stat bool) (ents []os.DirEntry, stats []entr
 	s.fromLaunch[dir] = true
 	s.surface.taken++
 	return ents, stats, true
+}
+
+// verifySubdirs notes, in a directory read again (not taken) with its entries'
+// lstat, each subdirectory that is the one whose listing the launch kept: the
+// same device and inode, read just now through this listing's name.
+func (s *scanner) verifySubdirs(dir string, subdirs []subdirID) {
+	if s.since == nil || s.fromLaunch[dir] {
+		return
+	}
+	for _, sd := range subdirs {
+		sub := filepath.Join(dir, sd.name)
+		if k := s.since.kept[sub]; k != nil && k.dir.Dev == sd.dev && k.dir.Ino == sd.ino {
+			s.verified[sub] = true
+		}
+	}
+}
+
+// walkRels returns, for dir's n entries, the launch's relative paths when its
+// listing was taken from the launch, and, in a launch scan, the slice to fill
+// with them for the end scan.
+func (s *scanner) walkRels(dir string, n int, walked bool) (rels, keep []string) {
+	if !walked {
+		return nil, nil
+	}
+	if s.since != nil && s.fromLaunch[dir] {
+		if k := s.since.kept[dir]; len(k.rels) == n {
+			rels = k.rels
+		}
+	}
+	if s.launch != nil {
+		if k := s.launch.kept[dir]; k != nil && len(k.l.ents) == n {
+			k.rels = make([]string, n)
+			keep = k.rels
+		}
+	}
+	return rels, keep
 }

@@ -317,13 +317,31 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 			w.lost("a fanotify event about a directory that was not watched")
 			return
 		}
+		// The directory's own stat changed when an entry came, went or moved, or
+		// when the event is about the directory itself (its name is "."): then the
+		// listing that holds it is stale too. A file's write or chmod leaves its
+		// directory's stat as it was.
+		self := typ == unix.FAN_EVENT_INFO_TYPE_DFID || recordName(rec[infoHead+hlen:]) == "."
 		for _, id := range ids {
-			// Its entries changed, and so did its own ctime: the listing that
-			// holds it is stale too.
 			w.ch.dirty[id] = true
-			w.ch.inos[w.inoOf[id]&0xffffffff] = true
+			if self || m.Mask&entryEvents != 0 {
+				w.ch.inos[w.inoOf[id]&0xffffffff] = true
+			}
 		}
 	}
+}
+
+// entryEvents change a directory's entries, and so its ctime.
+const entryEvents = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
+
+// recordName is the NUL-terminated name after a DFID_NAME record's handle.
+func recordName(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
 }
 
 type layoutKey struct {
