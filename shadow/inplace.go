@@ -142,6 +142,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	// pages patched are copied, the file is untouched).
 	out := body[:off:off]
 	changed := 0 // entries whose blob or mode the staging changed
+	recent := make([]recentEntry, 0, len(paths))
 	for i, p := range paths {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
@@ -173,6 +174,8 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		put(32, st.Gid)
 		put(36, uint32(st.Size))
 		copy(e[40:60], oid)
+		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
+			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
 	}
 	// The trees of the invalid cache-tree entries, as write-tree would write them;
 	// then the extension and the checksum, written after the entries.
@@ -196,6 +199,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
 	}
 	s.addedClock = added
+	s.recent = recent
 	s.inPlace++
 	return rootTree, changed, nil
 }

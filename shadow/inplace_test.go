@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -199,15 +200,17 @@ func TestInPlaceRefusesDamagedIndex(t *testing.T) {
 	}
 }
 
-// TestUnchangedStagingMovesTheClock: a file changed just before a session's end is
+// TestUnchangedStagingMovesTheClock: a file added just before a session's end is
 // within the next staging's clock slack; telling it is unchanged takes the index,
 // once: that staging moves the stage state's clock to its walk's, so the one after
-// reads nothing — and a change made after that is still found.
+// reads nothing — and a change made after that is still found. (A new file: Git
+// stages it, and the stage state keeps no entry of it, as it does of files edited
+// in place; TestRecentEntriesAreTheIndexs.)
 func TestUnchangedStagingMovesTheClock(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 	s, _ := openStore(t, repo)
 	record(t, s, Record{Start: time.Now()}, nil)
-	record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "a.txt"), "a2\n") })
+	record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "c.txt"), "c\n") })
 	before, ok := s.readStage()
 	if !ok {
 		t.Fatal("no stage state")
@@ -216,7 +219,7 @@ func TestUnchangedStagingMovesTheClock(t *testing.T) {
 		t.Fatalf("changed paths %q, %v; want none", paths, err)
 	}
 	if !s.indexRead {
-		t.Skip("a.txt's change fell outside the clock slack (a stall of 50 ms): nothing to show")
+		t.Skip("c.txt's change fell outside the clock slack (a stall of 50 ms): nothing to show")
 	}
 	// Past the slack (50 ms), so that the moved clock leaves a.txt behind; then its
 	// start reads the index and moves the clock, its end reads nothing.
@@ -232,6 +235,52 @@ func TestUnchangedStagingMovesTheClock(t *testing.T) {
 	id := record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "b.txt"), "b2\n") })
 	if got := shadowGit(t, s, "show", "refs/sessions/"+id+":b.txt"); got != "b2" {
 		t.Errorf("b.txt recorded as %q after the clock moved", got)
+	}
+}
+
+// TestRecentEntriesAreTheIndexs: the entries the stage state keeps of the files
+// an in-place staging wrote are the index's, and the next staging, with those
+// files in its clock window, tells from them without reading the index: nothing
+// changed, or what changed again.
+func TestRecentEntriesAreTheIndexs(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "z": "z\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	time.Sleep(100 * time.Millisecond) // out of the next staging's slack
+	inPlace := s.inPlace
+	record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a.txt"), "a2\n")
+		write(t, filepath.Join(repo, "d/b.txt"), "b2\n")
+	})
+	if s.inPlace != inPlace+1 {
+		t.Fatal("the edits were not staged in place")
+	}
+	st, ok := s.readStage()
+	if !ok || len(st.Recent) != 2 {
+		t.Fatalf("stage state %v, recent %+v: want the two files edited", ok, st.Recent)
+	}
+	want := map[string]bool{}
+	for _, r := range st.Recent {
+		want[r.Path] = true
+	}
+	idx, err := readIndexPaths(filepath.Join(s.Dir, "index"), want)
+	must(t, err)
+	kept, ok := recentIndex(st.Recent, want)
+	if !ok || !reflect.DeepEqual(kept, idx) {
+		t.Fatalf("recent entries %+v, the index's %+v", kept, idx)
+	}
+	// The next staging: the two files are in its window (changed just before the
+	// last one's clock); the stage state tells they are the index's.
+	if paths, err := s.changedPaths(st, walkOf(t, repo)); err != nil || len(paths) != 0 || s.indexRead {
+		t.Fatalf("changed paths %q, %v, index read %v; want none, without the index", paths, err, s.indexRead)
+	}
+	write(t, filepath.Join(repo, "a.txt"), "a3\n")
+	if paths, err := s.changedPaths(st, walkOf(t, repo)); err != nil || !reflect.DeepEqual(paths, []string{"a.txt"}) || s.indexRead {
+		t.Fatalf("changed paths %q, %v, index read %v; want a.txt, without the index", paths, err, s.indexRead)
+	}
+	id := record(t, s, Record{Start: time.Now()}, nil)
+	if got := shadowGit(t, s, "show", "refs/sessions/"+id+":a.txt"); got != "a3" {
+		t.Errorf("a.txt recorded as %q", got)
 	}
 }
 

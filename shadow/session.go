@@ -268,6 +268,7 @@ type staged struct {
 	fine    bool           // the filesystem stamps sub-second ctimes
 	kept    bool           // nothing staged: the stage state on disk stays as it is
 	ignores string         // ignoreSet of the walk staged from
+	recent  []recentEntry  // stageState.Recent
 }
 
 // stageWalk makes the shadow index match the working tree: from the walk w when the
@@ -290,12 +291,12 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 				// showed the tree is the index's as of its clock, as a staging of
 				// no path would, so the state moves to that clock (Added stays:
 				// older is safer) and the next staging does not read it again.
-				return staged{tree: st.Tree, clock: w.Clock, added: st.Added, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
+				return staged{tree: st.Tree, clock: w.Clock, added: st.Added, fine: fine, ignores: ignoreSet(w, 0), recent: st.Recent}, nil, nil
 			}
 			s.dropStage()
 			if tree, changed, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
 				s.delta.from, s.delta.files = st.Tree, Files{Changed: changed}
-				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, nil, nil
+				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0), recent: s.recent}, nil, nil
 			}
 			// Git's stat check is not trusted with what the walk showed changed
 			// (racy.go): a smudged entry is hashed.
@@ -347,7 +348,7 @@ func (s *Store) writeTree(st staged) (string, error) {
 	case s.leftOut:
 		s.dropStage()
 	default:
-		s.writeStage(st.clock, st.added, st.fine, tree, st.ignores)
+		s.writeStage(st.clock, st.added, st.fine, tree, st.ignores, st.recent)
 	}
 	return tree, nil
 }

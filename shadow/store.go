@@ -80,6 +80,8 @@ type Store struct {
 	leftOut bool
 	// addedClock is read just before the last staging's `git add` (changed.go).
 	addedClock treewalk.Clock
+	// recent are the entries the last in-place staging wrote (stageState.Recent).
+	recent []recentEntry
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
