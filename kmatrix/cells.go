@@ -80,6 +80,10 @@ var TestPackages = []TestPackage{
 	// The compiled plan's own tests: the skip of a vanished cover, the device
 	// nodes' rule, on each kernel's openat2 or its walk.
 	{Name: "program", Pkg: "./nsinit/program", Seconds: 60},
+	// The session end's watch (fanotify with file handles, 5.17+) against a full
+	// scan, on each kernel's name_to_handle_at and filesystem; a kernel gate below
+	// 5.17.
+	{Name: "treewatch", Pkg: "./gitguard/audit", Seconds: 120, Args: []string{"-test.run=^TestSinceSameAsFullScan$"}},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
 		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }

@@ -19,6 +19,7 @@ var shortNames = map[string]string{
 	"tmpfs_user_xattr":   "tmpfsx",
 	"overlay_opaque_dir": "opaque",
 	"cgroup2":            "cg2",
+	"fanotify_fid":       "fanfid",
 }
 
 // WriteTable prints the combined table: one line per cell with the features doctor

@@ -166,7 +166,7 @@ func RunSinceMutation() {
 // (where nothing changed, all of them), so the comparison is not of two full scans.
 func TestSinceSameAsFullScan(t *testing.T) {
 	if w, err := treewatch.New(); err != nil {
-		testenv.SkipKernel(t, "fanotify", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
+		testenv.SkipKernel(t, "fanotify_fid", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
 	} else {
 		w.Close()
 	}

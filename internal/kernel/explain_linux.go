@@ -41,6 +41,8 @@ func explain(name string, r Report, res stepResult) string {
 	case OverlayOpaqueDir:
 		return "the HOME overlay's upper layer is on tmpfs, which stores no user xattrs before Linux 6.6: " +
 			"inside the sandbox, a directory of the real HOME cannot be deleted and re-created; use Linux 6.6 or later"
+	case FanotifyFID:
+		return "needs Linux 5.17 or later (or fs.fanotify.max_user_groups was reached): each session's end reads the whole working tree again, as a full walk; nothing is less safe"
 	case TmpfsUserXattr:
 		return "keep the HOME overlay's upper directory on a disk filesystem (ext4, xfs, btrfs), or use Linux 6.6 or later"
 	case Cgroup2:

@@ -44,6 +44,10 @@ const (
 	CgroupNS = "cgroupns"
 	// Cgroup2: /sys/fs/cgroup is the unified cgroup v2 hierarchy.
 	Cgroup2 = "cgroup2"
+	// FanotifyFID: an unprivileged fanotify group reporting file handles, with the
+	// target's on entry events (Linux 5.17), which the session's end uses to read
+	// again only the directories that changed (internal/treewatch).
+	FanotifyFID = "fanotify_fid"
 )
 
 // Need says what the native backend does when a check fails.
@@ -82,6 +86,8 @@ var Specs = []Spec{
 	{OverlayOpaqueDir, "overlay: replace a deleted directory (rm -rf d && mkdir d in HOME)", "6.6", Info, ""},
 	{TmpfsUserXattr, "user.* xattrs on tmpfs (overlay upper dir on tmpfs)", "6.6", Info, ""},
 	{Cgroup2, "cgroup v2 at /sys/fs/cgroup", "4.5", Info, ""},
+	{FanotifyFID, "unprivileged fanotify with file handles (watch the working tree during a session)", "5.17", Fallback,
+		"the session's end reads the whole working tree again"},
 }
 
 // SpecOf returns the Spec of the named check.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
 // Options says how to run the probes.
@@ -70,6 +72,12 @@ func Probe(opts Options) Report {
 	} else {
 		unix.Close(fd)
 		set(Openat2, true, "")
+	}
+	if w, err := treewatch.New(); err != nil {
+		set(FanotifyFID, false, err.Error())
+	} else {
+		w.Close()
+		set(FanotifyFID, true, "")
 	}
 	if err := isMountOf("/sys/fs/cgroup", unix.CGROUP2_SUPER_MAGIC); err != nil {
 		set(Cgroup2, false, "not cgroup2: "+err.Error())
