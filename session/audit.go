@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
 )
 
 // auditor holds the repository's Git exec surface as it was at launch (P7).
@@ -52,6 +53,12 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the recorder (record.go)
 		walkOpt.Watch = true
+		if walkOpt.Walk {
+			// The tree's files as last recorded, and a directory per 64: the walk's
+			// list is allocated once, not grown in blocks and joined.
+			n := shadow.IndexEntries(p.StateDir, p.Repo)
+			walkOpt.WalkHint = n + n/64
+		}
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -161,4 +162,20 @@ func eachEntry(b []byte, n int, fn func(off, pathStart, pathEnd int) error) (int
 		return 0, errors.New("index: truncated entry")
 	}
 	return off, nil
+}
+
+// IndexEntries is how many entries the shadow index of repo holds (0 when there is
+// none or it cannot be read): a size hint for the launch walk's list
+// (audit.ScanOptions.WalkHint), read from the index's 12-byte header.
+func IndexEntries(stateDir, repo string) int {
+	fd, err := unix.Open(filepath.Join(Dir(stateDir, repo), "index"), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	var hdr [12]byte
+	if n, err := unix.Pread(fd, hdr[:], 0); err != nil || n != len(hdr) || string(hdr[:4]) != "DIRC" {
+		return 0
+	}
+	return int(binary.BigEndian.Uint32(hdr[8:]))
 }

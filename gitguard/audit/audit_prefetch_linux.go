@@ -128,7 +128,7 @@ func (p *prefetcher) stop() {
 	p.wg.Wait()
 }
 
-// list reads one directory the way readDirFile does, stopping when this listing
+// list reads one directory the way readDirBatches does, stopping when this listing
 // or all of them reach the bound.
 func (p *prefetcher) list(j prefetchJob) {
 	l := j.l
@@ -142,11 +142,11 @@ func (p *prefetcher) list(j prefetchJob) {
 		l.openErr = err
 		return
 	}
+	defer unix.Close(fd)
 	l.watched = p.launch.watchDir(fd)
-	f := os.NewFile(uintptr(fd), j.dir)
-	defer f.Close()
+	r := &direntReader{fd: fd} // audit_dirents_linux.go
 	for {
-		batch, err := f.ReadDir(4096)
+		batch, err := r.next(4096)
 		l.ents = append(l.ents, batch...)
 		l.batches = append(l.batches, len(batch))
 		total := p.read.Add(int64(len(batch)))
@@ -199,7 +199,7 @@ func (b byName) Swap(i, j int) {
 	b.stats[i], b.stats[j] = b.stats[j], b.stats[i]
 }
 
-// replay is readDirFile over a listing a worker read: the same entry count, bound
+// replay is readDirBatches over a listing a worker read: the same entry count, bound
 // and messages as if the scan had read the batches itself.
 func (s *scanner) replay(l *listing, dir string) ([]os.DirEntry, []entryStat, bool) {
 	n := 0

@@ -196,16 +196,17 @@ func (s *scanner) readDir(dir string) []os.DirEntry {
 	}
 	f := os.NewFile(uintptr(fd), dir)
 	defer f.Close()
-	return s.readDirFile(f, dir)
+	return s.readDirBatches(f.ReadDir, dir)
 }
 
-// readDirFile lists the open directory f (at dir), sorted by name.
-func (s *scanner) readDirFile(f *os.File, dir string) []os.DirEntry {
+// readDirBatches lists a directory (at dir) by next, which is os.File.ReadDir or
+// a direntReader's, sorted by name.
+func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir string) []os.DirEntry {
 	// Read in batches so that one huge directory cannot exhaust memory before the
 	// entry bound is checked.
 	var ents []os.DirEntry
 	for {
-		batch, err := f.ReadDir(4096)
+		batch, err := next(4096)
 		ents = append(ents, batch...)
 		s.entries += len(batch)
 		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
@@ -278,24 +279,15 @@ func (s *scanner) tree(dir string, depth int) {
 	// An entry's absolute path is made only for what the loop acts on: the walk
 	// keeps the short relative one (100,000 absolute paths were 10 MB of fresh
 	// heap per walk, and fresh pages fault at several µs each on a VM).
-	relDir := s.rel(dir)
-	rels, keepRels := s.walkRels(dir, len(ents), stats != nil && s.nested == 0)
+	var rels []string
+	if stats != nil && s.nested == 0 {
+		rels = s.walkRels(dir, ents) // audit_since_linux.go
+	}
 	for i, e := range ents {
 		name := e.Name()
 		if stats != nil && s.nested == 0 && name != ".git" {
 			st := stats[i]
-			var rel string
-			switch {
-			case rels != nil && rels[i] != "":
-				rel = rels[i] // the launch's (audit_since_linux.go)
-			case relDir != "":
-				rel = relDir + "/" + name
-			default:
-				rel = name
-			}
-			if keepRels != nil {
-				keepRels[i] = rel
-			}
+			rel := rels[i]
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
 			if len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk {
 				s.chunks = append(s.chunks, s.walk.Entries)
@@ -363,7 +355,7 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 		ok := true
 		var st unix.Stat_t
 		for i := lo; i < hi; i++ {
-			if unix.Fstatat(fd, ents[i].Name(), &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			if lstatAt(fd, ents[i], &st) != nil { // audit_dirents_linux.go
 				ok = false
 				continue
 			}
@@ -452,10 +444,9 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 		}
 		return nil, nil, nil
 	}
+	defer unix.Close(fd)
 	watched := s.launch.watchDir(fd)
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	ents = s.readDirFile(f, dir)
+	ents = s.readDirBatches((&direntReader{fd: fd}).next, dir) // audit_dirents_linux.go
 	ok := true
 	if stat {
 		stats = make([]entryStat, len(ents))

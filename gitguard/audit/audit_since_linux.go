@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -57,8 +58,8 @@ type keptDir struct {
 	l   *listing
 	dir treewatch.Dir
 	// rels are the walk's relative paths of the entries, made once at launch
-	// ("" for those the walk does not list): an end scan taking the listing
-	// takes them too, instead of making 100,000 strings again.
+	// (walkRels): an end scan taking the listing takes them too, instead of
+	// making 100,000 strings again.
 	rels []string
 }
 
@@ -184,23 +185,43 @@ func (s *scanner) verifySubdirs(dir string, subdirs []subdirID) {
 	}
 }
 
-// walkRels returns, for dir's n entries, the launch's relative paths when its
-// listing was taken from the launch, and, in a launch scan, the slice to fill
-// with them for the end scan.
-func (s *scanner) walkRels(dir string, n int, walked bool) (rels, keep []string) {
-	if !walked {
-		return nil, nil
-	}
+// walkRels returns the walk's relative paths of dir's entries: the launch's when
+// its listing was taken from the launch, else made here, all cut from one string
+// (one allocation a directory, not one an entry), and kept for the end scan when
+// this is a launch scan keeping the listing.
+func (s *scanner) walkRels(dir string, ents []os.DirEntry) []string {
 	if s.since != nil && s.fromLaunch[dir] {
-		if k := s.since.kept[dir]; len(k.rels) == n {
-			rels = k.rels
+		if k := s.since.kept[dir]; len(k.rels) == len(ents) {
+			return k.rels
 		}
+	}
+	relDir := s.rel(dir)
+	n := 0
+	for _, e := range ents {
+		n += len(relDir) + 1 + len(e.Name()) // one more than needed at the top
+	}
+	b := make([]byte, 0, n)
+	for _, e := range ents {
+		if relDir != "" {
+			b = append(append(b, relDir...), '/')
+		}
+		b = append(b, e.Name()...)
+	}
+	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
+	rels := make([]string, len(ents))
+	off := 0
+	for i, e := range ents {
+		l := len(e.Name())
+		if relDir != "" {
+			l += len(relDir) + 1
+		}
+		rels[i] = all[off : off+l]
+		off += l
 	}
 	if s.launch != nil {
-		if k := s.launch.kept[dir]; k != nil && len(k.l.ents) == n {
-			k.rels = make([]string, n)
-			keep = k.rels
+		if k := s.launch.kept[dir]; k != nil && len(k.l.ents) == len(ents) {
+			k.rels = rels
 		}
 	}
-	return rels, keep
+	return rels
 }
