@@ -105,9 +105,17 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		}
 	}
 	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
+	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
 	s.pre = nil
+	if s.launch != nil && len(s.surface.Skipped) > skipped {
+		// A directory of the tree the launch did not read (unopenable, too deep,
+		// past the bound) has no mark: a hard link made in it to a file of a
+		// watched directory, and whatever is written through that link, reach no
+		// mark (audit_since_linux.go).
+		s.launch.watch.Fail("the launch scan left part of the tree unwatched: " + s.surface.Skipped[skipped].Path)
+	}
 	if s.walk != nil && len(s.chunks) > 0 {
 		n := len(s.walk.Entries)
 		for _, c := range s.chunks {
@@ -493,6 +501,12 @@ func (s *scanner) dotGit(p, worktree string) {
 	}
 	switch {
 	case fi.IsDir():
+		if s.launch != nil && p != filepath.Join(s.repo, ".git") {
+			// A nested repository's gitdir is read afresh, but lies in the
+			// sandbox's writable mount (the top's is a bind of its own): unmarked,
+			// a hard link made in it would be unseen (audit_since_linux.go).
+			s.launch.markTree(p)
+		}
 		s.gitdir(p, worktree, 0)
 	case fi.Mode()&fs.ModeSymlink != 0:
 		s.linkItem(p, KindGitPointer)

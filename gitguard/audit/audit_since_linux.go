@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -224,4 +225,59 @@ func (s *scanner) walkRels(dir string, ents []os.DirEntry) []string {
 		}
 	}
 	return rels
+}
+
+// markTreeMax bounds the directories markTree marks below one gitdir, and
+// markTreeEntries the entries it lists to find them.
+const (
+	markTreeMax     = 4096
+	markTreeEntries = 200_000
+)
+
+// markTree marks dir and every directory below it, each before it is read, keeping
+// no listing: a nested repository's gitdir, which the scan reads afresh each time
+// but which lies in the sandbox's writable mount (the top's .git is a bind of its
+// own), so it must not be a place to make an unseen hard link in (a red-team
+// helper did). Anything it cannot mark, or a gitdir beyond its bounds, makes the
+// watch vouch for nothing.
+func (l *Launch) markTree(dir string) {
+	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		l.watch.Fail("a nested Git directory could not be watched: " + err.Error())
+		return
+	}
+	dirs, entries := 0, 0
+	var mark func(fd int) bool
+	mark = func(fd int) bool {
+		defer unix.Close(fd)
+		if dirs++; dirs > markTreeMax || l.watchDir(fd) == nil {
+			l.watch.Fail("a nested Git directory could not be watched whole")
+			return false
+		}
+		r := &direntReader{fd: fd}
+		for {
+			batch, err := r.next(4096)
+			if errors.Is(err, io.EOF) {
+				return true
+			}
+			if entries += len(batch); err != nil || entries > markTreeEntries {
+				l.watch.Fail("a nested Git directory could not be listed whole")
+				return false
+			}
+			for _, e := range batch {
+				if !e.IsDir() {
+					continue
+				}
+				sub, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+				if err != nil {
+					l.watch.Fail("a nested Git directory could not be watched: " + err.Error())
+					return false
+				}
+				if !mark(sub) {
+					return false
+				}
+			}
+		}
+	}
+	mark(fd)
 }

@@ -273,6 +273,13 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 	if m.Mask&^(unix.FAN_OPEN|unix.FAN_ONDIR) == 0 && (m.Mask&unix.FAN_ONDIR != 0 || m.Pid == w.self) {
 		return // a directory read, or this process reading a file: nothing changed
 	}
+	// A directory made, or moved in, that this watch does not mark: a hard link
+	// made in it to a file of a watched directory, and every open, write or chmod
+	// through that link, reach no mark (the link's own ATTRIB goes to inode marks
+	// only). Its parent's event says only that it appeared, and it may be gone
+	// again by the end. Nothing can vouch for any listing's stats after that.
+	newDir := m.Mask&unix.FAN_ONDIR != 0 && m.Mask&(unix.FAN_CREATE|unix.FAN_MOVED_TO) != 0
+	movedWatched := false
 	for len(info) > 0 {
 		if len(info) < infoHead {
 			w.lost("a short fanotify event record")
@@ -301,6 +308,9 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 		copy(fsid[:], rec[4:12])
 		htype := int32(binary.LittleEndian.Uint32(rec[16:]))
 		handle := rec[infoHead : infoHead+hlen]
+		if typ == unix.FAN_EVENT_INFO_TYPE_FID && newDir && m.Mask&unix.FAN_CREATE == 0 {
+			movedWatched = len(w.dirs[handleKey(fsid, htype, handle)]) > 0
+		}
 		if typ == unix.FAN_EVENT_INFO_TYPE_FID {
 			// The inode the event is about (a file, or the target of an entry
 			// event): wherever else it has a name, that listing is stale too.
@@ -328,6 +338,9 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 				w.ch.inos[w.inoOf[id]&0xffffffff] = true
 			}
 		}
+	}
+	if newDir && !movedWatched {
+		w.lost("a directory was made or moved in that is not watched: a hard link in it would not be seen")
 	}
 }
 

@@ -1,0 +1,163 @@
+package audit
+
+import (
+	"fmt"
+	"os/exec"
+	"reflect"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/treewalk"
+	"os"
+	"path/filepath"
+)
+
+// Hostile mutations (red team): each makes the end scan differ from a full scan
+// if the watch misses it.
+func init() {
+	// A hard link from a watched, clean directory into a directory made during the
+	// session (no mark): the open, the write and the link's ATTRIB reach no mark.
+	sinceMutations["red: written through a link in a new directory"] = func(r string) error {
+		nd := filepath.Join(r, "src/d05/newdir")
+		if err := os.Mkdir(nd, 0o755); err != nil {
+			return err
+		}
+		alias := filepath.Join(nd, "alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f01"), alias); err != nil {
+			return err
+		}
+		if err := writeAt(alias, "EVIL", 0); err != nil {
+			return err
+		}
+		if err := os.Remove(alias); err != nil {
+			return err
+		}
+		return os.Remove(nd)
+	}
+	sinceMutations["red: chmod through a link in a new directory"] = func(r string) error {
+		nd := filepath.Join(r, "src/d05/newdir")
+		if err := os.Mkdir(nd, 0o755); err != nil {
+			return err
+		}
+		alias := filepath.Join(nd, "alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f02"), alias); err != nil {
+			return err
+		}
+		return os.Chmod(alias, 0o755)
+	}
+	// The same through a nested repository's gitdir, which is read afresh but not
+	// marked.
+	sinceMutations["red: written through a link in a nested gitdir"] = func(r string) error {
+		alias := filepath.Join(r, "src/d24/.git/alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f03"), alias); err != nil {
+			return err
+		}
+		if err := writeAt(alias, "EVIL", 0); err != nil {
+			return err
+		}
+		return os.Remove(alias)
+	}
+}
+
+func init() {
+	// A directory the launch scan could not open (left mode 000 by an earlier
+	// session) has no mark: made readable, linked into, written through, locked
+	// again... and even removed, so the end walk is complete.
+	sinceMutations["red-launch: through a directory unreadable at launch"] = func(r string) error {
+		u := filepath.Join(r, "src/d09/locked") // mode 0300: linkable, not listable
+		alias := filepath.Join(u, "alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f04"), alias); err != nil {
+			return err
+		}
+		if err := writeAt(alias, "EVIL", 0); err != nil {
+			return err
+		}
+		if err := os.Remove(alias); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(u, "x")); err != nil {
+			return err
+		}
+		return os.Remove(u)
+	}
+	// A directory below MaxDepth has no mark either.
+	sinceMutations["red-launch: through a directory below MaxDepth"] = func(r string) error {
+		deep := filepath.Join(r, "src/d08/a/b/c/d/e/f")
+		alias := filepath.Join(deep, "alias")
+		if err := os.Link(filepath.Join(r, "src/d14/f05"), alias); err != nil {
+			return err
+		}
+		if err := writeAt(alias, "EVIL", 0); err != nil {
+			return err
+		}
+		return os.RemoveAll(filepath.Join(r, "src/d08/a"))
+	}
+}
+
+// TestRedSinceUnwatchedAtLaunch: the end scan against a full scan when the tree
+// held, at launch, a directory the watch could not mark. Run as a non-root user
+// (root opens a mode-000 directory).
+func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(f *fixture)
+		maxDepth int
+	}{
+		{"red-launch: through a directory unreadable at launch", func(f *fixture) {
+			f.Write("src/d09/locked/x", "x\n", 0o644)
+			os.Chmod(filepath.Join(f.Repo, "src/d09/locked"), 0o300)
+		}, 0},
+		{"red-launch: through a directory below MaxDepth", func(f *fixture) {
+			f.Write("src/d08/a/b/c/d/e/f/x", "x\n", 0o644)
+		}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if os.Geteuid() == 0 && tc.maxDepth == 0 {
+				t.Skip("run as a non-root user")
+			}
+			f := newFixture(t)
+			for d := range 16 {
+				for i := range 8 {
+					f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
+				}
+			}
+			tc.setup(f)
+			opt := ScanOptions{Walk: true, Home: f.Home, MaxDepth: tc.maxDepth}
+			launchOpt := opt
+			launchOpt.Watch = true
+			launch, err := Scan(f.Repo, launchOpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if launch.Launch == nil {
+				t.Fatal("no watch")
+			}
+			t.Logf("launch walk complete: %v, skipped %v", launch.Walk.Complete, launch.Skipped)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), EnvSinceMutate+"="+tc.name, "AGENTBOX_TEST_SINCE_REPO="+f.Repo)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("mutation: %v\n%s", err, out)
+			}
+			launch.Launch.Stop()
+			if lost := launch.Launch.Lost(); lost != "" {
+				t.Logf("the watch lost track (safe): %s", lost)
+				return
+			}
+			sinceOpt := opt
+			sinceOpt.Since = launch.Launch
+			since, err := Scan(f.Repo, sinceOpt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full, err := Scan(f.Repo, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("end walk complete: %v", full.Walk.Complete)
+			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
+			since.taken = 0
+			if !reflect.DeepEqual(since, full) {
+				t.Errorf("the end scan differs from a full scan: walk: %s", walkDiff(since.Walk, full.Walk))
+			}
+		})
+	}
+}
