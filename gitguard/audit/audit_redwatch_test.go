@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"os"
 	"path/filepath"
@@ -159,5 +161,26 @@ func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
 				t.Errorf("the end scan differs from a full scan: walk: %s", walkDiff(since.Walk, full.Walk))
 			}
 		})
+	}
+}
+
+func init() {
+	// Overlayfs (which a sandbox can mount in a user namespace of its own) whose
+	// upper layer is a watched directory: does a write through the overlay reach
+	// the upper directory's mark? (work and mount point outside the tree.)
+	sinceMutations["red: written through an overlay over a watched directory"] = func(r string) error {
+		base := filepath.Dir(r)
+		work, mnt := filepath.Join(base, "ovlwork"), filepath.Join(base, "ovlmnt")
+		os.MkdirAll(work, 0o755)
+		os.MkdirAll(mnt, 0o755)
+		opts := "lowerdir=" + filepath.Join(r, "src/d11") + ",upperdir=" + filepath.Join(r, "src/d10") + ",workdir=" + work
+		if err := unix.Mount("ovl", mnt, "overlay", 0, opts); err != nil {
+			return err
+		}
+		defer unix.Unmount(mnt, 0)
+		if err := writeAt(filepath.Join(mnt, "f01"), "OVL", 0); err != nil {
+			return err
+		}
+		return os.Chmod(filepath.Join(mnt, "f02"), 0o755)
 	}
 }
