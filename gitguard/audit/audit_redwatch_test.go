@@ -2,15 +2,17 @@ package audit
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"os"
-	"path/filepath"
+	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
 // Hostile mutations (red team): each makes the end scan differ from a full scan
@@ -81,6 +83,8 @@ func init() {
 		}
 		return os.Remove(u)
 	}
+	// Nor one past the entry bound.
+	sinceMutations["red-launch: through a directory past MaxEntries"] = sinceMutations["red-launch: through a directory unreadable at launch"]
 	// A directory below MaxDepth has no mark either.
 	sinceMutations["red-launch: through a directory below MaxDepth"] = func(r string) error {
 		deep := filepath.Join(r, "src/d08/a/b/c/d/e/f")
@@ -95,27 +99,40 @@ func init() {
 	}
 }
 
-// TestRedSinceUnwatchedAtLaunch: the end scan against a full scan when the tree
-// held, at launch, a directory the watch could not mark. Run as a non-root user
-// (root opens a mode-000 directory).
-func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
+// TestSinceUnwatchedAtLaunch: a directory of the tree the launch scan did not read
+// (unreadable, below the depth bound, past the entry bound) carries no mark, so a
+// hard link made in it to a file of a watched directory, and a write through it,
+// would reach no mark: the watch must vouch for nothing, and the end scan walk.
+// Run as the test user (root reads a mode-0300 directory).
+func TestSinceUnwatchedAtLaunch(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	if w, err := treewatch.New(); err != nil {
+		testenv.SkipKernel(t, "fanotify_fid", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
+	} else {
+		w.Close()
+	}
 	for _, tc := range []struct {
-		name     string
-		setup    func(f *fixture)
-		maxDepth int
+		name       string
+		setup      func(f *fixture)
+		maxDepth   int
+		maxEntries int
 	}{
 		{"red-launch: through a directory unreadable at launch", func(f *fixture) {
 			f.Write("src/d09/locked/x", "x\n", 0o644)
-			os.Chmod(filepath.Join(f.Repo, "src/d09/locked"), 0o300)
-		}, 0},
+			if err := os.Chmod(filepath.Join(f.Repo, "src/d09/locked"), 0o300); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, 0},
 		{"red-launch: through a directory below MaxDepth", func(f *fixture) {
 			f.Write("src/d08/a/b/c/d/e/f/x", "x\n", 0o644)
-		}, 5},
+		}, 5, 0},
+		{"red-launch: through a directory past MaxEntries", func(f *fixture) {
+			f.Write("src/d09/locked/x", "x\n", 0o644)
+		}, 0, 150},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if os.Geteuid() == 0 && tc.maxDepth == 0 {
-				t.Skip("run as a non-root user")
-			}
 			f := newFixture(t)
 			for d := range 16 {
 				for i := range 8 {
@@ -123,7 +140,7 @@ func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
 				}
 			}
 			tc.setup(f)
-			opt := ScanOptions{Walk: true, Home: f.Home, MaxDepth: tc.maxDepth}
+			opt := ScanOptions{Walk: true, Home: f.Home, MaxDepth: tc.maxDepth, MaxEntries: tc.maxEntries}
 			launchOpt := opt
 			launchOpt.Watch = true
 			launch, err := Scan(f.Repo, launchOpt)
@@ -131,18 +148,19 @@ func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
 				t.Fatal(err)
 			}
 			if launch.Launch == nil {
-				t.Fatal("no watch")
+				t.Fatal("no watch, though fanotify works here")
 			}
-			t.Logf("launch walk complete: %v, skipped %v", launch.Walk.Complete, launch.Skipped)
+			if len(launch.Skipped) == 0 {
+				t.Fatal("the launch scan skipped nothing: the case does not test what it says")
+			}
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), EnvSinceMutate+"="+tc.name, "AGENTBOX_TEST_SINCE_REPO="+f.Repo)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("mutation: %v\n%s", err, out)
 			}
 			launch.Launch.Stop()
-			if lost := launch.Launch.Lost(); lost != "" {
-				t.Logf("the watch lost track (safe): %s", lost)
-				return
+			if launch.Launch.Lost() == "" {
+				t.Fatal("part of the tree was not watched, and the watch still vouches for the rest")
 			}
 			sinceOpt := opt
 			sinceOpt.Since = launch.Launch
@@ -154,11 +172,9 @@ func TestRedSinceUnwatchedAtLaunch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("end walk complete: %v", full.Walk.Complete)
 			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-			since.taken = 0
-			if !reflect.DeepEqual(since, full) {
-				t.Errorf("the end scan differs from a full scan: walk: %s", walkDiff(since.Walk, full.Walk))
+			if since.taken != 0 || !reflect.DeepEqual(since, full) {
+				t.Errorf("the end scan took %d listings, or differs from a full scan: walk: %s", since.taken, walkDiff(since.Walk, full.Walk))
 			}
 		})
 	}
