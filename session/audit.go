@@ -62,6 +62,10 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
+		if base.Launch != nil && overlapsOtherSession(p.StateDir, p.Repo) {
+			base.Launch.Close() // the end scan walks the whole tree
+			base.Launch = nil
+		}
 	}
 	a := &auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch}

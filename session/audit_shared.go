@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -126,4 +127,48 @@ func quarantine(findings []audit.Finding, id, root string) {
 		return
 	}
 	audit.QuarantineTo(findings, id, root)
+}
+
+// overlapsOtherSession reports whether a pending session of another repository
+// (or added directory) lies inside repo or holds it: its sandbox may have opened
+// and mapped a file of this tree before this launch's watch marked its directory,
+// and write through the mapping unseen (a red-team helper did). Called after the
+// launch scan, so that a session whose journal comes later started its command
+// after every mark was placed.
+func overlapsOtherSession(stateDir, repo string) bool {
+	dir, err := journalDir(stateDir, repo)
+	if err != nil {
+		return true
+	}
+	ents, _ := os.ReadDir(dir)
+	own := journalPrefix(repo)
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(n, own) || !strings.HasSuffix(n, journalSuffix) {
+			continue
+		}
+		other, ok := journalRepo(filepath.Join(dir, n))
+		if !ok || policy.Within(other, repo) || policy.Within(repo, other) {
+			return true
+		}
+	}
+	return false
+}
+
+// journalRepo is the repository a journal names on its second line, read from
+// its first 16 KiB.
+func journalRepo(p string) (string, bool) {
+	f, err := safepath.OpenRegular(p)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b := make([]byte, 16<<10)
+	n, _ := io.ReadFull(f, b)
+	lines := strings.SplitN(string(b[:n]), "\n", 3)
+	if len(lines) < 3 || lines[0] != journalMagic || !strings.HasPrefix(lines[1], "repo ") {
+		return "", false
+	}
+	repo, err := strconv.Unquote(strings.TrimPrefix(lines[1], "repo "))
+	return repo, err == nil
 }
