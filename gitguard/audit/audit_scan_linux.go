@@ -102,6 +102,9 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			// audit_since_linux.go: the lstat's taken from the launch were read
 			// after its clock, not this one.
 			s.walk.Clock = opt.Since.clock
+			if s.sharing = opt.Since.unchanged(); s.sharing {
+				s.walk.Entries = nil
+			}
 		}
 	}
 	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
@@ -130,6 +133,19 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if s.walk != nil && s.stopped {
 		s.walk.Complete = false
 	}
+	if s.sharing {
+		// Every listing was the launch's, unchanged: so is the walk, entry for
+		// entry (audit_since_linux.go). Anything else is a fault of this code;
+		// the scan is then made again without the watch.
+		if s.shared != len(s.since.entries) || !s.walk.Complete || len(s.walk.Entries) != 0 {
+			opt.Since = nil
+			return Scan(repo, opt)
+		}
+		s.walk.Entries = s.since.entries
+	}
+	if s.launch != nil && s.walk != nil {
+		s.launch.keepWalk(s.walk, s.listed)
+	}
 	for _, g := range s.opt.GitDirs {
 		s.gitdir(filepath.Clean(g), "", 0)
 	}
@@ -154,6 +170,9 @@ type scanner struct {
 	since       *Launch         // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool // with since: the directories whose launch listing was taken
 	verified    map[string]bool // with since: subdirectories found to be the launch's (verifySubdirs)
+	sharing     bool            // with since: nothing changed, the walk is the launch's (shared counts its entries)
+	shared      int
+	listed      int // directories read (or taken) by readDirStat
 	// chunks are the walk's first entries, in full blocks of walkChunk, when no
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
 	// itself (Go grows a large slice by a quarter: 20 MB allocated and copied for
@@ -297,11 +316,16 @@ func (s *scanner) tree(dir string, depth int) {
 			st := stats[i]
 			rel := rels[i]
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
-			if len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk {
+			switch {
+			case s.sharing:
+				s.shared++
+			case len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk:
 				s.chunks = append(s.chunks, s.walk.Entries)
 				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+				fallthrough
+			default:
+				s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
 			}
-			s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
 		}
 		if treeFileGitOpens(name) && special(e.Type()) {
 			s.blocker(filepath.Join(dir, name), e.Type())
@@ -415,6 +439,7 @@ func (s *scanner) rel(p string) string {
 func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat, subdirs []subdirID) {
 	stat := s.walk != nil && s.nested == 0
 	before := len(s.surface.Skipped)
+	s.listed++
 	if s.since != nil {
 		if ents, stats, ok := s.taken(dir, stat); ok {
 			if len(s.surface.Skipped) != before && stat {

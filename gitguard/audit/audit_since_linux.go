@@ -52,6 +52,24 @@ type Launch struct {
 	walk    bool               // the launch scan recorded a walk (ScanOptions.Walk)
 	clock   treewalk.Clock     // its clock
 	kept    map[string]*keptDir
+	// entries is the launch walk's list, when it was complete and every
+	// directory it read was kept: an end scan that finds nothing changed takes it
+	// as its own (Scan), instead of building the same 100,000 entries again.
+	entries []treewalk.Entry
+}
+
+// keepWalk records the launch walk w, read from listed directories, for
+// unchanged.
+func (l *Launch) keepWalk(w *treewalk.Walk, listed int) {
+	if w.Complete && listed == len(l.kept) {
+		l.entries = w.Entries
+	}
+}
+
+// unchanged says whether the watch saw nothing at all, over a launch walk it
+// kept whole: then an end scan's walk is the launch's.
+func (l *Launch) unchanged() bool {
+	return l.entries != nil && l.changes != nil && l.changes.Quiet()
 }
 
 // keptDir is one directory's listing as the launch scan read it.

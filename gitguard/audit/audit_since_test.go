@@ -250,6 +250,9 @@ func TestSinceSameAsFullScan(t *testing.T) {
 			if lost == "" && since.Walk.Clock != launch.Walk.Clock {
 				t.Error("the end scan's walk does not carry the launch walk's clock")
 			}
+			if name == "nothing" && (len(since.Walk.Entries) == 0 || &since.Walk.Entries[0] != &launch.Walk.Entries[0]) {
+				t.Error("nothing changed, and the end scan built its walk again instead of taking the launch's")
+			}
 			taken := since.taken
 			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
 			since.taken = 0

@@ -22,8 +22,9 @@
 // own pid, and this process writes nothing in the tree.
 //
 // Do not use it where a change must be seen that no local process makes: a
-// network filesystem, FUSE. Add refuses filesystems whose file handles it cannot
-// read (handleLayout), and the caller walks.
+// network filesystem, FUSE, an overlay. Add refuses every filesystem but a few
+// local ones (localFS), and those whose file handles it cannot read
+// (handleLayout); the caller then walks.
 package treewatch
 
 import (
@@ -90,6 +91,10 @@ func (c *Changes) Touched(ino32 uint32) bool {
 	return c.Lost != "" || c.inos[uint64(ino32)]
 }
 
+// Quiet reports whether the watch saw no change at all: every listing read after
+// its mark is still true.
+func (c *Changes) Quiet() bool { return c.Lost == "" && len(c.dirty) == 0 && len(c.inos) == 0 }
+
 // AnyTouched reports whether Touched can be true for some inode.
 func (c *Changes) AnyTouched() bool { return c.Lost != "" || len(c.inos) > 0 }
 
@@ -127,6 +132,9 @@ func (w *Watch) Add(dirfd int) (Dir, error) {
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(dirfd, &sfs); err != nil {
 		return Dir{}, fmt.Errorf("fstatfs: %w", err)
+	}
+	if !localFS[sfs.Type] {
+		return Dir{}, fmt.Errorf("filesystem type %#x is not one whose every change a local event reports", sfs.Type)
 	}
 	h, _, err := unix.NameToHandleAt(dirfd, "", unix.AT_EMPTY_PATH|atHandleFID)
 	if errors.Is(err, unix.EINVAL) { // before Linux 6.5: the export handle, the same for a directory on the filesystems handleLayout knows
@@ -355,6 +363,19 @@ func recordName(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// localFS are the filesystems whose files change only through this kernel, so
+// that every change sends an event: not a network or FUSE filesystem (another
+// machine, or a daemon reading a directory the sandbox writes by another path,
+// changes them unseen), nor an overlay (its lower and upper layers are other
+// inodes, writable by other paths).
+var localFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4 share it
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC:       true,
+	unix.F2FS_SUPER_MAGIC:  true,
 }
 
 type layoutKey struct {
