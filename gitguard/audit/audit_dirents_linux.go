@@ -89,47 +89,28 @@ func (r *direntReader) fill() error {
 		r.eof = true
 		return nil
 	}
-	names := string(buf[:n]) // every name of this call, cut from one string
-	count := 0
-	for off := 0; off+19 <= n; {
-		reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-		if reclen < 19 || off+reclen > n {
-			return &os.SyscallError{Syscall: "getdents64", Err: unix.EIO}
-		}
-		count++
-		off += reclen
+	ents, unknown, err := parseDirents(buf[:n])
+	if err != nil {
+		return &os.SyscallError{Syscall: "getdents64", Err: err}
 	}
-	ents := make([]dirent, 0, count)
-	for off := 0; off+19 <= n; {
-		reclen := int(binary.NativeEndian.Uint16(buf[off+16:]))
-		ino := binary.NativeEndian.Uint64(buf[off:])
-		dtype := buf[off+18]
-		end := off + 19
-		for end < off+reclen && buf[end] != 0 {
-			end++
-		}
-		if end == off+reclen {
-			// No NUL in the record: lstatAt relies on the one after each name.
-			return &os.SyscallError{Syscall: "getdents64", Err: unix.EIO}
-		}
-		name := names[off+19 : end]
-		off += reclen
-		if ino == 0 || name == "." || name == ".." {
-			continue // a deleted entry some filesystems return; not entries
-		}
-		typ, ok := direntType(dtype)
-		if !ok {
-			var st unix.Stat_t
-			err := unix.Fstatat(r.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			if err == unix.ENOENT {
-				continue // gone since it was listed, as ReadDir skips it
+	if len(unknown) > 0 {
+		kept, u := ents[:0], 0
+		for i, e := range ents {
+			if u < len(unknown) && unknown[u] == i {
+				u++
+				var st unix.Stat_t
+				err := unix.Fstatat(r.fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+				if err == unix.ENOENT {
+					continue // gone since it was listed, as ReadDir skips it
+				}
+				if err != nil {
+					return &os.PathError{Op: "lstat", Path: e.name, Err: err}
+				}
+				e.typ = modeType(st.Mode)
 			}
-			if err != nil {
-				return &os.PathError{Op: "lstat", Path: name, Err: err}
-			}
-			typ = modeType(st.Mode)
+			kept = append(kept, e)
 		}
-		ents = append(ents, dirent{name: name, typ: typ})
+		ents = kept
 	}
 	if r.pending == nil {
 		r.pending = make([]os.DirEntry, 0, len(ents))
@@ -138,6 +119,51 @@ func (r *direntReader) fill() error {
 		r.pending = append(r.pending, &ents[i])
 	}
 	return nil
+}
+
+// parseDirents cuts the entries of one getdents64 result b: every name from one
+// string (a copy of b), each followed there by the NUL the record holds (lstatAt
+// relies on it), "." and ".." and deleted entries left out. unknown are the
+// indexes of entries whose type the record does not give (DT_UNKNOWN). A record
+// that does not fit b, or holds no NUL, is an error.
+func parseDirents(b []byte) (ents []dirent, unknown []int, err error) {
+	count := 0
+	for off := 0; off < len(b); {
+		if off+19 > len(b) {
+			return nil, nil, unix.EIO
+		}
+		reclen := int(binary.NativeEndian.Uint16(b[off+16:]))
+		if reclen < 20 || off+reclen > len(b) {
+			return nil, nil, unix.EIO
+		}
+		count++
+		off += reclen
+	}
+	names := string(b) // every name of this call, cut from one string
+	ents = make([]dirent, 0, count)
+	for off := 0; off < len(b); {
+		reclen := int(binary.NativeEndian.Uint16(b[off+16:]))
+		ino := binary.NativeEndian.Uint64(b[off:])
+		dtype := b[off+18]
+		end := off + 19
+		for end < off+reclen && b[end] != 0 {
+			end++
+		}
+		if end == off+reclen {
+			return nil, nil, unix.EIO // no NUL in the record
+		}
+		name := names[off+19 : end]
+		off += reclen
+		if ino == 0 || name == "" || name == "." || name == ".." {
+			continue // a deleted entry some filesystems return; not entries
+		}
+		typ, ok := direntType(dtype)
+		if !ok {
+			unknown = append(unknown, len(ents))
+		}
+		ents = append(ents, dirent{name: name, typ: typ})
+	}
+	return ents, unknown, nil
 }
 
 // direntType is the file type of a getdents64 d_type; ok false for DT_UNKNOWN.

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,4 +107,43 @@ func TestDirentsAreReadDirs(t *testing.T) {
 	if _, ok := direntType(unix.DT_UNKNOWN); ok {
 		t.Error("DT_UNKNOWN taken as a type")
 	}
+}
+
+// FuzzParseDirents: whatever bytes a getdents64 result holds, parseDirents does
+// not panic, and every name it gives is non-empty, holds no NUL, and is followed
+// by a NUL in the string it was cut from (what lstatAt passes to the kernel).
+func FuzzParseDirents(f *testing.F) {
+	rec := func(ino uint64, typ uint8, name string) []byte {
+		n := (19 + len(name) + 1 + 7) &^ 7
+		b := make([]byte, n)
+		binary.NativeEndian.PutUint64(b, ino)
+		binary.NativeEndian.PutUint16(b[16:], uint16(n))
+		b[18] = typ
+		copy(b[19:], name)
+		return b
+	}
+	f.Add(append(append(rec(1, unix.DT_DIR, "."), rec(2, unix.DT_DIR, "..")...), rec(3, unix.DT_REG, "file")...))
+	f.Add(append(rec(5, unix.DT_UNKNOWN, "x"), rec(0, unix.DT_REG, "deleted")...))
+	f.Add(rec(7, unix.DT_LNK, strings.Repeat("n", 255)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ents, unknown, err := parseDirents(b)
+		if err != nil {
+			return
+		}
+		for _, i := range unknown {
+			if i < 0 || i >= len(ents) {
+				t.Fatalf("unknown index %d of %d entries", i, len(ents))
+			}
+		}
+		for _, e := range ents {
+			if e.name == "" || e.name == "." || e.name == ".." || strings.IndexByte(e.name, 0) >= 0 {
+				t.Fatalf("name %q", e.name)
+			}
+			// The byte after the name, in the string it was cut from.
+			after := unsafe.Slice(unsafe.StringData(e.name), len(e.name)+1)[len(e.name)]
+			if after != 0 {
+				t.Fatalf("name %q not followed by a NUL", e.name)
+			}
+		}
+	})
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
 // Hostile mutations (red team): each makes the end scan differ from a full scan
@@ -108,11 +107,7 @@ func TestSinceUnwatchedAtLaunch(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
 	}
-	if w, err := treewatch.New(); err != nil {
-		testenv.SkipKernel(t, "fanotify_fid", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
-	} else {
-		w.Close()
-	}
+	requireWatch(t)
 	for _, tc := range []struct {
 		name       string
 		setup      func(f *fixture)

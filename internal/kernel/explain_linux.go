@@ -42,7 +42,8 @@ func explain(name string, r Report, res stepResult) string {
 		return "the HOME overlay's upper layer is on tmpfs, which stores no user xattrs before Linux 6.6: " +
 			"inside the sandbox, a directory of the real HOME cannot be deleted and re-created; use Linux 6.6 or later"
 	case FanotifyFID:
-		return "needs Linux 5.17 or later (or fs.fanotify.max_user_groups was reached): each session's end reads the whole working tree again, as a full walk; nothing is less safe"
+		return "needs Linux 5.17 or later, a filesystem that gives fanotify file handles (5.10's tmpfs gives none), and fs.fanotify.max_user_groups not reached: " +
+			"without it each session's end reads the whole working tree again; nothing is less safe"
 	case TmpfsUserXattr:
 		return "keep the HOME overlay's upper directory on a disk filesystem (ext4, xfs, btrfs), or use Linux 6.6 or later"
 	case Cgroup2:

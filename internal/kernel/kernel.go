@@ -86,7 +86,7 @@ var Specs = []Spec{
 	{OverlayOpaqueDir, "overlay: replace a deleted directory (rm -rf d && mkdir d in HOME)", "6.6", Info, ""},
 	{TmpfsUserXattr, "user.* xattrs on tmpfs (overlay upper dir on tmpfs)", "6.6", Info, ""},
 	{Cgroup2, "cgroup v2 at /sys/fs/cgroup", "4.5", Info, ""},
-	{FanotifyFID, "unprivileged fanotify with file handles (watch the working tree during a session)", "5.17", Fallback,
+	{FanotifyFID, "unprivileged fanotify with file handles, on TMPDIR's filesystem (watch the working tree during a session)", "5.17", Fallback,
 		"the session's end reads the whole working tree again"},
 }
 

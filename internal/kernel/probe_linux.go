@@ -73,10 +73,9 @@ func Probe(opts Options) Report {
 		unix.Close(fd)
 		set(Openat2, true, "")
 	}
-	if w, err := treewatch.New(); err != nil {
+	if err := probeWatch(); err != nil {
 		set(FanotifyFID, false, err.Error())
 	} else {
-		w.Close()
 		set(FanotifyFID, true, "")
 	}
 	if err := isMountOf("/sys/fs/cgroup", unix.CGROUP2_SUPER_MAGIC); err != nil {
@@ -267,4 +266,29 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// probeWatch starts a tree watch and marks a new directory in TMPDIR: the group
+// (Linux 5.17, and fs.fanotify.max_user_groups) and a mark on that filesystem
+// (5.10's tmpfs, for one, gives no file handles to fanotify).
+func probeWatch() error {
+	w, err := treewatch.New()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	dir, err := os.MkdirTemp("", "agentbox-doctor-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := w.Add(fd); err != nil {
+		return fmt.Errorf("mark a directory in %s: %w", os.TempDir(), err)
+	}
+	return nil
 }
