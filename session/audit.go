@@ -58,6 +58,10 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 			// list is allocated once, not grown in blocks and joined.
 			n := shadow.IndexEntries(p.StateDir, p.Repo)
 			walkOpt.WalkHint = n + n/64
+			// No index: the first record, whose `git add` opens every file of the
+			// tree, so the watch would only read 100,000 events to end up where
+			// the end scan starts without it.
+			walkOpt.Watch = n > 0
 		}
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)

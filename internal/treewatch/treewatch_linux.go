@@ -247,7 +247,7 @@ const (
 func (w *Watch) events(b []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(b) > 0 {
+	for len(b) > 0 && w.ch.Lost == "" { // once lost, the rest is only drained
 		if len(b) < metaLen {
 			w.lost("a short fanotify event")
 			return
