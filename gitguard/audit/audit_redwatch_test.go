@@ -3,15 +3,12 @@ package audit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/testenv"
-	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // Hostile mutations (red team): each makes the end scan differ from a full scan
@@ -24,14 +21,7 @@ func init() {
 		if err := os.Mkdir(nd, 0o755); err != nil {
 			return err
 		}
-		alias := filepath.Join(nd, "alias")
-		if err := os.Link(filepath.Join(r, "src/d14/f01"), alias); err != nil {
-			return err
-		}
-		if err := writeAt(alias, "EVIL", 0); err != nil {
-			return err
-		}
-		if err := os.Remove(alias); err != nil {
+		if err := linkWrite(filepath.Join(r, "src/d14/f01"), filepath.Join(nd, "alias")); err != nil {
 			return err
 		}
 		return os.Remove(nd)
@@ -50,15 +40,19 @@ func init() {
 	// The same through a nested repository's gitdir, which is read afresh but not
 	// marked.
 	sinceMutations["red: written through a link in a nested gitdir"] = func(r string) error {
-		alias := filepath.Join(r, "src/d24/.git/alias")
-		if err := os.Link(filepath.Join(r, "src/d14/f03"), alias); err != nil {
-			return err
-		}
-		if err := writeAt(alias, "EVIL", 0); err != nil {
-			return err
-		}
-		return os.Remove(alias)
+		return linkWrite(filepath.Join(r, "src/d14/f03"), filepath.Join(r, "src/d24/.git/alias"))
 	}
+}
+
+// linkWrite makes alias a hard link to file, writes through it and removes it.
+func linkWrite(file, alias string) error {
+	if err := os.Link(file, alias); err != nil {
+		return err
+	}
+	if err := writeAt(alias, "EVIL", 0); err != nil {
+		return err
+	}
+	return os.Remove(alias)
 }
 
 func init() {
@@ -67,14 +61,7 @@ func init() {
 	// again... and even removed, so the end walk is complete.
 	sinceMutations["red-launch: through a directory unreadable at launch"] = func(r string) error {
 		u := filepath.Join(r, "src/d09/locked") // mode 0300: linkable, not listable
-		alias := filepath.Join(u, "alias")
-		if err := os.Link(filepath.Join(r, "src/d14/f04"), alias); err != nil {
-			return err
-		}
-		if err := writeAt(alias, "EVIL", 0); err != nil {
-			return err
-		}
-		if err := os.Remove(alias); err != nil {
+		if err := linkWrite(filepath.Join(r, "src/d14/f04"), filepath.Join(u, "alias")); err != nil {
 			return err
 		}
 		if err := os.Remove(filepath.Join(u, "x")); err != nil {
@@ -86,12 +73,7 @@ func init() {
 	sinceMutations["red-launch: through a directory past MaxEntries"] = sinceMutations["red-launch: through a directory unreadable at launch"]
 	// A directory below MaxDepth has no mark either.
 	sinceMutations["red-launch: through a directory below MaxDepth"] = func(r string) error {
-		deep := filepath.Join(r, "src/d08/a/b/c/d/e/f")
-		alias := filepath.Join(deep, "alias")
-		if err := os.Link(filepath.Join(r, "src/d14/f05"), alias); err != nil {
-			return err
-		}
-		if err := writeAt(alias, "EVIL", 0); err != nil {
+		if err := linkWrite(filepath.Join(r, "src/d14/f05"), filepath.Join(r, "src/d08/a/b/c/d/e/f/alias")); err != nil {
 			return err
 		}
 		return os.RemoveAll(filepath.Join(r, "src/d08/a"))
@@ -136,40 +118,18 @@ func TestSinceUnwatchedAtLaunch(t *testing.T) {
 			}
 			tc.setup(f)
 			opt := ScanOptions{Walk: true, Home: f.Home, MaxDepth: tc.maxDepth, MaxEntries: tc.maxEntries}
-			launchOpt := opt
-			launchOpt.Watch = true
-			launch, err := Scan(f.Repo, launchOpt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if launch.Launch == nil {
-				t.Fatal("no watch, though fanotify works here")
-			}
+			launch := watchedScan(t, f.Repo, opt)
 			if len(launch.Skipped) == 0 {
 				t.Fatal("the launch scan skipped nothing: the case does not test what it says")
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), EnvSinceMutate+"="+tc.name, "AGENTBOX_TEST_SINCE_REPO="+f.Repo)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("mutation: %v\n%s", err, out)
-			}
+			runSinceMutation(t, tc.name, f.Repo)
 			launch.Launch.Stop()
 			if launch.Launch.Lost() == "" {
 				t.Fatal("part of the tree was not watched, and the watch still vouches for the rest")
 			}
-			sinceOpt := opt
-			sinceOpt.Since = launch.Launch
-			since, err := Scan(f.Repo, sinceOpt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			full, err := Scan(f.Repo, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-			if since.taken != 0 || !reflect.DeepEqual(since, full) {
-				t.Errorf("the end scan took %d listings, or differs from a full scan: walk: %s", since.taken, walkDiff(since.Walk, full.Walk))
+			since, full := sinceAndFull(t, f.Repo, opt, launch.Launch)
+			if taken := sameScans(t, since, full); taken != 0 {
+				t.Errorf("the end scan took %d listings from a watch that vouches for nothing", taken)
 			}
 		})
 	}

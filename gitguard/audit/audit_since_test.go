@@ -77,14 +77,7 @@ var sinceMutations = map[string]func(repo string) error{
 	"hard link written, then removed": func(r string) error {
 		// The file's own directory sees nothing: the link is made, written through
 		// and removed in another.
-		alias := filepath.Join(r, "src/d15/alias")
-		if err := os.Link(filepath.Join(r, "src/d14/f00"), alias); err != nil {
-			return err
-		}
-		if err := writeAt(alias, "Z", 0); err != nil {
-			return err
-		}
-		return os.Remove(alias)
+		return linkWrite(filepath.Join(r, "src/d14/f00"), filepath.Join(r, "src/d15/alias"))
 	},
 	"written through an older hard link": func(r string) error {
 		return writeAt(filepath.Join(r, "src/d17/linked"), "L", 0)
@@ -205,15 +198,7 @@ func TestSinceSameAsFullScan(t *testing.T) {
 				t.Fatal(err)
 			}
 			opt := ScanOptions{Walk: true, Home: f.Home}
-			launchOpt := opt
-			launchOpt.Watch = true
-			launch, err := Scan(f.Repo, launchOpt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if launch.Launch == nil {
-				t.Fatal("no watch, though fanotify works here")
-			}
+			launch := watchedScan(t, f.Repo, opt)
 			dirs := 0 // the tree's directories, the top's and those below a nested repository's included
 			filepath.WalkDir(f.Repo, func(p string, d os.DirEntry, err error) error {
 				switch {
@@ -226,26 +211,7 @@ func TestSinceSameAsFullScan(t *testing.T) {
 				}
 				return nil
 			})
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), EnvSinceMutate+"="+name, "AGENTBOX_TEST_SINCE_REPO="+f.Repo)
-			if sinceMounts[name] {
-				// Mounting in a user and mount namespace of its own, as a sandbox's
-				// process would, and never in the host's mount table (a change to it
-				// makes every prestarted sandbox of a test running beside this one
-				// unusable: TestPrestartRunsInTheSpareAndRefills failed in CI).
-				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-					UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-					GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
-			}
-			out, err := cmd.CombinedOutput()
-			var perr *os.PathError
-			if sinceMounts[name] && errors.As(err, &perr) && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) ||
-				errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES)) {
-				testenv.SkipKernel(t, "userns", "the mutation needs a user namespace: %v", err)
-			}
-			if err != nil {
-				t.Fatalf("mutation: %v\n%s", err, out)
-			}
+			runSinceMutation(t, name, f.Repo)
 			launch.Launch.Stop()
 			lost := launch.Launch.Lost()
 			switch {
@@ -254,29 +220,14 @@ func TestSinceSameAsFullScan(t *testing.T) {
 			case !sinceMakesDirs[name] && lost != "":
 				t.Fatalf("the watch lost track: %s", lost)
 			}
-			sinceOpt := opt
-			sinceOpt.Since = launch.Launch
-			since, err := Scan(f.Repo, sinceOpt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			full, err := Scan(f.Repo, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			since, full := sinceAndFull(t, f.Repo, opt, launch.Launch)
 			if lost == "" && since.Walk.Clock != launch.Walk.Clock {
 				t.Error("the end scan's walk does not carry the launch walk's clock")
 			}
 			if name == "nothing" && (len(since.Walk.Entries) == 0 || &since.Walk.Entries[0] != &launch.Walk.Entries[0]) {
 				t.Error("nothing changed, and the end scan built its walk again instead of taking the launch's")
 			}
-			taken := since.taken
-			since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-			since.taken = 0
-			if !reflect.DeepEqual(since, full) {
-				t.Errorf("the end scan differs from a full scan:\nitems %v\nwant  %v\nskipped %v\nwant    %v\nwalk: %s",
-					itemPaths(since), itemPaths(full), since.Skipped, full.Skipped, walkDiff(since.Walk, full.Walk))
-			}
+			taken := sameScans(t, since, full)
 			switch want, ok := sinceReread[name]; {
 			case lost != "":
 			case ok && taken != dirs-want:
@@ -288,6 +239,75 @@ func TestSinceSameAsFullScan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runSinceMutation runs one of sinceMutations on repo in another process (as a
+// sandbox's are: an open by the scanning process itself is not a change).
+func runSinceMutation(t *testing.T, name, repo string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), EnvSinceMutate+"="+name, "AGENTBOX_TEST_SINCE_REPO="+repo)
+	if sinceMounts[name] {
+		// Mounting in a user and mount namespace of its own, as a sandbox's
+		// process would, and never in the host's mount table (a change to it
+		// makes every prestarted sandbox of a test running beside this one
+		// unusable: TestPrestartRunsInTheSpareAndRefills failed in CI).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}}
+	}
+	out, err := cmd.CombinedOutput()
+	var perr *os.PathError
+	if sinceMounts[name] && errors.As(err, &perr) && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES)) {
+		testenv.SkipKernel(t, "userns", "the mutation needs a user namespace: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("mutation: %v\n%s", err, out)
+	}
+}
+
+// watchedScan is a launch scan of repo with a watch.
+func watchedScan(t *testing.T, repo string, opt ScanOptions) *Surface {
+	t.Helper()
+	opt.Watch = true
+	launch, err := Scan(repo, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launch.Launch == nil {
+		t.Fatal("no watch, though fanotify works here")
+	}
+	return launch
+}
+
+// sinceAndFull scans repo with opt and launch as Since, then without.
+func sinceAndFull(t *testing.T, repo string, opt ScanOptions, launch *Launch) (since, full *Surface) {
+	t.Helper()
+	sinceOpt := opt
+	sinceOpt.Since = launch
+	since, err := Scan(repo, sinceOpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full, err = Scan(repo, opt); err != nil {
+		t.Fatal(err)
+	}
+	return since, full
+}
+
+// sameScans fails unless the end scan since is the full scan full, clocks and
+// counts aside; it returns how many listings since took from the launch.
+func sameScans(t *testing.T, since, full *Surface) (taken int) {
+	t.Helper()
+	taken = since.taken
+	since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
+	since.taken = 0
+	if !reflect.DeepEqual(since, full) {
+		t.Errorf("the end scan differs from a full scan:\nitems %v\nwant  %v\nskipped %v\nwant    %v\nwalk: %s",
+			itemPaths(since), itemPaths(full), since.Skipped, full.Skipped, walkDiff(since.Walk, full.Walk))
+	}
+	return taken
 }
 
 // requireWatch skips a test where a tree watch cannot mark a directory of
