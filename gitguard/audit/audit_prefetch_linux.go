@@ -49,6 +49,7 @@ type listing struct {
 	stat    bool           // the entries were to be lstat'ed
 	watched *treewatch.Dir // the launch watch's mark on the directory, placed before it was read
 	subdirs []subdirID     // with stats: the subdirectories' identities
+	links   []linkID       // with stats: the entries with more than one name
 }
 
 type prefetcher struct {
@@ -170,7 +171,7 @@ func (p *prefetcher) list(j prefetchJob) {
 	}
 	if j.stat {
 		l.stats = make([]entryStat, len(l.ents))
-		l.subdirs, l.statOK = statAll(fd, l.ents, l.stats, 1)
+		l.subdirs, l.links, l.statOK = statAll(fd, l.ents, l.stats, 1)
 	}
 	if l.lastErr != nil {
 		sortListing(l.ents, l.stats)

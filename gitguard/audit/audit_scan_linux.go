@@ -144,6 +144,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.walk.Entries = s.since.entries
 	}
 	if s.launch != nil && s.walk != nil {
+		s.launch.dropOutsideLinks()
 		s.launch.keepWalk(s.walk, s.listed)
 	}
 	for _, g := range s.opt.GitDirs {
@@ -380,9 +381,18 @@ type subdirID struct {
 	dev, ino uint64
 }
 
+// linkID is an entry that is not a directory and has more than one name
+// (st_nlink): the launch checks that all its names are in the tree
+// (Launch.dropOutsideLinks).
+type linkID struct {
+	dev, ino, nlink uint64
+}
+
 // statAll lstat's each of ents in the directory fd into stats, on parts goroutines,
-// and returns the subdirectories' identities; ok is false when one failed.
-func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, ok bool) {
+// and returns the subdirectories' identities and the entries with more than one
+// name; ok is false when one failed.
+func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, links []linkID, ok bool) {
+	var linkMu sync.Mutex
 	one := func(lo, hi int, subdirs *[]subdirID) bool {
 		ok := true
 		var st unix.Stat_t
@@ -394,6 +404,10 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
 			if stats[i].mode == unix.S_IFDIR {
 				*subdirs = append(*subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
+			} else if st.Nlink > 1 {
+				linkMu.Lock()
+				links = append(links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})
+				linkMu.Unlock()
 			}
 		}
 		return ok
@@ -401,7 +415,7 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 	n := len(ents)
 	if n < 32 || parts <= 1 {
 		ok := one(0, n, &subdirs)
-		return subdirs, ok
+		return subdirs, links, ok
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
@@ -420,7 +434,7 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 	for _, m := range more[1:] {
 		subdirs = append(subdirs, m...)
 	}
-	return subdirs, ok && !failed.Load()
+	return subdirs, links, ok && !failed.Load()
 }
 
 // rel is p relative to the repository, '/'-separated.
@@ -457,6 +471,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 			return nil, nil, nil
 		}
 		ents, stats, ok := s.replay(l, dir)
+		s.launch.noteLinks(dir, l.links) // audit_since_linux.go
 		if stat && !ok {
 			s.walk.Complete = false
 		}
@@ -483,7 +498,9 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	ok := true
 	if stat {
 		stats = make([]entryStat, len(ents))
-		subdirs, ok = statAll(fd, ents, stats, statParts)
+		var links []linkID
+		subdirs, links, ok = statAll(fd, ents, stats, statParts)
+		s.launch.noteLinks(dir, links) // audit_since_linux.go
 		if !ok {
 			s.walk.Complete = false
 		}

@@ -52,10 +52,59 @@ type Launch struct {
 	walk    bool               // the launch scan recorded a walk (ScanOptions.Walk)
 	clock   treewalk.Clock     // its clock
 	kept    map[string]*keptDir
+	// links are the files of the tree with more than one name, by device and
+	// inode: how many names they have, and the directories the walk found them in
+	// (dropOutsideLinks).
+	links map[[2]uint64]*linkNames
 	// entries is the launch walk's list, when it was complete and every
 	// directory it read was kept: an end scan that finds nothing changed takes it
 	// as its own (Scan), instead of building the same 100,000 entries again.
 	entries []treewalk.Entry
+}
+
+// linkNames is one file with more than one name, as the launch walk found it.
+type linkNames struct {
+	nlink uint64   // its st_nlink (the highest seen)
+	dirs  []string // the directory of each name the walk found, once per name
+}
+
+// noteLinks records the entries of dir with more than one name.
+func (l *Launch) noteLinks(dir string, links []linkID) {
+	if l == nil || len(links) == 0 {
+		return
+	}
+	if l.links == nil {
+		l.links = map[[2]uint64]*linkNames{}
+	}
+	for _, k := range links {
+		n := l.links[[2]uint64{k.dev, k.ino}]
+		if n == nil {
+			n = &linkNames{}
+			l.links[[2]uint64{k.dev, k.ino}] = n
+		}
+		n.nlink = max(n.nlink, k.nlink)
+		n.dirs = append(n.dirs, dir)
+	}
+}
+
+// dropOutsideLinks forgets the listing of each directory holding a file that has
+// a name the walk did not find (st_nlink counts more names than the tree's
+// listings with stats hold): that name lies outside the tree (an --add-dir the
+// sandbox writes, a package manager's store that hard-links into the tree, a
+// `cp -al` copy), below a nested repository, or in a directory not read, where no
+// mark may be; a write, chmod or link through it reaches neither this directory's
+// mark nor any other, and the end scan would keep the file's old lstat. A file
+// whose every name is in the tree is seen through whichever is used
+// (Changes.Touched).
+func (l *Launch) dropOutsideLinks() {
+	for _, n := range l.links {
+		if uint64(len(n.dirs)) < n.nlink {
+			for _, d := range n.dirs {
+				delete(l.kept, d)
+			}
+		}
+	}
+	l.links = nil
 }
 
 // keepWalk records the launch walk w, read from listed directories, for
