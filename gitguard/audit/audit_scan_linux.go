@@ -137,7 +137,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		// Every listing was the launch's, unchanged: so is the walk, entry for
 		// entry (audit_since_linux.go). Anything else is a fault of this code;
 		// the scan is then made again without the watch.
-		if s.shared != len(s.since.entries) || !s.walk.Complete || len(s.walk.Entries) != 0 {
+		if s.shared != len(s.since.entries) || s.unshared != 0 || !s.walk.Complete || len(s.walk.Entries) != 0 {
 			opt.Since = nil
 			return Scan(repo, opt)
 		}
@@ -173,6 +173,7 @@ type scanner struct {
 	verified    map[string]bool // with since: subdirectories found to be the launch's (verifySubdirs)
 	sharing     bool            // with since: nothing changed, the walk is the launch's (shared counts its entries)
 	shared      int
+	unshared    int // with sharing: entries of directories read again, not taken
 	listed      int // directories read (or taken) by readDirStat
 	// chunks are the walk's first entries, in full blocks of walkChunk, when no
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
@@ -318,8 +319,12 @@ func (s *scanner) tree(dir string, depth int) {
 			rel := rels[i]
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
 			switch {
-			case s.sharing:
+			case s.sharing && s.fromLaunch[dir]:
 				s.shared++
+			case s.sharing:
+				// Read again, not taken: whatever it holds, the launch's walk
+				// does not stand for it, even at the same count.
+				s.unshared++
 			case len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk:
 				s.chunks = append(s.chunks, s.walk.Entries)
 				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
