@@ -165,9 +165,7 @@ func (w *Watch) Add(dirfd int) (Dir, error) {
 func (w *Watch) Fail(why string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.ch.Lost == "" {
-		w.ch.Lost = why
-	}
+	w.lost(why)
 }
 
 // Stop reads every event queued so far, closes the group and returns what it saw.
@@ -243,6 +241,13 @@ const (
 	infoHead = 4 + 8 + 8 // info_type, pad, len; fsid; handle_bytes, handle_type
 )
 
+// maxTouched bounds the inodes a watch remembers (Changes.Touched): a session
+// that makes and removes files in a loop on a filesystem that never reuses inode
+// numbers (tmpfs, btrfs) reports a new one each time, and would grow the
+// launcher's heap for as long as it runs. Past it the watch vouches for nothing.
+// A variable for the tests.
+var maxTouched = 1 << 20
+
 // events takes one read's worth of events.
 func (w *Watch) events(b []byte) {
 	w.mu.Lock()
@@ -262,10 +267,13 @@ func (w *Watch) events(b []byte) {
 	}
 }
 
+// lost records that the watch vouches for nothing; what it remembered is freed
+// (no event is read after: events).
 func (w *Watch) lost(why string) {
 	if w.ch.Lost == "" {
 		w.ch.Lost = why
 	}
+	w.ch.dirty, w.ch.inos = nil, nil
 }
 
 // event takes one event: every directory it names may have changed, and so may
@@ -328,6 +336,10 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 				return
 			}
 			w.ch.inos[ino&0xffffffff] = true
+			if len(w.ch.inos) > maxTouched {
+				w.lost("more files changed than the watch keeps track of")
+				return
+			}
 			continue
 		}
 		ids := w.dirs[handleKey(fsid, htype, handle)]
