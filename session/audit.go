@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/treewalk"
@@ -66,7 +68,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
-		if base.Launch != nil && overlapsOtherSession(p.StateDir, p.Repo) {
+		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
@@ -126,4 +128,27 @@ func (a *auditor) drop() {
 		os.Remove(a.journalPath)
 		a.journal.Close()
 	}
+}
+
+// mappableStdio reports whether the sandbox inherits, as its standard input or
+// output, a regular file opened for reading and writing on the repository's
+// filesystem (agentbox exec … 1<>repo/f): opened before the watch's marks, it can
+// be mapped and written through with no event (a red-team helper noted it). Only
+// O_RDWR matters: a shared writable mapping needs a readable descriptor, and a
+// write(2) through any descriptor is reported.
+func mappableStdio(repo string) bool {
+	var rst unix.Stat_t
+	if unix.Stat(repo, &rst) != nil {
+		return true
+	}
+	for _, fd := range []int{0, 1, 2} {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != rst.Dev {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_RDWR {
+			return true
+		}
+	}
+	return false
 }

@@ -1,7 +1,11 @@
 package session
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
@@ -40,5 +44,40 @@ func TestOverlapsOtherSession(t *testing.T) {
 			t.Errorf("pending session of %s: overlap %v, want %v", c.other, got, c.want)
 		}
 		done()
+	}
+}
+
+// TestMappableStdio: a standard stream that is a file of the repository's
+// filesystem opened for reading and writing keeps the launch from trusting its
+// watch; one opened for writing only, or a pipe, does not. The streams are the
+// test binary's own, run again with them.
+func TestMappableStdio(t *testing.T) {
+	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE"); repo != "" {
+		fmt.Fprint(os.Stderr, mappableStdio(repo))
+		return
+	}
+	repo := testenv.CanonTempDir(t)
+	for _, c := range []struct {
+		flag int
+		want string
+	}{{os.O_RDWR, "true"}, {os.O_WRONLY, "false"}, {os.O_RDONLY, "false"}} {
+		f, err := os.OpenFile(filepath.Join(repo, "out"), c.flag|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMappableStdio$")
+		cmd.Env = append(os.Environ(), "AGENTBOX_TEST_MAPPABLE="+repo)
+		if c.flag == os.O_RDONLY {
+			cmd.Stdin = f
+		} else {
+			cmd.Stdout = f
+		}
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		err = cmd.Run()
+		f.Close()
+		if err != nil || errb.String() != c.want {
+			t.Errorf("standard stream opened with flags %#x: %q, %v; want %s", c.flag, errb.String(), err, c.want)
+		}
 	}
 }
