@@ -308,3 +308,72 @@ func TestKilledLauncherLeavesStartState(t *testing.T) {
 		t.Errorf("diff of an unfinished session: exit %d, %s", code, errOut)
 	}
 }
+
+// TestExecWatchedEndScan runs sessions on a tree big enough for the launch's watch
+// (session/audit.go: minWatchFiles) and checks, through the real binary, that the
+// end scan took the launch's listings when it could, read the whole tree when it
+// could not, and that the record and the audit saw every change either way: ten
+// files edited in place (watched), a file written through a hard link made in a
+// directory the session made and removed (the watch vouches for nothing: a
+// red-team case), and a .git pointer planted in a quiet directory (watched).
+func TestExecWatchedEndScan(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			for d := range 30 {
+				if err := os.Mkdir(filepath.Join(b.repo, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 70 {
+					sandboxtest.WriteFile(t, filepath.Join(b.repo, fmt.Sprintf("d%02d/f%02d", d, i)), "content\n")
+				}
+			}
+			testenv.Chown(t, b.repo)
+			testenv.Git(t, b.home, b.repo, "add", "-A")
+			testenv.Git(t, b.home, b.repo, "commit", "-q", "-m", "many")
+			b.exec("true") // the first record, which no watch serves
+			session := func(script string) (id, stderr string) {
+				t.Helper()
+				cmd := b.Agentbox(b.repo, "exec", "--backend", b.backend, "--no-git-save", "--", "/bin/sh", "-c", script)
+				cmd.Env = append(cmd.Env, "AGENTBOX_TIMINGS=1")
+				r := sandboxtest.Run(cmd)
+				if r.Code != 0 {
+					t.Fatalf("exec %q: exit %d\n%s", script, r.Code, r.Stderr)
+				}
+				return b.newestID(), r.Stderr
+			}
+			logLine := func(id string) string {
+				for l := range strings.SplitSeq(b.must("log"), "\n") {
+					if strings.HasPrefix(l, id) {
+						return l
+					}
+				}
+				return ""
+			}
+
+			id, stderr := session(`for d in 00 03 06 09 12 15 18 21 24 27; do echo edit >> d$d/f05; done`)
+			if !strings.Contains(stderr, "host: end scan, from the watch") {
+				t.Errorf("ten files edited: the end scan did not take the watch's listings:\n%s", stderr)
+			}
+			if l := logLine(id); !strings.Contains(l, "+0 ~10 -0") {
+				t.Errorf("ten files edited: log line %q", l)
+			}
+
+			id, stderr = session(`mkdir d04/nd && ln d05/f01 d04/nd/a && echo evil >> d04/nd/a && rm -r d04/nd`)
+			if !strings.Contains(stderr, "host: end scan, whole tree") {
+				t.Errorf("a directory made: the end scan trusted the watch:\n%s", stderr)
+			}
+			if diff := b.must("diff", id); !strings.Contains(diff, "d05/f01") || !strings.Contains(diff, "+evil") {
+				t.Errorf("the write through a link in a removed directory is not in the record:\n%s", diff)
+			}
+
+			_, stderr = session(`printf 'gitdir: /tmp/elsewhere\n' > d06/.git`)
+			if !strings.Contains(stderr, "host: end scan, from the watch") {
+				t.Errorf("a pointer planted: the end scan did not take the watch's listings:\n%s", stderr)
+			}
+			if !strings.Contains(stderr, "agentbox: audit:") || !strings.Contains(stderr, "d06/.git") {
+				t.Errorf("the planted .git pointer was not reported:\n%s", stderr)
+			}
+		})
+	}
+}

@@ -68,8 +68,11 @@ type Surface struct {
 	// Launch is what ScanOptions.Watch kept for the end scan; never stored. The
 	// caller stops or closes it.
 	Launch *Launch `json:"-"`
-	taken  int     // directories whose listing ScanOptions.Since stood for (tests)
+	taken  int     // directories whose listing ScanOptions.Since stood for
 }
+
+// Taken is how many directories' listings the scan took from ScanOptions.Since.
+func (s *Surface) Taken() int { return s.taken }
 
 // Skip is a place the audit could not inspect, and why.
 type Skip struct {
