@@ -38,7 +38,7 @@ func (d *dirent) Info() (fs.FileInfo, error) {
 }
 
 // direntBufs are getdents64 buffers, one per listing at a time.
-var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 // direntReader lists the open directory fd.
 type direntReader struct {
