@@ -8,11 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
 // review2OutsideLink is where TestSinceOutsideHardLink puts the second name of a
@@ -33,11 +29,7 @@ func init() {
 // watch sees nothing, and the end scan must still not take the listing (before
 // the watch, the end walk's lstat saw the new ctime).
 func TestSinceOutsideHardLink(t *testing.T) {
-	if w, err := treewatch.New(); err != nil {
-		testenv.SkipKernel(t, "fanotify_fid", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
-	} else {
-		w.Close()
-	}
+	requireWatch(t)
 	const name = "red-launch: review2: written through a link outside the tree"
 	f := newFixture(t)
 	for d := range 4 {
@@ -82,60 +74,31 @@ func TestSinceOutsideHardLink(t *testing.T) {
 }
 
 // TestSharingOnlyWhatWasTaken: the end scan takes the launch walk whole only when
-// every listing was the launch's; a directory it read again (here the top, found
-// to be another inode: a host bind mount over the repository's path, which no
-// mark sees) must not count towards it, even with as many entries.
+// every listing was the launch's; a directory it read again (here the top, made
+// to look like another inode, as a host bind mount over the repository's path,
+// which no mark sees, would) must not count towards it, even with as many entries.
 func TestSharingOnlyWhatWasTaken(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a bind mount)")
-	}
-	if w, err := treewatch.New(); err != nil {
-		testenv.SkipKernel(t, "fanotify_fid", "unprivileged fanotify with file handles (Linux 5.17): %v", err)
-	} else {
-		w.Close()
-	}
+	requireWatch(t)
 	f := newFixture(t)
 	for d := range 4 {
 		for i := range 8 {
 			f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
 		}
 	}
-	// The same names, other inodes and ctimes (made before the launch: cp's
-	// reads would be events).
-	other := filepath.Join(filepath.Dir(f.Repo), "other")
-	if out, err := exec.Command("cp", "-a", f.Repo, other).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v %s", err, out)
-	}
 	opt := ScanOptions{Walk: true, Home: f.Home}
-	launchOpt := opt
-	launchOpt.Watch = true
-	launch, err := Scan(f.Repo, launchOpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if launch.Launch == nil {
-		t.Fatal("no watch, though fanotify works here")
-	}
-	if err := unix.Mount(other, f.Repo, "", unix.MS_BIND, ""); err != nil {
-		t.Skipf("bind mount: %v", err)
-	}
-	defer unix.Unmount(f.Repo, unix.MNT_DETACH)
+	launch := watchedScan(t, f.Repo, opt)
 	launch.Launch.Stop()
-	if lost := launch.Launch.Lost(); lost != "" {
-		t.Skipf("the watch lost track: %s", lost)
+	if !launch.Launch.unchanged() {
+		t.Fatalf("nothing changed, and the launch walk cannot be taken whole (lost %q)", launch.Launch.Lost())
 	}
-	sinceOpt := opt
-	sinceOpt.Since = launch.Launch
-	since, err := Scan(f.Repo, sinceOpt)
-	if err != nil {
-		t.Fatal(err)
+	launch.Launch.kept[f.Repo].dir.Ino ^= 1 // the top is read again at the end
+	since, full := sinceAndFull(t, f.Repo, opt, launch.Launch)
+	if len(since.Walk.Entries) > 0 && &since.Walk.Entries[0] == &launch.Walk.Entries[0] {
+		t.Error("a directory was read again, and the end scan took the launch walk whole")
 	}
-	full, err := Scan(f.Repo, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-	if !reflect.DeepEqual(since.Walk, full.Walk) {
-		t.Errorf("the end scan's walk differs from a full scan's: %s", walkDiff(since.Walk, full.Walk))
+	// Sharing was planned and then refused: the scan is made again without the
+	// watch (Scan), so it takes nothing.
+	if taken := sameScans(t, since, full); taken != 0 {
+		t.Errorf("%d listings taken from a launch whose walk could not be shared", taken)
 	}
 }
