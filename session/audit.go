@@ -152,17 +152,21 @@ func (a *auditor) drop() {
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or
-// output, a regular file opened for reading and writing on the repository's
-// filesystem (agentbox exec … 1<>repo/f): opened before the watch's marks, it can
-// be mapped and written through with no event (a red-team helper noted it). Only
-// O_RDWR matters: a shared writable mapping needs a readable descriptor, and a
-// write(2) through any descriptor is reported.
+// output (cliStdio), a regular file opened for reading and writing on the
+// repository's filesystem (agentbox exec … 1<>repo/f): opened before the watch's
+// marks, it can be mapped and written through with no event (a red-team helper
+// noted it). Only O_RDWR matters: a shared writable mapping needs a readable
+// descriptor, and a write(2) through any descriptor is reported.
 func mappableStdio(repo string) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {
 		return true
 	}
-	for _, fd := range []int{0, 1, 2} {
+	for _, f := range []*os.File{cliStdio.Stdin, cliStdio.Stdout, cliStdio.Stderr} {
+		if f == nil {
+			continue
+		}
+		fd := int(f.Fd())
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != rst.Dev {
 			continue

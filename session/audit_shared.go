@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -66,32 +65,44 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when
 // there is none. Unreadable journals are skipped: auditOrphans reports them.
 func inheritedBase(stateDir, repo string) *auditJournal {
-	dir, err := journalDir(stateDir, repo)
-	if err != nil {
-		return nil
-	}
-	ents, _ := os.ReadDir(dir)
-	prefix := journalPrefix(repo)
 	var oldest *auditJournal
-	for _, e := range ents {
-		n := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
-			continue
-		}
-		f, err := safepath.OpenRegular(filepath.Join(dir, n))
-		if err != nil {
-			continue
-		}
-		j, err := readJournal(f)
-		f.Close()
-		if err != nil || j.Repo != repo {
-			continue
+	prefix := journalPrefix(repo)
+	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+		if j == nil || !strings.HasPrefix(name, prefix) || j.Repo != repo {
+			return
 		}
 		if oldest == nil || j.Start.Before(oldest.Start) {
 			oldest = j
 		}
-	}
+	})
 	return oldest
+}
+
+// pendingJournals calls fn with each pending-audit journal's name and content (nil
+// when it cannot be read).
+func pendingJournals(stateDir, repo string, fn func(name string, j *auditJournal)) {
+	dir, err := journalDir(stateDir, repo)
+	if err != nil {
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		n := e.Name()
+		if !e.Type().IsRegular() || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
+			continue
+		}
+		f, err := safepath.OpenRegular(filepath.Join(dir, n))
+		if err != nil {
+			fn(n, nil)
+			continue
+		}
+		j, err := readJournal(f)
+		f.Close()
+		if err != nil {
+			j = nil
+		}
+		fn(n, j)
+	}
 }
 
 // quarantineRoot is where this session's audit moves what it finds: STATE/quarantine,
@@ -136,39 +147,19 @@ func quarantine(findings []audit.Finding, id, root string) {
 // launch scan, so that a session whose journal comes later started its command
 // after every mark was placed.
 func overlapsOtherSession(stateDir, repo string) bool {
-	dir, err := journalDir(stateDir, repo)
-	if err != nil {
+	if _, err := journalDir(stateDir, repo); err != nil {
 		return true
 	}
-	ents, _ := os.ReadDir(dir)
+	overlap := false
 	own := journalPrefix(repo)
-	for _, e := range ents {
-		n := e.Name()
-		if !e.Type().IsRegular() || strings.HasPrefix(n, own) || !strings.HasSuffix(n, journalSuffix) {
-			continue
+	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+		switch {
+		case strings.HasPrefix(name, own):
+		case j == nil: // unreadable: it could be anything's
+			overlap = true
+		default:
+			overlap = overlap || policy.Within(j.Repo, repo) || policy.Within(repo, j.Repo)
 		}
-		other, ok := journalRepo(filepath.Join(dir, n))
-		if !ok || policy.Within(other, repo) || policy.Within(repo, other) {
-			return true
-		}
-	}
-	return false
-}
-
-// journalRepo is the repository a journal names on its second line, read from
-// its first 16 KiB.
-func journalRepo(p string) (string, bool) {
-	f, err := safepath.OpenRegular(p)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	b := make([]byte, 16<<10)
-	n, _ := io.ReadFull(f, b)
-	lines := strings.SplitN(string(b[:n]), "\n", 3)
-	if len(lines) < 3 || lines[0] != journalMagic || !strings.HasPrefix(lines[1], "repo ") {
-		return "", false
-	}
-	repo, err := strconv.Unquote(strings.TrimPrefix(lines[1], "repo "))
-	return repo, err == nil
+	})
+	return overlap
 }

@@ -97,7 +97,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.launch = newLaunch(s.walk)
 		s.surface.Launch = s.launch
 	case opt.Since.Lost() == "" && opt.Since.walk == opt.Walk:
-		s.since, s.fromLaunch, s.verified = opt.Since, map[string]bool{}, map[string]bool{}
+		s.since, s.fromLaunch, s.verified, s.touched = opt.Since, map[string]bool{}, map[string]bool{}, map[*keptDir]bool{}
 		if s.walk != nil {
 			// audit_since_linux.go: the lstat's taken from the launch were read
 			// after its clock, not this one.
@@ -164,14 +164,15 @@ type scanner struct {
 	configs     map[string][]gitconfig.Entry // config files read, with their entries
 	expanded    map[string]expansion         // config files whose includes were followed
 	hooks       map[string]bool
-	walk        *treewalk.Walk  // nil unless opt.Walk
-	nested      int             // >0 while below a nested repository (not listed in walk)
-	pre         *prefetcher     // lists the tree's directories ahead while tree runs
-	launch      *Launch         // with opt.Watch: the watch, and the listings kept for the end scan
-	since       *Launch         // opt.Since, when its watch vouches for anything
-	fromLaunch  map[string]bool // with since: the directories whose launch listing was taken
-	verified    map[string]bool // with since: subdirectories found to be the launch's (verifySubdirs)
-	sharing     bool            // with since: nothing changed, the walk is the launch's (shared counts its entries)
+	walk        *treewalk.Walk    // nil unless opt.Walk
+	nested      int               // >0 while below a nested repository (not listed in walk)
+	pre         *prefetcher       // lists the tree's directories ahead while tree runs
+	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
+	since       *Launch           // opt.Since, when its watch vouches for anything
+	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
+	verified    map[string]bool   // with since: subdirectories found to be the launch's (verifySubdirs)
+	touched     map[*keptDir]bool // with since: kept listings holding an inode an event was about (reusable)
+	sharing     bool              // with since: nothing changed, the walk is the launch's (shared counts its entries)
 	shared      int
 	unshared    int // with sharing: entries of directories read again, not taken
 	listed      int // directories read (or taken) by readDirStat
@@ -397,8 +398,12 @@ type linkID struct {
 // and returns the subdirectories' identities and the entries with more than one
 // name; ok is false when one failed.
 func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, links []linkID, ok bool) {
-	var linkMu sync.Mutex
-	one := func(lo, hi int, subdirs *[]subdirID) bool {
+	// found is what one goroutine found beside the stats, joined at the end.
+	type found struct {
+		subdirs []subdirID
+		links   []linkID
+	}
+	one := func(lo, hi int, f *found) bool {
 		ok := true
 		var st unix.Stat_t
 		for i := lo; i < hi; i++ {
@@ -408,36 +413,35 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 			}
 			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
 			if stats[i].mode == unix.S_IFDIR {
-				*subdirs = append(*subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
+				f.subdirs = append(f.subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
 			} else if st.Nlink > 1 {
-				linkMu.Lock()
-				links = append(links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})
-				linkMu.Unlock()
+				f.links = append(f.links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})
 			}
 		}
 		return ok
 	}
 	n := len(ents)
 	if n < 32 || parts <= 1 {
-		ok := one(0, n, &subdirs)
-		return subdirs, links, ok
+		var f found
+		ok := one(0, n, &f)
+		return f.subdirs, f.links, ok
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	more := make([][]subdirID, parts)
+	all := make([]found, parts)
 	for k := 1; k < parts; k++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !one(k*n/parts, (k+1)*n/parts, &more[k]) {
+			if !one(k*n/parts, (k+1)*n/parts, &all[k]) {
 				failed.Store(true)
 			}
 		}()
 	}
-	ok = one(0, n/parts, &subdirs)
+	ok = one(0, n/parts, &all[0])
 	wg.Wait()
-	for _, m := range more[1:] {
-		subdirs = append(subdirs, m...)
+	for _, f := range all {
+		subdirs, links = append(subdirs, f.subdirs...), append(links, f.links...)
 	}
 	return subdirs, links, ok && !failed.Load()
 }

@@ -40,10 +40,11 @@ import (
 // anything (a full queue, a handle it cannot read), no listing is taken.
 //
 // The walk's clock is then the launch walk's: the lstat's taken from the launch
-// were read after it, so the recorder's "changed since" window starts there (it
-// costs the session after a changing one a look at the index for the files this
-// session changed; a later clock would need every event to have been read before
-// it, which a write already stamped but not yet reported could break).
+// were read after it, so the recorder's "changed since" window starts there (the
+// files this session changed fall in the next staging's window; the stage state's
+// Recent entries answer for them without the index). A later clock would need
+// every event to have been read before it, which a write already stamped but not
+// yet reported could break.
 
 // Launch is what a launch scan with ScanOptions.Watch kept for the end scan.
 type Launch struct {
@@ -202,10 +203,19 @@ func (s *scanner) reusable(dir string, stat bool) *keptDir {
 		return nil
 	}
 	if stat && s.since.changes.AnyTouched() {
-		for _, st := range k.l.stats {
-			if s.since.changes.Touched(st.ino) {
-				return nil
+		// Asked when the parent schedules dir and again when dir is taken: the
+		// entries are looked at once.
+		touched, seen := s.touched[k]
+		if !seen {
+			for _, st := range k.l.stats {
+				if touched = s.since.changes.Touched(st.ino); touched {
+					break
+				}
 			}
+			s.touched[k] = touched
+		}
+		if touched {
+			return nil
 		}
 	}
 	return k

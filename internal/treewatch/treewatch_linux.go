@@ -140,7 +140,7 @@ func (w *Watch) Add(dirfd int) (Dir, error) {
 	if err := unix.Fstatfs(dirfd, &sfs); err != nil {
 		return Dir{}, fmt.Errorf("fstatfs: %w", err)
 	}
-	if !localFS[sfs.Type] {
+	if !localFS(int64(sfs.Type)) {
 		return Dir{}, fmt.Errorf("filesystem type %#x is not one whose every change a local event reports", sfs.Type)
 	}
 	h, _, err := unix.NameToHandleAt(dirfd, "", unix.AT_EMPTY_PATH|atHandleFID)
@@ -395,17 +395,19 @@ func recordName(b []byte) string {
 	return string(b)
 }
 
-// localFS are the filesystems whose files change only through this kernel, so
-// that every change sends an event: not a network or FUSE filesystem (another
-// machine, or a daemon reading a directory the sandbox writes by another path,
-// changes them unseen), nor an overlay (its lower and upper layers are other
-// inodes, writable by other paths).
-var localFS = map[int64]bool{
-	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4 share it
-	unix.XFS_SUPER_MAGIC:   true,
-	unix.BTRFS_SUPER_MAGIC: true,
-	unix.TMPFS_MAGIC:       true,
-	unix.F2FS_SUPER_MAGIC:  true,
+// localFS reports whether a filesystem type is one whose files change only
+// through this kernel, so that every change sends an event: not a network or FUSE
+// filesystem (another machine, or a daemon reading a directory the sandbox writes
+// by another path, changes them unseen), nor an overlay (its lower and upper
+// layers are other inodes, writable by other paths). A switch, not a map: the
+// sandbox's init runs every package's initialisation.
+func localFS(t int64) bool {
+	switch t {
+	case unix.EXT4_SUPER_MAGIC, // ext2, ext3 and ext4 share it
+		unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.F2FS_SUPER_MAGIC:
+		return true
+	}
+	return false
 }
 
 type layoutKey struct {
