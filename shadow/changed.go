@@ -197,7 +197,7 @@ var errSweep = errors.New("full sweep needed")
 // are looked for only in directories whose ctime changed (or that are gone), and the
 // index is read only when some directory changed.
 func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
-	s.indexRead = false
+	s.indexRead, s.manyChanged = false, false
 	if w == nil || !w.Complete {
 		return nil, errSweep
 	}
@@ -329,19 +329,34 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 	}
 	verified := "" // a changed directory whose entries are all the index's: below it too
 	var out []string
+	covered := 0 // files below the new directories staged whole
 	add := func(p string) bool {
 		out = append(out, p)
-		return len(out) <= maxChangedPaths
+		if len(out)+covered > maxChangedPaths {
+			s.manyChanged = true // the sweep gets a head start (prestage.go)
+			return false
+		}
+		return true
 	}
 	dirs := map[string]bool{"": w.RootCtime >= threshold} // every directory walked: changed?
 	changedDir := w.RootCtime >= threshold
-	cover := "" // a new directory staged whole: what lies below it is covered
+	cover := ""       // a new directory staged whole: what lies below it is covered
+	coverNew := false // cover is a new directory (not a nested repository)
 	for i, e := range w.Entries {
 		if e.IsDir() {
 			dirs[e.Rel] = e.Ctime >= threshold
 			changedDir = changedDir || e.Ctime >= threshold
 		}
 		if cover != "" && strings.HasPrefix(e.Rel, cover) {
+			// One pathspec, but each file below is Git's to add, and the bulk
+			// check-in of many is quadratic (prestage.go): past the bound, the
+			// sweep is cheaper.
+			if coverNew && !e.IsDir() {
+				if covered++; len(out)+covered > maxChangedPaths {
+					s.manyChanged = true
+					return nil, errSweep
+				}
+			}
 			continue
 		}
 		cover = ""
@@ -350,7 +365,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 			if !add(e.Rel) {
 				return nil, errSweep
 			}
-			cover = e.Rel + "/"
+			cover, coverNew = e.Rel+"/", false
 		case e.Ctime < threshold:
 		case path.Base(e.Rel) == ".gitignore":
 			// What it stops ignoring is old: its whole directory.
@@ -382,7 +397,7 @@ func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) 
 				if !add(e.Rel) {
 					return nil, errSweep
 				}
-				cover = e.Rel + "/"
+				cover, coverNew = e.Rel+"/", true
 			}
 		default:
 			same, err := sameAsIndex(e)

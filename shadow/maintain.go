@@ -2,9 +2,12 @@ package shadow
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -56,36 +59,80 @@ func (s *Store) looseEstimate() int {
 // tree (no index yet): the record reads and stores every file.
 func (s *Store) firstRecord() bool {
 	_, err := os.Lstat(filepath.Join(s.Dir, "index"))
-	return err != nil && s.Progress != nil
+	return err != nil
 }
 
-// noticeAfter is how long work lasts before noticeStart says what it is.
-const noticeAfter = time.Second
+// noticeAfter is how long work lasts before noticeStart says what it is, and
+// stepEvery how often, from then on, a notice says how far it got.
+const (
+	noticeAfter = time.Second
+	stepEvery   = 2 * time.Second
+)
 
-// noticeStart says on s.Progress (a terminal) what long work is going on, once it
-// has lasted a second, and then how long it took; short work prints nothing. The
-// returned function ends the notice.
-func (s *Store) noticeStart(on bool, what string) func() {
-	if !on {
-		return func() {}
+// notice tells s.Progress (a terminal) about one piece of long work: what it is,
+// once it has lasted noticeAfter; how far it got, every stepEvery after that; and
+// how long it took. Short work prints nothing. A nil *notice prints nothing.
+type notice struct {
+	w     io.Writer
+	what  string
+	t0    time.Time
+	timer *time.Timer
+	mu    sync.Mutex
+	shown bool      // the first line is out
+	ended bool      // end ran: nothing more is printed
+	last  time.Time // when the last line was printed
+}
+
+// noticeStart starts the notice of what, when on and s.Progress is set.
+func (s *Store) noticeStart(on bool, what string) *notice {
+	if !on || s.Progress == nil {
+		return nil
 	}
-	w := s.Progress
-	t0 := time.Now()
-	done := make(chan struct{})
-	shown := make(chan bool, 1)
-	go func() {
-		select {
-		case <-done:
-			shown <- false
-		case <-time.After(noticeAfter):
-			fmt.Fprintf(w, "agentbox: %s …\n", what)
-			shown <- true
+	n := &notice{w: s.Progress, what: what, t0: time.Now()}
+	n.timer = time.AfterFunc(noticeAfter, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.ended {
+			fmt.Fprintf(n.w, "agentbox: %s …\n", n.what)
+			n.shown, n.last = true, time.Now()
 		}
-	}()
-	return func() {
-		close(done)
-		if <-shown {
-			fmt.Fprintf(w, "agentbox: %s: done in %.1f s\n", what, time.Since(t0).Seconds())
-		}
+	})
+	return n
+}
+
+// step says how many of how many files are done, when the notice is shown and its
+// last line is stepEvery old.
+func (n *notice) step(done, total int) {
+	if n == nil {
+		return
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.shown && !n.ended && time.Since(n.last) >= stepEvery {
+		fmt.Fprintf(n.w, "agentbox: %s: %s of %s files\n", n.what, thousands(done), thousands(total))
+		n.last = time.Now()
+	}
+}
+
+// end ends the notice, saying how long the work took if the notice was shown.
+func (n *notice) end() {
+	if n == nil {
+		return
+	}
+	n.timer.Stop()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ended = true
+	if n.shown {
+		fmt.Fprintf(n.w, "agentbox: %s: done in %.1f s\n", n.what, time.Since(n.t0).Seconds())
+	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -81,14 +81,20 @@ func TestFirstRecordNotice(t *testing.T) {
 	s, _ := openStore(t, repo)
 	var out bytes.Buffer
 	s.Progress = &out
-	end := s.noticeStart(s.firstRecord(), "recording X")
+	n := s.noticeStart(s.firstRecord(), "recording X")
 	time.Sleep(noticeAfter + 200*time.Millisecond)
-	end()
-	if got := out.String(); !strings.Contains(got, "agentbox: recording X …\n") || !strings.Contains(got, "recording X: done in") {
-		t.Errorf("notice %q", got)
+	n.step(1000, 2500) // too soon after the first line: nothing
+	n.mu.Lock()
+	n.last = n.last.Add(-stepEvery)
+	n.mu.Unlock()
+	n.step(1000, 102500)
+	n.end()
+	n.step(2500, 2500) // after the end: nothing
+	if got, want := out.String(), "agentbox: recording X …\nagentbox: recording X: 1,000 of 102,500 files\nagentbox: recording X: done in"; !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 3 {
+		t.Errorf("notice %q, want %q…", got, want)
 	}
 	out.Reset()
-	s.noticeStart(true, "short")()
+	s.noticeStart(true, "short").end()
 	if out.Len() != 0 {
 		t.Errorf("a short step printed %q", out.String())
 	}

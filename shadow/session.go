@@ -380,7 +380,15 @@ func (s *Store) stage() (notes []string, err error) {
 	// a 4 KiB block each (412 MiB for 16 MB of content), and no fsync per object.
 	// (Only here: elsewhere the threshold would make every diff "binary".)
 	s.sweeps++
-	defer s.noticeStart(s.firstRecord(), "recording the working tree of "+s.Repo+" in the shadow repository for the first time")()
+	first := s.firstRecord()
+	n := s.noticeStart(first, "recording the working tree of "+s.Repo+" in the shadow repository for the first time")
+	defer n.end()
+	// Many new files: a head start in batches (prestage.go). Its stat data were
+	// read after this clock, before the sweep's own.
+	added := treewalk.Now()
+	if (first || s.manyChanged) && s.preStage(wt, n.step) {
+		defer func() { s.addedClock = added }()
+	}
 	return s.add(wt, nil)
 }
 

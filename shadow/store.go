@@ -65,6 +65,7 @@ type Store struct {
 
 	sweeps    int // full sweeps of the working tree staged (stage), for the tests
 	inPlace   int // stagings done without Git (stageInPlace), for the tests
+	preStaged int // batches of new files staged before a sweep (preStage), for the tests
 	diffTrees int // diff-tree processes run (countChanges), for the tests
 	// delta, when from is not "", is what the last stageWalk changed: the index
 	// held tree from before it, and only files edited in place changed since.
@@ -74,6 +75,9 @@ type Store struct {
 	}
 	// indexRead: the last changedPaths read the index to tell what changed.
 	indexRead bool
+	// manyChanged: the last changedPaths found more files to stage than
+	// maxChangedPaths (the sweep it falls back to gets a head start, prestage.go).
+	manyChanged bool
 	// leftOut: the last staging left a path out at a bound (addAll). The index
 	// then holds less than the tree, and what was left out must be named again
 	// each time: the next staging sweeps (no stage state is written).
