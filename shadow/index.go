@@ -51,35 +51,67 @@ func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, e
 	return got, err
 }
 
-// mapIndex returns the bytes of the index file at path, mapped privately from the
+// mapIndex returns the bytes of the index file at path, mapped read-only from the
 // page cache and populated in one system call, the file's fstat, and the function
-// that unmaps them (nothing may keep a slice of them after it). Reading the 8.8 MB index of a
-// 100,000-file tree into fresh heap cost a zeroing and a page fault per 4 KiB page
-// (several µs each on a VM), twice in a ten-file session's record end; Git maps
-// its index the same way. Writes to the bytes (the entries patched in place) copy
-// only the pages they touch and never reach the file. Nothing truncates the index
-// while it is mapped: Git and the recorder replace it by rename, under the store's
-// lock.
+// that unmaps them (nothing may keep a slice of them after it). Reading the 8.8 MB
+// index of a 100,000-file tree into fresh heap cost a zeroing and a page fault per
+// 4 KiB page (several µs each on a VM), twice in a ten-file session's record end;
+// Git maps its index the same way. (A private writable mapping is no cheaper:
+// populating it copies every page, to break copy-on-write before any write, and
+// unmapping frees the copies — 7 ms of the 8.8 MB index's staging.) Nothing
+// truncates the index while it is mapped: Git and the recorder replace it by
+// rename, under the store's lock.
 func mapIndex(path string) (b []byte, st unix.Stat_t, release func(), err error) {
+	ix, err := openIndex(path)
+	if err != nil {
+		return nil, st, nil, err
+	}
+	unix.Close(ix.fd)
+	ix.fd = -1
+	return ix.b, ix.st, ix.close, nil
+}
+
+// mappedIndex is an index file open and mapped, as mapIndex maps it.
+type mappedIndex struct {
+	fd int
+	b  []byte
+	st unix.Stat_t
+}
+
+// openIndex opens and maps the index file at path, as mapIndex.
+func openIndex(path string) (*mappedIndex, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, st, nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, st, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	ix := &mappedIndex{fd: fd, b: []byte{}}
+	if err := unix.Fstat(fd, &ix.st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxIndexSize {
-		return nil, st, nil, fmt.Errorf("index %s: not a regular file of at most %d bytes", path, maxIndexSize)
+	if ix.st.Mode&unix.S_IFMT != unix.S_IFREG || ix.st.Size > maxIndexSize {
+		unix.Close(fd)
+		return nil, fmt.Errorf("index %s: not a regular file of at most %d bytes", path, maxIndexSize)
 	}
-	if st.Size == 0 {
-		return []byte{}, st, func() {}, nil
+	if ix.st.Size > 0 {
+		if ix.b, err = unix.Mmap(fd, 0, int(ix.st.Size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE); err != nil {
+			unix.Close(fd)
+			return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+		}
 	}
-	b, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_POPULATE)
-	if err != nil {
-		return nil, st, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	return ix, nil
+}
+
+// close unmaps the index and closes its file.
+func (ix *mappedIndex) close() {
+	if len(ix.b) > 0 {
+		_ = unix.Munmap(ix.b)
 	}
-	return b, st, func() { _ = unix.Munmap(b) }, nil
+	ix.b = nil
+	if ix.fd >= 0 {
+		unix.Close(ix.fd)
+		ix.fd = -1
+	}
 }
 
 // maxIndexSize bounds the index mapIndex maps: far above any tree the walk's own

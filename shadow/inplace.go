@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,43 +75,44 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if len(paths) == 0 || len(paths) > maxInPlacePaths {
 		return "", 0, errNotInPlace
 	}
-	want := make(map[string]int, len(paths))
-	for i, p := range paths {
+	for _, p := range paths {
 		switch path.Base(p) {
 		case ".gitignore", ".gitattributes", ".gitmodules":
 			return "", 0, errNotInPlace
 		}
-		want[p] = i
 	}
 	indexPath := filepath.Join(s.Dir, "index")
-	b, before, release, err := mapIndex(indexPath)
+	ix, err := openIndex(indexPath)
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
-	defer release()
-	l, err := layoutOf(b)
+	defer ix.close()
+	b, before := ix.b, ix.st
+	l, err := s.indexLayout(b)
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
 	body, off, offsets := b[:len(b)-20], l.ext, l.offsets
-	// The entries of paths, by offset.
+	x := indexEntries{b: b, off: offsets, patched: make(map[int][]byte, len(paths))}
+	// The entries of paths, by number, found by binary search.
 	at := make([]int, len(paths))
-	found := 0
-	x := indexEntries{b: b, off: offsets}
-	for i, eoff := range offsets {
-		if j, ok := want[string(x.path(i))]; ok {
-			flags := binary.BigEndian.Uint16(body[eoff+60 : eoff+62])
-			mode := binary.BigEndian.Uint32(body[eoff+24 : eoff+28])
-			// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
-			if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
-				return "", 0, errNotInPlace
-			}
-			at[j] = eoff
-			found++
+	for j, p := range paths {
+		i, ok := findEntry(x, p)
+		if !ok {
+			return "", 0, errNotInPlace
 		}
-	}
-	if found != len(paths) {
-		return "", 0, errNotInPlace
+		e := body[offsets[i]:]
+		flags := binary.BigEndian.Uint16(e[60:62])
+		mode := binary.BigEndian.Uint32(e[24:28])
+		// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
+		if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
+			return "", 0, errNotInPlace
+		}
+		if _, dup := x.patched[i]; dup {
+			return "", 0, errNotInPlace
+		}
+		x.patched[i] = append([]byte(nil), e[:62]...)
+		at[j] = i
 	}
 	// The extensions: only the cache tree, whose entries above the paths go invalid.
 	var ct *ctNode
@@ -138,12 +140,9 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	}
 	defer unix.Close(repoFd)
 	added := treewalk.Now() // before the first fstat (changed.go)
-	// The entries are patched where they were read (b is a private mapping: the
-	// pages patched are copied, the file is untouched).
-	out := body[:off:off]
-	changed := 0 // entries whose blob or mode the staging changed
+	changed := 0            // entries whose blob or mode the staging changed
 	recent := make([]recentEntry, 0, len(paths))
-	for i, p := range paths {
+	for j, p := range paths {
 		var st unix.Stat_t
 		content, err := readInPlace(repoFd, p, &st)
 		if err != nil {
@@ -154,7 +153,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 			return "", 0, errNotInPlace
 		}
 		oid, _ := hex.DecodeString(id)
-		e := out[at[i]:]
+		e := x.patched[at[j]]
 		put := func(o int, v uint32) { binary.BigEndian.PutUint32(e[o:o+4], v) }
 		put(0, uint32(st.Ctim.Sec))
 		put(4, uint32(st.Ctim.Nsec))
@@ -182,7 +181,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	rootTree := ""
 	var ext []byte
 	if ct != nil {
-		root, err := s.build(ct, indexEntries{b: out, off: offsets}, 0, len(offsets), "")
+		root, err := s.build(ct, x, 0, len(offsets), "")
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
@@ -190,14 +189,28 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		tree := appendCacheTree(nil, ct)
 		ext = append(binary.BigEndian.AppendUint32([]byte("TREE"), uint32(len(tree))), tree...)
 	}
+	// The new index: the old one's bytes up to the extensions, the patched
+	// entries written over theirs, then the extension and the checksum of it all.
+	patches := make([]indexPatch, 0, len(at))
+	for _, i := range at {
+		patches = append(patches, indexPatch{off: offsets[i], data: x.patched[i]})
+	}
+	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
 	h := sha1.New()
-	h.Write(out)
+	prev := 0
+	for _, p := range patches {
+		h.Write(body[prev:p.off])
+		h.Write(p.data)
+		prev = p.off + len(p.data)
+	}
+	h.Write(body[prev:off])
 	h.Write(ext)
 	ext = h.Sum(ext)
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
-	if err := writeIndexKeepingTime(indexPath, before.Mtim, out, ext); err != nil {
+	if err := writeIndexPatched(indexPath, before.Mtim, ix, off, patches, ext); err != nil {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
 	}
+	s.relabelLayout(b[len(b)-20:], ext[len(ext)-20:])
 	s.addedClock = added
 	s.recent = recent
 	s.inPlace++
@@ -321,20 +334,36 @@ func (n *ctNode) invalidate(dir string) bool {
 	return false
 }
 
-// indexEntries are the offsets of an index's entries in its bytes, in index order.
+// indexEntries are the offsets of an index's entries in its bytes, in index order,
+// and the entries a staging changed (their first 62 bytes, by entry number), which
+// read in place of the bytes' own.
 type indexEntries struct {
-	b   []byte
-	off []int
+	b       []byte
+	off     []int
+	patched map[int][]byte
 }
 
+// entry returns the i-th entry's bytes, from its stat data on.
+func (x indexEntries) entry(i int) []byte {
+	if e, ok := x.patched[i]; ok {
+		return e
+	}
+	return x.b[x.off[i]:]
+}
+
+// path returns the i-th entry's name (all that follows, if no NUL ends it: an
+// offset that is no entry's, which findEntry's check refuses).
 func (x indexEntries) path(i int) []byte {
 	off := x.off[i]
 	fixed := 62
 	if binary.BigEndian.Uint16(x.b[off+60:off+62])&0x4000 != 0 {
 		fixed += 2
 	}
-	p := x.b[off+fixed:]
-	return p[:bytes.IndexByte(p, 0)]
+	p := x.b[min(off+fixed, len(x.b)):]
+	if nul := bytes.IndexByte(p, 0); nul >= 0 {
+		return p[:nul]
+	}
+	return p
 }
 
 // build writes the trees of n and of its invalid subtrees from the index entries
@@ -353,7 +382,7 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 		rel := p[len(prefix):]
 		slash := bytes.IndexByte(rel, '/')
 		if slash < 0 {
-			e := x.b[x.off[i]:]
+			e := x.entry(i)
 			mode := binary.BigEndian.Uint32(e[24:28])
 			if binary.BigEndian.Uint16(e[60:62])&0x3000 != 0 {
 				return nil, errNotInPlace
@@ -372,10 +401,6 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 		}
 		name := string(rel[:slash])
 		sub := prefix + name + "/"
-		j := i + 1
-		for j < hi && bytes.HasPrefix(x.path(j), []byte(sub)) {
-			j++
-		}
 		// The cache tree keeps a directory's subdirectories in its own order
 		// (shorter names first): found by name.
 		if byName == nil {
@@ -389,12 +414,22 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 			return nil, errNotInPlace
 		}
 		nchild++
-		if c.entries < 0 {
+		var j int
+		if c.entries >= 0 {
+			// A valid subtree covers c.entries entries: skipped by count, not
+			// walked name by name (the top of a 100,000-file tree), and checked
+			// at both ends.
+			j = i + c.entries
+			if c.entries == 0 || j > hi || !bytes.HasPrefix(x.path(j-1), []byte(sub)) ||
+				j < hi && bytes.HasPrefix(x.path(j), []byte(sub)) {
+				return nil, errNotInPlace
+			}
+		} else {
+			for j = i + 1; j < hi && bytes.HasPrefix(x.path(j), []byte(sub)); j++ {
+			}
 			if _, err := s.build(c, x, i, j, sub); err != nil {
 				return nil, err
 			}
-		} else if c.entries != j-i {
-			return nil, errNotInPlace
 		}
 		tree = append(tree, "40000 "+name...)
 		tree = append(tree, 0)

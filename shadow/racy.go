@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -90,29 +91,37 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 		return err
 	}
 	defer release()
-	l, err := layoutOf(b)
+	l, err := s.indexLayout(b)
 	if err != nil {
 		return err
 	}
 	x := indexEntries{b: b, off: l.offsets}
-	changed := false
+	var smudged []int
 	for i, off := range l.offsets {
 		e := b[off:]
 		if binary.BigEndian.Uint32(e[36:40]) == 0 || binary.BigEndian.Uint32(e[24:28]) == 0o160000 {
 			continue // already smudged; a nested repository Git always checks
 		}
 		if stale(x.path(i), e) {
-			binary.BigEndian.PutUint32(e[36:40], 0)
-			changed = true
+			smudged = append(smudged, off)
 		}
 	}
-	if !changed {
+	if len(smudged) == 0 {
 		return nil
 	}
-	body := b[:len(b)-20]
+	// The mapping is read-only: the smudged index is a copy.
+	out := bytes.Clone(b)
+	for _, off := range smudged {
+		binary.BigEndian.PutUint32(out[off+36:off+40], 0)
+	}
+	body := out[:len(out)-20]
 	sum := sha1.Sum(body)
-	copy(b[len(b)-20:], sum[:])
-	return writeIndexKeepingTime(indexPath, before.Mtim, b)
+	copy(out[len(out)-20:], sum[:])
+	if err := writeIndexKeepingTime(indexPath, before.Mtim, out); err != nil {
+		return err
+	}
+	s.relabelLayout(b[len(b)-20:], sum[:])
+	return nil
 }
 
 // smudgeUnlikeWalk smudges, before Git stages, the entries that the walk w found
@@ -187,6 +196,84 @@ func writeIndexKeepingTime(indexPath string, mtime unix.Timespec, parts ...[]byt
 		os.Remove(lock)
 	}
 	return err
+}
+
+// indexPatch is bytes written over an index's at off.
+type indexPatch struct {
+	off  int
+	data []byte
+}
+
+// writeIndexPatched replaces the index at indexPath, through Git's lock file, with
+// the first n bytes of the index ix (copied by the kernel, page cache to page
+// cache, not through this process), patches written over them, then tail; and
+// gives it the mtime mtime (rule 1 above).
+func writeIndexPatched(indexPath string, mtime unix.Timespec, ix *mappedIndex, n int, patches []indexPatch, tail []byte) error {
+	lock := indexPath + ".lock"
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	err = copyIndexBytes(int(f.Fd()), ix, n)
+	for _, p := range patches {
+		if err == nil {
+			_, err = f.WriteAt(p.data, int64(p.off))
+		}
+	}
+	if err == nil {
+		_, err = f.WriteAt(tail, int64(n))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = keepIndexTime(lock, mtime)
+	}
+	if err == nil {
+		err = os.Rename(lock, indexPath)
+	}
+	if err != nil {
+		os.Remove(lock)
+	}
+	return err
+}
+
+// copyIndexBytes writes the first n bytes of ix to the start of the empty file
+// dst: by copy_file_range, or, where the kernel or filesystem cannot, from the
+// mapping.
+func copyIndexBytes(dst int, ix *mappedIndex, n int) error {
+	var done int64
+	for done < int64(n) {
+		in, out := done, done
+		c, err := unix.CopyFileRange(ix.fd, &in, dst, &out, n-int(done), 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || c == 0 {
+			if done > 0 && err != nil {
+				return err
+			}
+			break
+		}
+		done += int64(c)
+	}
+	if done == int64(n) {
+		return nil
+	}
+	if done != 0 {
+		return fmt.Errorf("index copy stopped at %d of %d bytes", done, n)
+	}
+	for done < int64(n) {
+		c, err := unix.Pwrite(dst, ix.b[done:n], done)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		done += int64(c)
+	}
+	return nil
 }
 
 // keepIndexTime sets the mtime of the index file at p back to mtime: the index file's
