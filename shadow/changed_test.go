@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -257,4 +258,13 @@ func blobID(content string) []byte {
 	h := sha1.New()
 	fmt.Fprintf(h, "blob %d\x00%s", len(content), content)
 	return h.Sum(nil)
+}
+
+func TestIsGitignore(t *testing.T) {
+	for rel, want := range map[string]bool{".gitignore": true, "a/.gitignore": true, "a/b/.gitignore": true,
+		"x.gitignore": false, "a/x.gitignore": false, ".gitignore/a": false, "gitignore": false, "": false} {
+		if got := isGitignore(rel); got != want || got != (path.Base(rel) == ".gitignore") {
+			t.Errorf("isGitignore(%q) = %v, want %v", rel, got, want)
+		}
+	}
 }
