@@ -86,6 +86,7 @@ func BenchmarkScanRepoSinceChanged(b *testing.B) {
 			if err := os.WriteFile(f, []byte(time.Now().String()), 0o644); err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(func() { os.Remove(f) })
 		}
 		launch.Launch.Stop()
 		b.StartTimer()
