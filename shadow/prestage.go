@@ -2,6 +2,7 @@ package shadow
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,15 +37,16 @@ const (
 	// this from one sweep, so that the record's maintain does not repack them all
 	// right away (maxPacks).
 	preStageMaxPacks = maxPacks - 2
-	// preStageMaxList bounds the listing read into memory (a tree of millions of
-	// files sweeps without the head start).
-	preStageMaxList = 256 << 20
 )
 
 // preStageBatch: files per process, each comparing each new object with those it
 // wrote (8,192: about 30 ms of comparisons a batch); each batch rewrites the
 // growing index once. A variable for the tests only.
 var preStageBatch = 8192
+
+// preStageMaxList bounds the listing read into memory (a tree of millions of files
+// sweeps without the head start). A variable for the tests only.
+var preStageMaxList = 256 << 20
 
 // mallocKeep keeps glibc from giving the heap's top back to the kernel after each
 // object (M_TRIM_THRESHOLD, 128 KiB by default): update-index frees zlib's 256 KiB
@@ -57,12 +59,13 @@ const mallocKeep = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=33554432"
 // staged anything. progress, when not nil, is told how many of how many new files
 // are staged after each batch.
 func (s *Store) preStage(wt git, progress func(done, total int)) bool {
-	list, err := wt.run(nil, "ls-files", "-z", "--others", "--exclude-standard")
-	if err != nil || len(list) > preStageMaxList {
+	// Read up to the bound only: past it the writer fails, and Git with it.
+	list := cappedBuffer{max: preStageMaxList}
+	if wt.stream(&list, "ls-files", "-z", "--others", "--exclude-standard") != nil {
 		return false
 	}
 	var paths []string
-	for p := range strings.SplitSeq(string(list), "\x00") {
+	for p := range strings.SplitSeq(string(list.b), "\x00") {
 		// A nested repository is listed as its directory ("sub/"): the sweep adds
 		// it as a gitlink, and names it.
 		if p != "" && !strings.HasSuffix(p, "/") {
@@ -99,6 +102,22 @@ func (s *Store) preStage(wt git, progress func(done, total int)) bool {
 		}
 	}
 	return staged
+}
+
+// cappedBuffer keeps what is written to it up to max bytes; a write beyond fails.
+type cappedBuffer struct {
+	b   []byte
+	max int
+}
+
+var errListTooLong = errors.New("listing longer than its bound")
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if len(p) > c.max-len(c.b) {
+		return 0, errListTooLong
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
 }
 
 // dropUnfinished removes what a killed or failed Git left: the index's lock and the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -440,4 +441,34 @@ func TestRed9BoundedSweepLeavesNoPack(t *testing.T) {
 		t.Errorf("want 301 files recorded")
 	}
 	red9Clean(t, s)
+}
+
+// The head start's listing above preStageMaxList is not read into memory: the
+// launcher stops reading at the bound (a tree of a million files with 4 KiB paths
+// would list 4 GB into the launcher before the check, where Git itself keeps
+// going). The listing here is ~2.4 MB against a 64 KiB bound; what preStage
+// allocates is measured.
+func TestRed9PrestageListingBounded(t *testing.T) {
+	defer func(m int) { preStageMaxList = m }(preStageMaxList)
+	preStageMaxList = 64 << 10
+	repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
+	long := filepath.Join(repo, strings.Repeat("d", 200), strings.Repeat("e", 200), strings.Repeat("f", 200), strings.Repeat("g", 200))
+	write(t, filepath.Join(long, "x"), "x\n")
+	for i := range 2100 {
+		must(t, os.Link(filepath.Join(long, "x"), filepath.Join(long, fmt.Sprintf("%0200d", i))))
+	}
+	s, _ := openStore(t, repo)
+	wt := s.git
+	wt.workTree = s.Repo
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	staged := s.preStage(wt, nil)
+	runtime.ReadMemStats(&after)
+	if staged {
+		t.Error("a listing above the bound was staged")
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Errorf("preStage allocated %d bytes for a listing bounded at %d", d, preStageMaxList)
+	}
 }
