@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Staging many new files before the full sweep's `git add --all`, in batches. The
@@ -25,6 +26,9 @@ import (
 // not (a file made since, a nested repository, whatever a batch refused) and
 // removes what is gone. The batches are a head start only: the sweep decides what
 // the index holds, with its bounds (bounds.go) and notes, as before.
+//
+// The batches together run for at most about twice gitTimeout: none starts after
+// the head start has used gitTimeout.
 //
 // A batch that fails — a bound hit (a FIFO swapped in, a huge file), a path Git
 // refuses, a file gone or become a directory — ends the head start: its pack is
@@ -78,7 +82,14 @@ func (s *Store) preStage(wt git, progress func(done, total int)) bool {
 	batch := max(preStageBatch, (len(paths)+preStageMaxPacks-1)/preStageMaxPacks)
 	staged := false
 	var in bytes.Buffer
+	start := time.Now()
 	for lo := 0; lo < len(paths); lo += batch {
+		// Each batch is bounded by gitTimeout, and so are all of them: batches
+		// that each stay just under it (files slow to hash) must not hold the
+		// store's lock many times as long as one sweep would.
+		if time.Since(start) >= gitTimeout {
+			return staged
+		}
 		hi := min(lo+batch, len(paths))
 		in.Reset()
 		for _, p := range paths[lo:hi] {

@@ -472,3 +472,85 @@ func TestRed9PrestageListingBounded(t *testing.T) {
 		t.Errorf("preStage allocated %d bytes for a listing bounded at %d", d, preStageMaxList)
 	}
 }
+
+// A FIFO named .gitignore (read by ls-files and the sweep) and one named
+// .gitattributes (read by update-index for each file it hashes) among many new
+// files: the bound stops the listing or the batch, the sweep leaves each directory
+// out and names it; nothing hangs or is left behind.
+func TestRed9PrestageFifoIgnoreAndAttributes(t *testing.T) {
+	for _, name := range []string{".gitignore", ".gitattributes"} {
+		t.Run(name, func(t *testing.T) {
+			repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
+			manyFiles(t, repo, "src", 2100)
+			must(t, syscall.Mkfifo(filepath.Join(repo, "src", "d010", name), 0o644))
+			s, _ := openStore(t, repo)
+			done := make(chan string, 1)
+			go func() {
+				done <- record(t, s, Record{Start: time.Now()}, nil)
+			}()
+			var id string
+			select {
+			case id = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the record hangs")
+			}
+			if notes := strings.Join(onlySession(t, s).Notes, "\n"); !strings.Contains(notes, "src/d010") {
+				t.Errorf("notes do not name src/d010:\n%s", notes)
+			}
+			must(t, os.RemoveAll(filepath.Join(repo, "src", "d010")))
+			red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
+			red9Clean(t, s)
+		})
+	}
+}
+
+// Staging in place through the layout's binary search where index order is
+// subtle: names around '/' ("a-b", "a.b", "a/b", "a0"), bytes above 0x7f, and a
+// path near the 12-bit name length of an entry's flags (0xfff; longer ones
+// no lstat reaches).
+func TestRed9InPlaceOrderAndLongNames(t *testing.T) {
+	long := strings.Repeat("L", 250) + "/" + strings.Repeat("M", 250)
+	for len(long) < 3700 {
+		long += "/" + strings.Repeat("N", 250)
+	}
+	long += "/file.txt"
+	files := map[string]string{
+		"a-b": "1\n", "a.b": "2\n", "a/b": "3\n", "a/c/d": "4\n", "a0": "5\n", "a/b-c": "6\n", "a/b/x": "",
+		"\xc3\xa9t\xc3\xa9/f": "7\n", "\xffz": "8\n", "z/\x01": "9\n", long: "10\n",
+	}
+	delete(files, "a/b/x") // a/b is a file
+	repo := newRepo(t, files)
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	for round, set := range [][]string{{"a/b", "a0"}, {"a-b", "a/c/d"}, {"\xc3\xa9t\xc3\xa9/f", "\xffz", "z/\x01"}, {long}, {"a.b", long, "a/b-c"}} {
+		inPlace := s.inPlace
+		id := record(t, s, Record{Start: time.Now()}, func() {
+			for _, p := range set {
+				write(t, filepath.Join(repo, p), fmt.Sprintf("round %d %q\n", round, p))
+			}
+		})
+		red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
+		t.Logf("round %d: staged in place: %v", round, s.inPlace > inPlace)
+	}
+	red9Clean(t, s)
+}
+
+// Batches that each stay under gitTimeout (files slow to hash: here a progress
+// callback that sleeps stands in for them) must not add up to many times it: the
+// whole record, which holds the store's lock that other sessions wait
+// lockTimeout for, ran preStageMaxPacks times gitTimeout where one `git add` was
+// stopped at one. The head start stops starting batches once it has used
+// gitTimeout; the sweep does the rest under its own bound.
+func TestRed9PrestageTotalTimeBounded(t *testing.T) {
+	defer func(d time.Duration) { gitTimeout = d }(gitTimeout)
+	gitTimeout = 3 * time.Second
+	repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
+	manyFiles(t, repo, "src", 5000)
+	s, _ := openStore(t, repo)
+	tree, _ := red9Sweep(t, s, func(int) { time.Sleep(time.Second) })
+	if s.preStaged >= 5 {
+		t.Errorf("%d batches ran, one after another, past the head start's time bound", s.preStaged)
+	}
+	red9Compare(t, s, tree, red9TreeByGit(t, repo))
+	red9Clean(t, s)
+}
