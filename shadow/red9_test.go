@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // Red-team tests of the head start (prestage.go) and of the kept index layout
@@ -321,16 +323,23 @@ func TestRed9LayoutWrongOffsets(t *testing.T) {
 	indexPath := filepath.Join(s.Dir, "index")
 	target := "d1/nnnnnnnnn.txt"
 	write(t, filepath.Join(repo, target), "edited\n")
-	for k := 1; k < len(l.offsets); k++ {
+	accepted, staged := 0, 0
+	defer func() { t.Logf("%d wrong layouts read as the index's, %d of them staged with", accepted, staged) }()
+	for k := 0; k <= len(l.offsets); k++ {
 		for _, d := range []int{-8, 8, 16} {
 			bad := indexLayout{ext: l.ext, offsets: append([]int(nil), l.offsets...)}
-			bad.offsets[k] += d
+			if k == len(l.offsets) {
+				bad.ext += d // where the extensions start
+			} else {
+				bad.offsets[k] += d
+			}
 			must(t, os.WriteFile(indexPath, orig, 0o644))
 			s.writeLayout(orig[len(orig)-20:], bad)
 			if _, ok := s.readLayout(orig); !ok {
 				continue // refused before use
 			}
-			_, _, err := s.stageInPlace([]string{target})
+			accepted++
+			tree, _, err := s.stageInPlace([]string{target})
 			now, rerr := os.ReadFile(indexPath)
 			must(t, rerr)
 			if err != nil {
@@ -338,6 +347,10 @@ func TestRed9LayoutWrongOffsets(t *testing.T) {
 					t.Errorf("offset %d%+d: refused, but the index changed", k, d)
 				}
 				continue
+			}
+			staged++
+			if want := red9TreeOfEntries(t, s); tree != want {
+				t.Errorf("offset %d%+d: staged tree %s, the entries' tree %s", k, d, tree, want)
 			}
 			// Staged: the index must differ from the original only in the
 			// target's entry (and the cache tree and checksum).
@@ -552,5 +565,126 @@ func TestRed9PrestageTotalTimeBounded(t *testing.T) {
 		t.Errorf("%d batches ran, one after another, past the head start's time bound", s.preStaged)
 	}
 	red9Compare(t, s, tree, red9TreeByGit(t, repo))
+	red9Clean(t, s)
+}
+
+// red9TreeOfEntries is the tree of the store index's entries, built by Git from
+// them alone (a fresh index, no cache tree).
+func red9TreeOfEntries(t *testing.T, s *Store) string {
+	t.Helper()
+	ls := shadowGit(t, s, "ls-files", "-s", "-z")
+	tmp := filepath.Join(t.TempDir(), "index")
+	env := []string{"GIT_DIR=" + s.Dir, "GIT_INDEX_FILE=" + tmp, "HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd := exec.Command("git", "update-index", "-z", "--index-info")
+	cmd.Env, cmd.Stdin = env, strings.NewReader(ls)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("update-index: %v\n%s", err, out)
+	}
+	cmd = exec.Command("git", "write-tree")
+	cmd.Env = env
+	out, err := cmd.Output()
+	must(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// A session past maxChangedPaths through files below new directories (the new
+// count), with edits in place, a removal, a new nested repository, ignored files
+// and an executable bit in the same session: the sweep that manyChanged
+// sends it to records every change.
+func TestRed9ManyChangedSkipsNothing(t *testing.T) {
+	defer func(b int) { preStageBatch = b }(preStageBatch)
+	preStageBatch = 1000
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "old/c.txt": "c\n", ".gitignore": "*.log\n", "run.sh": "#!/bin/sh\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	home := t.TempDir()
+	id := record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a.txt"), "a2\n")
+		must(t, os.Remove(filepath.Join(repo, "b.txt")))
+		manyFiles(t, repo, "new1", 1500)
+		manyFiles(t, repo, "new2", 600)
+		write(t, filepath.Join(repo, "new2", "x.log"), "ignored\n")
+		write(t, filepath.Join(repo, "new1", "keep.log"), "ignored too\n")
+		must(t, os.Chmod(filepath.Join(repo, "run.sh"), 0o755))
+		hostGit(t, home, repo, "init", "-q", "old/nested")
+		write(t, filepath.Join(repo, "old", "nested", "n"), "n\n")
+		hostGit(t, home, filepath.Join(repo, "old", "nested"), "add", "n")
+		hostGit(t, home, filepath.Join(repo, "old", "nested"), "commit", "-q", "-m", "n")
+	})
+	if !s.manyChanged || s.preStaged == 0 {
+		t.Errorf("manyChanged %v, %d batches: want the sweep with its head start", s.manyChanged, s.preStaged)
+	}
+	red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
+	// And the next session, which changes one file, stages just it.
+	id = record(t, s, Record{Start: time.Now()}, func() { write(t, filepath.Join(repo, "new2", "d005", "f000.txt"), "z\n") })
+	red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
+	red9Clean(t, s)
+}
+
+// Two sessions on one repository at once, each opening the store as its process
+// would, each making more than maxChangedPaths files while the other records (the
+// first record and the end of each run with the head start, under the store's
+// lock): both are recorded, the last record is the tree's, the store is whole.
+func TestRed9ConcurrentHeadStarts(t *testing.T) {
+	defer func(b int) { preStageBatch = b }(preStageBatch)
+	preStageBatch = 1000
+	repo := newRepo(t, map[string]string{"a": "a\n"})
+	manyFiles(t, repo, "base", 2100)
+	state := filepath.Join(t.TempDir(), "state")
+	errs := make(chan error, 2)
+	stores := make([]*Store, 2)
+	for i := range 2 {
+		s, err := Open(state, repo)
+		must(t, err)
+		stores[i] = s
+		go func() {
+			ss, err := s.BeginWalk(Record{Start: time.Now()}, walkOf(t, repo))
+			if err != nil {
+				errs <- err
+				return
+			}
+			manyFiles(t, repo, fmt.Sprintf("s%d", i), 2100)
+			errs <- ss.FinishWalk(Record{End: time.Now()}, walkOf(t, repo))
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := stores[0]
+	recs, err := s.Sessions()
+	must(t, err)
+	if len(recs) != 2 {
+		t.Fatalf("%d sessions, want 2", len(recs))
+	}
+	t.Logf("batches: %d, %d", stores[0].preStaged, stores[1].preStaged)
+	// One more record, with no change, is the tree's.
+	id := record(t, s, Record{Start: time.Now()}, nil)
+	red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
+	red9Clean(t, s)
+}
+
+// As an ordinary user: a file of a later batch made unreadable and a directory
+// made unreadable after the listing, and a file made unreadable after its batch
+// staged it. The batch fails (or stages what it can), the sweep names what Git
+// could not read; the record holds what Git could, the store is whole.
+func TestRed9PrestageUnreadableAfterListing(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
+	manyFiles(t, repo, "src", 2500)
+	s, _ := openStore(t, repo)
+	tree, notes := red9Sweep(t, s, func(n int) {
+		if n == 1000 {
+			must(t, os.Chmod(filepath.Join(repo, "src", "d015", "f000.txt"), 0))
+			must(t, os.Chmod(filepath.Join(repo, "src", "d020"), 0))
+			must(t, os.Chmod(filepath.Join(repo, "src", "d000", "f001.txt"), 0))
+		}
+	})
+	t.Logf("batches %d, notes: %q", s.preStaged, notes)
+	defer os.Chmod(filepath.Join(repo, "src", "d020"), 0o755)
+	red9CompareRaced(t, s, tree, red9TreeByGit(t, repo), "src/d000/f001.txt")
 	red9Clean(t, s)
 }
