@@ -299,8 +299,9 @@ func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, e
 		if !errors.As(err, &be) {
 			return stderr, notes, err
 		}
-		// The killed Git left its lock; the caller holds the store's (stage).
-		_ = os.Remove(filepath.Join(s.Dir, "index.lock"))
+		// The killed Git left its lock and its unfinished bulk check-in pack
+		// (every blob it had written); the caller holds the store's (stage).
+		s.dropUnfinished()
 		if be.Why == "" || len(out) >= maxSkips {
 			return stderr, notes, err
 		}

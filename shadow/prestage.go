@@ -2,9 +2,11 @@ package shadow
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Staging many new files before the full sweep's `git add --all`, in batches. The
@@ -25,6 +27,9 @@ import (
 // removes what is gone. The batches are a head start only: the sweep decides what
 // the index holds, with its bounds (bounds.go) and notes, as before.
 //
+// The batches together run for at most about twice gitTimeout: none starts after
+// the head start has used gitTimeout.
+//
 // A batch that fails — a bound hit (a FIFO swapped in, a huge file), a path Git
 // refuses, a file gone or become a directory — ends the head start: its pack is
 // unfinished and its index unwritten, both are removed, and the sweep does the rest.
@@ -36,15 +41,16 @@ const (
 	// this from one sweep, so that the record's maintain does not repack them all
 	// right away (maxPacks).
 	preStageMaxPacks = maxPacks - 2
-	// preStageMaxList bounds the listing read into memory (a tree of millions of
-	// files sweeps without the head start).
-	preStageMaxList = 256 << 20
 )
 
 // preStageBatch: files per process, each comparing each new object with those it
 // wrote (8,192: about 30 ms of comparisons a batch); each batch rewrites the
 // growing index once. A variable for the tests only.
 var preStageBatch = 8192
+
+// preStageMaxList bounds the listing read into memory (a tree of millions of files
+// sweeps without the head start). A variable for the tests only.
+var preStageMaxList = 256 << 20
 
 // mallocKeep keeps glibc from giving the heap's top back to the kernel after each
 // object (M_TRIM_THRESHOLD, 128 KiB by default): update-index frees zlib's 256 KiB
@@ -57,12 +63,13 @@ const mallocKeep = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=33554432"
 // staged anything. progress, when not nil, is told how many of how many new files
 // are staged after each batch.
 func (s *Store) preStage(wt git, progress func(done, total int)) bool {
-	list, err := wt.run(nil, "ls-files", "-z", "--others", "--exclude-standard")
-	if err != nil || len(list) > preStageMaxList {
+	// Read up to the bound only: past it the writer fails, and Git with it.
+	list := cappedBuffer{max: preStageMaxList}
+	if wt.stream(&list, "ls-files", "-z", "--others", "--exclude-standard") != nil {
 		return false
 	}
 	var paths []string
-	for p := range strings.SplitSeq(string(list), "\x00") {
+	for p := range strings.SplitSeq(string(list.b), "\x00") {
 		// A nested repository is listed as its directory ("sub/"): the sweep adds
 		// it as a gitlink, and names it.
 		if p != "" && !strings.HasSuffix(p, "/") {
@@ -75,7 +82,14 @@ func (s *Store) preStage(wt git, progress func(done, total int)) bool {
 	batch := max(preStageBatch, (len(paths)+preStageMaxPacks-1)/preStageMaxPacks)
 	staged := false
 	var in bytes.Buffer
+	start := time.Now()
 	for lo := 0; lo < len(paths); lo += batch {
+		// Each batch is bounded by gitTimeout, and so are all of them: batches
+		// that each stay just under it (files slow to hash) must not hold the
+		// store's lock many times as long as one sweep would.
+		if time.Since(start) >= gitTimeout {
+			return staged
+		}
 		hi := min(lo+batch, len(paths))
 		in.Reset()
 		for _, p := range paths[lo:hi] {
@@ -99,6 +113,22 @@ func (s *Store) preStage(wt git, progress func(done, total int)) bool {
 		}
 	}
 	return staged
+}
+
+// cappedBuffer keeps what is written to it up to max bytes; a write beyond fails.
+type cappedBuffer struct {
+	b   []byte
+	max int
+}
+
+var errListTooLong = errors.New("listing longer than its bound")
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if len(p) > c.max-len(c.b) {
+		return 0, errListTooLong
+	}
+	c.b = append(c.b, p...)
+	return len(p), nil
 }
 
 // dropUnfinished removes what a killed or failed Git left: the index's lock and the
