@@ -88,7 +88,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	}
 	defer ix.close()
 	b, before := ix.b, ix.st
-	l, err := s.indexLayout(b)
+	l, err := s.indexLayout(b, &before)
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
@@ -210,7 +210,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if err := writeIndexPatched(indexPath, before.Mtim, ix, off, patches, ext); err != nil {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
 	}
-	s.relabelLayout(b[len(b)-20:], ext[len(ext)-20:])
+	s.relabelLayout(indexKey(b, &before), ext[len(ext)-20:])
 	s.addedClock = added
 	s.recent = recent
 	s.inPlace++

@@ -17,49 +17,71 @@ import (
 // entry (it patches them where they are), so the layout found once serves every
 // staging after it, until Git writes the index again.
 //
-// layoutFile holds: "ABXL", the trailing checksum of the index it describes (20
-// bytes), the entry count, where the extensions start, and each entry's offset, as
-// big-endian uint32s. It is used only for the index whose trailing checksum it
-// names, and only when its offsets are in order, 8-byte aligned steps of at least
-// an entry's size, within the file, and as many as the index's header says; the
-// entries found through it are then checked by path (findEntry). A layout that is
-// missing, or names another index, is read again the slow way and rewritten.
+// layoutFile holds: "ABXL", the key of the index it describes (its trailing
+// checksum, and the file's inode, size, ctime and mtime), the entry count, where the
+// extensions start, and each entry's offset, as big-endian uint32s. It is used only
+// for the index file whose key it holds — the checksum names the content, the stat
+// data the file: bytes changed under an unchanged checksum, by any writer but a
+// failing disk, change the file's ctime, and the index is then read (and its
+// checksum checked) again — and only when its offsets are in order, 8-byte aligned
+// steps of at least an entry's size, within the file, and as many as the index's
+// header says; the entries found through it are then checked by path and name
+// length (findEntry). A layout that is missing, or names another index, is read
+// again the slow way and rewritten.
 const layoutFile = "agentbox-index-layout"
 
 const (
 	layoutMagic  = "ABXL"
-	layoutSumAt  = 4            // where the index's checksum is in layoutFile
-	layoutHeader = 4 + 20 + 4*2 // magic, checksum, count, extensions
-	minEntrySize = 64           // 62 bytes of stat data and flags, a name byte, a NUL, padded to 8
+	layoutKeyAt  = 4                      // where the index's key is in layoutFile
+	layoutKeyLen = 20 + 4*8               // checksum; inode, size, ctime, mtime
+	layoutHeader = 4 + layoutKeyLen + 4*2 // magic, key, count, extensions
+	minEntrySize = 64                     // 62 bytes of stat data and flags, a name byte, a NUL, padded to 8
 )
 
-// indexLayout returns the layout of the index b: from layoutFile when it describes
-// b, else by layoutOf (which checks b's checksum), then kept for the next staging.
-func (s *Store) indexLayout(b []byte) (indexLayout, error) {
-	if l, ok := s.readLayout(b); ok {
+// indexKey is the key of the index file whose bytes are b and whose fstat is st.
+func indexKey(b []byte, st *unix.Stat_t) []byte {
+	k := make([]byte, 0, layoutKeyLen)
+	if len(b) >= 20 {
+		k = append(k, b[len(b)-20:]...)
+	} else {
+		k = append(k, make([]byte, 20)...)
+	}
+	for _, v := range []int64{int64(st.Ino), st.Size, st.Ctim.Nano(), st.Mtim.Nano()} {
+		k = binary.BigEndian.AppendUint64(k, uint64(v))
+	}
+	return k
+}
+
+// indexLayout returns the layout of the index b, whose file's fstat is st: from
+// layoutFile when it describes that file, else by layoutOf (which checks b's
+// checksum), then kept for the next staging.
+func (s *Store) indexLayout(b []byte, st *unix.Stat_t) (indexLayout, error) {
+	key := indexKey(b, st)
+	if l, ok := s.readLayout(b, key); ok {
 		return l, nil
 	}
 	l, err := layoutOf(b)
 	if err != nil {
 		return l, err
 	}
-	s.writeLayout(b[len(b)-20:], l)
+	s.writeLayout(key, l)
 	return l, nil
 }
 
-// readLayout reads layoutFile when it describes the index b, as above.
-func (s *Store) readLayout(b []byte) (indexLayout, bool) {
+// readLayout reads layoutFile when it describes the index b whose key is key, as
+// above.
+func (s *Store) readLayout(b, key []byte) (indexLayout, bool) {
 	n, err := indexHeader(b)
 	if err != nil || len(b) < 12+20 {
 		return indexLayout{}, false
 	}
 	f, err := os.ReadFile(filepath.Join(s.Dir, layoutFile))
+	at := layoutKeyAt + layoutKeyLen
 	if err != nil || len(f) != layoutHeader+4*n || string(f[:4]) != layoutMagic ||
-		!bytes.Equal(f[layoutSumAt:layoutSumAt+20], b[len(b)-20:]) ||
-		int(binary.BigEndian.Uint32(f[24:28])) != n {
+		!bytes.Equal(f[layoutKeyAt:at], key) || int(binary.BigEndian.Uint32(f[at:])) != n {
 		return indexLayout{}, false
 	}
-	l := indexLayout{ext: int(binary.BigEndian.Uint32(f[28:32])), offsets: make([]int, n)}
+	l := indexLayout{ext: int(binary.BigEndian.Uint32(f[at+4:])), offsets: make([]int, n)}
 	if l.ext > len(b)-20 {
 		return indexLayout{}, false
 	}
@@ -77,19 +99,20 @@ func (s *Store) readLayout(b []byte) (indexLayout, bool) {
 	return l, true
 }
 
-// writeLayout keeps l as the layout of the index whose checksum is sum. A failure
+// writeLayout keeps l as the layout of the index whose key is key. A failure
 // leaves no layout file: the next staging reads the index.
-func (s *Store) writeLayout(sum []byte, l indexLayout) {
+func (s *Store) writeLayout(key []byte, l indexLayout) {
 	p := filepath.Join(s.Dir, layoutFile)
-	if l.ext > 1<<32-1 {
+	if l.ext > 1<<32-1 || len(key) != layoutKeyLen {
 		os.Remove(p)
 		return
 	}
+	at := layoutKeyAt + layoutKeyLen
 	f := make([]byte, layoutHeader, layoutHeader+4*len(l.offsets))
 	copy(f, layoutMagic)
-	copy(f[layoutSumAt:], sum)
-	binary.BigEndian.PutUint32(f[24:], uint32(len(l.offsets)))
-	binary.BigEndian.PutUint32(f[28:], uint32(l.ext))
+	copy(f[layoutKeyAt:], key)
+	binary.BigEndian.PutUint32(f[at:], uint32(len(l.offsets)))
+	binary.BigEndian.PutUint32(f[at+4:], uint32(l.ext))
 	for _, off := range l.offsets {
 		f = binary.BigEndian.AppendUint32(f, uint32(off))
 	}
@@ -100,22 +123,31 @@ func (s *Store) writeLayout(sum []byte, l indexLayout) {
 	}
 }
 
-// relabelLayout says the layout kept for the index whose checksum was old describes
-// the index whose checksum is now new (a staging in place moved no entry). Twenty
-// bytes written where they lie: no new file. A layout file that does not name old is
-// not relabelled (it describes some other index, and stays unused).
-func (s *Store) relabelLayout(old, new []byte) {
+// relabelLayout says the layout kept for the index whose key was old describes the
+// index file now at the index's path, whose checksum is sum (a staging in place
+// moved no entry): its key is written where the old one lies, no new file. A
+// layout file that does not hold old is not relabelled (it describes some other
+// index, and stays unused); one that cannot be relabelled is removed.
+func (s *Store) relabelLayout(old, sum []byte) {
 	p := filepath.Join(s.Dir, layoutFile)
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
-	cur := make([]byte, 20)
-	if n, err := unix.Pread(fd, cur, layoutSumAt); err != nil || n != 20 || !bytes.Equal(cur, old) {
+	cur := make([]byte, layoutKeyLen)
+	if n, err := unix.Pread(fd, cur, layoutKeyAt); err != nil || n != layoutKeyLen || !bytes.Equal(cur, old) {
 		return
 	}
-	if n, err := unix.Pwrite(fd, new, layoutSumAt); err != nil || n != 20 {
+	// The new file's stat data, after the rename and the mtime put back (both
+	// change its ctime); the store's lock keeps other writers away meanwhile.
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(s.Dir, "index"), &st) != nil {
+		os.Remove(p)
+		return
+	}
+	key := indexKey(sum, &st)
+	if n, err := unix.Pwrite(fd, key, layoutKeyAt); err != nil || n != layoutKeyLen {
 		os.Remove(p)
 	}
 }

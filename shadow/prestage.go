@@ -25,7 +25,13 @@ import (
 // index with their stat data and only lstat's them; it adds what the batches did
 // not (a file made since, a nested repository, whatever a batch refused) and
 // removes what is gone. The batches are a head start only: the sweep decides what
-// the index holds, with its bounds (bounds.go) and notes, as before.
+// the index holds, with its bounds (bounds.go) and notes, as before — with one
+// window, the one `git add` has between reading a directory and hashing its files,
+// only longer: a file staged by a batch that then, before the sweep, becomes ignored
+// (a .gitignore written meanwhile), part of a new nested repository, or unreadable,
+// stays as the batch staged it. A record taken while something else changes the
+// tree (a second session, the host's user) holds each file as it was at some moment
+// of the record; the sandbox of the session itself starts after it.
 //
 // The batches together run for at most about twice gitTimeout: none starts after
 // the head start has used gitTimeout.

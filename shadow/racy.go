@@ -91,7 +91,7 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 		return err
 	}
 	defer release()
-	l, err := s.indexLayout(b)
+	l, err := s.indexLayout(b, &before)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 	if err := writeIndexKeepingTime(indexPath, before.Mtim, out); err != nil {
 		return err
 	}
-	s.relabelLayout(b[len(b)-20:], sum[:])
+	s.relabelLayout(indexKey(b, &before), sum[:])
 	return nil
 }
 
