@@ -58,6 +58,7 @@ type Config struct {
 	Signals *nsinit.SignalCatch
 
 	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
+	gc        *hostGC
 }
 
 // RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
@@ -116,6 +117,9 @@ type Exit struct {
 // did, the audit and the record's end state.
 func Run(cfg Config) (Exit, error) {
 	sw := nsinit.NewTimer()
+	cfg.gc = &hostGC{}
+	cfg.gc.pause() // hostgc.go
+	defer cfg.gc.resume()
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
 		resolved.Backend = autoBackend()
@@ -254,6 +258,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 			return err
 		}
 		gate = true
+		cfg.gc.commandStarted()
 		return nil
 	}
 	// The audit looks at what a session did. Once anything of the sandbox's may have
@@ -295,6 +300,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 		return 0, err
 	}
 	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
+	cfg.gc.commandEnded()
 	out.NetRefusals = netSvc.stop()
 	sw.Skip()
 	agents.finish(cfg, out)

@@ -1,0 +1,85 @@
+package session
+
+import (
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// The garbage collector during the host-side work. A session's host work — the
+// audit's walks, the record's staging — allocates a tree's worth of entries in a
+// few hundred milliseconds and keeps most of them: at the default GOGC=100 the
+// collector ran four times during the launch walk of a 100,000-file tree, about
+// 55 ms of CPU on a two-core machine, most of it in mark assists of the walk's own
+// goroutines. So the collector is off while that work runs (before the command, and
+// after it), bounded by hostWorkMemoryLimit, past which the runtime collects
+// anyway; once the command has run a second — it may run for hours, with the
+// network proxy's buffers coming and going — it is as the runtime, GOGC and
+// GOMEMLIMIT would have it, until the command ends.
+//
+// Measured (GOGC=off against 100 for the whole launcher, ten alternated unchanged
+// sessions each on that tree): median session 228 ms against 237 ms.
+
+// hostWorkMemoryLimit bounds the heap while the collector is off: far above what a
+// walk of the entry bound's tree holds, far below what would hurt a workstation.
+const hostWorkMemoryLimit = 1 << 30
+
+// hostGC turns the collector off for the host work and on again for the command.
+type hostGC struct {
+	mu      sync.Mutex
+	paused  bool
+	percent int
+	limit   int64
+	timer   *time.Timer // commandStarted's
+}
+
+// pause turns the collector off (until resume), keeping the settings resume
+// restores. Pausing twice is harmless.
+func (g *hostGC) pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused {
+		return
+	}
+	g.percent = debug.SetGCPercent(-1)
+	g.limit = debug.SetMemoryLimit(min(hostWorkMemoryLimit, debug.SetMemoryLimit(-1)))
+	g.paused = true
+}
+
+// resume gives back the settings pause found. Resuming when not paused is harmless.
+func (g *hostGC) resume() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.paused {
+		return
+	}
+	debug.SetMemoryLimit(g.limit)
+	debug.SetGCPercent(g.percent)
+	g.paused = false
+}
+
+// resumeAfter is how long the command runs before the collector is on again: a
+// command of a tool call is usually over by then, and a collection started as it
+// ends would only compete with the end scan for the cores.
+const resumeAfter = time.Second
+
+// commandStarted arranges for resume once the command has run resumeAfter.
+func (g *hostGC) commandStarted() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.timer == nil {
+		g.timer = time.AfterFunc(resumeAfter, g.resume)
+	}
+}
+
+// commandEnded cancels what commandStarted arranged, and pauses again for the work
+// after the command.
+func (g *hostGC) commandEnded() {
+	g.mu.Lock()
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	g.mu.Unlock()
+	g.pause()
+}
