@@ -109,6 +109,8 @@ type ScanOptions struct {
 	// Since is an earlier scan's Surface.Launch, stopped: each directory whose
 	// listing it kept and that its watch saw unchanged is taken from it instead of
 	// read again (audit_since_linux.go). Everything else is read as without it.
+	// The scan may build its walk in the earlier scan's walk list (that scan's
+	// Surface.Walk.Entries): nothing may read that list after it.
 	Since *Launch `json:"-"`
 }
 

@@ -104,6 +104,14 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			s.walk.Clock = opt.Since.clock
 			if s.sharing = opt.Since.unchanged(); s.sharing {
 				s.walk.Entries = nil
+			} else if e := opt.Since.entries; cap(e) > 0 {
+				// Something changed: the walk is built entry by entry, in the
+				// launch walk's list, whose pages are in already. A fresh list
+				// of 100,000 entries faulted in 1,200 pages of new heap, about
+				// 13 ms of a ten-file session's end scan on this VM. The launch
+				// walk is no one's after this (ScanOptions.Since), and the
+				// Launch no longer offers it for sharing.
+				s.walk.Entries, opt.Since.entries = e[:0], nil
 			}
 		}
 	}
