@@ -173,29 +173,14 @@ func (s *Store) smudgeUnlikeWalk(w *treewalk.Walk, paths []string) error {
 // writeIndexKeepingTime replaces the index at indexPath with the concatenation of
 // parts, through Git's lock file, and gives it the mtime mtime (rule 1 above).
 func writeIndexKeepingTime(indexPath string, mtime unix.Timespec, parts ...[]byte) error {
-	lock := indexPath + ".lock"
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	for _, b := range parts {
-		if err == nil {
-			_, err = f.Write(b)
+	return replaceIndex(indexPath, mtime, func(f *os.File) error {
+		for _, b := range parts {
+			if _, err := f.Write(b); err != nil {
+				return err
+			}
 		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = keepIndexTime(lock, mtime)
-	}
-	if err == nil {
-		err = os.Rename(lock, indexPath)
-	}
-	if err != nil {
-		os.Remove(lock)
-	}
-	return err
+		return nil
+	})
 }
 
 // indexPatch is bytes written over an index's at off.
@@ -209,20 +194,30 @@ type indexPatch struct {
 // cache, not through this process), patches written over them, then tail; and
 // gives it the mtime mtime (rule 1 above).
 func writeIndexPatched(indexPath string, mtime unix.Timespec, ix *mappedIndex, n int, patches []indexPatch, tail []byte) error {
+	return replaceIndex(indexPath, mtime, func(f *os.File) error {
+		if err := copyIndexBytes(int(f.Fd()), ix, n); err != nil {
+			return err
+		}
+		for _, p := range patches {
+			if _, err := f.WriteAt(p.data, int64(p.off)); err != nil {
+				return err
+			}
+		}
+		_, err := f.WriteAt(tail, int64(n))
+		return err
+	})
+}
+
+// replaceIndex writes the index at indexPath anew through Git's lock file (write
+// fills it), gives it the mtime mtime, and renames it over the index; on any
+// failure the index is as it was and no lock is left.
+func replaceIndex(indexPath string, mtime unix.Timespec, write func(*os.File) error) error {
 	lock := indexPath + ".lock"
 	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	err = copyIndexBytes(int(f.Fd()), ix, n)
-	for _, p := range patches {
-		if err == nil {
-			_, err = f.WriteAt(p.data, int64(p.off))
-		}
-	}
-	if err == nil {
-		_, err = f.WriteAt(tail, int64(n))
-	}
+	err = write(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
