@@ -38,6 +38,10 @@ type hostGC struct {
 func (g *hostGC) pause() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.pauseLocked()
+}
+
+func (g *hostGC) pauseLocked() {
 	if g.paused {
 		return
 	}
@@ -50,6 +54,10 @@ func (g *hostGC) pause() {
 func (g *hostGC) resume() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.resumeLocked()
+}
+
+func (g *hostGC) resumeLocked() {
 	if !g.paused {
 		return
 	}
@@ -68,7 +76,18 @@ func (g *hostGC) commandStarted() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.timer == nil {
-		g.timer = time.AfterFunc(resumeAfter, g.resume)
+		var t *time.Timer
+		t = time.AfterFunc(resumeAfter, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			// A timer that fired as the command ended, its resume started
+			// but not yet here when commandEnded stopped it and paused
+			// again: not this timer's to undo.
+			if g.timer == t {
+				g.resumeLocked()
+			}
+		})
+		g.timer = t
 	}
 }
 
@@ -76,10 +95,10 @@ func (g *hostGC) commandStarted() {
 // after the command.
 func (g *hostGC) commandEnded() {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
 	}
-	g.mu.Unlock()
-	g.pause()
+	g.pauseLocked()
 }

@@ -52,3 +52,33 @@ func TestHostGC(t *testing.T) {
 	}
 	g.resume()
 }
+
+// TestHostGCEndedAsTheTimerFires: a command that ends just as resumeAfter runs
+// out leaves the collector off for the work after it. The timer's resume, started
+// before commandEnded stopped the timer but run after commandEnded paused again,
+// turned it back on (about one time in three here, with the two at the same
+// moment), for the end scan and the record.
+func TestHostGCEndedAsTheTimerFires(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	for i := range 400 {
+		var g hostGC
+		g.pause()
+		g.commandStarted()
+		// The command has run resumeAfter, give or take a few µs, as it ends.
+		d := time.Duration(i%40) * time.Microsecond
+		g.mu.Lock()
+		g.timer.Reset(d)
+		g.mu.Unlock()
+		time.Sleep(d)
+		g.commandEnded()
+		time.Sleep(500 * time.Microsecond) // a resume the timer started has run by now
+		g.mu.Lock()
+		g.mu.Unlock()
+		if p := gcPercent(); p != -1 {
+			g.resume()
+			t.Fatalf("iteration %d: the collector is on (GOGC %d) after the command ended", i, p)
+		}
+		g.resume()
+	}
+}

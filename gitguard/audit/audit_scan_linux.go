@@ -78,11 +78,6 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if opt.Walk {
 		// The clock before the top's lstat, as before every other entry's.
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
-		if opt.WalkHint > 0 {
-			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
-		} else {
-			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
-		}
 		var st unix.Stat_t
 		if err := unix.Lstat(repo, &st); err == nil {
 			s.walk.RootCtime = st.Ctim.Nano()
@@ -103,7 +98,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			// after its clock, not this one.
 			s.walk.Clock = opt.Since.clock
 			if s.sharing = opt.Since.unchanged(); s.sharing {
-				s.walk.Entries = nil
+				// The walk stays empty: it is the launch's.
 			} else if e := opt.Since.entries; cap(e) > 0 {
 				// Something changed: the walk is built entry by entry, in the
 				// launch walk's list, whose pages are in already. A fresh list
@@ -113,6 +108,18 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 				// Launch no longer offers it for sharing.
 				s.walk.Entries, opt.Since.entries = e[:0], nil
 			}
+		}
+	}
+	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
+		// Not before: an end scan whose walk is the launch's, or is built in
+		// the launch walk's list, would allocate a list of WalkHint entries
+		// (the session's end scan passes the launch walk's length) only to drop
+		// it, memory that, once the collector has freed the launch's garbage
+		// during the command, is zeroed and faulted in for nothing.
+		if opt.WalkHint > 0 {
+			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
+		} else {
+			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
 		}
 	}
 	s.pre = newPrefetcher(opt.MaxEntries, s.launch)

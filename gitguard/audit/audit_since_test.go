@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -350,4 +351,50 @@ func walkDiff(a, b *treewalk.Walk) string {
 		}
 	}
 	return fmt.Sprintf("%d entries, want %d", len(a.Entries), len(b.Entries))
+}
+
+// TestSinceScanAllocatesNoHintedList: an end scan whose walk is the launch's
+// (nothing changed) or is built in the launch walk's list (Scan) allocates no
+// list of its own, however large the WalkHint the session passes it (the launch
+// walk's length): a list of 100,000 entries is 4.5 MB, which, once the command
+// has run long enough for the collector to free the launch's garbage, is
+// memory to be zeroed and faulted in, only to be dropped.
+func TestSinceScanAllocatesNoHintedList(t *testing.T) {
+	requireWatch(t)
+	for _, name := range []string{"nothing", "edit in place", "create"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			for d := range 8 {
+				for i := range 8 {
+					f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
+					f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "content\n", 0o644)
+				}
+			}
+			opt := ScanOptions{Walk: true, Home: f.Home}
+			launch := watchedScan(t, f.Repo, opt)
+			runSinceMutation(t, name, f.Repo)
+			launch.Launch.Stop()
+			if launch.Launch.Lost() != "" {
+				t.Fatalf("the watch lost track: %s", launch.Launch.Lost())
+			}
+			sinceOpt := opt
+			sinceOpt.Since = launch.Launch
+			sinceOpt.WalkHint = 1 << 20 // 45 MB of entries
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			since, err := Scan(f.Repo, sinceOpt)
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+				t.Errorf("the end scan of a %d-entry tree allocated %d MB", len(since.Walk.Entries), n>>20)
+			}
+			full, err := Scan(f.Repo, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameScans(t, since, full)
+		})
+	}
 }
