@@ -24,17 +24,24 @@ import (
 // walk of the entry bound's tree holds, far below what would hurt a workstation.
 const hostWorkMemoryLimit = 1 << 30
 
-// hostGC turns the collector off for the host work and on again for the command.
+// hostGC turns the collector off for one session's host work and on again for its
+// command. Sessions in one process (none today but tests) share the setting: it is
+// off while any of them holds it (heldOff), and back as it was when the last lets go.
 type hostGC struct {
-	mu      sync.Mutex
-	paused  bool
-	percent int
-	limit   int64
-	timer   *time.Timer // commandStarted's
+	mu     sync.Mutex
+	paused bool        // this session holds the collector off
+	timer  *time.Timer // commandStarted's
 }
 
-// pause turns the collector off (until resume), keeping the settings resume
-// restores. Pausing twice is harmless.
+// heldOff is the process's collector setting under the sessions' holds.
+var heldOff struct {
+	mu      sync.Mutex
+	holders int
+	percent int   // the settings before the first hold
+	limit   int64 //
+}
+
+// pause turns the collector off (until resume). Pausing twice is harmless.
 func (g *hostGC) pause() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -45,12 +52,18 @@ func (g *hostGC) pauseLocked() {
 	if g.paused {
 		return
 	}
-	g.percent = debug.SetGCPercent(-1)
-	g.limit = debug.SetMemoryLimit(min(hostWorkMemoryLimit, debug.SetMemoryLimit(-1)))
+	heldOff.mu.Lock()
+	defer heldOff.mu.Unlock()
+	if heldOff.holders == 0 {
+		heldOff.percent = debug.SetGCPercent(-1)
+		heldOff.limit = debug.SetMemoryLimit(min(hostWorkMemoryLimit, debug.SetMemoryLimit(-1)))
+	}
+	heldOff.holders++
 	g.paused = true
 }
 
-// resume gives back the settings pause found. Resuming when not paused is harmless.
+// resume lets go of the hold; the last one gives back the settings the first found.
+// Resuming when not paused is harmless.
 func (g *hostGC) resume() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -61,8 +74,12 @@ func (g *hostGC) resumeLocked() {
 	if !g.paused {
 		return
 	}
-	debug.SetMemoryLimit(g.limit)
-	debug.SetGCPercent(g.percent)
+	heldOff.mu.Lock()
+	defer heldOff.mu.Unlock()
+	if heldOff.holders--; heldOff.holders == 0 {
+		debug.SetMemoryLimit(heldOff.limit)
+		debug.SetGCPercent(heldOff.percent)
+	}
 	g.paused = false
 }
 

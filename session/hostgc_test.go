@@ -82,3 +82,25 @@ func TestHostGCEndedAsTheTimerFires(t *testing.T) {
 		g.resume()
 	}
 }
+
+// TestHostGCNested: two sessions' holds in one process: the collector stays off
+// until both let go, in either order, and is then as it was.
+func TestHostGCNested(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(73))
+	var a, b hostGC
+	a.pause()
+	b.pause()
+	a.resume()
+	if gcPercent() != -1 {
+		t.Fatal("on while the second session holds it off")
+	}
+	a.pause()
+	b.resume()
+	if gcPercent() != -1 {
+		t.Fatal("on while the first session holds it off again")
+	}
+	a.resume()
+	if p := gcPercent(); p != 73 {
+		t.Fatalf("after both: GOGC %d, want 73", p)
+	}
+}

@@ -69,6 +69,7 @@ type Surface struct {
 	// caller stops or closes it.
 	Launch *Launch `json:"-"`
 	taken  int     // directories whose listing ScanOptions.Since stood for
+	shared bool    // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.

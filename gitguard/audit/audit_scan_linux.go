@@ -157,6 +157,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			return Scan(repo, opt)
 		}
 		s.walk.Entries = s.since.entries
+		s.surface.shared = true
 	}
 	if s.launch != nil && s.walk != nil {
 		s.launch.dropOutsideLinks()

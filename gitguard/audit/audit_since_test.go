@@ -225,6 +225,9 @@ func TestSinceSameAsFullScan(t *testing.T) {
 			if lost == "" && since.Walk.Clock != launch.Walk.Clock {
 				t.Error("the end scan's walk does not carry the launch walk's clock")
 			}
+			if (name == "nothing") != since.shared {
+				t.Errorf("the end scan took the launch walk whole: %v", since.shared)
+			}
 			if name == "nothing" && (len(since.Walk.Entries) == 0 || &since.Walk.Entries[0] != &launch.Walk.Entries[0]) {
 				t.Error("nothing changed, and the end scan built its walk again instead of taking the launch's")
 			}
@@ -303,7 +306,7 @@ func sameScans(t *testing.T, since, full *Surface) (taken int) {
 	t.Helper()
 	taken = since.taken
 	since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-	since.taken = 0
+	since.taken, since.shared = 0, false
 	if !reflect.DeepEqual(since, full) {
 		t.Errorf("the end scan differs from a full scan:\nitems %v\nwant  %v\nskipped %v\nwant    %v\nwalk: %s",
 			itemPaths(since), itemPaths(full), since.Skipped, full.Skipped, walkDiff(since.Walk, full.Walk))
