@@ -35,11 +35,12 @@ func TestJournalRoundTrip(t *testing.T) {
 	// The codec names every field: one added to these types must be added to it.
 	// (Not journaled: ScanOptions.Walk and WalkHint and Surface.Walk, one scan's
 	// request for its walk, its size hint, and the walk, which the recorder takes
-	// from the live scan only; ScanOptions.Watch and Since and Surface.Launch and
-	// taken, the launch watch the end scan of the same process uses, and its count.)
+	// from the live scan only; ScanOptions.Watch and Since and Surface.Launch,
+	// taken and shared, the launch watch the end scan of the same process uses,
+	// its count, and whether it took the launch walk whole.)
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 4,
-		reflect.TypeOf(audit.Surface{}): 3 + 3, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2,
+		reflect.TypeOf(audit.Surface{}): 3 + 4, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)
