@@ -49,7 +49,9 @@ import (
 // Git reads for other paths (.gitignore, .gitattributes, .gitmodules), a file larger
 // than maxInPlaceSize, an index Git would read otherwise (not version 2 or 3, an
 // extended-flags entry among the paths, an extension other than TREE, a bad
-// checksum), or more than maxInPlacePaths paths.
+// checksum — checked whenever the entries' layout is read from the index itself,
+// that is for any index file the kept layout does not name, layout.go), or more
+// than maxInPlacePaths paths.
 
 const (
 	maxInPlacePaths = 256
