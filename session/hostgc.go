@@ -37,8 +37,8 @@ type hostGC struct {
 var heldOff struct {
 	mu      sync.Mutex
 	holders int
-	percent int   // the settings before the first hold
-	limit   int64 //
+	percent int   // GOGC before the first hold
+	limit   int64 // the memory limit before the first hold
 }
 
 // pause turns the collector off (until resume). Pausing twice is harmless.

@@ -205,7 +205,7 @@ var errSweep = errors.New("full sweep needed")
 // are looked for only in directories whose ctime changed (or that are gone), and the
 // index is read only when some directory changed.
 func (s *Store) changedPaths(st stageState, w *treewalk.Walk) ([]string, error) {
-	s.indexRead, s.manyChanged = false, false
+	s.indexRead = false
 	if w == nil || !w.Complete {
 		return nil, errSweep
 	}

@@ -275,7 +275,7 @@ type staged struct {
 // stage state allows (changed.go), staging only what may have changed, else with
 // the full sweep (stage).
 func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
-	s.leftOut = false
+	s.leftOut, s.manyChanged = false, false
 	s.delta.from = ""
 	fine := w != nil && w.FineCtime
 	if st, ok := s.readStage(); ok && w != nil {

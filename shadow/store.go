@@ -75,8 +75,9 @@ type Store struct {
 	}
 	// indexRead: the last changedPaths read the index to tell what changed.
 	indexRead bool
-	// manyChanged: the last changedPaths found more files to stage than
-	// maxChangedPaths (the sweep it falls back to gets a head start, prestage.go).
+	// manyChanged: this staging's changedPaths found more files to stage than
+	// maxChangedPaths (the sweep it falls back to gets a head start, prestage.go);
+	// reset by each stageWalk, so that no earlier staging's answer carries over.
 	manyChanged bool
 	// leftOut: the last staging left a path out at a bound (addAll). The index
 	// then holds less than the tree, and what was left out must be named again

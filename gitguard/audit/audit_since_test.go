@@ -183,12 +183,7 @@ func TestSinceSameAsFullScan(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			for d := range 27 {
-				for i := range 8 {
-					f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
-					f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "content\n", 0o644)
-				}
-			}
+			sinceTree(f, 27)
 			f.Write("src/d22/.gitmodules", "[submodule \"x\"]\n\tpath = x\n\turl = ./x\n", 0o644)
 			f.GitdirAt("src/d24/.git")
 			if err := os.Mkdir(filepath.Join(f.Repo, "src/d24/.git/hooks"), 0o755); err != nil {
@@ -356,6 +351,17 @@ func walkDiff(a, b *treewalk.Walk) string {
 	return fmt.Sprintf("%d entries, want %d", len(a.Entries), len(b.Entries))
 }
 
+// sinceTree writes dirs directories of eight files, each with a subdirectory of
+// eight more: the tree the end-scan tests change.
+func sinceTree(f *fixture, dirs int) {
+	for d := range dirs {
+		for i := range 8 {
+			f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
+			f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "content\n", 0o644)
+		}
+	}
+}
+
 // TestSinceScanAllocatesNoHintedList: an end scan whose walk is the launch's
 // (nothing changed) or is built in the launch walk's list (Scan) allocates no
 // list of its own, however large the WalkHint the session passes it (the launch
@@ -367,12 +373,7 @@ func TestSinceScanAllocatesNoHintedList(t *testing.T) {
 	for _, name := range []string{"nothing", "edit in place", "create"} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			for d := range 8 {
-				for i := range 8 {
-					f.Write(fmt.Sprintf("src/d%02d/f%02d", d, i), "content\n", 0o644)
-					f.Write(fmt.Sprintf("src/d%02d/sub/f%02d", d, i), "content\n", 0o644)
-				}
-			}
+			sinceTree(f, 8)
 			opt := ScanOptions{Walk: true, Home: f.Home}
 			launch := watchedScan(t, f.Repo, opt)
 			runSinceMutation(t, name, f.Repo)
