@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session"
+)
+
+// A repository's own file (config.RepoFile) is written by the sandbox, so it may only
+// narrow what the user chose. Whether it does is judged on the sandbox, not on its
+// keys: the policy is made without the file and with it, and the file is accepted
+// only when the session with it is within the session without it (session.Narrows).
+// An empty allow-net list, say, is a subset of the user's hosts but no network
+// namespace at all; it is refused.
+
+// clone returns a copy of a, with its own lists, and the flag set that writes it.
+func (a *execArgs) clone() (*execArgs, *flag.FlagSet) {
+	c := new(execArgs)
+	fs := c.flags()
+	*c = *a
+	// Every list, so that what the copy's flags append cannot reach a's.
+	o := reflect.ValueOf(&c.opts).Elem()
+	for i := range o.NumField() {
+		if f := o.Field(i); f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String {
+			f.Set(reflect.ValueOf(slices.Clone(f.Interface().([]string))))
+		}
+	}
+	c.cfg.Args = slices.Clone(a.cfg.Args)
+	return c, fs
+}
+
+// applyRepoFile reads the repository's file and, when it only narrows, lays it over
+// a (whose flags fs writes) and returns the policy made again, and what it narrowed,
+// for stderr. A file that would widen anything is refused, naming its key.
+func applyRepoFile(a *execArgs, fs *flag.FlagSet, prov map[string]string, pol *policy.Policy) (*policy.Policy, []string, error) {
+	rf, err := config.ReadRepo(filepath.Join(pol.Repo, config.RepoFile))
+	if err != nil || rf == nil {
+		return pol, nil, err
+	}
+	if len(rf.Profiles) > 0 || rf.Profile != "" {
+		return nil, nil, &config.Error{File: rf.Path, Key: "profile", Reason: "profiles belong in the user's config file, not in a repository's: the sandbox can write it"}
+	}
+	before := a.cfg
+	before.Policy = pol
+	c, fsC, provC, after, notes, err := narrowTrial(a, prov, &before, rf.Top)
+	if err != nil {
+		return nil, nil, blame(a, prov, &before, rf, err)
+	}
+	changed := narrowed(fs, fsC, rf.Top)
+	*a = *c // fs writes a's fields: it now shows the narrowed values
+	clear(prov)
+	maps.Copy(prov, provC)
+	if changed != "" {
+		notes = append([]string{rf.Path + " narrows this session: " + changed}, notes...)
+	}
+	return after.Policy, notes, nil
+}
+
+// narrowTrial lays settings over a copy of a and returns the copy, its flags and
+// provenance, the session it describes, the contradictions settled on the way, and
+// an error when that session is not within before.
+func narrowTrial(a *execArgs, prov map[string]string, before *session.Config, settings []config.Setting) (*execArgs, *flag.FlagSet, map[string]string, *session.Config, []string, error) {
+	c, fs := a.clone()
+	provC := maps.Clone(prov)
+	if err := config.Narrow(fs, settings, provC); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	notes := narrowerWins(&c.opts, provC)
+	p, err := policy.New(c.opts)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	after := c.cfg
+	after.Policy = p
+	if err := session.Narrows(before, &after); err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	return c, fs, provC, &after, notes, nil
+}
+
+// blame turns a refused repository file into one line naming the file, and for a
+// widening the first key from which on the file widens the session.
+func blame(a *execArgs, prov map[string]string, before *session.Config, rf *config.File, err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	var w *policy.Widening
+	if !errors.As(err, &w) {
+		return fmt.Errorf("config %s: %w", rf.Path, err)
+	}
+	why := "; a repository's file may only narrow the user's policy (the sandbox can write it): remove the key, or change it in your own config or on the command line"
+	for i, s := range rf.Top {
+		if _, _, _, _, _, e := narrowTrial(a, prov, before, rf.Top[:i+1]); e != nil {
+			return &config.Error{File: s.File, Line: s.Line, Key: s.Key, Reason: e.Error() + why}
+		}
+	}
+	return &config.Error{File: rf.Path, Reason: w.Error() + why}
+}
+
+// narrowed lists, for the keys of settings, the values that changed from fs to to.
+func narrowed(from, to *flag.FlagSet, settings []config.Setting) string {
+	var out []string
+	for _, s := range settings {
+		f, t := from.Lookup(s.Key), to.Lookup(s.Key)
+		if f == nil || t == nil || f.Value.String() == t.Value.String() {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s → %s", s.Key, shown(f.Value.String()), shown(t.Value.String())))
+	}
+	return strings.Join(out, "; ")
+}
+
+func shown(v string) string {
+	if v == "" {
+		return "(none)"
+	}
+	return v
+}
+
+// narrowerWins settles a contradiction between two settings that were not both
+// typed on the command line: the narrower one wins (offline over allow-net,
+// read-only over add-dir), and the lines it returns say so and where each came
+// from. Both typed are left for policy.New to refuse.
+func narrowerWins(o *policy.Options, prov map[string]string) []string {
+	var notes []string
+	for _, c := range []struct {
+		narrow, wide string
+		on           bool
+		list         *[]string
+		means        string
+	}{
+		{"offline", "allow-net", o.Offline, &o.AllowNet, "the session has no network at all"},
+		{"read-only", "add-dir", o.ReadOnly, &o.AddDir, "the session writes no host directory but kept paths"},
+	} {
+		if !c.on || len(*c.list) == 0 || (prov[c.narrow] == "command line" && prov[c.wide] == "command line") {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s (%s) wins over %s %s (%s): %s",
+			c.narrow, origin(prov, c.narrow), c.wide, strings.Join(*c.list, ","), origin(prov, c.wide), c.means))
+		*c.list = nil
+		delete(prov, c.wide)
+	}
+	return notes
+}
+
+func origin(prov map[string]string, key string) string {
+	if w, ok := prov[key]; ok {
+		return w
+	}
+	return "default"
+}
