@@ -46,6 +46,11 @@ func applyRepoFile(a *execArgs, fs *flag.FlagSet, prov map[string]string, pol *p
 	if err != nil || rf == nil {
 		return pol, nil, err
 	}
+	return narrowBy(a, fs, prov, pol, rf)
+}
+
+// narrowBy is applyRepoFile for a file already read.
+func narrowBy(a *execArgs, fs *flag.FlagSet, prov map[string]string, pol *policy.Policy, rf *config.File) (*policy.Policy, []string, error) {
 	if len(rf.Profiles) > 0 || rf.Profile != "" {
 		return nil, nil, &config.Error{File: rf.Path, Key: "profile", Reason: "profiles belong in the user's config file, not in a repository's: the sandbox can write it"}
 	}
