@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/nsinit"
 )
 
 // TestRepoFileKeepsNetNamespace (issue 30): a session started with --allow-net
@@ -40,7 +41,11 @@ func TestRepoFileKeepsNetNamespace(t *testing.T) {
 	// bash for /dev/tcp; the mark says whether the command ran at all.
 	probe := fmt.Sprintf(`touch ran; if /bin/bash -c 'exec 3<>/dev/tcp/127.0.0.1/%s' 2>/dev/null; then echo REACHED; else echo unreachable; fi`, port)
 	args := []string{"--allow-net", "example.test", "--no-git-save", "--no-record"}
-	for _, backend := range sandboxtest.Backends(t) {
+	backends := sandboxtest.Backends(t)
+	if nsinit.RawInitAvailable() {
+		backends = append(backends, sandboxtest.NativeGo) // offline = true runs the raw init otherwise
+	}
+	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
 			repoFile := filepath.Join(b.Repo, ".agentbox.toml")

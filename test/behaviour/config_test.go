@@ -151,7 +151,7 @@ offline = true
 // offline with one line saying which setting won and where each came from; on every
 // backend. Both typed on the command line stay refused (TestAllowNetOffline).
 func TestOfflineOverConfigAllowNet(t *testing.T) {
-	for _, backend := range backends(t) {
+	for _, backend := range runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			path := writeUserConfig(t, b, readmeConfig)
@@ -181,7 +181,7 @@ func TestOfflineOverConfigAllowNet(t *testing.T) {
 // agent it dropped is then not kept (its writes stay in the overlay); on every
 // backend.
 func TestRepoConfigNarrowingSaid(t *testing.T) {
-	for _, backend := range backends(t) {
+	for _, backend := range runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			writeUserConfig(t, b, "keep-agent = [\"claude\", \"codex\"]\n")
