@@ -37,7 +37,8 @@ func Narrows(before, after *Policy) error {
 		var why string
 		if rule != nil {
 			why = rule(before, after)
-		} else if !reflect.DeepEqual(bv.Field(i).Interface(), av.Field(i).Interface()) {
+		} else if b, a := bv.Field(i), av.Field(i); !b.CanInterface() && !(b.IsZero() && a.IsZero()) ||
+			b.CanInterface() && !reflect.DeepEqual(b.Interface(), a.Interface()) {
 			why = name + " changed, and agentbox does not know how it narrows"
 		}
 		if why != "" {

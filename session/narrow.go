@@ -30,12 +30,20 @@ func Narrows(before, after *Config) error {
 			}
 			continue
 		}
-		b, a := bv.Field(i), av.Field(i)
-		if !b.CanInterface() || !reflect.DeepEqual(b.Interface(), a.Interface()) {
+		if !sameField(bv.Field(i), av.Field(i)) {
 			return &policy.Widening{Field: name, Reason: "would change " + name + ", which only the user's policy sets"}
 		}
 	}
 	return nil
+}
+
+// sameField: b and a are equal; an unexported field, which cannot be read through
+// reflection, only when both are its zero value (nothing set it yet).
+func sameField(b, a reflect.Value) bool {
+	if !b.CanInterface() {
+		return b.IsZero() && a.IsZero()
+	}
+	return reflect.DeepEqual(b.Interface(), a.Interface())
 }
 
 type narrowKind int

@@ -204,3 +204,26 @@ func TestRepoConfigNarrowingSaid(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyOverAddDir: a repository's read-only = true under a typed --add-dir
+// makes a read-only session, not a refused one: the narrower wins, said in one
+// line, and the further directory is not written; on every backend.
+func TestReadOnlyOverAddDir(t *testing.T) {
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			extra := testenv.Dir(t, "extra")
+			repoFile := filepath.Join(b.repo, ".agentbox.toml")
+			sandboxtest.WriteFile(t, repoFile, "read-only = true\n")
+			testenv.Chown(t, repoFile)
+			r := b.sh(`touch '`+extra+`/added' 2>/dev/null; touch written 2>/dev/null; true`, "--add-dir", extra)
+			want := "agentbox: read-only (" + repoFile + ":1, narrowing) wins over add-dir " + extra + " (command line)"
+			if r.code != 0 || !strings.Contains(r.stderr, want) {
+				t.Errorf("want the session to run read-only and say %q, got %s", want, r)
+			}
+			if exists(filepath.Join(extra, "added")) || exists(filepath.Join(b.repo, "written")) {
+				t.Errorf("read-only from the repository's file: the session wrote the repository or the further directory")
+			}
+		})
+	}
+}
