@@ -56,40 +56,49 @@ func narrowBy(a *execArgs, fs *flag.FlagSet, prov map[string]string, pol *policy
 	}
 	before := a.cfg
 	before.Policy = pol
-	c, fsC, provC, after, notes, err := narrowTrial(a, prov, &before, rf.Top)
+	tr, err := narrowTrial(a, prov, &before, rf.Top)
 	if err != nil {
 		return nil, nil, blame(a, prov, &before, rf, err)
 	}
-	changed := narrowed(fs, fsC, rf.Top)
-	*a = *c // fs writes a's fields: it now shows the narrowed values
+	changed := narrowed(fs, tr.fs, rf.Top)
+	*a = *tr.args // fs writes a's fields: it now shows the narrowed values
 	clear(prov)
-	maps.Copy(prov, provC)
+	maps.Copy(prov, tr.prov)
+	notes := tr.notes
 	if changed != "" {
 		notes = append([]string{rf.Path + " narrows this session: " + changed}, notes...)
 	}
-	return after.Policy, notes, nil
+	return tr.cfg.Policy, notes, nil
 }
 
-// narrowTrial lays settings over a copy of a and returns the copy, its flags and
-// provenance, the session it describes, the contradictions settled on the way, and
-// an error when that session is not within before.
-func narrowTrial(a *execArgs, prov map[string]string, before *session.Config, settings []config.Setting) (*execArgs, *flag.FlagSet, map[string]string, *session.Config, []string, error) {
+// trial is exec's settings with a repository file's laid over a copy of them.
+type trial struct {
+	args  *execArgs
+	fs    *flag.FlagSet // writes args
+	prov  map[string]string
+	cfg   session.Config // the session args describe
+	notes []string       // the contradictions settled (narrowerWins)
+}
+
+// narrowTrial lays settings over a copy of a; an error says that the session it
+// makes is not within before, or cannot be made.
+func narrowTrial(a *execArgs, prov map[string]string, before *session.Config, settings []config.Setting) (*trial, error) {
 	c, fs := a.clone()
-	provC := maps.Clone(prov)
-	if err := config.Narrow(fs, settings, provC); err != nil {
-		return nil, nil, nil, nil, nil, err
+	tr := &trial{args: c, fs: fs, prov: maps.Clone(prov)}
+	if err := config.Narrow(fs, settings, tr.prov); err != nil {
+		return nil, err
 	}
-	notes := narrowerWins(&c.opts, provC)
+	tr.notes = narrowerWins(&c.opts, tr.prov)
 	p, err := policy.New(c.opts)
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
+		return nil, err
 	}
-	after := c.cfg
-	after.Policy = p
-	if err := session.Narrows(before, &after); err != nil {
-		return nil, nil, nil, nil, nil, err
+	tr.cfg = c.cfg
+	tr.cfg.Policy = p
+	if err := session.Narrows(before, &tr.cfg); err != nil {
+		return nil, err
 	}
-	return c, fs, provC, &after, notes, nil
+	return tr, nil
 }
 
 // blame turns a refused repository file into one line naming the file, and for a
@@ -105,7 +114,7 @@ func blame(a *execArgs, prov map[string]string, before *session.Config, rf *conf
 	}
 	why := "; a repository's file may only narrow the user's policy (the sandbox can write it): remove the key, or change it in your own config or on the command line"
 	for i, s := range rf.Top {
-		if _, _, _, _, _, e := narrowTrial(a, prov, before, rf.Top[:i+1]); e != nil {
+		if _, e := narrowTrial(a, prov, before, rf.Top[:i+1]); e != nil {
 			return &config.Error{File: s.File, Line: s.Line, Key: s.Key, Reason: e.Error() + why}
 		}
 	}
