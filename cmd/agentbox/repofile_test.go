@@ -2,11 +2,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +24,7 @@ import (
 type repoFixture struct {
 	home, repo string
 	users      [][]string
+	vocab      []string // eight values the user lines and synthFile use
 }
 
 func newRepoFixture(tb testing.TB) *repoFixture {
@@ -49,6 +52,7 @@ func newRepoFixture(tb testing.TB) *repoFixture {
 	}
 	tb.Cleanup(func() { l.Close() })
 	extra := filepath.Join(root, "extra")
+	x.vocab = []string{"a.test", "@npm", "10.0.0.0/8", "~/notes", extra, sock, "claude", "codex"}
 	x.users = [][]string{
 		{"--allow-net", "a.test", "--allow-net", "@npm", "--keep-agent", "claude", "--keep-agent", "codex",
 			"--keep", "~/notes", "--add-dir", extra, "--allow-socket", sock, "--allow-git-push"},
@@ -105,27 +109,67 @@ func FuzzRepoFile(f *testing.F) {
 	}
 	f.Setenv("HOME", x.home)
 	f.Fuzz(func(t *testing.T, user uint8, data []byte) {
-		rf, err := config.Parse(filepath.Join(x.repo, config.RepoFile), data)
-		if err != nil {
-			return // refused at launch
-		}
-		a, fs, prov, before := x.args(t, int(user))
-		cfgBefore := a.cfg
-		after, _, err := narrowBy(a, fs, prov, before, rf)
-		if err != nil {
-			if !strings.Contains(err.Error(), rf.Path) {
-				t.Fatalf("a refusal that does not name the file: %v", err)
+		// The bytes as a file, and as settings made from them (synthFile): most
+		// mutations of a file are no longer TOML.
+		for _, text := range [][]byte{data, x.synthFile(data)} {
+			rf, err := config.Parse(filepath.Join(x.repo, config.RepoFile), text)
+			if err != nil {
+				continue // refused at launch
 			}
-			return
-		}
-		checkContained(t, before, after)
-		if a.cfg.AllowGitPush && !cfgBefore.AllowGitPush {
-			t.Fatalf("the push guard went off")
-		}
-		if !reflect.DeepEqual(a.cfg.GitSave, cfgBefore.GitSave) || a.cfg.NoRecord != cfgBefore.NoRecord {
-			t.Fatalf("the snapshot or the record changed: %+v -> %+v", cfgBefore, a.cfg)
+			x.check(t, int(user), rf)
 		}
 	})
+}
+
+// check lays rf over user command line n and fails unless it is refused, naming
+// the file, or the session it makes is within the one without it.
+func (x *repoFixture) check(t *testing.T, n int, rf *config.File) {
+	a, fs, prov, before := x.args(t, n)
+	cfgBefore := a.cfg
+	after, _, err := narrowBy(a, fs, prov, before, rf)
+	if err != nil {
+		if !strings.Contains(err.Error(), rf.Path) {
+			t.Fatalf("a refusal that does not name the file: %v", err)
+		}
+		return
+	}
+	checkContained(t, before, after)
+	if a.cfg.AllowGitPush && !cfgBefore.AllowGitPush {
+		t.Fatalf("the push guard went off")
+	}
+	if !reflect.DeepEqual(a.cfg.GitSave, cfgBefore.GitSave) || a.cfg.NoRecord != cfgBefore.NoRecord {
+		t.Fatalf("the snapshot or the record changed: %+v -> %+v", cfgBefore, a.cfg)
+	}
+}
+
+// synthFile makes a repository file from data, two bytes a setting: which of exec's
+// flags, and its value (a boolean, or a list: the vocabulary's words whose bits
+// are set).
+func (x *repoFixture) synthFile(data []byte) []byte {
+	var names []string
+	new(execArgs).flags().VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	seen := map[string]bool{}
+	var b strings.Builder
+	for i := 0; i+1 < len(data); i += 2 {
+		name := names[int(data[i])%len(names)]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		v := data[i+1]
+		if bf, ok := new(execArgs).flags().Lookup(name).Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			fmt.Fprintf(&b, "%s = %v\n", name, v&1 == 1)
+			continue
+		}
+		var words []string
+		for bit, w := range x.vocab {
+			if v&(1<<bit) != 0 {
+				words = append(words, strconv.Quote(w))
+			}
+		}
+		fmt.Fprintf(&b, "%s = [%s]\n", name, strings.Join(words, ", "))
+	}
+	return []byte(b.String())
 }
 
 // checkContained fails unless after's plan is within before's.
