@@ -30,8 +30,8 @@ func (a *execArgs) clone() (*execArgs, *flag.FlagSet) {
 	// Every list, so that what the copy's flags append cannot reach a's.
 	o := reflect.ValueOf(&c.opts).Elem()
 	for i := range o.NumField() {
-		if f := o.Field(i); f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String {
-			f.Set(reflect.ValueOf(slices.Clone(f.Interface().([]string))))
+		if f := o.Field(i); f.Kind() == reflect.Slice && !f.IsNil() {
+			f.Set(reflect.AppendSlice(reflect.MakeSlice(f.Type(), 0, f.Len()), f))
 		}
 	}
 	c.cfg.Args = slices.Clone(a.cfg.Args)
@@ -121,7 +121,8 @@ func blame(a *execArgs, prov map[string]string, before *session.Config, rf *conf
 	return &config.Error{File: rf.Path, Reason: w.Error() + why}
 }
 
-// narrowed lists, for the keys of settings, the values that changed from fs to to.
+// narrowed lists, for the keys of settings, each value that differs between the
+// flag sets from and to.
 func narrowed(from, to *flag.FlagSet, settings []config.Setting) string {
 	var out []string
 	for _, s := range settings {
