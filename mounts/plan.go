@@ -182,7 +182,7 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	if p.TmpSize > 0 {
-		fmt.Fprintf(&b, "budget   %d bytes  # the RAM-backed filesystems (tmpfs, /dev, HOME's upper layer) together (--tmp-size)\n", p.TmpSize)
+		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", policy.FormatSize(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {

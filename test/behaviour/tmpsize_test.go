@@ -45,6 +45,28 @@ done`, "--tmp-size", "8M")
 	}
 }
 
+// TestTmpBudgetInodes: on the native backend the budget bounds inodes too, one per
+// 4 KiB page (2048 for 8M), since empty files take kernel memory but no page. bwrap
+// cannot set a tmpfs's inode count: its /tmp takes the kernel's default.
+func TestTmpBudgetInodes(t *testing.T) {
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			out := b.ok(`cd /tmp && seq -f f%g 3000 | xargs touch 2>&1 | grep -m1 -o 'No space left on device'; ls | grep -c '^f'`, "--tmp-size", "8M")
+			if backend == "bwrap" {
+				if out != "3000\n" {
+					t.Errorf("bwrap's /tmp: %q, want all 3000 files made", out)
+				}
+				return
+			}
+			n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out), "No space left on device\n"))
+			if !strings.HasPrefix(out, "No space left on device\n") || err != nil || n < 1900 || n > 2048 {
+				t.Errorf("3000 empty files in an 8M budget: %q, want ENOSPC after at most 2048", out)
+			}
+		})
+	}
+}
+
 // TestTmpBudgetDefault: without --tmp-size the RAM-backed filesystems are bounded by
 // the default (a quarter of RAM, at most 4G), not the kernel's half of RAM each.
 func TestTmpBudgetDefault(t *testing.T) {
