@@ -150,7 +150,7 @@ type Plan struct {
 	// Dev's /dev and /dev/shm, the Overlay's upper layer), in bytes: the native
 	// backend makes them directories of one tmpfs of this size, so that together
 	// they hold no more; bwrap, which cannot share one, gives each tmpfs it can
-	// size this size (docs/usage.md). 0: the kernel's default, half of RAM each.
+	// size this size (docs/usage.md). 0: no size, the kernel's default (half of RAM).
 	TmpSize int64 `json:"tmp_size,omitempty"`
 }
 
