@@ -101,7 +101,7 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 			continue
 		}
 		mounted[op.Dest] = true
-		opts, err := translate(op, lower)
+		opts, err := translate(op, lower, plan.TmpSize)
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
 		}
@@ -125,8 +125,11 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 }
 
 // translate returns the bwrap options for one operation. Every mounts.Kind has a
-// case; one without is an error (a test walks mounts.Kinds).
-func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
+// case; one without is an error (a test walks mounts.Kinds). size is the plan's
+// TmpSize: bwrap cannot share one tmpfs between mounts, so each tmpfs it can size
+// (--size, only for --tmpfs) gets all of it; /dev itself and the overlay's upper
+// layer are bwrap's own tmpfs mounts, which it gives no size.
+func translate(op mounts.Op, lower lowerFunc, size int64) ([][]string, error) {
 	if err := checkPath("destination", op.Dest); err != nil {
 		return nil, err
 	}
@@ -168,7 +171,7 @@ func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 			return nil, fmt.Errorf("mode %o has bits beyond permissions", op.Mode)
 		}
 		// --perms modifies the next option; bwrap's own default would be 0755.
-		return [][]string{{"--perms", fmt.Sprintf("%04o", op.Mode), "--tmpfs", op.Dest}}, nil
+		return [][]string{append(sizeOpt(size), "--perms", fmt.Sprintf("%04o", op.Mode), "--tmpfs", op.Dest)}, nil
 	case mounts.Overlay:
 		// The lower layer is the host's Source; the upper is an invisible tmpfs that
 		// disappears with the sandbox (needs bwrap >= 0.11, not setuid). bwrap makes
@@ -185,9 +188,22 @@ func translate(op mounts.Op, lower lowerFunc) ([][]string, error) {
 	case mounts.Proc:
 		return [][]string{{"--proc", op.Dest}}, nil
 	case mounts.Dev:
+		if size > 0 {
+			// bwrap's /dev/shm is a directory of its /dev; a sized tmpfs over it
+			// keeps what the command puts there within the budget.
+			return [][]string{{"--dev", op.Dest}, append(sizeOpt(size), "--perms", "1777", "--tmpfs", filepath.Join(op.Dest, "shm"))}, nil
+		}
 		return [][]string{{"--dev", op.Dest}}, nil
 	}
 	return nil, fmt.Errorf("operation kind %q has no bwrap translation", op.Kind)
+}
+
+// sizeOpt is bwrap's --size for a tmpfs of size bytes (0: bwrap's default, none).
+func sizeOpt(size int64) []string {
+	if size <= 0 {
+		return nil
+	}
+	return []string{"--size", fmt.Sprint(size)}
 }
 
 // coverOpts translates ReadOnly and Mask. bwrap binds only host paths and has no

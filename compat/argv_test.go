@@ -432,3 +432,28 @@ func TestArgvAllowNet(t *testing.T) {
 		t.Errorf("argv %q %v", argv, err)
 	}
 }
+
+// TestArgvTmpSize: every tmpfs of the plan gets the budget as bwrap's --size, and
+// /dev/shm becomes such a tmpfs over bwrap's directory; HOME's overlay takes none.
+func TestArgvTmpSize(t *testing.T) {
+	p := &policy.Policy{Repo: "/home/u/repo", Home: "/home/u", Workdir: "/home/u/repo", Command: []string{"true"},
+		KeepPrivate: []string{"/home/u/.claude/shell-snapshots"}, TmpSize: 8 << 20}
+	argv, err := argvOf(mounts.Build(p, mounts.Session{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(argv, " ")
+	for _, want := range []string{
+		"--dev /dev --size 8388608 --perms 1777 --tmpfs /dev/shm ",
+		"--size 8388608 --perms 1777 --tmpfs /tmp --size 8388608 --perms 0755 --tmpfs /run ",
+		"--overlay-src /home/u --tmp-overlay /home/u --chmod 0750 /home/u ",
+		"--size 8388608 --perms 0700 --tmpfs /home/u/.claude/shell-snapshots ",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("want %q in\n%s", want, s)
+		}
+	}
+	if n := strings.Count(s, "--size"); n != 4 {
+		t.Errorf("%d --size options, want 4: %s", n, s)
+	}
+}

@@ -30,6 +30,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // MaxSize bounds a policy file: larger is refused, not read.
@@ -418,6 +420,8 @@ const (
 	Union
 	// Subset: the file may keep only some of the list (keep, allow-net, add-dir).
 	Subset
+	// Smaller: the file may lower the size (tmp-size).
+	Smaller
 )
 
 // repoNarrowing says what a repository's file may do with key. Any key not listed
@@ -433,12 +437,14 @@ func repoNarrowing(key string) (Narrowing, bool) {
 		return Union, true
 	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
 		return Subset, true
+	case "tmp-size":
+		return Smaller, true
 	}
 	return 0, false
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets (true only); allow-git-push (false only); hide (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's)"
+const RepoKeys = "offline, read-only, hide-secrets (true only); allow-git-push (false only); hide (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.
@@ -482,8 +488,41 @@ func Narrow(fs *flag.FlagSet, settings []Setting, prov map[string]string) error 
 				}
 			}
 			lv.Replace(kept)
+		case Smaller:
+			if err := lower(fs, f, s); err != nil {
+				return err
+			}
 		}
 		prov[s.Key] = s.Where() + ", narrowing"
+	}
+	return nil
+}
+
+// lower sets a size flag (tmp-size) to the file's value when that is no larger
+// than the flag's: a repository may give the sandbox less memory, never more.
+func lower(fs *flag.FlagSet, f *flag.Flag, s Setting) error {
+	bad := func(reason string) error { return &Error{File: s.File, Line: s.Line, Key: s.Key, Reason: reason} }
+	text, ok := s.Value.(string)
+	if n, isInt := s.Value.(int64); isInt {
+		text, ok = strconv.FormatInt(n, 10), true
+	}
+	if !ok {
+		return bad("want a size, e.g. \"1G\"")
+	}
+	ram := policy.TotalRAM()
+	want, err := policy.TmpSize(text, ram)
+	if err != nil {
+		return bad(fmt.Sprintf("invalid value %q: %v", text, err))
+	}
+	have, err := policy.TmpSize(f.Value.String(), ram)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if want > have {
+		return bad(fmt.Sprintf("%s is more than the %s the user's policy gives: a repository's file may only lower it (the sandbox can write it)", policy.FormatSize(want), policy.FormatSize(have)))
+	}
+	if err := fs.Set(s.Key, text); err != nil {
+		return bad(err.Error())
 	}
 	return nil
 }

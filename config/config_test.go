@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // testFlags is a stand-in for exec's flags: one of each kind a file can set.
@@ -181,5 +183,41 @@ func TestReadRepoIsSafe(t *testing.T) {
 	var e *Error
 	if _, err := ReadRepo(link); !errors.As(err, &e) || e.File != link {
 		t.Errorf("error type: %v", err)
+	}
+}
+
+// TestNarrowTmpSize: a repository's file may lower tmp-size below what is in effect
+// (the user's value, else the default), never raise it, and a bad size names the
+// file and line.
+func TestNarrowTmpSize(t *testing.T) {
+	def := policy.DefaultTmpSize(policy.TotalRAM())
+	for _, c := range []struct {
+		user, repo, want, err string
+	}{
+		{user: "8M", repo: `tmp-size = "4M"`, want: "4M"},
+		{user: "8M", repo: `tmp-size = "8M"`, want: "8M"},
+		{user: "8M", repo: `tmp-size = 4194304`, want: "4194304"},
+		{user: "", repo: `tmp-size = "2M"`, want: "2M"},
+		{user: "8M", repo: `tmp-size = "16M"`, err: "r.toml:1: tmp-size: 16M is more than the 8M"},
+		{user: "", repo: fmt.Sprintf("tmp-size = %d", def+1<<20), err: "may only lower it"},
+		{user: "8M", repo: `tmp-size = "0"`, err: "r.toml:1: tmp-size: invalid value"},
+		{user: "8M", repo: `tmp-size = "-4M"`, err: "not a positive size"},
+		{user: "8M", repo: `tmp-size = true`, err: "want a size"},
+		{user: "8M", repo: `tmp-size = ["1M"]`, err: "want a size"},
+	} {
+		fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+		fs.String("tmp-size", c.user, "")
+		f, err := Parse("r.toml", []byte(c.repo+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Narrow(fs, f.Top, map[string]string{})
+		got := fs.Lookup("tmp-size").Value.String()
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("user %q, repo %q: tmp-size %q, %v; want %q", c.user, c.repo, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || got != c.user):
+			t.Errorf("user %q, repo %q: tmp-size %q, %v; want it refused (%q) and unchanged", c.user, c.repo, got, err, c.err)
+		}
 	}
 }

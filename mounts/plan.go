@@ -25,15 +25,18 @@ const (
 	BindRO Kind = "ro-bind"
 	// Bind binds Source writable, recursively, at Dest.
 	Bind Kind = "bind"
-	// Tmpfs mounts an empty tmpfs with permissions Mode at Dest.
+	// Tmpfs mounts an empty tmpfs with permissions Mode at Dest, which draws on the
+	// plan's TmpSize.
 	Tmpfs Kind = "tmpfs"
 	// Overlay mounts an overlay at Dest whose lower layer is Source and whose upper
-	// layer is a fresh tmpfs that vanishes with the sandbox.
+	// layer is a fresh tmpfs that vanishes with the sandbox and draws on the plan's
+	// TmpSize.
 	Overlay Kind = "overlay"
 	// Proc mounts a proc filesystem for the sandbox's PID namespace at Dest.
 	Proc Kind = "proc"
 	// Dev mounts a minimal /dev at Dest: null, zero, full, random, urandom, tty from
-	// the host, a private devpts and a private shm.
+	// the host, a private devpts and a private shm; /dev and its shm draw on the
+	// plan's TmpSize.
 	Dev Kind = "dev"
 	// ReadOnly makes Dest read-only: the sandbox's /proc itself (the Dest of an
 	// earlier Proc), or a kernel-global path below it. Dest is bound onto itself and
@@ -143,6 +146,12 @@ type Plan struct {
 	// the operator's windows), D-Bus buses, systemd's and others' control sockets.
 	// Set when the kernel has Landlock ABI 6 (Linux 6.12).
 	ScopeAbstractUnix bool `json:"scope_abstract_unix,omitempty"`
+	// TmpSize bounds the RAM-backed filesystems the sandbox can write (every Tmpfs,
+	// Dev's /dev and /dev/shm, the Overlay's upper layer), in bytes: the native
+	// backend makes them directories of one tmpfs of this size, so that together
+	// they hold no more; bwrap, which cannot share one, gives each tmpfs it can
+	// size this size (docs/usage.md). 0: no size, the kernel's default (half of RAM).
+	TmpSize int64 `json:"tmp_size,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -171,6 +180,9 @@ func (p Plan) String() string {
 	ns := "user mount pid ipc uts cgroup"
 	if p.Namespaces.Net {
 		ns += " net"
+	}
+	if p.TmpSize > 0 {
+		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", policy.FormatSize(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {
@@ -331,6 +343,7 @@ func Build(p *policy.Policy, s Session) Plan {
 		// A new network namespace has no host abstract socket in it; the scope
 		// costs nothing there and keeps a nested one honest too.
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
+		TmpSize:           p.TmpSize,
 	}
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)

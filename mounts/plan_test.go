@@ -231,3 +231,17 @@ func TestBuildMaskSockets(t *testing.T) {
 		t.Error("abstract-socket scope without the session asking for it")
 	}
 }
+
+// TestBuildTmpSize: the policy's budget reaches the plan, and the dry run says it.
+func TestBuildTmpSize(t *testing.T) {
+	p := testPolicy("/h", "/h/repo")
+	p.TmpSize = 8 << 20
+	plan := Build(p, Session{})
+	if plan.TmpSize != 8<<20 || !strings.Contains(plan.String(), "\nbudget   8M  # --tmp-size") {
+		t.Errorf("plan's budget %d:\n%s", plan.TmpSize, plan)
+	}
+	p.TmpSize = 0
+	if plan := Build(p, Session{}); strings.Contains(plan.String(), "budget") {
+		t.Errorf("a plan without a budget prints one:\n%s", plan)
+	}
+}

@@ -35,6 +35,9 @@ type Options struct {
 	Offline bool   // --offline: new network namespace, loopback only
 	DiskTmp bool   // --disk-tmp: /tmp on disk below the cache dir
 	Backend string // --backend; empty means native
+	// TmpSize (--tmp-size) is the budget of the RAM-backed filesystems
+	// (tmpsize.go); empty: DefaultTmpSize.
+	TmpSize string
 
 	Keep      []string // --keep PATH (repeatable), keep.go
 	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
@@ -66,6 +69,7 @@ type Policy struct {
 	Offline  bool     // new network namespace
 	AllowNet []string // --allow-net values, validated; new network namespace and the proxy
 	DiskTmp  bool     // /tmp on disk
+	TmpSize  int64    // bytes the RAM-backed filesystems may hold together (tmpsize.go)
 	Backend  string   // native, bwrap or auto
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
 	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
@@ -115,6 +119,11 @@ func New(opts Options) (*Policy, error) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
 	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
+	tmpSize, err := TmpSize(opts.TmpSize, TotalRAM())
+	if err != nil {
+		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}
+	}
+	p.TmpSize = tmpSize
 	if len(opts.AllowNet) > 0 {
 		if opts.Offline {
 			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}

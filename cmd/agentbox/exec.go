@@ -43,6 +43,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
 	fs.Var(cli.NewList(&a.opts.AllowNet), "allow-net", "new network namespace whose only way out is agentbox's proxy, to `HOST[:PORT]` (*.DOMAIN, an address or CIDR prefix, or a preset: @claude, @codex, @npm, @github, …; repeatable)")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
+	fs.Var(tmpSizeValue{&a.opts.TmpSize}, "tmp-size", "the RAM-backed filesystems (/tmp, /run, /dev/shm, HOME's overlay) hold at most `SIZE` together (suffix K, M, G, T; default a quarter of RAM, at most 4G)")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
@@ -225,4 +226,23 @@ func printSettings(w io.Writer, fs *flag.FlagSet, prov map[string]string) {
 		fmt.Fprintf(w, "setting  %s = %s  # %s\n", f.Name, termsafe.String(f.Value.String()), termsafe.String(src))
 	}
 	fmt.Fprintf(w, "setting  (every other flag: its default)\n")
+}
+
+// tmpSizeValue is --tmp-size: checked when set, so that a bad value in a config file
+// is reported with its file and line.
+type tmpSizeValue struct{ s *string }
+
+func (v tmpSizeValue) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return *v.s
+}
+
+func (v tmpSizeValue) Set(s string) error {
+	if _, err := policy.TmpSize(s, policy.TotalRAM()); err != nil {
+		return err
+	}
+	*v.s = s
+	return nil
 }

@@ -141,6 +141,7 @@ type Program struct {
 	NetDone uintptr
 	// remounts are opRemountRO's paths.
 	remounts []string
+	budget   budget // the tmpfs the writable RAM-backed mounts share (budget_linux.go)
 }
 
 // opDesc says what an op is, for the report of its failure.
@@ -392,6 +393,7 @@ const ControlFd = 3
 // of every descriptor the program opened, and the privilege drop.
 func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	p.budget.size = plan.TmpSize
 	if !o.Nested {
 		if err := p.compileMounts(plan); err != nil {
 			return err
@@ -577,7 +579,7 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 	case mounts.Bind:
 		p.moveMount(op, c.tree, p.mkdirAll(op.Dest))
 	case mounts.Tmpfs:
-		p.mountAt(op.Dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=%04o", op.Mode))
+		p.tmpfsAt(op.Dest, op.Mode)
 	case mounts.Proc:
 		p.mountAt(op.Dest, "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	case mounts.Dev:
@@ -709,11 +711,12 @@ func (p *Program) mountFd(fd int, dest, fstype, source string, flags uintptr, da
 		p.Str(source), p.Str(safepath.FdPath(fd)), p.Str(fstype), flags, dataPtr)
 }
 
-// dev builds a minimal /dev: a tmpfs, the host's harmless device nodes, a private
+// dev builds a minimal /dev: a directory of the tmpfs budget (budget_linux.go),
+// the host's harmless device nodes, a private
 // devpts instance (so the command cannot reach the caller's other terminals) and a
 // private shm.
 func (p *Program) dev(dest string, nodes map[string]int) {
-	p.mountAt(dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755")
+	p.tmpfsAt(dest, 0o755)
 	dir := p.openBeneath(mountDesc(MountError{Op: "open", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, name := range devNodes {
 		tree, ok := nodes[name]
@@ -730,7 +733,7 @@ func (p *Program) dev(dest string, nodes map[string]int) {
 		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.Str(d), 0o755)
 	}
 	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-	p.mountAt(dest+"/shm", "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777")
+	p.tmpfsAt(dest+"/shm", 0o1777)
 	for _, l := range [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
 		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
@@ -759,8 +762,7 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 	if err != nil {
 		return &MountError{Op: "stat overlay lower", Source: op.Source, Err: err}
 	}
-	p.mountAt(op.Dest, "tmpfs", "tmpfs", overlay.Flags, fmt.Sprintf("mode=%04o", overlay.ScratchMode))
-	scratch := p.openBeneath(mountDesc(MountError{Op: "open overlay scratch", Target: op.Dest}), op.Dest, unix.O_PATH|unix.O_DIRECTORY)
+	scratch := p.overlayScratch(op.Dest, overlay.ScratchMode)
 	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
 		p.op(mountDesc(MountError{Op: "mkdir overlay " + d, Target: op.Dest}), unix.SYS_MKDIRAT, uintptr(scratch), p.Str(d), overlay.ScratchMode)
 	}

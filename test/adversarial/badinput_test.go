@@ -189,6 +189,17 @@ var badInputs = []badInput{
 	},
 		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--add-dir", filepath.Join(b.Home, "work")) },
 		says: "holds agentbox's own config"},
+	{name: "--tmp-size 0", args: tmpSize("0"), says: "not a positive size"},
+	{name: "--tmp-size negative", args: tmpSize("-8M"), says: "not a positive size"},
+	{name: "--tmp-size with an unknown unit", args: tmpSize("8X"), says: "not a positive size"},
+	{name: "--tmp-size with a fraction", args: tmpSize("1.5G"), says: "not a positive size"},
+	{name: "--tmp-size without a unit, too small", args: tmpSize("512"), says: "below the minimum of 1M"},
+	{name: "--tmp-size beyond RAM", args: tmpSize("8000T"), says: "more than this machine's memory"},
+	{name: "--tmp-size overflowing", args: tmpSize("99999999999999999999"), says: "not a positive size"},
+}
+
+func tmpSize(v string) func(b *sandboxtest.Box) []string {
+	return func(b *sandboxtest.Box) []string { return execArgs(b, "--tmp-size", v) }
 }
 
 func mkUserDir(t *testing.T, dir string) {
