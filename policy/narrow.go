@@ -53,6 +53,8 @@ func narrowRule(name string) fieldRule {
 	switch name {
 	case "Repo", "Home", "Workdir", "DiskTmp", "Backend", "CacheDir", "StateDir", "ConfigDir", "Command":
 		return equal(name)
+	case "TmpSize":
+		return narrowTmpSize
 	case "Offline":
 		return narrowOffline
 	case "AllowNet":
@@ -102,6 +104,15 @@ func netMode(p *Policy) string {
 		return "proxy"
 	}
 	return "host"
+}
+
+// narrowTmpSize: the RAM-backed filesystems' budget may only shrink; zero would be
+// no budget at all.
+func narrowTmpSize(b, a *Policy) string {
+	if a.TmpSize > b.TmpSize || a.TmpSize <= 0 && b.TmpSize > 0 {
+		return fmt.Sprintf("would raise --tmp-size from %s to %s", FormatSize(b.TmpSize), FormatSize(a.TmpSize))
+	}
+	return ""
 }
 
 func narrowOffline(b, a *Policy) string {

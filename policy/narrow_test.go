@@ -20,7 +20,7 @@ func TestNarrowsKnowsEveryField(t *testing.T) {
 
 func base() *Policy {
 	return &Policy{
-		Repo: "/r", Home: "/h", Workdir: "/r", Backend: BackendNative, Command: []string{"sh"},
+		Repo: "/r", Home: "/h", Workdir: "/r", Backend: BackendNative, Command: []string{"sh"}, TmpSize: 1 << 30,
 		AllowNet:     []string{"a.test", "@npm"},
 		Keep:         []Kept{{Path: "/h/.claude", Dir: true, From: "--keep-agent claude"}, {Path: "/h/.codex", Dir: true}},
 		KeepReadOnly: []string{"/h/.claude/plugins"},
@@ -59,6 +59,9 @@ func TestNarrows(t *testing.T) {
 		{"another socket", func(p *Policy) { p.Sockets = []Socket{{Path: "/run/s.sock", Bind: "/run/s.sock"}} }, "allow-socket"},
 		{"no dir", func(p *Policy) { p.AddDirs = nil }, ""},
 		{"another dir", func(p *Policy) { p.AddDirs = []string{"/y"} }, "add-dir"},
+		{"smaller tmp budget", func(p *Policy) { p.TmpSize = 1 << 20 }, ""},
+		{"larger tmp budget", func(p *Policy) { p.TmpSize = 2 << 30 }, "tmp-size"},
+		{"no tmp budget", func(p *Policy) { p.TmpSize = 0 }, "tmp-size"},
 		{"backend", func(p *Policy) { p.Backend = BackendBwrap }, "Backend"},
 		{"disk tmp", func(p *Policy) { p.DiskTmp = true }, "DiskTmp"},
 		{"repo", func(p *Policy) { p.Repo = "/" }, "Repo"},

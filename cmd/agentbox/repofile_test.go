@@ -97,7 +97,7 @@ func FuzzRepoFile(f *testing.F) {
 		"read-only = true\n", "read-only = true\nadd-dir = []\n", "hide = [\"~/.claude\"]\n",
 		"hide-secrets = true\n", "allow-git-push = false\n", "allow-socket = []\nadd-dir = []\n",
 		"offline = false\n", "backend = \"bwrap\"\n", "no-git-save = true\n", "[profile.x]\noffline = true\n",
-		"default-profile = \"x\"\n", "hide = [\"/etc\"]\nkeep = [\"~/notes\", \"~/.ssh\"]\n",
+		"default-profile = \"x\"\n", "tmp-size = \"1M\"\n", "tmp-size = \"64G\"\n", "tmp-size = 4096\n", "hide = [\"/etc\"]\nkeep = [\"~/notes\", \"~/.ssh\"]\n",
 	} {
 		for n := range 4 {
 			f.Add(uint8(n), []byte(seed))
@@ -143,8 +143,8 @@ func (x *repoFixture) check(t *testing.T, n int, rf *config.File) {
 }
 
 // synthFile makes a repository file from data, two bytes a setting: which of exec's
-// flags, and its value (a boolean, or a list: the vocabulary's words whose bits
-// are set).
+// flags, and its value (a boolean, one of a few words, or a list: the vocabulary's
+// words whose bits are set).
 func (x *repoFixture) synthFile(data []byte) []byte {
 	var names []string
 	new(execArgs).flags().VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
@@ -159,6 +159,11 @@ func (x *repoFixture) synthFile(data []byte) []byte {
 		v := data[i+1]
 		if bf, ok := new(execArgs).flags().Lookup(name).Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 			fmt.Fprintf(&b, "%s = %v\n", name, v&1 == 1)
+			continue
+		}
+		if _, isList := new(execArgs).flags().Lookup(name).Value.(interface{ Values() []string }); !isList {
+			scalars := []string{"1M", "64G", "0", "bwrap", "auto", "/", "3", x.repo}
+			fmt.Fprintf(&b, "%s = %q\n", name, scalars[int(v)%len(scalars)])
 			continue
 		}
 		var words []string
@@ -191,6 +196,9 @@ func checkContained(t *testing.T, before, after *policy.Policy) {
 				t.Fatalf("the proxy allows %+v, which it did not", r)
 			}
 		}
+	}
+	if pa.TmpSize > pb.TmpSize || pa.TmpSize == 0 && pb.TmpSize != 0 {
+		t.Fatalf("the tmp budget grew: %d -> %d", pb.TmpSize, pa.TmpSize)
 	}
 	if !slices.Equal(pb.Command, pa.Command) || pb.Workdir != pa.Workdir {
 		t.Fatalf("the command or its directory changed")
