@@ -7,7 +7,9 @@
 //     default-profile = "NAME"). Command-line flags win over it;
 //   - a repository's own file, REPO/.agentbox.toml: the sandbox can write it, so it may
 //     only narrow the policy — hide more, keep less, allow fewer hosts, go offline or
-//     read-only, refuse pushes — and a key that could widen it is refused.
+//     read-only, refuse pushes — and a key that could widen it is refused. Keys are
+//     only the first gate: whether the sandbox the file makes is within the one
+//     without it is judged on the two policies (policy.Narrows, session.Narrows).
 //
 // Parsing and narrowing are pure; reading a repository's file never follows a
 // symlink or blocks on a FIFO. The TOML parser is github.com/BurntSushi/toml.

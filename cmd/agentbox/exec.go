@@ -99,27 +99,19 @@ func cmdExec(args []string) int {
 		opts.Repo, opts.Command = dir, rest
 	}
 
+	// Two settings that contradict, not both typed: the narrower wins (repofile.go).
+	notes := narrowerWins(opts, prov)
 	pol, err := policy.New(*opts)
 	if err != nil {
 		return fail("%v", err)
 	}
 	// The repository's own file may only narrow what the user chose; it is read
 	// from the repository the policy settled on, and the policy made again.
-	rf, err := config.ReadRepo(filepath.Join(pol.Repo, config.RepoFile))
+	pol, more, err := applyRepoFile(a, fs, prov, pol)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if rf != nil {
-		if len(rf.Profiles) > 0 || rf.Profile != "" {
-			return fail("config %s: profiles belong in the user's config file, not in a repository's", rf.Path)
-		}
-		if err := config.Narrow(fs, rf.Top, prov); err != nil {
-			return fail("%v", err)
-		}
-		if pol, err = policy.New(*opts); err != nil {
-			return fail("%v", err)
-		}
-	}
+	notes = append(notes, more...)
 	cfg.Policy = pol
 	cfg.Args = args
 	// agentbox's own messages name repository paths and audit findings: nothing in
@@ -130,6 +122,9 @@ func cmdExec(args []string) int {
 	cfg.Stdout, cfg.Stderr = termsafe.NewWriter(os.Stdout), stderr
 	if *asJSON {
 		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
+	}
+	if !*dryRun {
+		printNotes(stderr, notes)
 	}
 	if *dryRun {
 		cfg.DryRun = session.DryRunText
@@ -146,6 +141,7 @@ func cmdExec(args []string) int {
 		// --backend bwrap, the exact bwrap command line, to copy or to script), and
 		// a refused dry run stays one line.
 		printSettings(os.Stderr, fs, prov)
+		printNotes(os.Stderr, notes)
 	}
 	if ex.Signal != 0 {
 		// A terminal session whose command was killed by a signal: end by it too,
@@ -209,6 +205,14 @@ func layered(args []string, cmdline *flag.FlagSet, profile string) (*execArgs, *
 	}
 	cmdline.Visit(func(f *flag.Flag) { prov[f.Name] = "command line" })
 	return a, fs, prov, nil
+}
+
+// printNotes says on stderr what settled a contradiction or what the repository's
+// file narrowed, one line each.
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "agentbox: %s\n", termsafe.String(n))
+	}
 }
 
 // printSettings shows, for --dry-run, every exec setting that is not its default

@@ -132,3 +132,98 @@ func TestRepoConfigOnlyNarrows(t *testing.T) {
 		})
 	}
 }
+
+// readmeConfig is the README's example config file.
+const readmeConfig = `hide-secrets = true
+default-profile = "claude"
+
+[profile.claude]
+keep-agent = ["claude"]
+allow-net = ["@claude", "@npm", "@github"]
+
+[profile.review]
+read-only = true
+offline = true
+`
+
+// TestOfflineOverConfigAllowNet (issue 35.2): --offline with the README's config,
+// whose profile allows hosts, and a repository's offline = true under it, run
+// offline with one line saying which setting won and where each came from; on every
+// backend. Both typed on the command line stay refused (TestAllowNetOffline).
+func TestOfflineOverConfigAllowNet(t *testing.T) {
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			path := writeUserConfig(t, b, readmeConfig)
+			offline := func(r result) bool {
+				return r.code == 0 && strings.Contains(r.stdout, "net ") && !strings.Contains(r.stdout, "net "+hostNamespaces(t)["net"]) &&
+					strings.Contains(r.stdout, "proxy-env=[]")
+			}
+			probe := `echo "net $(readlink /proc/self/ns/net)"; echo "proxy-env=[${HTTPS_PROXY:-}]"`
+			r := b.sh(probe, "--offline", "--no-git-save", "--no-record")
+			want := "agentbox: offline (command line) wins over allow-net @claude,@npm,@github (" + path + ":6 (profile claude)): the session has no network at all"
+			if !offline(r) || !strings.Contains(r.stderr, want) {
+				t.Errorf("--offline with the README's config: want offline and %q, got %s", want, r)
+			}
+			repoFile := filepath.Join(b.repo, ".agentbox.toml")
+			b.ok(`printf '# review here\noffline = true\n' > .agentbox.toml`, "--no-git-save", "--no-record")
+			r = b.sh(probe, "--no-git-save", "--no-record")
+			want = "agentbox: offline (" + repoFile + ":2, narrowing) wins over allow-net @claude,@npm,@github (" + path + ":6 (profile claude))"
+			if !offline(r) || !strings.Contains(r.stderr, want) {
+				t.Errorf("a repository's offline = true under the README's config: want offline and %q, got %s", want, r)
+			}
+		})
+	}
+}
+
+// TestRepoConfigNarrowingSaid (issue 35.6): a repository's file that narrows the
+// policy says so on stderr at launch, naming itself and what it narrowed; the kept
+// agent it dropped is then not kept (its writes stay in the overlay); on every
+// backend.
+func TestRepoConfigNarrowingSaid(t *testing.T) {
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			writeUserConfig(t, b, "keep-agent = [\"claude\", \"codex\"]\n")
+			repoFile := filepath.Join(b.repo, ".agentbox.toml")
+			b.ok(`printf 'keep-agent = ["codex"]\n' > .agentbox.toml`, "--no-git-save", "--no-record")
+			r := b.sh(`echo x > ~/.claude/left-by-session; echo y > ~/.codex/left-by-session`, "--no-git-save", "--no-record")
+			want := "agentbox: " + repoFile + " narrows this session: keep-agent claude,codex → codex\n"
+			if r.code != 0 || !strings.Contains(r.stderr, want) {
+				t.Errorf("want the session to run and say %q, got %s", want, r)
+			}
+			if exists(filepath.Join(b.home, ".claude/left-by-session")) || !exists(filepath.Join(b.home, ".codex/left-by-session")) {
+				t.Errorf("keep-agent narrowed to codex: ~/.claude must be the overlay's, ~/.codex kept")
+			}
+			// A file that changes nothing says nothing.
+			sandboxtest.WriteFile(t, repoFile, "keep-agent = [\"claude\", \"codex\"]\n")
+			testenv.Chown(t, repoFile)
+			if r := b.sh("true", "--no-git-save", "--no-record"); r.code != 0 || strings.Contains(r.stderr, "narrows") {
+				t.Errorf("a repository file that narrows nothing: %s", r)
+			}
+		})
+	}
+}
+
+// TestReadOnlyOverAddDir: a repository's read-only = true under a typed --add-dir
+// makes a read-only session, not a refused one: the narrower wins, said in one
+// line, and the further directory is not written; on every backend.
+func TestReadOnlyOverAddDir(t *testing.T) {
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			extra := testenv.Dir(t, "extra")
+			repoFile := filepath.Join(b.repo, ".agentbox.toml")
+			sandboxtest.WriteFile(t, repoFile, "read-only = true\n")
+			testenv.Chown(t, repoFile)
+			r := b.sh(`touch '`+extra+`/added' 2>/dev/null; touch written 2>/dev/null; true`, "--add-dir", extra)
+			want := "agentbox: read-only (" + repoFile + ":1, narrowing) wins over add-dir " + extra + " (command line)"
+			if r.code != 0 || !strings.Contains(r.stderr, want) {
+				t.Errorf("want the session to run read-only and say %q, got %s", want, r)
+			}
+			if exists(filepath.Join(extra, "added")) || exists(filepath.Join(b.repo, "written")) {
+				t.Errorf("read-only from the repository's file: the session wrote the repository or the further directory")
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package policy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestNarrowsKnowsEveryField: every field of Policy has a narrowing rule. A field
+// without one is compared for equality (fail closed), but its author must say how
+// it narrows: a field that can only grow or only shrink needs its own rule.
+func TestNarrowsKnowsEveryField(t *testing.T) {
+	ty := reflect.TypeFor[Policy]()
+	for i := range ty.NumField() {
+		if name := ty.Field(i).Name; narrowRule(name) == nil {
+			t.Errorf("Policy.%s has no rule in narrowRule (policy/narrow.go): say how a repository's file may change it", name)
+		}
+	}
+}
+
+func base() *Policy {
+	return &Policy{
+		Repo: "/r", Home: "/h", Workdir: "/r", Backend: BackendNative, Command: []string{"sh"}, TmpSize: 1 << 30,
+		AllowNet:     []string{"a.test", "@npm"},
+		Keep:         []Kept{{Path: "/h/.claude", Dir: true, From: "--keep-agent claude"}, {Path: "/h/.codex", Dir: true}},
+		KeepReadOnly: []string{"/h/.claude/plugins"},
+		KeepPrivate:  []string{"/h/.codex/tmp"},
+		KeepAgents:   []string{"claude", "codex"},
+		Hide:         []Hidden{{Path: "/h/.aws", Dir: true, From: "--hide-secrets"}},
+		Sockets:      []Socket{{Path: "/run/s.sock", Bind: "/run/s"}},
+		AddDirs:      []string{"/x"},
+	}
+}
+
+// TestNarrows: each dimension of the sandbox, narrowed and widened.
+func TestNarrows(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(p *Policy)
+		widens string // "" when the change narrows; else a word of the reason
+	}{
+		{"same", func(p *Policy) {}, ""},
+		{"fewer hosts", func(p *Policy) { p.AllowNet = p.AllowNet[:1] }, ""},
+		{"no host: no namespace", func(p *Policy) { p.AllowNet = nil }, "network namespace"},
+		{"offline instead of the proxy", func(p *Policy) { p.AllowNet, p.Offline = nil, true }, ""},
+		{"another host", func(p *Policy) { p.AllowNet = []string{"b.test"} }, "b.test"},
+		{"fewer kept", func(p *Policy) {
+			p.Keep, p.KeepReadOnly, p.KeepAgents = p.Keep[1:], nil, []string{"codex"}
+		}, ""},
+		{"kept read-only dropped while kept", func(p *Policy) { p.KeepReadOnly = nil }, "read-only"},
+		{"kept private dropped while kept", func(p *Policy) { p.KeepPrivate = nil }, "private"},
+		{"kept more", func(p *Policy) { p.Keep = append(p.Keep, Kept{Path: "/h/.ssh", Dir: true}) }, ".ssh"},
+		{"kept created otherwise", func(p *Policy) { p.Keep[1].Create = true }, "otherwise"},
+		{"agent added", func(p *Policy) { p.KeepAgents = append(p.KeepAgents, "x") }, "keep-agent"},
+		{"hidden more", func(p *Policy) { p.Hide = append(p.Hide, Hidden{Path: "/h/.ssh/id"}) }, ""},
+		{"hidden less", func(p *Policy) { p.Hide = nil }, "hidden"},
+		{"read-only", func(p *Policy) { p.ReadOnly, p.AddDirs = true, nil }, ""},
+		{"no socket", func(p *Policy) { p.Sockets = nil }, ""},
+		{"another socket", func(p *Policy) { p.Sockets = []Socket{{Path: "/run/s.sock", Bind: "/run/s.sock"}} }, "allow-socket"},
+		{"no dir", func(p *Policy) { p.AddDirs = nil }, ""},
+		{"another dir", func(p *Policy) { p.AddDirs = []string{"/y"} }, "add-dir"},
+		{"smaller tmp budget", func(p *Policy) { p.TmpSize = 1 << 20 }, ""},
+		{"larger tmp budget", func(p *Policy) { p.TmpSize = 2 << 30 }, "tmp-size"},
+		{"no tmp budget", func(p *Policy) { p.TmpSize = 0 }, "tmp-size"},
+		{"backend", func(p *Policy) { p.Backend = BackendBwrap }, "Backend"},
+		{"disk tmp", func(p *Policy) { p.DiskTmp = true }, "DiskTmp"},
+		{"repo", func(p *Policy) { p.Repo = "/" }, "Repo"},
+		{"command", func(p *Policy) { p.Command = []string{"evil"} }, "Command"},
+	} {
+		after := base()
+		tc.change(after)
+		err := Narrows(base(), after)
+		switch {
+		case tc.widens == "" && err != nil:
+			t.Errorf("%s: refused a narrowing: %v", tc.name, err)
+		case tc.widens != "" && (err == nil || !strings.Contains(err.Error(), tc.widens)):
+			t.Errorf("%s: want a widening naming %q, got %v", tc.name, tc.widens, err)
+		}
+	}
+	// The other way round: offline stays offline, read-only stays read-only.
+	off := base()
+	off.AllowNet, off.Offline = nil, true
+	on := *off
+	on.Offline, on.AllowNet = false, []string{"a.test"}
+	if err := Narrows(off, &on); err == nil {
+		t.Errorf("offline turned into the proxy's network: not refused")
+	}
+	ro := base()
+	ro.ReadOnly, ro.AddDirs = true, nil
+	rw := *ro
+	rw.ReadOnly = false
+	if err := Narrows(ro, &rw); err == nil || !strings.Contains(err.Error(), "writable") {
+		t.Errorf("read-only turned off: %v", err)
+	}
+}
