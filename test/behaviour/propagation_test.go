@@ -11,15 +11,24 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// hostMountsStayOut: a mount the host makes while a session runs, below a shared
-// mount point the sandbox sees (a USB stick under /media, an admin's sshfs), never
-// appears inside, so it cannot be written there; neither does one the host makes
-// below the repository. A host remount of a read-only filesystem to read-write
-// leaves the sandbox's view of it read-only. The host checks its filesystems after.
-func hostMountsStayOut(t *testing.T, b *box) {
+// TestHostMountsStayOut (P1, issue 30): a mount the host makes while a session
+// runs, below a shared mount point the sandbox sees (a USB stick under /media, an
+// admin's sshfs), never appears inside, so it cannot be written there; neither does
+// one the host makes below the repository. A host remount of a read-only filesystem
+// to read-write leaves the sandbox's view of it read-only. The host checks its
+// filesystems after. It runs on every runner, as TestPromises does, but outside its
+// table: the kernel matrix runs the table's P1 rows as an unprivileged user, and
+// this one needs root to mount on the host.
+func TestHostMountsStayOut(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root: mounts on the host during the session")
 	}
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) { hostMountsStayOut(t, newBox(t, backend)) })
+	}
+}
+
+func hostMountsStayOut(t *testing.T, b *box) {
 	// A shared mount point outside HOME, seen through the read-only root, with a
 	// read-only tmpfs below it from the start; and HOME made one too, so that the
 	// repository's bind (and the sandbox's clone of it) lies in a shared mount.
