@@ -3,6 +3,7 @@ package behaviour
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -31,6 +32,17 @@ func TestHostMountsStayOut(t *testing.T) {
 }
 
 func hostMountsStayOut(t *testing.T, b *box) {
+	// The host here is a mount namespace of the test's own, a private copy of the
+	// real one: the launcher started from this thread runs in it, and the real
+	// host's mount table, which other tests count, never changes. The thread stays
+	// locked, so it ends with the test, and the namespace with its mounts too.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		t.Fatalf("unshare the mount namespace: %v", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
+		t.Fatalf("make the test's mounts private: %v", err)
+	}
 	// A shared mount point outside HOME, seen through the read-only root, with a
 	// read-only tmpfs below it from the start; and HOME made one too, so that the
 	// repository's bind (and the sandbox's clone of it) lies in a shared mount.
