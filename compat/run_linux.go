@@ -135,6 +135,7 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	// Its own process group: a Ctrl-C typed at the terminal goes to the command (in
 	// the foreground), never to bwrap's monitor, which would die of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	privateStage(cmd.SysProcAttr)
 	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
 	// stdio and the three above may reach it.
 	nsinit.CloseOnExecAbove2()

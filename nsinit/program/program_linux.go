@@ -443,8 +443,16 @@ func (p *Program) WaitGo(step, phase string) {
 	p.mark(phase)
 }
 
-// compileMounts: nothing propagates back to the host; every host source is
-// captured before any mount covers it; then each op in plan order.
+// compileMounts: the namespace's mounts are made private first, so that nothing
+// propagates in either direction; every host source is captured before any mount
+// covers it; then each op in plan order.
+//
+// Private, not a slave of the host's mounts, and before anything else: a mount the
+// host adds later below a shared mount point (a USB stick under /media, an
+// automount the sandbox itself triggers) would otherwise appear inside with the
+// host's flags, read-write, after the read-only pass that covered only the mounts
+// there at launch. Made private before that pass, the tree the pass sees is the
+// whole tree the sandbox will ever have; the captured clones are private too.
 //
 // The plan is applied in two passes, as bubblewrap does:
 //
@@ -459,8 +467,7 @@ func (p *Program) WaitGo(step, phase string) {
 // pivot_root are needed, because nothing outside the namespace is changed and every
 // host mount is made read-only recursively.
 func (p *Program) compileMounts(plan mounts.Plan) error {
-	p.op(mountDesc(MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}),
-		unix.SYS_MOUNT, p.Str(""), p.Str("/"), p.Str(""), unix.MS_SLAVE|unix.MS_REC, 0)
+	p.makePrivate()
 	caps := make([]captured, len(plan.Ops))
 	for i, op := range plan.Ops {
 		c := captured{tree: -1, fd: -1}
