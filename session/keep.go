@@ -156,10 +156,22 @@ func startAgentAudit(cfg *Config, p *policy.Policy, out *Outcome) *agentAudit {
 	if len(p.Keep) == 0 {
 		return nil
 	}
-	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: cfg.sessionID}
+	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: cfg.sessionID, AgentDirs: map[string]string{},
+		Skip: append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...)}
 	for _, k := range p.Keep {
 		opt.Kept = append(opt.Kept, k.Path)
 	}
+	// An agent's directory moved by the environment the command inherits is the
+	// one it uses inside and outside.
+	for agent, env := range agentcfg.AgentDirEnv() {
+		if d := os.Getenv(env); filepath.IsAbs(d) {
+			if c, err := filepath.EvalSymlinks(d); err == nil {
+				d = c
+			}
+			opt.AgentDirs[agent] = filepath.Clean(d)
+		}
+	}
+	opt.Quarantine = quarantineRoot(cfg.Stderr, p.StateDir, append([]string{p.Repo}, opt.Kept...))
 	if p.StateDir == "" {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: kept paths: no state directory; if this launcher is killed, the session goes unaudited\n")
 		return &agentAudit{base: agentcfg.Snapshot(opt)}
