@@ -38,9 +38,9 @@ const (
 	opaque
 	// tomlDoc: any other TOML file.
 	tomlDoc
-	// markdown: instructions, audited like textKeys in its front matter (skills'
-	// and agents' hooks live there), and for a "!`command`" line in its body (a
-	// command Claude Code runs when it loads the file).
+	// markdown: instructions (Markdown, plain text), audited like textKeys in its
+	// front matter (skills' and agents' hooks live there), and for a "!`command`"
+	// in its body (a command Claude Code runs when it loads the file).
 	markdown
 )
 
@@ -126,7 +126,7 @@ func formatOf(name string, head []byte, mode uint32) format {
 		return tomlDoc
 	case ".yaml", ".yml":
 		return textKeys
-	case ".md", ".markdown":
+	case ".md", ".markdown", ".txt":
 		return markdown
 	case ".rules", ".sh", ".bash", ".zsh", ".fish", ".ksh", ".py", ".js", ".mjs", ".cjs", ".ts",
 		".mts", ".rb", ".pl", ".php", ".lua", ".ps1", ".bat", ".cmd", ".exe", ".so", ".node", ".wasm":
