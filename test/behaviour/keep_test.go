@@ -31,6 +31,7 @@ func TestKeep(t *testing.T) {
 		{"overlapping sessions: a plant re-made after another's audit is still caught", keepAuditOverlap},
 		{"kept agent directories: every changed file is audited, whatever its name", keepAuditAnyName},
 		{"codex: the repository's trust and the model stay while a notify is put back", keepAuditCodexTrust},
+		{"the repository's own agent files: what names a program is reported, left in place", keepAuditProject},
 	}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -446,5 +447,43 @@ func keepAuditCodexTrust(t *testing.T, b *sandboxtest.Box) {
 	// The trust answer holds into the next session: nothing to put back.
 	if r := b.Sh("true", "--keep-agent", "codex"); strings.Contains(r.Stderr, "agentbox: audit:") {
 		t.Errorf("the next session's audit:\n%s", r.Stderr)
+	}
+}
+
+// keepAuditProject: the repository's .mcp.json, .claude/ and .codex/ are the
+// sandbox's to write and the agents' to read on the host later: a session that adds
+// a program to them is reported (not undone: they may be the work itself), with or
+// without a kept path; a setting that names none is not.
+func keepAuditProject(t *testing.T, b *sandboxtest.Box) {
+	r := b.Sh(`set -e
+printf '%s' '{"mcpServers":{"x":{"command":"/bin/sh"}}}' > .mcp.json
+mkdir -p .claude/hooks .codex
+printf '%s' '{"model":"opus","hooks":{"Stop":[]}}' > .claude/settings.json
+printf '#!/bin/sh\nid\n' > .claude/hooks/x.sh
+printf 'notify = ["sh"]\n' > .codex/config.toml
+printf '%s' '{"model":"opus"}' > .claude/settings.local.json`)
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	const left = ", left in place: review it before an agent runs in this repository outside agentbox"
+	for _, f := range []string{
+		"/.mcp.json: new mcpServers.x" + left,
+		"/.claude/settings.json: new hooks" + left,
+		"/.claude/hooks/x.sh: new code" + left,
+		"/.codex/config.toml: new notify" + left,
+	} {
+		if !strings.Contains(r.Stderr, "agentbox: audit: "+b.Repo+f) {
+			t.Errorf("stderr lacks %q:\n%s", f, r.Stderr)
+		}
+	}
+	if strings.Contains(r.Stderr, "settings.local.json") {
+		t.Errorf("a project setting that names no program was reported:\n%s", r.Stderr)
+	}
+	if got := sandboxtest.ReadFileOr(b.Repo + "/.mcp.json"); !strings.Contains(got, "/bin/sh") {
+		t.Errorf("the repository's .mcp.json was changed: %q", got)
+	}
+	// Unchanged since, the next session has nothing to say about them.
+	if r := b.Sh("true"); strings.Contains(r.Stderr, "agentbox: audit:") {
+		t.Errorf("the next session reported unchanged project files:\n%s", r.Stderr)
 	}
 }
