@@ -21,6 +21,10 @@ import (
 // as it was whole.
 const MaxFileBytes = 16 << 20
 
+// maxReadBytes bounds what one baseline, or one audit, reads in all; beyond it a
+// file is known by its size and times only, and a change to it is put back whole.
+const maxReadBytes = 256 << 20
+
 // QuarantineSuffix is inserted between a file's name and the session id for the
 // session's version of a file the audit put back (as gitguard names its own).
 const QuarantineSuffix = ".agentbox-quarantine-"
@@ -118,15 +122,16 @@ func Snapshot(opt Options) *Baseline {
 	list, over := opt.covered()
 	b.over = over
 	seen := map[string]bool{}
+	left := int64(maxReadBytes)
 	for _, c := range list {
-		b.files = append(b.files, read(c.path, c.f, opt.Repo))
+		b.files = append(b.files, read(c.path, c.f, opt.Repo, &left))
 		seen[c.path] = true
 	}
 	for _, st := range append([]*fileState(nil), b.files...) {
 		for _, p := range programPaths(st.entries, opt.Home) {
 			if !seen[p] && opt.kept(p) {
 				seen[p] = true
-				b.files = append(b.files, read(p, wholeFile, opt.Repo))
+				b.files = append(b.files, read(p, wholeFile, opt.Repo, &left))
 			}
 		}
 	}
@@ -135,8 +140,9 @@ func Snapshot(opt Options) *Baseline {
 
 // read reads one file without following a symlink in any component, without
 // blocking on a FIFO, and at most MaxFileBytes of it. f is auto for a file whose
-// format is decided from its name, mode and first bytes.
-func read(path string, f format, repo string) *fileState {
+// format is decided from its name, mode and first bytes. left, unless nil, is what
+// may still be read, and is lowered by what is.
+func read(path string, f format, repo string, left *int64) *fileState {
 	st := &fileState{path: path, f: f, auto: f == auto}
 	if st.auto {
 		st.f = opaque
@@ -172,6 +178,13 @@ func read(path string, f format, repo string) *fileState {
 		st.odd = fmt.Sprintf("larger than %d bytes", MaxFileBytes)
 		st.stamp = fmt.Sprint(sys.Ino, sys.Size, sys.Mtim, sys.Ctim)
 		return st
+	case left != nil && *left < fi.Size():
+		st.odd = fmt.Sprintf("not read: beyond the %d bytes an audit reads", maxReadBytes)
+		st.stamp = fmt.Sprint(sys.Ino, sys.Size, sys.Mtim, sys.Ctim)
+		return st
+	}
+	if left != nil {
+		*left -= fi.Size()
 	}
 	st.mode = uint32(fi.Mode().Perm())
 	var buf bytes.Buffer
@@ -221,18 +234,19 @@ func (b *Baseline) Audit() []Finding {
 	if over || b.over {
 		out = append(out, b.opt.overFinding())
 	}
+	left := int64(maxReadBytes)
 	for _, base := range b.files {
-		out = append(out, b.auditFile(base)...)
+		out = append(out, b.auditFile(base, &left)...)
 	}
 	return out
 }
 
-func (b *Baseline) auditFile(base *fileState) []Finding {
+func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
 	hint := base.f
 	if base.auto {
 		hint = auto
 	}
-	cur := read(base.path, hint, b.opt.Repo)
+	cur := read(base.path, hint, b.opt.Repo, left)
 	if !cur.exists {
 		return nil // removed: nothing runs from it any more
 	}

@@ -85,6 +85,7 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 		}
 		return false
 	}
+	left := int64(maxReadBytes)
 	take := func(p string, f format) *fileState {
 		if sharedBy(p) {
 			if st, ok := led.Files[p]; ok {
@@ -97,7 +98,7 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 			led.Files[p] = toStored(st)
 			return st
 		}
-		st := read(p, f, opt.Repo)
+		st := read(p, f, opt.Repo, &left)
 		led.Files[p] = toStored(st)
 		return st
 	}
