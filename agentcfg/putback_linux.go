@@ -24,7 +24,7 @@ var errNotKeyByKey = errors.New("cannot be rewritten key by key")
 // (nothing, when there was no file before, or when it was too large to keep).
 func (b *Baseline) putBack(base, cur *fileState) (string, error) {
 	if b.inPlace(base.path, cur) {
-		return b.rewrite(base.path, cur.data, base.data)
+		return b.rewrite(base.path, cur.data, base.data, base.mode)
 	}
 	dir, name := filepath.Split(base.path)
 	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
@@ -79,8 +79,12 @@ func (b *Baseline) putBackKeys(base, cur *fileState, keys []Finding) (string, er
 	if es, ok := entries(cur.f, fixed, b.opt.Repo); !ok || len(changedKeys(base, &fileState{path: cur.path, entries: es})) > 0 {
 		return "", errNotKeyByKey
 	}
+	mode := cur.mode
+	if base.exists {
+		mode = base.mode
+	}
 	if b.inPlace(base.path, cur) {
-		return b.rewrite(base.path, cur.data, fixed)
+		return b.rewrite(base.path, cur.data, fixed, mode)
 	}
 	dir, name := filepath.Split(base.path)
 	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
@@ -93,10 +97,6 @@ func (b *Baseline) putBackKeys(base, cur *fileState, keys []Finding) (string, er
 		return "", err
 	}
 	tmp := name + ".agentbox-tmp-" + b.opt.ID
-	mode := cur.mode
-	if base.exists {
-		mode = base.mode
-	}
 	if err := writeAt(dfd, tmp, fixed, mode); err != nil {
 		return aside, err
 	}
@@ -203,8 +203,8 @@ func setPath(doc map[string]any, path []string, v any, present bool) {
 }
 
 // rewrite keeps session (the file's current content) and writes fixed into the
-// file's own inode.
-func (b *Baseline) rewrite(path string, session, fixed []byte) (string, error) {
+// file's own inode, with the permission bits mode (when not 0).
+func (b *Baseline) rewrite(path string, session, fixed []byte, mode uint32) (string, error) {
 	dir, name := filepath.Split(path)
 	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -229,6 +229,9 @@ func (b *Baseline) rewrite(path string, session, fixed []byte) (string, error) {
 	}
 	if _, err := f.WriteAt(fixed, 0); err != nil {
 		return aside, err
+	}
+	if mode != 0 {
+		return aside, f.Chmod(os.FileMode(mode))
 	}
 	return aside, nil
 }
