@@ -56,13 +56,15 @@ var presets = []Preset{
 		Keep: []Path{
 			{Rel: ".codex", Dir: true}, // config.toml, auth.json, sessions/, history
 		},
-		// Skills ship scripts the agent runs; Codex installs its own system skills
-		// there when it can, and does without them when it cannot.
-		ReadOnly: []string{".codex/skills"},
+		// Skills and plugins ship scripts and hooks the agent runs; Codex installs
+		// its own system skills there when it can, and does without them when it
+		// cannot.
+		ReadOnly: []string{".codex/skills", ".codex/plugins"},
 		// Codex puts links to its helpers (apply_patch …) on its commands' PATH
-		// from tmp/arg0/, and sources a shell snapshot from shell_snapshots/ before
-		// its commands; a codex running outside uses its own from here.
-		Private: []string{".codex/tmp", ".codex/shell_snapshots"},
+		// from tmp/arg0/, sources a shell snapshot from shell_snapshots/ before its
+		// commands, and clones plugin marketplaces into .tmp/; a codex running
+		// outside uses its own from here.
+		Private: []string{".codex/tmp", ".codex/shell_snapshots", ".codex/.tmp"},
 	},
 }
 
