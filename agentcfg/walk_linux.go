@@ -125,8 +125,9 @@ func (w *walker) walk(path string) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return
 	}
+	data := w.a.isData(w.rel(path))
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		w.file(path, st.Mode)
+		w.file(path, st.Mode&unix.S_IFMT == unix.S_IFREG, data)
 		return
 	}
 	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_DIRECTORY)
@@ -134,50 +135,52 @@ func (w *walker) walk(path string) {
 		w.add(path, auto) // read reports what it is instead
 		return
 	}
-	w.dirAt(fd, path, 0)
+	w.dirAt(fd, path, 0, data)
 }
 
-// dirAt walks the open directory fd (closed here).
-func (w *walker) dirAt(fd int, path string, depth int) {
+// dirAt walks the open directory fd (closed here); data: it lies in a data path.
+// The entries' types come from the directory itself (getdents), so a data path
+// costs no stat per file.
+func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	ents, err := f.ReadDir(-1)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	for _, e := range ents {
 		if *w.budget--; *w.budget < 0 || depth > 64 {
 			w.over = true
 			return
 		}
-		p := filepath.Join(path, name)
+		p := filepath.Join(path, e.Name())
 		if w.o.skipped(p) {
 			continue
 		}
-		var st unix.Stat_t
-		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sub := data || w.a.isData(w.rel(p))
+		if e.IsDir() {
+			dfd, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err == nil {
-				w.dirAt(sub, p, depth+1)
+				w.dirAt(dfd, p, depth+1, sub)
 			}
 			continue
 		}
-		w.file(p, st.Mode)
+		w.file(p, e.Type().IsRegular(), sub)
 	}
 }
 
-func (w *walker) file(p string, mode uint32) {
-	rel := strings.TrimPrefix(strings.TrimPrefix(p, w.dir), "/")
+func (w *walker) rel(p string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(p, w.dir), "/")
+}
+
+func (w *walker) file(p string, regular, data bool) {
 	switch {
-	case w.a.isData(rel):
-		if mode&unix.S_IFMT != unix.S_IFREG {
+	case data:
+		if !regular {
 			w.add(p, opaque)
 		}
-	case w.a.isWhole(rel):
+	case w.a.isWhole(w.rel(p)):
 		w.add(p, wholeFile)
 	default:
 		w.add(p, auto)
