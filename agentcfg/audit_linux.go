@@ -319,7 +319,7 @@ func changedKeys(base, cur *fileState) []Finding {
 	var keys []Finding
 	for name, e := range cur.entries {
 		old, had := base.entries[name]
-		if !e.exec || (had && old.value == e.value) {
+		if !e.exec || (had && old.value == e.value) || (!had && emptyValue(e.value)) {
 			continue
 		}
 		what := "new"
@@ -330,6 +330,17 @@ func changedKeys(base, cur *fileState) []Finding {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
 	return keys
+}
+
+// emptyValue: a key set to nothing ([], {}, "", null, false) names no program and
+// widens nothing where there was no key (Claude Code writes "allowedTools": [] for
+// every project it opens); changed to that from something else, it counts.
+func emptyValue(v string) bool {
+	switch v {
+	case "[]", "{}", `""`, "null", "false":
+		return true
+	}
+	return false
 }
 
 // wholeFormat: a format put back whole, never key by key.

@@ -87,7 +87,7 @@ var agentDirs = []agentDir{
 		"launch.json", "policy-limits.json",
 	}},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
-		"sessions", "archived_sessions", "history.jsonl", "log", "*.sqlite",
+		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
 	}, whole: []string{"rules", "hooks.json"}},
