@@ -23,7 +23,7 @@ var agentPlantAttack = attack{
 	setup: func(t *testing.T, x *target) []string {
 		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
 			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/projects/p",
-			".claude/output-styles", ".codex/skills", ".codex/tmp", ".codex/shell_snapshots", ".codex/rules"} {
+			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"} {
 			mkUserDir(t, filepath.Join(x.Home, d))
 		}
 		for rel, content := range map[string]string{".claude.json": "{}\n", ".claude/settings.json": "{\"model\": \"opus\"}\n"} {
