@@ -274,6 +274,9 @@ func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
 		return whole("made executable")
 	}
 	if !cur.parsed {
+		if !base.exists {
+			return whole("new, not readable as " + formatName(cur.f))
+		}
 		return whole("no longer readable as " + formatName(cur.f))
 	}
 	keys := changedKeys(base, cur)
@@ -285,7 +288,9 @@ func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
 		newOrChanged = "new"
 	}
 	switch {
-	case base.exists && base.odd == "" && base.f != cur.f:
+	case base.odd != "":
+		return whole("changed, where no regular file was before") // the user's link comes back whole
+	case base.exists && base.f != cur.f:
 		return whole(newOrChanged + ", now " + formatName(cur.f))
 	case cur.f == opaque:
 		return whole(newOrChanged + " (not a format agentbox can read)")
