@@ -148,21 +148,38 @@ func keptIdentities(p *policy.Policy, plan *mounts.Plan) error {
 	return nil
 }
 
-// startAgentAudit registers the session in the kept paths' ledger (agentcfg), which
-// takes its baseline — the ledger's own where another live session keeps the same
-// files — after auditing sessions whose launchers died; nil when nothing is kept.
-// Without a ledger the audit still runs, from a baseline of its own.
+// startAgentAudit takes the baseline of the repository's own agent files, and
+// registers the session in the kept paths' ledger (agentcfg), which takes its
+// baseline — the ledger's own where another live session keeps the same files —
+// after auditing sessions whose launchers died. Without a ledger the audit still
+// runs, from a baseline of its own.
 func startAgentAudit(cfg *Config, p *policy.Policy, out *Outcome) *agentAudit {
-	if len(p.Keep) == 0 {
-		return nil
+	var project *agentcfg.Project
+	if !p.ReadOnly {
+		project = agentcfg.SnapshotProject(p.Repo)
 	}
-	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: cfg.sessionID}
+	if len(p.Keep) == 0 {
+		return &agentAudit{project: project}
+	}
+	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: cfg.sessionID, AgentDirs: map[string]string{},
+		Skip: append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...)}
 	for _, k := range p.Keep {
 		opt.Kept = append(opt.Kept, k.Path)
 	}
+	// An agent's directory moved by the environment the command inherits is the
+	// one it uses inside and outside.
+	for agent, env := range agentcfg.AgentDirEnv() {
+		if d := os.Getenv(env); filepath.IsAbs(d) {
+			if c, err := filepath.EvalSymlinks(d); err == nil {
+				d = c
+			}
+			opt.AgentDirs[agent] = filepath.Clean(d)
+		}
+	}
+	opt.Quarantine = quarantineRoot(cfg.Stderr, p.StateDir, append([]string{p.Repo}, opt.Kept...))
 	if p.StateDir == "" {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: kept paths: no state directory; if this launcher is killed, the session goes unaudited\n")
-		return &agentAudit{base: agentcfg.Snapshot(opt)}
+		return &agentAudit{base: agentcfg.Snapshot(opt), project: project}
 	}
 	s, orphans, err := agentcfg.Begin(p.StateDir, opt)
 	for _, o := range orphans {
@@ -171,16 +188,17 @@ func startAgentAudit(cfg *Config, p *policy.Policy, out *Outcome) *agentAudit {
 	}
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
-		return &agentAudit{base: agentcfg.Snapshot(opt)}
+		return &agentAudit{base: agentcfg.Snapshot(opt), project: project}
 	}
-	return &agentAudit{ledger: s}
+	return &agentAudit{ledger: s, project: project}
 }
 
 // agentAudit is one session's audit of its kept paths: through the ledger, or
 // from a baseline of its own when the ledger could not be used.
 type agentAudit struct {
-	ledger *agentcfg.Session
-	base   *agentcfg.Baseline
+	ledger  *agentcfg.Session
+	base    *agentcfg.Baseline
+	project *agentcfg.Project // the repository's agent files: reported, not moved
 }
 
 // finish puts back what the session added to the kept exec surface and reports
@@ -188,13 +206,16 @@ type agentAudit struct {
 // reports a failure: the command may have started before it, and an audit of a
 // session that wrote nothing finds nothing.
 func (a *agentAudit) finish(cfg *Config, out *Outcome) {
+	if a == nil {
+		return
+	}
 	switch {
-	case a == nil:
 	case a.ledger != nil:
 		report(cfg, out, a.ledger.Finish())
-	default:
+	case a.base != nil:
 		report(cfg, out, a.base.Audit())
 	}
+	report(cfg, out, a.project.Report())
 }
 
 func report(cfg *Config, out *Outcome, fs []agentcfg.Finding) {
