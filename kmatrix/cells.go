@@ -85,7 +85,7 @@ var TestPackages = []TestPackage{
 	// 5.17.
 	{Name: "treewatch", Pkg: "./gitguard/audit", Seconds: 120, Args: []string{"-test.run=^TestSinceSameAsFullScan$"}},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
-		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P5_new|P7_Git_hooks|read-only_mounts)"}},
+		Args: []string{"-test.run=^TestPromises$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
 
 // Full returns the packages with their filters removed and their time bounds

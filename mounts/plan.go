@@ -143,6 +143,17 @@ type Plan struct {
 	// the operator's windows), D-Bus buses, systemd's and others' control sockets.
 	// Set when the kernel has Landlock ABI 6 (Linux 6.12).
 	ScopeAbstractUnix bool `json:"scope_abstract_unix,omitempty"`
+	// DenyPathSockets (P4): the command's Landlock domain handles
+	// LANDLOCK_ACCESS_FS_RESOLVE_UNIX (kernel.LandlockAccessFSResolveUnix): it
+	// cannot connect to a path socket made outside the domain unless the socket
+	// lies beneath one of PathSocketGrants — whenever the daemon bound it and in
+	// whichever network namespace. No socket is masked then (Session.MaskSockets).
+	// Set when the kernel has Landlock ABI 9 (Linux 7.1).
+	DenyPathSockets bool `json:"deny_path_sockets,omitempty"`
+	// PathSocketGrants are where the command may reach sockets made outside it:
+	// the handed-in sockets (--allow-socket) and the session's writable
+	// directories (pathSocketGrants).
+	PathSocketGrants []string `json:"path_socket_grants,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -175,6 +186,9 @@ func (p Plan) String() string {
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
+	}
+	if p.DenyPathSockets {
+		fmt.Fprintf(&b, "landlock deny resolve-unix  # P4 the host's path sockets unreachable but beneath: %s\n", strings.Join(p.PathSocketGrants, " "))
 	}
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
@@ -216,6 +230,10 @@ type Session struct {
 	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
 	// Unix sockets (kernel.CanScopeAbstractUnix); Build puts it in the plan.
 	ScopeAbstractUnix bool
+	// DenyPathSockets: the kernel can keep the command off every path socket made
+	// outside it but the granted ones (kernel.CanDenyPathSockets); Build puts it in
+	// the plan, with its grants, and MaskSockets is then empty.
+	DenyPathSockets bool
 	// MaskSockets are host path sockets on the read-only view (outside /tmp, /run,
 	// HOME and the writable directories) that the sandbox must not reach (P4): a
 	// daemon's socket is a host process. Each gets MaskSource bound over it.
@@ -331,6 +349,9 @@ func Build(p *policy.Policy, s Session) Plan {
 		// A new network namespace has no host abstract socket in it; the scope
 		// costs nothing there and keeps a nested one honest too.
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
+	}
+	if s.DenyPathSockets {
+		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p, s)
 	}
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)

@@ -164,9 +164,9 @@ func Run(cfg Config) (Exit, error) {
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
-		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix()}
+		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets()}
 	if p.ReadOnly {
-		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix} // readonly.go: nothing to protect, pin or bind writable
+		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix, DenyPathSockets: s.DenyPathSockets} // readonly.go: nothing to protect, pin or bind writable
 	}
 
 	if cfg.DryRun != Launch {

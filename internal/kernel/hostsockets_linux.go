@@ -38,7 +38,13 @@ const procRoot = "/proc"
 // those that only other agentbox sessions' sandboxes hold (sandboxHeld); an
 // unreadable socket table of the launcher's own is an error too: a list cut short
 // would leave a daemon reachable.
+//
+// Where the kernel can deny them all by default (CanDenyPathSockets: the caller
+// sets mounts.Session.DenyPathSockets from it) there is nothing to list.
 func HostSockets(p *policy.Policy) ([]string, error) {
+	if CanDenyPathSockets() {
+		return nil, nil
+	}
 	ents, err := socketTables(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("host sockets: %w", err)

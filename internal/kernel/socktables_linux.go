@@ -25,10 +25,10 @@ const maxTableBytes = 64 << 20
 
 // parseSocketTable reads a /proc/net/unix table and returns its bound entries
 // (abstract ones included, "@" first). A line too long for a socket address, or a
-// table past maxTableBytes, is an error: a list cut short would
-// leave the sockets after the cut unmasked.
-func parseSocketTable(r io.Reader) ([]sockEntry, error) {
-	lr := &io.LimitedReader{R: r, N: maxTableBytes + 1}
+// table past limit bytes, is an error: a list cut short would leave the sockets
+// after the cut unmasked.
+func parseSocketTable(r io.Reader, limit int64) ([]sockEntry, error) {
+	lr := &io.LimitedReader{R: r, N: limit + 1}
 	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, 0, 4096), 8192)
 	var out []sockEntry
@@ -50,7 +50,7 @@ func parseSocketTable(r io.Reader) ([]sockEntry, error) {
 		return nil, err
 	}
 	if lr.N <= 0 {
-		return nil, fmt.Errorf("longer than %d MiB", maxTableBytes>>20)
+		return nil, fmt.Errorf("longer than %d bytes", limit)
 	}
 	return out, nil
 }
@@ -81,7 +81,7 @@ func socketTables(proc string) ([]sockEntry, error) {
 			return nil, false, nil
 		}
 		seen[key] = true
-		ents, err := parseSocketTable(f)
+		ents, err := parseSocketTable(f, maxTableBytes)
 		return ents, true, err
 	}
 	own := proc + "/self/net/unix"
