@@ -69,7 +69,8 @@ type TestPackage struct {
 // Of the behaviour table, the default matrix runs the native backend's rows whose
 // mechanics depend on the kernel — the read-only root (mount_setattr or its
 // fallback), the HOME overlay, the namespaces, the Git paths resolved without
-// following symlinks (openat2 or its fallback), locked read-only mounts — because
+// following symlinks (openat2 or its fallback), locked read-only mounts, the host's
+// path sockets (Landlock's resolve-unix rule on 7.1+, the masks before) — because
 // the whole table takes minutes per VM under TCG. Full (kmatrix -full) runs it all.
 var TestPackages = []TestPackage{
 	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
