@@ -122,3 +122,12 @@ func TestSocketTablesOwn(t *testing.T) {
 		t.Error("no error without the launcher's own table")
 	}
 }
+
+// BenchmarkSocketTables: what listing every visible namespace's sockets costs a launch.
+func BenchmarkSocketTables(b *testing.B) {
+	for b.Loop() {
+		if _, err := socketTables("/proc"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

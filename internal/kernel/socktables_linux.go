@@ -67,16 +67,26 @@ func parseSocketTable(r io.Reader, limit int64) ([]sockEntry, error) {
 func socketTables(proc string) ([]sockEntry, error) {
 	seen := map[[2]uint64]bool{}
 	read := func(path string) ([]sockEntry, bool, error) {
+		// A stat first: most processes share a namespace already read.
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			return nil, false, err
+		}
+		key := [2]uint64{st.Dev, st.Ino}
+		if seen[key] {
+			return nil, false, nil
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, false, err
 		}
 		defer f.Close()
-		var st unix.Stat_t
+		// The file opened is the one looked at: a PID reused meanwhile could
+		// be in another namespace.
 		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 			return nil, false, err
 		}
-		key := [2]uint64{st.Dev, st.Ino}
+		key = [2]uint64{st.Dev, st.Ino}
 		if seen[key] {
 			return nil, false, nil
 		}
