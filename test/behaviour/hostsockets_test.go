@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
@@ -34,7 +35,7 @@ func hostPathSockets(t *testing.T, b *box) {
 	started := filepath.Join(b.repo, "started")
 	script := connectScript + `tryconnect early "$EARLY"
 		touch "$REPO/started"
-		n=0; while [ ! -S "$LATE" ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done
+		n=0; while [ ! -S "$LATE" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
 		tryconnect late "$LATE"
 		perl -e 'for my $p (@ARGV) { unlink $p; socket(L, 1, 1, 0) or die; bind(L, pack("S Z*", 1, $p)) or die "bind $p: $!"; listen(L, 5) or die; socket(C, 1, 1, 0) or die; connect(C, pack("S Z*", 1, $p)) or die "connect $p: $!"; print "own $p reached\n"; close C; close L }' "$REPO/own.sock" /tmp/own.sock
 		mkdir -p a b && echo x > a/f && mv a/f b/f && echo renamed
@@ -46,7 +47,8 @@ func hostPathSockets(t *testing.T, b *box) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !sandboxtest.WaitFor(func() bool { _, err := os.Lstat(started); return err == nil }) {
+	// A minute: a launch under the kernel matrix's emulated CPUs takes seconds.
+	if !sandboxtest.WaitForUpTo(time.Minute, func() bool { _, err := os.Lstat(started); return err == nil }) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the session did not start:\n%s\n%s", out.String(), errb.String())
