@@ -44,6 +44,7 @@ func hostPathSockets(t *testing.T, b *box) {
 	cmd.Env = append(cmd.Env, "EARLY="+early, "LATE="+late)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 10 * time.Second // a sandbox left holding the output pipes ends the wait
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
