@@ -32,8 +32,10 @@ func TestLandlockPathSockets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "a", "f"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Made outside the domain, as a host daemon's are.
-	for _, s := range []string{filepath.Join(granted, "g.sock"), filepath.Join(other, "o.sock")} {
+	// Made outside the domain, as a host daemon's are; one granted by its own path
+	// (--allow-socket of a socket outside /tmp and /run).
+	handed := filepath.Join(other, "handed.sock")
+	for _, s := range []string{filepath.Join(granted, "g.sock"), filepath.Join(other, "o.sock"), handed} {
 		fd := listenAt(t, s)
 		t.Cleanup(func() { unix.Close(fd) })
 	}
@@ -41,7 +43,7 @@ func TestLandlockPathSockets(t *testing.T) {
 	go func() {
 		// Never unlocked: the thread ends with the goroutine, its domain with it.
 		runtime.LockOSThread()
-		done <- inDomain(mounts.Plan{DenyPathSockets: true, PathSocketGrants: []string{granted}}, dir)
+		done <- inDomain(mounts.Plan{DenyPathSockets: true, PathSocketGrants: []string{granted, handed}}, dir)
 	}()
 	bad := <-done
 	if !kernel.CanDenyPathSockets() {
@@ -85,6 +87,7 @@ func inDomain(plan mounts.Plan, dir string) []string {
 	}
 	try("granted, made outside", filepath.Join(dir, "granted", "g.sock"), nil)
 	try("not granted, made outside", filepath.Join(dir, "other", "o.sock"), unix.EACCES)
+	try("granted by its own path", filepath.Join(dir, "other", "handed.sock"), nil)
 	own := filepath.Join(dir, "other", "own.sock")
 	if fd, err := listen(own); err != nil {
 		bad = append(bad, "bind inside: "+err.Error())
