@@ -140,7 +140,11 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err := gitguard.EnsurePlaceholders(protected); err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), MaskSockets: kernel.HostSockets(p)}), nil
+	masks, err := kernel.HostSockets(p)
+	if err != nil {
+		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
+	}
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets(), MaskSockets: masks}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means

@@ -164,9 +164,9 @@ func Run(cfg Config) (Exit, error) {
 	sw.Mark(host("protected paths"))
 	s := mounts.Session{Protected: protected, GitRW: meta.ops,
 		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
-		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix()}
+		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets()}
 	if p.ReadOnly {
-		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix} // readonly.go: nothing to protect, pin or bind writable
+		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix, DenyPathSockets: s.DenyPathSockets} // readonly.go: nothing to protect, pin or bind writable
 	}
 
 	if cfg.DryRun != Launch {
@@ -175,7 +175,9 @@ func Run(cfg Config) (Exit, error) {
 		}
 		s.ExtraRO = pushGuardDryRun(&cfg, p)
 		s.Empty = emptyPaths(p)
-		s.MaskSockets = kernel.HostSockets(p)
+		if s.MaskSockets, err = kernel.HostSockets(p); err != nil {
+			return Exit{}, err
+		}
 		if err := dryRunLookPath(p); err != nil {
 			return Exit{}, err
 		}
@@ -210,7 +212,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	if err := prepareKept(p); err != nil {
 		return 0, err
 	}
-	s.MaskSockets = kernel.HostSockets(p)
+	masks, err := kernel.HostSockets(p)
+	if err != nil {
+		return 0, err
+	}
+	s.MaskSockets = masks
 	empty, err := emptySources(p)
 	if err != nil {
 		return 0, err

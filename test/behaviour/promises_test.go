@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/nsinit"
@@ -32,6 +33,7 @@ var rows = []row{
 	{"P3 repo under HOME punches through the overlay", repoUnderHome},
 	{"P4 /tmp and /run private and empty", tmpRunPrivate},
 	{"P4 host sockets below /run unreachable", runSocketHidden},
+	{"P4 host path sockets unreachable, also those bound late", hostPathSockets},
 	{"P5 new namespaces, own uid, host processes invisible", namespaces},
 	{"P5 --offline: loopback only", offline},
 	{"P6 repo below /tmp stays reachable", repoBelowTmp},
@@ -500,12 +502,14 @@ func cannotUndo(t *testing.T, b *box) {
 			touch /etc/agentbox-nested .git/hooks/pre-commit 2>/dev/null && echo NESTED-WROTE
 			mount --bind /tmp .git/hooks 2>/dev/null && touch .git/hooks/x 2>/dev/null && echo NESTED-BIND-HOOKS
 			echo nested-ran
-		'
+		' 2>/dev/null || echo nested-refused
 	else
 		echo nested-ran
 	fi`
 	out := b.ok(script)
-	if !strings.Contains(out, "nested-ran") {
+	// Where the command's Landlock domain denies host path sockets (Linux 7.1+),
+	// Landlock refuses it every mount, so unshare -m stops at its first one.
+	if !strings.Contains(out, "nested-ran") && !(kernel.CanDenyPathSockets() && strings.Contains(out, "nested-refused")) {
 		t.Fatalf("nested namespace attempt did not run:\n%s", out)
 	}
 	for _, bad := range []string{"UMOUNT-USR", "UMOUNT-HOOKS", "REMOUNT-ROOT", "NESTED-REMOUNT-ROOT", "NESTED-REMOUNT-CONFIG", "NESTED-UMOUNT-HOOKS", "NESTED-UMOUNT-L-HOOKS", "NESTED-UMOUNT-TMP", "NESTED-WROTE"} {
