@@ -82,6 +82,9 @@ type Policy struct {
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 	Sockets      []Socket // host sockets handed in (socket.go)
 	AddDirs      []string // further writable directories, canonical (adddir.go)
+	// Grants are the host paths above that the sandbox can write, as checked
+	// against the Git directory rule (grant.go).
+	Grants []Grant
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -188,6 +191,9 @@ func New(opts Options) (*Policy, error) {
 	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
+	}
+	if err := p.checkGrants(opts); err != nil {
+		return nil, err
 	}
 
 	p.Command = opts.Command

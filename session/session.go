@@ -243,6 +243,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	if err := keptIdentities(p, &plan); err != nil {
 		return 0, err
 	}
+	if err := checkWritableBinds(p, &plan, gitDirs); err != nil { // grants.go
+		return 0, err
+	}
 	// From here on, the host work the command waits for runs beside the steps
 	// below and the sandbox's setup (prelaunch.go). Not before the recheck: a
 	// launch it refuses takes no snapshot and applies no retention (a concurrent

@@ -1,0 +1,60 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// checkWritableBinds is the last check of the Git directory rule (policy/grant.go)
+// before the backend: every writable bind of the plan must take its source from a
+// grant that policy checked (the repository, --add-dir, --keep, --disk-tmp's cache
+// directory) or from gitDirs (a linked worktree's common dir, checked here), so a
+// grant added later cannot skip the rule. Each grant is checked again now, through
+// the same no-follow walk, and must still be the directory policy saw; the bind of
+// its path gets that identity, which the backend checks on what it opens.
+func checkWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) error {
+	grants := append([]policy.Grant(nil), p.Grants...)
+	for _, d := range gitDirs {
+		grants = append(grants, policy.Grant{What: "linked worktree metadata", Path: d, Kind: policy.GrantGitDir})
+	}
+	now := map[string]policy.Grant{}
+	for i, op := range plan.Ops {
+		if op.Kind != mounts.Bind {
+			continue
+		}
+		if next := i + 1; next < len(plan.Ops) && plan.Ops[next].Kind == mounts.BindRO && plan.Ops[next].Dest == op.Dest {
+			continue // a mount point for a read-only bind, covered at once
+		}
+		var g policy.Grant
+		for _, c := range grants {
+			if c.Covers(op.Source) && len(c.Path) > len(g.Path) {
+				g = c
+			}
+		}
+		if g.Path == "" {
+			return fmt.Errorf("%s would be writable inside but is no grant agentbox checked; not launching", op.Source)
+		}
+		cur, ok := now[g.Path]
+		if !ok {
+			var err error
+			if cur, err = policy.CheckGrant(g.What, g.Path, g.Path, g.Kind); err != nil {
+				return err
+			}
+			if g.ID != (policy.FileID{}) && cur.ID != g.ID {
+				return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
+			}
+			now[g.Path] = cur
+		}
+		if op.Source != g.Path {
+			continue
+		}
+		id := mounts.FileID{Dev: cur.ID.Dev, Ino: cur.ID.Ino}
+		if op.SourceID != (mounts.FileID{}) && op.SourceID != id {
+			return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
+		}
+		plan.Ops[i].SourceID = id
+	}
+	return nil
+}
