@@ -180,6 +180,12 @@ func New(opts Options) (*Policy, error) {
 	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
 		return nil, err
 	}
+	if err := CheckOwnDir("state directory", p.StateDir, os.Geteuid()); err != nil { // owner.go
+		return nil, err
+	}
+	if err := CheckOwnDir("cache directory", p.CacheDir, os.Geteuid()); err != nil {
+		return nil, err
+	}
 	if err := resolveKeep(p, opts, cwd); err != nil {
 		return nil, err
 	}

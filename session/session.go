@@ -135,6 +135,9 @@ func Run(cfg Config) (Exit, error) {
 			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
 			defer spare.Discard()
 		}
+		if line := p.RootNotice(); line != "" { // sudo on a user's repository (policy/owner.go)
+			fmt.Fprintf(cfg.Stderr, "agentbox: %s\n", line)
+		}
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
 		auditOrphans(&cfg, p)

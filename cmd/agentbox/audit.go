@@ -170,5 +170,8 @@ func auditAllowed(repo string) error {
 	if err != nil {
 		return nil
 	}
+	if err := policy.CheckOwnDir("state directory", state, os.Geteuid()); err != nil {
+		return err
+	}
 	return policy.CheckRepoState(repo, state)
 }
