@@ -108,7 +108,7 @@ func TestKernelTunables(t *testing.T) {
 				if root {
 					chownTree(t, x.Repo, 0)
 					rootOwnState(t, x.Home) // agentbox writes no other user's state
-					cmd.SysProcAttr = nil // stay root
+					cmd.SysProcAttr = nil   // stay root
 					cmd.Env = append(cmd.Env, "NSOWNER=none", "NSSKIP=none")
 				} else {
 					cmd.Env = append(cmd.Env, "NSOWNER="+strconv.Itoa(int(testenv.TestUser(t).UID)), "NSSKIP=/proc/sys/kernel/ns_last_pid")
@@ -236,7 +236,7 @@ func keyringRow(t *testing.T, backend string, root bool) {
 	if root {
 		chownTree(t, x.Repo, 0)
 		rootOwnState(t, x.Home) // agentbox writes no other user's state
-		cmd.SysProcAttr = nil // stay root
+		cmd.SysProcAttr = nil   // stay root
 	}
 	keyctl, _ := exec.LookPath("keyctl")
 	cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
