@@ -72,6 +72,8 @@ func cmdAudit(args []string) int {
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitguard.OutsideGitDirs(repo),
 		Home:        os.Getenv("HOME"),
+		// Never a walk of /proc or /sys mounted in the tree.
+		SkipKernelMounts: true,
 	})
 	if err != nil {
 		return fail("%v", err)
