@@ -156,9 +156,9 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 			return refuse("holds Git's global config (" + quote(gp) + "), which the operator's Git runs programs from; agentbox does not keep it")
 		}
 	}
+	// The Git directory rule (grant.go) is checked with every other grant's.
 	// Every component below HOME, the last one included, must be a real
 	// directory or file: no symlink anywhere.
-	// The Git directory rule (grant.go) is checked with every other grant's.
 	rel := strings.TrimPrefix(path, p.Home+"/")
 	cur := p.Home
 	parts := strings.Split(rel, "/")
