@@ -39,9 +39,9 @@ type Grant struct {
 	What string // "repo", "--add-dir", "--keep" …
 	Path string // canonical
 	Kind GrantKind
-	// ID is the path's identity when it was checked; zero when it did not exist yet
-	// (a preset's kept path the launcher creates). The session core refuses a bind
-	// whose source has another identity at launch.
+	// ID is the path's identity when CheckGrant saw it; zero when it did not exist
+	// (a preset's kept path the launcher creates). The session core pins the bind
+	// of the path to it (mounts.Op.SourceID).
 	ID FileID
 }
 
@@ -122,38 +122,43 @@ func isDotGit(name string) bool { return strings.EqualFold(name, ".git") }
 // sandbox could add the others.
 var gitShape = []string{"objects", "refs", "commondir"}
 
-// checkGrants checks every writable grant of p in one place, last, and records them
-// (Grants): the repository unless --read-only, --add-dir, --keep, and the cache
-// directory that --disk-tmp's session directory lies in.
-func (p *Policy) checkGrants(opts Options) error {
-	type req struct {
-		what, arg, path string
-		kind            GrantKind
-	}
-	var reqs []req
+// Grants are the writable grants of p that policy checks (checkGrants) and the
+// session core checks again before launch: the repository unless --read-only,
+// --add-dir, --keep, and the cache directory that --disk-tmp's session directory
+// lies in. They are computed from p's fields, so that none is left out.
+func (p *Policy) Grants() []Grant {
+	var gs []Grant
 	if !p.ReadOnly {
-		arg := opts.Repo
-		if arg == "" {
-			arg = p.Repo
-		}
-		reqs = append(reqs, req{"repo", arg, p.Repo, GrantTree})
+		gs = append(gs, Grant{What: "repo", Path: p.Repo, Kind: GrantTree})
 	}
-	for i, d := range p.AddDirs {
-		reqs = append(reqs, req{"--add-dir", opts.AddDir[i], d, GrantTree})
+	for _, d := range p.AddDirs {
+		gs = append(gs, Grant{What: "--add-dir", Path: d, Kind: GrantTree})
 	}
 	for _, k := range p.Keep {
-		reqs = append(reqs, req{k.From, k.Path, k.Path, GrantPlain})
+		gs = append(gs, Grant{What: k.From, Path: k.Path, Kind: GrantPlain})
 	}
 	if p.DiskTmp {
-		reqs = append(reqs, req{"--disk-tmp", p.CacheDir, p.CacheDir, GrantTree})
+		gs = append(gs, Grant{What: "--disk-tmp", Path: p.CacheDir, Kind: GrantTree})
 	}
-	for _, r := range reqs {
-		g, err := CheckGrant(r.what, r.arg, r.path, r.kind)
-		if err != nil {
+	return gs
+}
+
+// checkGrants checks every grant of p in one place, last in New; a refusal names
+// the path as the user gave it.
+func (p *Policy) checkGrants(opts Options) error {
+	adds := 0 // Grants lists the added directories in opts.AddDir's order
+	for _, g := range p.Grants() {
+		arg := g.Path
+		switch {
+		case g.What == "repo" && opts.Repo != "":
+			arg = opts.Repo
+		case g.What == "--add-dir":
+			arg = opts.AddDir[adds]
+			adds++
+		}
+		if _, err := CheckGrant(g.What, arg, g.Path, g.Kind); err != nil {
 			return err
 		}
-		g.Path = r.path
-		p.Grants = append(p.Grants, g)
 	}
 	return nil
 }

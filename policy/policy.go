@@ -82,9 +82,6 @@ type Policy struct {
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 	Sockets      []Socket // host sockets handed in (socket.go)
 	AddDirs      []string // further writable directories, canonical (adddir.go)
-	// Grants are the host paths above that the sandbox can write, as checked
-	// against the Git directory rule (grant.go).
-	Grants []Grant
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.

@@ -8,14 +8,14 @@ import (
 )
 
 // checkWritableBinds is the last check of the Git directory rule (policy/grant.go)
-// before the backend: every writable bind of the plan must take its source from a
-// grant that policy checked (the repository, --add-dir, --keep, --disk-tmp's cache
-// directory) or from gitDirs (a linked worktree's common dir, checked here), so a
-// grant added later cannot skip the rule. Each grant is checked again now, through
-// the same no-follow walk, and must still be the directory policy saw; the bind of
-// its path gets that identity, which the backend checks on what it opens.
+// before the backend: every writable bind of the plan must take its source from one
+// of the policy's grants (policy.Policy.Grants) or from gitDirs (a linked worktree's
+// common dir), so a grant added later cannot skip the rule. Each grant is checked
+// again now, through policy's no-follow walk, and the bind of its path gets the
+// identity that walk saw, which the backend checks on what it opens: the directory
+// bound is the one checked.
 func checkWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) error {
-	grants := append([]policy.Grant(nil), p.Grants...)
+	grants := p.Grants()
 	for _, d := range gitDirs {
 		grants = append(grants, policy.Grant{What: "linked worktree metadata", Path: d, Kind: policy.GrantGitDir})
 	}
@@ -41,9 +41,6 @@ func checkWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) e
 			var err error
 			if cur, err = policy.CheckGrant(g.What, g.Path, g.Path, g.Kind); err != nil {
 				return err
-			}
-			if g.ID != (policy.FileID{}) && cur.ID != g.ID {
-				return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
 			}
 			now[g.Path] = cur
 		}
