@@ -48,9 +48,9 @@ func CheckOwnDir(what, dir string, euid int) error {
 			fix = "set XDG_CACHE_HOME to a directory of your own"
 		}
 		if euid == 0 {
-			fix = "run agentbox as " + owner + " (without sudo), or as root with root's own HOME (sudo without -E)"
+			fix = "run agentbox as " + loginName(st.Uid) + ", without sudo, or as root with root's own HOME (sudo without -E)"
 		}
-		return &Error{What: what, Reason: fmt.Sprintf("%s, not by %s, who runs agentbox: agentbox never writes into another user's state; %s", where, userName(uint32(euid)), fix)}
+		return &Error{What: what, Reason: fmt.Sprintf("%s, not by %s, who runs agentbox, and agentbox never writes into another user's; %s", where, userName(uint32(euid)), fix)}
 	}
 }
 
@@ -59,6 +59,15 @@ func userName(uid uint32) string {
 	id := strconv.FormatUint(uint64(uid), 10)
 	if u, err := user.LookupId(id); err == nil {
 		return u.Username + " (uid " + id + ")"
+	}
+	return "uid " + id
+}
+
+// loginName is the user's name, or "uid N" for an unknown user.
+func loginName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username
 	}
 	return "uid " + id
 }
@@ -78,7 +87,6 @@ func (p *Policy) RootNotice() string {
 	if !ok || st.Uid == 0 {
 		return ""
 	}
-	owner := userName(st.Uid)
-	return "running as root on " + quote(p.Repo) + ", owned by " + owner +
-		": the command has no capabilities and cannot write what " + owner + " owns; run agentbox as that user, without sudo"
+	return "running as root on " + quote(p.Repo) + ", owned by " + userName(st.Uid) +
+		": the command has no capabilities and cannot write what " + loginName(st.Uid) + " owns; run agentbox as " + loginName(st.Uid) + ", without sudo"
 }
