@@ -36,6 +36,15 @@ func inspect(canon string) (inspection, error) {
 					seen.inside, seen.why = cur, why
 				}
 			}
+			// A .git file names its gitdir: one that is, or holds, the path is a
+			// Git directory even before it has Git's shape.
+			if gd := gitFileTarget(fd, cur); gd != "" && Within(canon, gd) && seen.inside == "" && seen.leaf == "" {
+				if gd == canon {
+					seen.leaf = "named by " + quote(filepath.Join(cur, ".git"))
+				} else {
+					seen.inside, seen.why = gd, "named by "+quote(filepath.Join(cur, ".git"))
+				}
+			}
 		}
 		if last {
 			break
@@ -99,4 +108,33 @@ func gitDirAt(fd int, path string) string {
 		}
 	}
 	return ""
+}
+
+// gitFileTarget is the gitdir that the .git file in the directory fd (at dir) names,
+// absolute and clean, or "" when there is no such file. It is read without
+// following a link or blocking, and only its first line.
+func gitFileTarget(fd int, dir string) string {
+	f, err := unix.Openat(fd, ".git", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(f)
+	var st unix.Stat_t
+	if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return ""
+	}
+	buf := make([]byte, 4096)
+	n, _ := unix.Read(f, buf)
+	if n <= 0 {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if target = strings.TrimSpace(target); !ok || target == "" {
+		return ""
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(dir, target)
+	}
+	return resolveExisting(filepath.Clean(target))
 }

@@ -28,6 +28,11 @@ func TestCheckGrant(t *testing.T) {
 	touch("bare.git/HEAD")
 	touch("wtgit/HEAD")
 	touch("wtgit/commondir")
+	// A work tree whose .git file names a gitdir inside it that has no shape yet.
+	mk("named/meta/sub")
+	if err := os.WriteFile(filepath.Join(base, "named/.git"), []byte("gitdir: meta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(filepath.Join(base, "work/.git/hooks"), filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +53,8 @@ func TestCheckGrant(t *testing.T) {
 		{"link", GrantTree, "resolves to"},
 		{"work/.git/hooks/new/dir", GrantTree, "lies in a Git directory"},
 		{"plain/missing/.git/x", GrantTree, "lies in a Git directory"},
+		{"named/meta", GrantPlain, "named by"},
+		{"named/meta/sub", GrantTree, "named by"},
 		{"plain/sub", GrantPlain, ""},
 		{"tree", GrantTree, ""},
 		{"tree", GrantPlain, "is a Git work tree"},

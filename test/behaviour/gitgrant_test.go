@@ -34,6 +34,11 @@ func TestGrantInGitDir(t *testing.T) {
 			}
 			testenv.Chown(t, h+"/gitdirs")
 			testenv.Git(t, h, h, "init", "-q", "--separate-git-dir", h+"/gitdirs/sep", h+"/sep")
+			// A work tree whose .git file names a gitdir that has no Git shape yet.
+			if err := os.MkdirAll(h+"/named/meta", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sandboxtest.WriteFile(t, h+"/named/.git", "gitdir: meta\n")
 			link := filepath.Join(h, "hooks-link")
 			if err := os.Symlink(other+"/.git/hooks", link); err != nil {
 				t.Fatal(err)
@@ -54,6 +59,8 @@ func TestGrantInGitDir(t *testing.T) {
 				{b.Repo, []string{"--add-dir", link}, ""},
 				{b.Repo, []string{"--keep", h + "/bare.git/hooks"}, ""},
 				{b.Repo, []string{"--keep", h + "/gitdirs/sep/info"}, ""},
+				{b.Repo, []string{"--keep", h + "/named/meta"}, ""},
+				{b.Repo, []string{"--add-dir", h + "/named/meta"}, ""},
 				{b.Repo, []string{"--repo", other + "/.git/hooks"}, ""},
 				{b.Repo, []string{"--repo", h + "/bare.git"}, ""},
 				{h + "/bare.git", nil, ""}, // agentbox started inside a bare repository
