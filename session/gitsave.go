@@ -111,6 +111,11 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, er
 		if err != nil {
 			return "", nil, fmt.Errorf("--git-save-dir %s: %w", dir, err)
 		}
+		// Never in a Git directory (policy/grant.go): the store's files would be
+		// written where the operator's Git reads its hooks and config.
+		if _, err := policy.CheckGrant("--git-save-dir", dir, abs, policy.GrantTree); err != nil {
+			return "", nil, err
+		}
 		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return "", nil, fmt.Errorf("--git-save-dir %s: %w (%s)", dir, err, skipHint)
 		}

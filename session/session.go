@@ -135,6 +135,9 @@ func Run(cfg Config) (Exit, error) {
 			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
 			defer spare.Discard()
 		}
+		if line := p.RootNotice(); line != "" { // sudo on a user's repository (policy/owner.go)
+			fmt.Fprintf(cfg.Stderr, "agentbox: %s\n", line)
+		}
 		// Before anything looks at the repository: the audit a killed launcher left
 		// pending may move things aside.
 		auditOrphans(&cfg, p)
@@ -247,6 +250,9 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 		return 0, err
 	}
 	if err := keptIdentities(p, &plan); err != nil {
+		return 0, err
+	}
+	if err := checkWritableBinds(p, &plan, gitDirs); err != nil { // grants.go
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
