@@ -144,7 +144,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
 	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets(), MaskSockets: masks}), nil
+	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.DenyPathSockets(p), MaskSockets: masks}), nil
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end. An error means
