@@ -72,6 +72,36 @@ func hostPathSockets(t *testing.T, b *box) {
 	t.Logf("Landlock ABI %d; %s", kernel.LandlockABI(), strings.TrimSpace(grepLine(r.stdout, "nested-mount")))
 }
 
+// hostSocketsMechanism (P4): the dry run says how the command is kept off the
+// host's path sockets: Landlock's resolve-unix rule where the kernel has it (Linux
+// 7.1+), unless --nested-sandbox, which masks the sockets found at launch instead so
+// that the command can mount; masks either way before 7.1. With --nested-sandbox an
+// unprivileged mount in a nested namespace works inside, on every kernel.
+func hostSocketsMechanism(t *testing.T, b *box) {
+	const (
+		landlock = "landlock deny resolve-unix"
+		masks    = "sockets  masked at launch"
+	)
+	for _, nested := range []bool{false, true} {
+		args := []string{"--dry-run"}
+		if nested {
+			args = append(args, "--nested-sandbox")
+		}
+		r := b.sh("true", args...)
+		want, not := masks, landlock
+		if kernel.CanDenyPathSockets() && !nested {
+			want, not = landlock, masks
+		}
+		if r.code != 0 || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, not) {
+			t.Errorf("dry run %v (Landlock ABI %d): want %q, not %q:\n%s", args, kernel.LandlockABI(), want, not, r)
+		}
+	}
+	out := b.ok(`unshare -Urm sh -c 'mount -t tmpfs none /mnt && echo nested-mount ok'`, "--nested-sandbox")
+	if !strings.Contains(out, "nested-mount ok\n") {
+		t.Errorf("--nested-sandbox: the command cannot mount (Landlock ABI %d):\n%s", kernel.LandlockABI(), out)
+	}
+}
+
 // grepLine is the first line of s containing substr.
 func grepLine(s, substr string) string {
 	for _, l := range strings.Split(s, "\n") {
