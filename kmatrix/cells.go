@@ -87,7 +87,7 @@ var TestPackages = []TestPackage{
 	// scan, on each kernel's name_to_handle_at and filesystem; a kernel gate below
 	// 5.17.
 	{Name: "treewatch", Pkg: "./gitguard/audit", Seconds: 120, Args: []string{"-test.run=^TestSinceSameAsFullScan$"}},
-	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 240, NeedsSandbox: true,
+	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 300, NeedsSandbox: true,
 		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
 
