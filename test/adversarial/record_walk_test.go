@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/shadow"
 )
 
 // TestRecordWalkSeesOldContentMovedIn: the record of a session is taken from the
@@ -46,9 +45,21 @@ func TestRecordWalkSeesOldContentMovedIn(t *testing.T) {
 	}
 }
 
+// walkRecord is what these tests read of `agentbox show --json`.
+type walkRecord struct {
+	ID          string `json:"id"`
+	NotRecorded []struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	} `json:"not_recorded"`
+	Ignored      []string `json:"ignored"`
+	IgnoredCount int      `json:"ignored_count"`
+	ReadBytes    int64    `json:"read_bytes"`
+}
+
 // recordJSON is `agentbox show --json` of the newest session of the box's
 // repository, and its line in `agentbox log`.
-func recordJSON(t *testing.T, b *sandboxtest.Box) (shadow.Record, string) {
+func recordJSON(t *testing.T, b *sandboxtest.Box) (walkRecord, string) {
 	t.Helper()
 	log := sandboxtest.Run(b.Agentbox(b.Repo, "log"))
 	lines := strings.Split(strings.TrimSpace(log.Stdout), "\n")
@@ -57,7 +68,7 @@ func recordJSON(t *testing.T, b *sandboxtest.Box) (shadow.Record, string) {
 	}
 	id := strings.Fields(lines[1])[0]
 	show := sandboxtest.Run(b.Agentbox(b.Repo, "show", "--json", id))
-	var rec shadow.Record
+	var rec walkRecord
 	if show.Code != 0 || json.Unmarshal([]byte(show.Stdout), &rec) != nil {
 		t.Fatalf("agentbox show --json %s: %s", id, show)
 	}
@@ -65,7 +76,7 @@ func recordJSON(t *testing.T, b *sandboxtest.Box) (shadow.Record, string) {
 }
 
 // notRecorded is the reason the record gives for leaving path out ("" if none).
-func notRecorded(rec shadow.Record, path string) string {
+func notRecorded(rec walkRecord, path string) string {
 	for _, s := range rec.NotRecorded {
 		if s.Path == path {
 			return s.Reason
