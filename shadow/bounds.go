@@ -381,8 +381,11 @@ func (s *Store) leaveOutPriced(wt git, pre []Skipped) error {
 	if err := writeExcludes(s.Dir, rels); err != nil {
 		return fmt.Errorf("shadow: %w", err)
 	}
-	_, _, err := wt.run3(nil, bytes.NewReader(list), "rm", "-f", "--cached", "-q", "--ignore-unmatch",
-		"--pathspec-from-file=-", "--pathspec-file-nul")
+	// update-index, not rm: rm's index write reads racily clean entries' content.
+	_, _, err := wt.run3(nil, bytes.NewReader(list), "update-index", "--force-remove", "-z", "--stdin")
+	if err != nil {
+		s.dropUnfinished() // a stopped Git leaves its lock
+	}
 	return err
 }
 

@@ -59,13 +59,20 @@ func (s *Store) unseen(w *treewalk.Walk, since int64) (out []Skipped, ignored []
 			break
 		}
 	}
-	held, err := readIndexPaths(filepath.Join(s.Dir, "index"), want)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return out, nil, append(notes, "what Git could not store is not named: the index cannot be read: "+err.Error())
+	// A staging in place stored every path it was given (inplace.go), and there is
+	// no nested repository then (those are Git's to stage): the index need not be
+	// read to tell.
+	var held map[string]indexEntry
+	inPlace := s.delta.from != ""
+	if len(want) > 0 && !inPlace {
+		held, err = readIndexPaths(filepath.Join(s.Dir, "index"), want)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return out, nil, append(notes, "what Git could not store is not named: the index cannot be read: "+err.Error())
+		}
 	}
 	var missing []string
 	for _, e := range w.Entries {
-		if want[e.Rel] && !e.Nested {
+		if want[e.Rel] && !e.Nested && !inPlace {
 			if _, ok := held[e.Rel]; !ok {
 				missing = append(missing, e.Rel)
 			}
@@ -146,12 +153,9 @@ func whyNotStored(repoFd int, rel string) string {
 			return "a path Git refuses (" + sanitize(c) + " reads as .git on some systems)"
 		}
 	}
-	fd, err := safepath.OpenBeneath(repoFd, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC)
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+	// Asked without opening it: it may have become a FIFO or a device since.
+	if err := unix.Faccessat(repoFd, rel, unix.R_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 		return "cannot be read (its mode or owner keeps the recorder out)"
-	}
-	if err == nil {
-		unix.Close(fd)
 	}
 	return "Git did not store it (see the notes)"
 }

@@ -479,10 +479,10 @@ func unrecordedSuffix(r shadow.Record) string {
 // safe for the terminal (they are the sandbox's).
 func printUnrecorded(row func(k, v string), r shadow.Record) {
 	for i, u := range r.NotRecorded {
-		row(pick(i == 0, "not recorded", ""), termsafe.Quote(u.Path)+": "+oneLine(u.Reason))
+		row(pick(i == 0, "unrecorded", ""), termsafe.Quote(u.Path)+": "+oneLine(u.Reason))
 	}
 	if more := r.NotRecordedCount - len(r.NotRecorded); more > 0 {
-		row(pick(len(r.NotRecorded) == 0, "not recorded", ""), fmt.Sprintf("… and %d more", more))
+		row(pick(len(r.NotRecorded) == 0, "unrecorded", ""), fmt.Sprintf("… and %d more", more))
 	}
 	for i, p := range r.Ignored {
 		row(pick(i == 0, "ignored", ""), termsafe.Quote(p))
