@@ -350,7 +350,9 @@ func (s *Store) addAll(wt git, paths []string, pre []Skipped) (stderr []byte, no
 		if werr := writeExcludes(s.Dir, out); werr != nil {
 			return stderr, notes, err
 		}
-		_, _, _ = wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel)
+		if _, _, rerr := wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel); rerr != nil {
+			s.dropUnfinished() // a stopped Git leaves its lock, and the next would fail on it
+		}
 		notes = append(notes, fmt.Sprintf("%s not recorded: %v", sanitize(rel), be))
 		s.skipped = append(s.skipped, Skipped{Path: shortPath(rel), Reason: be.Error()})
 	}
