@@ -154,7 +154,7 @@ func blockedOn(pid int, workTree string) (path, why string, ok bool) {
 			return target, "a FIFO where Git reads a file", true
 		case fi.Mode().IsRegular() && policy.Within(target, workTree):
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				if why := costly(st.Size, st.Blocks, 0); why != "" {
+				if why := costly(st.Size, st.Blocks, 0, 0); why != "" {
 					return target, why, true
 				}
 			}

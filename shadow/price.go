@@ -21,8 +21,10 @@ import (
 //   - a file larger than maxRecordFile is not read;
 //   - a file whose blocks on disk fall short of its size by more than sparseSlack
 //     is sparse — Git never writes one, and its holes cost reading but not disk;
-//   - past maxRecordBytes of content in one staging, no further file is read (many
-//     medium files that add up).
+//   - at a session's end, past maxRecordBytes of content, no further file is read
+//     (many medium files that add up). Not at the launch: what the end left out
+//     is stored there, before the session, so that no later diff shows it as the
+//     session's; it is real content on disk, at most maxRecordFile a file.
 //
 // What is not read is left out of the record the way a bound's file is (addAll: an
 // exclude pattern, and its index entry dropped) and named in the record with the
@@ -38,8 +40,8 @@ const maxRecordFile = 256 << 20
 // snapshot's rule.
 const sparseSlack = 1 << 20
 
-// maxRecordBytes bounds the bytes of file content one staging reads. A variable for
-// the tests only.
+// maxRecordBytes bounds the bytes of file content a session's end reads. A variable
+// for the tests only.
 var maxRecordBytes int64 = 1 << 30
 
 // recordDeadline bounds the host work of a session's end record: past it every Git
@@ -80,7 +82,7 @@ func (s *Store) price(w *treewalk.Walk, paths []string) (skip []Skipped, bytes i
 		if unix.Fstatat(repoFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return
 		}
-		if why := costly(st.Size, st.Blocks, bytes); why != "" {
+		if why := costly(st.Size, st.Blocks, bytes, s.byteBound); why != "" {
 			skip = append(skip, Skipped{Path: rel, Reason: why})
 			return
 		}
@@ -135,15 +137,16 @@ func (s *Store) price(w *treewalk.Walk, paths []string) (skip []Skipped, bytes i
 }
 
 // costly says why a regular file of size bytes holding blocks 512-byte blocks is
-// not read after read bytes of others ("" when it is).
-func costly(size, blocks, read int64) string {
+// not read after read bytes of others, within bound bytes in all (0: no bound); ""
+// when it is read.
+func costly(size, blocks, read, bound int64) string {
 	switch {
 	case blocks*512+sparseSlack < size:
 		return fmt.Sprintf("sparse file (%s, %s on disk): Git never writes one", formatSize(size), formatSize(blocks*512))
 	case size > maxRecordFile:
 		return fmt.Sprintf("%s, larger than the recorder's bound of %s", formatSize(size), formatSize(maxRecordFile))
-	case read+size > maxRecordBytes:
-		return fmt.Sprintf("%s past the record's bound of %s of content read", formatSize(size), formatSize(maxRecordBytes))
+	case bound > 0 && read+size > bound:
+		return fmt.Sprintf("%s past the record's bound of %s of content read at a session's end", formatSize(size), formatSize(bound))
 	}
 	return ""
 }

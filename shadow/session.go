@@ -230,7 +230,7 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 
 	// The end of a session is bounded in time (price.go); the commit and its ref
 	// are written in Go whatever is left of it.
-	s.deadline = time.Now().Add(recordDeadline)
+	s.deadline, s.byteBound = time.Now().Add(recordDeadline), maxRecordBytes
 	tree, notes, err := s.snapshot(w)
 	for _, n := range notes {
 		rec.Notes = append(rec.Notes, "end: "+n)
@@ -257,7 +257,6 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	rec.NotRecordedCount = len(skipped)
 	rec.NotRecorded = skipped[:min(len(skipped), maxNamed)]
 	rec.ReadBytes = s.read
-	s.deadline = time.Time{}
 	// Identical trees changed nothing (and name no nested repository the start
 	// commit's notes did not); when the index held the start tree and only files
 	// edited in place changed since, the staging counted what changed. Neither
@@ -274,6 +273,7 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 			rec.Notes = append(rec.Notes, "counting changed files: "+err.Error())
 		}
 	}
+	s.deadline, s.byteBound = time.Time{}, 0
 	end := rec.End
 	if end.IsZero() {
 		end = time.Now()

@@ -90,6 +90,8 @@ type Store struct {
 	// deadline, when not zero, stops every Git command of the store's (the
 	// record's deadline, price.go).
 	deadline time.Time
+	// byteBound, when not zero, bounds the content a staging reads (price.go).
+	byteBound int64
 	// skipped is what the last staging left out, and why; read is the bytes of
 	// content it let be read (price.go).
 	skipped []Skipped
