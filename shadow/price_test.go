@@ -98,3 +98,22 @@ func sessionByID(t *testing.T, s *Store, id string) Record {
 	t.Fatalf("no session %s", id)
 	return Record{}
 }
+
+// The record's notes are bounded whatever Git says: the sandbox decides how many
+// files it complains about.
+func TestGitMessagesBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&b, "error: open(\"f%d\"): Permission denied\nhint: x\n", i)
+	}
+	b.WriteString("error: " + strings.Repeat("n", 100000) + "\n")
+	msgs := gitMessages(b.String())
+	if len(msgs) != maxNamed+1 || !strings.Contains(msgs[maxNamed], "9951 more") {
+		t.Fatalf("%d messages, last %q", len(msgs), msgs[len(msgs)-1])
+	}
+	for _, m := range msgs {
+		if len(m) > maxNameLen+len("…") {
+			t.Errorf("a message of %d bytes", len(m))
+		}
+	}
+}

@@ -475,13 +475,23 @@ func (s *Store) add(wt git, paths []string, skip []Skipped) (notes []string, err
 	return append(skipped, gitMessages(string(stderr))...), nil
 }
 
-// gitMessages are the error and warning lines of Git's stderr, without hints.
+// gitMessages are the error and warning lines of Git's stderr, without hints: at
+// most maxNamed of them, each cut to maxNameLen bytes, since the sandbox decides how
+// many files Git complains about, and how long their names are.
 func gitMessages(stderr string) []string {
 	var msgs []string
+	more := 0
 	for line := range strings.SplitSeq(stderr, "\n") {
 		if strings.HasPrefix(line, "error: ") || strings.HasPrefix(line, "warning: ") {
-			msgs = append(msgs, line)
+			if len(msgs) == maxNamed {
+				more++
+				continue
+			}
+			msgs = append(msgs, shortPath(line))
 		}
+	}
+	if more > 0 {
+		msgs = append(msgs, fmt.Sprintf("… and %d more lines from Git", more))
 	}
 	return msgs
 }
@@ -527,8 +537,9 @@ func (s *Store) updateRef(ref, commit, old string) error {
 // the nested repositories among the added and changed: only their commit is recorded.
 func (s *Store) countChanges(from, to string) (Files, []string, error) {
 	var (
-		f     Files
-		notes []string
+		f      Files
+		notes  []string
+		nested int // nested repositories past maxNamed
 	)
 	// The raw diff of two trees needs no index, yet diff-tree reads it (for
 	// attributes): 45 ms for the 100,000 entries of a big tree, a third of what a
@@ -556,8 +567,15 @@ func (s *Store) countChanges(from, to string) (Files, []string, error) {
 			f.Changed++
 		}
 		if meta[1] == "160000" {
-			notes = append(notes, fmt.Sprintf("nested repository %s: recorded as its commit %s, not its files", strconv.Quote(fields[i+1]), meta[3]))
+			if len(notes) == maxNamed { // the sandbox decides how many it makes
+				nested++
+				continue
+			}
+			notes = append(notes, fmt.Sprintf("nested repository %s: recorded as its commit %s, not its files", strconv.Quote(shortPath(fields[i+1])), meta[3]))
 		}
+	}
+	if nested > 0 {
+		notes = append(notes, fmt.Sprintf("… and %d more nested repositories, each recorded as its commit", nested))
 	}
 	return f, notes, nil
 }

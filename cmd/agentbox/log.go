@@ -408,6 +408,9 @@ func cmdDiff(args []string) int {
 			fmt.Fprintf(os.Stderr, "agentbox: note: %s\n", oneLine(n))
 		}
 	}
+	if rec.NotRecordedCount > 0 {
+		fmt.Fprintf(os.Stderr, "agentbox: note: %d paths of the working tree are not in this record (agentbox show %s lists them)\n", rec.NotRecordedCount, rec.ID)
+	}
 	var w io.Writer = os.Stdout
 	if isTerminal(os.Stdout) {
 		// The diff's lines are whatever the agent wrote; on a terminal, escape
