@@ -78,7 +78,15 @@ func (s *Store) unseen(w *treewalk.Walk, since int64) (out []Skipped, ignored []
 			}
 		}
 	}
-	ign, err := s.ignoredAmong(missing)
+	// A nested repository the index does not hold may be ignored (a dependency
+	// cloned below node_modules): what is below it is the repository's choice.
+	var askNested []string
+	for _, rel := range nested {
+		if _, ok := held[rel]; !ok {
+			askNested = append(askNested, rel)
+		}
+	}
+	ign, err := s.ignoredAmong(append(append([]string(nil), missing...), askNested...))
 	if err != nil {
 		notes = append(notes, "ignored files not told apart: "+err.Error())
 	}
@@ -91,6 +99,9 @@ func (s *Store) unseen(w *treewalk.Walk, since int64) (out []Skipped, ignored []
 	}
 	budget := maxUnseenIn
 	for _, rel := range nested {
+		if ign[rel] {
+			continue
+		}
 		gitlink := held[rel].mode == 0o160000
 		o, complete := belowNested(repoFd, rel, gitlink, since, &budget)
 		out = append(out, o...)

