@@ -95,6 +95,10 @@ func (s *Store) unseen(w *treewalk.Walk, since int64) (out []Skipped, ignored []
 			ignored = append(ignored, rel)
 			continue
 		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(repoFd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue // gone since the walk (the audit's quarantine moved it, say)
+		}
 		out = append(out, Skipped{Path: shortPath(rel), Reason: whyNotStored(repoFd, rel)})
 	}
 	budget := maxUnseenIn

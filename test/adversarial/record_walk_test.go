@@ -195,3 +195,29 @@ func TestRecordNamesTerminalSafely(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordPricesWhenTheAuditFinds: a session whose end audit has findings (a hook
+// planted in a nested repository, which the audit moves away) must still not read
+// its sparse file, and still name it.
+func TestRecordPricesWhenTheAuditFinds(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			script := "git init -q sub && printf '#!/bin/sh\\necho owned\\n' > sub/.git/hooks/post-checkout && " +
+				"chmod +x sub/.git/hooks/post-checkout && truncate -s 1G sparse"
+			r := runBounded(t, b, script)
+			if r.Code != 0 || !strings.Contains(r.Stderr, "post-checkout") {
+				t.Fatalf("want a session whose audit names the hook: %s", r)
+			}
+			rec, line := recordJSON(t, b)
+			// Priced, not stopped: Git never began reading it (the watch on Git,
+			// which stops it mid-read, is the backstop, not the bound).
+			if why := notRecorded(rec, "sparse"); !strings.Contains(why, "sparse") || strings.Contains(why, "stopped") || rec.ReadBytes > 1<<20 {
+				t.Errorf("the record does not name the sparse file as priced out, or read it: %+v, %d bytes read", rec.NotRecorded, rec.ReadBytes)
+			}
+			if !strings.Contains(line, "not recorded") {
+				t.Errorf("agentbox log: %q", line)
+			}
+		})
+	}
+}
