@@ -301,13 +301,15 @@ func (s *Store) addAll(wt git, paths []string, pre []Skipped) (stderr []byte, no
 		if err := s.leaveOutPriced(wt, pre); err != nil {
 			return nil, nil, err
 		}
+		priced := make(map[string]bool, len(pre))
 		for _, sk := range pre {
 			out = append(out, sk.Path)
+			priced[sk.Path] = true
 		}
 		s.skipped = append(s.skipped, pre...)
 		s.leftOut = true
 		if paths != nil {
-			paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return slices.Contains(out, p) })
+			paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return priced[p] })
 			if len(paths) == 0 {
 				return nil, nil, nil
 			}
