@@ -58,12 +58,16 @@ type Skipped struct {
 // Bounds on what the record names: a session can make millions of paths, each as
 // long as the filesystem allows.
 const (
-	maxNamed    = 50   // Skipped entries kept in a record
-	maxNameLen  = 512  // bytes of a path kept in a record
-	maxPriced   = 2000 // left-out paths one staging gives Git as exclude patterns
-	maxIgnored  = 20   // ignored paths named in a record
-	maxUnseenIn = 20000
+	maxNamed   = 50   // Skipped entries kept in a record
+	maxNameLen = 512  // bytes of a path kept in a record
+	maxPriced  = 2000 // left-out paths one staging gives Git as exclude patterns
+	maxIgnored = 20   // ignored paths named in a record
 )
+
+// maxUnseenIn bounds the entries unseen.go looks at: changed paths checked against
+// the index, and entries walked below nested repositories. A variable for the tests
+// only.
+var maxUnseenIn = 20000
 
 // price returns what of the walk's regular files a staging of paths (nil: a full
 // sweep) must not read, and the bytes of content it may read. Without a walk there

@@ -3,8 +3,10 @@ package shadow
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -115,5 +117,36 @@ func TestGitMessagesBounded(t *testing.T) {
 		if len(m) > maxNameLen+len("…") {
 			t.Errorf("a message of %d bytes", len(m))
 		}
+	}
+}
+
+// What a record names is bounded in count, however much the session made: 60
+// FIFOs are counted, 50 named; a nested repository's work tree past the entry
+// bound is said to be not all checked.
+func TestUnseenBounded(t *testing.T) {
+	defer func(n int) { maxUnseenIn = n }(maxUnseenIn)
+	maxUnseenIn = 40
+	repo := newRepo(t, map[string]string{"README": "hi\n"})
+	if out, err := exec.Command("git", "init", "-q", filepath.Join(repo, "sub")).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	id := record(t, s, Record{Start: time.Now()}, func() {
+		for i := range 60 {
+			if err := syscall.Mkfifo(filepath.Join(repo, fmt.Sprintf("p%02d", i)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 60 {
+			write(t, filepath.Join(repo, "sub", ".git", "x", fmt.Sprintf("f%02d", i)), "x\n")
+		}
+	})
+	rec := sessionByID(t, s, id)
+	if len(rec.NotRecorded) != maxNamed || rec.NotRecordedCount < 60 {
+		t.Errorf("named %d, counted %d", len(rec.NotRecorded), rec.NotRecordedCount)
+	}
+	if notes := strings.Join(rec.Notes, "\n"); !strings.Contains(notes, "not all checked") {
+		t.Errorf("notes: %q", rec.Notes)
 	}
 }
