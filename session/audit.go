@@ -128,8 +128,11 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		return
 	}
 	findings := audit.Compare(a.base, cur)
-	if len(findings) == 0 {
-		out.walk = cur.Walk // nothing moved after it: it stands for the tree
+	out.walk = cur.Walk
+	if len(findings) > 0 && cur.Walk != nil {
+		// What the quarantine moves after it, the walk does not stand for: the
+		// recorder sweeps, yet still prices and names what it lists (shadow/price.go).
+		cur.Walk.Complete = false
 	}
 	quarantine(findings, a.id, quarantineRoot(cfg.Stderr, a.stateDir, a.writable))
 	for _, f := range findings {
