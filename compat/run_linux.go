@@ -33,7 +33,7 @@ func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func
 	return RunWith(plan, stdio, nsinit.Options{BeforeExec: beforeExec, AfterStart: afterStart})
 }
 
-// RunWith is Run with the launch's options: BeforeExec, AfterStart, and Listener,
+// RunWith is Run with the launch's options: Env, BeforeExec, AfterStart, and Listener,
 // which gets the proxy's listening socket of a plan with a Proxy (the init creates
 // it inside bwrap's network namespace). The other fields are Run's own.
 func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
@@ -143,7 +143,7 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	childPID := make(chan int, 1)
 	go func() { reports <- readStatus(r, childPID) }()
 
-	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener}
+	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, Env: o.Env, BeforeExec: o.BeforeExec, Listener: o.Listener}
 	if afterStart := o.AfterStart; afterStart != nil {
 		opts.AfterStart = func(int) error {
 			// bwrap reports its child once it is cloned; no report means bwrap

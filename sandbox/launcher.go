@@ -104,20 +104,39 @@ type reply struct {
 // maxFrame bounds one frame; a plan with a large environment fits many times over.
 const maxFrame = 4 << 20
 
-// Run is the package-level Run, launched by the helper. Signals sent to the calling
-// program are not forwarded; the helper passes its own on.
+// Run is the package-level Run, launched by the helper: the session's preparation,
+// audit and record run in the calling program, the plan in the helper. Signals sent
+// to the calling program are not forwarded; the helper passes its own on. The
+// session's command is not moved into a cgroup of its own (the helper's launch does
+// not report the init's PID before the command starts).
 func (l *Launcher) Run(opts Options) (Result, error) {
-	plan, err := Plan(opts)
-	if err != nil {
-		return Result{}, err
+	return run(opts, launcherDriver{l})
+}
+
+// launcherDriver runs a plan in the Launcher's helper.
+type launcherDriver struct{ l *Launcher }
+
+// Run implements nsinit.Driver. BeforeExec runs before the plan is handed over, as
+// for a Go init (nsinit.Options.BeforeExec); AfterStart and Listener are not
+// offered (the Go API has no --allow-net).
+func (d launcherDriver) Run(plan mounts.Plan, o nsinit.Options) (nsinit.Result, error) {
+	if o.BeforeExec != nil {
+		if err := o.BeforeExec(); err != nil {
+			return nsinit.Result{}, err
+		}
 	}
+	return d.l.launch(plan, o)
+}
+
+// launch hands plan and the command's streams to the helper and waits for its reply.
+func (l *Launcher) launch(plan mounts.Plan, opts nsinit.Options) (nsinit.Result, error) {
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: launcher connection: %w", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: launcher connection: %w", err)
 	}
 	defer unix.Close(fds[0])
 	err = func() error {
@@ -130,7 +149,7 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 		return unix.Sendmsg(int(l.ctl.Fd()), []byte{0}, unix.UnixRights(fds[1]), nil, 0)
 	}()
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: hand connection to launcher: %w", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: hand connection to launcher: %w", err)
 	}
 
 	req := request{Plan: plan, Env: env, InitBinary: opts.InitBinary}
@@ -143,25 +162,25 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: encode request: %w", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: encode request: %w", err)
 	}
 	var oob []byte
 	if len(rights) > 0 {
 		oob = unix.UnixRights(rights...)
 	}
 	if err := unix.Sendmsg(fds[0], b, oob, nil, 0); err != nil {
-		return Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
 	}
 	buf, err := recvFrame(fds[0])
 	if err != nil || len(buf) == 0 {
-		return Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
 	}
 	n := len(buf)
 	var rep reply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
-		return Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
+		return nsinit.Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
 	}
-	res := Result{Status: rep.Status, Phases: rep.Phases}
+	res := nsinit.Result{Status: rep.Status, Phases: rep.Phases}
 	switch {
 	case rep.Step != "":
 		return res, &SetupError{Step: rep.Step, Reason: rep.Reason}

@@ -79,7 +79,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
-		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo)) {
+		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo, cfg.stdio())) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
@@ -152,17 +152,17 @@ func (a *auditor) drop() {
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or
-// output (cliStdio), a regular file opened for reading and writing on the
+// output (stdio), a regular file opened for reading and writing on the
 // repository's filesystem (agentbox exec … 1<>repo/f): opened before the watch's
 // marks, it can be mapped and written through with no event (a red-team helper
 // noted it). Only O_RDWR matters: a shared writable mapping needs a readable
 // descriptor, and a write(2) through any descriptor is reported.
-func mappableStdio(repo string) bool {
+func mappableStdio(repo string, stdio nsinit.Stdio) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {
 		return true
 	}
-	for _, f := range []*os.File{cliStdio.Stdin, cliStdio.Stdout, cliStdio.Stderr} {
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
 		if f == nil {
 			continue
 		}

@@ -53,7 +53,7 @@ func TestOverlapsOtherSession(t *testing.T) {
 // test binary's own, run again with them.
 func TestMappableStdio(t *testing.T) {
 	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE"); repo != "" {
-		fmt.Fprint(os.Stderr, mappableStdio(repo))
+		fmt.Fprint(os.Stderr, mappableStdio(repo, (&Config{}).stdio()))
 		return
 	}
 	repo := testenv.CanonTempDir(t)

@@ -44,7 +44,7 @@ func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []stri
 	return pl
 }
 
-func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) error {
+func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) (err error) {
 	t := time.Now()
 	mark := func(step string) {
 		now := time.Now()
@@ -55,6 +55,13 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 		rec.begin(cfg, nil)
 		mark("record start")
 		return nil // readonly.go: nothing to audit or snapshot
+	}
+	if cfg.NoAudit {
+		rec.begin(cfg, nil)
+		mark("record start")
+		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
+		mark("snapshot")
+		return err
 	}
 	// The snapshot reads .git and writes only the store; the baseline reads the
 	// working tree and writes its journal: they run side by side. Every return
