@@ -28,6 +28,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -86,7 +87,7 @@ type Options struct {
 }
 
 // Phase is one measured step of a launch (nsinit's timings).
-type Phase = nsinit.Phase
+type Phase = backend.Phase
 
 // Result is how the command ended.
 type Result struct {
@@ -187,7 +188,7 @@ func config(opts Options) (session.Config, error) {
 		Policy: p, Args: opts.Command, Stdout: log, Stderr: log,
 		GitSave:      session.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: session.DefaultKeepSize},
 		AllowGitPush: opts.AllowGitPush, NoRecord: opts.NoRecord, NoAudit: opts.NoAudit,
-		Stdio: &nsinit.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
+		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:   opts.Env, InitBinary: opts.InitBinary, KeepGC: true,
 	}, nil
 }
@@ -213,7 +214,7 @@ func Run(opts Options) (Result, error) {
 }
 
 // run runs one session of opts through the session core, the plan run by driver.
-func run(opts Options, driver nsinit.Driver) (Result, error) {
+func run(opts Options, driver backend.Driver) (Result, error) {
 	cfg, err := config(opts)
 	if err != nil {
 		return Result{}, err
@@ -228,10 +229,10 @@ func run(opts Options, driver nsinit.Driver) (Result, error) {
 // when it fits the plan.
 type spareDriver struct{}
 
-// Run implements nsinit.Driver. A spare that died while it waited (the plan could
+// Run implements backend.Driver. A spare that died while it waited (the plan could
 // not be handed over: nothing of the command ran) is replaced by a fresh init; the
 // session's BeforeExec, which only waits for host work started once, may run again.
-func (spareDriver) Run(plan mounts.Plan, o nsinit.Options) (nsinit.Result, error) {
+func (spareDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
 	spare := takeSpare(plan, o.InitBinary)
 	res, err := nsinit.Native{Spare: spare}.Run(plan, o)
 	var se *SetupError

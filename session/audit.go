@@ -5,12 +5,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentbox/agentbox/backend"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -118,7 +119,7 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		if cur.Taken() > 0 {
 			name = "host: end scan, from the watch"
 		}
-		out.Phases = append(out.Phases, nsinit.Phase{Name: name, Dur: time.Since(t0)})
+		out.Phases = append(out.Phases, backend.Phase{Name: name, Dur: time.Since(t0)})
 	}
 	a.launch = nil
 	if err != nil {
@@ -157,7 +158,7 @@ func (a *auditor) drop() {
 // marks, it can be mapped and written through with no event (a red-team helper
 // noted it). Only O_RDWR matters: a shared writable mapping needs a readable
 // descriptor, and a write(2) through any descriptor is reported.
-func mappableStdio(repo string, stdio nsinit.Stdio) bool {
+func mappableStdio(repo string, stdio backend.Stdio) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {
 		return true

@@ -43,7 +43,7 @@ func startNet(p *policy.Policy) (*netService, error) {
 	return &netService{srv: netproxy.New(cfg)}, nil
 }
 
-// listener serves the init's listening socket (nsinit.Options.Listener); a second
+// listener serves the init's listening socket (backend.Options.Listener); a second
 // one is refused.
 func (n *netService) listener(f *os.File) {
 	defer f.Close() // FileListener dups it

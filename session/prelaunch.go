@@ -3,7 +3,7 @@ package session
 import (
 	"time"
 
-	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -13,7 +13,7 @@ import (
 // plan is built and rechecked, and runs beside the launcher's remaining steps (the
 // kept paths' audit start, the session's cgroup, the network service, the clone)
 // and the sandbox's setup; the backend waits for it before the command starts
-// (nsinit.Options.BeforeExec). Started at BeforeExec instead, it made a small
+// (backend.Options.BeforeExec). Started at BeforeExec instead, it made a small
 // repository's launch wait for it after the sandbox was built (docs/performance.md,
 // target 3). Started earlier, before the recheck, a launch the recheck refuses
 // would still have snapshotted what a concurrent session pointed .git at, and
@@ -29,7 +29,7 @@ type prelaunch struct {
 	dirs   *dirAudits
 	zip    string   // the snapshot's record
 	notes  []string // what the snapshot left out
-	phases []nsinit.Phase
+	phases []backend.Phase
 	handed bool // wait gave the results to an Outcome
 }
 
@@ -48,7 +48,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 	t := time.Now()
 	mark := func(step string) {
 		now := time.Now()
-		pl.phases = append(pl.phases, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
+		pl.phases = append(pl.phases, backend.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
 		t = now
 	}
 	if p.ReadOnly {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -26,7 +26,7 @@ type prepared struct {
 
 // prepare looks at the repository and the policy and decides what to protect; it
 // writes nothing on the host.
-func prepare(cfg *Config, p *policy.Policy, sw *nsinit.Timer) (*prepared, error) {
+func prepare(cfg *Config, p *policy.Policy, sw *backend.Timer) (*prepared, error) {
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (pr *prepared) forDryRun(cfg *Config, p *policy.Policy) error {
 // again, right before the plan is built, that what it binds is what was decided on
 // (identity.go). The identities seen go into the session as data (SourceIDs); Build
 // puts them on the operations. close undoes the staging.
-func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *nsinit.Timer) error {
+func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) error {
 	if err := gitguard.EnsurePlaceholders(pr.s.Protected); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
@@ -60,7 +61,7 @@ type Config struct {
 	// (package sandbox) sets them from its Options.
 	//
 	// Stdio are the command's streams; nil: agentbox's own.
-	Stdio *nsinit.Stdio
+	Stdio *backend.Stdio
 	// Env is the command's environment before the session's markers; nil: the
 	// launcher's (os.Environ).
 	Env []string
@@ -69,7 +70,7 @@ type Config struct {
 	// Driver runs the plan (the native backend only); nil: the policy's backend,
 	// started as the CLI starts it (raw init, its clone ahead of the plan, a setup
 	// failure explained in doctor's words).
-	Driver nsinit.Driver
+	Driver backend.Driver
 	// NoAudit skips the post-session Git audit and its pending journal: nothing then
 	// finds and quarantines what the session planted that the operator's Git would
 	// run (P7's second half). Only the Go API offers it, as an explicit opt-out.
@@ -97,20 +98,20 @@ type Outcome struct {
 	BackendVersion string // e.g. "bubblewrap 0.12.0"; agentbox's own for native
 	Status         int    // exit status of agentbox exec
 	// Signal is the signal that killed the command (0: it exited); Terminal: a
-	// terminal session (nsinit.Result.Terminal). In a terminal session killed by a
+	// terminal session (backend.Result.Terminal). In a terminal session killed by a
 	// signal, agentbox ends by the same signal (Exit).
 	Signal        syscall.Signal
 	Terminal      bool
-	Left          int            // processes left running when the command ended, killed by the init
-	Err           error          // agentbox's own failure, nil when the command ran
-	Phases        []nsinit.Phase // per-phase setup timings
-	SnapshotZip   string         // the P8 snapshot, "" when none
-	AuditFindings []string       // one line per audit finding
-	Notes         []string       // what host-side work skipped or could not do, for the record
+	Left          int             // processes left running when the command ended, killed by the init
+	Err           error           // agentbox's own failure, nil when the command ran
+	Phases        []backend.Phase // per-phase setup timings
+	SnapshotZip   string          // the P8 snapshot, "" when none
+	AuditFindings []string        // one line per audit finding
+	Notes         []string        // what host-side work skipped or could not do, for the record
 
 	// NetRefusals are what the --allow-net proxy refused.
 	NetRefusals []netproxy.Refusal
-	// Prestarted: the init was started ahead (nsinit.Result.Prestarted);
+	// Prestarted: the init was started ahead (backend.Result.Prestarted);
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool
 	InitPeakRSSKiB int64
@@ -156,7 +157,7 @@ func Run(cfg Config) (Exit, error) {
 // and the push guard's staging are named, not made; the identities are not taken).
 func Plan(cfg Config) (mounts.Plan, error) {
 	p := resolveBackend(&cfg)
-	pr, err := prepare(&cfg, p, nsinit.NewTimer())
+	pr, err := prepare(&cfg, p, backend.NewTimer())
 	if err != nil {
 		return mounts.Plan{}, err
 	}
@@ -187,7 +188,7 @@ func resolveBackend(cfg *Config) *policy.Policy {
 // command waits for (prelaunch.go); then, whatever the command did, the audit and
 // the record's end state.
 func RunSession(cfg Config) (Outcome, error) {
-	sw := nsinit.NewTimer()
+	sw := backend.NewTimer()
 	if !cfg.KeepGC {
 		cfg.gc = &hostGC{}
 		cfg.gc.pause() // hostgc.go
@@ -241,7 +242,7 @@ type launch struct {
 	pr    *prepared
 	out   *Outcome
 	rec   *recorder
-	sw    *nsinit.Timer
+	sw    *backend.Timer
 	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
 }
 
@@ -298,7 +299,7 @@ func (l *launch) run() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	opts := nsinit.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
+	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
 	if leaf != nil {
 		opts.AfterStart = leaf.Place
 		defer func() {
@@ -343,11 +344,11 @@ func reportLeft(cfg *Config, n int) {
 }
 
 // stdio are the command's streams: the Go API's, or agentbox exec's own.
-func (c *Config) stdio() nsinit.Stdio {
+func (c *Config) stdio() backend.Stdio {
 	if c.Stdio != nil {
 		return *c.Stdio
 	}
-	return nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	return backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 }
 
 // env is the command's environment before the session's markers (sessionEnv).
@@ -369,16 +370,16 @@ func rawInitWanted() bool { return os.Getenv(EnvInit) != "go" }
 // runBackend runs plan through the Go API's driver, or the policy's backend as the
 // CLI starts it: the native one with the raw init where wanted and the init cloned
 // ahead (l.spare), a setup failure explained in doctor's words.
-func (l *launch) runBackend(plan mounts.Plan, opts nsinit.Options) (nsinit.Result, error) {
+func (l *launch) runBackend(plan mounts.Plan, opts backend.Options) (backend.Result, error) {
 	cfg, out := l.cfg, l.out
-	var driver nsinit.Driver
+	var driver backend.Driver
 	switch {
 	case cfg.Driver != nil && cfg.Policy.Backend == policy.BackendNative:
 		l.spare.Discard()
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		driver = cfg.Driver
 	case cfg.Driver != nil:
-		return nsinit.Result{}, fmt.Errorf("backend %s: not available through the Go API", cfg.Policy.Backend)
+		return backend.Result{}, fmt.Errorf("backend %s: not available through the Go API", cfg.Policy.Backend)
 	case cfg.Policy.Backend == policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
 		opts.RawInit, opts.Signals = rawInitWanted(), cfg.Signals
@@ -390,7 +391,7 @@ func (l *launch) runBackend(plan mounts.Plan, opts nsinit.Options) (nsinit.Resul
 		out.Backend = policy.BackendBwrap
 		driver = compat.Driver{}
 	default:
-		return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
+		return backend.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 	}
 	res, err := driver.Run(plan, opts)
 	if res.BackendVersion != "" {
