@@ -185,7 +185,7 @@ func config(opts Options) (session.Config, error) {
 		log = os.Stderr
 	}
 	return session.Config{
-		Policy: p, Args: opts.Command, Stdout: log, Stderr: log,
+		Policy: p, Args: opts.Command, Version: version(), Stdout: log, Stderr: log,
 		GitSave:      session.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: session.DefaultKeepSize},
 		AllowGitPush: opts.AllowGitPush, NoRecord: opts.NoRecord, NoAudit: opts.NoAudit,
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
 )
 
 // A launcher killed with SIGKILL (or by the OOM killer) never runs its session's
@@ -73,7 +74,7 @@ func journalPrefix(repo string) string {
 }
 
 // writeJournal records a's baseline and returns the journal, open and flock'ed: the
-// lock lasts while this launcher lives (as claimDir's), so a launch that can take it
+// lock lasts while this launcher lives (as a leftovers.Claim), so a launch that can take it
 // knows the launcher is gone.
 func writeJournal(stateDir string, a *auditor) (*os.File, string, error) {
 	dir, err := journalDir(stateDir, a.repo)
@@ -123,7 +124,7 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 			continue
 		}
 		name := filepath.Join(dir, n)
-		f, _ := takeLock(name)
+		f, _ := leftovers.TakeLock(name)
 		if f == nil {
 			continue
 		}

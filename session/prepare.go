@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
 )
 
 // prepared is what the preparation step turns a policy into: the mount session with
@@ -101,7 +102,7 @@ func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) 
 	pr.s.ExtraRO = guard.ops
 	sw.Mark(host("push guard"))
 	if p.DiskTmp {
-		dir, release, err := makeDiskTmp(p.CacheDir)
+		dir, release, err := leftovers.MakeDiskTmp(p.CacheDir)
 		if err != nil {
 			return err
 		}

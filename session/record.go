@@ -1,7 +1,6 @@
 package session
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -10,10 +9,6 @@ import (
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
-
-func registerRecordFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.BoolVar(&cfg.NoRecord, "no-record", false, "do not record the session in the shadow repository (agentbox log)")
-}
 
 // recorder records the session in the shadow repository; a nil recorder records nothing.
 type recorder struct {
@@ -100,9 +95,7 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	rec.SnapshotZip = out.SnapshotZip
 	rec.AuditFindings = out.AuditFindings
 	rec.Notes = append(rec.Notes, out.Notes...)
-	for _, r := range out.NetRefusals {
-		rec.NetRefusals = append(rec.NetRefusals, shadow.NetRefusal(r))
-	}
+	rec.NetRefusals = out.NetRefusals
 	if err := r.sess.FinishWalk(rec, out.walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}

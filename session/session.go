@@ -5,7 +5,6 @@ package session
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,18 +18,14 @@ import (
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
-	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/termout"
-	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/netsvc"
+	"github.com/agentbox/agentbox/shadow"
 )
-
-// Version is agentbox's version, set at build time with -ldflags -X.
-var Version = "0.1.0-dev"
 
 // DryRun selects what --dry-run prints.
 type DryRun int
@@ -47,8 +42,11 @@ type Config struct {
 	Policy *policy.Policy
 	DryRun DryRun
 	Args   []string // the exec arguments as given, for the session record
-	Stdout io.Writer
-	Stderr io.Writer
+	// Version is agentbox's version, for the record ("agentbox VERSION" ran the
+	// sandbox) and the snapshot's metadata.
+	Version string
+	Stdout  io.Writer
+	Stderr  io.Writer
 
 	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
 	AllowGitPush bool          // P9 push guard off (pushguard.go)
@@ -83,14 +81,6 @@ type Config struct {
 	gc        *hostGC
 }
 
-// RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
-// registers its own in the file that implements it.
-func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	registerGitSaveFlags(fs, cfg)
-	registerPushFlags(fs, cfg)
-	registerRecordFlags(fs, cfg)
-}
-
 // Outcome is what a session produced, for the audit and the shadow record.
 type Outcome struct {
 	Start, End     time.Time
@@ -110,7 +100,7 @@ type Outcome struct {
 	Notes         []string        // what host-side work skipped or could not do, for the record
 
 	// NetRefusals are what the --allow-net proxy refused.
-	NetRefusals []netproxy.Refusal
+	NetRefusals []shadow.NetRefusal
 	// Prestarted: the init was started ahead (backend.Result.Prestarted);
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool
@@ -308,14 +298,14 @@ func (l *launch) run() (int, error) {
 			}
 		}()
 	}
-	netSvc, err := startNet(p)
+	netSvc, err := netsvc.Start(p)
 	if err != nil {
 		return 0, err
 	}
-	opts.Listener = netSvc.listenerFunc()
+	opts.Listener = netSvc.Listener()
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
-	out.NetRefusals = netSvc.stop()
+	out.NetRefusals = netSvc.Stop()
 	sw.Skip()
 	agents.finish(cfg, out)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
@@ -376,12 +366,12 @@ func (l *launch) runBackend(plan mounts.Plan, opts backend.Options) (backend.Res
 	switch {
 	case cfg.Driver != nil && cfg.Policy.Backend == policy.BackendNative:
 		l.spare.Discard()
-		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
+		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+cfg.Version
 		driver = cfg.Driver
 	case cfg.Driver != nil:
 		return backend.Result{}, fmt.Errorf("backend %s: not available through the Go API", cfg.Policy.Backend)
 	case cfg.Policy.Backend == policy.BackendNative:
-		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
+		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+cfg.Version
 		opts.RawInit, opts.Signals = rawInitWanted(), cfg.Signals
 		driver = nsinit.Native{Spare: l.spare}
 	case cfg.Policy.Backend == policy.BackendBwrap:
@@ -471,38 +461,4 @@ func printPlan(cfg Config, plan mounts.Plan) error {
 	}
 	_, err := io.WriteString(cfg.Stdout, plan.String())
 	return err
-}
-
-// makeDiskTmp creates the session's --disk-tmp directory, mode 0700, below
-// CACHE/tmp, and claims it for this launcher (gc.go) so that `agentbox gc` leaves it
-// alone while the launcher lives. release removes the directory, then the claim.
-func makeDiskTmp(cache string) (dir string, release func(), err error) {
-	parent := filepath.Join(cache, "tmp")
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", nil, fmt.Errorf("--disk-tmp: create %s: %w", parent, err)
-	}
-	dir, err = os.MkdirTemp(parent, fmt.Sprintf("%d-%s-", os.Getpid(), time.Now().Format("20060102-150405")))
-	if err != nil {
-		return "", nil, fmt.Errorf("--disk-tmp: create session dir in %s: %w", parent, err)
-	}
-	lock, err := claimDir(dir)
-	if err == nil {
-		err = os.Chmod(dir, 0o700)
-	}
-	// The sandbox owned this directory as its /tmp and may have left anything in it:
-	// mode-000 or read-only directories, FIFOs, nesting deeper than PATH_MAX. Removed
-	// with safepath.RemoveAll, which copes with each and follows no symlink.
-	release = func() {
-		if err := safepath.RemoveAll(dir); err != nil {
-			// The error names what the sandbox left: a file name it chose.
-			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
-			return // keep the claim's file: gc decides by the lock, which dies with us
-		}
-		lock.release()
-	}
-	if err != nil {
-		release()
-		return "", nil, fmt.Errorf("--disk-tmp: %s: %w", dir, err)
-	}
-	return dir, release, nil
 }
