@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/hostaudit"
 )
 
 // prelaunch is the host work the command waits for and the sandbox does not: the
@@ -25,8 +26,8 @@ import (
 type prelaunch struct {
 	done   chan struct{}
 	err    error
-	aud    *auditor
-	dirs   *dirAudits
+	aud    *hostaudit.Auditor
+	dirs   *hostaudit.Dirs
 	zip    string   // the snapshot's record
 	notes  []string // what the snapshot left out
 	phases []backend.Phase
@@ -72,19 +73,19 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
 		snapped <- err
 	}()
-	a, err := startAudit(cfg, p, gitDirs)
+	a, err := hostaudit.Start(cfg.audit(), p, gitDirs)
 	if err != nil {
 		<-snapped
 		return err
 	}
 	pl.aud = a
-	if pl.dirs, err = startDirAudits(cfg, p); err != nil {
+	if pl.dirs, err = hostaudit.StartDirs(cfg.audit(), p); err != nil {
 		<-snapped
 		return err
 	}
 	mark("audit baseline")
 	// From the baseline's walk: the recorder walks nothing itself.
-	rec.begin(cfg, a.walk)
+	rec.begin(cfg, a.BaseWalk())
 	mark("record start")
 	if err := <-snapped; err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/session/netsvc"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -198,8 +199,8 @@ func RunSession(cfg Config) (Outcome, error) {
 	}
 	// Before anything looks at the repository: the audit a killed launcher left
 	// pending may move things aside.
-	auditOrphans(&cfg, p)
-	auditDirOrphans(&cfg, p) // adddir.go
+	hostaudit.Orphans(cfg.audit(), p)
+	hostaudit.DirOrphans(cfg.audit(), p)
 	pr, err := prepare(&cfg, p, sw)
 	if err != nil {
 		return Outcome{Status: 125, Err: err}, err
@@ -269,14 +270,18 @@ func (l *launch) run() (int, error) {
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
 		_ = pre.wait(out) // a launch that failed before its backend waited for it
-		pre.dirs.finish(cfg, out, gate)
+		var found hostaudit.Outcome
+		pre.dirs.Finish(cfg.audit(), &found, gate)
 		switch {
 		case pre.aud == nil:
 		case gate:
-			pre.aud.finish(cfg, out)
+			pre.aud.Finish(cfg.audit(), &found)
 		default:
-			pre.aud.drop()
+			pre.aud.Drop()
 		}
+		out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
+		out.Phases = append(out.Phases, found.Phases...)
+		out.walk = found.Walk
 	}()
 	agents := startAgentAudit(cfg, p, out)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
@@ -339,6 +344,11 @@ func (c *Config) stdio() backend.Stdio {
 		return *c.Stdio
 	}
 	return backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// audit is what the post-session audits need of the session (package hostaudit).
+func (c *Config) audit() *hostaudit.Config {
+	return &hostaudit.Config{Stderr: c.Stderr, NoRecord: c.NoRecord, Stdio: c.stdio()}
 }
 
 // env is the command's environment before the session's markers (sessionEnv).
