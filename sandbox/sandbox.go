@@ -34,6 +34,7 @@ import (
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // Options describe one sandboxed command. Command is required; every other zero
@@ -186,7 +187,7 @@ func config(opts Options) (session.Config, error) {
 	}
 	return session.Config{
 		Policy: p, Args: opts.Command, Version: version(), Stdout: log, Stderr: log,
-		GitSave:      session.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: session.DefaultKeepSize},
+		GitSave:      record.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: record.DefaultKeepSize},
 		AllowGitPush: opts.AllowGitPush, NoRecord: opts.NoRecord, NoAudit: opts.NoAudit,
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:   opts.Env, InitBinary: opts.InitBinary, KeepGC: true,

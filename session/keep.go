@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // Environment variables the command finds set: it runs inside agentbox, and in
@@ -23,9 +24,9 @@ const (
 )
 
 // sessionID names this session: its shadow record, else a fresh audit id.
-func sessionID(r *recorder) string {
-	if r != nil && r.base.ID != "" {
-		return r.base.ID
+func sessionID(r *record.Recorder) string {
+	if id := r.ID(); id != "" {
+		return id
 	}
 	return audit.NewAuditID()
 }

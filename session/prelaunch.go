@@ -6,6 +6,7 @@ import (
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // prelaunch is the host work the command waits for and the sandbox does not: the
@@ -36,7 +37,7 @@ type prelaunch struct {
 
 // startPrelaunch starts the work; every caller waits for it (wait) before it
 // returns, whatever happens to the launch.
-func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) *prelaunch {
+func startPrelaunch(cfg *Config, p *policy.Policy, rec *record.Recorder, gitDirs []string) *prelaunch {
 	pl := &prelaunch{done: make(chan struct{})}
 	go func() {
 		defer close(pl.done)
@@ -45,7 +46,7 @@ func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []stri
 	return pl
 }
 
-func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) (err error) {
+func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gitDirs []string) (err error) {
 	t := time.Now()
 	mark := func(step string) {
 		now := time.Now()
@@ -53,14 +54,14 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 		t = now
 	}
 	if p.ReadOnly {
-		rec.begin(cfg, nil)
+		rec.Begin(cfg.record(), nil)
 		mark("record start")
 		return nil // readonly.go: nothing to audit or snapshot
 	}
 	if cfg.NoAudit {
-		rec.begin(cfg, nil)
+		rec.Begin(cfg.record(), nil)
 		mark("record start")
-		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
+		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
 		mark("snapshot")
 		return err
 	}
@@ -70,7 +71,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 	snapped := make(chan error, 1)
 	go func() {
 		var err error
-		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
+		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
 		snapped <- err
 	}()
 	a, err := hostaudit.Start(cfg.audit(), p, gitDirs)
@@ -85,7 +86,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 	}
 	mark("audit baseline")
 	// From the baseline's walk: the recorder walks nothing itself.
-	rec.begin(cfg, a.BaseWalk())
+	rec.Begin(cfg.record(), a.BaseWalk())
 	mark("record start")
 	if err := <-snapped; err != nil {
 		return err

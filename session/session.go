@@ -19,13 +19,12 @@ import (
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/termout"
-	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/session/netsvc"
-	"github.com/agentbox/agentbox/shadow"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // DryRun selects what --dry-run prints.
@@ -49,9 +48,9 @@ type Config struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 
-	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
-	AllowGitPush bool          // P9 push guard off (pushguard.go)
-	NoRecord     bool          // skip the shadow-repo record (record.go)
+	GitSave      record.GitSaveConfig // P8 metadata snapshot (session/record)
+	AllowGitPush bool                 // P9 push guard off (pushguard.go)
+	NoRecord     bool                 // skip the shadow-repo record (session/record)
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
 	Signals *nsinit.SignalCatch
@@ -82,36 +81,9 @@ type Config struct {
 	gc        *hostGC
 }
 
-// Outcome is what a session produced, for the audit and the shadow record.
-type Outcome struct {
-	Start, End     time.Time
-	Backend        string // the backend that ran
-	BackendVersion string // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int    // exit status of agentbox exec
-	// Signal is the signal that killed the command (0: it exited); Terminal: a
-	// terminal session (backend.Result.Terminal). In a terminal session killed by a
-	// signal, agentbox ends by the same signal (Exit).
-	Signal        syscall.Signal
-	Terminal      bool
-	Left          int             // processes left running when the command ended, killed by the init
-	Err           error           // agentbox's own failure, nil when the command ran
-	Phases        []backend.Phase // per-phase setup timings
-	SnapshotZip   string          // the P8 snapshot, "" when none
-	AuditFindings []string        // one line per audit finding
-	Notes         []string        // what host-side work skipped or could not do, for the record
-
-	// NetRefusals are what the --allow-net proxy refused.
-	NetRefusals []shadow.NetRefusal
-	// Prestarted: the init was started ahead (backend.Result.Prestarted);
-	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
-	Prestarted     bool
-	InitPeakRSSKiB int64
-
-	// walk is the audit's end walk of the working tree, which the record reuses;
-	// nil when there is none or it cannot stand for the tree (the audit moved
-	// findings away after it).
-	walk *treewalk.Walk
-}
+// Outcome is what a session produced, for the audit and the shadow record
+// (record.Outcome).
+type Outcome = record.Outcome
 
 // Exit is how agentbox exec ends.
 type Exit struct {
@@ -206,7 +178,7 @@ func RunSession(cfg Config) (Outcome, error) {
 		return Outcome{Status: 125, Err: err}, err
 	}
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
-	rec := startRecord(&cfg, p, out.Start)
+	rec := record.Start(cfg.record(), p, out.Start)
 	cfg.sessionID = sessionID(rec)
 	sw.Mark(host("record start"))
 	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
@@ -214,7 +186,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	out.End, out.Status, out.Err = time.Now(), status, err
 	sw.Mark(host("after command"))
 	out.Phases = slices.Concat(sw.Phases, out.Phases)
-	rec.finish(&cfg, &out)
+	rec.Finish(cfg.record(), &out)
 	sw.Mark(host("record end"))
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
@@ -232,7 +204,7 @@ type launch struct {
 	p     *policy.Policy
 	pr    *prepared
 	out   *Outcome
-	rec   *recorder
+	rec   *record.Recorder
 	sw    *backend.Timer
 	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
 }
@@ -281,7 +253,7 @@ func (l *launch) run() (int, error) {
 		}
 		out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
 		out.Phases = append(out.Phases, found.Phases...)
-		out.walk = found.Walk
+		out.Walk = found.Walk
 	}()
 	agents := startAgentAudit(cfg, p, out)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
@@ -344,6 +316,11 @@ func (c *Config) stdio() backend.Stdio {
 		return *c.Stdio
 	}
 	return backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// record is what the snapshot and the shadow record need of the session.
+func (c *Config) record() *record.Config {
+	return &record.Config{Stderr: c.Stderr, Args: c.Args, Version: c.Version, NoRecord: c.NoRecord, GitSave: c.GitSave}
 }
 
 // audit is what the post-session audits need of the session (package hostaudit).

@@ -1,4 +1,4 @@
-package session
+package record
 
 import (
 	"fmt"
@@ -56,11 +56,11 @@ func parseSize(s string) (int64, error) {
 // go on.
 const skipHint = "use --git-save-dir DIR to save it elsewhere, or --no-git-save to launch without it"
 
-// gitSnapshot writes the P8 metadata snapshot before launch and returns its record's
+// Snapshot writes the P8 metadata snapshot before launch and returns its record's
 // path ("" when none was written). An error stops the launch (exit 125). What the
 // snapshot left out (FIFOs, sockets, devices in the Git dir) is said on stderr and
 // returned as notes, for the record.
-func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err error) {
+func Snapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err error) {
 	g := cfg.GitSave
 	if g.Disabled {
 		return "", nil, nil
