@@ -432,7 +432,7 @@ func cmdDiff(args []string) int {
 // launcher (same host, same PID, still an agentbox) lives, else "unfinished". The
 // launcher's name comes from /proc/PID/comm (the executable's base name): its
 // /proc/PID/exe is closed to other processes, the launcher being non-dumpable while
-// the raw init shares its memory (nsinit.Options.RawInit).
+// the raw init shares its memory (backend.Options.RawInit).
 func unfinished(r shadow.Record) string {
 	host, _ := os.Hostname()
 	if r.LauncherPID > 0 && r.Host == host {
