@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/hostaudit"
 )
 
 var auditCommand = cli.Command{
@@ -66,7 +66,7 @@ func cmdAudit(args []string) int {
 	// First what a killed agentbox left pending here, against its own baseline, as
 	// the next agentbox exec would: that session's findings are moved aside.
 	if dir, err := stateDir(); err == nil {
-		session.AuditPending(dir, repo, os.Stderr)
+		hostaudit.Pending(dir, repo, os.Stderr)
 	}
 	surface, err := audit.Scan(repo, audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
