@@ -199,9 +199,7 @@ func (p Plan) String() string {
 	if p.ScopeAbstractUnix {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
 	}
-	if p.DenyPathSockets {
-		fmt.Fprintf(&b, "landlock deny resolve-unix  # P4 the host's path sockets unreachable but beneath: %s\n", strings.Join(p.PathSocketGrants, " "))
-	}
+	b.WriteString(p.PathSocketsLine() + "\n")
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
 	}

@@ -47,6 +47,9 @@ type Options struct {
 	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
 	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
 	AddDir      []string // --add-dir DIR (repeatable), adddir.go
+	// NestedSandbox (--nested-sandbox): the command may mount, so that an agent's
+	// own sandbox (bubblewrap, unshare -m) works inside; see Policy.NestedSandbox.
+	NestedSandbox bool
 
 	XDGCacheHome  string // $XDG_CACHE_HOME
 	XDGStateHome  string // $XDG_STATE_HOME
@@ -86,6 +89,12 @@ type Policy struct {
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 	Sockets      []Socket // host sockets handed in (socket.go)
 	AddDirs      []string // further writable directories, canonical (adddir.go)
+	// NestedSandbox: host path sockets are kept out of reach by masking those
+	// found at launch, as before Linux 7.1, instead of by Landlock's resolve-unix
+	// rule, whose domain refuses every mount(2) and pivot_root(2) the command makes:
+	// the command can build a sandbox of its own, but reaches sockets the host binds
+	// after the launch (kernel.DenyPathSockets). Below Linux 7.1 it changes nothing.
+	NestedSandbox bool
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -118,7 +127,7 @@ func New(opts Options) (*Policy, error) {
 	if !filepath.IsAbs(opts.Cwd) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
-	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly, NestedSandbox: opts.NestedSandbox}
 	tmpSize, err := TmpSize(opts.TmpSize, TotalRAM())
 	if err != nil {
 		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}

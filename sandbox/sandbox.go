@@ -64,6 +64,11 @@ type Options struct {
 	// DiskTmp makes the sandbox's /tmp a fresh mode-0700 directory below the user's
 	// cache dir, removed when Run returns (P10; agentbox exec --disk-tmp).
 	DiskTmp bool
+	// NestedSandbox lets the command mount, for a sandbox of its own (agentbox exec
+	// --nested-sandbox): on Linux 7.1+ the host's path sockets are then masked where
+	// found at launch instead of denied by Landlock, and those bound later stay
+	// reachable. Before 7.1 it changes nothing.
+	NestedSandbox bool
 	// Log receives agentbox's own lines (audit findings, warnings), as agentbox exec
 	// prints them on its stderr; nil: os.Stderr.
 	Log io.Writer
@@ -172,6 +177,7 @@ func config(opts Options) (session.Config, error) {
 		Home:          home,
 		Offline:       opts.Offline,
 		DiskTmp:       opts.DiskTmp,
+		NestedSandbox: opts.NestedSandbox,
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
 		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),

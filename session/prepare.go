@@ -46,7 +46,7 @@ func prepare(cfg *Config, p *policy.Policy, sw *backend.Timer) (*prepared, error
 		return nil, err
 	}
 	pr.s = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.CanDenyPathSockets(), MaskSockets: masks, Empty: emptyPaths(p)}
+		DenyPathSockets: kernel.DenyPathSockets(p), MaskSockets: masks, Empty: emptyPaths(p)}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}

@@ -103,7 +103,7 @@ func TestRepoConfigOnlyNarrows(t *testing.T) {
 			if netShared(t, b) {
 				t.Errorf("offline = true in the repository's file: the session kept the host network")
 			}
-			for _, widen := range []string{"offline = false\n", "no-git-save = true\n", "allow-git-push = true\n", "backend = \"bwrap\"\n", "[profile.x]\noffline = true\n"} {
+			for _, widen := range []string{"offline = false\n", "no-git-save = true\n", "allow-git-push = true\n", "nested-sandbox = true\n", "backend = \"bwrap\"\n", "[profile.x]\noffline = true\n"} {
 				sandboxtest.WriteFile(t, repoFile, widen)
 				testenv.Chown(t, repoFile)
 				r := b.sh("touch widened")

@@ -34,6 +34,7 @@ var rows = []row{
 	{"P4 /tmp and /run private and empty", tmpRunPrivate},
 	{"P4 host sockets below /run unreachable", runSocketHidden},
 	{"P4 host path sockets unreachable, also those bound late", hostPathSockets},
+	{"P4 host path sockets: the dry run names Landlock or the masks; --nested-sandbox lets the command mount", hostSocketsMechanism},
 	{"P5 new namespaces, own uid, host processes invisible", namespaces},
 	{"P5 --offline: loopback only", offline},
 	{"P6 repo below /tmp stays reachable", repoBelowTmp},

@@ -4,7 +4,7 @@
 // command through sandbox.Run (or, with --dry-run --json, prints sandbox.Plan), so
 // that the same rows check the same promises through both doors.
 //
-//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--dry-run --json] [--] COMMAND [ARG...]
+//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox] [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started.
@@ -35,6 +35,7 @@ func run(args []string) int {
 	fs.StringVar(&opts.Repo, "repo", "", "")
 	fs.BoolVar(&opts.Offline, "offline", false, "")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
+	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
