@@ -16,7 +16,7 @@ import (
 // file names, or a symlink to any of them. Each is refused before launch with exit
 // 125 and one line, on every runner, and the Git directory stays as it was.
 func TestGrantInGitDir(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
 			h := b.Home

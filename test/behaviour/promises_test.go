@@ -62,11 +62,17 @@ var rows = []row{
 // kernel have the raw one (elsewhere "native" is the Go init already); and the
 // native backend once more through the Go API's door (sandboxtest.GoAPI).
 func runners(t *testing.T) []string {
+	return append(cliRunners(t), sandboxtest.GoAPI)
+}
+
+// cliRunners are the runners of agentbox exec alone: for rows about what only the
+// CLI reads (config files, a repository's .agentbox.toml, exec's flags, sudo).
+func cliRunners(t *testing.T) []string {
 	list := backends(t)
 	if nsinit.RawInitAvailable() {
 		list = append(list, sandboxtest.NativeGo)
 	}
-	return append(list, sandboxtest.GoAPI)
+	return list
 }
 
 // TestPromises runs every row against every backend, the native one once per runner

@@ -19,7 +19,7 @@ func TestSudoOnUsersRepo(t *testing.T) {
 		testenv.Skip(t, "needs root: runs agentbox as root")
 	}
 	u := testenv.TestUser(t)
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
 			rootHome := testenv.Dir(t, "roothome") // root's own, as sudo sets it
