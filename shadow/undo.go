@@ -213,6 +213,9 @@ func differs(root int, p string, e Entry) string {
 		return "is gone (" + describeErr(err) + ")"
 	}
 	if e.Mode == "" {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return "" // a tree holds no directories: what is below one is compared path by path
+		}
 		return "was created after the session"
 	}
 	switch st.Mode & unix.S_IFMT {
