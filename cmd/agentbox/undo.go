@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/session"
 	"github.com/agentbox/agentbox/shadow"
@@ -27,15 +28,18 @@ Before it changes anything, undo records the tree as it is as an entry of its ow
 which 'agentbox log' lists and 'agentbox undo ID' reverses.
 A file changed since SESSION ended stops the undo (they are listed; --force
 overwrites them). Files the record does not hold (ignored files, files past its
-bounds, nested repositories) are listed and left as they are. Undo refuses while a
+bounds, nested repositories) are listed and left as they are. --git also puts back
+HEAD, the refs and the index as the session's Git snapshot holds them (commits,
+resets and rebases made inside are undone; no object is deleted); the metadata as
+it was is saved first, so an undo of the undo puts it back. Undo refuses while a
 session runs on the repository. Exit status: 0 done, 1 stopped or done in part,
 125 refused.`,
 	Flags: func() *flag.FlagSet { fs, _ := undoFlags(); return fs },
 }
 
 type undoArgs struct {
-	repo          string
-	force, dryRun bool
+	repo               string
+	force, dryRun, git bool
 }
 
 func undoFlags() (*flag.FlagSet, *undoArgs) {
@@ -44,6 +48,7 @@ func undoFlags() (*flag.FlagSet, *undoArgs) {
 	fs.StringVar(&a.repo, "repo", "", "undo the last session of the repository `DIR` (default: as exec picks it)")
 	fs.BoolVar(&a.force, "force", false, "overwrite files changed since the session ended")
 	fs.BoolVar(&a.dryRun, "dry-run", false, "list what undo would do, change nothing")
+	fs.BoolVar(&a.git, "git", false, "also put back HEAD, the refs and the index from the session's Git snapshot (objects are kept)")
 	return fs, a
 }
 
@@ -91,7 +96,33 @@ func cmdUndo(args []string) int {
 	if err != nil {
 		return fail("undo: %v", err)
 	}
-	return runUndo(os.Stdout, store, plan, a, append([]string{"agentbox", "undo", rec.ID, "--"}, rel...))
+	u := &undo{w: os.Stdout, store: store, plan: plan, a: a, state: state}
+	if a.git {
+		if len(rel) > 0 {
+			return fail("undo: --git puts back the whole Git metadata; give it no PATHs")
+		}
+		if rec.SnapshotZip == "" {
+			return fail("undo: session %s has no Git snapshot (it ran with --no-git-save?)", rec.ID)
+		}
+		if u.gitState, err = snapshot.ReadGitState(rec.SnapshotZip); err != nil {
+			return fail("undo: --git: snapshot %s: %v", rec.SnapshotZip, err)
+		}
+		if u.gitChanges, err = snapshot.PutBack(store.Repo, u.gitState, true); err != nil {
+			return fail("undo: --git: %v", err)
+		}
+	}
+	return u.run(append([]string{"agentbox", "undo", rec.ID, "--"}, rel...))
+}
+
+// undo is one undo under way.
+type undo struct {
+	w          io.Writer
+	store      *shadow.Store
+	plan       *shadow.UndoPlan
+	a          *undoArgs
+	state      string
+	gitState   *snapshot.GitState // --git: what to put back
+	gitChanges []string           // --git: what differs now
 }
 
 // undoTarget finds the session to undo: the one named, else the newest of the
@@ -154,8 +185,9 @@ func repoPaths(repo string, paths []string) ([]string, error) {
 	return out, nil
 }
 
-// runUndo reports plan and, unless it stops or only lists, carries it out.
-func runUndo(w io.Writer, store *shadow.Store, plan *shadow.UndoPlan, a *undoArgs, argv []string) int {
+// run reports the plan and, unless it stops or only lists, carries it out.
+func (u *undo) run(argv []string) int {
+	w, store, plan, a := u.w, u.store, u.plan, u.a
 	id := plan.Session.ID
 	for _, r := range plan.Refused {
 		fmt.Fprintf(w, "left as it is: %s: %s\n", oneLine(r.Path), oneLine(r.Reason))
@@ -172,13 +204,16 @@ func runUndo(w io.Writer, store *shadow.Store, plan *shadow.UndoPlan, a *undoArg
 			return 1
 		}
 	}
-	if len(plan.Changes) == 0 {
+	if len(plan.Changes) == 0 && len(u.gitChanges) == 0 {
 		fmt.Fprintf(w, "session %s: nothing to put back\n", id)
 		return 0
 	}
 	if a.dryRun {
 		for _, c := range plan.Changes {
 			fmt.Fprintf(w, "would %s %s\n", pick(c.From.Mode == "", "remove", "put back"), oneLine(c.Path))
+		}
+		for _, c := range u.gitChanges {
+			fmt.Fprintf(w, "would put back .git/%s\n", oneLine(c))
 		}
 		return 0
 	}
@@ -188,14 +223,30 @@ func runUndo(w io.Writer, store *shadow.Store, plan *shadow.UndoPlan, a *undoArg
 		Policy:      shadow.Policy{Repo: store.Repo, Backend: shadow.UndoBackend},
 		LauncherPID: os.Getpid(), UID: os.Getuid(), Host: host,
 	}
+	if u.gitState != nil {
+		// The metadata as it is now, for an undo of this undo.
+		path, err := u.saveGit()
+		if err != nil {
+			return fail("undo: --git: saving the Git metadata as it is first: %v; nothing was changed", err)
+		}
+		rec.SnapshotZip = path
+	}
 	res, err := store.ApplyUndo(plan, rec)
 	if res == nil {
 		return fail("undo: %v", err)
 	}
+	if u.gitState != nil {
+		changed, gerr := snapshot.PutBack(store.Repo, u.gitState, false)
+		fmt.Fprintf(w, "put back %d entries of the Git metadata as session %s found them\n", len(changed), id)
+		if gerr != nil {
+			fmt.Fprintf(os.Stderr, "agentbox: undo: --git: %s\n", oneLine(gerr.Error()))
+			return 1
+		}
+	}
 	for _, f := range res.Failed {
 		fmt.Fprintf(w, "not put back: %s: %s\n", oneLine(f.Path), oneLine(f.Reason))
 	}
-	fmt.Fprintf(w, "put back %d of %d paths as session %s found them; recorded as %s (agentbox undo %s reverses it)\n",
+	fmt.Fprintf(w, "put back %d of %d files as session %s found them; recorded as %s (agentbox undo %s reverses it)\n",
 		res.Done, len(plan.Changes), id, res.ID, res.ID)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: undo: %s\n", oneLine(err.Error()))
@@ -205,4 +256,25 @@ func runUndo(w io.Writer, store *shadow.Store, plan *shadow.UndoPlan, a *undoArg
 		return 1
 	}
 	return 0
+}
+
+// saveGit saves the repository's Git metadata to the snapshot store, as a launch
+// does, and returns the record's path.
+func (u *undo) saveGit() (string, error) {
+	dir := filepath.Join(u.state, "snapshots")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{Repo: u.store.Repo, Dir: dir, Version: session.Version})
+	if err != nil {
+		return "", err
+	}
+	if snap == nil {
+		return "", errors.New("no snapshot was taken")
+	}
+	return snap.Path, nil
 }

@@ -217,3 +217,48 @@ func TestUndoNeverWritesThroughPlantedSymlinks(t *testing.T) {
 		})
 	}
 }
+
+// TestUndoGit: --git puts back HEAD, the refs and the index after commits, a branch
+// and a rebase made inside (objects kept); an undo of that undo puts them back
+// as the session left them.
+func TestUndoGit(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			b.hostSh("git add README && git commit -qm first && git branch side && printf 's\n' > s && git add s && git commit -qm second")
+			git := func(args ...string) string { return testenv.Git(t, b.home, b.repo, args...) }
+			heads := func() string { return git("for-each-ref", "--format=%(refname) %(objectname)") + "|" + git("symbolic-ref", "HEAD") }
+			before, beforeIndex := heads(), git("ls-files", "-s")
+			b.ok(`set -e
+echo more >> README && git commit -qam third
+git switch -q side && echo x > x && git add x && git commit -qm on-side
+git rebase -q master 2>/dev/null || git rebase -q main
+git branch made-inside
+echo staged > st && git add st`)
+			after := heads()
+			if after == before {
+				t.Fatal("the session changed no ref")
+			}
+			sessionTip := git("rev-parse", "made-inside")
+			r := b.undo("--git")
+			if r.code != 0 {
+				t.Fatalf("undo --git: %s", r)
+			}
+			if got := heads(); got != before {
+				t.Fatalf("after undo --git the refs are\n%s\nwant\n%s", got, before)
+			}
+			if got := git("ls-files", "-s"); got != beforeIndex {
+				t.Fatalf("after undo --git the index is\n%s\nwant\n%s", got, beforeIndex)
+			}
+			if got := git("cat-file", "-t", sessionTip); got != "commit" {
+				t.Fatalf("the session's commit is gone: %q", got)
+			}
+			if r := b.undo("--git"); r.code != 0 {
+				t.Fatalf("undo --git of the undo: %s", r)
+			}
+			if got := heads(); got != after {
+				t.Fatalf("after undoing the undo the refs are\n%s\nwant\n%s", got, after)
+			}
+		})
+	}
+}
