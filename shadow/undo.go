@@ -97,6 +97,15 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	if err := s.notStored(rec, paths, p); err != nil {
 		return nil, err
 	}
+	if note := s.startLeftOut(rec); note != "" {
+		// A path the start record lacks may have been there, unread: removing it
+		// is not the record's to decide.
+		for _, c := range p.Changes {
+			if c.From.Mode == "" {
+				p.Changed = append(p.Changed, Refused{c.Path, "the session's start record left files out (" + note + "); this one may have been there"})
+			}
+		}
+	}
 	root, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("repository %s: %w", s.Repo, err)
@@ -128,6 +137,9 @@ func (s *Store) treeChanges(from, to string) ([]Change, error) {
 		path := fields[i+1]
 		if err := checkRecordPath(path); err != nil {
 			return nil, err
+		}
+		if len(meta[2]) != 40 || len(meta[3]) != 40 {
+			return nil, fmt.Errorf("shadow: unexpected diff-tree output %q", fields[i])
 		}
 		c := Change{Path: path, From: Entry{meta[0], meta[2]}, To: Entry{meta[1], meta[3]}}
 		if strings.Trim(c.From.OID, "0") == "" {
@@ -191,6 +203,25 @@ func (s *Store) notStored(rec Record, paths []string, p *UndoPlan) error {
 	}
 	p.NotNamed = max(0, u.NotRecordedCount-len(u.NotRecorded)) + max(0, u.IgnoredCount-len(u.Ignored))
 	return nil
+}
+
+// startLeftOut is the first note of rec's start commit saying it left a file out,
+// "" when it holds the whole tree.
+func (s *Store) startLeftOut(rec Record) string {
+	body, err := s.git.out("log", "-1", "--format=%b", rec.StartCommit)
+	if err != nil {
+		return "its record cannot be read"
+	}
+	var start Record
+	if json.Unmarshal([]byte(body), &start) != nil {
+		return "its record cannot be read"
+	}
+	for _, n := range start.Notes {
+		if strings.HasPrefix(n, "start: ") && (strings.Contains(n, "error: ") || strings.Contains(n, "not recorded")) {
+			return oneLine(n, 120)
+		}
+	}
+	return ""
 }
 
 // differs says how the tree's path p (below root) differs from e, "" when it is as
