@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
 // UndoResult is what an undo did.
@@ -24,10 +25,15 @@ type UndoResult struct {
 
 // ApplyUndo records the working tree as the start of an undo of its own (rec: its
 // record as known now; an undo that cannot be recorded changes nothing), puts back
-// p.Changes and records the result as that undo's end.
-func (s *Store) ApplyUndo(p *UndoPlan, rec Record) (*UndoResult, error) {
+// p.Changes and records the result as that undo's end. walk, when not nil, walks
+// the working tree as the audit does: the record then stages only what changed
+// since the last one (changed.go), not the whole tree.
+func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (*UndoResult, error) {
 	rec.Backend = UndoBackend
-	ss, err := s.Begin(rec)
+	if walk == nil {
+		walk = func() *treewalk.Walk { return nil }
+	}
+	ss, err := s.BeginWalk(rec, walk())
 	if err == nil {
 		err = ss.Wait()
 	}
@@ -43,7 +49,7 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record) (*UndoResult, error) {
 	for _, f := range res.Failed {
 		rec.Notes = append(rec.Notes, "not put back: "+strconv.Quote(f.Path)+": "+f.Reason)
 	}
-	if err := ss.Finish(rec); err != nil {
+	if err := ss.FinishWalk(rec, walk()); err != nil {
 		return res, fmt.Errorf("the undo's end state could not be recorded: %w", err)
 	}
 	return res, nil

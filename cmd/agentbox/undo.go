@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/session"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -231,7 +233,7 @@ func (u *undo) run(argv []string) int {
 		}
 		rec.SnapshotZip = path
 	}
-	res, err := store.ApplyUndo(plan, rec)
+	res, err := store.ApplyUndo(plan, rec, u.walk)
 	if res == nil {
 		return fail("undo: %v", err)
 	}
@@ -277,4 +279,14 @@ func (u *undo) saveGit() (string, error) {
 		return "", errors.New("no snapshot was taken")
 	}
 	return snap.Path, nil
+}
+
+// walk walks the working tree as a launch's audit does, for the undo's record: nil
+// when it cannot (the record then sweeps the tree).
+func (u *undo) walk() *treewalk.Walk {
+	surf, err := audit.Scan(u.store.Repo, audit.ScanOptions{Walk: true, Home: os.Getenv("HOME")})
+	if err != nil || surf.Walk == nil || !surf.Walk.Complete {
+		return nil
+	}
+	return surf.Walk
 }
