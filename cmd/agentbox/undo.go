@@ -125,6 +125,7 @@ type undo struct {
 	state      string
 	gitState   *snapshot.GitState // --git: what to put back
 	gitChanges []string           // --git: what differs now
+	launch     *audit.Launch      // the first walk's watch, for the second
 }
 
 // undoTarget finds the session to undo: the one named, else the newest of the
@@ -282,10 +283,31 @@ func (u *undo) saveGit() (string, error) {
 }
 
 // walk walks the working tree as a launch's audit does, for the undo's record: nil
-// when it cannot (the record then sweeps the tree).
+// when it cannot (the record then sweeps the tree). The first walk places a watch
+// on each directory (where the kernel can), so that the second, after the undo,
+// reads again only the directories the undo changed, as a session's end scan does.
 func (u *undo) walk() *treewalk.Walk {
-	surf, err := audit.Scan(u.store.Repo, audit.ScanOptions{Walk: true, Home: os.Getenv("HOME")})
-	if err != nil || surf.Walk == nil || !surf.Walk.Complete {
+	opt := audit.ScanOptions{Walk: true, Home: os.Getenv("HOME")}
+	if u.launch != nil {
+		u.launch.Stop()
+		opt.Since = u.launch
+	} else {
+		opt.Watch = true
+	}
+	surf, err := audit.Scan(u.store.Repo, opt)
+	if u.launch != nil {
+		u.launch.Close()
+		u.launch = nil
+	}
+	if err != nil {
+		return nil
+	}
+	if opt.Watch {
+		u.launch = surf.Launch
+	} else if surf.Launch != nil {
+		surf.Launch.Close()
+	}
+	if surf.Walk == nil || !surf.Walk.Complete {
 		return nil
 	}
 	return surf.Walk
