@@ -193,10 +193,10 @@ func TestUndoNeverWritesThroughPlantedSymlinks(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			outside := filepath.Join(b.home, "outside")
-			b.hostSh("mkdir " + outside + " && mkdir d && printf 's\\n' > d/sub && printf 'f\\n' > fifo")
-			b.ok("rm -r d && printf 'agent\\n' > fifo")
+			b.hostSh("mkdir " + outside + " && mkdir d && printf 's\\n' > d/sub && printf 'f\\n' > fifo && printf 'g\\n' > g")
+			b.ok("rm -r d && printf 'agent\\n' > fifo && printf 'agent\\n' > g")
 			first := b.lastID()
-			b.ok("ln -s " + outside + " d && rm fifo && mkfifo fifo")
+			b.ok("ln -s " + outside + " d && rm fifo && mkfifo fifo && rm g && ln -s " + outside + "/planted g")
 			start := time.Now()
 			r := b.undo("--force", first)
 			if time.Since(start) > 30*time.Second {
@@ -207,6 +207,9 @@ func TestUndoNeverWritesThroughPlantedSymlinks(t *testing.T) {
 			}
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Fatalf("undo wrote through the symlink: %v", ents)
+			}
+			if fi, err := os.Lstat(filepath.Join(b.repo, "g")); err != nil || !fi.Mode().IsRegular() || readFile(t, filepath.Join(b.repo, "g")) != "g\n" {
+				t.Fatalf("the planted symlink g was not replaced by the file: %v", err)
 			}
 			if readFile(t, filepath.Join(b.repo, "fifo")) != "f\n" {
 				t.Fatal("the FIFO was not replaced by the file")
@@ -260,5 +263,20 @@ echo staged > st && git add st`)
 				t.Fatalf("after undoing the undo the refs are\n%s\nwant\n%s", got, after)
 			}
 		})
+	}
+}
+
+// TestUndoListsWhatTheRecordDoesNotHold: a nested repository the session made is
+// recorded as its commit only: undo names it and leaves it, and puts back the rest.
+func TestUndoListsWhatTheRecordDoesNotHold(t *testing.T) {
+	b := newBox(t, backends(t)[0])
+	b.hostSh("printf 'one\\n' > f")
+	b.ok("printf 'agent\\n' > f && mkdir sub && cd sub && git init -q && echo n > n && git add n && git commit -qm n")
+	r := b.undo()
+	if r.code != 0 || !strings.Contains(r.stdout, "left as it is: sub: a nested repository") {
+		t.Fatalf("undo of a session that made a nested repository: %s", r)
+	}
+	if readFile(t, filepath.Join(b.repo, "f")) != "one\n" || readFile(t, filepath.Join(b.repo, "sub/n")) != "n\n" {
+		t.Fatal("undo did not put f back, or touched the nested repository")
 	}
 }
