@@ -230,7 +230,9 @@ func TestUndoGit(t *testing.T) {
 			b := newBox(t, backend)
 			b.hostSh("git add README && git commit -qm first && git branch side && printf 's\n' > s && git add s && git commit -qm second")
 			git := func(args ...string) string { return testenv.Git(t, b.home, b.repo, args...) }
-			heads := func() string { return git("for-each-ref", "--format=%(refname) %(objectname)") + "|" + git("symbolic-ref", "HEAD") }
+			heads := func() string {
+				return git("for-each-ref", "--format=%(refname) %(objectname)") + "|" + git("symbolic-ref", "HEAD")
+			}
 			before, beforeIndex := heads(), git("ls-files", "-s")
 			b.ok(`set -e
 echo more >> README && git commit -qam third
