@@ -164,24 +164,29 @@ func TestUndoPaths(t *testing.T) {
 
 // TestUndoRefusedWhileRunning: no undo while a session of the repository runs.
 func TestUndoRefusedWhileRunning(t *testing.T) {
-	b := newBox(t, backends(t)[0])
-	b.ok("printf 'agent\\n' > f")
-	res := make(chan result, 1)
-	cmd := b.command(b.repo, nil, "touch started; i=0; while [ ! -e stop ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
-	if err := startAndCollect(cmd, res); err != nil {
-		t.Fatal(err)
-	}
-	if !waitFor(func() bool { return exists(filepath.Join(b.repo, "started")) }) {
-		t.Fatal("the session did not start")
-	}
-	r := b.undo()
-	b.hostSh("touch stop")
-	<-res
-	if r.code != 125 || !strings.Contains(r.stderr, "running") {
-		t.Fatalf("undo while a session runs: %s", r)
-	}
-	if readFile(t, filepath.Join(b.repo, "f")) != "agent\n" {
-		t.Fatal("a refused undo changed files")
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			b.ok("printf 'agent\\n' > f")
+			done := b.lastID()
+			res := make(chan result, 1)
+			cmd := b.command(b.repo, nil, "touch started; i=0; while [ ! -e stop ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
+			if err := startAndCollect(cmd, res); err != nil {
+				t.Fatal(err)
+			}
+			if !waitFor(func() bool { return exists(filepath.Join(b.repo, "started")) }) {
+				t.Fatal("the session did not start")
+			}
+			r := b.undo(done)
+			b.hostSh("touch stop")
+			<-res
+			if r.code != 125 || !strings.Contains(r.stderr, "running") {
+				t.Fatalf("undo while a session runs: %s", r)
+			}
+			if readFile(t, filepath.Join(b.repo, "f")) != "agent\n" {
+				t.Fatal("a refused undo changed files")
+			}
+		})
 	}
 }
 
