@@ -287,3 +287,24 @@ func TestUndoListsWhatTheRecordDoesNotHold(t *testing.T) {
 		t.Fatal("undo did not put f back, or touched the nested repository")
 	}
 }
+
+// TestUndoGitNeverWritesThroughSymlinks: the session packs a branch's ref and puts
+// a symlink to a directory outside where its loose ref lived; undo --git must not
+// write the ref through it.
+func TestUndoGitNeverWritesThroughSymlinks(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			outside := filepath.Join(b.home, "outside")
+			b.hostSh("mkdir " + outside + " && git add README && git commit -qm first && git branch planted/x")
+			b.ok("git pack-refs --all && rm -rf .git/refs/heads/planted && ln -s " + outside + " .git/refs/heads/planted")
+			r := b.undo("--git")
+			if r.code != 1 || !strings.Contains(r.stderr, "planted") {
+				t.Fatalf("undo --git through a planted symlink: %s", r)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Fatalf("undo --git wrote through the symlink: %v", ents)
+			}
+		})
+	}
+}
