@@ -113,7 +113,11 @@ func cmdUndo(args []string) int {
 			return fail("undo: --git: %v", err)
 		}
 	}
-	return u.run(append([]string{"agentbox", "undo", rec.ID, "--"}, rel...))
+	argv := []string{"agentbox", "undo", rec.ID}
+	if len(rel) > 0 {
+		argv = append(append(argv, "--"), rel...)
+	}
+	return u.run(argv)
 }
 
 // undo is one undo under way.
