@@ -114,6 +114,9 @@ func cmdUndo(args []string) int {
 		}
 	}
 	argv := []string{"agentbox", "undo", rec.ID}
+	if a.git {
+		argv = []string{"agentbox", "undo", "--git", rec.ID}
+	}
 	if len(rel) > 0 {
 		argv = append(append(argv, "--"), rel...)
 	}
