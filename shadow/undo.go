@@ -138,7 +138,7 @@ func (s *Store) treeChanges(from, to string) ([]Change, error) {
 		if err := checkRecordPath(path); err != nil {
 			return nil, err
 		}
-		if len(meta[2]) != 40 || len(meta[3]) != 40 {
+		if !isOID(meta[2]) || !isOID(meta[3]) {
 			return nil, fmt.Errorf("shadow: unexpected diff-tree output %q", fields[i])
 		}
 		c := Change{Path: path, From: Entry{meta[0], meta[2]}, To: Entry{meta[1], meta[3]}}
@@ -152,6 +152,11 @@ func (s *Store) treeChanges(from, to string) ([]Change, error) {
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
 	return cs, nil
+}
+
+// isOID reports whether s is a SHA-1 object id in lower-case hex.
+func isOID(s string) bool {
+	return len(s) == 40 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // checkRecordPath refuses a path undo must not write, whoever made the record: the
