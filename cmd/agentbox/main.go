@@ -38,6 +38,7 @@ func commands() []command {
 	return []command{
 		{execCommand, cmdExec},
 		{auditCommand, cmdAudit},
+		{undoCommand, cmdUndo},
 		{restoreCommand, cmdRestore},
 		{logCommand, cmdLog},
 		{showCommand, cmdShow},
