@@ -15,7 +15,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/shadow"
 )
 
@@ -89,7 +89,7 @@ func cmdUndo(args []string) int {
 	if err != nil {
 		return fail("undo: %v", err)
 	}
-	release, err := session.HoldRepo(state, store.Repo)
+	release, err := hostaudit.HoldRepo(state, store.Repo)
 	if err != nil {
 		return fail("undo: %v", err)
 	}
@@ -279,7 +279,7 @@ func (u *undo) saveGit() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{Repo: u.store.Repo, Dir: dir, Version: session.Version})
+	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{Repo: u.store.Repo, Dir: dir, Version: Version})
 	if err != nil {
 		return "", err
 	}
