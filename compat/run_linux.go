@@ -143,7 +143,7 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	childPID := make(chan int, 1)
 	go func() { reports <- readStatus(r, childPID) }()
 
-	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener}
+	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener, Env: o.Env}
 	if afterStart := o.AfterStart; afterStart != nil {
 		opts.AfterStart = func(int) error {
 			// bwrap reports its child once it is cloned; no report means bwrap

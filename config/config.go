@@ -429,11 +429,11 @@ const (
 // and is refused. A function, not a map: no start-up work for a table.
 func repoNarrowing(key string) (Narrowing, bool) {
 	switch key {
-	case "offline", "read-only", "hide-secrets":
+	case "offline", "read-only", "hide-secrets", "clear-env":
 		return TrueOnly, true
 	case "allow-git-push":
 		return FalseOnly, true
-	case "hide":
+	case "hide", "unset-env":
 		return Union, true
 	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
 		return Subset, true
@@ -444,7 +444,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets (true only); allow-git-push (false only); hide (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.

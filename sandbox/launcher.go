@@ -111,7 +111,7 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	env := opts.Env
+	env := commandEnv(opts)
 	if env == nil {
 		env = os.Environ()
 	}

@@ -49,6 +49,11 @@ type Options struct {
 	Home string
 	// Env is the command's environment; nil: the caller's (os.Environ).
 	Env []string
+	// UnsetEnv, ClearEnv and SecretEnv take variables out of Env as agentbox exec's
+	// --unset-env, --clear-env and --hide-secrets do (policy.EnvRules).
+	UnsetEnv  []string
+	ClearEnv  bool
+	SecretEnv bool
 	// Stdin, Stdout and Stderr are the command's streams; nil: /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Offline gives the sandbox its own network namespace with loopback only.
@@ -129,6 +134,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
 		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
 		Command:       opts.Command,
+		UnsetEnv:      opts.UnsetEnv,
 	})
 	if err != nil {
 		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
@@ -171,6 +177,7 @@ func run(plan mounts.Plan, opts Options) (Result, error) {
 		Env:        opts.Env,
 		InitBinary: opts.InitBinary,
 	}
+	nopts.Env = commandEnv(opts)
 	// The session's own cgroup (P12): nothing inside reaches the caller's.
 	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err != nil {
@@ -183,4 +190,18 @@ func run(plan mounts.Plan, opts Options) (Result, error) {
 	res, err := nsinit.Native{Spare: takeSpare(plan, nopts.InitBinary)}.Run(plan, nopts)
 	refillSpare()
 	return Result{Status: res.Status, Phases: res.Phases, Prestarted: res.Prestarted, InitPeakRSSKiB: res.InitPeakRSSKiB}, err
+}
+
+// commandEnv is the command's environment: Env (nil: the caller's) less what
+// UnsetEnv, ClearEnv and SecretEnv drop.
+func commandEnv(opts Options) []string {
+	rules := policy.EnvRules{Unset: opts.UnsetEnv, Clear: opts.ClearEnv, Secrets: opts.SecretEnv}
+	if !rules.Clear && !rules.Secrets && len(rules.Unset) == 0 {
+		return opts.Env
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	return rules.Apply(env)
 }

@@ -345,6 +345,7 @@ var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stder
 // serves the proxy's socket of a plan with --allow-net (nil: none).
 func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error, listener func(*os.File)) (nsinit.Result, error) {
 	opts := nsinit.Options{Stdio: cliStdio, BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
+	opts.Env = cfg.Policy.Env.Apply(os.Environ()) // --hide-secrets, --unset-env, --clear-env
 	var driver nsinit.Driver
 	switch cfg.Policy.Backend {
 	case policy.BackendNative:
