@@ -314,6 +314,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
 	reportLeft(cfg, res.Left)
+	reportNet(cfg, out.NetRefusals)
 	return res.Status, nil
 }
 

@@ -362,8 +362,14 @@ func printRecord(w io.Writer, r shadow.Record) {
 	if len(p.AllowNet) > 0 {
 		row("allow-net", oneLine(strings.Join(p.AllowNet, " ")))
 	}
-	for i, n := range r.NetRefusals {
-		row(pick(i == 0, "net refused", ""), oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
+	for _, failed := range []bool{false, true} {
+		label := pick(failed, "net failed", "net refused")
+		for _, n := range r.NetRefusals {
+			if n.Failed == failed {
+				row(label, oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
+				label = ""
+			}
+		}
 	}
 	if len(r.Phases) > 0 {
 		var ph []string
