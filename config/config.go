@@ -164,7 +164,11 @@ func setting(path, table, key string, v any, lines keyIndex) (Setting, error) {
 		}
 		s.Value = list
 	case map[string]any:
-		return s, &Error{File: path, Line: s.Line, Key: key, Reason: "not a table: keys are exec's flag names (see agentbox exec --help)"}
+		line, reason := tableMisspelt(key, x, lines)
+		if s.Line == 0 {
+			s.Line = line
+		}
+		return s, &Error{File: path, Line: s.Line, Key: key, Reason: reason}
 	default:
 		return s, &Error{File: path, Line: s.Line, Key: key, Reason: fmt.Sprintf("unsupported value %v", v)}
 	}

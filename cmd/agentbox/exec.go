@@ -91,6 +91,9 @@ func cmdExec(args []string) int {
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.XDGConfigHome = os.Getenv("XDG_CONFIG_HOME")
 	opts.Command = fs.Args()
+	if msg, ok := missingRepoFirst(opts.Command); ok {
+		return fail("%s", msg)
+	}
 	if dir, rest, ok := repoFirst(opts.Command); ok {
 		// agent-box's habit, "agentbox exec DIR -- CMD": DIR is the repository.
 		if opts.Repo != "" {
@@ -112,6 +115,9 @@ func cmdExec(args []string) int {
 		return fail("%v", err)
 	}
 	notes = append(notes, more...)
+	if n := noGitNote(opts, pol); n != "" {
+		notes = append(notes, n)
+	}
 	cfg.Policy = pol
 	cfg.Args = args
 	// agentbox's own messages name repository paths and audit findings: nothing in

@@ -52,13 +52,16 @@ func Name(name string) string {
 func Parse(fs *flag.FlagSet, c Command, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	if msg := takenAsValue(fs, args); msg != "" {
+		return errors.New(msg)
+	}
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		PrintHelp(stdout, fs, c)
 		return ErrHelp
 	}
 	if err != nil {
-		return errors.New(rewrite(err.Error()))
+		return errors.New(flagHint(fs, rewrite(err.Error())))
 	}
 	return nil
 }
