@@ -39,7 +39,7 @@ var showCommand = cli.Command{
 	Summary: "print a session's record",
 	Help: `Prints the record of the session (or result) ID; a unique prefix of ID is enough.
 Without ID, the last session of the repository. --timings adds the launch's phases.`,
-	Flags:   func() *flag.FlagSet { return new(showArgs).flags() },
+	Flags: func() *flag.FlagSet { return new(showArgs).flags() },
 }
 
 var diffCommand = cli.Command{
