@@ -25,6 +25,9 @@ type Pruned struct {
 	Path    string // the shadow repository
 	Repo    string // the recorded repository
 	What    string // "repository gone" or "N sessions older than D"
+	// Sessions is how many old sessions were pruned (0: the whole store went,
+	// its repository gone).
+	Sessions int
 	Removed bool
 	Err     error
 }
@@ -84,6 +87,7 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 		return p, false
 	}
 	p.What = fmt.Sprintf("%d sessions older than %s", len(old), opts.OlderThan)
+	p.Sessions = len(old)
 	if opts.DryRun {
 		return p, true
 	}
