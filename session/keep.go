@@ -37,6 +37,7 @@ func sessionID(r *recorder) string {
 func setSessionEnv(p *policy.Policy, id string) {
 	os.Setenv(EnvInside, "1")
 	os.Setenv(EnvSession, id)
+	setPromptMarker(p)
 	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
 		handed := false
 		for _, s := range p.Sockets {
