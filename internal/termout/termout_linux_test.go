@@ -102,13 +102,28 @@ func TestLineStart(t *testing.T) {
 	_, _ = w.Write([]byte("c\n"))
 	want := "       \ra\r\nb\r\nc\r\n"
 	var got []byte
-	for len(got) < len(want) {
-		buf := make([]byte, 256)
-		n, err := master.Read(buf)
-		if err != nil {
-			break
+	read := make(chan []byte)
+	go func() {
+		for {
+			buf := make([]byte, 256)
+			n, err := master.Read(buf)
+			if err != nil {
+				close(read)
+				return
+			}
+			read <- buf[:n]
 		}
-		got = append(got, buf[:n]...)
+	}()
+	for len(got) < len(want) {
+		select {
+		case b, ok := <-read:
+			if !ok {
+				t.Fatalf("terminal closed after %q", got)
+			}
+			got = append(got, b...)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("terminal got %q, want %q", got, want)
+		}
 	}
 	if string(got) != want {
 		t.Errorf("terminal got %q, want %q", got, want)
