@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode"
 
@@ -20,6 +21,10 @@ import (
 // as it was whole.
 const MaxFileBytes = 16 << 20
 
+// maxReadBytes bounds what one baseline, or one audit, reads in all; beyond it a
+// file is known by its size and times only, and a change to it is put back whole.
+const maxReadBytes = 256 << 20
+
 // QuarantineSuffix is inserted between a file's name and the session id for the
 // session's version of a file the audit put back (as gitguard names its own).
 const QuarantineSuffix = ".agentbox-quarantine-"
@@ -28,42 +33,70 @@ const QuarantineSuffix = ".agentbox-quarantine-"
 type Options struct {
 	Home string   // canonical HOME
 	Kept []string // canonical kept paths (policy.Kept.Path)
-	Repo string   // the session's repository: trusting it in Claude Code is kept
-	ID   string   // names the moved-aside files: NAME.agentbox-quarantine-ID
+	Repo string   // the session's repository: trusting it in the agents is kept
+	ID   string   // names the session's versions of what was put back
+	// Skip are directories bound read-only or private inside (the presets'):
+	// their host files cannot change, so they are not walked.
+	Skip []string
+	// AgentDirs moves an agent's directory (by agent name, "claude", "codex") where
+	// the launcher's environment says it is ($CLAUDE_CONFIG_DIR, $CODEX_HOME).
+	AgentDirs map[string]string
+	// Quarantine is where the session's versions go, as Quarantine/ID/PATH; ""
+	// keeps them beside the file as NAME.agentbox-quarantine-ID.
+	Quarantine string
+}
+
+// AgentDirEnv lists the environment variables that move an agent's directory,
+// by agent name, for Options.AgentDirs.
+func AgentDirEnv() map[string]string {
+	m := map[string]string{}
+	for _, a := range agentDirs {
+		m[a.agent] = a.env
+	}
+	return m
 }
 
 // Baseline is the audited files as they were before the session.
 type Baseline struct {
 	opt   Options
 	files []*fileState
+	over  bool // the walk stopped at maxWalk
 }
 
 type fileState struct {
 	path    string
 	f       format
+	auto    bool // f is decided from the file each time it is read
 	exists  bool
 	odd     string // not a regular file of a readable size: what it is instead
 	link    string // odd as a symlink: its target, to tell the user's own link
+	stamp   string // odd as too large: size and times, to tell a change
 	mode    uint32 // permission bits
 	data    []byte
 	entries map[string]entry
 	parsed  bool
 }
 
-// Finding is one thing the audit put back.
+// Finding is one thing the audit put back, or, for a project file, reports.
 type Finding struct {
 	Path    string // the host file
 	Key     string // the key put back; "" for the whole file
 	What    string // "new", "changed", "replaced by a symlink" …
 	MovedTo string // where the session's version of the file is, "" when none was kept
+	// Left: reported only, left as it is (the repository's own agent files).
+	Left bool
 }
 
 func (f Finding) String() string {
-	s := printable(f.Path)
+	s := printable(f.Path) + ": " + f.What
 	if f.Key != "" {
-		s += ": " + f.What + " " + printable(f.Key) + ", put back as it was"
-	} else {
-		s += ": " + f.What + ", put back as it was"
+		s += " " + printable(f.Key)
+	}
+	switch {
+	case f.Left:
+		s += ", left in place: review it before an agent runs in this repository outside agentbox"
+	case f.Key != "" || f.What != "" && !strings.HasPrefix(f.What, "more than"):
+		s += ", put back as it was"
 	}
 	if f.MovedTo != "" {
 		s += "; the session's version is " + printable(f.MovedTo)
@@ -82,67 +115,23 @@ func printable(s string) string {
 	return s
 }
 
-// Covered lists the files the audit covers for these kept paths.
-func (o Options) covered() []struct {
-	path string
-	f    format
-} {
-	var list []struct {
-		path string
-		f    format
-	}
-	for _, k := range known {
-		p := filepath.Join(o.Home, k.rel)
-		if o.kept(p) {
-			list = append(list, struct {
-				path string
-				f    format
-			}{p, k.f})
-		}
-	}
-	for _, g := range knownGlobs {
-		dir := filepath.Join(o.Home, g.dir)
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			p := filepath.Join(dir, e.Name())
-			if ok, _ := filepath.Match(g.pattern, e.Name()); ok && o.kept(p) {
-				list = append(list, struct {
-					path string
-					f    format
-				}{p, g.f})
-			}
-		}
-	}
-	return list
-}
-
-func (o Options) kept(p string) bool {
-	for _, k := range o.Kept {
-		if p == k || strings.HasPrefix(p, k+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// Snapshot records the baseline: the known files in the kept paths, and every
+// Snapshot records the baseline: the files the kept paths cover, and every
 // script in a kept path that one of their keys names as a program.
 func Snapshot(opt Options) *Baseline {
 	b := &Baseline{opt: opt}
+	list, over := opt.covered()
+	b.over = over
 	seen := map[string]bool{}
-	for _, c := range opt.covered() {
-		st := read(c.path, c.f, opt.Repo)
-		b.files = append(b.files, st)
+	left := int64(maxReadBytes)
+	for _, c := range list {
+		b.files = append(b.files, read(c.path, c.f, opt.Repo, &left))
 		seen[c.path] = true
 	}
 	for _, st := range append([]*fileState(nil), b.files...) {
 		for _, p := range programPaths(st.entries, opt.Home) {
 			if !seen[p] && opt.kept(p) {
 				seen[p] = true
-				b.files = append(b.files, read(p, wholeFile, opt.Repo))
+				b.files = append(b.files, read(p, wholeFile, opt.Repo, &left))
 			}
 		}
 	}
@@ -150,12 +139,17 @@ func Snapshot(opt Options) *Baseline {
 }
 
 // read reads one file without following a symlink in any component, without
-// blocking on a FIFO, and at most MaxFileBytes of it.
-func read(path string, f format, repo string) *fileState {
-	st := &fileState{path: path, f: f}
+// blocking on a FIFO, and at most MaxFileBytes of it. f is auto for a file whose
+// format is decided from its name, mode and first bytes. left, unless nil, is what
+// may still be read, and is lowered by what is.
+func read(path string, f format, repo string, left *int64) *fileState {
+	st := &fileState{path: path, f: f, auto: f == auto}
+	if st.auto {
+		st.f = opaque
+	}
 	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	switch {
-	case errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
 		return st
 	case errors.Is(err, safepath.ErrSymlink) || errors.Is(err, unix.ELOOP):
 		st.exists, st.odd = true, "replaced by a symlink"
@@ -168,7 +162,11 @@ func read(path string, f format, repo string) *fileState {
 	file := os.NewFile(uintptr(fd), path)
 	defer file.Close()
 	st.exists = true
+	var sys unix.Stat_t
 	fi, err := file.Stat()
+	if err == nil {
+		err = unix.Fstat(fd, &sys)
+	}
 	switch {
 	case err != nil:
 		st.odd = "unreadable (" + err.Error() + ")"
@@ -178,7 +176,15 @@ func read(path string, f format, repo string) *fileState {
 		return st
 	case fi.Size() > MaxFileBytes:
 		st.odd = fmt.Sprintf("larger than %d bytes", MaxFileBytes)
+		st.stamp = fmt.Sprint(sys.Ino, sys.Size, sys.Mtim, sys.Ctim)
 		return st
+	case left != nil && *left < fi.Size():
+		st.odd = fmt.Sprintf("not read: beyond the %d bytes an audit reads", maxReadBytes)
+		st.stamp = fmt.Sprint(sys.Ino, sys.Size, sys.Mtim, sys.Ctim)
+		return st
+	}
+	if left != nil {
+		*left -= fi.Size()
 	}
 	st.mode = uint32(fi.Mode().Perm())
 	var buf bytes.Buffer
@@ -188,10 +194,14 @@ func read(path string, f format, repo string) *fileState {
 	}
 	if buf.Len() > MaxFileBytes {
 		st.odd = fmt.Sprintf("larger than %d bytes", MaxFileBytes)
+		st.stamp = fmt.Sprint(sys.Ino, sys.Size, sys.Mtim, sys.Ctim)
 		return st
 	}
 	st.data = buf.Bytes()
-	st.entries, st.parsed = entries(f, st.data, repo)
+	if st.auto {
+		st.f = formatOf(filepath.Base(path), st.data, st.mode)
+	}
+	st.entries, st.parsed = entries(st.f, st.data, repo)
 	return st
 }
 
@@ -210,24 +220,33 @@ func kind(m os.FileMode) string {
 }
 
 // Audit compares the files with the baseline and puts back everything new or
-// changed that names a program: a JSON file's offending keys are set back to
-// their baseline (the user's other changes stay), any other file is put back whole;
-// either way the session's version is kept beside it. It returns what it did.
+// changed that names a program: a JSON or TOML file's offending keys are set back
+// to their baseline (the user's other changes stay), any other file is put back
+// whole; either way the session's version is kept. It returns what it did.
 func (b *Baseline) Audit() []Finding {
-	for _, c := range b.opt.covered() {
+	list, over := b.opt.covered()
+	for _, c := range list {
 		if !b.has(c.path) {
-			b.files = append(b.files, &fileState{path: c.path, f: c.f}) // new since the baseline
+			b.files = append(b.files, &fileState{path: c.path, f: c.f, auto: c.f == auto}) // new since the baseline
 		}
 	}
 	var out []Finding
+	if over || b.over {
+		out = append(out, b.opt.overFinding())
+	}
+	left := int64(maxReadBytes)
 	for _, base := range b.files {
-		out = append(out, b.auditFile(base)...)
+		out = append(out, b.auditFile(base, &left)...)
 	}
 	return out
 }
 
-func (b *Baseline) auditFile(base *fileState) []Finding {
-	cur := read(base.path, base.f, b.opt.Repo)
+func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
+	hint := base.f
+	if base.auto {
+		hint = auto
+	}
+	cur := read(base.path, hint, b.opt.Repo, left)
 	if !cur.exists {
 		return nil // removed: nothing runs from it any more
 	}
@@ -239,48 +258,58 @@ func (b *Baseline) auditFile(base *fileState) []Finding {
 		}
 		return []Finding{f}
 	}
-	if base.odd != "" && cur.odd == base.odd && cur.link == base.link {
+	if base.odd != "" && cur.odd == base.odd && cur.link == base.link && cur.stamp == base.stamp {
 		return nil // as it was before the session (the user's own link, say)
 	}
 	if cur.odd != "" {
+		if cur.odd == base.odd {
+			return whole("changed, " + cur.odd)
+		}
 		return whole(cur.odd)
 	}
-	if base.exists && bytes.Equal(base.data, cur.data) {
+	if base.exists && base.odd == "" && bytes.Equal(base.data, cur.data) && cur.mode == base.mode {
 		return nil
 	}
+	if base.exists && base.odd == "" && cur.mode&^base.mode&0o111 != 0 {
+		return whole("made executable")
+	}
 	if !cur.parsed {
-		return whole("no longer readable as " + formatName(base.f))
-	}
-	var keys []Finding
-	for name, e := range cur.entries {
-		old, had := base.entries[name]
-		if !e.exec || (had && old.value == e.value) {
-			continue
+		if !base.exists {
+			return whole("new, not readable as " + formatName(cur.f))
 		}
-		what := "new"
-		if had {
-			what = "changed"
-		}
-		keys = append(keys, Finding{Path: base.path, Key: name, What: what})
+		return whole("no longer readable as " + formatName(cur.f))
 	}
+	keys := changedKeys(base, cur)
 	if len(keys) == 0 {
 		return nil
 	}
-	if base.f == wholeFile {
-		w := "changed"
-		if !base.exists {
-			w = "new"
-		}
-		return whole(w)
+	newOrChanged := "changed"
+	if !base.exists {
+		newOrChanged = "new"
 	}
-	if base.f == codexConfig {
-		what := make([]string, len(keys))
-		for i, k := range keys {
-			what[i] = k.What + " " + k.Key
+	switch {
+	case base.odd != "":
+		return whole("changed, where no regular file was before") // the user's link comes back whole
+	case base.exists && base.f != cur.f:
+		return whole(newOrChanged + ", now " + formatName(cur.f))
+	case cur.f == opaque:
+		return whole(newOrChanged + " (not a format agentbox can read)")
+	case wholeFormat(cur.f):
+		return whole(newOrChanged)
+	}
+	for _, k := range keys {
+		if cur.entries[k.Key].path == nil {
+			return whole(newOrChanged)
 		}
-		return whole(strings.Join(what, ", ") + " (TOML: the whole file)")
 	}
 	moved, err := b.putBackKeys(base, cur, keys)
+	if errors.Is(err, errNotKeyByKey) {
+		var what []string
+		for _, k := range keys {
+			what = append(what, k.What+" "+k.Key)
+		}
+		return whole(strings.Join(what, ", ") + " (" + formatName(cur.f) + " that could not be rewritten: the whole file)")
+	}
 	for i := range keys {
 		keys[i].MovedTo = moved
 		if err != nil {
@@ -290,175 +319,58 @@ func (b *Baseline) auditFile(base *fileState) []Finding {
 	return keys
 }
 
-func formatName(f format) string {
-	if f == codexConfig {
-		return "TOML"
+// changedKeys are the exec-shaped keys of cur that are new or changed since base.
+func changedKeys(base, cur *fileState) []Finding {
+	var keys []Finding
+	for name, e := range cur.entries {
+		old, had := base.entries[name]
+		if !e.exec || (had && old.value == e.value) || (!had && emptyValue(e.value)) {
+			continue
+		}
+		what := "new"
+		if had {
+			what = "changed"
+		}
+		keys = append(keys, Finding{Path: cur.path, Key: name, What: what})
 	}
-	return "JSON"
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
+	return keys
 }
 
-// putBack keeps the session's file aside and puts the baseline in its place
-// (nothing, when there was no file before).
-func (b *Baseline) putBack(base, cur *fileState) (string, error) {
-	if b.inPlace(base.path, cur) {
-		return b.rewrite(base.path, cur.data, base.data)
-	}
-	dir, name := filepath.Split(base.path)
-	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(dfd)
-	aside := name + QuarantineSuffix + b.opt.ID
-	if err := unix.Renameat2(dfd, name, dfd, aside, unix.RENAME_NOREPLACE); err != nil {
-		return "", err
-	}
-	switch {
-	case base.exists && base.odd == "":
-		if err := writeAt(dfd, name, base.data, base.mode); err != nil {
-			return filepath.Join(dir, aside), err
-		}
-	case base.link != "":
-		if err := unix.Symlinkat(base.link, dfd, name); err != nil {
-			return filepath.Join(dir, aside), err
-		}
-	}
-	return filepath.Join(dir, aside), nil
-}
-
-// inPlace: the file is itself a kept path, bound by inode into every live session
-// that keeps it; it is rewritten in place, so that they keep seeing the host's.
-func (b *Baseline) inPlace(path string, cur *fileState) bool {
-	if cur.odd != "" {
-		return false
-	}
-	for _, k := range b.opt.Kept {
-		if k == path {
-			return true
-		}
+// emptyValue: a key set to nothing ([], {}, "", null, false) names no program and
+// widens nothing where there was no key (Claude Code writes "allowedTools": [] for
+// every project it opens); changed to that from something else, it counts.
+func emptyValue(v string) bool {
+	switch v {
+	case "[]", "{}", `""`, "null", "false":
+		return true
 	}
 	return false
 }
 
-// putBackKeys keeps a copy of the session's JSON file aside and rewrites the file
-// with the offending keys as they were in the baseline (absent when they were).
-func (b *Baseline) putBackKeys(base, cur *fileState, keys []Finding) (string, error) {
-	var doc map[string]any
-	d := json.NewDecoder(bytes.NewReader(cur.data))
-	d.UseNumber()
-	if err := d.Decode(&doc); err != nil || doc == nil {
-		doc = map[string]any{}
+// wholeFormat: a format put back whole, never key by key.
+func wholeFormat(f format) bool {
+	switch f {
+	case claudeSettings, claudeState, jsonDoc, codexConfig, tomlDoc:
+		return false
 	}
-	for _, k := range keys {
-		e := cur.entries[k.Key]
-		old, had := base.entries[k.Key]
-		var v any
-		if had {
-			dd := json.NewDecoder(strings.NewReader(old.value))
-			dd.UseNumber()
-			_ = dd.Decode(&v)
-		}
-		setPath(doc, e.path, v, had)
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return "", err
-	}
-	if b.inPlace(base.path, cur) {
-		return b.rewrite(base.path, cur.data, buf.Bytes())
-	}
-	dir, name := filepath.Split(base.path)
-	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return "", err
-	}
-	defer unix.Close(dfd)
-	aside := name + QuarantineSuffix + b.opt.ID
-	if err := writeAt(dfd, aside, cur.data, 0o600); err != nil {
-		return "", err
-	}
-	tmp := name + ".agentbox-tmp-" + b.opt.ID
-	mode := cur.mode
-	if base.exists {
-		mode = base.mode
-	}
-	if err := writeAt(dfd, tmp, buf.Bytes(), mode); err != nil {
-		return filepath.Join(dir, aside), err
-	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return filepath.Join(dir, aside), err
-	}
-	return filepath.Join(dir, aside), nil
+	return true
 }
 
-// rewrite keeps session (the file's current content) aside and writes fixed into
-// the file's own inode.
-func (b *Baseline) rewrite(path string, session, fixed []byte) (string, error) {
-	dir, name := filepath.Split(path)
-	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return "", err
+func formatName(f format) string {
+	switch f {
+	case codexConfig, tomlDoc:
+		return "TOML"
+	case claudeSettings, claudeState, jsonDoc:
+		return "JSON"
+	case jsonLines:
+		return "JSON lines"
+	case textKeys:
+		return "YAML"
+	case markdown:
+		return "Markdown"
+	case wholeFile:
+		return "code"
 	}
-	defer unix.Close(dfd)
-	aside := name + QuarantineSuffix + b.opt.ID
-	if err := writeAt(dfd, aside, session, 0o600); err != nil {
-		return "", err
-	}
-	fd, err := safepath.OpenBeneath(dfd, name, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
-	if err != nil {
-		return filepath.Join(dir, aside), err
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return filepath.Join(dir, aside), errors.New("not a regular file any more")
-	}
-	if err := f.Truncate(0); err != nil {
-		return filepath.Join(dir, aside), err
-	}
-	if _, err := f.WriteAt(fixed, 0); err != nil {
-		return filepath.Join(dir, aside), err
-	}
-	return filepath.Join(dir, aside), nil
-}
-
-// setPath sets (or, when !present, deletes) the value at path in doc.
-func setPath(doc map[string]any, path []string, v any, present bool) {
-	m := doc
-	for _, p := range path[:len(path)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			if !present {
-				return
-			}
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	last := path[len(path)-1]
-	if present {
-		m[last] = v
-	} else {
-		delete(m, last)
-	}
-}
-
-// writeAt creates name in dfd (never following or replacing anything) with data.
-func writeAt(dfd int, name string, data []byte, mode uint32) error {
-	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		unix.Unlinkat(dfd, name, 0)
-		return err
-	}
-	return f.Close()
+	return "an unknown format"
 }

@@ -46,9 +46,11 @@ type ledgerFile struct {
 // stored is a fileState as the ledger keeps it.
 type stored struct {
 	Format format `json:"format"`
+	Auto   bool   `json:"auto,omitempty"`
 	Exists bool   `json:"exists"`
 	Odd    string `json:"odd,omitempty"`
 	Link   string `json:"link,omitempty"`
+	Stamp  string `json:"stamp,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"`
 	Data   []byte `json:"data,omitempty"`
 }
@@ -83,6 +85,7 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 		}
 		return false
 	}
+	left := int64(maxReadBytes)
 	take := func(p string, f format) *fileState {
 		if sharedBy(p) {
 			if st, ok := led.Files[p]; ok {
@@ -91,16 +94,18 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 			// Kept by a live session whose baseline does not hold it: it did not
 			// exist when the first of them began (each records all it covers), so
 			// whatever is there now is a session's.
-			st := &fileState{path: p, f: f}
+			st := &fileState{path: p, f: f, auto: f == auto}
 			led.Files[p] = toStored(st)
 			return st
 		}
-		st := read(p, f, opt.Repo)
+		st := read(p, f, opt.Repo, &left)
 		led.Files[p] = toStored(st)
 		return st
 	}
 	seen := map[string]bool{}
-	for _, c := range opt.covered() {
+	list, over := opt.covered()
+	s.base.over = over
+	for _, c := range list {
 		s.base.files = append(s.base.files, take(c.path, c.f))
 		seen[c.path] = true
 	}
@@ -181,7 +186,8 @@ func reapDead(dir string, led *ledgerFile, reap bool) ([]Orphan, []Options) {
 		}
 		if rerr == nil && opt.ID != "" {
 			b := &Baseline{opt: opt}
-			for _, c := range opt.covered() {
+			list, _ := opt.covered()
+			for _, c := range list {
 				if st, ok := led.Files[c.path]; ok {
 					b.files = append(b.files, st.state(c.path, opt.Repo))
 				}
@@ -282,11 +288,11 @@ func saveLedger(dir string, led *ledgerFile) error {
 }
 
 func toStored(st *fileState) *stored {
-	return &stored{Format: st.f, Exists: st.exists, Odd: st.odd, Link: st.link, Mode: st.mode, Data: st.data}
+	return &stored{Format: st.f, Auto: st.auto, Exists: st.exists, Odd: st.odd, Link: st.link, Stamp: st.stamp, Mode: st.mode, Data: st.data}
 }
 
 func (s *stored) state(path, repo string) *fileState {
-	st := &fileState{path: path, f: s.Format, exists: s.Exists, odd: s.Odd, link: s.Link, mode: s.Mode, data: s.Data}
+	st := &fileState{path: path, f: s.Format, auto: s.Auto, exists: s.Exists, odd: s.Odd, link: s.Link, stamp: s.Stamp, mode: s.Mode, data: s.Data}
 	if st.exists && st.odd == "" {
 		st.entries, st.parsed = entries(st.f, st.data, repo)
 	}

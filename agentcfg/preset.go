@@ -46,18 +46,25 @@ var presets = []Preset{
 		// in their front matter, commands may run shell lines: all run later as
 		// the operator. hooks/ is where hook scripts conventionally live.
 		ReadOnly: []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands", ".claude/hooks", ".claude/local"},
-		// Claude Code sources its shell snapshot before every Bash command; a
-		// session outside sources its own from here.
-		Private: []string{".claude/shell-snapshots"},
+		// Claude Code sources its shell snapshot before every Bash command, and
+		// keeps each session's environment scripts in session-env/; a session
+		// outside uses its own from here.
+		Private: []string{".claude/shell-snapshots", ".claude/session-env"},
 	},
 	{
 		Name: "codex",
 		Keep: []Path{
 			{Rel: ".codex", Dir: true}, // config.toml, auth.json, sessions/, history
 		},
+		// Skills and plugins ship scripts and hooks the agent runs; Codex installs
+		// its own system skills there when it can, and does without them when it
+		// cannot.
+		ReadOnly: []string{".codex/skills", ".codex/plugins"},
 		// Codex puts links to its helpers (apply_patch …) on its commands' PATH
-		// from tmp/arg0/; a codex running outside uses its own from here.
-		Private: []string{".codex/tmp"},
+		// from tmp/arg0/, sources a shell snapshot from shell_snapshots/ before its
+		// commands, and clones plugin marketplaces into .tmp/; a codex running
+		// outside uses its own from here.
+		Private: []string{".codex/tmp", ".codex/shell_snapshots", ".codex/.tmp"},
 	},
 }
 

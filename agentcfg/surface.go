@@ -10,33 +10,51 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// format is how a known file is read for its exec surface.
+// format is how a file is read for its exec surface. The first four values are
+// stored in the ledger (agents/baseline.json): never renumber them.
 type format int
 
 const (
-	// claudeSettings: Claude Code's settings.json; the keys in settingsExec.
+	// claudeSettings, claudeState: JSON, read with the exec-shaped keys (execKey)
+	// at any depth; kept apart from jsonDoc only for ledgers written before.
 	claudeSettings format = iota
-	// claudeState: ~/.claude.json; MCP servers (user and per project) and the
-	// per-project keys in projectExec.
 	claudeState
-	// codexConfig: Codex's config.toml; the tables and keys in codexExec.
+	// codexConfig: TOML (Codex's config.toml and its profile layers), read with
+	// the exec-shaped keys at any depth.
 	codexConfig
-	// wholeFile: every byte is code (shell rc files, hook lists, scripts).
+	// wholeFile: every byte is code (shell rc files, scripts, exec-policy rules),
+	// and so is a file whose format agentbox cannot read (opaque).
 	wholeFile
+	// jsonDoc: any other JSON file.
+	jsonDoc
+	// jsonLines: one JSON value per line; exec-shaped content in any line makes
+	// the whole file count.
+	jsonLines
+	// textKeys: YAML: no parser here, so a word of the exec-shaped key names
+	// anywhere in it makes the whole file count.
+	textKeys
+	// opaque: not a format the audit reads; any change is put back, as for
+	// wholeFile (fail closed).
+	opaque
+	// tomlDoc: any other TOML file.
+	tomlDoc
+	// markdown: instructions (Markdown, plain text), audited like textKeys in its
+	// front matter (skills' and agents' hooks live there), and for a "!`command`"
+	// in its body (a command Claude Code runs when it loads the file).
+	markdown
 )
 
-// known are the files below HOME whose contents name programs that run later as
-// the operator; each is audited when it lies in a kept path.
+// known are files below HOME that are audited wherever a kept path holds them, even
+// outside an agent's directory: shell start-up files (the whole file runs in the
+// operator's next shell) and Claude Code's state files, which live in HOME itself.
 var known = []struct {
 	rel string
 	f   format
 }{
-	{".claude/settings.json", claudeSettings},
-	{".claude/settings.local.json", claudeSettings},
 	{".claude.json", claudeState},
-	{".codex/config.toml", codexConfig},
-	{".codex/hooks.json", wholeFile},
-	// Shell start-up files: the whole file runs in the operator's next shell.
+	// The same state, for Claude Code built against another sign-in service.
+	{".claude-custom-oauth.json", claudeState}, {".claude-local-oauth.json", claudeState},
+	{".claude-staging-oauth.json", claudeState},
 	{".profile", wholeFile}, {".bashrc", wholeFile}, {".bash_profile", wholeFile},
 	{".bash_login", wholeFile}, {".bash_logout", wholeFile}, {".bash_aliases", wholeFile},
 	{".zshenv", wholeFile}, {".zprofile", wholeFile}, {".zshrc", wholeFile},
@@ -44,127 +62,278 @@ var known = []struct {
 	{".config/fish/config.fish", wholeFile},
 }
 
-// knownGlobs are families of files audited like known ones, found by listing a
-// directory at the baseline and again at the audit (a new one is audited as new):
-// Codex's profile layers (codex -p NAME reads $CODEX_HOME/NAME.config.toml) and its
-// exec-policy rules, which let commands run without approval.
-var knownGlobs = []struct {
-	dir, pattern string
-	f            format
-}{
-	{".codex", "*.config.toml", codexConfig},
-	{".codex/rules", "*.rules", wholeFile},
+// agentDir is an agent's own directory: inside a kept path, every file the session
+// creates or changes in it is audited (walk_linux.go), except below data, which
+// holds what the agent writes and reads back as data (transcripts, logs,
+// databases): there only symlinks and special files are looked for. Below whole,
+// every byte counts, whatever the format: what the agent runs or schedules as a
+// whole (workflows, scheduled tasks, launch configurations, exec-policy rules).
+type agentDir struct {
+	agent string
+	rel   string // below HOME, where the agent looks by default
+	env   string // the variable that moves it (Options.AgentDirs)
+	data  []string
+	whole []string
 }
 
-// settingsExec are Claude Code's settings keys that name a program it runs (hooks,
-// the status line, credential and header helpers, file suggestion), load code or
-// servers (plugins, marketplaces, project MCP servers), shape every command it
-// starts (env), or widen what runs without asking (permissions, sandbox,
-// disableAllHooks), from Claude Code's settings documentation.
-var settingsExec = []string{
-	"hooks", "statusLine", "apiKeyHelper", "awsAuthRefresh", "awsCredentialExport",
-	"gcpAuthRefresh", "otelHeadersHelper", "fileSuggestion", "enabledPlugins",
-	"extraKnownMarketplaces", "enableAllProjectMcpServers", "enabledMcpjsonServers",
-	"env", "permissions", "sandbox", "disableAllHooks", "allowManagedHooksOnly",
-	"forceLoginMethod", "mcpServers",
+var agentDirs = []agentDir{
+	{agent: "claude", rel: ".claude", env: "CLAUDE_CONFIG_DIR", data: []string{
+		"projects", "history.jsonl", "todos", "statsig", "debug", "file-history",
+		"paste-cache", "image-cache", "telemetry", "usage-data", "backups", "plans",
+		"logs", "traces", "cache", "downloads", "uploads", "tasks", "sessions",
+		"startup-perf", "feedback", "feedback-bundles", "api-dumps", "dump-prompts",
+	}, whole: []string{
+		"workflows", "routines", "daemon", "daemon.json", "scheduled_tasks.json",
+		"launch.json", "policy-limits.json",
+	}},
+	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
+		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
+		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
+		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
+	}, whole: []string{"rules", "hooks.json"}},
 }
 
-// projectExec are the per-project keys of ~/.claude.json that let a project's own
-// files run programs, or approve tools, without asking.
-var projectExec = []string{
-	"mcpServers", "enabledMcpjsonServers", "enableAllProjectMcpServers",
-	"hasTrustDialogAccepted", "allowedTools",
+// isData: rel (relative to the agent's directory) lies in one of its data paths.
+func (a agentDir) isData(rel string) bool { return under(rel, a.data) }
+
+// isWhole: rel lies in one of the paths audited whole.
+func (a agentDir) isWhole(rel string) bool { return under(rel, a.whole) }
+
+func under(rel string, list []string) bool {
+	for _, d := range list {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+		if ok, _ := filepath.Match(d, rel); ok && strings.ContainsAny(d, "*?[") {
+			return true
+		}
+	}
+	return false
 }
 
-// codexExec are Codex's config.toml keys (top level and in profiles) that name a
-// program (notify, hooks, MCP servers), shape the commands it runs
-// (shell_environment_policy), send requests and keys elsewhere (model providers,
-// base URLs), trust projects, or widen its own sandbox and approvals.
-var codexExec = []string{
-	"notify", "hooks", "mcp_servers", "model_providers", "model_provider",
-	"shell_environment_policy", "profiles", "projects", "sandbox_mode",
-	"approval_policy", "sandbox_workspace_write", "permissions", "features",
-	"chatgpt_base_url", "openai_base_url", "otel",
+// formatOf says how a file in an agent's directory is read, from its name and its
+// first bytes; mode's execute bits or a script's shape make it code.
+func formatOf(name string, head []byte, mode uint32) format {
+	if mode&0o111 != 0 || bytes.HasPrefix(head, []byte("#!")) || bytes.HasPrefix(head, []byte("\x7fELF")) {
+		return wholeFile
+	}
+	switch ext := strings.ToLower(filepath.Ext(name)); ext {
+	case ".json":
+		return jsonDoc
+	case ".jsonl", ".ndjson":
+		return jsonLines
+	case ".toml":
+		return tomlDoc
+	case ".yaml", ".yml":
+		return textKeys
+	case ".md", ".markdown", ".txt":
+		return markdown
+	case ".rules", ".sh", ".bash", ".zsh", ".fish", ".ksh", ".py", ".js", ".mjs", ".cjs", ".ts",
+		".mts", ".rb", ".pl", ".php", ".lua", ".ps1", ".bat", ".cmd", ".exe", ".so", ".node", ".wasm":
+		return wholeFile
+	}
+	return opaque
+}
+
+// execNames are the exec-shaped key names, compared lowercase with '_' and '-'
+// removed: keys that name a program run later (hooks, commands, helpers, notify,
+// status lines, MCP and LSP servers), load code (plugins, marketplaces), shape
+// every command the agent starts (env, shell policy), send requests and keys
+// elsewhere (providers, base URLs, telemetry), or widen what runs without asking
+// (permissions, approvals, sandbox settings, trust, allowed tools).
+var execNames = map[string]bool{
+	"hooks": true, "hook": true, "command": true, "commands": true, "cmd": true,
+	"exec": true, "executable": true, "program": true, "shell": true, "interpreter": true,
+	"statusline": true, "notify": true, "filesuggestion": true,
+	"awsauthrefresh": true, "awscredentialexport": true, "gcpauthrefresh": true,
+	"plugins": true, "enabledplugins": true, "extraknownmarketplaces": true, "marketplaces": true,
+	"enableallprojectmcpservers": true, "enabledmcpjsonservers": true,
+	"env": true, "environment": true, "shellenvironmentpolicy": true,
+	"permissions": true, "sandbox": true, "sandboxmode": true, "sandboxworkspacewrite": true,
+	"approvalpolicy": true, "disableallhooks": true, "allowmanagedhooksonly": true,
+	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
+	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
+	"features": true, "zshpath": true, "jsreplnodepath": true,
+}
+
+// execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
+// "…executable", "experimental…").
+func execKey(k string) bool {
+	n := normName(k)
+	return execNames[n] || strings.HasSuffix(n, "helper") || strings.HasSuffix(n, "baseurl") ||
+		strings.HasSuffix(n, "executable") || strings.HasPrefix(n, "experimental")
+}
+
+// serversKey: a table of MCP servers, one entry per server.
+func serversKey(k string) bool { return normName(k) == "mcpservers" }
+
+// trustKeys are the per-project keys that record the user's answer to the agent's
+// "trust this folder?" question: kept for the session's own repository.
+func trustKey(k string) bool {
+	n := normName(k)
+	return n == "hastrustdialogaccepted" || n == "trustlevel"
+}
+
+func normName(k string) string {
+	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(k))
 }
 
 // entry is one audited key of a file: its canonical value and whether that value
-// names a program (an MCP server over HTTP without a header helper does not).
+// names a program (an MCP server over HTTP without a header helper does not). A nil
+// path is the whole file: it cannot be put back key by key.
 type entry struct {
 	path  []string
 	value string
 	exec  bool
 }
 
-// entries extracts the audited keys of data. ok is false when the file cannot be
-// read as its format: then the whole file counts.
+// entries extracts the exec-shaped keys of data. ok is false when the file cannot
+// be read as its format: then the whole file counts.
 func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	out := map[string]entry{}
 	switch f {
-	case claudeSettings, claudeState:
-		var doc map[string]any
-		d := json.NewDecoder(bytes.NewReader(data))
-		d.UseNumber()
+	case claudeSettings, claudeState, jsonDoc:
 		if len(bytes.TrimSpace(data)) == 0 {
 			return out, true
 		}
-		if d.Decode(&doc) != nil || d.More() {
+		v, ok := decodeJSON(data)
+		if !ok {
 			return nil, false
 		}
-		if f == claudeSettings {
-			for _, k := range settingsExec {
-				if v, ok := doc[k]; ok {
-					if k == "mcpServers" {
-						addServers(out, []string{k}, v)
-						continue
-					}
-					add(out, []string{k}, v, true)
-				}
-			}
-			return out, true
-		}
-		addServers(out, []string{"mcpServers"}, doc["mcpServers"])
-		projects, _ := doc["projects"].(map[string]any)
-		for dir, pv := range projects {
-			proj, _ := pv.(map[string]any)
-			for _, k := range projectExec {
-				v, ok := proj[k]
-				if !ok {
-					continue
-				}
-				switch {
-				case k == "mcpServers":
-					addServers(out, []string{"projects", dir, k}, v)
-				case k == "hasTrustDialogAccepted" && filepath.Clean(dir) == repo && repo != "":
-					// Trusting the session's own repository is the user's
-					// answer to Claude Code's question in the session: kept.
-				default:
-					add(out, []string{"projects", dir, k}, v, true)
-				}
-			}
-		}
+		walkDoc(v, nil, repo, out)
 		return out, true
-	case codexConfig:
+	case codexConfig, tomlDoc:
 		var doc map[string]any
 		if _, err := toml.Decode(string(data), &doc); err != nil {
 			return nil, false
 		}
-		for k, v := range doc {
-			if isCodexExec(k) {
-				add(out, []string{k}, v, true)
+		walkDoc(doc, nil, repo, out)
+		return out, true
+	case jsonLines:
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			v, ok := decodeJSON(line)
+			if !ok {
+				return nil, false
+			}
+			if hasExec(v) {
+				out["content"] = entry{value: string(data), exec: true}
+				break
 			}
 		}
 		return out, true
+	case textKeys:
+		if hasExecWord(data) {
+			out["content"] = entry{value: string(data), exec: true}
+		}
+		return out, true
+	case markdown:
+		if hasExecWord(frontMatter(data)) || bytes.Contains(data, []byte("!`")) {
+			out["content"] = entry{value: string(data), exec: true}
+		}
+		return out, true
+	case opaque:
+		if len(data) > 0 {
+			out["content"] = entry{value: string(data), exec: true}
+		}
+		return out, true
 	}
-	add(out, []string{"content"}, string(data), true)
+	out["content"] = entry{value: string(data), exec: true}
 	return out, true
 }
 
-func isCodexExec(k string) bool {
-	if strings.HasPrefix(k, "experimental_") {
-		return true
+// decodeJSON reads exactly one JSON value, numbers kept as written.
+func decodeJSON(data []byte) (any, bool) {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if d.Decode(&v) != nil || d.More() {
+		return nil, false
 	}
-	for _, e := range codexExec {
-		if e == k {
+	return v, true
+}
+
+// walkDoc adds an entry for every exec-shaped key in v, at any depth; an array
+// holding one counts whole under its key, a document that is not an object whole.
+func walkDoc(v any, at []string, repo string, out map[string]entry) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		if hasExec(v) {
+			out["content"] = entry{value: mustJSON(v), exec: true}
+		}
+		return
+	}
+	for k, sub := range m {
+		p := append(append([]string(nil), at...), k)
+		switch {
+		case len(p) == 3 && p[0] == "projects" && trustKey(k) && repo != "" && filepath.Clean(p[1]) == repo:
+			// Trusting the session's own repository is the user's answer to the
+			// agent's question in the session: kept.
+		case serversKey(k):
+			addServers(out, p, sub)
+		case execKey(k):
+			add(out, p, sub, true)
+		default:
+			switch x := sub.(type) {
+			case map[string]any:
+				walkDoc(x, p, repo, out)
+			case []any, []map[string]any:
+				if hasExec(x) {
+					add(out, p, sub, true)
+				}
+			}
+		}
+	}
+}
+
+// hasExec: v holds an exec-shaped key anywhere.
+func hasExec(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, sub := range x {
+			if execKey(k) || serversKey(k) || hasExec(sub) {
+				return true
+			}
+		}
+	case []any:
+		for _, y := range x {
+			if hasExec(y) {
+				return true
+			}
+		}
+	case []map[string]any:
+		for _, y := range x {
+			if hasExec(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// frontMatter is the YAML between a leading "---" line and the next one; nil
+// when there is none.
+func frontMatter(data []byte) []byte {
+	if !bytes.HasPrefix(data, []byte("---\n")) && !bytes.HasPrefix(data, []byte("---\r\n")) {
+		return nil
+	}
+	rest := data[bytes.IndexByte(data, '\n')+1:]
+	if i := bytes.Index(rest, []byte("\n---")); i >= 0 {
+		return rest[:i]
+	}
+	return rest
+}
+
+// hasExecWord: some word of text is an exec-shaped key name (no YAML parser: a
+// description that says "command" counts too, the conservative side).
+func hasExecWord(text []byte) bool {
+	words := bytes.FieldsFunc(text, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
+	for _, w := range words {
+		if execKey(string(w)) || serversKey(string(w)) {
 			return true
 		}
 	}
@@ -172,7 +341,7 @@ func isCodexExec(k string) bool {
 }
 
 // addServers adds one entry per MCP server; a server names a program when it is
-// started by command (stdio) or has a headersHelper command.
+// started by command (stdio) or has a header helper command.
 func addServers(out map[string]entry, at []string, v any) {
 	servers, ok := v.(map[string]any)
 	if !ok {
@@ -183,18 +352,24 @@ func addServers(out map[string]entry, at []string, v any) {
 	}
 	for name, sv := range servers {
 		s, _ := sv.(map[string]any)
-		exec := s == nil || s["command"] != nil || s["headersHelper"] != nil ||
-			(s["type"] != "http" && s["type"] != "sse" && s["url"] == nil)
+		exec := s == nil || s["type"] != "http" && s["type"] != "sse" && s["url"] == nil
+		for k := range s {
+			exec = exec || execKey(k)
+		}
 		add(out, append(append([]string(nil), at...), name), sv, exec)
 	}
 }
 
 func add(out map[string]entry, path []string, v any, exec bool) {
+	out[keyName(path)] = entry{path: path, value: mustJSON(v), exec: exec}
+}
+
+func mustJSON(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		b = []byte("unencodable")
+		return "unencodable"
 	}
-	out[keyName(path)] = entry{path: path, value: string(b), exec: exec}
+	return string(b)
 }
 
 // keyName is how a finding names a key: dotted, with odd parts quoted.
@@ -216,6 +391,9 @@ func keyName(path []string) string {
 func programPaths(es map[string]entry, home string) []string {
 	seen := map[string]bool{}
 	for _, e := range es {
+		if e.path == nil {
+			continue
+		}
 		var v any
 		if json.Unmarshal([]byte(e.value), &v) != nil {
 			continue

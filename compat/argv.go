@@ -298,7 +298,8 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
 // exact argv Run would execute for plan, shell-quoted, one option per line with
-// backslash continuations, then the bind sources behind --bind-fd as comments.
+// backslash continuations, then as comments the bind sources behind --bind-fd and
+// the namespaces bwrap starts in (StageComment).
 // Descriptors 3 (status), 4 (seccomp program), 5 (control) and the sources are open
 // only when agentbox runs bwrap.
 func DryRun(w io.Writer, plan mounts.Plan) error {
@@ -323,6 +324,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	for i, src := range sources {
 		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
 	}
+	b.WriteString(StageComment + "\n")
 	if plan.Proxy != "" {
 		// Not bwrap's part either: the init's, inside bwrap's network namespace.
 		fmt.Fprintf(&b, "# agentbox's init listens on %s inside for the launcher's proxy (--allow-net)\n", plan.Proxy)
@@ -335,6 +337,10 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	_, err = io.WriteString(w, b.String())
 	return err
 }
+
+// StageComment is the dry run's line for how bwrap is started (privateStage): what
+// a user running the argv by hand needs around it to get the same sandbox.
+const StageComment = "# bwrap starts in a user and mount namespace of agentbox's, every mount private (as under 'unshare --user --map-current-user --mount --propagation private')"
 
 // selfPath is the running agentbox binary, symlinks resolved, to be bound into the
 // sandbox as its init.

@@ -135,6 +135,7 @@ func TestDryRunThroughCLI(t *testing.T) {
 		"  --chdir " + b.Repo + " \\",
 		"  -- " + compat.InitPath,
 		"# agentbox's init (PID 1) then runs: /bin/sh -c " + compat.Quote(script),
+		compat.StageComment,
 	} {
 		found := false
 		for _, l := range lines {

@@ -152,6 +152,17 @@ type Plan struct {
 	// they hold no more; bwrap, which cannot share one, gives each tmpfs it can
 	// size this size (docs/usage.md). 0: no size, the kernel's default (half of RAM).
 	TmpSize int64 `json:"tmp_size,omitempty"`
+	// DenyPathSockets (P4): the command's Landlock domain handles
+	// LANDLOCK_ACCESS_FS_RESOLVE_UNIX (kernel.LandlockAccessFSResolveUnix): it
+	// cannot connect to a path socket made outside the domain unless the socket
+	// lies beneath one of PathSocketGrants — whenever the daemon bound it and in
+	// whichever network namespace. No socket is masked then (Session.MaskSockets).
+	// Set when the kernel has Landlock ABI 9 (Linux 7.1).
+	DenyPathSockets bool `json:"deny_path_sockets,omitempty"`
+	// PathSocketGrants are where the command may reach sockets made outside it:
+	// the handed-in sockets (--allow-socket) and the session's writable
+	// directories (pathSocketGrants).
+	PathSocketGrants []string `json:"path_socket_grants,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -187,6 +198,9 @@ func (p Plan) String() string {
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
+	}
+	if p.DenyPathSockets {
+		fmt.Fprintf(&b, "landlock deny resolve-unix  # P4 the host's path sockets unreachable but beneath: %s\n", strings.Join(p.PathSocketGrants, " "))
 	}
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
@@ -228,10 +242,18 @@ type Session struct {
 	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
 	// Unix sockets (kernel.CanScopeAbstractUnix); Build puts it in the plan.
 	ScopeAbstractUnix bool
+	// DenyPathSockets: the kernel can keep the command off every path socket made
+	// outside it but the granted ones (kernel.CanDenyPathSockets); Build puts it in
+	// the plan, with its grants, and MaskSockets is then empty.
+	DenyPathSockets bool
 	// MaskSockets are host path sockets on the read-only view (outside /tmp, /run,
 	// HOME and the writable directories) that the sandbox must not reach (P4): a
 	// daemon's socket is a host process. Each gets MaskSource bound over it.
 	MaskSockets []string
+	// SourceIDs are the identities the launcher saw, right before the launch, for
+	// the sources it rechecked (the repository, protected Git paths, kept and added
+	// directories); Build puts each on every bind of that source (Op.SourceID).
+	SourceIDs map[string]FileID
 }
 
 // MaskSource is what is bound over a host socket to mask it (Session.MaskSockets):
@@ -335,6 +357,11 @@ func Build(p *policy.Policy, s Session) Plan {
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}
+	for i, op := range ops {
+		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == Bind || op.Kind == BindRO) {
+			ops[i].SourceID = id
+		}
+	}
 	plan := Plan{
 		Ops:        ops,
 		Namespaces: Namespaces{Net: p.Offline || len(p.AllowNet) > 0},
@@ -344,6 +371,9 @@ func Build(p *policy.Policy, s Session) Plan {
 		// costs nothing there and keeps a nested one honest too.
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
 		TmpSize:           p.TmpSize,
+	}
+	if s.DenyPathSockets {
+		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p, s)
 	}
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)

@@ -245,3 +245,30 @@ func TestBuildTmpSize(t *testing.T) {
 		t.Errorf("a plan without a budget prints one:\n%s", plan)
 	}
 }
+
+// TestBuildDenyPathSockets: with the session's DenyPathSockets the plan grants path
+// sockets beneath the handed-in sockets and the session's writable directories —
+// not the repository of a --read-only session, not HOME's kept paths — and the dry
+// run shows them.
+func TestBuildDenyPathSockets(t *testing.T) {
+	p := testPolicy("/h", "/h/repo")
+	p.AddDirs = []string{"/srv/extra"}
+	p.Keep = []policy.Kept{{Path: "/h/.agent", Dir: true}}
+	p.Sockets = []policy.Socket{{Path: "/tmp/ssh-x/agent.1", Bind: "/tmp/ssh-x"}, {Path: "/var/lib/db.sock", Bind: "/var/lib/db.sock"}}
+	gitRW := []Op{{Kind: Bind, Source: "/h/main/.git/worktrees/w", Dest: "/h/main/.git/worktrees/w"}}
+	plan := Build(p, Session{DenyPathSockets: true, GitRW: gitRW})
+	want := []string{"/h/main/.git/worktrees/w", "/h/repo", "/srv/extra", "/tmp/ssh-x", "/var/lib/db.sock"}
+	if !plan.DenyPathSockets || !slices.Equal(plan.PathSocketGrants, want) {
+		t.Fatalf("grants %v (deny %v), want %v", plan.PathSocketGrants, plan.DenyPathSockets, want)
+	}
+	if !strings.Contains(plan.String(), "landlock deny resolve-unix") {
+		t.Errorf("dry run does not show the rule:\n%s", plan)
+	}
+	p.ReadOnly = true
+	if got := Build(p, Session{DenyPathSockets: true}).PathSocketGrants; slices.Contains(got, "/h/repo") {
+		t.Errorf("a --read-only repository granted: %v", got)
+	}
+	if Build(testPolicy("/h", "/h/repo"), Session{}).DenyPathSockets {
+		t.Error("deny-by-default without the session asking for it")
+	}
+}

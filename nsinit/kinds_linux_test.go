@@ -43,7 +43,9 @@ func runners() []runner {
 // plan: each kind in a plan of its own, checked from inside by what it must do (and
 // from the host, where it writes). compat's TestArgvKinds walks the same list
 // through bwrap's argv, and test/behaviour runs the whole table on each runner and
-// on bwrap. A kind added to mounts.Kinds without a row here fails.
+// on bwrap. A kind added to mounts.Kinds without a row here fails. Every row also
+// checks that no mount inside is shared or a slave: the kernel matrix's VMs mount
+// their filesystems shared, as systemd does.
 func TestEveryKindEveryRunner(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
@@ -146,11 +148,14 @@ func TestEveryKindEveryRunner(t *testing.T) {
 					if r.raw {
 						waitRawFree(t)
 					}
-					plan := minimalPlan("/bin/sh", "-c", row.script)
+					// Every mount private, whatever the host's propagation: no
+					// mount the host makes later can arrive (docs/security.md).
+					script := row.script + ` && ! grep -E ' (shared|master):[0-9]' /proc/self/mountinfo`
+					plan := minimalPlan("/bin/sh", "-c", script)
 					plan.Ops = append(append(plan.Ops, row.ops...), r.extra...)
 					res, err := Run(plan, Options{Stdio: Stdio{Stdin: null, Stdout: os.Stderr, Stderr: os.Stderr}, RawInit: r.raw})
 					if err != nil || res.Status != 0 {
-						t.Fatalf("%s: %v, status %d", row.script, err, res.Status)
+						t.Fatalf("%s: %v, status %d", script, err, res.Status)
 					}
 					if !slices.Contains(phaseNames(res), r.phase) {
 						t.Errorf("phases %v, want %q: not the %s runner", phaseNames(res), r.phase, r.name)

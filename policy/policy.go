@@ -186,6 +186,15 @@ func New(opts Options) (*Policy, error) {
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
+		return nil, err
+	}
+	if err := CheckOwnDir("state directory", p.StateDir, os.Geteuid()); err != nil { // owner.go
+		return nil, err
+	}
+	if err := CheckOwnDir("cache directory", p.CacheDir, os.Geteuid()); err != nil {
+		return nil, err
+	}
 	if err := resolveKeep(p, opts, cwd); err != nil {
 		return nil, err
 	}
@@ -203,6 +212,9 @@ func New(opts Options) (*Policy, error) {
 	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
+	}
+	if err := p.checkGrants(opts); err != nil {
+		return nil, err
 	}
 
 	p.Command = opts.Command
@@ -411,4 +423,19 @@ func reason(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// CheckRepoState refuses a repository that holds agentbox's state directory or lies
+// in it: the sandbox would write the journals and baselines the audit trusts, and
+// `agentbox audit --fix` would quarantine its own quarantine.
+func CheckRepoState(repo, stateDir string) error {
+	if stateDir == "" {
+		return nil
+	}
+	for _, form := range canonicalForms(resolveExisting(stateDir)) {
+		if Within(form, repo) || Within(repo, form) {
+			return &Error{What: "repo", Path: repo, Reason: "holds agentbox's own state (" + quote(stateDir) + ") or lies in it; set XDG_STATE_HOME elsewhere or pick the project below it"}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -19,21 +20,24 @@ const EnvPromptMarker = "debian_chroot"
 // session.
 var interactiveShells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "yash"}
 
-// setPromptMarker marks the prompt of an interactive shell started inside (a shell
-// with no arguments, or -i/-l, on a terminal) unless the user set debian_chroot
-// already; --unset-env debian_chroot turns it off.
-func setPromptMarker(p *policy.Policy) {
+// withPromptMarker is env with the prompt marked for an interactive shell started
+// inside (a shell with no arguments, or -i/-l, its standard input a terminal),
+// unless env sets debian_chroot already; --unset-env debian_chroot turns it off.
+func withPromptMarker(env []string, p *policy.Policy, stdin *os.File) []string {
 	c := p.Command
 	if len(c) == 0 || len(c) > 2 || len(c) == 2 && c[1] != "-i" && c[1] != "-l" && c[1] != "--login" {
-		return
+		return env
 	}
-	if !slices.Contains(interactiveShells, filepath.Base(c[0])) {
-		return
+	if !slices.Contains(interactiveShells, filepath.Base(c[0])) || stdin == nil {
+		return env
 	}
-	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err != nil {
-		return
+	if _, err := unix.IoctlGetTermios(int(stdin.Fd()), unix.TCGETS); err != nil {
+		return env
 	}
-	if _, set := os.LookupEnv(EnvPromptMarker); !set {
-		os.Setenv(EnvPromptMarker, "agentbox")
+	for _, kv := range env {
+		if strings.HasPrefix(kv, EnvPromptMarker+"=") {
+			return env
+		}
 	}
+	return append(env, EnvPromptMarker+"=agentbox")
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/session"
 )
 
 var completionCommand = cli.Command{
@@ -104,7 +103,7 @@ func cmdMan(args []string) int {
 		return fail("man: unexpected argument %q", fs.Arg(0))
 	}
 	// The date is the build's, not today's, so that the page is reproducible.
-	cli.Man(os.Stdout, "agentbox", session.Version,
+	cli.Man(os.Stdout, "agentbox", Version,
 		"run a coding agent or any command in a sandbox it builds itself", specs(), buildDate())
 	return 0
 }

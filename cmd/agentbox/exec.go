@@ -47,7 +47,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
-	session.RegisterFlags(fs, &a.cfg)
+	registerSessionFlags(fs, &a.cfg)
 	return fs
 }
 
@@ -120,6 +120,7 @@ func cmdExec(args []string) int {
 	}
 	cfg.Policy = pol
 	cfg.Args = args
+	cfg.Version = Version
 	// agentbox's own messages name repository paths and audit findings: nothing in
 	// them reaches the terminal as a command. The command's own output does not go
 	// through these.

@@ -1,66 +1,65 @@
 package kernel
 
 import (
-	"bufio"
-	"io"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
 
-// maxMaskedSockets bounds how many host sockets one plan masks; a host with more
-// bound outside /tmp, /run and HOME than this is unusual enough to name in the docs.
+// maxMaskedSockets bounds how many host sockets one plan masks: each mask is a few
+// of the compiled program's ops (program.MaxOps), and a host with more bound where
+// the sandbox sees them is refused (TooManySocketsError), never cut short.
 const maxMaskedSockets = 256
 
-// hostSocketsFile lists the Unix sockets bound in the launcher's network namespace
-// (the host's), with their paths.
-const hostSocketsFile = "/proc/net/unix"
+// procRoot is where the socket tables and their holders are read.
+const procRoot = "/proc"
 
 // HostSockets lists the host's path sockets that the sandbox would otherwise
 // reach on its read-only view of the host (P4): a daemon's socket outside /tmp and
 // /run — LXD's and incus's below /var/snap and /var/lib, a database's below
 // /var/lib — is a host process, often root's, that a connect(2) through a read-only
-// mount still reaches. /tmp and /run are private, HOME is an overlay (a socket in
-// its lower layer refuses connections), and the writable directories are the
+// mount still reaches. The sockets of every network namespace this process can see
+// are listed (socketTables), not only its own: a daemon with a network namespace of
+// its own binds in the same file system. /tmp and /run are private, HOME is an
+// overlay (a socket in its lower layer refuses connections) but for the kept paths,
+// which are the host's own directories, and the writable directories are the
 // session's own; sockets handed in, and those below a hidden path, are left alone
 // (where the sandbox finds them: a path bound through a symlink is judged by what
 // it resolves to). Each is masked by the null device bound read-only over it
 // (mounts.Session.MaskSockets). Sockets bound after the launch are not masked.
-func HostSockets(p *policy.Policy) []string {
-	f, err := os.Open(hostSocketsFile)
+//
+// More than maxMaskedSockets is refused (*TooManySocketsError) after leaving out
+// those that only other agentbox sessions' sandboxes hold (sandboxHeld); an
+// unreadable socket table of the launcher's own is an error too: a list cut short
+// would leave a daemon reachable.
+//
+// Where the kernel can deny them all by default (CanDenyPathSockets: the caller
+// sets mounts.Session.DenyPathSockets from it) there is nothing to list.
+func HostSockets(p *policy.Policy) ([]string, error) {
+	if CanDenyPathSockets() {
+		return nil, nil
+	}
+	ents, err := socketTables(procRoot)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("host sockets: %w", err)
 	}
-	defer f.Close()
-	skip := []string{"/tmp", "/run", "/proc", "/dev", "/sys", p.Repo}
-	if p.Home != "" {
-		skip = append(skip, p.Home)
-	}
-	skip = append(skip, p.AddDirs...)
-	for _, s := range p.Sockets {
-		skip = append(skip, s.Bind)
-	}
-	for _, h := range p.Hide {
-		// Hidden already (an empty stand-in bound over it, before the masks): a
-		// mask below it has no mount point there, which bwrap cannot create.
-		skip = append(skip, h.Path)
-	}
+	return hostSockets(p, ents, procRoot)
+}
+
+// hostSockets is HostSockets on a given table; proc is where holders are looked up.
+func hostSockets(p *policy.Policy, ents []sockEntry, proc string) ([]string, error) {
+	skip := maskSkips(p)
 	var out []string
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
-	sc.Buffer(make([]byte, 0, 4096), 8192)
-	for first := true; sc.Scan(); first = false {
-		// Num RefCount Protocol Flags Type St Inode Path
-		fields := strings.Fields(sc.Text())
-		if first || len(fields) < 8 {
-			continue
-		}
-		path := strings.Join(fields[7:], " ")
-		if !filepath.IsAbs(path) || filepath.Clean(path) != path || slices.Contains(out, path) {
+	inodes := map[string][]uint64{} // the table entries behind each mask
+	for _, e := range ents {
+		path := e.Path
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			continue
 		}
 		cands := []string{resolved(path)}
@@ -74,21 +73,100 @@ func HostSockets(p *policy.Policy) []string {
 			cands = []string{path}
 		}
 		for _, c := range cands {
-			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) {
+			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) && !keptSocket(p, c) {
+				continue
+			}
+			if _, ok := inodes[c]; ok {
+				inodes[c] = append(inodes[c], e.Inode)
 				continue
 			}
 			// Only what this user can connect to: reached through searchable
 			// directories (Lstat) and writable. A socket it cannot reach needs no
 			// mask, and a mount below a directory it cannot search would fail.
-			if fi, err := os.Lstat(c); err == nil && fi.Mode()&os.ModeSocket != 0 && !slices.Contains(out, c) && unix.Access(c, unix.W_OK) == nil {
+			if fi, err := os.Lstat(c); err == nil && fi.Mode()&os.ModeSocket != 0 && unix.Access(c, unix.W_OK) == nil {
 				out = append(out, c)
+				inodes[c] = []uint64{e.Inode}
 			}
 		}
-		if len(out) >= maxMaskedSockets {
-			break
+	}
+	if len(out) <= maxMaskedSockets {
+		return out, nil
+	}
+	// Another session's sandbox may bind hundreds in its own directories; those
+	// are no host daemon's, and only they may be left out.
+	held := sandboxHeld(proc, inodes)
+	out = slices.DeleteFunc(out, func(c string) bool {
+		return !slices.ContainsFunc(inodes[c], func(ino uint64) bool { return !held[ino] })
+	})
+	if len(out) > maxMaskedSockets {
+		return nil, &TooManySocketsError{Count: len(out), Bound: maxMaskedSockets, Dir: busiestDir(out)}
+	}
+	return out, nil
+}
+
+// maskSkips are the trees whose sockets need no mask: private or pseudo file
+// systems, the session's writable directories, HOME (an overlay; keptSocket takes
+// its kept paths back), the sockets handed in and the hidden paths.
+func maskSkips(p *policy.Policy) []string {
+	skip := []string{"/tmp", "/run", "/proc", "/dev", "/sys"}
+	if !p.ReadOnly {
+		skip = append(skip, p.Repo)
+	}
+	if p.Home != "" {
+		skip = append(skip, p.Home)
+	}
+	skip = append(skip, p.AddDirs...)
+	for _, s := range p.Sockets {
+		skip = append(skip, s.Bind)
+	}
+	for _, h := range p.Hide {
+		// Hidden already (an empty stand-in bound over it, before the masks): a
+		// mask below it has no mount point there, which bwrap cannot create.
+		skip = append(skip, h.Path)
+	}
+	return skip
+}
+
+// keptSocket reports whether c lies in a kept path (--keep, --keep-agent): the
+// host's own directory bound over the HOME overlay, where a host process's socket
+// is reachable, unless that part is a private tmpfs inside, the repository, a
+// further writable directory, a handed-in socket or hidden.
+func keptSocket(p *policy.Policy, c string) bool {
+	within := func(d string) bool { return policy.Within(c, d) }
+	if !slices.ContainsFunc(p.Keep, func(k policy.Kept) bool { return within(k.Path) }) {
+		return false
+	}
+	if slices.ContainsFunc(p.KeepPrivate, within) || (!p.ReadOnly && within(p.Repo)) || slices.ContainsFunc(p.AddDirs, within) {
+		return false
+	}
+	return !slices.ContainsFunc(p.Sockets, func(s policy.Socket) bool { return within(s.Bind) }) &&
+		!slices.ContainsFunc(p.Hide, func(h policy.Hidden) bool { return within(h.Path) })
+}
+
+// busiestDir is the directory holding the most of paths, for the refusal.
+func busiestDir(paths []string) string {
+	n := map[string]int{}
+	best := ""
+	for _, p := range paths {
+		d := filepath.Dir(p)
+		n[d]++
+		if n[d] > n[best] {
+			best = d
 		}
 	}
-	return out
+	return best
+}
+
+// TooManySocketsError: more host sockets are bound where the sandbox sees them
+// than a plan masks. Leaving some out would leave their daemons reachable.
+type TooManySocketsError struct {
+	Count, Bound int
+	Dir          string // holds the most of them
+}
+
+func (e *TooManySocketsError) Error() string {
+	return fmt.Sprintf("host sockets: %d are bound where the sandbox would reach them (most below %s), more than the %d agentbox masks; refused, since the rest would stay reachable: stop what binds them, or hide that directory (--hide)",
+		e.Count, termsafe.Quote(e.Dir), e.Bound)
 }
 
 // resolved is path with its symlinks resolved ("" when it cannot be): a socket

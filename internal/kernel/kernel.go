@@ -48,6 +48,12 @@ const (
 	// target's on entry events (Linux 5.17), which the session's end uses to read
 	// again only the directories that changed (internal/treewatch).
 	FanotifyFID = "fanotify_fid"
+	// LandlockAbstractUnix: Landlock ABI 6 (Linux 6.12) scopes abstract Unix
+	// sockets, which keeps the command off the host's (X11, D-Bus) without --offline.
+	LandlockAbstractUnix = "landlock_abstract_unix"
+	// LandlockResolveUnix: Landlock ABI 9 (Linux 7.1) denies connecting to path
+	// sockets made outside the sandbox but those granted (CanDenyPathSockets).
+	LandlockResolveUnix = "landlock_resolve_unix"
 )
 
 // Need says what the native backend does when a check fails.
@@ -88,6 +94,10 @@ var Specs = []Spec{
 	{Cgroup2, "cgroup v2 at /sys/fs/cgroup", "4.5", Info, ""},
 	{FanotifyFID, "unprivileged fanotify with file handles, on TMPDIR's filesystem (watch the working tree during a session)", "5.17", Fallback,
 		"the session's end reads the whole working tree again"},
+	{LandlockAbstractUnix, "Landlock ABI 6: host abstract Unix sockets (X11, D-Bus) out of reach", "6.12", Fallback,
+		"none without --offline or --allow-net: the host's abstract sockets stay reachable (docs/security.md)"},
+	{LandlockResolveUnix, "Landlock ABI 9: every host path socket out of reach but those handed in (deny by default)", "7.1", Fallback,
+		"enumeration: each host socket bound when a session starts, in every network namespace agentbox can see, is masked; sockets bound later and those in namespaces it cannot see stay reachable (docs/security.md)"},
 }
 
 // SpecOf returns the Spec of the named check.

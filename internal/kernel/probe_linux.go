@@ -78,6 +78,17 @@ func Probe(opts Options) Report {
 	} else {
 		set(FanotifyFID, true, "")
 	}
+	abi := fmt.Sprintf("Landlock ABI %d", LandlockABI())
+	if LandlockABI() == 0 {
+		abi = "no Landlock (missing, or not in the kernel's lsm= list)"
+	}
+	set(LandlockAbstractUnix, CanScopeAbstractUnix(), abi)
+	if CanDenyPathSockets() {
+		// Landlock refuses mount(2) in a domain that handles a file-system right.
+		set(LandlockResolveUnix, true, abi+"; inside, the command cannot mount: agents' own nested sandboxes that do (bubblewrap, unshare -m) are refused")
+	} else {
+		set(LandlockResolveUnix, false, abi)
+	}
 	if err := isMountOf("/sys/fs/cgroup", unix.CGROUP2_SUPER_MAGIC); err != nil {
 		set(Cgroup2, false, "not cgroup2: "+err.Error())
 	} else {

@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/ttyfilter"
 	"github.com/agentbox/agentbox/mounts"
@@ -410,6 +409,12 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	}
 	p.NetDone = p.A.Nops
 	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.Str(plan.Workdir))
+	// The Landlock ruleset is built while the root is open (its grants are opened
+	// beneath it) and outlives the close below, until the command's thread enters it.
+	ruleset := p.landlockRuleset(plan)
+	if ruleset >= 0 {
+		delete(p.opened, ruleset)
+	}
 	// Every descriptor of the setup goes; what the runner had before stays.
 	open := make([]int, 0, len(p.opened))
 	for fd := range p.opened {
@@ -419,7 +424,7 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	for _, fd := range open {
 		p.CloseFd(fd)
 	}
-	if err := p.dropPrivileges(plan.ScopeAbstractUnix, !o.Nested); err != nil {
+	if err := p.dropPrivileges(ruleset, !o.Nested); err != nil {
 		return err
 	}
 	p.mark("drop-privileges")
@@ -443,8 +448,16 @@ func (p *Program) WaitGo(step, phase string) {
 	p.mark(phase)
 }
 
-// compileMounts: nothing propagates back to the host; every host source is
-// captured before any mount covers it; then each op in plan order.
+// compileMounts: the namespace's mounts are made private first, so that nothing
+// propagates in either direction; every host source is captured before any mount
+// covers it; then each op in plan order.
+//
+// Private, not a slave of the host's mounts, and before anything else: a mount the
+// host adds later below a shared mount point (a USB stick under /media, an
+// automount the sandbox itself triggers) would otherwise appear inside with the
+// host's flags, read-write, after the read-only pass that covered only the mounts
+// there at launch. Made private before that pass, the tree the pass sees is the
+// whole tree the sandbox will ever have; the captured clones are private too.
 //
 // The plan is applied in two passes, as bubblewrap does:
 //
@@ -459,8 +472,7 @@ func (p *Program) WaitGo(step, phase string) {
 // pivot_root are needed, because nothing outside the namespace is changed and every
 // host mount is made read-only recursively.
 func (p *Program) compileMounts(plan mounts.Plan) error {
-	p.op(mountDesc(MountError{Op: "make-rslave", Target: "/", Flags: unix.MS_SLAVE | unix.MS_REC}),
-		unix.SYS_MOUNT, p.Str(""), p.Str("/"), p.Str(""), unix.MS_SLAVE|unix.MS_REC, 0)
+	p.makePrivate()
 	caps := make([]captured, len(plan.Ops))
 	for i, op := range plan.Ops {
 		c := captured{tree: -1, fd: -1}
@@ -791,12 +803,12 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 // dropPrivileges leaves the runner's thread, and so the command started from it,
 // with no capability in any set, a bounding set that cannot regain one, securebits
 // locked so that uid 0 gains nothing on execve (agentbox started as root still runs
-// the command without any), no_new_privs, the Landlock scope against abstract Unix
-// sockets made outside (when scope: mounts.Plan.ScopeAbstractUnix; it needs
-// no_new_privs) and the seccomp filter against terminal input injection
-// (internal/ttyfilter). Under bwrap (drop false) only the scope: bwrap dropped the
-// rest and installed the filter (the Go init checks: checkUnprivileged).
-func (p *Program) dropPrivileges(scope, drop bool) error {
+// the command without any), no_new_privs, the Landlock domain of ruleset (when not
+// -1: landlockRuleset; entering it needs no_new_privs) and the seccomp filter
+// against terminal input injection (internal/ttyfilter). Under bwrap (drop false)
+// only the domain: bwrap dropped the rest and installed the filter (the Go init
+// checks: checkUnprivileged).
+func (p *Program) dropPrivileges(ruleset int, drop bool) error {
 	d := opDesc{step: "drop privileges"}
 	if drop {
 		for c := 0; c <= 63; c++ {
@@ -810,12 +822,9 @@ func (p *Program) dropPrivileges(scope, drop bool) error {
 		p.op(d, unix.SYS_CAPSET, hdr, data)
 		p.op(d, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	}
-	if scope {
-		ds := opDesc{step: "scope abstract Unix sockets"}
-		attr := p.Words(0, 0, kernel.LandlockScopeAbstractUnix) // struct landlock_ruleset_attr
-		fd := p.FdOp(ds, unix.SYS_LANDLOCK_CREATE_RULESET, attr, kernel.LandlockRulesetAttrSize, 0)
-		p.op(ds, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0)
-		p.CloseFd(fd)
+	if ruleset >= 0 {
+		p.op(opDesc{step: "enter the Landlock domain"}, unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0)
+		p.CloseFd(ruleset)
 	}
 	if !drop {
 		return nil

@@ -160,7 +160,7 @@ var attacks = []attack{
 	// (plugins, skills, agents, commands, hooks, its local install) must not be
 	// writable because the user typed --keep ~/.claude instead of --keep-agent claude.
 	{name: "plain --keep of ~/.claude: the agent's exec surface", setup: func(t *testing.T, x *target) []string {
-		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots"} {
+		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots", "session-env"} {
 			mkUserDir(t, filepath.Join(x.Home, ".claude", d))
 		}
 		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude/skills/s/SKILL.md"), "---\nname: s\n---\n")
@@ -174,6 +174,7 @@ var attacks = []attack{
 		try hook-script sh -c 'echo x > "$HOME/.claude/hooks/stop.sh"'
 		try local-install sh -c 'echo x > "$HOME/.claude/local/claude"'
 		attempt shell-snapshot sh -c 'echo x > "$HOME/.claude/shell-snapshots/snapshot-bash.sh"'
+		attempt session-env sh -c 'echo x > "$HOME/.claude/session-env/env.sh"'
 		echo DONE`},
 
 	{name: "agentbox binary inside the writable repo", setup: func(t *testing.T, x *target) []string {

@@ -50,9 +50,9 @@ test "$AGENTBOX" = 1 && test -n "$AGENTBOX_SESSION" && echo marked`, "--keep-age
 			if _, ok := settings["hooks"]; ok || settings["model"] != "opus" {
 				t.Errorf("host settings.json after the audit: %v (want the model kept, no hooks)", settings)
 			}
-			aside, _ := filepath.Glob(home + "/.claude/settings.json.agentbox-quarantine-*")
+			aside, _ := filepath.Glob(home + "/.local/state/agentbox/quarantine/*" + home + "/.claude/settings.json")
 			if len(aside) != 1 || !strings.Contains(sandboxtest.ReadFile(t, aside[0]), "agentbox-pwned") {
-				t.Errorf("the session's settings.json is not kept aside: %v", aside)
+				t.Errorf("the session's settings.json is not kept in the quarantine: %v", aside)
 			}
 			state := readState(t, home)
 			if _, ok := state.MCPServers["evil"]; ok {
@@ -108,7 +108,8 @@ func readState(t *testing.T, home string) claudeState {
 // every start; with ~/.codex in the real HOME (Codex ran there once) that rename
 // fails inside the overlay with EXDEV (issue 16) and Codex warns, while with
 // --keep-agent codex its home is the host's and the rename works. A setting it is
-// given survives; a notify program planted in config.toml is put back with the file.
+// given survives; a notify program planted in config.toml is taken out of it, and
+// the model set in the same session stays.
 func TestKeepAgentCodex(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -138,8 +139,11 @@ func TestKeepAgentCodex(t *testing.T) {
 			if !strings.Contains(r.Stderr, "agentbox: audit: "+cfg+": new notify") {
 				t.Errorf("planted notify not reported:\n%s", r)
 			}
-			if got := sandboxtest.ReadFile(t, cfg); got != "model = \"o3\"\n" {
-				t.Errorf("config.toml after the audit: %q, want the baseline back", got)
+			if got := sandboxtest.ReadFile(t, cfg); got != "model = \"o4\"\n" {
+				t.Errorf("config.toml after the audit: %q, want the new model and no notify", got)
+			}
+			if m, _ := filepath.Glob(cfg + ".agentbox-quarantine-*"); len(m) > 0 {
+				t.Errorf("quarantine files in ~/.codex: %v", m)
 			}
 			if _, err := os.Stat(filepath.Join(b.Home, ".codex")); err != nil {
 				t.Fatal(err)

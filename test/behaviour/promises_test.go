@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/nsinit"
@@ -32,6 +33,7 @@ var rows = []row{
 	{"P3 repo under HOME punches through the overlay", repoUnderHome},
 	{"P4 /tmp and /run private and empty", tmpRunPrivate},
 	{"P4 host sockets below /run unreachable", runSocketHidden},
+	{"P4 host path sockets unreachable, also those bound late", hostPathSockets},
 	{"P5 new namespaces, own uid, host processes invisible", namespaces},
 	{"P5 --offline: loopback only", offline},
 	{"P6 repo below /tmp stays reachable", repoBelowTmp},
@@ -40,6 +42,7 @@ var rows = []row{
 	{"P7 submodule and worktree-config paths read-only", gitModulesReadOnly},
 	{"P7 symlinked Git paths refused before launch", gitSymlinks},
 	{"P7 protected paths cannot be moved away", gitCannotMoveAway},
+	{"P7 a replaced .git or a planted redirection never runs on the host", gitPlantNeverRuns},
 	{"read-only mounts cannot be undone from inside", cannotUndo},
 	{"P10 --disk-tmp directory removed after every exit", diskTmp},
 	{"command runs without privileges", noPrivileges},
@@ -55,13 +58,14 @@ var rows = []row{
 
 // runners are the backends with the native one once per runner of its compiled
 // plan: the raw init and the Go init (sandboxtest.NativeGo) where this build and
-// kernel have the raw one (elsewhere "native" is the Go init already).
+// kernel have the raw one (elsewhere "native" is the Go init already); and the
+// native backend once more through the Go API's door (sandboxtest.GoAPI).
 func runners(t *testing.T) []string {
 	list := backends(t)
 	if nsinit.RawInitAvailable() {
 		list = append(list, sandboxtest.NativeGo)
 	}
-	return list
+	return append(list, sandboxtest.GoAPI)
 }
 
 // TestPromises runs every row against every backend, the native one once per runner
@@ -441,6 +445,36 @@ func gitCannotMoveAway(t *testing.T, b *box) {
 	}
 }
 
+// gitPlantNeverRuns: the session tries to make the operator's next git command in
+// the repository run a program — by replacing .git with a copy whose config sets
+// core.fsmonitor, or, .git being pinned, by pointing .git/commondir at such a copy
+// in the working tree. Either is refused inside or found and moved aside by the
+// audit after the session: the operator's git status on the host runs nothing.
+func gitPlantNeverRuns(t *testing.T, b *box) {
+	pwned := filepath.Join(b.home, "pwned-fsmonitor")
+	script := fmt.Sprintf(`plant() { printf '[core]\n\tfsmonitor = touch %[1]s\n' >> "$1/config"; }
+		if mv .git .git.old 2>/dev/null; then
+			mkdir .git && cp -a .git.old/. .git/ && plant .git && echo REPLACED-GIT
+		fi
+		mkdir -p evil && cp -a .git/objects .git/refs .git/HEAD evil/ 2>/dev/null
+		printf '[core]\n\trepositoryformatversion = 0\n' > evil/config && plant evil
+		echo "$REPO/evil" > .git/commondir && echo PLANTED-COMMONDIR
+		true`, pwned)
+	r := b.sh(script)
+	if r.code != 0 {
+		t.Fatalf("%s", r)
+	}
+	if strings.Contains(r.stdout, "REPLACED-GIT") {
+		t.Errorf(".git could be replaced inside the sandbox:\n%s", r)
+	}
+	st := testenv.Command(t, b.home, "git", "status")
+	st.Dir = b.repo
+	out, _ := st.CombinedOutput()
+	if exists(pwned) {
+		t.Fatalf("the operator's git status ran the program the session planted:\n%s\ngit status: %s", r, out)
+	}
+}
+
 func gitSymlinks(t *testing.T, b *box) {
 	ssh := filepath.Join(b.home, ".ssh")
 	if err := os.Mkdir(ssh, 0o700); err != nil {
@@ -500,12 +534,14 @@ func cannotUndo(t *testing.T, b *box) {
 			touch /etc/agentbox-nested .git/hooks/pre-commit 2>/dev/null && echo NESTED-WROTE
 			mount --bind /tmp .git/hooks 2>/dev/null && touch .git/hooks/x 2>/dev/null && echo NESTED-BIND-HOOKS
 			echo nested-ran
-		'
+		' 2>/dev/null || echo nested-refused
 	else
 		echo nested-ran
 	fi`
 	out := b.ok(script)
-	if !strings.Contains(out, "nested-ran") {
+	// Where the command's Landlock domain denies host path sockets (Linux 7.1+),
+	// Landlock refuses it every mount, so unshare -m stops at its first one.
+	if !strings.Contains(out, "nested-ran") && !(kernel.CanDenyPathSockets() && strings.Contains(out, "nested-refused")) {
 		t.Fatalf("nested namespace attempt did not run:\n%s", out)
 	}
 	for _, bad := range []string{"UMOUNT-USR", "UMOUNT-HOOKS", "REMOUNT-ROOT", "NESTED-REMOUNT-ROOT", "NESTED-REMOUNT-CONFIG", "NESTED-UMOUNT-HOOKS", "NESTED-UMOUNT-L-HOOKS", "NESTED-UMOUNT-TMP", "NESTED-WROTE"} {

@@ -1,0 +1,124 @@
+package agentcfg
+
+import (
+	"bytes"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The repository's own agent files — .claude/ (settings, agents, skills, hooks),
+// .codex/ (config.toml, rules), .mcp.json, .lsp.json — are part of the writable
+// working tree, and the agents read them on the host later, behind their own trust
+// prompts. They are not put back (they may be the work itself); what a session
+// adds to them that names a program is reported.
+
+// projectTop are the project files at the repository's top level; projectDirs are
+// walked whole.
+var (
+	projectTop  = []string{".mcp.json", ".lsp.json"}
+	projectDirs = []string{".claude", ".codex"}
+)
+
+// Bounds on what the project baseline reads of a hostile tree.
+const (
+	maxProjectEntries = 5000
+	maxProjectBytes   = 64 << 20
+)
+
+// Project is the repository's agent files as they were before the session.
+type Project struct {
+	repo  string
+	files map[string]*fileState
+	over  bool
+}
+
+// SnapshotProject records the repository's agent files.
+func SnapshotProject(repo string) *Project {
+	p := &Project{repo: repo, files: map[string]*fileState{}}
+	for _, c := range p.list() {
+		p.files[c.path] = read(c.path, c.f, repo, nil)
+	}
+	return p
+}
+
+// list walks the project files, never following a symlink, within the bounds.
+func (p *Project) list() []coveredFile {
+	var list []coveredFile
+	budget, bytesLeft := maxProjectEntries, int64(maxProjectBytes)
+	add := func(path string, f format) {
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if bytesLeft -= st.Size; bytesLeft < 0 {
+				p.over = true
+				return
+			}
+		}
+		list = append(list, coveredFile{path, f})
+	}
+	opt := Options{Kept: []string{p.repo}}
+	for _, rel := range projectTop {
+		path := filepath.Join(p.repo, rel)
+		if _, err := unixLstat(path); err == nil {
+			add(path, auto)
+		}
+	}
+	for _, rel := range projectDirs {
+		dir := filepath.Join(p.repo, rel)
+		w := walker{o: opt, dir: dir, add: add, budget: &budget}
+		w.walk(dir)
+		p.over = p.over || w.over
+	}
+	return list
+}
+
+func unixLstat(path string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	return st, unix.Lstat(path, &st)
+}
+
+// Report lists what the session added to the repository's agent files that names
+// a program: exec-shaped keys new or changed, new or changed scripts and other
+// files that are code, symlinks. Nothing is moved.
+func (p *Project) Report() []Finding {
+	var out []Finding
+	if p == nil {
+		return nil
+	}
+	if p.over {
+		out = append(out, Finding{Path: p.repo, What: "more agent files than agentbox reads (" + filepath.Join(p.repo, ".claude") + ", .codex): not all reported", Left: true})
+	}
+	for _, c := range p.list() {
+		base := p.files[c.path]
+		if base == nil {
+			base = &fileState{path: c.path}
+		}
+		cur := read(c.path, auto, p.repo, nil)
+		switch {
+		case !cur.exists:
+		case cur.odd != "":
+			if cur.odd != base.odd || cur.link != base.link {
+				out = append(out, Finding{Path: c.path, What: cur.odd, Left: true})
+			}
+		case base.exists && base.odd == "" && bytes.Equal(base.data, cur.data) && base.mode == cur.mode:
+		case !cur.parsed || cur.f == opaque:
+		case wholeFormat(cur.f):
+			if len(changedKeys(base, cur)) > 0 {
+				out = append(out, Finding{Path: c.path, What: newOr(base, "new", "changed") + " " + formatName(cur.f), Left: true})
+			}
+		default:
+			for _, k := range changedKeys(base, cur) {
+				k.Left = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+func newOr(base *fileState, n, c string) string {
+	if base.exists {
+		return c
+	}
+	return n
+}

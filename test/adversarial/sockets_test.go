@@ -1,0 +1,169 @@
+package adversarial
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// The host daemons' path sockets that enumeration (kernel.HostSockets) must all
+// find: one in a network namespace of its own, more than a plan masks, and the
+// real ones among hundreds that another session binds. Each row is in attacks
+// (socketAttacks), so it runs on every backend with the host checked afterwards.
+
+// daemons is how many daemon sockets a crowded row listens on: a list cut short
+// anywhere leaves some of them out.
+const daemons = 12
+
+var socketAttacks = []attack{
+	// A daemon with a network namespace of its own (systemd's PrivateNetwork=, a
+	// container sharing a host directory) binds in the same file system; its
+	// socket is not in the launcher's /proc/net/unix.
+	{name: "host daemon socket bound in another network namespace", setup: netnsDaemonSocket, script: `
+		try netns-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$NSSOCK" - | grep -q agentbox-host'
+		echo DONE`},
+	// More sockets than a plan masks: none may be left out silently; the launch
+	// is refused instead — where Landlock denies them all (Linux 7.1+), nothing is
+	// masked and the session runs.
+	{name: "more host sockets than a plan masks", setup: crowdedDaemonSockets, script: `
+		for s in $DSOCKS; do try crowded-daemon-socket sh -c "socat -u UNIX-CONNECT:$s - | grep -q agentbox-host"; done
+		echo DONE`, refused: refusedWithoutLandlock("host sockets:")},
+	// Another session's sandbox binds hundreds of sockets in its own repository;
+	// they must not push the host daemons' out of the masks, nor stop this launch.
+	{name: "another session's sockets beside host daemons", setup: otherSessionSockets, script: `
+		for s in $DSOCKS; do try daemon-beside-session-sockets sh -c "socat -u UNIX-CONNECT:$s - | grep -q agentbox-host"; done
+		echo DONE`},
+}
+
+func init() { attacks = append(attacks, socketAttacks...) }
+
+// refusedWithoutLandlock is why a launch is refused where host sockets are masked
+// one by one; "" (it runs) where Landlock denies them all (kernel.CanDenyPathSockets).
+func refusedWithoutLandlock(why string) string {
+	if kernel.CanDenyPathSockets() {
+		return ""
+	}
+	return why
+}
+
+// netnsDaemonSocket listens, as root in a new network namespace (unshare -n), on
+// a socket below the outside directory, mode 0777, answering "agentbox-host".
+func netnsDaemonSocket(t *testing.T, x *target) []string {
+	if os.Geteuid() != 0 {
+		t.Skip("a daemon in its own network namespace: unshare -n needs root")
+	}
+	sock := filepath.Join(x.Outside, "netns-daemon.sock")
+	daemon := exec.Command("unshare", "-n", "socat", "UNIX-LISTEN:"+sock+",fork,mode=0777", "SYSTEM:echo agentbox-host")
+	daemon.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-daemon.Process.Pid, syscall.SIGKILL)
+		_ = daemon.Wait()
+		os.Remove(sock)
+	})
+	waitFor(t, "the namespaced daemon's socket", func() bool { fi, err := os.Lstat(sock); return err == nil && fi.Mode()&os.ModeSocket != 0 })
+	x.env = append(x.env, "NSSOCK="+sock)
+	return nil
+}
+
+// crowdedDaemonSockets listens on daemons answering sockets among 600 silent ones,
+// all connectable by everyone, below the outside directory.
+func crowdedDaemonSockets(t *testing.T, x *target) []string {
+	crowd := filepath.Join(x.Outside, "crowd")
+	if err := os.Mkdir(crowd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		listenSilent(t, filepath.Join(crowd, fmt.Sprintf("s%d.sock", i)))
+	}
+	x.env = append(x.env, "DSOCKS="+daemonSockets(t, x))
+	return nil
+}
+
+// otherSessionSockets starts a second session (the same backend, the same user)
+// whose command binds 2000 sockets in its own repository and waits, and listens on
+// daemons answering sockets below the outside directory.
+func otherSessionSockets(t *testing.T, x *target) []string {
+	other := newTarget(t, x.Backend)
+	ready := filepath.Join(other.Repo, "ready")
+	script := `ulimit -n 4096 && exec perl -MIO::Socket::UNIX -e '
+		for my $i (1..2000) { push @s, IO::Socket::UNIX->new(Local => "$ENV{REPO}/s$i.sock", Listen => 1) or die "bind $i: $!" }
+		open(my $f, ">", "$ENV{REPO}/ready") or die "ready: $!"; close $f; sleep 300'`
+	cmd := other.Command(other.Repo, []string{"--no-git-save", "--no-record"}, script)
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true // keeps testenv's credentials: the test user's session
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		<-ended
+	})
+	waitFor(t, "the other session's sockets", func() bool {
+		select {
+		case <-ended:
+			t.Fatalf("the other session ended early:\n%s", out.String())
+		default:
+		}
+		_, err := os.Lstat(ready)
+		return err == nil
+	})
+	x.env = append(x.env, "DSOCKS="+daemonSockets(t, x))
+	return nil
+}
+
+// daemonSockets listens on daemons answering sockets below the outside directory
+// and returns their paths, space-separated.
+func daemonSockets(t *testing.T, x *target) string {
+	dir := filepath.Join(x.Outside, "daemons")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var socks []string
+	for i := range daemons {
+		s := filepath.Join(dir, fmt.Sprintf("d%d.sock", i))
+		testenv.ServeUnix(t, s, "agentbox-host")
+		socks = append(socks, s)
+	}
+	return strings.Join(socks, " ")
+}
+
+// listenSilent binds a listening socket at path, mode 0777, that answers nothing.
+func listenSilent(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatalf("listen %s: %v", path, err)
+	}
+	if err := os.Chmod(path, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

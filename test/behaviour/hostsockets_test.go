@@ -1,0 +1,83 @@
+package behaviour
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// connectScript defines tryconnect: `tryconnect NAME PATH` prints "NAME reached"
+// when a stream connect(2) to the path socket PATH succeeds, "NAME refused" when
+// not. Perl's builtins only (the kernel matrix's VMs have no Perl modules).
+const connectScript = `tryconnect() { if perl -e 'socket(S, 1, 1, 0) or die; connect(S, pack("S Z*", 1, $ARGV[0])) or exit 1' "$2" 2>/dev/null; then echo "$1 reached"; else echo "$1 refused"; fi; }
+`
+
+// hostPathSockets (P4): a host daemon's path socket outside /tmp and /run is
+// unreachable inside, whether it listened before the launch (masked, or denied by
+// Landlock's resolve-unix rule on Linux 7.1+) or started listening while the
+// session runs — which only Landlock covers: with masks alone that one is
+// reachable, as the README's P4 line says. The sandbox's own sockets, in the
+// repository and in /tmp, stay reachable, and a file still moves between two
+// directories of the repository (the Landlock domain allows links and renames).
+func hostPathSockets(t *testing.T, b *box) {
+	outside := testenv.Dir(t, "daemons")
+	testenv.Chown(t, outside)
+	early := filepath.Join(outside, "early.sock")
+	late := filepath.Join(outside, "late.sock")
+	testenv.ServeUnix(t, early, "agentbox-host")
+	started := filepath.Join(b.repo, "started")
+	script := connectScript + `tryconnect early "$EARLY"
+		touch "$REPO/started"
+		n=0; while [ ! -S "$LATE" ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
+		tryconnect late "$LATE"
+		perl -e 'for my $p (@ARGV) { unlink $p; socket(L, 1, 1, 0) or die; bind(L, pack("S Z*", 1, $p)) or die "bind $p: $!"; listen(L, 5) or die; socket(C, 1, 1, 0) or die; connect(C, pack("S Z*", 1, $p)) or die "connect $p: $!"; print "own $p reached\n"; close C; close L }' "$REPO/own.sock" /tmp/own.sock
+		mkdir -p a b && echo x > a/f && mv a/f b/f && echo renamed
+		unshare -Urm sh -c 'mount -t tmpfs none /mnt' 2>/dev/null && echo nested-mount ok || echo nested-mount refused`
+	cmd := b.command(b.repo, nil, script)
+	cmd.Env = append(cmd.Env, "EARLY="+early, "LATE="+late)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 10 * time.Second // a sandbox left holding the output pipes ends the wait
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A minute: a launch under the kernel matrix's emulated CPUs takes seconds.
+	if !sandboxtest.WaitForUpTo(time.Minute, func() bool { _, err := os.Lstat(started); return err == nil }) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the session did not start:\n%s\n%s", out.String(), errb.String())
+	}
+	testenv.ServeUnix(t, late, "agentbox-host")
+	err := cmd.Wait()
+	r := fromResult(sandboxtest.Result{Stdout: out.String(), Stderr: errb.String()})
+	if err != nil {
+		t.Fatalf("session failed (%v):\n%s", err, r)
+	}
+	lateWant := "late reached"
+	if kernel.CanDenyPathSockets() {
+		lateWant = "late refused"
+	}
+	for _, want := range []string{"early refused\n", lateWant + "\n", "own " + b.repo + "/own.sock reached\n", "own /tmp/own.sock reached\n", "renamed\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q (Landlock resolve-unix: %v):\n%s", want, kernel.CanDenyPathSockets(), r)
+		}
+	}
+	t.Logf("Landlock ABI %d; %s", kernel.LandlockABI(), strings.TrimSpace(grepLine(r.stdout, "nested-mount")))
+}
+
+// grepLine is the first line of s containing substr.
+func grepLine(s, substr string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			return l
+		}
+	}
+	return ""
+}
