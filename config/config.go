@@ -164,7 +164,11 @@ func setting(path, table, key string, v any, lines keyIndex) (Setting, error) {
 		}
 		s.Value = list
 	case map[string]any:
-		return s, &Error{File: path, Line: s.Line, Key: key, Reason: "not a table: keys are exec's flag names (see agentbox exec --help)"}
+		line, reason := tableMisspelt(key, x, lines)
+		if s.Line == 0 {
+			s.Line = line
+		}
+		return s, &Error{File: path, Line: s.Line, Key: key, Reason: reason}
 	default:
 		return s, &Error{File: path, Line: s.Line, Key: key, Reason: fmt.Sprintf("unsupported value %v", v)}
 	}
@@ -429,11 +433,11 @@ const (
 // and is refused. A function, not a map: no start-up work for a table.
 func repoNarrowing(key string) (Narrowing, bool) {
 	switch key {
-	case "offline", "read-only", "hide-secrets":
+	case "offline", "read-only", "hide-secrets", "clear-env":
 		return TrueOnly, true
 	case "allow-git-push", "nested-sandbox":
 		return FalseOnly, true
-	case "hide":
+	case "hide", "unset-env":
 		return Union, true
 	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
 		return Subset, true
@@ -444,7 +448,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets (true only); allow-git-push, nested-sandbox (false only); hide (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.

@@ -175,6 +175,7 @@ func (s *Server) serveHTTP(tc *trackedConn, br *bufio.Reader) {
 	if err == nil {
 		conn, derr := s.dial(s.ctx, addrs, port)
 		if derr != nil {
+			s.failed(host, port, dialFailure(derr))
 			err = fmt.Errorf("agentbox: cannot connect to %s", joinHostPort(hostForRecord(host), port))
 		} else {
 			up = s.trackUp(conn)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -66,6 +67,9 @@ type Refusal struct {
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
+	// Failed: the rules allowed the request but the host could not be reached
+	// (resolved, connected to): not a refusal, a failure upstream.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // Server is the proxy for one session. Serve it on one listener; Close ends it.
@@ -212,6 +216,7 @@ type refusal struct {
 	port   uint16
 	reason string // for the record: short
 	msg    string // for the client: "agentbox: … is not in --allow-net"
+	failed bool   // allowed, but upstream failed (Refusal.Failed)
 }
 
 func (r *refusal) Error() string { return r.msg }
@@ -219,7 +224,7 @@ func (r *refusal) Error() string { return r.msg }
 func (s *Server) record(r *refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := [3]string{r.host, strconv.Itoa(int(r.port)), r.reason}
+	key := [3]string{r.host, strconv.Itoa(int(r.port)), strconv.FormatBool(r.failed) + r.reason}
 	if i, ok := s.index[key]; ok {
 		s.refusals[i].Count++
 		return
@@ -229,7 +234,7 @@ func (s *Server) record(r *refusal) {
 		return
 	}
 	s.index[key] = len(s.refusals)
-	s.refusals = append(s.refusals, Refusal{Host: r.host, Port: int(r.port), Reason: r.reason, Count: 1})
+	s.refusals = append(s.refusals, Refusal{Host: r.host, Port: int(r.port), Reason: r.reason, Count: 1, Failed: r.failed})
 }
 
 // hostForRecord is a client's host string made safe to print: canonical when it is a
@@ -253,6 +258,9 @@ func (s *Server) Decide(ctx context.Context, host string, port uint16) ([]netip.
 	if ref != nil {
 		s.record(ref)
 		return nil, ref
+	}
+	if err != nil {
+		s.failed(host, port, "cannot resolve")
 	}
 	return addrs, err
 }
@@ -341,6 +349,29 @@ func joinHostPort(h string, port uint16) string {
 }
 
 // dial connects to the first of addrs that answers.
+// failed records that an allowed request to host could not be served: the host
+// did not resolve or did not answer (why, in a few words).
+func (s *Server) failed(host string, port uint16, why string) {
+	if s.ctx.Err() != nil {
+		return // the session ended under it
+	}
+	s.record(&refusal{host: hostForRecord(host), port: port, reason: why, failed: true})
+}
+
+// dialFailure says in a few words why a dial failed, for the record.
+func dialFailure(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return "connect timed out"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+		return "unreachable"
+	}
+	return "cannot connect"
+}
+
 func (s *Server) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	defer cancel()

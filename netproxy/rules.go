@@ -118,6 +118,9 @@ func Parse(spec string) ([]Rule, error) {
 	if len(spec) > maxSpec {
 		return bad(fmt.Sprintf("longer than %d bytes", maxSpec))
 	}
+	if why := misuse(spec); why != "" {
+		return bad(why)
+	}
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
 		hosts, ok := Presets[name]
 		if !ok {
@@ -410,4 +413,21 @@ func ParseHosts(s string) (Hosts, error) {
 		h[n] = append(h[n], a)
 	}
 	return h, nil
+}
+
+// misuse explains the values users mean as something else: a URL, or a list in one
+// value. The host of a URL is offered, not taken: its path and scheme say nothing
+// the proxy could enforce.
+func misuse(spec string) string {
+	if scheme, rest, ok := strings.Cut(spec, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, ".:/") {
+		host, _, _ := strings.Cut(rest, "/")
+		if _, h, ok := strings.Cut(host, "@"); ok {
+			host = h
+		}
+		return fmt.Sprintf("give a host name, not a URL: --allow-net %s", host)
+	}
+	if strings.Contains(spec, ",") {
+		return "one host or preset per value: repeat the flag (--allow-net " + strings.Join(strings.Split(spec, ","), " --allow-net ") + ")"
+	}
+	return ""
 }

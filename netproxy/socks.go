@@ -102,6 +102,7 @@ func (s *Server) serveSOCKS(tc *trackedConn, br *bufio.Reader) {
 	}
 	up, err := s.dial(s.ctx, addrs, port)
 	if err != nil {
+		s.failed(host, port, dialFailure(err))
 		s.socksReply(tc, repHostUnreach)
 		return
 	}

@@ -68,6 +68,10 @@ func resolveKeep(p *Policy, opts Options, cwd string) error {
 		if err != nil {
 			if pe := (*Error)(nil); errors.As(err, &pe) && pe.Path == path {
 				pe.Path = arg
+				if !filepath.IsAbs(arg) && !strings.HasPrefix(arg, "~") {
+					// --keep .claude meant HOME's, not the working directory's.
+					pe.Reason += " (a relative path is taken from the working directory: did you mean ~/" + filepath.Clean(arg) + "?)"
+				}
 			}
 			return err
 		}

@@ -83,6 +83,8 @@ func narrowRule(name string) fieldRule {
 		})
 	case "AddDirs":
 		return subset("add-dir", func(p *Policy) []string { return p.AddDirs })
+	case "Env":
+		return narrowEnv
 	}
 	return nil
 }

@@ -43,7 +43,9 @@ type Options struct {
 	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
 
 	Hide        []string // --hide PATH (repeatable), hide.go
-	HideSecrets bool     // --hide-secrets, hide.go
+	HideSecrets bool     // --hide-secrets, hide.go (and env.go)
+	UnsetEnv    []string // --unset-env NAME (repeatable), env.go
+	ClearEnv    bool     // --clear-env, env.go
 	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
 	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
 	AddDir      []string // --add-dir DIR (repeatable), adddir.go
@@ -95,6 +97,7 @@ type Policy struct {
 	// the command can build a sandbox of its own, but reaches sockets the host binds
 	// after the launch (kernel.DenyPathSockets). Below Linux 7.1 it changes nothing.
 	NestedSandbox bool
+	Env           EnvRules // what of the launcher's environment the command does not get (env.go)
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -211,6 +214,9 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	if err := resolveSockets(p, opts); err != nil {
+		return nil, err
+	}
+	if err := resolveEnv(p, opts); err != nil {
 		return nil, err
 	}
 	if p.DiskTmp && p.CacheDir == "" {

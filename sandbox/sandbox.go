@@ -54,6 +54,11 @@ type Options struct {
 	Home string
 	// Env is the command's environment; nil: the caller's (os.Environ).
 	Env []string
+	// UnsetEnv, ClearEnv and SecretEnv take variables out of Env as agentbox exec's
+	// --unset-env, --clear-env and --hide-secrets do (policy.EnvRules).
+	UnsetEnv  []string
+	ClearEnv  bool
+	SecretEnv bool
 	// Stdin, Stdout and Stderr are the command's streams; nil: /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Offline gives the sandbox its own network namespace with loopback only.
@@ -183,10 +188,14 @@ func config(opts Options) (session.Config, error) {
 		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
 		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
 		Command:       opts.Command,
+		UnsetEnv:      opts.UnsetEnv,
+		ClearEnv:      opts.ClearEnv,
 	})
 	if err != nil {
 		return session.Config{}, fmt.Errorf("sandbox: %w", err)
 	}
+	// The credential variables only: the Go API hides no files.
+	p.Env.Secrets = opts.SecretEnv
 	log := opts.Log
 	if log == nil {
 		log = os.Stderr

@@ -13,6 +13,17 @@ PREFIX=${PREFIX:-$HOME/.local}
 
 die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 
+# bash_completion_present: the bash-completion package's loader is installed (the
+# paths Debian, Fedora, Arch and Homebrew use).
+bash_completion_present() {
+	for f in /usr/share/bash-completion/bash_completion \
+		/etc/bash_completion /usr/local/share/bash-completion/bash_completion \
+		/opt/homebrew/share/bash-completion/bash_completion; do
+		[ -r "$f" ] && return 0
+	done
+	return 1
+}
+
 GO=$(command -v go || true)
 [ -n "$GO" ] || GO=/usr/local/go/bin/go
 [ -x "$GO" ] || die "Go not found: install Go 1.26 or newer (https://go.dev/dl/) and put it on PATH"
@@ -35,6 +46,15 @@ mkdir -p "$PREFIX/share/bash-completion/completions" "$PREFIX/share/zsh/site-fun
 "$bin" man >"$PREFIX/share/man/man1/agentbox.1"
 
 printf 'installed %s (%s)\n' "$bin" "$("$bin" version)"
+# bash loads completions from $PREFIX/share/bash-completion only through the
+# bash-completion package (which searches ~/.local/share, XDG_DATA_DIRS and PATH's
+# share dirs); without it, nothing loads the file.
+if command -v bash >/dev/null 2>&1 && ! bash_completion_present; then
+	printf 'bash completion: the bash-completion package is not installed, so bash will not load %s\n' \
+		"$PREFIX/share/bash-completion/completions/agentbox"
+	printf '  install it (sudo apt-get install bash-completion), or add to ~/.bashrc: . %s\n' \
+		"$PREFIX/share/bash-completion/completions/agentbox"
+fi
 case ":$PATH:" in
 *":$PREFIX/bin:"*) ;;
 *) printf 'add it to PATH: export PATH="%s/bin:$PATH"\n' "$PREFIX" ;;

@@ -263,6 +263,8 @@ func (l *launch) run() (int, error) {
 	}()
 	agents := startAgentAudit(cfg, p, out)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
+	env = withPromptMarker(env, p, cfg.stdio().Stdin)
+	env = p.Env.Apply(env) // --hide-secrets, --unset-env, --clear-env
 	prot := l.pr.s.Protected
 	locks := existingLocks(prot)
 	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
@@ -302,6 +304,7 @@ func (l *launch) run() (int, error) {
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
 	reportLeft(cfg, res.Left)
+	reportNet(cfg, out.NetRefusals)
 	return res.Status, nil
 }
 

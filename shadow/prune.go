@@ -22,11 +22,14 @@ type PruneOptions struct {
 
 // Pruned is one thing Prune removed (or, with DryRun, would remove).
 type Pruned struct {
-	Path    string // the shadow repository
-	Repo    string // the recorded repository
-	What    string // "repository gone" or "N sessions older than D"
-	Removed bool
-	Err     error
+	Path string // the shadow repository
+	Repo string // the recorded repository
+	What string // "repository gone" or "N sessions older than D"
+	// Sessions is how many old sessions were pruned (0: the whole store went,
+	// its repository gone).
+	Sessions int
+	Removed  bool
+	Err      error
 }
 
 // Prune removes the shadow repositories of repositories that no longer exist, and
@@ -84,6 +87,7 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 		return p, false
 	}
 	p.What = fmt.Sprintf("%d sessions older than %s", len(old), opts.OlderThan)
+	p.Sessions = len(old)
 	if opts.DryRun {
 		return p, true
 	}

@@ -99,6 +99,7 @@ type NetRefusal struct {
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
+	Failed bool   `json:"failed,omitempty"` // allowed, but the host could not be reached
 }
 
 // Phase is one measured setup step.

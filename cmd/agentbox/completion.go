@@ -2,21 +2,31 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime/debug"
+	"sort"
 	"time"
 
+	"github.com/agentbox/agentbox/agentcfg"
+	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/netproxy"
+	"github.com/agentbox/agentbox/policy"
 )
 
 var completionCommand = cli.Command{
 	Name:    "completion",
-	Args:    "bash|zsh|fish",
+	Args:    "bash|zsh|fish|profiles",
 	Summary: "print a shell completion script",
 	Help: `Prints a completion script for the shell named, generated from the same flag
 definitions as --help. For bash: agentbox completion bash > ~/.local/share/bash-completion/completions/agentbox
 For zsh: agentbox completion zsh > "${fpath[1]}/_agentbox". For fish:
-agentbox completion fish > ~/.config/fish/completions/agentbox.fish`,
+agentbox completion fish > ~/.config/fish/completions/agentbox.fish
+The scripts offer the values of --keep-agent, --backend, --allow-net's presets and
+--profile (the profiles of your config file, which 'agentbox completion profiles'
+lists, one a line).`,
 	Flags: func() *flag.FlagSet { return flag.NewFlagSet("completion", flag.ContinueOnError) },
 }
 
@@ -30,13 +40,48 @@ func cmdCompletion(args []string) int {
 	}
 	switch fs.Arg(0) {
 	case "bash":
-		cli.Bash(os.Stdout, "agentbox", specs())
+		cli.Bash(os.Stdout, "agentbox", withValues(specs()))
 	case "zsh":
-		cli.Zsh(os.Stdout, "agentbox", specs())
+		cli.Zsh(os.Stdout, "agentbox", withValues(specs()))
 	case "fish":
-		cli.Fish(os.Stdout, "agentbox", specs())
+		cli.Fish(os.Stdout, "agentbox", withValues(specs()))
+	case "profiles":
+		return printProfiles()
 	default:
 		return fail("completion: unknown shell %q: agentbox completion bash|zsh|fish", fs.Arg(0))
+	}
+	return 0
+}
+
+// withValues gives exec's flags the values completions offer.
+func withValues(cmds []cli.Command) []cli.Command {
+	for i := range cmds {
+		if cmds[i].Name == "exec" {
+			cmds[i].Values = map[string][]string{
+				"keep-agent": agentcfg.Names(),
+				"backend":    {policy.BackendNative, policy.BackendBwrap, policy.BackendAuto},
+				"allow-net":  netproxy.PresetNames(),
+				"profile":    {"$(agentbox completion profiles 2>/dev/null)"},
+			}
+		}
+	}
+	return cmds
+}
+
+// printProfiles lists the profiles of the user's config file, for completions; a
+// file that is missing or bad lists none.
+func printProfiles() int {
+	f, err := config.ReadUser(userConfig())
+	if err != nil || f == nil {
+		return 0
+	}
+	names := make([]string, 0, len(f.Profiles))
+	for n := range f.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Println(termsafe.String(n))
 	}
 	return 0
 }

@@ -93,6 +93,9 @@ func cmdExec(args []string) int {
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.XDGConfigHome = os.Getenv("XDG_CONFIG_HOME")
 	opts.Command = fs.Args()
+	if msg, ok := missingRepoFirst(opts.Command); ok {
+		return fail("%s", msg)
+	}
 	if dir, rest, ok := repoFirst(opts.Command); ok {
 		// agent-box's habit, "agentbox exec DIR -- CMD": DIR is the repository.
 		if opts.Repo != "" {
@@ -115,6 +118,9 @@ func cmdExec(args []string) int {
 	}
 	notes = append(notes, more...)
 	if n := nestedSandboxNote(pol, prov, kernel.CanDenyPathSockets()); n != "" {
+		notes = append(notes, n)
+	}
+	if n := noGitNote(opts, pol); n != "" {
 		notes = append(notes, n)
 	}
 	cfg.Policy = pol

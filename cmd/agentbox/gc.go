@@ -40,7 +40,7 @@ removed, 125 bad input.`,
 func gcFlags() (fs *flag.FlagSet, dryRun *bool, age *string) {
 	fs = flag.NewFlagSet("gc", flag.ContinueOnError)
 	dryRun = fs.Bool("dry-run", false, "list what would be removed, remove nothing")
-	age = fs.String("sessions-older-than", "90d", "remove recorded sessions older than `AGE` (Nd, or a Go duration such as 12h; 0 keeps all)")
+	age = fs.String("sessions-older-than", "90d", "remove recorded sessions older than `AGE` (as log --since: 3d, 2w, 12h; 0 keeps all)")
 	return fs, dryRun, age
 }
 
@@ -54,17 +54,18 @@ func cmdGC(args []string) int {
 	}
 	olderThan, err := parseAge(*age)
 	if err != nil {
-		return fail("gc: --sessions-older-than %q: %v (e.g. 30d or 12h, 0 keeps all)", *age, err)
+		return fail("gc: --sessions-older-than %q: %v (e.g. 30d, 3w or 12h, 0 keeps all)", *age, err)
 	}
-	status := 0
+	status, said := 0, 0
 	if state, err := stateDir(); err == nil {
-		status = gcStores(state, olderThan, *dryRun)
+		status, said = gcStores(state, olderThan, *age, *dryRun)
 	}
 	found, err := leftovers.GC(leftovers.GCOptions{
 		CacheDir: policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME")),
 		GuardDir: "/tmp",
 		DryRun:   *dryRun,
 	})
+	said += len(found)
 	for _, l := range found {
 		switch {
 		case l.Live:
@@ -81,20 +82,26 @@ func cmdGC(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if said == 0 {
+		fmt.Println("nothing to remove")
+	}
 	return status
 }
 
-// parseAge reads Nd (days) or a Go duration; "0" is no limit.
+// parseAge reads Nd (days), Nw (weeks) or a Go duration, as log --since does; "0"
+// is no limit.
 func parseAge(s string) (time.Duration, error) {
 	if s == "0" {
 		return 0, nil
 	}
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		d, err := strconv.Atoi(n)
-		if err != nil || d <= 0 || d > 100000 {
-			return 0, errors.New("not a number of days")
+	for unit, days := range map[string]int{"d": 1, "w": 7} {
+		if n, ok := strings.CutSuffix(s, unit); ok {
+			d, err := strconv.Atoi(n)
+			if err != nil || d <= 0 || d*days > 100000 {
+				return 0, errors.New("not a number of days or weeks")
+			}
+			return time.Duration(d*days) * 24 * time.Hour, nil
 		}
-		return time.Duration(d) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
@@ -104,10 +111,12 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 // gcStores prunes the shadow store and the default snapshot store below state,
-// one line each on stdout; it returns 1 when something could not be removed.
-func gcStores(state string, olderThan time.Duration, dryRun bool) int {
-	status := 0
+// one line each on stdout; it returns 1 when something could not be removed, and
+// how many lines it printed.
+func gcStores(state string, olderThan time.Duration, age string, dryRun bool) (int, int) {
+	status, said := 0, 0
 	line := func(path, repo, what string, removed bool, err error) {
+		said++
 		kind := "record of " + quoteLine(repo) + ": " + what
 		switch {
 		case err != nil:
@@ -125,6 +134,13 @@ func gcStores(state string, olderThan time.Duration, dryRun bool) int {
 		status = 1
 	}
 	for _, p := range pruned {
+		if p.Sessions > 0 && p.Err == nil {
+			// Old sessions leave the store in place: say what went, not the store.
+			said++
+			fmt.Printf("%s %d old %s of %s (older than %s)\n", pick(p.Removed, "pruned", "would prune"), p.Sessions,
+				pick(p.Sessions == 1, "session", "sessions"), quoteLine(p.Repo), age)
+			continue
+		}
 		line(p.Path, p.Repo, p.What, p.Removed, p.Err)
 	}
 	snaps, err := snapshot.PruneStore(filepath.Join(state, "snapshots"), dryRun)
@@ -135,7 +151,7 @@ func gcStores(state string, olderThan time.Duration, dryRun bool) int {
 	for _, p := range snaps {
 		line(p.Path, p.Repo, "snapshots, "+p.What, p.Removed, p.Err)
 	}
-	return status
+	return status, said
 }
 
 // quoteLine makes a recorded path safe for the terminal.

@@ -18,5 +18,7 @@ func registerKeepFlags(fs *flag.FlagSet, opts *policy.Options) {
 	fs.Var(cli.NewList(&opts.AddDir), "add-dir", "a further writable `DIR`, with the repository's refusals and Git protections; never a Git directory or inside one (repeatable)")
 	fs.Var(cli.NewList(&opts.AllowSocket), "allow-socket", "hand the host Unix socket `PATH` in at its own path, e.g. \"$SSH_AUTH_SOCK\" (repeatable; SSH_AUTH_SOCK is unset inside otherwise)")
 	fs.BoolVar(&opts.ReadOnly, "read-only", false, "the repository read-only too (a review session): no Git snapshot or audit")
-	fs.BoolVar(&opts.HideSecrets, "hide-secrets", false, "hide the well-known credential stores below HOME (SSH private keys, ~/.gnupg, ~/.aws, browser profiles …) but for a kept agent's own")
+	fs.BoolVar(&opts.HideSecrets, "hide-secrets", false, "hide the well-known credential stores below HOME (SSH private keys, ~/.gnupg, ~/.aws, browser profiles …) and drop credential variables (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, *_TOKEN …) but for a kept agent's own")
+	fs.Var(cli.NewList(&opts.UnsetEnv), "unset-env", "do not hand the variable `NAME` in (repeatable)")
+	fs.BoolVar(&opts.ClearEnv, "clear-env", false, "hand in only PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LC_*, TZ, COLORTERM and agentbox's own variables")
 }

@@ -35,18 +35,20 @@ backend, exit status, duration, files added/changed/removed, command. With
 
 var showCommand = cli.Command{
 	Name:    "show",
-	Args:    "ID",
+	Args:    "[ID]",
 	Summary: "print a session's record",
-	Help:    `Prints the record of the session (or result) ID; a unique prefix of ID is enough.`,
-	Flags:   func() *flag.FlagSet { return new(showArgs).flags() },
+	Help: `Prints the record of the session (or result) ID; a unique prefix of ID is enough.
+Without ID, the last session of the repository. --timings adds the launch's phases.`,
+	Flags: func() *flag.FlagSet { return new(showArgs).flags() },
 }
 
 var diffCommand = cli.Command{
 	Name:    "diff",
-	Args:    "ID",
+	Args:    "[ID]",
 	Summary: "what a session changed in the repository",
-	Help: `Prints what session ID changed in the repository, from its recorded start state to
-its recorded end state, as a unified diff (binary files named, not dumped).`,
+	Help: `Prints what session ID (default: the repository's last) changed in the repository,
+from its recorded start state to its recorded end state, as a unified diff (binary
+files named, not dumped).`,
 	Flags: func() *flag.FlagSet { return new(diffArgs).flags() },
 }
 
@@ -107,11 +109,12 @@ func (a *logArgs) flags() *flag.FlagSet {
 	return fs
 }
 
-type showArgs struct{ asJSON bool }
+type showArgs struct{ asJSON, timings bool }
 
 func (a *showArgs) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
 	fs.BoolVar(&a.asJSON, "json", false, "print the record as JSON")
+	fs.BoolVar(&a.timings, "timings", false, "print the launch's internal timings (phases) too")
 	return fs
 }
 
@@ -290,7 +293,7 @@ func cmdShow(args []string) int {
 		return st
 	}
 	asJSON := &a.asJSON
-	if fset.NArg() != 1 {
+	if fset.NArg() > 1 {
 		return fail("show: want one session id (see agentbox log)")
 	}
 	state, err := stateDir()
@@ -298,6 +301,11 @@ func cmdShow(args []string) int {
 		return fail("show: %v", err)
 	}
 	id := fset.Arg(0)
+	if id == "" {
+		if id, err = lastSession(state); err != nil {
+			return fail("show: %v", err)
+		}
+	}
 	_, rec, err := shadow.Find(state, id)
 	if errors.Is(err, shadow.ErrNotFound) {
 		r, rerr := shadow.FindResult(state, id)
@@ -322,12 +330,12 @@ func cmdShow(args []string) int {
 		os.Stdout.Write(b)
 		return 0
 	}
-	printRecord(os.Stdout, rec)
+	printRecord(os.Stdout, rec, a.timings)
 	return 0
 }
 
 // printRecord prints a session record for a person, one field a line.
-func printRecord(w io.Writer, r shadow.Record) {
+func printRecord(w io.Writer, r shadow.Record, timings bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("session", r.ID)
@@ -363,10 +371,16 @@ func printRecord(w io.Writer, r shadow.Record) {
 	if len(p.AllowNet) > 0 {
 		row("allow-net", oneLine(strings.Join(p.AllowNet, " ")))
 	}
-	for i, n := range r.NetRefusals {
-		row(pick(i == 0, "net refused", ""), oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
+	for _, failed := range []bool{false, true} {
+		label := pick(failed, "net failed", "net refused")
+		for _, n := range r.NetRefusals {
+			if n.Failed == failed {
+				row(label, oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
+				label = ""
+			}
+		}
 	}
-	if len(r.Phases) > 0 {
+	if timings && len(r.Phases) > 0 {
 		var ph []string
 		for _, x := range r.Phases {
 			ph = append(ph, fmt.Sprintf("%s %s", x.Name, time.Duration(x.NS)))
@@ -392,14 +406,20 @@ func cmdDiff(args []string) int {
 		return st
 	}
 	stat := &a.stat
-	if fset.NArg() != 1 {
+	if fset.NArg() > 1 {
 		return fail("diff: want one session id (see agentbox log)")
 	}
 	state, err := stateDir()
 	if err != nil {
 		return fail("diff: %v", err)
 	}
-	s, rec, err := shadow.Find(state, fset.Arg(0))
+	id := fset.Arg(0)
+	if id == "" {
+		if id, err = lastSession(state); err != nil {
+			return fail("diff: %v", err)
+		}
+	}
+	s, rec, err := shadow.Find(state, id)
 	if err != nil {
 		return fail("diff: %v", err)
 	}

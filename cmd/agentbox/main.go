@@ -95,6 +95,13 @@ func run(args []string) int {
 		// agent-box's habit: agentbox DIR -- CMD.
 		return fail("unknown command %q: to run in that directory, type: agentbox exec --repo %s -- COMMAND", args[0], args[0])
 	}
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.Name)
+	}
+	if s := cli.Suggest(args[0], names); s != "" {
+		return fail("unknown command %q: did you mean %s? (see agentbox --help)", args[0], s)
+	}
 	return fail("unknown command %q (see agentbox --help)", args[0])
 }
 

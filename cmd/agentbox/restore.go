@@ -12,9 +12,11 @@ import (
 
 var restoreCommand = cli.Command{
 	Name:    "restore",
-	Args:    "SNAPSHOT",
+	Args:    "[SESSION|SNAPSHOT]",
 	Summary: "restore (or --check) a Git metadata snapshot",
 	Help: `Restores a Git metadata snapshot into DIR, which must not exist or be empty.
+SESSION is a session id (agentbox log): the snapshot taken before it started; without
+an argument, the last session of the repository.
 SNAPSHOT is a record of the snapshot store (…/snapshots/NAME-HASH/snaps/STAMP.snap,
 as 'agentbox show SESSION' names it; DIR defaults to NAME-STAMP in the current
 directory) or a ZIP of older agentbox versions (DIR defaults to the ZIP's path
@@ -48,12 +50,15 @@ func cmdRestore(args []string) int {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(pos) != 1 {
-		return fail("restore: want exactly one snapshot (agentbox restore SNAPSHOT [--into DIR])")
+	if len(pos) > 1 {
+		return fail("restore: want one session or snapshot (agentbox restore [SESSION|SNAPSHOT] [--into DIR])")
 	}
-	snap, dir := pos[0], *into
+	snap, err := sessionSnapshot(strings.Join(pos, ""))
+	if err != nil {
+		return fail("restore: %v", err)
+	}
+	dir := *into
 	var res *snapshot.Restored
-	var err error
 	switch {
 	case snapshot.IsStoredSnapshot(snap) && *check:
 		if res, err = snapshot.CheckStored(snap); err != nil {
@@ -97,6 +102,9 @@ func cmdRestore(args []string) int {
 		fmt.Printf("  %s/dotgit is the pointer file %s\n", oneLine(res.Dir), oneLine(m.DotGitFile))
 	}
 	printSkipped(res.Skipped)
+	// A branch the session moved or deleted is taken back from its old sha.
+	fmt.Printf("  a lost branch: git --git-dir %s/.git for-each-ref names each branch's old sha; git -C %s branch -f NAME SHA puts it back (git -C %s reflog lists recent ones)\n",
+		oneLine(res.Dir), oneLine(m.Repo), oneLine(m.Repo))
 	return 0
 }
 

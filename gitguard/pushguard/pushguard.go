@@ -359,6 +359,42 @@ for a do
 done
 [ -n "$cmd" ] || exec "$real" "$@"
 
+# .git/config is read-only inside (P7): Git's write of it fails with "Device or
+# resource busy", which reads like a bug; say why after Git's own error. These
+# commands are builtins that never push, so they skip the alias walk below.
+config_hint() {
+	printf 'agentbox: .git/config is read-only inside the sandbox (Git would run what it says as you, on the host): run this git command on the host, outside agentbox\n' >&2
+}
+writes_config=
+case $cmd in
+config)
+	for a do
+		case $a in --global|--system|--file|-f|--blob|--file=*|--blob=*) exec "$real" "$@" ;; esac
+	done
+	"$real" "$@"
+	rc=$?
+	# git config's status 4: it could not write the config file.
+	[ "$rc" -ne 4 ] || config_hint
+	exit "$rc"
+	;;
+remote|branch|submodule)
+	for a do
+		case $a in
+		add|rename|rm|remove|set-url|set-head|set-branches|init|sync|deinit|set-branch) writes_config=1 ;;
+		-u|--set-upstream-to|--set-upstream-to=*|--unset-upstream|-m|-M|-c|-C|-d|-D|--delete|--move|--copy|--edit-description|-t|--track|--track=*) writes_config=1 ;;
+		esac
+	done
+	;;
+esac
+if [ -n "$writes_config" ] && err=$(mktemp "${TMPDIR:-/tmp}/agentbox-git.XXXXXX" 2>/dev/null); then
+	"$real" "$@" 2>"$err"
+	rc=$?
+	cat "$err" >&2
+	if [ "$rc" -ne 0 ] && grep -q 'config.*Device or resource busy' "$err"; then config_hint; fi
+	rm -f "$err"
+	exit "$rc"
+fi
+
 # Follow aliases as Git does; chain holds the alias names on the way.
 name=$cmd chain= depth=0
 while :; do

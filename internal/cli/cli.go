@@ -28,6 +28,10 @@ type Command struct {
 	// Flags returns a fresh flag set with the command's flags defined (values are
 	// thrown away); nil for a command without flags.
 	Flags func() *flag.FlagSet
+	// Values are the words completions offer for a flag's value (--backend: native
+	// bwrap auto); a word "$(CMD)" is CMD's output, run when completing (the
+	// profiles of the user's config file).
+	Values map[string][]string
 }
 
 // ErrHelp is returned by Parse after it printed the help.
@@ -52,13 +56,16 @@ func Name(name string) string {
 func Parse(fs *flag.FlagSet, c Command, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	if msg := takenAsValue(fs, args); msg != "" {
+		return errors.New(msg)
+	}
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		PrintHelp(stdout, fs, c)
 		return ErrHelp
 	}
 	if err != nil {
-		return errors.New(rewrite(err.Error()))
+		return errors.New(flagHint(fs, rewrite(err.Error())))
 	}
 	return nil
 }

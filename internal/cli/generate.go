@@ -61,6 +61,8 @@ func Bash(w io.Writer, prog string, cmds []Command) {
 		var dirs, files, args []string
 		for _, f := range flags {
 			switch {
+			case c.Values[f.Name] != nil:
+				fmt.Fprintf(w, "\t\tif [ \"$prev\" = %s ]; then COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return; fi\n", Name(f.Name), bashWords(c.Values[f.Name]))
 			case dirFlag(f):
 				dirs = append(dirs, Name(f.Name))
 			case fileFlag(f):
@@ -102,6 +104,8 @@ func Zsh(w io.Writer, prog string, cmds []Command) {
 			spec := "'" + Name(f.Name) + "[" + zshQuote(usage) + "]"
 			switch {
 			case IsBool(f):
+			case c.Values[f.Name] != nil:
+				spec += ":" + strings.ToLower(arg) + ":{compadd -- " + zshWords(c.Values[f.Name]) + "}"
 			case dirFlag(f):
 				spec += ":" + strings.ToLower(arg) + ":_files -/"
 			case fileFlag(f):
@@ -145,6 +149,8 @@ func Fish(w io.Writer, prog string, cmds []Command) {
 			}
 			switch {
 			case IsBool(f):
+			case c.Values[f.Name] != nil:
+				line += " -r -a " + fishQuote(fishWords(c.Values[f.Name]))
 			case dirFlag(f):
 				line += " -r -a '(__fish_complete_directories)'"
 			case fileFlag(f):
@@ -197,12 +203,61 @@ func Man(w io.Writer, prog, version, description string, cmds []Command, date ti
 	fmt.Fprintf(w, ".SH SEE ALSO\n.BR bwrap (1),\n.BR git (1)\n")
 }
 
-// roff escapes text for a roff line: backslashes, and a leading dot or quote.
+// roff escapes text for a roff line: backslashes, and a leading dot or quote; and
+// spells typography in ASCII or roff's named glyphs, which every output device has
+// (in the C locale, man has no glyph for U+2026 and warns).
 func roff(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
 	s = strings.ReplaceAll(s, "-", `\-`)
+	s = roffGlyphs.Replace(s)
+	if strings.IndexFunc(s, func(r rune) bool { return r > 127 }) >= 0 {
+		var b strings.Builder
+		for _, r := range s {
+			if r > 127 {
+				fmt.Fprintf(&b, `\[u%04X]`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+		s = b.String()
+	}
 	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
 		s = `\&` + s
 	}
 	return s
+}
+
+// roffGlyphs are the non-ASCII characters agentbox's help uses, in roff's terms;
+// any other is written as \[uXXXX].
+var roffGlyphs = strings.NewReplacer("…", "...", "—", `\(em`, "–", `\(en`, "×", "x", "’", "'", "‘", "'", "“", `\(lq`, "”", `\(rq`, "→", `\(->`)
+
+// bashWords is a value list for compgen -W inside double quotes: "$(CMD)" runs.
+func bashWords(words []string) string {
+	return strings.Join(words, " ")
+}
+
+// zshWords is a value list for compadd; "$(CMD)" becomes one word per output line.
+func zshWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if cmd, ok := strings.CutPrefix(w, "$("); ok {
+			out[i] = `${(f)"$(` + cmd + `"}`
+		} else {
+			out[i] = w
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// fishWords is a value list for complete -a; "$(CMD)" becomes fish's (CMD).
+func fishWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if cmd, ok := strings.CutPrefix(w, "$("); ok {
+			out[i] = "(" + cmd
+		} else {
+			out[i] = w
+		}
+	}
+	return strings.Join(out, " ")
 }

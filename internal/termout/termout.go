@@ -8,6 +8,7 @@
 package termout
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"strconv"
@@ -23,6 +24,9 @@ var Bound = 5 * time.Second
 type Writer struct {
 	f    *os.File
 	dead bool // a write timed out: everything after it is dropped
+	cols int  // the terminal's width when the session ended; 0: unknown
+	// started: the first line has been written, after the move to column 0.
+	started bool
 }
 
 // Bounded returns w itself unless it is a terminal; for a terminal, a Writer whose
@@ -48,7 +52,18 @@ func Bounded(w io.Writer) io.Writer {
 	if err != nil {
 		return w
 	}
-	return &Writer{f: nb}
+	return &Writer{f: nb, cols: columns(f)}
+}
+
+// lineStart moves the cursor to column 0 of a fresh line without erasing what the
+// command left on its last line, as zsh and fish do before a prompt: width-1 spaces
+// wrap to the next line unless the cursor was at column 0 already, then a carriage
+// return. A command that ended in raw mode or mid-line leaves the cursor anywhere.
+func (w *Writer) lineStart() []byte {
+	if w.cols < 2 {
+		return []byte("\r")
+	}
+	return append(bytes.Repeat([]byte(" "), w.cols-1), '\r')
 }
 
 // Write writes p, or drops it once the terminal has not taken a write within Bound.
@@ -56,13 +71,18 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if w.dead {
 		return len(p), nil
 	}
-	_ = w.f.SetWriteDeadline(time.Now().Add(Bound))
-	n, err := w.f.Write(p)
-	if err != nil {
-		w.dead = true
-		return len(p), nil
+	// Each line ends with a carriage return too: a terminal left without output
+	// processing (raw mode, when the launcher could not restore it) would step them.
+	out := bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))
+	if !w.started {
+		w.started = true
+		out = append(w.lineStart(), out...)
 	}
-	return n, nil
+	_ = w.f.SetWriteDeadline(time.Now().Add(Bound))
+	if _, err := w.f.Write(out); err != nil {
+		w.dead = true
+	}
+	return len(p), nil
 }
 
 func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }

@@ -20,3 +20,12 @@ func reopenNonblocking(f *os.File) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
+
+// columns is the terminal's width, 0 when unknown.
+func columns(f *os.File) int {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}

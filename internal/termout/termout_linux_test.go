@@ -29,10 +29,14 @@ func TestBoundedOnStoppedTerminal(t *testing.T) {
 	if _, err := w.Write([]byte("flowing\n")); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 64)
-	n, _ := master.Read(buf)
-	if !bytes.Contains(buf[:n], []byte("flowing")) {
-		t.Fatalf("master read %q", buf[:n])
+	var got []byte
+	for i := 0; i < 8 && !bytes.Contains(got, []byte("flowing")); i++ {
+		buf := make([]byte, 4096)
+		n, _ := master.Read(buf)
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Contains(got, []byte("flowing")) {
+		t.Fatalf("master read %q", got)
 	}
 
 	if err := unix.IoctlSetInt(int(slave.Fd()), unix.TCXONC, unix.TCOOFF); err != nil {
@@ -72,5 +76,56 @@ func TestBoundedElsewhere(t *testing.T) {
 	var b bytes.Buffer
 	if w := Bounded(&b); w != &b {
 		t.Errorf("Bounded(buffer) = %T", w)
+	}
+}
+
+// TestLineStart: the first line starts at column 0 whatever the command left (the
+// width's spaces wrap unless at column 0 already, then a carriage return), and every
+// line ends with one, for a terminal left in raw mode.
+func TestLineStart(t *testing.T) {
+	master, slave := ptytest.Open(t, -1, -1)
+	defer master.Close()
+	defer slave.Close()
+	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 8}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Oflag &^= unix.OPOST
+	if err := unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, raw); err != nil {
+		t.Fatal(err)
+	}
+	w := Bounded(slave)
+	_, _ = w.Write([]byte("a\nb\n"))
+	_, _ = w.Write([]byte("c\n"))
+	want := "       \ra\r\nb\r\nc\r\n"
+	var got []byte
+	read := make(chan []byte)
+	go func() {
+		for {
+			buf := make([]byte, 256)
+			n, err := master.Read(buf)
+			if err != nil {
+				close(read)
+				return
+			}
+			read <- buf[:n]
+		}
+	}()
+	for len(got) < len(want) {
+		select {
+		case b, ok := <-read:
+			if !ok {
+				t.Fatalf("terminal closed after %q", got)
+			}
+			got = append(got, b...)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("terminal got %q, want %q", got, want)
+		}
+	}
+	if string(got) != want {
+		t.Errorf("terminal got %q, want %q", got, want)
 	}
 }

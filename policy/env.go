@@ -1,0 +1,159 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// EnvRules say which variables of the launcher's environment the command does not
+// get (--hide-secrets, --unset-env, --clear-env). Both doors apply them to the
+// environment they hand the backend: the CLI's session and the Go API.
+type EnvRules struct {
+	Unset   []string // --unset-env NAME (repeatable): dropped whatever else holds
+	Secrets bool     // --hide-secrets: SecretEnv is dropped, but for kept agents' own
+	Clear   bool     // --clear-env: only ClearEnvKeeps survives
+	// KeepAgents are the kept presets (--keep-agent), whose own API keys
+	// (AgentEnv) stay with Secrets.
+	KeepAgents []string
+}
+
+// SecretEnv are the well-known credential variables --hide-secrets drops: cloud
+// keys, forge and registry tokens, model providers' API keys, database passwords.
+// Names ending in one of SecretEnvSuffixes are dropped too.
+var SecretEnv = []string{
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+	"AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS",
+	"GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_PAT", "GITLAB_TOKEN", "GL_TOKEN",
+	"NPM_TOKEN", "NODE_AUTH_TOKEN", "YARN_NPM_AUTH_TOKEN", "CARGO_REGISTRY_TOKEN",
+	"TWINE_USERNAME", "TWINE_PASSWORD", "PYPI_TOKEN", "DOCKER_PASSWORD", "DOCKER_AUTH_CONFIG",
+	"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "OPENAI_API_KEY",
+	"CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+	"OPENROUTER_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+	"VAULT_TOKEN", "CLOUDFLARE_API_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "HEROKU_API_KEY",
+	"SENTRY_AUTH_TOKEN", "SLACK_TOKEN", "STRIPE_API_KEY", "PGPASSWORD", "MYSQL_PWD",
+	"BW_SESSION", "OP_SERVICE_ACCOUNT_TOKEN",
+}
+
+// SecretEnvSuffixes catch the credential variables SecretEnv does not name
+// (compared upper-case: npm's npm_config__authToken too).
+var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY"}
+
+// SecretEnvPrefixes are families of session secrets (1Password's CLI).
+var SecretEnvPrefixes = []string{"OP_SESSION_"}
+
+// AgentEnv are the variables an agent's preset keeps under --hide-secrets: its own
+// API key, without which it could not work.
+var AgentEnv = map[string][]string{
+	"claude": {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
+	"codex":  {"OPENAI_API_KEY", "CODEX_API_KEY"},
+}
+
+// ClearEnvKeeps are the variables --clear-env keeps: what a shell and terminal
+// programs need to start. AGENTBOX* and the proxy variables of --allow-net are set
+// by agentbox and stay; so does SSH_AUTH_SOCK, which survives only when handed in
+// (--allow-socket).
+var ClearEnvKeeps = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "COLORTERM", "SSH_AUTH_SOCK"}
+
+// IsSecretEnv says whether --hide-secrets drops name.
+func IsSecretEnv(name string) bool {
+	if slices.Contains(SecretEnv, name) {
+		return true
+	}
+	up := strings.ToUpper(name)
+	for _, s := range SecretEnvSuffixes {
+		if strings.HasSuffix(up, s) {
+			return true
+		}
+	}
+	for _, p := range SecretEnvPrefixes {
+		if strings.HasPrefix(up, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// clearKeeps says whether --clear-env keeps name.
+func clearKeeps(name string) bool {
+	return slices.Contains(ClearEnvKeeps, name) || strings.HasPrefix(name, "LC_") ||
+		strings.HasPrefix(name, "AGENTBOX")
+}
+
+// Drops says whether the command does not get the variable name.
+func (r EnvRules) Drops(name string) bool {
+	if slices.Contains(r.Unset, name) {
+		return true
+	}
+	if r.Clear && !clearKeeps(name) {
+		return true
+	}
+	if r.Secrets && IsSecretEnv(name) {
+		for _, a := range r.KeepAgents {
+			if slices.Contains(AgentEnv[a], name) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Apply is env ("NAME=value" entries) without what the rules drop.
+func (r EnvRules) Apply(env []string) []string {
+	if len(r.Unset) == 0 && !r.Secrets && !r.Clear {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !r.Drops(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// CheckEnvName refuses a --unset-env value that is no variable name.
+func CheckEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") {
+		return &Error{What: "--unset-env", Path: name, Reason: "is not a variable name (give NAME, without =value)"}
+	}
+	return nil
+}
+
+// resolveEnv validates the environment options into p.Env.
+func resolveEnv(p *Policy, opts Options) error {
+	for _, n := range opts.UnsetEnv {
+		if err := CheckEnvName(n); err != nil {
+			return err
+		}
+		if !slices.Contains(p.Env.Unset, n) {
+			p.Env.Unset = append(p.Env.Unset, n)
+		}
+	}
+	p.Env.Secrets, p.Env.Clear = opts.HideSecrets, opts.ClearEnv
+	p.Env.KeepAgents = p.KeepAgents
+	return nil
+}
+
+// narrowEnv: what the command does not get stays not got.
+func narrowEnv(b, a *Policy) string {
+	switch {
+	case b.Env.Clear && !a.Env.Clear:
+		return "would turn --clear-env off"
+	case b.Env.Secrets && !a.Env.Secrets:
+		return "would hand the credential variables of --hide-secrets in"
+	}
+	for _, n := range b.Env.Unset {
+		if !slices.Contains(a.Env.Unset, n) {
+			return fmt.Sprintf("would hand %s in, which --unset-env drops", quote(n))
+		}
+	}
+	for _, k := range a.Env.KeepAgents {
+		if !slices.Contains(b.Env.KeepAgents, k) {
+			return "would keep " + quote(k) + "'s API key, which the user's policy does not"
+		}
+	}
+	return ""
+}
