@@ -55,7 +55,7 @@ func (c *conn) handle(msg []byte) []byte {
 func opName(t byte) string {
 	names := map[byte]string{
 		msgAddIdentity: "add", msgAddIDConstrained: "add", msgRemoveIdentity: "remove",
-		msgRemoveAll: "remove-all", msgAddSmartcard: "add-smartcard", msgAddSmartcardCons: "add-smartcard",
+		msgRemoveAll: "remove-all", 9: "remove-all-v1", msgAddSmartcard: "add-smartcard", msgAddSmartcardCons: "add-smartcard",
 		msgRemoveSmartcard: "remove-smartcard", msgLock: "lock", msgUnlock: "unlock",
 	}
 	if n, ok := names[t]; ok {

@@ -36,8 +36,8 @@ func keyType(blob []byte) string {
 // parseIdentities parses an SSH_AGENT_IDENTITIES_ANSWER.
 func parseIdentities(msg []byte) ([]Identity, error) {
 	r := reader{b: msg}
-	if r.byte() != msgIdentitiesAnswer {
-		return nil, fmt.Errorf("agent answered with message %d, not a list of keys", msg[0])
+	if t := r.byte(); t != msgIdentitiesAnswer {
+		return nil, fmt.Errorf("agent answered with message %d, not a list of keys", t)
 	}
 	n := r.uint32()
 	if r.err == nil && uint64(n) > uint64(len(r.b))/8 {
