@@ -76,17 +76,17 @@ type Selector struct {
 }
 
 // ParseSelector parses one --ssh-key value; a file is read now, so that a missing
-// or unreadable one stops the launch.
+// or unreadable one stops the launch. Errors say why, not which value.
 func ParseSelector(spec string) (Selector, error) {
 	switch {
 	case spec == "":
-		return Selector{}, fmt.Errorf("--ssh-key: empty key name")
+		return Selector{}, fmt.Errorf("empty key name")
 	case strings.HasPrefix(spec, "SHA256:"):
 		return Selector{Spec: spec, fp: spec}, nil
 	case strings.Contains(spec, "/"):
 		blob, err := readPublicKeyFile(spec)
 		if err != nil {
-			return Selector{}, fmt.Errorf("--ssh-key %q: %w", spec, err)
+			return Selector{}, err
 		}
 		return Selector{Spec: spec, fp: Fingerprint(blob)}, nil
 	}
