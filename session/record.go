@@ -103,6 +103,9 @@ func (r *recorder) finish(cfg *Config, out *Outcome) {
 	for _, r := range out.NetRefusals {
 		rec.NetRefusals = append(rec.NetRefusals, shadow.NetRefusal(r))
 	}
+	for _, e := range out.SSHAgent {
+		rec.SSHAgent = append(rec.SSHAgent, shadow.SSHAgentEvent(e))
+	}
 	if err := r.sess.FinishWalk(rec, out.walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/sshagent"
 )
 
 // Version is agentbox's version, set at build time with -ldflags -X.
@@ -89,6 +90,8 @@ type Outcome struct {
 
 	// NetRefusals are what the --allow-net proxy refused.
 	NetRefusals []netproxy.Refusal
+	// SSHAgent are the requests the --ssh-agent filter decided on.
+	SSHAgent []sshagent.Event
 
 	// walk is the audit's end walk of the working tree, which the record reuses;
 	// nil when there is none or it cannot stand for the tree (the audit moved
@@ -242,7 +245,13 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 		defer release()
 		s.DiskTmp = dir
 	}
-	plan := mounts.Build(p, *s)
+	agent, err := startAgent(p) // sshagent.go
+	if err != nil {
+		return 0, err
+	}
+	defer agent.stop()
+	plan := mounts.Build(agent.policy(p), *s)
+	plan.Env = append(plan.Env, sshProxyEnv(p)...)
 	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
 		return 0, err
 	}
@@ -284,6 +293,7 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	}()
 	agents := startAgentAudit(cfg, p, out)
 	setSessionEnv(p, cfg.sessionID)
+	agent.setEnv()
 	locks := existingLocks(s.Protected)
 	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
@@ -308,6 +318,8 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
 	cfg.gc.commandEnded()
 	out.NetRefusals = netSvc.stop()
+	agentEvents, agentNotes := agent.stop()
+	out.SSHAgent, out.Notes = agentEvents, append(out.Notes, agentNotes...)
 	sw.Skip()
 	agents.finish(cfg, out)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it

@@ -46,6 +46,9 @@ type Record struct {
 
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
+	// SSHAgent are the requests the --ssh-agent filter decided on: every
+	// signature request, and every refused request.
+	SSHAgent []SSHAgentEvent `json:"ssh_agent,omitempty"`
 
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
@@ -86,6 +89,19 @@ type NetRefusal struct {
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
+}
+
+// SSHAgentEvent is one request to the --ssh-agent filter (sshagent.Event): what
+// was asked ("sign", "session-bind", or a refused change such as "remove-all"), the
+// key's fingerprint, the host the connection was bound to where known, and why it
+// was refused.
+type SSHAgentEvent struct {
+	Time    time.Time `json:"time"`
+	Op      string    `json:"op"`
+	Key     string    `json:"key,omitempty"`
+	Host    string    `json:"host,omitempty"`
+	Allowed bool      `json:"allowed"`
+	Reason  string    `json:"reason,omitempty"`
 }
 
 // Phase is one measured setup step.

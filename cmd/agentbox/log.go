@@ -365,6 +365,9 @@ func printRecord(w io.Writer, r shadow.Record) {
 	for i, n := range r.NetRefusals {
 		row(pick(i == 0, "net refused", ""), oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
 	}
+	for i, e := range r.SSHAgent {
+		row(pick(i == 0, "ssh agent", ""), oneLine(sshAgentLine(e)))
+	}
 	if len(r.Phases) > 0 {
 		var ph []string
 		for _, x := range r.Phases {
@@ -474,4 +477,19 @@ func shellJoin(argv []string) string {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// sshAgentLine is one --ssh-agent event for show: time, request, key, host, verdict.
+func sshAgentLine(e shadow.SSHAgentEvent) string {
+	s := e.Time.Local().Format("15:04:05") + " " + e.Op
+	if e.Key != "" {
+		s += " " + e.Key
+	}
+	if e.Host != "" {
+		s += " host " + e.Host
+	}
+	if e.Allowed {
+		return s + ": allowed"
+	}
+	return s + ": refused, " + e.Reason
 }
