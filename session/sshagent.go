@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/mounts"
@@ -72,12 +73,19 @@ func startAgent(p *policy.Policy) (*agentService, error) {
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the
-// session starts: nothing the session writes later counts.
+// session starts: nothing the session writes later counts. The user's are those
+// below $HOME and below the passwd entry's home, which is where ssh looks.
 func knownHosts(home string) *sshagent.KnownHosts {
 	kh := sshagent.ParseKnownHosts(nil)
 	files := []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
-	if home != "" {
-		files = append(files, filepath.Join(home, ".ssh/known_hosts"), filepath.Join(home, ".ssh/known_hosts2"))
+	homes := []string{home}
+	if u, err := user.Current(); err == nil && u.HomeDir != home {
+		homes = append(homes, u.HomeDir)
+	}
+	for _, h := range homes {
+		if h != "" {
+			files = append(files, filepath.Join(h, ".ssh/known_hosts"), filepath.Join(h, ".ssh/known_hosts2"))
+		}
 	}
 	for _, f := range files {
 		if r, err := openRegular(f); err == nil {

@@ -33,12 +33,14 @@ type KnownHosts struct {
 // maxKnownHosts bounds what is read of one known_hosts file.
 const maxKnownHosts = 16 << 20
 
-// ParseKnownHosts reads known_hosts lines from r; lines it cannot parse and
-// @cert-authority lines (whose keys sign host certificates, not sessions) are
-// skipped.
+// ParseKnownHosts reads known_hosts lines from r (nil: none); lines it cannot
+// parse and @cert-authority lines (whose keys sign host certificates, not
+// sessions) are skipped.
 func ParseKnownHosts(r io.Reader) *KnownHosts {
 	kh := &KnownHosts{}
-	kh.Add(r)
+	if r != nil {
+		kh.Add(r)
+	}
 	return kh
 }
 
