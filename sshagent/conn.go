@@ -3,6 +3,7 @@ package sshagent
 import (
 	"errors"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -19,7 +20,6 @@ type conn struct {
 var failure = []byte{msgFailure}
 
 func (c *conn) serve() {
-	c.up = &upstreamConn{path: c.s.cfg.Upstream}
 	defer c.up.close()
 	for {
 		_ = c.c.SetReadDeadline(time.Now().Add(MessageTimeout))
@@ -209,14 +209,38 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-// upstreamConn is a connection to the user's agent, dialled on first use.
+// upstreamConn is a connection to the user's agent, dialled on first use. Close,
+// from the server's, ends a round trip in progress: a session's end never waits
+// for the user's agent.
 type upstreamConn struct {
 	path string
-	c    net.Conn
 	ids  []Identity
+
+	mu     sync.Mutex
+	c      net.Conn
+	closed bool
 }
 
 func (u *upstreamConn) roundTrip(msg []byte) ([]byte, error) {
+	c, err := u.conn()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(UpstreamTimeout))
+	reply, err := exchange(c, msg)
+	if err != nil {
+		u.close() // out of step: a later request dials afresh
+	}
+	return reply, err
+}
+
+// conn is the connection, dialled when there is none.
+func (u *upstreamConn) conn() (net.Conn, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil, ErrClosed
+	}
 	if u.c == nil {
 		c, err := net.DialTimeout("unix", u.path, 10*time.Second)
 		if err != nil {
@@ -224,19 +248,14 @@ func (u *upstreamConn) roundTrip(msg []byte) ([]byte, error) {
 		}
 		u.c = c
 	}
-	_ = u.c.SetDeadline(time.Now().Add(UpstreamTimeout))
-	reply, err := u.exchange(msg)
-	if err != nil {
-		u.close() // out of step: a later request dials afresh
-	}
-	return reply, err
+	return u.c, nil
 }
 
-func (u *upstreamConn) exchange(msg []byte) ([]byte, error) {
-	if err := writeMessage(u.c, msg); err != nil {
+func exchange(c net.Conn, msg []byte) ([]byte, error) {
+	if err := writeMessage(c, msg); err != nil {
 		return nil, err
 	}
-	return readMessage(u.c)
+	return readMessage(c)
 }
 
 // identities lists the agent's keys, once per connection.
@@ -259,9 +278,20 @@ func (u *upstreamConn) identities() ([]Identity, error) {
 	return ids, nil
 }
 
+// close closes the current connection; a later round trip dials again.
 func (u *upstreamConn) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.c != nil {
 		u.c.Close()
 		u.c = nil
 	}
+}
+
+// shutdown closes the connection for good.
+func (u *upstreamConn) shutdown() {
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+	u.close()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,52 @@ func TestFilterHostileClients(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestCloseDoesNotWaitForTheUserAgent: a sign request the user's agent never
+// answers (a confirmation nobody gives) does not hold the session's end.
+func TestCloseDoesNotWaitForTheUserAgent(t *testing.T) {
+	_, f := startFake(t)
+	up := filepath.Join(t.TempDir(), "stall")
+	l, err := net.Listen("unix", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					msg, err := readMessage(c)
+					if err != nil {
+						return
+					}
+					if msg[0] == msgRequestIdentities {
+						_ = writeMessage(c, marshalIdentities(f.ids))
+					} // anything else: never answered
+				}
+			}()
+		}
+	}()
+	path, s := serveFilter(t, Config{Upstream: up})
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := writeMessage(c, signMsg(f.ids[0].Blob, []byte("data"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the request is with the user's agent
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the user's agent")
+	}
 }

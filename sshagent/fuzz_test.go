@@ -31,7 +31,7 @@ func FuzzConn(f *testing.F) {
 		client, server := net.Pipe()
 		s := New(Config{Upstream: up, Rules: rules, KnownHosts: ParseKnownHosts(bytes.NewReader(nil))})
 		done := make(chan struct{})
-		go func() { defer close(done); (&conn{s: s, c: server}).serve() }()
+		go func() { defer close(done); (&conn{s: s, c: server, up: &upstreamConn{path: up}}).serve() }()
 		go func() { _, _ = io.Copy(io.Discard, client) }()
 		go func() {
 			_, _ = client.Write(in)

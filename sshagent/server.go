@@ -57,7 +57,7 @@ type Server struct {
 	mu      sync.Mutex
 	events  []Event
 	dropped int
-	conns   map[net.Conn]struct{}
+	conns   map[net.Conn]*upstreamConn
 	ls      []net.Listener
 	closed  bool
 	wg      sync.WaitGroup
@@ -71,7 +71,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, slots: make(chan struct{}, MaxConns), conns: map[net.Conn]struct{}{}}
+	return &Server{cfg: cfg, slots: make(chan struct{}, MaxConns), conns: map[net.Conn]*upstreamConn{}}
 }
 
 // ErrClosed is what Serve returns once the server is closed.
@@ -109,7 +109,8 @@ func (s *Server) Serve(l net.Listener) error {
 			c.Close()
 			continue
 		}
-		if !s.track(c) {
+		up := &upstreamConn{path: s.cfg.Upstream}
+		if !s.track(c, up) {
 			<-s.slots
 			continue
 		}
@@ -117,19 +118,19 @@ func (s *Server) Serve(l net.Listener) error {
 			defer s.wg.Done()
 			defer func() { <-s.slots }()
 			defer s.untrack(c)
-			(&conn{s: s, c: c}).serve()
+			(&conn{s: s, c: c, up: up}).serve()
 		}()
 	}
 }
 
-func (s *Server) track(c net.Conn) bool {
+func (s *Server) track(c net.Conn, up *upstreamConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = up
 	s.wg.Add(1)
 	return true
 }
@@ -148,8 +149,9 @@ func (s *Server) Close() {
 	for _, l := range s.ls {
 		l.Close()
 	}
-	for c := range s.conns {
+	for c, up := range s.conns {
 		c.Close()
+		up.shutdown()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
