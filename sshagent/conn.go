@@ -3,6 +3,7 @@ package sshagent
 import (
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -139,10 +140,7 @@ func (c *conn) extension(msg []byte) []byte {
 		return failure
 	}
 	if name != extSessionBind {
-		if len(name) > 64 {
-			name = name[:64]
-		}
-		c.s.record(Event{Op: "extension " + sanitize(name), Reason: "extension not understood"})
+		c.s.record(Event{Op: "extension " + name, Reason: "extension not understood"})
 		return failure
 	}
 	ev := Event{Op: "session-bind"}
@@ -198,13 +196,18 @@ func (c *conn) bindHost(b binding) (string, string) {
 	return allowed, ""
 }
 
-// sanitize keeps a name from the sandbox printable for the record.
+// sanitize keeps text from the sandbox printable for the record: every byte
+// outside printable ASCII becomes '?' (the "…" clip adds is kept).
 func sanitize(s string) string {
+	s, clipped := strings.CutSuffix(s, "…")
 	b := []byte(s)
 	for i, ch := range b {
 		if ch < 0x20 || ch >= 0x7f {
 			b[i] = '?'
 		}
+	}
+	if clipped {
+		return string(b) + "…"
 	}
 	return string(b)
 }

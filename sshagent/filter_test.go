@@ -190,3 +190,24 @@ func TestCloseDoesNotWaitForTheUserAgent(t *testing.T) {
 		t.Fatal("Close waited for the user's agent")
 	}
 }
+
+// TestEventsBounded: text from the sandbox (an extension's name, a host key type in
+// an error) is clipped and made printable before it is recorded.
+func TestEventsBounded(t *testing.T) {
+	up, _ := startFake(t)
+	path, s := serveFilter(t, Config{Upstream: up})
+	long := strings.Repeat("\x1b[2J", 20000)
+	ask(t, path, appendString([]byte{msgExtension}, []byte(long)))
+	bind := appendString(appendString([]byte{msgExtension}, []byte(extSessionBind)), appendString(nil, []byte(long)))
+	bind = appendString(appendString(bind, []byte("id")), appendString(appendString(nil, []byte("x")), []byte("sig")))
+	ask(t, path, append(bind, 0))
+	ev, _ := s.Events()
+	if len(ev) != 2 {
+		t.Fatalf("events = %d, want 2", len(ev))
+	}
+	for _, e := range ev {
+		if len(e.Op)+len(e.Reason) > 2*maxField+8 || strings.ContainsRune(e.Op+e.Reason, 0x1b) {
+			t.Errorf("event not bounded or not printable: %d+%d bytes: %q", len(e.Op), len(e.Reason), e.Reason)
+		}
+	}
+}

@@ -164,8 +164,13 @@ func (s *Server) Events() ([]Event, int) {
 	return append([]Event(nil), s.events...), s.dropped
 }
 
+// maxField bounds each text field of an event: some carry bytes from the sandbox
+// (an algorithm name in an error), and the record holds up to MaxEvents of them.
+const maxField = 200
+
 func (s *Server) record(e Event) {
 	e.Time = s.cfg.Now()
+	e.Op, e.Host, e.Reason = clip(e.Op), clip(e.Host), clip(e.Reason)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.events) >= MaxEvents {
@@ -181,4 +186,12 @@ func ListIdentities(upstream string) ([]Identity, error) {
 	u := &upstreamConn{path: upstream}
 	defer u.close()
 	return u.identities()
+}
+
+// clip makes s printable and at most maxField bytes long.
+func clip(s string) string {
+	if len(s) > maxField {
+		s = s[:maxField] + "…"
+	}
+	return sanitize(s)
 }
