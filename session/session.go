@@ -184,7 +184,11 @@ func Run(cfg Config) (Exit, error) {
 		if err := dryRunLookPath(p); err != nil {
 			return Exit{}, err
 		}
-		return Exit{}, printPlan(cfg, mounts.Build(p, s))
+		ap, err := dryRunAgent(p) // sshagent.go
+		if err != nil {
+			return Exit{}, err
+		}
+		return Exit{}, printPlan(cfg, mounts.Build(ap, s))
 	}
 
 	out := Outcome{Start: time.Now(), Backend: p.Backend}

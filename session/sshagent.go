@@ -32,20 +32,8 @@ func startAgent(p *policy.Policy) (*agentService, error) {
 	if p.SSHAgent == "" {
 		return nil, nil
 	}
-	var sels []sshagent.Selector
-	for _, k := range p.SSHKeys {
-		s, err := sshagent.ParseSelector(k)
-		if err != nil {
-			return nil, fmt.Errorf("--ssh-key %q: %w", k, err)
-		}
-		sels = append(sels, s)
-	}
-	keys := sshagent.NewAllowed(sels)
-	ids, err := sshagent.ListIdentities(p.SSHAgent)
+	keys, err := agentKeys(p)
 	if err != nil {
-		return nil, fmt.Errorf("--ssh-agent: cannot list the keys of the agent at SSH_AUTH_SOCK %s: %v; is ssh-agent running?", p.SSHAgent, err)
-	}
-	if err := keys.Check(ids); err != nil {
 		return nil, err
 	}
 	cfg := sshagent.Config{Upstream: p.SSHAgent, Keys: keys}
@@ -70,6 +58,39 @@ func startAgent(p *policy.Policy) (*agentService, error) {
 		_ = a.srv.Serve(l)
 	}()
 	return a, nil
+}
+
+// agentKeys are the keys p lets through, checked against the user's agent.
+func agentKeys(p *policy.Policy) (*sshagent.Allowed, error) {
+	var sels []sshagent.Selector
+	for _, k := range p.SSHKeys {
+		s, err := sshagent.ParseSelector(k)
+		if err != nil {
+			return nil, fmt.Errorf("--ssh-key %q: %w", k, err)
+		}
+		sels = append(sels, s)
+	}
+	keys := sshagent.NewAllowed(sels)
+	ids, err := sshagent.ListIdentities(p.SSHAgent)
+	if err != nil {
+		return nil, fmt.Errorf("--ssh-agent: cannot list the keys of the agent at SSH_AUTH_SOCK %s: %v; is ssh-agent running?", p.SSHAgent, err)
+	}
+	if err := keys.Check(ids); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// dryRunAgent is p with the filter's socket as the plan would hand it in, after
+// the same checks as a launch (nil error and p itself without --ssh-agent).
+func dryRunAgent(p *policy.Policy) (*policy.Policy, error) {
+	if p.SSHAgent == "" {
+		return p, nil
+	}
+	if _, err := agentKeys(p); err != nil {
+		return nil, err
+	}
+	return (&agentService{dir: "/tmp/agentbox-ssh-SESSION", sock: "/tmp/agentbox-ssh-SESSION/agent.sock"}).policy(p), nil
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the
@@ -118,7 +139,7 @@ func (a *agentService) policy(p *policy.Policy) *policy.Policy {
 		return p
 	}
 	q := *p
-	q.Sockets = append(append([]policy.Socket(nil), p.Sockets...), policy.Socket{Path: a.sock, Bind: a.dir})
+	q.Sockets = append(append([]policy.Socket(nil), p.Sockets...), policy.Socket{Path: a.sock, Bind: a.dir, From: "--ssh-agent: SSH_AUTH_SOCK inside"})
 	return &q
 }
 

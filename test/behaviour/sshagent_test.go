@@ -132,6 +132,12 @@ true`)
 				t.Fatalf("the user's agent changed: %v\n%s", err, out)
 			}
 
+			dry := b.command(b.repo, []string{"--dry-run", "--ssh-key", "key1"}, "")
+			dry.Env = append(dry.Env, "SSH_AUTH_SOCK="+s.agent)
+			if r := run(dry); r.code != 0 || !strings.Contains(r.stdout, "/tmp/agentbox-ssh-SESSION") {
+				t.Errorf("--dry-run does not show the agent's socket:\n%s", r)
+			}
+
 			url := fmt.Sprintf("ssh://%s@127.0.0.1:%s%s", testenv.TestUser(t).Name, s.port, s.bare)
 			push := func(key string) result {
 				cmd := b.command(b.repo, []string{"--ssh-key", key, "--allow-net", "127.0.0.1:" + s.port, "--allow-git-push"},
