@@ -211,6 +211,9 @@ func New(opts Options) (*Policy, error) {
 	if err := resolveSockets(p, opts); err != nil {
 		return nil, err
 	}
+	if err := checkAgentNotHandedIn(p); err != nil {
+		return nil, err
+	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
 	}

@@ -39,3 +39,21 @@ func resolveSSHAgent(p *Policy, opts Options) error {
 	p.SSHAgent, p.SSHKeys = filepath.Clean(sock), opts.SSHKey
 	return nil
 }
+
+// checkAgentNotHandedIn refuses --ssh-agent beside an --allow-socket that hands
+// the same agent in unfiltered: the sandbox would simply use that one.
+func checkAgentNotHandedIn(p *Policy) error {
+	if p.SSHAgent == "" {
+		return nil
+	}
+	agent, err := filepath.EvalSymlinks(p.SSHAgent)
+	if err != nil {
+		agent = p.SSHAgent
+	}
+	for _, s := range p.Sockets {
+		if Within(agent, s.Bind) {
+			return &Error{What: "--ssh-agent", Path: s.Path, Reason: "is handed in unfiltered by --allow-socket too; drop that --allow-socket"}
+		}
+	}
+	return nil
+}

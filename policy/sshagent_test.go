@@ -35,6 +35,7 @@ func TestSSHAgent(t *testing.T) {
 		{"agent not a socket", func(o *Options) { o.SSHAgent, o.SSHAuthSock = true, file }, "", nil, "not a Unix socket"},
 		{"agent relative", func(o *Options) { o.SSHAgent, o.SSHAuthSock = true, "agent" }, "", nil, "absolute"},
 		{"key file missing", func(o *Options) { o.SSHKey = []string{"/nonexistent/id.pub"} }, "", nil, "does not exist"},
+		{"the same agent handed in unfiltered", func(o *Options) { o.SSHAgent, o.AllowSocket = true, []string{sock} }, "", nil, "unfiltered"},
 		{"key file not a key", func(o *Options) { o.SSHKey = []string{file} }, "", nil, "not an OpenSSH public key"},
 	} {
 		o := base
