@@ -43,6 +43,7 @@ func startRecord(cfg *Config, p *policy.Policy, start time.Time) *recorder {
 		Policy: shadow.Policy{
 			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp, AllowNet: p.AllowNet,
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
+			SSHAgent: p.SSHAgent != "", SSHKeys: p.SSHKeys,
 		},
 		Start:       start,
 		LauncherPID: os.Getpid(),

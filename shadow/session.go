@@ -80,6 +80,10 @@ type Policy struct {
 
 	// AllowNet are the --allow-net values.
 	AllowNet []string `json:"allow_net,omitempty"`
+	// SSHAgent: the session had --ssh-agent's filter, letting SSHKeys through
+	// (--ssh-key; none: every key).
+	SSHAgent bool     `json:"ssh_agent,omitempty"`
+	SSHKeys  []string `json:"ssh_keys,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port

@@ -365,6 +365,9 @@ func printRecord(w io.Writer, r shadow.Record) {
 	for i, n := range r.NetRefusals {
 		row(pick(i == 0, "net refused", ""), oneLine(fmt.Sprintf("%s port %d: %s (%d×)", n.Host, n.Port, n.Reason, n.Count)))
 	}
+	if p.SSHAgent {
+		row("ssh-agent", oneLine(orDash(strings.Join(p.SSHKeys, " "))+" (keys let through; -: every key)"))
+	}
 	for i, e := range r.SSHAgent {
 		row(pick(i == 0, "ssh agent", ""), oneLine(sshAgentLine(e)))
 	}

@@ -189,6 +189,10 @@ func checkAgentRecord(t *testing.T, b *box, s *sshSetup) {
 	id := strings.Fields(lines[1])[0]
 	show := run(b.fixture().Agentbox(b.repo, "show", "--json", id))
 	var rec struct {
+		Policy struct {
+			SSHAgent bool     `json:"ssh_agent"`
+			SSHKeys  []string `json:"ssh_keys"`
+		} `json:"policy"`
 		SSHAgent []struct {
 			Op, Key, Host string
 			Allowed       bool
@@ -201,6 +205,9 @@ func checkAgentRecord(t *testing.T, b *box, s *sshSetup) {
 	found := false
 	for _, e := range rec.SSHAgent {
 		found = found || e.Op == "sign" && e.Allowed && e.Key == s.fp1 && e.Host == host
+	}
+	if !rec.Policy.SSHAgent || len(rec.Policy.SSHKeys) != 1 {
+		t.Errorf("record: policy ssh_agent %v ssh_keys %q", rec.Policy.SSHAgent, rec.Policy.SSHKeys)
 	}
 	if !found {
 		t.Fatalf("record: no allowed signature by %s for %s: %+v\n%s", s.fp1, host, rec.SSHAgent, show.stdout)
