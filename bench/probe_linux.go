@@ -48,6 +48,9 @@ type probeRSS struct {
 func ServeAPI(r io.Reader, w io.Writer, opts sandbox.Options, prestart bool) error {
 	// The init is this very binary: agentbox's main hands the init role to nsinit.
 	opts.InitBinary = "/proc/self/exe"
+	// As the launch variants run (--no-git-save --no-record): the audit on, the
+	// snapshot and the record measured by their own benchmarks.
+	opts.NoGitSave, opts.NoRecord = true, true
 	if prestart {
 		if err := sandbox.Prestart(opts); err != nil {
 			return err

@@ -325,6 +325,8 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
 	}
 	b.WriteString(StageComment + "\n")
+	// The init's too: it enters the Landlock domain, or the masks are in the argv.
+	b.WriteString("# " + plan.PathSocketsLine() + "\n")
 	if plan.Proxy != "" {
 		// Not bwrap's part either: the init's, inside bwrap's network namespace.
 		fmt.Fprintf(&b, "# agentbox's init listens on %s inside for the launcher's proxy (--allow-net)\n", plan.Proxy)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -29,14 +30,15 @@ import (
 // beforeExec, when not nil, runs before bwrap starts (nsinit.Options.BeforeExec);
 // afterStart, when not nil, runs with the PID of the sandbox's PID 1 (agentbox's
 // init, bwrap's child) before the init has its plan (nsinit.Options.AfterStart).
-func Run(plan mounts.Plan, stdio Stdio, beforeExec func() error, afterStart func(pid int) error) (Result, error) {
-	return RunWith(plan, stdio, nsinit.Options{BeforeExec: beforeExec, AfterStart: afterStart})
+func Run(plan mounts.Plan, stdio backend.Stdio, beforeExec func() error, afterStart func(pid int) error) (backend.Result, error) {
+	return RunWith(plan, backend.Options{Stdio: stdio, BeforeExec: beforeExec, AfterStart: afterStart})
 }
 
-// RunWith is Run with the launch's options: BeforeExec, AfterStart, and Listener,
-// which gets the proxy's listening socket of a plan with a Proxy (the init creates
-// it inside bwrap's network namespace). The other fields are Run's own.
-func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
+// RunWith is Run with the launch's options: Stdio, Env, BeforeExec, AfterStart, and
+// Listener, which gets the proxy's listening socket of a plan with a Proxy (the init
+// creates it inside bwrap's network namespace). The native backend's own fields
+// (InitBinary, Signals, RawInit) do not apply.
+func RunWith(plan mounts.Plan, o backend.Options) (backend.Result, error) {
 	// A masked host socket that its daemon (or another session) removes between the
 	// argv and bwrap's mount of it fails bwrap's setup: bwrap has no "try" for a
 	// destination. Nothing of the command ran then, so the launch is made again
@@ -53,7 +55,7 @@ func RunWith(plan mounts.Plan, stdio Stdio, o nsinit.Options) (Result, error) {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		res, masked, err := runOnce(plan, stdio, o)
+		res, masked, err := runOnce(plan, o)
 		if !errors.Is(err, errSetupFailed) || attempt == maxSetupAttempts || !anyGone(masked) {
 			return res, err
 		}
@@ -78,7 +80,8 @@ func anyGone(paths []string) bool {
 
 // runOnce is one launch of RunWith; masked are the destinations of the plan's
 // IfExists covers that the argv holds (those that existed when it was built).
-func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, masked []string, err error) {
+func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []string, err error) {
+	stdio := o.Stdio
 	for _, op := range plan.Ops {
 		if op.IfExists {
 			if _, err := os.Lstat(op.Dest); err == nil {
@@ -88,11 +91,11 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	}
 	t0 := time.Now()
 	bin, err := bwrapcheck.Lookup(plan.Writable()...)
-	res.Phases = append(res.Phases, Phase{Name: "bwrap-check", Dur: time.Since(t0)})
+	res.Phases = append(res.Phases, backend.Phase{Name: "bwrap-check", Dur: time.Since(t0)})
 	if err != nil {
 		return res, masked, err
 	}
-	res.Version = "bubblewrap " + bin.Version.String()
+	res.BackendVersion = "bubblewrap " + bin.Version.String()
 	exe, err := selfPath()
 	if err != nil {
 		return res, masked, err
@@ -127,7 +130,7 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	}
 	defer ctl.Close()
 
-	cmd := nsinit.InitCommand(bin.Path, ControlFD, nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
+	cmd := nsinit.InitCommand(bin.Path, ControlFD, stdio)
 	cmd.Args = argv
 	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD, then
 	// the bind sources from FirstSourceFD.
@@ -144,7 +147,7 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	childPID := make(chan int, 1)
 	go func() { reports <- readStatus(r, childPID) }()
 
-	opts := nsinit.Options{Stdio: nsinit.Stdio{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stderr}, BeforeExec: o.BeforeExec, Listener: o.Listener}
+	opts := backend.Options{Stdio: stdio, Env: o.Env, BeforeExec: o.BeforeExec, Listener: o.Listener}
 	if afterStart := o.AfterStart; afterStart != nil {
 		opts.AfterStart = func(int) error {
 			// bwrap reports its child once it is cloned; no report means bwrap
@@ -157,10 +160,8 @@ func runOnce(plan mounts.Plan, stdio Stdio, o nsinit.Options) (res Result, maske
 	}
 	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, opts)
 	w.Close()
-	for _, ph := range out.Phases {
-		res.Phases = append(res.Phases, Phase{Name: ph.Name, Dur: ph.Dur})
-	}
-	res.Status, res.Signal, res.Left, res.Terminal = out.Status, int(out.Signal), out.Left, out.Terminal
+	res.Phases = append(res.Phases, out.Phases...)
+	res.Status, res.Signal, res.Left, res.Terminal = out.Status, out.Signal, out.Left, out.Terminal
 	var se *nsinit.SetupError
 	if errors.As(err, &se) && se.Step == nsinit.StepInitEnded {
 		// The init never reported: bwrap itself failed, and said why on stderr.

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -80,7 +81,7 @@ func testPlan() mounts.Plan {
 
 // runFake runs plan through Run with the fake as AGENTBOX_BWRAP and returns the
 // result, what bwrap wrote on stderr, and Run's error.
-func runFake(t *testing.T, bin string, plan mounts.Plan) (Result, string, error) {
+func runFake(t *testing.T, bin string, plan mounts.Plan) (backend.Result, string, error) {
 	t.Helper()
 	t.Setenv(bwrapcheck.EnvVar, bin)
 	dir := t.TempDir()
@@ -99,7 +100,7 @@ func runFake(t *testing.T, bin string, plan mounts.Plan) (Result, string, error)
 		t.Fatal(err)
 	}
 	defer stderr.Close()
-	res, runErr := Run(plan, Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}, nil, nil)
+	res, runErr := Run(plan, backend.Stdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}, nil, nil)
 	b, _ := os.ReadFile(stderr.Name())
 	return res, string(b), runErr
 }
@@ -136,8 +137,8 @@ func TestRunSetupFailures(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("Run = %+v, %v; want an error saying %q", res, err, tt.err)
 			}
-			if res.Version != "bubblewrap 0.12.0" {
-				t.Errorf("Result.Version = %q", res.Version)
+			if res.BackendVersion != "bubblewrap 0.12.0" {
+				t.Errorf("Result.BackendVersion = %q", res.BackendVersion)
 			}
 			c := calls(t, log)
 			want, _, _ := InitCommand(bin, plan, exe)
@@ -227,7 +228,7 @@ func TestRunRetriesVanishedSocket(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer devnull.Close()
-			_, err = Run(plan, Stdio{Stdin: devnull, Stdout: devnull, Stderr: devnull}, func() error {
+			_, err = Run(plan, backend.Stdio{Stdin: devnull, Stdout: devnull, Stderr: devnull}, func() error {
 				befores++
 				if vanish {
 					return os.Remove(sock)

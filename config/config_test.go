@@ -20,6 +20,7 @@ func testFlags() (*flag.FlagSet, *[]string, *[]string) {
 	fs.Bool("offline", false, "")
 	fs.Bool("read-only", false, "")
 	fs.Bool("allow-git-push", false, "")
+	fs.Bool("nested-sandbox", true, "")
 	fs.Bool("no-git-save", false, "")
 	fs.String("backend", "native", "")
 	fs.Int("git-save-keep", 20, "")
@@ -121,7 +122,7 @@ func TestNarrowOnlyNarrows(t *testing.T) {
 	fs, keep, hide := testFlags()
 	*keep = []string{"~/.claude", "~/.codex"}
 	*hide = []string{"~/.ssh"}
-	repo, err := Parse("r.toml", []byte("offline = true\nread-only = true\nallow-git-push = false\nhide = [\"~/.aws\"]\nkeep = [\"~/.codex\", \"~/.evil\"]\n"))
+	repo, err := Parse("r.toml", []byte("offline = true\nread-only = true\nallow-git-push = false\nnested-sandbox = false\nhide = [\"~/.aws\"]\nkeep = [\"~/.codex\", \"~/.evil\"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +139,13 @@ func TestNarrowOnlyNarrows(t *testing.T) {
 	if fs.Lookup("offline").Value.String() != "true" || fs.Lookup("read-only").Value.String() != "true" {
 		t.Errorf("offline/read-only not set")
 	}
+	if fs.Lookup("nested-sandbox").Value.String() != "false" {
+		t.Errorf("nested-sandbox = false did not turn it off")
+	}
 	if !strings.Contains(prov["keep"], "narrowing") {
 		t.Errorf("prov: %v", prov)
 	}
-	for _, widen := range []string{"offline = false\n", "allow-git-push = true\n", "no-git-save = true\n", "backend = \"bwrap\"\n", "git-save-keep = 1\n", "unknown = 1\n"} {
+	for _, widen := range []string{"offline = false\n", "allow-git-push = true\n", "nested-sandbox = true\n", "no-git-save = true\n", "backend = \"bwrap\"\n", "git-save-keep = 1\n", "unknown = 1\n"} {
 		fs, _, _ := testFlags()
 		f, err := Parse("r.toml", []byte(widen))
 		if err != nil {

@@ -199,9 +199,7 @@ func (p Plan) String() string {
 	if p.ScopeAbstractUnix {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
 	}
-	if p.DenyPathSockets {
-		fmt.Fprintf(&b, "landlock deny resolve-unix  # P4 the host's path sockets unreachable but beneath: %s\n", strings.Join(p.PathSocketGrants, " "))
-	}
+	b.WriteString(p.PathSocketsLine() + "\n")
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
 	}
@@ -250,6 +248,10 @@ type Session struct {
 	// HOME and the writable directories) that the sandbox must not reach (P4): a
 	// daemon's socket is a host process. Each gets MaskSource bound over it.
 	MaskSockets []string
+	// SourceIDs are the identities the launcher saw, right before the launch, for
+	// the sources it rechecked (the repository, protected Git paths, kept and added
+	// directories); Build puts each on every bind of that source (Op.SourceID).
+	SourceIDs map[string]FileID
 }
 
 // MaskSource is what is bound over a host socket to mask it (Session.MaskSockets):
@@ -352,6 +354,11 @@ func Build(p *policy.Policy, s Session) Plan {
 	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
+	}
+	for i, op := range ops {
+		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == Bind || op.Kind == BindRO) {
+			ops[i].SourceID = id
+		}
 	}
 	plan := Plan{
 		Ops:        ops,

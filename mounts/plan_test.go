@@ -140,7 +140,7 @@ func TestPlanRendering(t *testing.T) {
 	plan := Build(testPolicy("/h", "/h/repo"), Session{})
 	text := plan.String()
 	lines := strings.Split(strings.TrimSpace(text), "\n")
-	if len(lines) != len(plan.Ops)+3 || !strings.HasPrefix(lines[0], "ro-bind  /") || !strings.Contains(text, "exec     true") {
+	if len(lines) != len(plan.Ops)+4 || !strings.HasPrefix(lines[0], "ro-bind  /") || !strings.Contains(text, "exec     true") {
 		t.Fatalf("text plan:\n%s", text)
 	}
 	b, err := plan.JSON()
@@ -270,5 +270,24 @@ func TestBuildDenyPathSockets(t *testing.T) {
 	}
 	if Build(testPolicy("/h", "/h/repo"), Session{}).DenyPathSockets {
 		t.Error("deny-by-default without the session asking for it")
+	}
+}
+
+// TestPlanPathSocketsLine: the dry run names the mechanism that keeps the command
+// off the host's path sockets, and what it costs: Landlock's rule (no mounts inside)
+// or the masks of those found at launch (--nested-sandbox, or before Linux 7.1).
+func TestPlanPathSocketsLine(t *testing.T) {
+	deny := Build(testPolicy("/h", "/h/repo"), Session{DenyPathSockets: true}).String()
+	masks := Build(testPolicy("/h", "/h/repo"), Session{MaskSockets: []string{"/var/lib/db.sock"}}).String()
+	for _, c := range []struct{ plan, want, not string }{
+		{deny, "landlock deny resolve-unix", "masked at launch"},
+		{deny, "cannot mount (nested sandboxes need --nested-sandbox)", ""},
+		{masks, "sockets  masked at launch", "landlock deny"},
+		{masks, "those bound later stay reachable", ""},
+		{masks, "ro-bind  " + MaskSource + " -> /var/lib/db.sock", ""},
+	} {
+		if !strings.Contains(c.plan, c.want) || c.not != "" && strings.Contains(c.plan, c.not) {
+			t.Errorf("want %q, not %q:\n%s", c.want, c.not, c.plan)
+		}
 	}
 }

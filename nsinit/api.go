@@ -15,60 +15,30 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
-// Stdio are the command's standard streams.
-type Stdio struct {
-	Stdin, Stdout, Stderr *os.File
-}
+// The launch's types are the backend seam's (package backend): one set of types
+// from the init's report to the session's record, no copies between backends.
+type (
+	// Stdio are the command's standard streams.
+	Stdio = backend.Stdio
+	// Options say how to launch, beyond the plan.
+	Options = backend.Options
+	// Result is how a session ended.
+	Result = backend.Result
+	// Phase is one measured step of a launch.
+	Phase = backend.Phase
+	// Driver is one backend's way of running a plan: Native here, compat.Driver
+	// for bubblewrap.
+	Driver = backend.Driver
+)
 
-// Options say how to launch, beyond the plan. The zero value launches the running
-// binary as the init with the caller's environment and no standard streams.
-type Options struct {
-	Stdio
-	// Env is the command's environment; nil means the caller's (os.Environ).
-	Env []string
-	// InitBinary is the agentbox binary re-executed as the init; empty means the
-	// running binary (/proc/self/exe), whose main must call IsInit and Main first.
-	InitBinary string
-	// Signals is a registration of the Forwarded signals made ahead of the launch
-	// (CatchSignals); nil: the launch registers them itself.
-	Signals *SignalCatch
-	// RawInit runs PID 1 without a Go runtime of its own, in a clone that shares the
-	// launcher's memory (rawinit_linux_amd64.go), where the machine allows it (amd64,
-	// Linux 5.12, a build without -race: RawInitAvailable); elsewhere the re-executed
-	// init runs. It makes the launcher's process non-dumpable: for a launcher that
-	// is a process of its own, the CLI.
-	RawInit bool
-	// BeforeExec, when set, runs in the launcher once the launch has begun; the
-	// command starts only after it returns nil, and an error ends the launch before
-	// the command starts (the init is killed) and is returned as it is. The raw init
-	// builds the sandbox meanwhile, so host work the command must wait for but the
-	// sandbox does not (the audit's baseline, the metadata snapshot) costs no time
-	// of its own; with the Go init it runs before the init starts. Signals meanwhile
-	// do what they would do uncaught: the launch takes them over after it.
-	BeforeExec func() error
-	// AfterStart, when set, runs in the launcher once the started process (the
-	// init, or bwrap) exists, with its PID, and before the command can start: the Go
-	// init has not had its plan yet, the raw init waits at its gate as for
-	// BeforeExec. An error ends the launch. It places the session in its own cgroup
-	// (internal/leafcg), where every later process of the session is born.
-	AfterStart func(pid int) error
-	// Listener, for a plan with a Proxy (--allow-net), gets the listening socket
-	// the init created at plan.Proxy in the sandbox's network namespace, before the
-	// command starts; the caller serves it and closes it. Called from the launch's
-	// loop: it must not block. Nil: the socket is closed (nothing answers there).
-	Listener func(*os.File)
-}
-
-// env is the command's environment: Env, or the caller's.
-func (o Options) env() []string {
-	if o.Env == nil {
-		return os.Environ()
-	}
-	return o.Env
+// signalCatch is opts.Signals as this backend's registration; nil: none.
+func signalCatch(opts Options) *SignalCatch {
+	sc, _ := opts.Signals.(*SignalCatch)
+	return sc
 }
 
 // Names of the launcher-side phases every launch reports (the init's own are named
@@ -79,51 +49,6 @@ const (
 	// PhaseGate is the raw init's wait, its sandbox built, for Options.BeforeExec.
 	PhaseGate = "wait for the launcher"
 )
-
-// Phase is one measured step of a launch (protocol.Phase: the Go init reports its
-// own in its started frame).
-type Phase = protocol.Phase
-
-// Result is how a session ended.
-type Result struct {
-	Status int // the command's exit status, or 128+N for signal N
-	// Signal is the signal that killed the command, 0 when it exited (or when the
-	// init could not say: it ended before reporting).
-	Signal syscall.Signal
-	// Left is how many processes of the sandbox were still running when the command
-	// ended: the init killed them (nothing of a session outlives it).
-	Left int
-	// Terminal: when the session began, the launcher's process group held the
-	// foreground of a terminal on one of its standard streams (an interactive
-	// shell's foreground job, say): a terminal session.
-	Terminal bool
-	Phases   []Phase // setup timings, in order
-	InitPID  int     // the init's PID in the launcher's namespace
-	// InitPeakRSSKiB is the init's own peak resident set (KiB), 0 when it did not
-	// report one (under bwrap, or when it ended abnormally).
-	InitPeakRSSKiB int64
-	// Prestarted: the init was started ahead of the session (Native.Spare).
-	Prestarted bool
-	// BackendVersion names what ran the sandbox when it is not agentbox itself
-	// ("bubblewrap 0.12.0"), else "".
-	BackendVersion string
-}
-
-// Driver is one backend's way of running a plan to the session's end: the native
-// backend (Native) or bubblewrap (compat.Driver). session and sandbox launch through
-// it and know nothing else of a backend.
-type Driver interface {
-	// Run builds the sandbox for plan, runs its command and waits for the session's
-	// end. A *SetupError means the command never started.
-	Run(plan mounts.Plan, opts Options) (Result, error)
-}
-
-// Timer records consecutive phases, each from the previous mark: the init's setup
-// steps, and the launcher's own around the backend (protocol.Timer).
-type Timer = protocol.Timer
-
-// NewTimer starts timing now.
-func NewTimer() *Timer { return protocol.NewTimer() }
 
 // SignalCatch is a registration of the Forwarded signals for a launcher that is a
 // process of its own (the CLI), made once it knows it will launch: the launch then

@@ -219,9 +219,10 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// before the init exists, or, with BeforeExec, before the init may start it.
 	var sigs <-chan os.Signal
 	var own chan os.Signal
+	caught := signalCatch(opts)
 	catchSignals := func() {
-		if opts.Signals != nil {
-			sigs = opts.Signals.signals()
+		if caught != nil {
+			sigs = caught.signals()
 			return
 		}
 		own = make(chan os.Signal, 16)
@@ -232,18 +233,18 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		if own != nil {
 			signal.Stop(own)
 		}
-		if opts.Signals != nil {
-			opts.Signals.launchOver()
+		if caught != nil {
+			caught.launchOver()
 		}
 	}()
 	// With the raw init and a SignalCatch, the signal handler itself writes each
 	// signal to the init as a record: only once the launcher has sent its last go
 	// record, for which one sent before it would pass.
 	rawCtl := rawControl(conn)
-	records := rawCtl != nil && opts.Signals != nil
+	records := rawCtl != nil && caught != nil
 	takeOverAsRecords := func() {
-		if !opts.Signals.records(rawCtl) {
-			sigs = opts.Signals.signals()
+		if !caught.records(rawCtl) {
+			sigs = caught.signals()
 		}
 	}
 	if beforeExec == nil && !records {
@@ -276,7 +277,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 		takeOverAsRecords()
 	}
 
-	env := withEnv(opts.env(), l.Plan.Env)
+	env := withEnv(opts.Environ(), l.Plan.Env)
 	plan := l.Plan
 	if l.Nested {
 		plan.Ops = nil // built by bwrap: the init only needs the command and its dir

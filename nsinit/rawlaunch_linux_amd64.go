@@ -80,7 +80,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	if !rawAcquire() {
 		return res, nil, false
 	}
-	prog, err := compileRaw(plan, opts.env(), rawGated(opts))
+	prog, err := compileRaw(plan, opts.Environ(), rawGated(opts))
 	if err != nil {
 		rawRelease()
 		return res, nil, false
@@ -464,7 +464,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 // cannot hold goes to a fresh init instead.
 func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, error) {
 	prog := p.raw
-	if err := prog.compilePlan(plan, opts.env(), rawGated(opts)); err != nil {
+	if err := prog.compilePlan(plan, opts.Environ(), rawGated(opts)); err != nil {
 		p.proc.kill()
 		p.proc.wait()
 		return Run(plan, opts)

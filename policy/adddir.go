@@ -1,11 +1,10 @@
 package policy
 
-import "path/filepath"
-
 // resolveAddDirs validates --add-dir: each is a further writable directory with the
 // repository's rules (P6: not /, not containing HOME, /tmp, /run, /proc or /dev, not
 // in /proc, /sys or /dev), and it may neither overlap the repository or another one
-// nor hold agentbox's state or cache, which the sandbox must not write.
+// nor hold agentbox's state or cache, which the sandbox must not write. The Git
+// directory rule (grant.go) is checked with every other grant's.
 func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 	if len(opts.AddDir) > 0 && p.ReadOnly {
 		return &Error{What: "--add-dir", Reason: "goes against --read-only, where the session writes nowhere (keep a scratch directory below HOME with --keep)"}
@@ -50,9 +49,6 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 			if Within(k.Path, dir) || Within(dir, k.Path) {
 				return refuse("overlaps the kept path " + quote(k.Path))
 			}
-		}
-		if filepath.Base(dir) == ".git" || isGitDir(dir) {
-			return refuse("is a Git directory, whose config and hooks the operator's Git runs (P7); add its work tree")
 		}
 		p.AddDirs = append(p.AddDirs, dir)
 	}

@@ -156,14 +156,10 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 			return refuse("holds Git's global config (" + quote(gp) + "), which the operator's Git runs programs from; agentbox does not keep it")
 		}
 	}
+	// The Git directory rule (grant.go) is checked with every other grant's.
 	// Every component below HOME, the last one included, must be a real
 	// directory or file: no symlink anywhere.
 	rel := strings.TrimPrefix(path, p.Home+"/")
-	for _, c := range strings.Split(rel, "/") {
-		if c == ".git" {
-			return refuse("lies in a Git directory, whose config and hooks the operator's Git runs (P7)")
-		}
-	}
 	cur := p.Home
 	parts := strings.Split(rel, "/")
 	for i, c := range parts {
@@ -191,25 +187,8 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 			return refuse("is neither a directory nor a regular file")
 		}
 		if i == len(parts)-1 {
-			if _, err := os.Lstat(filepath.Join(path, ".git")); fi.IsDir() && err == nil {
-				return refuse("is a Git work tree; its .git config and hooks would be writable (P7); make it the repository instead")
-			}
-			if fi.IsDir() && isGitDir(path) {
-				return refuse("is a Git directory, whose config and hooks the operator's Git runs (P7)")
-			}
 			return Kept{Path: path, Dir: fi.IsDir(), From: from}, nil
 		}
 	}
 	return refuse("is empty")
-}
-
-// isGitDir says whether dir looks like a Git directory (a bare repository, a
-// worktree's common dir): Git's own test is HEAD, objects/ and refs/.
-func isGitDir(dir string) bool {
-	for _, n := range []string{"HEAD", "objects", "refs"} {
-		if _, err := os.Lstat(filepath.Join(dir, n)); err != nil {
-			return false
-		}
-	}
-	return true
 }

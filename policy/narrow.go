@@ -71,6 +71,8 @@ func narrowRule(name string) fieldRule {
 		return narrowHide
 	case "ReadOnly":
 		return narrowReadOnly
+	case "NestedSandbox":
+		return narrowNestedSandbox
 	case "Sockets":
 		return subset("allow-socket", func(p *Policy) []string {
 			var out []string
@@ -149,6 +151,16 @@ func narrowNet(b, a *Policy) string {
 func narrowReadOnly(b, a *Policy) string {
 	if b.ReadOnly && !a.ReadOnly {
 		return "would make the repository writable"
+	}
+	return ""
+}
+
+// narrowNestedSandbox: a repository's file may turn --nested-sandbox off, never on:
+// on Linux 7.1+ it trades Landlock's deny-by-default of host path sockets for
+// masks that miss the sockets bound after the launch.
+func narrowNestedSandbox(b, a *Policy) string {
+	if a.NestedSandbox && !b.NestedSandbox {
+		return "would turn --nested-sandbox on (host path sockets masked at launch instead of denied by Landlock: those bound later become reachable)"
 	}
 	return ""
 }

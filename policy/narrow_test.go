@@ -57,6 +57,7 @@ func TestNarrows(t *testing.T) {
 		{"hidden more", func(p *Policy) { p.Hide = append(p.Hide, Hidden{Path: "/h/.ssh/id"}) }, ""},
 		{"hidden less", func(p *Policy) { p.Hide = nil }, "hidden"},
 		{"read-only", func(p *Policy) { p.ReadOnly, p.AddDirs = true, nil }, ""},
+		{"nested sandbox on", func(p *Policy) { p.NestedSandbox = true }, "--nested-sandbox"},
 		{"no socket", func(p *Policy) { p.Sockets = nil }, ""},
 		{"another socket", func(p *Policy) { p.Sockets = []Socket{{Path: "/run/s.sock", Bind: "/run/s.sock"}} }, "allow-socket"},
 		{"no dir", func(p *Policy) { p.AddDirs = nil }, ""},
@@ -103,5 +104,10 @@ func TestNarrows(t *testing.T) {
 	rw.ReadOnly = false
 	if err := Narrows(ro, &rw); err == nil || !strings.Contains(err.Error(), "writable") {
 		t.Errorf("read-only turned off: %v", err)
+	}
+	nested := base()
+	nested.NestedSandbox = true
+	if err := Narrows(nested, base()); err != nil {
+		t.Errorf("--nested-sandbox turned off: refused: %v", err)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	ReadOnly    bool     // --read-only: the repository read-only too (a review session)
 	AllowSocket []string // --allow-socket PATH (repeatable), socket.go
 	AddDir      []string // --add-dir DIR (repeatable), adddir.go
+	// NestedSandbox (--nested-sandbox): the command may mount, so that an agent's
+	// own sandbox (bubblewrap, unshare -m) works inside; see Policy.NestedSandbox.
+	NestedSandbox bool
 
 	XDGCacheHome  string // $XDG_CACHE_HOME
 	XDGStateHome  string // $XDG_STATE_HOME
@@ -95,6 +98,12 @@ type Policy struct {
 	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
 	Sockets      []Socket // host sockets handed in (socket.go)
 	AddDirs      []string // further writable directories, canonical (adddir.go)
+	// NestedSandbox: host path sockets are kept out of reach by masking those
+	// found at launch, as before Linux 7.1, instead of by Landlock's resolve-unix
+	// rule, whose domain refuses every mount(2) and pivot_root(2) the command makes:
+	// the command can build a sandbox of its own, but reaches sockets the host binds
+	// after the launch (kernel.DenyPathSockets). Below Linux 7.1 it changes nothing.
+	NestedSandbox bool
 	// SSHAgent is the host agent socket the session's filtered agent forwards to
 	// (--ssh-agent; "" none), SSHKeys the keys it lets through (none: every key).
 	SSHAgent string
@@ -131,7 +140,7 @@ func New(opts Options) (*Policy, error) {
 	if !filepath.IsAbs(opts.Cwd) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
-	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly}
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly, NestedSandbox: opts.NestedSandbox}
 	tmpSize, err := TmpSize(opts.TmpSize, TotalRAM())
 	if err != nil {
 		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}
@@ -196,6 +205,15 @@ func New(opts Options) (*Policy, error) {
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
 	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
+		return nil, err
+	}
+	if err := CheckOwnDir("state directory", p.StateDir, os.Geteuid()); err != nil { // owner.go
+		return nil, err
+	}
+	if err := CheckOwnDir("cache directory", p.CacheDir, os.Geteuid()); err != nil {
+		return nil, err
+	}
 	if err := resolveKeep(p, opts, cwd); err != nil {
 		return nil, err
 	}
@@ -216,6 +234,9 @@ func New(opts Options) (*Policy, error) {
 	}
 	if p.DiskTmp && p.CacheDir == "" {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
+	}
+	if err := p.checkGrants(opts); err != nil {
+		return nil, err
 	}
 
 	p.Command = opts.Command
@@ -424,4 +445,19 @@ func reason(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
+}
+
+// CheckRepoState refuses a repository that holds agentbox's state directory or lies
+// in it: the sandbox would write the journals and baselines the audit trusts, and
+// `agentbox audit --fix` would quarantine its own quarantine.
+func CheckRepoState(repo, stateDir string) error {
+	if stateDir == "" {
+		return nil
+	}
+	for _, form := range canonicalForms(resolveExisting(stateDir)) {
+		if Within(form, repo) || Within(repo, form) {
+			return &Error{What: "repo", Path: repo, Reason: "holds agentbox's own state (" + quote(stateDir) + ") or lies in it; set XDG_STATE_HOME elsewhere or pick the project below it"}
+		}
+	}
+	return nil
 }

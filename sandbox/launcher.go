@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agentbox/agentbox/backend"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
@@ -104,20 +106,39 @@ type reply struct {
 // maxFrame bounds one frame; a plan with a large environment fits many times over.
 const maxFrame = 4 << 20
 
-// Run is the package-level Run, launched by the helper. Signals sent to the calling
-// program are not forwarded; the helper passes its own on.
+// Run is the package-level Run, launched by the helper: the session's preparation,
+// audit and record run in the calling program, the plan in the helper. Signals sent
+// to the calling program are not forwarded; the helper passes its own on. The
+// session's command is not moved into a cgroup of its own (the helper's launch does
+// not report the init's PID before the command starts).
 func (l *Launcher) Run(opts Options) (Result, error) {
-	plan, err := Plan(opts)
-	if err != nil {
-		return Result{}, err
+	return run(opts, launcherDriver{l})
+}
+
+// launcherDriver runs a plan in the Launcher's helper.
+type launcherDriver struct{ l *Launcher }
+
+// Run implements backend.Driver. BeforeExec runs before the plan is handed over, as
+// for a Go init (backend.Options.BeforeExec); AfterStart and Listener are not
+// offered (the Go API has no --allow-net).
+func (d launcherDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
+	if o.BeforeExec != nil {
+		if err := o.BeforeExec(); err != nil {
+			return backend.Result{}, err
+		}
 	}
+	return d.l.launch(plan, o)
+}
+
+// launch hands plan and the command's streams to the helper and waits for its reply.
+func (l *Launcher) launch(plan mounts.Plan, opts backend.Options) (backend.Result, error) {
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: launcher connection: %w", err)
+		return backend.Result{}, fmt.Errorf("sandbox: launcher connection: %w", err)
 	}
 	defer unix.Close(fds[0])
 	err = func() error {
@@ -130,7 +151,7 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 		return unix.Sendmsg(int(l.ctl.Fd()), []byte{0}, unix.UnixRights(fds[1]), nil, 0)
 	}()
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: hand connection to launcher: %w", err)
+		return backend.Result{}, fmt.Errorf("sandbox: hand connection to launcher: %w", err)
 	}
 
 	req := request{Plan: plan, Env: env, InitBinary: opts.InitBinary}
@@ -143,25 +164,25 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: encode request: %w", err)
+		return backend.Result{}, fmt.Errorf("sandbox: encode request: %w", err)
 	}
 	var oob []byte
 	if len(rights) > 0 {
 		oob = unix.UnixRights(rights...)
 	}
 	if err := unix.Sendmsg(fds[0], b, oob, nil, 0); err != nil {
-		return Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
+		return backend.Result{}, fmt.Errorf("sandbox: send request to launcher: %w", err)
 	}
 	buf, err := recvFrame(fds[0])
 	if err != nil || len(buf) == 0 {
-		return Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
+		return backend.Result{}, fmt.Errorf("sandbox: launcher gave no reply (%v)", err)
 	}
 	n := len(buf)
 	var rep reply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
-		return Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
+		return backend.Result{}, fmt.Errorf("sandbox: launcher reply: %w", err)
 	}
-	res := Result{Status: rep.Status, Phases: rep.Phases}
+	res := backend.Result{Status: rep.Status, Phases: rep.Phases}
 	switch {
 	case rep.Step != "":
 		return res, &SetupError{Step: rep.Step, Reason: rep.Reason}
@@ -255,7 +276,7 @@ func serveOne(conn int) {
 	} else if stdio, ok := streams(req.Streams, files); !ok {
 		rep.Reason = "launcher: request names streams it did not send"
 	} else {
-		res, err := nsinit.Run(req.Plan, nsinit.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary})
+		res, err := nsinit.Run(req.Plan, backend.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary})
 		rep.Status, rep.Phases = res.Status, res.Phases
 		var se *nsinit.SetupError
 		switch {
@@ -272,7 +293,7 @@ func serveOne(conn int) {
 }
 
 // streams pairs the received descriptors with the streams the request names.
-func streams(named [3]bool, got []*os.File) (nsinit.Stdio, bool) {
+func streams(named [3]bool, got []*os.File) (backend.Stdio, bool) {
 	var files [3]*os.File
 	next := 0
 	for i, on := range named {
@@ -280,12 +301,12 @@ func streams(named [3]bool, got []*os.File) (nsinit.Stdio, bool) {
 			continue
 		}
 		if next >= len(got) {
-			return nsinit.Stdio{}, false
+			return backend.Stdio{}, false
 		}
 		files[i] = got[next]
 		next++
 	}
-	return nsinit.Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]}, next == len(got)
+	return backend.Stdio{Stdin: files[0], Stdout: files[1], Stderr: files[2]}, next == len(got)
 }
 
 func rightsOf(oob []byte) []int {

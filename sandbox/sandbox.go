@@ -1,12 +1,16 @@
 // Package sandbox is agentbox's Go API: a Go program calls Run to start one command
 // in the native sandbox, without the agentbox CLI in between.
 //
-// What Run builds is the sandbox policy of `agentbox exec --backend native`: host
-// read-only (P1), one writable repository (P2), HOME a disposable overlay (P3), private
-// /tmp and /run (P4), new namespaces (P5, with the network namespace when Offline),
-// the Git exec surface read-only (P7). The CLI's session extras are not part of it:
-// no metadata snapshot (P8), no push guard (P9), no post-session audit, no shadow
-// record, no --disk-tmp. A program that wants those runs `agentbox exec`.
+// Run is a session of `agentbox exec --backend native`, through the same session
+// core (package session): the same preparation of the plan — host read-only (P1),
+// one writable repository (P2), HOME a disposable overlay (P3), private /tmp and /run
+// (P4), new namespaces (P5, with the network namespace when Offline), the Git exec
+// surface read-only and pinned, linked worktrees, host sockets masked, every bind
+// rechecked right before the launch (P6, P7) — and the same host work around it: the
+// metadata snapshot (P8), the push guard (P9), the post-session audit that
+// quarantines what the session planted for the operator's Git (P7), the shadow
+// record. Each of the last four can be turned off, explicitly, with an Options field
+// that says what it gives up.
 //
 // The sandbox's init is a re-execution of an agentbox binary. Either the calling
 // program is that binary — it calls Init first thing in main, as with docker's
@@ -20,16 +24,17 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
-	"time"
 
-	"github.com/agentbox/agentbox/gitguard"
-	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/leafcg"
+	"github.com/agentbox/agentbox/backend"
+	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // Options describe one sandboxed command. Command is required; every other zero
@@ -56,10 +61,39 @@ type Options struct {
 	// InitBinary is an agentbox binary of the same version, re-executed as the init.
 	// Empty: the running program, which must have called Init first in main.
 	InitBinary string
+	// DiskTmp makes the sandbox's /tmp a fresh mode-0700 directory below the user's
+	// cache dir, removed when Run returns (P10; agentbox exec --disk-tmp).
+	DiskTmp bool
+	// NestedSandbox lets the command mount, for a sandbox of its own (agentbox exec
+	// --nested-sandbox): on Linux 7.1+ the host's path sockets are then masked where
+	// found at launch instead of denied by Landlock, and those bound later stay
+	// reachable. Before 7.1 it changes nothing.
+	NestedSandbox bool
+	// Log receives agentbox's own lines (audit findings, warnings), as agentbox exec
+	// prints them on its stderr; nil: os.Stderr.
+	Log io.Writer
+
+	// NoAudit turns off the post-session audit (agentbox has no flag for it). What it
+	// gives up: the repository's .git and working tree stay writable inside, so a
+	// session can still redirect the operator's Git (a new .git/commondir, a planted
+	// submodule gitdir whose config sets core.fsmonitor) though it cannot write the
+	// protected paths themselves; without the audit nothing finds and quarantines
+	// that after the session, and the operator's next git command in the repository
+	// may run what the session planted, on the host. Only for a caller that audits
+	// the repository itself or discards it after the session.
+	NoAudit bool
+	// NoGitSave: no metadata snapshot before launch (P8; --no-git-save). What a
+	// session does to .git can then not be undone from a snapshot.
+	NoGitSave bool
+	// AllowGitPush: no push guard (P9; --allow-git-push): git push works inside.
+	AllowGitPush bool
+	// NoRecord: no shadow record of the session (--no-record): agentbox log, show,
+	// diff and undo do not see it.
+	NoRecord bool
 }
 
 // Phase is one measured step of a launch (nsinit's timings).
-type Phase = nsinit.Phase
+type Phase = backend.Phase
 
 // Result is how the command ended.
 type Result struct {
@@ -72,6 +106,12 @@ type Result struct {
 	Prestarted bool
 	// InitPeakRSSKiB is the init's own peak resident set in KiB (0: not reported).
 	InitPeakRSSKiB int64
+	// AuditFindings are the post-session audit's findings, one line each (also
+	// written to Options.Log): what the session planted that would make the
+	// operator's Git run a program, each already moved aside into the quarantine.
+	AuditFindings []string
+	// SnapshotZip is the metadata snapshot taken before the launch ("" when none).
+	SnapshotZip string
 }
 
 // SetupError is a failure before the command started; Step names what failed.
@@ -100,18 +140,30 @@ func Init() {
 	initCalled.Store(true)
 }
 
-// Plan builds the mount plan Run would execute for opts, creating the read-only
-// placeholders for missing protected Git paths (as agentbox exec does). It is
-// exported for tools that show or compare plans.
+// Plan returns the mount plan Run would execute for opts, as `agentbox exec
+// --dry-run --json` prints it for the same options: made by the same preparation
+// step, writing nothing on the host (Run then creates the missing placeholders,
+// stages the push guard and the --disk-tmp directory, and adds the identities it
+// rechecked). It is exported for tools that show or compare plans.
 func Plan(opts Options) (mounts.Plan, error) {
+	cfg, err := config(opts)
+	if err != nil {
+		return mounts.Plan{}, err
+	}
+	return session.Plan(cfg)
+}
+
+// config is the session configuration of opts: the policy of agentbox exec with the
+// same choices, and the Go API's side of the launch.
+func config(opts Options) (session.Config, error) {
 	if len(opts.Command) == 0 {
-		return mounts.Plan{}, errors.New("sandbox: no command")
+		return session.Config{}, errors.New("sandbox: no command")
 	}
 	dir := opts.Dir
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return mounts.Plan{}, fmt.Errorf("sandbox: working directory: %w", err)
+			return session.Config{}, fmt.Errorf("sandbox: working directory: %w", err)
 		}
 		dir = wd
 	}
@@ -124,6 +176,8 @@ func Plan(opts Options) (mounts.Plan, error) {
 		Cwd:           dir,
 		Home:          home,
 		Offline:       opts.Offline,
+		DiskTmp:       opts.DiskTmp,
+		NestedSandbox: opts.NestedSandbox,
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
 		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
@@ -131,25 +185,25 @@ func Plan(opts Options) (mounts.Plan, error) {
 		Command:       opts.Command,
 	})
 	if err != nil {
-		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
+		return session.Config{}, fmt.Errorf("sandbox: %w", err)
 	}
-	protected, err := gitguard.ProtectedPaths(p.Repo)
-	if err != nil {
-		return mounts.Plan{}, fmt.Errorf("sandbox: protect Git paths: %w", err)
+	log := opts.Log
+	if log == nil {
+		log = os.Stderr
 	}
-	if err := gitguard.EnsurePlaceholders(protected); err != nil {
-		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
-	}
-	masks, err := kernel.HostSockets(p)
-	if err != nil {
-		return mounts.Plan{}, fmt.Errorf("sandbox: %w", err)
-	}
-	return mounts.Build(p, mounts.Session{Protected: protected, HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets(), MaskSockets: masks}), nil
+	return session.Config{
+		Policy: p, Args: opts.Command, Version: version(), Stdout: log, Stderr: log,
+		GitSave:      record.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: record.DefaultKeepSize},
+		AllowGitPush: opts.AllowGitPush, NoRecord: opts.NoRecord, NoAudit: opts.NoAudit,
+		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
+		Env:   opts.Env, InitBinary: opts.InitBinary, KeepGC: true,
+	}, nil
 }
 
-// Run starts opts.Command in a new sandbox and waits for it to end. An error means
-// the command never started (a *SetupError names the failed step); otherwise
-// Result.Status is the command's exit status.
+// Run starts opts.Command in a new sandbox and waits for it to end, then audits the
+// repository (unless Options.NoAudit). An error means the command never started (a
+// *SetupError names the failed step); otherwise Result.Status is the command's exit
+// status.
 //
 // While Run waits, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH
 // sent to the calling process are forwarded to the command instead of taking their
@@ -162,29 +216,35 @@ func Run(opts Options) (Result, error) {
 	if opts.InitBinary == "" && !initCalled.Load() {
 		return Result{}, ErrNoInit
 	}
-	plan, err := Plan(opts)
+	defer refillSpare()
+	return run(opts, spareDriver{})
+}
+
+// run runs one session of opts through the session core, the plan run by driver.
+func run(opts Options, driver backend.Driver) (Result, error) {
+	cfg, err := config(opts)
 	if err != nil {
 		return Result{}, err
 	}
-	return run(plan, opts)
+	cfg.Driver = driver
+	out, err := session.RunSession(cfg)
+	return Result{Status: out.Status, Phases: out.Phases, Prestarted: out.Prestarted, InitPeakRSSKiB: out.InitPeakRSSKiB,
+		AuditFindings: out.AuditFindings, SnapshotZip: out.SnapshotZip}, err
 }
 
-func run(plan mounts.Plan, opts Options) (Result, error) {
-	nopts := nsinit.Options{
-		Stdio:      nsinit.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
-		Env:        opts.Env,
-		InitBinary: opts.InitBinary,
+// spareDriver runs a plan in the native backend, on the init Prestart started ahead
+// when it fits the plan.
+type spareDriver struct{}
+
+// Run implements backend.Driver. A spare that died while it waited (the plan could
+// not be handed over: nothing of the command ran) is replaced by a fresh init; the
+// session's BeforeExec, which only waits for host work started once, may run again.
+func (spareDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
+	spare := takeSpare(plan, o.InitBinary)
+	res, err := nsinit.Native{Spare: spare}.Run(plan, o)
+	var se *SetupError
+	if spare != nil && errors.As(err, &se) && se.Step == nsinit.StepHandPlan {
+		return nsinit.Run(plan, o)
 	}
-	// The session's own cgroup (P12): nothing inside reaches the caller's.
-	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	if err != nil {
-		return Result{}, fmt.Errorf("sandbox: %w", err)
-	}
-	if leaf != nil {
-		nopts.AfterStart = leaf.Place
-		defer leaf.Remove()
-	}
-	res, err := nsinit.Native{Spare: takeSpare(plan, nopts.InitBinary)}.Run(plan, nopts)
-	refillSpare()
-	return Result{Status: res.Status, Phases: res.Phases, Prestarted: res.Prestarted, InitPeakRSSKiB: res.InitPeakRSSKiB}, err
+	return res, err
 }

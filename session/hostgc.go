@@ -43,6 +43,9 @@ var heldOff struct {
 
 // pause turns the collector off (until resume). Pausing twice is harmless.
 func (g *hostGC) pause() {
+	if g == nil {
+		return // the Go API's session: the caller's settings stand
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.pauseLocked()
@@ -65,6 +68,9 @@ func (g *hostGC) pauseLocked() {
 // resume lets go of the hold; the last one gives back the settings the first found.
 // Resuming when not paused is harmless.
 func (g *hostGC) resume() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.resumeLocked()
@@ -90,6 +96,9 @@ const resumeAfter = time.Second
 
 // commandStarted arranges for resume once the command has run resumeAfter.
 func (g *hostGC) commandStarted() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.timer == nil {
@@ -111,6 +120,9 @@ func (g *hostGC) commandStarted() {
 // commandEnded cancels what commandStarted arranged, and pauses again for the work
 // after the command.
 func (g *hostGC) commandEnded() {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.timer != nil {

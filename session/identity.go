@@ -52,12 +52,13 @@ func repoIdentity(repo string) (mounts.FileID, error) {
 // between two lookups (the race behind TestSetupRaces' "repo path component") can
 // no longer pass one check in one state and skip the other in the next.
 //
-// It sets on plan's binds of the repository and of the protected paths the identity
-// it saw (mounts.Op.SourceID), which the backend checks again on the source it opens:
-// a directory swapped for another between this check and the backend's capture (two
-// real directories exchanged, no link involved) fails the launch too, instead of
-// binding the repository from one tree and its protections from the other.
-func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, plan *mounts.Plan) error {
+// It adds to ids the identity it saw of the repository and of each protected path,
+// which Build puts on their binds (mounts.Session.SourceIDs) and the backend checks
+// again on the source it opens: a directory swapped for another between this check
+// and the backend's capture (two real directories exchanged, no link involved) fails
+// the launch too, instead of binding the repository from one tree and its
+// protections from the other.
+func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, ids map[string]mounts.FileID) error {
 	changed := func(why string) error {
 		return fmt.Errorf("repo %s changed while agentbox was starting (%s); not launching", repo, why)
 	}
@@ -72,7 +73,7 @@ func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, p
 	case err != nil:
 		return changed(err.Error())
 	}
-	ids := map[string]mounts.FileID{repo: want}
+	ids[repo] = want
 	have := map[string]bool{}
 	for _, p := range prot {
 		id, err := identify(p.Path)
@@ -81,11 +82,6 @@ func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, p
 		}
 		have[p.Path] = true
 		ids[p.Path] = id
-	}
-	for i, op := range plan.Ops {
-		if id, ok := ids[op.Source]; ok && (op.Kind == mounts.Bind || op.Kind == mounts.BindRO) {
-			plan.Ops[i].SourceID = id
-		}
 	}
 	// The protected set was computed from paths: had a component been swapped for a
 	// link to elsewhere at that moment, it could have come out empty. Seen now, from

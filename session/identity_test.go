@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // The recheck hands the identities it verified to the backend: the repository's bind
@@ -34,17 +35,11 @@ func TestVerifyUnchangedSetsSourceIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := mounts.Plan{Ops: []mounts.Op{
-		{Kind: mounts.BindRO, Source: "/", Dest: "/"},
-		{Kind: mounts.Tmpfs, Dest: "/tmp"},
-		{Kind: mounts.Bind, Source: repo, Dest: repo},
-	}}
-	for _, p := range prot {
-		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: p.Path, Dest: p.Path})
-	}
-	if err := verifyUnchanged(repo, id, prot, &plan); err != nil {
+	ids := map[string]mounts.FileID{}
+	if err := verifyUnchanged(repo, id, prot, ids); err != nil {
 		t.Fatal(err)
 	}
+	plan := mounts.Build(&policy.Policy{Repo: repo, Workdir: repo, Command: []string{"true"}}, mounts.Session{Protected: prot, SourceIDs: ids})
 	checked := 0
 	for _, op := range plan.Ops {
 		var st unix.Stat_t

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/hostaudit"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // Environment variables the command finds set: it runs inside agentbox, and in
@@ -23,31 +26,45 @@ const (
 )
 
 // sessionID names this session: its shadow record, else a fresh audit id.
-func sessionID(r *recorder) string {
-	if r != nil && r.base.ID != "" {
-		return r.base.ID
+func sessionID(r *record.Recorder) string {
+	if id := r.ID(); id != "" {
+		return id
 	}
 	return audit.NewAuditID()
 }
 
-// setSessionEnv puts the markers into the environment the command inherits (both
-// backends pass the launcher's environment on), and unsets SSH_AUTH_SOCK unless
-// its socket is handed in (--allow-socket): inside it would name nothing, or, in
-// HOME, an agent the user did not hand in.
-func setSessionEnv(p *policy.Policy, id string) {
-	os.Setenv(EnvInside, "1")
-	os.Setenv(EnvSession, id)
-	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
-		handed := false
+// sessionEnv is the command's environment: base with the markers set (it runs inside
+// agentbox, in session id), and without SSH_AUTH_SOCK unless its socket is handed in
+// (--allow-socket): inside it would name nothing, or, in HOME, an agent the user did
+// not hand in. The launcher's own environment is left as it is.
+func sessionEnv(base []string, p *policy.Policy, id string) []string {
+	handed := false
+	if sock := getenv(base, "SSH_AUTH_SOCK"); sock != "" {
 		for _, s := range p.Sockets {
 			if c, err := filepath.EvalSymlinks(sock); err == nil && c == s.Path {
 				handed = true
 			}
 		}
-		if !handed {
-			os.Unsetenv("SSH_AUTH_SOCK")
+	}
+	env := make([]string, 0, len(base)+2)
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == EnvInside || name == EnvSession || (name == "SSH_AUTH_SOCK" && !handed) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, EnvInside+"=1", EnvSession+"="+id)
+}
+
+// getenv is the value of key in env, the last one winning; "" when unset.
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
 		}
 	}
+	return ""
 }
 
 // prepareKept creates, on the host, what a preset keeps and is missing (an empty
@@ -121,29 +138,23 @@ func checkKeptGitDirs(p *policy.Policy, gitDirs []string) error {
 	return nil
 }
 
-// keptIdentities gives every kept and added bind the identity its source has now, which
-// the backends check again on the source they open (mounts.Op.SourceID): a path
-// swapped after the policy checked it is refused.
-func keptIdentities(p *policy.Policy, plan *mounts.Plan) error {
-	want := map[string]bool{}
-	for _, k := range p.Keep {
-		want[k.Path] = true
-	}
-	for _, d := range p.KeepReadOnly {
-		want[d] = true
-	}
-	for _, d := range p.AddDirs {
-		want[d] = true
-	}
-	for i, op := range plan.Ops {
-		if !want[op.Source] || (op.Kind != mounts.Bind && op.Kind != mounts.BindRO) {
-			continue
+// keptIdentities adds to ids the identity every kept and added directory has now,
+// which Build puts on their binds and the backends check again on the source they
+// open (mounts.Op.SourceID): a path swapped after the policy checked it is refused.
+func keptIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
+	want := append([]string(nil), p.AddDirs...)
+	if p.Home != "" { // kept paths are bound over the HOME overlay, and only then
+		for _, k := range p.Keep {
+			want = append(want, k.Path)
 		}
-		id, err := identify(op.Source)
+		want = append(want, p.KeepReadOnly...)
+	}
+	for _, path := range want {
+		id, err := identify(path)
 		if err != nil {
-			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", op.Source, err)
+			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", path, err)
 		}
-		plan.Ops[i].SourceID = id
+		ids[path] = id
 	}
 	return nil
 }
@@ -176,7 +187,7 @@ func startAgentAudit(cfg *Config, p *policy.Policy, out *Outcome) *agentAudit {
 			opt.AgentDirs[agent] = filepath.Clean(d)
 		}
 	}
-	opt.Quarantine = quarantineRoot(cfg.Stderr, p.StateDir, append([]string{p.Repo}, opt.Kept...))
+	opt.Quarantine = hostaudit.QuarantineRoot(cfg.Stderr, p.StateDir, append([]string{p.Repo}, opt.Kept...))
 	if p.StateDir == "" {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: kept paths: no state directory; if this launcher is killed, the session goes unaudited\n")
 		return &agentAudit{base: agentcfg.Snapshot(opt), project: project}

@@ -63,9 +63,9 @@ func narrowClass(name string) narrowKind {
 		return narrowPolicy
 	case "AllowGitPush":
 		return narrowPush
-	case "DryRun", "Args", "Stdout", "Stderr", "Signals", "sessionID", "gc":
+	case "DryRun", "Args", "Stdout", "Stderr", "Stdio", "Signals", "Version", "KeepGC", "sessionID", "gc":
 		return narrowIgnored
-	case "GitSave", "NoRecord":
+	case "GitSave", "NoRecord", "NoAudit", "Env", "InitBinary", "Driver":
 		return narrowEqual
 	}
 	return narrowUnknown

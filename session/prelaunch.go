@@ -3,8 +3,10 @@ package session
 import (
 	"time"
 
-	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/hostaudit"
+	"github.com/agentbox/agentbox/session/record"
 )
 
 // prelaunch is the host work the command waits for and the sandbox does not: the
@@ -13,7 +15,7 @@ import (
 // plan is built and rechecked, and runs beside the launcher's remaining steps (the
 // kept paths' audit start, the session's cgroup, the network service, the clone)
 // and the sandbox's setup; the backend waits for it before the command starts
-// (nsinit.Options.BeforeExec). Started at BeforeExec instead, it made a small
+// (backend.Options.BeforeExec). Started at BeforeExec instead, it made a small
 // repository's launch wait for it after the sandbox was built (docs/performance.md,
 // target 3). Started earlier, before the recheck, a launch the recheck refuses
 // would still have snapshotted what a concurrent session pointed .git at, and
@@ -25,17 +27,17 @@ import (
 type prelaunch struct {
 	done   chan struct{}
 	err    error
-	aud    *auditor
-	dirs   *dirAudits
+	aud    *hostaudit.Auditor
+	dirs   *hostaudit.Dirs
 	zip    string   // the snapshot's record
 	notes  []string // what the snapshot left out
-	phases []nsinit.Phase
+	phases []backend.Phase
 	handed bool // wait gave the results to an Outcome
 }
 
 // startPrelaunch starts the work; every caller waits for it (wait) before it
 // returns, whatever happens to the launch.
-func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) *prelaunch {
+func startPrelaunch(cfg *Config, p *policy.Policy, rec *record.Recorder, gitDirs []string) *prelaunch {
 	pl := &prelaunch{done: make(chan struct{})}
 	go func() {
 		defer close(pl.done)
@@ -44,17 +46,24 @@ func startPrelaunch(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []stri
 	return pl
 }
 
-func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs []string) error {
+func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gitDirs []string) (err error) {
 	t := time.Now()
 	mark := func(step string) {
 		now := time.Now()
-		pl.phases = append(pl.phases, nsinit.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
+		pl.phases = append(pl.phases, backend.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
 		t = now
 	}
 	if p.ReadOnly {
-		rec.begin(cfg, nil)
+		rec.Begin(cfg.record(), nil)
 		mark("record start")
 		return nil // readonly.go: nothing to audit or snapshot
+	}
+	if cfg.NoAudit {
+		rec.Begin(cfg.record(), nil)
+		mark("record start")
+		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
+		mark("snapshot")
+		return err
 	}
 	// The snapshot reads .git and writes only the store; the baseline reads the
 	// working tree and writes its journal: they run side by side. Every return
@@ -62,22 +71,22 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *recorder, gitDirs [
 	snapped := make(chan error, 1)
 	go func() {
 		var err error
-		pl.zip, pl.notes, err = gitSnapshot(cfg, p)
+		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
 		snapped <- err
 	}()
-	a, err := startAudit(cfg, p, gitDirs)
+	a, err := hostaudit.Start(cfg.audit(), p, gitDirs)
 	if err != nil {
 		<-snapped
 		return err
 	}
 	pl.aud = a
-	if pl.dirs, err = startDirAudits(cfg, p); err != nil {
+	if pl.dirs, err = hostaudit.StartDirs(cfg.audit(), p); err != nil {
 		<-snapped
 		return err
 	}
 	mark("audit baseline")
 	// From the baseline's walk: the recorder walks nothing itself.
-	rec.begin(cfg, a.walk)
+	rec.Begin(cfg.record(), a.BaseWalk())
 	mark("record start")
 	if err := <-snapped; err != nil {
 		return err

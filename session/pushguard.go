@@ -1,7 +1,6 @@
 package session
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,18 +9,15 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
 )
-
-func registerPushFlags(fs *flag.FlagSet, cfg *Config) {
-	fs.BoolVar(&cfg.AllowGitPush, "allow-git-push", false, "allow git push and git send-pack inside the sandbox (the push guard is on by default)")
-}
 
 // pushGuard is the staged P9 policy executables and the read-only binds that put them
 // in the sandbox.
 type pushGuard struct {
 	ops    []mounts.Op
 	staged *pushguard.StagedGuard
-	lock   *dirLock // this launcher's claim on the staging dir, for agentbox gc
+	lock   *leftovers.Lock // this launcher's claim on the staging dir, for agentbox gc
 }
 
 // preparePushGuard puts the guard in the user's cache (pushguard.CacheGuard), or, where
@@ -54,7 +50,7 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 		return nil, err
 	}
 	g := &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged}
-	if g.lock, err = claimDir(staged.Dir); err != nil {
+	if g.lock, err = leftovers.Claim(staged.Dir); err != nil {
 		g.cleanup()
 		return nil, fmt.Errorf("push guard: %w", err)
 	}
@@ -103,5 +99,5 @@ func (g *pushGuard) cleanup() {
 	if err := g.staged.Remove(); err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.String(err.Error()))
 	}
-	g.lock.release()
+	g.lock.Release()
 }

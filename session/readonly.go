@@ -19,10 +19,10 @@ import (
 
 // verifyLaunch re-checks, right before the launch, what the plan binds: the
 // repository and its protected Git paths (verifyUnchanged), or, read-only, the
-// repository alone.
-func verifyLaunch(p *policy.Policy, repoID mounts.FileID, prot []mounts.Protected, plan *mounts.Plan) error {
+// repository alone. The identities it saw go to ids (mounts.Session.SourceIDs).
+func verifyLaunch(p *policy.Policy, repoID mounts.FileID, prot []mounts.Protected, ids map[string]mounts.FileID) error {
 	if !p.ReadOnly {
-		return verifyUnchanged(p.Repo, repoID, prot, plan)
+		return verifyUnchanged(p.Repo, repoID, prot, ids)
 	}
 	fd, err := safepath.Open(p.Repo, unix.O_PATH|unix.O_DIRECTORY)
 	if err == nil {
@@ -35,10 +35,6 @@ func verifyLaunch(p *policy.Policy, repoID mounts.FileID, prot []mounts.Protecte
 	if err != nil {
 		return fmt.Errorf("repo %s changed while agentbox was starting (%v); not launching", p.Repo, err)
 	}
-	for i, op := range plan.Ops {
-		if op.Source == p.Repo && op.Kind == mounts.BindRO {
-			plan.Ops[i].SourceID = repoID
-		}
-	}
+	ids[p.Repo] = repoID
 	return nil
 }

@@ -5,7 +5,6 @@ package session
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,23 +14,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
-	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
-	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/termout"
-	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/sshagent"
+	"github.com/agentbox/agentbox/session/hostaudit"
+	"github.com/agentbox/agentbox/session/netsvc"
+	"github.com/agentbox/agentbox/session/record"
 )
-
-// Version is agentbox's version, set at build time with -ldflags -X.
-var Version = "0.1.0-dev"
 
 // DryRun selects what --dry-run prints.
 type DryRun int
@@ -48,56 +42,48 @@ type Config struct {
 	Policy *policy.Policy
 	DryRun DryRun
 	Args   []string // the exec arguments as given, for the session record
-	Stdout io.Writer
-	Stderr io.Writer
+	// Version is agentbox's version, for the record ("agentbox VERSION" ran the
+	// sandbox) and the snapshot's metadata.
+	Version string
+	Stdout  io.Writer
+	Stderr  io.Writer
 
-	GitSave      GitSaveConfig // P8 metadata snapshot (gitsave.go)
-	AllowGitPush bool          // P9 push guard off (pushguard.go)
-	NoRecord     bool          // skip the shadow-repo record (record.go)
+	GitSave      record.GitSaveConfig // P8 metadata snapshot (session/record)
+	AllowGitPush bool                 // P9 push guard off (pushguard.go)
+	NoRecord     bool                 // skip the shadow-repo record (session/record)
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
 	Signals *nsinit.SignalCatch
+
+	// What differs between the two doors. The CLI leaves them zero; the Go API
+	// (package sandbox) sets them from its Options.
+	//
+	// Stdio are the command's streams; nil: agentbox's own.
+	Stdio *backend.Stdio
+	// Env is the command's environment before the session's markers; nil: the
+	// launcher's (os.Environ).
+	Env []string
+	// InitBinary is the agentbox binary re-executed as the Go init; "": the running one.
+	InitBinary string
+	// Driver runs the plan (the native backend only); nil: the policy's backend,
+	// started as the CLI starts it (raw init, its clone ahead of the plan, a setup
+	// failure explained in doctor's words).
+	Driver backend.Driver
+	// NoAudit skips the post-session Git audit and its pending journal: nothing then
+	// finds and quarantines what the session planted that the operator's Git would
+	// run (P7's second half). Only the Go API offers it, as an explicit opt-out.
+	NoAudit bool
+	// KeepGC leaves the process's garbage collector alone (hostgc.go): a library
+	// does not change its caller's settings.
+	KeepGC bool
 
 	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
 	gc        *hostGC
 }
 
-// RegisterFlags adds the session's flags (beyond the policy's) to fs. Each feature
-// registers its own in the file that implements it.
-func RegisterFlags(fs *flag.FlagSet, cfg *Config) {
-	registerGitSaveFlags(fs, cfg)
-	registerPushFlags(fs, cfg)
-	registerRecordFlags(fs, cfg)
-}
-
-// Outcome is what a session produced, for the audit and the shadow record.
-type Outcome struct {
-	Start, End     time.Time
-	Backend        string // the backend that ran
-	BackendVersion string // e.g. "bubblewrap 0.12.0"; agentbox's own for native
-	Status         int    // exit status of agentbox exec
-	// Signal is the signal that killed the command (0: it exited); Terminal: a
-	// terminal session (nsinit.Result.Terminal). In a terminal session killed by a
-	// signal, agentbox ends by the same signal (Exit).
-	Signal        syscall.Signal
-	Terminal      bool
-	Left          int            // processes left running when the command ended, killed by the init
-	Err           error          // agentbox's own failure, nil when the command ran
-	Phases        []nsinit.Phase // per-phase setup timings
-	SnapshotZip   string         // the P8 snapshot, "" when none
-	AuditFindings []string       // one line per audit finding
-	Notes         []string       // what host-side work skipped or could not do, for the record
-
-	// NetRefusals are what the --allow-net proxy refused.
-	NetRefusals []netproxy.Refusal
-	// SSHAgent are the requests the --ssh-agent filter decided on.
-	SSHAgent []sshagent.Event
-
-	// walk is the audit's end walk of the working tree, which the record reuses;
-	// nil when there is none or it cannot stand for the tree (the audit moved
-	// findings away after it).
-	walk *treewalk.Walk
-}
+// Outcome is what a session produced, for the audit and the shadow record
+// (record.Outcome).
+type Outcome = record.Outcome
 
 // Exit is how agentbox exec ends.
 type Exit struct {
@@ -110,156 +96,141 @@ type Exit struct {
 	Signal syscall.Signal
 }
 
-// Run runs the session and returns how agentbox exec ends. An error means agentbox
-// itself failed before the command started; the caller exits 125.
-//
-// Order: protected paths, placeholders, the push guard's staging, the plan and its
-// recheck, the backend; from the recheck on, beside the last steps and the
-// sandbox's setup, the audit baseline, the record's start state and the metadata
-// snapshot, which the command waits for (prelaunch.go); then, whatever the command
-// did, the audit and the record's end state.
+// Run runs the session and returns how agentbox exec ends, or, for a dry run, prints
+// its plan. An error means agentbox itself failed before the command started; the
+// caller exits 125.
 func Run(cfg Config) (Exit, error) {
-	sw := nsinit.NewTimer()
-	cfg.gc = &hostGC{}
-	cfg.gc.pause() // hostgc.go
-	defer cfg.gc.resume()
-	if cfg.Policy.Backend == policy.BackendAuto {
-		resolved := *cfg.Policy
-		resolved.Backend = autoBackend()
-		cfg.Policy = &resolved
-	}
-	p := cfg.Policy
-	var spare *nsinit.Prestarted
-	if cfg.DryRun == Launch {
-		if p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() {
-			// (--allow-net: the Go init, which creates the proxy's socket.)
-			// The init's clone (namespaces, id maps) runs while the steps below
-			// prepare its plan; a launch that stops before its backend discards it.
-			spare = nsinit.PrestartRaw(p.Offline, cliStdio)
-			defer spare.Discard()
-		}
-		// Before anything looks at the repository: the audit a killed launcher left
-		// pending may move things aside.
-		auditOrphans(&cfg, p)
-		auditDirOrphans(&cfg, p) // adddir.go
-	}
-	repoID, err := repoIdentity(p.Repo)
-	if err != nil {
-		return Exit{}, err
-	}
-	meta, err := linkedWorktree(&cfg, p) // worktree.go: before the protected paths, which cover it
-	if err != nil {
-		return Exit{}, fmt.Errorf("linked worktree: %w", err)
-	}
-	if err := checkKeptGitDirs(p, meta.roots); err != nil {
-		return Exit{}, err
-	}
-	sw.Mark(host("repo identity, worktree"))
-	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
-	if err != nil {
-		return Exit{}, fmt.Errorf("protect Git paths: %w", err)
-	}
-	added, err := addDirProtected(p)
-	if err != nil {
-		return Exit{}, err
-	}
-	protected = append(protected, added...)
-	sw.Mark(host("protected paths"))
-	s := mounts.Session{Protected: protected, GitRW: meta.ops,
-		Pinned:   gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected),
-		HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(), DenyPathSockets: kernel.CanDenyPathSockets()}
-	if p.ReadOnly {
-		s = mounts.Session{HostRoot: s.HostRoot, ScopeAbstractUnix: s.ScopeAbstractUnix, DenyPathSockets: s.DenyPathSockets} // readonly.go: nothing to protect, pin or bind writable
-	}
-
 	if cfg.DryRun != Launch {
-		if p.DiskTmp {
-			s.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
-		}
-		s.ExtraRO = pushGuardDryRun(&cfg, p)
-		s.Empty = emptyPaths(p)
-		if s.MaskSockets, err = kernel.HostSockets(p); err != nil {
-			return Exit{}, err
-		}
-		if err := dryRunLookPath(p); err != nil {
-			return Exit{}, err
-		}
-		ap, err := dryRunAgent(p) // sshagent.go
+		plan, err := Plan(cfg)
 		if err != nil {
 			return Exit{}, err
 		}
-		return Exit{}, printPlan(cfg, mounts.Build(ap, s))
+		return Exit{}, printPlan(cfg, plan)
 	}
-
-	out := Outcome{Start: time.Now(), Backend: p.Backend}
-	rec := startRecord(&cfg, p, out.Start)
-	cfg.sessionID = sessionID(rec)
-	sw.Mark(host("record start"))
-	status, err := launch(&cfg, p, &s, &out, rec, repoID, meta.roots, sw, spare)
-	out.End, out.Status, out.Err = time.Now(), status, err
-	sw.Mark(host("after command"))
-	out.Phases = slices.Concat(sw.Phases, out.Phases)
-	rec.finish(&cfg, &out)
-	sw.Mark(host("record end"))
-	if os.Getenv("AGENTBOX_TIMINGS") != "" {
-		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
-	}
-	ex := Exit{Status: status}
+	out, err := RunSession(cfg)
+	ex := Exit{Status: out.Status}
 	if err == nil && out.Terminal {
 		ex.Signal = out.Signal
 	}
 	return ex, err
 }
 
-// launch does the part of Run that can fail before the command starts.
-func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec *recorder, repoID mounts.FileID, gitDirs []string, sw *nsinit.Timer, spare *nsinit.Prestarted) (int, error) {
-	if err := gitguard.EnsurePlaceholders(s.Protected); err != nil {
-		return 0, err
-	}
-	if err := prepareKept(p); err != nil {
-		return 0, err
-	}
-	masks, err := kernel.HostSockets(p)
+// Plan is the mount plan a launch of cfg would run, as --dry-run shows it: made by
+// the same preparation step, writing nothing on the host (the --disk-tmp directory
+// and the push guard's staging are named, not made; the identities are not taken).
+func Plan(cfg Config) (mounts.Plan, error) {
+	p := resolveBackend(&cfg)
+	pr, err := prepare(&cfg, p, backend.NewTimer())
 	if err != nil {
-		return 0, err
+		return mounts.Plan{}, err
 	}
-	s.MaskSockets = masks
-	empty, err := emptySources(p)
+	if err := pr.forDryRun(&cfg, p); err != nil {
+		return mounts.Plan{}, err
+	}
+	ap, err := dryRunAgent(p) // sshagent.go
 	if err != nil {
-		return 0, err
+		return mounts.Plan{}, err
 	}
-	s.Empty = empty
-	sw.Mark(host("placeholders"))
-	writable := append([]string{p.Repo}, p.AddDirs...)
-	for _, op := range s.GitRW {
-		writable = append(writable, op.Source)
+	return mounts.Build(ap, pr.s), nil
+}
+
+// resolveBackend settles --backend auto for cfg and returns its policy.
+func resolveBackend(cfg *Config) *policy.Policy {
+	if cfg.Policy.Backend == policy.BackendAuto {
+		resolved := *cfg.Policy
+		resolved.Backend = autoBackend()
+		cfg.Policy = &resolved
 	}
-	guard, err := preparePushGuard(cfg, p, writable)
+	return cfg.Policy
+}
+
+// RunSession runs one session end to end — prepare, launch through the backend,
+// audit, record — and returns what it produced. An error means agentbox failed
+// before the command started; the Outcome then says what the host-side work did.
+//
+// Order: the audits killed launchers left, the preparation (prepare.go: protected
+// paths, placeholders, the push guard's staging, the recheck), the plan, the
+// backend; from the recheck on, beside the last steps and the sandbox's setup, the
+// audit baseline, the record's start state and the metadata snapshot, which the
+// command waits for (prelaunch.go); then, whatever the command did, the audit and
+// the record's end state.
+func RunSession(cfg Config) (Outcome, error) {
+	sw := backend.NewTimer()
+	if !cfg.KeepGC {
+		cfg.gc = &hostGC{}
+		cfg.gc.pause() // hostgc.go
+		defer cfg.gc.resume()
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	p := resolveBackend(&cfg)
+	var spare *nsinit.Prestarted
+	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() {
+		// (--allow-net: the Go init, which creates the proxy's socket.)
+		// The init's clone (namespaces, id maps) runs while the steps below
+		// prepare its plan; a launch that stops before its backend discards it.
+		spare = nsinit.PrestartRaw(p.Offline, cfg.stdio())
+		defer spare.Discard()
+	}
+	if line := p.RootNotice(); line != "" { // sudo on a user's repository (policy/owner.go)
+		fmt.Fprintf(cfg.Stderr, "agentbox: %s\n", line)
+	}
+	// Before anything looks at the repository: the audit a killed launcher left
+	// pending may move things aside.
+	hostaudit.Orphans(cfg.audit(), p)
+	hostaudit.DirOrphans(cfg.audit(), p)
+	pr, err := prepare(&cfg, p, sw)
 	if err != nil {
-		return 0, err
+		return Outcome{Status: 125, Err: err}, err
 	}
-	defer guard.cleanup()
-	sw.Mark(host("push guard"))
-	s.ExtraRO = guard.ops
-	if p.DiskTmp {
-		dir, release, err := makeDiskTmp(p.CacheDir)
-		if err != nil {
-			return 0, err
-		}
-		defer release()
-		s.DiskTmp = dir
+	out := Outcome{Start: time.Now(), Backend: p.Backend}
+	rec := record.Start(cfg.record(), p, out.Start)
+	cfg.sessionID = sessionID(rec)
+	sw.Mark(host("record start"))
+	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
+	status, err := l.run()
+	out.End, out.Status, out.Err = time.Now(), status, err
+	sw.Mark(host("after command"))
+	out.Phases = slices.Concat(sw.Phases, out.Phases)
+	rec.Finish(cfg.record(), &out)
+	sw.Mark(host("record end"))
+	if os.Getenv("AGENTBOX_TIMINGS") != "" {
+		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
+	}
+	if err != nil {
+		out.Status = 125
+	}
+	return out, err
+}
+
+// launch is one launch of a prepared session: the part of RunSession that can fail
+// before the command starts, and the audit after it.
+type launch struct {
+	cfg   *Config
+	p     *policy.Policy
+	pr    *prepared
+	out   *Outcome
+	rec   *record.Recorder
+	sw    *backend.Timer
+	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
+}
+
+// run launches and returns the command's status.
+func (l *launch) run() (int, error) {
+	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
+	defer l.pr.close()
+	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
+		return 0, err
 	}
 	agent, err := startAgent(p) // sshagent.go
 	if err != nil {
 		return 0, err
 	}
-	defer agent.stop()
-	plan := mounts.Build(agent.policy(p), *s)
-	plan.Env = append(plan.Env, sshProxyEnv(p)...)
-	if err := verifyLaunch(p, repoID, s.Protected, &plan); err != nil {
-		return 0, err
-	}
-	if err := keptIdentities(p, &plan); err != nil {
+	defer agent.stop(nil)
+	plan := mounts.Build(agent.policy(p), l.pr.s)
+	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
+	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
@@ -267,10 +238,11 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	// launch it refuses takes no snapshot and applies no retention (a concurrent
 	// session could have pointed .git/commondir at a decoy that evicts every
 	// older snapshot; a red-team helper did).
-	pre := startPrelaunch(cfg, p, rec, gitDirs)
+	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
-	// the command's start may have started it all the same.
+	// the command's start may have started it all the same. It may run twice (a
+	// driver that retries on a fresh init, package sandbox): it only waits.
 	gate := false
 	beforeExec := func() error {
 		if err := pre.wait(out); err != nil {
@@ -286,48 +258,53 @@ func launch(cfg *Config, p *policy.Policy, s *mounts.Session, out *Outcome, rec 
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
 		_ = pre.wait(out) // a launch that failed before its backend waited for it
-		pre.dirs.finish(cfg, out, gate)
+		var found hostaudit.Outcome
+		pre.dirs.Finish(cfg.audit(), &found, gate)
 		switch {
 		case pre.aud == nil:
 		case gate:
-			pre.aud.finish(cfg, out)
+			pre.aud.Finish(cfg.audit(), &found)
 		default:
-			pre.aud.drop()
+			pre.aud.Drop()
 		}
+		out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
+		out.Phases = append(out.Phases, found.Phases...)
+		out.Walk = found.Walk
 	}()
 	agents := startAgentAudit(cfg, p, out)
-	setSessionEnv(p, cfg.sessionID)
-	agent.setEnv()
-	locks := existingLocks(s.Protected)
-	defer func() { removeStaleLocks(cfg.Stderr, s.Protected, locks) }() // bounded by then (termout)
+	env := agent.setEnv(sessionEnv(cfg.env(), p, cfg.sessionID))
+	prot := l.pr.s.Protected
+	locks := existingLocks(prot)
+	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
 	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	if err != nil {
 		return 0, err
 	}
-	var afterStart func(int) error
+	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
 	if leaf != nil {
-		afterStart = leaf.Place
+		opts.AfterStart = leaf.Place
 		defer func() {
 			if err := leaf.Remove(); err != nil {
 				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)
 			}
 		}()
 	}
-	netSvc, err := startNet(p)
+	netSvc, err := netsvc.Start(p)
 	if err != nil {
 		return 0, err
 	}
-	res, err := runBackend(cfg, plan, out, spare, beforeExec, afterStart, netSvc.listenerFunc())
+	opts.Listener = netSvc.Listener()
+	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
-	out.NetRefusals = netSvc.stop()
-	agentEvents, agentNotes := agent.stop()
-	out.SSHAgent, out.Notes = agentEvents, append(out.Notes, agentNotes...)
+	out.NetRefusals = netSvc.Stop()
+	out.SSHAgent, out.Notes = agent.stop(out.Notes)
 	sw.Skip()
 	agents.finish(cfg, out)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
+	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB
 	if err != nil {
 		return 0, err
 	}
@@ -350,6 +327,32 @@ func reportLeft(cfg *Config, n int) {
 	}
 }
 
+// stdio are the command's streams: the Go API's, or agentbox exec's own.
+func (c *Config) stdio() backend.Stdio {
+	if c.Stdio != nil {
+		return *c.Stdio
+	}
+	return backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+}
+
+// record is what the snapshot and the shadow record need of the session.
+func (c *Config) record() *record.Config {
+	return &record.Config{Stderr: c.Stderr, Args: c.Args, Version: c.Version, NoRecord: c.NoRecord, GitSave: c.GitSave}
+}
+
+// audit is what the post-session audits need of the session (package hostaudit).
+func (c *Config) audit() *hostaudit.Config {
+	return &hostaudit.Config{Stderr: c.Stderr, NoRecord: c.NoRecord, Stdio: c.stdio()}
+}
+
+// env is the command's environment before the session's markers (sessionEnv).
+func (c *Config) env() []string {
+	if c.Env != nil {
+		return c.Env
+	}
+	return os.Environ()
+}
+
 // EnvInit chooses the native backend's runner of the compiled plan: "go" runs the
 // re-executed Go init where the raw init would run (amd64, Linux 5.12+), so that
 // the behaviour table, a bug report or a benchmark can compare the two runners of
@@ -358,35 +361,37 @@ const EnvInit = "AGENTBOX_INIT"
 
 func rawInitWanted() bool { return os.Getenv(EnvInit) != "go" }
 
-// cliStdio are the command's streams: agentbox exec's own.
-var cliStdio = nsinit.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
-
-// runBackend runs plan; spare is the native init started ahead (nil: none), and
-// beforeExec the host work the command waits for (nsinit.Options.BeforeExec).
-// afterStart places the session's PID 1 (nsinit.Options.AfterStart), and listener
-// serves the proxy's socket of a plan with --allow-net (nil: none).
-func runBackend(cfg *Config, plan mounts.Plan, out *Outcome, spare *nsinit.Prestarted, beforeExec func() error, afterStart func(int) error, listener func(*os.File)) (nsinit.Result, error) {
-	opts := nsinit.Options{Stdio: cliStdio, BeforeExec: beforeExec, AfterStart: afterStart, Listener: listener}
-	var driver nsinit.Driver
-	switch cfg.Policy.Backend {
-	case policy.BackendNative:
-		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+Version
+// runBackend runs plan through the Go API's driver, or the policy's backend as the
+// CLI starts it: the native one with the raw init where wanted and the init cloned
+// ahead (l.spare), a setup failure explained in doctor's words.
+func (l *launch) runBackend(plan mounts.Plan, opts backend.Options) (backend.Result, error) {
+	cfg, out := l.cfg, l.out
+	var driver backend.Driver
+	switch {
+	case cfg.Driver != nil && cfg.Policy.Backend == policy.BackendNative:
+		l.spare.Discard()
+		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+cfg.Version
+		driver = cfg.Driver
+	case cfg.Driver != nil:
+		return backend.Result{}, fmt.Errorf("backend %s: not available through the Go API", cfg.Policy.Backend)
+	case cfg.Policy.Backend == policy.BackendNative:
+		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+cfg.Version
 		opts.RawInit, opts.Signals = rawInitWanted(), cfg.Signals
-		driver = nsinit.Native{Spare: spare}
-	case policy.BackendBwrap:
+		driver = nsinit.Native{Spare: l.spare}
+	case cfg.Policy.Backend == policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the
 		// binary).
-		spare.Discard()
+		l.spare.Discard()
 		out.Backend = policy.BackendBwrap
 		driver = compat.Driver{}
 	default:
-		return nsinit.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
+		return backend.Result{}, fmt.Errorf("backend %s: not available", cfg.Policy.Backend)
 	}
 	res, err := driver.Run(plan, opts)
 	if res.BackendVersion != "" {
 		out.BackendVersion = res.BackendVersion
 	}
-	if cfg.Policy.Backend == policy.BackendNative {
+	if cfg.Driver == nil && cfg.Policy.Backend == policy.BackendNative {
 		err = explainRefusal(err)
 	}
 	return res, err
@@ -460,38 +465,4 @@ func printPlan(cfg Config, plan mounts.Plan) error {
 	}
 	_, err := io.WriteString(cfg.Stdout, plan.String())
 	return err
-}
-
-// makeDiskTmp creates the session's --disk-tmp directory, mode 0700, below
-// CACHE/tmp, and claims it for this launcher (gc.go) so that `agentbox gc` leaves it
-// alone while the launcher lives. release removes the directory, then the claim.
-func makeDiskTmp(cache string) (dir string, release func(), err error) {
-	parent := filepath.Join(cache, "tmp")
-	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", nil, fmt.Errorf("--disk-tmp: create %s: %w", parent, err)
-	}
-	dir, err = os.MkdirTemp(parent, fmt.Sprintf("%d-%s-", os.Getpid(), time.Now().Format("20060102-150405")))
-	if err != nil {
-		return "", nil, fmt.Errorf("--disk-tmp: create session dir in %s: %w", parent, err)
-	}
-	lock, err := claimDir(dir)
-	if err == nil {
-		err = os.Chmod(dir, 0o700)
-	}
-	// The sandbox owned this directory as its /tmp and may have left anything in it:
-	// mode-000 or read-only directories, FIFOs, nesting deeper than PATH_MAX. Removed
-	// with safepath.RemoveAll, which copes with each and follows no symlink.
-	release = func() {
-		if err := safepath.RemoveAll(dir); err != nil {
-			// The error names what the sandbox left: a file name it chose.
-			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
-			return // keep the claim's file: gc decides by the lock, which dies with us
-		}
-		lock.release()
-	}
-	if err != nil {
-		release()
-		return "", nil, fmt.Errorf("--disk-tmp: %s: %w", dir, err)
-	}
-	return dir, release, nil
 }

@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
 	"github.com/agentbox/agentbox/sshagent"
 	"golang.org/x/sys/unix"
 )
@@ -143,38 +145,49 @@ func (a *agentService) policy(p *policy.Policy) *policy.Policy {
 	return &q
 }
 
-// setEnv points the command's SSH_AUTH_SOCK at the filter (after setSessionEnv,
-// which unsets the host's).
-func (a *agentService) setEnv() {
-	if a != nil {
-		os.Setenv("SSH_AUTH_SOCK", a.sock)
+// setEnv points the command's SSH_AUTH_SOCK in env at the filter (after
+// sessionEnv, which drops the host's).
+func (a *agentService) setEnv(env []string) []string {
+	if a == nil {
+		return env
 	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "SSH_AUTH_SOCK="+a.sock)
 }
 
 // stop ends the filter with the session and returns what it decided, for the
-// record, and a note when events were dropped. A second call returns nothing.
-func (a *agentService) stop() ([]sshagent.Event, []string) {
+// record, and notes with a line added when events were dropped. A second call
+// returns nothing.
+func (a *agentService) stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
 	if a == nil || a.stopped {
-		return nil, nil
+		return nil, notes
 	}
 	a.stopped = true
 	a.srv.Close()
 	<-a.served
 	os.RemoveAll(a.dir)
 	ev, dropped := a.srv.Events()
-	var notes []string
 	if dropped > 0 {
 		notes = append(notes, fmt.Sprintf("ssh agent: %d further requests not recorded", dropped))
 	}
-	return ev, notes
+	out := make([]shadow.SSHAgentEvent, 0, len(ev))
+	for _, e := range ev {
+		out = append(out, shadow.SSHAgentEvent(e))
+	}
+	return out, notes
 }
 
 // sshProxyEnv sets GIT_SSH_COMMAND for a session with --allow-net so that Git over
 // ssh goes through the proxy with no configuration (sshagent.GitSSHCommand); the
 // user's own GIT_SSH_COMMAND wins, and a binary the sandbox cannot see (below the
 // private /tmp or /run) or whose path needs quoting sets nothing.
-func sshProxyEnv(p *policy.Policy) []string {
-	if len(p.AllowNet) == 0 || os.Getenv("GIT_SSH_COMMAND") != "" {
+func sshProxyEnv(p *policy.Policy, env []string) []string {
+	if len(p.AllowNet) == 0 || getenv(env, "GIT_SSH_COMMAND") != "" {
 		return nil
 	}
 	exe, err := os.Executable()

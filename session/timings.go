@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/backend"
 )
 
 // Host-side timing names. The launcher's own steps are prefixed with HostPhasePrefix
@@ -15,7 +15,7 @@ import (
 // The steps the command waits for but the sandbox does not (the audit's baseline, the
 // record's start, the snapshot) start once the plan is rechecked and run beside the
 // launcher's last steps and the sandbox's setup (prelaunch.go); the backend waits for
-// them (nsinit.Options.BeforeExec). Their names have DuringSetupPrefix; the part of
+// them (backend.Options.BeforeExec). Their names have DuringSetupPrefix; the part of
 // them the init waited for is its nsinit.PhaseGate phase.
 const (
 	HostPhasePrefix   = "host: "
@@ -28,7 +28,7 @@ func host(step string) string { return HostPhasePrefix + step }
 
 // printPhases writes the timings to w (AGENTBOX_TIMINGS=1), one per line: the whole
 // session, the host steps, then the backend's phases.
-func printPhases(w io.Writer, total time.Duration, phases []nsinit.Phase) {
+func printPhases(w io.Writer, total time.Duration, phases []backend.Phase) {
 	fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", PhaseSession, total.Round(time.Microsecond))
 	for _, ph := range phases {
 		fmt.Fprintf(w, "agentbox: timings: %-28s %s\n", ph.Name, ph.Dur.Round(time.Microsecond))

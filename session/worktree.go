@@ -38,6 +38,12 @@ func linkedWorktree(cfg *Config, p *policy.Policy) (gitMetadata, error) {
 		fmt.Fprintf(cfg.Stderr, "agentbox: linked worktree metadata stays read-only: common dir: %v\n", err)
 		return gitMetadata{}, nil
 	}
+	// Nor inside another Git directory (policy/grant.go): a worktree of a submodule
+	// has its common dir in the superproject's .git/modules.
+	if _, err := policy.CheckGrant("common dir", w.CommonDir, w.CommonDir, policy.GrantGitDir); err != nil {
+		fmt.Fprintf(cfg.Stderr, "agentbox: linked worktree metadata stays read-only: %v\n", err)
+		return gitMetadata{}, nil
+	}
 	m := gitMetadata{roots: []string{w.CommonDir}}
 	m.ops = append(m.ops, mounts.Op{Kind: mounts.Bind, Source: w.CommonDir, Dest: w.CommonDir, Why: "linked worktree: Git metadata writable"})
 	for _, f := range w.ReadOnly {

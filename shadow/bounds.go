@@ -50,6 +50,8 @@ type BoundError struct {
 	Blocked string        // the file Git was stopped at ("" when unknown)
 	Why     string        // what the file is: "a FIFO where Git reads a file", …
 	Timeout time.Duration // non-zero when the time bound was hit
+	// Deadline: the bound hit was what was left of the record's deadline.
+	Deadline bool
 }
 
 func (e *BoundError) Error() string {
@@ -60,7 +62,20 @@ func (e *BoundError) Error() string {
 		}
 		return fmt.Sprintf("git %s: stopped: it blocked on %s, %s", gitVerb(e.Args), what, e.Why)
 	}
+	if e.Deadline {
+		return fmt.Sprintf("git %s: stopped: the record's deadline (%s) passed", gitVerb(e.Args), recordDeadline)
+	}
 	return fmt.Sprintf("git %s: stopped after %s (time bound)", gitVerb(e.Args), e.Timeout)
+}
+
+// bound is how long the next Git command may run: gitTimeout, or what is left of
+// the record's deadline when one is set (at least a moment, so the command is
+// started and stopped like any other).
+func (g *git) bound() time.Duration {
+	if g.deadline == nil || g.deadline.IsZero() {
+		return gitTimeout
+	}
+	return max(min(time.Until(*g.deadline), gitTimeout), time.Millisecond)
 }
 
 // gitVerb is the Git command among args, after the "-c NAME=VALUE" options.
@@ -86,7 +101,8 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
-	limit := time.NewTimer(gitTimeout)
+	bound := g.bound()
+	limit := time.NewTimer(bound)
 	defer limit.Stop()
 	var tick <-chan time.Time
 	if g.workTree != "" {
@@ -109,20 +125,16 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 				return stop(&BoundError{Args: args, Blocked: path, Why: why})
 			}
 		case <-limit.C:
-			return stop(&BoundError{Args: args, Timeout: gitTimeout})
+			return stop(&BoundError{Args: args, Timeout: bound, Deadline: bound < gitTimeout})
 		}
 	}
 }
 
-// maxRecordFile is the largest file of the working tree the recorder reads: a sparse
-// file of a terabyte costs nothing to make and hours to hash. Git streams files from
-// 512 MiB up (core.bigFileThreshold), so it is seen with an fd open on it.
-const maxRecordFile = 1 << 30
-
 // blockedOn reports whether the process pid waits to open a FIFO (the kernel's
 // wait_for_partner), has one open (it reads from it, blocked or fed without end), or
-// reads a file of workTree larger than maxRecordFile; path is the file ("" when
-// /proc cannot tell) and why says what it is.
+// reads a file of workTree that pricing would not let it read (price.go: larger
+// than maxRecordFile, or sparse — it grew or lost its blocks since it was priced);
+// path is the file ("" when /proc cannot tell) and why says what it is.
 func blockedOn(pid int, workTree string) (path, why string, ok bool) {
 	proc := "/proc/" + strconv.Itoa(pid)
 	if b, err := os.ReadFile(proc + "/wchan"); err == nil && string(b) == "wait_for_partner" {
@@ -140,8 +152,12 @@ func blockedOn(pid int, workTree string) (path, why string, ok bool) {
 		case err != nil:
 		case fi.Mode()&os.ModeNamedPipe != 0:
 			return target, "a FIFO where Git reads a file", true
-		case fi.Mode().IsRegular() && fi.Size() > maxRecordFile && policy.Within(target, workTree):
-			return target, fmt.Sprintf("a file larger than %d GiB", maxRecordFile>>30), true
+		case fi.Mode().IsRegular() && policy.Within(target, workTree):
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				if why := costly(st.Size, st.Blocks, 0, 0); why != "" {
+					return target, why, true
+				}
+			}
 		}
 	}
 	return "", "", false
@@ -275,8 +291,30 @@ const excludeFile = "agentbox-exclude"
 // leave the shadow index (Git would read them again). notes name what was left out.
 //
 // paths, when not nil, limit it to those paths (NUL-separated on stdin, literal).
-func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, err error) {
+// pre is what pricing left out (price.go): left out from the start, the same way.
+func (s *Store) addAll(wt git, paths []string, pre []Skipped) (stderr []byte, notes []string, err error) {
 	var out []string
+	if len(pre) > 0 {
+		if len(pre) > maxPriced {
+			return nil, nil, fmt.Errorf("%d files the recorder does not read (more than %d): not staged", len(pre), maxPriced)
+		}
+		if err := s.leaveOutPriced(wt, pre); err != nil {
+			return nil, nil, err
+		}
+		priced := make(map[string]bool, len(pre))
+		for _, sk := range pre {
+			out = append(out, sk.Path)
+			priced[sk.Path] = true
+		}
+		s.skipped = append(s.skipped, pre...)
+		s.leftOut = true
+		if paths != nil {
+			paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return priced[p] })
+			if len(paths) == 0 {
+				return nil, nil, nil
+			}
+		}
+	}
 	var list []byte
 	for _, p := range paths {
 		list = append(append(list, p...), 0)
@@ -311,16 +349,48 @@ func (s *Store) addAll(wt git, paths []string) (stderr []byte, notes []string, e
 		}
 		out = append(out, rel)
 		s.leftOut = true
-		var b strings.Builder
-		for _, r := range out {
-			b.WriteString(ignorePattern(r) + "\n")
-		}
-		if werr := os.WriteFile(filepath.Join(s.Dir, excludeFile), []byte(b.String()), 0o600); werr != nil {
+		if werr := writeExcludes(s.Dir, out); werr != nil {
 			return stderr, notes, err
 		}
-		_, _, _ = wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel)
+		if _, _, rerr := wt.run3(nil, nil, "rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch", "--", rel); rerr != nil {
+			s.dropUnfinished() // a stopped Git leaves its lock, and the next would fail on it
+		}
 		notes = append(notes, fmt.Sprintf("%s not recorded: %v", sanitize(rel), be))
+		s.skipped = append(s.skipped, Skipped{Path: shortPath(rel), Reason: be.Error()})
 	}
+}
+
+// writeExcludes writes the exclude file addAll gives Git: rels, exactly.
+func writeExcludes(dir string, rels []string) error {
+	var b strings.Builder
+	for _, r := range rels {
+		b.WriteString(ignorePattern(r) + "\n")
+	}
+	return os.WriteFile(filepath.Join(dir, excludeFile), []byte(b.String()), 0o600)
+}
+
+// leaveOutPriced drops pricing's left-out files from the index (a tracked file
+// that grew past a bound is read by `git add` whatever its excludes say) and
+// writes them as excludes (an untracked one).
+func (s *Store) leaveOutPriced(wt git, pre []Skipped) error {
+	rels := make([]string, len(pre))
+	var list []byte
+	for i, sk := range pre {
+		if strings.ContainsAny(sk.Path, "\n\r") {
+			return fmt.Errorf("shadow: %s: not read (%s), and no exclude pattern can name it", sanitize(sk.Path), sk.Reason)
+		}
+		rels[i] = sk.Path
+		list = append(append(list, sk.Path...), 0)
+	}
+	if err := writeExcludes(s.Dir, rels); err != nil {
+		return fmt.Errorf("shadow: %w", err)
+	}
+	// update-index, not rm: rm's index write reads racily clean entries' content.
+	_, _, err := wt.run3(nil, bytes.NewReader(list), "update-index", "--force-remove", "-z", "--stdin")
+	if err != nil {
+		s.dropUnfinished() // a stopped Git leaves its lock
+	}
+	return err
 }
 
 // leaveOut is what to leave out of the record, relative to repo, for Git stopped

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentbox/agentbox/policy"
 )
@@ -60,6 +62,9 @@ type git struct {
 	bin      string // absolute path of the git binary, outside the repository
 	gitDir   string // the shadow repository
 	workTree string // the recorded repository; "" for commands that need no work tree
+	// deadline, when it points at a non-zero time, is when every command is
+	// stopped (recordDeadline); it is the store's, shared by its copies of git.
+	deadline *time.Time
 }
 
 // findGit returns the git the collector runs: policy.LookPath's, which skips
@@ -103,7 +108,12 @@ func (g *git) env() []string {
 // when there is one (so a vanished repository fails here, with a clear error), else
 // the shadow repository.
 func (g *git) cmd(args ...string) *exec.Cmd {
-	c := exec.Command(g.bin, append(append([]string(nil), hardening...), args...)...)
+	h := hardening
+	if len(args) > 0 && args[0] == "check-ignore" {
+		// It refuses pathspec magic, and takes each path it is given as one path.
+		h = slices.DeleteFunc(slices.Clone(h), func(a string) bool { return a == "--literal-pathspecs" })
+	}
+	c := exec.Command(g.bin, append(append([]string(nil), h...), args...)...)
 	c.Env = g.env()
 	c.Dir = g.gitDir
 	if g.workTree != "" {

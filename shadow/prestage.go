@@ -68,17 +68,23 @@ const mallocKeep = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=33554432"
 // preStage gives the sweep of wt its head start, as above, and reports whether it
 // staged anything. progress, when not nil, is told how many of how many new files
 // are staged after each batch.
-func (s *Store) preStage(wt git, progress func(done, total int)) bool {
+//
+// What pricing left out (skip, price.go) is not staged.
+func (s *Store) preStage(wt git, skip []Skipped, progress func(done, total int)) bool {
 	// Read up to the bound only: past it the writer fails, and Git with it.
 	list := cappedBuffer{max: preStageMaxList}
 	if wt.stream(&list, "ls-files", "-z", "--others", "--exclude-standard") != nil {
 		return false
 	}
+	out := make(map[string]bool, len(skip))
+	for _, sk := range skip {
+		out[sk.Path] = true
+	}
 	var paths []string
 	for p := range strings.SplitSeq(string(list.b), "\x00") {
 		// A nested repository is listed as its directory ("sub/"): the sweep adds
 		// it as a gitlink, and names it.
-		if p != "" && !strings.HasSuffix(p, "/") {
+		if p != "" && !strings.HasSuffix(p, "/") && !out[p] {
 			paths = append(paths, p)
 		}
 	}

@@ -65,7 +65,7 @@ func TestWriteTreeKeepsRacyEntriesRacy(t *testing.T) {
 	if _, err := s.writeTree(st); err != nil { // a second later
 		t.Fatal(err)
 	}
-	if _, err := s.stage(); err != nil {
+	if _, err := s.stage(nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := stagedBlob(t, s, "f"), hex.EncodeToString(blobID("new\n")); got != want {
@@ -89,7 +89,7 @@ func TestInPlaceStagingKeepsRacyEntriesRacy(t *testing.T) {
 	if _, _, err := s.stageInPlace([]string{"keep"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.stage(); err != nil { // Git's sweep, on its stat check alone
+	if _, err := s.stage(nil); err != nil { // Git's sweep, on its stat check alone
 		t.Fatal(err)
 	}
 	if got, want := stagedBlob(t, s, "f"), hex.EncodeToString(blobID("new\n")); got != want {

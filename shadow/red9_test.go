@@ -31,12 +31,12 @@ func red9Sweep(t *testing.T, s *Store, between func(done int)) (string, []string
 	preStageBatch = 1000
 	wt := s.git
 	wt.workTree = s.Repo
-	s.preStage(wt, func(done, _ int) {
+	s.preStage(wt, nil, func(done, _ int) {
 		if between != nil {
 			between(done)
 		}
 	})
-	notes, err := s.add(wt, nil)
+	notes, err := s.add(wt, nil, nil)
 	if err != nil {
 		t.Fatalf("sweep: %v", err)
 	}
@@ -488,7 +488,7 @@ func TestRed9PrestageListingBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	staged := s.preStage(wt, nil)
+	staged := s.preStage(wt, nil, nil)
 	runtime.ReadMemStats(&after)
 	if staged {
 		t.Error("a listing above the bound was staged")

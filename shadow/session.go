@@ -44,6 +44,19 @@ type Record struct {
 	AuditFindings []string `json:"audit_findings,omitempty"`
 	Files         Files    `json:"files"`
 
+	// NotRecorded names what the end state does not hold though the working tree
+	// has it, and why (price.go, unseen.go): files the recorder would not read, and
+	// what the session changed that Git cannot store. At most maxNamed entries;
+	// NotRecordedCount counts them all.
+	NotRecorded      []Skipped `json:"not_recorded,omitempty"`
+	NotRecordedCount int       `json:"not_recorded_count,omitempty"`
+	// Ignored names the first files the session changed that the repository's
+	// .gitignore files keep out of the record; IgnoredCount counts them all.
+	Ignored      []string `json:"ignored,omitempty"`
+	IgnoredCount int      `json:"ignored_count,omitempty"`
+	// ReadBytes is the content the end's staging let be read (price.go).
+	ReadBytes int64 `json:"read_bytes,omitempty"`
+
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
 	// SSHAgent are the requests the --ssh-agent filter decided on: every
@@ -133,6 +146,9 @@ type Session struct {
 	startTree   string
 	startErr    error
 	notes       []string
+	// launch is the clock of the launch walk (zero: none): what changed since is
+	// the session's (unseen.go).
+	launch treewalk.Clock
 }
 
 // ID is the session's id.
@@ -170,9 +186,15 @@ func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if w != nil {
+		ss.launch = w.Clock
+	}
 	st, notes, err := s.stageWalk(w)
 	for _, n := range notes {
 		ss.notes = append(ss.notes, "start: "+n)
+	}
+	if n := len(s.skipped); n > 0 {
+		ss.notes = append(ss.notes, fmt.Sprintf("start: %d files not recorded, as %s: %s", n, sanitize(s.skipped[0].Path), s.skipped[0].Reason))
 	}
 	if err != nil {
 		unlock()
@@ -226,17 +248,35 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	}
 	defer unlock()
 
+	// The end of a session is bounded in time (price.go); the commit and its ref
+	// are written in Go whatever is left of it.
+	s.deadline, s.byteBound = time.Now().Add(recordDeadline), maxRecordBytes
 	tree, notes, err := s.snapshot(w)
 	for _, n := range notes {
 		rec.Notes = append(rec.Notes, "end: "+n)
 	}
+	skipped := s.skipped
 	if err != nil {
 		rec.Notes = append(rec.Notes, "end state not recorded: "+err.Error())
+		skipped = append(skipped, Skipped{Path: ".", Reason: "end state not recorded (the start state stands for it): " + err.Error()})
 		tree = ss.startTree
 		if tree == "" {
 			tree = emptyTree
 		}
+	} else if w != nil {
+		out, ignored, notes := s.unseen(w, ss.since(w, rec.Start))
+		skipped = append(skipped, out...)
+		rec.Notes = append(rec.Notes, notes...)
+		rec.IgnoredCount = len(ignored)
+		for _, p := range ignored[:min(len(ignored), maxIgnored)] {
+			rec.Ignored = append(rec.Ignored, shortPath(p))
+		}
+	} else {
+		rec.Notes = append(rec.Notes, "no end walk: what Git could not store is not named")
 	}
+	rec.NotRecordedCount = len(skipped)
+	rec.NotRecorded = skipped[:min(len(skipped), maxNamed)]
+	rec.ReadBytes = s.read
 	// Identical trees changed nothing (and name no nested repository the start
 	// commit's notes did not); when the index held the start tree and only files
 	// edited in place changed since, the staging counted what changed. Neither
@@ -253,6 +293,7 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 			rec.Notes = append(rec.Notes, "counting changed files: "+err.Error())
 		}
 	}
+	s.deadline, s.byteBound = time.Time{}, 0
 	end := rec.End
 	if end.IsZero() {
 		end = time.Now()
@@ -267,6 +308,20 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	// After the record is complete: a failure to pack costs disk, not the record.
 	_ = s.maintain()
 	return nil
+}
+
+// since is the ctime from which an entry of the end walk w changed during the
+// session: the launch walk's clock, else the session's start; 0 (everything) when
+// the wall clock stepped back meanwhile.
+func (ss *Session) since(w *treewalk.Walk, start time.Time) int64 {
+	if ss.launch.Real == 0 {
+		return start.UnixNano() - 2_000_000_000
+	}
+	t, ok := treewalk.Since(ss.launch, w.Clock, w.FineCtime)
+	if !ok {
+		return 0
+	}
+	return t
 }
 
 // snapshot stages the repository's working tree in the shadow index and returns its
@@ -297,6 +352,7 @@ type staged struct {
 func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	s.leftOut, s.manyChanged = false, false
 	s.delta.from = ""
+	s.skipped, s.read = nil, 0
 	fine := w != nil && w.FineCtime
 	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
@@ -314,20 +370,25 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 				return staged{tree: st.Tree, clock: w.Clock, added: st.Added, fine: fine, ignores: ignoreSet(w, 0), recent: st.Recent}, nil, nil
 			}
 			s.dropStage()
-			if tree, changed, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
-				s.delta.from, s.delta.files = st.Tree, Files{Changed: changed}
-				return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0), recent: s.recent}, nil, nil
+			skip, read := s.price(w, paths) // price.go: what the staging may read
+			s.read = read
+			if len(skip) == 0 {
+				if tree, changed, err := s.stageInPlace(paths); err == nil { // inplace.go: no Git for files edited in place
+					s.delta.from, s.delta.files = st.Tree, Files{Changed: changed}
+					return staged{tree: tree, clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0), recent: s.recent}, nil, nil
+				}
 			}
 			// Git's stat check is not trusted with what the walk showed changed
 			// (racy.go): a smudged entry is hashed.
 			if s.smudgeUnlikeWalk(w, paths) == nil {
-				if notes, err := s.stagePaths(paths); err == nil {
+				if notes, err := s.stagePaths(paths, skip); err == nil {
 					return staged{clock: w.Clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, nil
 				}
 			}
 		}
 	}
 	s.dropStage()
+	s.skipped = nil
 	clock := treewalk.Now()
 	if s.smudgeUnlikeWalk(w, nil) != nil {
 		// An index the recorder cannot edit cannot be trusted to the second:
@@ -336,7 +397,9 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 			return staged{}, nil, err
 		}
 	}
-	notes, err := s.stage()
+	skip, read := s.price(w, nil)
+	s.read = read
+	notes, err := s.stage(skip)
 	return staged{clock: clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
 }
 
@@ -376,7 +439,7 @@ func (s *Store) writeTree(st staged) (string, error) {
 // stage makes the shadow index match the repository's working tree: new, changed and
 // removed files, honouring .gitignore. Files Git could not read are left out and
 // named in notes.
-func (s *Store) stage() (notes []string, err error) {
+func (s *Store) stage(skip []Skipped) (notes []string, err error) {
 	fi, err := os.Stat(s.Repo)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("repository %s: does not exist (removed during the session?)", s.Repo)
@@ -406,23 +469,23 @@ func (s *Store) stage() (notes []string, err error) {
 	// Many new files: a head start in batches (prestage.go). Its stat data were
 	// read after this clock, before the sweep's own.
 	added := treewalk.Now()
-	if (first || s.manyChanged) && s.preStage(wt, n.step) {
+	if (first || s.manyChanged) && s.preStage(wt, skip, n.step) {
 		defer func() { s.addedClock = added }()
 	}
-	return s.add(wt, nil)
+	return s.add(wt, nil, skip)
 }
 
 // stagePaths is stage limited to paths (relative to the working tree): `git add
 // --all` of just those, which must all exist or be tracked.
-func (s *Store) stagePaths(paths []string) (notes []string, err error) {
+func (s *Store) stagePaths(paths []string, skip []Skipped) (notes []string, err error) {
 	wt := s.git
 	wt.workTree = s.Repo
-	return s.add(wt, paths)
+	return s.add(wt, paths, skip)
 }
 
 // add runs addAll and sorts its outcome into notes and an error.
-func (s *Store) add(wt git, paths []string) (notes []string, err error) {
-	stderr, skipped, err := s.addAll(wt, paths)
+func (s *Store) add(wt git, paths []string, skip []Skipped) (notes []string, err error) {
+	stderr, skipped, err := s.addAll(wt, paths, skip)
 	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
@@ -432,13 +495,23 @@ func (s *Store) add(wt git, paths []string) (notes []string, err error) {
 	return append(skipped, gitMessages(string(stderr))...), nil
 }
 
-// gitMessages are the error and warning lines of Git's stderr, without hints.
+// gitMessages are the error and warning lines of Git's stderr, without hints: at
+// most maxNamed of them, each cut to maxNameLen bytes, since the sandbox decides how
+// many files Git complains about, and how long their names are.
 func gitMessages(stderr string) []string {
 	var msgs []string
+	more := 0
 	for line := range strings.SplitSeq(stderr, "\n") {
 		if strings.HasPrefix(line, "error: ") || strings.HasPrefix(line, "warning: ") {
-			msgs = append(msgs, line)
+			if len(msgs) == maxNamed {
+				more++
+				continue
+			}
+			msgs = append(msgs, shortPath(line))
 		}
+	}
+	if more > 0 {
+		msgs = append(msgs, fmt.Sprintf("… and %d more lines from Git", more))
 	}
 	return msgs
 }
@@ -484,8 +557,9 @@ func (s *Store) updateRef(ref, commit, old string) error {
 // the nested repositories among the added and changed: only their commit is recorded.
 func (s *Store) countChanges(from, to string) (Files, []string, error) {
 	var (
-		f     Files
-		notes []string
+		f      Files
+		notes  []string
+		nested int // nested repositories past maxNamed
 	)
 	// The raw diff of two trees needs no index, yet diff-tree reads it (for
 	// attributes): 45 ms for the 100,000 entries of a big tree, a third of what a
@@ -513,8 +587,15 @@ func (s *Store) countChanges(from, to string) (Files, []string, error) {
 			f.Changed++
 		}
 		if meta[1] == "160000" {
-			notes = append(notes, fmt.Sprintf("nested repository %s: recorded as its commit %s, not its files", strconv.Quote(fields[i+1]), meta[3]))
+			if len(notes) == maxNamed { // the sandbox decides how many it makes
+				nested++
+				continue
+			}
+			notes = append(notes, fmt.Sprintf("nested repository %s: recorded as its commit %s, not its files", strconv.Quote(shortPath(fields[i+1])), meta[3]))
 		}
+	}
+	if nested > 0 {
+		notes = append(notes, fmt.Sprintf("… and %d more nested repositories, each recorded as its commit", nested))
 	}
 	return f, notes, nil
 }

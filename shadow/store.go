@@ -87,6 +87,15 @@ type Store struct {
 	addedClock treewalk.Clock
 	// recent are the entries the last in-place staging wrote (stageState.Recent).
 	recent []recentEntry
+	// deadline, when not zero, stops every Git command of the store's (the
+	// record's deadline, price.go).
+	deadline time.Time
+	// byteBound, when not zero, bounds the content a staging reads (price.go).
+	byteBound int64
+	// skipped is what the last staging left out, and why; read is the bytes of
+	// content it let be read (price.go).
+	skipped []Skipped
+	read    int64
 }
 
 // Dir is where the shadow repository of repo lives below stateDir: a readable base
@@ -153,6 +162,7 @@ func open(stateDir, dir, repo string) (*Store, error) {
 	}
 	dir = filepath.Join(canon, filepath.Base(dir))
 	s := &Store{Repo: repo, Dir: dir, git: git{bin: bin, gitDir: dir}}
+	s.git.deadline = &s.deadline
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err != nil {
 		if err := s.create(); err != nil {
 			return nil, err

@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/hostaudit"
 )
 
 var auditCommand = cli.Command{
@@ -58,15 +58,22 @@ func cmdAudit(args []string) int {
 	if err != nil {
 		return fail("audit: %v", err)
 	}
+	// What exec refuses, audit refuses (P6): from / or HOME the walk would cross
+	// /proc and other users' homes, and --fix would move what is not a project's.
+	if err := auditAllowed(repo); err != nil {
+		return fail("audit: %v", err)
+	}
 	// First what a killed agentbox left pending here, against its own baseline, as
 	// the next agentbox exec would: that session's findings are moved aside.
 	if dir, err := stateDir(); err == nil {
-		session.AuditPending(dir, repo, os.Stderr)
+		hostaudit.Pending(dir, repo, os.Stderr)
 	}
 	surface, err := audit.Scan(repo, audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitguard.OutsideGitDirs(repo),
 		Home:        os.Getenv("HOME"),
+		// Never a walk of /proc or /sys mounted in the tree.
+		SkipKernelMounts: true,
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -147,4 +154,26 @@ func auditRepo(flagValue string) (string, error) {
 		return "", fmt.Errorf("repo %s: not a directory", dir)
 	}
 	return canon, nil
+}
+
+// auditAllowed applies exec's repository rules (policy.CheckRepo, P6) to the audited
+// directory, and policy.CheckRepoState: the walk never enters agentbox's own state.
+func auditAllowed(repo string) error {
+	home := os.Getenv("HOME")
+	if c, err := filepath.EvalSymlinks(home); err == nil && filepath.IsAbs(home) && c != "/" {
+		home = c
+	} else {
+		home = ""
+	}
+	if err := policy.CheckRepo(repo, home); err != nil {
+		return err
+	}
+	state, err := stateDir()
+	if err != nil {
+		return nil
+	}
+	if err := policy.CheckOwnDir("state directory", state, os.Geteuid()); err != nil {
+		return err
+	}
+	return policy.CheckRepoState(repo, state)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/session"
 	"github.com/agentbox/agentbox/shadow"
 )
 
@@ -86,7 +85,7 @@ func cmdBench(args []string) int {
 		return fail("bench: find the agentbox binary: %v", err)
 	}
 	cfg.Agentbox = self
-	cfg.Version = session.Version
+	cfg.Version = Version
 	if cfg.Against != "" {
 		if fi, err := os.Stat(cfg.Against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 			return fail("bench: --against %s: not an executable file; give the path of another agentbox binary", cfg.Against)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/cli"
-	"github.com/agentbox/agentbox/session"
 )
 
 var completionCommand = cli.Command{
@@ -59,7 +58,7 @@ func cmdMan(args []string) int {
 		return fail("man: unexpected argument %q", fs.Arg(0))
 	}
 	// The date is the build's, not today's, so that the page is reproducible.
-	cli.Man(os.Stdout, "agentbox", session.Version,
+	cli.Man(os.Stdout, "agentbox", Version,
 		"run a coding agent or any command in a sandbox it builds itself", specs(), buildDate())
 	return 0
 }

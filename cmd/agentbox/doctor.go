@@ -52,6 +52,8 @@ type doctorResult struct {
 	// Refusal is the message the native backend would refuse with.
 	Refusal string     `json:"refusal,omitempty"`
 	Bwrap   bwrapState `json:"bwrap"`
+	// PathSockets: how a launch keeps the command off the host's path sockets (nested.go).
+	PathSockets doctorSockets `json:"path_sockets"`
 }
 
 type bwrapState struct {
@@ -79,7 +81,8 @@ func cmdDoctor(args []string) int {
 		return fail("doctor: find own executable: %v", err)
 	}
 	rep := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}})
-	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap()}
+	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap(),
+		PathSockets: probeSockets(kernel.CanDenyPathSockets())}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -164,6 +167,7 @@ func printDoctor(w io.Writer, r doctorResult) {
 		fmt.Fprintf(w, "  %-9s %s (needed only for --backend=bwrap)\n", "no", r.Bwrap.Error)
 		fmt.Fprintf(w, "            %s\n", bwrapAdvice)
 	}
+	printSockets(w, r.PathSockets)
 	if len(r.Sysctls) > 0 {
 		keys := make([]string, 0, len(r.Sysctls))
 		for k := range r.Sysctls {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/kernel"
 
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
@@ -42,13 +43,14 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.opts.Repo, "repo", "", "the one writable `DIR` (default: Git top level of the current directory, else the current directory)")
 	fs.BoolVar(&a.opts.Offline, "offline", false, "new network namespace: loopback only")
 	fs.Var(cli.NewList(&a.opts.AllowNet), "allow-net", "new network namespace whose only way out is agentbox's proxy, to `HOST[:PORT]` (*.DOMAIN, an address or CIDR prefix, or a preset: @claude, @codex, @npm, @github, …; repeatable)")
+	fs.BoolVar(&a.opts.NestedSandbox, "nested-sandbox", false, "let the command mount, for an agent's own sandbox (Claude Code's, srt's or Codex's bubblewrap, unshare -m): on Linux 7.1+ the host's path sockets are then masked where found at launch instead of denied by Landlock, and those bound later stay reachable; before 7.1 it changes nothing (docs/security.md)")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.Var(tmpSizeValue{&a.opts.TmpSize}, "tmp-size", "the RAM-backed filesystems (/tmp, /run, /dev/shm, HOME's overlay) hold at most `SIZE` together (suffix K, M, G, T; default a quarter of RAM, at most 4G)")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
 	registerSSHAgentFlags(fs, &a.opts)
-	session.RegisterFlags(fs, &a.cfg)
+	registerSessionFlags(fs, &a.cfg)
 	return fs
 }
 
@@ -114,8 +116,12 @@ func cmdExec(args []string) int {
 		return fail("%v", err)
 	}
 	notes = append(notes, more...)
+	if n := nestedSandboxNote(pol, prov, kernel.CanDenyPathSockets()); n != "" {
+		notes = append(notes, n)
+	}
 	cfg.Policy = pol
 	cfg.Args = args
+	cfg.Version = Version
 	// agentbox's own messages name repository paths and audit findings: nothing in
 	// them reaches the terminal as a command. The command's own output does not go
 	// through these.

@@ -14,7 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
-	"github.com/agentbox/agentbox/session"
+	"github.com/agentbox/agentbox/session/leftovers"
 	"github.com/agentbox/agentbox/shadow"
 )
 
@@ -60,7 +60,7 @@ func cmdGC(args []string) int {
 	if state, err := stateDir(); err == nil {
 		status = gcStores(state, olderThan, *dryRun)
 	}
-	found, err := session.GC(session.GCOptions{
+	found, err := leftovers.GC(leftovers.GCOptions{
 		CacheDir: policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME")),
 		GuardDir: "/tmp",
 		DryRun:   *dryRun,

@@ -257,7 +257,7 @@ func printSessions(w io.Writer, recs []shadow.Record, withRepo bool) {
 				exit += " (failed)"
 			}
 			dur = r.End.Sub(r.Start).Round(time.Millisecond).String()
-			files = fmt.Sprintf("+%d ~%d -%d", r.Files.Added, r.Files.Changed, r.Files.Removed)
+			files = fmt.Sprintf("+%d ~%d -%d", r.Files.Added, r.Files.Changed, r.Files.Removed) + unrecordedSuffix(r)
 		}
 		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", r.ID, r.Start.Local().Format("2006-01-02 15:04:05"),
 			orDash(r.Backend), exit, dur, files)
@@ -354,7 +354,8 @@ func printRecord(w io.Writer, r shadow.Record) {
 		if r.Error != "" {
 			row("error", oneLine(r.Error))
 		}
-		row("files", fmt.Sprintf("%d added, %d changed, %d removed", r.Files.Added, r.Files.Changed, r.Files.Removed))
+		row("files", fmt.Sprintf("%d added, %d changed, %d removed", r.Files.Added, r.Files.Changed, r.Files.Removed)+unrecordedSuffix(r))
+		printUnrecorded(row, r)
 	}
 	p := r.Policy
 	row("policy", fmt.Sprintf("workdir=%s home=%s offline=%t disk-tmp=%t backend=%s",
@@ -413,6 +414,9 @@ func cmdDiff(args []string) int {
 			fmt.Fprintf(os.Stderr, "agentbox: note: %s\n", oneLine(n))
 		}
 	}
+	if rec.NotRecordedCount > 0 {
+		fmt.Fprintf(os.Stderr, "agentbox: note: %d paths of the working tree are not in this record (agentbox show %s lists them)\n", rec.NotRecordedCount, rec.ID)
+	}
 	var w io.Writer = os.Stdout
 	if isTerminal(os.Stdout) {
 		// The diff's lines are whatever the agent wrote; on a terminal, escape
@@ -434,7 +438,7 @@ func cmdDiff(args []string) int {
 // launcher (same host, same PID, still an agentbox) lives, else "unfinished". The
 // launcher's name comes from /proc/PID/comm (the executable's base name): its
 // /proc/PID/exe is closed to other processes, the launcher being non-dumpable while
-// the raw init shares its memory (nsinit.Options.RawInit).
+// the raw init shares its memory (backend.Options.RawInit).
 func unfinished(r shadow.Record) string {
 	host, _ := os.Hostname()
 	if r.LauncherPID > 0 && r.Host == host {
@@ -463,6 +467,42 @@ func pick(c bool, a, b string) string {
 // oneLine keeps a value from the record (which the sandboxed command chose: file
 // names, arguments) on one line and free of terminal control sequences.
 func oneLine(s string) string { return termsafe.String(s) }
+
+// unrecordedSuffix says, after the file counts, how much of the working tree the
+// record does not hold, so that "+0 ~0 -0" never stands for a change it missed.
+func unrecordedSuffix(r shadow.Record) string {
+	var parts []string
+	if r.NotRecordedCount > 0 {
+		parts = append(parts, fmt.Sprintf("%d not recorded", r.NotRecordedCount))
+	}
+	if r.IgnoredCount > 0 {
+		parts = append(parts, fmt.Sprintf("%d ignored", r.IgnoredCount))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// printUnrecorded lists what the record does not hold, each path quoted and made
+// safe for the terminal (they are the sandbox's).
+func printUnrecorded(row func(k, v string), r shadow.Record) {
+	for i, u := range r.NotRecorded {
+		row(pick(i == 0, "unrecorded", ""), termsafe.Quote(u.Path)+": "+oneLine(u.Reason))
+	}
+	if more := r.NotRecordedCount - len(r.NotRecorded); more > 0 {
+		row(pick(len(r.NotRecorded) == 0, "unrecorded", ""), fmt.Sprintf("… and %d more", more))
+	}
+	for i, p := range r.Ignored {
+		row(pick(i == 0, "ignored", ""), termsafe.Quote(p))
+	}
+	if more := r.IgnoredCount - len(r.Ignored); more > 0 {
+		row(pick(len(r.Ignored) == 0, "ignored", ""), fmt.Sprintf("… and %d more", more))
+	}
+	if r.ReadBytes > 0 {
+		row("read", fmt.Sprintf("%d bytes of file content at the end", r.ReadBytes))
+	}
+}
 
 // shellJoin joins argv as a shell would read it back, quoting where needed.
 func shellJoin(argv []string) string {

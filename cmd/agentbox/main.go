@@ -39,6 +39,7 @@ func commands() []command {
 	return []command{
 		{execCommand, cmdExec},
 		{auditCommand, cmdAudit},
+		{undoCommand, cmdUndo},
 		{restoreCommand, cmdRestore},
 		{logCommand, cmdLog},
 		{showCommand, cmdShow},

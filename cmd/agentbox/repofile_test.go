@@ -55,7 +55,7 @@ func newRepoFixture(tb testing.TB) *repoFixture {
 	x.vocab = []string{"a.test", "@npm", "10.0.0.0/8", "~/notes", extra, sock, "claude", "codex"}
 	x.users = [][]string{
 		{"--allow-net", "a.test", "--allow-net", "@npm", "--keep-agent", "claude", "--keep-agent", "codex",
-			"--keep", "~/notes", "--add-dir", extra, "--allow-socket", sock, "--allow-git-push"},
+			"--keep", "~/notes", "--add-dir", extra, "--allow-socket", sock, "--allow-git-push", "--nested-sandbox"},
 		{"--offline", "--read-only", "--keep-agent", "claude", "--hide-secrets", "--hide", "~/notes"},
 		{},
 		{"--allow-net", "10.0.0.0/8", "--hide-secrets", "--keep-agent", "codex", "--add-dir", extra},
@@ -97,7 +97,7 @@ func FuzzRepoFile(f *testing.F) {
 		"read-only = true\n", "read-only = true\nadd-dir = []\n", "hide = [\"~/.claude\"]\n",
 		"hide-secrets = true\n", "allow-git-push = false\n", "allow-socket = []\nadd-dir = []\n",
 		"offline = false\n", "backend = \"bwrap\"\n", "no-git-save = true\n", "[profile.x]\noffline = true\n",
-		"default-profile = \"x\"\n", "tmp-size = \"1M\"\n", "tmp-size = \"64G\"\n", "tmp-size = 4096\n", "hide = [\"/etc\"]\nkeep = [\"~/notes\", \"~/.ssh\"]\n",
+		"default-profile = \"x\"\n", "tmp-size = \"1M\"\n", "tmp-size = \"64G\"\n", "tmp-size = 4096\n", "nested-sandbox = false\n", "nested-sandbox = true\n", "hide = [\"/etc\"]\nkeep = [\"~/notes\", \"~/.ssh\"]\n",
 	} {
 		for n := range 4 {
 			f.Add(uint8(n), []byte(seed))
@@ -197,6 +197,9 @@ func checkContained(t *testing.T, before, after *policy.Policy) {
 			}
 		}
 	}
+	if after.NestedSandbox && !before.NestedSandbox {
+		t.Fatalf("--nested-sandbox went on: Landlock's deny of host path sockets gone on Linux 7.1+")
+	}
 	if pa.TmpSize > pb.TmpSize || pa.TmpSize == 0 && pb.TmpSize != 0 {
 		t.Fatalf("the tmp budget grew: %d -> %d", pb.TmpSize, pa.TmpSize)
 	}
@@ -269,6 +272,8 @@ func TestRepoFileNarrowing(t *testing.T) {
 		{"allow-net = [\"@npm\"]\nkeep = [\"~/notes\"]\n", "", "allow-net a.test,@npm → @npm", true},
 		{"allow-socket = []\nallow-git-push = false\n", "", "allow-socket", true},
 		{"read-only = true\n", "", "read-only (" + path + ":1, narrowing) wins over add-dir", true},
+		{"nested-sandbox = false\n", "", path + " narrows this session: nested-sandbox true → false", true},
+		{"nested-sandbox = true\n", path + ":1: nested-sandbox: may only be false", "", false},
 		{"[profile.x]\noffline = true\n", "profiles belong in the user's config file", "", false},
 	} {
 		rf, err := config.Parse(path, []byte(tc.file))

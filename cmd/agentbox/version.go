@@ -6,8 +6,10 @@ import (
 	"runtime"
 
 	"github.com/agentbox/agentbox/internal/cli"
-	"github.com/agentbox/agentbox/session"
 )
+
+// Version is agentbox's version, set at build time with -ldflags -X main.Version=….
+var Version = "0.1.0-dev"
 
 var versionCommand = cli.Command{
 	Name:    "version",
@@ -22,6 +24,6 @@ func cmdVersion(args []string) int {
 		}
 		return fail("version: unexpected argument %q", args[0])
 	}
-	fmt.Printf("agentbox %s (%s, %s/%s)\n", session.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("agentbox %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
 }

@@ -113,6 +113,10 @@ type ScanOptions struct {
 	// The scan may build its walk in the earlier scan's walk list (that scan's
 	// Surface.Walk.Entries): nothing may read that list after it.
 	Since *Launch `json:"-"`
+	// SkipKernelMounts: do not walk a kernel filesystem (proc, sysfs, cgroup …)
+	// mounted in the tree (audit_pseudo_linux.go). agentbox audit sets it; it costs
+	// a read of the mount table.
+	SkipKernelMounts bool `json:"-"`
 }
 
 // Finding is one thing the audit reports.

@@ -122,6 +122,9 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
 		}
 	}
+	if opt.SkipKernelMounts {
+		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
+	}
 	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
@@ -180,6 +183,7 @@ type scanner struct {
 	configs     map[string][]gitconfig.Entry // config files read, with their entries
 	expanded    map[string]expansion         // config files whose includes were followed
 	hooks       map[string]bool
+	pseudo      map[string]string // mounts of kernel filesystems in the tree, not walked
 	walk        *treewalk.Walk    // nil unless opt.Walk
 	nested      int               // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher       // lists the tree's directories ahead while tree runs
@@ -282,6 +286,10 @@ func (s *scanner) tree(dir string, depth int) {
 		s.skip(dir, "walk stopped after %d entries; this directory and the rest of the tree were not searched for nested Git directories", s.entries)
 		return
 	}
+	if fstype, ok := s.pseudo[dir]; ok {
+		s.skip(dir, "a %s mount, which holds no project files; not searched", fstype)
+		return
+	}
 	if depth > s.opt.MaxDepth {
 		s.skip(dir, "deeper than %d directories; not searched for nested Git directories", s.opt.MaxDepth)
 		if s.walk != nil {
@@ -316,6 +324,9 @@ func (s *scanner) tree(dir string, depth int) {
 		for _, e := range ents {
 			if e.IsDir() && e.Name() != ".git" {
 				sub := filepath.Join(dir, e.Name())
+				if _, ok := s.pseudo[sub]; ok {
+					continue
+				}
 				if s.since == nil || s.reusable(sub, stat) == nil {
 					s.pre.schedule(sub, stat)
 				}

@@ -39,10 +39,10 @@ const procRoot = "/proc"
 // unreadable socket table of the launcher's own is an error too: a list cut short
 // would leave a daemon reachable.
 //
-// Where the kernel can deny them all by default (CanDenyPathSockets: the caller
+// Where a session of p denies them all by default (DenyPathSockets: the caller
 // sets mounts.Session.DenyPathSockets from it) there is nothing to list.
 func HostSockets(p *policy.Policy) ([]string, error) {
-	if CanDenyPathSockets() {
+	if DenyPathSockets(p) {
 		return nil, nil
 	}
 	ents, err := socketTables(procRoot)
@@ -50,6 +50,16 @@ func HostSockets(p *policy.Policy) ([]string, error) {
 		return nil, fmt.Errorf("host sockets: %w", err)
 	}
 	return hostSockets(p, ents, procRoot)
+}
+
+// DenyPathSockets reports whether a session of p keeps the command off the host's
+// path sockets with Landlock's resolve-unix rule (mounts.Session.DenyPathSockets)
+// rather than by masking those found at launch (HostSockets): where the kernel can
+// (CanDenyPathSockets), unless p asks for nested sandboxes (--nested-sandbox), which
+// that rule would keep from mounting. One decision for both, so that a session
+// always gets one of the two.
+func DenyPathSockets(p *policy.Policy) bool {
+	return CanDenyPathSockets() && !p.NestedSandbox
 }
 
 // hostSockets is HostSockets on a given table; proc is where holders are looked up.

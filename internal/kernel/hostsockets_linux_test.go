@@ -131,3 +131,34 @@ func BenchmarkSocketTables(b *testing.B) {
 		}
 	}
 }
+
+// TestHostSocketsNestedSandbox: with --nested-sandbox a session never gets
+// Landlock's resolve-unix rule (its domain would refuse the command's mounts), so
+// the host's sockets are listed for masking on every kernel; without it they are
+// listed only where the kernel cannot deny them (before Linux 7.1). One decision
+// for both: a session gets the rule or the masks, never neither.
+func TestHostSocketsNestedSandbox(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "agentbox-nested-") // /tmp is private inside: no mask there
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	sock := filepath.Join(dir, "daemon.sock")
+	listen(t, sock)
+	for _, nested := range []bool{false, true} {
+		p := &policy.Policy{Repo: "/nonexistent-repo", NestedSandbox: nested}
+		deny := DenyPathSockets(p)
+		if want := CanDenyPathSockets() && !nested; deny != want {
+			t.Errorf("nested %v: DenyPathSockets %v, want %v (Landlock ABI %d)", nested, deny, want, LandlockABI())
+		}
+		masks, err := HostSockets(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(masks, sock) == deny {
+			t.Errorf("nested %v, deny %v: %s masked %v: a session must get the rule or the mask, not both, not neither",
+				nested, deny, sock, slices.Contains(masks, sock))
+		}
+	}
+}

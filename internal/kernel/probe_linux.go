@@ -85,9 +85,9 @@ func Probe(opts Options) Report {
 	set(LandlockAbstractUnix, CanScopeAbstractUnix(), abi)
 	if CanDenyPathSockets() {
 		// Landlock refuses mount(2) in a domain that handles a file-system right.
-		set(LandlockResolveUnix, true, abi+"; inside, the command cannot mount: agents' own nested sandboxes that do (bubblewrap, unshare -m) are refused")
+		set(LandlockResolveUnix, true, abi+"; inside, the command cannot mount: agents' own nested sandboxes that do (bubblewrap, unshare -m) are refused unless --nested-sandbox, which masks the sockets found at launch instead")
 	} else {
-		set(LandlockResolveUnix, false, abi)
+		set(LandlockResolveUnix, false, abi+"; --nested-sandbox changes nothing here: the command can mount")
 	}
 	if err := isMountOf("/sys/fs/cgroup", unix.CGROUP2_SUPER_MAGIC); err != nil {
 		set(Cgroup2, false, "not cgroup2: "+err.Error())

@@ -41,6 +41,18 @@ func Backends(t testing.TB) []string {
 // does not.
 const NativeGo = "native-go"
 
+// GoAPI is the native backend entered through the Go API instead of the CLI: the
+// rows run GoDoor, a small program built against package sandbox, in agentbox exec's
+// place. Both doors lead to the one session core; the table checks that they keep
+// the same promises.
+const GoAPI = "go-api"
+
+// GoDoor builds the Go API's door (internal/sandboxtest/godoor) and returns its path.
+func GoDoor(t testing.TB) string {
+	t.Helper()
+	return testenv.Program(t, "./internal/sandboxtest/godoor", "agentbox-godoor")
+}
+
 // BwrapPath is the bubblewrap 0.12.0 the bwrap rows run with: $AGENTBOX_BWRAP, else
 // the build of scripts/setup-test-env.sh. Under the test command (AGENTBOX_TEST_STRICT,
 // which scripts/test.sh sets) or in CI (CI=true) its absence fails the run instead of
@@ -104,15 +116,19 @@ func (r Result) String() string {
 }
 
 // Command prepares `agentbox exec --backend B ARGS... -- /bin/sh -c SCRIPT` in dir,
-// as the test user. An empty script leaves the command to ARGS.
+// as the test user (for GoAPI, the same command line to GoDoor). An empty script
+// leaves the command to ARGS.
 func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
 	backend := b.Backend
-	if backend == NativeGo {
+	if backend == NativeGo || backend == GoAPI {
 		backend = "native"
 	}
 	full := append([]string{"exec", "--backend", backend}, args...)
 	if script != "" {
 		full = append(full, "--", "/bin/sh", "-c", script)
+	}
+	if b.Backend == GoAPI {
+		return b.command(GoDoor(b.T), dir, full...)
 	}
 	return b.Agentbox(dir, full...)
 }
@@ -120,7 +136,11 @@ func (b *Box) Command(dir string, args []string, script string) *exec.Cmd {
 // Agentbox prepares `agentbox ARGS...` in dir as the test user, with the box's
 // bubblewrap and Git identity in its environment.
 func (b *Box) Agentbox(dir string, args ...string) *exec.Cmd {
-	cmd := testenv.Command(b.T, b.Home, b.Bin, args...)
+	return b.command(b.Bin, dir, args...)
+}
+
+func (b *Box) command(bin, dir string, args ...string) *exec.Cmd {
+	cmd := testenv.Command(b.T, b.Home, bin, args...)
 	cmd.Dir = dir
 	switch b.Backend {
 	case "bwrap":

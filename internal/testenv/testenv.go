@@ -44,9 +44,8 @@ var (
 	baseDir  string
 	baseErr  error
 
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	binMu    sync.Mutex
+	binPaths = map[string]string{} // package → built binary
 )
 
 // TestUser returns the unprivileged user, failing the test when the tests run as root
@@ -113,31 +112,39 @@ func ModuleRoot() string {
 
 // Binary builds cmd/agentbox once per test process (CGO_ENABLED=0, as shipped; with
 // -race and CGO_ENABLED=1 when this test binary has the race detector: RaceBuild) and
-// returns its path, readable and executable by the test user.
+// returns its path, readable and executable by the test user. $AGENTBOX_BINARY, when
+// set, is used instead.
 func Binary(t testing.TB) string {
 	t.Helper()
-	dir := base(t)
-	binOnce.Do(func() {
-		if p := os.Getenv("AGENTBOX_BINARY"); p != "" {
-			binPath = p
-			return
-		}
-		binPath = filepath.Join(dir, "agentbox")
-		args, cgo := []string{"build", "-buildvcs=false"}, "CGO_ENABLED=0"
-		if RaceBuild {
-			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
-		}
-		cmd := exec.Command("go", append(args, "-o", binPath, "./cmd/agentbox")...)
-		cmd.Dir = ModuleRoot()
-		cmd.Env = append(os.Environ(), cgo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	if p := os.Getenv("AGENTBOX_BINARY"); p != "" {
+		return p
 	}
-	return binPath
+	return Program(t, "./cmd/agentbox", "agentbox")
+}
+
+// Program builds the main package pkg (a path below the module root) once per test
+// process, as Binary builds agentbox, into a file called name, and returns its path.
+func Program(t testing.TB, pkg, name string) string {
+	t.Helper()
+	dir := base(t)
+	binMu.Lock()
+	defer binMu.Unlock()
+	if p, ok := binPaths[pkg]; ok {
+		return p
+	}
+	path := filepath.Join(dir, name)
+	args, cgo := []string{"build", "-buildvcs=false"}, "CGO_ENABLED=0"
+	if RaceBuild {
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+	}
+	cmd := exec.Command("go", append(args, "-o", path, pkg)...)
+	cmd.Dir = ModuleRoot()
+	cmd.Env = append(os.Environ(), cgo)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	binPaths[pkg] = path
+	return path
 }
 
 // Dir creates a fresh directory owned by the test user (mode 0755) and removes it

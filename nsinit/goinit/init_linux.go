@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/internal/eintr"
 	"github.com/agentbox/agentbox/nsinit/program"
 	"github.com/agentbox/agentbox/nsinit/protocol"
@@ -68,7 +69,7 @@ func parseIDs(ids string) (uid, gid int, err error) {
 // The setup itself is the compiled plan (package program), run by RunUntil: the
 // same program the raw init runs.
 func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
-	t := protocol.NewTimer()
+	t := backend.NewTimer()
 	fds, err := program.OpenFds()
 	if err != nil {
 		return reportSetup(ctl, "list init descriptors", err)

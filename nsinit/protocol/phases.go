@@ -2,40 +2,13 @@ package protocol
 
 import (
 	"strings"
-	"time"
+
+	"github.com/agentbox/agentbox/backend"
 )
 
-// Phase is one measured step of a launch.
-type Phase struct {
-	Name string        `json:"name"`
-	Dur  time.Duration `json:"ns"`
-}
-
-// Timer records consecutive phases, each from the previous mark: the init's setup
-// steps, and the launcher's own around the backend.
-type Timer struct {
-	start, last time.Time
-	Phases      []Phase
-}
-
-// NewTimer starts timing now.
-func NewTimer() *Timer {
-	now := time.Now()
-	return &Timer{start: now, last: now}
-}
-
-// Mark ends the phase that ran since the previous mark and names it.
-func (t *Timer) Mark(name string) {
-	now := time.Now()
-	t.Phases = append(t.Phases, Phase{Name: name, Dur: now.Sub(t.last)})
-	t.last = now
-}
-
-// Skip starts a new phase without recording the time since the previous mark.
-func (t *Timer) Skip() { t.last = time.Now() }
-
-// Total is the time since the timer started.
-func (t *Timer) Total() time.Duration { return time.Since(t.start) }
+// Phase is one measured step of a launch, as the Go init reports its own (the
+// backend seam's type: one type from the init's frame to the session's record).
+type Phase = backend.Phase
 
 // Names both sides of the control socket share.
 const (

@@ -539,7 +539,10 @@ func probeRun(string) func(t *testing.T, x *target, cmd *exec.Cmd) sandboxtest.R
 }
 
 // TestEscapes runs every attack against every backend and checks the host after each.
-func TestEscapes(t *testing.T) {
+func TestEscapes(t *testing.T) { runAttacks(t, attacks) }
+
+// runAttacks runs the attacks against every backend and checks the host after each.
+func runAttacks(t *testing.T, attacks []attack) {
 	pr := probe(t)
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {

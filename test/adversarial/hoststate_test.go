@@ -107,7 +107,8 @@ func TestKernelTunables(t *testing.T) {
 				cmd.Env = append(cmd.Env, env...)
 				if root {
 					chownTree(t, x.Repo, 0)
-					cmd.SysProcAttr = nil // stay root
+					rootOwnState(t, x.Home) // agentbox writes no other user's state
+					cmd.SysProcAttr = nil   // stay root
 					cmd.Env = append(cmd.Env, "NSOWNER=none", "NSSKIP=none")
 				} else {
 					cmd.Env = append(cmd.Env, "NSOWNER="+strconv.Itoa(int(testenv.TestUser(t).UID)), "NSSKIP=/proc/sys/kernel/ns_last_pid")
@@ -234,7 +235,8 @@ func keyringRow(t *testing.T, backend string, root bool) {
 	cmd := x.Command(x.Repo, nil, keyringScript)
 	if root {
 		chownTree(t, x.Repo, 0)
-		cmd.SysProcAttr = nil // stay root
+		rootOwnState(t, x.Home) // agentbox writes no other user's state
+		cmd.SysProcAttr = nil   // stay root
 	}
 	keyctl, _ := exec.LookPath("keyctl")
 	cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
@@ -258,5 +260,13 @@ func keyringRow(t *testing.T, backend string, root bool) {
 	}
 	if before == "" || !strings.Contains(before, "key=host-secret") || after != before {
 		t.Errorf("host keyrings before:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// rootOwnState gives root agentbox's state and cache directories below home, for a
+// root launch there: agentbox refuses to write into another user's.
+func rootOwnState(t *testing.T, home string) {
+	for _, d := range []string{".local/state", ".cache"} {
+		chownTree(t, filepath.Join(home, d), 0)
 	}
 }

@@ -91,7 +91,8 @@ func TestVersions(t *testing.T) {
 // agentbox's sandbox (the repository is writable, P2) fails inside theirs, whose
 // defaults allow no writes to it. srt builds on bubblewrap (0.12.0 on PATH), socat
 // and ripgrep; Codex runs its own bundled bubblewrap. Both nest a user namespace
-// inside agentbox's.
+// inside agentbox's, with --nested-sandbox (on Linux 7.1+ Landlock's deny of host
+// path sockets would refuse their mounts).
 func TestNestedSandboxes(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -101,7 +102,7 @@ srt -c 'echo srt-ran'
 srt -c 'echo x > ./srt-wrote' 2>&1 && echo srt-write-allowed
 codex sandbox -- sh -c 'echo codex-ran' 2>/dev/null
 codex sandbox -- sh -c 'echo x > ./codex-wrote' 2>&1 && echo codex-write-allowed
-echo x > ./agentbox-wrote && echo agentbox-write-allowed`)
+echo x > ./agentbox-wrote && echo agentbox-write-allowed`, "--nested-sandbox")
 			for _, want := range []string{"srt-ran", "codex-ran", "agentbox-write-allowed"} {
 				if !strings.Contains(out, want+"\n") {
 					t.Errorf("output lacks %q:\n%s", want, out)

@@ -63,3 +63,40 @@ func TestAuditFixKeepsTheUsersConfig(t *testing.T) {
 		t.Errorf("the whole config is not kept for review: %v", copies)
 	}
 }
+
+// TestAuditRefusesWhatExecRefuses (issue 35): agentbox audit, with or without --fix,
+// refuses the directories exec refuses (P6) and one holding agentbox's own state:
+// from / it walked /proc and other users' homes, and from HOME --fix moved a hook
+// out of a repository below it and quarantined its own quarantine.
+func TestAuditRefusesWhatExecRefuses(t *testing.T) {
+	b := sandboxtest.NewBox(t, "native")
+	hook := filepath.Join(b.Repo, ".git", "hooks", "pre-commit")
+	sandboxtest.WriteFile(t, hook, "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(hook, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, hook)
+	for _, c := range []struct {
+		dir  string
+		args []string
+		why  string
+	}{
+		{"/", []string{"audit"}, "root directory"},
+		{"/", []string{"audit", "--fix"}, "root directory"},
+		{b.Home, []string{"audit"}, "is " + b.Home},
+		{b.Home, []string{"audit", "--fix"}, "is " + b.Home},
+		{b.Repo, []string{"audit", "--fix", "--repo", b.Home + "/.local"}, "holds agentbox's own state"},
+		{b.Repo, []string{"audit", "--repo", "/proc/self"}, "lies inside /proc"},
+	} {
+		r := sandboxtest.Run(b.Agentbox(c.dir, c.args...))
+		if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); r.Code != 125 || len(lines) != 1 || !strings.Contains(r.Stderr, c.why) || r.Stdout != "" {
+			t.Errorf("%s: %v: want 125 and one line with %q, got %s", c.dir, c.args, c.why, r)
+		}
+	}
+	if !sandboxtest.Exists(hook) {
+		t.Errorf("audit --fix from HOME moved the repository's own hook")
+	}
+	if sandboxtest.Exists(filepath.Join(b.Home, ".local", "state", "agentbox", "quarantine")) {
+		t.Errorf("a refused audit quarantined something")
+	}
+}

@@ -103,7 +103,7 @@ func TestRepoConfigOnlyNarrows(t *testing.T) {
 			if netShared(t, b) {
 				t.Errorf("offline = true in the repository's file: the session kept the host network")
 			}
-			for _, widen := range []string{"offline = false\n", "no-git-save = true\n", "allow-git-push = true\n", "backend = \"bwrap\"\n", "[profile.x]\noffline = true\n"} {
+			for _, widen := range []string{"offline = false\n", "no-git-save = true\n", "allow-git-push = true\n", "nested-sandbox = true\n", "backend = \"bwrap\"\n", "[profile.x]\noffline = true\n"} {
 				sandboxtest.WriteFile(t, repoFile, widen)
 				testenv.Chown(t, repoFile)
 				r := b.sh("touch widened")
@@ -151,7 +151,7 @@ offline = true
 // offline with one line saying which setting won and where each came from; on every
 // backend. Both typed on the command line stay refused (TestAllowNetOffline).
 func TestOfflineOverConfigAllowNet(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			path := writeUserConfig(t, b, readmeConfig)
@@ -181,18 +181,19 @@ func TestOfflineOverConfigAllowNet(t *testing.T) {
 // agent it dropped is then not kept (its writes stay in the overlay); on every
 // backend.
 func TestRepoConfigNarrowingSaid(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			writeUserConfig(t, b, "keep-agent = [\"claude\", \"codex\"]\n")
 			repoFile := filepath.Join(b.repo, ".agentbox.toml")
 			b.ok(`printf 'keep-agent = ["codex"]\n' > .agentbox.toml`, "--no-git-save", "--no-record")
-			r := b.sh(`echo x > ~/.claude/left-by-session; echo y > ~/.codex/left-by-session`, "--no-git-save", "--no-record")
+			// JSON data, which the kept directories' audit leaves in place (agentcfg).
+			r := b.sh(`echo '{"x":1}' > ~/.claude/left-by-session.json; echo '{"y":1}' > ~/.codex/left-by-session.json`, "--no-git-save", "--no-record")
 			want := "agentbox: " + repoFile + " narrows this session: keep-agent claude,codex → codex\n"
 			if r.code != 0 || !strings.Contains(r.stderr, want) {
 				t.Errorf("want the session to run and say %q, got %s", want, r)
 			}
-			if exists(filepath.Join(b.home, ".claude/left-by-session")) || !exists(filepath.Join(b.home, ".codex/left-by-session")) {
+			if exists(filepath.Join(b.home, ".claude/left-by-session.json")) || !exists(filepath.Join(b.home, ".codex/left-by-session.json")) {
 				t.Errorf("keep-agent narrowed to codex: ~/.claude must be the overlay's, ~/.codex kept")
 			}
 			// A file that changes nothing says nothing.
@@ -209,7 +210,7 @@ func TestRepoConfigNarrowingSaid(t *testing.T) {
 // makes a read-only session, not a refused one: the narrower wins, said in one
 // line, and the further directory is not written; on every backend.
 func TestReadOnlyOverAddDir(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			extra := testenv.Dir(t, "extra")

@@ -2,6 +2,7 @@ package behaviour
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,45 @@ func hostPathSockets(t *testing.T, b *box) {
 		}
 	}
 	t.Logf("Landlock ABI %d; %s", kernel.LandlockABI(), strings.TrimSpace(grepLine(r.stdout, "nested-mount")))
+}
+
+// hostSocketsMechanism (P4): the dry run says how the command is kept off the
+// host's path sockets: Landlock's resolve-unix rule where the kernel has it (Linux
+// 7.1+), unless --nested-sandbox, which masks the sockets found at launch instead so
+// that the command can mount; masks either way before 7.1. The JSON plan says it on
+// every door and backend, the text plan (bwrap's argv: a comment) in words. With
+// --nested-sandbox an unprivileged mount in a nested namespace works inside, on
+// every kernel.
+func hostSocketsMechanism(t *testing.T, b *box) {
+	for _, nested := range []bool{false, true} {
+		var flags []string
+		if nested {
+			flags = []string{"--nested-sandbox"}
+		}
+		deny := kernel.CanDenyPathSockets() && !nested
+		r := b.sh("true", append([]string{"--dry-run", "--json"}, flags...)...)
+		var plan struct {
+			Deny bool `json:"deny_path_sockets"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &plan); r.code != 0 || err != nil || plan.Deny != deny {
+			t.Errorf("dry run --json %v (Landlock ABI %d): deny_path_sockets %v, want %v (%v):\n%s", flags, kernel.LandlockABI(), plan.Deny, deny, err, r)
+		}
+		if b.backend == sandboxtest.GoAPI {
+			continue // its door prints JSON only
+		}
+		want, not := "sockets  masked at launch", "landlock deny resolve-unix"
+		if deny {
+			want, not = not, want
+		}
+		r = b.sh("true", append([]string{"--dry-run"}, flags...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, not) {
+			t.Errorf("dry run %v (Landlock ABI %d): want %q, not %q:\n%s", flags, kernel.LandlockABI(), want, not, r)
+		}
+	}
+	out := b.ok(`unshare -Urm sh -c 'mount -t tmpfs none /tmp && echo nested-mount ok'`, "--nested-sandbox")
+	if !strings.Contains(out, "nested-mount ok\n") {
+		t.Errorf("--nested-sandbox: the command cannot mount (Landlock ABI %d):\n%s", kernel.LandlockABI(), out)
+	}
 }
 
 // grepLine is the first line of s containing substr.

@@ -34,6 +34,7 @@ var rows = []row{
 	{"P4 /tmp and /run private and empty", tmpRunPrivate},
 	{"P4 host sockets below /run unreachable", runSocketHidden},
 	{"P4 host path sockets unreachable, also those bound late", hostPathSockets},
+	{"P4 host path sockets: the dry run names Landlock or the masks; --nested-sandbox lets the command mount", hostSocketsMechanism},
 	{"P5 new namespaces, own uid, host processes invisible", namespaces},
 	{"P5 --offline: loopback only", offline},
 	{"P6 repo below /tmp stays reachable", repoBelowTmp},
@@ -42,6 +43,7 @@ var rows = []row{
 	{"P7 submodule and worktree-config paths read-only", gitModulesReadOnly},
 	{"P7 symlinked Git paths refused before launch", gitSymlinks},
 	{"P7 protected paths cannot be moved away", gitCannotMoveAway},
+	{"P7 a replaced .git or a planted redirection never runs on the host", gitPlantNeverRuns},
 	{"read-only mounts cannot be undone from inside", cannotUndo},
 	{"P10 --disk-tmp directory removed after every exit", diskTmp},
 	{"command runs without privileges", noPrivileges},
@@ -57,8 +59,15 @@ var rows = []row{
 
 // runners are the backends with the native one once per runner of its compiled
 // plan: the raw init and the Go init (sandboxtest.NativeGo) where this build and
-// kernel have the raw one (elsewhere "native" is the Go init already).
+// kernel have the raw one (elsewhere "native" is the Go init already); and the
+// native backend once more through the Go API's door (sandboxtest.GoAPI).
 func runners(t *testing.T) []string {
+	return append(cliRunners(t), sandboxtest.GoAPI)
+}
+
+// cliRunners are the runners of agentbox exec alone: for rows about what only the
+// CLI reads (config files, a repository's .agentbox.toml, exec's flags, sudo).
+func cliRunners(t *testing.T) []string {
 	list := backends(t)
 	if nsinit.RawInitAvailable() {
 		list = append(list, sandboxtest.NativeGo)
@@ -440,6 +449,36 @@ func gitCannotMoveAway(t *testing.T, b *box) {
 	}
 	if !exists(filepath.Join(b.repo, ".git/hooks")) || exists(filepath.Join(b.repo, ".git.old")) {
 		t.Fatal("host .git changed shape")
+	}
+}
+
+// gitPlantNeverRuns: the session tries to make the operator's next git command in
+// the repository run a program — by replacing .git with a copy whose config sets
+// core.fsmonitor, or, .git being pinned, by pointing .git/commondir at such a copy
+// in the working tree. Either is refused inside or found and moved aside by the
+// audit after the session: the operator's git status on the host runs nothing.
+func gitPlantNeverRuns(t *testing.T, b *box) {
+	pwned := filepath.Join(b.home, "pwned-fsmonitor")
+	script := fmt.Sprintf(`plant() { printf '[core]\n\tfsmonitor = touch %[1]s\n' >> "$1/config"; }
+		if mv .git .git.old 2>/dev/null; then
+			mkdir .git && cp -a .git.old/. .git/ && plant .git && echo REPLACED-GIT
+		fi
+		mkdir -p evil && cp -a .git/objects .git/refs .git/HEAD evil/ 2>/dev/null
+		printf '[core]\n\trepositoryformatversion = 0\n' > evil/config && plant evil
+		echo "$REPO/evil" > .git/commondir && echo PLANTED-COMMONDIR
+		true`, pwned)
+	r := b.sh(script)
+	if r.code != 0 {
+		t.Fatalf("%s", r)
+	}
+	if strings.Contains(r.stdout, "REPLACED-GIT") {
+		t.Errorf(".git could be replaced inside the sandbox:\n%s", r)
+	}
+	st := testenv.Command(t, b.home, "git", "status")
+	st.Dir = b.repo
+	out, _ := st.CombinedOutput()
+	if exists(pwned) {
+		t.Fatalf("the operator's git status ran the program the session planted:\n%s\ngit status: %s", r, out)
 	}
 }
 

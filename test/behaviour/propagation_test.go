@@ -26,7 +26,7 @@ func TestHostMountsStayOut(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root: mounts on the host during the session")
 	}
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) { hostMountsStayOut(t, newBox(t, backend)) })
 	}
 }

@@ -52,6 +52,7 @@ func TestStartedAsRoot(t *testing.T) {
 			}
 			testenv.Chown(t, userOwned)
 			cmd.SysProcAttr = nil // stay root
+			cmd.Env = append(cmd.Env, rootStateEnv(t)...)
 			r := run(cmd)
 			if r.code != 0 {
 				t.Fatalf("%s", r)
@@ -133,9 +134,19 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("plan order:\n%s\nwant:\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
 	}
 	text := exec.Command(b.bin, "exec", "--dry-run", "--repo", b.repo, "--", "true")
-	text.Env = []string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}
+	text.Env = append([]string{"HOME=" + b.home, "PATH=/usr/bin:/bin"}, rootStateEnv(t)...)
 	tout, err := text.Output()
 	if err != nil || !strings.Contains(string(tout), "bind     "+b.repo) {
 		t.Fatalf("text plan: %v\n%s", err, tout)
 	}
+}
+
+// rootStateEnv gives root, launching agentbox in a HOME that is not its own, state
+// and cache directories of its own: agentbox refuses to write into another user's.
+func rootStateEnv(t *testing.T) []string {
+	d := testenv.Dir(t, "rootstate")
+	if err := os.Lchown(d, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"XDG_STATE_HOME=" + d + "/state", "XDG_CACHE_HOME=" + d + "/cache"}
 }

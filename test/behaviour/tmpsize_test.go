@@ -15,7 +15,7 @@ import (
 // bwrap: each tmpfs it can size is bounded on its own, so /dev/shm still takes a
 // little once /tmp is full, and is bounded too.
 func TestTmpBudget(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			paths := `/tmp/a /dev/shm/b /run/c "$HOME/d" /dev/e`
@@ -49,7 +49,7 @@ done`, "--tmp-size", "8M")
 // 4 KiB page (2048 for 8M), since empty files take kernel memory but no page. bwrap
 // cannot set a tmpfs's inode count: its /tmp takes the kernel's default.
 func TestTmpBudgetInodes(t *testing.T) {
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			out := b.ok(`cd /tmp && seq -f f%g 3000 | xargs touch 2>&1 | grep -m1 -o 'No space left on device'; ls | grep -c '^f'`, "--tmp-size", "8M")
@@ -71,7 +71,7 @@ func TestTmpBudgetInodes(t *testing.T) {
 // the default (a quarter of RAM, at most 4G), not the kernel's half of RAM each.
 func TestTmpBudgetDefault(t *testing.T) {
 	want := policy.DefaultTmpSize(policy.TotalRAM())
-	for _, backend := range runners(t) {
+	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			paths := "/tmp /run /dev/shm"

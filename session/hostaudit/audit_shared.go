@@ -1,4 +1,4 @@
-package session
+package hostaudit
 
 import (
 	"fmt"
@@ -40,7 +40,7 @@ const auditLockWait = 2 * time.Minute
 // lock that cannot be had is reported on w and the caller goes on without it.
 func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 	if _, err := journalDir(stateDir, repo); err != nil {
-		return func() {} // startAudit says why, as it cannot write its journal either
+		return func() {} // Start says why, as it cannot write its journal either
 	}
 	dir := filepath.Join(stateDir, "audit-locks")
 	path := filepath.Join(dir, journalPrefix(repo)+"lock")
@@ -63,7 +63,7 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 }
 
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when
-// there is none. Unreadable journals are skipped: auditOrphans reports them.
+// there is none. Unreadable journals are skipped: Orphans reports them.
 func inheritedBase(stateDir, repo string) *auditJournal {
 	var oldest *auditJournal
 	prefix := journalPrefix(repo)
@@ -105,10 +105,10 @@ func pendingJournals(stateDir, repo string, fn func(name string, j *auditJournal
 	}
 }
 
-// quarantineRoot is where this session's audit moves what it finds: STATE/quarantine,
+// QuarantineRoot is where this session's audit moves what it finds: STATE/quarantine,
 // created when missing; "" (move aside in place) when it cannot be used — it must lie
 // outside everything the sandbox could write.
-func quarantineRoot(w io.Writer, stateDir string, writable []string) string {
+func QuarantineRoot(w io.Writer, stateDir string, writable []string) string {
 	if !filepath.IsAbs(stateDir) {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package session
+package leftovers
 
 import (
 	"os"
@@ -31,11 +31,11 @@ func TestGCOwnership(t *testing.T) {
 		orphan    = filepath.Join(tmp, "8388608-20260101-000000-gone.lock")
 	)
 	mkdirs(t, held, reused, unclaimed, dead, guardDead, guardLive, other)
-	lock, err := claimDir(held)
+	lock, err := Claim(held)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.release()
+	defer lock.Release()
 	if err := os.WriteFile(reused+lockSuffix, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -95,17 +95,17 @@ func TestGCOwnership(t *testing.T) {
 func TestClaimRelease(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "9-x")
 	mkdirs(t, dir)
-	lock, err := claimDir(dir)
+	lock, err := Claim(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, taken := takeLock(dir + lockSuffix); taken {
+	if _, taken := TakeLock(dir + lockSuffix); taken {
 		t.Fatal("a claimed lock could be taken")
 	}
-	if _, err := claimDir(dir); err == nil {
+	if _, err := Claim(dir); err == nil {
 		t.Fatal("a directory was claimed twice")
 	}
-	lock.release()
+	lock.Release()
 	if _, err := os.Lstat(dir + lockSuffix); err == nil {
 		t.Fatal("release left the lock file")
 	}

@@ -1,4 +1,4 @@
-package session
+package hostaudit
 
 import (
 	"reflect"
@@ -37,9 +37,10 @@ func TestJournalRoundTrip(t *testing.T) {
 	// request for its walk, its size hint, and the walk, which the recorder takes
 	// from the live scan only; ScanOptions.Watch and Since and Surface.Launch,
 	// taken and shared, the launch watch the end scan of the same process uses,
-	// its count, and whether it took the launch walk whole.)
+	// its count, and whether it took the launch walk whole; ScanOptions.
+	// SkipKernelMounts, which only agentbox audit sets.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 4,
+		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 5,
 		reflect.TypeOf(audit.Surface{}): 3 + 4, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2,
 	} {
 		if typ.NumField() != n {

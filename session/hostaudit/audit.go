@@ -1,16 +1,17 @@
-package session
+package hostaudit
 
 import (
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/agentbox/agentbox/backend"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -21,8 +22,8 @@ import (
 // 20,000-file one 0.64 ×.
 const minWatchFiles = 2000
 
-// auditor holds the repository's Git exec surface as it was at launch (P7).
-type auditor struct {
+// Auditor holds the repository's Git exec surface as it was at launch (P7).
+type Auditor struct {
 	repo        string
 	id          string // names quarantined files: NAME.agentbox-quarantine-ID
 	opt         audit.ScanOptions
@@ -38,15 +39,15 @@ type auditor struct {
 	launch *audit.Launch
 }
 
-// startAudit records the baseline the post-session audit compares against: the tree
+// Start records the baseline the post-session audit compares against: the tree
 // as it is, or, while another session of the repository is pending, that session's
 // baseline (audit_shared.go). It runs after the placeholders are created, so they
 // are part of the baseline.
 //
 // gitDirs are the writable Git dirs outside the repository that this session binds
-// (a linked worktree's common dir, when linkedWorktree accepted it): the audit covers
+// (a linked worktree's common dir, when the session accepted it): the audit covers
 // exactly what the sandbox could write, no more.
-func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, error) {
+func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	opt := audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
 		GitDirs:     gitDirs,
@@ -61,7 +62,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 	} else {
 		var err error
 		walkOpt := opt
-		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the recorder (record.go)
+		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the session's record
 		// The tree's files as last recorded (0: never recorded).
 		n := shadow.IndexEntries(p.StateDir, p.Repo)
 		if walkOpt.Walk {
@@ -79,12 +80,12 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
-		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo)) {
+		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
 	}
-	a := &auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
+	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch}
 	base.Walk, base.Launch = nil, nil
 	var err error
@@ -97,7 +98,7 @@ func startAudit(cfg *Config, p *policy.Policy, gitDirs []string) (*auditor, erro
 // finish runs the audit on the host after the session, whatever its outcome: it
 // moves aside every new or changed thing that would make the operator's Git run a
 // program, prints one line per finding and stores the lines in out.
-func (a *auditor) finish(cfg *Config, out *Outcome) {
+func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
@@ -118,7 +119,7 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		if cur.Taken() > 0 {
 			name = "host: end scan, from the watch"
 		}
-		out.Phases = append(out.Phases, nsinit.Phase{Name: name, Dur: time.Since(t0)})
+		out.Phases = append(out.Phases, backend.Phase{Name: name, Dur: time.Since(t0)})
 	}
 	a.launch = nil
 	if err != nil {
@@ -128,21 +129,24 @@ func (a *auditor) finish(cfg *Config, out *Outcome) {
 		return
 	}
 	findings := audit.Compare(a.base, cur)
-	if len(findings) == 0 {
-		out.walk = cur.Walk // nothing moved after it: it stands for the tree
+	out.Walk = cur.Walk
+	if len(findings) > 0 && cur.Walk != nil {
+		// What the quarantine moves after it, the walk does not stand for: the
+		// recorder sweeps, yet still prices and names what it lists (shadow/price.go).
+		cur.Walk.Complete = false
 	}
-	quarantine(findings, a.id, quarantineRoot(cfg.Stderr, a.stateDir, a.writable))
+	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, a.writable))
 	for _, f := range findings {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
-	a.drop()
+	a.Drop()
 }
 
 // drop removes the journal: the audit is done, or there is nothing to audit. It is
 // removed before its lock goes, so that no launch takes it for a dead launcher's.
-func (a *auditor) drop() {
+func (a *Auditor) Drop() {
 	a.launch.Close()
 	a.launch = nil
 	if a.journal != nil {
@@ -152,17 +156,17 @@ func (a *auditor) drop() {
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or
-// output (cliStdio), a regular file opened for reading and writing on the
+// output (stdio), a regular file opened for reading and writing on the
 // repository's filesystem (agentbox exec … 1<>repo/f): opened before the watch's
 // marks, it can be mapped and written through with no event (a red-team helper
 // noted it). Only O_RDWR matters: a shared writable mapping needs a readable
 // descriptor, and a write(2) through any descriptor is reported.
-func mappableStdio(repo string) bool {
+func mappableStdio(repo string, stdio backend.Stdio) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {
 		return true
 	}
-	for _, f := range []*os.File{cliStdio.Stdin, cliStdio.Stdout, cliStdio.Stderr} {
+	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
 		if f == nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package session
+package hostaudit
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
 )
 
 // A launcher killed with SIGKILL (or by the OOM killer) never runs its session's
@@ -73,9 +74,9 @@ func journalPrefix(repo string) string {
 }
 
 // writeJournal records a's baseline and returns the journal, open and flock'ed: the
-// lock lasts while this launcher lives (as claimDir's), so a launch that can take it
+// lock lasts while this launcher lives (as a leftovers.Claim), so a launch that can take it
 // knows the launcher is gone.
-func writeJournal(stateDir string, a *auditor) (*os.File, string, error) {
+func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	dir, err := journalDir(stateDir, a.repo)
 	if err != nil {
 		return nil, "", err
@@ -103,14 +104,14 @@ func writeJournal(stateDir string, a *auditor) (*os.File, string, error) {
 	return tmp, name, nil
 }
 
-// auditOrphans runs the audits that dead launchers of p.Repo left pending, each
+// Orphans runs the audits that dead launchers of p.Repo left pending, each
 // against its own baseline, and prints what they find. A journal whose lock is held
 // belongs to a running session (or to another launch auditing it) and is left alone;
 // one that cannot be audited now stays for the next launch.
-func auditOrphans(cfg *Config, p *policy.Policy) {
+func Orphans(cfg *Config, p *policy.Policy) {
 	dir, err := journalDir(p.StateDir, p.Repo)
 	if err != nil {
-		return // startAudit says why, as it cannot write its own journal either
+		return // Start says why, as it cannot write its own journal either
 	}
 	// One read of the directory, on every launch; journals of agentbox before 2026-11
 	// were JSON.
@@ -123,7 +124,7 @@ func auditOrphans(cfg *Config, p *policy.Policy) {
 			continue
 		}
 		name := filepath.Join(dir, n)
-		f, _ := takeLock(name)
+		f, _ := leftovers.TakeLock(name)
 		if f == nil {
 			continue
 		}
@@ -153,7 +154,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 		return
 	}
 	findings := audit.Compare(j.Base, cur)
-	quarantine(findings, j.ID, quarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo}, j.Options.GitDirs...)))
+	quarantine(findings, j.ID, QuarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo}, j.Options.GitDirs...)))
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
 		j.Repo, j.Start.Format(time.RFC3339), j.PID, len(findings))
 	for _, f := range findings {
@@ -183,10 +184,10 @@ func readJournal(f *os.File) (*auditJournal, error) {
 	return j, nil
 }
 
-// AuditPending runs the audits that dead launchers of repo left pending in stateDir
+// Pending runs the audits that dead launchers of repo left pending in stateDir
 // (policy.Policy.StateDir), as the next launch in repo would, and prints what they
 // find on stderr: `agentbox audit` does it first, so that the missed audit of a
 // killed launcher is not left waiting for a launch that may never come.
-func AuditPending(stateDir, repo string, stderr io.Writer) {
-	auditOrphans(&Config{Stderr: stderr}, &policy.Policy{Repo: repo, StateDir: stateDir})
+func Pending(stateDir, repo string, stderr io.Writer) {
+	Orphans(&Config{Stderr: stderr}, &policy.Policy{Repo: repo, StateDir: stateDir})
 }

@@ -1,4 +1,4 @@
-package session
+package hostaudit
 
 import (
 	"bytes"
@@ -23,18 +23,18 @@ func TestJournalLockedWhileLauncherLives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &auditor{repo: repo, id: audit.NewAuditID(), base: base}
+	a := &Auditor{repo: repo, id: audit.NewAuditID(), base: base}
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
 	cfg := &Config{Stderr: &stderr}
-	auditOrphans(cfg, p)
+	Orphans(cfg, p)
 	if _, err := os.Stat(a.journalPath); err != nil || stderr.Len() != 0 {
 		t.Fatalf("the journal of a live launcher was taken: %v, %q", err, stderr.String())
 	}
 	a.journal.Close() // the launcher dies: its lock goes, its journal stays
-	auditOrphans(cfg, p)
+	Orphans(cfg, p)
 	if _, err := os.Stat(a.journalPath); !os.IsNotExist(err) || !strings.Contains(stderr.String(), "killed before its audit") {
 		t.Errorf("the journal of a dead launcher was not audited: %v, %q", err, stderr.String())
 	}

@@ -1,4 +1,4 @@
-package session
+package hostaudit
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -22,12 +23,12 @@ func TestOverlapsOtherSession(t *testing.T) {
 		t.Fatal("no pending session, and an overlap")
 	}
 	pending := func(other string) func() {
-		a := &auditor{repo: other, id: "x", base: &audit.Surface{Repo: other, Items: map[string]*audit.Item{}}}
+		a := &Auditor{repo: other, id: "x", base: &audit.Surface{Repo: other, Items: map[string]*audit.Item{}}}
 		f, name, err := writeJournal(state, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() { a.journal, a.journalPath = f, name; a.drop() }
+		return func() { a.journal, a.journalPath = f, name; a.Drop() }
 	}
 	for _, c := range []struct {
 		other string
@@ -53,7 +54,7 @@ func TestOverlapsOtherSession(t *testing.T) {
 // test binary's own, run again with them.
 func TestMappableStdio(t *testing.T) {
 	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE"); repo != "" {
-		fmt.Fprint(os.Stderr, mappableStdio(repo))
+		fmt.Fprint(os.Stderr, mappableStdio(repo, backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 		return
 	}
 	repo := testenv.CanonTempDir(t)

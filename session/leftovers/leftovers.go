@@ -1,8 +1,7 @@
-package session
-
-// Garbage collection of what a session leaves on the host when its launcher dies
-// without cleaning up (SIGKILL, OOM, power loss), and the ownership claim that lets
-// `agentbox gc` tell a dead session's leftovers from a live one's.
+// Package leftovers is the garbage collection of what a session leaves on the host
+// when its launcher dies without cleaning up (SIGKILL, OOM, power loss) — the
+// --disk-tmp directories and the push guard's staging — and the ownership claim that
+// lets `agentbox gc` tell a dead session's leftovers from a live one's.
 //
 // Ownership cannot rest on the PID in a directory's name alone: PIDs are reused, and
 // a reused PID would make a dead session's directory look alive forever. So a live
@@ -16,6 +15,7 @@ package session
 //
 // The HOME overlay's upper and work directories live on a tmpfs inside the sandbox's
 // mount namespace (both backends): they vanish with it and leave nothing to collect.
+package leftovers
 
 import (
 	"errors"
@@ -35,15 +35,15 @@ import (
 // lockSuffix names the lock file beside an owned directory.
 const lockSuffix = ".lock"
 
-// dirLock is a live launcher's claim on a host directory it made.
-type dirLock struct {
+// Lock is a live launcher's claim on a host directory it made.
+type Lock struct {
 	f    *os.File
 	path string
 }
 
-// claimDir makes dir+".lock" appear, already locked by this process. The lock lasts
-// until release or until the process dies.
-func claimDir(dir string) (*dirLock, error) {
+// Claim makes dir+".lock" appear, already locked by this process. The lock lasts
+// until Release or until the process dies.
+func Claim(dir string) (*Lock, error) {
 	path := dir + lockSuffix
 	fd, err := unix.Open(filepath.Dir(path), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if err == nil {
@@ -56,7 +56,7 @@ func claimDir(dir string) (*dirLock, error) {
 			f.Close()
 			return nil, fmt.Errorf("create lock %s: %w", path, err)
 		}
-		return &dirLock{f: f, path: path}, nil
+		return &Lock{f: f, path: path}, nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
 		return nil, fmt.Errorf("create lock %s: %w", path, err)
@@ -76,12 +76,12 @@ func claimDir(dir string) (*dirLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("create lock %s: %w", path, err)
 	}
-	return &dirLock{f: f, path: path}, nil
+	return &Lock{f: f, path: path}, nil
 }
 
-// release removes the lock file, then drops the lock. Call it after the directory is
+// Release removes the lock file, then drops the lock. Call it after the directory is
 // gone, so that no unlocked lock file ever stands beside a directory still in use.
-func (l *dirLock) release() {
+func (l *Lock) Release() {
 	if l == nil {
 		return
 	}
@@ -149,7 +149,7 @@ func collect(parent, prefix, kind string, dryRun bool) ([]Leftover, error) {
 			// A lock file whose directory is gone: a launcher died between removing
 			// its directory and releasing the lock.
 			if _, err := os.Lstat(filepath.Join(parent, base)); errors.Is(err, fs.ErrNotExist) && !dryRun {
-				if l, ok := takeLock(path); ok {
+				if l, ok := TakeLock(path); ok {
 					_ = os.Remove(path)
 					l.Close()
 				}
@@ -170,7 +170,7 @@ func collect(parent, prefix, kind string, dryRun bool) ([]Leftover, error) {
 func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 	l := Leftover{Path: path, Kind: kind}
 	lockPath := path + lockSuffix
-	lock, taken := takeLock(lockPath)
+	lock, taken := TakeLock(lockPath)
 	switch {
 	case lock == nil && taken:
 		// No lock file: the PID decides, erring towards keeping.
@@ -198,9 +198,10 @@ func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 	return l
 }
 
-// takeLock tries the lock at path without waiting. It returns the locked file, or
+// TakeLock tries the lock at path without waiting (a claim, or a pending audit's
+// journal). It returns the locked file, or
 // (nil, true) when there is no lock file, or (nil, false) when someone holds it.
-func takeLock(path string) (*os.File, bool) {
+func TakeLock(path string) (*os.File, bool) {
 	// Non-blocking, and only a regular file of ours: anyone can put a FIFO named
 	// like a lock in /tmp, and gc must neither hang on it nor trust it.
 	f, err := safepath.OpenRegular(path)

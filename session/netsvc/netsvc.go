@@ -1,4 +1,7 @@
-package session
+// Package netsvc is a session's --allow-net service: the proxy (package netproxy) run
+// as goroutines of the launcher, serving the one listening socket the sandbox's init
+// created inside the new network namespace. Nothing listens on the host.
+package netsvc
 
 import (
 	"fmt"
@@ -7,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
 )
 
 // envTestHosts, for tests only, replaces name resolution in the proxy with a table
@@ -15,16 +19,14 @@ import (
 // the launching user's own session: nothing the sandbox can set.
 const envTestHosts = "_AGENTBOX_TEST_HOSTS"
 
-// netService is a session's --allow-net proxy (netproxy): goroutines of the
-// launcher serving the listening socket the sandbox's init created inside the new
-// network namespace. Nothing listens on the host.
-type netService struct {
+// Service is one session's proxy.
+type Service struct {
 	srv    *netproxy.Server
 	served chan struct{} // closed when Serve has returned; nil: no listener came
 }
 
-// startNet prepares the proxy for p; nil when p has no --allow-net.
-func startNet(p *policy.Policy) (*netService, error) {
+// Start prepares the proxy for p; nil when p has no --allow-net.
+func Start(p *policy.Policy) (*Service, error) {
 	if len(p.AllowNet) == 0 {
 		return nil, nil
 	}
@@ -40,12 +42,12 @@ func startNet(p *policy.Policy) (*netService, error) {
 		}
 		cfg.Resolver = hosts
 	}
-	return &netService{srv: netproxy.New(cfg)}, nil
+	return &Service{srv: netproxy.New(cfg)}, nil
 }
 
-// listener serves the init's listening socket (nsinit.Options.Listener); a second
+// listener serves the init's listening socket (backend.Options.Listener); a second
 // one is refused.
-func (n *netService) listener(f *os.File) {
+func (n *Service) listener(f *os.File) {
 	defer f.Close() // FileListener dups it
 	if n == nil || n.served != nil {
 		return
@@ -61,17 +63,17 @@ func (n *netService) listener(f *os.File) {
 	}()
 }
 
-// listenerFunc is the Options.Listener for n (nil without --allow-net).
-func (n *netService) listenerFunc() func(*os.File) {
+// Listener is the backend.Options.Listener for n (nil without --allow-net).
+func (n *Service) Listener() func(*os.File) {
 	if n == nil {
 		return nil
 	}
 	return n.listener
 }
 
-// stop ends the proxy with the session: the socket and every connection close, and
+// Stop ends the proxy with the session: the socket and every connection close, and
 // the refusals are returned for the record.
-func (n *netService) stop() []netproxy.Refusal {
+func (n *Service) Stop() []shadow.NetRefusal {
 	if n == nil {
 		return nil
 	}
@@ -79,5 +81,9 @@ func (n *netService) stop() []netproxy.Refusal {
 	if n.served != nil {
 		<-n.served
 	}
-	return n.srv.Refusals()
+	var out []shadow.NetRefusal
+	for _, r := range n.srv.Refusals() {
+		out = append(out, shadow.NetRefusal(r))
+	}
+	return out
 }

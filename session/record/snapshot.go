@@ -1,7 +1,6 @@
-package session
+package record
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -27,16 +26,6 @@ type GitSaveConfig struct {
 
 // DefaultKeepSize is the default byte budget of a repository's kept snapshots.
 const DefaultKeepSize = "4G"
-
-func registerGitSaveFlags(fs *flag.FlagSet, cfg *Config) {
-	g := &cfg.GitSave
-	fs.BoolVar(&g.Disabled, "no-git-save", false, "do not snapshot the repository's Git metadata before launch")
-	fs.BoolVar(&g.Disabled, "git-save-disabled", false, "same as --no-git-save")
-	fs.StringVar(&g.Dir, "git-save-dir", "", "keep the Git metadata snapshots in the store at `DIR` (default: $XDG_STATE_HOME/agentbox/snapshots)")
-	fs.IntVar(&g.Keep, "git-save-keep", snapshot.DefaultKeep, "keep the newest `N` snapshots of the repository, 0 keeps all")
-	fs.StringVar(&g.KeepSize, "git-save-keep-size", DefaultKeepSize, "keep older snapshots of the repository only while all kept ones use at most `SIZE` bytes of the store (0: no byte budget)")
-	fs.StringVar(&g.MaxSize, "git-save-max-size", "", "store at most `SIZE` new bytes per snapshot; a file beyond it is left out and named (suffix K, M, G, T; default 8G)")
-}
 
 // parseSize reads a byte count with an optional binary suffix (K, M, G, T).
 func parseSize(s string) (int64, error) {
@@ -67,11 +56,11 @@ func parseSize(s string) (int64, error) {
 // go on.
 const skipHint = "use --git-save-dir DIR to save it elsewhere, or --no-git-save to launch without it"
 
-// gitSnapshot writes the P8 metadata snapshot before launch and returns its record's
+// Snapshot writes the P8 metadata snapshot before launch and returns its record's
 // path ("" when none was written). An error stops the launch (exit 125). What the
 // snapshot left out (FIFOs, sockets, devices in the Git dir) is said on stderr and
 // returned as notes, for the record.
-func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err error) {
+func Snapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err error) {
 	g := cfg.GitSave
 	if g.Disabled {
 		return "", nil, nil
@@ -111,6 +100,11 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, er
 		if err != nil {
 			return "", nil, fmt.Errorf("--git-save-dir %s: %w", dir, err)
 		}
+		// Never in a Git directory (policy/grant.go): the store's files would be
+		// written where the operator's Git reads its hooks and config.
+		if _, err := policy.CheckGrant("--git-save-dir", dir, abs, policy.GrantTree); err != nil {
+			return "", nil, err
+		}
 		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return "", nil, fmt.Errorf("--git-save-dir %s: %w (%s)", dir, err, skipHint)
 		}
@@ -124,7 +118,7 @@ func gitSnapshot(cfg *Config, p *policy.Policy) (path string, notes []string, er
 		Dir:       dir,
 		Keep:      g.Keep,
 		KeepBytes: keepBytes,
-		Version:   Version,
+		Version:   cfg.Version,
 		MaxBytes:  maxBytes,
 		Progress:  terminal(cfg.Stderr),
 	})

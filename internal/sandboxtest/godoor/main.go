@@ -1,0 +1,74 @@
+// Command godoor is the Go API's door into the behaviour table: a small program built
+// against package sandbox, as a user of the Go API writes one. It takes the part of
+// `agentbox exec`'s command line that the Go API has options for and runs the
+// command through sandbox.Run (or, with --dry-run --json, prints sandbox.Plan), so
+// that the same rows check the same promises through both doors.
+//
+//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox] [--dry-run --json] [--] COMMAND [ARG...]
+//
+// It exits as agentbox exec does: the command's status, 125 with one line naming
+// what failed when agentbox failed before the command started.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func main() {
+	sandbox.Init() // first: this program is also the sandbox's init
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 || args[0] != "exec" {
+		return fail("usage: godoor exec [FLAGS] [--] COMMAND [ARG...]")
+	}
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	backend := fs.String("backend", "native", "")
+	var opts sandbox.Options
+	fs.StringVar(&opts.Repo, "repo", "", "")
+	fs.BoolVar(&opts.Offline, "offline", false, "")
+	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
+	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
+	asJSON := fs.Bool("json", false, "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fail("exec: %v", err)
+	}
+	if *backend != "native" {
+		return fail("exec: --backend %s: the Go API runs the native backend", *backend)
+	}
+	opts.Command = fs.Args()
+	opts.Stdin, opts.Stdout, opts.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if *dryRun {
+		if !*asJSON {
+			return fail("exec: --dry-run goes with --json here")
+		}
+		plan, err := sandbox.Plan(opts)
+		if err != nil {
+			return fail("%v", err)
+		}
+		b, err := plan.JSON()
+		if err != nil {
+			return fail("%v", err)
+		}
+		fmt.Printf("%s\n", b)
+		return 0
+	}
+	res, err := sandbox.Run(opts)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return res.Status
+}
+
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "agentbox: "+format+"\n", args...)
+	return 125
+}

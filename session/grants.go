@@ -1,0 +1,57 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// checkWritableBinds is the last check of the Git directory rule (policy/grant.go)
+// before the backend: every writable bind of the plan must take its source from one
+// of the policy's grants (policy.Policy.Grants) or from gitDirs (a linked worktree's
+// common dir), so a grant added later cannot skip the rule. Each grant is checked
+// again now, through policy's no-follow walk, and the bind of its path gets the
+// identity that walk saw, which the backend checks on what it opens: the directory
+// bound is the one checked.
+func checkWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) error {
+	grants := p.Grants()
+	for _, d := range gitDirs {
+		grants = append(grants, policy.Grant{What: "linked worktree metadata", Path: d, Kind: policy.GrantGitDir})
+	}
+	now := map[string]policy.Grant{}
+	for i, op := range plan.Ops {
+		if op.Kind != mounts.Bind {
+			continue
+		}
+		if next := i + 1; next < len(plan.Ops) && plan.Ops[next].Kind == mounts.BindRO && plan.Ops[next].Dest == op.Dest {
+			continue // a mount point for a read-only bind, covered at once
+		}
+		var g policy.Grant
+		for _, c := range grants {
+			if c.Covers(op.Source) && len(c.Path) > len(g.Path) {
+				g = c
+			}
+		}
+		if g.Path == "" {
+			return fmt.Errorf("%s would be writable inside but is no grant agentbox checked; not launching", op.Source)
+		}
+		cur, ok := now[g.Path]
+		if !ok {
+			var err error
+			if cur, err = policy.CheckGrant(g.What, g.Path, g.Path, g.Kind); err != nil {
+				return err
+			}
+			now[g.Path] = cur
+		}
+		if op.Source != g.Path {
+			continue
+		}
+		id := mounts.FileID{Dev: cur.ID.Dev, Ino: cur.ID.Ino}
+		if op.SourceID != (mounts.FileID{}) && op.SourceID != id {
+			return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
+		}
+		plan.Ops[i].SourceID = id
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package hostaudit
+
+import (
+	"fmt"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// --add-dir (issue 16): each further writable directory gets the post-session audit,
+// with its own pending journal, so that a killed launcher's audit is run by the next
+// launch that adds it or works in it.
+
+// forDir is the policy as the Git guards of one added directory see it: that
+// directory in the repository's place.
+func forDir(p *policy.Policy, dir string) *policy.Policy {
+	q := *p
+	q.Repo, q.Workdir, q.AddDirs = dir, dir, nil
+	return &q
+}
+
+// DirOrphans runs the audits that killed launchers left for added directories.
+func DirOrphans(cfg *Config, p *policy.Policy) {
+	for _, d := range p.AddDirs {
+		Orphans(cfg, forDir(p, d))
+	}
+}
+
+// Dirs are the added directories' audits of one session.
+type Dirs struct{ list []*Auditor }
+
+func StartDirs(cfg *Config, p *policy.Policy) (*Dirs, error) {
+	d := &Dirs{}
+	for _, dir := range p.AddDirs {
+		a, err := Start(cfg, forDir(p, dir), nil)
+		if err != nil {
+			d.Finish(cfg, nil, false)
+			return nil, fmt.Errorf("--add-dir %s: %w", dir, err)
+		}
+		d.list = append(d.list, a)
+	}
+	return d, nil
+}
+
+// finish audits each added directory when the command ran, else drops the journals.
+func (d *Dirs) Finish(cfg *Config, out *Outcome, ran bool) {
+	if d == nil {
+		return
+	}
+	for _, a := range d.list {
+		if ran {
+			a.Finish(cfg, out)
+		} else {
+			a.Drop()
+		}
+	}
+}

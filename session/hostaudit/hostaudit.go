@@ -1,0 +1,36 @@
+// Package hostaudit is the post-session audit of the repository (and of each
+// --add-dir directory) on the host, as a session runs it: the baseline taken at
+// launch, the end scan, the quarantine of what the session planted that would make
+// the operator's Git run a program (P7), and the crash journal that lets the next
+// launch, or `agentbox audit`, run the audit a killed launcher left pending. The
+// scanning itself is gitguard/audit's; this package decides when, against what,
+// under which lock, and what survives a crash.
+package hostaudit
+
+import (
+	"io"
+
+	"github.com/agentbox/agentbox/backend"
+	"github.com/agentbox/agentbox/internal/treewalk"
+)
+
+// Config is what the audits need of the session.
+type Config struct {
+	Stderr   io.Writer     // agentbox's own lines: one per finding, warnings
+	NoRecord bool          // no shadow record: the scans need not walk the tree for it
+	Stdio    backend.Stdio // the command's streams (mappableStdio)
+}
+
+// Outcome is what the audits found, for the session's outcome and record.
+type Outcome struct {
+	AuditFindings []string        // one line per finding, as printed
+	Phases        []backend.Phase // the end scan's timing
+	// Walk is the end scan's walk of the working tree, which the record reuses;
+	// nil when there is none or it cannot stand for the tree (the audit moved
+	// findings away after it).
+	Walk *treewalk.Walk
+}
+
+// BaseWalk is the baseline's walk of the working tree (nil when the baseline was
+// inherited or not walked), from which the record's start state is taken.
+func (a *Auditor) BaseWalk() *treewalk.Walk { return a.walk }

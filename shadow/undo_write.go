@@ -1,0 +1,241 @@
+package shadow
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewalk"
+)
+
+// UndoResult is what an undo did.
+type UndoResult struct {
+	ID     string    // the undo's own record, which an undo of it reverses
+	Done   int       // paths put back
+	Failed []Refused // paths it could not put back, and why
+}
+
+// ApplyUndo records the working tree as the start of an undo of its own (rec: its
+// record as known now; an undo that cannot be recorded changes nothing), puts back
+// p.Changes and records the result as that undo's end. walk, when not nil, walks
+// the working tree as the audit does: the record then stages only what changed
+// since the last one (changed.go), not the whole tree.
+func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (*UndoResult, error) {
+	rec.Backend = UndoBackend
+	if walk == nil {
+		walk = func() *treewalk.Walk { return nil }
+	}
+	ss, err := s.BeginWalk(rec, walk())
+	if err == nil {
+		err = ss.Wait()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the tree as it is could not be recorded first, so nothing was changed: %w", err)
+	}
+	res := &UndoResult{ID: ss.ID()}
+	res.Done, res.Failed = s.putBack(p.Changes)
+	rec.End = time.Now()
+	if len(res.Failed) > 0 {
+		rec.ExitStatus = 1
+	}
+	for _, f := range res.Failed {
+		rec.Notes = append(rec.Notes, "not put back: "+strconv.Quote(f.Path)+": "+f.Reason)
+	}
+	if err := ss.FinishWalk(rec, walk()); err != nil {
+		return res, fmt.Errorf("the undo's end state could not be recorded: %w", err)
+	}
+	return res, nil
+}
+
+// putBack writes each change's start state into the working tree: first what the
+// session added goes (deepest first, and the directories that leaves empty), then
+// what it changed or removed is written back in path order, parents first.
+func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
+	root, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		for _, c := range changes {
+			failed = append(failed, Refused{c.Path, "repository: " + err.Error()})
+		}
+		return 0, failed
+	}
+	defer unix.Close(root)
+	var adds, writes []Change
+	for _, c := range changes {
+		if c.From.Mode == "" {
+			adds = append(adds, c)
+		} else {
+			writes = append(writes, c)
+		}
+	}
+	sort.Slice(adds, func(i, j int) bool { return adds[i].Path > adds[j].Path })
+	for _, c := range adds {
+		if err := removeEntry(root, c.Path); err != nil {
+			failed = append(failed, Refused{c.Path, err.Error()})
+			continue
+		}
+		done++
+	}
+	for _, c := range writes {
+		if err := s.writeEntry(root, c.Path, c.From); err != nil {
+			failed = append(failed, Refused{c.Path, err.Error()})
+			continue
+		}
+		done++
+	}
+	return done, failed
+}
+
+// removeEntry removes the path p below root, which must not be a directory, and then
+// each parent directory it leaves empty. A parent that is a symlink or gone means
+// the path is not there.
+func removeEntry(root int, p string) error {
+	dir, name := splitPath(p)
+	dfd, err := safepath.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, safepath.ErrSymlink) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return errors.New("is a directory now; left as it is")
+	}
+	if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	for dir != "" {
+		parent, base := splitPath(dir)
+		pfd, err := safepath.OpenBeneath(root, parent, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			break
+		}
+		err = unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR) // fails unless empty
+		unix.Close(pfd)
+		if err != nil {
+			break
+		}
+		dir = parent
+	}
+	return nil
+}
+
+// writeEntry makes the path p below root hold e: its parents made as directories
+// (never through a symlink), the content written to a new file beside it, then
+// renamed over it. A regular file keeps the permissions of the file it replaces,
+// with the executable bits the record gives.
+func (s *Store) writeEntry(root int, p string, e Entry) error {
+	dir, name := splitPath(p)
+	dfd, err := safepath.MkdirAll(root, dir, 0o777)
+	if err != nil {
+		return fmt.Errorf("parent directory: %s", describeErr(err))
+	}
+	defer unix.Close(dfd)
+	perm := uint32(0o666) &^ umask()
+	var st unix.Stat_t
+	switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
+		perm = st.Mode & 0o666
+	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		// A directory the session made where a file was: gone if empty (its files
+		// were removed first), else left.
+		if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil {
+			return fmt.Errorf("is a directory now, not empty; left as it is")
+		}
+	}
+	if e.Mode == "100755" {
+		perm |= (perm & 0o444) >> 2
+	}
+	tmp := fmt.Sprintf(".agentbox-undo-%d-%s", os.Getpid(), e.OID[:12])
+	switch e.Mode {
+	case "120000":
+		var target strings.Builder
+		if err := s.readBlob(&target, e.OID, maxUndoLink); err != nil {
+			return err
+		}
+		if err := unix.Symlinkat(target.String(), dfd, tmp); err != nil {
+			return err
+		}
+	case "100644", "100755":
+		if err := s.writeBlobAt(dfd, tmp, e.OID, perm); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("mode %s cannot be put back", e.Mode)
+	}
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return err
+	}
+	return nil
+}
+
+// writeBlobAt writes blob oid into a new file name below dfd with mode perm.
+func (s *Store) writeBlobAt(dfd int, name, oid string, perm uint32) error {
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	err = s.readBlob(f, oid, maxRecordFile)
+	if err == nil {
+		err = unix.Fchmod(fd, perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, name, 0)
+	}
+	return err
+}
+
+// readBlob writes the blob oid of the shadow repository to w, at most limit bytes.
+func (s *Store) readBlob(w io.Writer, oid string, limit int64) error {
+	lw := &limitWriter{w: w, left: limit}
+	if err := s.git.stream(lw, "cat-file", "blob", oid); err != nil {
+		return fmt.Errorf("read %s from the record: %w", oid, err)
+	}
+	if lw.over {
+		return fmt.Errorf("blob %s is larger than undo writes", oid)
+	}
+	return nil
+}
+
+// limitWriter passes at most left bytes on and remembers being asked for more.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (l *limitWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > l.left {
+		l.over = true
+		return 0, errors.New("over the bound")
+	}
+	l.left -= int64(len(b))
+	return l.w.Write(b)
+}
+
+// umask is the process's file mode creation mask.
+func umask() uint32 {
+	m := unix.Umask(0o22)
+	unix.Umask(m)
+	return uint32(m)
+}
