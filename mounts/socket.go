@@ -18,7 +18,11 @@ func socketOps(p *policy.Policy) []Op {
 			// once by the read-only bind, before anything of the sandbox runs.
 			ops = append(ops, Op{Kind: Bind, Source: s.Bind, Dest: s.Bind, Why: "mount point for the socket's directory, covered by the next op"})
 		}
-		ops = append(ops, Op{Kind: BindRO, Source: s.Bind, Dest: s.Bind, Why: "socket handed in (--allow-socket " + s.Path + ")"})
+		why := "socket handed in (--allow-socket " + s.Path + ")"
+		if s.From != "" {
+			why = "socket handed in (" + s.From + ")"
+		}
+		ops = append(ops, Op{Kind: BindRO, Source: s.Bind, Dest: s.Bind, Why: why})
 	}
 	return ops
 }

@@ -85,6 +85,10 @@ func narrowRule(name string) fieldRule {
 		return subset("add-dir", func(p *Policy) []string { return p.AddDirs })
 	case "Env":
 		return narrowEnv
+	case "SSHAgent":
+		return narrowSSHAgent
+	case "SSHKeys":
+		return narrowSSHKeys
 	}
 	return nil
 }
@@ -208,4 +212,32 @@ func subset(flag string, list func(*Policy) []string) fieldRule {
 		}
 		return ""
 	}
+}
+
+// narrowSSHAgent: the filtered SSH agent may only go away.
+func narrowSSHAgent(b, a *Policy) string {
+	switch {
+	case a.SSHAgent == "" || a.SSHAgent == b.SSHAgent:
+		return ""
+	case b.SSHAgent == "":
+		return "would hand the sandbox the user's SSH agent (--ssh-agent)"
+	}
+	return "would forward to another SSH agent"
+}
+
+// narrowSSHKeys: with the agent on, the keys let through may only shrink; no
+// --ssh-key means every key, so the user's empty list holds any other.
+func narrowSSHKeys(b, a *Policy) string {
+	if a.SSHAgent == "" || len(b.SSHKeys) == 0 {
+		return ""
+	}
+	if len(a.SSHKeys) == 0 {
+		return "would let every SSH key through, where the user's policy names some (--ssh-key)"
+	}
+	for _, k := range a.SSHKeys {
+		if !slices.Contains(b.SSHKeys, k) {
+			return "would let SSH key " + quote(k) + " through, which the user's policy does not"
+		}
+	}
+	return ""
 }

@@ -29,6 +29,8 @@ func base() *Policy {
 		Hide:         []Hidden{{Path: "/h/.aws", Dir: true, From: "--hide-secrets"}},
 		Sockets:      []Socket{{Path: "/run/s.sock", Bind: "/run/s"}},
 		AddDirs:      []string{"/x"},
+		SSHAgent:     "/tmp/ssh-x/agent.1",
+		SSHKeys:      []string{"k1", "k2"},
 	}
 }
 
@@ -60,6 +62,11 @@ func TestNarrows(t *testing.T) {
 		{"another socket", func(p *Policy) { p.Sockets = []Socket{{Path: "/run/s.sock", Bind: "/run/s.sock"}} }, "allow-socket"},
 		{"no dir", func(p *Policy) { p.AddDirs = nil }, ""},
 		{"another dir", func(p *Policy) { p.AddDirs = []string{"/y"} }, "add-dir"},
+		{"no ssh agent", func(p *Policy) { p.SSHAgent, p.SSHKeys = "", nil }, ""},
+		{"fewer ssh keys", func(p *Policy) { p.SSHKeys = p.SSHKeys[:1] }, ""},
+		{"another ssh key", func(p *Policy) { p.SSHKeys = []string{"k3"} }, "k3"},
+		{"every ssh key", func(p *Policy) { p.SSHKeys = nil }, "every SSH key"},
+		{"another ssh agent", func(p *Policy) { p.SSHAgent = "/tmp/other" }, "another SSH agent"},
 		{"smaller tmp budget", func(p *Policy) { p.TmpSize = 1 << 20 }, ""},
 		{"larger tmp budget", func(p *Policy) { p.TmpSize = 2 << 30 }, "tmp-size"},
 		{"no tmp budget", func(p *Policy) { p.TmpSize = 0 }, "tmp-size"},
@@ -85,6 +92,11 @@ func TestNarrows(t *testing.T) {
 	on.Offline, on.AllowNet = false, []string{"a.test"}
 	if err := Narrows(off, &on); err == nil {
 		t.Errorf("offline turned into the proxy's network: not refused")
+	}
+	noAgent := base()
+	noAgent.SSHAgent, noAgent.SSHKeys = "", nil
+	if err := Narrows(noAgent, base()); err == nil || !strings.Contains(err.Error(), "--ssh-agent") {
+		t.Errorf("ssh agent added: %v", err)
 	}
 	ro := base()
 	ro.ReadOnly, ro.AddDirs = true, nil

@@ -63,6 +63,15 @@ type Options struct {
 	// AllowNet (--allow-net, repeatable): new network namespace whose only way
 	// out is the launcher's proxy, to these hosts (netproxy.Parse's syntax).
 	AllowNet []string
+
+	// SSHAgent (--ssh-agent) serves the sandbox a filtered SSH agent forwarding
+	// to SSHAuthSock; SSHKey (--ssh-key, repeatable) names the keys it may list
+	// and use (none: every key) and implies SSHAgent; NoSSHAgent (--ssh-agent=false,
+	// a repository's file) turns both off. sshagent.go.
+	SSHAgent    bool
+	SSHKey      []string
+	NoSSHAgent  bool
+	SSHAuthSock string // the host's $SSH_AUTH_SOCK
 }
 
 // Policy is a validated, canonical description of one sandbox. Every path in it is
@@ -98,6 +107,10 @@ type Policy struct {
 	// after the launch (kernel.DenyPathSockets). Below Linux 7.1 it changes nothing.
 	NestedSandbox bool
 	Env           EnvRules // what of the launcher's environment the command does not get (env.go)
+	// SSHAgent is the host agent socket the session's filtered agent forwards to
+	// (--ssh-agent; "" none), SSHKeys the keys it lets through (none: every key).
+	SSHAgent string
+	SSHKeys  []string
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -213,10 +226,16 @@ func New(opts Options) (*Policy, error) {
 	if err := resolveHide(p, opts, cwd); err != nil {
 		return nil, err
 	}
+	if err := resolveSSHAgent(p, opts); err != nil {
+		return nil, err
+	}
 	if err := resolveSockets(p, opts); err != nil {
 		return nil, err
 	}
 	if err := resolveEnv(p, opts); err != nil {
+		return nil, err
+	}
+	if err := checkAgentNotHandedIn(p); err != nil {
 		return nil, err
 	}
 	if p.DiskTmp && p.CacheDir == "" {

@@ -14,6 +14,9 @@ import (
 type Socket struct {
 	Path string // canonical path of the socket
 	Bind string // Path, or its directory
+	// From is what hands the socket in when it is not --allow-socket (the
+	// session's own, e.g. --ssh-agent's filter), for the plan's comment.
+	From string
 }
 
 // resolveSockets validates --allow-socket: an absolute path, no symlink in it, a

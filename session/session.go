@@ -127,7 +127,11 @@ func Plan(cfg Config) (mounts.Plan, error) {
 	if err := pr.forDryRun(&cfg, p); err != nil {
 		return mounts.Plan{}, err
 	}
-	return mounts.Build(p, pr.s), nil
+	ap, err := dryRunAgent(p) // sshagent.go
+	if err != nil {
+		return mounts.Plan{}, err
+	}
+	return mounts.Build(ap, pr.s), nil
 }
 
 // resolveBackend settles --backend auto for cfg and returns its policy.
@@ -219,7 +223,13 @@ func (l *launch) run() (int, error) {
 	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
 		return 0, err
 	}
-	plan := mounts.Build(p, l.pr.s)
+	agent, err := startAgent(p) // sshagent.go
+	if err != nil {
+		return 0, err
+	}
+	defer agent.stop(nil)
+	plan := mounts.Build(agent.policy(p), l.pr.s)
+	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
 	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
 		return 0, err
 	}
@@ -265,6 +275,7 @@ func (l *launch) run() (int, error) {
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env) // --hide-secrets, --unset-env, --clear-env
+	env = agent.setEnv(env) // after the rules: the filtered agent's socket is the session's own
 	prot := l.pr.s.Protected
 	locks := existingLocks(prot)
 	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
@@ -291,6 +302,7 @@ func (l *launch) run() (int, error) {
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
 	out.NetRefusals = netSvc.Stop()
+	out.SSHAgent, out.Notes = agent.stop(out.Notes)
 	sw.Skip()
 	agents.finish(cfg, out)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it

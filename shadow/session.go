@@ -59,6 +59,9 @@ type Record struct {
 
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
+	// SSHAgent are the requests the --ssh-agent filter decided on: every
+	// signature request, and every refused request.
+	SSHAgent []SSHAgentEvent `json:"ssh_agent,omitempty"`
 
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
@@ -90,6 +93,10 @@ type Policy struct {
 
 	// AllowNet are the --allow-net values.
 	AllowNet []string `json:"allow_net,omitempty"`
+	// SSHAgent: the session had --ssh-agent's filter, letting SSHKeys through
+	// (--ssh-key; none: every key).
+	SSHAgent bool     `json:"ssh_agent,omitempty"`
+	SSHKeys  []string `json:"ssh_keys,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port
@@ -100,6 +107,19 @@ type NetRefusal struct {
 	Reason string `json:"reason"`
 	Count  int    `json:"count"`
 	Failed bool   `json:"failed,omitempty"` // allowed, but the host could not be reached
+}
+
+// SSHAgentEvent is one request to the --ssh-agent filter (sshagent.Event): what
+// was asked ("sign", "session-bind", or a refused change such as "remove-all"), the
+// key's fingerprint, the host the connection was bound to where known, and why it
+// was refused.
+type SSHAgentEvent struct {
+	Time    time.Time `json:"time"`
+	Op      string    `json:"op"`
+	Key     string    `json:"key,omitempty"`
+	Host    string    `json:"host,omitempty"`
+	Allowed bool      `json:"allowed"`
+	Reason  string    `json:"reason,omitempty"`
 }
 
 // Phase is one measured setup step.

@@ -49,6 +49,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
+	registerSSHAgentFlags(fs, &a.opts)
 	registerSessionFlags(fs, &a.cfg)
 	return fs
 }
@@ -92,6 +93,7 @@ func cmdExec(args []string) int {
 	opts.XDGCacheHome = os.Getenv("XDG_CACHE_HOME")
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.XDGConfigHome = os.Getenv("XDG_CONFIG_HOME")
+	opts.SSHAuthSock = os.Getenv("SSH_AUTH_SOCK")
 	opts.Command = fs.Args()
 	if msg, ok := missingRepoFirst(opts.Command); ok {
 		return fail("%s", msg)

@@ -380,6 +380,12 @@ func printRecord(w io.Writer, r shadow.Record, timings bool) {
 			}
 		}
 	}
+	if p.SSHAgent {
+		row("ssh-agent", oneLine(orDash(strings.Join(p.SSHKeys, " "))+" (keys let through; -: every key)"))
+	}
+	for i, e := range r.SSHAgent {
+		row(pick(i == 0, "ssh agent", ""), oneLine(sshAgentLine(e)))
+	}
 	if timings && len(r.Phases) > 0 {
 		var ph []string
 		for _, x := range r.Phases {
@@ -534,4 +540,19 @@ func shellJoin(argv []string) string {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// sshAgentLine is one --ssh-agent event for show: time, request, key, host, verdict.
+func sshAgentLine(e shadow.SSHAgentEvent) string {
+	s := e.Time.Local().Format("15:04:05") + " " + e.Op
+	if e.Key != "" {
+		s += " " + e.Key
+	}
+	if e.Host != "" {
+		s += " host " + e.Host
+	}
+	if e.Allowed {
+		return s + ": allowed"
+	}
+	return s + ": refused, " + e.Reason
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/sshagent"
 )
 
 // exitUsage is the status of every failure of agentbox itself, before the command
@@ -82,6 +83,8 @@ func run(args []string) int {
 		return 0
 	case "--version", "-V":
 		return cmdVersion(nil)
+	case sshagent.ProxyCommandName:
+		return cmdSSHProxy(args[1:])
 	}
 	for _, c := range commands() {
 		if c.Name == args[0] {

@@ -44,6 +44,7 @@ func Start(cfg *Config, p *policy.Policy, start time.Time) *Recorder {
 		Policy: shadow.Policy{
 			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp, AllowNet: p.AllowNet,
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
+			SSHAgent: p.SSHAgent != "", SSHKeys: p.SSHKeys,
 		},
 		Start:       start,
 		LauncherPID: os.Getpid(),
@@ -102,6 +103,7 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	rec.AuditFindings = out.AuditFindings
 	rec.Notes = append(rec.Notes, out.Notes...)
 	rec.NetRefusals = out.NetRefusals
+	rec.SSHAgent = out.SSHAgent
 	if err := r.sess.FinishWalk(rec, out.Walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
@@ -153,6 +155,8 @@ type Outcome struct {
 
 	// NetRefusals are what the --allow-net proxy refused.
 	NetRefusals []shadow.NetRefusal
+	// SSHAgent are the requests the --ssh-agent filter decided on.
+	SSHAgent []shadow.SSHAgentEvent
 	// Prestarted: the init was started ahead (backend.Result.Prestarted);
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool

@@ -1,0 +1,213 @@
+package sshagent
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func signMsg(key, data []byte) []byte {
+	m := appendString([]byte{msgSignRequest}, key)
+	m = appendString(m, data)
+	return binary.BigEndian.AppendUint32(m, 0)
+}
+
+func TestFilterListsAndSignsOnlyChosenKeys(t *testing.T) {
+	up, f := startFake(t)
+	sel, err := ParseSelector("two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, s := serveFilter(t, Config{Upstream: up, Keys: NewAllowed([]Selector{sel})})
+	ids, err := parseIdentities(ask(t, path, []byte{msgRequestIdentities}))
+	if err != nil || len(ids) != 1 || ids[0].Comment != "two" {
+		t.Fatalf("identities = %+v, %v; want only \"two\"", ids, err)
+	}
+	if r := ask(t, path, signMsg(f.ids[1].Blob, []byte("data"))); r[0] != msgSignResponse {
+		t.Fatalf("sign with the chosen key: reply %d", r[0])
+	}
+	if r := ask(t, path, signMsg(f.ids[0].Blob, []byte("data"))); r[0] != msgFailure {
+		t.Fatalf("sign with the other key: reply %d, want failure", r[0])
+	}
+	ev, _ := s.Events()
+	if len(ev) != 2 || !ev[0].Allowed || ev[1].Allowed || ev[1].Key != Fingerprint(f.ids[0].Blob) {
+		t.Fatalf("events = %+v", ev)
+	}
+}
+
+func TestFilterRefusesChanges(t *testing.T) {
+	up, f := startFake(t)
+	path, s := serveFilter(t, Config{Upstream: up})
+	for _, m := range [][]byte{
+		{msgAddIdentity, 0, 0, 0, 0}, {msgRemoveIdentity, 0, 0, 0, 0}, {msgRemoveAll}, {msgLock, 0, 0, 0, 0},
+		{msgUnlock}, {msgAddSmartcard}, {msgAddIDConstrained}, {99},
+		appendString([]byte{msgExtension}, []byte("query")),
+		appendString([]byte{msgExtension}, []byte("restrict-destination-v00@openssh.com")),
+	} {
+		if r := ask(t, path, m); !bytes.Equal(r, failure) {
+			t.Errorf("message %d: reply %v, want failure", m[0], r)
+		}
+	}
+	// None reached the user's agent (which would have said yes).
+	select {
+	case b := <-f.seen:
+		t.Fatalf("message %d reached the user's agent", b)
+	default:
+	}
+	if ev, _ := s.Events(); len(ev) != 10 {
+		t.Fatalf("recorded %d events, want 10: %+v", len(ev), ev)
+	}
+}
+
+func TestFilterWithRulesNeedsBinding(t *testing.T) {
+	up, f := startFake(t)
+	path, s := serveFilter(t, Config{Upstream: up, Rules: mustRules(t, "github.com")})
+	if r := ask(t, path, signMsg(f.ids[0].Blob, []byte("data"))); r[0] != msgFailure {
+		t.Fatalf("unbound sign under --allow-net: reply %d, want failure", r[0])
+	}
+	ev, _ := s.Events()
+	if len(ev) != 1 || ev[0].Allowed || !strings.Contains(ev[0].Reason, "session-bind") {
+		t.Fatalf("events = %+v", ev)
+	}
+}
+
+func TestCheckSelectors(t *testing.T) {
+	_, f := startFake(t)
+	fp, _ := ParseSelector(Fingerprint(f.ids[0].Blob))
+	other, _ := ParseSelector("SHA256:nothing")
+	if err := NewAllowed([]Selector{fp}).Check(f.ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewAllowed([]Selector{fp, other}).Check(f.ids); err == nil || !strings.Contains(err.Error(), "SHA256:nothing") {
+		t.Fatalf("Check = %v", err)
+	}
+	if _, err := ParseSelector("/nonexistent/key.pub"); err == nil {
+		t.Fatal("missing key file accepted")
+	}
+}
+
+// Hostile clients: a huge length ends the connection without an allocation; a
+// flood beyond MaxConns is turned away while the server keeps serving; a client
+// that stalls is cut off by Close.
+func TestFilterHostileClients(t *testing.T) {
+	up, _ := startFake(t)
+	path, s := serveFilter(t, Config{Upstream: up})
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte{0xff, 0xff, 0xff, 0xff, 1})
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("huge length: read %d bytes, want the connection closed", n)
+	}
+	c.Close()
+	var hold []net.Conn
+	for range 4 * MaxConns {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte{0, 0}) // half a length: stalls
+		hold = append(hold, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	closed := 0
+	for _, c := range hold {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !isTimeout(err) {
+			closed++
+		}
+	}
+	if closed < 3*MaxConns {
+		t.Fatalf("%d of %d flooding connections were turned away, want at least %d", closed, len(hold), 3*MaxConns)
+	}
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close stalled behind stalled clients")
+	}
+	for _, c := range hold {
+		c.Close()
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// TestCloseDoesNotWaitForTheUserAgent: a sign request the user's agent never
+// answers (a confirmation nobody gives) does not hold the session's end.
+func TestCloseDoesNotWaitForTheUserAgent(t *testing.T) {
+	_, f := startFake(t)
+	up := filepath.Join(t.TempDir(), "stall")
+	l, err := net.Listen("unix", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					msg, err := readMessage(c)
+					if err != nil {
+						return
+					}
+					if msg[0] == msgRequestIdentities {
+						_ = writeMessage(c, marshalIdentities(f.ids))
+					} // anything else: never answered
+				}
+			}()
+		}
+	}()
+	path, s := serveFilter(t, Config{Upstream: up})
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := writeMessage(c, signMsg(f.ids[0].Blob, []byte("data"))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the request is with the user's agent
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the user's agent")
+	}
+}
+
+// TestEventsBounded: text from the sandbox (an extension's name, a host key type in
+// an error) is clipped and made printable before it is recorded.
+func TestEventsBounded(t *testing.T) {
+	up, _ := startFake(t)
+	path, s := serveFilter(t, Config{Upstream: up})
+	long := strings.Repeat("\x1b[2J", 20000)
+	ask(t, path, appendString([]byte{msgExtension}, []byte(long)))
+	bind := appendString(appendString([]byte{msgExtension}, []byte(extSessionBind)), appendString(nil, []byte(long)))
+	bind = appendString(appendString(bind, []byte("id")), appendString(appendString(nil, []byte("x")), []byte("sig")))
+	ask(t, path, append(bind, 0))
+	ev, _ := s.Events()
+	if len(ev) != 2 {
+		t.Fatalf("events = %d, want 2", len(ev))
+	}
+	for _, e := range ev {
+		if len(e.Op)+len(e.Reason) > 2*maxField+8 || strings.ContainsRune(e.Op+e.Reason, 0x1b) {
+			t.Errorf("event not bounded or not printable: %d+%d bytes: %q", len(e.Op), len(e.Reason), e.Reason)
+		}
+	}
+}
