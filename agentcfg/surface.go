@@ -314,12 +314,19 @@ func hasExec(v any) bool {
 }
 
 // frontMatter is the YAML between a leading "---" line and the next one; nil
-// when there is none.
+// when there is none. The opening line is found as leniently as any parser might
+// find it: after a byte order mark and blank lines, with anything after the dashes
+// (trailing spaces, a language name).
 func frontMatter(data []byte) []byte {
-	if !bytes.HasPrefix(data, []byte("---\n")) && !bytes.HasPrefix(data, []byte("---\r\n")) {
+	data = bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if !bytes.HasPrefix(data, []byte("---")) {
 		return nil
 	}
-	rest := data[bytes.IndexByte(data, '\n')+1:]
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return nil
+	}
+	rest := data[i+1:]
 	if i := bytes.Index(rest, []byte("\n---")); i >= 0 {
 		return rest[:i]
 	}
@@ -327,8 +334,13 @@ func frontMatter(data []byte) []byte {
 }
 
 // hasExecWord: some word of text is an exec-shaped key name (no YAML parser: a
-// description that says "command" counts too, the conservative side).
+// description that says "command" counts too, the conservative side). A backslash
+// counts too: in a double-quoted YAML scalar an escape ("\x68ooks", "\u0068ooks")
+// or an escaped line break ("hoo\<newline>ks") spells a key without its word.
 func hasExecWord(text []byte) bool {
+	if bytes.IndexByte(text, '\\') >= 0 {
+		return true
+	}
 	words := bytes.FieldsFunc(text, func(r rune) bool {
 		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	})

@@ -1,0 +1,65 @@
+package adversarial
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func init() { attacks = append(attacks, agentYAMLAttack) }
+
+// agentYAMLAttack: YAML spells a key without writing its word. A double-quoted key
+// with escapes ("\x68ooks" is hooks) or a backslash-newline inside it, and front
+// matter that a parser finds although its opening line is not exactly "---" (a BOM
+// before it, spaces after it): hooks planted so in front matter, and a command in
+// YAML, are put back like any other plant.
+var agentYAMLAttack = attack{
+	name: "kept agent directories: YAML keys spelled without their word are put back",
+	setup: func(t *testing.T, x *target) []string {
+		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
+			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env",
+			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots"} {
+			mkUserDir(t, filepath.Join(x.Home, d))
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude.json"), "{}\n")
+		for _, rel := range []string{".claude", ".codex", ".claude.json"} {
+			testenv.Chown(t, filepath.Join(x.Home, rel))
+		}
+		return nil
+	},
+	args: []string{"--keep-agent", "claude", "--keep-agent", "codex"},
+	script: `
+		s=$HOME/.claude/output-styles
+		cat > "$s/a.md" <<'EOF'
+---
+name: a
+description: use it always
+"\x68ooks":
+  Stop:
+    - "\u0068ooks":
+        - type: "\x63ommand"
+          "\x63ommand": "touch /tmp/x"
+---
+EOF
+		cat > "$s/b.md" <<'EOF'
+---
+name: b
+"hoo\
+ks": {Stop: [{"hoo\
+ks": [{type: x, "comm\
+and": "touch /tmp/x"}]}]}
+---
+EOF
+		printf '\357\273\277---\nname: c\nhooks: {Stop: []}\n---\n' > "$s/c.md"
+		printf -- '--- \nname: d\nhooks: {Stop: []}\n---\n' > "$s/d.md"
+		printf '"\\x63ommand": sh\n' > "$HOME/.codex/agents.yaml"
+		echo DONE`,
+	check: func(t *testing.T, x *target, r sandboxtest.Result) {
+		if n := strings.Count(r.Stderr, "put back as it was"); n < 5 {
+			t.Errorf("%d findings put back, want one per plant (5):\n%s", n, r.Stderr)
+		}
+	},
+}
