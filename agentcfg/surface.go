@@ -140,7 +140,8 @@ func formatOf(name string, head []byte, mode uint32) format {
 // status lines, MCP and LSP servers), load code (plugins, marketplaces), shape
 // every command the agent starts (env, shell policy), send requests and keys
 // elsewhere (providers, base URLs, telemetry), or widen what runs without asking
-// (permissions, approvals, sandbox settings, trust, allowed tools).
+// (permissions, approvals, sandbox settings, trust, allowed tools, and the key that
+// picks one of the user's own profiles of them).
 var execNames = map[string]bool{
 	"hooks": true, "hook": true, "command": true, "commands": true, "cmd": true,
 	"exec": true, "executable": true, "program": true, "shell": true, "interpreter": true,
@@ -153,7 +154,7 @@ var execNames = map[string]bool{
 	"approvalpolicy": true, "disableallhooks": true, "allowmanagedhooksonly": true,
 	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
 	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
-	"features": true, "zshpath": true, "jsreplnodepath": true,
+	"features": true, "zshpath": true, "jsreplnodepath": true, "profile": true,
 }
 
 // execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",

@@ -63,3 +63,34 @@ EOF
 		}
 	},
 }
+
+func init() { attacks = append(attacks, codexProfileAttack) }
+
+// codexProfileAttack: Codex's top-level profile key picks which of the user's
+// [profiles] every later run uses. With a profile kept for rare use (approvals off,
+// no sandbox), a session that only selects it widens the operator's next Codex run
+// without writing a single exec-shaped value; the key is put back.
+var codexProfileAttack = attack{
+	name: "kept Codex directory: selecting the user's own unsafe profile is put back",
+	setup: func(t *testing.T, x *target) []string {
+		for _, d := range []string{".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots"} {
+			mkUserDir(t, filepath.Join(x.Home, d))
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".codex/config.toml"),
+			// As agentbox's TOML encoder lays it out, so that the file put back key
+			// by key is the same bytes.
+			"model = \"o3\"\n\n[profiles]\n  [profiles.yolo]\n    approval_policy = \"never\"\n    sandbox_mode = \"danger-full-access\"\n")
+		testenv.Chown(t, filepath.Join(x.Home, ".codex"))
+		return nil
+	},
+	args: []string{"--keep-agent", "codex"},
+	script: `
+		c=$HOME/.codex/config.toml
+		{ echo 'profile = "yolo"'; cat "$c"; } > "$c.new" && cat "$c.new" > "$c" && rm "$c.new"
+		echo DONE`,
+	check: func(t *testing.T, x *target, r sandboxtest.Result) {
+		if !strings.Contains(r.Stderr, "put back as it was") {
+			t.Errorf("the profile selection was not put back:\n%s", r.Stderr)
+		}
+	},
+}
