@@ -64,7 +64,11 @@ func movedSockets(p *policy.Policy, proc string) ([]string, error) {
 			continue
 		}
 		if uint64(len(names)) != nlink {
-			lost[f.Name] = append(lost[f.Name], f.Inode)
+			// The name elsewhere is the same file: connectable only where this
+			// one is writable.
+			if unix.Access(names[0], unix.W_OK) == nil {
+				lost[f.Name] = append(lost[f.Name], f.Inode)
+			}
 			continue
 		}
 		for _, n := range names {
