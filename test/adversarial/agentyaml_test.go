@@ -20,7 +20,7 @@ var agentYAMLAttack = attack{
 	name: "kept agent directories: YAML keys spelled without their word are put back",
 	setup: func(t *testing.T, x *target) []string {
 		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
-			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env",
+			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups",
 			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots"} {
 			mkUserDir(t, filepath.Join(x.Home, d))
 		}
@@ -93,4 +93,29 @@ var codexProfileAttack = attack{
 			t.Errorf("the profile selection was not put back:\n%s", r.Stderr)
 		}
 	},
+}
+
+func init() { attacks = append(attacks, claudeBackupAttack) }
+
+// claudeBackupAttack: when ~/.claude.json is missing or does not parse, Claude Code
+// names the newest backup in ~/.claude/backups/ and tells the operator the cp that
+// restores it. A backup planted there, newest by its name, with an MCP server in
+// it, would be what the operator copies back; the directory is private inside.
+var claudeBackupAttack = attack{
+	name: "kept Claude directory: a planted state backup does not reach the host",
+	setup: func(t *testing.T, x *target) []string {
+		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
+			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups"} {
+			mkUserDir(t, filepath.Join(x.Home, d))
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude.json"), "{}\n")
+		for _, rel := range []string{".claude", ".claude.json"} {
+			testenv.Chown(t, filepath.Join(x.Home, rel))
+		}
+		return nil
+	},
+	args: []string{"--keep-agent", "claude"},
+	script: `
+		attempt state-backup sh -c 'echo "{\"mcpServers\":{\"e\":{\"command\":\"touch $PWNED/b\"}}}" > "$HOME/.claude/backups/.claude.json.backup.9999999999999"'
+		echo DONE`,
 }
