@@ -48,8 +48,10 @@ var presets = []Preset{
 		ReadOnly: []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands", ".claude/hooks", ".claude/local"},
 		// Claude Code sources its shell snapshot before every Bash command, and
 		// keeps each session's environment scripts in session-env/; a session
-		// outside uses its own from here.
-		Private: []string{".claude/shell-snapshots", ".claude/session-env"},
+		// outside uses its own from here. backups/ holds copies of .claude.json
+		// that Claude Code tells the operator to restore when that file is
+		// missing or broken: a planted one would be state with MCP servers.
+		Private: []string{".claude/shell-snapshots", ".claude/session-env", ".claude/backups"},
 	},
 	{
 		Name: "codex",

@@ -140,7 +140,8 @@ func formatOf(name string, head []byte, mode uint32) format {
 // status lines, MCP and LSP servers), load code (plugins, marketplaces), shape
 // every command the agent starts (env, shell policy), send requests and keys
 // elsewhere (providers, base URLs, telemetry), or widen what runs without asking
-// (permissions, approvals, sandbox settings, trust, allowed tools).
+// (permissions, approvals, sandbox settings, trust, allowed tools, and the key that
+// picks one of the user's own profiles of them).
 var execNames = map[string]bool{
 	"hooks": true, "hook": true, "command": true, "commands": true, "cmd": true,
 	"exec": true, "executable": true, "program": true, "shell": true, "interpreter": true,
@@ -153,7 +154,7 @@ var execNames = map[string]bool{
 	"approvalpolicy": true, "disableallhooks": true, "allowmanagedhooksonly": true,
 	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
 	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
-	"features": true, "zshpath": true, "jsreplnodepath": true,
+	"features": true, "zshpath": true, "jsreplnodepath": true, "profile": true,
 }
 
 // execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
@@ -314,12 +315,19 @@ func hasExec(v any) bool {
 }
 
 // frontMatter is the YAML between a leading "---" line and the next one; nil
-// when there is none.
+// when there is none. The opening line is found as leniently as any parser might
+// find it: after a byte order mark and blank lines, with anything after the dashes
+// (trailing spaces, a language name).
 func frontMatter(data []byte) []byte {
-	if !bytes.HasPrefix(data, []byte("---\n")) && !bytes.HasPrefix(data, []byte("---\r\n")) {
+	data = bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if !bytes.HasPrefix(data, []byte("---")) {
 		return nil
 	}
-	rest := data[bytes.IndexByte(data, '\n')+1:]
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return nil
+	}
+	rest := data[i+1:]
 	if i := bytes.Index(rest, []byte("\n---")); i >= 0 {
 		return rest[:i]
 	}
@@ -327,8 +335,13 @@ func frontMatter(data []byte) []byte {
 }
 
 // hasExecWord: some word of text is an exec-shaped key name (no YAML parser: a
-// description that says "command" counts too, the conservative side).
+// description that says "command" counts too, the conservative side). A backslash
+// counts too: in a double-quoted YAML scalar an escape ("\x68ooks", "\u0068ooks")
+// or an escaped line break ("hoo\<newline>ks") spells a key without its word.
 func hasExecWord(text []byte) bool {
+	if bytes.IndexByte(text, '\\') >= 0 {
+		return true
+	}
 	words := bytes.FieldsFunc(text, func(r rune) bool {
 		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	})

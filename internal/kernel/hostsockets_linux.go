@@ -39,6 +39,9 @@ const procRoot = "/proc"
 // unreadable socket table of the launcher's own is an error too: a list cut short
 // would leave a daemon reachable.
 //
+// A socket whose file is no longer (only) at its listed name is found, in this
+// network namespace, by the file its bind made (movedSockets).
+//
 // Where a session of p denies them all by default (DenyPathSockets: the caller
 // sets mounts.Session.DenyPathSockets from it) there is nothing to list.
 func HostSockets(p *policy.Policy) ([]string, error) {
@@ -49,7 +52,23 @@ func HostSockets(p *policy.Policy) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host sockets: %w", err)
 	}
-	return hostSockets(p, ents, procRoot)
+	out, err := hostSockets(p, ents, procRoot)
+	if err != nil {
+		return nil, err
+	}
+	moved, err := movedSockets(p, procRoot)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range moved {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if len(out) > maxMaskedSockets {
+		return nil, &TooManySocketsError{Count: len(out), Bound: maxMaskedSockets, Dir: busiestDir(out)}
+	}
+	return out, nil
 }
 
 // DenyPathSockets reports whether a session of p keeps the command off the host's

@@ -22,7 +22,7 @@ var agentPlantAttack = attack{
 	name: "kept agent directories: plants under any name are put back",
 	setup: func(t *testing.T, x *target) []string {
 		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
-			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/projects/p",
+			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups", ".claude/projects/p",
 			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"} {
 			mkUserDir(t, filepath.Join(x.Home, d))
 		}

@@ -160,7 +160,7 @@ var attacks = []attack{
 	// (plugins, skills, agents, commands, hooks, its local install) must not be
 	// writable because the user typed --keep ~/.claude instead of --keep-agent claude.
 	{name: "plain --keep of ~/.claude: the agent's exec surface", setup: func(t *testing.T, x *target) []string {
-		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots", "session-env"} {
+		for _, d := range []string{"plugins", "skills/s", "agents", "commands", "hooks", "local", "shell-snapshots", "session-env", "backups"} {
 			mkUserDir(t, filepath.Join(x.Home, ".claude", d))
 		}
 		sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude/skills/s/SKILL.md"), "---\nname: s\n---\n")
