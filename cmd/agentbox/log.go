@@ -373,7 +373,7 @@ func printRecord(w io.Writer, r shadow.Record) {
 		}
 		row("phases", strings.Join(ph, ", "))
 	}
-	row("snapshot", orDash(oneLine(r.SnapshotZip)))
+	row("snapshot", orDash(oneLine(r.Snapshot)))
 	for i, f := range r.AuditFindings {
 		row(pick(i == 0, "audit", ""), oneLine(f))
 	}
