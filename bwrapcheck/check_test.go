@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // The real binaries scripts/setup-test-env.sh provides.
@@ -192,11 +194,8 @@ func TestLookup(t *testing.T) {
 // TestRealBinaries checks the real releases scripts/setup-test-env.sh provides: Debian
 // bookworm's 0.8.0 is refused, 0.12.0 built from source is accepted.
 func TestRealBinaries(t *testing.T) {
-	for _, p := range []string{realBwrap012, realBwrap080} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("real bwrap missing (run scripts/setup-test-env.sh as root): %v", err)
-		}
-	}
+	testenv.SetupFile(t, realBwrap012, "bubblewrap 0.12.0")
+	testenv.SetupFile(t, realBwrap080, "bookworm's bubblewrap 0.8.0")
 	_, err := Check(realBwrap080, DefaultTimeout)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap 0.8.0 is too old") || !strings.Contains(err.Error(), Advisory) {
 		t.Errorf("Check(real 0.8.0) = %v, want refused naming 0.8.0 and %s", err, Advisory)
