@@ -62,6 +62,7 @@ func randomFile(t *testing.T, path string, n int) {
 	t.Helper()
 	b := make([]byte, n)
 	rand.Read(b)
+	os.Remove(path) // mode 0444: only root could write it again
 	if err := os.WriteFile(path, b, 0o444); err != nil {
 		t.Fatal(err)
 	}
