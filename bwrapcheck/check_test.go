@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // The real binaries scripts/setup-test-env.sh provides.
@@ -51,6 +53,7 @@ func TestCheckFakes(t *testing.T) {
 		runs  int         // how many times the fake must have run (--version only)
 		want  string      // accepted version; "" when refused
 		error []string    // substrings of the refusal
+		hangs bool        // the fake never finishes: Check's timeout is what ends it
 	}{
 		{name: "0.8.0", body: "echo 'bubblewrap 0.8.0'", runs: 1,
 			error: []string{"bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
@@ -69,9 +72,9 @@ func TestCheckFakes(t *testing.T) {
 		{name: "non-zero exit", body: v012 + "\necho 'bwrap: cannot frob' >&2\nexit 3", runs: 1,
 			error: []string{"--version failed", "exit status 3", "cannot frob"}},
 		{name: "killed by signal", body: v012 + "\nkill -KILL $$", runs: 1, error: []string{"--version failed", "killed"}},
-		{name: "hangs", body: "exec sleep 30", runs: 1, error: []string{"--version did not finish within 300ms"}},
+		{name: "hangs", body: "exec sleep 30", runs: 1, hangs: true, error: []string{"--version did not finish within 300ms"}},
 		// A grandchild keeps stdout open after the fake is killed.
-		{name: "hangs with child", body: "sleep 5 &\nwait", runs: 1, error: []string{"--version did not finish"}},
+		{name: "hangs with child", body: "sleep 5 &\nwait", runs: 1, hangs: true, error: []string{"--version did not finish"}},
 		{name: "setuid copy", body: v012, mode: os.ModeSetuid | 0o755, error: []string{"setuid or setgid"}},
 		{name: "setgid copy", body: v012, mode: os.ModeSetgid | 0o755, error: []string{"setuid or setgid"}},
 		{name: "not executable", body: v012, mode: 0o644, error: []string{"not executable"}},
@@ -87,7 +90,13 @@ func TestCheckFakes(t *testing.T) {
 					t.Fatalf("fake has mode %v, want %v (%v)", fi.Mode(), tt.mode, err)
 				}
 			}
-			got, err := Check(bin, 300*time.Millisecond)
+			// A loaded machine can take seconds to start a shell: only the fakes
+			// that hang get the short timeout.
+			timeout := 10 * time.Second
+			if tt.hangs {
+				timeout = 300 * time.Millisecond
+			}
+			got, err := Check(bin, timeout)
 			if tt.want != "" {
 				if err != nil {
 					t.Fatalf("Check refused %s: %v", tt.name, err)
@@ -192,11 +201,8 @@ func TestLookup(t *testing.T) {
 // TestRealBinaries checks the real releases scripts/setup-test-env.sh provides: Debian
 // bookworm's 0.8.0 is refused, 0.12.0 built from source is accepted.
 func TestRealBinaries(t *testing.T) {
-	for _, p := range []string{realBwrap012, realBwrap080} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("real bwrap missing (run scripts/setup-test-env.sh as root): %v", err)
-		}
-	}
+	testenv.SetupFile(t, realBwrap012, "bubblewrap 0.12.0")
+	testenv.SetupFile(t, realBwrap080, "bookworm's bubblewrap 0.8.0")
 	_, err := Check(realBwrap080, DefaultTimeout)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap 0.8.0 is too old") || !strings.Contains(err.Error(), Advisory) {
 		t.Errorf("Check(real 0.8.0) = %v, want refused naming 0.8.0 and %s", err, Advisory)

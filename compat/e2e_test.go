@@ -67,9 +67,7 @@ func TestRefusedThroughCLI(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bin, log := tt.bin, ""
 			if bin == realBwrap080 {
-				if _, err := os.Stat(bin); err != nil {
-					t.Fatalf("real bwrap 0.8.0 missing (run scripts/setup-test-env.sh as root): %v", err)
-				}
+				testenv.SetupFile(t, bin, "bookworm's bubblewrap 0.8.0")
 			}
 			if tt.version != "" {
 				bin, log = userFake(t, tt.version)
@@ -117,7 +115,7 @@ func TestDryRunThroughCLI(t *testing.T) {
 	b := sandboxtest.NewBox(t, "bwrap")
 	bwrap := sandboxtest.BwrapPath(t)
 	if bwrap == "" {
-		t.Fatalf("bubblewrap 0.12.0 missing at %s: run scripts/setup-test-env.sh", sandboxtest.BuiltBwrap)
+		testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0")
 	}
 	const script = "echo 'it''s here'"
 	r := sandboxtest.Run(b.Command(b.Repo, []string{"--dry-run", "--offline"}, script))

@@ -115,8 +115,8 @@ type Result struct {
 	// written to Options.Log): what the session planted that would make the
 	// operator's Git run a program, each already moved aside into the quarantine.
 	AuditFindings []string
-	// SnapshotZip is the metadata snapshot taken before the launch ("" when none).
-	SnapshotZip string
+	// Snapshot is the metadata snapshot taken before the launch ("" when none).
+	Snapshot string
 }
 
 // SetupError is a failure before the command started; Step names what failed.
@@ -238,7 +238,7 @@ func run(opts Options, driver backend.Driver) (Result, error) {
 	cfg.Driver = driver
 	out, err := session.RunSession(cfg)
 	return Result{Status: out.Status, Phases: out.Phases, Prestarted: out.Prestarted, InitPeakRSSKiB: out.InitPeakRSSKiB,
-		AuditFindings: out.AuditFindings, SnapshotZip: out.SnapshotZip}, err
+		AuditFindings: out.AuditFindings, Snapshot: out.Snapshot}, err
 }
 
 // spareDriver runs a plan in the native backend, on the init Prestart started ahead

@@ -29,7 +29,7 @@ type prelaunch struct {
 	err    error
 	aud    *hostaudit.Auditor
 	dirs   *hostaudit.Dirs
-	zip    string   // the snapshot's record
+	snap   string   // the snapshot record
 	notes  []string // what the snapshot left out
 	phases []backend.Phase
 	handed bool // wait gave the results to an Outcome
@@ -61,7 +61,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 	if cfg.NoAudit {
 		rec.Begin(cfg.record(), nil)
 		mark("record start")
-		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
+		pl.snap, pl.notes, err = record.Snapshot(cfg.record(), p)
 		mark("snapshot")
 		return err
 	}
@@ -71,7 +71,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 	snapped := make(chan error, 1)
 	go func() {
 		var err error
-		pl.zip, pl.notes, err = record.Snapshot(cfg.record(), p)
+		pl.snap, pl.notes, err = record.Snapshot(cfg.record(), p)
 		snapped <- err
 	}()
 	a, err := hostaudit.Start(cfg.audit(), p, gitDirs)
@@ -101,7 +101,7 @@ func (pl *prelaunch) wait(out *Outcome) error {
 	<-pl.done
 	if !pl.handed {
 		pl.handed = true
-		out.SnapshotZip = pl.zip
+		out.Snapshot = pl.snap
 		out.Notes = append(out.Notes, pl.notes...)
 	}
 	return pl.err

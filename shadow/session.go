@@ -38,9 +38,11 @@ type Record struct {
 	Error      string `json:"error,omitempty"`
 	// KilledLeft is how many processes of the sandbox were still running when the
 	// command ended (background jobs), which agentbox killed.
-	KilledLeft    int      `json:"killed_left_running,omitempty"`
-	Phases        []Phase  `json:"phases,omitempty"` // setup timings measured by the launcher
-	SnapshotZip   string   `json:"snapshot_zip,omitempty"`
+	KilledLeft int     `json:"killed_left_running,omitempty"`
+	Phases     []Phase `json:"phases,omitempty"` // setup timings measured by the launcher
+	// Snapshot is the P8 snapshot record; the key keeps the name records of
+	// older versions, which saved a ZIP, were written with.
+	Snapshot      string   `json:"snapshot_zip,omitempty"`
 	AuditFindings []string `json:"audit_findings,omitempty"`
 	Files         Files    `json:"files"`
 

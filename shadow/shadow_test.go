@@ -133,9 +133,9 @@ func TestSessionRecord(t *testing.T) {
 	rec := Record{
 		Command: []string{"sh", "-c", "edit"}, Args: []string{"--offline", "sh", "-c", "edit"},
 		Backend: "native", BackendVersion: "agentbox test", Start: start, ExitStatus: 3,
-		Phases:      []Phase{{Name: "clone", NS: 1200}, {Name: "mounts", NS: 800}},
-		Policy:      Policy{Repo: repo, Workdir: repo, Offline: true, Backend: "native"},
-		SnapshotZip: "/state/snap.zip", AuditFindings: []string{"new hook"},
+		Phases:   []Phase{{Name: "clone", NS: 1200}, {Name: "mounts", NS: 800}},
+		Policy:   Policy{Repo: repo, Workdir: repo, Offline: true, Backend: "native"},
+		Snapshot: "/state/snap.zip", AuditFindings: []string{"new hook"},
 	}
 	id := record(t, s, rec, func() {
 		write(t, filepath.Join(repo, "edit.txt"), "new\n")
@@ -151,7 +151,7 @@ func TestSessionRecord(t *testing.T) {
 	got := onlySession(t, s)
 	if got.ID != id || !got.Complete || got.ExitStatus != 3 || got.Backend != "native" ||
 		got.BackendVersion != "agentbox test" || !got.Start.Equal(start.Round(0)) ||
-		got.SnapshotZip != "/state/snap.zip" || len(got.Phases) != 2 || got.Phases[0].NS != 1200 ||
+		got.Snapshot != "/state/snap.zip" || len(got.Phases) != 2 || got.Phases[0].NS != 1200 ||
 		!got.Policy.Offline || got.Repo != repo || len(got.AuditFindings) != 1 ||
 		strings.Join(got.Args, " ") != "--offline sh -c edit" {
 		t.Errorf("record read back wrong: %+v", got)

@@ -393,7 +393,7 @@ func printRecord(w io.Writer, r shadow.Record, timings bool) {
 		}
 		row("phases", strings.Join(ph, ", "))
 	}
-	row("snapshot", orDash(oneLine(r.SnapshotZip)))
+	row("snapshot", orDash(oneLine(r.Snapshot)))
 	for i, f := range r.AuditFindings {
 		row(pick(i == 0, "audit", ""), oneLine(f))
 	}

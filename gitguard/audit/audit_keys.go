@@ -7,167 +7,163 @@ import (
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
-// Danger says why a config entry can make Git run a program, or "" when it cannot.
-// The list follows git-config(1): every variable whose value Git runs as a command
+// Danger says why a config entry can make Git run a program, or "" when it cannot:
+// the first row of dangerRules that takes the entry.
+func Danger(e gitconfig.Entry) string {
+	value := strings.TrimSpace(e.Value)
+	for _, r := range dangerIndex[e.Section+"."+e.Key] {
+		if why := r.danger(e, value); why != "" {
+			return why
+		}
+	}
+	for _, r := range dangerIndex[e.Section+".*"] {
+		if why := r.danger(e, value); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// A dangerRule is one row of the danger table: an entry of Section with one of Keys
+// ("*": any key) can make Git run a program, for the reason Why, when If (if set)
+// takes the entry and its trimmed value. Reason, when set, words the reason from the
+// entry instead ("": not dangerous after all); Why then says it in general.
+type dangerRule struct {
+	Section string
+	Keys    []string
+	Why     string
+	When    string // what If takes, in words; "" when If is nil
+	If      func(e gitconfig.Entry, value string) bool
+	Reason  func(e gitconfig.Entry, value string) string
+}
+
+func (r dangerRule) danger(e gitconfig.Entry, value string) string {
+	switch {
+	case r.If != nil && !r.If(e, value):
+		return ""
+	case r.Reason != nil:
+		return r.Reason(e, value)
+	}
+	return r.Why
+}
+
+// String prints the row as a line of the table.
+func (r dangerRule) String() string {
+	s := r.Section + "." + strings.Join(r.Keys, "|") + ": " + r.Why
+	if r.When != "" {
+		s += ", when " + r.When
+	}
+	return s
+}
+
+// dangerRules follow git-config(1): every variable whose value Git runs as a command
 // (or hands to the shell), names a program, points Git at other config or hooks, or
-// unlocks a transport that runs commands. It errs on the side of reporting: a key
+// unlocks a transport that runs commands. They err on the side of reporting: a key
 // that only runs a program for an explicit command (git send-email, git mergetool)
 // still counts, since the operator may type that command.
 //
-// core.worktree is not in the list: it runs nothing, and whether it is dangerous
+// core.worktree is not in the table: it runs nothing, and whether it is dangerous
 // depends on where it points, which only the audit knows (see auditor.config).
-func Danger(e gitconfig.Entry) string {
-	section, sub, key := e.Section, strings.ToLower(e.Subsection), e.Key
-	value := strings.TrimSpace(e.Value)
-	switch section {
-	case "core":
-		switch key {
-		case "fsmonitor":
-			// true/false select Git's built-in daemon or nothing; anything else is a
-			// hook command Git runs on every status.
-			if e.NoValue || isBoolString(value) {
-				return ""
-			}
-			return "runs a program on every git status"
-		case "hookspath":
-			return "moves Git's hooks directory"
-		case "sshcommand", "pager", "editor", "askpass", "gitproxy", "alternaterefscommand":
-			if value != "" { // empty: Git falls back to its default
-				return "names a program Git runs"
-			}
-		}
-	case "sequence":
-		if key == "editor" {
-			return "names a program Git runs"
-		}
-	case "credential":
-		if key == "helper" && value != "" { // an empty value only resets the list
-			return "names a credential helper Git runs"
-		}
-	case "gpg":
-		if key == "program" || key == "defaultkeycommand" {
-			return "names a program Git runs to sign or verify"
-		}
-	case "diff":
-		if key == "textconv" || key == "command" || key == "external" && sub == "" {
-			return "names a diff program Git runs"
-		}
-	case "merge":
-		if key == "driver" && sub != "" {
-			return "names a merge driver Git runs"
-		}
-	case "filter":
-		if key == "clean" || key == "smudge" || key == "process" {
-			return "names a filter Git runs on checkout, add or status"
-		}
-	case "alias":
-		if strings.HasPrefix(value, "!") {
-			return "alias runs a shell command"
-		}
-	case "include", "includeif":
-		if gitconfig.IsInclude(e) {
-			return "makes Git read another config file"
-		}
-	case "uploadpack":
-		if key == "packobjectshook" {
-			return "names a program Git runs on upload-pack"
-		}
-	case "protocol":
-		if key == "allow" {
-			return "changes which transports (ext:: runs commands) Git allows"
-		}
-	case "remote":
-		if key == "uploadpack" || key == "receivepack" {
-			return "names the program Git runs for fetch or push"
-		}
-		if key == "vcs" && value != "" {
+var dangerRules = []dangerRule{
+	// core.fsmonitor true/false select Git's built-in daemon or nothing; anything
+	// else is a hook command Git runs on every status.
+	{Section: "core", Keys: []string{"fsmonitor"}, Why: "runs a program on every git status",
+		When: "not a boolean", If: notBool},
+	{Section: "core", Keys: []string{"hookspath"}, Why: "moves Git's hooks directory"},
+	// An empty value makes Git fall back to its default.
+	{Section: "core", Keys: []string{"sshcommand", "pager", "editor", "askpass", "gitproxy", "alternaterefscommand"},
+		Why: "names a program Git runs", When: "not empty", If: notEmpty},
+	{Section: "sequence", Keys: []string{"editor"}, Why: "names a program Git runs"},
+	// An empty value only resets the list of helpers.
+	{Section: "credential", Keys: []string{"helper"}, Why: "names a credential helper Git runs",
+		When: "not empty", If: notEmpty},
+	{Section: "gpg", Keys: []string{"program", "defaultkeycommand"}, Why: "names a program Git runs to sign or verify"},
+	{Section: "diff", Keys: []string{"textconv", "command"}, Why: "names a diff program Git runs"},
+	{Section: "diff", Keys: []string{"external"}, Why: "names a diff program Git runs",
+		When: "without a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection == "" }},
+	{Section: "merge", Keys: []string{"driver"}, Why: "names a merge driver Git runs",
+		When: "in a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection != "" }},
+	{Section: "filter", Keys: []string{"clean", "smudge", "process"}, Why: "names a filter Git runs on checkout, add or status"},
+	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command", When: "the value starts with !", If: bang},
+	{Section: "include", Keys: []string{"*"}, Why: "makes Git read another config file",
+		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
+	{Section: "includeif", Keys: []string{"*"}, Why: "makes Git read another config file",
+		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
+	{Section: "uploadpack", Keys: []string{"packobjectshook"}, Why: "names a program Git runs on upload-pack"},
+	{Section: "protocol", Keys: []string{"allow"}, Why: "changes which transports (ext:: runs commands) Git allows"},
+	{Section: "remote", Keys: []string{"uploadpack", "receivepack"}, Why: "names the program Git runs for fetch or push"},
+	{Section: "remote", Keys: []string{"vcs"}, Why: "names the remote helper Git runs for fetch or push",
+		When: "not empty", If: notEmpty, Reason: func(_ gitconfig.Entry, value string) string {
 			return "names the remote helper (git-remote-" + oneLine(value) + ") Git runs for fetch or push"
-		}
-		if (key == "url" || key == "pushurl") && remoteHelper(value) != "" {
-			return "names the remote helper git-remote-" + remoteHelper(value) + " Git runs for fetch or push"
-		}
-	case "submodule":
-		if key == "update" && strings.HasPrefix(value, "!") {
-			return "submodule update runs a shell command"
-		}
-	case "pager":
-		// pager.<cmd> is a boolean or a pager command.
-		if !e.NoValue && !isBoolString(value) {
-			return "names a pager Git runs"
-		}
-	case "interactive":
-		if key == "difffilter" {
-			return "names a filter Git runs on git add -p"
-		}
-	case "trailer":
-		if key == "command" || key == "cmd" {
-			return "names a command Git runs to make trailers"
-		}
-	case "mergetool", "difftool":
-		if key == "cmd" || key == "path" {
-			return "names a program git " + section + " runs"
-		}
-	case "man", "browser":
-		if key == "cmd" || key == "path" {
-			return "names a program git help runs"
-		}
-	case "web":
-		if key == "browser" {
-			return "names a program git help runs"
-		}
-	case "sendemail":
-		if key == "tocmd" || key == "cccmd" || key == "sendmailcmd" || key == "smtpserver" && strings.HasPrefix(value, "/") {
-			return "names a program git send-email runs"
-		}
-	case "imap":
-		if key == "tunnel" {
-			return "names a command git imap-send runs"
-		}
-	case "instaweb":
-		if key == "httpd" || key == "browser" {
-			return "names a program git instaweb runs"
-		}
-	case "guitool":
-		if key == "cmd" {
-			return "names a command git gui runs"
-		}
-	case "init":
-		if key == "templatedir" {
-			return "copies its hooks into every repository Git creates"
-		}
-	case "pull":
-		// pull.twohead and pull.octopus name the strategies git merge and git pull
-		// use; each is run as git-merge-NAME.
-		if key == "twohead" || key == "octopus" {
+		}},
+	{Section: "remote", Keys: []string{"url", "pushurl"}, Why: "names the remote helper Git runs for fetch or push",
+		When: "a HELPER::ADDRESS URL", Reason: func(_ gitconfig.Entry, value string) string {
+			if h := remoteHelper(value); h != "" {
+				return "names the remote helper git-remote-" + h + " Git runs for fetch or push"
+			}
+			return ""
+		}},
+	{Section: "submodule", Keys: []string{"update"}, Why: "submodule update runs a shell command",
+		When: "the value starts with !", If: bang},
+	// pager.<cmd> is a boolean or a pager command.
+	{Section: "pager", Keys: []string{"*"}, Why: "names a pager Git runs", When: "not a boolean", If: notBool},
+	{Section: "interactive", Keys: []string{"difffilter"}, Why: "names a filter Git runs on git add -p"},
+	{Section: "trailer", Keys: []string{"command", "cmd"}, Why: "names a command Git runs to make trailers"},
+	{Section: "mergetool", Keys: []string{"cmd", "path"}, Why: "names a program git mergetool runs"},
+	{Section: "difftool", Keys: []string{"cmd", "path"}, Why: "names a program git difftool runs"},
+	{Section: "man", Keys: []string{"cmd", "path"}, Why: "names a program git help runs"},
+	{Section: "browser", Keys: []string{"cmd", "path"}, Why: "names a program git help runs"},
+	{Section: "web", Keys: []string{"browser"}, Why: "names a program git help runs"},
+	{Section: "sendemail", Keys: []string{"tocmd", "cccmd", "sendmailcmd"}, Why: "names a program git send-email runs"},
+	{Section: "sendemail", Keys: []string{"smtpserver"}, Why: "names a program git send-email runs",
+		When: "an absolute path", If: func(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "/") }},
+	{Section: "imap", Keys: []string{"tunnel"}, Why: "names a command git imap-send runs"},
+	{Section: "instaweb", Keys: []string{"httpd", "browser"}, Why: "names a program git instaweb runs"},
+	{Section: "guitool", Keys: []string{"cmd"}, Why: "names a command git gui runs"},
+	{Section: "init", Keys: []string{"templatedir"}, Why: "copies its hooks into every repository Git creates"},
+	// pull.twohead and pull.octopus name the strategies git merge and git pull use;
+	// each is run as git-merge-NAME.
+	{Section: "pull", Keys: []string{"twohead", "octopus"}, Why: "names a merge strategy git merge runs",
+		When: "a strategy Git does not build in", Reason: func(_ gitconfig.Entry, value string) string {
 			for _, name := range strings.Fields(value) {
 				if d := strategyDanger(name, "git merge"); d != "" {
 					return d
 				}
 			}
-		}
-	case "gc":
-		if key == "recentobjectshook" {
-			return "names a program git gc runs"
-		}
-	case "tar":
-		if key == "command" {
-			return "names a compressor git archive runs"
-		}
-	case "url":
-		// url.BASE.insteadOf rewrites matching URLs to BASE, which may name a
-		// remote helper (HELPER::ADDRESS).
-		if (key == "insteadof" || key == "pushinsteadof") && remoteHelper(e.Subsection) != "" {
-			return "rewrites URLs to the remote helper git-remote-" + remoteHelper(e.Subsection)
-		}
-	case "lfs":
-		// Git LFS reads the same config: custom transfer agents and extensions are
-		// programs it runs on fetch, push and checkout.
-		if key == "path" || key == "clean" || key == "smudge" {
-			return "names a program Git LFS runs"
+			return ""
+		}},
+	{Section: "gc", Keys: []string{"recentobjectshook"}, Why: "names a program git gc runs"},
+	{Section: "tar", Keys: []string{"command"}, Why: "names a compressor git archive runs"},
+	// url.BASE.insteadOf rewrites matching URLs to BASE, which may name a remote
+	// helper (HELPER::ADDRESS).
+	{Section: "url", Keys: []string{"insteadof", "pushinsteadof"}, Why: "rewrites URLs to a remote helper",
+		When: "the subsection is a HELPER::ADDRESS URL", Reason: func(e gitconfig.Entry, _ string) string {
+			if h := remoteHelper(e.Subsection); h != "" {
+				return "rewrites URLs to the remote helper git-remote-" + h
+			}
+			return ""
+		}},
+	// Git LFS reads the same config: custom transfer agents and extensions are
+	// programs it runs on fetch, push and checkout.
+	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
+}
+
+// dangerIndex finds the rows of dangerRules by "section.key" ("section.*").
+var dangerIndex = func() map[string][]dangerRule {
+	m := map[string][]dangerRule{}
+	for _, r := range dangerRules {
+		for _, k := range r.Keys {
+			m[r.Section+"."+k] = append(m[r.Section+"."+k], r)
 		}
 	}
-	return ""
-}
+	return m
+}()
+
+func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
+
+func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoolString(value) }
+
+func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).
 func isBoolString(v string) bool {

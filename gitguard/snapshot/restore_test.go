@@ -235,30 +235,6 @@ func TestRestoreModes(t *testing.T) {
 	}
 }
 
-// TestSnapshotSymlinkOutOfGitDir: a link from .git to elsewhere is stored as a link
-// (its target's content never enters the ZIP), and restoring it is refused.
-func TestSnapshotSymlinkOutOfGitDir(t *testing.T) {
-	base := tmpDir(t)
-	repo := snapRepo(t, filepath.Join(base, "proj"))
-	secret := filepath.Join(base, "secret")
-	writeFile(t, secret, "do not archive me")
-	if err := os.Symlink(secret, repo+"/.git/info/secret"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := SaveSnapshot(SnapshotOptions{Repo: repo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := zipTree(t, openZip(t, s.Path), CommonPrefix)["info/secret"]
-	if got != (node{kind: fs.ModeSymlink, data: secret}) {
-		t.Errorf("info/secret stored as %v, want a symlink to %s", got, secret)
-	}
-	_, err = Restore(s.Path, filepath.Join(base, "out"))
-	if err == nil || !strings.Contains(err.Error(), "git-common/info/secret") {
-		t.Errorf("Restore: %v; want a refusal naming git-common/info/secret", err)
-	}
-}
-
 // TestRestoreFIFO: a FIFO given to restore as the ZIP does not hang it.
 func TestRestoreFIFO(t *testing.T) {
 	dir := t.TempDir()

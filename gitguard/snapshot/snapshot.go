@@ -12,21 +12,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/safepath"
-	"github.com/agentbox/agentbox/policy"
 )
 
-// The layout of a snapshot ZIP (DESIGN.md P8). manifest.json comes first and is
-// stored uncompressed with its sizes in the local header, so that retention can read
-// it without parsing the central directory of a large archive.
+// The layout of a snapshot as restored, and of the ZIPs older versions wrote
+// (DESIGN.md P8).
 const (
 	ManifestName   = "manifest.json" // the Manifest, as JSON
 	CommonPrefix   = "git-common/"   // the Git common dir (for a plain repository: .git)
@@ -40,7 +35,7 @@ const (
 // SnapshotOptions say what to save and where.
 type SnapshotOptions struct {
 	Repo    string    // the work tree: absolute, canonical (policy.Policy.Repo)
-	Dir     string    // where the ZIP goes, absolute; "" is Repo's parent directory
+	Dir     string    // the store, absolute
 	Keep    int       // snapshots of this repository kept after a new one; 0 keeps all
 	Version string    // agentbox's version, recorded in the manifest
 	Now     time.Time // the snapshot's time; zero is time.Now()
@@ -71,7 +66,7 @@ var ErrSnapshotTooLarge = errors.New("the Git metadata exceeds the snapshot's bo
 
 // Snapshot is a snapshot that was written.
 type Snapshot struct {
-	Path     string   // the ZIP, mode 0600
+	Path     string   // the snapshot's record in the store
 	Manifest Manifest // what manifest.json says
 	Pruned   []string // older snapshots of the same repository removed by retention
 	PruneErr error    // retention failed; the new snapshot is complete all the same
@@ -126,102 +121,6 @@ func locateGit(repo string) (l layout, ok bool, err error) {
 	return l, true, nil
 }
 
-// SaveSnapshot writes a ZIP of the Git metadata of opts.Repo to
-// DIR/NAME.git-save-YYYYMMDD-HHMMSS.zip (a "-N" suffix when that name is taken) and
-// then prunes the oldest snapshots of the same repository beyond opts.Keep. It returns
-// nil and no error when opts.Repo is not a Git work tree.
-//
-// The ZIP is written to a hidden temporary file in DIR, synced, and renamed to its
-// final name only when complete, so a failure (disk full, unreadable file) never leaves a
-// partial snapshot under a snapshot's name. An existing snapshot is never replaced.
-func SaveSnapshot(opts SnapshotOptions) (*Snapshot, error) {
-	l, ok, err := locateGit(opts.Repo)
-	if err != nil {
-		return nil, fmt.Errorf("save Git metadata of %s: %w", opts.Repo, err)
-	}
-	if !ok {
-		return nil, nil
-	}
-	dir := opts.Dir
-	if dir == "" {
-		dir = filepath.Dir(opts.Repo)
-	}
-	for _, inside := range []string{opts.Repo, l.gitDir, l.commonDir} {
-		if policy.Within(dir, inside) {
-			return nil, fmt.Errorf("snapshot directory %s lies inside %s: snapshots there could be changed from the sandbox or would be saved again in each snapshot", dir, inside)
-		}
-	}
-	now := opts.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	now = now.Round(0) // no monotonic reading: the manifest holds wall time
-	head, commit := resolveHead(l.gitDir, l.commonDir)
-	m := Manifest{
-		Format:          ManifestFormat,
-		Repo:            opts.Repo,
-		GitCommonDir:    l.commonDir,
-		GitDir:          l.gitDir,
-		DotGitFile:      l.dotGit,
-		Head:            head,
-		HeadCommit:      commit,
-		Time:            now,
-		AgentboxVersion: opts.Version,
-	}
-	base := filepath.Base(opts.Repo)
-	stamp := now.Format("20060102-150405")
-	b := newBudget(opts)
-	path, err := writeSnapshot(dir, base+".git-save-"+stamp, &m, l, b)
-	if err != nil {
-		return nil, err
-	}
-	s := &Snapshot{Path: path, Manifest: m, Skipped: b.skipped}
-	if opts.Keep > 0 {
-		s.Pruned, s.PruneErr = pruneSnapshots(dir, base, opts.Repo, path, opts.Keep)
-	}
-	return s, nil
-}
-
-// writeSnapshot writes the archive to a temporary file in dir and publishes it as
-// stem.zip (or stem-N.zip), returning the final path.
-func writeSnapshot(dir, stem string, m *Manifest, l layout, b *budget) (path string, err error) {
-	target := filepath.Join(dir, stem+".zip")
-	tmp, err := os.CreateTemp(dir, "."+stem+".zip.tmp-*")
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the temporary name would only confuse
-		}
-		return "", fmt.Errorf("save Git metadata to %s: cannot create a file in %s: %w", target, dir, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes the file 0600 already; say it again so that no umask or
-	// platform difference can widen a file holding remote URLs and hooks.
-	if err := tmp.Chmod(0o600); err != nil {
-		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
-	}
-	if err := writeArchive(tmp, m, l, b); err != nil {
-		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("save Git metadata to %s: sync: %w", target, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
-	}
-	path, err = publish(tmp.Name(), dir, stem)
-	if err != nil {
-		return "", fmt.Errorf("save Git metadata to %s: %w", target, err)
-	}
-	syncDir(dir)
-	return path, nil
-}
-
 // syncDir makes the new directory entry durable. A failure is not reported: the data
 // is synced, and some filesystems refuse fsync on directories.
 func syncDir(dir string) {
@@ -229,27 +128,6 @@ func syncDir(dir string) {
 		_ = d.Sync()
 		d.Close()
 	}
-}
-
-// storeAsIs reports whether a file of a gitdir is already compressed, or is mostly
-// hashes, so that deflating it again would cost time and save nothing: packs and their
-// indexes, loose objects (zlib streams named by their hash), commit graphs and
-// multi-pack indexes.
-func storeAsIs(rel string) bool {
-	base := filepath.Base(rel)
-	switch filepath.Ext(base) {
-	case ".pack", ".idx", ".rev", ".bitmap", ".midx", ".mtimes", ".keep", ".promisor":
-		return true
-	}
-	switch base {
-	case "commit-graph", "multi-pack-index":
-		return true
-	}
-	if strings.HasSuffix(filepath.Dir(rel), "commit-graphs") && strings.HasSuffix(base, ".graph") {
-		return true
-	}
-	parent := filepath.Base(filepath.Dir(rel))
-	return len(parent) == 2 && isHex(parent) && (len(base) == 38 || len(base) == 62) && isHex(base)
 }
 
 func isHex(s string) bool {
@@ -324,7 +202,6 @@ const maxPackedRefsScan = 64 << 20
 type budget struct {
 	maxBytes, bytes     int64
 	maxEntries, entries int
-	skipped             []string // what was not archived, and why (archiver.skip)
 }
 
 func newBudget(opts SnapshotOptions) *budget {
@@ -383,54 +260,4 @@ func readRefFile(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(io.LimitReader(f, 4<<10))
-}
-
-// snapshotName matches the snapshots of the repository named base; the groups are
-// the date, the time and the collision suffix.
-func snapshotName(base string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(base) + `\.git-save-(\d{8})-(\d{6})(?:-(\d+))?\.zip$`)
-}
-
-// pruneSnapshots removes the oldest snapshots of repo in dir so that keep remain,
-// counting the one just written (self), which is never removed even when the clock
-// went backwards. Only regular files with this repository's name pattern whose
-// manifest names this same repository are candidates: another repository of the same
-// name sharing --git-save-dir, or an unrelated file, is never touched.
-func pruneSnapshots(dir, base, repo, self string, keep int) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("prune old snapshots in %s: %w", dir, err)
-	}
-	re := snapshotName(base)
-	type cand struct {
-		path string
-		key  string // date, time, zero-padded suffix: sorts oldest first
-	}
-	var cands []cand
-	for _, e := range ents {
-		sm := re.FindStringSubmatch(e.Name())
-		p := filepath.Join(dir, e.Name())
-		if sm == nil || !e.Type().IsRegular() || p == self {
-			continue
-		}
-		if m, err := readManifestFile(p); err != nil || m.Repo != repo {
-			continue
-		}
-		n, _ := strconv.Atoi(sm[3])
-		cands = append(cands, cand{p, fmt.Sprintf("%s%s%06d", sm[1], sm[2], n)})
-	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].key < cands[j].key })
-	var pruned []string
-	var errs []error
-	for i := 0; i < len(cands)-(keep-1); i++ {
-		if err := os.Remove(cands[i].path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		pruned = append(pruned, cands[i].path)
-	}
-	if len(errs) > 0 {
-		return pruned, fmt.Errorf("prune old snapshots: %w", errors.Join(errs...))
-	}
-	return pruned, nil
 }

@@ -3,21 +3,18 @@ package snapshot
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 )
 
-// FuzzReadManifest feeds arbitrary bytes to the manifest readers: the JSON reader
-// restore uses and the leading-entry reader retention uses (the seed corpus in
-// testdata/fuzz holds manifests and the start of a real snapshot). Neither may panic,
-// and whatever ReadManifest accepts must survive a round trip unchanged.
+// FuzzReadManifest feeds arbitrary bytes to the manifest reader restore uses (the seed
+// corpus in testdata/fuzz holds manifests and the start of an old ZIP snapshot). It
+// may not panic, and whatever it accepts must survive a round trip unchanged.
 func FuzzReadManifest(f *testing.F) {
 	f.Add([]byte(validManifestJSON(f)))
 	f.Add([]byte(`{"format":1}`))
 	f.Add([]byte(`PK\x03\x04`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		readLeadingManifest(bytes.NewReader(data))
 		m, err := ReadManifest(bytes.NewReader(data))
 		if err != nil {
 			return
@@ -58,28 +55,5 @@ func TestReadManifestRejects(t *testing.T) {
 	}
 	if _, err := ReadManifest(strings.NewReader(good)); err != nil {
 		t.Errorf("valid manifest refused: %v", err)
-	}
-}
-
-// TestLeadingManifestOfRealSnapshot: retention reads a snapshot's manifest from its
-// first bytes alone.
-func TestLeadingManifestOfRealSnapshot(t *testing.T) {
-	base := tmpDir(t)
-	repo := snapRepo(t, base+"/proj")
-	s, err := SaveSnapshot(SnapshotOptions{Repo: repo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(s.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := readLeadingManifest(bytes.NewReader(b[:1024]))
-	if err != nil || !sameManifest(*m, s.Manifest) {
-		t.Fatalf("leading manifest %+v, %v; want %+v", m, err, s.Manifest)
-	}
-	b[60]++ // inside the manifest's data: the CRC no longer matches
-	if _, err := readLeadingManifest(bytes.NewReader(b)); err == nil {
-		t.Error("a corrupt manifest was accepted")
 	}
 }

@@ -2,6 +2,9 @@ package snapshot
 
 import (
 	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +62,7 @@ func randomFile(t *testing.T, path string, n int) {
 	t.Helper()
 	b := make([]byte, n)
 	rand.Read(b)
+	os.Remove(path) // mode 0444: only root could write it again
 	if err := os.WriteFile(path, b, 0o444); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +80,7 @@ func TestStoredRoundTrip(t *testing.T) {
 			if s.Manifest.GitDir != gitDir || s.Manifest.GitCommonDir != commonDir || s.Manifest.DotGitFile != dotGit {
 				t.Errorf("manifest %+v: want gitdir %s, common %s, pointer %q", s.Manifest, gitDir, commonDir, dotGit)
 			}
+			checkHead(t, tc, repo, s.Manifest)
 			into := filepath.Join(base, "restored")
 			res, err := RestoreStored(s.Path, into)
 			if err != nil {
@@ -665,5 +670,132 @@ func TestStoredUnchangedListingWhole(t *testing.T) {
 	maxListing = int64(len(b)) - 1
 	if s := storeSave(t, repo, store, SnapshotOptions{}); s.Unchanged {
 		t.Error("a listing larger than the read bound was used")
+	}
+}
+
+func TestStoredNotAWorkTree(t *testing.T) {
+	base := tmpDir(t)
+	plain := filepath.Join(base, "plain")
+	os.Mkdir(plain, 0o755)
+	dangling := filepath.Join(base, "dangling")
+	os.Mkdir(dangling, 0o755)
+	writeFile(t, dangling+"/.git", "gitdir: /nonexistent/x\n")
+	store := filepath.Join(base, "store")
+	for _, repo := range []string{plain, dangling} {
+		s, err := SaveStored(SnapshotOptions{Repo: repo, Dir: store})
+		if s != nil || err != nil {
+			t.Errorf("%s: snapshot %v, %v; want none", repo, s, err)
+		}
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 2 {
+		t.Errorf("files appeared in %s: %v", base, ents)
+	}
+}
+
+// TestStoredDiskFull fills a small tmpfs: the save fails naming the store, leaves no
+// record, and changes nothing in the repository.
+func TestStoredDiskFull(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	randomFile(t, repo+"/big.bin", 2<<20)
+	testenv.LocalGit(t, repo, "add", "big.bin")
+	testenv.LocalGit(t, repo, "commit", "-q", "-m", "big")
+	before := diskTree(t, repo+"/.git")
+
+	full := filepath.Join(base, "full")
+	os.Mkdir(full, 0o755)
+	mountTmpfs(t, full, 0, "size=256k")
+
+	_, err := SaveStored(SnapshotOptions{Repo: repo, Dir: full})
+	if err == nil {
+		t.Fatal("snapshot to a full filesystem succeeded")
+	}
+	if !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), full) {
+		t.Errorf("error %q: want ENOSPC naming %s", err, full)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(full, "*", "*", "*"+RecordSuffix)); len(recs) != 0 {
+		t.Errorf("records left behind: %v", recs)
+	}
+	compareTrees(t, "repository after the failed snapshot", before, diskTree(t, repo+"/.git"))
+}
+
+// TestStoredDirNotWritable: a read-only filesystem as root, a mode-0555 directory
+// otherwise.
+func TestStoredDirNotWritable(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	ro := filepath.Join(base, "ro")
+	os.Mkdir(ro, 0o755)
+	if os.Geteuid() == 0 {
+		mountTmpfs(t, ro, unix.MS_RDONLY, "")
+	} else {
+		os.Chmod(ro, 0o555)
+		t.Cleanup(func() { os.Chmod(ro, 0o755) })
+	}
+	_, err := SaveStored(SnapshotOptions{Repo: repo, Dir: ro})
+	if err == nil || !strings.Contains(err.Error(), ro) {
+		t.Fatalf("error %v: want a failure naming %s", err, ro)
+	}
+}
+
+// TestStoredUnreadableObject: a file of .git the user cannot read stops the save.
+func TestStoredUnreadableObject(t *testing.T) {
+	if !testenv.AsTestUser(t) { // root would read what the test makes unreadable
+		return
+	}
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	obj, _ := filepath.Glob(repo + "/.git/objects/??/*")
+	os.Chmod(obj[0], 0)
+	_, err := SaveStored(SnapshotOptions{Repo: repo, Dir: filepath.Join(base, "store")})
+	if err == nil || !strings.Contains(err.Error(), obj[0]) || !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("error %v: want permission denied naming %s", err, obj[0])
+	}
+}
+
+// TestStoredOddRepoName: a repository whose name holds a space, a newline and
+// regular-expression characters is saved, pruned and restored like any other.
+func TestStoredOddRepoName(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "a b\nc.*"))
+	store := filepath.Join(base, "store")
+	var saved []*Snapshot
+	for i := range 3 {
+		writeFile(t, repo+"/.git/description", fmt.Sprintf("change %d\n", i))
+		saved = append(saved, storeSave(t, repo, store, SnapshotOptions{Keep: 2, Now: time.Date(2026, 1, 1, 0, 0, i, 0, time.Local)}))
+	}
+	if _, err := os.Stat(saved[0].Path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("oldest record %s: %v, want pruned", saved[0].Path, err)
+	}
+	res, err := RestoreStored(saved[2].Path, filepath.Join(base, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Manifest.Repo != repo {
+		t.Errorf("manifest repo %q, want %q", res.Manifest.Repo, repo)
+	}
+}
+
+// TestStoredPlantedSpecialFiles: what an earlier session could leave in .git — a
+// FIFO where a ref should be, packed-refs linked to /dev/zero — neither blocks nor
+// floods the save; the FIFO is left out and named, the link stored as a link.
+func TestStoredPlantedSpecialFiles(t *testing.T) {
+	base := tmpDir(t)
+	repo := snapRepo(t, filepath.Join(base, "proj"))
+	ref := repo + "/.git/refs/heads/main"
+	os.Remove(ref)
+	if err := unix.Mkfifo(ref, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(repo + "/.git/packed-refs")
+	if err := os.Symlink("/dev/zero", repo+"/.git/packed-refs"); err != nil {
+		t.Fatal(err)
+	}
+	s := storeSave(t, repo, filepath.Join(base, "store"), SnapshotOptions{})
+	if s.Manifest.HeadCommit != "" || s.Manifest.Head != "ref: refs/heads/main" {
+		t.Errorf("head %q, head_commit %q; want the symref and no commit", s.Manifest.Head, s.Manifest.HeadCommit)
+	}
+	if len(s.Skipped) != 1 || !strings.Contains(s.Skipped[0], ref) || !strings.Contains(s.Skipped[0], "FIFO") {
+		t.Errorf("skipped %q, want the FIFO at %s named", s.Skipped, ref)
 	}
 }

@@ -48,8 +48,10 @@ var (
 	binPaths = map[string]string{} // package → built binary
 )
 
-// TestUser returns the unprivileged user, failing the test when the tests run as root
-// and the user is missing: that is a set-up fault, not a reason to skip.
+// TestUser returns the unprivileged user. When the tests run as root and the user is
+// missing, that is a set-up fault and fails the test — except under -short, the tier
+// for a machine without the test setup, where the test skips naming the user (Skip:
+// still a failure under EnvStrict).
 func TestUser(t testing.TB) User {
 	t.Helper()
 	userOnce.Do(func() {
@@ -76,9 +78,26 @@ func TestUser(t testing.TB) User {
 		theUser = User{Name: name, UID: uint32(uid), GID: uint32(gid), Root: true}
 	})
 	if userErr != nil {
+		if testing.Short() {
+			Skip(t, "%v", userErr)
+		}
 		t.Fatal(userErr)
 	}
 	return theUser
+}
+
+// SetupFile returns path, a file scripts/setup-test-env.sh provides (what names it),
+// failing the test when it is missing — except under -short, where the test skips
+// naming the file (Skip: still a failure under EnvStrict).
+func SetupFile(t testing.TB, path, what string) string {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		if testing.Short() {
+			Skip(t, "needs %s at %s (run scripts/setup-test-env.sh as root): %v", what, path, err)
+		}
+		t.Fatalf("%s missing (run scripts/setup-test-env.sh as root): %v", what, err)
+	}
+	return path
 }
 
 // base is a directory below /tmp, reachable by every user, holding the binary and the

@@ -99,7 +99,7 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	for _, ph := range out.Phases {
 		rec.Phases = append(rec.Phases, shadow.Phase{Name: ph.Name, NS: ph.Dur.Nanoseconds()})
 	}
-	rec.SnapshotZip = out.SnapshotZip
+	rec.Snapshot = out.Snapshot
 	rec.AuditFindings = out.AuditFindings
 	rec.Notes = append(rec.Notes, out.Notes...)
 	rec.NetRefusals = out.NetRefusals
@@ -149,7 +149,7 @@ type Outcome struct {
 	Left          int             // processes left running when the command ended, killed by the init
 	Err           error           // agentbox's own failure, nil when the command ran
 	Phases        []backend.Phase // per-phase setup timings
-	SnapshotZip   string          // the P8 snapshot, "" when none
+	Snapshot      string          // the P8 snapshot, "" when none
 	AuditFindings []string        // one line per audit finding
 	Notes         []string        // what host-side work skipped or could not do, for the record
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestNestedSandboxes: agents build sandboxes of their own inside agentbox (Claude
@@ -18,7 +19,7 @@ import (
 func TestNestedSandboxes(t *testing.T) {
 	bwrap := sandboxtest.BwrapPath(t)
 	if bwrap == "" {
-		t.Fatal("no bubblewrap 0.12.0 to run nested (scripts/setup-test-env.sh)")
+		bwrap = testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0 to run nested")
 	}
 	script := `set -e
 		echo "userns $(unshare -Ur id -u)"

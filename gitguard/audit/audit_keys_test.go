@@ -1,0 +1,115 @@
+package audit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
+)
+
+// dangerExample is, for one section.key of the danger table, an entry the row must
+// report (hit: value "x" unless set) and, for a row with a condition, one it must
+// not (miss). Section and an unset Key come from the row; a "*" row sets Key.
+type dangerExample struct {
+	hit, miss gitconfig.Entry
+}
+
+// ex is a dangerExample whose two entries share a subsection.
+func ex(sub, hit, miss string) dangerExample {
+	return dangerExample{gitconfig.Entry{Subsection: sub, Value: hit}, gitconfig.Entry{Subsection: sub, Value: miss}}
+}
+
+var dangerExamples = map[string]dangerExample{
+	"core.fsmonitor":            ex("", "./hook", "true"),
+	"core.sshcommand":           ex("", "", ""),
+	"core.pager":                ex("", "", ""),
+	"core.editor":               ex("", "", ""),
+	"core.askpass":              ex("", "", ""),
+	"core.gitproxy":             ex("", "", ""),
+	"core.alternaterefscommand": ex("", "", ""),
+	"credential.helper":         ex("", "", ""),
+	"diff.external":             {gitconfig.Entry{Value: "x"}, gitconfig.Entry{Subsection: "d", Value: "x"}},
+	"merge.driver":              {gitconfig.Entry{Subsection: "m", Value: "x"}, gitconfig.Entry{Value: "x"}},
+	"alias.*":                   {gitconfig.Entry{Key: "st", Value: "!sh -c x"}, gitconfig.Entry{Key: "st", Value: "status -s"}},
+	"include.*":                 {gitconfig.Entry{Key: "path", Value: "other.cfg"}, gitconfig.Entry{Key: "other", Value: "other.cfg"}},
+	"includeif.*":               {gitconfig.Entry{Subsection: "gitdir:/x/", Key: "path", Value: "o.cfg"}, gitconfig.Entry{Subsection: "gitdir:/x/", Key: "other", Value: "o.cfg"}},
+	"remote.vcs":                ex("o", "../x", ""),
+	"remote.url":                ex("o", "hg::https://h/r", "https://h/r"),
+	"remote.pushurl":            ex("o", "evil::x", "/srv/a::b"),
+	"submodule.update":          ex("s", "!sh", "rebase"),
+	"pager.*":                   {gitconfig.Entry{Key: "log", Value: "less -R"}, gitconfig.Entry{Key: "log", NoValue: true}},
+	"sendemail.smtpserver":      ex("", "/usr/bin/msmtp", "smtp.example.org"),
+	"pull.twohead":              ex("", "evil", "ort"),
+	"pull.octopus":              ex("", "octopus evil", "octopus"),
+	"url.insteadof":             {gitconfig.Entry{Subsection: "evil::", Value: "https://"}, gitconfig.Entry{Subsection: "https://mirror/", Value: "https://"}},
+	"url.pushinsteadof":         {gitconfig.Entry{Subsection: "evil::", Value: "https://"}, gitconfig.Entry{Subsection: "https://mirror/", Value: "https://"}},
+}
+
+// entry completes an example's entry for the row's section and key k.
+func (r dangerRule) entry(e gitconfig.Entry, k string) gitconfig.Entry {
+	e.Section = r.Section
+	if e.Key == "" {
+		e.Key = k
+	}
+	return e
+}
+
+// TestDangerTableRows checks every row of the danger table, key by key: an entry it
+// names is reported (with the row's reason, unless the row words its own), and a row
+// with a condition has a harmless example that is not. A row added without an
+// example for its condition fails here.
+func TestDangerTableRows(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range dangerRules {
+		for _, k := range r.Keys {
+			id := r.Section + "." + k
+			seen[id] = true
+			x, ok := dangerExamples[id]
+			if k == "*" && x.hit.Key == "" {
+				t.Errorf("row %s: no key for the example of %s", r, id)
+				continue
+			}
+			hit := r.entry(x.hit, k)
+			if hit.Value == "" && !hit.NoValue {
+				hit.Value = "x"
+			}
+			switch got := Danger(hit); {
+			case got == "":
+				t.Errorf("row %s: %s = %q not reported", r, hit.Name(), hit.Value)
+			case r.Reason == nil && got != r.Why:
+				t.Errorf("row %s: %s = %q reported as %q", r, hit.Name(), hit.Value, got)
+			}
+			if r.If == nil && r.Reason == nil {
+				continue
+			}
+			if !ok {
+				t.Errorf("row %s has a condition (%s) but %s has no harmless example", r, r.When, id)
+				continue
+			}
+			miss := r.entry(x.miss, k)
+			if got := Danger(miss); got != "" {
+				t.Errorf("row %s: harmless %s = %q reported as %q", r, miss.Name(), miss.Value, got)
+			}
+		}
+	}
+	for id := range dangerExamples {
+		if !seen[id] {
+			t.Errorf("example for %s, which no row names", id)
+		}
+	}
+}
+
+// TestDangerTablePrints: each row prints as one line naming its keys, its reason and
+// its condition.
+func TestDangerTablePrints(t *testing.T) {
+	for _, r := range dangerRules {
+		s := r.String()
+		if strings.Contains(s, "\n") || !strings.HasPrefix(s, r.Section+".") || !strings.Contains(s, r.Why) ||
+			(r.When != "") != strings.Contains(s, ", when ") {
+			t.Errorf("row prints as %q", s)
+		}
+		if (r.If != nil || r.Reason != nil) != (r.When != "") {
+			t.Errorf("row %s: a condition needs its words in When, and When a condition", s)
+		}
+	}
+}

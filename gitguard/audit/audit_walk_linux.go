@@ -1,0 +1,352 @@
+package audit
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/treewalk"
+	"golang.org/x/sys/unix"
+)
+
+// The scan's directory walk: batched listings, stats and the tree of exec-surface items.
+
+// readDir lists dir (a canonical path) without following symlinks, sorted by name.
+// Failures are recorded as skipped places.
+func (s *scanner) readDir(dir string) []os.DirEntry {
+	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		s.skip(dir, "cannot open directory: %v", err)
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	return s.readDirBatches(f.ReadDir, dir)
+}
+
+// readDirBatches lists a directory (at dir) by next, which is os.File.ReadDir or
+// a direntReader's, sorted by name.
+func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir string) []os.DirEntry {
+	// Read in batches so that one huge directory cannot exhaust memory before the
+	// entry bound is checked.
+	var ents []os.DirEntry
+	for {
+		batch, err := next(4096)
+		ents = append(ents, batch...)
+		s.entries += len(batch)
+		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			s.skip(dir, "cannot list directory: %v", err)
+			break
+		}
+		if s.entries >= s.opt.MaxEntries {
+			s.stopped = true
+			s.skip(dir, "walk stopped after %d entries while listing this directory; the rest of it and of the tree were not searched", s.entries)
+			break
+		}
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	return ents
+}
+
+// tree walks a working-tree directory.
+func (s *scanner) tree(dir string, depth int) {
+	if s.stopped {
+		return
+	}
+	if s.entries >= s.opt.MaxEntries {
+		s.stopped = true
+		s.skip(dir, "walk stopped after %d entries; this directory and the rest of the tree were not searched for nested Git directories", s.entries)
+		return
+	}
+	if fstype, ok := s.pseudo[dir]; ok {
+		s.skip(dir, "a %s mount, which holds no project files; not searched", fstype)
+		return
+	}
+	if depth > s.opt.MaxDepth {
+		s.skip(dir, "deeper than %d directories; not searched for nested Git directories", s.opt.MaxDepth)
+		if s.walk != nil {
+			s.walk.Complete = false
+		}
+		return
+	}
+	ents, stats, subdirs := s.readDirStat(dir)
+	s.verifySubdirs(dir, subdirs) // audit_since_linux.go
+	if looksLikeGitDir(ents) {
+		s.gitdir(dir, "", 0)
+	}
+	nested := false
+	if s.walk != nil && depth > 0 {
+		for _, e := range ents {
+			nested = nested || e.Name() == ".git"
+		}
+		if nested {
+			// Git records this directory as a nested repository: the directory's own
+			// entry says so, and nothing below it is the recorder's.
+			if last := s.lastEntry(); s.nested == 0 && last != nil && last.Rel == s.rel(dir) {
+				last.Nested = true
+			}
+			s.nested++
+			defer func() { s.nested-- }()
+		}
+	}
+	if depth < s.opt.MaxDepth && !s.stopped {
+		// The subdirectories this loop enters, listed ahead (audit_prefetch_linux.go),
+		// but for those the launch's listings stand for (audit_since_linux.go).
+		stat := s.walk != nil && s.nested == 0
+		for _, e := range ents {
+			if e.IsDir() && e.Name() != ".git" {
+				sub := filepath.Join(dir, e.Name())
+				if _, ok := s.pseudo[sub]; ok {
+					continue
+				}
+				if s.since == nil || s.reusable(sub, stat) == nil {
+					s.pre.schedule(sub, stat)
+				}
+			}
+		}
+	}
+	// An entry's absolute path is made only for what the loop acts on: the walk
+	// keeps the short relative one (100,000 absolute paths were 10 MB of fresh
+	// heap per walk, and fresh pages fault at several µs each on a VM).
+	var rels []string
+	if stats != nil && s.nested == 0 {
+		rels = s.walkRels(dir, ents) // audit_since_linux.go
+	}
+	for i, e := range ents {
+		name := e.Name()
+		if stats != nil && s.nested == 0 && name != ".git" {
+			st := stats[i]
+			rel := rels[i]
+			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
+			switch {
+			case s.sharing && s.fromLaunch[dir]:
+				s.shared++
+			case s.sharing:
+				// Read again, not taken: whatever it holds, the launch's walk
+				// does not stand for it, even at the same count.
+				s.unshared++
+			case len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk:
+				s.chunks = append(s.chunks, s.walk.Entries)
+				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+				fallthrough
+			default:
+				s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
+			}
+		}
+		if treeFileGitOpens(name) && special(e.Type()) {
+			s.blocker(filepath.Join(dir, name), e.Type())
+			continue
+		}
+		switch {
+		case name == ".git":
+			s.dotGit(filepath.Join(dir, name), dir)
+		case name == ".gitmodules" && e.Type().IsRegular():
+			s.gitmodules(filepath.Join(dir, name))
+		case e.IsDir():
+			s.tree(filepath.Join(dir, name), depth+1)
+		}
+	}
+}
+
+// walkChunk is the block the walk's entry list grows by (see scanner.chunks); a
+// variable for the tests.
+var walkChunk = 8192
+
+// lastEntry is the walk's last entry, nil when there is none.
+func (s *scanner) lastEntry() *treewalk.Entry {
+	if n := len(s.walk.Entries); n > 0 {
+		return &s.walk.Entries[n-1]
+	}
+	if n := len(s.chunks); n > 0 {
+		c := s.chunks[n-1]
+		return &c[len(c)-1]
+	}
+	return nil
+}
+
+// statParts is how many goroutines lstat one directory's entries: a system call
+// costs 2–4 µs here and a tree has 100,000 of them, which the cores share (Git's
+// status does the same with its preload-index threads).
+const statParts = 4
+
+// entryStat is what the walk keeps of an entry's lstat: 16 bytes, not 144, since a
+// directory may hold up to MaxEntries of them.
+type entryStat struct {
+	mode  uint32 // st_mode & S_IFMT
+	ino   uint32 // st_ino's low 32 bits, as Git's index keeps it
+	ctime int64  // ns
+}
+
+// subdirID is a subdirectory's identity as its parent's lstat found it: the end
+// scan takes a launch listing for it only if it is still that directory
+// (audit_since_linux.go). Kept apart, for the few subdirectories, so that
+// entryStat stays small.
+type subdirID struct {
+	name     string
+	dev, ino uint64
+}
+
+// linkID is an entry that is not a directory and has more than one name
+// (st_nlink): the launch checks that all its names are in the tree
+// (Launch.dropOutsideLinks).
+type linkID struct {
+	dev, ino, nlink uint64
+}
+
+// statAll lstat's each of ents in the directory fd into stats, on parts goroutines,
+// and returns the subdirectories' identities and the entries with more than one
+// name; ok is false when one failed.
+func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, links []linkID, ok bool) {
+	// found is what one goroutine found beside the stats, joined at the end.
+	type found struct {
+		subdirs []subdirID
+		links   []linkID
+	}
+	one := func(lo, hi int, f *found) bool {
+		ok := true
+		var st unix.Stat_t
+		for i := lo; i < hi; i++ {
+			if lstatAt(fd, ents[i], &st) != nil { // audit_dirents_linux.go
+				ok = false
+				continue
+			}
+			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
+			if stats[i].mode == unix.S_IFDIR {
+				f.subdirs = append(f.subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
+			} else if st.Nlink > 1 {
+				f.links = append(f.links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})
+			}
+		}
+		return ok
+	}
+	n := len(ents)
+	if n < 32 || parts <= 1 {
+		var f found
+		ok := one(0, n, &f)
+		return f.subdirs, f.links, ok
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	all := make([]found, parts)
+	for k := 1; k < parts; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !one(k*n/parts, (k+1)*n/parts, &all[k]) {
+				failed.Store(true)
+			}
+		}()
+	}
+	ok = one(0, n/parts, &all[0])
+	wg.Wait()
+	for _, f := range all {
+		subdirs, links = append(subdirs, f.subdirs...), append(links, f.links...)
+	}
+	return subdirs, links, ok && !failed.Load()
+}
+
+// rel is p relative to the repository, '/'-separated.
+func (s *scanner) rel(p string) string {
+	return strings.TrimPrefix(p[len(s.repo):], "/")
+}
+
+// readDirStat is readDir that, while the walk is recorded, also lstat's each entry
+// through the directory's descriptor (fstatat, no path resolution); stats[i] is
+// ents[i]'s. A directory or entry that cannot be inspected leaves the walk
+// incomplete.
+//
+// With a launch watch (opt.Watch), each directory is marked before it is read and
+// its listing kept when read whole; with opt.Since, a directory the launch's
+// listing still stands for is taken from it (audit_since_linux.go).
+func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat, subdirs []subdirID) {
+	stat := s.walk != nil && s.nested == 0
+	before := len(s.surface.Skipped)
+	s.listed++
+	if s.since != nil {
+		if ents, stats, ok := s.taken(dir, stat); ok {
+			if len(s.surface.Skipped) != before && stat {
+				s.walk.Complete = false
+			}
+			return ents, stats, nil
+		}
+	}
+	if l := s.pre.take(dir, stat); l != nil { // audit_prefetch_linux.go
+		if l.openErr != nil {
+			s.skip(dir, "cannot open directory: %v", l.openErr)
+			if stat {
+				s.walk.Complete = false
+			}
+			return nil, nil, nil
+		}
+		ents, stats, ok := s.replay(l, dir)
+		s.launch.noteLinks(dir, l.links) // audit_since_linux.go
+		if stat && !ok {
+			s.walk.Complete = false
+		}
+		if len(s.surface.Skipped) != before {
+			if stat {
+				s.walk.Complete = false
+			}
+		} else if !stat || ok {
+			s.keep(dir, l.watched, ents, stats)
+		}
+		return ents, stats, l.subdirs
+	}
+	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		s.skip(dir, "cannot open directory: %v", err)
+		if stat {
+			s.walk.Complete = false
+		}
+		return nil, nil, nil
+	}
+	defer unix.Close(fd)
+	watched := s.launch.watchDir(fd)
+	ents = s.readDirBatches((&direntReader{fd: fd}).next, dir) // audit_dirents_linux.go
+	ok := true
+	if stat {
+		stats = make([]entryStat, len(ents))
+		var links []linkID
+		subdirs, links, ok = statAll(fd, ents, stats, statParts)
+		s.launch.noteLinks(dir, links) // audit_since_linux.go
+		if !ok {
+			s.walk.Complete = false
+		}
+	}
+	if len(s.surface.Skipped) != before {
+		if stat {
+			s.walk.Complete = false
+		}
+	} else if ok {
+		s.keep(dir, watched, ents, stats)
+	}
+	return ents, stats, subdirs
+}
+
+// looksLikeGitDir mirrors Git's is_git_directory: a HEAD, and objects/ and refs/ (or
+// a commondir that provides them). The types are not checked, as Git follows links.
+func looksLikeGitDir(ents []os.DirEntry) bool {
+	var head, common, objects, refs bool
+	for _, e := range ents {
+		switch e.Name() {
+		case "HEAD":
+			head = true
+		case "commondir":
+			common = true
+		case "objects":
+			objects = true
+		case "refs":
+			refs = true
+		}
+	}
+	return head && (common || objects && refs)
+}
