@@ -274,7 +274,7 @@ func (l *launch) run() (int, error) {
 	agents := startAgentAudit(cfg, p, out)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
-	env = p.Env.Apply(env) // --hide-secrets, --unset-env, --clear-env
+	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
 	env = agent.setEnv(env) // after the rules: the filtered agent's socket is the session's own
 	prot := l.pr.s.Protected
 	locks := existingLocks(prot)

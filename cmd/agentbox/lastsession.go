@@ -62,8 +62,8 @@ func sessionSnapshot(arg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if rec.SnapshotZip == "" {
+	if rec.Snapshot == "" {
 		return "", fmt.Errorf("session %s has no Git snapshot (it ran with --no-git-save or --read-only)", rec.ID)
 	}
-	return rec.SnapshotZip, nil
+	return rec.Snapshot, nil
 }

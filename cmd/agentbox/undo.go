@@ -103,11 +103,11 @@ func cmdUndo(args []string) int {
 		if len(rel) > 0 {
 			return fail("undo: --git puts back the whole Git metadata; give it no PATHs")
 		}
-		if rec.SnapshotZip == "" {
+		if rec.Snapshot == "" {
 			return fail("undo: session %s has no Git snapshot (it ran with --no-git-save?)", rec.ID)
 		}
-		if u.gitState, err = snapshot.ReadGitState(rec.SnapshotZip); err != nil {
-			return fail("undo: --git: snapshot %s: %v", rec.SnapshotZip, err)
+		if u.gitState, err = snapshot.ReadGitState(rec.Snapshot); err != nil {
+			return fail("undo: --git: snapshot %s: %v", rec.Snapshot, err)
 		}
 		if u.gitChanges, err = snapshot.PutBack(store.Repo, u.gitState, true); err != nil {
 			return fail("undo: --git: %v", err)
@@ -239,7 +239,7 @@ func (u *undo) run(argv []string) int {
 		if err != nil {
 			return fail("undo: --git: saving the Git metadata as it is first: %v; nothing was changed", err)
 		}
-		rec.SnapshotZip = path
+		rec.Snapshot = path
 	}
 	res, err := store.ApplyUndo(plan, rec, u.walk)
 	if res == nil {
