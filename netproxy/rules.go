@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Rule is one allowed destination: a host name, a wildcard suffix, or an address
@@ -419,6 +420,9 @@ func ParseHosts(s string) (Hosts, error) {
 // value. The host of a URL is offered, not taken: its path and scheme say nothing
 // the proxy could enforce.
 func misuse(spec string) string {
+	if strings.IndexFunc(spec, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return "" // the hint repeats the value: never a control character (the message stays one line)
+	}
 	if scheme, rest, ok := strings.Cut(spec, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, ".:/") {
 		host, _, _ := strings.Cut(rest, "/")
 		if _, h, ok := strings.Cut(host, "@"); ok {
