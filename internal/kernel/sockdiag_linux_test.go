@@ -1,12 +1,15 @@
 package kernel
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
 )
 
 // TestBoundFilesAfterRename: sock_diag names a renamed socket by the name bind was
@@ -27,6 +30,14 @@ func TestBoundFilesAfterRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, err := boundFiles()
+	if errors.Is(err, unix.ENOENT) && os.Getenv("AGENTBOX_KMATRIX") != "" {
+		// The kernel matrix's VMs load no modules, unix_diag among them: the
+		// launch then masks the listed names alone (movedSockets), as documented.
+		if _, err := movedSockets(&policy.Policy{}, "/proc"); err != nil {
+			t.Errorf("without sock_diag: %v", err)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatalf("sock_diag: %v", err)
 	}

@@ -95,7 +95,9 @@ func TestDoctorExitMatchesVerdict(t *testing.T) {
 func TestExecTrue(t *testing.T) {
 	rep, _ := doctor(t)
 	repo := testenv.Dir(t, "repo")
-	_, stderr, code := run(t, repo, "exec", "--no-record", "--", "true")
+	// --repo: the refusal is checked alone, without the line that names the current
+	// directory as the writable one when it is no Git repository.
+	_, stderr, code := run(t, repo, "exec", "--no-record", "--repo", repo, "--", "true")
 	if rep.NativeReady {
 		if code != 0 {
 			t.Fatalf("doctor says ready, but agentbox exec -- true exited %d: %s", code, stderr)

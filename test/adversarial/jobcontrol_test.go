@@ -131,7 +131,10 @@ func TestLeftProcessesSaid(t *testing.T) {
 			term := shellFor(t, b)
 			for i := 0; i < jobRounds; i++ {
 				out := term.Run(execLine(b, `sleep 100 & sleep 100 & echo "star""ted"`))
-				if strings.Count(out, "agentbox: killed 2 processes left running\r\n") != 1 || !strings.Contains(out, "started\r\n") {
+				// Each line of agentbox's ends with CR before its newline (termout: a
+				// terminal left in raw mode gets column 0 too), which the pty follows by
+				// CR LF.
+				if strings.Count(out, "agentbox: killed 2 processes left running\r") != 1 || !strings.Contains(out, "started\r\n") {
 					t.Fatalf("round %d of %d on a pty: %q", i+1, jobRounds, out)
 				}
 			}
