@@ -41,15 +41,11 @@ func ReadGitState(recPath string) (*GitState, error) {
 	if !IsStoredSnapshot(recPath) {
 		return nil, fmt.Errorf("%s is not a stored snapshot", recPath)
 	}
-	rs, err := openRecordStore(recPath)
+	rs, rec, err := openStoredRecord(recPath)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.close()
-	rec, err := readRecord(recPath)
-	if err != nil {
-		return nil, err
-	}
 	if rec.Worktree != "" || rec.DotGit != "" {
 		return nil, errors.New("the snapshot is of a linked worktree or a .git file; put it back with agentbox restore")
 	}

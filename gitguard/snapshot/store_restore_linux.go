@@ -51,6 +51,21 @@ func (r *restorer) problem(format string, a ...any) {
 	}
 }
 
+// openStoredRecord opens the store that holds the record at recPath and reads the
+// record; the caller closes the store.
+func openStoredRecord(recPath string) (*repoStore, *Record, error) {
+	rs, err := openRecordStore(recPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := readRecord(recPath)
+	if err != nil {
+		rs.close()
+		return nil, nil, err
+	}
+	return rs, rec, nil
+}
+
 // openRecordStore finds the repository's part of the store a record belongs to
 // (the record is KEY/snaps/NAME.snap) and takes its lock shared, so that no prune
 // removes a blob while it is read.
@@ -70,15 +85,11 @@ func openRecordStore(recPath string) (*repoStore, error) {
 // against its name: the record, each tree and each blob. A missing or changed
 // piece is an error naming it.
 func CheckStored(recPath string) (*Restored, error) {
-	rs, err := openRecordStore(recPath)
+	rs, rec, err := openStoredRecord(recPath)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.close()
-	rec, err := readRecord(recPath)
-	if err != nil {
-		return nil, err
-	}
 	r := &restorer{rs: rs, buf: make([]byte, copyBufSize), trees: map[string][]treeEntry{}, bad: map[string]bool{}}
 	r.all(rec)
 	if len(r.problems) > 0 {
@@ -94,15 +105,11 @@ func CheckStored(recPath string) (*Restored, error) {
 // entry that cannot be restored safely (a symlink leading out of its gitdir) is
 // skipped and listed in Restored.Skipped.
 func RestoreStored(recPath, into string) (*Restored, error) {
-	rs, err := openRecordStore(recPath)
+	rs, rec, err := openStoredRecord(recPath)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.close()
-	rec, err := readRecord(recPath)
-	if err != nil {
-		return nil, err
-	}
 	if into, err = filepath.Abs(into); err != nil {
 		return nil, err
 	}
