@@ -2,7 +2,7 @@
 // directory is the writable repository, which HOME is overlaid, where agentbox keeps
 // its cache and state. It reads the filesystem to resolve paths but changes nothing.
 //
-// The repository rules (DESIGN.md P2, P6) live here and only here: a repository that is
+// The repository rules (docs/promises.md P2, P6) live here and only here: a repository that is
 // "/" or is or contains $HOME, /tmp, /run, /proc or /dev is refused, because binding
 // such an ancestor writable would undo a protection layer.
 package policy

@@ -20,7 +20,7 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Bounds on the collector's Git (DESIGN.md P13). The recorder's `git add` reads the
+// Bounds on the collector's Git (docs/promises.md P13). The recorder's `git add` reads the
 // working tree, which the sandbox wrote: a FIFO named .gitignore or .gitattributes,
 // or one in a nested repository's .git (HEAD, packed-refs, a loose ref, config),
 // blocks Git's open(2) forever, and with it the session's end and — through the

@@ -20,7 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// Staging files changed in place without `git add` (DESIGN.md P13: a session that
+// Staging files changed in place without `git add` (docs/promises.md P13: a session that
 // changed ten files costs what ten files cost). `git add` of ten paths reads and
 // rewrites the whole shadow index: on the scaling bench's big repository 100,000
 // entries, 8.8 MB, 110–130 ms a process. When every path changedPaths named is a

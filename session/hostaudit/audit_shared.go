@@ -15,7 +15,7 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// Two sessions on one repository (DESIGN.md P13). A session's baseline is what its
+// Two sessions on one repository (docs/promises.md P13). A session's baseline is what its
 // audit takes for the user's own; were it the tree as it is at launch, a second
 // session would take whatever the first one, still running, planted for the user's,
 // and — once the first session's audit moved the plant aside — could put it back
