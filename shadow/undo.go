@@ -106,9 +106,9 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 			}
 		}
 	}
-	root, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	root, err := openRepo(s.Repo)
 	if err != nil {
-		return nil, fmt.Errorf("repository %s: %w", s.Repo, err)
+		return nil, err
 	}
 	defer unix.Close(root)
 	for _, c := range p.Changes {
@@ -285,6 +285,21 @@ func differs(root int, p string, e Entry) string {
 	default:
 		return "is a special file now (FIFO, socket or device)"
 	}
+}
+
+// openRepo opens the repository undo writes, following no symlink anywhere on its
+// path: the record holds the path as resolved when the session started, so a symlink
+// on it now was put there since, perhaps by a session of a repository around this one,
+// and would make undo write a directory elsewhere.
+func openRepo(repo string) (int, error) {
+	fd, err := safepath.Open(repo, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, safepath.ErrSymlink) {
+		return -1, fmt.Errorf("repository %s: its path goes through a symlink now, not as when the session ran; undo writes nowhere else (check the path, then run undo from the repository as it is)", repo)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("repository %s: %w", repo, err)
+	}
+	return fd, nil
 }
 
 // splitPath splits a record path into its directory ("" for the top) and name.

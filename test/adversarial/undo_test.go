@@ -1,0 +1,64 @@
+package adversarial
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// TestUndoRepoPathRedirected (P13): the repository undo writes is named by its
+// path in the record. When that repository lies inside another one (or inside an
+// --add-dir), a session of the outer one can replace a directory above it with a
+// symlink, so that the path names a directory elsewhere with the same last name.
+// The inner session made its end state match that directory's files (the sandbox
+// can read them), so without a check undo would delete and overwrite them there,
+// --force or not. Undo must refuse, and change nothing outside the repository.
+func TestUndoRepoPathRedirected(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			inner := filepath.Join(b.Repo, "mid", "inner")
+			victim := filepath.Join(b.Home, "victim", "inner")
+			for _, d := range []string{inner, victim} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sandboxtest.WriteFile(t, filepath.Join(inner, "f"), "one\n")
+			sandboxtest.WriteFile(t, filepath.Join(victim, "f"), "victim's\n")
+			sandboxtest.WriteFile(t, filepath.Join(victim, "new.txt"), "keep me\n")
+			testenv.Chown(t, b.Home)
+			testenv.Git(t, b.Home, inner, "init", "-q")
+
+			// The inner session's end state: the victim's files, byte for byte.
+			r := sandboxtest.Run(b.Command(inner, []string{"--repo", inner}, `cp "$HOME/victim/inner/f" f && cp "$HOME/victim/inner/new.txt" new.txt`))
+			if r.Code != 0 {
+				t.Fatalf("inner session: %s", r)
+			}
+			log := sandboxtest.Run(b.Agentbox(inner, "log", "--repo", inner))
+			lines := strings.Split(strings.TrimSpace(log.Stdout), "\n")
+			if log.Code != 0 || len(lines) < 2 {
+				t.Fatalf("agentbox log: %s", log)
+			}
+			id := strings.Fields(lines[1])[0]
+
+			// The outer session puts a symlink where the inner repository's parent was.
+			b.OK(`mv mid mid.real && ln -s "$HOME/victim" mid`)
+
+			r = sandboxtest.Run(b.Agentbox(b.Home, "undo", id))
+			if got := sandboxtest.ReadFileOr(filepath.Join(victim, "f")); got != "victim's\n" {
+				t.Errorf("undo wrote through the planted symlink: victim/inner/f is %q\n%s", got, r)
+			}
+			if !sandboxtest.Exists(filepath.Join(victim, "new.txt")) {
+				t.Errorf("undo removed victim/inner/new.txt through the planted symlink\n%s", r)
+			}
+			if r.Code != 125 || !strings.Contains(r.Stderr, "symlink") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+				t.Errorf("undo of a repository whose path now holds a symlink: want exit 125 and one line naming the symlink, got %s", r)
+			}
+		})
+	}
+}
