@@ -133,7 +133,13 @@ func PutBack(repo string, st *GitState, dryRun bool) ([]string, error) {
 	if st.Manifest.GitCommonDir != filepath.Join(repo, ".git") || st.Manifest.GitDir != st.Manifest.GitCommonDir {
 		return nil, fmt.Errorf("the snapshot is of the Git dir %s, not %s/.git", st.Manifest.GitCommonDir, repo)
 	}
-	root, err := unix.Open(repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// No symlink anywhere on the path: the snapshot names the repository as
+	// resolved at launch, so one there now was planted since (a session of a
+	// repository around this one can) and would lead to another Git dir.
+	root, err := safepath.Open(repo, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, safepath.ErrSymlink) {
+		return nil, fmt.Errorf("%s: its path goes through a symlink now, not as when the snapshot was taken; undo --git writes nowhere else", repo)
+	}
 	if err != nil {
 		return nil, err
 	}
