@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -200,7 +201,11 @@ func (p *putter) write(rel string, b []byte) {
 		}
 		defer unix.Close(dfd)
 	}
-	tmp := "." + name + ".agentbox-undo"
+	// A name the session could not guess: one it planted (a directory, say) would
+	// otherwise keep this file from being put back.
+	var rnd [8]byte
+	_, _ = unix.Getrandom(rnd[:], 0)
+	tmp := "." + name + ".agentbox-undo-" + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		p.errs = append(p.errs, fmt.Errorf("%s: %w", rel, err))

@@ -62,3 +62,34 @@ func TestUndoRepoPathRedirected(t *testing.T) {
 		})
 	}
 }
+
+// TestUndoGitPlantedTempNames: undo --git writes each file of the Git dir as a new
+// file beside it, renamed over it. A session that plants something at that new file's
+// name (a directory, so no open can take it) must not keep undo --git from putting
+// HEAD and its branch back.
+func TestUndoGitPlantedTempNames(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			testenv.Git(t, b.Home, b.Repo, "add", "README")
+			testenv.Git(t, b.Home, b.Repo, "commit", "-qm", "first")
+			branch := testenv.Git(t, b.Home, b.Repo, "symbolic-ref", "--short", "HEAD")
+			tip := testenv.Git(t, b.Home, b.Repo, "rev-parse", "HEAD")
+			b.OK(`set -e
+b=$(git symbolic-ref --short HEAD)
+git commit -q --allow-empty -m inside
+git switch -q -c other
+for n in .HEAD ".HEAD.agentbox-undo" "refs/heads/.$b.agentbox-undo" ".index.agentbox-undo" ".packed-refs.agentbox-undo"; do mkdir -p ".git/$n/x"; done`)
+			r := sandboxtest.Run(b.Agentbox(b.Repo, "undo", "--git"))
+			if r.Code != 0 {
+				t.Errorf("undo --git with its temporary names planted: want exit 0, got %s", r)
+			}
+			if got := testenv.Git(t, b.Home, b.Repo, "symbolic-ref", "--short", "HEAD"); got != branch {
+				t.Errorf("after undo --git HEAD is %q, want %q", got, branch)
+			}
+			if got := testenv.Git(t, b.Home, b.Repo, "rev-parse", branch); got != tip {
+				t.Errorf("after undo --git %s is %s, want %s", branch, got, tip)
+			}
+		})
+	}
+}
