@@ -1,10 +1,12 @@
 package adversarial
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -89,6 +91,45 @@ for n in .HEAD ".HEAD.agentbox-undo" "refs/heads/.$b.agentbox-undo" ".index.agen
 			}
 			if got := testenv.Git(t, b.Home, b.Repo, "rev-parse", branch); got != tip {
 				t.Errorf("after undo --git %s is %s, want %s", branch, got, tip)
+			}
+		})
+	}
+}
+
+// TestUndoCheckCostsWhatChanged (P13): a later session replaces each file an earlier
+// one wrote with a sparse file just under the recorder's bound, which costs it
+// nothing. Undo of the earlier session checks every such path against its end
+// state; hashing 25 GiB of holes to find them changed held the repository for
+// minutes. A file whose size is not the recorded one has changed, unread.
+func TestUndoCheckCostsWhatChanged(t *testing.T) {
+	const files = 100
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			b.OK(fmt.Sprintf(`mkdir sp && i=0; while [ $i -lt %d ]; do echo x > sp/f$i; i=$((i+1)); done`, files))
+			log := sandboxtest.Run(b.Agentbox(b.Repo, "log"))
+			lines := strings.Split(strings.TrimSpace(log.Stdout), "\n")
+			if log.Code != 0 || len(lines) < 2 {
+				t.Fatalf("agentbox log: %s", log)
+			}
+			id := strings.Fields(lines[1])[0]
+			b.OK(`for f in sp/*; do rm "$f" && truncate -s 255M "$f"; done`)
+			cmd := b.Agentbox(b.Repo, "undo", "--dry-run", id)
+			start := time.Now()
+			res := make(chan sandboxtest.Result, 1)
+			if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+				t.Fatal(err)
+			}
+			var r sandboxtest.Result
+			select {
+			case r = <-res:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-res
+				t.Fatalf("undo --dry-run over %d sparse files still ran after %v", files, time.Since(start))
+			}
+			if r.Code != 1 || strings.Count(r.Stdout, ": its content changed") != files {
+				t.Fatalf("undo --dry-run over files replaced since: want exit 1 and each file changed, got %s", r)
 			}
 		})
 	}
