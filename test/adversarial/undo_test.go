@@ -134,3 +134,68 @@ func TestUndoCheckCostsWhatChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestUndoNeverRestoresAQuarantinedProgram (P7, P13): the operator's pre-commit hook
+// runs scripts/check.sh from the working tree. One session rewrites it; a second
+// session of the repository, started meanwhile, records the tree at its start with
+// that plant in it. The audit moves the plant out; the second session's record then
+// says it removed the file, and undo of it would put the plant back, with no audit
+// after it, for the next git commit on the host to run. Undo must leave the
+// operator's Git with no new program: the plant is moved aside again, and said.
+func TestUndoNeverRestoresAQuarantinedProgram(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			check := filepath.Join(b.Repo, "scripts", "check.sh")
+			if err := os.MkdirAll(filepath.Dir(check), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sandboxtest.WriteFile(t, check, "#!/bin/sh\necho good\n")
+			hook := filepath.Join(b.Repo, ".git", "hooks", "pre-commit")
+			sandboxtest.WriteFile(t, hook, "#!/bin/sh\nexec scripts/check.sh\n")
+			for _, f := range []string{check, hook} {
+				if err := os.Chmod(f, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testenv.Chown(t, b.Home)
+			testenv.Git(t, b.Home, b.Repo, "add", "-A")
+			testenv.Git(t, b.Home, b.Repo, "commit", "-qm", "base")
+
+			first := make(chan sandboxtest.Result, 1)
+			cmd := b.Command(b.Repo, nil, `printf '#!/bin/sh\necho PLANTED\n' > scripts/check.sh && touch planted
+i=0; while [ ! -e stop ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done`)
+			if err := sandboxtest.StartAndCollect(cmd, first); err != nil {
+				t.Fatal(err)
+			}
+			if !sandboxtest.WaitFor(func() bool { return sandboxtest.Exists(filepath.Join(b.Repo, "planted")) }) {
+				t.Fatal("the first session did not plant")
+			}
+			b.OK(`echo x > second.txt`)
+			sandboxtest.WriteFile(t, filepath.Join(b.Repo, "stop"), "")
+			if r := <-first; r.Code != 0 {
+				t.Fatalf("first session: %s", r)
+			}
+			if got := sandboxtest.ReadFileOr(check); strings.Contains(got, "PLANTED") {
+				t.Fatalf("the audit left the plant: %q", got)
+			}
+			log := sandboxtest.Run(b.Agentbox(b.Repo, "log"))
+			second := ""
+			for _, l := range strings.Split(log.Stdout, "\n") {
+				if strings.Contains(l, "second.txt") {
+					second = strings.Fields(l)[0]
+				}
+			}
+			if second == "" {
+				t.Fatalf("no record of the second session: %s", log)
+			}
+			r := sandboxtest.Run(b.Agentbox(b.Repo, "undo", second))
+			if got := sandboxtest.ReadFileOr(check); strings.Contains(got, "PLANTED") {
+				t.Fatalf("undo put the planted program back for the host's git commit to run:\n%s", r)
+			}
+			if r.Code != 1 || !strings.Contains(r.Stderr, "scripts/check.sh") {
+				t.Errorf("undo that moved a program aside: want exit 1 and the path named, got %s", r)
+			}
+		})
+	}
+}
