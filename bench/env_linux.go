@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard/pushguard"
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -148,7 +148,7 @@ func (e *env) prepareBwrapPlans() error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	prog, err := ttyfilter.Program()
+	prog, err := seccomp.Program()
 	if err != nil {
 		return fmt.Errorf("bench: seccomp program: %w", err)
 	}
