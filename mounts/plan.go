@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -167,7 +168,7 @@ type Plan struct {
 
 // Writable lists the host directories the sandbox can write: the sources of the
 // writable binds (the repository, a linked worktree's metadata, the --disk-tmp
-// directory). The launcher runs nothing found in them (policy.LookPath).
+// directory). The launcher runs nothing found in them (hostpath.LookPath).
 func (p Plan) Writable() []string {
 	var out []string
 	for _, op := range p.Ops {
@@ -326,7 +327,7 @@ func Build(p *policy.Policy, s Session) Plan {
 	if p.ReadOnly {
 		// --read-only: a review session; nothing in the repository is writable, so
 		// there is nothing to pin or protect (the launcher passes no Git ops).
-		if policy.Within(p.Repo, "/tmp") || policy.Within(p.Repo, "/run") {
+		if hostpath.Within(p.Repo, "/tmp") || hostpath.Within(p.Repo, "/run") {
 			// The private /tmp or /run has no mount point for it, and only a writable
 			// bind creates one (every backend): covered at once by the read-only
 			// bind, before anything of the sandbox runs (as for sockets).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/agentcfg"
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -130,7 +131,7 @@ func createBeneath(path string, dir bool, init string) error {
 func checkKeptGitDirs(p *policy.Policy, gitDirs []string) error {
 	for _, k := range p.Keep {
 		for _, d := range gitDirs {
-			if policy.Within(d, k.Path) || policy.Within(k.Path, d) {
+			if hostpath.Within(d, k.Path) || hostpath.Within(k.Path, d) {
 				return &policy.Error{What: k.From, Path: k.Path, Reason: "holds the Git directory " + d + " of this worktree, whose config and hooks must stay read-only (P7)"}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard/pushguard"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -35,7 +36,7 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 	if p.CacheDir != "" {
 		outside := func(dir string) bool {
 			for _, w := range writable {
-				if policy.Within(dir, w) || policy.Within(w, dir) {
+				if hostpath.Within(dir, w) || hostpath.Within(w, dir) {
 					return false
 				}
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/termout"
@@ -444,7 +445,7 @@ func dryRunLookPath(p *policy.Policy) error {
 		if d == "" || !filepath.IsAbs(d) {
 			d = filepath.Join(p.Workdir, d)
 		}
-		if !policy.Within(d, "/tmp") && !policy.Within(d, "/run") {
+		if !hostpath.Within(d, "/tmp") && !hostpath.Within(d, "/run") {
 			dirs = append(dirs, d)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -194,7 +195,7 @@ func sshProxyEnv(p *policy.Policy, env []string) []string {
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
-	if err != nil || policy.Within(exe, "/tmp") || policy.Within(exe, "/run") {
+	if err != nil || hostpath.Within(exe, "/tmp") || hostpath.Within(exe, "/run") {
 		return nil
 	}
 	cmd, ok := sshagent.GitSSHCommand(exe, mounts.ProxyAddr)

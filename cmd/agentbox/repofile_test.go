@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -224,7 +225,7 @@ func checkContained(t *testing.T, before, after *policy.Policy) {
 func governing(plan mounts.Plan, path string) mounts.Op {
 	var g mounts.Op
 	for _, op := range plan.Ops {
-		if policy.Within(path, op.Dest) {
+		if hostpath.Within(path, op.Dest) {
 			g = op
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -102,7 +103,7 @@ func hostSockets(p *policy.Policy, ents []sockEntry, proc string) ([]string, err
 			cands = []string{path}
 		}
 		for _, c := range cands {
-			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) && !keptSocket(p, c) {
+			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c) {
 				continue
 			}
 			if _, ok := inodes[c]; ok {
@@ -161,7 +162,7 @@ func maskSkips(p *policy.Policy) []string {
 // is reachable, unless that part is a private tmpfs inside, the repository, a
 // further writable directory, a handed-in socket or hidden.
 func keptSocket(p *policy.Policy, c string) bool {
-	within := func(d string) bool { return policy.Within(c, d) }
+	within := func(d string) bool { return hostpath.Within(c, d) }
 	if !slices.ContainsFunc(p.Keep, func(k policy.Kept) bool { return within(k.Path) }) {
 		return false
 	}
@@ -207,7 +208,7 @@ func resolved(path string) string {
 		return ""
 	}
 	for _, d := range []string{"/tmp", "/run"} {
-		if policy.Within(c, d) {
+		if hostpath.Within(c, d) {
 			return ""
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -38,7 +39,7 @@ func movedSockets(p *policy.Policy, proc string) ([]string, error) {
 	}
 	skip := maskSkips(p)
 	skipped := func(c string) bool {
-		return slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) && !keptSocket(p, c)
+		return slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c)
 	}
 	var out []string
 	lost := map[string][]uint64{}
