@@ -41,12 +41,12 @@ func prepare(cfg *Config, p *policy.Policy, sw *backend.Timer) (*prepared, error
 	}
 	sw.Mark(host("repo identity, worktree"))
 	pr := &prepared{repoID: repoID, gitDirs: meta.roots}
-	masks, err := kernel.HostSockets(p)
+	masks, err := kernel.HostSockets(socketScope(p))
 	if err != nil {
 		return nil, err
 	}
 	pr.s = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p), MaskSockets: masks, Empty: emptyPaths(p)}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), MaskSockets: masks, Empty: emptyPaths(p)}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}
@@ -63,6 +63,24 @@ func prepare(cfg *Config, p *policy.Policy, sw *backend.Timer) (*prepared, error
 	pr.s.Protected, pr.s.GitRW = protected, meta.ops
 	pr.s.Pinned = gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)
 	return pr, nil
+}
+
+// socketScope is what the host sockets' masks depend on in p (kernel.HostSockets).
+func socketScope(p *policy.Policy) kernel.SocketScope {
+	s := kernel.SocketScope{Home: p.Home, KeptPrivate: p.KeepPrivate, Writable: p.AddDirs, NestedSandbox: p.NestedSandbox}
+	if !p.ReadOnly {
+		s.Writable = append([]string{p.Repo}, p.AddDirs...)
+	}
+	for _, k := range p.Keep {
+		s.Kept = append(s.Kept, k.Path)
+	}
+	for _, k := range p.Sockets {
+		s.Handed = append(s.Handed, k.Bind)
+	}
+	for _, h := range p.Hide {
+		s.Hidden = append(s.Hidden, h.Path)
+	}
+	return s
 }
 
 // forDryRun completes the session as --dry-run shows it, writing nothing: the
