@@ -24,7 +24,7 @@ import (
 
 // Protected is one path of Git's exec surface that lies inside the repository and
 // must be read-only in the sandbox. The plan owns the type (mounts.Protected):
-// gitguard finds the paths, mounts.Build alone decides the operations for them.
+// gitguard finds the paths, build.Plan alone decides the operations for them.
 type Protected = mounts.Protected
 
 // MaxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
@@ -132,7 +133,7 @@ func Plan(cfg Config) (mounts.Plan, error) {
 	if err != nil {
 		return mounts.Plan{}, err
 	}
-	return mounts.Build(ap, pr.s), nil
+	return build.Plan(ap, pr.s), nil
 }
 
 // resolveBackend settles --backend auto for cfg and returns its policy.
@@ -229,7 +230,7 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.stop(nil)
-	plan := mounts.Build(agent.policy(p), l.pr.s)
+	plan := build.Plan(agent.policy(p), l.pr.s)
 	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
 	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
 		return 0, err
