@@ -129,7 +129,7 @@ func Plan(cfg Config) (mounts.Plan, error) {
 	if err := pr.forDryRun(&cfg, p); err != nil {
 		return mounts.Plan{}, err
 	}
-	ap, err := dryRunAgent(p) // sshagent.go
+	ap, err := netsvc.DryRunAgent(p)
 	if err != nil {
 		return mounts.Plan{}, err
 	}
@@ -225,13 +225,13 @@ func (l *launch) run() (int, error) {
 	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
 		return 0, err
 	}
-	agent, err := startAgent(p) // sshagent.go
+	agent, err := netsvc.StartAgent(p)
 	if err != nil {
 		return 0, err
 	}
-	defer agent.stop(nil)
-	plan := build.Plan(agent.policy(p), l.pr.s)
-	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
+	defer agent.Stop(nil)
+	plan := build.Plan(agent.Policy(p), l.pr.s)
+	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
 	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
 		return 0, err
 	}
@@ -277,7 +277,7 @@ func (l *launch) run() (int, error) {
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
-	env = agent.setEnv(env) // after the rules: the filtered agent's socket is the session's own
+	env = agent.SetEnv(env) // after the rules: the filtered agent's socket is the session's own
 	prot := l.pr.s.Protected
 	locks := existingLocks(prot)
 	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
@@ -304,7 +304,7 @@ func (l *launch) run() (int, error) {
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
 	out.NetRefusals = netSvc.Stop()
-	out.SSHAgent, out.Notes = agent.stop(out.Notes)
+	out.SSHAgent, out.Notes = agent.Stop(out.Notes)
 	sw.Skip()
 	agents.finish(cfg, out)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
@@ -318,7 +318,7 @@ func (l *launch) run() (int, error) {
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
 	reportLeft(cfg, res.Left)
-	reportNet(cfg, out.NetRefusals)
+	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
 }
 
