@@ -79,7 +79,7 @@ type Config struct {
 	// does not change its caller's settings.
 	KeepGC bool
 
-	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
+	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (hostaudit.StartKept)
 	gc        *hostGC
 }
 
@@ -188,7 +188,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	}
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := record.Start(cfg.record(), p, out.Start)
-	cfg.sessionID = sessionID(rec)
+	cfg.sessionID = hostaudit.SessionID(rec.ID())
 	sw.Mark(host("record start"))
 	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
 	status, err := l.run()
@@ -273,7 +273,9 @@ func (l *launch) run() (int, error) {
 		out.Phases = append(out.Phases, found.Phases...)
 		out.Walk = found.Walk
 	}()
-	agents := startAgentAudit(cfg, p, out)
+	var kept hostaudit.Outcome
+	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
+	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
@@ -306,7 +308,9 @@ func (l *launch) run() (int, error) {
 	out.NetRefusals = netSvc.Stop()
 	out.SSHAgent, out.Notes = agent.Stop(out.Notes)
 	sw.Skip()
-	agents.finish(cfg, out)
+	kept = hostaudit.Outcome{}
+	agents.Finish(cfg.audit(), &kept)
+	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
 	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB
