@@ -8,24 +8,21 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
-	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/session/netsvc"
+	"github.com/agentbox/agentbox/session/prepare"
 	"github.com/agentbox/agentbox/session/record"
 )
 
@@ -51,7 +48,7 @@ type Config struct {
 	Stderr  io.Writer
 
 	GitSave      record.GitSaveConfig // P8 metadata snapshot (session/record)
-	AllowGitPush bool                 // P9 push guard off (pushguard.go)
+	AllowGitPush bool                 // P9 push guard off (session/prepare)
 	NoRecord     bool                 // skip the shadow-repo record (session/record)
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
@@ -122,18 +119,18 @@ func Run(cfg Config) (Exit, error) {
 // and the push guard's staging are named, not made; the identities are not taken).
 func Plan(cfg Config) (mounts.Plan, error) {
 	p := resolveBackend(&cfg)
-	pr, err := prepare(&cfg, p, backend.NewTimer())
+	pr, err := prepare.New(cfg.prepareOptions(nil), p)
 	if err != nil {
 		return mounts.Plan{}, err
 	}
-	if err := pr.forDryRun(&cfg, p); err != nil {
+	if err := pr.ForDryRun(cfg.prepareOptions(nil), p); err != nil {
 		return mounts.Plan{}, err
 	}
 	ap, err := netsvc.DryRunAgent(p)
 	if err != nil {
 		return mounts.Plan{}, err
 	}
-	return build.Plan(ap, pr.s), nil
+	return pr.Plan(ap), nil
 }
 
 // resolveBackend settles --backend auto for cfg and returns its policy.
@@ -150,7 +147,7 @@ func resolveBackend(cfg *Config) *policy.Policy {
 // audit, record — and returns what it produced. An error means agentbox failed
 // before the command started; the Outcome then says what the host-side work did.
 //
-// Order: the audits killed launchers left, the preparation (prepare.go: protected
+// Order: the audits killed launchers left, the preparation (package prepare: protected
 // paths, placeholders, the push guard's staging, the recheck), the plan, the
 // backend; from the recheck on, beside the last steps and the sandbox's setup, the
 // audit baseline, the record's start state and the metadata snapshot, which the
@@ -182,7 +179,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	// pending may move things aside.
 	hostaudit.Orphans(cfg.audit(), p)
 	hostaudit.DirOrphans(cfg.audit(), p)
-	pr, err := prepare(&cfg, p, sw)
+	pr, err := prepare.New(cfg.prepareOptions(sw), p)
 	if err != nil {
 		return Outcome{Status: 125, Err: err}, err
 	}
@@ -211,7 +208,7 @@ func RunSession(cfg Config) (Outcome, error) {
 type launch struct {
 	cfg   *Config
 	p     *policy.Policy
-	pr    *prepared
+	pr    *prepare.Prepared
 	out   *Outcome
 	rec   *record.Recorder
 	sw    *backend.Timer
@@ -221,8 +218,8 @@ type launch struct {
 // run launches and returns the command's status.
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
-	defer l.pr.close()
-	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
+	defer l.pr.Close()
+	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
 	}
 	agent, err := netsvc.StartAgent(p)
@@ -230,9 +227,9 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.Stop(nil)
-	plan := build.Plan(agent.Policy(p), l.pr.s)
+	plan := l.pr.Plan(agent.Policy(p))
 	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
-	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
+	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
@@ -240,7 +237,7 @@ func (l *launch) run() (int, error) {
 	// launch it refuses takes no snapshot and applies no retention (a concurrent
 	// session could have pointed .git/commondir at a decoy that evicts every
 	// older snapshot; a red-team helper did).
-	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs)
+	pre := startPrelaunch(cfg, p, l.rec, l.pr.GitDirs)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same. It may run twice (a
@@ -280,9 +277,9 @@ func (l *launch) run() (int, error) {
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
 	env = agent.SetEnv(env) // after the rules: the filtered agent's socket is the session's own
-	prot := l.pr.s.Protected
-	locks := existingLocks(prot)
-	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
+	prot := l.pr.Session.Protected
+	locks := prepare.ExistingLocks(prot)
+	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
 	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
@@ -348,6 +345,16 @@ func (c *Config) stdio() backend.Stdio {
 // record is what the snapshot and the shadow record need of the session.
 func (c *Config) record() *record.Config {
 	return &record.Config{Stderr: c.Stderr, Args: c.Args, Version: c.Version, NoRecord: c.NoRecord, GitSave: c.GitSave}
+}
+
+// prepareOptions is what the preparation step needs of the session; sw, when not nil,
+// times its steps.
+func (c *Config) prepareOptions(sw *backend.Timer) prepare.Options {
+	o := prepare.Options{AllowGitPush: c.AllowGitPush, Stderr: c.Stderr}
+	if sw != nil {
+		o.Mark = func(step string) { sw.Mark(host(step)) }
+	}
+	return o
 }
 
 // audit is what the post-session audits need of the session (package hostaudit).
@@ -435,29 +442,6 @@ func autoBackend() string {
 		return policy.BackendNative
 	}
 	return policy.BackendBwrap
-}
-
-// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
-// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
-// and /run start empty.
-func dryRunLookPath(p *policy.Policy) error {
-	name := p.Command[0]
-	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
-		name = filepath.Join(p.Workdir, name)
-	}
-	var dirs []string
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if d == "" || !filepath.IsAbs(d) {
-			d = filepath.Join(p.Workdir, d)
-		}
-		if !hostpath.Within(d, "/tmp") && !hostpath.Within(d, "/run") {
-			dirs = append(dirs, d)
-		}
-	}
-	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
-		return fmt.Errorf("command %s: %w", p.Command[0], err)
-	}
-	return nil
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {
