@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
@@ -363,7 +364,7 @@ func BenchmarkBwrapArgv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan := mounts.Build(p, mounts.Session{Protected: prot})
+	plan := build.Plan(p, mounts.Session{Protected: prot})
 	for b.Loop() {
 		if _, err := compat.Command("/usr/bin/bwrap", plan); err != nil {
 			b.Fatal(err)
@@ -391,7 +392,7 @@ func BenchmarkPolicyAndPlan(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = mounts.Build(p, mounts.Session{Protected: prot})
+		_ = build.Plan(p, mounts.Session{Protected: prot})
 	}
 }
 

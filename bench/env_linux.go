@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/agentbox/agentbox/policy"
-
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -18,7 +16,8 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard/pushguard"
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -69,7 +68,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	// agentbox runs on the host is, never in the repository the sessions write.
 	e.command = cfg.Command[0]
 	if !strings.ContainsRune(e.command, '/') {
-		e.command, err = policy.LookPath(e.command, e.repo)
+		e.command, err = hostpath.LookPath(e.command, e.repo)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
@@ -102,7 +101,7 @@ func (e *env) prepareRepo() error {
 		return fmt.Errorf("bench: repository: %w", err)
 	}
 	e.repo, e.ownRepo = dir, true
-	git, err := policy.LookPath("git")
+	git, err := hostpath.LookPath("git")
 	if err != nil {
 		e.notes = append(e.notes, "git not found: the repository is a plain directory (no protected Git paths)")
 		return nil
@@ -148,7 +147,7 @@ func (e *env) prepareBwrapPlans() error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	prog, err := ttyfilter.Program()
+	prog, err := seccomp.Program()
 	if err != nil {
 		return fmt.Errorf("bench: seccomp program: %w", err)
 	}
