@@ -165,6 +165,7 @@ func (r *Report) finish(samples map[string][]Sample) {
 	t2 := ratio(Native, BwrapPlain)
 	t5 := cpuRatio(Native, BwrapPlain)
 	cpuRatio(Native, EmptyGo)
+	cpuRatio(Native, AgainstPrefix+Native)
 	t3 := ratio(GoAPI, BwrapPlain)
 	t4 := ratio(NativeDefaults, Native)
 	ratio(NativeDefaults, BwrapPlain)
