@@ -131,7 +131,8 @@ func sampleReport() *Report {
 				s = append(s, Sample{Err: io.ErrUnexpectedEOF})
 				continue
 			}
-			s = append(s, Sample{Wall: time.Duration(w * float64(time.Millisecond))})
+			d := time.Duration(w * float64(time.Millisecond))
+			s = append(s, Sample{Wall: d, CPU: d / 2})
 		}
 		return s
 	}
@@ -167,7 +168,11 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 	for _, tg := range rep.Targets {
 		met[tg.What] = tg.Met
 	}
-	if len(met) != 4 || met["native <= 1.00 x bwrap-plain (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] {
+	if got := rep.Ratios[cpuPrefix+Native+"/"+BwrapPlain]; got != 1 {
+		t.Errorf("cpu:native/bwrap-plain = %v, want 1", got)
+	}
+	if len(met) != 6 || met["native <= 1.00 x bwrap-plain (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] ||
+		met["native <= 0.85 x bwrap-plain (issue 36)"] || !met["native CPU <= 1.00 x bwrap-plain CPU (issue 36)"] {
 		t.Errorf("targets: %+v", rep.Targets)
 	}
 	var text bytes.Buffer

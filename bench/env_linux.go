@@ -34,12 +34,13 @@ type env struct {
 	bwrapArgv []string // bwrap-agentbox-plan's argv; nil: skipped
 	plainArgv []string // bwrap-plain's argv; nil: skipped
 	guard     *pushguard.StagedGuard
-	seccomp   string    // file holding the terminal-injection filter for bwrap's fd 4
-	devnull   *os.File  // bwrap's --json-status-fd 3
-	command   string    // cfg.Command[0] resolved on PATH, for fork-exec
-	emptyGo   string    // the empty Go binary; "": skipped
-	api       *apiProbe // with sandbox.Prestart
-	apiCold   *apiProbe // without
+	seccomp   string       // file holding the terminal-injection filter for bwrap's fd 4
+	devnull   *os.File     // bwrap's --json-status-fd 3
+	command   string       // cfg.Command[0] resolved on PATH, for fork-exec
+	emptyGo   string       // the empty Go binary; "": skipped
+	api       *apiProbe    // with sandbox.Prestart
+	apiCold   *apiProbe    // without
+	keep      map[int]bool // the bench's long-lived children: not a launch's leftovers
 }
 
 func newEnv(cfg Config) (e *env, err error) {
@@ -49,6 +50,9 @@ func newEnv(cfg Config) (e *env, err error) {
 			e.close()
 		}
 	}()
+	if err := adoptOrphans(); err != nil {
+		return nil, fmt.Errorf("bench: become the reaper of the launches' leftovers: %w", err)
+	}
 	if e.work, err = os.MkdirTemp("", "agentbox-bench-"); err != nil {
 		return nil, fmt.Errorf("bench: scratch directory: %w", err)
 	}
@@ -82,6 +86,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	if e.apiCold, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command, false); err != nil {
 		return nil, err
 	}
+	e.keep = map[int]bool{e.api.cmd.Process.Pid: true, e.apiCold.cmd.Process.Pid: true}
 	return e, nil
 }
 
@@ -396,6 +401,9 @@ func (e *env) execOnce(path string, args []string, environ []string, extra []*os
 		s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		s.MaxRSS = ru.Maxrss
 	}
+	// What the launch left running (agentbox's raw init, which ends after the
+	// launcher) is its CPU too; reaped here, it also ends before the next launch.
+	s.CPU += reapOrphans(e.keep)
 	return s, nil
 }
 
