@@ -17,6 +17,7 @@ import (
 const (
 	maxFileLines = 800
 	maxFuncLines = 120
+	maxParams    = 8 // more is a struct's worth of options passed loose
 )
 
 // exempt names what may exceed the limits, as "path" for a file or "path:Func"
@@ -81,6 +82,7 @@ func TestShape(t *testing.T) {
 			}
 			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
 			check(rel+":"+funcName(fn), n, maxFuncLines, "function")
+			check(rel+":"+funcName(fn), params(fn.Type), maxParams, "parameter list")
 		}
 		return nil
 	})
@@ -96,6 +98,15 @@ func TestShape(t *testing.T) {
 	for _, o := range over {
 		t.Error(o)
 	}
+}
+
+// params counts the parameters of a function type.
+func params(ft *ast.FuncType) int {
+	n := 0
+	for _, f := range ft.Params.List {
+		n += max(1, len(f.Names))
+	}
+	return n
 }
 
 // funcName is fn's name, Recv.Method for a method.
