@@ -48,7 +48,7 @@ func TestShape(t *testing.T) {
 			used[key] = true
 			return
 		}
-		over = append(over, fmt.Sprintf("%s: %s of %d lines (limit %d)", key, what, n, limit))
+		over = append(over, fmt.Sprintf("%s: %s %d (limit %d)", key, what, n, limit))
 	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -74,15 +74,15 @@ func TestShape(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		check(rel, fset.File(f.Pos()).LineCount(), maxFileLines, "file")
+		check(rel, fset.File(f.Pos()).LineCount(), maxFileLines, "file lines")
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
 				continue
 			}
 			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
-			check(rel+":"+funcName(fn), n, maxFuncLines, "function")
-			check(rel+":"+funcName(fn), params(fn.Type), maxParams, "parameter list")
+			check(rel+":"+funcName(fn), n, maxFuncLines, "function lines")
+			check(rel+":"+funcName(fn), params(fn.Type), maxParams, "parameters")
 		}
 		return nil
 	})
