@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/compat"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // realBwrap080 is bookworm's bubblewrap, unpacked by scripts/setup-test-env.sh.

@@ -3,7 +3,7 @@ package gitguard
 import (
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/gitfixture"
+	"github.com/agentbox/agentbox/internal/testkit/gitfixture"
 )
 
 // fixture is gitfixture's repository, for the protected-path tests.

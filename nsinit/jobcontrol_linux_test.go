@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/ptytest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/ptytest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // launchHelper makes the test binary a launcher as the CLI is one (launchHelperMain):

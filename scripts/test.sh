@@ -28,8 +28,8 @@ GOARCH=arm64 go vet ./...
 GOARCH=arm64 /var/cache/agentbox-test/bin/staticcheck ./...
 # The plan and its translations are pure (policy, mounts, overlay, compat's argv): they must
 # build off Linux, with the kernel work kept in _linux.go files.
-GOOS=darwin go build ./policy ./mounts ./overlay ./compat ./backend
-GOOS=darwin go vet ./policy ./mounts ./overlay ./compat ./backend
+GOOS=darwin go build ./policy ./mounts/... ./overlay ./compat ./backend
+GOOS=darwin go vet ./policy ./mounts/... ./overlay ./compat ./backend
 
 echo "== fuzz: every target for ${FUZZ_SECONDS:-60} s"
 sh scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // manyFiles writes n small files below dir/sub, 100 to a directory.

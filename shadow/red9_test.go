@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // Red-team tests of the head start (prestage.go) and of the kept index layout

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 

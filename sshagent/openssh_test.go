@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // openssh is a real ssh-agent holding two keys, "key1" and "key2", in dir.

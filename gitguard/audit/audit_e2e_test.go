@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // This file runs each reproduction of issue 9 inside a real agentbox exec session,

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
-	"github.com/agentbox/agentbox/internal/gitfixture"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/gitfixture"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // fixture is gitfixture's repository, with the audit's scan of it.

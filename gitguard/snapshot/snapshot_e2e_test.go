@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/snapshot"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // These tests run the real agentbox binary as the unprivileged test user: the

@@ -17,6 +17,7 @@ import (
 const (
 	maxFileLines = 800
 	maxFuncLines = 120
+	maxParams    = 8 // more is a struct's worth of options passed loose
 )
 
 // exempt names what may exceed the limits, as "path" for a file or "path:Func"
@@ -47,7 +48,7 @@ func TestShape(t *testing.T) {
 			used[key] = true
 			return
 		}
-		over = append(over, fmt.Sprintf("%s: %s of %d lines (limit %d)", key, what, n, limit))
+		over = append(over, fmt.Sprintf("%s: %s %d (limit %d)", key, what, n, limit))
 	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -73,14 +74,15 @@ func TestShape(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		check(rel, fset.File(f.Pos()).LineCount(), maxFileLines, "file")
+		check(rel, fset.File(f.Pos()).LineCount(), maxFileLines, "file lines")
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
 				continue
 			}
 			n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1
-			check(rel+":"+funcName(fn), n, maxFuncLines, "function")
+			check(rel+":"+funcName(fn), n, maxFuncLines, "function lines")
+			check(rel+":"+funcName(fn), params(fn.Type), maxParams, "parameters")
 		}
 		return nil
 	})
@@ -96,6 +98,15 @@ func TestShape(t *testing.T) {
 	for _, o := range over {
 		t.Error(o)
 	}
+}
+
+// params counts the parameters of a function type.
+func params(ft *ast.FuncType) int {
+	n := 0
+	for _, f := range ft.Params.List {
+		n += max(1, len(f.Names))
+	}
+	return n
 }
 
 // funcName is fn's name, Recv.Method for a method.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/ptytest"
+	"github.com/agentbox/agentbox/internal/testkit/ptytest"
 )
 
 // A terminal whose output is stopped (tcflow TCOOFF, as a command can leave it):

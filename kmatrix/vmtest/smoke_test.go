@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination

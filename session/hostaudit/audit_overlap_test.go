@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // TestOverlapsOtherSession: a pending session of a directory inside the

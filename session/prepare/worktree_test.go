@@ -11,7 +11,7 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func linkedRepos(t *testing.T) (mainRepo, wt string) {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // The cgroup tree (P12). The rows put the launcher in a cgroup delegated to the test

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // Two real sessions on one repository (issue 14 §4): a plant of one session must not

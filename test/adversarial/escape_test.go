@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // prelude defines try: `try NAME CMD...` announces an attempt and prints

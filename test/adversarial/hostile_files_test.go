@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // Files the sandbox makes where host-side work reads (issue 14 §5): FIFOs where Git

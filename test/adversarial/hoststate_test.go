@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // Host state that is not a file (P12): kernel tunables and triggers, kernel secrets,

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/ptytest"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/ptytest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
 // Job control and the end of a session, driven through a real pseudo-terminal with

@@ -3,8 +3,8 @@ package adversarial
 import (
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/ptytest"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/ptytest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
 // TestLinesStartAtColumnZero: a command that ends mid-line in raw mode (no output

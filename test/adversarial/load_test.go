@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/snapshot"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // launches counts every agentbox launch of the load tests, for the report.

@@ -1,6 +1,6 @@
 // Package adversarial is the hardening suite: escape attempts made from inside the
 // sandbox by the unprivileged test user, setup races, bad input, faults and load.
-// Every test launches the real agentbox binary through internal/sandboxtest, against
+// Every test launches the real agentbox binary through internal/testkit/sandboxtest, against
 // every backend, and checks the host afterwards from outside.
 package adversarial
 
@@ -17,8 +17,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // probeEnv, when set, makes this test binary a helper program run inside the

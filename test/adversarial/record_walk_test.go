@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
 // TestRecordWalkSeesOldContentMovedIn: the record of a session is taken from the

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // The host daemons' path sockets that enumeration (kernel.HostSockets) must all

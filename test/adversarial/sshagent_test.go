@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // hostileAgentClient is what a hostile sandbox sends the --ssh-agent filter: a

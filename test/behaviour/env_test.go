@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
 // TestSecretEnv: --hide-secrets drops credential variables (a kept agent keeps its

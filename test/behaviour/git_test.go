@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // The Git rows: the push guard (P9) and linked worktrees, against every backend.

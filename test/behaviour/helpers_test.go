@@ -6,10 +6,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
-// The fixture lives in internal/sandboxtest, shared with test/adversarial. These
+// The fixture lives in internal/testkit/sandboxtest, shared with test/adversarial. These
 // lower-case adapters keep the rows of this package short and unchanged.
 
 var (

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // TestKeep: kept paths (issue 16) on every backend — writes reach the host, the rest

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // --allow-net (issue 17), against every backend, all on loopback: the servers are

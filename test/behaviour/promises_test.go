@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/nsinit"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/ptytest"
-	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/ptytest"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
 // TestPromptMarker: an interactive shell inside shows (agentbox) before user@host

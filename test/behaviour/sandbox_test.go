@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // sshSetup is a real ssh-agent of the test user holding key1 and key2, and a real

@@ -121,10 +121,11 @@ func Cleanup() {
 	}
 }
 
-// ModuleRoot returns the directory holding go.mod.
+// ModuleRoot returns the directory holding go.mod, three levels above this file
+// (internal/testkit/testenv).
 func ModuleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	return filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(file))))
 }
 
 // Binary builds cmd/agentbox once per test process (CGO_ENABLED=0, as shipped; with

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // BuiltBwrap is where scripts/setup-test-env.sh builds bubblewrap 0.12.0.
@@ -47,10 +47,10 @@ const NativeGo = "native-go"
 // the same promises.
 const GoAPI = "go-api"
 
-// GoDoor builds the Go API's door (internal/sandboxtest/godoor) and returns its path.
+// GoDoor builds the Go API's door (internal/testkit/sandboxtest/godoor) and returns its path.
 func GoDoor(t testing.TB) string {
 	t.Helper()
-	return testenv.Program(t, "./internal/sandboxtest/godoor", "agentbox-godoor")
+	return testenv.Program(t, "./internal/testkit/sandboxtest/godoor", "agentbox-godoor")
 }
 
 // BwrapPath is the bubblewrap 0.12.0 the bwrap rows run with: $AGENTBOX_BWRAP, else
