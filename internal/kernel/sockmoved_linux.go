@@ -32,10 +32,9 @@ func movedSockets(p SocketScope, proc string) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
-	devs, err := mountedDevs(proc)
-	if err != nil {
-		return nil, fmt.Errorf("host sockets: %w", err)
-	}
+	// The mount table is read only for a socket not where the table says: in the
+	// common case every one is, and the launch need not read it at all.
+	var devs map[uint64][]string
 	skip := maskSkips(p)
 	skipped := func(c string) bool {
 		return slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c)
@@ -49,6 +48,11 @@ func movedSockets(p SocketScope, proc string) ([]string, error) {
 		var st unix.Stat_t
 		if unix.Lstat(f.Name, &st) == nil && sameFile(&st, f) && st.Nlink == 1 {
 			continue // where the table says: HostSockets masks it there
+		}
+		if devs == nil {
+			if devs, err = mountedDevs(proc); err != nil {
+				return nil, fmt.Errorf("host sockets: %w", err)
+			}
 		}
 		if !slices.ContainsFunc(devs[f.Dev], func(mp string) bool { return unix.Access(mp, unix.X_OK) == nil }) {
 			continue // mounted nowhere this user can search: no path the sandbox sees
