@@ -75,13 +75,14 @@ func (pr *prepared) forDryRun(cfg *Config, p *policy.Policy) error {
 	return dryRunLookPath(p)
 }
 
-// forLaunch completes the session for a launch: it creates what the plan binds and
-// is missing (placeholders for protected Git paths, kept paths, hidden paths'
-// stand-ins), stages the push guard and the --disk-tmp directory, then checks
+// A launch completes the session in two steps. placeholders creates what the plan
+// binds and is missing (placeholders for protected Git paths, kept paths, hidden
+// paths' stand-ins): from then on the audit's baseline may be taken (prelaunch.go).
+// forLaunch then stages the push guard and the --disk-tmp directory, and checks
 // again, right before the plan is built, that what it binds is what was decided on
 // (identity.go). The identities seen go into the session as data (SourceIDs); Build
 // puts them on the operations. close undoes the staging.
-func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) error {
+func (pr *prepared) placeholders(p *policy.Policy, sw *backend.Timer) error {
 	if err := gitguard.EnsurePlaceholders(pr.s.Protected); err != nil {
 		return err
 	}
@@ -94,6 +95,10 @@ func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) 
 	}
 	pr.s.Empty = empty
 	sw.Mark(host("placeholders"))
+	return nil
+}
+
+func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) error {
 	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range pr.s.GitRW {
 		writable = append(writable, op.Source)

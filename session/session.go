@@ -220,25 +220,13 @@ type launch struct {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.close()
-	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
-		return 0, err
-	}
-	agent, err := startAgent(p) // sshagent.go
-	if err != nil {
-		return 0, err
-	}
-	defer agent.stop(nil)
-	plan := mounts.Build(agent.policy(p), l.pr.s)
-	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
-	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
+	if err := l.pr.placeholders(p, sw); err != nil {
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
-	// below and the sandbox's setup (prelaunch.go). Not before the recheck: a
-	// launch it refuses takes no snapshot and applies no retention (a concurrent
-	// session could have pointed .git/commondir at a decoy that evicts every
-	// older snapshot; a red-team helper did).
-	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs)
+	// below and the sandbox's setup (prelaunch.go): the audit's baseline at once,
+	// the snapshot and the record's start once the recheck has passed (clear).
+	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs, l.pr.repoID)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same. It may run twice (a
@@ -271,6 +259,21 @@ func (l *launch) run() (int, error) {
 		out.Phases = append(out.Phases, found.Phases...)
 		out.Walk = found.Walk
 	}()
+	defer pre.clear(false) // a launch that stops before its recheck passed
+	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
+		return 0, err
+	}
+	agent, err := startAgent(p) // sshagent.go
+	if err != nil {
+		return 0, err
+	}
+	defer agent.stop(nil)
+	plan := mounts.Build(agent.policy(p), l.pr.s)
+	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
+	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
+		return 0, err
+	}
+	pre.clear(true)
 	agents := startAgentAudit(cfg, p, out)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
