@@ -150,10 +150,10 @@ func resolveBackend(cfg *Config) *policy.Policy {
 //
 // Order: the audits killed launchers left, the preparation (prepare.go: protected
 // paths, placeholders, the push guard's staging, the recheck), the plan, the
-// backend; from the recheck on, beside the last steps and the sandbox's setup, the
-// audit baseline, the record's start state and the metadata snapshot, which the
-// command waits for (prelaunch.go); then, whatever the command did, the audit and
-// the record's end state.
+// backend; beside the last steps and the sandbox's setup, the audit baseline (from
+// the placeholders on), the record's start state and the metadata snapshot (from the
+// recheck on), which the command waits for (prelaunch.go); then, whatever the
+// command did, the audit and the record's end state.
 func RunSession(cfg Config) (Outcome, error) {
 	sw := backend.NewTimer()
 	if !cfg.KeepGC {
