@@ -171,7 +171,7 @@ func (cfg ScaleConfig) progress(format string, a ...any) {
 // repository is ready when its ".ready" marker exists; a half-made one is removed and
 // made again.
 func scaleRepo(cfg ScaleConfig, spec ScaleSpec) (string, error) {
-	base := filepath.Join(cfg.CacheDir, "bench", "scale", spec.name()+"-v1")
+	base := filepath.Join(cfg.CacheDir, "bench", "scale", spec.name()+"-v2")
 	repo := filepath.Join(base, "repo")
 	if _, err := os.Stat(filepath.Join(base, ".ready")); err == nil {
 		return repo, nil
@@ -242,8 +242,30 @@ func generateRepo(repo string, spec ScaleSpec) error {
 	if werr != nil {
 		return werr
 	}
-	// A checkout writes the work tree and a fresh index.
-	return git(repo, nil, "checkout", "-q", "-f", "main")
+	// A checkout writes the work tree and the index.
+	if err := git(repo, nil, "checkout", "-q", "-f", "main"); err != nil {
+		return err
+	}
+	return settleRepo(repo)
+}
+
+// settleRepo leaves the repository as a user's usually is: packed by `git gc`, and
+// with a fresh index. The checkout wrote most files in the same second as the index,
+// so Git keeps them racily clean (their size smudged) and `git status` would read
+// every one of them again; a refresh once the clock has moved past the index's
+// mtime stores their real stat data.
+func settleRepo(repo string) error {
+	if err := git(repo, nil, "gc", "-q"); err != nil {
+		return err
+	}
+	st, err := os.Stat(filepath.Join(repo, ".git", "index"))
+	if err != nil {
+		return err
+	}
+	if wait := time.Until(st.ModTime().Truncate(time.Second).Add(1100 * time.Millisecond)); wait > 0 {
+		time.Sleep(wait)
+	}
+	return git(repo, nil, "update-index", "-q", "--really-refresh")
 }
 
 func writeImport(w *bufio.Writer, spec ScaleSpec) error {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,8 +61,43 @@ func TestGenerateScaleRepo(t *testing.T) {
 	if fi, _ := os.Stat(packs[0]); fi.Size() < spec.PackBytes {
 		t.Errorf("pack is %d bytes, want at least %d", fi.Size(), spec.PackBytes)
 	}
+	freshIndex(t, repo)
 	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain").Output(); err != nil || len(st) != 0 {
 		t.Errorf("git status --porcelain: %q, %v; want a clean tree", st, err)
+	}
+}
+
+// freshIndex checks, before anything else runs Git in repo, that its index is as
+// a user's usually is: no entry racily clean (written in the index's own second,
+// its size smudged to 0), which would make `git status` read the file again.
+func freshIndex(t *testing.T, repo string) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(repo, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", repo, "ls-files", "--debug").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	racy := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(line) > 0 && line[0] != ' ':
+			path = line
+		case len(f) >= 2 && f[0] == "mtime:":
+			s, _, _ := strings.Cut(f[1], ":")
+			if sec, err := strconv.ParseInt(s, 10, 64); err != nil || sec >= fi.ModTime().Unix() {
+				racy++
+			}
+		case len(f) >= 2 && f[0] == "size:" && f[1] == "0":
+			t.Errorf("%s: size smudged in the index (racily clean)", path)
+		}
+	}
+	if racy > 0 {
+		t.Errorf("%d index entries are no older than the index itself (racily clean)", racy)
 	}
 }
 

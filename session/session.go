@@ -149,10 +149,10 @@ func resolveBackend(cfg *Config) *policy.Policy {
 //
 // Order: the audits killed launchers left, the preparation (package prepare: protected
 // paths, placeholders, the push guard's staging, the recheck), the plan, the
-// backend; from the recheck on, beside the last steps and the sandbox's setup, the
-// audit baseline, the record's start state and the metadata snapshot, which the
-// command waits for (prelaunch.go); then, whatever the command did, the audit and
-// the record's end state.
+// backend; beside the last steps and the sandbox's setup, the audit baseline (from
+// the placeholders on), the record's start state and the metadata snapshot (from the
+// recheck on), which the command waits for (prelaunch.go); then, whatever the
+// command did, the audit and the record's end state.
 func RunSession(cfg Config) (Outcome, error) {
 	sw := backend.NewTimer()
 	if !cfg.KeepGC {
@@ -219,25 +219,13 @@ type launch struct {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
-	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
-		return 0, err
-	}
-	agent, err := netsvc.StartAgent(p)
-	if err != nil {
-		return 0, err
-	}
-	defer agent.Stop(nil)
-	plan := l.pr.Plan(agent.Policy(p))
-	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
-	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
+	if err := l.pr.Placeholders(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
-	// below and the sandbox's setup (prelaunch.go). Not before the recheck: a
-	// launch it refuses takes no snapshot and applies no retention (a concurrent
-	// session could have pointed .git/commondir at a decoy that evicts every
-	// older snapshot; a red-team helper did).
-	pre := startPrelaunch(cfg, p, l.rec, l.pr.GitDirs)
+	// below and the sandbox's setup (prelaunch.go): the audit's baseline at once,
+	// the snapshot and the record's start once the recheck has passed (clear).
+	pre := startPrelaunch(cfg, p, l.rec, l.pr.GitDirs, l.pr.RepoID())
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same. It may run twice (a
@@ -270,6 +258,21 @@ func (l *launch) run() (int, error) {
 		out.Phases = append(out.Phases, found.Phases...)
 		out.Walk = found.Walk
 	}()
+	defer pre.clear(false) // a launch that stops before its recheck passed
+	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
+		return 0, err
+	}
+	agent, err := netsvc.StartAgent(p)
+	if err != nil {
+		return 0, err
+	}
+	defer agent.Stop(nil)
+	plan := l.pr.Plan(agent.Policy(p))
+	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
+	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
+		return 0, err
+	}
+	pre.clear(true)
 	var kept hostaudit.Outcome
 	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
 	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)

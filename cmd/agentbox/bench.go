@@ -56,7 +56,7 @@ func (a *benchArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.cfg.Against, "against", "", "also measure another agentbox `BINARY` (e.g. the last release) in the same rounds: native and native-defaults of both, and their ratios (with --scale: its default and changed-ten sessions, on a copy of each repository)")
 	fs.StringVar(&a.cfg.Repo, "repo", "", "the writable repository `DIR` (default: a fresh Git repository in /tmp, removed after)")
 	fs.BoolVar(&a.scale, "scale", false, "run the scaling scenario instead: generated repositories of growing size (see --scale-repos)")
-	fs.StringVar(&a.repos, "scale-repos", "20,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
+	fs.StringVar(&a.repos, "scale-repos", "20,20000:300M,100000:1.5G", "with --scale: repository shapes `FILES[:PACK],...` (generated once into the cache)")
 	fs.IntVar(&a.scaleCfg.Sessions, "scale-sessions", 20, "with --scale: `N` unchanged sessions whose snapshots' disk is measured")
 	fs.IntVar(&a.scaleCfg.First, "scale-first", 3, "with --scale: `N` first sessions (each from an empty state) measured")
 	return fs

@@ -23,7 +23,7 @@ import (
 // what they opened has the identity seen here (mounts.Op.SourceID), so a swap after
 // this check fails the launch instead of redirecting a mount.
 
-func identify(path string) (mounts.FileID, error) {
+func Identify(path string) (mounts.FileID, error) {
 	fd, err := safepath.Open(path, unix.O_PATH)
 	if err != nil {
 		return mounts.FileID{}, err
@@ -38,7 +38,7 @@ func identify(path string) (mounts.FileID, error) {
 
 // repoIdentity identifies the repository before anything is planned.
 func repoIdentity(repo string) (mounts.FileID, error) {
-	id, err := identify(repo)
+	id, err := Identify(repo)
 	if err != nil {
 		return id, fmt.Errorf("repo %s: %w (a path component changed while agentbox was starting?)", repo, err)
 	}
@@ -76,7 +76,7 @@ func verifyUnchanged(repo string, want mounts.FileID, prot []mounts.Protected, i
 	ids[repo] = want
 	have := map[string]bool{}
 	for _, p := range prot {
-		id, err := identify(p.Path)
+		id, err := Identify(p.Path)
 		if err != nil {
 			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", p.Path, err)
 		}

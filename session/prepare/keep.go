@@ -96,7 +96,7 @@ func keptIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
 		want = append(want, p.KeepReadOnly...)
 	}
 	for _, path := range want {
-		id, err := identify(path)
+		id, err := Identify(path)
 		if err != nil {
 			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", path, err)
 		}

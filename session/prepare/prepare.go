@@ -118,13 +118,14 @@ func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
 	return dryRunLookPath(p)
 }
 
-// ForLaunch completes the session for a launch: it creates what the plan binds and
-// is missing (placeholders for protected Git paths, kept paths, hidden paths'
-// stand-ins), stages the push guard and the --disk-tmp directory, then checks
-// again, right before the plan is built, that what it binds is what was decided on
-// (identity.go). The identities seen go into the session as data (SourceIDs); the
-// plan puts them on the operations. Close undoes the staging.
-func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
+// A launch completes the session in two steps. Placeholders creates what the plan
+// binds and is missing (placeholders for protected Git paths, kept paths, hidden
+// paths' stand-ins): from then on the audit's baseline may be taken (the session's
+// prelaunch). ForLaunch then stages the push guard and the --disk-tmp directory, and
+// checks again, right before the plan is built, that what it binds is what was
+// decided on (identity.go). The identities seen go into the session as data
+// (SourceIDs); the plan puts them on the operations. Close undoes the staging.
+func (pr *Prepared) Placeholders(o Options, p *policy.Policy) error {
 	if err := gitguard.EnsurePlaceholders(pr.Session.Protected); err != nil {
 		return err
 	}
@@ -136,7 +137,15 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 		return err
 	}
 	pr.Session.Empty = empty
-	o.mark(("placeholders"))
+	o.mark("placeholders")
+	return nil
+}
+
+// RepoID is the repository's identity as the launch planned for it.
+func (pr *Prepared) RepoID() mounts.FileID { return pr.repoID }
+
+// ForLaunch is the second step (see Placeholders).
+func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range pr.Session.GitRW {
 		writable = append(writable, op.Source)
