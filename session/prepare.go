@@ -28,6 +28,10 @@ type prepared struct {
 // prepare looks at the repository and the policy and decides what to protect; it
 // writes nothing on the host.
 func prepare(cfg *Config, p *policy.Policy, sw *backend.Timer) (*prepared, error) {
+	// Limits this host cannot enforce refuse the launch before any host work.
+	if err := checkLimits(p); err != nil {
+		return nil, err
+	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
 		return nil, err

@@ -36,9 +36,13 @@ import (
 
 // Leaf is one session's cgroup.
 type Leaf struct {
-	Dir    string // the leaf, below Parent
+	Dir    string // the leaf the sandbox is placed in
 	Parent string // the launcher's cgroup
-	placed int    // the sandbox's PID 1, moved in by Place
+	// Top is the session's cgroup removed at the end: Dir, or with Limits the
+	// limited cgroup above it (limits_linux.go).
+	Top    string
+	Limits Limits
+	placed int // the sandbox's PID 1, moved in by Place
 }
 
 // maxWalk bounds the cgroups Remove walks below the leaf.
@@ -57,8 +61,13 @@ func (e *RefusedError) Error() string {
 
 // Prepare makes a leaf named name below the calling process's cgroup2 cgroup. nil
 // and no error: there is no cgroup2 hierarchy, or no leaf could be made and nothing
-// of the process's cgroup is writable to it.
-func Prepare(name string) (*Leaf, error) {
+// of the process's cgroup is writable to it. With limits set, the session's cgroup
+// is made where the limits can be enforced (limits_linux.go), or the launch is
+// refused with a *LimitError.
+func Prepare(name string, lim Limits) (*Leaf, error) {
+	if lim.Set() {
+		return prepareLimited(name, lim)
+	}
 	parent, err := ownCgroup()
 	if err != nil || parent == "" {
 		return nil, err
@@ -66,7 +75,7 @@ func Prepare(name string) (*Leaf, error) {
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
 	if mkErr == nil {
-		return &Leaf{Dir: dir, Parent: parent}, nil
+		return &Leaf{Dir: dir, Top: dir, Parent: parent}, nil
 	}
 	if w := firstWritable(parent); w != "" {
 		return nil, &RefusedError{Path: w, Reason: "mkdir: " + errText(mkErr)}
@@ -85,9 +94,16 @@ func errText(err error) string {
 // ownCgroup is the directory of the calling process's cgroup2 cgroup, "" when no
 // cgroup2 hierarchy is mounted here.
 func ownCgroup() (string, error) {
+	dir, _, err := ownCgroupAndMount()
+	return dir, err
+}
+
+// ownCgroupAndMount is ownCgroup and the mount point of the cgroup2 hierarchy it is
+// found in.
+func ownCgroupAndMount() (string, string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return "", fmt.Errorf("own cgroup: %w", err)
+		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
 	var rel string
 	found := false
@@ -97,19 +113,19 @@ func ownCgroup() (string, error) {
 		}
 	}
 	if !found {
-		return "", nil
+		return "", "", nil
 	}
 	mnts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
 	if err != nil {
-		return "", fmt.Errorf("own cgroup: %w", err)
+		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
 	for _, m := range mnts {
 		// A mount of the hierarchy's part at m.Root shows rel below it.
 		if r, ok := strings.CutPrefix(rel, strings.TrimSuffix(m.Root, "/")); ok && (r == "" || r[0] == '/') {
-			return filepath.Join(m.Mountpoint, r), nil
+			return filepath.Join(m.Mountpoint, r), m.Mountpoint, nil
 		}
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // firstWritable returns the first of dir and its control files that the sandbox
@@ -180,7 +196,7 @@ func (l *Leaf) Remove() error {
 				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
 			}
 		}
-		_ = os.WriteFile(filepath.Join(l.Dir, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+		_ = os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
 
 		var left []string
 		for i := len(dirs) - 1; i >= 0; i-- {
@@ -198,10 +214,11 @@ func (l *Leaf) Remove() error {
 	}
 }
 
-// tree lists the leaf and every cgroup below it, parents first, at most maxWalk.
+// tree lists the session's cgroup and every cgroup below it, parents first, at
+// most maxWalk.
 func (l *Leaf) tree() []string {
 	var dirs []string
-	_ = filepath.WalkDir(l.Dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(l.Top, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || len(dirs) >= maxWalk {
 			return filepath.SkipDir
 		}
