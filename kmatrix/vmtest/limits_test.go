@@ -1,0 +1,157 @@
+package vmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// EnvDelegated is set by the kernel matrix in the cell whose test user runs in a
+// cgroup v2 subtree delegated to it, as systemd delegates one to each user.
+const EnvDelegated = "AGENTBOX_KMATRIX_DELEGATED"
+
+// limitFlags are the limits, each with a value this machine accepts.
+var limitFlags = [][]string{{"--memory", "64M"}, {"--pids", "64"}, {"--cpus", "0.5"}}
+
+// session runs agentbox as the test user with a HOME kept across calls (so that
+// show finds the session), in repo.
+type session struct {
+	home, repo string
+}
+
+func newSession(t *testing.T) session {
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	testenv.Git(t, s.home, s.repo, "init", "-q")
+	return s
+}
+
+func (s session) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := testenv.Command(t, s.home, testenv.Binary(t), args...)
+	cmd.Dir = s.repo
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("agentbox %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// hostV1Memory: this host's memory controller sits on a cgroup v1 hierarchy.
+func hostV1Memory() bool {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[0] != "0" && strings.Contains(","+f[1]+",", ",memory,") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLimitsRefusedWithoutDelegation: where no cgroup v2 subtree with the
+// controllers is delegated to the user (a cgroup v1 host, a VM whose user sits in
+// the root's cgroup), each of --memory, --pids and --cpus refuses the launch with
+// exit 125 and one line naming the flag, why and the fix — never a session without
+// its limit.
+func TestLimitsRefusedWithoutDelegation(t *testing.T) {
+	switch {
+	case os.Getenv(EnvDelegated) == "1":
+		t.Skip("this cell delegates a cgroup subtree: TestLimitsEnforced runs instead")
+	case os.Getenv("AGENTBOX_KMATRIX") != "1" && !hostV1Memory():
+		testenv.Skip(t, "this host's memory controller is not on cgroup v1, and no VM says it is undelegated")
+	}
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	for _, f := range limitFlags {
+		_, stderr, code := s.run(t, append([]string{"exec", "--no-record", "--repo", s.repo}, append(f, "--", "true")...)...)
+		line := strings.TrimSpace(stderr)
+		if code != 125 || strings.Count(line, "\n") > 0 || !strings.HasPrefix(line, "agentbox: "+f[0]+": refused: this host cannot enforce it: ") ||
+			!strings.Contains(line, "cgroup") || !strings.Contains(line, "leave the flag out") {
+			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line naming the flag, the reason and the fix", f[0], f[1], code, stderr)
+		}
+	}
+}
+
+// TestLimitsEnforced: in a delegated cgroup v2 subtree the limits hold, only the
+// session suffers, and agentbox says which limit ended the command.
+func TestLimitsEnforced(t *testing.T) {
+	if os.Getenv(EnvDelegated) != "1" {
+		t.Skip("needs the kernel matrix's delegated cgroup cell")
+	}
+	s := newSession(t)
+	// A process of the same user outside the sandbox, in the launcher's cgroup:
+	// it must live through every limit the session runs into.
+	sleeper := testenv.Command(t, s.home, "sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	alive := func(what string) {
+		if err := sleeper.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("after %s the host's sleeper is gone: %v", what, err)
+		}
+	}
+
+	t.Run("memory", func(t *testing.T) {
+		_, stderr, code := s.run(t, "exec", "--memory", "48M", "--", "perl", "-e", `$x = "a" x (200 << 20); print "survived\n"`)
+		if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
+			t.Errorf("200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+		}
+		alive("--memory")
+		u := lastUsage(t, s)
+		if u.PeakMemory > 48<<20 || !strings.HasPrefix(u.Source, "cgroup") {
+			t.Errorf("record's usage %+v: want the cgroup's peak, at most 48M", u)
+		}
+	})
+	t.Run("pids", func(t *testing.T) {
+		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done 2>/dev/null; wait; echo done`
+		stdout, stderr, code := s.run(t, "exec", "--pids", "32", "--", "sh", "-c", bomb)
+		if code != 0 || !strings.Contains(stdout, "done") || !strings.Contains(stderr, "agentbox: process limit 32 reached (--pids)") {
+			t.Errorf("fork bomb under --pids 32: exit %d, stdout %q, stderr %q; want it held, and the limit named", code, stdout, stderr)
+		}
+		alive("--pids")
+		if u := lastUsage(t, s); u.PeakTasks > 32 {
+			t.Errorf("record's peak tasks %d above --pids 32", u.PeakTasks)
+		}
+	})
+	t.Run("cpus", func(t *testing.T) {
+		spin := `end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done`
+		_, stderr, code := s.run(t, "exec", "--cpus", "0.5", "--", "sh", "-c", spin)
+		if code != 0 {
+			t.Fatalf("spin under --cpus 0.5: exit %d: %s", code, stderr)
+		}
+		alive("--cpus")
+		if u := lastUsage(t, s); u.Throttled <= 0 || u.CPUUsec <= 0 {
+			t.Errorf("record's usage %+v: want throttled periods and CPU time", u)
+		}
+	})
+}
+
+type usage struct {
+	Source     string `json:"source"`
+	CPUUsec    int64  `json:"cpu_usec"`
+	PeakMemory int64  `json:"peak_memory"`
+	PeakTasks  int64  `json:"peak_tasks"`
+	Throttled  int64  `json:"throttled"`
+}
+
+// lastUsage is the usage the record of s's last session holds.
+func lastUsage(t *testing.T, s session) usage {
+	t.Helper()
+	out, stderr, code := s.run(t, "show", "--json")
+	var rec struct {
+		Usage *usage `json:"usage"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Usage == nil {
+		t.Fatalf("agentbox show --json: exit %d, no usage in %s%s", code, out, stderr)
+	}
+	return *rec.Usage
+}
