@@ -110,10 +110,10 @@ type Policy struct {
 }
 
 // Usage is what a session's processes used together, and where it was measured:
-// Source "cgroup" (the session's cgroup counted every process of it) or "rusage"
-// (the launcher's reaped children: CPU time includes the launcher's own Git
-// helpers, and PeakMemory is the largest single process, not the sum). -1: not
-// measured on this host.
+// Source "cgroup" (the session's cgroup counted every process of it), else why
+// nothing was. -1: the kernel does not report it for the session's cgroup
+// (memory.peak: Linux 5.19 and the memory controller; pids.peak: the pids
+// controller on a recent kernel).
 type Usage struct {
 	Source     string `json:"source"`
 	CPUUsec    int64  `json:"cpu_usec"`
