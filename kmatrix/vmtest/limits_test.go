@@ -163,3 +163,30 @@ func lastUsage(t *testing.T, s session) usage {
 	}
 	return *rec.Usage
 }
+
+// TestLimitBadInput: the real binary refuses each bad value of --memory, --pids and
+// --cpus with exit 125 and one line naming the flag and why, before anything else.
+func TestLimitBadInput(t *testing.T) {
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	for _, c := range []struct{ flag, value, why string }{
+		{"--memory", "512", "below the minimum of 16M (a number without a suffix is bytes)"},
+		{"--memory", "0", "not a positive size"},
+		{"--memory", "-1G", "not a positive size"},
+		{"--memory", "1.5G", "not a positive size"},
+		{"--memory", "8000T", "more than this machine's memory"},
+		{"--pids", "0", "not a positive whole number"},
+		{"--pids", "-1", "not a positive whole number"},
+		{"--pids", "7", "below the minimum of 8"},
+		{"--pids", "99999999", "more than this machine's kernel.pid_max"},
+		{"--cpus", "0", "below the minimum of 0.01"},
+		{"--cpus", "-1", "not a number of CPUs"},
+		{"--cpus", "1e9", "not a number of CPUs"},
+		{"--cpus", "100000", "more than this machine's"},
+	} {
+		_, stderr, code := s.run(t, "exec", "--no-record", "--repo", s.repo, c.flag, c.value, "--", "true")
+		line := strings.TrimSpace(stderr)
+		if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, c.flag) || !strings.Contains(line, c.why) {
+			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line saying %q", c.flag, c.value, code, stderr, c.why)
+		}
+	}
+}
