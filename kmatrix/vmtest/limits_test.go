@@ -6,10 +6,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -36,6 +39,9 @@ func (s session) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := testenv.Command(t, s.home, testenv.Binary(t), args...)
 	cmd.Dir = s.repo
+	if _, err := os.Stat(sandboxtest.BuiltBwrap); err == nil {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+sandboxtest.BuiltBwrap)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -104,17 +110,22 @@ func limitsEnforced(t *testing.T) {
 		}
 	}
 
-	t.Run("memory", func(t *testing.T) {
-		_, stderr, code := s.run(t, "exec", "--memory", "48M", "--", "perl", "-e", `$x = "a" x (200 << 20); print "survived\n"`)
-		if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
-			t.Errorf("200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
-		}
-		alive("--memory")
-		u := lastUsage(t, s)
-		if u.PeakMemory > 48<<20 || !strings.HasPrefix(u.Source, "cgroup") {
-			t.Errorf("record's usage %+v: want the cgroup's peak, at most 48M", u)
-		}
-	})
+	// Both backends: the native one's Go init, and bwrap's child, placed in the
+	// session's cgroup before the command starts.
+	for _, backend := range [][]string{{"--backend", "native"}, {"--backend", "bwrap"}} {
+		t.Run("memory"+backend[1], func(t *testing.T) {
+			args := append(append([]string{"exec"}, backend...), "--memory", "48M", "--", "perl", "-e", `$x = "a" x (200 << 20); print "survived\n"`)
+			_, stderr, code := s.run(t, args...)
+			if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
+				t.Errorf("200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+			}
+			alive("--memory")
+			u := lastUsage(t, s)
+			if u.PeakMemory > 48<<20 || !strings.HasPrefix(u.Source, "cgroup") {
+				t.Errorf("record's usage %+v: want the cgroup's peak, at most 48M", u)
+			}
+		})
+	}
 	t.Run("pids", func(t *testing.T) {
 		// The shell gives up at its first refused fork (dash exits 2).
 		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait`
@@ -188,5 +199,38 @@ func TestLimitBadInput(t *testing.T) {
 		if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, c.flag) || !strings.Contains(line, c.why) {
 			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line saying %q", c.flag, c.value, code, stderr, c.why)
 		}
+	}
+}
+
+// BenchmarkLimitsLaunch is the launch cost of the limits, interleaved round by
+// round: agentbox exec -- true plain, with --pids and --cpus (the raw init stays),
+// and with --memory too (the Go init). Run it where the limits are enforced (the
+// kernel matrix's delegated cell, or a host whose doctor says so):
+// go test ./kmatrix/vmtest -run '^$' -bench LimitsLaunch -benchtime 20x.
+func BenchmarkLimitsLaunch(b *testing.B) {
+	variants := []struct {
+		name string
+		args []string
+	}{
+		{"plain", nil},
+		{"pids+cpus", []string{"--pids", "1000", "--cpus", "1"}},
+		{"memory+pids+cpus", []string{"--memory", "1G", "--pids", "1000", "--cpus", "1"}},
+	}
+	home, repo := testenv.Dir(b, "home"), testenv.Dir(b, "repo")
+	times := make([][]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			args := append(append([]string{"exec", "--no-record", "--no-git-save", "--repo", repo}, v.args...), "--", "true")
+			cmd := testenv.Command(b, home, testenv.Binary(b), args...)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("agentbox %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	for i, v := range variants {
+		slices.Sort(times[i])
+		b.ReportMetric(float64(times[i][len(times[i])/2].Microseconds())/1000, "ms-median-"+v.name)
 	}
 }
