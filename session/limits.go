@@ -44,7 +44,7 @@ func startUsage(leaf *leafcg.Leaf, lim policy.Limits) *usageMeter {
 // limit that ended or held it back.
 func (m *usageMeter) finish() *shadow.Usage {
 	if m.leaf == nil {
-		return &shadow.Usage{Source: "none: no cgroup v2 hierarchy holds the session", CPUUsec: -1, PeakMemory: -1, PeakTasks: -1}
+		return &shadow.Usage{Source: "none: the session has no cgroup v2 cgroup of its own on this host", CPUUsec: -1, PeakMemory: -1, PeakTasks: -1}
 	}
 	u := m.leaf.Usage()
 	out := &shadow.Usage{Source: "cgroup", CPUUsec: u.CPUUsec, PeakMemory: u.PeakMemory, PeakTasks: u.PeakTasks, Throttled: u.Throttled}
