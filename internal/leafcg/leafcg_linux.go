@@ -15,6 +15,12 @@
 // When no leaf can be made, nothing of the launcher's cgroup may be writable to the
 // sandbox (same uid and groups, no capability: the file mode decides, whatever the
 // host's mount says), or the launch is refused.
+//
+// With limits (--memory, --pids, --cpus; limits_linux.go) the session's cgroup is
+// made instead below the nearest cgroup, from the launcher's up, that gives its
+// children the controllers and is delegated to the user; the limits are written
+// into it, and the sandbox lives in a leaf below it. A host where that cgroup does
+// not exist refuses the launch.
 package leafcg
 
 import (
