@@ -126,6 +126,15 @@ func limitsEnforced(t *testing.T) {
 			}
 		})
 	}
+	// tmpfs pages are charged to the session: /tmp filled past --memory (with a
+	// larger --tmp-size) ends the session at the memory limit, not the host.
+	t.Run("tmpfs", func(t *testing.T) {
+		_, stderr, code := s.run(t, "exec", "--memory", "48M", "--tmp-size", "200M", "--", "dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=150")
+		if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
+			t.Errorf("150 MiB into /tmp under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+		}
+		alive("--memory with /tmp")
+	})
 	t.Run("pids", func(t *testing.T) {
 		// The shell gives up at its first refused fork (dash exits 2).
 		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait`
