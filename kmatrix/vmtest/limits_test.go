@@ -223,7 +223,7 @@ func BenchmarkLimitsLaunch(b *testing.B) {
 	}{
 		{"plain", nil},
 		{"pids+cpus", []string{"--pids", "1000", "--cpus", "1"}},
-		{"memory+pids+cpus", []string{"--memory", "1G", "--pids", "1000", "--cpus", "1"}},
+		{"memory+pids+cpus", []string{"--memory", "512M", "--pids", "1000", "--cpus", "1"}},
 	}
 	home, repo := testenv.Dir(b, "home"), testenv.Dir(b, "repo")
 	times := make([][]time.Duration, len(variants))
