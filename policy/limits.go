@@ -142,7 +142,11 @@ func resolveLimits(opts Options) (Limits, error) {
 	if l.Memory, err = MemoryLimit(opts.Memory, TotalRAM()); err != nil {
 		return l, &Error{What: "--memory", Path: opts.Memory, Reason: err.Error()}
 	}
-	if l.Pids, err = PidsLimit(opts.Pids, PidMax()); err != nil {
+	pidMax := int64(0)
+	if opts.Pids != "" { // a file read, not paid by a launch without --pids
+		pidMax = PidMax()
+	}
+	if l.Pids, err = PidsLimit(opts.Pids, pidMax); err != nil {
 		return l, &Error{What: "--pids", Path: opts.Pids, Reason: err.Error()}
 	}
 	if l.MilliCPUs, err = CPULimit(opts.CPUs, runtime.NumCPU()); err != nil {
