@@ -21,8 +21,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -44,7 +46,7 @@ const RepoFile = ".agentbox.toml"
 // Setting is one key = value of a file, with where it was written.
 type Setting struct {
 	Key     string
-	Value   any // bool, int64, string or []string
+	Value   any // bool, int64, string or []string (a TOML float as its text)
 	File    string
 	Line    int    // 0 when unknown
 	Profile string // the profile it belongs to; "" at the top level
@@ -154,6 +156,9 @@ func setting(path, table, key string, v any, lines keyIndex) (Setting, error) {
 	switch x := v.(type) {
 	case bool, int64, string:
 		s.Value = x
+	case float64:
+		// cpus = 0.5: the flag reads it as text, and refuses what it cannot hold.
+		s.Value = strconv.FormatFloat(x, 'f', -1, 64)
 	case []any:
 		list := make([]string, 0, len(x))
 		for _, e := range x {
@@ -425,7 +430,8 @@ const (
 	Union
 	// Subset: the file may keep only some of the list (keep, allow-net, add-dir).
 	Subset
-	// Smaller: the file may lower the size (tmp-size).
+	// Smaller: the file may lower the size or limit (tmp-size, memory, pids,
+	// cpus), or set a limit the user's policy does not have.
 	Smaller
 )
 
@@ -442,14 +448,14 @@ func repoNarrowing(key string) (Narrowing, bool) {
 		return Union, true
 	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
 		return Subset, true
-	case "tmp-size":
+	case "tmp-size", "memory", "pids", "cpus":
 		return Smaller, true
 	}
 	return 0, false
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size, memory, pids, cpus (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.
@@ -503,8 +509,9 @@ func Narrow(fs *flag.FlagSet, settings []Setting, prov map[string]string) error 
 	return nil
 }
 
-// lower sets a size flag (tmp-size) to the file's value when that is no larger
-// than the flag's: a repository may give the sandbox less memory, never more.
+// lower sets a size or limit flag (tmp-size, memory, pids, cpus) to the file's
+// value when that is no larger than the flag's: a repository may give the sandbox
+// less, never more.
 func lower(fs *flag.FlagSet, f *flag.Flag, s Setting) error {
 	bad := func(reason string) error { return &Error{File: s.File, Line: s.Line, Key: s.Key, Reason: reason} }
 	text, ok := s.Value.(string)
@@ -512,22 +519,47 @@ func lower(fs *flag.FlagSet, f *flag.Flag, s Setting) error {
 		text, ok = strconv.FormatInt(n, 10), true
 	}
 	if !ok {
-		return bad("want a size, e.g. \"1G\"")
+		return bad("want a size, e.g. \"1G\", or a number")
 	}
-	ram := policy.TotalRAM()
-	want, err := policy.TmpSize(text, ram)
+	order, format := limitOrder(s.Key)
+	want, err := order(text)
 	if err != nil {
 		return bad(fmt.Sprintf("invalid value %q: %v", text, err))
 	}
-	have, err := policy.TmpSize(f.Value.String(), ram)
+	have, err := order(f.Value.String())
 	if err != nil {
 		return bad(err.Error())
 	}
 	if want > have {
-		return bad(fmt.Sprintf("%s is more than the %s the user's policy gives: a repository's file may only lower it (the sandbox can write it)", bytesize.Format(want), bytesize.Format(have)))
+		return bad(fmt.Sprintf("%s is more than the %s the user's policy gives: a repository's file may only lower it (the sandbox can write it)", format(want), format(have)))
 	}
 	if err := fs.Set(s.Key, text); err != nil {
 		return bad(err.Error())
 	}
 	return nil
+}
+
+// limitOrder reads a value of the size or limit flag key as a number that grows
+// with what it allows (no limit: the largest), and writes such a number back.
+func limitOrder(key string) (order func(string) (int64, error), format func(int64) string) {
+	limit := func(parse func(string) (int64, error), format func(int64) string) (func(string) (int64, error), func(int64) string) {
+		return func(s string) (int64, error) {
+				v, err := parse(s)
+				return policy.LimitOrder(v), err
+			}, func(v int64) string {
+				if v == math.MaxInt64 {
+					return "no limit"
+				}
+				return format(v)
+			}
+	}
+	switch key {
+	case "memory":
+		return limit(func(s string) (int64, error) { return policy.MemoryLimit(s, policy.TotalRAM()) }, bytesize.Format)
+	case "pids":
+		return limit(func(s string) (int64, error) { return policy.PidsLimit(s, policy.PidMax()) }, func(n int64) string { return strconv.FormatInt(n, 10) })
+	case "cpus":
+		return limit(func(s string) (int64, error) { return policy.CPULimit(s, runtime.NumCPU()) }, func(n int64) string { return policy.FormatCPUs(n) + " CPUs" })
+	}
+	return func(s string) (int64, error) { return policy.TmpSize(s, policy.TotalRAM()) }, bytesize.Format
 }

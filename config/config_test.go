@@ -225,3 +225,41 @@ func TestNarrowTmpSize(t *testing.T) {
 		}
 	}
 }
+
+// TestNarrowLimits: a repository's file may lower memory, pids and cpus, or set one
+// the user has not, never raise one; a TOML float is read as --cpus reads it.
+func TestNarrowLimits(t *testing.T) {
+	for _, c := range []struct {
+		key, user, repo, want, err string
+	}{
+		{key: "memory", user: "2G", repo: `memory = "1G"`, want: "1G"},
+		{key: "memory", user: "", repo: `memory = "1G"`, want: "1G"},
+		{key: "memory", user: "1G", repo: `memory = "2G"`, err: "r.toml:1: memory: 2G is more than the 1G"},
+		{key: "memory", user: "1G", repo: `memory = ""`, err: "no limit is more than the 1G"},
+		{key: "memory", user: "1G", repo: `memory = "100"`, err: "below the minimum of 16M"},
+		{key: "pids", user: "100", repo: `pids = 50`, want: "50"},
+		{key: "pids", user: "", repo: `pids = 50`, want: "50"},
+		{key: "pids", user: "100", repo: `pids = 200`, err: "200 is more than the 100"},
+		{key: "pids", user: "100", repo: `pids = -1`, err: "not a positive whole number"},
+		{key: "cpus", user: "1", repo: `cpus = 0.5`, want: "0.5"},
+		{key: "cpus", user: "", repo: `cpus = 0.5`, want: "0.5"},
+		{key: "cpus", user: "0.5", repo: `cpus = 1`, err: "1 CPUs is more than the 0.5 CPUs"},
+		{key: "cpus", user: "0.5", repo: `cpus = 1e9`, err: "cpus: invalid value"},
+		{key: "cpus", user: "0.5", repo: `cpus = true`, err: "want a size"},
+	} {
+		fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+		fs.String(c.key, c.user, "")
+		f, err := Parse("r.toml", []byte(c.repo+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Narrow(fs, f.Top, map[string]string{})
+		got := fs.Lookup(c.key).Value.String()
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("user %q, repo %q: %s %q, %v; want %q", c.user, c.repo, c.key, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || got != c.user):
+			t.Errorf("user %q, repo %q: %s %q, %v; want it refused (%q) and unchanged", c.user, c.repo, c.key, got, err, c.err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/kmatrix/vmproto"
@@ -150,10 +151,14 @@ func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 			// gate, which evaluate checks against doctor's measurement.
 			"AGENTBOX_TEST_STRICT=1",
 		},
-		Doctor: []string{vmAgentbox, "doctor", "--json"},
+		Doctor:         []string{vmAgentbox, "doctor", "--json"},
+		DelegateCgroup: c.DelegateCgroup,
+	}
+	if c.DelegateCgroup {
+		cfg.Env = append(cfg.Env, "AGENTBOX_KMATRIX_DELEGATED=1") // vmtest.EnvDelegated
 	}
 	for _, t := range tests {
-		if t.NeedsSandbox && !c.NativeReady {
+		if t.NeedsSandbox && !c.NativeReady || c.Tests != nil && !slices.Contains(c.Tests, t.Name) {
 			continue
 		}
 		cfg.Tests = append(cfg.Tests, vmproto.Test{Name: t.Name, Path: "/kmatrix/tests/" + t.Name + ".test", Seconds: t.Seconds, Args: t.Args})

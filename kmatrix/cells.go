@@ -22,6 +22,11 @@ type Cell struct {
 	NativeReady bool
 	// Why says what the cell proves.
 	Why string
+	// DelegateCgroup: the test user runs in a cgroup v2 subtree delegated to it,
+	// with the memory, pids and cpu controllers (vmproto.Config.DelegateCgroup).
+	DelegateCgroup bool
+	// Tests, when set, names the only TestPackages this cell runs.
+	Tests []string
 }
 
 // Pinned kernels. When Debian drops a pinned ABI from a suite, Fetch fails with the
@@ -46,6 +51,8 @@ var DefaultCells = []Cell{
 		Why: "Debian 13: every feature"},
 	{Name: "sid-7.x", Kernel: Sid, NativeReady: true,
 		Why: "the newest kernel (split linux-binary/linux-modules packages)"},
+	{Name: "trixie-6.12-cgroup-delegated", Kernel: Trixie, NativeReady: true, DelegateCgroup: true, Tests: []string{"vmtest"},
+		Why: "a cgroup v2 subtree delegated to the user, as systemd does: --memory, --pids and --cpus hold and only the session suffers (every other cell refuses them)"},
 	{Name: "trixie-6.12-userns-off", Kernel: Trixie, NativeReady: false,
 		Cmdline: "sysctl.kernel.unprivileged_userns_clone=0",
 		Why:     "unprivileged user namespaces switched off: agentbox must refuse with doctor's message"},

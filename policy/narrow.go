@@ -57,6 +57,8 @@ func narrowRule(name string) fieldRule {
 		return equal(name)
 	case "TmpSize":
 		return narrowTmpSize
+	case "Limits":
+		return narrowLimits
 	case "Offline":
 		return narrowOffline
 	case "AllowNet":
@@ -121,6 +123,29 @@ func netMode(p *Policy) string {
 func narrowTmpSize(b, a *Policy) string {
 	if a.TmpSize > b.TmpSize || a.TmpSize <= 0 && b.TmpSize > 0 {
 		return fmt.Sprintf("would raise --tmp-size from %s to %s", bytesize.Format(b.TmpSize), bytesize.Format(a.TmpSize))
+	}
+	return ""
+}
+
+// narrowLimits: each of --memory, --pids and --cpus may only be lowered, or set
+// where the user's policy has none; taking one away is no limit at all.
+func narrowLimits(b, a *Policy) string {
+	for _, l := range []struct {
+		flag   string
+		b, a   int64
+		format func(int64) string
+	}{
+		{"--memory", b.Limits.Memory, a.Limits.Memory, bytesize.Format},
+		{"--pids", b.Limits.Pids, a.Limits.Pids, func(n int64) string { return fmt.Sprint(n) }},
+		{"--cpus", b.Limits.MilliCPUs, a.Limits.MilliCPUs, FormatCPUs},
+	} {
+		switch {
+		case LimitOrder(l.a) <= LimitOrder(l.b):
+		case l.a <= 0:
+			return fmt.Sprintf("would remove the %s limit (%s)", l.flag, l.format(l.b))
+		default:
+			return fmt.Sprintf("would raise %s from %s to %s", l.flag, l.format(l.b), l.format(l.a))
+		}
 	}
 	return ""
 }

@@ -21,6 +21,7 @@ func TestNarrowsKnowsEveryField(t *testing.T) {
 func base() *Policy {
 	return &Policy{
 		Repo: "/r", Home: "/h", Workdir: "/r", Backend: BackendNative, Command: []string{"sh"}, TmpSize: 1 << 30,
+		Limits:       Limits{Memory: 2 << 30, Pids: 100},
 		AllowNet:     []string{"a.test", "@npm"},
 		Keep:         []Kept{{Path: "/h/.claude", Dir: true, From: "--keep-agent claude"}, {Path: "/h/.codex", Dir: true}},
 		KeepReadOnly: []string{"/h/.claude/plugins"},
@@ -70,6 +71,14 @@ func TestNarrows(t *testing.T) {
 		{"smaller tmp budget", func(p *Policy) { p.TmpSize = 1 << 20 }, ""},
 		{"larger tmp budget", func(p *Policy) { p.TmpSize = 2 << 30 }, "tmp-size"},
 		{"no tmp budget", func(p *Policy) { p.TmpSize = 0 }, "tmp-size"},
+		{"lower memory", func(p *Policy) { p.Limits.Memory = 1 << 30 }, ""},
+		{"higher memory", func(p *Policy) { p.Limits.Memory = 4 << 30 }, "would raise --memory from 2G to 4G"},
+		{"no memory limit", func(p *Policy) { p.Limits.Memory = 0 }, "would remove the --memory limit (2G)"},
+		{"fewer pids", func(p *Policy) { p.Limits.Pids = 64 }, ""},
+		{"more pids", func(p *Policy) { p.Limits.Pids = 1000 }, "would raise --pids from 100 to 1000"},
+		{"no pids limit", func(p *Policy) { p.Limits.Pids = 0 }, "--pids"},
+		{"a cpu limit where there was none", func(p *Policy) { p.Limits.MilliCPUs = 500 }, ""},
+		{"everything lower", func(p *Policy) { p.Limits = Limits{Memory: 16 << 20, Pids: 8, MilliCPUs: 10} }, ""},
 		{"backend", func(p *Policy) { p.Backend = BackendBwrap }, "Backend"},
 		{"disk tmp", func(p *Policy) { p.DiskTmp = true }, "DiskTmp"},
 		{"repo", func(p *Policy) { p.Repo = "/" }, "Repo"},

@@ -40,6 +40,9 @@ type Options struct {
 	// TmpSize (--tmp-size) is the budget of the RAM-backed filesystems
 	// (tmpsize.go); empty: DefaultTmpSize.
 	TmpSize string
+	// Memory, Pids and CPUs (--memory SIZE, --pids N, --cpus N) bound the
+	// session's processes together (limits.go); empty: no limit.
+	Memory, Pids, CPUs string
 
 	Keep      []string // --keep PATH (repeatable), keep.go
 	KeepAgent []string // --keep-agent NAME (repeatable), keep.go
@@ -86,6 +89,7 @@ type Policy struct {
 	AllowNet []string // --allow-net values, validated; new network namespace and the proxy
 	DiskTmp  bool     // /tmp on disk
 	TmpSize  int64    // bytes the RAM-backed filesystems may hold together (tmpsize.go)
+	Limits   Limits   // --memory, --pids, --cpus (limits.go)
 	Backend  string   // native, bwrap or auto
 	CacheDir string   // ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox
 	StateDir string   // ${XDG_STATE_HOME:-$HOME/.local/state}/agentbox
@@ -151,6 +155,9 @@ func New(opts Options) (*Policy, error) {
 		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}
 	}
 	p.TmpSize = tmpSize
+	if p.Limits, err = resolveLimits(opts); err != nil {
+		return nil, err
+	}
 	if len(opts.AllowNet) > 0 {
 		if opts.Offline {
 			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}

@@ -74,6 +74,12 @@ type Options struct {
 	// found at launch instead of denied by Landlock, and those bound later stay
 	// reachable. Before 7.1 it changes nothing.
 	NestedSandbox bool
+	// Memory, Pids and CPUs bound the session's processes together, as agentbox
+	// exec's --memory SIZE, --pids N and --cpus N read them ("2G", "512", "0.5");
+	// empty: no limit. Where the host's cgroup v2 tree does not delegate the
+	// controller to the user, Run refuses (a *leafcg.LimitError's words), and a
+	// Launcher refuses any limit (its helper does not place the session in a cgroup).
+	Memory, Pids, CPUs string
 	// Log receives agentbox's own lines (audit findings, warnings), as agentbox exec
 	// prints them on its stderr; nil: os.Stderr.
 	Log io.Writer
@@ -190,6 +196,9 @@ func config(opts Options) (session.Config, error) {
 		Command:       opts.Command,
 		UnsetEnv:      opts.UnsetEnv,
 		ClearEnv:      opts.ClearEnv,
+		Memory:        opts.Memory,
+		Pids:          opts.Pids,
+		CPUs:          opts.CPUs,
 	})
 	if err != nil {
 		return session.Config{}, fmt.Errorf("sandbox: %w", err)

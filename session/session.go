@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/kernel"
-	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -165,8 +164,9 @@ func RunSession(cfg Config) (Outcome, error) {
 	}
 	p := resolveBackend(&cfg)
 	var spare *nsinit.Prestarted
-	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() {
-		// (--allow-net: the Go init, which creates the proxy's socket.)
+	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() && p.Limits.Memory == 0 {
+		// (--allow-net: the Go init, which creates the proxy's socket; --memory:
+		// the Go init, runBackend.)
 		// The init's clone (namespaces, id maps) runs while the steps below
 		// prepare its plan; a launch that stops before its backend discards it.
 		spare = nsinit.PrestartRaw(p.Offline, cfg.stdio())
@@ -285,7 +285,7 @@ func (l *launch) run() (int, error) {
 	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
-	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	leaf, err := sessionCgroup(p)
 	if err != nil {
 		return 0, err
 	}
@@ -303,8 +303,12 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	opts.Listener = netSvc.Listener()
+	meter := startUsage(leaf, p.Limits)
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
+	if err == nil {
+		out.Usage = meter.finish()
+	}
 	out.NetRefusals = netSvc.Stop()
 	out.SSHAgent, out.Notes = agent.Stop(out.Notes)
 	sw.Skip()
@@ -321,6 +325,7 @@ func (l *launch) run() (int, error) {
 	// From here on, the launcher's lines go to a terminal the command may have left
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
+	reportLimit(cfg.Stderr, out.Usage)
 	reportLeft(cfg, res.Left)
 	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
@@ -396,7 +401,9 @@ func (l *launch) runBackend(plan mounts.Plan, opts backend.Options) (backend.Res
 		return backend.Result{}, fmt.Errorf("backend %s: not available through the Go API", cfg.Policy.Backend)
 	case cfg.Policy.Backend == policy.BackendNative:
 		out.Backend, out.BackendVersion = policy.BackendNative, "agentbox "+cfg.Version
-		opts.RawInit, opts.Signals = rawInitWanted(), cfg.Signals
+		// The raw init shares the launcher's memory: an OOM kill in the
+		// session's memory cgroup would take the launcher with it.
+		opts.RawInit, opts.Signals = rawInitWanted() && cfg.Policy.Limits.Memory == 0, cfg.Signals
 		driver = nsinit.Native{Spare: l.spare}
 	case cfg.Policy.Backend == policy.BackendBwrap:
 		// The same plan through bubblewrap >= 0.12.0 (compat; bwrapcheck gates the

@@ -64,6 +64,8 @@ type Record struct {
 	// SSHAgent are the requests the --ssh-agent filter decided on: every
 	// signature request, and every refused request.
 	SSHAgent []SSHAgentEvent `json:"ssh_agent,omitempty"`
+	// Usage is what the session's processes used, nil when nothing was measured.
+	Usage *Usage `json:"usage,omitempty"`
 
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
@@ -99,6 +101,29 @@ type Policy struct {
 	// (--ssh-key; none: every key).
 	SSHAgent bool     `json:"ssh_agent,omitempty"`
 	SSHKeys  []string `json:"ssh_keys,omitempty"`
+
+	// Memory, Pids and MilliCPUs are the --memory (bytes), --pids and --cpus
+	// (thousandths of a CPU) limits; 0: none.
+	Memory    int64 `json:"memory,omitempty"`
+	Pids      int64 `json:"pids,omitempty"`
+	MilliCPUs int64 `json:"milli_cpus,omitempty"`
+}
+
+// Usage is what a session's processes used together, and where it was measured:
+// Source "cgroup" (the session's cgroup counted every process of it), else why
+// nothing was. -1: the kernel does not report it for the session's cgroup
+// (memory.peak: Linux 5.19 and the memory controller; pids.peak: the pids
+// controller on a recent kernel).
+type Usage struct {
+	Source     string `json:"source"`
+	CPUUsec    int64  `json:"cpu_usec"`
+	PeakMemory int64  `json:"peak_memory"`
+	PeakTasks  int64  `json:"peak_tasks"`
+	// Limit names the limit that ended or held back the command, "" none
+	// ("memory limit 2G reached").
+	Limit string `json:"limit,omitempty"`
+	// Throttled counts the periods --cpus held the session back; -1 unknown.
+	Throttled int64 `json:"throttled,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port

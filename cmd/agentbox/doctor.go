@@ -54,6 +54,8 @@ type doctorResult struct {
 	Bwrap   bwrapState `json:"bwrap"`
 	// PathSockets: how a launch keeps the command off the host's path sockets (nested.go).
 	PathSockets doctorSockets `json:"path_sockets"`
+	// Limits: which of --memory, --pids, --cpus this host enforces (doctorlimits.go).
+	Limits []doctorLimit `json:"limits"`
 }
 
 type bwrapState struct {
@@ -82,7 +84,7 @@ func cmdDoctor(args []string) int {
 	}
 	rep := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}})
 	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap(),
-		PathSockets: probeSockets(kernel.CanDenyPathSockets())}
+		PathSockets: probeSockets(kernel.CanDenyPathSockets()), Limits: probeLimits()}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -168,6 +170,7 @@ func printDoctor(w io.Writer, r doctorResult) {
 		fmt.Fprintf(w, "            %s\n", bwrapAdvice)
 	}
 	printSockets(w, r.PathSockets)
+	printLimits(w, r.Limits)
 	if len(r.Sysctls) > 0 {
 		keys := make([]string, 0, len(r.Sysctls))
 		for k := range r.Sysctls {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/agentbox/agentbox/config"
 	"github.com/agentbox/agentbox/internal/cli"
@@ -46,6 +47,9 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.opts.NestedSandbox, "nested-sandbox", false, "let the command mount, for an agent's own sandbox (Claude Code's, srt's or Codex's bubblewrap, unshare -m): on Linux 7.1+ the host's path sockets are then masked where found at launch instead of denied by Landlock, and those bound later stay reachable; before 7.1 it changes nothing (docs/security.md)")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.Var(tmpSizeValue{&a.opts.TmpSize}, "tmp-size", "the RAM-backed filesystems (/tmp, /run, /dev/shm, HOME's overlay) hold at most `SIZE` together (suffix K, M, G, T; default a quarter of RAM, at most 4G)")
+	fs.Var(limitValue{&a.opts.Memory, func(s string) error { _, err := policy.MemoryLimit(s, policy.TotalRAM()); return err }}, "memory", "the session's processes together use at most `SIZE` of memory (suffix K, M, G, T; no swap), in a cgroup of its own; refused where the host's cgroup v2 tree does not delegate the memory controller to you")
+	fs.Var(limitValue{&a.opts.Pids, func(s string) error { _, err := policy.PidsLimit(s, policy.PidMax()); return err }}, "pids", "the session runs at most `N` processes and threads at once (a fork bomb stops there), in a cgroup of its own; refused without the pids controller")
+	fs.Var(limitValue{&a.opts.CPUs, func(s string) error { _, err := policy.CPULimit(s, runtime.NumCPU()); return err }}, "cpus", "the session gets at most `N` CPUs' time (0.5: half of one), in a cgroup of its own; refused without the cpu controller")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
@@ -255,6 +259,28 @@ func (v tmpSizeValue) String() string {
 
 func (v tmpSizeValue) Set(s string) error {
 	if _, err := policy.TmpSize(s, policy.TotalRAM()); err != nil {
+		return err
+	}
+	*v.s = s
+	return nil
+}
+
+// limitValue is --memory, --pids or --cpus: checked when set, so that a bad value in
+// a config file is reported with its file and line; empty is no limit.
+type limitValue struct {
+	s     *string
+	check func(string) error
+}
+
+func (v limitValue) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return *v.s
+}
+
+func (v limitValue) Set(s string) error {
+	if err := v.check(s); err != nil {
 		return err
 	}
 	*v.s = s

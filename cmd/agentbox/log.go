@@ -371,6 +371,12 @@ func printRecord(w io.Writer, r shadow.Record, timings bool) {
 	if len(p.AllowNet) > 0 {
 		row("allow-net", oneLine(strings.Join(p.AllowNet, " ")))
 	}
+	if l := limitsLine(p); l != "" {
+		row("limits", l)
+	}
+	if r.Usage != nil {
+		row("usage", oneLine(usageLine(*r.Usage)))
+	}
 	for _, failed := range []bool{false, true} {
 		label := pick(failed, "net failed", "net refused")
 		for _, n := range r.NetRefusals {

@@ -15,6 +15,12 @@
 // When no leaf can be made, nothing of the launcher's cgroup may be writable to the
 // sandbox (same uid and groups, no capability: the file mode decides, whatever the
 // host's mount says), or the launch is refused.
+//
+// With limits (--memory, --pids, --cpus; limits_linux.go) the session's cgroup is
+// made instead below the nearest cgroup, from the launcher's up, that gives its
+// children the controllers and is delegated to the user; the limits are written
+// into it, and the sandbox lives in a leaf below it. A host where that cgroup does
+// not exist refuses the launch.
 package leafcg
 
 import (
@@ -35,9 +41,13 @@ import (
 
 // Leaf is one session's cgroup.
 type Leaf struct {
-	Dir    string // the leaf, below Parent
+	Dir    string // the leaf the sandbox is placed in
 	Parent string // the launcher's cgroup
-	placed int    // the sandbox's PID 1, moved in by Place
+	// Top is the session's cgroup removed at the end: Dir, or with Limits the
+	// limited cgroup above it (limits_linux.go).
+	Top    string
+	Limits Limits
+	placed int // the sandbox's PID 1, moved in by Place
 }
 
 // maxWalk bounds the cgroups Remove walks below the leaf.
@@ -56,8 +66,13 @@ func (e *RefusedError) Error() string {
 
 // Prepare makes a leaf named name below the calling process's cgroup2 cgroup. nil
 // and no error: there is no cgroup2 hierarchy, or no leaf could be made and nothing
-// of the process's cgroup is writable to it.
-func Prepare(name string) (*Leaf, error) {
+// of the process's cgroup is writable to it. With limits set, the session's cgroup
+// is made where the limits can be enforced (limits_linux.go), or the launch is
+// refused with a *LimitError.
+func Prepare(name string, lim Limits) (*Leaf, error) {
+	if lim.Set() {
+		return prepareLimited(name, lim)
+	}
 	parent, err := ownCgroup()
 	if err != nil || parent == "" {
 		return nil, err
@@ -65,7 +80,7 @@ func Prepare(name string) (*Leaf, error) {
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
 	if mkErr == nil {
-		return &Leaf{Dir: dir, Parent: parent}, nil
+		return &Leaf{Dir: dir, Top: dir, Parent: parent}, nil
 	}
 	if w := firstWritable(parent); w != "" {
 		return nil, &RefusedError{Path: w, Reason: "mkdir: " + errText(mkErr)}
@@ -84,9 +99,16 @@ func errText(err error) string {
 // ownCgroup is the directory of the calling process's cgroup2 cgroup, "" when no
 // cgroup2 hierarchy is mounted here.
 func ownCgroup() (string, error) {
+	dir, _, err := ownCgroupAndMount()
+	return dir, err
+}
+
+// ownCgroupAndMount is ownCgroup and the mount point of the cgroup2 hierarchy it is
+// found in.
+func ownCgroupAndMount() (string, string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return "", fmt.Errorf("own cgroup: %w", err)
+		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
 	var rel string
 	found := false
@@ -96,19 +118,19 @@ func ownCgroup() (string, error) {
 		}
 	}
 	if !found {
-		return "", nil
+		return "", "", nil
 	}
 	table, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", fmt.Errorf("own cgroup: %w", err)
+		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
 	for _, m := range cgroup2Mounts(table) {
 		// A mount of the hierarchy's part at m.root shows rel below it.
 		if r, ok := strings.CutPrefix(rel, strings.TrimSuffix(m.root, "/")); ok && (r == "" || r[0] == '/') {
-			return filepath.Join(m.point, r), nil
+			return filepath.Join(m.point, r), m.point, nil
 		}
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // mount is a cgroup2 mount: the part of the hierarchy it shows, and where.
@@ -222,7 +244,7 @@ func (l *Leaf) Remove() error {
 				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
 			}
 		}
-		_ = os.WriteFile(filepath.Join(l.Dir, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+		_ = os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
 
 		var left []string
 		for i := len(dirs) - 1; i >= 0; i-- {
@@ -240,10 +262,11 @@ func (l *Leaf) Remove() error {
 	}
 }
 
-// tree lists the leaf and every cgroup below it, parents first, at most maxWalk.
+// tree lists the session's cgroup and every cgroup below it, parents first, at
+// most maxWalk.
 func (l *Leaf) tree() []string {
 	var dirs []string
-	_ = filepath.WalkDir(l.Dir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(l.Top, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || len(dirs) >= maxWalk {
 			return filepath.SkipDir
 		}

@@ -43,7 +43,7 @@ func TestLeaf(t *testing.T) {
 		testenv.Skip(t, "needs root: creates a cgroup below its own")
 	}
 	name := fmt.Sprintf("agentbox-leafcg-test-%d", os.Getpid())
-	l, err := Prepare(name)
+	l, err := Prepare(name, Limits{})
 	if err != nil || l == nil {
 		t.Fatalf("Prepare: %v, %v", l, err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkLeaf(b *testing.B) {
 		testenv.Skip(b, "needs root: creates a cgroup below its own")
 	}
 	for i := 0; b.Loop(); i++ {
-		l, err := Prepare(fmt.Sprintf("agentbox-leafcg-bench-%d-%d", os.Getpid(), i))
+		l, err := Prepare(fmt.Sprintf("agentbox-leafcg-bench-%d-%d", os.Getpid(), i), Limits{})
 		if err != nil || l == nil {
 			b.Fatalf("Prepare: %v, %v", l, err)
 		}

@@ -20,6 +20,10 @@ type Config struct {
 	Doctor []string `json:"doctor"`
 	// Tests are the test binaries, run in order, each with -test.v.
 	Tests []Test `json:"tests"`
+	// DelegateCgroup: the init delegates a cgroup v2 subtree with the memory, pids
+	// and cpu controllers to User, as systemd does for a user's session, and runs
+	// every program below in a leaf of it.
+	DelegateCgroup bool `json:"delegate_cgroup,omitempty"`
 }
 
 // Module is a kernel module file and its parameters ("permit_mounts_in_userns=1").

@@ -31,6 +31,10 @@ type doctorReport struct {
 	Checks      []check `json:"checks"`
 	NativeReady bool    `json:"native_ready"`
 	Refusal     string  `json:"refusal"`
+	Limits      []struct {
+		Flag string `json:"flag"`
+		OK   bool   `json:"ok"`
+	} `json:"limits"`
 }
 
 // run runs the real binary as the test user and returns stdout, stderr and the exit

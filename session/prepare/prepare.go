@@ -8,6 +8,7 @@ package prepare
 
 import (
 	"fmt"
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"io"
 	"os"
 	"path/filepath"
@@ -53,6 +54,10 @@ func (o Options) mark(step string) {
 // New looks at the repository and the policy and decides what to protect; it
 // writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
+	// Limits this host cannot enforce refuse the launch before any host work.
+	if err := leafcg.Check(leafcg.Limits{Memory: p.Limits.Memory, Pids: p.Limits.Pids, MilliCPUs: p.Limits.MilliCPUs}); err != nil {
+		return nil, err
+	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,7 @@ func Start(cfg *Config, p *policy.Policy, start time.Time) *Recorder {
 			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp, AllowNet: p.AllowNet,
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
 			SSHAgent: p.SSHAgent != "", SSHKeys: p.SSHKeys,
+			Memory: p.Limits.Memory, Pids: p.Limits.Pids, MilliCPUs: p.Limits.MilliCPUs,
 		},
 		Start:       start,
 		LauncherPID: os.Getpid(),
@@ -104,6 +105,7 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	rec.Notes = append(rec.Notes, out.Notes...)
 	rec.NetRefusals = out.NetRefusals
 	rec.SSHAgent = out.SSHAgent
+	rec.Usage = out.Usage
 	if err := r.sess.FinishWalk(rec, out.Walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
@@ -161,6 +163,8 @@ type Outcome struct {
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool
 	InitPeakRSSKiB int64
+	// Usage is what the session's processes used (session/limits.go).
+	Usage *shadow.Usage
 
 	// Walk is the audit's end walk of the working tree, which the record reuses;
 	// nil when there is none or it cannot stand for the tree (the audit moved

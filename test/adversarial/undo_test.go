@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // TestUndoRepoPathRedirected (P13): the repository undo writes is named by its

@@ -71,6 +71,11 @@ func run() error {
 			mark(vmproto.Error, fmt.Sprintf("load module %s: %v", m.Name, err))
 		}
 	}
+	if cfg.DelegateCgroup {
+		if err := delegateCgroup(cfg.User); err != nil {
+			return fmt.Errorf("delegate a cgroup: %w", err)
+		}
+	}
 	if len(cfg.Doctor) > 0 {
 		runAsUser(cfg, vmproto.Doctor, cfg.Doctor, 120*time.Second)
 	}
@@ -135,6 +140,45 @@ func mountSystem() error {
 	return nil
 }
 
+// The delegated subtree and the leaf the user's programs start in, as systemd's
+// user@UID.service and a scope below it.
+const (
+	userCgroup = "/sys/fs/cgroup/user"
+	userLeaf   = userCgroup + "/session"
+)
+
+// delegateCgroup gives u a cgroup v2 subtree as systemd delegates one: the root
+// hands the memory, pids and cpu controllers down, the subtree's directory and its
+// cgroup.procs, cgroup.subtree_control and cgroup.threads belong to u, the
+// controllers are enabled for its children (the user manager's work), and u's
+// programs run in a leaf below it. The hierarchy gets nsdelegate, as systemd
+// mounts it.
+func delegateCgroup(u vmproto.User) error {
+	if err := unix.Mount("", "/sys/fs/cgroup", "", unix.MS_REMOUNT, "nsdelegate"); err != nil {
+		return fmt.Errorf("remount cgroup2 with nsdelegate: %w", err)
+	}
+	const ctl = "+memory +pids +cpu"
+	if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte(ctl), 0); err != nil {
+		return err
+	}
+	for _, d := range []string{userCgroup, userLeaf} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Chown(d+"/"+f, u.UID, u.GID); err != nil {
+				return err
+			}
+		}
+		if d == userCgroup {
+			if err := os.WriteFile(d+"/cgroup.subtree_control", []byte(ctl), 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func loadModule(m vmproto.Module) error {
 	f, err := os.Open(m.Path)
 	if err != nil {
@@ -159,6 +203,15 @@ func runAsUser(cfg vmproto.Config, name string, argv []string, limit time.Durati
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(cfg.User.UID), Gid: uint32(cfg.User.GID), Groups: []uint32{}},
 		Setpgid:    true,
+	}
+	if cfg.DelegateCgroup {
+		fd, err := unix.Open(userLeaf, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Printf("\nvminit: open %s: %v\n", userLeaf, err)
+		} else {
+			defer unix.Close(fd)
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
 	}
 	status := -1
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,257 @@
+package leafcg
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+// Limits are what the session's cgroup bounds (policy.Limits); zero: no limit of
+// that kind.
+type Limits struct {
+	Memory    int64 // memory.max, bytes; memory.swap.max is 0
+	Pids      int64 // pids.max
+	MilliCPUs int64 // cpu.max, thousandths of a CPU per period
+}
+
+// Set says whether any limit is set.
+func (l Limits) Set() bool { return l.Memory > 0 || l.Pids > 0 || l.MilliCPUs > 0 }
+
+// cpuPeriod is cpu.max's period in microseconds (the kernel's default).
+const cpuPeriod = 100000
+
+// sandboxLeaf is the cgroup below the limited one that the sandbox's processes live
+// in: the limits sit one level above the root of any cgroup namespace the command
+// makes, out of its reach even where cgroup2 is mounted without nsdelegate.
+const sandboxLeaf = "sandbox"
+
+// controllers are the cgroup controllers lim needs, in the kernel's names.
+func (l Limits) controllers() []string {
+	var c []string
+	if l.Memory > 0 {
+		c = append(c, "memory")
+	}
+	if l.Pids > 0 {
+		c = append(c, "pids")
+	}
+	if l.MilliCPUs > 0 {
+		c = append(c, "cpu")
+	}
+	return c
+}
+
+// LimitError says why the host cannot enforce a limit, and what to do.
+type LimitError struct {
+	Flag   string // --memory, --pids or --cpus
+	Reason string
+	Fix    string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s: refused: this host cannot enforce it: %s; %s", e.Flag, e.Reason, e.Fix)
+}
+
+func flagOf(controller string) string {
+	switch controller {
+	case "memory":
+		return "--memory"
+	case "pids":
+		return "--pids"
+	}
+	return "--cpus"
+}
+
+// fixDelegate is the usual way to a delegated cgroup on a systemd host.
+const fixDelegate = "start agentbox in a cgroup delegated to you, e.g. systemd-run --user --scope -p Delegate=yes agentbox exec …, or leave the flag out"
+
+// limitParent finds where the session's limited cgroup can be made: the nearest of
+// the calling process's cgroup and its ancestors that has every controller of want
+// enabled for its children (cgroup.subtree_control) and lets this user create a
+// cgroup in it and move processes below it (its cgroup.procs is writable). The
+// launcher's own cgroup holds processes, so the kernel lets it give domain
+// controllers to children only when it is the root: in practice this is the
+// delegated cgroup above it (a systemd user service's slice).
+func limitParent(own, mount string, want []string) (string, error) {
+	if own == "" {
+		return "", &LimitError{Flag: flagOf(want[0]), Reason: "the host uses cgroup v1 (no cgroup2 hierarchy holds this process)",
+			Fix: "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2), or leave the flag out"}
+	}
+	rootHas := fields(readFile(filepath.Join(mount, "cgroup.controllers")))
+	for _, c := range want {
+		if !contains(rootHas, c) {
+			return "", &LimitError{Flag: flagOf(c), Reason: fmt.Sprintf("the cgroup v2 hierarchy has no %s controller (a cgroup v1 hierarchy holds it, or the kernel lacks it)", c),
+				Fix: "boot with systemd.unified_cgroup_hierarchy=1 and without cgroup_no_v1 for it, or leave the flag out"}
+		}
+	}
+	missing := want[0]
+	for dir := own; ; dir = filepath.Dir(dir) {
+		enabled := fields(readFile(filepath.Join(dir, "cgroup.subtree_control")))
+		all := true
+		for _, c := range want {
+			if !contains(enabled, c) {
+				all = false
+			}
+		}
+		if all && unix.Access(dir, unix.W_OK|unix.X_OK) == nil && unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) == nil {
+			return dir, nil
+		}
+		if all {
+			missing = ""
+		}
+		if dir == mount || len(dir) <= len(mount) {
+			break
+		}
+	}
+	reason := fmt.Sprintf("no cgroup you can write, from yours (%s) up, has the %s controller enabled for its children (cgroup.subtree_control): it is not delegated to you", own, missing)
+	if missing == "" {
+		reason = fmt.Sprintf("the cgroups from yours (%s) up that give their children %s are not writable to you: none is delegated to you", own, strings.Join(want, ", "))
+		missing = want[0]
+	}
+	return "", &LimitError{Flag: flagOf(missing), Reason: reason, Fix: fixDelegate}
+}
+
+// Check says whether lim can be enforced here: nil, or the *LimitError a launch
+// would be refused with. It changes nothing.
+func Check(lim Limits) error {
+	if !lim.Set() {
+		return nil
+	}
+	own, mount, err := ownCgroupAndMount()
+	if err != nil {
+		return err
+	}
+	_, err = limitParent(own, mount, lim.controllers())
+	return err
+}
+
+// prepareLimited makes the session's limited cgroup name below the cgroup
+// limitParent finds, writes lim into it, and makes the sandbox's leaf below it.
+func prepareLimited(name string, lim Limits) (*Leaf, error) {
+	own, mount, err := ownCgroupAndMount()
+	if err != nil {
+		return nil, err
+	}
+	parent, err := limitParent(own, mount, lim.controllers())
+	if err != nil {
+		return nil, err
+	}
+	pfd, err := openCgroupDir(parent)
+	if err != nil {
+		return nil, fmt.Errorf("session cgroup: %w", err)
+	}
+	defer unix.Close(pfd)
+	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+		return nil, fmt.Errorf("session cgroup: mkdir %s: %w", filepath.Join(parent, name), err)
+	}
+	top := filepath.Join(parent, name)
+	l := &Leaf{Dir: filepath.Join(top, sandboxLeaf), Top: top, Parent: own, Limits: lim}
+	if err := l.writeLimits(pfd, name); err != nil {
+		_ = l.Remove()
+		return nil, err
+	}
+	return l, nil
+}
+
+// writeLimits writes lim into the limited cgroup (name below pfd) and makes the
+// sandbox's leaf below it.
+func (l *Leaf) writeLimits(pfd int, name string) error {
+	tfd, err := safepath.OpenBeneath(pfd, name, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("session cgroup %s: %w", l.Top, err)
+	}
+	defer unix.Close(tfd)
+	lim := l.Limits
+	var files [][2]string
+	if lim.Memory > 0 {
+		// No swap: over its limit the session is stopped, not left thrashing
+		// the host's swap; and the OOM kill takes the whole session, not one
+		// process of it at random.
+		files = append(files, [2]string{"memory.max", strconv.FormatInt(lim.Memory, 10)},
+			[2]string{"memory.swap.max", "0"}, [2]string{"memory.oom.group", "1"})
+	}
+	if lim.Pids > 0 {
+		files = append(files, [2]string{"pids.max", strconv.FormatInt(lim.Pids, 10)})
+	}
+	if lim.MilliCPUs > 0 {
+		files = append(files, [2]string{"cpu.max", fmt.Sprintf("%d %d", lim.MilliCPUs*cpuPeriod/1000, cpuPeriod)})
+	}
+	for _, f := range files {
+		err := writeAt(tfd, f[0], f[1])
+		if errors.Is(err, unix.ENOENT) && f[0] == "memory.swap.max" {
+			continue // no swap accounting in this kernel: no swap is charged either
+		}
+		if err != nil {
+			return fmt.Errorf("session cgroup: write %s to %s: %w", f[1], filepath.Join(l.Top, f[0]), err)
+		}
+	}
+	if err := unix.Mkdirat(tfd, sandboxLeaf, 0o755); err != nil {
+		return fmt.Errorf("session cgroup: mkdir %s: %w", l.Dir, err)
+	}
+	return nil
+}
+
+// openCgroupDir opens dir, an absolute path, as an O_PATH descriptor without
+// following a symlink, and checks that it is on a cgroup2 filesystem.
+func openCgroupDir(dir string) (int, error) {
+	fd, err := safepath.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		unix.Close(fd)
+		return -1, fmt.Errorf("open %s: not a cgroup2 directory", dir)
+	}
+	return fd, nil
+}
+
+// writeAt writes value to the control file name below the directory dirfd.
+func writeAt(dirfd int, name, value string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(value))
+	return err
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func fields(s string) []string { return strings.Fields(s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// keyed reads a flat-keyed control file ("key value" lines: memory.events,
+// cpu.stat); -1 for a key it does not hold.
+func keyed(text, key string) int64 {
+	sc := bufio.NewScanner(bytes.NewReader([]byte(text)))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}

@@ -1,0 +1,260 @@
+package vmtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// EnvDelegated is set by the kernel matrix in the cell whose test user runs in a
+// cgroup v2 subtree delegated to it, as systemd delegates one to each user.
+const EnvDelegated = "AGENTBOX_KMATRIX_DELEGATED"
+
+// limitFlags are the limits, each with a value this machine accepts.
+var limitFlags = [][]string{{"--memory", "64M"}, {"--pids", "64"}, {"--cpus", "0.5"}}
+
+// session runs agentbox as the test user with a HOME kept across calls (so that
+// show finds the session), in repo.
+type session struct {
+	home, repo string
+}
+
+func newSession(t *testing.T) session {
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	testenv.Git(t, s.home, s.repo, "init", "-q")
+	return s
+}
+
+func (s session) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := testenv.Command(t, s.home, testenv.Binary(t), args...)
+	cmd.Dir = s.repo
+	if _, err := os.Stat(sandboxtest.BuiltBwrap); err == nil {
+		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+sandboxtest.BuiltBwrap)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("agentbox %s: %v", strings.Join(args, " "), err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// hostV1Memory: this host's memory controller sits on a cgroup v1 hierarchy.
+func hostV1Memory() bool {
+	b, _ := os.ReadFile("/proc/self/cgroup")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[0] != "0" && strings.Contains(","+f[1]+",", ",memory,") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLimits: in the kernel matrix's delegated cell the limits hold
+// (limitsEnforced); everywhere else in the matrix, and on a host whose memory
+// controller is on cgroup v1, they are refused (limitsRefused). On another host
+// doctor's verdict for the test user picks the case, and that case checks it.
+func TestLimits(t *testing.T) {
+	switch {
+	case os.Getenv(EnvDelegated) == "1":
+		limitsEnforced(t)
+	case os.Getenv("AGENTBOX_KMATRIX") == "1" || hostV1Memory():
+		limitsRefused(t)
+	default:
+		rep, _ := doctor(t)
+		ok := 0
+		for _, l := range rep.Limits {
+			if l.OK {
+				ok++
+			}
+		}
+		switch {
+		case len(rep.Limits) == 3 && ok == 3:
+			limitsEnforced(t)
+		case len(rep.Limits) == 3 && ok == 0:
+			limitsRefused(t)
+		default:
+			testenv.Skip(t, "doctor says this host enforces some limits but not all: %+v", rep.Limits)
+		}
+	}
+}
+
+// limitsRefused: where no cgroup v2 subtree with the controllers is delegated to
+// the user (a cgroup v1 host, a VM whose user sits in the root's cgroup), each of
+// --memory, --pids and --cpus refuses the launch with exit 125 and one line naming
+// the flag, why and the fix — never a session without its limit.
+func limitsRefused(t *testing.T) {
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	for _, f := range limitFlags {
+		_, stderr, code := s.run(t, append([]string{"exec", "--no-record", "--repo", s.repo}, append(f, "--", "true")...)...)
+		line := strings.TrimSpace(stderr)
+		if code != 125 || strings.Count(line, "\n") > 0 || !strings.HasPrefix(line, "agentbox: "+f[0]+": refused: this host cannot enforce it: ") ||
+			!strings.Contains(line, "cgroup") || !strings.Contains(line, "leave the flag out") {
+			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line naming the flag, the reason and the fix", f[0], f[1], code, stderr)
+		}
+	}
+}
+
+// limitsEnforced: in a delegated cgroup v2 subtree the limits hold, only the
+// session suffers, and agentbox says which limit ended the command.
+func limitsEnforced(t *testing.T) {
+	s := newSession(t)
+	// A process of the same user outside the sandbox, in the launcher's cgroup:
+	// it must live through every limit the session runs into.
+	sleeper := testenv.Command(t, s.home, "sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	alive := func(what string) {
+		if err := sleeper.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("after %s the host's sleeper is gone: %v", what, err)
+		}
+	}
+
+	// Both backends: the native one's Go init, and bwrap's child, placed in the
+	// session's cgroup before the command starts.
+	for _, backend := range [][]string{{"--backend", "native"}, {"--backend", "bwrap"}} {
+		t.Run("memory"+backend[1], func(t *testing.T) {
+			args := append(append([]string{"exec"}, backend...), "--memory", "48M", "--", "perl", "-e", `$x = "a" x (200 << 20); print "survived\n"`)
+			_, stderr, code := s.run(t, args...)
+			if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
+				t.Errorf("200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+			}
+			alive("--memory")
+			u := lastUsage(t, s)
+			if u.PeakMemory > 48<<20 || !strings.HasPrefix(u.Source, "cgroup") {
+				t.Errorf("record's usage %+v: want the cgroup's peak, at most 48M", u)
+			}
+		})
+	}
+	// tmpfs pages are charged to the session: /tmp filled past --memory (with a
+	// larger --tmp-size) ends the session at the memory limit, not the host.
+	t.Run("tmpfs", func(t *testing.T) {
+		_, stderr, code := s.run(t, "exec", "--memory", "48M", "--tmp-size", "200M", "--", "dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=150")
+		if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
+			t.Errorf("150 MiB into /tmp under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+		}
+		alive("--memory with /tmp")
+	})
+	t.Run("pids", func(t *testing.T) {
+		// The shell gives up at its first refused fork (dash exits 2).
+		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait`
+		_, stderr, code := s.run(t, "exec", "--pids", "32", "--", "sh", "-c", bomb)
+		if code == 0 || !strings.Contains(stderr, "agentbox: process limit 32 reached (--pids)") {
+			t.Errorf("fork bomb under --pids 32: exit %d, stderr %q; want it stopped, and the limit named", code, stderr)
+		}
+		alive("--pids")
+		if out, err := testenv.Command(t, s.home, "sh", "-c", "sleep 0 & wait; echo forked").Output(); err != nil || !strings.Contains(string(out), "forked") {
+			t.Errorf("the user cannot fork outside after the session: %q, %v", out, err)
+		}
+		if u := lastUsage(t, s); u.PeakTasks > 32 {
+			t.Errorf("record's peak tasks %d above --pids 32", u.PeakTasks)
+		}
+	})
+	t.Run("cpus", func(t *testing.T) {
+		spin := `end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done`
+		_, stderr, code := s.run(t, "exec", "--cpus", "0.5", "--", "sh", "-c", spin)
+		if code != 0 {
+			t.Fatalf("spin under --cpus 0.5: exit %d: %s", code, stderr)
+		}
+		alive("--cpus")
+		if u := lastUsage(t, s); u.Throttled <= 0 || u.CPUUsec <= 0 {
+			t.Errorf("record's usage %+v: want throttled periods and CPU time", u)
+		}
+	})
+}
+
+type usage struct {
+	Source     string `json:"source"`
+	CPUUsec    int64  `json:"cpu_usec"`
+	PeakMemory int64  `json:"peak_memory"`
+	PeakTasks  int64  `json:"peak_tasks"`
+	Throttled  int64  `json:"throttled"`
+}
+
+// lastUsage is the usage the record of s's last session holds.
+func lastUsage(t *testing.T, s session) usage {
+	t.Helper()
+	out, stderr, code := s.run(t, "show", "--json")
+	var rec struct {
+		Usage *usage `json:"usage"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rec) != nil || rec.Usage == nil {
+		t.Fatalf("agentbox show --json: exit %d, no usage in %s%s", code, out, stderr)
+	}
+	return *rec.Usage
+}
+
+// TestLimitBadInput: the real binary refuses each bad value of --memory, --pids and
+// --cpus with exit 125 and one line naming the flag and why, before anything else.
+func TestLimitBadInput(t *testing.T) {
+	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
+	for _, c := range []struct{ flag, value, why string }{
+		{"--memory", "512", "below the minimum of 16M (a number without a suffix is bytes)"},
+		{"--memory", "0", "not a positive size"},
+		{"--memory", "-1G", "not a positive size"},
+		{"--memory", "1.5G", "not a positive size"},
+		{"--memory", "8000T", "more than this machine's memory"},
+		{"--pids", "0", "not a positive whole number"},
+		{"--pids", "-1", "not a positive whole number"},
+		{"--pids", "7", "below the minimum of 8"},
+		{"--pids", "99999999", "more than this machine's kernel.pid_max"},
+		{"--cpus", "0", "below the minimum of 0.01"},
+		{"--cpus", "-1", "not a number of CPUs"},
+		{"--cpus", "1e9", "not a number of CPUs"},
+		{"--cpus", "100000", "more than this machine's"},
+	} {
+		_, stderr, code := s.run(t, "exec", "--no-record", "--repo", s.repo, c.flag, c.value, "--", "true")
+		line := strings.TrimSpace(stderr)
+		if code != 125 || strings.Contains(line, "\n") || !strings.Contains(line, c.flag) || !strings.Contains(line, c.why) {
+			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line saying %q", c.flag, c.value, code, stderr, c.why)
+		}
+	}
+}
+
+// BenchmarkLimitsLaunch is the launch cost of the limits, interleaved round by
+// round: agentbox exec -- true plain, with --pids and --cpus (the raw init stays),
+// and with --memory too (the Go init). Run it where the limits are enforced (the
+// kernel matrix's delegated cell, or a host whose doctor says so):
+// go test ./kmatrix/vmtest -run '^$' -bench LimitsLaunch -benchtime 20x.
+func BenchmarkLimitsLaunch(b *testing.B) {
+	variants := []struct {
+		name string
+		args []string
+	}{
+		{"plain", nil},
+		{"pids+cpus", []string{"--pids", "1000", "--cpus", "1"}},
+		{"memory+pids+cpus", []string{"--memory", "512M", "--pids", "1000", "--cpus", "1"}},
+	}
+	home, repo := testenv.Dir(b, "home"), testenv.Dir(b, "repo")
+	times := make([][]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			args := append(append([]string{"exec", "--no-record", "--no-git-save", "--repo", repo}, v.args...), "--", "true")
+			cmd := testenv.Command(b, home, testenv.Binary(b), args...)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("agentbox %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			times[i] = append(times[i], time.Since(start))
+		}
+	}
+	for i, v := range variants {
+		slices.Sort(times[i])
+		b.ReportMetric(float64(times[i][len(times[i])/2].Microseconds())/1000, "ms-median-"+v.name)
+	}
+}
