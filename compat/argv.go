@@ -140,7 +140,7 @@ func translate(op mounts.Op, lower lowerFunc, size int64) ([][]string, error) {
 		}
 		return coverOpts(op)
 	}
-	usesSource := op.Kind == mounts.BindRO || op.Kind == mounts.Bind || op.Kind == mounts.Overlay
+	usesSource := op.Kind == mounts.BindRO || op.Kind == mounts.Bind || op.Kind == mounts.Overlay || op.Kind == mounts.Device
 	if usesSource {
 		if err := checkPath("source", op.Source); err != nil {
 			return nil, err
@@ -185,6 +185,10 @@ func translate(op mounts.Op, lower lowerFunc, size int64) ([][]string, error) {
 			{"--overlay-src", op.Source, "--tmp-overlay", op.Dest},
 			{"--chmod", fmt.Sprintf("%04o", mode), op.Dest},
 		}, nil
+	case mounts.Device:
+		// --dev-bind keeps device access on the bind (bwrap's other binds are
+		// nodev); InitCommand turns its source into a descriptor Run opens.
+		return [][]string{{"--dev-bind", op.Source, op.Dest}}, nil
 	case mounts.Proc:
 		return [][]string{{"--proc", op.Dest}}, nil
 	case mounts.Dev:
@@ -254,7 +258,8 @@ func checkString(what, s string) error {
 // control over ControlFD — instead of bwrap's pid 1, which is dumpable and leaves
 // Ctrl-C to kill bwrap's monitor (bubblewrap #369).
 //
-// Every bind source but "/" is passed as a descriptor (--bind-fd, --ro-bind-fd) that
+// Every bind source but "/" is passed as a descriptor (--bind-fd, --ro-bind-fd, and
+// --dev-bind's /proc/self/fd/N) that
 // Run opens without following symlinks: bwrap would otherwise resolve the path again,
 // following whatever symlink a process swapped into it meanwhile. sources lists them
 // in descriptor order, from FirstSourceFD.
@@ -282,8 +287,14 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 	}
 	var sources []string
 	for i, x := range g {
-		if (x[0] == "--bind" || x[0] == "--ro-bind") && len(x) == 3 && x[1] != "/" {
+		switch {
+		case (x[0] == "--bind" || x[0] == "--ro-bind") && len(x) == 3 && x[1] != "/":
 			g[i] = []string{x[0] + "-fd", fmt.Sprint(FirstSourceFD + len(sources)), x[2]}
+			sources = append(sources, x[1])
+		case x[0] == "--dev-bind" && len(x) == 3:
+			// bwrap has no --dev-bind-fd; it resolves a source in the host's view,
+			// where its own /proc/self/fd/N is the descriptor Run opened.
+			g[i] = []string{x[0], fmt.Sprintf("/proc/self/fd/%d", FirstSourceFD+len(sources)), x[2]}
 			sources = append(sources, x[1])
 		}
 	}

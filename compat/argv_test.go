@@ -47,6 +47,7 @@ func TestArgvEveryKind(t *testing.T) {
 		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst", "--chmod", "0750", "/dst"},
 		mounts.Proc:    {"--proc", "/dst"},
 		mounts.Dev:     {"--dev", "/dst"},
+		mounts.Device:  {"--dev-bind", "/src", "/dst"},
 		// ReadOnly and Mask look at the host's Dest (here: kernel files every Linux has).
 		mounts.ReadOnly: {"--ro-bind", "/proc/sys", "/proc/sys"},
 		mounts.Mask:     {"--perms", "0555", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"},
@@ -56,7 +57,7 @@ func TestArgvEveryKind(t *testing.T) {
 		switch k {
 		case mounts.ReadOnly, mounts.Mask:
 			op.Dest = "/proc/sys"
-		case mounts.BindRO, mounts.Bind, mounts.Overlay:
+		case mounts.BindRO, mounts.Bind, mounts.Overlay, mounts.Device:
 			op.Source = "/src"
 		case mounts.Tmpfs:
 			op.Mode = 0o750

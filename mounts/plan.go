@@ -38,6 +38,11 @@ const (
 	// the host, a private devpts and a private shm; /dev and its shm draw on the
 	// plan's TmpSize.
 	Dev Kind = "dev"
+	// Device binds the host character device Source at Dest, the same path below
+	// the private /dev (--device, --gpu), with device access; its parent
+	// directories are made in that /dev. The node is opened without following a
+	// symlink and must have SourceID, which the launcher saw it with.
+	Device Kind = "dev-bind"
 	// ReadOnly makes Dest read-only: the sandbox's /proc itself (the Dest of an
 	// earlier Proc), or a kernel-global path below it. Dest is bound onto itself and
 	// the bind made read-only; a Dest the kernel does not have is skipped. A backend
@@ -52,7 +57,7 @@ const (
 )
 
 // Kinds lists every operation kind; tests walk it through both backends.
-var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
+var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, Device, ReadOnly, Mask}
 
 // What a sandbox whose uid or gid is the host's 0 could write by file mode alone
 // (the kernel asks no capability: proc_sys_permission and sysrq's write check only
@@ -287,7 +292,8 @@ func hostRootCovers() []Op {
 // Build returns the mount plan for a policy. It is the only place that orders mounts:
 //
 //  1. "/" read-only, recursively (P1);
-//  2. private /proc and /dev for the new namespaces (P5); for a host-root sandbox,
+//  2. private /proc and /dev for the new namespaces (P5), the handed-in devices
+//     in that /dev; for a host-root sandbox,
 //     /proc read-only (the kernel's tunables and triggers) and the kernel's secrets
 //     masked (P12);
 //  3. private /tmp and /run (P4, P10);
@@ -309,6 +315,9 @@ func Build(p *policy.Policy, s Session) Plan {
 		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
 		{Kind: Proc, Dest: "/proc", Why: "P5 proc of the new PID namespace"},
 		{Kind: Dev, Dest: "/dev", Why: "P5 minimal private /dev"},
+	}
+	for _, d := range p.Devices {
+		ops = append(ops, Op{Kind: Device, Source: d.Path, Dest: d.Path, Why: "device handed in (" + d.From + ")"})
 	}
 	if s.HostRoot {
 		ops = append(ops, hostRootCovers()...)
@@ -356,7 +365,7 @@ func Build(p *policy.Policy, s Session) Plan {
 		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}
 	for i, op := range ops {
-		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == Bind || op.Kind == BindRO) {
+		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == Bind || op.Kind == BindRO || op.Kind == Device) {
 			ops[i].SourceID = id
 		}
 	}

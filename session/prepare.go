@@ -120,6 +120,9 @@ func (pr *prepared) forLaunch(cfg *Config, p *policy.Policy, sw *backend.Timer) 
 	if err := keptIdentities(p, ids); err != nil {
 		return err
 	}
+	if err := deviceIdentities(p, ids); err != nil {
+		return err
+	}
 	pr.s.SourceIDs = ids
 	return nil
 }

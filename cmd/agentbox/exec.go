@@ -46,6 +46,8 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.BoolVar(&a.opts.NestedSandbox, "nested-sandbox", false, "let the command mount, for an agent's own sandbox (Claude Code's, srt's or Codex's bubblewrap, unshare -m): on Linux 7.1+ the host's path sockets are then masked where found at launch instead of denied by Landlock, and those bound later stay reachable; before 7.1 it changes nothing (docs/security.md)")
 	fs.BoolVar(&a.opts.DiskTmp, "disk-tmp", false, "sandbox /tmp is a fresh directory below the cache dir, removed on exit")
 	fs.Var(tmpSizeValue{&a.opts.TmpSize}, "tmp-size", "the RAM-backed filesystems (/tmp, /run, /dev/shm, HOME's overlay) hold at most `SIZE` together (suffix K, M, G, T; default a quarter of RAM, at most 4G)")
+	fs.BoolVar(&a.opts.GPU, "gpu", false, "hand in the host's GPU device nodes (/dev/nvidia*, /dev/nvidia-caps/*, /dev/dri/card* and renderD*, /dev/kfd): the driver is reachable from inside (docs/security.md)")
+	fs.Var(cli.NewList(&a.opts.Devices), "device", "hand the host character device `PATH` (below /dev) in at its own path (repeatable); block devices are refused")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)

@@ -478,7 +478,7 @@ func (p *Program) compileMounts(plan mounts.Plan) error {
 		c := captured{tree: -1, fd: -1}
 		switch {
 		case isRootRO(op):
-		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
+		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO || op.Kind == mounts.Device:
 			c.tree = p.cloneTree(op.Source, op.SourceID)
 		case op.Kind == mounts.Overlay:
 			c.fd = p.openBeneath(mountDesc(MountError{Op: "open overlay lower", Source: op.Source}), op.Source, unix.O_PATH|unix.O_DIRECTORY)
@@ -596,6 +596,8 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 		p.mountAt(op.Dest, "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	case mounts.Dev:
 		p.dev(op.Dest, c.nodes)
+	case mounts.Device:
+		p.device(op, c.tree)
 	case mounts.Overlay:
 		return p.overlay(op, c.fd)
 	case mounts.ReadOnly:
