@@ -152,6 +152,10 @@ func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 		},
 		Doctor: []string{vmAgentbox, "doctor", "--json"},
 	}
+	if c.GPU {
+		// The GPU test (kmatrix/vmtest) insists on a render node here.
+		cfg.Env = append(cfg.Env, vmproto.EnvGPU+"=1")
+	}
 	for _, t := range tests {
 		if t.NeedsSandbox && !c.NativeReady {
 			continue
