@@ -12,9 +12,10 @@ import (
 // TestTmpBudget: --tmp-size (issue 33) on every backend and runner. A write past the
 // budget in /tmp gets ENOSPC. /tmp, /run, /dev/shm and HOME's upper layer are one
 // tmpfs (native: /dev too), so once /tmp is full there is no room left in any of
-// them. bwrap's own /dev, which it cannot size, is read-only.
+// them. bwrap's own /dev, which it cannot size, is read-only. The Go API's TmpSize
+// is the same budget.
 func TestTmpBudget(t *testing.T) {
-	for _, backend := range cliRunners(t) {
+	for _, backend := range runners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			paths := `/tmp/a /dev/shm/b /run/c "$HOME/d" /dev/e`

@@ -5,7 +5,7 @@
 // that the same rows check the same promises through both doors.
 //
 //	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox]
-//	            [--tmp-size BYTES] [--gpu] [--device PATH]... [--dry-run --json] [--] COMMAND [ARG...]
+//	            [--tmp-size SIZE] [--gpu] [--device PATH]... [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started.
@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -37,7 +38,7 @@ func run(args []string) int {
 	fs.BoolVar(&opts.Offline, "offline", false, "")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
 	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
-	fs.Int64Var(&opts.TmpSize, "tmp-size", 0, "")
+	fs.Func("tmp-size", "", func(s string) (err error) { opts.TmpSize, err = policy.ParseSize(s); return err })
 	fs.BoolVar(&opts.GPU, "gpu", false, "")
 	fs.Func("device", "", func(s string) error { opts.Devices = append(opts.Devices, s); return nil })
 	dryRun := fs.Bool("dry-run", false, "")
