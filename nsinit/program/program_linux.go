@@ -576,7 +576,10 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 				p.remountIfNeeded("/")
 				return nil
 			}
-			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.Str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
+			// nodev too, as bwrap binds: a device node elsewhere on the host's
+			// filesystems opens only where it is handed in (--device).
+			p.op(mountDesc(MountError{Op: "mount_setattr rdonly nodev", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.Str("/"), unix.AT_RECURSIVE,
+				p.Words(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV, 0, 0, 0), 32)
 			return nil
 		}
 		p.setReadOnly(c.tree, MountError{Source: op.Source})

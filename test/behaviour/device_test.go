@@ -126,3 +126,28 @@ func TestDeviceRepoFile(t *testing.T) {
 		t.Errorf("gpu = true in the repository's file: %s; want it refused", r)
 	}
 }
+
+// TestDeviceNodesOutsideDev: a device node elsewhere on the host's filesystems (a
+// chroot's or a container's /dev, left by root, mode 0666) does not open inside
+// on any backend: the host's read-only view is nodev, as bwrap binds it, and a
+// device reaches the sandbox only by --device, at its place in the private /dev.
+func TestDeviceNodesOutsideDev(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "making a device node needs root")
+	}
+	node := filepath.Join(testenv.Dir(t, "chroot"), "zero") // not below /tmp, HOME or the repository
+	if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(node, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			if out := b.ok(`test -c ` + node + ` && echo there; ` + readZeros(node)); out != "there\nfail\n" {
+				t.Errorf("a device node on the host's read-only view, inside: %q, want it there and not opening", out)
+			}
+		})
+	}
+}
