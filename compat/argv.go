@@ -104,16 +104,13 @@ func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, erro
 			continue
 		}
 		mounted[op.Dest] = true
-		var opts [][]string
-		var err error
-		ok := false
-		if budget != nil {
-			if err = checkPath("destination", op.Dest); err == nil {
-				opts, ok, err = budgetOpts(op, lower, budget)
+		// translate checks every operation; with the budget, those that draw on
+		// it take its form instead.
+		opts, err := translate(op, lower, plan.TmpSize)
+		if err == nil && budget != nil {
+			if b, ok, berr := budgetOpts(op, lower, budget); ok {
+				opts, err = b, berr
 			}
-		}
-		if err == nil && !ok {
-			opts, err = translate(op, lower, plan.TmpSize)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)

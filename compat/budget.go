@@ -45,13 +45,11 @@ func (b *Budget) dir(mode uint32) string {
 const budgetBind = "--budget-bind"
 
 // budgetOpts translates the operations that draw on the budget (Tmpfs, Dev's shm,
-// the Overlay's upper layer); ok is false for every other kind.
+// the Overlay's upper layer), which translate has checked; ok is false for every
+// other kind.
 func budgetOpts(op mounts.Op, lower lowerFunc, b *Budget) (opts [][]string, ok bool, err error) {
 	switch op.Kind {
 	case mounts.Tmpfs:
-		if op.Mode&^0o7777 != 0 {
-			return nil, true, fmt.Errorf("mode %o has bits beyond permissions", op.Mode)
-		}
 		return [][]string{{budgetBind, b.dir(op.Mode), op.Dest}}, true, nil
 	case mounts.Dev:
 		return [][]string{{"--dev", op.Dest}, {budgetBind, b.dir(0o1777), path.Join(op.Dest, "shm")}}, true, nil

@@ -140,8 +140,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	privateStage(cmd.SysProcAttr)
 	if budget != nil {
-		cmd.Path = exe
-		stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
+		stageCommand(cmd, exe, budget)
 	}
 	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
 	// stdio and the three above may reach it.

@@ -3,11 +3,11 @@ package compat
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -75,14 +75,16 @@ func stage(args []string) error {
 	return fmt.Errorf("execute %s: %w", bwrap[0], unix.Exec(bwrap[0], bwrap, os.Environ()))
 }
 
-// stageCommand makes cmd, which would execute bwrap, execute the stage (the
-// agentbox binary exe) with bwrap's command line, to mount budget first.
-func stageCommand(cmd *syscall.SysProcAttr, args *[]string, env *[]string, budget *Budget) {
-	stageArgs := []string{stageArgv0, strconv.FormatInt(budget.Size, 10)}
+// stageCommand makes cmd, which would execute bwrap in privateStage's namespaces,
+// execute the stage (the agentbox binary exe) with bwrap's command line, to mount
+// budget first.
+func stageCommand(cmd *exec.Cmd, exe string, budget *Budget) {
+	args := []string{stageArgv0, strconv.FormatInt(budget.Size, 10)}
 	for _, m := range budget.Modes {
-		stageArgs = append(stageArgs, strconv.FormatUint(uint64(m), 8))
+		args = append(args, strconv.FormatUint(uint64(m), 8))
 	}
-	*args = append(append(stageArgs, "--"), *args...)
-	*env = append(*env, envStage+"=1")
-	cmd.AmbientCaps = append(cmd.AmbientCaps, unix.CAP_SYS_ADMIN)
+	cmd.Path = exe
+	cmd.Args = append(append(args, "--"), cmd.Args...)
+	cmd.Env = append(cmd.Env, envStage+"=1")
+	cmd.SysProcAttr.AmbientCaps = append(cmd.SysProcAttr.AmbientCaps, unix.CAP_SYS_ADMIN)
 }
