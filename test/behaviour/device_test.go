@@ -79,7 +79,7 @@ func TestDeviceRefused(t *testing.T) {
 	if block == "" {
 		testenv.Skip(t, "no block device found below /dev")
 	}
-	for _, backend := range []string{"native", sandboxtest.GoAPI} {
+	for _, backend := range append(backends(t), sandboxtest.GoAPI) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			link := filepath.Join(b.home, "disk-link")
