@@ -23,7 +23,7 @@ func fakeLower(string) (uint32, error) { return 0o750, nil }
 
 // argvOf is Argv with fakeLower, for plans whose paths do not exist here.
 func argvOf(plan mounts.Plan) ([]string, error) {
-	g, err := groups(plan, fakeLower)
+	g, err := groups(plan, fakeLower, nil)
 	var argv []string
 	for _, x := range g {
 		argv = append(argv, x...)
@@ -48,6 +48,7 @@ func TestArgvEveryKind(t *testing.T) {
 		mounts.Overlay: {"--overlay-src", "/src", "--tmp-overlay", "/dst", "--chmod", "0750", "/dst"},
 		mounts.Proc:    {"--proc", "/dst"},
 		mounts.Dev:     {"--dev", "/dst"},
+		mounts.Device:  {"--dev-bind", "/src", "/dst"},
 		// ReadOnly and Mask look at the host's Dest (here: kernel files every Linux has).
 		mounts.ReadOnly: {"--ro-bind", "/proc/sys", "/proc/sys"},
 		mounts.Mask:     {"--perms", "0555", "--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"},
@@ -57,7 +58,7 @@ func TestArgvEveryKind(t *testing.T) {
 		switch k {
 		case mounts.ReadOnly, mounts.Mask:
 			op.Dest = "/proc/sys"
-		case mounts.BindRO, mounts.Bind, mounts.Overlay:
+		case mounts.BindRO, mounts.Bind, mounts.Overlay, mounts.Device:
 			op.Source = "/src"
 		case mounts.Tmpfs:
 			op.Mode = 0o750
@@ -130,7 +131,7 @@ func TestArgvBuild(t *testing.T) {
 	plan := build.Plan(p, mounts.Session{
 		Protected: []mounts.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
-	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
+	g, err := commandGroups("/opt/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestFormat(t *testing.T) {
 		},
 		Workdir: "/home/u/my repo", Command: []string{"sh", "-c", "echo $HOME"},
 	}
-	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower)
+	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

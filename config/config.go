@@ -424,7 +424,7 @@ type Narrowing int
 const (
 	// TrueOnly: the file may switch the flag on (offline, read-only, hide-secrets).
 	TrueOnly Narrowing = iota + 1
-	// FalseOnly: the file may switch the flag off (allow-git-push, nested-sandbox, ssh-agent).
+	// FalseOnly: the file may switch the flag off (allow-git-push, nested-sandbox, ssh-agent, gpu).
 	FalseOnly
 	// Union: the file may add to the list (hide).
 	Union
@@ -442,11 +442,11 @@ func repoNarrowing(key string) (Narrowing, bool) {
 	switch key {
 	case "offline", "read-only", "hide-secrets", "clear-env":
 		return TrueOnly, true
-	case "allow-git-push", "nested-sandbox", "ssh-agent":
+	case "allow-git-push", "nested-sandbox", "ssh-agent", "gpu":
 		return FalseOnly, true
 	case "hide", "unset-env":
 		return Union, true
-	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
+	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket", "device":
 		return Subset, true
 	case "tmp-size", "memory", "pids", "cpus":
 		return Smaller, true
@@ -455,7 +455,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size, memory, pids, cpus (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent, gpu (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket, device (a subset of the user's); tmp-size, memory, pids, cpus (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.

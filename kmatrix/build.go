@@ -157,6 +157,10 @@ func vmConfig(c Cell, tests []TestPackage) vmproto.Config {
 	if c.DelegateCgroup {
 		cfg.Env = append(cfg.Env, "AGENTBOX_KMATRIX_DELEGATED=1") // vmtest.EnvDelegated
 	}
+	if c.GPU {
+		// The GPU test (kmatrix/vmtest) insists on a render node here.
+		cfg.Env = append(cfg.Env, vmproto.EnvGPU+"=1")
+	}
 	for _, t := range tests {
 		if t.NeedsSandbox && !c.NativeReady || c.Tests != nil && !slices.Contains(c.Tests, t.Name) {
 			continue

@@ -17,6 +17,9 @@ type Cell struct {
 	Cmdline string
 	// ModuleParams are passed when the named module is loaded.
 	ModuleParams map[string]string
+	// GPU gives the VM a virtual GPU (qemu's virtio-gpu-pci, the kernel's
+	// virtio_gpu driver): a DRM render node, /dev/dri/renderD128, for --gpu.
+	GPU bool
 	// NativeReady is what doctor must conclude on this cell: the kernel's features
 	// are known, so a different verdict is a bug in the probes.
 	NativeReady bool
@@ -47,8 +50,8 @@ var DefaultCells = []Cell{
 		Why:          "Debian 11 with the overlay option doctor suggests: works, with the mount_setattr fallback"},
 	{Name: "bookworm-6.1", Kernel: Bookworm, NativeReady: true,
 		Why: "Debian 12: every required feature; no tmpfs user xattrs, so no opaque directories in the HOME overlay"},
-	{Name: "trixie-6.12", Kernel: Trixie, NativeReady: true,
-		Why: "Debian 13: every feature"},
+	{Name: "trixie-6.12", Kernel: Trixie, NativeReady: true, GPU: true,
+		Why: "Debian 13: every feature; a virtual GPU's render node handed in with --gpu"},
 	{Name: "sid-7.x", Kernel: Sid, NativeReady: true,
 		Why: "the newest kernel (split linux-binary/linux-modules packages)"},
 	{Name: "trixie-6.12-cgroup-delegated", Kernel: Trixie, NativeReady: true, DelegateCgroup: true, Tests: []string{"vmtest"},

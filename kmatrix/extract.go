@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -40,7 +41,7 @@ func extractKernel(ctx context.Context, debs []string, dir string, want []string
 	record := filepath.Join(dir, "files.json")
 	if b, err := os.ReadFile(record); err == nil {
 		var kf KernelFiles
-		if json.Unmarshal(b, &kf) == nil && filesExist(kf) {
+		if json.Unmarshal(b, &kf) == nil && filesExist(kf) && hasModules(kf, want) {
 			return kf, nil
 		}
 	}
@@ -137,6 +138,16 @@ func extractKernel(ctx context.Context, debs []string, dir string, want []string
 	}
 	b, _ := json.MarshalIndent(kf, "", "  ")
 	return kf, writeFileAtomic(record, b)
+}
+
+// hasModules: a previous extraction holds every module wanted now.
+func hasModules(kf KernelFiles, want []string) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(kf.Modules, func(m Module) bool { return m.Name == w }) {
+			return false
+		}
+	}
+	return true
 }
 
 func filesExist(kf KernelFiles) bool {

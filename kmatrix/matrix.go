@@ -136,7 +136,7 @@ func Run(ctx context.Context, opts Options) (Matrix, error) {
 	for _, c := range opts.Cells {
 		key := strings.Join(c.Kernel.Packages, "+")
 		if _, done := kernels[key]; !done {
-			kernels[key] = prepareKernel(ctx, archive, c.Kernel, opts.Log)
+			kernels[key] = prepareKernel(ctx, archive, c.Kernel, kernelModules(opts.Cells, key), opts.Log)
 		}
 	}
 	wg.Wait()
@@ -181,7 +181,27 @@ type kernelPrep struct {
 	Err      error
 }
 
-func prepareKernel(ctx context.Context, a *Archive, k Kernel, logf func(string, ...any)) kernelPrep {
+// kernelModules are the modules the cells booting kernel key load: overlay, and
+// the virtual GPU's driver where one of them has a GPU. A cell without a GPU loads
+// the driver too, which then finds no device.
+func kernelModules(cells []Cell, key string) []string {
+	mods := []string{"overlay"}
+	for _, c := range cells {
+		if c.GPU && strings.Join(c.Kernel.Packages, "+") == key {
+			return append(mods, gpuModule)
+		}
+	}
+	return mods
+}
+
+// gpuModule drives qemu's virtio-gpu-pci (gpuDevice); its dependencies (drm …)
+// come with it.
+const (
+	gpuModule = "virtio_gpu"
+	gpuDevice = "virtio-gpu-pci"
+)
+
+func prepareKernel(ctx context.Context, a *Archive, k Kernel, modules []string, logf func(string, ...any)) kernelPrep {
 	var p kernelPrep
 	var debs []string
 	for _, pkg := range k.Packages {
@@ -194,7 +214,7 @@ func prepareKernel(ctx context.Context, a *Archive, k Kernel, logf func(string, 
 		p.Packages = append(p.Packages, e)
 	}
 	dir := filepath.Join(a.Cache, "extracted", p.Packages[0].Package+"_"+p.Packages[0].Version)
-	files, err := extractKernel(ctx, debs, dir, []string{"overlay"})
+	files, err := extractKernel(ctx, debs, dir, modules)
 	if err != nil {
 		p.Err = err
 		return p
@@ -258,10 +278,14 @@ func bootOnce(ctx context.Context, r *Result, c Cell, k kernelPrep, opts Options
 	}
 	defer live.Close()
 	start := time.Now()
-	console, timedOut, vmErr := bootVM(ctx, vmSpec{
+	spec := vmSpec{
 		Kernel: k.Files.Vmlinuz, Initrd: initrd, Cmdline: r.Cmdline,
 		MemoryMB: opts.MemoryMB, Timeout: opts.Timeout, Live: live,
-	})
+	}
+	if c.GPU {
+		spec.Devices = []string{gpuDevice}
+	}
+	console, timedOut, vmErr := bootVM(ctx, spec)
 	r.Seconds = time.Since(start).Seconds()
 	r.evaluate(c, k.Files, parseConsole(console))
 	if vmErr != nil {

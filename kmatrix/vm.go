@@ -22,6 +22,8 @@ type vmSpec struct {
 	Cmdline  string
 	MemoryMB int
 	Timeout  time.Duration
+	// Devices are qemu -device options added to the VM (a virtual GPU).
+	Devices []string
 	// Live, when set, receives the console as it comes, to follow a slow VM.
 	Live io.Writer
 }
@@ -85,6 +87,9 @@ func bootVM(ctx context.Context, spec vmSpec) (console []byte, timedOut bool, er
 	}
 	if Accel() == "kvm" {
 		args = append(args, "-cpu", "host")
+	}
+	for _, d := range spec.Devices {
+		args = append(args, "-device", d)
 	}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	var out lockedBuffer

@@ -37,6 +37,11 @@ const (
 	// the host, a private devpts and a private shm; /dev and its shm draw on the
 	// plan's TmpSize.
 	Dev Kind = "dev"
+	// Device binds the host character device Source at Dest, the same path below
+	// the private /dev (--device, --gpu), with device access; its parent
+	// directories are made in that /dev. The node is opened without following a
+	// symlink and must have SourceID, which the launcher saw it with.
+	Device Kind = "dev-bind"
 	// ReadOnly makes Dest read-only: the sandbox's /proc itself (the Dest of an
 	// earlier Proc), or a kernel-global path below it. Dest is bound onto itself and
 	// the bind made read-only; a Dest the kernel does not have is skipped. A backend
@@ -51,7 +56,7 @@ const (
 )
 
 // Kinds lists every operation kind; tests walk it through both backends.
-var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
+var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, Device, ReadOnly, Mask}
 
 // Op is one mount operation.
 type Op struct {
@@ -128,8 +133,9 @@ type Plan struct {
 	// TmpSize bounds the RAM-backed filesystems the sandbox can write (every Tmpfs,
 	// Dev's /dev and /dev/shm, the Overlay's upper layer), in bytes: the native
 	// backend makes them directories of one tmpfs of this size, so that together
-	// they hold no more; bwrap, which cannot share one, gives each tmpfs it can
-	// size this size (docs/usage.md). 0: no size, the kernel's default (half of RAM).
+	// they hold no more; so does the bwrap backend, mounting that tmpfs before
+	// bwrap starts, and making bwrap's own /dev, which it cannot size, read-only
+	// (compat/budget.go). 0: no size, the kernel's default (half of RAM).
 	TmpSize int64 `json:"tmp_size,omitempty"`
 	// DenyPathSockets (P4): the command's Landlock domain handles
 	// LANDLOCK_ACCESS_FS_RESOLVE_UNIX (kernel.LandlockAccessFSResolveUnix): it
@@ -172,7 +178,7 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	if p.TmpSize > 0 {
-		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", bytesize.Format(p.TmpSize))
+		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this together\n", bytesize.Format(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit/program"
@@ -121,6 +123,12 @@ func TestEveryKindEveryRunner(t *testing.T) {
 		mounts.Dev: {
 			script: `test -c /dev/null && test -c /dev/urandom && test -L /dev/fd && test -d /dev/pts && test -d /dev/shm && test "$(ls /dev | wc -l)" -lt 20 && echo x > /dev/null`,
 		},
+		mounts.Device: {
+			// A node below a directory the private /dev does not have, checked by
+			// identity, opened with device access (the /dev tmpfs is nodev).
+			ops:    []mounts.Op{{Kind: mounts.Device, Source: "/dev/zero", Dest: "/dev/agentbox-test/zero", SourceID: fileID(t, "/dev/zero")}},
+			script: `test -c /dev/agentbox-test/zero && test "$(head -c 3 /dev/agentbox-test/zero | tr '\000' z)" = zzz`,
+		},
 		mounts.ReadOnly: {
 			ops:    []mounts.Op{{Kind: mounts.ReadOnly, Dest: "/proc/sys"}},
 			script: `grep ' /proc/sys ' /proc/self/mountinfo | grep -q ' ro[ ,]'`,
@@ -167,6 +175,16 @@ func TestEveryKindEveryRunner(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fileID is path's identity, as the launcher records it (mounts.Op.SourceID).
+func fileID(t *testing.T, path string) mounts.FileID {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return mounts.FileID{Dev: st.Dev, Ino: st.Ino}
 }
 
 func minimalPlan(cmd ...string) mounts.Plan {

@@ -89,6 +89,14 @@ func narrowRule(name string) fieldRule {
 		return subset("add-dir", func(p *Policy) []string { return p.AddDirs })
 	case "Env":
 		return narrowEnv
+	case "Devices":
+		return subset("device", func(p *Policy) []string {
+			var out []string
+			for _, d := range p.Devices {
+				out = append(out, d.Path)
+			}
+			return out
+		})
 	case "SSHAgent":
 		return narrowSSHAgent
 	case "SSHKeys":

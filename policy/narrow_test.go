@@ -32,6 +32,7 @@ func base() *Policy {
 		AddDirs:      []string{"/x"},
 		SSHAgent:     "/tmp/ssh-x/agent.1",
 		SSHKeys:      []string{"k1", "k2"},
+		Devices:      []Device{{Path: "/dev/dri/renderD128", From: "--gpu"}, {Path: "/dev/kfd", From: "--gpu"}},
 	}
 }
 
@@ -57,6 +58,9 @@ func TestNarrows(t *testing.T) {
 		{"agent added", func(p *Policy) { p.KeepAgents = append(p.KeepAgents, "x") }, "keep-agent"},
 		{"hidden more", func(p *Policy) { p.Hide = append(p.Hide, Hidden{Path: "/h/.ssh/id"}) }, ""},
 		{"hidden less", func(p *Policy) { p.Hide = nil }, "hidden"},
+		{"no device", func(p *Policy) { p.Devices = nil }, ""},
+		{"fewer devices", func(p *Policy) { p.Devices = p.Devices[1:] }, ""},
+		{"another device", func(p *Policy) { p.Devices = []Device{{Path: "/dev/fuse", From: "--device"}} }, "/dev/fuse"},
 		{"read-only", func(p *Policy) { p.ReadOnly, p.AddDirs = true, nil }, ""},
 		{"nested sandbox on", func(p *Policy) { p.NestedSandbox = true }, "--nested-sandbox"},
 		{"no socket", func(p *Policy) { p.Sockets = nil }, ""},

@@ -57,6 +57,10 @@ type Options struct {
 	// NestedSandbox (--nested-sandbox): the command may mount, so that an agent's
 	// own sandbox (bubblewrap, unshare -m) works inside; see Policy.NestedSandbox.
 	NestedSandbox bool
+	// Devices (--device PATH, repeatable) are host character devices handed in
+	// at their own paths; GPU (--gpu) adds the host's GPU nodes (device.go).
+	Devices []string
+	GPU     bool
 
 	XDGCacheHome  string // $XDG_CACHE_HOME
 	XDGStateHome  string // $XDG_STATE_HOME
@@ -117,6 +121,9 @@ type Policy struct {
 	// (--ssh-agent; "" none), SSHKeys the keys it lets through (none: every key).
 	SSHAgent string
 	SSHKeys  []string
+	// Devices are the host character devices the sandbox's /dev gets (--device,
+	// --gpu; device.go).
+	Devices []Device
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -233,6 +240,9 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 	if err := resolveHide(p, opts, cwd); err != nil {
+		return nil, err
+	}
+	if err := resolveDevices(p, opts, cwd); err != nil {
 		return nil, err
 	}
 	if err := resolveSSHAgent(p, opts); err != nil {

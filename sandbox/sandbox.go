@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/agentbox/agentbox/backend"
@@ -80,6 +81,15 @@ type Options struct {
 	// controller to the user, Run refuses (a *leafcg.LimitError's words), and a
 	// Launcher refuses any limit (its helper does not place the session in a cgroup).
 	Memory, Pids, CPUs string
+	// TmpSize is the budget in bytes of the RAM-backed filesystems (/tmp, /run,
+	// /dev/shm, the HOME overlay's upper layer; agentbox exec --tmp-size): a write
+	// past it gets ENOSPC inside. 0: the default, a quarter of RAM, at most 4 GiB.
+	TmpSize int64
+	// GPU hands in the host's GPU device nodes (agentbox exec --gpu); Devices the
+	// host character devices at these paths (--device). Either is refused when
+	// there is no such node, or it is not a character device.
+	GPU     bool
+	Devices []string
 	// Log receives agentbox's own lines (audit findings, warnings), as agentbox exec
 	// prints them on its stderr; nil: os.Stderr.
 	Log io.Writer
@@ -182,6 +192,13 @@ func config(opts Options) (session.Config, error) {
 	if home == "" {
 		home = os.Getenv("HOME")
 	}
+	if opts.TmpSize < 0 {
+		return session.Config{}, fmt.Errorf("sandbox: TmpSize %d is negative (0: the default)", opts.TmpSize)
+	}
+	tmpSize := ""
+	if opts.TmpSize > 0 {
+		tmpSize = strconv.FormatInt(opts.TmpSize, 10)
+	}
 	p, err := policy.New(policy.Options{
 		Repo:          opts.Repo,
 		Cwd:           dir,
@@ -189,6 +206,9 @@ func config(opts Options) (session.Config, error) {
 		Offline:       opts.Offline,
 		DiskTmp:       opts.DiskTmp,
 		NestedSandbox: opts.NestedSandbox,
+		TmpSize:       tmpSize,
+		GPU:           opts.GPU,
+		Devices:       opts.Devices,
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
 		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),

@@ -26,6 +26,10 @@ type Config struct {
 	DelegateCgroup bool `json:"delegate_cgroup,omitempty"`
 }
 
+// EnvGPU is set in the environment of the tests of a VM with a virtual GPU
+// (kmatrix.Cell.GPU), whose render node they must find.
+const EnvGPU = "AGENTBOX_KMATRIX_GPU"
+
 // Module is a kernel module file and its parameters ("permit_mounts_in_userns=1").
 type Module struct {
 	Name   string `json:"name"`

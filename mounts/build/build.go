@@ -51,7 +51,8 @@ func hostRootCovers() []mounts.Op {
 // Plan returns the mount plan for a policy. It is the only place that orders mounts:
 //
 //  1. "/" read-only, recursively (P1);
-//  2. private /proc and /dev for the new namespaces (P5); for a host-root sandbox,
+//  2. private /proc and /dev for the new namespaces (P5), the handed-in devices
+//     in that /dev; for a host-root sandbox,
 //     /proc read-only (the kernel's tunables and triggers) and the kernel's secrets
 //     masked (P12);
 //  3. private /tmp and /run (P4, P10);
@@ -73,6 +74,9 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 		{Kind: mounts.BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
 		{Kind: mounts.Proc, Dest: "/proc", Why: "P5 proc of the new PID namespace"},
 		{Kind: mounts.Dev, Dest: "/dev", Why: "P5 minimal private /dev"},
+	}
+	for _, d := range p.Devices {
+		ops = append(ops, mounts.Op{Kind: mounts.Device, Source: d.Path, Dest: d.Path, Why: "device handed in (" + d.From + ")"})
 	}
 	if s.HostRoot {
 		ops = append(ops, hostRootCovers()...)
@@ -120,7 +124,7 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 		ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}
 	for i, op := range ops {
-		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == mounts.Bind || op.Kind == mounts.BindRO) {
+		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == mounts.Bind || op.Kind == mounts.BindRO || op.Kind == mounts.Device) {
 			ops[i].SourceID = id
 		}
 	}

@@ -292,3 +292,23 @@ func TestPlanPathSocketsLine(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildDevices: the handed-in devices are bound right after the private /dev
+// they go into, each with the identity the launcher saw (SourceIDs).
+func TestBuildDevices(t *testing.T) {
+	p := testPolicy("/h", "/h/repo")
+	p.Devices = []policy.Device{{Path: "/dev/dri/renderD128", From: "--gpu"}, {Path: "/dev/fuse", From: "--device"}}
+	id := mounts.FileID{Dev: 5, Ino: 42}
+	plan := Plan(p, mounts.Session{SourceIDs: map[string]mounts.FileID{"/dev/dri/renderD128": id}})
+	i := slices.IndexFunc(plan.Ops, func(o mounts.Op) bool { return o.Kind == mounts.Dev })
+	if i < 0 || len(plan.Ops) < i+3 {
+		t.Fatalf("no /dev followed by two devices:\n%s", plan)
+	}
+	a, b := plan.Ops[i+1], plan.Ops[i+2]
+	if a.Kind != mounts.Device || a.Source != "/dev/dri/renderD128" || a.Dest != a.Source || a.SourceID != id || !strings.Contains(a.Why, "--gpu") {
+		t.Errorf("first device op: %+v", a)
+	}
+	if b.Kind != mounts.Device || b.Source != "/dev/fuse" || b.SourceID != (mounts.FileID{}) {
+		t.Errorf("second device op: %+v", b)
+	}
+}

@@ -35,7 +35,8 @@ func CheckSourceID(fd int, want mounts.FileID) error {
 
 // remountTreeRO is the fallback for kernels without mount_setattr: every mount at or
 // below dir is remounted read-only, keeping the flags the kernel locks (nosuid,
-// nodev, noexec, atime) or the remount is refused.
+// nodev, noexec, atime) or the remount is refused. Below "/", the host's whole
+// view, every mount is made nodev too, as mount_setattr does it there.
 func remountTreeRO(dir string) error {
 	targets, err := mountPointsBelow(dir)
 	if err != nil {
@@ -50,6 +51,9 @@ func remountTreeRO(dir string) error {
 			return &MountError{Op: "statfs", Target: t, Err: err}
 		}
 		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+		if dir == "/" {
+			flags |= unix.MS_NODEV
+		}
 		for _, f := range []struct{ st, ms uintptr }{
 			{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
 			{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},

@@ -478,7 +478,7 @@ func (p *Program) compileMounts(plan mounts.Plan) error {
 		c := captured{tree: -1, fd: -1}
 		switch {
 		case isRootRO(op):
-		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO:
+		case op.Kind == mounts.Bind || op.Kind == mounts.BindRO || op.Kind == mounts.Device:
 			c.tree = p.cloneTree(op.Source, op.SourceID)
 		case op.Kind == mounts.Overlay:
 			c.fd = p.openBeneath(mountDesc(MountError{Op: "open overlay lower", Source: op.Source}), op.Source, unix.O_PATH|unix.O_DIRECTORY)
@@ -576,7 +576,10 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 				p.remountIfNeeded("/")
 				return nil
 			}
-			p.op(mountDesc(MountError{Op: "mount_setattr rdonly", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.Str("/"), unix.AT_RECURSIVE, p.rdonly(), 32)
+			// nodev too, as bwrap binds: a device node elsewhere on the host's
+			// filesystems opens only where it is handed in (--device).
+			p.op(mountDesc(MountError{Op: "mount_setattr rdonly nodev", Target: "/"}), unix.SYS_MOUNT_SETATTR, uintptr(atFDCWD), p.Str("/"), unix.AT_RECURSIVE,
+				p.Words(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV, 0, 0, 0), 32)
 			return nil
 		}
 		p.setReadOnly(c.tree, MountError{Source: op.Source})
@@ -596,6 +599,8 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 		p.mountAt(op.Dest, "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	case mounts.Dev:
 		p.dev(op.Dest, c.nodes)
+	case mounts.Device:
+		p.device(op, c.tree)
 	case mounts.Overlay:
 		return p.overlay(op, c.fd)
 	case mounts.ReadOnly:

@@ -177,6 +177,9 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 	if err := keptIdentities(p, ids); err != nil {
 		return err
 	}
+	if err := deviceIdentities(p, ids); err != nil {
+		return err
+	}
 	pr.Session.SourceIDs = ids
 	return nil
 }

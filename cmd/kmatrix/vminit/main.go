@@ -1,9 +1,9 @@
 // Command vminit is the /init of a kmatrix VM: PID 1 of a throw-away Linux booted
 // from an initramfs. It prepares the system the way a host distribution would
 // (proc, sys, devtmpfs, tmpfs /tmp and /run, cgroup2, shared mount propagation),
-// loads the overlay module, then runs `agentbox doctor --json` and each test binary
-// as an unprivileged user, printing marker lines (kmatrix/vmproto) around their
-// output on the console, and powers the VM off. It must be built with
+// loads the modules (overlay, a virtual GPU's driver), then runs `agentbox doctor
+// --json` and each test binary as an unprivileged user, printing marker lines
+// (kmatrix/vmproto) around their output on the console, and powers the VM off. It must be built with
 // CGO_ENABLED=0: the initramfs has no C library for it.
 package main
 
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,6 +76,9 @@ func run() error {
 		if err := delegateCgroup(cfg.User); err != nil {
 			return fmt.Errorf("delegate a cgroup: %w", err)
 		}
+	}
+	if err := openRenderNodes(); err != nil {
+		mark(vmproto.Error, err.Error())
 	}
 	if len(cfg.Doctor) > 0 {
 		runAsUser(cfg, vmproto.Doctor, cfg.Doctor, 120*time.Second)
@@ -190,6 +194,19 @@ func loadModule(m vmproto.Module) error {
 		return nil // built in, or loaded as a dependency
 	}
 	return err
+}
+
+// openRenderNodes gives every DRM render node mode 0666, as udev's default rules
+// do on a distribution (devtmpfs makes them 0600, root's): a user may render
+// without being root, and --gpu is tested as such a user.
+func openRenderNodes() error {
+	nodes, _ := filepath.Glob("/dev/dri/renderD*")
+	for _, n := range nodes {
+		if err := os.Chmod(n, 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runAsUser runs argv as the unprivileged user, its output going straight to the

@@ -4,7 +4,8 @@
 // command through sandbox.Run (or, with --dry-run --json, prints sandbox.Plan), so
 // that the same rows check the same promises through both doors.
 //
-//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox] [--dry-run --json] [--] COMMAND [ARG...]
+//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox]
+//	            [--tmp-size SIZE] [--gpu] [--device PATH]... [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started.
@@ -13,6 +14,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"io"
 	"os"
 
@@ -36,6 +38,9 @@ func run(args []string) int {
 	fs.BoolVar(&opts.Offline, "offline", false, "")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
 	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
+	fs.Func("tmp-size", "", func(s string) (err error) { opts.TmpSize, err = bytesize.Parse(s); return err })
+	fs.BoolVar(&opts.GPU, "gpu", false, "")
+	fs.Func("device", "", func(s string) error { opts.Devices = append(opts.Devices, s); return nil })
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -1,0 +1,36 @@
+package prepare
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// deviceIdentities adds to ids the identity of each handed-in device (--device,
+// --gpu), opened right before the launch without following a symlink and checked
+// to still be a character device: the backends bind only a node with that
+// identity (mounts.Op.SourceID), so one swapped for a disk after the policy looked
+// at it fails the launch.
+func deviceIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
+	for _, d := range p.Devices {
+		fd, err := safepath.Open(d.Path, unix.O_PATH)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w (it changed while agentbox was starting?)", d.From, d.Path, err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", d.From, d.Path, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			return fmt.Errorf("%s %s: no longer a character device (it changed while agentbox was starting); not launching", d.From, d.Path)
+		}
+		ids[d.Path] = mounts.FileID{Dev: st.Dev, Ino: st.Ino}
+	}
+	return nil
+}
