@@ -215,19 +215,41 @@ func (s *StagedGuard) Remove() error {
 //   - a `!` alias is refused when its shell text runs git push or send-pack (its shell
 //     would meet this guard anyway, as Git puts the exec path first in PATH).
 func GuardScript(real string) string {
-	// One pass per marker: a strings.Replacer's set-up cost more than the passes. The
-	// path goes in last, so that nothing in it is taken for a marker.
-	s := guardTemplate
-	for _, r := range [][2]string{
+	// One pass over the template, each marker replaced where it stands: the script
+	// is built on every launch, and a pass per marker copied it whole each time. A
+	// value put in is never searched for markers, so nothing in the path is taken
+	// for one.
+	vals := [...][2]string{
 		{"@REFUSED@", strings.Join(refusedCommands, "|")},
 		{"@DASHED@", "git-" + strings.Join(refusedCommands, "|git-")},
 		{"@BUILTINS@", strings.Join(neverAliased, "|")},
 		{"@ARGOPTS@", strings.Join(globalOptsWithArg, "|")},
 		{"@REAL@", shellQuote(real)},
-	} {
-		s = strings.ReplaceAll(s, r[0], r[1])
 	}
-	return s
+	var b strings.Builder
+	b.Grow(len(guardTemplate) + 2048)
+	s := guardTemplate
+	for {
+		i := strings.IndexByte(s, '@')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		n := 1
+		for _, v := range vals {
+			if strings.HasPrefix(s, v[0]) {
+				b.WriteString(v[1])
+				n = len(v[0])
+				break
+			}
+		}
+		if n == 1 {
+			b.WriteByte('@')
+		}
+		s = s[n:]
+	}
 }
 
 // globalOptsWithArg are Git's global options that take the next word as their value
