@@ -156,32 +156,9 @@ func New(opts Options) (*Policy, error) {
 	if !filepath.IsAbs(opts.Cwd) {
 		return nil, &Error{What: "working directory", Path: opts.Cwd, Reason: "is not absolute"}
 	}
-	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly, NestedSandbox: opts.NestedSandbox}
-	tmpSize, err := TmpSize(opts.TmpSize, TotalRAM())
+	p, err := resolveSettings(opts)
 	if err != nil {
-		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}
-	}
-	p.TmpSize = tmpSize
-	if p.Limits, err = resolveLimits(opts); err != nil {
 		return nil, err
-	}
-	if len(opts.AllowNet) > 0 {
-		if opts.Offline {
-			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}
-		}
-		if _, err := netproxy.ParseAll(opts.AllowNet); err != nil {
-			return nil, err
-		}
-		p.AllowNet = opts.AllowNet
-	}
-
-	switch opts.Backend {
-	case "", BackendNative:
-		p.Backend = BackendNative
-	case BackendBwrap, BackendAuto:
-		p.Backend = opts.Backend
-	default:
-		return nil, &Error{What: "backend", Path: opts.Backend, Reason: "unknown (want native, bwrap or auto)"}
 	}
 
 	home, err := resolveHome(opts.Home)
@@ -264,6 +241,47 @@ func New(opts Options) (*Policy, error) {
 		return nil, err
 	}
 
+	if err := resolveCommand(p, opts); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// resolveSettings checks the settings that name no path: the budgets and limits,
+// the network choice and the backend.
+func resolveSettings(opts Options) (*Policy, error) {
+	p := &Policy{Offline: opts.Offline, DiskTmp: opts.DiskTmp, ReadOnly: opts.ReadOnly, NestedSandbox: opts.NestedSandbox}
+	tmpSize, err := TmpSize(opts.TmpSize, TotalRAM())
+	if err != nil {
+		return nil, &Error{What: "--tmp-size", Path: opts.TmpSize, Reason: err.Error()}
+	}
+	p.TmpSize = tmpSize
+	if p.Limits, err = resolveLimits(opts); err != nil {
+		return nil, err
+	}
+	if len(opts.AllowNet) > 0 {
+		if opts.Offline {
+			return nil, &Error{What: "--allow-net", Reason: "goes against --offline (no network at all); give one of them"}
+		}
+		if _, err := netproxy.ParseAll(opts.AllowNet); err != nil {
+			return nil, err
+		}
+		p.AllowNet = opts.AllowNet
+	}
+
+	switch opts.Backend {
+	case "", BackendNative:
+		p.Backend = BackendNative
+	case BackendBwrap, BackendAuto:
+		p.Backend = opts.Backend
+	default:
+		return nil, &Error{What: "backend", Path: opts.Backend, Reason: "unknown (want native, bwrap or auto)"}
+	}
+	return p, nil
+}
+
+// resolveCommand sets the command, the user's shell when none is given.
+func resolveCommand(p *Policy, opts Options) error {
 	p.Command = opts.Command
 	if len(p.Command) == 0 {
 		sh := opts.Shell
@@ -273,9 +291,9 @@ func New(opts Options) (*Policy, error) {
 		p.Command = []string{sh}
 	}
 	if p.Command[0] == "" {
-		return nil, &Error{What: "command", Reason: "is empty"}
+		return &Error{What: "command", Reason: "is empty"}
 	}
-	return p, nil
+	return nil
 }
 
 // CacheDirFor is the cache dir a session with this $XDG_CACHE_HOME and $HOME uses
