@@ -439,7 +439,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 		return FalseOnly, true
 	case "hide", "unset-env":
 		return Union, true
-	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket":
+	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket", "host-port", "publish":
 		return Subset, true
 	case "tmp-size":
 		return Smaller, true
@@ -448,7 +448,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket (a subset of the user's); tmp-size (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket, host-port, publish (a subset of the user's); tmp-size (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.

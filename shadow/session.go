@@ -64,6 +64,8 @@ type Record struct {
 	// SSHAgent are the requests the --ssh-agent filter decided on: every
 	// signature request, and every refused request.
 	SSHAgent []SSHAgentEvent `json:"ssh_agent,omitempty"`
+	// Ports are the --host-port and --publish forwardings and what each relayed.
+	Ports []PortForward `json:"ports,omitempty"`
 
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
@@ -99,6 +101,23 @@ type Policy struct {
 	// (--ssh-key; none: every key).
 	SSHAgent bool     `json:"ssh_agent,omitempty"`
 	SSHKeys  []string `json:"ssh_keys,omitempty"`
+	// HostPorts and Publish are the --host-port and --publish forwardings, as
+	// PORT:HOSTPORT.
+	HostPorts []string `json:"host_ports,omitempty"`
+	Publish   []string `json:"publish,omitempty"`
+}
+
+// PortForward is one --host-port ("host-port": 127.0.0.1:Inside in the sandbox to
+// the host's 127.0.0.1:Host) or --publish ("publish": the other way) forwarding:
+// the connections it relayed, those refused past the launcher's bound, and those
+// whose far end could not be reached.
+type PortForward struct {
+	Kind        string `json:"kind"`
+	Inside      int    `json:"inside"`
+	Host        int    `json:"host"`
+	Connections int    `json:"connections"`
+	Refused     int    `json:"refused,omitempty"`
+	Failed      int    `json:"failed,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port

@@ -45,6 +45,7 @@ func Start(cfg *Config, p *policy.Policy, start time.Time) *Recorder {
 			Repo: p.Repo, Home: p.Home, Workdir: p.Workdir, Offline: p.Offline, DiskTmp: p.DiskTmp, AllowNet: p.AllowNet,
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
 			SSHAgent: p.SSHAgent != "", SSHKeys: p.SSHKeys,
+			HostPorts: portStrings(p.HostPorts), Publish: portStrings(p.Publish),
 		},
 		Start:       start,
 		LauncherPID: os.Getpid(),
@@ -104,6 +105,7 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	rec.Notes = append(rec.Notes, out.Notes...)
 	rec.NetRefusals = out.NetRefusals
 	rec.SSHAgent = out.SSHAgent
+	rec.Ports = out.Ports
 	if err := r.sess.FinishWalk(rec, out.Walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
@@ -157,6 +159,8 @@ type Outcome struct {
 	NetRefusals []shadow.NetRefusal
 	// SSHAgent are the requests the --ssh-agent filter decided on.
 	SSHAgent []shadow.SSHAgentEvent
+	// Ports are the --host-port and --publish forwardings and what they relayed.
+	Ports []shadow.PortForward
 	// Prestarted: the init was started ahead (backend.Result.Prestarted);
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool
@@ -166,4 +170,13 @@ type Outcome struct {
 	// nil when there is none or it cannot stand for the tree (the audit moved
 	// findings away after it).
 	Walk *treewalk.Walk
+}
+
+// portStrings spells forwardings as the flags take them, PORT:HOSTPORT.
+func portStrings(ms []policy.PortMap) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.String())
+	}
+	return out
 }
