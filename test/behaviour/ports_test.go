@@ -10,11 +10,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/sandboxtest"
 )
 
-// --host-port and --publish (issue 34), against every backend, all on loopback: the
-// servers on the host are the test's own, those inside are nc and python3 from the
-// host's /usr/bin.
+// --host-port and --publish (issue 34), against every backend and through the Go
+// API's door, all on loopback: the servers on the host are the test's own, those
+// inside are nc and python3 from the host's /usr/bin. (A launch with forwardings
+// always runs the Go init, which creates their sockets: native-go is native here.)
+
+// portRunners are the backends, and the native one through the Go API.
+func portRunners(t *testing.T) []string { return append(backends(t), sandboxtest.GoAPI) }
 
 // tcpServer serves every connection with serve on the host's 127.0.0.1 and returns
 // its port.
@@ -110,8 +116,11 @@ func lastPorts(t *testing.T, b *box) portRecord {
 func TestHostPort(t *testing.T) {
 	forwarded := tcpServer(t, greeter("hello from the host"))
 	other := tcpServer(t, greeter("not forwarded"))
-	for _, backend := range backends(t) {
+	for _, backend := range portRunners(t) {
 		for _, net := range [][]string{{"--offline"}, {"--allow-net", "127.0.0.1:1"}} {
+			if backend == sandboxtest.GoAPI && net[0] != "--offline" {
+				continue // the Go API has no --allow-net
+			}
 			t.Run(backend+net[0], func(t *testing.T) {
 				b := newBox(t, backend)
 				args := append([]string{"--no-git-save", "--host-port", fmt.Sprintf("15432:%d", forwarded)}, net...)
@@ -157,7 +166,7 @@ func fetch(port int) string {
 // A page the command serves on 127.0.0.1:8080 inside is fetched from the host's
 // 127.0.0.1:HOSTPORT; after the session nothing listens there.
 func TestPublish(t *testing.T) {
-	for _, backend := range backends(t) {
+	for _, backend := range portRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			port := freePort(t)

@@ -4,7 +4,9 @@
 // command through sandbox.Run (or, with --dry-run --json, prints sandbox.Plan), so
 // that the same rows check the same promises through both doors.
 //
-//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox] [--dry-run --json] [--] COMMAND [ARG...]
+//	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox]
+//	            [--host-port PORT[:HOSTPORT]]... [--publish PORT[:HOSTPORT]]...
+//	            [--ssh-agent] [--ssh-key KEY]... [--no-git-save] [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started.
@@ -16,6 +18,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -36,6 +39,11 @@ func run(args []string) int {
 	fs.BoolVar(&opts.Offline, "offline", false, "")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
 	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
+	fs.Func("host-port", "", portFlag(&opts.HostPorts))
+	fs.Func("publish", "", portFlag(&opts.Publish))
+	fs.BoolVar(&opts.SSHAgent, "ssh-agent", false, "")
+	fs.Func("ssh-key", "", func(v string) error { opts.SSHKeys = append(opts.SSHKeys, v); return nil })
+	fs.BoolVar(&opts.NoGitSave, "no-git-save", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -66,6 +74,18 @@ func run(args []string) int {
 		return fail("%v", err)
 	}
 	return res.Status
+}
+
+// portFlag appends PORT[:HOSTPORT] to list, parsed as agentbox exec parses it.
+func portFlag(list *[]sandbox.PortMap) func(string) error {
+	return func(v string) error {
+		m, err := policy.ParsePortMap(v)
+		if err != nil {
+			return fmt.Errorf("%q: %w", v, err)
+		}
+		*list = append(*list, m)
+		return nil
+	}
 }
 
 func fail(format string, args ...any) int {
