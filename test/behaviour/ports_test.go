@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // --host-port and --publish (issue 34), against every backend and through the Go
@@ -346,4 +347,38 @@ func fetchSome(port int) string {
 	buf := make([]byte, 4)
 	n, _ := io.ReadFull(c, buf)
 	return string(buf[:n])
+}
+
+// Git over SSH to a host's sshd through --host-port, signed by the --ssh-agent
+// filter, through every door (the Go API's options too): the two services of issue
+// 34 together, as a user of an --offline session reaches a Git server on the host.
+func TestSSHOverHostPort(t *testing.T) {
+	s := startSSH(t)
+	knownHost(t, s.hostPub)
+	for _, backend := range portRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			url := fmt.Sprintf("ssh://%s@127.0.0.1:%s%s", testenv.TestUser(t).Name, s.port, s.bare)
+			push := func(key string) result {
+				cmd := b.command(b.repo, []string{"--no-git-save", "--offline", "--host-port", s.port, "--ssh-key", key, "--allow-git-push"},
+					`ssh-add -l; git commit -q --allow-empty -m one && GIT_SSH_VARIANT=ssh git push -q "$URL" HEAD:refs/heads/hp-`+backend+` 2>&1`)
+				cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+s.agent, "URL="+url)
+				return run(cmd)
+			}
+			if r := push("key2"); r.code == 0 || !strings.Contains(r.stdout, "key2") || strings.Contains(r.stdout, "key1") {
+				t.Fatalf("git push signed with key2 (not authorized) succeeded, or the agent listed key1:\n%s", r)
+			}
+			if r := push("key1"); r.code != 0 || !strings.Contains(r.stdout, "key1") {
+				t.Fatalf("git push over ssh through --host-port %s with --ssh-key key1:\n%s", s.port, r)
+			}
+			out, err := testenv.Command(t, s.dir, "git", "--git-dir", s.bare, "rev-parse", "refs/heads/hp-"+backend).CombinedOutput()
+			if err != nil {
+				t.Fatalf("pushed branch missing: %v %s", err, out)
+			}
+			show := run(b.fixture().Agentbox(b.repo, "show"))
+			if !strings.Contains(show.stdout, s.fp1) || !strings.Contains(show.stdout, "host-port") {
+				t.Errorf("agentbox show lacks the signature or the forwarding:\n%s", show)
+			}
+		})
+	}
 }
