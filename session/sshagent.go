@@ -45,7 +45,8 @@ func startAgent(p *policy.Policy) (*agentService, error) {
 		}
 		cfg.KnownHosts = knownHosts(p.Home)
 	}
-	dir, err := os.MkdirTemp("/tmp", "agentbox-ssh-")
+	collectAgentDirs("/tmp") // sshdirs.go
+	dir, err := makeAgentDir("/tmp")
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-agent: %w", err)
 	}
@@ -92,7 +93,7 @@ func dryRunAgent(p *policy.Policy) (*policy.Policy, error) {
 	if _, err := agentKeys(p); err != nil {
 		return nil, err
 	}
-	return (&agentService{dir: "/tmp/agentbox-ssh-SESSION", sock: "/tmp/agentbox-ssh-SESSION/agent.sock"}).policy(p), nil
+	return (&agentService{dir: "/tmp/" + agentDirPrefix + "SESSION", sock: "/tmp/" + agentDirPrefix + "SESSION/agent.sock"}).policy(p), nil
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the
