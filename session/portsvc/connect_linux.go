@@ -45,21 +45,25 @@ func waitConnected(ctx context.Context, f *os.File, rc interface {
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Now()) })
 	defer stop()
+	// The poller forgets readiness from before the wait began, so each round
+	// looks at the socket itself: a connection made (or failed) before the wait
+	// is seen then, one made after it wakes the wait.
 	var soErr error
-	first := true
 	err := rc.Write(func(fd uintptr) bool {
-		if first {
-			// Called once before waiting: the socket is not writable yet.
-			first = false
-			return false
-		}
 		n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
 		switch {
 		case err != nil:
 			soErr = err
+			return true
 		case n != 0:
 			soErr = unix.Errno(n)
+			return true
 		}
+		_, err = unix.Getpeername(int(fd))
+		if errors.Is(err, unix.ENOTCONN) {
+			return false // still connecting
+		}
+		soErr = err
 		return true
 	})
 	if err != nil {
