@@ -125,12 +125,14 @@ func TestHostPort(t *testing.T) {
 			t.Run(backend+net[0], func(t *testing.T) {
 				b := newBox(t, backend)
 				args := append([]string{"--no-git-save", "--host-port", fmt.Sprintf("15432:%d", forwarded)}, net...)
+				// No socket of the launcher's or the init's reaches the command.
 				r := b.sh(fmt.Sprintf(`
 echo "forwarded=$(nc.openbsd -N -w 5 127.0.0.1 15432 </dev/null)"
 nc.openbsd -z -w 2 127.0.0.1 %d; echo "other=$?"
 nc.openbsd -z -w 2 127.0.0.1 %d; echo "direct=$?"
+echo "sockets=$(for f in /proc/self/fd/*; do readlink "$f"; done | grep -c socket)"
 `, other, forwarded), args...)
-				for _, want := range []string{"forwarded=hello from the host\n", "other=1\n", "direct=1\n"} {
+				for _, want := range []string{"forwarded=hello from the host\n", "other=1\n", "direct=1\n", "sockets=0\n"} {
 					if r.code != 0 || !strings.Contains(r.stdout, want) {
 						t.Errorf("lacks %q:\n%s", want, r)
 					}
@@ -380,5 +382,32 @@ func TestSSHOverHostPort(t *testing.T) {
 				t.Errorf("agentbox show lacks the signature or the forwarding:\n%s", show)
 			}
 		})
+	}
+}
+
+// A repository's .agentbox.toml, which the sandbox can write, may drop the user's
+// forwardings but never add one: an entry not in the user's list is dropped.
+func TestRepoFilePorts(t *testing.T) {
+	hello := tcpServer(t, greeter("hello from the host"))
+	b := newBox(t, "native")
+	repoFile := b.repo + "/.agentbox.toml"
+	args := []string{"--offline", "--host-port", fmt.Sprintf("15432:%d", hello)}
+	for _, c := range []struct{ file, want string }{
+		{"", "hello from the host"},
+		{"host-port = []\n", ""},
+		{fmt.Sprintf("host-port = [\"15432:%d\"]\n", hello), "hello from the host"},
+		{"host-port = [\"15432:22\"]\n", ""},
+		{"publish = [\"8080\"]\n", "hello from the host"},
+	} {
+		writeFile(t, repoFile, c.file)
+		testenv.Chown(t, repoFile)
+		r := b.sh(`echo "got=$(nc.openbsd -N -w 3 127.0.0.1 15432 </dev/null)"`, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "got="+c.want+"\n") {
+			t.Errorf("%q: want got=%s, got %s", c.file, c.want, r)
+		}
+		if rec := lastPorts(t, b); len(rec.Policy.Publish) != 0 || len(rec.Policy.HostPorts) > 1 ||
+			len(rec.Policy.HostPorts) == 1 && rec.Policy.HostPorts[0] != fmt.Sprintf("15432:%d", hello) {
+			t.Errorf("%q: the session's forwardings: %+v", c.file, rec.Policy)
+		}
 	}
 }
