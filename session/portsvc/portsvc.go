@@ -29,6 +29,7 @@ type Service struct {
 	sockets   chan struct{}
 	getSocket func() (*os.File, error)
 	stopped   bool
+	spares    spares // sockets from the init made ahead (spares.go)
 }
 
 // Start binds the host's ends of p's --publish ports (127.0.0.1 only) and prepares
@@ -97,6 +98,7 @@ func (s *Service) Sockets() func(func() (*os.File, error)) {
 		if s.getSocket == nil {
 			s.getSocket = get
 			close(s.sockets)
+			go s.spares.refill(s.ctx, get)
 		}
 	}
 }
@@ -110,6 +112,7 @@ func (s *Service) Stop() []shadow.PortForward {
 	}
 	s.stopped = true
 	s.cancel()
+	s.spares.close()
 	var out []shadow.PortForward
 	for _, f := range append(append([]*forward(nil), s.hostPorts...), s.publish...) {
 		f.stop()
@@ -140,7 +143,7 @@ func (s *Service) dialInside(port int) func() (net.Conn, error) {
 		case <-ctx.Done():
 			return nil, errors.New("the command has not started")
 		}
-		f, err := s.getSocket()
+		f, err := s.spares.take(s.ctx, s.getSocket)
 		if err != nil {
 			return nil, err
 		}

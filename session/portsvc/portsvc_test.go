@@ -136,3 +136,51 @@ func TestForwardBounded(t *testing.T) {
 		t.Errorf("report %+v", r)
 	}
 }
+
+// Spares are made ahead up to maxSpares, taken before asking, and closed with the
+// service, also the one a refill brings after the close.
+func TestSpares(t *testing.T) {
+	var s spares
+	asked := make(chan *os.File, 16)
+	get := func() (*os.File, error) {
+		f := socketFile(t)
+		asked <- f
+		return f, nil
+	}
+	ctx := context.Background()
+	s.refill(ctx, get)
+	if len(asked) != maxSpares {
+		t.Fatalf("made %d ahead, want %d", len(asked), maxSpares)
+	}
+	made := []*os.File{<-asked, <-asked}
+	f, err := s.take(ctx, get)
+	if err != nil || f != made[1] {
+		t.Fatalf("took %v (%v), want the spare %v", f, err, made[1])
+	}
+	f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(asked) < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	s.close()
+	close(asked)
+	n := 0
+	for f := range asked {
+		made = append(made, f)
+	}
+	for _, f := range made {
+		n++
+		// Fd of a closed *os.File is ^uintptr(0); a refill in flight closes its
+		// socket once it sees the close.
+		deadline := time.Now().Add(5 * time.Second)
+		for f.Fd() != ^uintptr(0) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if f.Fd() != ^uintptr(0) {
+			t.Errorf("spare %d left open after close", n)
+		}
+	}
+	if n != maxSpares+1 {
+		t.Errorf("made %d sockets, want %d", n, maxSpares+1)
+	}
+}
