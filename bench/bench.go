@@ -33,7 +33,9 @@ const (
 	NativeDefaults = "native-defaults"     // agentbox exec with the session extras on
 	// AgainstPrefix names the --against binary's variants: "against:native" …
 	AgainstPrefix = "against:"
-	launchFlags   = "--no-git-save --no-record"
+	// cpuPrefix marks a ratio of CPU times per launch instead of wall times.
+	cpuPrefix   = "cpu:"
+	launchFlags = "--no-git-save --no-record"
 
 	// nativeTimed is native with AGENTBOX_TIMINGS, launched once a round for the
 	// phase breakdown only: printing the timings costs a launch about 2%, which the
@@ -59,7 +61,7 @@ type Config struct {
 // Sample is one measured launch.
 type Sample struct {
 	Wall   time.Duration
-	CPU    time.Duration // user+system of the process tree, from wait4
+	CPU    time.Duration // user+system of the process tree (wait4) and of what it left running
 	MaxRSS int64         // KiB, from wait4: the largest process of the tree
 	Phases []phase       // AGENTBOX_TIMINGS lines (agentbox variants)
 	Err    error         // the launch failed; the other fields are unset

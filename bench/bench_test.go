@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session"
@@ -130,7 +131,8 @@ func sampleReport() *Report {
 				s = append(s, Sample{Err: io.ErrUnexpectedEOF})
 				continue
 			}
-			s = append(s, Sample{Wall: time.Duration(w * float64(time.Millisecond))})
+			d := time.Duration(w * float64(time.Millisecond))
+			s = append(s, Sample{Wall: d, CPU: d / 2})
 		}
 		return s
 	}
@@ -166,7 +168,11 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 	for _, tg := range rep.Targets {
 		met[tg.What] = tg.Met
 	}
-	if len(met) != 4 || met["native <= 1.00 x bwrap-plain (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] {
+	if got := rep.Ratios[cpuPrefix+Native+"/"+BwrapPlain]; got != 1 {
+		t.Errorf("cpu:native/bwrap-plain = %v, want 1", got)
+	}
+	if len(met) != 6 || met["native <= 1.00 x bwrap-plain (stretch)"] != true || met["native <= 0.85 x agentbox-bwrap"] ||
+		met["native <= 0.85 x bwrap-plain (issue 36)"] || !met["native CPU <= 1.00 x bwrap-plain CPU (issue 36)"] {
 		t.Errorf("targets: %+v", rep.Targets)
 	}
 	var text bytes.Buffer
@@ -363,7 +369,7 @@ func BenchmarkBwrapArgv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan := mounts.Build(p, mounts.Session{Protected: prot})
+	plan := build.Plan(p, mounts.Session{Protected: prot})
 	for b.Loop() {
 		if _, err := compat.Command("/usr/bin/bwrap", plan); err != nil {
 			b.Fatal(err)
@@ -391,7 +397,7 @@ func BenchmarkPolicyAndPlan(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = mounts.Build(p, mounts.Session{Protected: prot})
+		_ = build.Plan(p, mounts.Session{Protected: prot})
 	}
 }
 

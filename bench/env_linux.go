@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/agentbox/agentbox/policy"
-
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -18,7 +16,8 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/gitguard/pushguard"
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -35,12 +34,13 @@ type env struct {
 	bwrapArgv []string // bwrap-agentbox-plan's argv; nil: skipped
 	plainArgv []string // bwrap-plain's argv; nil: skipped
 	guard     *pushguard.StagedGuard
-	seccomp   string    // file holding the terminal-injection filter for bwrap's fd 4
-	devnull   *os.File  // bwrap's --json-status-fd 3
-	command   string    // cfg.Command[0] resolved on PATH, for fork-exec
-	emptyGo   string    // the empty Go binary; "": skipped
-	api       *apiProbe // with sandbox.Prestart
-	apiCold   *apiProbe // without
+	seccomp   string       // file holding the terminal-injection filter for bwrap's fd 4
+	devnull   *os.File     // bwrap's --json-status-fd 3
+	command   string       // cfg.Command[0] resolved on PATH, for fork-exec
+	emptyGo   string       // the empty Go binary; "": skipped
+	api       *apiProbe    // with sandbox.Prestart
+	apiCold   *apiProbe    // without
+	keep      map[int]bool // the bench's long-lived children: not a launch's leftovers
 }
 
 func newEnv(cfg Config) (e *env, err error) {
@@ -50,6 +50,9 @@ func newEnv(cfg Config) (e *env, err error) {
 			e.close()
 		}
 	}()
+	if err := adoptOrphans(); err != nil {
+		return nil, fmt.Errorf("bench: become the reaper of the launches' leftovers: %w", err)
+	}
 	if e.work, err = os.MkdirTemp("", "agentbox-bench-"); err != nil {
 		return nil, fmt.Errorf("bench: scratch directory: %w", err)
 	}
@@ -69,7 +72,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	// agentbox runs on the host is, never in the repository the sessions write.
 	e.command = cfg.Command[0]
 	if !strings.ContainsRune(e.command, '/') {
-		e.command, err = policy.LookPath(e.command, e.repo)
+		e.command, err = hostpath.LookPath(e.command, e.repo)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
@@ -83,6 +86,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	if e.apiCold, err = startAPIProbe(cfg.Agentbox, e.repo, cfg.Command, false); err != nil {
 		return nil, err
 	}
+	e.keep = map[int]bool{e.api.cmd.Process.Pid: true, e.apiCold.cmd.Process.Pid: true}
 	return e, nil
 }
 
@@ -102,7 +106,7 @@ func (e *env) prepareRepo() error {
 		return fmt.Errorf("bench: repository: %w", err)
 	}
 	e.repo, e.ownRepo = dir, true
-	git, err := policy.LookPath("git")
+	git, err := hostpath.LookPath("git")
 	if err != nil {
 		e.notes = append(e.notes, "git not found: the repository is a plain directory (no protected Git paths)")
 		return nil
@@ -148,7 +152,7 @@ func (e *env) prepareBwrapPlans() error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	prog, err := ttyfilter.Program()
+	prog, err := seccomp.Program()
 	if err != nil {
 		return fmt.Errorf("bench: seccomp program: %w", err)
 	}
@@ -397,6 +401,9 @@ func (e *env) execOnce(path string, args []string, environ []string, extra []*os
 		s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		s.MaxRSS = ru.Maxrss
 	}
+	// What the launch left running (agentbox's raw init, which ends after the
+	// launcher) is its CPU too; reaped here, it also ends before the next launch.
+	s.CPU += reapOrphans(e.keep)
 	return s, nil
 }
 

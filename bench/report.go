@@ -72,6 +72,7 @@ type VariantReport struct {
 	Failed    int       `json:"failed,omitempty"`      // launches that failed
 	FirstErr  string    `json:"first_error,omitempty"` // the first failure's message
 	rounds    []float64 // per round, NaN where the launch failed (for ratios)
+	cpuRounds []float64 // the same for CPU time
 }
 
 // PhaseReport is the median of one named phase.
@@ -116,10 +117,12 @@ func summarizeVariant(v variant, s []Sample) VariantReport {
 				r.FirstErr = x.Err.Error()
 			}
 			r.rounds = append(r.rounds, math.NaN())
+			r.cpuRounds = append(r.cpuRounds, math.NaN())
 			continue
 		}
 		r.Samples = append(r.Samples, ms(x.Wall))
 		r.rounds = append(r.rounds, ms(x.Wall))
+		r.cpuRounds = append(r.cpuRounds, ms(x.CPU))
 		cpu = append(cpu, ms(x.CPU))
 	}
 	r.Wall, r.CPU = summarize(r.Samples), summarize(cpu)
@@ -147,8 +150,22 @@ func (r *Report) finish(samples map[string][]Sample) {
 		r.Ratios[a+"/"+b] = x
 		return x
 	}
+	// CPU time per launch, the launcher and everything it started: what a busy
+	// machine makes a launch wait for.
+	cpuRatio := func(a, b string) float64 {
+		va, vb := r.variant(a), r.variant(b)
+		if va == nil || vb == nil {
+			return math.NaN()
+		}
+		x := pairRatio(va.cpuRounds, vb.cpuRounds)
+		r.Ratios[cpuPrefix+a+"/"+b] = x
+		return x
+	}
 	t1 := ratio(Native, AgentboxBwrap)
 	t2 := ratio(Native, BwrapPlain)
+	t5 := cpuRatio(Native, BwrapPlain)
+	cpuRatio(Native, EmptyGo)
+	cpuRatio(Native, AgainstPrefix+Native)
 	t3 := ratio(GoAPI, BwrapPlain)
 	t4 := ratio(NativeDefaults, Native)
 	ratio(NativeDefaults, BwrapPlain)
@@ -164,6 +181,8 @@ func (r *Report) finish(samples map[string][]Sample) {
 		{What: "native <= 0.85 x agentbox-bwrap", Ratio: t1, Limit: 0.85},
 		{What: "native <= 1.15 x bwrap-plain", Ratio: t2, Limit: 1.15},
 		{What: "native <= 1.00 x bwrap-plain (stretch)", Ratio: t2, Limit: 1.0},
+		{What: "native <= 0.85 x bwrap-plain (issue 36)", Ratio: t2, Limit: 0.85},
+		{What: "native CPU <= 1.00 x bwrap-plain CPU (issue 36)", Ratio: t5, Limit: 1.0},
 		{What: "go-api <= 0.90 x bwrap-plain", Ratio: t3, Limit: 0.9},
 		{What: "native-defaults <= 1.30 x native", Ratio: t4, Limit: 1.3},
 	} {
@@ -191,7 +210,7 @@ func (r *Report) finish(samples map[string][]Sample) {
 			fmt.Fprintf(&b, " %s %.2fms", name, v.Wall.Median)
 		}
 	}
-	for _, k := range []string{Native + "/" + AgentboxBwrap, Native + "/" + BwrapPlain, NativeDefaults + "/" + Native, GoAPI + "/" + BwrapPlain} {
+	for _, k := range []string{Native + "/" + AgentboxBwrap, Native + "/" + BwrapPlain, cpuPrefix + Native + "/" + BwrapPlain, NativeDefaults + "/" + Native, GoAPI + "/" + BwrapPlain} {
 		if x, ok := r.Ratios[k]; ok && !math.IsNaN(x) {
 			fmt.Fprintf(&b, " %s %.2f", k, x)
 		}

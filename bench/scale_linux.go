@@ -327,172 +327,212 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	// committed content, whatever the sessions did.
 	defer func() { _ = git(repo, nil, "checkout", "-q", "-f", "--", "src") }()
 
+	r := &scaleRun{cfg: cfg, spec: spec, repo: repo, work: work}
 	// The against binary's copy of the repository: the same tree, its own inodes;
 	// the packs are hard links (immutable, and the snapshot store sees them as the
 	// same files, as it would the original's).
-	againstRepo := ""
 	if cfg.Against != "" {
-		againstRepo = filepath.Join(work, "against", "repo")
-		if err := copyRepo(repo, againstRepo); err != nil {
+		r.againstRepo = filepath.Join(work, "against", "repo")
+		if err := copyRepo(repo, r.againstRepo); err != nil {
 			return row, fmt.Errorf("bench --scale: copy %s for --against: %w", repo, err)
 		}
 	}
-	launchWith := func(bin, repo, state, snaps string, bare bool, command ...string) (time.Duration, error) {
-		args := []string{"exec"}
-		if bare {
-			args = append(args, "--no-git-save", "--no-record")
-		} else {
-			args = append(args, "--git-save-dir", snaps)
-			args = append(args, cfg.ExtraFlags...)
-		}
-		args = append(append(args, "--repo", repo, "--"), command...)
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		t0 := time.Now()
-		err := cmd.Run()
-		d := time.Since(t0)
-		if err != nil {
-			return 0, fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, lastLine(stderr.String()))
-		}
-		return d, nil
+	if err := r.rounds(&row); err != nil {
+		return row, err
 	}
-	launch := func(state, snaps string, bare bool, command ...string) (time.Duration, error) {
-		return launchWith(cfg.Agentbox, repo, state, snaps, bare, command...)
+	if err := r.firstSessions(&row); err != nil {
+		return row, err
 	}
-	timeGit := func(dir string, args ...string) (time.Duration, error) {
-		t0 := time.Now()
-		err := git(dir, nil, args...)
-		return time.Since(t0), err
+	if err := r.disk(&row); err != nil {
+		return row, err
 	}
+	cfg.progress("")
+	if cfg.Progress != nil {
+		fmt.Fprint(cfg.Progress, "\r\033[K")
+	}
+	return row, nil
+}
+
+// scaleRun is one repository's measurement by runScaleRepo, in a work directory
+// of its own.
+type scaleRun struct {
+	cfg         ScaleConfig
+	spec        ScaleSpec
+	repo, work  string
+	againstRepo string // the --against binary's copy, "" without --against
+}
+
+// launchWith runs one session of bin in repo and returns how long it took.
+func (r *scaleRun) launchWith(bin, repo, state, snaps string, bare bool, command ...string) (time.Duration, error) {
+	args := []string{"exec"}
+	if bare {
+		args = append(args, "--no-git-save", "--no-record")
+	} else {
+		args = append(args, "--git-save-dir", snaps)
+		args = append(args, r.cfg.ExtraFlags...)
+	}
+	args = append(append(args, "--repo", repo, "--"), command...)
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, lastLine(stderr.String()))
+	}
+	return d, nil
+}
+
+// launch runs one session of the measured binary in the repository.
+func (r *scaleRun) launch(state, snaps string, bare bool, command ...string) (time.Duration, error) {
+	return r.launchWith(r.cfg.Agentbox, r.repo, state, snaps, bare, command...)
+}
+
+func timeGit(dir string, args ...string) (time.Duration, error) {
+	t0 := time.Now()
+	err := git(dir, nil, args...)
+	return time.Since(t0), err
+}
+
+// scaleSample is one timing round: each kind of launch once, in a random order.
+type scaleSample struct{ bare, def, chg, st, agDef, agChg time.Duration }
+
+// rounds times the launches against git status, in rounds that share one state
+// and snapshot directory, as a user's sessions do.
+func (r *scaleRun) rounds(row *ScaleRow) error {
+	cfg, spec, repo, work := r.cfg, r.spec, r.repo, r.work
 	var changeCmd strings.Builder
 	changeCmd.WriteString("n=$(date +%s%N)")
 	for i := 0; i < 10 && i < spec.Files; i++ {
 		p := smallPath(i * max(1, spec.Files/10))
 		fmt.Fprintf(&changeCmd, "; echo $n >> %s", p)
 	}
-
-	// Timing rounds: one state and snapshot directory, as a user's.
 	state, snaps := filepath.Join(work, "state"), filepath.Join(work, "snaps")
-	if _, err := launch(state, snaps, false, "true"); err != nil { // the first record, outside the rounds
-		return row, err
+	if _, err := r.launch(state, snaps, false, "true"); err != nil { // the first record, outside the rounds
+		return err
 	}
 	agState, agSnaps := filepath.Join(work, "against", "state"), filepath.Join(work, "against", "snaps")
 	names := []string{"bare", "defaults", "changed10", "status"}
-	if againstRepo != "" {
-		if _, err := launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "true"); err != nil {
-			return row, err
+	if r.againstRepo != "" {
+		if _, err := r.launchWith(cfg.Against, r.againstRepo, agState, agSnaps, false, "true"); err != nil {
+			return err
 		}
 		names = append(names, "against-defaults", "against-changed10")
 	}
-	type sample struct{ bare, def, chg, st, agDef, agChg time.Duration }
-	var samples []sample
+	var samples []scaleSample
 	for round := 0; round < cfg.Warmup+cfg.Runs; round++ {
 		cfg.progress("%s: round %d/%d", spec.name(), round+1, cfg.Warmup+cfg.Runs)
-		var s sample
+		var s scaleSample
 		for _, i := range rand.Perm(len(names)) {
-			var d time.Duration
 			var err error
 			switch names[i] {
 			case "bare":
-				d, err = launch(state, snaps, true, "true")
-				s.bare = d
+				s.bare, err = r.launch(state, snaps, true, "true")
 			case "defaults":
-				d, err = launch(state, snaps, false, "true")
-				s.def = d
+				s.def, err = r.launch(state, snaps, false, "true")
 			case "changed10":
-				d, err = launch(state, snaps, false, "sh", "-c", changeCmd.String())
-				s.chg = d
+				s.chg, err = r.launch(state, snaps, false, "sh", "-c", changeCmd.String())
 			case "status":
-				d, err = timeGit(repo, "status", "--porcelain")
-				s.st = d
+				s.st, err = timeGit(repo, "status", "--porcelain")
 			case "against-defaults":
-				d, err = launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "true")
-				s.agDef = d
+				s.agDef, err = r.launchWith(cfg.Against, r.againstRepo, agState, agSnaps, false, "true")
 			case "against-changed10":
-				d, err = launchWith(cfg.Against, againstRepo, agState, agSnaps, false, "sh", "-c", changeCmd.String())
-				s.agChg = d
+				s.agChg, err = r.launchWith(cfg.Against, r.againstRepo, agState, agSnaps, false, "sh", "-c", changeCmd.String())
 			}
 			if err != nil {
-				return row, err
+				return err
 			}
 		}
 		if round >= cfg.Warmup {
 			samples = append(samples, s)
 		}
 	}
-	col := func(f func(sample) float64) float64 {
+	r.medians(row, samples)
+	if r.againstRepo != "" {
+		os.RemoveAll(filepath.Join(work, "against"))
+	}
+	os.RemoveAll(state)
+	os.RemoveAll(snaps)
+	return nil
+}
+
+// medians fills row's timings and ratios with the medians of samples.
+func (r *scaleRun) medians(row *ScaleRow, samples []scaleSample) {
+	col := func(f func(scaleSample) float64) float64 {
 		v := make([]float64, len(samples))
 		for i, s := range samples {
 			v[i] = f(s)
 		}
 		return median(v)
 	}
-	dur := func(f func(sample) time.Duration) time.Duration {
-		return time.Duration(col(func(s sample) float64 { return float64(f(s)) }))
+	dur := func(f func(scaleSample) time.Duration) time.Duration {
+		return time.Duration(col(func(s scaleSample) float64 { return float64(f(s)) }))
 	}
-	row.Bare = dur(func(s sample) time.Duration { return s.bare })
-	row.Defaults = dur(func(s sample) time.Duration { return s.def })
-	row.Changed10 = dur(func(s sample) time.Duration { return s.chg })
-	row.Status = dur(func(s sample) time.Duration { return s.st })
-	row.DefOverSt = col(func(s sample) float64 { return float64(s.def) / float64(s.st) })
-	row.ChgOverSt = col(func(s sample) float64 { return float64(s.chg) / float64(s.st) })
-	row.DefOverBar = col(func(s sample) float64 { return float64(s.def) / float64(s.bare) })
-	if againstRepo != "" {
-		row.AgDefaults = dur(func(s sample) time.Duration { return s.agDef })
-		row.AgChanged10 = dur(func(s sample) time.Duration { return s.agChg })
-		row.AgDefOverSt = col(func(s sample) float64 { return float64(s.agDef) / float64(s.st) })
-		row.AgChgOverSt = col(func(s sample) float64 { return float64(s.agChg) / float64(s.st) })
-		row.DefOverAgDef = col(func(s sample) float64 { return float64(s.def) / float64(s.agDef) })
-		row.ChgOverAgChg = col(func(s sample) float64 { return float64(s.chg) / float64(s.agChg) })
-		os.RemoveAll(filepath.Join(work, "against"))
+	row.Bare = dur(func(s scaleSample) time.Duration { return s.bare })
+	row.Defaults = dur(func(s scaleSample) time.Duration { return s.def })
+	row.Changed10 = dur(func(s scaleSample) time.Duration { return s.chg })
+	row.Status = dur(func(s scaleSample) time.Duration { return s.st })
+	row.DefOverSt = col(func(s scaleSample) float64 { return float64(s.def) / float64(s.st) })
+	row.ChgOverSt = col(func(s scaleSample) float64 { return float64(s.chg) / float64(s.st) })
+	row.DefOverBar = col(func(s scaleSample) float64 { return float64(s.def) / float64(s.bare) })
+	if r.againstRepo != "" {
+		row.AgDefaults = dur(func(s scaleSample) time.Duration { return s.agDef })
+		row.AgChanged10 = dur(func(s scaleSample) time.Duration { return s.agChg })
+		row.AgDefOverSt = col(func(s scaleSample) float64 { return float64(s.agDef) / float64(s.st) })
+		row.AgChgOverSt = col(func(s scaleSample) float64 { return float64(s.agChg) / float64(s.st) })
+		row.DefOverAgDef = col(func(s scaleSample) float64 { return float64(s.def) / float64(s.agDef) })
+		row.ChgOverAgChg = col(func(s scaleSample) float64 { return float64(s.chg) / float64(s.agChg) })
 	}
-	os.RemoveAll(state)
-	os.RemoveAll(snaps)
+}
 
-	// The first session, each from an empty state, against git add -A of the same
-	// tree into a fresh repository.
+// firstSessions times the first session, each from an empty state, against git
+// add -A of the same tree into a fresh repository.
+func (r *scaleRun) firstSessions(row *ScaleRow) error {
 	var firsts, adds, ratios []float64
-	for i := 0; i < cfg.First; i++ {
-		cfg.progress("%s: first session %d/%d", spec.name(), i+1, cfg.First)
-		st, sn := filepath.Join(work, "first-state"), filepath.Join(work, "first-snaps")
-		d, err := launch(st, sn, false, "true")
+	for i := 0; i < r.cfg.First; i++ {
+		r.cfg.progress("%s: first session %d/%d", r.spec.name(), i+1, r.cfg.First)
+		st, sn := filepath.Join(r.work, "first-state"), filepath.Join(r.work, "first-snaps")
+		d, err := r.launch(st, sn, false, "true")
 		if err != nil {
-			return row, err
+			return err
 		}
 		if i == 0 {
 			row.ShadowDisk = diskUsage(st)
 		}
 		os.RemoveAll(st)
 		os.RemoveAll(sn)
-		fresh := filepath.Join(work, "fresh.git")
-		if err := git(work, nil, "init", "-q", "--bare", fresh); err != nil {
-			return row, err
+		fresh := filepath.Join(r.work, "fresh.git")
+		if err := git(r.work, nil, "init", "-q", "--bare", fresh); err != nil {
+			return err
 		}
-		a, err := timeGit(repo, "--git-dir", fresh, "--work-tree", repo, "add", "-A")
+		a, err := timeGit(r.repo, "--git-dir", fresh, "--work-tree", r.repo, "add", "-A")
 		os.RemoveAll(fresh)
 		if err != nil {
-			return row, err
+			return err
 		}
 		firsts, adds, ratios = append(firsts, float64(d)), append(adds, float64(a)), append(ratios, float64(d)/float64(a))
 	}
 	row.First, row.AddA, row.FirstOverA = time.Duration(median(firsts)), time.Duration(median(adds)), median(ratios)
+	return nil
+}
 
-	// Disk: cfg.Sessions unchanged sessions into an empty snapshot directory (the
-	// state is warm: the record's first session is not what is measured here).
-	st, sn := filepath.Join(work, "disk-state"), filepath.Join(work, "disk-snaps")
-	if _, err := launch(st, filepath.Join(work, "disk-warm"), false, "true"); err != nil {
-		return row, err
+// disk measures cfg.Sessions unchanged sessions into an empty snapshot directory
+// (the state is warm: the record's first session is not what is measured here).
+func (r *scaleRun) disk(row *ScaleRow) error {
+	st, sn := filepath.Join(r.work, "disk-state"), filepath.Join(r.work, "disk-snaps")
+	if _, err := r.launch(st, filepath.Join(r.work, "disk-warm"), false, "true"); err != nil {
+		return err
 	}
-	os.RemoveAll(filepath.Join(work, "disk-warm"))
+	os.RemoveAll(filepath.Join(r.work, "disk-warm"))
 	var prev int64
 	var incs []float64
-	for i := 0; i < cfg.Sessions; i++ {
-		cfg.progress("%s: disk, session %d/%d", spec.name(), i+1, cfg.Sessions)
-		if _, err := launch(st, sn, false, "true"); err != nil {
-			return row, err
+	for i := 0; i < r.cfg.Sessions; i++ {
+		r.cfg.progress("%s: disk, session %d/%d", r.spec.name(), i+1, r.cfg.Sessions)
+		if _, err := r.launch(st, sn, false, "true"); err != nil {
+			return err
 		}
 		now := diskUsage(sn) + snapshotStoreUsage(st)
 		if i == 0 {
@@ -506,11 +546,7 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	if len(incs) > 0 {
 		row.SnapEach = int64(median(incs))
 	}
-	cfg.progress("")
-	if cfg.Progress != nil {
-		fmt.Fprint(cfg.Progress, "\r\033[K")
-	}
-	return row, nil
+	return nil
 }
 
 // copyRepo copies the repository src (work tree and .git) to dst, hard-linking

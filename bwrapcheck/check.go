@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // EnvVar names the environment variable that selects the bwrap binary instead of
@@ -64,7 +64,7 @@ func Lookup(writable ...string) (Binary, error) {
 
 // Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute and
 // not inside one of writable), else
-// "bwrap" on PATH as policy.LookPath finds it: never in one of writable, in a Git
+// "bwrap" on PATH as hostpath.LookPath finds it: never in one of writable, in a Git
 // working tree, through a relative PATH entry or in a directory others can write,
 // since the launcher runs it on the host with the whole sandbox's argv. It does not
 // check the binary.
@@ -73,12 +73,12 @@ func Find(writable ...string) (string, error) {
 		if !filepath.IsAbs(p) {
 			return "", &Error{Path: p, Reason: EnvVar + " must be an absolute path"}
 		}
-		if root, ok := policy.InsideWritable(filepath.Clean(p), writable...); ok {
+		if root, ok := hostpath.InsideWritable(filepath.Clean(p), writable...); ok {
 			return "", &Error{Path: p, Reason: fmt.Sprintf("lies inside %s, which the sandbox can write: a session could replace it, and agentbox runs it on the host; install bwrap outside it", termsafe.Quote(root))}
 		}
 		return filepath.Clean(p), nil
 	}
-	p, err := policy.LookPath("bwrap", writable...)
+	p, err := hostpath.LookPath("bwrap", writable...)
 	if err != nil {
 		return "", &Error{Err: err,
 			Reason: fmt.Sprintf("%v: install bubblewrap %s or newer, or set %s to its absolute path", err, Minimum, EnvVar)}

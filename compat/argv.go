@@ -1,7 +1,7 @@
 // Package compat is the bubblewrap backend: it translates the mount plan into bwrap
 // options, one plan operation at a time, and runs bwrap with the same exit-status
 // semantics as the native backend. It makes no policy decision: what is mounted, in
-// which order, comes from mounts.Build; an operation with no bwrap form is an error,
+// which order, comes from build.Plan; an operation with no bwrap form is an error,
 // never a silent skip. Which binary may run is bwrapcheck's decision.
 //
 // The translation is pure and builds on any OS; running bwrap is in run_linux.go.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -126,7 +127,7 @@ func TestArgvBuild(t *testing.T) {
 		Repo: "/home/u/repo", Home: "/home/u", Workdir: "/home/u/repo/sub", Offline: true,
 		Backend: policy.BackendBwrap, Command: []string{"sh", "-c", "echo 'hi'; exit 3"},
 	}
-	plan := mounts.Build(p, mounts.Session{
+	plan := build.Plan(p, mounts.Session{
 		Protected: []mounts.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
 	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
@@ -159,7 +160,7 @@ func TestArgvBuild(t *testing.T) {
 
 	// Without --offline the network is shared; --disk-tmp binds a directory at /tmp.
 	p.Offline = false
-	plan = mounts.Build(p, mounts.Session{DiskTmp: "/home/u/.cache/agentbox/tmp/s1"})
+	plan = build.Plan(p, mounts.Session{DiskTmp: "/home/u/.cache/agentbox/tmp/s1"})
 	argv, err := argvOf(plan)
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func parseArgv(argv []string) (mounts.Plan, error) {
 // corpus is in testdata/fuzz/FuzzArgv.
 func FuzzArgv(f *testing.F) {
 	p := &policy.Policy{Repo: "/r", Home: "/h", Workdir: "/r", Command: []string{"sh"}}
-	b, _ := json.Marshal(mounts.Build(p, mounts.Session{Protected: []mounts.Protected{{Path: "/r/.git/hooks"}}}))
+	b, _ := json.Marshal(build.Plan(p, mounts.Session{Protected: []mounts.Protected{{Path: "/r/.git/hooks"}}}))
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var plan mounts.Plan
@@ -438,7 +439,7 @@ func TestArgvAllowNet(t *testing.T) {
 func TestArgvTmpSize(t *testing.T) {
 	p := &policy.Policy{Repo: "/home/u/repo", Home: "/home/u", Workdir: "/home/u/repo", Command: []string{"true"},
 		KeepPrivate: []string{"/home/u/.claude/shell-snapshots"}, TmpSize: 8 << 20}
-	argv, err := argvOf(mounts.Build(p, mounts.Session{}))
+	argv, err := argvOf(build.Plan(p, mounts.Session{}))
 	if err != nil {
 		t.Fatal(err)
 	}

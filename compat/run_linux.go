@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/seccomp"
 )
 
 // Run checks the bwrap binary (bwrapcheck.Lookup) and runs InitCommand's argv: bwrap
@@ -202,10 +202,10 @@ func readStatus(r *os.File, childPID chan<- int) error {
 }
 
 // seccompPipe returns the read end of a pipe that holds the whole filter program
-// (ttyfilter.Program); bwrap reads it to EOF. The program is a few hundred bytes, far below
+// (seccomp.Program); bwrap reads it to EOF. The program is a few hundred bytes, far below
 // a pipe's capacity, so the write cannot block.
 func seccompPipe() (*os.File, error) {
-	prog, err := ttyfilter.Program()
+	prog, err := seccomp.Program()
 	if err != nil {
 		return nil, fmt.Errorf("bwrap backend: %w", err)
 	}

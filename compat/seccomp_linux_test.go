@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/seccomp"
 )
 
 // TestRunPassesFilter checks that bwrap receives the program on SeccompFD, whole, and
@@ -36,7 +36,7 @@ printf '{ "child-pid": 1 }\n{ "exit-code": 0 }\n' >&3`)
 	if _, _, err := runFake(t, bin, testPlan()); err == nil || !strings.Contains(err.Error(), "before the command started") {
 		t.Fatalf("Run with a fake that never starts the init: %v", err)
 	}
-	want, _ := ttyfilter.Program()
+	want, _ := seccomp.Program()
 	if b, err := os.ReadFile(got); err != nil || !bytes.Equal(b, want) {
 		t.Errorf("bwrap read %d bytes on fd 4 (%v), want the %d-byte program", len(b), err, len(want))
 	}

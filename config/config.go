@@ -31,6 +31,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -523,7 +524,7 @@ func lower(fs *flag.FlagSet, f *flag.Flag, s Setting) error {
 		return bad(err.Error())
 	}
 	if want > have {
-		return bad(fmt.Sprintf("%s is more than the %s the user's policy gives: a repository's file may only lower it (the sandbox can write it)", policy.FormatSize(want), policy.FormatSize(have)))
+		return bad(fmt.Sprintf("%s is more than the %s the user's policy gives: a repository's file may only lower it (the sandbox can write it)", bytesize.Format(want), bytesize.Format(have)))
 	}
 	if err := fs.Set(s.Key, text); err != nil {
 		return bad(err.Error())

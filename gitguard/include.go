@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // canonical resolves every symlink of path as far as path exists and appends the
@@ -73,7 +73,7 @@ func (c *collector) includes(files []string, home string) {
 			if canon == "" {
 				continue
 			}
-			if policy.Within(canon, c.repo) {
+			if hostpath.Within(canon, c.repo) {
 				if missing == "" {
 					c.add(canon, false, true)
 				} else {

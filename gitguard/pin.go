@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // PinnedDirs returns the directories that must be mount points in the sandbox so the
@@ -20,14 +20,14 @@ func PinnedDirs(roots []string, protected []Protected) []string {
 	for _, p := range protected {
 		root := ""
 		for _, r := range roots {
-			if policy.Within(p.Path, r) && len(r) > len(root) {
+			if hostpath.Within(p.Path, r) && len(r) > len(root) {
 				root = r
 			}
 		}
 		if root == "" {
 			continue
 		}
-		for d := filepath.Dir(p.Path); d != root && policy.Within(d, root); d = filepath.Dir(d) {
+		for d := filepath.Dir(p.Path); d != root && hostpath.Within(d, root); d = filepath.Dir(d) {
 			if !seen[d] {
 				seen[d] = true
 				out = append(out, d)

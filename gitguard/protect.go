@@ -18,13 +18,13 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // Protected is one path of Git's exec surface that lies inside the repository and
 // must be read-only in the sandbox. The plan owns the type (mounts.Protected):
-// gitguard finds the paths, mounts.Build alone decides the operations for them.
+// gitguard finds the paths, build.Plan alone decides the operations for them.
 type Protected = mounts.Protected
 
 // MaxModuleDepth bounds the walk of nested submodule gitdirs (.git/modules/a/modules/b…).
@@ -172,7 +172,7 @@ func (c *collector) add(path string, dir, whenMissing bool) {
 func (c *collector) hostConfigs(files []string) {
 	for _, f := range files {
 		canon, missing := Canonical(f)
-		if canon == "" || !policy.Within(canon, c.repo) {
+		if canon == "" || !hostpath.Within(canon, c.repo) {
 			continue
 		}
 		if missing == "" {
@@ -198,7 +198,7 @@ func (c *collector) configFiles() []string {
 // inside reports whether path lies in one of the writable roots.
 func (c *collector) inside(path string) bool {
 	for _, r := range c.roots {
-		if policy.Within(path, r) {
+		if hostpath.Within(path, r) {
 			return true
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // Linked worktrees. A linked worktree's metadata lives outside its directory: the
@@ -112,7 +112,7 @@ func FindLinkedWorktree(repo string) (*LinkedWorktree, error) {
 	if back != dotgit {
 		return nil, bad("%s/gitdir points at %s, not here (moved? run git worktree repair)", gitdir, back)
 	}
-	if policy.Within(common, repo) || policy.Within(repo, common) {
+	if hostpath.Within(common, repo) || hostpath.Within(repo, common) {
 		return nil, bad("the common dir %s and the worktree %s overlap", common, repo)
 	}
 	w := &LinkedWorktree{GitDir: gitdir, CommonDir: common}

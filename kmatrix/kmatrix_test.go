@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/kmatrix/vmproto"
 )
 
@@ -314,6 +315,9 @@ func TestBootFailureAndCrashReason(t *testing.T) {
 // measured missing there; any other skip, or a gate for a feature that is present,
 // fails the cell.
 func TestUnjustifiedSkips(t *testing.T) {
+	if testenv.KernelGate != vmproto.KernelGate {
+		t.Fatalf("testenv.SkipKernel writes %q, kmatrix parses %q", testenv.KernelGate, vmproto.KernelGate)
+	}
 	features := []Feature{{Name: "userns", OK: false}, {Name: "mount_setattr", OK: true}}
 	for _, tc := range []struct {
 		reason string

@@ -1,5 +1,5 @@
 // Package mounts holds the sandbox's mount plan: an ordered list of operations built
-// by one function from a policy. The native backend executes it with system calls,
+// by one function from a policy (package mounts/build). The native backend executes it with system calls,
 // the bwrap backend translates it to bwrap options; neither decides what is
 // protected. The vocabulary is limited to what both backends can express.
 package mounts
@@ -10,8 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentbox/agentbox/netproxy"
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/bytesize"
 )
 
 // Kind is the type of one mount operation.
@@ -53,26 +52,6 @@ const (
 
 // Kinds lists every operation kind; tests walk it through both backends.
 var Kinds = []Kind{BindRO, Bind, Tmpfs, Overlay, Proc, Dev, ReadOnly, Mask}
-
-// What a sandbox whose uid or gid is the host's 0 could write by file mode alone
-// (the kernel asks no capability: proc_sys_permission and sysrq's write check only
-// the owner's bits). systemd's ProtectKernelTunables= and the OCI runtime spec's
-// default readonlyPaths (runc) name /proc/sys, /proc/sysrq-trigger, /proc/irq,
-// /proc/bus and /proc/fs; the whole of /proc is made read-only instead, because the
-// host network namespace's per-process /proc/PID/net entries (xt_recent lists, the
-// sunrpc caches' channels) are guarded the same way and cannot be covered one by one.
-// A root session loses only writes to its own /proc/PID files.
-var readOnlyPaths = []string{"/proc"}
-
-// Files that give a host-root sandbox what a user cannot read or write: the OCI
-// default maskedPaths (kernel memory, other users' key names, the host's timers and
-// scheduler state, ACPI wakeup and SCSI control, firmware tables, energy counters),
-// plus the physical page maps (/proc/kpage*, a Rowhammer aid).
-var maskedPaths = []string{
-	"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-	"/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/kpagecount",
-	"/proc/kpageflags", "/proc/kpagecgroup", "/sys/firmware", "/sys/devices/virtual/powercap",
-}
 
 // Op is one mount operation.
 type Op struct {
@@ -140,11 +119,11 @@ type Plan struct {
 	// 127.0.0.1:Inside in the new network namespace for each and hands them to the
 	// launcher with the proxy's, which relays each connection to the host's
 	// 127.0.0.1:Host.
-	HostPorts []policy.PortMap `json:"host_ports,omitempty"`
+	HostPorts []Forward `json:"host_ports,omitempty"`
 	// Publish (--publish): the launcher listens on the host's 127.0.0.1:Host and
 	// relays each connection to 127.0.0.1:Inside in the new network namespace,
 	// through a socket the init creates there on the launcher's request.
-	Publish []policy.PortMap `json:"publish,omitempty"`
+	Publish []Forward `json:"publish,omitempty"`
 	// Env are variables the command gets on top of its environment, replacing
 	// those of the same name (the proxy's).
 	Env []string `json:"env,omitempty"`
@@ -176,7 +155,7 @@ type Plan struct {
 
 // Writable lists the host directories the sandbox can write: the sources of the
 // writable binds (the repository, a linked worktree's metadata, the --disk-tmp
-// directory). The launcher runs nothing found in them (policy.LookPath).
+// directory). The launcher runs nothing found in them (hostpath.LookPath).
 func (p Plan) Writable() []string {
 	var out []string
 	for _, op := range p.Ops {
@@ -189,6 +168,13 @@ func (p Plan) Writable() []string {
 
 // ProxyAddr is where the proxy listens inside the sandbox (Plan.Proxy).
 const ProxyAddr = "127.0.0.1:3128"
+
+// Forward is one --host-port or --publish forwarding (policy.PortMap): TCP between
+// 127.0.0.1:Inside in the sandbox's network namespace and 127.0.0.1:Host on the host.
+type Forward struct {
+	Inside int `json:"inside"`
+	Host   int `json:"host"`
+}
 
 // Served reports whether the launcher serves the sandbox's network namespace from
 // outside (the proxy, --host-port, --publish): the Go init, which creates the
@@ -209,7 +195,7 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	if p.TmpSize > 0 {
-		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", policy.FormatSize(p.TmpSize))
+		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", bytesize.Format(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {
@@ -239,7 +225,7 @@ func (p Plan) JSON() ([]byte, error) {
 }
 
 // Protected is one path of Git's exec surface that lies inside the writable set and
-// must be read-only in the sandbox. gitguard.ProtectedPaths finds them; Build alone
+// must be read-only in the sandbox. gitguard.ProtectedPaths finds them; build.Plan alone
 // turns them into operations (the last ones, so they win).
 type Protected struct {
 	Path   string // absolute host path, inside the repository, free of symlinks
@@ -257,13 +243,13 @@ type Session struct {
 	Empty     EmptySources // stand-ins for hidden paths (hide.go)
 	// HostRoot: the sandbox's uid or gid is the host's 0 (agentbox started as root;
 	// the ids map to themselves). The kernel then lets the command write kernel
-	// tunables by file mode alone, capabilities or not, so Build covers them (P12).
+	// tunables by file mode alone, capabilities or not, so build.Plan covers them (P12).
 	HostRoot bool
 	// ScopeAbstractUnix: the kernel can keep the command off the host's abstract
-	// Unix sockets (kernel.CanScopeAbstractUnix); Build puts it in the plan.
+	// Unix sockets (kernel.CanScopeAbstractUnix); build.Plan puts it in the plan.
 	ScopeAbstractUnix bool
 	// DenyPathSockets: the kernel can keep the command off every path socket made
-	// outside it but the granted ones (kernel.CanDenyPathSockets); Build puts it in
+	// outside it but the granted ones (kernel.CanDenyPathSockets); build.Plan puts it in
 	// the plan, with its grants, and MaskSockets is then empty.
 	DenyPathSockets bool
 	// MaskSockets are host path sockets on the read-only view (outside /tmp, /run,
@@ -272,7 +258,7 @@ type Session struct {
 	MaskSockets []string
 	// SourceIDs are the identities the launcher saw, right before the launch, for
 	// the sources it rechecked (the repository, protected Git paths, kept and added
-	// directories); Build puts each on every bind of that source (Op.SourceID).
+	// directories); build.Plan puts each on every bind of that source (Op.SourceID).
 	SourceIDs map[string]FileID
 }
 
@@ -286,120 +272,4 @@ const MaskSource = "/dev/null"
 // or gid 0: both backends map the launcher's ids to themselves (Session.HostRoot).
 func IsHostRoot() bool {
 	return os.Getuid() == 0 || os.Getgid() == 0
-}
-
-// hostRootCovers are the operations that keep a host-root sandbox off the kernel's
-// tunables. Only a host-root sandbox gets them: a user's sandbox cannot write them
-// anyway, and a locked mount over a non-empty part of /proc makes the kernel refuse
-// a nested unprivileged proc mount (fs/namespace.c, mount_too_revealing), which
-// agents' own sandboxes (bwrap --proc, unshare --mount-proc) need. For host root that
-// refusal is wanted: a fresh proc would show /proc/sys writable again. bubblewrap
-// decides the same way (its /proc covers apply when the path is writable).
-func hostRootCovers() []Op {
-	var ops []Op
-	for _, p := range readOnlyPaths {
-		ops = append(ops, Op{Kind: ReadOnly, Dest: p, Why: "P12 kernel tunables read-only for host root"})
-	}
-	for _, p := range maskedPaths {
-		ops = append(ops, Op{Kind: Mask, Dest: p, Why: "P12 kernel interface masked for host root"})
-	}
-	return ops
-}
-
-// Build returns the mount plan for a policy. It is the only place that orders mounts:
-//
-//  1. "/" read-only, recursively (P1);
-//  2. private /proc and /dev for the new namespaces (P5); for a host-root sandbox,
-//     /proc read-only (the kernel's tunables and triggers) and the kernel's secrets
-//     masked (P12);
-//  3. private /tmp and /run (P4, P10);
-//  4. the HOME overlay (P3), after /tmp so that a HOME below /tmp stays overlaid;
-//  5. kept paths (--keep, --keep-agent) writable over the HOME overlay, then the
-//     read-only directories inside them (keep.go); none contains or lies in the
-//     repository (policy), so the order with it does not matter;
-//  6. the repository writable (P2), after /tmp, /run and HOME so that a repository
-//     below any of them stays reachable at its own path (P6);
-//  7. a linked worktree's Git metadata writable (it lives outside the repo);
-//  8. the directories above protected paths bound onto themselves, so that none can
-//     be renamed away with its read-only mounts inside (P7);
-//  9. extra read-only binds (the push guard), then hidden paths (empty stand-ins
-//     bound read-only over them, after every writable bind that could hold them),
-//     then the handed-in sockets (socket.go);
-//  10. the protected Git paths read-only, last, so they win over every writable bind (P7).
-func Build(p *policy.Policy, s Session) Plan {
-	ops := []Op{
-		{Kind: BindRO, Source: "/", Dest: "/", Why: "P1 host read-only"},
-		{Kind: Proc, Dest: "/proc", Why: "P5 proc of the new PID namespace"},
-		{Kind: Dev, Dest: "/dev", Why: "P5 minimal private /dev"},
-	}
-	if s.HostRoot {
-		ops = append(ops, hostRootCovers()...)
-	}
-	if s.DiskTmp != "" {
-		ops = append(ops, Op{Kind: Bind, Source: s.DiskTmp, Dest: "/tmp", Why: "P10 private /tmp on disk"})
-	} else {
-		ops = append(ops, Op{Kind: Tmpfs, Dest: "/tmp", Mode: 01777, Why: "P4 private /tmp"})
-	}
-	ops = append(ops, Op{Kind: Tmpfs, Dest: "/run", Mode: 0755, Why: "P4 private /run"})
-	if p.Home != "" {
-		ops = append(ops, Op{Kind: Overlay, Source: p.Home, Dest: p.Home, Why: "P3 disposable HOME"})
-		ops = append(ops, keptOps(p)...)
-	}
-	if p.ReadOnly {
-		// --read-only: a review session; nothing in the repository is writable, so
-		// there is nothing to pin or protect (the launcher passes no Git ops).
-		if policy.Within(p.Repo, "/tmp") || policy.Within(p.Repo, "/run") {
-			// The private /tmp or /run has no mount point for it, and only a writable
-			// bind creates one (every backend): covered at once by the read-only
-			// bind, before anything of the sandbox runs (as for sockets).
-			ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "mount point for the read-only repository, covered by the next op"})
-		}
-		ops = append(ops, Op{Kind: BindRO, Source: p.Repo, Dest: p.Repo, Why: "P2 repository read-only (--read-only)"})
-	} else {
-		ops = append(ops, Op{Kind: Bind, Source: p.Repo, Dest: p.Repo, Why: "P2 writable repository"})
-	}
-	for _, d := range p.AddDirs {
-		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P2 further writable directory (--add-dir)"})
-	}
-	ops = append(ops, s.GitRW...)
-	for _, d := range s.Pinned {
-		ops = append(ops, Op{Kind: Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})
-	}
-	ops = append(ops, s.ExtraRO...)
-	ops = append(ops, hiddenOps(p, s.Empty)...)
-	for _, sock := range s.MaskSockets {
-		// A socket removed between this list and the mount (by its daemon, or by
-		// another session's sandbox in its own directory) is skipped: failing
-		// the launch let one session stop another's.
-		ops = append(ops, Op{Kind: BindRO, Source: MaskSource, Dest: sock, Why: "P4 host socket unreachable", IfExists: true})
-	}
-	ops = append(ops, socketOps(p)...)
-	for _, g := range s.Protected {
-		ops = append(ops, Op{Kind: BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
-	}
-	for i, op := range ops {
-		if id, ok := s.SourceIDs[op.Source]; ok && (op.Kind == Bind || op.Kind == BindRO) {
-			ops[i].SourceID = id
-		}
-	}
-	plan := Plan{
-		Ops:        ops,
-		Namespaces: Namespaces{Net: p.Offline || len(p.AllowNet) > 0},
-		Workdir:    p.Workdir,
-		Command:    p.Command,
-		// A new network namespace has no host abstract socket in it; the scope
-		// costs nothing there and keeps a nested one honest too.
-		ScopeAbstractUnix: s.ScopeAbstractUnix,
-		TmpSize:           p.TmpSize,
-	}
-	if s.DenyPathSockets {
-		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p, s)
-	}
-	if len(p.AllowNet) > 0 {
-		plan.Proxy, plan.Env = ProxyAddr, netproxy.Env(ProxyAddr)
-	}
-	if plan.Namespaces.Net {
-		plan.HostPorts, plan.Publish = p.HostPorts, p.Publish
-	}
-	return plan
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit/protocol"
-	"github.com/agentbox/agentbox/policy"
 )
 
 func TestWithEnv(t *testing.T) {
@@ -69,7 +68,7 @@ func TestListenerHandOff(t *testing.T) {
 // The proxy's listener comes first, the --host-port ones after it in plan order; a
 // message with another count of descriptors hands none over and closes them all.
 func TestHostPortListenersHandOff(t *testing.T) {
-	plan := mounts.Plan{Proxy: mounts.ProxyAddr, HostPorts: []policy.PortMap{{Inside: 1, Host: 2}, {Inside: 3, Host: 4}}}
+	plan := mounts.Plan{Proxy: mounts.ProxyAddr, HostPorts: []mounts.Forward{{Inside: 1, Host: 2}, {Inside: 3, Host: 4}}}
 	fds := func(n int) []int {
 		var out []int
 		for range n {

@@ -45,7 +45,7 @@ func childrenOf(pid int) []int {
 }
 
 // The raw init's loop goes on when poll(2) itself fails: with RLIMIT_NOFILE set to 1
-// on it (from the host: the command may not, ttyfilter), every poll fails with
+// on it (from the host: the command may not, internal/seccomp), every poll fails with
 // EINVAL. It once spun on that at 100% CPU and never saw the command end. The
 // command makes the init wake (an orphan exits), then exits 5 itself: the session
 // must end with 5.

@@ -4,7 +4,7 @@
 // compiled plan both native inits run (nsinit/program), the bwrap translation
 // (compat) and doctor's probe (internal/kernel) all ask it.
 //
-// It decides nothing about where an overlay goes: that is the plan's (mounts.Build).
+// It decides nothing about where an overlay goes: that is the plan's (build.Plan).
 // It makes no system call: the executors stat, chown, chmod and mount.
 package overlay
 

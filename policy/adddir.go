@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/agentbox/agentbox/internal/hostpath"
+
 // resolveAddDirs validates --add-dir: each is a further writable directory with the
 // repository's rules (P6: not /, not containing HOME, /tmp, /run, /proc or /dev, not
 // in /proc, /sys or /dev), and it may neither overlap the repository or another one
@@ -28,7 +30,7 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 		}
 		refuse := func(why string) error { return &Error{What: "--add-dir", Path: arg, Reason: why} }
 		for _, w := range append([]string{p.Repo}, p.AddDirs...) {
-			if Within(dir, w) || Within(w, dir) {
+			if hostpath.Within(dir, w) || hostpath.Within(w, dir) {
 				return refuse("overlaps " + quote(w) + ", which is writable already")
 			}
 		}
@@ -37,7 +39,7 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 				continue
 			}
 			for _, form := range canonicalForms(own) {
-				if Within(form, dir) {
+				if hostpath.Within(form, dir) {
 					return refuse("holds agentbox's own state or cache (" + quote(own) + "), which the sandbox must not write")
 				}
 			}
@@ -46,7 +48,7 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 			return err
 		}
 		for _, k := range p.Keep {
-			if Within(k.Path, dir) || Within(dir, k.Path) {
+			if hostpath.Within(k.Path, dir) || hostpath.Within(dir, k.Path) {
 				return refuse("overlaps the kept path " + quote(k.Path))
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // ConfigFile is the user's config file below Policy.ConfigDir.
@@ -57,7 +59,7 @@ func resolveExisting(path string) string {
 // "--keep") that holds the user's config, or lies inside its directory.
 func (p *Policy) checkConfigNotWritable(what, arg, dir string) error {
 	for _, f := range p.configForms() {
-		if Within(f, dir) || Within(dir, f) {
+		if hostpath.Within(f, dir) || hostpath.Within(dir, f) {
 			return &Error{What: what, Path: arg, Reason: "holds agentbox's own config (" + quote(filepath.Join(p.ConfigDir, ConfigFile)) +
 				"), which the sandbox could change to widen its next session; set XDG_CONFIG_HOME elsewhere or keep the config out of it"}
 		}

@@ -3,6 +3,8 @@ package policy
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // Writable grants and Git directories (P7). Git runs a Git directory's hooks and
@@ -46,7 +48,7 @@ type Grant struct {
 }
 
 // Covers reports whether path is the grant's path or lies below it.
-func (g Grant) Covers(path string) bool { return Within(path, g.Path) }
+func (g Grant) Covers(path string) bool { return hostpath.Within(path, g.Path) }
 
 // CheckGrant applies the Git-directory rule to one writable grant: path (absolute;
 // the symlinks of its existing part are resolved first) must not be a Git directory
@@ -70,7 +72,7 @@ func CheckGrant(what, arg, path string, kind GrantKind) (Grant, error) {
 	// A missing tail is checked by name: a .git there would be created in a Git
 	// directory's place.
 	if seen.inside == "" && seen.missing != "" {
-		for d := canon; Within(d, seen.missing); d = filepath.Dir(d) {
+		for d := canon; hostpath.Within(d, seen.missing); d = filepath.Dir(d) {
 			if isDotGit(filepath.Base(d)) {
 				seen.inside = d
 				seen.why = "named .git"

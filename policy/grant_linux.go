@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ func inspect(canon string) (inspection, error) {
 			}
 			// A .git file names its gitdir: one that is, or holds, the path is a
 			// Git directory even before it has Git's shape.
-			if gd := gitFileTarget(fd, cur); gd != "" && Within(canon, gd) && seen.inside == "" && seen.leaf == "" {
+			if gd := gitFileTarget(fd, cur); gd != "" && hostpath.Within(canon, gd) && seen.inside == "" && seen.leaf == "" {
 				if gd == canon {
 					seen.leaf = "named by " + quote(filepath.Join(cur, ".git"))
 				} else {

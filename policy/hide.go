@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // Hidden is one path that is empty inside the sandbox (--hide, --hide-secrets): an
@@ -104,7 +106,7 @@ func secretSSH(dir string) []string {
 
 func (p *Policy) inKept(path string) bool {
 	for _, k := range p.Keep {
-		if Within(path, k.Path) {
+		if hostpath.Within(path, k.Path) {
 			return true
 		}
 	}
@@ -140,33 +142,33 @@ func checkHide(p *Policy, arg, path, from string) (Hidden, error) {
 		return refuse("needs $XDG_CACHE_HOME or $HOME for the empty stand-ins")
 	}
 	for _, d := range append([]string{"/tmp", "/run"}, pseudo...) {
-		if Within(canon, d) {
+		if hostpath.Within(canon, d) {
 			return refuse("lies in " + d + ", which the sandbox has its own of")
 		}
 	}
 	switch {
 	case canon == "/":
 		return refuse("is the root directory")
-	case Within(p.Repo, canon):
+	case hostpath.Within(p.Repo, canon):
 		return refuse("contains the repository")
-	case Within(canon, filepath.Join(p.Repo, ".git")):
+	case hostpath.Within(canon, filepath.Join(p.Repo, ".git")):
 		return refuse("lies in the repository's Git metadata, which the Git protections mount over")
 	}
 	for _, d := range p.AddDirs {
-		if Within(d, canon) {
+		if hostpath.Within(d, canon) {
 			return refuse("contains the added directory " + quote(d))
 		}
-		if Within(canon, filepath.Join(d, ".git")) {
+		if hostpath.Within(canon, filepath.Join(d, ".git")) {
 			return refuse("lies in the Git metadata of " + quote(d) + ", which the Git protections mount over")
 		}
 	}
 	for _, k := range p.Keep {
-		if Within(k.Path, canon) {
+		if hostpath.Within(k.Path, canon) {
 			return refuse("contains the kept path " + quote(k.Path) + "; keep less or hide less")
 		}
 	}
 	for _, own := range []string{p.CacheDir, p.StateDir} {
-		if own != "" && (Within(own, canon) || Within(canon, own)) {
+		if own != "" && (hostpath.Within(own, canon) || hostpath.Within(canon, own)) {
 			return refuse("holds agentbox's own state or cache")
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/agentcfg"
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // Kept is one path below HOME bound writable through the HOME overlay (--keep,
@@ -95,7 +96,7 @@ func (p *Policy) agentSurface() error {
 			for _, rel := range list.rels {
 				d := filepath.Join(p.Home, rel)
 				for _, k := range p.Keep {
-					if Within(k.Path, d) {
+					if hostpath.Within(k.Path, d) {
 						return &Error{What: k.From, Path: k.Path, Reason: "lies in " + quote(d) + ", which " + name + " runs or sources later as you: agentbox keeps it read-only or private inside (keep " + quote(filepath.Dir(d)) + " instead)"}
 					}
 				}
@@ -129,17 +130,17 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 	path = filepath.Clean(path)
 	// HOME may be given through a link (policy resolved it); accept the path as
 	// written below either form, and name it below the canonical one.
-	if raw := filepath.Clean(rawHome); filepath.IsAbs(raw) && raw != p.Home && Within(path, raw) {
+	if raw := filepath.Clean(rawHome); filepath.IsAbs(raw) && raw != p.Home && hostpath.Within(path, raw) {
 		path = filepath.Join(p.Home, strings.TrimPrefix(path, raw))
 	}
 	switch {
 	case path == p.Home:
 		return refuse("is HOME itself; keeping it would make all of HOME writable (keep the paths below it you need)")
-	case !Within(path, p.Home):
+	case !hostpath.Within(path, p.Home):
 		return refuse("lies outside HOME " + quote(p.Home) + "; only paths below HOME can be kept")
-	case Within(p.Repo, path):
+	case hostpath.Within(p.Repo, path):
 		return refuse("contains the repository; the repository is bound on its own (P2, P7)")
-	case Within(path, p.Repo):
+	case hostpath.Within(path, p.Repo):
 		return refuse("lies inside the repository, which is writable already")
 	}
 	for _, dir := range []string{p.StateDir, p.CacheDir} {
@@ -147,7 +148,7 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 			continue
 		}
 		for _, own := range canonicalForms(dir) {
-			if Within(own, path) || Within(path, own) {
+			if hostpath.Within(own, path) || hostpath.Within(path, own) {
 				return refuse("holds agentbox's own state or cache (" + quote(dir) + "), which the sandbox must not write")
 			}
 		}
@@ -156,7 +157,7 @@ func checkKeep(p *Policy, rawHome, path, from string, mayCreate bool) (Kept, err
 		return Kept{}, err
 	}
 	for _, g := range []string{".gitconfig", ".config/git"} {
-		if gp := filepath.Join(p.Home, g); Within(gp, path) || Within(path, gp) {
+		if gp := filepath.Join(p.Home, g); hostpath.Within(gp, path) || hostpath.Within(path, gp) {
 			return refuse("holds Git's global config (" + quote(gp) + "), which the operator's Git runs programs from; agentbox does not keep it")
 		}
 	}

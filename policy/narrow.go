@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/bytesize"
 )
 
 // A repository's own file (config.RepoFile) is written by the sandbox, so it may
@@ -122,7 +124,7 @@ func netMode(p *Policy) string {
 // no budget at all.
 func narrowTmpSize(b, a *Policy) string {
 	if a.TmpSize > b.TmpSize || a.TmpSize <= 0 && b.TmpSize > 0 {
-		return fmt.Sprintf("would raise --tmp-size from %s to %s", FormatSize(b.TmpSize), FormatSize(a.TmpSize))
+		return fmt.Sprintf("would raise --tmp-size from %s to %s", bytesize.Format(b.TmpSize), bytesize.Format(a.TmpSize))
 	}
 	return ""
 }

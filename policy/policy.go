@@ -2,7 +2,7 @@
 // directory is the writable repository, which HOME is overlaid, where agentbox keeps
 // its cache and state. It reads the filesystem to resolve paths but changes nothing.
 //
-// The repository rules (DESIGN.md P2, P6) live here and only here: a repository that is
+// The repository rules (docs/promises.md P2, P6) live here and only here: a repository that is
 // "/" or is or contains $HOME, /tmp, /run, /proc or /dev is refused, because binding
 // such an ancestor writable would undo a protection layer.
 package policy
@@ -10,11 +10,13 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/termsafe"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 
 	"github.com/agentbox/agentbox/netproxy"
 )
@@ -213,7 +215,7 @@ func New(opts Options) (*Policy, error) {
 	}
 
 	p.Workdir = repo
-	if Within(cwd, repo) {
+	if hostpath.Within(cwd, repo) {
 		p.Workdir = cwd
 	}
 
@@ -237,10 +239,7 @@ func New(opts Options) (*Policy, error) {
 	if err := resolveHide(p, opts, cwd); err != nil {
 		return nil, err
 	}
-	if err := resolvePorts(p, opts); err != nil {
-		return nil, err
-	}
-	if err := resolveSSHAgent(p, opts); err != nil {
+	if err := resolveServices(p, opts); err != nil {
 		return nil, err
 	}
 	if err := resolveSockets(p, opts); err != nil {
@@ -348,9 +347,9 @@ func checkHome(home, canon string) error {
 			switch {
 			case canon == form:
 				what = "is " + dir
-			case Within(canon, form):
+			case hostpath.Within(canon, form):
 				what = "lies inside " + dir
-			case Within(form, canon):
+			case hostpath.Within(form, canon):
 				what = "contains " + dir
 			default:
 				continue
@@ -369,7 +368,7 @@ func checkHome(home, canon string) error {
 // else cwd. It resolves symlinks before any rule is checked.
 func resolveRepo(flag, cwd string) (string, error) {
 	if flag == "" {
-		return GitTopLevel(cwd), nil
+		return hostpath.GitTopLevel(cwd), nil
 	}
 	if strings.ContainsRune(flag, 0) {
 		return "", &Error{What: "repo", Path: flag, Reason: "contains a NUL byte"}
@@ -392,27 +391,13 @@ func resolveRepo(flag, cwd string) (string, error) {
 	return canon, nil
 }
 
-// GitTopLevel returns the nearest directory at or above dir that holds a .git entry
-// (a directory, or a file as in linked worktrees and submodules), or dir itself.
-// It looks only at names: running git here could run the repository's own config.
-func GitTopLevel(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		if d == "/" {
-			return dir
-		}
-	}
-}
-
 // CheckRepo applies the repository rules to a canonical path.
 func CheckRepo(repo, home string) error {
 	if repo == "/" {
 		return &Error{What: "repo", Path: repo, Reason: "is the root directory; binding it writable would make the whole host writable"}
 	}
 	for _, dir := range pseudo {
-		if Within(repo, dir) && repo != dir {
+		if hostpath.Within(repo, dir) && repo != dir {
 			return &Error{What: "repo", Path: repo, Reason: "lies inside " + dir + ", a pseudo-filesystem the sandbox replaces"}
 		}
 	}
@@ -422,7 +407,7 @@ func CheckRepo(repo, home string) error {
 	}
 	for _, dir := range guarded {
 		for _, form := range canonicalForms(dir) {
-			if Within(form, repo) {
+			if hostpath.Within(form, repo) {
 				what := "is"
 				if form != repo {
 					what = "contains"
@@ -442,14 +427,6 @@ func canonicalForms(dir string) []string {
 		forms = append(forms, c)
 	}
 	return forms
-}
-
-// Within reports whether path is dir or lies below it. Both must be clean and absolute.
-func Within(path, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
 // reason turns a filesystem error into the short phrase used in refusals.
@@ -475,7 +452,7 @@ func CheckRepoState(repo, stateDir string) error {
 		return nil
 	}
 	for _, form := range canonicalForms(resolveExisting(stateDir)) {
-		if Within(form, repo) || Within(repo, form) {
+		if hostpath.Within(form, repo) || hostpath.Within(repo, form) {
 			return &Error{What: "repo", Path: repo, Reason: "holds agentbox's own state (" + quote(stateDir) + ") or lies in it; set XDG_STATE_HOME elsewhere or pick the project below it"}
 		}
 	}

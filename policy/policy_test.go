@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // tree builds HOME/repo/sub with a .git dir in repo, and returns canonical paths.
@@ -146,7 +148,7 @@ func FuzzRepoRules(f *testing.F) {
 			return
 		}
 		// Whatever was accepted is canonical, a directory, and keeps the rules.
-		if p.Repo == "/" || Within(home, p.Repo) || Within("/tmp", p.Repo) || Within("/proc", p.Repo) {
+		if p.Repo == "/" || hostpath.Within(home, p.Repo) || hostpath.Within("/tmp", p.Repo) || hostpath.Within("/proc", p.Repo) {
 			t.Fatalf("accepted %q as %q", repo, p.Repo)
 		}
 		if c, err := filepath.EvalSymlinks(p.Repo); err != nil || c != p.Repo {

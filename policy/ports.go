@@ -55,6 +55,15 @@ func parsePort(s string) (int, error) {
 	return n, nil
 }
 
+// resolveServices validates the services the launcher runs for the sandbox:
+// --host-port, --publish and --ssh-agent.
+func resolveServices(p *Policy, opts Options) error {
+	if err := resolvePorts(p, opts); err != nil {
+		return err
+	}
+	return resolveSSHAgent(p, opts)
+}
+
 // resolvePorts validates --host-port and --publish. Both need the sandbox's own
 // network namespace (--offline or --allow-net): without one the sandbox shares the
 // host's loopback already. An inside port is taken once (by a --host-port

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // Socket is one host Unix socket handed into the sandbox at its own path
@@ -44,12 +46,12 @@ func resolveSockets(p *Policy, opts Options) error {
 			return refuse("is not a Unix socket")
 		}
 		for _, d := range pseudo {
-			if Within(path, d) {
+			if hostpath.Within(path, d) {
 				return refuse("lies in " + d)
 			}
 		}
 		s := Socket{Path: path, Bind: path}
-		if Within(path, "/tmp") || Within(path, "/run") {
+		if hostpath.Within(path, "/tmp") || hostpath.Within(path, "/run") {
 			dir := filepath.Dir(path)
 			if dir == "/tmp" || dir == "/run" || dir == "/run/user" || filepath.Dir(dir) == "/run/user" {
 				return refuse("lies in " + dir + ", which is shared; only a socket in a directory of its own (like ssh-agent's /tmp/ssh-XXXX/) can be handed in from /tmp or /run")
@@ -63,7 +65,7 @@ func resolveSockets(p *Policy, opts Options) error {
 			}
 			s.Bind = dir
 		}
-		if Within(p.Repo, s.Bind) {
+		if hostpath.Within(p.Repo, s.Bind) {
 			return refuse("contains the repository")
 		}
 		p.Sockets = append(p.Sockets, s)

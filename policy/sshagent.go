@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/sshagent"
 )
 
@@ -51,7 +52,7 @@ func checkAgentNotHandedIn(p *Policy) error {
 		agent = p.SSHAgent
 	}
 	for _, s := range p.Sockets {
-		if Within(agent, s.Bind) {
+		if hostpath.Within(agent, s.Bind) {
 			return &Error{What: "--ssh-agent", Path: s.Path, Reason: "is handed in unfiltered by --allow-socket too; drop that --allow-socket"}
 		}
 	}

@@ -70,14 +70,6 @@ func TestDefaultTmpSize(t *testing.T) {
 	}
 }
 
-func TestFormatSize(t *testing.T) {
-	for n, want := range map[int64]string{512: "512", 1 << 20: "1M", 4 << 30: "4G", 1536 << 20: "1.5G", 3 << 40: "3T", 1025: "1.0K"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestNewTmpSize: the policy carries the budget, the default when none is given,
 // and a bad one is refused naming the flag.
 func TestNewTmpSize(t *testing.T) {

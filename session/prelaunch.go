@@ -56,7 +56,7 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 	if p.ReadOnly {
 		rec.Begin(cfg.record(), nil)
 		mark("record start")
-		return nil // readonly.go: nothing to audit or snapshot
+		return nil // prepare/readonly.go: nothing to audit or snapshot
 	}
 	if cfg.NoAudit {
 		rec.Begin(cfg.record(), nil)

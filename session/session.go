@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/session/netsvc"
 	"github.com/agentbox/agentbox/session/portsvc"
+	"github.com/agentbox/agentbox/session/prepare"
 	"github.com/agentbox/agentbox/session/record"
 )
 
@@ -50,7 +49,7 @@ type Config struct {
 	Stderr  io.Writer
 
 	GitSave      record.GitSaveConfig // P8 metadata snapshot (session/record)
-	AllowGitPush bool                 // P9 push guard off (pushguard.go)
+	AllowGitPush bool                 // P9 push guard off (session/prepare)
 	NoRecord     bool                 // skip the shadow-repo record (session/record)
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
@@ -78,7 +77,7 @@ type Config struct {
 	// does not change its caller's settings.
 	KeepGC bool
 
-	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (keep.go)
+	sessionID string // AGENTBOX_SESSION, the kept paths' quarantine names (hostaudit.StartKept)
 	gc        *hostGC
 }
 
@@ -121,18 +120,18 @@ func Run(cfg Config) (Exit, error) {
 // and the push guard's staging are named, not made; the identities are not taken).
 func Plan(cfg Config) (mounts.Plan, error) {
 	p := resolveBackend(&cfg)
-	pr, err := prepare(&cfg, p, backend.NewTimer())
+	pr, err := prepare.New(cfg.prepareOptions(nil), p)
 	if err != nil {
 		return mounts.Plan{}, err
 	}
-	if err := pr.forDryRun(&cfg, p); err != nil {
+	if err := pr.ForDryRun(cfg.prepareOptions(nil), p); err != nil {
 		return mounts.Plan{}, err
 	}
-	ap, err := dryRunAgent(p) // sshagent.go
+	ap, err := netsvc.DryRunAgent(p)
 	if err != nil {
 		return mounts.Plan{}, err
 	}
-	return mounts.Build(ap, pr.s), nil
+	return pr.Plan(ap), nil
 }
 
 // resolveBackend settles --backend auto for cfg and returns its policy.
@@ -149,7 +148,7 @@ func resolveBackend(cfg *Config) *policy.Policy {
 // audit, record — and returns what it produced. An error means agentbox failed
 // before the command started; the Outcome then says what the host-side work did.
 //
-// Order: the audits killed launchers left, the preparation (prepare.go: protected
+// Order: the audits killed launchers left, the preparation (package prepare: protected
 // paths, placeholders, the push guard's staging, the recheck), the plan, the
 // backend; from the recheck on, beside the last steps and the sandbox's setup, the
 // audit baseline, the record's start state and the metadata snapshot, which the
@@ -181,13 +180,13 @@ func RunSession(cfg Config) (Outcome, error) {
 	// pending may move things aside.
 	hostaudit.Orphans(cfg.audit(), p)
 	hostaudit.DirOrphans(cfg.audit(), p)
-	pr, err := prepare(&cfg, p, sw)
+	pr, err := prepare.New(cfg.prepareOptions(sw), p)
 	if err != nil {
 		return Outcome{Status: 125, Err: err}, err
 	}
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := record.Start(cfg.record(), p, out.Start)
-	cfg.sessionID = sessionID(rec)
+	cfg.sessionID = hostaudit.SessionID(rec.ID())
 	sw.Mark(host("record start"))
 	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
 	status, err := l.run()
@@ -210,7 +209,7 @@ func RunSession(cfg Config) (Outcome, error) {
 type launch struct {
 	cfg   *Config
 	p     *policy.Policy
-	pr    *prepared
+	pr    *prepare.Prepared
 	out   *Outcome
 	rec   *record.Recorder
 	sw    *backend.Timer
@@ -220,18 +219,18 @@ type launch struct {
 // run launches and returns the command's status.
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
-	defer l.pr.close()
-	if err := l.pr.forLaunch(cfg, p, sw); err != nil {
+	defer l.pr.Close()
+	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
 	}
-	agent, err := startAgent(p) // sshagent.go
+	agent, err := netsvc.StartAgent(p)
 	if err != nil {
 		return 0, err
 	}
-	defer agent.stop(nil)
-	plan := mounts.Build(agent.policy(p), l.pr.s)
-	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
-	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
+	defer agent.Stop(nil)
+	plan := l.pr.Plan(agent.Policy(p))
+	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
+	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
 		return 0, err
 	}
 	// From here on, the host work the command waits for runs beside the steps
@@ -239,7 +238,7 @@ func (l *launch) run() (int, error) {
 	// launch it refuses takes no snapshot and applies no retention (a concurrent
 	// session could have pointed .git/commondir at a decoy that evicts every
 	// older snapshot; a red-team helper did).
-	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs)
+	pre := startPrelaunch(cfg, p, l.rec, l.pr.GitDirs)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same. It may run twice (a
@@ -272,14 +271,16 @@ func (l *launch) run() (int, error) {
 		out.Phases = append(out.Phases, found.Phases...)
 		out.Walk = found.Walk
 	}()
-	agents := startAgentAudit(cfg, p, out)
+	var kept hostaudit.Outcome
+	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
+	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
-	env = agent.setEnv(env) // after the rules: the filtered agent's socket is the session's own
-	prot := l.pr.s.Protected
-	locks := existingLocks(prot)
-	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
+	env = agent.SetEnv(env) // after the rules: the filtered agent's socket is the session's own
+	prot := l.pr.Session.Protected
+	locks := prepare.ExistingLocks(prot)
+	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
 	leaf, err := leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
@@ -309,9 +310,11 @@ func (l *launch) run() (int, error) {
 	cfg.gc.commandEnded()
 	out.NetRefusals = netSvc.Stop()
 	out.Ports = ports.Stop()
-	out.SSHAgent, out.Notes = agent.stop(out.Notes)
+	out.SSHAgent, out.Notes = agent.Stop(out.Notes)
 	sw.Skip()
-	agents.finish(cfg, out)
+	kept = hostaudit.Outcome{}
+	agents.Finish(cfg.audit(), &kept)
+	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
 	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB
@@ -323,7 +326,7 @@ func (l *launch) run() (int, error) {
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
 	reportLeft(cfg, res.Left)
-	reportNet(cfg, out.NetRefusals)
+	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
 }
 
@@ -349,6 +352,16 @@ func (c *Config) stdio() backend.Stdio {
 // record is what the snapshot and the shadow record need of the session.
 func (c *Config) record() *record.Config {
 	return &record.Config{Stderr: c.Stderr, Args: c.Args, Version: c.Version, NoRecord: c.NoRecord, GitSave: c.GitSave}
+}
+
+// prepareOptions is what the preparation step needs of the session; sw, when not nil,
+// times its steps.
+func (c *Config) prepareOptions(sw *backend.Timer) prepare.Options {
+	o := prepare.Options{AllowGitPush: c.AllowGitPush, Stderr: c.Stderr}
+	if sw != nil {
+		o.Mark = func(step string) { sw.Mark(host(step)) }
+	}
+	return o
 }
 
 // audit is what the post-session audits need of the session (package hostaudit).
@@ -436,29 +449,6 @@ func autoBackend() string {
 		return policy.BackendNative
 	}
 	return policy.BackendBwrap
-}
-
-// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
-// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
-// and /run start empty.
-func dryRunLookPath(p *policy.Policy) error {
-	name := p.Command[0]
-	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
-		name = filepath.Join(p.Workdir, name)
-	}
-	var dirs []string
-	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
-		if d == "" || !filepath.IsAbs(d) {
-			d = filepath.Join(p.Workdir, d)
-		}
-		if !policy.Within(d, "/tmp") && !policy.Within(d, "/run") {
-			dirs = append(dirs, d)
-		}
-	}
-	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
-		return fmt.Errorf("command %s: %w", p.Command[0], err)
-	}
-	return nil
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {

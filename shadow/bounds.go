@@ -16,11 +16,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/policy"
 )
 
-// Bounds on the collector's Git (DESIGN.md P13). The recorder's `git add` reads the
+// Bounds on the collector's Git (docs/promises.md P13). The recorder's `git add` reads the
 // working tree, which the sandbox wrote: a FIFO named .gitignore or .gitattributes,
 // or one in a nested repository's .git (HEAD, packed-refs, a loose ref, config),
 // blocks Git's open(2) forever, and with it the session's end and — through the
@@ -152,7 +152,7 @@ func blockedOn(pid int, workTree string) (path, why string, ok bool) {
 		case err != nil:
 		case fi.Mode()&os.ModeNamedPipe != 0:
 			return target, "a FIFO where Git reads a file", true
-		case fi.Mode().IsRegular() && policy.Within(target, workTree):
+		case fi.Mode().IsRegular() && hostpath.Within(target, workTree):
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				if why := costly(st.Size, st.Blocks, 0, 0); why != "" {
 					return target, why, true

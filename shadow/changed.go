@@ -22,7 +22,7 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// Staging only what changed (DESIGN.md P13: the record costs what the session
+// Staging only what changed (docs/promises.md P13: the record costs what the session
 // changed). A full `git add --all` lstat's every tracked file and lists every
 // directory: a sweep the size of `git status`. The audit walks the working tree
 // anyway and lstat's every entry as it goes (treewalk.Walk), so the recorder takes

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // hardening are the -c options given to every Git command. Git reads no configuration
@@ -67,10 +67,10 @@ type git struct {
 	deadline *time.Time
 }
 
-// findGit returns the git the collector runs: policy.LookPath's, which skips
+// findGit returns the git the collector runs: hostpath.LookPath's, which skips
 // every PATH entry the sandbox could have written (the repository above all).
 func findGit(repo string) (string, error) {
-	return policy.LookPath("git", repo)
+	return hostpath.LookPath("git", repo)
 }
 
 // env is the complete environment of a Git command.

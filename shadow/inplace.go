@@ -20,7 +20,7 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// Staging files changed in place without `git add` (DESIGN.md P13: a session that
+// Staging files changed in place without `git add` (docs/promises.md P13: a session that
 // changed ten files costs what ten files cost). `git add` of ten paths reads and
 // rewrites the whole shadow index: on the scaling bench's big repository 100,000
 // entries, 8.8 MB, 110–130 ms a process. When every path changedPaths named is a
@@ -73,6 +73,59 @@ func (s *Store) stageInPlace(paths []string) (tree string, changed int, err erro
 	return tree, changed, nil
 }
 
+// takeEntries finds the entries of paths by binary search and copies each into
+// x.patched, to be written over; it returns their numbers, in the order of paths.
+// An entry Git must handle (extended flags, a stage other than 0, assume-valid, a
+// mode other than a regular file's), a missing or a repeated one: false.
+func (x indexEntries) takeEntries(body []byte, paths []string) ([]int, bool) {
+	at := make([]int, len(paths))
+	for j, p := range paths {
+		i, ok := findEntry(x, p)
+		if !ok {
+			return nil, false
+		}
+		e := body[x.off[i]:]
+		flags := binary.BigEndian.Uint16(e[60:62])
+		mode := binary.BigEndian.Uint32(e[24:28])
+		if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
+			return nil, false
+		}
+		if _, dup := x.patched[i]; dup {
+			return nil, false
+		}
+		x.patched[i] = append([]byte(nil), e[:62]...)
+		at[j] = i
+	}
+	return at, true
+}
+
+// invalidCacheTree reads the index's extensions from off: only the cache tree may
+// be there, whose entries above paths go invalid (nil: no cache tree). Any other
+// extension: false.
+func invalidCacheTree(body []byte, off int, paths []string) (*ctNode, bool) {
+	var ct *ctNode
+	for e := off; e < len(body); {
+		if e+8 > len(body) {
+			return nil, false
+		}
+		size := int(binary.BigEndian.Uint32(body[e+4 : e+8]))
+		if string(body[e:e+4]) != "TREE" || e+8+size > len(body) || ct != nil {
+			return nil, false
+		}
+		var err error
+		if ct, err = parseCacheTree(body[e+8 : e+8+size]); err != nil {
+			return nil, false
+		}
+		for _, p := range paths {
+			if !ct.invalidate(parent(p)) {
+				return nil, false
+			}
+		}
+		e += 8 + size
+	}
+	return ct, true
+}
+
 func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if len(paths) == 0 || len(paths) > maxInPlacePaths {
 		return "", 0, errNotInPlace
@@ -96,45 +149,13 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	}
 	body, off, offsets := b[:len(b)-20], l.ext, l.offsets
 	x := indexEntries{b: b, off: offsets, patched: make(map[int][]byte, len(paths))}
-	// The entries of paths, by number, found by binary search.
-	at := make([]int, len(paths))
-	for j, p := range paths {
-		i, ok := findEntry(x, p)
-		if !ok {
-			return "", 0, errNotInPlace
-		}
-		e := body[offsets[i]:]
-		flags := binary.BigEndian.Uint16(e[60:62])
-		mode := binary.BigEndian.Uint32(e[24:28])
-		// Extended flags, a stage other than 0, or assume-valid: Git's to handle.
-		if flags&0xf000 != 0 || mode != 0o100644 && mode != 0o100755 {
-			return "", 0, errNotInPlace
-		}
-		if _, dup := x.patched[i]; dup {
-			return "", 0, errNotInPlace
-		}
-		x.patched[i] = append([]byte(nil), e[:62]...)
-		at[j] = i
+	at, ok := x.takeEntries(body, paths)
+	if !ok {
+		return "", 0, errNotInPlace
 	}
-	// The extensions: only the cache tree, whose entries above the paths go invalid.
-	var ct *ctNode
-	for e := off; e < len(body); {
-		if e+8 > len(body) {
-			return "", 0, errNotInPlace
-		}
-		size := int(binary.BigEndian.Uint32(body[e+4 : e+8]))
-		if string(body[e:e+4]) != "TREE" || e+8+size > len(body) || ct != nil {
-			return "", 0, errNotInPlace
-		}
-		if ct, err = parseCacheTree(body[e+8 : e+8+size]); err != nil {
-			return "", 0, errNotInPlace
-		}
-		for _, p := range paths {
-			if !ct.invalidate(parent(p)) {
-				return "", 0, errNotInPlace
-			}
-		}
-		e += 8 + size
+	ct, ok := invalidCacheTree(body, off, paths)
+	if !ok {
+		return "", 0, errNotInPlace
 	}
 	repoFd, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// Pricing what a staging reads (DESIGN.md P13: bounded in time and bytes). A file's
+// Pricing what a staging reads (docs/promises.md P13: bounded in time and bytes). A file's
 // size is the sandbox's to choose and costs it nothing when the file is sparse: a
 // `truncate -s 1G` made the record end read and hash a gigabyte of zeros. So before
 // a staging lets Git (or the in-place staging) read the working tree, every regular

@@ -39,8 +39,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/flock"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/treewalk"
-	"github.com/agentbox/agentbox/policy"
 )
 
 const (
@@ -153,7 +153,7 @@ func open(stateDir, dir, repo string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shadow: resolve %s: %w", parent, err)
 	}
-	if repo != "" && policy.Within(canon, repo) {
+	if repo != "" && hostpath.Within(canon, repo) {
 		return nil, fmt.Errorf("shadow: state directory %s lies inside the repository %s, which the sandbox can write; set XDG_STATE_HOME elsewhere", stateDir, repo)
 	}
 	bin, err := findGit(repo)

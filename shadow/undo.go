@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -106,13 +107,21 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 			}
 		}
 	}
-	root, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	sizes, err := s.blobSizes(p.Changes)
 	if err != nil {
-		return nil, fmt.Errorf("repository %s: %w", s.Repo, err)
+		return nil, err
+	}
+	root, err := openRepo(s.Repo)
+	if err != nil {
+		return nil, err
 	}
 	defer unix.Close(root)
 	for _, c := range p.Changes {
-		if why := differs(root, c.Path, c.To); why != "" {
+		size, ok := sizes[c.To.OID]
+		if !ok {
+			size = -1
+		}
+		if why := differs(root, c.Path, c.To, size); why != "" {
 			p.Changed = append(p.Changed, Refused{c.Path, why})
 		}
 	}
@@ -152,6 +161,36 @@ func (s *Store) treeChanges(from, to string) ([]Change, error) {
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
 	return cs, nil
+}
+
+// blobSizes are the sizes of the end-state blobs of the regular files among cs, by
+// object id, from one git call: a file of another size now has changed and is not
+// read, so a later session cannot make undo hash a sparse file per path for free.
+func (s *Store) blobSizes(cs []Change) (map[string]int64, error) {
+	var in strings.Builder
+	for _, c := range cs {
+		if c.To.Mode == "100644" || c.To.Mode == "100755" {
+			in.WriteString(c.To.OID + "\n")
+		}
+	}
+	sizes := map[string]int64{}
+	if in.Len() == 0 {
+		return sizes, nil
+	}
+	out, err := s.git.run(strings.NewReader(in.String()), "cat-file", "--batch-check=%(objectname) %(objectsize)")
+	if err != nil {
+		return nil, fmt.Errorf("shadow: read the sizes of the recorded files: %w", err)
+	}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[1], 10, 64); err == nil { // "OID missing" is no size
+			sizes[f[0]] = n
+		}
+	}
+	return sizes, nil
 }
 
 // isOID reports whether s is a SHA-1 object id in lower-case hex.
@@ -230,8 +269,9 @@ func (s *Store) startLeftOut(rec Record) string {
 }
 
 // differs says how the tree's path p (below root) differs from e, "" when it is as
-// e has it. It opens no parent through a symlink, and reads only a regular file.
-func differs(root int, p string, e Entry) string {
+// e has it. It opens no parent through a symlink, and reads only a regular file, and
+// that only when its size is the blob's (size; -1: unknown).
+func differs(root int, p string, e Entry, size int64) string {
 	dir, name := splitPath(p)
 	dfd, err := safepath.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -272,6 +312,9 @@ func differs(root int, p string, e Entry) string {
 		if exec := st.Mode&0o100 != 0; exec != (e.Mode == "100755") {
 			return "its executable bit changed"
 		}
+		if size >= 0 && st.Size != size {
+			return "its content changed"
+		}
 		id, err := fileBlobID(dfd, name, st.Size)
 		if err != nil {
 			return "cannot be read (" + describeErr(err) + ")"
@@ -285,6 +328,21 @@ func differs(root int, p string, e Entry) string {
 	default:
 		return "is a special file now (FIFO, socket or device)"
 	}
+}
+
+// openRepo opens the repository undo writes, following no symlink anywhere on its
+// path: the record holds the path as resolved when the session started, so a symlink
+// on it now was put there since, perhaps by a session of a repository around this one,
+// and would make undo write a directory elsewhere.
+func openRepo(repo string) (int, error) {
+	fd, err := safepath.Open(repo, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, safepath.ErrSymlink) {
+		return -1, fmt.Errorf("repository %s: its path goes through a symlink now, not as when the session ran; undo writes nowhere else (check the path, then run undo from the repository as it is)", repo)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("repository %s: %w", repo, err)
+	}
+	return fd, nil
 }
 
 // splitPath splits a record path into its directory ("" for the top) and name.

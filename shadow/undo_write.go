@@ -59,10 +59,10 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 // session added goes (deepest first, and the directories that leaves empty), then
 // what it changed or removed is written back in path order, parents first.
 func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
-	root, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	root, err := openRepo(s.Repo)
 	if err != nil {
 		for _, c := range changes {
-			failed = append(failed, Refused{c.Path, "repository: " + err.Error()})
+			failed = append(failed, Refused{c.Path, err.Error()})
 		}
 		return 0, failed
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// What the record cannot see is named (DESIGN.md P13). A record that shows
+// What the record cannot see is named (docs/promises.md P13). A record that shows
 // "+0 ~0 -0" must mean nothing changed, yet Git stores no FIFO, socket or device,
 // nothing below a directory named .git, nothing in a nested repository's work tree
 // but its commit, no path it refuses (".GIT", "git~1"), no file it cannot read, and

@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
@@ -135,7 +136,7 @@ func auditRepo(flagValue string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
-	dir := policy.GitTopLevel(cwd)
+	dir := hostpath.GitTopLevel(cwd)
 	if flagValue != "" {
 		dir = flagValue
 		if !filepath.IsAbs(dir) {

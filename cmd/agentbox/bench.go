@@ -10,6 +10,7 @@ import (
 	"github.com/agentbox/agentbox/bench"
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/shadow"
@@ -99,7 +100,7 @@ func cmdBench(args []string) int {
 	} else {
 		fmt.Fprintf(os.Stderr, "agentbox: bench: bwrap variants skipped: %v\n", err)
 	}
-	if g, err := policy.LookPath("go", defaultRepo(), cfg.Repo); err == nil {
+	if g, err := hostpath.LookPath("go", defaultRepo(), cfg.Repo); err == nil {
 		cfg.GoTool = g
 	}
 	cfg.CacheDir = policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME"))

@@ -12,9 +12,9 @@ import (
 
 	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // defaultRepo is the repository a session started here would write (policy's
@@ -24,7 +24,7 @@ func defaultRepo() string {
 	if err != nil {
 		return ""
 	}
-	return policy.GitTopLevel(cwd)
+	return hostpath.GitTopLevel(cwd)
 }
 
 var doctorCommand = cli.Command{

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
 
@@ -76,7 +76,7 @@ func repoFor(flagRepo string) (string, error) {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
 	if flagRepo == "" {
-		return policy.GitTopLevel(cwd), nil
+		return hostpath.GitTopLevel(cwd), nil
 	}
 	path := flagRepo
 	if !filepath.IsAbs(path) {

@@ -4,6 +4,12 @@
 // A/B, 300 rounds). The runtime's own comment names sandboxes as its users.
 //go:debug updatemaxprocs=0
 
+// Nor an initial GOMAXPROCS from the cgroup's CPU limit: reading /proc/self/cgroup,
+// /proc/self/mountinfo and the limit's files costs every agentbox process (the CLI
+// and the Go init) its start, and a launcher that mostly waits on the kernel gains
+// nothing from fewer Ps. The CPUs it may run on still bound it.
+//go:debug containermaxprocs=0
+
 // Command agentbox runs a coding agent, or any command, inside a sandbox that it
 // builds itself. See README.md.
 package main
@@ -69,8 +75,25 @@ func main() {
 		nsinit.Main()
 		return
 	}
+	growStack()
 	os.Exit(run(os.Args[1:]))
 }
+
+// growStack grows the main goroutine's stack once, while it is shallow, to the size a
+// launch ends up needing: grown step by step instead (8, 16, 32 KiB), each copy walks
+// and adjusts every frame of a deep call chain, through function tables that a
+// fresh process has not touched yet.
+//
+//go:noinline
+func growStack() {
+	var frame [20 << 10]byte
+	touchFrame(frame[:])
+}
+
+// touchFrame keeps growStack's frame from being optimised away.
+//
+//go:noinline
+func touchFrame(b []byte) { b[len(b)-1]++ }
 
 func run(args []string) int {
 	if len(args) == 0 {

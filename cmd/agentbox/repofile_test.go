@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/config"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -181,7 +183,7 @@ func (x *repoFixture) synthFile(data []byte) []byte {
 func checkContained(t *testing.T, before, after *policy.Policy) {
 	t.Helper()
 	s := mounts.Session{Empty: mounts.EmptySources{Dir: "/EMPTY-DIR", File: "/EMPTY-FILE"}}
-	pb, pa := mounts.Build(before, s), mounts.Build(after, s)
+	pb, pa := build.Plan(before, s), build.Plan(after, s)
 	if pb.Namespaces.Net && !pa.Namespaces.Net {
 		t.Fatalf("the network namespace is gone: allow-net %q -> %q, offline %v -> %v", before.AllowNet, after.AllowNet, before.Offline, after.Offline)
 	}
@@ -224,7 +226,7 @@ func checkContained(t *testing.T, before, after *policy.Policy) {
 func governing(plan mounts.Plan, path string) mounts.Op {
 	var g mounts.Op
 	for _, op := range plan.Ops {
-		if policy.Within(path, op.Dest) {
+		if hostpath.Within(path, op.Dest) {
 			g = op
 		}
 	}

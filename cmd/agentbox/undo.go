@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/treewalk"
@@ -34,8 +35,10 @@ bounds, nested repositories) are listed and left as they are. --git also puts ba
 HEAD, the refs and the index as the session's Git snapshot holds them (commits,
 resets and rebases made inside are undone; no object is deleted); the metadata as
 it was is saved first, so an undo of the undo puts it back. Undo refuses while a
-session runs on the repository. Exit status: 0 done, 1 stopped or done in part,
-125 refused.`,
+session runs on the repository. The tree is audited after the undo as after a
+session: a program it put back that the operator's Git would run (one a hook names)
+is moved to the quarantine and named. Exit status: 0 done, 1 stopped, done in part
+or something moved aside, 125 refused.`,
 	Flags: func() *flag.FlagSet { fs, _ := undoFlags(); return fs },
 }
 
@@ -132,7 +135,11 @@ type undo struct {
 	state      string
 	gitState   *snapshot.GitState // --git: what to put back
 	gitChanges []string           // --git: what differs now
+	base       *audit.Surface     // the tree before the undo, for the audit after it
 	launch     *audit.Launch      // the first walk's watch, for the second
+	walked     bool               // the record's first walk was handed out
+	findings   []audit.Finding    // what the audit after the undo moved aside
+	auditErr   error              // why the audit after the undo could not run
 }
 
 // undoTarget finds the session to undo: the one named, else the newest of the
@@ -241,10 +248,17 @@ func (u *undo) run(argv []string) int {
 		}
 		rec.Snapshot = path
 	}
+	if err := u.scanBefore(); err != nil {
+		return fail("undo: the working tree cannot be audited first, so nothing was changed: %v", err)
+	}
 	res, err := store.ApplyUndo(plan, rec, u.walk)
+	if u.launch != nil {
+		u.launch.Close() // ApplyUndo failed before its second walk
+	}
 	if res == nil {
 		return fail("undo: %v", err)
 	}
+	clean := u.audited()
 	if u.gitState != nil {
 		changed, gerr := snapshot.PutBack(store.Repo, u.gitState, false)
 		fmt.Fprintf(w, "put back %d entries of the Git metadata as session %s found them\n", len(changed), id)
@@ -262,7 +276,7 @@ func (u *undo) run(argv []string) int {
 		fmt.Fprintf(os.Stderr, "agentbox: undo: %s\n", oneLine(err.Error()))
 		return 1
 	}
-	if len(res.Failed) > 0 {
+	if len(res.Failed) > 0 || !clean {
 		return 1
 	}
 	return 0
@@ -289,33 +303,78 @@ func (u *undo) saveGit() (string, error) {
 	return snap.Path, nil
 }
 
-// walk walks the working tree as a launch's audit does, for the undo's record: nil
-// when it cannot (the record then sweeps the tree). The first walk places a watch
-// on each directory (where the kernel can), so that the second, after the undo,
-// reads again only the directories the undo changed, as a session's end scan does.
-func (u *undo) walk() *treewalk.Walk {
-	opt := audit.ScanOptions{Walk: true, Home: os.Getenv("HOME")}
-	if u.launch != nil {
-		u.launch.Stop()
-		opt.Since = u.launch
-	} else {
-		opt.Watch = true
-	}
+// auditOptions are the audit's options for the repository, as a launch's: the
+// host's Git configs name the programs Git runs, some of them in the working tree.
+func auditOptions() audit.ScanOptions {
+	return audit.ScanOptions{Walk: true, Home: os.Getenv("HOME"), HostConfigs: gitconfig.HostConfigFiles(os.Getenv)}
+}
+
+// scanBefore takes the audit's view of the tree before undo changes it, the
+// baseline of the audit after it, and places a watch on each directory (where the
+// kernel can), so that the second walk reads again only what the undo changed.
+func (u *undo) scanBefore() error {
+	opt := auditOptions()
+	opt.Watch = true
 	surf, err := audit.Scan(u.store.Repo, opt)
-	if u.launch != nil {
-		u.launch.Close()
-		u.launch = nil
-	}
 	if err != nil {
+		return err
+	}
+	u.base, u.launch, surf.Launch = surf, surf.Launch, nil
+	return nil
+}
+
+// walk is the working tree's walk for the undo's record (nil: the record sweeps the
+// tree): first the baseline's, then a new one after the undo, which is also audited
+// against the baseline as a session's end is. What undo puts back comes from a
+// record, and a record's start can hold what a concurrent session planted and its
+// audit then moved out (a program a hook runs): found again, it is moved out again,
+// before the record of the undo's end is made.
+func (u *undo) walk() *treewalk.Walk {
+	if !u.walked {
+		u.walked = true
+		if w := u.base.Walk; w != nil && w.Complete {
+			return w
+		}
 		return nil
 	}
-	if opt.Watch {
-		u.launch = surf.Launch
-	} else if surf.Launch != nil {
-		surf.Launch.Close()
-	}
-	if surf.Walk == nil || !surf.Walk.Complete {
+	opt := auditOptions()
+	u.launch.Stop()
+	opt.Since = u.launch
+	cur, err := audit.Scan(u.store.Repo, opt)
+	u.launch.Close()
+	u.launch = nil
+	if err != nil {
+		u.auditErr = err
 		return nil
 	}
-	return surf.Walk
+	if cur.Launch != nil {
+		cur.Launch.Close()
+	}
+	u.findings = audit.Compare(u.base, cur)
+	if len(u.findings) > 0 {
+		root := hostaudit.QuarantineRoot(os.Stderr, u.state, []string{u.store.Repo})
+		if root == "" {
+			audit.Quarantine(u.findings, audit.NewAuditID())
+		} else {
+			audit.QuarantineTo(u.findings, audit.NewAuditID(), root)
+		}
+		return nil // what the quarantine moved, the walk does not stand for
+	}
+	if cur.Walk == nil || !cur.Walk.Complete {
+		return nil
+	}
+	return cur.Walk
+}
+
+// audited reports the audit after the undo on stderr: false when it found something
+// or could not run.
+func (u *undo) audited() bool {
+	if u.auditErr != nil {
+		fmt.Fprintf(os.Stderr, "agentbox: undo: audit: %s: not audited: %s\n", oneLine(u.store.Repo), oneLine(u.auditErr.Error()))
+		return false
+	}
+	for _, f := range u.findings {
+		fmt.Fprintf(os.Stderr, "agentbox: undo: audit: %s\n", oneLine(f.String()))
+	}
+	return len(u.findings) == 0
 }

@@ -1,4 +1,4 @@
-// Package audit is the post-session audit (DESIGN.md P7). Read-only .git/config and
+// Package audit is the post-session audit (docs/promises.md P7). Read-only .git/config and
 // .git/hooks do not close Git's exec surface: the rest of .git and the working tree
 // stay writable, so a
 // sandbox can point Git elsewhere (.git/commondir, a planted submodule gitdir, a

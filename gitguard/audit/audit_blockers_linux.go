@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Blockers (DESIGN.md P13). Git opens some files by name with a plain blocking
+// Blockers (docs/promises.md P13). Git opens some files by name with a plain blocking
 // open(2): a FIFO in their place hangs it — the operator's next `git status` on the
 // host, and agentbox's own recorder (whose Git reads the working tree) — and a device
 // makes it read whatever the device gives. No Git file is legitimately a FIFO, socket

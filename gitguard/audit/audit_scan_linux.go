@@ -15,10 +15,9 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
-
-	"github.com/agentbox/agentbox/policy"
 )
 
 const (
@@ -303,11 +302,11 @@ func (s *scanner) read(p string, limit int64) ([]byte, string, error) {
 // inside reports whether p lies in the writable set: repo, or one of the writable
 // gitdirs outside it.
 func (s *scanner) inside(p string) bool {
-	if policy.Within(p, s.repo) {
+	if hostpath.Within(p, s.repo) {
 		return true
 	}
 	for _, g := range s.opt.GitDirs {
-		if policy.Within(p, g) {
+		if hostpath.Within(p, g) {
 			return true
 		}
 	}

@@ -1,5 +1,5 @@
 // Package pushguard makes the script that stands in for the host's Git inside the
-// sandbox and refuses pushes (DESIGN.md P9): where the real Git is found, how the
+// sandbox and refuses pushes (docs/promises.md P9): where the real Git is found, how the
 // script is staged or cached, and what it refuses. What is mounted where is the
 // plan's (mounts); this package only provides the files.
 package pushguard

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -133,7 +134,13 @@ func PutBack(repo string, st *GitState, dryRun bool) ([]string, error) {
 	if st.Manifest.GitCommonDir != filepath.Join(repo, ".git") || st.Manifest.GitDir != st.Manifest.GitCommonDir {
 		return nil, fmt.Errorf("the snapshot is of the Git dir %s, not %s/.git", st.Manifest.GitCommonDir, repo)
 	}
-	root, err := unix.Open(repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// No symlink anywhere on the path: the snapshot names the repository as
+	// resolved at launch, so one there now was planted since (a session of a
+	// repository around this one can) and would lead to another Git dir.
+	root, err := safepath.Open(repo, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, safepath.ErrSymlink) {
+		return nil, fmt.Errorf("%s: its path goes through a symlink now, not as when the snapshot was taken; undo --git writes nowhere else", repo)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +201,11 @@ func (p *putter) write(rel string, b []byte) {
 		}
 		defer unix.Close(dfd)
 	}
-	tmp := "." + name + ".agentbox-undo"
+	// A name the session could not guess: one it planted (a directory, say) would
+	// otherwise keep this file from being put back.
+	var rnd [8]byte
+	_, _ = unix.Getrandom(rnd[:], 0)
+	tmp := "." + name + ".agentbox-undo-" + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		p.errs = append(p.errs, fmt.Errorf("%s: %w", rel, err))

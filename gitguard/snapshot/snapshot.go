@@ -1,4 +1,4 @@
-// Package snapshot saves the repository's Git metadata before a session (DESIGN.md
+// Package snapshot saves the repository's Git metadata before a session (docs/promises.md
 // P8) into a content-addressed store outside the sandbox's reach, keeps it within a
 // count and a byte budget, and restores or checks a saved snapshot end to end. The
 // store's bounds leave an entry out and name it instead of failing the launch.
@@ -21,7 +21,7 @@ import (
 )
 
 // The layout of a snapshot as restored, and of the ZIPs older versions wrote
-// (DESIGN.md P8).
+// (docs/promises.md P8).
 const (
 	ManifestName   = "manifest.json" // the Manifest, as JSON
 	CommonPrefix   = "git-common/"   // the Git common dir (for a plain repository: .git)

@@ -1,6 +1,6 @@
 package snapshot
 
-// The content-addressed snapshot store (DESIGN.md P8, P13). A launch used to copy
+// The content-addressed snapshot store (docs/promises.md P8, P13). A launch used to copy
 // all of .git into a fresh ZIP; the packs that make up nearly all of it are
 // immutable and identical launch after launch. The store keeps every file's content
 // once, as a blob named by its SHA-256, and each snapshot is a small record naming

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +33,7 @@ func SaveStored(opts SnapshotOptions) (s *Snapshot, err error) {
 		return nil, fmt.Errorf("snapshot store %q: not an absolute path", store)
 	}
 	for _, inside := range []string{opts.Repo, l.gitDir, l.commonDir} {
-		if policy.Within(store, inside) {
+		if hostpath.Within(store, inside) {
 			return nil, fmt.Errorf("snapshot directory %s lies inside %s: snapshots there could be changed from the sandbox or would be saved again in each snapshot", store, inside)
 		}
 	}

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // maxMaskedSockets bounds how many host sockets one plan masks: each mask is a few
@@ -42,10 +42,10 @@ const procRoot = "/proc"
 // A socket whose file is no longer (only) at its listed name is found, in this
 // network namespace, by the file its bind made (movedSockets).
 //
-// Where a session of p denies them all by default (DenyPathSockets: the caller
-// sets mounts.Session.DenyPathSockets from it) there is nothing to list.
-func HostSockets(p *policy.Policy) ([]string, error) {
-	if DenyPathSockets(p) {
+// Where a session denies them all by default (DenyPathSockets: the caller sets
+// mounts.Session.DenyPathSockets from it) there is nothing to list.
+func HostSockets(p SocketScope) ([]string, error) {
+	if DenyPathSockets(p.NestedSandbox) {
 		return nil, nil
 	}
 	ents, err := socketTables(procRoot)
@@ -71,18 +71,31 @@ func HostSockets(p *policy.Policy) ([]string, error) {
 	return out, nil
 }
 
-// DenyPathSockets reports whether a session of p keeps the command off the host's
+// SocketScope is what HostSockets needs to know of a session: the host trees the
+// sandbox sees as something other than the host's read-only view, where a socket
+// needs no mask, and the kept paths, which are the host's own directories.
+type SocketScope struct {
+	Writable      []string // the repository (unless --read-only) and --add-dir's: the session's own
+	Home          string   // an overlay inside
+	Kept          []string // host directories bound over HOME (--keep, --keep-agent)
+	KeptPrivate   []string // parts of the kept paths that are a private tmpfs inside
+	Handed        []string // the directories bound for sockets handed in (--allow-socket)
+	Hidden        []string // --hide's paths
+	NestedSandbox bool     // --nested-sandbox (DenyPathSockets)
+}
+
+// DenyPathSockets reports whether a session keeps the command off the host's
 // path sockets with Landlock's resolve-unix rule (mounts.Session.DenyPathSockets)
 // rather than by masking those found at launch (HostSockets): where the kernel can
-// (CanDenyPathSockets), unless p asks for nested sandboxes (--nested-sandbox), which
+// (CanDenyPathSockets), unless it asks for nested sandboxes (--nested-sandbox), which
 // that rule would keep from mounting. One decision for both, so that a session
 // always gets one of the two.
-func DenyPathSockets(p *policy.Policy) bool {
-	return CanDenyPathSockets() && !p.NestedSandbox
+func DenyPathSockets(nested bool) bool {
+	return CanDenyPathSockets() && !nested
 }
 
 // hostSockets is HostSockets on a given table; proc is where holders are looked up.
-func hostSockets(p *policy.Policy, ents []sockEntry, proc string) ([]string, error) {
+func hostSockets(p SocketScope, ents []sockEntry, proc string) ([]string, error) {
 	skip := maskSkips(p)
 	var out []string
 	inodes := map[string][]uint64{} // the table entries behind each mask
@@ -102,7 +115,7 @@ func hostSockets(p *policy.Policy, ents []sockEntry, proc string) ([]string, err
 			cands = []string{path}
 		}
 		for _, c := range cands {
-			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) && !keptSocket(p, c) {
+			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c) {
 				continue
 			}
 			if _, ok := inodes[c]; ok {
@@ -136,40 +149,28 @@ func hostSockets(p *policy.Policy, ents []sockEntry, proc string) ([]string, err
 // maskSkips are the trees whose sockets need no mask: private or pseudo file
 // systems, the session's writable directories, HOME (an overlay; keptSocket takes
 // its kept paths back), the sockets handed in and the hidden paths.
-func maskSkips(p *policy.Policy) []string {
-	skip := []string{"/tmp", "/run", "/proc", "/dev", "/sys"}
-	if !p.ReadOnly {
-		skip = append(skip, p.Repo)
-	}
+func maskSkips(p SocketScope) []string {
+	skip := append([]string{"/tmp", "/run", "/proc", "/dev", "/sys"}, p.Writable...)
 	if p.Home != "" {
 		skip = append(skip, p.Home)
 	}
-	skip = append(skip, p.AddDirs...)
-	for _, s := range p.Sockets {
-		skip = append(skip, s.Bind)
-	}
-	for _, h := range p.Hide {
-		// Hidden already (an empty stand-in bound over it, before the masks): a
-		// mask below it has no mount point there, which bwrap cannot create.
-		skip = append(skip, h.Path)
-	}
-	return skip
+	skip = append(skip, p.Handed...)
+	// Hidden already (an empty stand-in bound over it, before the masks): a mask
+	// below it has no mount point there, which bwrap cannot create.
+	return append(skip, p.Hidden...)
 }
 
 // keptSocket reports whether c lies in a kept path (--keep, --keep-agent): the
 // host's own directory bound over the HOME overlay, where a host process's socket
 // is reachable, unless that part is a private tmpfs inside, the repository, a
 // further writable directory, a handed-in socket or hidden.
-func keptSocket(p *policy.Policy, c string) bool {
-	within := func(d string) bool { return policy.Within(c, d) }
-	if !slices.ContainsFunc(p.Keep, func(k policy.Kept) bool { return within(k.Path) }) {
+func keptSocket(p SocketScope, c string) bool {
+	within := func(d string) bool { return hostpath.Within(c, d) }
+	if !slices.ContainsFunc(p.Kept, within) {
 		return false
 	}
-	if slices.ContainsFunc(p.KeepPrivate, within) || (!p.ReadOnly && within(p.Repo)) || slices.ContainsFunc(p.AddDirs, within) {
-		return false
-	}
-	return !slices.ContainsFunc(p.Sockets, func(s policy.Socket) bool { return within(s.Bind) }) &&
-		!slices.ContainsFunc(p.Hide, func(h policy.Hidden) bool { return within(h.Path) })
+	return !slices.ContainsFunc(p.KeptPrivate, within) && !slices.ContainsFunc(p.Writable, within) &&
+		!slices.ContainsFunc(p.Handed, within) && !slices.ContainsFunc(p.Hidden, within)
 }
 
 // busiestDir is the directory holding the most of paths, for the refusal.
@@ -207,7 +208,7 @@ func resolved(path string) string {
 		return ""
 	}
 	for _, d := range []string{"/tmp", "/run"} {
-		if policy.Within(c, d) {
+		if hostpath.Within(c, d) {
 			return ""
 		}
 	}

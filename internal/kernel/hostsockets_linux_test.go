@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/agentbox/agentbox/policy"
 )
 
 func TestParseSocketTable(t *testing.T) {
@@ -75,7 +73,7 @@ func TestHostSocketsNeverCut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := &policy.Policy{Repo: repo, Home: home, Keep: []policy.Kept{{Path: kept, Dir: true}}}
+	p := SocketScope{Writable: []string{repo}, Home: home, Kept: []string{kept}}
 	var ents []sockEntry
 	add := func(path string) {
 		listen(t, path)
@@ -147,8 +145,8 @@ func TestHostSocketsNestedSandbox(t *testing.T) {
 	sock := filepath.Join(dir, "daemon.sock")
 	listen(t, sock)
 	for _, nested := range []bool{false, true} {
-		p := &policy.Policy{Repo: "/nonexistent-repo", NestedSandbox: nested}
-		deny := DenyPathSockets(p)
+		p := SocketScope{Writable: []string{"/nonexistent-repo"}, NestedSandbox: nested}
+		deny := DenyPathSockets(nested)
 		if want := CanDenyPathSockets() && !nested; deny != want {
 			t.Errorf("nested %v: DenyPathSockets %v, want %v (Landlock ABI %d)", nested, deny, want, LandlockABI())
 		}

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/policy"
 )
 
 // TestBoundFilesAfterRename: sock_diag names a renamed socket by the name bind was
@@ -33,7 +31,7 @@ func TestBoundFilesAfterRename(t *testing.T) {
 	if errors.Is(err, unix.ENOENT) && os.Getenv("AGENTBOX_KMATRIX") != "" {
 		// The kernel matrix's VMs load no modules, unix_diag among them: the
 		// launch then masks the listed names alone (movedSockets), as documented.
-		if _, err := movedSockets(&policy.Policy{}, "/proc"); err != nil {
+		if _, err := movedSockets(SocketScope{}, "/proc"); err != nil {
 			t.Errorf("without sock_diag: %v", err)
 		}
 		return

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
-	"github.com/agentbox/agentbox/policy"
 )
 
 // movedSockets returns the names to mask, beyond the listed ones, of this network
@@ -27,7 +27,7 @@ import (
 // (another mount namespace's own, a container's root below a root-only directory)
 // is on no path the sandbox sees. Without sock_diag for Unix
 // sockets (a kernel built without it) only the listed names are masked.
-func movedSockets(p *policy.Policy, proc string) ([]string, error) {
+func movedSockets(p SocketScope, proc string) ([]string, error) {
 	files, err := boundFiles()
 	if err != nil {
 		return nil, nil
@@ -38,7 +38,7 @@ func movedSockets(p *policy.Policy, proc string) ([]string, error) {
 	}
 	skip := maskSkips(p)
 	skipped := func(c string) bool {
-		return slices.ContainsFunc(skip, func(d string) bool { return policy.Within(c, d) }) && !keptSocket(p, c)
+		return slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c)
 	}
 	var out []string
 	lost := map[string][]uint64{}

@@ -65,25 +65,35 @@ func parseSocketTable(r io.Reader, limit int64) ([]sockEntry, error) {
 // hidepid=, one kept alive only by a bind mount or by a socket held elsewhere) are
 // not seen; docs/security.md says so.
 func socketTables(proc string) ([]sockEntry, error) {
+	// Everything is looked up relative to one descriptor of proc, and the PIDs
+	// are read as names alone (no sorting, no entry objects): a launch looks at
+	// every process of the host, and the per-process part is what it pays for.
+	dfd, err := unix.Open(proc, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", proc, err)
+	}
+	dir := os.NewFile(uintptr(dfd), proc)
+	defer dir.Close()
 	seen := map[[2]uint64]bool{}
-	read := func(path string) ([]sockEntry, bool, error) {
+	read := func(rel string) ([]sockEntry, bool, error) {
 		// A stat first: most processes share a namespace already read.
 		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err != nil {
+		if err := unix.Fstatat(dfd, rel, &st, 0); err != nil {
 			return nil, false, err
 		}
 		key := [2]uint64{st.Dev, st.Ino}
 		if seen[key] {
 			return nil, false, nil
 		}
-		f, err := os.Open(path)
+		fd, err := unix.Openat(dfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, false, err
 		}
+		f := os.NewFile(uintptr(fd), rel)
 		defer f.Close()
 		// The file opened is the one looked at: a PID reused meanwhile could
 		// be in another namespace.
-		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, false, err
 		}
 		key = [2]uint64{st.Dev, st.Ino}
@@ -94,21 +104,21 @@ func socketTables(proc string) ([]sockEntry, error) {
 		ents, err := parseSocketTable(f, maxTableBytes)
 		return ents, true, err
 	}
-	own := proc + "/self/net/unix"
-	all, _, err := read(own)
+	all, _, err := read("self/net/unix")
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", own, err)
+		return nil, fmt.Errorf("read %s/self/net/unix: %w", proc, err)
 	}
-	dir, err := os.ReadDir(proc)
+	names, err := dir.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", proc, err)
 	}
-	for _, e := range dir {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+	rel := make([]byte, 0, 32)
+	for _, name := range names {
+		if !allDigits(name) {
 			continue
 		}
-		path := proc + "/" + e.Name() + "/net/unix"
-		ents, fresh, err := read(path)
+		rel = append(append(rel[:0], name...), "/net/unix"...)
+		ents, fresh, err := read(string(rel))
 		switch {
 		case err == nil:
 			if fresh {
@@ -118,10 +128,20 @@ func socketTables(proc string) ([]sockEntry, error) {
 			// Gone since the listing, or a process whose proc entries this user
 			// may not open: its namespace stays unseen (docs/security.md).
 		default:
-			return nil, fmt.Errorf("read %s: %w", path, err)
+			return nil, fmt.Errorf("read %s/%s: %w", proc, rel, err)
 		}
 	}
 	return all, nil
+}
+
+// allDigits reports whether name is a PID's directory name in proc.
+func allDigits(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // sandboxHeld returns, of the socket inodes in want, those that some process holds

@@ -30,7 +30,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,18 +98,61 @@ func ownCgroup() (string, error) {
 	if !found {
 		return "", nil
 	}
-	mnts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup2"))
+	table, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("own cgroup: %w", err)
 	}
-	for _, m := range mnts {
-		// A mount of the hierarchy's part at m.Root shows rel below it.
-		if r, ok := strings.CutPrefix(rel, strings.TrimSuffix(m.Root, "/")); ok && (r == "" || r[0] == '/') {
-			return filepath.Join(m.Mountpoint, r), nil
+	for _, m := range cgroup2Mounts(table) {
+		// A mount of the hierarchy's part at m.root shows rel below it.
+		if r, ok := strings.CutPrefix(rel, strings.TrimSuffix(m.root, "/")); ok && (r == "" || r[0] == '/') {
+			return filepath.Join(m.point, r), nil
 		}
 	}
 	return "", nil
 }
+
+// mount is a cgroup2 mount: the part of the hierarchy it shows, and where.
+type mount struct{ root, point string }
+
+// cgroup2Mounts lists a mountinfo table's cgroup2 mounts in its order. Only their
+// lines are taken apart: every launch reads this table, and the rest of it is of no
+// interest here (proc(5): "ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] -
+// FSTYPE SOURCE SUPER", ROOT and POINT with space, tab, newline and backslash
+// written in octal).
+func cgroup2Mounts(table []byte) []mount {
+	var out []mount
+	for _, line := range strings.Split(string(table), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		f := strings.Fields(pre)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, mount{root: unescapeOctal(f[3]), point: unescapeOctal(f[4])})
+	}
+	return out
+}
+
+// unescapeOctal undoes mountinfo's \NNN escapes.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // firstWritable returns the first of dir and its control files that the sandbox
 // could write (by file mode alone, as it holds no capability), "" when none. The

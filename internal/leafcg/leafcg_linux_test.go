@@ -89,3 +89,22 @@ func BenchmarkLeaf(b *testing.B) {
 		}
 	}
 }
+
+// TestCgroup2Mounts: only cgroup2 lines, in order, with their octal escapes undone;
+// a cgroup v1 or other mount whose point or options mention cgroup2 is no match.
+func TestCgroup2Mounts(t *testing.T) {
+	table := `21 26 0:20 / /proc rw,relatime - proc proc rw
+30 22 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+40 30 0:37 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw
+41 30 0:38 / /sys/fs/cgroup/cgroup2 rw - cgroup cgroup rw,cgroup2
+42 26 0:37 /user.slice/a\040b /mnt/my\134cg\040x rw master:3 - cgroup2 none rw
+43 26 0:37 / /bad\0`
+	got := cgroup2Mounts([]byte(table))
+	want := []mount{{"/", "/sys/fs/cgroup/unified"}, {`/user.slice/a b`, `/mnt/my\cg x`}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("cgroup2Mounts = %q, want %q", got, want)
+	}
+	if s := unescapeOctal(`a\04`); s != `a\04` {
+		t.Errorf("a cut escape: %q", s)
+	}
+}

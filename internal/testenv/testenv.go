@@ -21,8 +21,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-
-	"github.com/agentbox/agentbox/kmatrix/vmproto"
 )
 
 // DefaultUser is the unprivileged account tests use when they run as root.
@@ -325,6 +323,11 @@ func Skip(t testing.TB, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
+// KernelGate starts the reason SkipKernel gives: "kernel lacks FEATURE: why". The
+// kernel matrix's host side parses it (vmproto.KernelGate, which kmatrix's tests
+// keep equal to this): the test helpers do not link kmatrix's protocol.
+const KernelGate = "kernel lacks "
+
 // SkipKernel skips a test that needs a kernel feature (one of doctor's check names,
 // internal/kernel's constants) this kernel lacks. Inside the kernel matrix's VMs
 // (AGENTBOX_KMATRIX set) it is the one skip allowed under EnvStrict, and it is not
@@ -334,10 +337,10 @@ func Skip(t testing.TB, format string, args ...any) {
 func SkipKernel(t testing.TB, feature, format string, args ...any) {
 	t.Helper()
 	if os.Getenv("AGENTBOX_KMATRIX") == "" {
-		Skip(t, vmproto.KernelGate+feature+": "+format, args...)
+		Skip(t, KernelGate+feature+": "+format, args...)
 		return
 	}
-	t.Skipf(vmproto.KernelGate+feature+": "+format, args...)
+	t.Skipf(KernelGate+feature+": "+format, args...)
 }
 
 // CanonTempDir is t.TempDir() with its symlinks resolved ($TMPDIR may be a symlink),

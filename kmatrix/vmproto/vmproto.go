@@ -58,6 +58,6 @@ const (
 )
 
 // KernelGate starts the reason of the one skip a test may take inside a VM
-// (testenv.SkipKernel): "kernel lacks FEATURE: why", FEATURE one of doctor's check
+// (testenv.SkipKernel, whose testenv.KernelGate is this): "kernel lacks FEATURE: why", FEATURE one of doctor's check
 // names. The host fails the cell when doctor found FEATURE present there.
 const KernelGate = "kernel lacks "

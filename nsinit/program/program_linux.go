@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
-	"github.com/agentbox/agentbox/internal/ttyfilter"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/overlay"
 )
@@ -805,7 +805,7 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 // locked so that uid 0 gains nothing on execve (agentbox started as root still runs
 // the command without any), no_new_privs, the Landlock domain of ruleset (when not
 // -1: landlockRuleset; entering it needs no_new_privs) and the seccomp filter
-// against terminal input injection (internal/ttyfilter). Under bwrap (drop false)
+// against terminal input injection (internal/seccomp). Under bwrap (drop false)
 // only the domain: bwrap dropped the rest and installed the filter (the Go init
 // checks: checkUnprivileged).
 func (p *Program) dropPrivileges(ruleset int, drop bool) error {
@@ -829,7 +829,7 @@ func (p *Program) dropPrivileges(ruleset int, drop bool) error {
 	if !drop {
 		return nil
 	}
-	filter, err := ttyfilter.Program()
+	filter, err := seccomp.Program()
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/leftovers"
 )
@@ -45,7 +46,7 @@ func journalDir(stateDir, repo string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pending-audit journal: %w", err)
 	}
-	if policy.Within(canon, repo) {
+	if hostpath.Within(canon, repo) {
 		return "", fmt.Errorf("pending-audit journal: %s lies inside the repository %s, which the sandbox can write; set XDG_STATE_HOME elsewhere", dir, repo)
 	}
 	return canon, nil

@@ -11,11 +11,11 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/flock"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
-	"github.com/agentbox/agentbox/policy"
 )
 
-// Two sessions on one repository (DESIGN.md P13). A session's baseline is what its
+// Two sessions on one repository (docs/promises.md P13). A session's baseline is what its
 // audit takes for the user's own; were it the tree as it is at launch, a second
 // session would take whatever the first one, still running, planted for the user's,
 // and — once the first session's audit moved the plant aside — could put it back
@@ -119,7 +119,7 @@ func QuarantineRoot(w io.Writer, stateDir string, writable []string) string {
 		canon, err = filepath.EvalSymlinks(dir)
 	}
 	for _, p := range writable {
-		if err == nil && policy.Within(canon, p) {
+		if err == nil && hostpath.Within(canon, p) {
 			err = fmt.Errorf("lies inside %s, which the sandbox can write", p)
 		}
 	}
@@ -158,7 +158,7 @@ func overlapsOtherSession(stateDir, repo string) bool {
 		case j == nil: // unreadable: it could be anything's
 			overlap = true
 		default:
-			overlap = overlap || policy.Within(j.Repo, repo) || policy.Within(repo, j.Repo)
+			overlap = overlap || hostpath.Within(j.Repo, repo) || hostpath.Within(repo, j.Repo)
 		}
 	})
 	return overlap

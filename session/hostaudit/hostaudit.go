@@ -4,7 +4,8 @@
 // the operator's Git run a program (P7), and the crash journal that lets the next
 // launch, or `agentbox audit`, run the audit a killed launcher left pending. The
 // scanning itself is gitguard/audit's; this package decides when, against what,
-// under which lock, and what survives a crash.
+// under which lock, and what survives a crash. The kept paths' audit (kept.go) runs
+// beside it, through agentcfg's ledger.
 package hostaudit
 
 import (

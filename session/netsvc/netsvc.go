@@ -1,6 +1,8 @@
-// Package netsvc is a session's --allow-net service: the proxy (package netproxy) run
-// as goroutines of the launcher, serving the one listening socket the sandbox's init
-// created inside the new network namespace. Nothing listens on the host.
+// Package netsvc holds the services a session's launcher serves to the sandbox over
+// sockets, as goroutines of its own: the --allow-net proxy (package netproxy),
+// serving the one listening socket the sandbox's init created inside the new network
+// namespace (nothing listens on the host), with its end-of-session report, and the
+// --ssh-agent filter (package sshagent, sshagent.go).
 package netsvc
 
 import (

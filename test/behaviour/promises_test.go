@@ -1,4 +1,4 @@
-// Package behaviour holds the behaviour table: one row per promise of DESIGN.md, each
+// Package behaviour holds the behaviour table: one row per promise of docs/promises.md, each
 // launching the real agentbox binary as an unprivileged user and checking from inside
 // the sandbox and from the host. Every row runs against every backend.
 package behaviour

@@ -92,7 +92,7 @@ func TestStartedAsRoot(t *testing.T) {
 }
 
 // TestDryRun checks the printed plan: every check done, nothing launched, the order
-// of DESIGN.md (root read-only, private /proc /dev /tmp /run, HOME, repo, .git pinned,
+// of docs/promises.md (root read-only, private /proc /dev /tmp /run, HOME, repo, .git pinned,
 // push guard, Git paths).
 func TestDryRun(t *testing.T) {
 	b := newBox(t, "native")

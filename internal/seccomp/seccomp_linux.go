@@ -1,9 +1,9 @@
-// Package ttyfilter is the seccomp filter both backends put on the command: ioctl
+// Package seccomp is the seccomp filter both backends put on the command: ioctl
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file), and
 // prlimit64 on PID 1; nothing else is touched. The native init installs it with Install; the bwrap backend hands
 // the serialised Program to bwrap (--add-seccomp-fd). One rule, one builder.
-package ttyfilter
+package seccomp
 
 import (
 	"encoding/binary"

@@ -1,16 +1,17 @@
-package session
+package netsvc
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/agentbox/agentbox/shadow"
 )
 
-// reportNet says in one line, at the session's end, what the proxy refused and which
+// Report says on w in one line, at the session's end, what the proxy refused and which
 // allowed hosts could not be reached: a client shows only "socket closed" or a DNS
 // error, which points away from --allow-net.
-func reportNet(cfg *Config, rows []shadow.NetRefusal) {
+func Report(w io.Writer, rows []shadow.NetRefusal) {
 	var refused, failed []string
 	nr, nf := 0, 0
 	for _, r := range rows {
@@ -35,7 +36,7 @@ func reportNet(cfg *Config, rows []shadow.NetRefusal) {
 		parts = append(parts, fmt.Sprintf("%d allowed %s failed upstream: %s", nf, plural(nf, "request"), strings.Join(failed, ", ")))
 	}
 	if len(parts) > 0 {
-		fmt.Fprintf(cfg.Stderr, "agentbox: --allow-net: %s; agentbox show lists them\n", strings.Join(parts, "; "))
+		fmt.Fprintf(w, "agentbox: --allow-net: %s; agentbox show lists them\n", strings.Join(parts, "; "))
 	}
 }
 

@@ -1,4 +1,4 @@
-package ttyfilter
+package seccomp
 
 import (
 	"fmt"

@@ -1,10 +1,16 @@
-package policy
+// Package hostpath holds the path helpers the launcher's packages share: whether a
+// path lies below a directory, the Git working tree a directory is in, and a
+// program on $PATH that the launcher may run on the host (one no sandbox could have
+// planted). It only reads the file system and knows nothing of a policy.
+package hostpath
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // LookPath finds the program name on $PATH for agentbox to run on the host (bwrap,
@@ -112,6 +118,30 @@ func untrustedProgram(dir, bin string, writable []string) string {
 	}
 	return ""
 }
+
+// Within reports whether path is dir or lies below it. Both must be clean and absolute.
+func Within(path, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// GitTopLevel returns the nearest directory at or above dir that holds a .git entry
+// (a directory, or a file as in linked worktrees and submodules), or dir itself.
+// It looks only at names: running git here could run the repository's own config.
+func GitTopLevel(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if d == "/" {
+			return dir
+		}
+	}
+}
+
+func quote(p string) string { return termsafe.Quote(p) }
 
 // gitTree reports the nearest directory at or above dir (canonical) holding a .git
 // entry.

@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"github.com/agentbox/agentbox/policy"
 )
 
-// checkWritableBinds is the last check of the Git directory rule (policy/grant.go)
+// CheckWritableBinds is the last check of the Git directory rule (policy/grant.go)
 // before the backend: every writable bind of the plan must take its source from one
 // of the policy's grants (policy.Policy.Grants) or from gitDirs (a linked worktree's
 // common dir), so a grant added later cannot skip the rule. Each grant is checked
 // again now, through policy's no-follow walk, and the bind of its path gets the
 // identity that walk saw, which the backend checks on what it opens: the directory
 // bound is the one checked.
-func checkWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) error {
+func CheckWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) error {
 	grants := p.Grants()
 	for _, d := range gitDirs {
 		grants = append(grants, policy.Grant{What: "linked worktree metadata", Path: d, Kind: policy.GrantGitDir})

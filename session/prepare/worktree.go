@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"errors"
@@ -23,10 +23,10 @@ type gitMetadata struct {
 // why the whole common dir). A gitdir file that fails verification is reported on
 // stderr and its metadata stays read-only: the session still runs, but Git cannot
 // commit there.
-func linkedWorktree(cfg *Config, p *policy.Policy) (gitMetadata, error) {
+func linkedWorktree(o Options, p *policy.Policy) (gitMetadata, error) {
 	w, err := gitguard.FindLinkedWorktree(p.Repo)
 	if errors.Is(err, gitguard.ErrWorktreeUnverified) {
-		fmt.Fprintf(cfg.Stderr, "agentbox: linked worktree metadata stays read-only: %v\n", err)
+		fmt.Fprintf(o.Stderr, "agentbox: linked worktree metadata stays read-only: %v\n", err)
 		return gitMetadata{}, nil
 	}
 	if err != nil || w == nil {
@@ -35,13 +35,13 @@ func linkedWorktree(cfg *Config, p *policy.Policy) (gitMetadata, error) {
 	// The same rules as for the repository itself (P6): never /, never an ancestor of
 	// HOME, /tmp, /run, /proc or /dev.
 	if err := policy.CheckRepo(w.CommonDir, p.Home); err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: linked worktree metadata stays read-only: common dir: %v\n", err)
+		fmt.Fprintf(o.Stderr, "agentbox: linked worktree metadata stays read-only: common dir: %v\n", err)
 		return gitMetadata{}, nil
 	}
 	// Nor inside another Git directory (policy/grant.go): a worktree of a submodule
 	// has its common dir in the superproject's .git/modules.
 	if _, err := policy.CheckGrant("common dir", w.CommonDir, w.CommonDir, policy.GrantGitDir); err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: linked worktree metadata stays read-only: %v\n", err)
+		fmt.Fprintf(o.Stderr, "agentbox: linked worktree metadata stays read-only: %v\n", err)
 		return gitMetadata{}, nil
 	}
 	m := gitMetadata{roots: []string{w.CommonDir}}

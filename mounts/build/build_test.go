@@ -1,4 +1,4 @@
-package mounts
+package build
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -13,7 +14,7 @@ func testPolicy(home, repo string) *policy.Policy {
 	return &policy.Policy{Repo: repo, Home: home, Workdir: repo, Command: []string{"true"}, Backend: "native"}
 }
 
-func dests(p Plan) []string {
+func dests(p mounts.Plan) []string {
 	var out []string
 	for _, op := range p.Ops {
 		out = append(out, string(op.Kind)+" "+op.Dest)
@@ -31,8 +32,8 @@ func index(list []string, s string) int {
 }
 
 func TestBuildOrder(t *testing.T) {
-	prot := []Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
-	plan := Build(testPolicy("/h", "/h/repo"), Session{Protected: prot})
+	prot := []mounts.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+	plan := Plan(testPolicy("/h", "/h/repo"), mounts.Session{Protected: prot})
 	got := dests(plan)
 	want := []string{"ro-bind /", "proc /proc", "dev /dev", "tmpfs /tmp", "tmpfs /run",
 		"overlay /h", "bind /h/repo", "ro-bind /h/repo/.git/config", "ro-bind /h/repo/.git/hooks"}
@@ -56,7 +57,7 @@ func TestBuildReadOnlyRepo(t *testing.T) {
 	} {
 		p := testPolicy("/h", repo)
 		p.ReadOnly = true
-		got := strings.Join(dests(Build(p, Session{}))[5:], "|")
+		got := strings.Join(dests(Plan(p, mounts.Session{}))[5:], "|")
 		if got != want {
 			t.Errorf("%s: %s, want %s", repo, got, want)
 		}
@@ -67,10 +68,10 @@ func TestBuildReadOnlyRepo(t *testing.T) {
 // secrets masked, right after /proc and /dev (which the masks use) and before
 // anything else; a user's sandbox gets none of them (they would break nested proc).
 func TestBuildHostRoot(t *testing.T) {
-	user := dests(Build(testPolicy("/h", "/h/repo"), Session{}))
-	root := dests(Build(testPolicy("/h", "/h/repo"), Session{HostRoot: true}))
+	user := dests(Plan(testPolicy("/h", "/h/repo"), mounts.Session{}))
+	root := dests(Plan(testPolicy("/h", "/h/repo"), mounts.Session{HostRoot: true}))
 	for _, d := range user {
-		if strings.HasPrefix(d, string(ReadOnly)+" ") || strings.HasPrefix(d, string(Mask)+" ") {
+		if strings.HasPrefix(d, string(mounts.ReadOnly)+" ") || strings.HasPrefix(d, string(mounts.Mask)+" ") {
 			t.Errorf("user sandbox has %q", d)
 		}
 	}
@@ -95,7 +96,7 @@ func TestBuildRepoAfterPrivateDirs(t *testing.T) {
 	} {
 		p := testPolicy(c.home, c.repo)
 		p.DiskTmp = true
-		got := dests(Build(p, Session{DiskTmp: "/h/.cache/agentbox/tmp/x"}))
+		got := dests(Plan(p, mounts.Session{DiskTmp: "/h/.cache/agentbox/tmp/x"}))
 		repo := index(got, "bind "+c.repo)
 		for _, before := range []string{"bind /tmp", "tmpfs /run", "overlay " + c.home, "proc /proc", "dev /dev"} {
 			if i := index(got, before); i < 0 || i > repo {
@@ -111,8 +112,8 @@ func TestBuildRepoAfterPrivateDirs(t *testing.T) {
 func TestBuildOptions(t *testing.T) {
 	p := testPolicy("", "/srv/repo")
 	p.Offline = true
-	extra := []Op{{Kind: BindRO, Source: "/tmp/guard", Dest: "/run/agentbox/bin"}}
-	plan := Build(p, Session{ExtraRO: extra, HostRoot: true, Protected: []Protected{{Path: "/srv/repo/.git/config"}}})
+	extra := []mounts.Op{{Kind: mounts.BindRO, Source: "/tmp/guard", Dest: "/run/agentbox/bin"}}
+	plan := Plan(p, mounts.Session{ExtraRO: extra, HostRoot: true, Protected: []mounts.Protected{{Path: "/srv/repo/.git/config"}}})
 	got := dests(plan)
 	if index(got, "overlay ") >= 0 {
 		t.Error("overlay without HOME")
@@ -127,7 +128,7 @@ func TestBuildOptions(t *testing.T) {
 	// Every op kind used by Build is in Kinds, which the backends' tests walk.
 	for _, op := range plan.Ops {
 		found := false
-		for _, k := range Kinds {
+		for _, k := range mounts.Kinds {
 			found = found || k == op.Kind
 		}
 		if !found {
@@ -137,7 +138,7 @@ func TestBuildOptions(t *testing.T) {
 }
 
 func TestPlanRendering(t *testing.T) {
-	plan := Build(testPolicy("/h", "/h/repo"), Session{})
+	plan := Plan(testPolicy("/h", "/h/repo"), mounts.Session{})
 	text := plan.String()
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	if len(lines) != len(plan.Ops)+4 || !strings.HasPrefix(lines[0], "ro-bind  /") || !strings.Contains(text, "exec     true") {
@@ -147,17 +148,17 @@ func TestPlanRendering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Plan
+	var back mounts.Plan
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Ops) != len(plan.Ops) || back.Ops[5] != plan.Ops[5] {
 		t.Fatalf("JSON round trip: %v\n%s", err, b)
 	}
 }
 
-func BenchmarkBuild(b *testing.B) {
-	prot := []Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
+func BenchmarkPlan(b *testing.B) {
+	prot := []mounts.Protected{{Path: "/h/repo/.git/config"}, {Path: "/h/repo/.git/hooks", Dir: true}}
 	p := testPolicy("/h", "/h/repo")
 	for b.Loop() {
-		_ = Build(p, Session{Protected: prot})
+		_ = Plan(p, mounts.Session{Protected: prot})
 	}
 }
 
@@ -169,7 +170,7 @@ func TestBuildKept(t *testing.T) {
 		Keep:         []policy.Kept{{Path: "/h/.claude", Dir: true, From: "--keep-agent claude"}, {Path: "/h/.claude.json", From: "--keep-agent claude"}},
 		KeepReadOnly: []string{"/h/.claude/plugins"}}
 	var got []string
-	for _, op := range Build(p, Session{}).Ops {
+	for _, op := range Plan(p, mounts.Session{}).Ops {
 		got = append(got, string(op.Kind)+" "+op.Dest)
 	}
 	want := []string{"overlay /h", "bind /h/.claude", "bind /h/.claude.json", "ro-bind /h/.claude/plugins", "bind /h/repo"}
@@ -188,21 +189,21 @@ func TestBuildKept(t *testing.T) {
 // variables that point clients at it; without it, none of them.
 func TestBuildAllowNet(t *testing.T) {
 	p := testPolicy("", "/srv/repo")
-	if plan := Build(p, Session{}); plan.Namespaces.Net || plan.Proxy != "" || plan.Env != nil {
+	if plan := Plan(p, mounts.Session{}); plan.Namespaces.Net || plan.Proxy != "" || plan.Env != nil {
 		t.Errorf("no --allow-net: %+v", plan)
 	}
 	p.AllowNet = []string{"example.com"}
-	plan := Build(p, Session{})
-	if !plan.Namespaces.Net || plan.Proxy != ProxyAddr {
+	plan := Plan(p, mounts.Session{})
+	if !plan.Namespaces.Net || plan.Proxy != mounts.ProxyAddr {
 		t.Errorf("--allow-net: net %t proxy %q", plan.Namespaces.Net, plan.Proxy)
 	}
 	env := strings.Join(plan.Env, " ")
-	for _, want := range []string{"HTTPS_PROXY=http://" + ProxyAddr, "https_proxy=http://" + ProxyAddr, "ALL_PROXY=socks5h://" + ProxyAddr, "NO_PROXY=localhost,127.0.0.1,::1"} {
+	for _, want := range []string{"HTTPS_PROXY=http://" + mounts.ProxyAddr, "https_proxy=http://" + mounts.ProxyAddr, "ALL_PROXY=socks5h://" + mounts.ProxyAddr, "NO_PROXY=localhost,127.0.0.1,::1"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env %q lacks %s", env, want)
 		}
 	}
-	if text := plan.String(); !strings.Contains(text, "proxy    "+ProxyAddr) || !strings.Contains(text, "env      HTTP_PROXY=") {
+	if text := plan.String(); !strings.Contains(text, "proxy    "+mounts.ProxyAddr) || !strings.Contains(text, "env      HTTP_PROXY=") {
 		t.Errorf("dry run does not show the proxy:\n%s", text)
 	}
 }
@@ -211,11 +212,11 @@ func TestBuildAllowNet(t *testing.T) {
 // read-only over it after the hidden paths and before the protected Git paths; the
 // abstract-socket scope is in the plan only when the session says the kernel has it.
 func TestBuildMaskSockets(t *testing.T) {
-	prot := []Protected{{Path: "/h/repo/.git/config"}}
-	plan := Build(testPolicy("/h", "/h/repo"), Session{Protected: prot, MaskSockets: []string{"/var/snap/lxd/common/lxd/unix.socket"}, ScopeAbstractUnix: true})
+	prot := []mounts.Protected{{Path: "/h/repo/.git/config"}}
+	plan := Plan(testPolicy("/h", "/h/repo"), mounts.Session{Protected: prot, MaskSockets: []string{"/var/snap/lxd/common/lxd/unix.socket"}, ScopeAbstractUnix: true})
 	got := dests(plan)
 	i, j := index(got, "ro-bind /var/snap/lxd/common/lxd/unix.socket"), index(got, "ro-bind /h/repo/.git/config")
-	if i < 0 || j < i || plan.Ops[i].Source != MaskSource {
+	if i < 0 || j < i || plan.Ops[i].Source != mounts.MaskSource {
 		t.Fatalf("masked socket missing or out of order:\n%s", strings.Join(got, "\n"))
 	}
 	// A socket's mask may be skipped if the socket is gone; nothing else may.
@@ -227,7 +228,7 @@ func TestBuildMaskSockets(t *testing.T) {
 	if !plan.ScopeAbstractUnix || !strings.Contains(plan.String(), "landlock scope abstract-unix") {
 		t.Errorf("abstract-socket scope not in the plan:\n%s", plan)
 	}
-	if Build(testPolicy("/h", "/h/repo"), Session{}).ScopeAbstractUnix {
+	if Plan(testPolicy("/h", "/h/repo"), mounts.Session{}).ScopeAbstractUnix {
 		t.Error("abstract-socket scope without the session asking for it")
 	}
 }
@@ -236,12 +237,12 @@ func TestBuildMaskSockets(t *testing.T) {
 func TestBuildTmpSize(t *testing.T) {
 	p := testPolicy("/h", "/h/repo")
 	p.TmpSize = 8 << 20
-	plan := Build(p, Session{})
+	plan := Plan(p, mounts.Session{})
 	if plan.TmpSize != 8<<20 || !strings.Contains(plan.String(), "\nbudget   8M  # --tmp-size") {
 		t.Errorf("plan's budget %d:\n%s", plan.TmpSize, plan)
 	}
 	p.TmpSize = 0
-	if plan := Build(p, Session{}); strings.Contains(plan.String(), "budget") {
+	if plan := Plan(p, mounts.Session{}); strings.Contains(plan.String(), "budget") {
 		t.Errorf("a plan without a budget prints one:\n%s", plan)
 	}
 }
@@ -255,8 +256,8 @@ func TestBuildDenyPathSockets(t *testing.T) {
 	p.AddDirs = []string{"/srv/extra"}
 	p.Keep = []policy.Kept{{Path: "/h/.agent", Dir: true}}
 	p.Sockets = []policy.Socket{{Path: "/tmp/ssh-x/agent.1", Bind: "/tmp/ssh-x"}, {Path: "/var/lib/db.sock", Bind: "/var/lib/db.sock"}}
-	gitRW := []Op{{Kind: Bind, Source: "/h/main/.git/worktrees/w", Dest: "/h/main/.git/worktrees/w"}}
-	plan := Build(p, Session{DenyPathSockets: true, GitRW: gitRW})
+	gitRW := []mounts.Op{{Kind: mounts.Bind, Source: "/h/main/.git/worktrees/w", Dest: "/h/main/.git/worktrees/w"}}
+	plan := Plan(p, mounts.Session{DenyPathSockets: true, GitRW: gitRW})
 	want := []string{"/h/main/.git/worktrees/w", "/h/repo", "/srv/extra", "/tmp/ssh-x", "/var/lib/db.sock"}
 	if !plan.DenyPathSockets || !slices.Equal(plan.PathSocketGrants, want) {
 		t.Fatalf("grants %v (deny %v), want %v", plan.PathSocketGrants, plan.DenyPathSockets, want)
@@ -265,10 +266,10 @@ func TestBuildDenyPathSockets(t *testing.T) {
 		t.Errorf("dry run does not show the rule:\n%s", plan)
 	}
 	p.ReadOnly = true
-	if got := Build(p, Session{DenyPathSockets: true}).PathSocketGrants; slices.Contains(got, "/h/repo") {
+	if got := Plan(p, mounts.Session{DenyPathSockets: true}).PathSocketGrants; slices.Contains(got, "/h/repo") {
 		t.Errorf("a --read-only repository granted: %v", got)
 	}
-	if Build(testPolicy("/h", "/h/repo"), Session{}).DenyPathSockets {
+	if Plan(testPolicy("/h", "/h/repo"), mounts.Session{}).DenyPathSockets {
 		t.Error("deny-by-default without the session asking for it")
 	}
 }
@@ -277,14 +278,14 @@ func TestBuildDenyPathSockets(t *testing.T) {
 // off the host's path sockets, and what it costs: Landlock's rule (no mounts inside)
 // or the masks of those found at launch (--nested-sandbox, or before Linux 7.1).
 func TestPlanPathSocketsLine(t *testing.T) {
-	deny := Build(testPolicy("/h", "/h/repo"), Session{DenyPathSockets: true}).String()
-	masks := Build(testPolicy("/h", "/h/repo"), Session{MaskSockets: []string{"/var/lib/db.sock"}}).String()
+	deny := Plan(testPolicy("/h", "/h/repo"), mounts.Session{DenyPathSockets: true}).String()
+	masks := Plan(testPolicy("/h", "/h/repo"), mounts.Session{MaskSockets: []string{"/var/lib/db.sock"}}).String()
 	for _, c := range []struct{ plan, want, not string }{
 		{deny, "landlock deny resolve-unix", "masked at launch"},
 		{deny, "cannot mount (nested sandboxes need --nested-sandbox)", ""},
 		{masks, "sockets  masked at launch", "landlock deny"},
 		{masks, "those bound later stay reachable", ""},
-		{masks, "ro-bind  " + MaskSource + " -> /var/lib/db.sock", ""},
+		{masks, "ro-bind  " + mounts.MaskSource + " -> /var/lib/db.sock", ""},
 	} {
 		if !strings.Contains(c.plan, c.want) || c.not != "" && strings.Contains(c.plan, c.not) {
 			t.Errorf("want %q, not %q:\n%s", c.want, c.not, c.plan)

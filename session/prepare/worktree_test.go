@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"os"
@@ -34,8 +34,8 @@ func TestLinkedWorktreeBinds(t *testing.T) {
 	mainRepo, wt := linkedRepos(t)
 	common := filepath.Join(mainRepo, ".git")
 	var stderr strings.Builder
-	cfg := &Config{Stderr: &stderr}
-	m, err := linkedWorktree(cfg, &policy.Policy{Repo: wt})
+	o := Options{Stderr: &stderr}
+	m, err := linkedWorktree(o, &policy.Policy{Repo: wt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestLinkedWorktreeBinds(t *testing.T) {
 
 	// The main repository itself, and a plain directory: nothing to add.
 	for _, repo := range []string{mainRepo, t.TempDir()} {
-		m, err := linkedWorktree(cfg, &policy.Policy{Repo: repo})
+		m, err := linkedWorktree(o, &policy.Policy{Repo: repo})
 		if err != nil || len(m.ops) != 0 || len(m.roots) != 0 {
 			t.Errorf("%s: %+v %v", repo, m, err)
 		}
@@ -89,7 +89,7 @@ func TestLinkedWorktreeRefused(t *testing.T) {
 			mainRepo, wt := linkedRepos(t)
 			p := c.setup(t, mainRepo, wt)
 			var stderr strings.Builder
-			m, err := linkedWorktree(&Config{Stderr: &stderr}, p)
+			m, err := linkedWorktree(Options{Stderr: &stderr}, p)
 			if err != nil || len(m.ops) != 0 || len(m.roots) != 0 {
 				t.Fatalf("%+v %v", m, err)
 			}
@@ -104,8 +104,8 @@ func TestLinkedWorktreeRefused(t *testing.T) {
 // The guard's plan: the real Git's directory on its own tmpfs first, then the guard
 // over every shadowed file; --allow-git-push has none of it.
 func TestPushGuardOps(t *testing.T) {
-	cfg := &Config{}
-	ops := pushGuardDryRun(cfg, &policy.Policy{})
+	o := Options{}
+	ops := pushGuardDryRun(o, &policy.Policy{})
 	if _, err := exec.LookPath("git"); err != nil {
 		if len(ops) != 0 {
 			t.Fatalf("no git, ops %v", ops)
@@ -121,11 +121,11 @@ func TestPushGuardOps(t *testing.T) {
 			t.Errorf("guard op %v", op)
 		}
 	}
-	cfg.AllowGitPush = true
-	if ops := pushGuardDryRun(cfg, &policy.Policy{}); len(ops) != 0 {
+	o.AllowGitPush = true
+	if ops := pushGuardDryRun(o, &policy.Policy{}); len(ops) != 0 {
 		t.Fatalf("--allow-git-push: %v", ops)
 	}
-	g, err := preparePushGuard(cfg, &policy.Policy{}, nil)
+	g, err := preparePushGuard(o, &policy.Policy{}, nil)
 	if err != nil || len(g.ops) != 0 || g.staged != nil {
 		t.Fatalf("--allow-git-push staged: %+v %v", g, err)
 	}
@@ -142,9 +142,9 @@ func TestPushGuardCacheOutsideWritable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{}
+	o := Options{}
 	outside := &policy.Policy{Repo: repo, CacheDir: filepath.Join(t.TempDir(), "agentbox")}
-	g, err := preparePushGuard(cfg, outside, []string{repo})
+	g, err := preparePushGuard(o, outside, []string{repo})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestPushGuardCacheOutsideWritable(t *testing.T) {
 	}
 	g.cleanup()
 	inside := &policy.Policy{Repo: repo, CacheDir: filepath.Join(repo, ".cache", "agentbox")}
-	g, err = preparePushGuard(cfg, inside, []string{repo})
+	g, err = preparePushGuard(o, inside, []string{repo})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package session
+package netsvc
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -17,20 +18,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// agentService is a session's --ssh-agent filter (sshagent): goroutines of the
+// Agent is a session's --ssh-agent filter (sshagent): goroutines of the
 // launcher serving a socket in a directory of its own below /tmp (mode 0700, like
 // ssh-agent's), which the plan hands in read-only at its own path as
 // --allow-socket hands in a socket, and SSH_AUTH_SOCK names inside.
-type agentService struct {
+type Agent struct {
 	dir, sock string
 	srv       *sshagent.Server
 	served    chan struct{}
 	stopped   bool
 }
 
-// startAgent checks the keys against the user's agent and starts the filter; nil
+// StartAgent checks the keys against the user's agent and starts the filter; nil
 // when p has no --ssh-agent. A key that names none of the agent's stops the launch.
-func startAgent(p *policy.Policy) (*agentService, error) {
+func StartAgent(p *policy.Policy) (*Agent, error) {
 	if p.SSHAgent == "" {
 		return nil, nil
 	}
@@ -50,7 +51,7 @@ func startAgent(p *policy.Policy) (*agentService, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-agent: %w", err)
 	}
-	a := &agentService{dir: dir, sock: filepath.Join(dir, "agent.sock"), srv: sshagent.New(cfg), served: make(chan struct{})}
+	a := &Agent{dir: dir, sock: filepath.Join(dir, "agent.sock"), srv: sshagent.New(cfg), served: make(chan struct{})}
 	l, err := net.Listen("unix", a.sock)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -84,16 +85,16 @@ func agentKeys(p *policy.Policy) (*sshagent.Allowed, error) {
 	return keys, nil
 }
 
-// dryRunAgent is p with the filter's socket as the plan would hand it in, after
+// DryRunAgent is p with the filter's socket as the plan would hand it in, after
 // the same checks as a launch (nil error and p itself without --ssh-agent).
-func dryRunAgent(p *policy.Policy) (*policy.Policy, error) {
+func DryRunAgent(p *policy.Policy) (*policy.Policy, error) {
 	if p.SSHAgent == "" {
 		return p, nil
 	}
 	if _, err := agentKeys(p); err != nil {
 		return nil, err
 	}
-	return (&agentService{dir: "/tmp/" + agentDirPrefix + "SESSION", sock: "/tmp/" + agentDirPrefix + "SESSION/agent.sock"}).policy(p), nil
+	return (&Agent{dir: "/tmp/" + agentDirPrefix + "SESSION", sock: "/tmp/" + agentDirPrefix + "SESSION/agent.sock"}).Policy(p), nil
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the
@@ -136,8 +137,8 @@ func openRegular(path string) (io.ReadCloser, error) {
 	return f, nil
 }
 
-// policy is p with the filter's socket handed in (nil a: p itself).
-func (a *agentService) policy(p *policy.Policy) *policy.Policy {
+// Policy is p with the filter's socket handed in (nil a: p itself).
+func (a *Agent) Policy(p *policy.Policy) *policy.Policy {
 	if a == nil {
 		return p
 	}
@@ -146,9 +147,9 @@ func (a *agentService) policy(p *policy.Policy) *policy.Policy {
 	return &q
 }
 
-// setEnv points the command's SSH_AUTH_SOCK in env at the filter (after
-// sessionEnv, which drops the host's).
-func (a *agentService) setEnv(env []string) []string {
+// SetEnv points the command's SSH_AUTH_SOCK in env at the filter (after
+// the session's environment drops the host's).
+func (a *Agent) SetEnv(env []string) []string {
 	if a == nil {
 		return env
 	}
@@ -161,10 +162,10 @@ func (a *agentService) setEnv(env []string) []string {
 	return append(out, "SSH_AUTH_SOCK="+a.sock)
 }
 
-// stop ends the filter with the session and returns what it decided, for the
+// Stop ends the filter with the session and returns what it decided, for the
 // record, and notes with a line added when events were dropped. A second call
 // returns nothing.
-func (a *agentService) stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
+func (a *Agent) Stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
 	if a == nil || a.stopped {
 		return nil, notes
 	}
@@ -183,11 +184,11 @@ func (a *agentService) stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
 	return out, notes
 }
 
-// sshProxyEnv sets GIT_SSH_COMMAND for a session with --allow-net so that Git over
+// SSHProxyEnv sets GIT_SSH_COMMAND for a session with --allow-net so that Git over
 // ssh goes through the proxy with no configuration (sshagent.GitSSHCommand); the
 // user's own GIT_SSH_COMMAND wins, and a binary the sandbox cannot see (below the
 // private /tmp or /run) or whose path needs quoting sets nothing.
-func sshProxyEnv(p *policy.Policy, env []string) []string {
+func SSHProxyEnv(p *policy.Policy, env []string) []string {
 	if len(p.AllowNet) == 0 || getenv(env, "GIT_SSH_COMMAND") != "" {
 		return nil
 	}
@@ -195,7 +196,7 @@ func sshProxyEnv(p *policy.Policy, env []string) []string {
 	if err == nil {
 		exe, err = filepath.EvalSymlinks(exe)
 	}
-	if err != nil || policy.Within(exe, "/tmp") || policy.Within(exe, "/run") {
+	if err != nil || hostpath.Within(exe, "/tmp") || hostpath.Within(exe, "/run") {
 		return nil
 	}
 	cmd, ok := sshagent.GitSSHCommand(exe, mounts.ProxyAddr)
@@ -203,4 +204,14 @@ func sshProxyEnv(p *policy.Policy, env []string) []string {
 		return nil
 	}
 	return []string{"GIT_SSH_COMMAND=" + cmd}
+}
+
+// getenv is the value of key in env, the last one winning; "" when unset.
+func getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

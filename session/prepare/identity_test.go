@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -39,7 +40,7 @@ func TestVerifyUnchangedSetsSourceIDs(t *testing.T) {
 	if err := verifyUnchanged(repo, id, prot, ids); err != nil {
 		t.Fatal(err)
 	}
-	plan := mounts.Build(&policy.Policy{Repo: repo, Workdir: repo, Command: []string{"true"}}, mounts.Session{Protected: prot, SourceIDs: ids})
+	plan := build.Plan(&policy.Policy{Repo: repo, Workdir: repo, Command: []string{"true"}}, mounts.Session{Protected: prot, SourceIDs: ids})
 	checked := 0
 	for _, op := range plan.Ops {
 		var st unix.Stat_t

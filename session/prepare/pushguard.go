@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/gitguard/pushguard"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
@@ -24,8 +25,8 @@ type pushGuard struct {
 // the sandbox could write there (writable: the sources of its writable binds) or the
 // cache cannot hold it, stages it below the host's /tmp, which cleanup removes. With
 // --allow-git-push, or without any git on PATH, there is nothing to do.
-func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGuard, error) {
-	if cfg.AllowGitPush {
+func preparePushGuard(o Options, p *policy.Policy, writable []string) (*pushGuard, error) {
+	if o.AllowGitPush {
 		return &pushGuard{}, nil
 	}
 	h, found, err := pushguard.FindHostGit(os.Getenv)
@@ -35,7 +36,7 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 	if p.CacheDir != "" {
 		outside := func(dir string) bool {
 			for _, w := range writable {
-				if policy.Within(dir, w) || policy.Within(w, dir) {
+				if hostpath.Within(dir, w) || hostpath.Within(w, dir) {
 					return false
 				}
 			}
@@ -60,8 +61,8 @@ func preparePushGuard(cfg *Config, p *policy.Policy, writable []string) (*pushGu
 // pushGuardDryRun is the guard's binds as --dry-run shows them, writing nothing: the
 // cached guard's path, or (without a cache dir) the staging directory's name with
 // XXXXXX for its random part.
-func pushGuardDryRun(cfg *Config, p *policy.Policy) []mounts.Op {
-	if cfg.AllowGitPush {
+func pushGuardDryRun(o Options, p *policy.Policy) []mounts.Op {
+	if o.AllowGitPush {
 		return nil
 	}
 	h, found, err := pushguard.FindHostGit(os.Getenv)

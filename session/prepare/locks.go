@@ -1,4 +1,4 @@
-package session
+package prepare
 
 import (
 	"fmt"
@@ -30,9 +30,9 @@ func lockPaths(prot []mounts.Protected) []string {
 	return out
 }
 
-// existingLocks records which of those locks exist before the session: they belong
+// ExistingLocks records which of those locks exist before the session: they belong
 // to a Git that was running on the host, not to the sandbox.
-func existingLocks(prot []mounts.Protected) map[string]bool {
+func ExistingLocks(prot []mounts.Protected) map[string]bool {
 	have := map[string]bool{}
 	for _, l := range lockPaths(prot) {
 		if _, err := os.Lstat(l); err == nil {
@@ -42,10 +42,10 @@ func existingLocks(prot []mounts.Protected) map[string]bool {
 	return have
 }
 
-// removeStaleLocks removes every lock beside a protected file that the session left,
+// RemoveStaleLocks removes every lock beside a protected file that the session left,
 // and says so on w. Only regular files are removed, through their directory opened
 // without following any symlink (a concurrent session could swap a parent).
-func removeStaleLocks(w io.Writer, prot []mounts.Protected, before map[string]bool) {
+func RemoveStaleLocks(w io.Writer, prot []mounts.Protected, before map[string]bool) {
 	for _, l := range lockPaths(prot) {
 		if before[l] {
 			continue

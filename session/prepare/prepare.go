@@ -1,0 +1,205 @@
+// Package prepare is a session's one preparation step: it turns a policy into
+// everything a launch needs on the host — the mount session with the protected,
+// pinned and linked-worktree Git paths, hidden paths, masked sockets, the push
+// guard's binds and the identities the backends check again — and builds the plan
+// from it. The CLI and the Go API (package session, for both) get a launch's
+// protections from here alone, so that one cannot have what the other misses.
+package prepare
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
+	"github.com/agentbox/agentbox/nsinit"
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
+)
+
+// Prepared is what the preparation step turns a policy into: the mount session with
+// every protection the plan carries (protected, pinned and linked-worktree Git
+// paths, hidden paths, masked sockets, and, for a launch, the identities the
+// backends check again), and what the audit needs of it. The CLI (Run, Plan) and
+// the Go API (package sandbox, through RunSession and Plan) get it from prepare
+// alone, so that a protection cannot reach one door and miss the other.
+type Prepared struct {
+	Session mounts.Session
+	repoID  mounts.FileID
+	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
+	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
+}
+
+// Options are what the preparation needs of the session beyond its policy.
+type Options struct {
+	AllowGitPush bool      // P9 push guard off (pushguard.go)
+	Stderr       io.Writer // warnings: a linked worktree's metadata left read-only
+	// Mark, when set, times the step that just ended (the session's host timings).
+	Mark func(step string)
+}
+
+func (o Options) mark(step string) {
+	if o.Mark != nil {
+		o.Mark(step)
+	}
+}
+
+// New looks at the repository and the policy and decides what to protect; it
+// writes nothing on the host.
+func New(o Options, p *policy.Policy) (*Prepared, error) {
+	repoID, err := repoIdentity(p.Repo)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := linkedWorktree(o, p) // worktree.go: before the protected paths, which cover it
+	if err != nil {
+		return nil, fmt.Errorf("linked worktree: %w", err)
+	}
+	if err := checkKeptGitDirs(p, meta.roots); err != nil {
+		return nil, err
+	}
+	o.mark(("repo identity, worktree"))
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots}
+	masks, err := kernel.HostSockets(socketScope(p))
+	if err != nil {
+		return nil, err
+	}
+	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), MaskSockets: masks, Empty: emptyPaths(p)}
+	if p.ReadOnly {
+		return pr, nil // readonly.go: nothing to protect, pin or bind writable
+	}
+	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
+	if err != nil {
+		return nil, fmt.Errorf("protect Git paths: %w", err)
+	}
+	added, err := addDirProtected(p)
+	if err != nil {
+		return nil, err
+	}
+	protected = append(protected, added...)
+	o.mark(("protected paths"))
+	pr.Session.Protected, pr.Session.GitRW = protected, meta.ops
+	pr.Session.Pinned = gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)
+	return pr, nil
+}
+
+// socketScope is what the host sockets' masks depend on in p (kernel.HostSockets).
+func socketScope(p *policy.Policy) kernel.SocketScope {
+	s := kernel.SocketScope{Home: p.Home, KeptPrivate: p.KeepPrivate, Writable: p.AddDirs, NestedSandbox: p.NestedSandbox}
+	if !p.ReadOnly {
+		s.Writable = append([]string{p.Repo}, p.AddDirs...)
+	}
+	for _, k := range p.Keep {
+		s.Kept = append(s.Kept, k.Path)
+	}
+	for _, k := range p.Sockets {
+		s.Handed = append(s.Handed, k.Bind)
+	}
+	for _, h := range p.Hide {
+		s.Hidden = append(s.Hidden, h.Path)
+	}
+	return s
+}
+
+// ForDryRun completes the session as --dry-run shows it, writing nothing: the
+// --disk-tmp directory and the push guard's staging are named, not made.
+func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
+	if p.DiskTmp {
+		pr.Session.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
+	}
+	pr.Session.ExtraRO = pushGuardDryRun(o, p)
+	return dryRunLookPath(p)
+}
+
+// ForLaunch completes the session for a launch: it creates what the plan binds and
+// is missing (placeholders for protected Git paths, kept paths, hidden paths'
+// stand-ins), stages the push guard and the --disk-tmp directory, then checks
+// again, right before the plan is built, that what it binds is what was decided on
+// (identity.go). The identities seen go into the session as data (SourceIDs); the
+// plan puts them on the operations. Close undoes the staging.
+func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
+	if err := gitguard.EnsurePlaceholders(pr.Session.Protected); err != nil {
+		return err
+	}
+	if err := prepareKept(p); err != nil {
+		return err
+	}
+	empty, err := emptySources(p)
+	if err != nil {
+		return err
+	}
+	pr.Session.Empty = empty
+	o.mark(("placeholders"))
+	writable := append([]string{p.Repo}, p.AddDirs...)
+	for _, op := range pr.Session.GitRW {
+		writable = append(writable, op.Source)
+	}
+	guard, err := preparePushGuard(o, p, writable)
+	if err != nil {
+		return err
+	}
+	pr.undo = append(pr.undo, guard.cleanup)
+	pr.Session.ExtraRO = guard.ops
+	o.mark(("push guard"))
+	if p.DiskTmp {
+		dir, release, err := leftovers.MakeDiskTmp(p.CacheDir)
+		if err != nil {
+			return err
+		}
+		pr.undo = append(pr.undo, release)
+		pr.Session.DiskTmp = dir
+	}
+	ids := map[string]mounts.FileID{}
+	if err := verifyLaunch(p, pr.repoID, pr.Session.Protected, ids); err != nil {
+		return err
+	}
+	if err := keptIdentities(p, ids); err != nil {
+		return err
+	}
+	pr.Session.SourceIDs = ids
+	return nil
+}
+
+// Plan is the mount plan of p (the policy the session runs, with the sockets its
+// services hand in) on the prepared session (mounts/build).
+func (pr *Prepared) Plan(p *policy.Policy) mounts.Plan {
+	return build.Plan(p, pr.Session)
+}
+
+// Close undoes what ForLaunch staged, last first.
+func (pr *Prepared) Close() {
+	for i := len(pr.undo) - 1; i >= 0; i-- {
+		pr.undo[i]()
+	}
+	pr.undo = nil
+}
+
+// dryRunLookPath refuses, as the launch would, a command that is not there. The host's
+// view stands in for the sandbox's, except for what the sandbox replaces: its /tmp
+// and /run start empty.
+func dryRunLookPath(p *policy.Policy) error {
+	name := p.Command[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) {
+		name = filepath.Join(p.Workdir, name)
+	}
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if d == "" || !filepath.IsAbs(d) {
+			d = filepath.Join(p.Workdir, d)
+		}
+		if !hostpath.Within(d, "/tmp") && !hostpath.Within(d, "/run") {
+			dirs = append(dirs, d)
+		}
+	}
+	if _, err := nsinit.LookPath(name, strings.Join(dirs, string(filepath.ListSeparator))); err != nil {
+		return fmt.Errorf("command %s: %w", p.Command[0], err)
+	}
+	return nil
+}
