@@ -68,6 +68,18 @@ type Options struct {
 	// command starts; the caller serves it and closes it. Called from the launch's
 	// loop: it must not block. Nil: the socket is closed (nothing answers there).
 	Listener func(*os.File)
+	// HostPorts, for a plan with HostPorts (--host-port), gets the listening
+	// sockets the init created at 127.0.0.1:Inside in the sandbox's network
+	// namespace, one per plan.HostPorts in order, before the command starts; the
+	// caller serves and closes them. Called from the launch's loop: it must not
+	// block. Nil: they are closed.
+	HostPorts func([]*os.File)
+	// Sockets, for a plan with Publish (--publish), gets once the command has
+	// started a function that returns a new, unconnected, non-blocking TCP socket
+	// of the sandbox's network namespace, made by the init on request; it fails
+	// once the session has ended. Called from the launch's loop: it must not
+	// block (the function it gets may, and must not be called from there).
+	Sockets func(get func() (*os.File, error))
 }
 
 // Environ is the command's environment: Env, or the caller's.

@@ -379,6 +379,12 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 			fmt.Fprintf(&b, "# env %s\n", Quote(e))
 		}
 	}
+	for _, m := range plan.HostPorts {
+		fmt.Fprintf(&b, "# agentbox's init listens on 127.0.0.1:%d inside for the launcher's relay to the host's 127.0.0.1:%d (--host-port)\n", m.Inside, m.Host)
+	}
+	for _, m := range plan.Publish {
+		fmt.Fprintf(&b, "# agentbox's launcher relays the host's 127.0.0.1:%d to 127.0.0.1:%d inside (--publish)\n", m.Host, m.Inside)
+	}
 	// The command reaches the init over the control socket, not in bwrap's argv.
 	fmt.Fprintf(&b, "# agentbox's init (PID 1) then runs: %s\n", strings.Join(quoted, " "))
 	_, err = io.WriteString(w, b.String())

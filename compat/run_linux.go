@@ -35,9 +35,9 @@ func Run(plan mounts.Plan, stdio backend.Stdio, beforeExec func() error, afterSt
 }
 
 // RunWith is Run with the launch's options: Stdio, Env, BeforeExec, AfterStart, and
-// Listener, which gets the proxy's listening socket of a plan with a Proxy (the init
-// creates it inside bwrap's network namespace). The native backend's own fields
-// (InitBinary, Signals, RawInit) do not apply.
+// Listener, HostPorts and Sockets, which get the sockets of bwrap's network
+// namespace that the init creates (the proxy's, --host-port's, --publish's). The
+// native backend's own fields (InitBinary, Signals, RawInit) do not apply.
 func RunWith(plan mounts.Plan, o backend.Options) (backend.Result, error) {
 	// A masked host socket that its daemon (or another session) removes between the
 	// argv and bwrap's mount of it fails bwrap's setup: bwrap has no "try" for a
@@ -150,7 +150,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	childPID := make(chan int, 1)
 	go func() { reports <- readStatus(r, childPID) }()
 
-	opts := backend.Options{Stdio: stdio, Env: o.Env, BeforeExec: o.BeforeExec, Listener: o.Listener}
+	opts := backend.Options{Stdio: stdio, Env: o.Env, BeforeExec: o.BeforeExec, Listener: o.Listener, HostPorts: o.HostPorts, Sockets: o.Sockets}
 	if afterStart := o.AfterStart; afterStart != nil {
 		opts.AfterStart = func(int) error {
 			// bwrap reports its child once it is cloned; no report means bwrap

@@ -446,7 +446,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 		return FalseOnly, true
 	case "hide", "unset-env":
 		return Union, true
-	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket", "device":
+	case "keep", "keep-agent", "allow-net", "add-dir", "allow-socket", "device", "host-port", "publish":
 		return Subset, true
 	case "tmp-size", "memory", "pids", "cpus":
 		return Smaller, true
@@ -455,7 +455,7 @@ func repoNarrowing(key string) (Narrowing, bool) {
 }
 
 // RepoKeys lists the keys a repository's file may hold, for messages and docs.
-const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent, gpu (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket, device (a subset of the user's); tmp-size, memory, pids, cpus (lower only)"
+const RepoKeys = "offline, read-only, hide-secrets, clear-env (true only); allow-git-push, nested-sandbox, ssh-agent, gpu (false only); hide, unset-env (adds); keep, keep-agent, allow-net, add-dir, allow-socket, device, host-port, publish (a subset of the user's); tmp-size, memory, pids, cpus (lower only)"
 
 // Narrow applies a repository file's settings after everything else, refusing any
 // that is not a narrowing, and records their origin in prov.

@@ -120,6 +120,15 @@ type Plan struct {
 	// the init creates a listening socket and hands it to the launcher, whose proxy
 	// serves it: the namespace's only way out. Empty: none.
 	Proxy string `json:"proxy,omitempty"`
+	// HostPorts (--host-port): the init creates a listening socket at
+	// 127.0.0.1:Inside in the new network namespace for each and hands them to the
+	// launcher with the proxy's, which relays each connection to the host's
+	// 127.0.0.1:Host.
+	HostPorts []Forward `json:"host_ports,omitempty"`
+	// Publish (--publish): the launcher listens on the host's 127.0.0.1:Host and
+	// relays each connection to 127.0.0.1:Inside in the new network namespace,
+	// through a socket the init creates there on the launcher's request.
+	Publish []Forward `json:"publish,omitempty"`
 	// Env are variables the command gets on top of its environment, replacing
 	// those of the same name (the proxy's).
 	Env []string `json:"env,omitempty"`
@@ -166,6 +175,20 @@ func (p Plan) Writable() []string {
 // ProxyAddr is where the proxy listens inside the sandbox (Plan.Proxy).
 const ProxyAddr = "127.0.0.1:3128"
 
+// Forward is one --host-port or --publish forwarding (policy.PortMap): TCP between
+// 127.0.0.1:Inside in the sandbox's network namespace and 127.0.0.1:Host on the host.
+type Forward struct {
+	Inside int `json:"inside"`
+	Host   int `json:"host"`
+}
+
+// Served reports whether the launcher serves the sandbox's network namespace from
+// outside (the proxy, --host-port, --publish): the Go init, which creates the
+// sockets, runs then.
+func (p Plan) Served() bool {
+	return p.Proxy != "" || len(p.HostPorts) > 0 || len(p.Publish) > 0
+}
+
 // String renders the plan for --dry-run, one operation per line in order.
 func (p Plan) String() string {
 	var b strings.Builder
@@ -187,6 +210,12 @@ func (p Plan) String() string {
 	b.WriteString(p.PathSocketsLine() + "\n")
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
+	}
+	for _, m := range p.HostPorts {
+		fmt.Fprintf(&b, "forward  127.0.0.1:%d -> host 127.0.0.1:%d  # --host-port: relayed by the launcher\n", m.Inside, m.Host)
+	}
+	for _, m := range p.Publish {
+		fmt.Fprintf(&b, "publish  host 127.0.0.1:%d -> 127.0.0.1:%d  # --publish: relayed by the launcher\n", m.Host, m.Inside)
 	}
 	for _, e := range p.Env {
 		fmt.Fprintf(&b, "env      %s\n", e)

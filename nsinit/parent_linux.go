@@ -60,8 +60,8 @@ func (e *SetupError) Error() string { return e.Step + ": " + e.Reason }
 // Run starts the init in new namespaces, hands it plan, and waits for the session to
 // end. A *SetupError (or any error) means the command never started.
 func Run(plan mounts.Plan, opts Options) (Result, error) {
-	// The raw init has no proxy step (nor the plan's Env): the Go init runs those.
-	if opts.RawInit && plan.Proxy == "" && len(plan.Env) == 0 {
+	// The raw init has no socket steps (nor the plan's Env): the Go init runs those.
+	if opts.RawInit && !plan.Served() && len(plan.Env) == 0 {
 		if res, err, ok := runRaw(plan, opts); ok {
 			return res, err
 		}
@@ -327,8 +327,12 @@ func Supervise(l Launch, opts Options) (Result, error) {
 
 	res.Phases = []Phase{{Name: PhaseClone, Dur: tStarted.Sub(t0)}}
 	started := false
+	sockets := newSocketBroker()
+	defer sockets.end()
 	for {
 		select {
+		case ch := <-sockets.reqs:
+			sockets.ask(conn, ch)
 		case sig := <-sigs:
 			// The init passes it on to the command. A message, not a signal to the
 			// init: PID 1 then needs no signal handler of its own (os/signal's
@@ -346,6 +350,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 				started = true
 				res.Phases = append(res.Phases, m.Phases...)
 				res.Phases = append(res.Phases, Phase{Name: PhaseSetup, Dur: time.Since(t0)})
+				if opts.Sockets != nil && len(l.Plan.Publish) > 0 {
+					opts.Sockets(sockets.get) // only now: the init reads requests from here on
+				}
 			case protocol.MsgError:
 				proc.wait() // it exits right after its report
 				giveBack()
@@ -355,7 +362,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			case protocol.MsgEnded:
 				res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
 			case protocol.MsgListener:
-				takeListener(m, l.Plan, opts.Listener)
+				takeListeners(m, l.Plan, opts)
+			case protocol.MsgSocket:
+				sockets.answer(m)
 			case protocol.MsgExited:
 				if started {
 					// Nothing of the session runs any more; the init's exit (the
@@ -379,18 +388,6 @@ func Supervise(l Launch, opts Options) (Result, error) {
 			res.Status = st.status()
 			return res, nil
 		}
-	}
-}
-
-// takeListener hands the proxy's listening socket that came with m to take; any
-// other descriptor, or one nobody asked for, is closed.
-func takeListener(m *protocol.Message, plan mounts.Plan, take func(*os.File)) {
-	for i, fd := range m.Fds {
-		if i == 0 && plan.Proxy != "" && take != nil {
-			take(os.NewFile(uintptr(fd), "proxy listener "+plan.Proxy))
-			continue
-		}
-		unix.Close(fd)
 	}
 }
 

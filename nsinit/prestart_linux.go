@@ -119,7 +119,7 @@ func (p *Prestarted) Usable(plan mounts.Plan, initBinary string) bool {
 	if initBinary == "" {
 		initBinary = "/proc/self/exe"
 	}
-	if p == nil || !p.ready() || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || (p.raw == nil && initBinary != p.initBinary) || (p.raw != nil && plan.Proxy != "") {
+	if p == nil || !p.ready() || p.used || plan.Namespaces.Net != p.net || os.Getuid() != p.uid || os.Getgid() != p.gid || (p.raw == nil && initBinary != p.initBinary) || (p.raw != nil && plan.Served()) {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(p.mountinfo), Events: unix.POLLPRI}}

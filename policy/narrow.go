@@ -101,6 +101,10 @@ func narrowRule(name string) fieldRule {
 		return narrowSSHAgent
 	case "SSHKeys":
 		return narrowSSHKeys
+	case "HostPorts":
+		return narrowPorts("host-port", func(p *Policy) []PortMap { return p.HostPorts })
+	case "Publish":
+		return narrowPorts("publish", func(p *Policy) []PortMap { return p.Publish })
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ func base() *Policy {
 		SSHAgent:     "/tmp/ssh-x/agent.1",
 		SSHKeys:      []string{"k1", "k2"},
 		Devices:      []Device{{Path: "/dev/dri/renderD128", From: "--gpu"}, {Path: "/dev/kfd", From: "--gpu"}},
+		HostPorts:    []PortMap{{Inside: 5432, Host: 5432}, {Inside: 6379, Host: 16379}},
+		Publish:      []PortMap{{Inside: 8080, Host: 18080}},
 	}
 }
 
@@ -72,6 +74,10 @@ func TestNarrows(t *testing.T) {
 		{"another ssh key", func(p *Policy) { p.SSHKeys = []string{"k3"} }, "k3"},
 		{"every ssh key", func(p *Policy) { p.SSHKeys = nil }, "every SSH key"},
 		{"another ssh agent", func(p *Policy) { p.SSHAgent = "/tmp/other" }, "another SSH agent"},
+		{"fewer host ports", func(p *Policy) { p.HostPorts = p.HostPorts[1:] }, ""},
+		{"another host port", func(p *Policy) { p.HostPorts[1].Host = 22 }, "host-port"},
+		{"no publish", func(p *Policy) { p.Publish = nil }, ""},
+		{"published elsewhere", func(p *Policy) { p.Publish[0].Host = 80 }, "publish"},
 		{"smaller tmp budget", func(p *Policy) { p.TmpSize = 1 << 20 }, ""},
 		{"larger tmp budget", func(p *Policy) { p.TmpSize = 2 << 30 }, "tmp-size"},
 		{"no tmp budget", func(p *Policy) { p.TmpSize = 0 }, "tmp-size"},

@@ -81,6 +81,12 @@ type Options struct {
 	SSHKey      []string
 	NoSSHAgent  bool
 	SSHAuthSock string // the host's $SSH_AUTH_SOCK
+
+	// HostPort (--host-port PORT[:HOSTPORT], repeatable) and Publish (--publish
+	// PORT[:HOSTPORT], repeatable) forward TCP between the sandbox's loopback and
+	// the host's, through the launcher (ports.go).
+	HostPort []string
+	Publish  []string
 }
 
 // Policy is a validated, canonical description of one sandbox. Every path in it is
@@ -124,6 +130,11 @@ type Policy struct {
 	// Devices are the host character devices the sandbox's /dev gets (--device,
 	// --gpu; device.go).
 	Devices []Device
+	// HostPorts: 127.0.0.1:Inside in the sandbox reaches the host's 127.0.0.1:Host
+	// (--host-port); Publish: the host's 127.0.0.1:Host reaches 127.0.0.1:Inside in
+	// the sandbox (--publish). Only with a network namespace of the sandbox's own.
+	HostPorts []PortMap
+	Publish   []PortMap
 }
 
 // Error is a refusal: the path the user gave and why it cannot be used.
@@ -222,7 +233,7 @@ func New(opts Options) (*Policy, error) {
 	if err := resolveDevices(p, opts, cwd); err != nil {
 		return nil, err
 	}
-	if err := resolveSSHAgent(p, opts); err != nil {
+	if err := resolveServices(p, opts); err != nil {
 		return nil, err
 	}
 	if err := resolveSockets(p, opts); err != nil {

@@ -64,6 +64,24 @@ type Options struct {
 	Stdin, Stdout, Stderr *os.File
 	// Offline gives the sandbox its own network namespace with loopback only.
 	Offline bool
+	// HostPorts (agentbox exec --host-port; needs Offline): 127.0.0.1:Inside in the
+	// sandbox reaches the host's 127.0.0.1:Host, each connection relayed by the
+	// calling process; nothing else of the host's loopback is reachable.
+	HostPorts []PortMap
+	// Publish (agentbox exec --publish; needs Offline): the calling process listens
+	// on the host's 127.0.0.1:Host while the command runs and relays each connection
+	// to 127.0.0.1:Inside in the sandbox. A host port in use fails Run before the
+	// command starts.
+	Publish []PortMap
+	// SSHAgent (agentbox exec --ssh-agent) serves the command a filtered SSH agent
+	// (SSH_AUTH_SOCK inside) that forwards to the agent at SSHAuthSock (empty:
+	// $SSH_AUTH_SOCK) but lists and signs with only the SSHKeys (a comment, a
+	// fingerprint SHA256:… or a public key file; none: every key), refuses adding,
+	// removing and locking keys, and records each request in the session record.
+	// SSHKeys imply SSHAgent.
+	SSHAgent    bool
+	SSHKeys     []string
+	SSHAuthSock string
 	// InitBinary is an agentbox binary of the same version, re-executed as the init.
 	// Empty: the running program, which must have called Init first in main.
 	InitBinary string
@@ -112,6 +130,10 @@ type Options struct {
 	// diff and undo do not see it.
 	NoRecord bool
 }
+
+// PortMap is one forwarding of HostPorts or Publish: 127.0.0.1:Inside in the
+// sandbox, 127.0.0.1:Host on the host.
+type PortMap = policy.PortMap
 
 // Phase is one measured step of a launch (nsinit's timings).
 type Phase = backend.Phase
@@ -199,7 +221,16 @@ func config(opts Options) (session.Config, error) {
 	if opts.TmpSize > 0 {
 		tmpSize = strconv.FormatInt(opts.TmpSize, 10)
 	}
+	sock := opts.SSHAuthSock
+	if sock == "" {
+		sock = os.Getenv("SSH_AUTH_SOCK")
+	}
 	p, err := policy.New(policy.Options{
+		HostPort:      portStrings(opts.HostPorts),
+		Publish:       portStrings(opts.Publish),
+		SSHAgent:      opts.SSHAgent,
+		SSHKey:        opts.SSHKeys,
+		SSHAuthSock:   sock,
 		Repo:          opts.Repo,
 		Cwd:           dir,
 		Home:          home,
@@ -236,6 +267,15 @@ func config(opts Options) (session.Config, error) {
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:   opts.Env, InitBinary: opts.InitBinary, KeepGC: true,
 	}, nil
+}
+
+// portStrings spells forwardings as agentbox exec takes them, for the one parser.
+func portStrings(ms []PortMap) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.String())
+	}
+	return out
 }
 
 // Run starts opts.Command in a new sandbox and waits for it to end, then audits the

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
 	"github.com/agentbox/agentbox/session/netsvc"
+	"github.com/agentbox/agentbox/session/portsvc"
 	"github.com/agentbox/agentbox/session/prepare"
 	"github.com/agentbox/agentbox/session/record"
 )
@@ -164,9 +165,9 @@ func RunSession(cfg Config) (Outcome, error) {
 	}
 	p := resolveBackend(&cfg)
 	var spare *nsinit.Prestarted
-	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && rawInitWanted() && p.Limits.Memory == 0 {
-		// (--allow-net: the Go init, which creates the proxy's socket; --memory:
-		// the Go init, runBackend.)
+	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && len(p.HostPorts) == 0 && len(p.Publish) == 0 && rawInitWanted() && p.Limits.Memory == 0 {
+		// (--allow-net, --host-port, --publish: the Go init, which creates their
+		// sockets; --memory: the Go init, runBackend.)
 		// The init's clone (namespaces, id maps) runs while the steps below
 		// prepare its plan; a launch that stops before its backend discards it.
 		spare = nsinit.PrestartRaw(p.Offline, cfg.stdio())
@@ -302,7 +303,12 @@ func (l *launch) run() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	opts.Listener = netSvc.Listener()
+	ports, err := portsvc.Start(p) // --publish binds the host's ports here
+	if err != nil {
+		return 0, err
+	}
+	defer ports.Stop()
+	opts.Listener, opts.HostPorts, opts.Sockets = netSvc.Listener(), ports.HostPorts(), ports.Sockets()
 	meter := startUsage(leaf, p.Limits)
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
@@ -310,6 +316,7 @@ func (l *launch) run() (int, error) {
 		out.Usage = meter.finish()
 	}
 	out.NetRefusals = netSvc.Stop()
+	out.Ports = ports.Stop()
 	out.SSHAgent, out.Notes = agent.Stop(out.Notes)
 	sw.Skip()
 	kept = hostaudit.Outcome{}

@@ -66,6 +66,8 @@ type Record struct {
 	SSHAgent []SSHAgentEvent `json:"ssh_agent,omitempty"`
 	// Usage is what the session's processes used, nil when nothing was measured.
 	Usage *Usage `json:"usage,omitempty"`
+	// Ports are the --host-port and --publish forwardings and what each relayed.
+	Ports []PortForward `json:"ports,omitempty"`
 
 	// Complete is false in the start commit's record and true in the end commit's;
 	// a session whose ref still points at its start commit never finished (the
@@ -101,6 +103,10 @@ type Policy struct {
 	// (--ssh-key; none: every key).
 	SSHAgent bool     `json:"ssh_agent,omitempty"`
 	SSHKeys  []string `json:"ssh_keys,omitempty"`
+	// HostPorts and Publish are the --host-port and --publish forwardings, as
+	// PORT:HOSTPORT.
+	HostPorts []string `json:"host_ports,omitempty"`
+	Publish   []string `json:"publish,omitempty"`
 
 	// Memory, Pids and MilliCPUs are the --memory (bytes), --pids and --cpus
 	// (thousandths of a CPU) limits; 0: none.
@@ -124,6 +130,19 @@ type Usage struct {
 	Limit string `json:"limit,omitempty"`
 	// Throttled counts the periods --cpus held the session back; -1 unknown.
 	Throttled int64 `json:"throttled,omitempty"`
+}
+
+// PortForward is one --host-port ("host-port": 127.0.0.1:Inside in the sandbox to
+// the host's 127.0.0.1:Host) or --publish ("publish": the other way) forwarding:
+// the connections it relayed, those refused past the launcher's bound, and those
+// whose far end could not be reached.
+type PortForward struct {
+	Kind        string `json:"kind"`
+	Inside      int    `json:"inside"`
+	Host        int    `json:"host"`
+	Connections int    `json:"connections"`
+	Refused     int    `json:"refused,omitempty"`
+	Failed      int    `json:"failed,omitempty"`
 }
 
 // NetRefusal is one kind of request the --allow-net proxy refused: the host and port

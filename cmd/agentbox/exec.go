@@ -56,6 +56,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)
 	registerSSHAgentFlags(fs, &a.opts)
+	registerPortFlags(fs, &a.opts)
 	registerSessionFlags(fs, &a.cfg)
 	return fs
 }

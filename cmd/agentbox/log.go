@@ -392,6 +392,7 @@ func printRecord(w io.Writer, r shadow.Record, timings bool) {
 	for i, e := range r.SSHAgent {
 		row(pick(i == 0, "ssh agent", ""), oneLine(sshAgentLine(e)))
 	}
+	printPorts(row, r)
 	if timings && len(r.Phases) > 0 {
 		var ph []string
 		for _, x := range r.Phases {

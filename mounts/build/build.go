@@ -144,5 +144,17 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = mounts.ProxyAddr, netproxy.Env(mounts.ProxyAddr)
 	}
+	if plan.Namespaces.Net {
+		plan.HostPorts, plan.Publish = forwards(p.HostPorts), forwards(p.Publish)
+	}
 	return plan
+}
+
+// forwards are the policy's forwardings as the plan holds them.
+func forwards(ms []policy.PortMap) []mounts.Forward {
+	var out []mounts.Forward
+	for _, m := range ms {
+		out = append(out, mounts.Forward{Inside: m.Inside, Host: m.Host})
+	}
+	return out
 }

@@ -118,13 +118,11 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	if next, step, err = p.RunUntil(next, p.NetDone, t.Mark); err != nil {
 		return reportSetup(ctl, step, err)
 	}
-	// 5b. With --allow-net, the proxy's listening socket inside the new network
-	//     namespace (under bwrap too, which brought loopback up), handed to the
-	//     launcher, which serves it from outside: the only way out.
-	if plan.Proxy != "" {
-		if err := sendListener(ctl, plan.Proxy); err != nil {
-			return reportSetup(ctl, "listen for the proxy on "+plan.Proxy, err)
-		}
+	// 5b. With --allow-net and --host-port, the listening sockets inside the new
+	//     network namespace (under bwrap too, which brought loopback up), handed to
+	//     the launcher, which serves them from outside: the only ways out.
+	if step, err := sendListeners(ctl, plan); err != nil {
+		return reportSetup(ctl, step, err)
 	}
 	// 6. Working directory, the setup's descriptors closed, every privilege
 	//    dropped (per thread: see Main).
@@ -166,8 +164,9 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return protocol.ExitSetup
 	}
-	status, sig := supervise(ctl, pid)
-	endSession(ctl, status, sig, m.Nested)
+	w := &ctlWriter{f: ctl}
+	status, sig := supervise(w, pid, len(plan.Publish) > 0)
+	endSession(w, status, sig, m.Nested)
 	return status
 }
 
@@ -178,7 +177,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 // session runs, and the launcher need not wait for this process's own exit, in which
 // the kernel tears down the namespaces and mounts (a few milliseconds it would
 // otherwise add to every launch).
-func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
+func endSession(ctl *ctlWriter, status int, sig syscall.Signal, nested bool) {
 	// Those that have exited already were not left running: reaped first.
 	for {
 		pid, err := eintr.Retry(func() (int, error) { return unix.Wait4(-1, nil, unix.WNOHANG, nil) })
@@ -198,7 +197,7 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 		}
 		left++
 	}
-	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgEnded, Signal: int(sig), Left: left})
+	_ = ctl.write(&protocol.Message{Type: protocol.MsgEnded, Signal: int(sig), Left: left})
 	if nested {
 		return
 	}
@@ -207,7 +206,7 @@ func endSession(ctl *os.File, status int, sig syscall.Signal, nested bool) {
 	for fd := 0; fd <= 2; fd++ {
 		_ = unix.Close(fd)
 	}
-	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgExited, Status: status, PeakRSSKiB: peakRSS()})
+	_ = ctl.write(&protocol.Message{Type: protocol.MsgExited, Status: status, PeakRSSKiB: peakRSS()})
 }
 
 // peakRSS is this process's VmHWM in KiB, 0 when unknown.
@@ -230,8 +229,9 @@ func peakRSS() int64 {
 // it has exited, with the signal that killed it (0: it exited). The loop waits in
 // wait4 itself, not for SIGCHLD: the init needs no signal handling (signals come as
 // messages), and the command's end reaches it without a hand-off between threads.
-func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
-	go followLauncher(ctl, cmdPid)
+// publish: the launcher may ask for sockets (--publish).
+func supervise(ctl *ctlWriter, cmdPid int, publish bool) (int, syscall.Signal) {
+	go followLauncher(ctl, cmdPid, publish)
 	for {
 		var ws unix.WaitStatus
 		pid, err := eintr.Retry(func() (int, error) { return unix.Wait4(-1, &ws, unix.WUNTRACED, nil) })
@@ -249,17 +249,18 @@ func supervise(ctl *os.File, cmdPid int) (int, syscall.Signal) {
 		case ws.Signaled():
 			return 128 + int(ws.Signal()), ws.Signal()
 		case ws.Stopped():
-			_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgStopped})
+			_ = ctl.write(&protocol.Message{Type: protocol.MsgStopped})
 		}
 	}
 }
 
 // followLauncher carries out what the launcher asks while the command runs: a signal
 // for the command, or to continue it after job control stopped it (taking the
-// terminal's foreground back when the launcher was resumed in the foreground).
-func followLauncher(ctl *os.File, cmdPid int) {
+// terminal's foreground back when the launcher was resumed in the foreground), or
+// with --publish a socket of the sandbox's network namespace (sendSocket).
+func followLauncher(ctl *ctlWriter, cmdPid int, publish bool) {
 	for {
-		m, err := protocol.Read(ctl)
+		m, err := protocol.Read(ctl.f)
 		if err != nil {
 			return
 		}
@@ -273,6 +274,8 @@ func followLauncher(ctl *os.File, cmdPid int) {
 				SetForeground(0, cmdPid)
 			}
 			_ = unix.Kill(-cmdPid, unix.SIGCONT)
+		case protocol.MsgSocket:
+			sendSocket(ctl, publish)
 		}
 	}
 }
@@ -392,28 +395,6 @@ func notFound(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// sendListener creates a TCP socket listening on addr ("127.0.0.1:PORT") and sends
-// it to the launcher (protocol.MsgListener); the init keeps no copy.
-func sendListener(ctl *os.File, addr string) error {
-	host, port, err := splitAddr(addr)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "proxy listener")
-	defer f.Close()
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: host}); err != nil {
-		return fmt.Errorf("bind: %w", err)
-	}
-	if err := unix.Listen(fd, 128); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	return protocol.Write(ctl, &protocol.Message{Type: protocol.MsgListener}, f)
 }
 
 // splitAddr parses "A.B.C.D:PORT".

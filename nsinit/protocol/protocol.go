@@ -24,8 +24,10 @@ import (
 //	launcher                                init (PID 1, new namespaces)
 //	   |------------ MsgPlan ------------------>|  plan, command env, foreground
 //	   |                                        |  mounts, loopback up
-//	   |<----------- MsgListener ---------------|  with --allow-net: the proxy's listening
-//	   |                                        |  socket in the new netns (SCM_RIGHTS)
+//	   |<----------- MsgListener ---------------|  with --allow-net or --host-port: the
+//	   |                                        |  listening sockets in the new netns
+//	   |                                        |  (SCM_RIGHTS): the proxy's, then one
+//	   |                                        |  per Plan.HostPorts
 //	   |                                        |  drop privileges, fork command
 //	   |<----------- MsgStarted ----------------|  phases, command PID
 //	   |     or MsgError (step, path, reason) --|  then the init exits 125
@@ -33,6 +35,8 @@ import (
 //	   |<----------- MsgStopped ----------------|  the command stopped (job control)
 //	   |------------ MsgContinue -------------->|  launcher was resumed (fg or bg)
 //	   |------------ MsgSignal ---------------->|  a signal for the command
+//	   |------------ MsgSocket ---------------->|  with --publish: a new TCP socket of
+//	   |<----------- MsgSocket -----------------|  the netns, unconnected (none: refused)
 //	   |                  ...                   |
 //	   |<----------- MsgEnded ------------------|  the signal that ended the command, and
 //	   |                                        |  how many processes were left and killed
@@ -51,6 +55,7 @@ const (
 	MsgEnded    = "ended"
 	MsgExited   = "exited"
 	MsgListener = "listener"
+	MsgSocket   = "socket"
 )
 
 // Message is every frame; Type says which fields are set.
@@ -84,8 +89,8 @@ type Message struct {
 	Step   string `json:"step,omitempty"`
 	Reason string `json:"reason,omitempty"`
 
-	// fds came with the frame (MsgListener: one, the listening socket); the reader
-	// owns them.
+	// fds came with the frame (MsgListener: the listening sockets; MsgSocket: the
+	// new socket, or none); the reader owns them.
 	Fds []int `json:"-"`
 }
 

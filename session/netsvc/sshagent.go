@@ -46,7 +46,8 @@ func StartAgent(p *policy.Policy) (*Agent, error) {
 		}
 		cfg.KnownHosts = knownHosts(p.Home)
 	}
-	dir, err := os.MkdirTemp("/tmp", "agentbox-ssh-")
+	collectAgentDirs("/tmp") // sshdirs.go
+	dir, err := makeAgentDir("/tmp")
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-agent: %w", err)
 	}
@@ -93,7 +94,7 @@ func DryRunAgent(p *policy.Policy) (*policy.Policy, error) {
 	if _, err := agentKeys(p); err != nil {
 		return nil, err
 	}
-	return (&Agent{dir: "/tmp/agentbox-ssh-SESSION", sock: "/tmp/agentbox-ssh-SESSION/agent.sock"}).Policy(p), nil
+	return (&Agent{dir: "/tmp/" + agentDirPrefix + "SESSION", sock: "/tmp/" + agentDirPrefix + "SESSION/agent.sock"}).Policy(p), nil
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the

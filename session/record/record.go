@@ -46,6 +46,7 @@ func Start(cfg *Config, p *policy.Policy, start time.Time) *Recorder {
 			Backend: p.Backend, StateDir: p.StateDir, CacheDir: p.CacheDir,
 			SSHAgent: p.SSHAgent != "", SSHKeys: p.SSHKeys,
 			Memory: p.Limits.Memory, Pids: p.Limits.Pids, MilliCPUs: p.Limits.MilliCPUs,
+			HostPorts: portStrings(p.HostPorts), Publish: portStrings(p.Publish),
 		},
 		Start:       start,
 		LauncherPID: os.Getpid(),
@@ -106,6 +107,7 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	rec.NetRefusals = out.NetRefusals
 	rec.SSHAgent = out.SSHAgent
 	rec.Usage = out.Usage
+	rec.Ports = out.Ports
 	if err := r.sess.FinishWalk(rec, out.Walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
@@ -159,6 +161,8 @@ type Outcome struct {
 	NetRefusals []shadow.NetRefusal
 	// SSHAgent are the requests the --ssh-agent filter decided on.
 	SSHAgent []shadow.SSHAgentEvent
+	// Ports are the --host-port and --publish forwardings and what they relayed.
+	Ports []shadow.PortForward
 	// Prestarted: the init was started ahead (backend.Result.Prestarted);
 	// InitPeakRSSKiB: the init's own peak memory, 0 when not reported.
 	Prestarted     bool
@@ -170,4 +174,13 @@ type Outcome struct {
 	// nil when there is none or it cannot stand for the tree (the audit moved
 	// findings away after it).
 	Walk *treewalk.Walk
+}
+
+// portStrings spells forwardings as the flags take them, PORT:HOSTPORT.
+func portStrings(ms []policy.PortMap) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.String())
+	}
+	return out
 }

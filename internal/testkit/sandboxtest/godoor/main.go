@@ -5,7 +5,10 @@
 // that the same rows check the same promises through both doors.
 //
 //	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox]
-//	            [--tmp-size SIZE] [--gpu] [--device PATH]... [--dry-run --json] [--] COMMAND [ARG...]
+//	            [--tmp-size SIZE] [--gpu] [--device PATH]...
+//	            [--host-port PORT[:HOSTPORT]]... [--publish PORT[:HOSTPORT]]...
+//	            [--ssh-agent] [--ssh-key KEY]... [--no-git-save] [--allow-git-push]
+//	            [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started.
@@ -18,6 +21,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -41,6 +45,12 @@ func run(args []string) int {
 	fs.Func("tmp-size", "", func(s string) (err error) { opts.TmpSize, err = bytesize.Parse(s); return err })
 	fs.BoolVar(&opts.GPU, "gpu", false, "")
 	fs.Func("device", "", func(s string) error { opts.Devices = append(opts.Devices, s); return nil })
+	fs.Func("host-port", "", portFlag(&opts.HostPorts))
+	fs.Func("publish", "", portFlag(&opts.Publish))
+	fs.BoolVar(&opts.SSHAgent, "ssh-agent", false, "")
+	fs.Func("ssh-key", "", func(v string) error { opts.SSHKeys = append(opts.SSHKeys, v); return nil })
+	fs.BoolVar(&opts.NoGitSave, "no-git-save", false, "")
+	fs.BoolVar(&opts.AllowGitPush, "allow-git-push", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -71,6 +81,18 @@ func run(args []string) int {
 		return fail("%v", err)
 	}
 	return res.Status
+}
+
+// portFlag appends PORT[:HOSTPORT] to list, parsed as agentbox exec parses it.
+func portFlag(list *[]sandbox.PortMap) func(string) error {
+	return func(v string) error {
+		m, err := policy.ParsePortMap(v)
+		if err != nil {
+			return fmt.Errorf("%q: %w", v, err)
+		}
+		*list = append(*list, m)
+		return nil
+	}
 }
 
 func fail(format string, args ...any) int {

@@ -1,0 +1,152 @@
+// Package portsvc is a session's --host-port and --publish forwardings: TCP relays
+// run as goroutines of the launcher between the sandbox's loopback and the host's.
+// The sandbox's end of each is a socket of its network namespace that the init
+// created (a listening one for --host-port, a fresh one per connection for
+// --publish) and handed out; the host's end is a loopback socket of the launcher's.
+// Nothing of either side is reachable but the forwarded ports.
+package portsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/shadow"
+)
+
+// Service is one session's forwardings.
+type Service struct {
+	hostPorts []*forward // in the plan's order, waiting for the init's listeners
+	publish   []*forward // listening on the host already
+	ctx       context.Context
+	cancel    context.CancelFunc
+	// sockets is closed once getSocket is set: the command runs, and the init
+	// answers requests for sockets.
+	sockets   chan struct{}
+	getSocket func() (*os.File, error)
+	stopped   bool
+	spares    spares // sockets from the init made ahead (spares.go)
+}
+
+// Start binds the host's ends of p's --publish ports (127.0.0.1 only) and prepares
+// the --host-port relays; nil when p has neither. A host port in use stops the
+// launch before the command starts.
+func Start(p *policy.Policy) (*Service, error) {
+	if len(p.HostPorts) == 0 && len(p.Publish) == 0 {
+		return nil, nil
+	}
+	s := &Service{sockets: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, m := range p.HostPorts {
+		s.hostPorts = append(s.hostPorts, newForward(KindHostPort, m, s.dialHost(m.Host)))
+	}
+	for _, m := range p.Publish {
+		l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", m.Host))
+		if err != nil {
+			s.Stop()
+			return nil, publishError(m, err)
+		}
+		f := newForward(KindPublish, m, s.dialInside(m.Inside))
+		s.publish = append(s.publish, f)
+		f.serve(l)
+	}
+	return s, nil
+}
+
+// publishError says why the host's end of m cannot be bound, in one line.
+func publishError(m policy.PortMap, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("--publish %s: the host's 127.0.0.1:%d is in use; stop what listens there or publish to another host port (--publish %d:HOSTPORT)", m, m.Host, m.Inside)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("--publish %s: the host's 127.0.0.1:%d needs privileges to bind (ports below 1024); publish to a port above 1023 (--publish %d:HOSTPORT)", m, m.Host, m.Inside)
+	}
+	return fmt.Errorf("--publish %s: cannot listen on the host's 127.0.0.1:%d: %v", m, m.Host, err)
+}
+
+// HostPorts is the backend.Options.HostPorts for s (nil without --host-port): it
+// serves the init's listening sockets, one per --host-port in order.
+func (s *Service) HostPorts() func([]*os.File) {
+	if s == nil || len(s.hostPorts) == 0 {
+		return nil
+	}
+	return s.takeListeners
+}
+
+func (s *Service) takeListeners(files []*os.File) {
+	for i, f := range files {
+		if i < len(s.hostPorts) && !s.stopped {
+			l, err := net.FileListener(f) // a dup: f is closed below
+			if err == nil {
+				s.hostPorts[i].serve(l)
+			}
+		}
+		f.Close()
+	}
+}
+
+// Sockets is the backend.Options.Sockets for s (nil without --publish).
+func (s *Service) Sockets() func(func() (*os.File, error)) {
+	if s == nil || len(s.publish) == 0 {
+		return nil
+	}
+	return func(get func() (*os.File, error)) {
+		if s.getSocket == nil {
+			s.getSocket = get
+			close(s.sockets)
+			go s.spares.refill(s.ctx, get)
+		}
+	}
+}
+
+// Stop ends every forwarding with the session: the listeners and every connection
+// close, and what each relayed is returned for the record. A second call returns
+// nothing.
+func (s *Service) Stop() []shadow.PortForward {
+	if s == nil || s.stopped {
+		return nil
+	}
+	s.stopped = true
+	s.cancel()
+	s.spares.close()
+	var out []shadow.PortForward
+	for _, f := range append(append([]*forward(nil), s.hostPorts...), s.publish...) {
+		f.stop()
+		out = append(out, f.report())
+	}
+	return out
+}
+
+// dialHost connects to the host's 127.0.0.1:port (--host-port).
+func (s *Service) dialHost(port int) func() (net.Conn, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return func() (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(s.ctx, dialTimeout)
+		defer cancel()
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp4", addr)
+	}
+}
+
+// dialInside connects to 127.0.0.1:port in the sandbox's network namespace
+// (--publish), through a socket the init made there (connect.go).
+func (s *Service) dialInside(port int) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(s.ctx, dialTimeout)
+		defer cancel()
+		select {
+		case <-s.sockets: // the command has started
+		case <-ctx.Done():
+			return nil, errors.New("the command has not started")
+		}
+		f, err := s.spares.take(s.ctx, s.getSocket)
+		if err != nil {
+			return nil, err
+		}
+		return connectLoopback(ctx, f, port)
+	}
+}

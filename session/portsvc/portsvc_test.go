@@ -1,0 +1,186 @@
+package portsvc
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/policy"
+)
+
+// socketFile is what the init hands over for --publish: a new TCP socket, made
+// non-blocking by the launcher.
+func socketFile(t testing.TB) *os.File {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os.NewFile(uintptr(fd), "socket")
+}
+
+func echoServer(t testing.TB) int {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Every connection is made, however fast the handshake completes against the wait
+// (a readiness from before the wait is not lost), and a refusal is an error.
+func TestConnectLoopback(t *testing.T) {
+	port := echoServer(t)
+	for i := range 2000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err := connectLoopback(ctx, socketFile(t), port)
+		cancel()
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.Close()
+	}
+	closed := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if c, err := connectLoopback(ctx, socketFile(t), closed); err == nil {
+		c.Close()
+		t.Error("connected to a port nobody listens on")
+	}
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A forwarding relays both ways with half closes, refuses connections past
+// MaxConns at once, and closes every connection when stopped.
+func TestForwardBounded(t *testing.T) {
+	port := echoServer(t)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{sockets: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	f := newForward(KindHostPort, policy.PortMap{Inside: 1, Host: port}, s.dialHost(port))
+	f.serve(l)
+	addr := l.Addr().String()
+
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "ping")
+	c.(*net.TCPConn).CloseWrite()
+	if b, err := io.ReadAll(c); err != nil || string(b) != "ping" {
+		t.Fatalf("relayed %q, %v", b, err)
+	}
+	c.Close()
+
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range MaxConns + 20 {
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (f.refused.Load() < 20 || f.relayed.Load() < MaxConns+1) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := f.refused.Load(); n != 20 {
+		t.Errorf("refused %d past the bound, want 20", n)
+	}
+	s.cancel()
+	done := make(chan struct{})
+	go func() { f.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return")
+	}
+	for _, c := range held[:MaxConns] {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("a relayed connection is still open after stop: %v", err)
+		}
+	}
+	if r := f.report(); r.Connections != MaxConns+1 || r.Refused != 20 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+// Spares are made ahead up to maxSpares, taken before asking, and closed with the
+// service, also the one a refill brings after the close.
+func TestSpares(t *testing.T) {
+	var s spares
+	asked := make(chan *os.File, 16)
+	get := func() (*os.File, error) {
+		f := socketFile(t)
+		asked <- f
+		return f, nil
+	}
+	ctx := context.Background()
+	s.refill(ctx, get)
+	if len(asked) != maxSpares {
+		t.Fatalf("made %d ahead, want %d", len(asked), maxSpares)
+	}
+	made := []*os.File{<-asked, <-asked}
+	f, err := s.take(ctx, get)
+	if err != nil || f != made[1] {
+		t.Fatalf("took %v (%v), want the spare %v", f, err, made[1])
+	}
+	f.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(asked) < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	s.close()
+	close(asked)
+	n := 0
+	for f := range asked {
+		made = append(made, f)
+	}
+	for _, f := range made {
+		n++
+		// Fd of a closed *os.File is ^uintptr(0); a refill in flight closes its
+		// socket once it sees the close.
+		deadline := time.Now().Add(5 * time.Second)
+		for f.Fd() != ^uintptr(0) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if f.Fd() != ^uintptr(0) {
+			t.Errorf("spare %d left open after close", n)
+		}
+	}
+	if n != maxSpares+1 {
+		t.Errorf("made %d sockets, want %d", n, maxSpares+1)
+	}
+}
