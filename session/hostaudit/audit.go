@@ -54,13 +54,18 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
 	}
 	// Under the repository's audit lock: a session that starts after this one has
-	// its journal sees it, and inherits its baseline (audit_shared.go).
-	defer lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)()
+	// its journal sees it, and inherits its baseline (audit_shared.go). A launch
+	// that cannot have it does not start: the holder may be an undo writing the
+	// tree, or an audit whose baseline this one must inherit.
+	unlock, err := takeRepoAuditLock(p.StateDir, p.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("%v: another agentbox (an undo, or a session's audit) holds this repository; wait for it to end and try again", err)
+	}
+	defer unlock()
 	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
 		base = j.Base
 	} else {
-		var err error
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the session's record
 		// The tree's files as last recorded (0: never recorded).
@@ -88,7 +93,6 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch}
 	base.Walk, base.Launch = nil, nil
-	var err error
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
 	}

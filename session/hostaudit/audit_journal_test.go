@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/policy"
@@ -53,4 +54,35 @@ func TestJournalDirRefusedInsideRepo(t *testing.T) {
 	if _, err := journalDir(t.TempDir(), repo); err != nil {
 		t.Errorf("a state directory outside the repository: %v", err)
 	}
+}
+
+// A launch whose audit baseline cannot take the repository's audit lock (an undo
+// holds it) is refused, instead of starting beside the undo; an audit at the end of
+// a session still runs without it.
+func TestStartRefusedWhileUndoHoldsRepo(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
+	release, err := HoldRepo(p.StateDir, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	defer func(d time.Duration) { auditLockWait = d }(auditLockWait)
+	auditLockWait = 300 * time.Millisecond
+	var stderr bytes.Buffer
+	a, err := Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil)
+	if err == nil {
+		t.Fatalf("Start went on while an undo held the repository (auditor %v, stderr %q)", a != nil, stderr.String())
+	}
+	if !strings.Contains(err.Error(), "holds this repository") {
+		t.Errorf("refusal does not say why: %v", err)
+	}
+	release()
+	if a, err = Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil); err != nil {
+		t.Fatalf("Start after the undo: %v", err)
+	}
+	a.journal.Close()
 }

@@ -33,18 +33,30 @@ import (
 //     baseline, so a plant hidden from one audit is found by the next.
 
 // auditLockWait bounds the wait for the repository's audit lock: its holder does one
-// bounded scan. Past it, this launch goes on without the lock and says so.
-const auditLockWait = 2 * time.Minute
+// bounded scan (or an undo). Past it, a launch is refused; an audit goes on
+// without the lock and says so, as it must run whatever happens.
+var auditLockWait = 2 * time.Minute
 
-// lockRepoAudit takes the audit lock of repo; unlock releases it. It never fails: a
-// lock that cannot be had is reported on w and the caller goes on without it.
+// lockRepoAudit takes the audit lock of repo for an audit; unlock releases it. It
+// never fails: a lock that cannot be had is reported on w and the caller goes on
+// without it.
 func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
+	unlock, err := takeRepoAuditLock(stateDir, repo)
+	if err != nil {
+		fmt.Fprintf(w, "agentbox: warning: %v; going on without it\n", err)
+		return func() {}
+	}
+	return unlock
+}
+
+// takeRepoAuditLock takes the audit lock of repo, waiting at most auditLockWait.
+func takeRepoAuditLock(stateDir, repo string) (unlock func(), err error) {
 	if _, err := journalDir(stateDir, repo); err != nil {
-		return func() {} // Start says why, as it cannot write its journal either
+		return func() {}, nil // Start says why, as it cannot write its journal either
 	}
 	dir := filepath.Join(stateDir, "audit-locks")
 	path := filepath.Join(dir, journalPrefix(repo)+"lock")
-	err := os.MkdirAll(dir, 0o700)
+	err = os.MkdirAll(dir, 0o700)
 	var f *os.File
 	if err == nil {
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
@@ -56,10 +68,9 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(w, "agentbox: warning: audit lock %s: %v; going on without it\n", path, err)
-		return func() {}
+		return nil, fmt.Errorf("audit lock %s: %w", path, err)
 	}
-	return func() { f.Close() }
+	return func() { f.Close() }, nil
 }
 
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when
