@@ -228,7 +228,15 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.stop(nil)
-	plan := mounts.Build(agent.policy(p), l.pr.s)
+	ckpt, steps, err := startCheckpoints(p, l.rec) // checkpoints.go
+	if err != nil {
+		return 0, err
+	}
+	defer ckpt.Stop()
+	ms := l.pr.s
+	ms.ExtraRO = append(append([]mounts.Op(nil), ms.ExtraRO...), ckpt.Ops()...)
+	plan := mounts.Build(agent.policy(p), ms)
+	ckpt.Grant(&plan)
 	plan.Env = append(plan.Env, sshProxyEnv(p, cfg.env())...)
 	if err := checkWritableBinds(p, &plan, l.pr.gitDirs); err != nil { // grants.go
 		return 0, err
@@ -239,6 +247,7 @@ func (l *launch) run() (int, error) {
 	// session could have pointed .git/commondir at a decoy that evicts every
 	// older snapshot; a red-team helper did).
 	pre := startPrelaunch(cfg, p, l.rec, l.pr.gitDirs)
+	steps.started(pre)
 	// gate: the launch went past beforeExec, so the command may have started — even
 	// when the backend then fails: an init that dies (or is killed) before it reports
 	// the command's start may have started it all the same. It may run twice (a
@@ -276,6 +285,8 @@ func (l *launch) run() (int, error) {
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
 	env = agent.setEnv(env) // after the rules: the filtered agent's socket is the session's own
+	env = ckpt.SetEnv(env)
+	defer ckpt.Stop() // before the audit's end (deferred above), which stops the watch a checkpoint reads
 	prot := l.pr.s.Protected
 	locks := existingLocks(prot)
 	defer func() { removeStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
@@ -301,6 +312,7 @@ func (l *launch) run() (int, error) {
 	opts.Listener = netSvc.Listener()
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
+	ckpt.Stop()
 	out.NetRefusals = netSvc.Stop()
 	out.SSHAgent, out.Notes = agent.stop(out.Notes)
 	sw.Skip()

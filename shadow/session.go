@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -152,6 +153,13 @@ type Session struct {
 	// launch is the clock of the launch walk (zero: none): what changed since is
 	// the session's (unseen.go).
 	launch treewalk.Clock
+
+	// The checkpoints (checkpoint.go): the newest step's commit and tree, how
+	// many, and whether the end is being recorded; under stepMu.
+	stepMu             sync.Mutex
+	lastStep, lastTree string
+	steps              int
+	ended              bool
 }
 
 // ID is the session's id.
@@ -243,6 +251,7 @@ func (ss *Session) Finish(rec Record) error { return ss.FinishWalk(rec, nil) }
 func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	s := ss.store
 	_ = ss.Wait() // a failure is in ss.notes
+	ss.endSteps()
 	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
 	rec.Notes = append(append([]string(nil), ss.notes...), rec.Notes...)
 	unlock, err := s.lock()

@@ -213,6 +213,9 @@ func (s *Store) notStored(rec Record, paths []string, p *UndoPlan) error {
 // startLeftOut is the first note of rec's start commit saying it left a file out,
 // "" when it holds the whole tree.
 func (s *Store) startLeftOut(rec Record) string {
+	if note, isStep := s.stepLeftOut(rec.StartCommit); isStep {
+		return note
+	}
 	body, err := s.git.out("log", "-1", "--format=%b", rec.StartCommit)
 	if err != nil {
 		return "its record cannot be read"
