@@ -46,8 +46,10 @@ func cmdCheckpoint(args []string) int {
 		if os.Getenv(checkpoint.Env) == "" {
 			return 0 // the agent runs outside agentbox: nothing to record
 		}
-		if m := hookMessage(os.Stdin); msg == "" {
-			msg = m
+		if args := fset.Args(); len(args) == 1 && strings.HasPrefix(args[0], "{") {
+			msg = hookMessage(strings.NewReader(args[0])) // Codex's notify: the event is the last argument
+		} else if msg == "" {
+			msg = hookMessage(os.Stdin)
 		}
 	}
 	step, err := checkpoint.Request(msg)
@@ -88,6 +90,8 @@ func hookMessage(r io.Reader) string {
 		return ""
 	}
 	var ev struct {
+		Type  string `json:"type"` // Codex's notify: "agent-turn-complete"
+		Last  string `json:"last-assistant-message"`
 		Event string `json:"hook_event_name"`
 		Tool  string `json:"tool_name"`
 		Input struct {
@@ -98,6 +102,9 @@ func hookMessage(r io.Reader) string {
 	}
 	if json.Unmarshal(b, &ev) != nil {
 		return ""
+	}
+	if ev.Type != "" && ev.Event == "" {
+		return shorten("Codex turn: " + ev.Last)
 	}
 	parts := []string{ev.Event, ev.Tool}
 	switch c := ev.Input.Command.(type) {
@@ -117,7 +124,11 @@ func hookMessage(r io.Reader) string {
 			out = append(out, p)
 		}
 	}
-	msg := strings.Join(out, " ")
+	return shorten(strings.Join(out, " "))
+}
+
+// shorten cuts a step's name from an event to 200 bytes.
+func shorten(msg string) string {
 	if len(msg) > 200 {
 		msg = msg[:200] + "…"
 	}
