@@ -97,6 +97,7 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	if err := s.notStored(rec, paths, p); err != nil {
 		return nil, err
 	}
+	p.Changes = withoutUnstored(p.Changes, p.Refused)
 	if note := s.startLeftOut(rec); note != "" {
 		// A path the start record lacks may have been there, unread: removing it
 		// is not the record's to decide.
@@ -208,6 +209,27 @@ func (s *Store) notStored(rec Record, paths []string, p *UndoPlan) error {
 	}
 	p.NotNamed = max(0, u.NotRecordedCount-len(u.NotRecorded)) + max(0, u.IgnoredCount-len(u.Ignored))
 	return nil
+}
+
+// withoutUnstored drops the changes to paths the record says it does not hold: a
+// tracked file that grew past the recorder's bounds shows in the end tree as
+// removed, and putting its start content back would overwrite what the session
+// left there, unseen. They are in refused already.
+func withoutUnstored(changes []Change, refused []Refused) []Change {
+	out := changes[:0]
+	for _, c := range changes {
+		held := true
+		for _, r := range refused {
+			if r.Path == "." || underAny(c.Path, []string{r.Path}) {
+				held = false
+				break
+			}
+		}
+		if held {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // startLeftOut is the first note of rec's start commit saying it left a file out,
