@@ -38,6 +38,12 @@ type Entry struct {
 type Change struct {
 	Path     string
 	From, To Entry
+	// Perm is the permission bits to put back on a regular file (0: the replaced
+	// file's, with From's executable bit); ModeOnly: the bits alone changed, from
+	// PermTo (perms.go).
+	Perm     uint16
+	ModeOnly bool
+	PermTo   uint16
 }
 
 // Refused is a path undo leaves as it is, and why.
@@ -98,6 +104,10 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 		return nil, err
 	}
 	p.Changes = withoutUnstored(p.Changes, p.Refused)
+	if _, isStep := s.stepLeftOut(rec.StartCommit); !isStep {
+		// The record's bits are the session's start's: a step has none of its own.
+		p.Changes = withPerms(p.Changes, s.endPerms(rec), paths)
+	}
 	if note := s.startLeftOut(rec); note != "" {
 		// A path the start record lacks may have been there, unread: removing it
 		// is not the record's to decide.
@@ -113,7 +123,13 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	}
 	defer unix.Close(root)
 	for _, c := range p.Changes {
-		if why := differs(root, c.Path, c.To); why != "" {
+		why := ""
+		if c.ModeOnly {
+			why = permDiffers(root, c.Path, c.PermTo)
+		} else {
+			why = differs(root, c.Path, c.To)
+		}
+		if why != "" {
 			p.Changed = append(p.Changed, Refused{c.Path, why})
 		}
 	}

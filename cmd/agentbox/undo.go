@@ -250,7 +250,11 @@ func (u *undo) run(argv []string) int {
 	}
 	if a.dryRun {
 		for _, c := range plan.Changes {
-			fmt.Fprintf(w, "would %s %s\n", pick(c.From.Mode == "", "remove", "put back"), oneLine(c.Path))
+			what := pick(c.From.Mode == "", "remove", "put back")
+			if c.ModeOnly {
+				what = fmt.Sprintf("set back to mode %04o", c.Perm)
+			}
+			fmt.Fprintf(w, "would %s %s\n", what, oneLine(c.Path))
 		}
 		for _, c := range u.gitChanges {
 			fmt.Fprintf(w, "would put back .git/%s\n", oneLine(c))

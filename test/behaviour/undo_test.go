@@ -337,3 +337,34 @@ func TestUndoListsIgnoredAndUnboundedFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestUndoExactPermissionBits: undo puts each file's permission bits back byte for
+// byte as the session found them — not only the executable bit Git keeps: a 0600
+// file removed comes back 0600 (not the umask's), a 0750 one chmod'ed to 0700
+// (the bit Git sees unchanged) and a 0640 one chmod'ed to 0644 are set back, a
+// 0600 file rewritten keeps 0600; and the undo, undone, gives the session's bits.
+// No set-id bit is involved (undo never makes a set-id file).
+func TestUndoExactPermissionBits(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			b.hostSh("umask 022 && printf 'k\\n' > key && chmod 600 key && printf '#!/bin/sh\\n' > tool && chmod 750 tool && " +
+				"printf 'r\\n' > grp && chmod 640 grp && printf 's\\n' > secret && chmod 600 secret && printf 'x\\n' > plain && git add -A && git commit -qm base")
+			before := treeState(t, b.repo)
+			b.ok("rm key && chmod 700 tool && chmod 644 grp && printf 'agent\\n' > secret && chmod 755 plain")
+			after := treeState(t, b.repo)
+			if r := b.undo(); r.code != 0 {
+				t.Fatalf("undo: %s", r)
+			}
+			if got := treeState(t, b.repo); got != before {
+				t.Fatalf("after undo the tree is\n%s\nwant\n%s", got, before)
+			}
+			if r := b.undo(); r.code != 0 {
+				t.Fatalf("undo of the undo: %s", r)
+			}
+			if got := treeState(t, b.repo); got != after {
+				t.Fatalf("after the undo of the undo the tree is\n%s\nwant\n%s", got, after)
+			}
+		})
+	}
+}
