@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/session/leftovers"
 )
 
 // Env names the socket inside the sandbox.
@@ -64,6 +65,7 @@ type Server struct {
 	l         net.Listener
 	take      Taker
 	conns     chan struct{} // a token per open connection
+	claim     *leftovers.Lock
 	served    sync.WaitGroup
 
 	mu      sync.Mutex // held while a checkpoint runs
@@ -76,13 +78,19 @@ type Server struct {
 
 // Start listens on a new socket and serves it with take until Stop.
 func Start(take Taker) (*Server, error) {
-	dir, err := os.MkdirTemp("/tmp", "agentbox-checkpoint-")
+	// Named and claimed as leftovers wants, so that `agentbox gc` removes it
+	// after a launcher killed before Stop.
+	dir, err := os.MkdirTemp("/tmp", fmt.Sprintf("%s%d-", leftovers.CheckpointPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint endpoint: %w", err)
 	}
 	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, conns: make(chan struct{}, maxConns)}
-	if s.l, err = net.Listen("unix", s.sock); err != nil {
+	if s.claim, err = leftovers.Claim(dir); err == nil {
+		s.l, err = net.Listen("unix", s.sock)
+	}
+	if err != nil {
 		os.RemoveAll(dir)
+		s.claim.Release()
 		return nil, fmt.Errorf("checkpoint endpoint: %w", err)
 	}
 	s.served.Add(1)
@@ -140,6 +148,7 @@ func (s *Server) Stop() {
 	s.l.Close()
 	s.served.Wait()
 	os.RemoveAll(s.dir)
+	s.claim.Release()
 }
 
 func (s *Server) serve() {
