@@ -2,6 +2,8 @@ package session
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 
 	"github.com/agentbox/agentbox/policy"
@@ -19,17 +21,19 @@ type checkpoints struct {
 }
 
 // startCheckpoints starts the session's checkpoint endpoint; nil for a session
-// that is not recorded, or cannot change the repository (--read-only).
-func startCheckpoints(p *policy.Policy, rec *record.Recorder) (*checkpoint.Server, *checkpoints, error) {
+// that is not recorded, or cannot change the repository (--read-only). As with
+// the record itself, a failure is a warning: the session runs without it.
+func startCheckpoints(stderr io.Writer, p *policy.Policy, rec *record.Recorder) (*checkpoint.Server, *checkpoints) {
 	if rec == nil || p.ReadOnly {
-		return nil, nil, nil
+		return nil, nil
 	}
 	c := &checkpoints{rec: rec}
 	srv, err := checkpoint.Start(c.take)
 	if err != nil {
-		return nil, nil, err
+		fmt.Fprintf(stderr, "agentbox: warning: %v: agentbox checkpoint will not work in this session\n", err)
+		return nil, nil
 	}
-	return srv, c, nil
+	return srv, c
 }
 
 // started hands over the host work the command waits for.

@@ -228,10 +228,7 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.stop(nil)
-	ckpt, steps, err := startCheckpoints(p, l.rec) // checkpoints.go
-	if err != nil {
-		return 0, err
-	}
+	ckpt, steps := startCheckpoints(cfg.Stderr, p, l.rec) // checkpoints.go
 	defer ckpt.Stop()
 	ms := l.pr.s
 	ms.ExtraRO = append(append([]mounts.Op(nil), ms.ExtraRO...), ckpt.Ops()...)
