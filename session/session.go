@@ -216,6 +216,24 @@ type launch struct {
 	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
 }
 
+// finishAudits ends the session's audits: once the command may have run (gate),
+// they run whatever the backend reported; before, the journals are dropped.
+func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) {
+	_ = pre.wait(out) // a launch that failed before its backend waited for it
+	var found hostaudit.Outcome
+	pre.dirs.Finish(cfg.audit(), &found, gate)
+	switch {
+	case pre.aud == nil:
+	case gate:
+		pre.aud.Finish(cfg.audit(), &found)
+	default:
+		pre.aud.Drop()
+	}
+	out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
+	out.Phases = append(out.Phases, found.Phases...)
+	out.Walk = found.Walk
+}
+
 // run launches and returns the command's status.
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
@@ -244,21 +262,7 @@ func (l *launch) run() (int, error) {
 	// run, it runs whatever the backend reports, and the journal stays until it has:
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
-	defer func() {
-		_ = pre.wait(out) // a launch that failed before its backend waited for it
-		var found hostaudit.Outcome
-		pre.dirs.Finish(cfg.audit(), &found, gate)
-		switch {
-		case pre.aud == nil:
-		case gate:
-			pre.aud.Finish(cfg.audit(), &found)
-		default:
-			pre.aud.Drop()
-		}
-		out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
-		out.Phases = append(out.Phases, found.Phases...)
-		out.Walk = found.Walk
-	}()
+	defer func() { finishAudits(cfg, out, pre, gate) }()
 	defer pre.clear(false) // a launch that stops before its recheck passed
 	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
@@ -268,7 +272,12 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.Stop(nil)
+	ckpt, steps := startCheckpoints(cfg.Stderr, p, l.rec) // checkpoints.go
+	defer ckpt.Stop()
+	steps.started(pre)
+	l.pr.Session.ExtraRO = append(l.pr.Session.ExtraRO, ckpt.Ops()...)
 	plan := l.pr.Plan(agent.Policy(p))
+	ckpt.Grant(&plan)
 	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
 	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
 		return 0, err
@@ -281,6 +290,8 @@ func (l *launch) run() (int, error) {
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
 	env = agent.SetEnv(env) // after the rules: the filtered agent's socket is the session's own
+	env = ckpt.SetEnv(env)
+	defer ckpt.Stop() // before the audit's end (deferred above), which stops the watch a checkpoint reads
 	prot := l.pr.Session.Protected
 	locks := prepare.ExistingLocks(prot)
 	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
@@ -312,6 +323,7 @@ func (l *launch) run() (int, error) {
 	meter := startUsage(leaf, p.Limits)
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
+	ckpt.Stop()
 	if err == nil {
 		out.Usage = meter.finish()
 	}

@@ -94,6 +94,12 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 	var stdin strings.Builder
 	for _, ref := range old {
 		fmt.Fprintf(&stdin, "delete %s\n", ref)
+		// The session's checkpoints (checkpoint.go), when it has any.
+		if id := strings.TrimPrefix(ref, sessionRefs); id != ref {
+			if step, _ := s.readRef(stepRefs + id); step != "" {
+				fmt.Fprintf(&stdin, "delete %s\n", stepRefs+id)
+			}
+		}
 	}
 	if _, err := s.git.run(strings.NewReader(stdin.String()), "update-ref", "--stdin"); err != nil {
 		p.Err = err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,10 @@ type Record struct {
 	IgnoredCount int      `json:"ignored_count,omitempty"`
 	// ReadBytes is the content the end's staging let be read (price.go).
 	ReadBytes int64 `json:"read_bytes,omitempty"`
+	// Perms are the permission bits of the files the session changed or removed,
+	// at its start and end (perms.go); PermsKnown says the list is whole.
+	Perms      []Perm `json:"perms,omitempty"`
+	PermsKnown bool   `json:"perms_known,omitempty"`
 
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
@@ -196,6 +201,15 @@ type Session struct {
 	// launch is the clock of the launch walk (zero: none): what changed since is
 	// the session's (unseen.go).
 	launch treewalk.Clock
+	// perms are the launch walk's permission bits (perms.go); nil: unknown.
+	perms map[string]uint16
+
+	// The checkpoints (checkpoint.go): the newest step's commit and tree, how
+	// many, and whether the end is being recorded; under stepMu.
+	stepMu             sync.Mutex
+	lastStep, lastTree string
+	steps              int
+	ended              bool
 }
 
 // ID is the session's id.
@@ -235,6 +249,7 @@ func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 	}
 	if w != nil {
 		ss.launch = w.Clock
+		ss.perms = startPerms(w)
 	}
 	st, notes, err := s.stageWalk(w)
 	for _, n := range notes {
@@ -287,6 +302,7 @@ func (ss *Session) Finish(rec Record) error { return ss.FinishWalk(rec, nil) }
 func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	s := ss.store
 	_ = ss.Wait() // a failure is in ss.notes
+	ss.endSteps()
 	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
 	rec.Notes = append(append([]string(nil), ss.notes...), rec.Notes...)
 	unlock, err := s.lock()
@@ -318,6 +334,7 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 		for _, p := range ignored[:min(len(ignored), maxIgnored)] {
 			rec.Ignored = append(rec.Ignored, shortPath(p))
 		}
+		rec.Perms, rec.PermsKnown = endPerms(ss.perms, w, ss.since(w, rec.Start))
 	} else {
 		rec.Notes = append(rec.Notes, "no end walk: what Git could not store is not named")
 	}

@@ -39,6 +39,12 @@ type Entry struct {
 type Change struct {
 	Path     string
 	From, To Entry
+	// Perm is the permission bits to put back on a regular file (0: the replaced
+	// file's, with From's executable bit); ModeOnly: the bits alone changed, from
+	// PermTo (perms.go).
+	Perm     uint16
+	ModeOnly bool
+	PermTo   uint16
 }
 
 // Refused is a path undo leaves as it is, and why.
@@ -98,6 +104,11 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	if err := s.notStored(rec, paths, p); err != nil {
 		return nil, err
 	}
+	p.Changes = withoutUnstored(p.Changes, p.Refused)
+	if _, isStep := s.stepLeftOut(rec.StartCommit); !isStep {
+		// The record's bits are the session's start's: a step has none of its own.
+		p.Changes = withPerms(p.Changes, s.endPerms(rec), paths)
+	}
 	if note := s.startLeftOut(rec); note != "" {
 		// A path the start record lacks may have been there, unread: removing it
 		// is not the record's to decide.
@@ -117,11 +128,17 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	}
 	defer unix.Close(root)
 	for _, c := range p.Changes {
-		size, ok := sizes[c.To.OID]
-		if !ok {
-			size = -1
+		why := ""
+		if c.ModeOnly {
+			why = permDiffers(root, c.Path, c.PermTo)
+		} else {
+			size, ok := sizes[c.To.OID]
+			if !ok {
+				size = -1
+			}
+			why = differs(root, c.Path, c.To, size)
 		}
-		if why := differs(root, c.Path, c.To, size); why != "" {
+		if why != "" {
 			p.Changed = append(p.Changed, Refused{c.Path, why})
 		}
 	}
@@ -249,9 +266,33 @@ func (s *Store) notStored(rec Record, paths []string, p *UndoPlan) error {
 	return nil
 }
 
+// withoutUnstored drops the changes to paths the record says it does not hold: a
+// tracked file that grew past the recorder's bounds shows in the end tree as
+// removed, and putting its start content back would overwrite what the session
+// left there, unseen. They are in refused already.
+func withoutUnstored(changes []Change, refused []Refused) []Change {
+	out := changes[:0]
+	for _, c := range changes {
+		held := true
+		for _, r := range refused {
+			if r.Path == "." || underAny(c.Path, []string{r.Path}) {
+				held = false
+				break
+			}
+		}
+		if held {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // startLeftOut is the first note of rec's start commit saying it left a file out,
 // "" when it holds the whole tree.
 func (s *Store) startLeftOut(rec Record) string {
+	if note, isStep := s.stepLeftOut(rec.StartCommit); isStep {
+		return note
+	}
 	body, err := s.git.out("log", "-1", "--format=%b", rec.StartCommit)
 	if err != nil {
 		return "its record cannot be read"

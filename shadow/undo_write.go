@@ -69,6 +69,14 @@ func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
 	defer unix.Close(root)
 	var adds, writes []Change
 	for _, c := range changes {
+		if c.ModeOnly {
+			if err := chmodEntry(root, c.Path, c.Perm); err != nil {
+				failed = append(failed, Refused{c.Path, err.Error()})
+				continue
+			}
+			done++
+			continue
+		}
 		if c.From.Mode == "" {
 			adds = append(adds, c)
 		} else {
@@ -84,7 +92,7 @@ func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
 		done++
 	}
 	for _, c := range writes {
-		if err := s.writeEntry(root, c.Path, c.From); err != nil {
+		if err := s.writeEntry(root, c.Path, c.From, c.Perm); err != nil {
 			failed = append(failed, Refused{c.Path, err.Error()})
 			continue
 		}
@@ -139,7 +147,7 @@ func removeEntry(root int, p string) error {
 // (never through a symlink), the content written to a new file beside it, then
 // renamed over it. A regular file keeps the permissions of the file it replaces,
 // with the executable bits the record gives.
-func (s *Store) writeEntry(root int, p string, e Entry) error {
+func (s *Store) writeEntry(root int, p string, e Entry, exact uint16) error {
 	dir, name := splitPath(p)
 	dfd, err := safepath.MkdirAll(root, dir, 0o777)
 	if err != nil {
@@ -160,6 +168,9 @@ func (s *Store) writeEntry(root int, p string, e Entry) error {
 	}
 	if e.Mode == "100755" {
 		perm |= (perm & 0o444) >> 2
+	}
+	if exact != 0 {
+		perm = uint32(exact & 0o777) // the record's, as the launch found it (perms.go)
 	}
 	tmp := fmt.Sprintf(".agentbox-undo-%d-%s", os.Getpid(), e.OID[:12])
 	switch e.Mode {

@@ -26,8 +26,9 @@ snapshots of repositories that no longer exist, the sessions older than AGE
 (default 90d; 0 keeps them), and snapshot blobs no snapshot names (left by a killed
 save). Then removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
-${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp and push-guard staging directories
-/tmp/agentbox-guard-*. Only the calling user's directories are considered. A
+${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp, push-guard staging directories
+/tmp/agentbox-guard-* and checkpoint endpoints /tmp/agentbox-checkpoint-*. Only
+the calling user's directories are considered. A
 directory a live session owns is never removed: a live launcher holds a lock on
 DIR.lock beside it, which the kernel drops when the launcher dies. The HOME
 overlay's upper layer lives in memory inside the sandbox and leaves nothing behind.

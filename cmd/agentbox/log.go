@@ -28,27 +28,29 @@ var logCommand = cli.Command{
 	Args:    "",
 	Summary: "list recorded sessions (or results)",
 	Help: `Lists the sessions recorded for the repository, newest first: id, start time,
-backend, exit status, duration, files added/changed/removed, command. With
---results, lists the stored benchmark and kernel-matrix results instead.`,
+backend, exit status, duration, files added/changed/removed, command; under a
+session, its steps (checkpoints: ID@N, time, files changed since the step
+before, message). With --results, lists the stored benchmark and kernel-matrix results instead.`,
 	Flags: func() *flag.FlagSet { return new(logArgs).flags() },
 }
 
 var showCommand = cli.Command{
 	Name:    "show",
-	Args:    "[ID]",
+	Args:    "[ID | ID@N]",
 	Summary: "print a session's record",
 	Help: `Prints the record of the session (or result) ID; a unique prefix of ID is enough.
-Without ID, the last session of the repository. --timings adds the launch's phases.`,
+Without ID, the last session of the repository. ID@N prints step N (checkpoint N)
+of the session. --timings adds the launch's phases.`,
 	Flags: func() *flag.FlagSet { return new(showArgs).flags() },
 }
 
 var diffCommand = cli.Command{
 	Name:    "diff",
-	Args:    "[ID]",
+	Args:    "[ID | ID@N]",
 	Summary: "what a session changed in the repository",
 	Help: `Prints what session ID (default: the repository's last) changed in the repository,
 from its recorded start state to its recorded end state, as a unified diff (binary
-files named, not dumped).`,
+files named, not dumped). ID@N: what step N (checkpoint N) changed since step N-1.`,
 	Flags: func() *flag.FlagSet { return new(diffArgs).flags() },
 }
 
@@ -186,7 +188,11 @@ func cmdLog(args []string) int {
 		}
 		return 0
 	}
-	printSessions(os.Stdout, recs, *all)
+	steps, err := sessionSteps(stores, recs) // steps.go
+	if err != nil {
+		return fail("log: %v", err)
+	}
+	printSessions(os.Stdout, recs, *all, steps)
 	return 0
 }
 
@@ -245,7 +251,7 @@ func sortNewestFirst(recs []shadow.Record) {
 	slices.SortStableFunc(recs, func(a, b shadow.Record) int { return b.Start.Compare(a.Start) })
 }
 
-func printSessions(w io.Writer, recs []shadow.Record, withRepo bool) {
+func printSessions(w io.Writer, recs []shadow.Record, withRepo bool, steps map[string][]shadow.Step) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "ID\tSTART\tBACKEND\tEXIT\tDURATION\tFILES\t"
 	if withRepo {
@@ -268,6 +274,9 @@ func printSessions(w io.Writer, recs []shadow.Record, withRepo bool) {
 			line += oneLine(r.Repo) + "\t"
 		}
 		fmt.Fprintln(tw, line+oneLine(shellJoin(r.Command)))
+		for _, st := range steps[r.ID] {
+			fmt.Fprintln(tw, stepRow(st)+pick(withRepo, "\t", "")+oneLine(st.Message))
+		}
 	}
 	tw.Flush()
 }
@@ -301,6 +310,13 @@ func cmdShow(args []string) int {
 		return fail("show: %v", err)
 	}
 	id := fset.Arg(0)
+	if strings.Contains(id, "@") {
+		s, rec, n, err := findStep(state, id) // steps.go
+		if err != nil {
+			return fail("show: %v", err)
+		}
+		return showStep(os.Stdout, s, rec, n, *asJSON)
+	}
 	if id == "" {
 		if id, err = lastSession(state); err != nil {
 			return fail("show: %v", err)
@@ -426,13 +442,7 @@ func cmdDiff(args []string) int {
 	if err != nil {
 		return fail("diff: %v", err)
 	}
-	id := fset.Arg(0)
-	if id == "" {
-		if id, err = lastSession(state); err != nil {
-			return fail("diff: %v", err)
-		}
-	}
-	s, rec, err := shadow.Find(state, id)
+	s, rec, step, err := findStep(state, fset.Arg(0)) // steps.go
 	if err != nil {
 		return fail("diff: %v", err)
 	}
@@ -451,7 +461,11 @@ func cmdDiff(args []string) int {
 		// person reading the diff. Piped, the bytes pass unchanged (for patch).
 		w = termsafe.NewWriter(os.Stdout)
 	}
-	err = s.Diff(w, rec, *stat)
+	if step >= 0 {
+		err = s.DiffStep(w, rec, step, *stat)
+	} else {
+		err = s.Diff(w, rec, *stat)
+	}
 	if e, ok := w.(*termsafe.Writer); ok {
 		e.Flush()
 	}

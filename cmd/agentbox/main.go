@@ -47,6 +47,7 @@ func commands() []command {
 		{execCommand, cmdExec},
 		{auditCommand, cmdAudit},
 		{undoCommand, cmdUndo},
+		{checkpointCommand, cmdCheckpoint},
 		{restoreCommand, cmdRestore},
 		{logCommand, cmdLog},
 		{showCommand, cmdShow},

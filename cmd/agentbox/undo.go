@@ -22,7 +22,7 @@ import (
 
 var undoCommand = cli.Command{
 	Name:    "undo",
-	Args:    "[SESSION] [-- PATH...]",
+	Args:    "[SESSION | --to SESSION@N] [-- PATH...]",
 	Summary: "put the working tree back as a recorded session found it",
 	Help: `Puts back every file SESSION (default: the repository's last session) added,
 changed or removed, as it was when SESSION started: content, executable bit and
@@ -35,15 +35,16 @@ bounds, nested repositories) are listed and left as they are. --git also puts ba
 HEAD, the refs and the index as the session's Git snapshot holds them (commits,
 resets and rebases made inside are undone; no object is deleted); the metadata as
 it was is saved first, so an undo of the undo puts it back. Undo refuses while a
-session runs on the repository. The tree is audited after the undo as after a
-session: a program it put back that the operator's Git would run (one a hook names)
-is moved to the quarantine and named. Exit status: 0 done, 1 stopped, done in part
-or something moved aside, 125 refused.`,
+session runs on the repository. --to SESSION@N puts the tree back as it was at
+step N of the session (a checkpoint, 'agentbox checkpoint'; 0: its start). The tree
+is audited after the undo as after a session: a program it put back that the
+operator's Git would run (one a hook names) is moved to the quarantine and named.
+Exit status: 0 done, 1 stopped, done in part or something moved aside, 125 refused.`,
 	Flags: func() *flag.FlagSet { fs, _ := undoFlags(); return fs },
 }
 
 type undoArgs struct {
-	repo               string
+	repo, to           string
 	force, dryRun, git bool
 }
 
@@ -53,6 +54,7 @@ func undoFlags() (*flag.FlagSet, *undoArgs) {
 	fs.StringVar(&a.repo, "repo", "", "undo the last session of the repository `DIR` (default: as exec picks it)")
 	fs.BoolVar(&a.force, "force", false, "overwrite files changed since the session ended")
 	fs.BoolVar(&a.dryRun, "dry-run", false, "list what undo would do, change nothing")
+	fs.StringVar(&a.to, "to", "", "put the tree back as it was at step N of the session (`SESSION@N`: N a checkpoint, 0 its start)")
 	fs.BoolVar(&a.git, "git", false, "also put back HEAD, the refs and the index from the session's Git snapshot (objects are kept)")
 	return fs, a
 }
@@ -84,9 +86,31 @@ func cmdUndo(args []string) int {
 	if err != nil {
 		return fail("undo: %v", err)
 	}
+	if len(pos) == 1 && strings.Contains(pos[0], "@") && a.to == "" {
+		a.to, pos = pos[0], nil
+	}
+	step := 0
+	if a.to != "" {
+		if len(pos) > 0 || a.repo != "" {
+			return fail("undo: --to SESSION@N names the session: give no other session id or --repo")
+		}
+		id, n, err := shadow.ParseStep(a.to)
+		if err != nil || n < 0 {
+			return fail("undo: --to %s: want SESSION@N (N a step; agentbox log lists them)", a.to)
+		}
+		pos, step = []string{id}, n
+	}
 	store, rec, err := undoTarget(state, pos, a.repo)
 	if err != nil {
 		return fail("undo: %v", err)
+	}
+	if step > 0 {
+		if a.git {
+			return fail("undo: --git puts back the Git metadata as the session's start found it; give it no step above 0")
+		}
+		if rec, _, err = store.AtStep(rec, step); err != nil {
+			return fail("undo: %v", err)
+		}
 	}
 	rel, err := repoPaths(store.Repo, paths)
 	if err != nil {
@@ -120,6 +144,10 @@ func cmdUndo(args []string) int {
 	if a.git {
 		argv = []string{"agentbox", "undo", "--git", rec.ID}
 	}
+	if step > 0 {
+		argv = []string{"agentbox", "undo", "--to", fmt.Sprintf("%s@%d", rec.ID, step)}
+		u.step = step
+	}
 	if len(rel) > 0 {
 		argv = append(append(argv, "--"), rel...)
 	}
@@ -140,6 +168,7 @@ type undo struct {
 	walked     bool               // the record's first walk was handed out
 	findings   []audit.Finding    // what the audit after the undo moved aside
 	auditErr   error              // why the audit after the undo could not run
+	step       int                // the step put back (--to), 0: the session's start
 }
 
 // undoTarget finds the session to undo: the one named, else the newest of the
@@ -227,7 +256,11 @@ func (u *undo) run(argv []string) int {
 	}
 	if a.dryRun {
 		for _, c := range plan.Changes {
-			fmt.Fprintf(w, "would %s %s\n", pick(c.From.Mode == "", "remove", "put back"), oneLine(c.Path))
+			what := pick(c.From.Mode == "", "remove", "put back")
+			if c.ModeOnly {
+				what = fmt.Sprintf("set back to mode %04o", c.Perm)
+			}
+			fmt.Fprintf(w, "would %s %s\n", what, oneLine(c.Path))
 		}
 		for _, c := range u.gitChanges {
 			fmt.Fprintf(w, "would put back .git/%s\n", oneLine(c))
@@ -270,8 +303,8 @@ func (u *undo) run(argv []string) int {
 	for _, f := range res.Failed {
 		fmt.Fprintf(w, "not put back: %s: %s\n", oneLine(f.Path), oneLine(f.Reason))
 	}
-	fmt.Fprintf(w, "put back %d of %d files as session %s found them; recorded as %s (agentbox undo %s reverses it)\n",
-		res.Done, len(plan.Changes), id, res.ID, res.ID)
+	fmt.Fprintf(w, "put back %d of %d files as %s; recorded as %s (agentbox undo %s reverses it)\n",
+		res.Done, len(plan.Changes), pick(u.step > 0, fmt.Sprintf("step %d of session %s left them", u.step, id), "session "+id+" found them"), res.ID, res.ID)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: undo: %s\n", oneLine(err.Error()))
 		return 1

@@ -140,6 +140,26 @@ func (l *Launch) Stop() {
 	}
 }
 
+// Peek is a Launch for a scan's Since in the middle of the session (a
+// checkpoint): what the watch saw so far (treewatch.Snapshot), over the listings
+// kept at launch, while the watch goes on for the end scan. A scan of it never
+// builds its walk in the launch walk's list (the end scan may, and the launch
+// walk's entries stay the launch's); it shares the list only when nothing
+// changed, and reads it then.
+func (l *Launch) Peek() *Launch {
+	if l == nil {
+		return nil
+	}
+	if l.changes != nil {
+		return &Launch{changes: &treewatch.Changes{Lost: "the watch was stopped"}}
+	}
+	v := &Launch{changes: l.watch.Snapshot(), walk: l.walk, clock: l.clock, kept: l.kept}
+	if v.changes.Quiet() {
+		v.entries = l.entries
+	}
+	return v
+}
+
 // Close releases the watch without using it.
 func (l *Launch) Close() {
 	if l != nil && l.changes == nil {

@@ -139,7 +139,7 @@ func (s *scanner) tree(dir string, depth int) {
 				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
 				fallthrough
 			default:
-				s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode, Ctime: st.ctime, Ino: st.ino})
+				s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode & unix.S_IFMT, Ctime: st.ctime, Ino: st.ino, Perm: uint16(st.mode & 0o7777)})
 			}
 		}
 		if treeFileGitOpens(name) && special(e.Type()) {
@@ -181,7 +181,7 @@ const statParts = 4
 // entryStat is what the walk keeps of an entry's lstat: 16 bytes, not 144, since a
 // directory may hold up to MaxEntries of them.
 type entryStat struct {
-	mode  uint32 // st_mode & S_IFMT
+	mode  uint32 // st_mode & (S_IFMT | 07777)
 	ino   uint32 // st_ino's low 32 bits, as Git's index keeps it
 	ctime int64  // ns
 }
@@ -219,8 +219,8 @@ func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs 
 				ok = false
 				continue
 			}
-			stats[i] = entryStat{mode: st.Mode & unix.S_IFMT, ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
-			if stats[i].mode == unix.S_IFDIR {
+			stats[i] = entryStat{mode: st.Mode & (unix.S_IFMT | 0o7777), ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
+			if stats[i].mode&unix.S_IFMT == unix.S_IFDIR {
 				f.subdirs = append(f.subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
 			} else if st.Nlink > 1 {
 				f.links = append(f.links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})

@@ -18,6 +18,9 @@ type Entry struct {
 	// Nested: a directory holding a .git entry, which Git records as a nested
 	// repository (its commit); nothing below it is listed.
 	Nested bool
+	// Perm is st_mode's permission bits (& 07777): undo puts a file's back exactly
+	// as the launch walk found them (shadow/perms.go).
+	Perm uint16
 }
 
 // IsDir reports whether e is a directory (not a symlink to one).

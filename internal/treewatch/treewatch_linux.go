@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -63,6 +64,12 @@ type Watch struct {
 	f    *os.File
 	self int32
 	done chan struct{} // the reader stopped
+
+	// peek serialises Snapshot; stopping and peeked tell the reader why its read
+	// deadline passed (under mu).
+	peek     sync.Mutex
+	stopping bool
+	peeked   chan struct{}
 
 	mu      sync.Mutex
 	dirs    map[string][]int32 // fsid+handle → the directories with that handle
@@ -179,6 +186,9 @@ func (w *Watch) Fail(why string) {
 // Events a process queues after Stop started may be missed: call it once the
 // session's processes are gone.
 func (w *Watch) Stop() *Changes {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
 	w.f.SetReadDeadline(time.Now())
 	<-w.done
 	w.drain()
@@ -191,14 +201,54 @@ func (w *Watch) Stop() *Changes {
 
 // Close stops the watch without looking at what it saw.
 func (w *Watch) Close() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
 	w.f.SetReadDeadline(time.Now())
 	<-w.done
 	w.f.Close()
 }
 
+// Snapshot returns what the watch saw so far, every event queued before the call
+// included, and goes on watching: a checkpoint in the middle of a session takes
+// the listings it vouches for, as the end scan does after Stop. The reader is
+// woken by a read deadline and drains the queue itself (a second reader of the
+// descriptor would wait for the first). After Stop or Close it returns what Stop
+// saw, or a Changes that vouches for nothing.
+func (w *Watch) Snapshot() *Changes {
+	w.peek.Lock()
+	defer w.peek.Unlock()
+	done := make(chan struct{})
+	w.mu.Lock()
+	stopped := w.stopping
+	if !stopped {
+		w.peeked = done
+	}
+	w.mu.Unlock()
+	if !stopped {
+		w.f.SetReadDeadline(time.Now())
+		select {
+		case <-done:
+		case <-w.done:
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.peeked = nil
+	if w.stopping && w.ch.Lost == "" {
+		return &Changes{Lost: "the watch was stopped"}
+	}
+	ch := Changes{Lost: w.ch.Lost}
+	if ch.Lost == "" {
+		ch.dirty, ch.inos = maps.Clone(w.ch.dirty), maps.Clone(w.ch.inos)
+	}
+	return &ch
+}
+
 // read takes events as they come while the session runs, so that the kernel's
 // queue (16,384 events) overflows only under a flood; an overflow is reported as
-// lost, never ignored.
+// lost, never ignored. A deadline set by Snapshot makes it drain the queue, say
+// so and go on; one set by Stop or Close ends it.
 func (w *Watch) read() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
@@ -207,10 +257,26 @@ func (w *Watch) read() {
 		if n > 0 {
 			w.events(buf[:n])
 		}
-		if err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				w.Fail(fmt.Sprintf("reading fanotify events: %v", err))
-			}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Fail(fmt.Sprintf("reading fanotify events: %v", err))
+			return
+		}
+		w.mu.Lock()
+		peeked, stopping := w.peeked, w.stopping
+		w.peeked = nil
+		w.mu.Unlock()
+		if stopping || peeked == nil {
+			return
+		}
+		w.drain() // clears the deadline, then reads what is queued
+		close(peeked)
+		w.mu.Lock()
+		stopping = w.stopping
+		w.mu.Unlock()
+		if stopping {
 			return
 		}
 	}

@@ -74,3 +74,38 @@ func TestStopReadsWhatIsQueued(t *testing.T) {
 		t.Fatal("a file was written before Stop, and the watch saw nothing")
 	}
 }
+
+// TestSnapshotSeesWhatCameBeforeAndGoesOn: a Snapshot in the middle of a session
+// (a checkpoint) takes every event queued before it, whether or not the reader
+// had taken it, and the watch goes on: a later change is in the next Snapshot and
+// in Stop's, and the earlier ones stay.
+func TestSnapshotSeesWhatCameBeforeAndGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := watched(t, dir, true)
+	if ch := w.Snapshot(); !ch.Quiet() {
+		t.Fatalf("nothing changed, yet the snapshot says %+v", ch)
+	}
+	for i := range 50 {
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if ch := w.Snapshot(); ch.Quiet() {
+			t.Fatalf("round %d: a file was written before the snapshot, and it saw nothing", i)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "new"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if ch := w.Snapshot(); ch.Lost == "" {
+		t.Fatal("a directory was made before the snapshot, and it vouches for everything")
+	}
+	if ch := w.Stop(); ch.Lost == "" {
+		t.Fatal("Stop after a snapshot forgot what the watch saw")
+	}
+	if ch := w.Snapshot(); ch.Lost == "" {
+		t.Fatal("a snapshot after Stop vouches for something")
+	}
+}

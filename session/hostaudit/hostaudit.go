@@ -12,6 +12,7 @@ import (
 	"io"
 
 	"github.com/agentbox/agentbox/backend"
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -35,3 +36,23 @@ type Outcome struct {
 // BaseWalk is the baseline's walk of the working tree (nil when the baseline was
 // inherited or not walked), from which the record's start state is taken.
 func (a *Auditor) BaseWalk() *treewalk.Walk { return a.walk }
+
+// CheckpointWalk walks the working tree in the middle of the session, for a
+// checkpoint's record: from the launch's listings where the watch saw nothing
+// change (audit.Launch.Peek), else the whole tree; nil when the walk cannot stand
+// for the tree (the recorder then sweeps). It audits nothing and moves nothing:
+// the end scan does, against the baseline.
+func (a *Auditor) CheckpointWalk() *treewalk.Walk {
+	if a == nil {
+		return nil
+	}
+	opt := audit.ScanOptions{Walk: true, Since: a.launch.Peek()}
+	if a.walk != nil {
+		opt.WalkHint = len(a.walk.Entries)
+	}
+	cur, err := audit.Scan(a.repo, opt)
+	if err != nil || cur.Walk == nil || !cur.Walk.Complete {
+		return nil
+	}
+	return cur.Walk
+}

@@ -123,9 +123,18 @@ func GC(opts GCOptions) ([]Leftover, error) {
 			return out, err
 		}
 		out = append(out, found...)
+		// The checkpoint endpoint's directory (session/checkpoint), beside them.
+		if found, err = collect(opts.GuardDir, CheckpointPrefix, "checkpoint endpoint", opts.DryRun); err != nil {
+			return out, err
+		}
+		out = append(out, found...)
 	}
 	return out, nil
 }
+
+// CheckpointPrefix names the checkpoint endpoint's directories below /tmp
+// (PREFIX PID-RANDOM), claimed as the push guard's staging is.
+const CheckpointPrefix = "agentbox-checkpoint-"
 
 // collect handles every directory in parent whose name starts with prefix and
 // carries a launcher PID (PID-...), and every stale lock file there.

@@ -27,10 +27,11 @@ func TestGCOwnership(t *testing.T) {
 		dead      = filepath.Join(tmp, "8388608-20260101-000000-dead")
 		guardDead = filepath.Join(guards, "agentbox-guard-8388608-123")
 		guardLive = filepath.Join(guards, "agentbox-guard-1-456")
+		ckptDead  = filepath.Join(guards, CheckpointPrefix+"8388608-789")
 		other     = filepath.Join(guards, "unrelated-8388608-1")
 		orphan    = filepath.Join(tmp, "8388608-20260101-000000-gone.lock")
 	)
-	mkdirs(t, held, reused, unclaimed, dead, guardDead, guardLive, other)
+	mkdirs(t, held, reused, unclaimed, dead, guardDead, guardLive, ckptDead, other)
 	lock, err := Claim(held)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestGCOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 6 {
+	if len(found) != 7 {
 		t.Fatalf("dry run found %d: %+v", len(found), found)
 	}
 	for _, d := range []string{held, reused, unclaimed, dead, guardDead, guardLive, orphan} {
@@ -68,7 +69,7 @@ func TestGCOwnership(t *testing.T) {
 	for _, c := range []struct {
 		path    string
 		removed bool
-	}{{held, false}, {reused, true}, {unclaimed, false}, {dead, true}, {guardDead, true}, {guardLive, false}} {
+	}{{held, false}, {reused, true}, {unclaimed, false}, {dead, true}, {guardDead, true}, {guardLive, false}, {ckptDead, true}} {
 		l, ok := state[c.path]
 		if !ok {
 			t.Errorf("%s not considered", c.path)

@@ -4,6 +4,7 @@
 package record
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -111,6 +112,15 @@ func (r *Recorder) Finish(cfg *Config, out *Outcome) {
 	if err := r.sess.FinishWalk(rec, out.Walk); err != nil {
 		warnRecord(cfg, "session not recorded: %v", err)
 	}
+}
+
+// Checkpoint records the working tree as the session's next step, from w (nil:
+// the recorder sweeps), reading at most budget bytes of file content.
+func (r *Recorder) Checkpoint(msg string, w *treewalk.Walk, budget int64) (shadow.Step, error) {
+	if r == nil || r.sess == nil {
+		return shadow.Step{}, errors.New("the session is not recorded")
+	}
+	return r.sess.Checkpoint(msg, w, budget)
 }
 
 // warnRecord reports a recording failure on one line; the session goes on.

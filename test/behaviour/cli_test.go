@@ -14,7 +14,7 @@ import (
 )
 
 // cliCommands are the subcommands whose help, completions and manual are checked.
-var cliCommands = []string{"exec", "audit", "undo", "restore", "log", "show", "diff", "doctor", "bench", "gc", "completion", "man", "version"}
+var cliCommands = []string{"exec", "audit", "undo", "checkpoint", "restore", "log", "show", "diff", "doctor", "bench", "gc", "completion", "man", "version"}
 
 // helpFlags returns the flags a command's --help lists, as typed ("--repo").
 func helpFlags(t *testing.T, b *sandboxtest.Box, cmd string) []string {

@@ -130,8 +130,9 @@ func pushAllowed(t *testing.T, b *box) {
 		}
 	}
 	// Nothing of the guard is in the sandbox then.
-	// (The bwrap backend's init lives at /run/agentbox/init.)
-	out := b.ok(`ls -A /run/agentbox 2>/dev/null | grep -v '^init$'; grep -c agentbox-guard /proc/self/mountinfo || true`, "--no-git-save", "--allow-git-push")
+	// (The bwrap backend's init lives at /run/agentbox/init, the checkpoint
+	// endpoint at /run/agentbox/checkpoint.)
+	out := b.ok(`ls -A /run/agentbox 2>/dev/null | grep -v -e '^init$' -e '^checkpoint$'; grep -c agentbox-guard /proc/self/mountinfo || true`, "--no-git-save", "--allow-git-push")
 	if out != "0\n" {
 		t.Fatalf("guard mounted with --allow-git-push:\n%s", out)
 	}

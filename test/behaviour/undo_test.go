@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -304,6 +305,65 @@ func TestUndoGitNeverWritesThroughSymlinks(t *testing.T) {
 			}
 			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 				t.Fatalf("undo --git wrote through the symlink: %v", ents)
+			}
+		})
+	}
+}
+
+// TestUndoListsIgnoredAndUnboundedFiles: files the record could not hold — one the
+// repository's .gitignore leaves out, a sparse file past the recorder's bounds —
+// are listed and left exactly as they are, never guessed; the rest is put back.
+func TestUndoListsIgnoredAndUnboundedFiles(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			b.hostSh("printf 'build/\\n' > .gitignore && printf 'one\\n' > f && printf 'small\\n' > grows && git add -A && git commit -qm base")
+			b.ok("printf 'agent\\n' > f && mkdir build && printf 'out\\n' > build/out && truncate -s 3M grows")
+			id := b.lastID()
+			r := b.undo()
+			if r.code != 0 || !strings.Contains(r.stdout, "left as it is: build/out: not in the record: the repository's .gitignore files leave it out") ||
+				!regexp.MustCompile(`left as it is: grows: not in the record: .*sparse`).MatchString(r.stdout) {
+				t.Fatalf("undo of a session with ignored and sparse files: %s", r)
+			}
+			if readFile(t, filepath.Join(b.repo, "f")) != "one\n" || readFile(t, filepath.Join(b.repo, "build/out")) != "out\n" {
+				t.Fatal("undo did not put f back, or touched the ignored file")
+			}
+			if fi, err := os.Stat(filepath.Join(b.repo, "grows")); err != nil || fi.Size() != 3<<20 {
+				t.Fatalf("undo touched the sparse file it does not hold: %v %v", fi, err)
+			}
+			if r := b.undo(id, "--", "build/out"); r.code != 0 || !strings.Contains(r.stdout, "left as it is: build/out") {
+				t.Fatalf("undo -- build/out: %s", r)
+			}
+		})
+	}
+}
+
+// TestUndoExactPermissionBits: undo puts each file's permission bits back byte for
+// byte as the session found them — not only the executable bit Git keeps: a 0600
+// file removed comes back 0600 (not the umask's), a 0750 one chmod'ed to 0700
+// (the bit Git sees unchanged) and a 0640 one chmod'ed to 0644 are set back, a
+// 0600 file rewritten keeps 0600; and the undo, undone, gives the session's bits.
+// No set-id bit is involved (undo never makes a set-id file).
+func TestUndoExactPermissionBits(t *testing.T) {
+	for _, backend := range backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			b.hostSh("umask 022 && printf 'k\\n' > key && chmod 600 key && printf '#!/bin/sh\\n' > tool && chmod 750 tool && " +
+				"printf 'r\\n' > grp && chmod 640 grp && printf 's\\n' > secret && chmod 600 secret && printf 'x\\n' > plain && git add -A && git commit -qm base")
+			before := treeState(t, b.repo)
+			b.ok("rm key && chmod 700 tool && chmod 644 grp && printf 'agent\\n' > secret && chmod 755 plain")
+			after := treeState(t, b.repo)
+			if r := b.undo(); r.code != 0 {
+				t.Fatalf("undo: %s", r)
+			}
+			if got := treeState(t, b.repo); got != before {
+				t.Fatalf("after undo the tree is\n%s\nwant\n%s", got, before)
+			}
+			if r := b.undo(); r.code != 0 {
+				t.Fatalf("undo of the undo: %s", r)
+			}
+			if got := treeState(t, b.repo); got != after {
+				t.Fatalf("after the undo of the undo the tree is\n%s\nwant\n%s", got, after)
 			}
 		})
 	}
