@@ -22,8 +22,7 @@ import (
 
 // Staging files changed in place without `git add` (docs/promises.md P13: a session that
 // changed ten files costs what ten files cost). `git add` of ten paths reads and
-// rewrites the whole shadow index: on the scaling bench's big repository 100,000
-// entries, 8.8 MB, 110–130 ms a process. When every path changedPaths named is a
+// rewrites the whole shadow index, whose cost grows with the tree. When every path changedPaths named is a
 // tracked regular file, still a regular file — an agent editing files —
 // stageInPlace does what that `git add` would: it stores each file's blob and
 // rewrites the index with the file's stat data and blob, the cache-tree entries of
