@@ -158,11 +158,12 @@ func (a *Auditor) Drop() {
 	}
 }
 
-// mappableStdio reports whether the sandbox inherits, as its standard input or
-// output (stdio), a regular file opened for reading and writing on the
-// repository's filesystem (agentbox exec … 1<>repo/f): opened before the watch's
-// marks, it can be mapped and written through with no event. Only O_RDWR matters: a shared writable mapping needs a readable
-// descriptor, and a write(2) through any descriptor is reported.
+// mappableStdio reports whether the sandbox inherits, as its standard input or output
+// (stdio), a regular file opened for reading and writing on the repository's
+// filesystem (agentbox exec … 1<>repo/f): opened before the watch's marks, it can be
+// mapped and written through with no event. Only O_RDWR matters: a shared writable
+// mapping needs a readable descriptor, and a write(2) through any descriptor is
+// reported.
 func mappableStdio(repo string, stdio backend.Stdio) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {
