@@ -9,12 +9,12 @@ import (
 // The garbage collector during the host-side work. A session's host work — the
 // audit's walks, the record's staging — allocates a tree's worth of entries in a
 // short time and keeps most of them, so at the default GOGC=100 the collector runs
-// repeatedly during a big tree's walk and charges its mark assists to the walk's
-// own goroutines, for garbage there is little of. So the collector is off while
-// that work runs (before the command, and after it), bounded by hostWorkMemoryLimit, past which the runtime collects
-// anyway; once the command has run a second — it may run for hours, with the
-// network proxy's buffers coming and going — it is as the runtime, GOGC and
-// GOMEMLIMIT would have it, until the command ends.
+// repeatedly during a big tree's walk and charges its mark assists to the walk's own
+// goroutines, for garbage there is little of. So the collector is off while that work
+// runs (before the command, and after it), bounded by hostWorkMemoryLimit, past which
+// the runtime collects anyway; once the command has run a second — it may run for
+// hours, with the network proxy's buffers coming and going — it is as the runtime,
+// GOGC and GOMEMLIMIT would have it, until the command ends.
 
 // hostWorkMemoryLimit bounds the heap while the collector is off: far above what a
 // walk of the entry bound's tree holds, far below what would hurt a workstation.
