@@ -227,7 +227,7 @@ func prepareKernel(ctx context.Context, a *Archive, k Kernel, modules []string, 
 func runCell(ctx context.Context, c Cell, k kernelPrep, base *image, opts Options, dir string) Result {
 	r := Result{Cell: c.Name, Why: c.Why, Packages: k.Packages, DoctorExit: -1}
 	// no_timer_check: under TCG on a busy host, the IO-APIC timer check can fail
-	// and panic the kernel before it starts (6.1 did, here).
+	// and panic the kernel before it starts.
 	r.Cmdline = strings.TrimSpace("console=ttyS0 panic=-1 quiet loglevel=1 no_timer_check " + c.Cmdline)
 	if k.Err != nil {
 		return r.fail(k.Err.Error())

@@ -124,10 +124,10 @@ func New(cfg Config) *Server {
 // CONNECT tunnel or a request for an http:// URL) or SOCKS5, told apart by its
 // first byte. Serve closes l when it returns.
 //
-// The proxy is not net/http's: every agentbox process, the sandbox's init too,
-// would pay for that package's initialisation (about half a millisecond) at every
-// start. It needs little of HTTP: the request's head is read here (http.go), and
-// after it the bytes go through unparsed, a tunnel to the one decided host.
+// The proxy is not net/http's: every agentbox process, the sandbox's init too, would
+// pay for that package's initialisation at every start. It needs little of HTTP: the
+// request's head is read here (http.go), and after it the bytes go through unparsed,
+// a tunnel to the one decided host.
 func (s *Server) Serve(l net.Listener) error {
 	// Close ends Accept by closing l; so does a return for any other reason.
 	ended := make(chan struct{})

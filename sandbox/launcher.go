@@ -22,9 +22,8 @@ import (
 // nsinit), forking with a new user namespace copies the forking process's page tables,
 // so a program with a large heap pays for its size on every launch; the helper,
 // started early while the program is small, pays for its own few megabytes instead.
-// On amd64 the init is vforked and Run is the faster way at any heap size (21.8 ms
-// against 24.2 through a Launcher; 27.3 against 30.9 with a 1 GiB heap,
-// BenchmarkRunLargeHeap on a loaded 2-core VM).
+// On amd64 the init is vforked, which copies no page tables, so Run is the faster
+// way at any heap size.
 //
 // The helper is the program itself re-executed (it must call Init first in main) or
 // Binary, any program that does. It dies with the thread that started it.

@@ -8,17 +8,13 @@ import (
 
 // The garbage collector during the host-side work. A session's host work — the
 // audit's walks, the record's staging — allocates a tree's worth of entries in a
-// few hundred milliseconds and keeps most of them: at the default GOGC=100 the
-// collector ran four times during the launch walk of a 100,000-file tree, about
-// 55 ms of CPU on a two-core machine, most of it in mark assists of the walk's own
-// goroutines. So the collector is off while that work runs (before the command, and
-// after it), bounded by hostWorkMemoryLimit, past which the runtime collects
-// anyway; once the command has run a second — it may run for hours, with the
-// network proxy's buffers coming and going — it is as the runtime, GOGC and
-// GOMEMLIMIT would have it, until the command ends.
-//
-// Measured (GOGC=off against 100 for the whole launcher, ten alternated unchanged
-// sessions each on that tree): median session 228 ms against 237 ms.
+// short time and keeps most of them, so at the default GOGC=100 the collector runs
+// repeatedly during a big tree's walk and charges its mark assists to the walk's own
+// goroutines, for garbage there is little of. So the collector is off while that work
+// runs (before the command, and after it), bounded by hostWorkMemoryLimit, past which
+// the runtime collects anyway; once the command has run a second — it may run for
+// hours, with the network proxy's buffers coming and going — it is as the runtime,
+// GOGC and GOMEMLIMIT would have it, until the command ends.
 
 // hostWorkMemoryLimit bounds the heap while the collector is off: far above what a
 // walk of the entry bound's tree holds, far below what would hurt a workstation.

@@ -46,10 +46,10 @@ import (
 //     before the last staging's `git add` (stageState.Added): that `git add`
 //     lstat'ed it after the clock was read and took its content after the lstat,
 //     and any later change would have stamped a ctime at or after the clock. A
-//     file changed within the same clock tick (4 ms here) is read and hashed instead
+//     file changed within the same clock tick is read and hashed instead
 //     (sameContent), up to maxRacyRead. Without either, a file a session changed
-//     a few milliseconds before its end was staged again by each of the next
-//     sessions for 50 ms — by every one, when an agent runs one per tool call.
+//     just before its end would be staged again by each session in the window —
+//     by every one, when an agent runs one per tool call.
 //   - A staging that left a path out at a bound (a FIFO where Git reads, bounds.go)
 //     writes no state: the next one sweeps, and names it again.
 //
@@ -80,8 +80,8 @@ type stageState struct {
 	// Recent are the index's entries for the paths the last staging edited in
 	// place (inplace.go): the ones most likely to fall in the next staging's clock
 	// window, where only the index can tell whether they changed since. Looking
-	// them up here saves reading the 8.8 MB index of a big tree (20-40 ms) at the
-	// start of the session after one that changed files, and again at its end.
+	// them up here saves reading a big tree's whole index at the start of the
+	// session after one that changed files, and again at its end.
 	// They are the index's as long as Index is (readStage).
 	Recent []recentEntry `json:"recent,omitempty"`
 }
@@ -127,7 +127,7 @@ func ignoreSet(w *treewalk.Walk, old int64) string {
 	}
 	h := sha256.New()
 	for _, e := range w.Entries {
-		// path.Base's scan of each of 100,000 names cost about 1.5 ms a call.
+		// Not path.Base: its scan of every name of a big tree costs more.
 		if isGitignore(e.Rel) && (old == 0 || e.Ctime < old) {
 			h.Write([]byte(e.Rel))
 			h.Write([]byte{0})

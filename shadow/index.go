@@ -38,8 +38,8 @@ func readIndex(path string) ([]indexEntry, error) {
 }
 
 // readIndexPaths is readIndex of just the entries at the paths in want: one pass
-// over the file that makes no string of the other paths (a fresh heap's pages
-// cost a fault each on a VM; the whole index is 100,000 strings on a big tree).
+// over the file that makes no string of the other paths, since a string of every
+// path of a big tree would be fresh heap paid for in page faults.
 func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, error) {
 	b, _, release, err := mapIndex(path)
 	if err != nil {
@@ -53,12 +53,11 @@ func readIndexPaths(path string, want map[string]bool) (map[string]indexEntry, e
 
 // mapIndex returns the bytes of the index file at path, mapped read-only from the
 // page cache and populated in one system call, the file's fstat, and the function
-// that unmaps them (nothing may keep a slice of them after it). Reading the 8.8 MB
-// index of a 100,000-file tree into fresh heap cost a zeroing and a page fault per
-// 4 KiB page (several µs each on a VM), twice in a ten-file session's record end;
-// Git maps its index the same way. (A private writable mapping is no cheaper:
-// populating it copies every page, to break copy-on-write before any write, and
-// unmapping frees the copies — 7 ms of the 8.8 MB index's staging.) Nothing
+// that unmaps them (nothing may keep a slice of them after it). Reading a big
+// index into fresh heap would cost a zeroing and a page fault per page; Git maps
+// its index the same way. (A private writable mapping is no cheaper: populating
+// it copies every page, to break copy-on-write before any write, and unmapping
+// frees the copies.) Nothing
 // truncates the index while it is mapped: Git and the recorder replace it by
 // rename, under the store's lock.
 func mapIndex(path string) (b []byte, st unix.Stat_t, release func(), err error) {

@@ -20,15 +20,14 @@ import (
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
-// Staging files changed in place without `git add` (docs/promises.md P13: a session that
-// changed ten files costs what ten files cost). `git add` of ten paths reads and
-// rewrites the whole shadow index: on the scaling bench's big repository 100,000
-// entries, 8.8 MB, 110–130 ms a process. When every path changedPaths named is a
-// tracked regular file, still a regular file — an agent editing files —
-// stageInPlace does what that `git add` would: it stores each file's blob and
-// rewrites the index with the file's stat data and blob, the cache-tree entries of
-// its directories invalidated (`write-tree` then rebuilds only those, as after a
-// `git add`).
+// Staging files changed in place without `git add` (docs/promises.md P13: a session
+// that changed ten files costs what ten files cost). `git add` of ten paths reads and
+// rewrites the whole shadow index, whose cost grows with the tree. When every path
+// changedPaths named is a tracked regular file, still a regular file — an agent
+// editing files — stageInPlace does what that `git add` would: it stores each file's
+// blob and rewrites the index with the file's stat data and blob, the cache-tree
+// entries of its directories invalidated (`write-tree` then rebuilds only those, as
+// after a `git add`).
 //
 // What Git would do that matters, done the same:
 //   - the blob is the file's bytes: info/attributes unsets every filter and

@@ -11,11 +11,10 @@ import (
 )
 
 // The index's layout, kept beside it. Git's index entries have variable lengths, so
-// finding ten paths in it means walking every entry from the start — 100,000 of
-// them, and checking the file's SHA-1 first (layoutOf): about 20 ms of a ten-file
-// session's record end on the scaling bench's big tree. A staging in place moves no
-// entry (it patches them where they are), so the layout found once serves every
-// staging after it, until Git writes the index again.
+// finding ten paths in it means walking every entry from the start, and checking the
+// file's SHA-1 first (layoutOf), which a big tree makes costly. A staging in place
+// moves no entry (it patches them where they are), so the layout found once serves
+// every staging after it, until Git writes the index again.
 //
 // layoutFile holds: "ABXL", the key of the index it describes (its trailing
 // checksum, and the file's inode, size, ctime and mtime), the entry count, where the

@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// Commits and refs written in Go. Each Git process costs 5–15 ms here, which on a
-// small repository is most of what a record costs: a commit is one small loose
+// Commits and refs written in Go. A Git process's start-up is, on a small
+// repository, most of what a record costs: a commit is one small loose
 // object and a ref is one small file, so the recorder writes them itself, in the
 // formats Git reads (gitformat-loose(5), gitrepository-layout(5)). The caller holds
 // the store's lock, which every writer of the shadow repository takes; the ref is
@@ -98,10 +98,9 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 
 // storedMax is the largest object written as stored (uncompressed) deflate blocks.
 // Most of what the recorder writes is a commit of a few KB of JSON, a tree or a
-// source file: for them the compressor's state (about 730 KB of fresh heap, page-
-// faulted in at several µs a page; two commits a session made it 40 % of everything
-// an unchanged session allocated) costs more than the bytes it saves, and the next
-// repack compresses them anyway. Larger objects are Huffman-coded as before.
+// source file: for them the compressor's state (hundreds of KB of fresh heap, paid
+// for in page faults) costs more than the bytes it saves, and the next repack
+// compresses them anyway. Larger objects are Huffman-coded.
 const storedMax = 64 << 10
 
 // deflateObject returns the zlib stream of a loose object: hdr followed by body.

@@ -13,9 +13,8 @@ import (
 // sweep stores every blob by bulk check-in (core.bigFileThreshold=1, see stage): one
 // pack instead of a loose object per file. But Git 2.39's bulk check-in looks each
 // new object up in the list of those it already wrote, one by one
-// (bulk-checkin.c, already_written): quadratic in the files one process adds. A
-// first record of the scaling bench's 100,000 files spent about 5 s of its 10 s
-// comparing object ids.
+// (bulk-checkin.c, already_written): quadratic in the files one process adds, which
+// dominates a first record of a big tree.
 //
 // So when the sweep will add many files — the first record, or a session that made
 // more than maxChangedPaths — the files Git would add (`ls-files --others
@@ -41,7 +40,7 @@ import (
 // unfinished and its index unwritten, both are removed, and the sweep does the rest.
 const (
 	// preStageMin: fewer new files than this and the comparisons cost less than
-	// the listing (2,000 files: about 2 ms of them).
+	// the listing.
 	preStageMin = 2000
 	// preStageMaxPacks: batches are made larger rather than leave more packs than
 	// this from one sweep, so that the record's maintain does not repack them all
@@ -50,7 +49,7 @@ const (
 )
 
 // preStageBatch: files per process, each comparing each new object with those it
-// wrote (8,192: about 30 ms of comparisons a batch); each batch rewrites the
+// wrote, so a batch's comparisons grow with its square; each batch rewrites the
 // growing index once. A variable for the tests only.
 var preStageBatch = 8192
 
@@ -61,8 +60,8 @@ var preStageMaxList = 256 << 20
 // mallocKeep keeps glibc from giving the heap's top back to the kernel after each
 // object (M_TRIM_THRESHOLD, 128 KiB by default): update-index frees zlib's 256 KiB
 // of deflate state after each blob, and taking it back zeroed from the kernel, with
-// the TLB shootdowns of returning it, made a batch of 8,192 small files take 2.4 s
-// instead of 0.3 s here. Only glibc reads it; anything else ignores it.
+// the TLB shootdowns of returning it, would cost more than the blobs themselves.
+// Only glibc reads it; anything else ignores it.
 const mallocKeep = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=33554432"
 
 // preStage gives the sweep of wt its head start, as above, and reports whether it

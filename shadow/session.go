@@ -524,7 +524,7 @@ func (s *Store) stage(skip []Skipped) (notes []string, err error) {
 	// core.bigFileThreshold=1 (set in addAll) sends every blob through Git's bulk
 	// check-in, which streams them into one pack: a first record of 100,000 files
 	// writes one pack of the compressed content instead of 100,000 loose objects of
-	// a 4 KiB block each (412 MiB for 16 MB of content), and no fsync per object.
+	// at least a 4 KiB block each, and no fsync per object.
 	// (Only here: elsewhere the threshold would make every diff "binary".)
 	s.sweeps++
 	first := s.firstRecord()
@@ -626,9 +626,8 @@ func (s *Store) countChanges(from, to string) (Files, []string, error) {
 		nested int // nested repositories past maxNamed
 	)
 	// The raw diff of two trees needs no index, yet diff-tree reads it (for
-	// attributes): 45 ms for the 100,000 entries of a big tree, a third of what a
-	// session that changed ten files spent in Git. An index file that does not
-	// exist is an empty one.
+	// attributes), which on a big tree costs more than the diff: an index file
+	// that does not exist is an empty one.
 	noIndex := "GIT_INDEX_FILE=" + filepath.Join(s.Dir, "agentbox-no-index")
 	s.diffTrees++
 	out, err := s.git.runEnv([]string{noIndex}, nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)

@@ -1,7 +1,7 @@
 // No periodic GOMAXPROCS update from the cgroup's CPU limit: the launcher is
-// short-lived or idle, and the update costs every launch a goroutine start and a
-// read of the cgroup files from sysmon (-4% of 'agentbox exec -- true', interleaved
-// A/B, 300 rounds). The runtime's own comment names sandboxes as its users.
+// short-lived or idle, and the update costs every launch a goroutine start and a read
+// of the cgroup files from sysmon. The runtime's own comment names sandboxes as its
+// users.
 //go:debug updatemaxprocs=0
 
 // Nor an initial GOMAXPROCS from the cgroup's CPU limit: reading /proc/self/cgroup,

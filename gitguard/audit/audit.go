@@ -228,8 +228,8 @@ func newDangers(old, it *Item) []string {
 // NewAuditID returns an identifier for quarantine names: the UTC time, then this
 // process's ID and the clock's nanoseconds, so two sessions do not pick the same name
 // (and Quarantine never replaces a file if they did). Not getrandom: its first call in
-// a process maps the vDSO's random state, 0.1–0.4 ms on a 2-core VM, for uniqueness
-// that the PID and the clock already give.
+// a process maps the vDSO's random state, a cost worth nothing for uniqueness that
+// the PID and the clock already give.
 func NewAuditID() string {
 	now := time.Now().UTC()
 	return now.Format("20060102T150405Z") + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(now.Nanosecond())

@@ -14,11 +14,9 @@ import (
 
 // The working-tree walk lists directories with getdents64 into compact entries
 // instead of os.File.ReadDir, which allocates two objects per entry (an entry and
-// its name): 200,000 on a big tree, most of the walk's fresh heap, which faults in
-// a page every 4 KiB at several µs a fault on a VM — and the launch walk's
-// listings now live until the session's end (audit_since_linux.go). Here one
-// getdents64 call's names are one string, and its entries one slice: a listing of
-// the big tree in a fresh process took 50-54 ms instead of 67-71 ms. The entries
+// its name), and fresh heap is paid for in page faults — and the launch walk's
+// listings live until the session's end (audit_since_linux.go). Here one
+// getdents64 call's names are one string, and its entries one slice. The entries
 // are what ReadDir gives (directory order, "." and ".." left out, a DT_UNKNOWN
 // type found by lstat, an entry gone meanwhile skipped), so the walk cannot tell.
 
@@ -126,9 +124,8 @@ func (r *direntReader) fill() error {
 // string holding the names alone, each followed there by a NUL (lstatAt relies on
 // it), "." and ".." and deleted entries left out. unknown are the indexes of
 // entries whose type the record does not give (DT_UNKNOWN). A record that does not
-// fit b, or holds no NUL, is an error. (A copy of b itself, records and padding
-// and all, was half again the walk's fresh heap for its names, and fresh pages
-// fault at several µs each on a VM.)
+// fit b, or holds no NUL, is an error. The names are cut from a string of their
+// own, not from a copy of b, so records and padding take no fresh heap.
 func parseDirents(b []byte) (ents []dirent, unknown []int, err error) {
 	count, size := 0, 0
 	for off := 0; off < len(b); {

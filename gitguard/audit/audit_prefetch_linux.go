@@ -16,13 +16,12 @@ import (
 
 // Listing working-tree directories ahead of the scan. The scan itself stays one
 // sequential walk, in the same order, with the same bounds and the same messages:
-// only the system calls — open, getdents and one fstatat per entry, about 2 µs each
-// on a VM, 100,000 of them on a big tree — move to a few goroutines that list the
+// only the system calls — open, getdents and one fstatat per entry, most of a big
+// tree's scan — move to a few goroutines that list the
 // subdirectories of each directory as soon as the scan has seen them. The scan then
 // takes each listing as if it had read it itself (readDirStat), replaying the
-// listing's batches against its own entry bound. Before, one goroutine listed every
-// directory and four lstat'ed each directory's entries, joining after every
-// directory: the cores waited on each other 1,000 times per scan.
+// listing's batches against its own entry bound. A worker lists and lstat's a whole
+// directory itself, so the cores do not wait on each other at every directory.
 //
 // Nothing is read before the scan's clock (the caller schedules only from tree,
 // after Scan read it), and every worker is done before Scan returns, so the walk

@@ -94,9 +94,8 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 				// The walk stays empty: it is the launch's.
 			} else if e := opt.Since.entries; cap(e) > 0 {
 				// Something changed: the walk is built entry by entry, in the
-				// launch walk's list, whose pages are in already. A fresh list
-				// of 100,000 entries faulted in 1,200 pages of new heap, about
-				// 13 ms of a ten-file session's end scan on this VM. The launch
+				// launch walk's list, whose pages are in already, so the end
+				// scan faults in no fresh heap for its list. The launch
 				// walk is no one's after this (ScanOptions.Since), and the
 				// Launch no longer offers it for sharing.
 				s.walk.Entries, opt.Since.entries = e[:0], nil
@@ -197,8 +196,8 @@ type scanner struct {
 	listed      int // directories read (or taken) by readDirStat
 	// chunks are the walk's first entries, in full blocks of walkChunk, when no
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
-	// itself (Go grows a large slice by a quarter: 20 MB allocated and copied for
-	// the 4 MB of 100,000 entries), and is joined once at the end.
+	// itself (Go grows a large slice by a quarter, allocating and copying it many
+	// times over), and is joined once at the end.
 	chunks [][]treewalk.Entry
 }
 

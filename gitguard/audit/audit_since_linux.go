@@ -14,13 +14,12 @@ import (
 	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
-// The end scan without the end walk. A session's end scan used to read every
-// directory of the tree again and lstat every entry: 100,000 fstatat's on a big
-// tree, the most of what an unchanged session cost. With a watch placed at launch
-// (ScanOptions.Watch), each directory is marked before it is read, so its listing
-// — names, types and, for the walk, each entry's lstat — stays true until an event
-// says otherwise. The end scan (ScanOptions.Since) takes the launch listing of
-// every directory that is
+// The end scan without the end walk: reading every directory of the tree again and
+// lstat'ing every entry is most of what an unchanged session would cost. With a watch
+// placed at launch (ScanOptions.Watch), each directory is marked before it is read,
+// so its listing — names, types and, for the walk, each entry's lstat — stays true
+// until an event says otherwise. The end scan (ScanOptions.Since) takes the launch
+// listing of every directory that is
 //
 //   - kept: read whole at launch, with no skip and every lstat done;
 //   - clean: its mark saw no event (treewatch: an entry created, removed, moved,
@@ -331,12 +330,11 @@ const (
 	markTreeEntries = 200_000
 )
 
-// markTree marks dir and every directory below it, each before it is read, keeping
-// no listing: a nested repository's gitdir, which the scan reads afresh each time
-// but which lies in the sandbox's writable mount (the top's .git is a bind of its
-// own), so it must not be a place to make an unseen hard link in (a red-team
-// helper did). Anything it cannot mark, or a gitdir beyond its bounds, makes the
-// watch vouch for nothing.
+// markTree marks dir and every directory below it, each before it is read, keeping no
+// listing: a nested repository's gitdir, which the scan reads afresh each time but
+// which lies in the sandbox's writable mount (the top's .git is a bind of its own),
+// so it must not be a place to make an unseen hard link in. Anything it cannot mark,
+// or a gitdir beyond its bounds, makes the watch vouch for nothing.
 func (l *Launch) markTree(dir string) {
 	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {

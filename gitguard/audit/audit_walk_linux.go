@@ -115,8 +115,8 @@ func (s *scanner) tree(dir string, depth int) {
 		}
 	}
 	// An entry's absolute path is made only for what the loop acts on: the walk
-	// keeps the short relative one (100,000 absolute paths were 10 MB of fresh
-	// heap per walk, and fresh pages fault at several µs each on a VM).
+	// keeps the short relative one, since every absolute path would be fresh heap
+	// for every entry of every walk.
 	var rels []string
 	if stats != nil && s.nested == 0 {
 		rels = s.walkRels(dir, ents) // audit_since_linux.go
@@ -173,9 +173,9 @@ func (s *scanner) lastEntry() *treewalk.Entry {
 	return nil
 }
 
-// statParts is how many goroutines lstat one directory's entries: a system call
-// costs 2–4 µs here and a tree has 100,000 of them, which the cores share (Git's
-// status does the same with its preload-index threads).
+// statParts is how many goroutines lstat one directory's entries: a big tree's
+// lstats are enough work to share between the cores (Git's status does the same
+// with its preload-index threads).
 const statParts = 4
 
 // entryStat is what the walk keeps of an entry's lstat: 16 bytes, not 144, since a

@@ -1,8 +1,8 @@
 package snapshot
 
-// The content-addressed snapshot store (docs/promises.md P8, P13). A launch used to copy
-// all of .git into a fresh ZIP; the packs that make up nearly all of it are
-// immutable and identical launch after launch. The store keeps every file's content
+// The content-addressed snapshot store (docs/promises.md P8, P13). The packs that make
+// up nearly all of .git are immutable and identical launch after launch, so a
+// launch should not copy them again. The store keeps every file's content
 // once, as a blob named by its SHA-256, and each snapshot is a small record naming
 // the tree of its gitdir; a tree is itself a blob (one text line per entry), so an
 // unchanged directory is one blob shared by every snapshot, and a snapshot of

@@ -14,8 +14,8 @@ import (
 	"strings"
 )
 
-// maxTree bounds a tree blob read back: a directory of a million loose objects is
-// about 150 MB.
+// maxTree bounds a tree blob read back, with room for a directory of a million
+// loose objects.
 const maxTree = 512 << 20
 
 // maxRecord bounds a record read back.

@@ -35,8 +35,7 @@ import (
 // hit), whose record does not describe the whole of .git. A listing is used only
 // when read whole: it ends with its entry count, and one larger than the read bound
 // is neither kept nor read (read up to the bound, it would vouch for every entry
-// past it unchecked; a red-team helper planted long names in .git to put the bound
-// on a line's end).
+// past it unchecked, and long names in .git can put the bound on any line's end).
 //
 // What a ctime cannot show, here as for the stat cache and Git's own: writes
 // through a shared mapping to a page that was already dirty (the first write to a

@@ -17,9 +17,8 @@ import (
 )
 
 // minWatchFiles is the smallest tree (files in the shadow index) the launch
-// watches: `agentbox bench` on a 20-file repository, the watch against none, cost
-// 1.3 ms a launch; the scaling bench's 1,000-file repository 1.06 ×, its
-// 20,000-file one 0.64 ×.
+// watches: below it, placing the watch costs a launch more than the end scan's
+// lstats it saves.
 const minWatchFiles = 2000
 
 // Auditor holds the repository's Git exec surface as it was at launch (P7).
@@ -75,9 +74,9 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 			// in blocks and joined.
 			walkOpt.WalkHint = n + n/64
 		}
-		// A watch costs about a millisecond a launch (the group, a mark per
-		// directory, its reader) and saves about 2.5 µs of lstat per file at the
-		// end: below minWatchFiles it costs more than it saves. With no index
+		// A watch has a fixed cost a launch (the group, a mark per directory,
+		// its reader) and saves an lstat per file at the end: below
+		// minWatchFiles it costs more than it saves. With no index
 		// (the first record, whose `git add` opens every file of the tree) it
 		// would only read 100,000 events to end where the end scan starts without
 		// it.
@@ -159,12 +158,12 @@ func (a *Auditor) Drop() {
 	}
 }
 
-// mappableStdio reports whether the sandbox inherits, as its standard input or
-// output (stdio), a regular file opened for reading and writing on the
-// repository's filesystem (agentbox exec … 1<>repo/f): opened before the watch's
-// marks, it can be mapped and written through with no event (a red-team helper
-// noted it). Only O_RDWR matters: a shared writable mapping needs a readable
-// descriptor, and a write(2) through any descriptor is reported.
+// mappableStdio reports whether the sandbox inherits, as its standard input or output
+// (stdio), a regular file opened for reading and writing on the repository's
+// filesystem (agentbox exec … 1<>repo/f): opened before the watch's marks, it can be
+// mapped and written through with no event. Only O_RDWR matters: a shared writable
+// mapping needs a readable descriptor, and a write(2) through any descriptor is
+// reported.
 func mappableStdio(repo string, stdio backend.Stdio) bool {
 	var rst unix.Stat_t
 	if unix.Stat(repo, &rst) != nil {

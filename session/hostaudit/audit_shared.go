@@ -154,7 +154,7 @@ func quarantine(findings []audit.Finding, id, root string) {
 // overlapsOtherSession reports whether a pending session of another repository
 // (or added directory) lies inside repo or holds it: its sandbox may have opened
 // and mapped a file of this tree before this launch's watch marked its directory,
-// and write through the mapping unseen (a red-team helper did). Called after the
+// and write through the mapping unseen. Called after the
 // launch scan, so that a session whose journal comes later started its command
 // after every mark was placed.
 func overlapsOtherSession(stateDir, repo string) bool {

@@ -14,8 +14,8 @@ import (
 
 // The journal is written on every launch, before the command starts, so its format
 // is one that is cheap to write: a line per field, strings quoted as Go quotes them.
-// encoding/json's first use in the launcher cost about a millisecond of each launch,
-// and JSON cannot hold a path that is not UTF-8, which strconv.Quote keeps byte for
+// encoding/json's first use would cost every launch its reflection set-up, and JSON
+// cannot hold a path that is not UTF-8, which strconv.Quote keeps byte for
 // byte.
 //
 //	agentbox audit journal 1

@@ -49,8 +49,8 @@ func repoIdentity(repo string) (mounts.FileID, error) {
 // planned for and that every protected path exists with no symlink on its way. The
 // repository's identity and its .git are read through one descriptor, so that both
 // answers are about the same resolution of its path: a component flipped to a link
-// between two lookups (the race behind TestSetupRaces' "repo path component") can
-// no longer pass one check in one state and skip the other in the next.
+// between two lookups (the race behind TestSetupRaces' "repo path component") cannot
+// pass one check in one state and skip the other in the next.
 //
 // It adds to ids the identity it saw of the repository and of each protected path,
 // which Build puts on their binds (mounts.Session.SourceIDs) and the backend checks
