@@ -29,7 +29,6 @@ var exempt = map[string]string{
 	"nsinit/rawinit_linux_amd64.go:rawInitMain": "the raw init's straight-line entry",
 
 	// Temporary: issue 31 (item 5) splits them; their owners do it this round.
-	"nsinit/program/program_linux.go":  "issue 31: the init's compiler, split by its owner",
 	"nsinit/parent_linux.go:Supervise": "issue 31: the native launcher's supervisor, split by its owner",
 }
 
