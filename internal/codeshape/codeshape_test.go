@@ -27,10 +27,6 @@ var exempt = map[string]string{
 	// sequence of system calls with one error path: split, it would need calls the
 	// environment cannot make.
 	"nsinit/rawinit_linux_amd64.go:rawInitMain": "the raw init's straight-line entry",
-
-	// Temporary: issue 31 (item 5) splits them; their owners do it this round.
-	"nsinit/program/program_linux.go":  "issue 31: the init's compiler, split by its owner",
-	"nsinit/parent_linux.go:Supervise": "issue 31: the native launcher's supervisor, split by its owner",
 }
 
 // TestShape fails for every file and function over the limits that exempt does

@@ -1,6 +1,8 @@
 package program
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -19,5 +21,48 @@ func (p *Program) device(op mounts.Op, tree int) {
 	p.op(mountDesc(MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}), unix.SYS_MOVE_MOUNT,
 		uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
 	p.CloseFd(tree)
+	p.CloseFd(dir)
+}
+
+// devNodes are the host devices bound into the private /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// skipDevNode is the rule the capture follows: a host without /dev/tty (no
+// controlling-terminal device: some containers) gets a /dev without it; any other
+// failure to capture a node, tty included, fails the launch. err is what the
+// compiler's look at /dev/name got.
+func skipDevNode(name string, err error) bool {
+	return name == "tty" && errors.Is(err, os.ErrNotExist)
+}
+
+// dev builds a minimal /dev: a directory of the tmpfs budget (budget_linux.go),
+// the host's harmless device nodes, a private
+// devpts instance (so the command cannot reach the caller's other terminals) and a
+// private shm.
+func (p *Program) dev(dest string, nodes map[string]int) {
+	p.tmpfsAt(dest, 0o755)
+	dir := p.openBeneath(mountDesc(MountError{Op: "open", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
+	for _, name := range devNodes {
+		tree, ok := nodes[name]
+		if !ok {
+			continue
+		}
+		f := p.FdOp(mountDesc(MountError{Op: "create", Target: dest + "/" + name}), unix.SYS_OPENAT, uintptr(dir), p.Str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o666)
+		p.CloseFd(f)
+		p.op(mountDesc(MountError{Op: "move_mount", Source: "/dev/" + name, Target: dest + "/" + name}), unix.SYS_MOVE_MOUNT,
+			uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
+		p.CloseFd(tree)
+	}
+	for _, d := range []string{"pts", "shm"} {
+		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.Str(d), 0o755)
+	}
+	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+	p.tmpfsAt(dest+"/shm", 0o1777)
+	for _, l := range [][2]string{
+		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
+	} {
+		p.op(mountDesc(MountError{Op: "symlink", Target: dest + "/" + l[1]}), unix.SYS_SYMLINKAT, p.Str(l[0]), uintptr(dir), p.Str(l[1]))
+	}
 	p.CloseFd(dir)
 }

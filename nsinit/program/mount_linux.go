@@ -13,7 +13,7 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 )
 
-// The mount-related helpers the compiled plan (program_linux.go) leans on at run
+// The mount-related helpers the compiled plan (compile_linux.go) leans on at run
 // time: the source identity check, and the pre-5.12 read-only remount, which needs
 // the namespace's mount table as it is when it runs.
 
