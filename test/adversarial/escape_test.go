@@ -103,8 +103,11 @@ var attacks = []attack{
 		"$PROBE" abstract "$ABSTRACT"
 		echo "TRY run-socket"
 		if [ -e "$RUNSOCK" ]; then echo "ESCAPED run-socket visible"; fi
-		socat ABSTRACT-LISTEN:agentbox-inner-$$ SYSTEM:'echo INNER-REACHED' & sleep 0.5
-		socat - ABSTRACT-CONNECT:agentbox-inner-$$ </dev/null
+		# $$ is 2 in every sandbox: sessions sharing the host's network namespace
+		# would race for one name.
+		inner=agentbox-inner-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+		socat ABSTRACT-LISTEN:$inner SYSTEM:'echo INNER-REACHED' & sleep 0.5
+		socat - ABSTRACT-CONNECT:$inner </dev/null
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
 			if !strings.Contains(r.Stdout, "INNER-REACHED") {
