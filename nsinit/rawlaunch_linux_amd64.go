@@ -65,7 +65,7 @@ func rawAcquire() bool {
 // never started). The init made the shared memory non-dumpable; the launcher is
 // made dumpable again as it was before, since a non-dumpable process's children
 // start with root-owned /proc files: the kernel probe that explains a failed launch
-// (session's explainRefusal) could not write its child's id maps, and blamed user
+// (prepare.ExplainRefusal) could not write its child's id maps, and blamed user
 // namespaces for a mount error.
 func rawRelease() {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)

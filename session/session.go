@@ -4,7 +4,6 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/compat"
-	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/termout"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
@@ -137,7 +135,7 @@ func Plan(cfg Config) (mounts.Plan, error) {
 func resolveBackend(cfg *Config) *policy.Policy {
 	if cfg.Policy.Backend == policy.BackendAuto {
 		resolved := *cfg.Policy
-		resolved.Backend = autoBackend()
+		resolved.Backend = prepare.AutoBackend()
 		cfg.Policy = &resolved
 	}
 	return cfg.Policy
@@ -297,7 +295,7 @@ func (l *launch) run() (int, error) {
 	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
-	leaf, err := sessionCgroup(p)
+	leaf, err := prepare.SessionCgroup(p)
 	if err != nil {
 		return 0, err
 	}
@@ -320,12 +318,12 @@ func (l *launch) run() (int, error) {
 	}
 	defer ports.Stop()
 	opts.Listener, opts.HostPorts, opts.Sockets = netSvc.Listener(), ports.HostPorts(), ports.Sockets()
-	meter := startUsage(leaf, p.Limits)
+	meter := record.StartUsage(leaf, p.Limits)
 	res, err := l.runBackend(plan, opts)
 	cfg.gc.commandEnded()
 	ckpt.Stop()
 	if err == nil {
-		out.Usage = meter.finish()
+		out.Usage = meter.Finish()
 	}
 	out.NetRefusals = netSvc.Stop()
 	out.Ports = ports.Stop()
@@ -344,7 +342,7 @@ func (l *launch) run() (int, error) {
 	// From here on, the launcher's lines go to a terminal the command may have left
 	// unable to take them: bounded, never blocking for ever (termout).
 	cfg.Stderr = termout.Bounded(cfg.Stderr)
-	reportLimit(cfg.Stderr, out.Usage)
+	record.ReportLimit(cfg.Stderr, out.Usage)
 	reportLeft(cfg, res.Left)
 	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
@@ -438,39 +436,9 @@ func (l *launch) runBackend(plan mounts.Plan, opts backend.Options) (backend.Res
 		out.BackendVersion = res.BackendVersion
 	}
 	if cfg.Driver == nil && cfg.Policy.Backend == policy.BackendNative {
-		err = explainRefusal(err)
+		err = prepare.ExplainRefusal(err)
 	}
 	return res, err
-}
-
-// explainRefusal replaces a native setup failure that a missing kernel feature
-// explains (no user namespace, no overlay in one, a masked /proc…) with the words
-// 'agentbox doctor' uses for it, measured now: the failure path alone pays for the
-// probe. Any other error is returned as it is.
-func explainRefusal(err error) error {
-	var se *nsinit.SetupError
-	if !errors.As(err, &se) || (se.Step != "create namespaces" && se.Step != "mount") {
-		return err
-	}
-	exe, xerr := os.Executable()
-	if xerr != nil {
-		return err
-	}
-	if msg := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}}).Refusal(); msg != "" {
-		return errors.New(msg)
-	}
-	return err
-}
-
-// autoBackend picks native where the kernel lets it build the sandbox — it needs
-// open_tree/move_mount (Linux 5.2), which a container's seccomp filter may also hide
-// — and bwrap otherwise. Both need unprivileged user namespaces; where those are off,
-// native runs and explains why it cannot start ('agentbox doctor' says more).
-func autoBackend() string {
-	if kernel.DetectSyscalls().NewMountAPI {
-		return policy.BackendNative
-	}
-	return policy.BackendBwrap
 }
 
 func printPlan(cfg Config, plan mounts.Plan) error {

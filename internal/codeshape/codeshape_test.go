@@ -145,3 +145,45 @@ func moduleRoot(t *testing.T) string {
 		dir = parent
 	}
 }
+
+// maxSessionImports bounds how many of the project's packages the session core
+// imports: a feature's host glue belongs in a package of its own, behind a call the
+// core makes, so that the core stays readable as the order of a launch.
+const maxSessionImports = 12
+
+// TestSessionImports fails when package session's non-test files import more of
+// the project's packages than maxSessionImports.
+func TestSessionImports(t *testing.T) {
+	root := moduleRoot(t)
+	const module = "github.com/agentbox/agentbox/"
+	files, err := filepath.Glob(filepath.Join(root, "session", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range file.Imports {
+			if path := strings.Trim(imp.Path.Value, `"`); strings.HasPrefix(path, module) {
+				imports[strings.TrimPrefix(path, module)] = true
+			}
+		}
+	}
+	if len(imports) == 0 {
+		t.Fatal("package session imports none of the project's packages: the test reads the wrong directory")
+	}
+	if len(imports) > maxSessionImports {
+		var names []string
+		for name := range imports {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		t.Errorf("package session imports %d of the project's packages (at most %d): %s", len(imports), maxSessionImports, strings.Join(names, ", "))
+	}
+}

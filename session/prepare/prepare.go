@@ -55,7 +55,7 @@ func (o Options) mark(step string) {
 // writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work.
-	if err := leafcg.Check(leafcg.Limits{Memory: p.Limits.Memory, Pids: p.Limits.Pids, MilliCPUs: p.Limits.MilliCPUs}); err != nil {
+	if err := leafcg.Check(limitsOf(p)); err != nil {
 		return nil, err
 	}
 	repoID, err := repoIdentity(p.Repo)

@@ -1,44 +1,32 @@
-package session
+package record
 
 import (
 	"fmt"
-	"github.com/agentbox/agentbox/internal/bytesize"
 	"io"
-	"os"
-	"time"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
 
-// sessionCgroup makes the session's own cgroup (P12: nothing inside reaches the
-// launcher's), with the policy's limits where it has any: a host that cannot
-// enforce one refuses the launch.
-func sessionCgroup(p *policy.Policy) (*leafcg.Leaf, error) {
-	return leafcg.Prepare(fmt.Sprintf("agentbox-%d-%d", os.Getpid(), time.Now().UnixNano()), limitsOf(p))
-}
-
-func limitsOf(p *policy.Policy) leafcg.Limits {
-	return leafcg.Limits{Memory: p.Limits.Memory, Pids: p.Limits.Pids, MilliCPUs: p.Limits.MilliCPUs}
-}
-
-// usageMeter measures what a session's processes use, from its cgroup: a host
+// UsageMeter measures what a session's processes use, from its cgroup: a host
 // without cgroup v2 accounting for the session records its usage as not measured
 // (the launcher's reaped children would mix in its own Git helpers, and the init is
 // reaped after the record).
-type usageMeter struct {
+type UsageMeter struct {
 	leaf   *leafcg.Leaf
 	limits policy.Limits
 }
 
-func startUsage(leaf *leafcg.Leaf, lim policy.Limits) *usageMeter {
-	return &usageMeter{leaf: leaf, limits: lim}
+// StartUsage starts measuring the session's cgroup leaf (nil: none).
+func StartUsage(leaf *leafcg.Leaf, lim policy.Limits) *UsageMeter {
+	return &UsageMeter{leaf: leaf, limits: lim}
 }
 
-// finish reads what the session used, once its command has ended, and names the
+// Finish reads what the session used, once its command has ended, and names the
 // limit that ended or held it back.
-func (m *usageMeter) finish() *shadow.Usage {
+func (m *UsageMeter) Finish() *shadow.Usage {
 	if m.leaf == nil {
 		return &shadow.Usage{Source: "none: the session has no cgroup v2 cgroup of its own on this host", CPUUsec: -1, PeakMemory: -1, PeakTasks: -1}
 	}
@@ -53,8 +41,8 @@ func (m *usageMeter) finish() *shadow.Usage {
 	return out
 }
 
-// reportLimit says in one line which limit ended or held back the command.
-func reportLimit(w io.Writer, u *shadow.Usage) {
+// ReportLimit says in one line which limit ended or held back the command.
+func ReportLimit(w io.Writer, u *shadow.Usage) {
 	if u != nil && u.Limit != "" {
 		fmt.Fprintf(w, "agentbox: %s\n", u.Limit)
 	}
