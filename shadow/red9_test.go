@@ -27,15 +27,26 @@ import (
 // each batch, and returns the index's tree and the sweep's notes.
 func red9Sweep(t *testing.T, s *Store, between func(done int)) (string, []string) {
 	t.Helper()
+	return red9SweepBounded(t, s, between, gitTimeout)
+}
+
+// red9SweepBounded is red9Sweep with the head start bounded by headStart instead of
+// gitTimeout; the sweep keeps gitTimeout, so that a loaded machine's slow `git add`
+// is not taken for the head start's bound.
+func red9SweepBounded(t *testing.T, s *Store, between func(done int), headStart time.Duration) (string, []string) {
+	t.Helper()
 	defer func(b int) { preStageBatch = b }(preStageBatch)
 	preStageBatch = 1000
 	wt := s.git
 	wt.workTree = s.Repo
+	sweepBound := gitTimeout
+	gitTimeout = headStart
 	s.preStage(wt, nil, func(done, _ int) {
 		if between != nil {
 			between(done)
 		}
 	})
+	gitTimeout = sweepBound
 	notes, err := s.add(wt, nil, nil)
 	if err != nil {
 		t.Fatalf("sweep: %v", err)
@@ -567,12 +578,10 @@ func TestRed9InPlaceOrderAndLongNames(t *testing.T) {
 // stopped at one. The head start stops starting batches once it has used
 // gitTimeout; the sweep does the rest under its own bound.
 func TestRed9PrestageTotalTimeBounded(t *testing.T) {
-	defer func(d time.Duration) { gitTimeout = d }(gitTimeout)
-	gitTimeout = 3 * time.Second
 	repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
 	manyFiles(t, repo, "src", 5000)
 	s, _ := openStore(t, repo)
-	tree, _ := red9Sweep(t, s, func(int) { time.Sleep(time.Second) })
+	tree, _ := red9SweepBounded(t, s, func(int) { time.Sleep(time.Second) }, 3*time.Second)
 	if s.preStaged >= 5 {
 		t.Errorf("%d batches ran, one after another, past the head start's time bound", s.preStaged)
 	}

@@ -235,10 +235,11 @@ func Command(t testing.TB, home string, name string, args ...string) *exec.Cmd {
 	if v := os.Getenv("AGENTBOX_BWRAP"); v != "" {
 		cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+v)
 	}
+	// Always set, so that callers can add to it (Pdeathsig, Setpgid) when the tests
+	// run as the ordinary user, who needs no credentials switched.
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if u.Root {
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}},
-		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
 	}
 	return cmd
 }
