@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // TestProgramSkipsVanishedCover: a cover's ops are skipped whole when its destination
@@ -93,6 +94,47 @@ func TestErrnos(t *testing.T) {
 	for e := uintptr(0); e < 200; e++ {
 		if got, want := Tolerated(set, e), e == uintptr(unix.ENOENT) || e == uintptr(unix.ELOOP); got != want {
 			t.Errorf("Tolerated(%d) = %v", e, got)
+		}
+	}
+}
+
+// TestCoverToleratesUnlinkedMountPoint: a cover's move_mount tolerates ENOENT, the
+// kernel's answer for a mount point unlinked after it was opened (a socket removed
+// by its owner meanwhile), and runs on to the closes after it; before
+// mount_setattr a path remount follows, which would fail on the vanished path, so
+// there the move stays strict.
+func TestCoverToleratesUnlinkedMountPoint(t *testing.T) {
+	for _, setattr := range []bool{true, false} {
+		fds, err := OpenFds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := New(0, 1<<16, 0, fds, Features{Openat2: true, Setattr: setattr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.root = p.FdOp(opDesc{step: "open /"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		tree := p.FdOp(opDesc{step: "tree"}, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/dev/null"), unix.O_PATH|unix.O_CLOEXEC, 0)
+		start := p.ifExists("/run/daemon.sock")
+		dest := p.openBeneath(opDesc{step: "open mount point"}, "/run/daemon.sock", unix.O_PATH)
+		p.moveMount(mounts.Op{Source: "/dev/null", Dest: "/run/daemon.sock"}, tree, dest)
+		p.endIfExists(start)
+		var move *Op
+		for i := start; i < p.A.Nops; i++ {
+			if p.A.Ops[i].Nr == unix.SYS_MOVE_MOUNT {
+				op := p.A.Ops[i] // a copy: the program's memory is unmapped below
+				move = &op
+			}
+		}
+		unix.Munmap(p.Mem)
+		if move == nil {
+			t.Fatal("no move_mount in the cover's group")
+		}
+		if got := Tolerated(move.OK, uintptr(unix.ENOENT)); got != setattr {
+			t.Errorf("mount_setattr=%v: move_mount tolerates ENOENT: %v", setattr, got)
+		}
+		if move.OrSkip != 0 || Tolerated(move.OK, uintptr(unix.EBADF)) {
+			t.Errorf("mount_setattr=%v: move_mount skips %d ops or tolerates EBADF", setattr, move.OrSkip)
 		}
 	}
 }
