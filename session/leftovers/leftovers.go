@@ -38,7 +38,7 @@ const lockSuffix = ".lock"
 // Lock is a live launcher's claim on a host directory it made.
 type Lock struct {
 	f    *os.File
-	path string
+	path string // "": another user squatted the name, and the claim has none
 }
 
 // Claim makes dir+".lock" appear, already locked by this process. The lock lasts
@@ -53,6 +53,9 @@ func Claim(dir string) (*Lock, error) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW); err != nil {
+			if squatted(path) {
+				return &Lock{f: f}, nil
+			}
 			f.Close()
 			return nil, fmt.Errorf("create lock %s: %w", path, err)
 		}
@@ -73,10 +76,26 @@ func Claim(dir string) (*Lock, error) {
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		os.Remove(f.Name())
+		if squatted(path) {
+			return &Lock{f: f}, nil
+		}
 		f.Close()
 		return nil, fmt.Errorf("create lock %s: %w", path, err)
 	}
 	return &Lock{f: f, path: path}, nil
+}
+
+// squatted reports whether path holds what no launcher of this user made: anything
+// but a regular file of ours. In a shared /tmp another user can put it there between
+// the directory's creation and its claim; this user's gc does not take it for a
+// claim (TakeLock), so the directory goes without one and its launcher's PID decides,
+// instead of the launch losing what the directory is for.
+func squatted(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Getuid()
 }
 
 // Release removes the lock file, then drops the lock. Call it after the directory is
@@ -85,7 +104,9 @@ func (l *Lock) Release() {
 	if l == nil {
 		return
 	}
-	_ = os.Remove(l.path)
+	if l.path != "" {
+		_ = os.Remove(l.path)
+	}
 	_ = l.f.Close()
 }
 
@@ -208,9 +229,13 @@ func collectOne(path, kind string, pid int, dryRun bool) Leftover {
 }
 
 // TakeLock tries the lock at path without waiting (a claim, or a pending audit's
-// journal). It returns the locked file, or
-// (nil, true) when there is no lock file, or (nil, false) when someone holds it.
+// journal). It returns the locked file, or (nil, true) when there is no lock file
+// of this user's (none, or one another user squatted: see squatted), or (nil, false)
+// when someone holds it.
 func TakeLock(path string) (*os.File, bool) {
+	if squatted(path) {
+		return nil, true
+	}
 	// Non-blocking, and only a regular file of ours: anyone can put a FIFO named
 	// like a lock in /tmp, and gc must neither hang on it nor trust it.
 	f, err := safepath.OpenRegular(path)

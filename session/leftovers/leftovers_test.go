@@ -3,7 +3,10 @@ package leftovers
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func mkdirs(t *testing.T, dirs ...string) {
@@ -109,5 +112,54 @@ func TestClaimRelease(t *testing.T) {
 	lock.Release()
 	if _, err := os.Lstat(dir + lockSuffix); err == nil {
 		t.Fatal("release left the lock file")
+	}
+}
+
+// TestClaimSquatted: another user who puts something at DIR.lock first (in a shared
+// /tmp, between the directory's creation and its claim) does not stop the claim,
+// and gc then goes by the launcher's PID: a live one's directory is kept, a dead
+// one's removed, and the squatter's file is never taken for a claim.
+func TestClaimSquatted(t *testing.T) {
+	guards := t.TempDir()
+	live := filepath.Join(guards, CheckpointPrefix+"1-1")
+	dead := filepath.Join(guards, CheckpointPrefix+"8388608-2")
+	mine := filepath.Join(guards, CheckpointPrefix+strconv.Itoa(os.Getpid())+"-3")
+	mkdirs(t, live, dead, mine)
+	squat := func(dir string) {
+		if err := unix.Mkfifo(dir+lockSuffix, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	squat(mine)
+	lock, err := Claim(mine)
+	if err != nil {
+		t.Fatalf("a squatted lock name stopped the claim: %v", err)
+	}
+	defer lock.Release()
+	squat(live)
+	squat(dead)
+	deads := []string{dead}
+	if os.Getuid() == 0 {
+		// A regular file of another user's, as well as a FIFO of anyone's.
+		other := filepath.Join(guards, CheckpointPrefix+"8388608-4")
+		mkdirs(t, other)
+		if err := os.WriteFile(other+lockSuffix, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other+lockSuffix, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		deads = append(deads, other)
+	}
+	found, err := GC(GCOptions{GuardDir: guards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := map[string]bool{}
+	for _, l := range found {
+		removed[l.Path] = l.Removed
+	}
+	if removed[live] || removed[mine] || !removed[deads[0]] || !removed[deads[len(deads)-1]] {
+		t.Fatalf("gc with squatted lock files: %+v; want only %v removed", found, deads)
 	}
 }
