@@ -26,6 +26,14 @@ type Limits struct {
 // Set says whether any limit is set.
 func (l Limits) Set() bool { return l.Memory > 0 || l.Pids > 0 || l.MilliCPUs > 0 }
 
+// maxDescendants and maxDepth bound the cgroups below a limited session's cgroup
+// (its sandbox leaf and what a nested cgroup namespace makes): fewer than Remove
+// walks (maxWalk).
+const (
+	maxDescendants = 1024
+	maxDepth       = 16
+)
+
 // cpuPeriod is cpu.max's period in microseconds (the kernel's default).
 const cpuPeriod = 100000
 
@@ -184,6 +192,12 @@ func (l *Leaf) writeLimits(pfd int, name string) error {
 	if lim.MilliCPUs > 0 {
 		files = append(files, [2]string{"cpu.max", fmt.Sprintf("%d %d", lim.MilliCPUs*cpuPeriod/1000, cpuPeriod)})
 	}
+	// The sandbox cannot write its cgroup's files (/sys is read-only), but a command
+	// in a nested user and cgroup namespace may mount cgroup2 at its own root and
+	// make cgroups below it: bounded, so that Remove's walk reaches every one of
+	// them and the user's tree keeps nothing of the session.
+	files = append(files, [2]string{"cgroup.max.descendants", strconv.Itoa(maxDescendants)},
+		[2]string{"cgroup.max.depth", strconv.Itoa(maxDepth)})
 	for _, f := range files {
 		err := writeAt(tfd, f[0], f[1])
 		if errors.Is(err, unix.ENOENT) && f[0] == "memory.swap.max" {

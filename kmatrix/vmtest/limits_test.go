@@ -165,6 +165,15 @@ func limitsEnforced(t *testing.T) {
 			t.Errorf("record's peak tasks %d above --pids 32", u.PeakTasks)
 		}
 	})
+	// The cgroups a command could make below its own (in a nested cgroup
+	// namespace) are bounded, within what the session's end removes.
+	t.Run("descendants", func(t *testing.T) {
+		show := `for d in /sys/fs/cgroup/agentbox-* /sys/fs/cgroup/*/agentbox-* /sys/fs/cgroup/*/*/agentbox-*; do [ -f "$d/cgroup.max.descendants" ] && echo "$(cat "$d/cgroup.max.descendants") $(cat "$d/cgroup.max.depth")"; done; true`
+		out, stderr, code := s.run(t, "exec", "--pids", "64", "--", "sh", "-c", show)
+		if code != 0 || strings.TrimSpace(out) != "1024 16" {
+			t.Errorf("the session cgroup's bounds seen from inside: exit %d, %q (stderr %q); want \"1024 16\"", code, out, stderr)
+		}
+	})
 	t.Run("cpus", func(t *testing.T) {
 		spin := `end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done`
 		_, stderr, code := s.run(t, "exec", "--cpus", "0.5", "--", "sh", "-c", spin)
