@@ -12,8 +12,8 @@ import (
 // its PID, and its end.
 //
 // The native init is not an *os.Process: os.FindProcess makes the first pidfd use of
-// the process, which costs a probe fork (a vfork with CLONE_PIDFD) — about 1.4 ms of
-// every `agentbox exec`, which starts one init per process.
+// the process, which costs a probe fork (a vfork with CLONE_PIDFD) on every
+// `agentbox exec`, which starts one init per process.
 type process struct {
 	Pid  int
 	wait func() exit

@@ -15,9 +15,8 @@ import (
 // The raw init: PID 1 without a Go runtime of its own.
 //
 // The re-executed init pays for a second Go process on every launch: the execve of
-// the agentbox binary, the runtime's start-up and every package's init, about 7 ms of
-// a 33 ms `agentbox exec` on a 2-core VM, before it does a millisecond of work. The
-// raw init does the same work without that start: the launcher compiles the plan
+// the agentbox binary, the runtime's start-up and every package's init, before it
+// does any work. The raw init does the same work without that start: the launcher compiles the plan
 // into a list of system calls (package program), clones a child that shares its
 // memory (CLONE_VM, not CLONE_VFORK: the child lives for the whole session) on a stack
 // of its own, and the child runs the list, starts the command with a vfork and stays

@@ -16,8 +16,7 @@ import (
 // runtime's template thread with it, as any LockOSThread does), and its receiving
 // goroutine blocks in a way that hands its P to yet another thread. In a launch that
 // is otherwise CPU-bound, those thread starts (a clone, a fresh stack's page faults,
-// a round of scheduling each) cost about 3% of `agentbox exec` on a 2-core VM
-// (`agentbox bench`). The raw catch is a handler of its own (signals_linux_amd64.s):
+// a round of scheduling each) are a measurable part of `agentbox exec`. The raw catch is a handler of its own (signals_linux_amd64.s):
 // before the launch takes the signals over it does what the signal would do
 // uncaught; with the raw init, it writes the init's recSignal record straight to the
 // control socket, so that forwarding a signal needs no goroutine at all; otherwise

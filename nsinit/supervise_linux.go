@@ -217,7 +217,7 @@ func (s *supervisor) wait() (Result, error) {
 		case sig := <-s.sigs:
 			// The init passes it on to the command. A message, not a signal to the
 			// init: PID 1 then needs no signal handler of its own (os/signal's
-			// set-up costs the init a thread hand-off per signal, ~1.8 ms).
+			// set-up costs the init a thread hand-off per signal).
 			_ = conn.write(&protocol.Message{Type: protocol.MsgSignal, Signal: int(sig.(syscall.Signal))})
 		case m, ok := <-msgs:
 			if !ok {

@@ -17,8 +17,8 @@ import (
 // os/exec clones with CLONE_VFORK|CLONE_VM unless the clone creates a user namespace:
 // then it forks a full copy of the launcher (page tables, copy-on-write faults on both
 // sides, the copy torn down again at exec), because its child waits for the parent to
-// write the id maps, which a parent suspended by vfork never would. That fork was
-// about 4.5 of the 8 ms from clone to the init's execve on a 2-core VM.
+// write the id maps, which a parent suspended by vfork never would. That fork is
+// most of the time from clone to the init's execve.
 //
 // The init does not need the parent to write its maps: a process may map its own
 // effective uid and gid in a user namespace it holds CAP_SETUID/CAP_SETGID in
