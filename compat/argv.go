@@ -39,13 +39,13 @@ const InitPath = "/run/agentbox/init"
 // An overlay's root takes the lower directory's permission bits (overlay.UpperFor),
 // so Argv reads the overlay sources' owner and mode on the host.
 func Argv(plan mounts.Plan) ([]string, error) {
-	return flatten(groups(plan, hostLower, nil))
+	return flatten(groups(plan, hostLower))
 }
 
 // Command returns the whole argv Run executes for plan with the bwrap at path:
 // path, "--json-status-fd 3 --add-seccomp-fd 4", then Argv(plan).
 func Command(path string, plan mounts.Plan) ([]string, error) {
-	return flatten(commandGroups(path, plan, hostLower, nil))
+	return flatten(commandGroups(path, plan, hostLower))
 }
 
 // flatten joins option groups into one argv.
@@ -60,11 +60,11 @@ func flatten(groups [][]string, err error) ([]string, error) {
 	return argv, nil
 }
 
-func commandGroups(path string, plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, error) {
+func commandGroups(path string, plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	if err := checkString("bwrap path", path); err != nil {
 		return nil, err
 	}
-	g, err := groups(plan, lower, budget)
+	g, err := groups(plan, lower)
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +76,8 @@ func commandGroups(path string, plan mounts.Plan, lower lowerFunc, budget *Budge
 }
 
 // groups is Argv with each option and its arguments kept together, for printing one
-// option per line. With a budget (budget.go), the RAM-backed filesystems are its
-// directories, which it collects; without one (bwrap run alone, as by the
-// benchmarks), each tmpfs bwrap can size gets the whole TmpSize.
-func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, error) {
+// option per line.
+func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	// P5: user, mount (implied by any mount option), PID, IPC, UTS and cgroup always;
 	// the network only with --offline. bwrap keeps the caller's uid and gid in the new
 	// user namespace, as the native backend does.
@@ -95,7 +93,6 @@ func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, erro
 	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
 
 	mounted := map[string]bool{}
-	dev := ""
 	for i, op := range plan.Ops {
 		if op.Kind == mounts.ReadOnly && mounted[op.Dest] && op.Source == "" && op.Mode == 0 {
 			// A mount point of this plan (the sandbox's /proc): bwrap remounts it;
@@ -104,27 +101,11 @@ func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, erro
 			continue
 		}
 		mounted[op.Dest] = true
-		// translate checks every operation; with the budget, those that draw on
-		// it take its form instead.
 		opts, err := translate(op, lower, plan.TmpSize)
-		if err == nil && budget != nil {
-			if b, ok, berr := budgetOpts(op, lower, budget); ok {
-				opts, err = b, berr
-			}
-		}
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
 		}
-		if op.Kind == mounts.Dev {
-			dev = op.Dest
-		}
 		g = append(g, opts...)
-	}
-	if budget != nil && dev != "" {
-		// bwrap's /dev is a tmpfs it makes writable and cannot size: read-only
-		// once its nodes, devpts, shm and the handed-in devices are there (only
-		// that mount, not those below it).
-		g = append(g, []string{"--remount-ro", dev})
 	}
 
 	if err := checkPath("working directory", plan.Workdir); err != nil {
@@ -145,8 +126,7 @@ func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, erro
 
 // translate returns the bwrap options for one operation. Every mounts.Kind has a
 // case; one without is an error (a test walks mounts.Kinds). size is the plan's
-// TmpSize, for a launch without the budget (bwrap run alone, as by the benchmarks):
-// bwrap cannot share one tmpfs between mounts, so each tmpfs it can size
+// TmpSize: bwrap cannot share one tmpfs between mounts, so each tmpfs it can size
 // (--size, only for --tmpfs) gets all of it; /dev itself and the overlay's upper
 // layer are bwrap's own tmpfs mounts, which it gives no size.
 func translate(op mounts.Op, lower lowerFunc, size int64) ([][]string, error) {
@@ -283,35 +263,27 @@ func checkString(what, s string) error {
 // Run opens without following symlinks: bwrap would otherwise resolve the path again,
 // following whatever symlink a process swapped into it meanwhile. sources lists them
 // in descriptor order, from FirstSourceFD.
-//
-// With a TmpSize, the RAM-backed filesystems are directories of the tmpfs budget
-// (budget.go), which Run mounts before bwrap starts; budget says what to mount
-// (nil: none, each tmpfs bwrap makes is its own).
-func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, budget *Budget, err error) {
-	g, sources, budget, err := initGroups(path, plan, exe, hostLower)
+func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, err error) {
+	g, sources, err := initGroups(path, plan, exe, hostLower)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	for _, x := range g {
 		argv = append(argv, x...)
 	}
-	return argv, sources, budget, nil
+	return argv, sources, nil
 }
 
 // FirstSourceFD is the descriptor of the first bind source (see InitCommand).
 const FirstSourceFD = ControlFD + 1
 
-func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, []string, *Budget, error) {
+func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, []string, error) {
 	if err := checkPath("agentbox binary", exe); err != nil {
-		return nil, nil, nil, fmt.Errorf("bwrap backend: %w", err)
+		return nil, nil, fmt.Errorf("bwrap backend: %w", err)
 	}
-	var budget *Budget
-	if plan.TmpSize > 0 {
-		budget = &Budget{Size: plan.TmpSize}
-	}
-	g, err := commandGroups(path, plan, lower, budget)
+	g, err := commandGroups(path, plan, lower)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	var sources []string
 	for i, x := range g {
@@ -324,8 +296,6 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 			// where its own /proc/self/fd/N is the descriptor Run opened.
 			g[i] = []string{x[0], fmt.Sprintf("/proc/self/fd/%d", FirstSourceFD+len(sources)), x[2]}
 			sources = append(sources, x[1])
-		case x[0] == budgetBind:
-			g[i] = []string{"--bind", x[1], x[2]}
 		}
 	}
 	// g ends with --chdir DIR and -- COMMAND…: bind the init before the chdir (after
@@ -334,7 +304,7 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 	out := append([][]string{}, g[:n-2]...)
 	out = append(out, []string{"--ro-bind", exe, InitPath}, []string{"--as-pid-1"},
 		[]string{"--argv0", "agentbox-init"}, g[n-2], []string{"--", InitPath})
-	return out, sources, budget, nil
+	return out, sources, nil
 }
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
@@ -352,7 +322,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if err != nil {
 		return err
 	}
-	g, sources, budget, err := initGroups(bin.Path, plan, exe, hostLower)
+	g, sources, err := initGroups(bin.Path, plan, exe, hostLower)
 	if err != nil {
 		return err
 	}
@@ -366,10 +336,6 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
 	}
 	b.WriteString(StageComment + "\n")
-	if budget != nil {
-		fmt.Fprintf(&b, "# there, before bwrap, agentbox mounts the tmpfs budget (--tmp-size) at %s: %s, directories 0..%d\n",
-			BudgetRoot, budget.Options(), len(budget.Modes)-1)
-	}
 	// The init's too: it enters the Landlock domain, or the masks are in the argv.
 	b.WriteString("# " + plan.PathSocketsLine() + "\n")
 	if plan.Proxy != "" {

@@ -129,10 +129,7 @@ func TestDryRunThroughCLI(t *testing.T) {
 	for _, want := range []string{
 		"  --unshare-net \\",
 		"  --ro-bind / / \\",
-		// HOME's upper and work directories are the tmpfs budget's (budget.go).
-		"  --overlay-src " + b.Home + " --overlay /run/3 /run/4 " + b.Home + " \\",
-		"  --bind /run/1 /tmp \\",
-		"  --remount-ro /dev \\",
+		"  --overlay-src " + b.Home + " --tmp-overlay " + b.Home + " \\",
 		"  --chdir " + b.Repo + " \\",
 		"  -- " + compat.InitPath,
 		"# agentbox's init (PID 1) then runs: /bin/sh -c " + compat.Quote(script),

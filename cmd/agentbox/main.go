@@ -22,7 +22,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
@@ -75,10 +74,6 @@ func main() {
 	// must not pay for the CLI.
 	if nsinit.IsInit() {
 		nsinit.Main()
-		return
-	}
-	if compat.IsStage() {
-		compat.StageMain()
 		return
 	}
 	growStack()
