@@ -66,8 +66,11 @@ func cmdGC(args []string) int {
 		GuardDir: "/tmp",
 		DryRun:   *dryRun,
 	})
-	said += len(found)
 	for _, l := range found {
+		if l.Live && l.Kind == leftovers.CheckpointKind {
+			continue // every recorded session has one while it runs: not a leftover
+		}
+		said++
 		switch {
 		case l.Live:
 			fmt.Printf("kept %s (%s): a live session owns it\n", termsafe.Quote(l.Path), l.Kind)

@@ -145,7 +145,7 @@ func GC(opts GCOptions) ([]Leftover, error) {
 		}
 		out = append(out, found...)
 		// The checkpoint endpoint's directory (session/checkpoint), beside them.
-		if found, err = collect(opts.GuardDir, CheckpointPrefix, "checkpoint endpoint", opts.DryRun); err != nil {
+		if found, err = collect(opts.GuardDir, CheckpointPrefix, CheckpointKind, opts.DryRun); err != nil {
 			return out, err
 		}
 		out = append(out, found...)
@@ -156,6 +156,9 @@ func GC(opts GCOptions) ([]Leftover, error) {
 // CheckpointPrefix names the checkpoint endpoint's directories below /tmp
 // (PREFIX PID-RANDOM), claimed as the push guard's staging is.
 const CheckpointPrefix = "agentbox-checkpoint-"
+
+// CheckpointKind is the Kind of a checkpoint endpoint's directory.
+const CheckpointKind = "checkpoint endpoint"
 
 // collect handles every directory in parent whose name starts with prefix and
 // carries a launcher PID (PID-...), and every stale lock file there.
