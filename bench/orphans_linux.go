@@ -37,7 +37,12 @@ func reapOrphans(keep map[int]bool) time.Duration {
 			continue
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		// The bench, a subreaper now, gets SIGCHLD for every child: EINTR is not
+		// the end of the wait.
 		n, err := unix.Poll(fds, int(orphanWait/time.Millisecond))
+		for err == unix.EINTR {
+			n, err = unix.Poll(fds, int(orphanWait/time.Millisecond))
+		}
 		unix.Close(fd)
 		if err != nil || n == 0 {
 			continue

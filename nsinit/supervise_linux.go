@@ -245,6 +245,9 @@ func (s *supervisor) wait() (Result, error) {
 // reap: nobody waits for the init yet.
 func (s *supervisor) message(m *protocol.Message, sockets *socketBroker, reap bool) (done bool, err error) {
 	res := &s.res
+	if m.Type != protocol.MsgListener && m.Type != protocol.MsgSocket {
+		closeFds(m.Fds) // only those two frames carry descriptors the launcher takes
+	}
 	switch m.Type {
 	case protocol.MsgStarted:
 		s.started = true

@@ -64,6 +64,10 @@ func resolveServices(p *Policy, opts Options) error {
 	return resolveSSHAgent(p, opts)
 }
 
+// MaxForwards bounds a session's --host-port and --publish together: the init hands
+// its listeners over in one frame, which carries a bounded number of descriptors.
+const MaxForwards = 32
+
 // resolvePorts validates --host-port and --publish. Both need the sandbox's own
 // network namespace (--offline or --allow-net): without one the sandbox shares the
 // host's loopback already. An inside port is taken once (by a --host-port
@@ -80,6 +84,9 @@ func resolvePorts(p *Policy, opts Options) error {
 	pub, err := parsePortList("--publish", opts.Publish)
 	if err != nil {
 		return err
+	}
+	if len(hp)+len(pub) > MaxForwards {
+		return &Error{What: "--host-port/--publish", Reason: fmt.Sprintf("%d forwardings; a session may have at most %d", len(hp)+len(pub), MaxForwards)}
 	}
 	if !p.Offline && len(p.AllowNet) == 0 {
 		what := "--host-port"

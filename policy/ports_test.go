@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,22 @@ func TestResolvePorts(t *testing.T) {
 		case c.want == "" && len(p.HostPorts) != len(c.hp):
 			t.Errorf("%v: HostPorts %v", c.hp, p.HostPorts)
 		}
+	}
+}
+
+// TestResolvePortsBounded: more forwardings than one frame of the init carries are
+// refused, instead of losing the listeners that do not fit.
+func TestResolvePortsBounded(t *testing.T) {
+	var many []string
+	for i := 0; i <= MaxForwards; i++ {
+		many = append(many, strconv.Itoa(10000+i))
+	}
+	p := &Policy{Offline: true}
+	err := resolvePorts(p, Options{HostPort: many})
+	if err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("%d --host-port: %v, want refused", len(many), err)
+	}
+	if err := resolvePorts(&Policy{Offline: true}, Options{HostPort: many[:MaxForwards]}); err != nil {
+		t.Fatalf("%d --host-port: %v", MaxForwards, err)
 	}
 }

@@ -111,6 +111,9 @@ const maxFrame = 4 << 20
 // session's command is not moved into a cgroup of its own (the helper's launch does
 // not report the init's PID before the command starts).
 func (l *Launcher) Run(opts Options) (Result, error) {
+	if len(opts.HostPorts) > 0 || len(opts.Publish) > 0 {
+		return Result{}, errors.New("sandbox: a Launcher cannot serve HostPorts or Publish (its helper hands the launcher no sockets of the init): use sandbox.Run")
+	}
 	if opts.Memory != "" || opts.Pids != "" || opts.CPUs != "" {
 		return Result{}, errors.New("sandbox: a Launcher cannot enforce Memory, Pids or CPUs (its helper does not place the session in a cgroup): use sandbox.Run")
 	}

@@ -24,6 +24,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"os"
 	"strconv"
@@ -260,6 +261,9 @@ func config(opts Options) (session.Config, error) {
 	if log == nil {
 		log = os.Stderr
 	}
+	// agentbox's lines name paths the sandboxed command chose: escaped, as the
+	// CLI's are, before they reach the caller's terminal (P12).
+	log = termsafe.NewWriter(log)
 	return session.Config{
 		Policy: p, Args: opts.Command, Version: version(), Stdout: log, Stderr: log,
 		GitSave:      record.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: record.DefaultKeepSize},

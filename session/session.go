@@ -276,7 +276,7 @@ func (l *launch) run() (int, error) {
 	l.pr.Session.ExtraRO = append(l.pr.Session.ExtraRO, ckpt.Ops()...)
 	plan := l.pr.Plan(agent.Policy(p))
 	ckpt.Grant(&plan)
-	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, cfg.env())...)
+	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, getenv(cfg.env(), "GIT_SSH_COMMAND"))...)
 	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
 		return 0, err
 	}

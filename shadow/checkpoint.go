@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func CheckpointMessage(b []byte) string {
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
 		b = b[n:]
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 {
+		if termsafe.Unsafe(r) {
 			r = '?'
 		}
 		if out.Len()+utf8.RuneLen(r) > MaxCheckpointMessage {

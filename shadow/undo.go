@@ -249,8 +249,13 @@ func (s *Store) notStored(rec Record, paths []string, p *UndoPlan) error {
 		return fmt.Errorf("shadow: read the record of %s: %w", rec.ID, err)
 	}
 	var u unstored
-	if json.Unmarshal([]byte(body), &u) != nil {
+	if strings.TrimSpace(body) == "" {
 		return nil // an older record, which has no such lists
+	}
+	if json.Unmarshal([]byte(body), &u) != nil {
+		// Without the list, undo could put start content over what the record
+		// could not hold: refuse, as startLeftOut does.
+		return fmt.Errorf("shadow: the record of %s cannot be read; not undoing it", rec.ID)
 	}
 	for _, n := range u.NotRecorded {
 		if underAny(n.Path, paths) || n.Path == "." {

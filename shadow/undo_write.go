@@ -172,7 +172,12 @@ func (s *Store) writeEntry(root int, p string, e Entry, exact uint16) error {
 	if exact != 0 {
 		perm = uint32(exact & 0o777) // the record's, as the launch found it (perms.go)
 	}
-	tmp := fmt.Sprintf(".agentbox-undo-%d-%s", os.Getpid(), e.OID[:12])
+	// A name a session cannot guess: one planted there would stop the put-back.
+	var rnd [8]byte
+	if _, err := unix.Getrandom(rnd[:], 0); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf(".agentbox-undo-%x", rnd)
 	switch e.Mode {
 	case "120000":
 		var target strings.Builder

@@ -155,7 +155,7 @@ func Read(r io.Reader) (*Message, error) {
 // its first byte, received close-on-exec.
 func ReadFds(ctl *os.File) (*Message, []int, error) {
 	var hdr [4]byte
-	oob := make([]byte, unix.CmsgSpace(3*4))
+	oob := make([]byte, unix.CmsgSpace(MaxFds*4))
 	var oobn int
 	n, err := eintr.Retry(func() (n int, err error) {
 		n, oobn, _, _, err = unix.Recvmsg(int(ctl.Fd()), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
@@ -179,11 +179,11 @@ func ReadPolled(ctl *os.File) (*Message, error) {
 		return nil, err
 	}
 	var hdr [4]byte
-	oob := make([]byte, unix.CmsgSpace(3*4))
-	var n, oobn int
+	oob := make([]byte, unix.CmsgSpace(MaxFds*4))
+	var n, oobn, flags int
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), hdr[:], oob, unix.MSG_CMSG_CLOEXEC)
 		return rerr != unix.EAGAIN
 	})
 	if err == nil {
@@ -191,6 +191,12 @@ func ReadPolled(ctl *os.File) (*Message, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		// The kernel dropped descriptors that did not fit: a frame that lost part of
+		// what it carries is refused, never taken as complete.
+		closeCmsgFds(oob[:oobn])
+		return nil, fmt.Errorf("control socket: a frame carried more than %d descriptors", MaxFds)
 	}
 	if n == 0 {
 		return nil, io.EOF
@@ -254,4 +260,23 @@ func readBody(r io.Reader, hdr [4]byte) (*Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// MaxFds bounds the descriptors one frame carries: the proxy's listener and one per
+// --host-port (policy.MaxForwards), the init's answer to a socket request.
+const MaxFds = 64
+
+// closeCmsgFds closes the descriptors in a control message that is refused.
+func closeCmsgFds(oob []byte) {
+	cms, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, cm := range cms {
+		if fds, err := unix.ParseUnixRights(&cm); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
 }

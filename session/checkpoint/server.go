@@ -16,6 +16,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"net"
 	"os"
@@ -225,9 +226,7 @@ func (s *Server) checkpoint(msg string) string {
 	s.state.Lock()
 	s.next = time.Now().Add(max(took, minInterval))
 	s.read += res.Read
-	if err == nil {
-		s.count++
-	}
+	s.count++ // a failed checkpoint was host work too: it counts against the cap
 	s.state.Unlock()
 	if err != nil {
 		return "refused: " + oneLine(err.Error())
@@ -238,7 +237,7 @@ func (s *Server) checkpoint(msg string) string {
 // oneLine keeps an answer on its line.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if termsafe.Unsafe(r) {
 			return '?'
 		}
 		return r

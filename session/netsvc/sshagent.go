@@ -188,8 +188,8 @@ func (a *Agent) Stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
 // ssh goes through the proxy with no configuration (sshagent.GitSSHCommand); the
 // user's own GIT_SSH_COMMAND wins, and a binary the sandbox cannot see (below the
 // private /tmp or /run) or whose path needs quoting sets nothing.
-func SSHProxyEnv(p *policy.Policy, env []string) []string {
-	if len(p.AllowNet) == 0 || getenv(env, "GIT_SSH_COMMAND") != "" {
+func SSHProxyEnv(p *policy.Policy, gitSSHCommand string) []string {
+	if len(p.AllowNet) == 0 || gitSSHCommand != "" {
 		return nil
 	}
 	exe, err := os.Executable()
@@ -204,14 +204,4 @@ func SSHProxyEnv(p *policy.Policy, env []string) []string {
 		return nil
 	}
 	return []string{"GIT_SSH_COMMAND=" + cmd}
-}
-
-// getenv is the value of key in env, the last one winning; "" when unset.
-func getenv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 
 	"github.com/agentbox/agentbox/policy"
@@ -28,6 +29,7 @@ type Service struct {
 	// answers requests for sockets.
 	sockets   chan struct{}
 	getSocket func() (*os.File, error)
+	mu        sync.Mutex // guards stopped: the init's listeners arrive on its goroutine
 	stopped   bool
 	spares    spares // sockets from the init made ahead (spares.go)
 }
@@ -78,14 +80,21 @@ func (s *Service) HostPorts() func([]*os.File) {
 }
 
 func (s *Service) takeListeners(files []*os.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, f := range files {
 		if i < len(s.hostPorts) && !s.stopped {
 			l, err := net.FileListener(f) // a dup: f is closed below
 			if err == nil {
 				s.hostPorts[i].serve(l)
+			} else {
+				s.hostPorts[i].failed.Add(1) // the record says it was not served
 			}
 		}
 		f.Close()
+	}
+	for i := len(files); i < len(s.hostPorts); i++ {
+		s.hostPorts[i].failed.Add(1) // the init handed no listener for it
 	}
 }
 
@@ -107,7 +116,12 @@ func (s *Service) Sockets() func(func() (*os.File, error)) {
 // close, and what each relayed is returned for the record. A second call returns
 // nothing.
 func (s *Service) Stop() []shadow.PortForward {
-	if s == nil || s.stopped {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
 		return nil
 	}
 	s.stopped = true
