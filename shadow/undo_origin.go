@@ -40,7 +40,7 @@ func startedBefore(root int, p string, start time.Time) string {
 	if !time.Unix(born.Sec, int64(born.Nsec)).Before(start) {
 		return ""
 	}
-	return "was there before the session started, and its start record left it out (a .gitignore it changed?); --force removes it"
+	return "older than the session: there before it but left out of its start record (ignored then?), or renamed and edited by it; --force removes it"
 }
 
 // putBackContent is the content (blob ids) the changes write back somewhere.
