@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,7 @@ func testDevice(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "making a device node below /dev needs root")
 	}
-	p := fmt.Sprintf("/dev/agentbox-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+	p := fmt.Sprintf("/dev/agentbox-test-%d-%s-%d", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), testDevices.Add(1))
 	if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +33,9 @@ func testDevice(t *testing.T) string {
 	}
 	return p
 }
+
+// testDevices numbers the nodes testDevice makes.
+var testDevices atomic.Int64
 
 // readZeros reads three bytes of dev inside and says what it got.
 func readZeros(dev string) string {
@@ -59,6 +63,40 @@ func TestDevice(t *testing.T) {
 			testenv.Chown(t, link)
 			if out := b.ok(readZeros(dev), "--device", link); out != "zzz\n" {
 				t.Errorf("--device through a symlink: %s inside: %q", dev, out)
+			}
+		})
+	}
+}
+
+// TestDeviceInside: a handed-in node keeps the host's mode and owner (an owner the
+// sandbox does not map shows as nobody), --read-only leaves it writable (the flag is
+// about the repository, and a read-only mount does not stop writes to a device),
+// and the sandbox makes no device node of its own anywhere: mknod fails in /dev,
+// /tmp, HOME and the repository.
+func TestDeviceInside(t *testing.T) {
+	dev := testDevice(t)
+	owned := testDevice(t)
+	u := testenv.TestUser(t)
+	if err := os.Chown(owned, int(u.UID), int(u.GID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(owned, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("666:65534:65534\n640:%d:%d\nwritten\n", u.UID, u.GID)
+	script := `stat -c %a:%u:%g ` + dev + ` ` + owned + ` && echo x > ` + dev + ` && echo written
+for d in /dev /tmp "$HOME" .; do mknod "$d/agentbox-node" c 1 5 2>/dev/null && echo "made a node in $d"; done; true`
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			runs := [][]string{{"--device", dev, "--device", owned}}
+			if backend != sandboxtest.GoAPI { // the Go API's door takes no --read-only
+				runs = append(runs, []string{"--device", dev, "--device", owned, "--read-only"})
+			}
+			for _, args := range runs {
+				if out := b.ok(script, args...); out != want {
+					t.Errorf("%v: inside %q, want %q", args, out, want)
+				}
 			}
 		})
 	}
@@ -96,11 +134,106 @@ func TestDeviceRefused(t *testing.T) {
 				{"/dev/agentbox-no-such-node", "does not exist"},
 				{"/dev/null", "in the sandbox's /dev already"},
 			} {
-				r := b.fixture().Sh(`echo RAN`, "--device", c.path)
-				if r.Code != 125 || strings.Contains(r.Stdout, "RAN") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
-					!strings.Contains(r.Stderr, c.want) || !strings.Contains(r.Stderr, c.path) {
-					t.Errorf("--device %s: %s; want exit 125 and one line saying %q", c.path, r, c.want)
+				refused(t, b.fixture().Sh(`echo RAN`, "--device", c.path), c.path, c.want)
+			}
+		})
+	}
+}
+
+// refused checks that r is a refusal before the launch: exit 125 and one line
+// naming path and saying want.
+func refused(t *testing.T, r sandboxtest.Result, path, want string) {
+	t.Helper()
+	if r.Code != 125 || strings.Contains(r.Stdout, "RAN") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
+		!strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, path) {
+		t.Errorf("--device %s: %s; want exit 125 and one line saying %q", path, r, want)
+	}
+}
+
+// deviceDir makes a directory below /dev for a test's device nodes, removed with
+// the test (device nodes need root).
+func deviceDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "making device nodes below /dev needs root")
+	}
+	dir := fmt.Sprintf("/dev/agentbox-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// mknod makes the character device node major:minor at path, mode 0600 root's: the
+// rule judges it without opening it, and no one else may.
+func mknod(t *testing.T, path string, major, minor uint32) string {
+	t.Helper()
+	if err := unix.Mknod(path, unix.S_IFCHR|0o600, int(unix.Mkdev(major, minor))); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestDeviceRule: a device is judged by its number, not its name, through both
+// doors and whatever the backend: terminals, input devices and injectors, raw
+// memory, the kernel log, watchdogs, storage and network control devices and FUSE
+// are refused before the launch with what they would give, also when named like a
+// GPU and when reached through a symlink in /dev; a symlink in /dev to a node
+// outside it or through /proc/self/fd to one is refused as outside.
+func TestDeviceRule(t *testing.T) {
+	nodes := deviceDir(t)
+	if err := os.Mkdir(filepath.Join(nodes, "dri"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fakeGPU := mknod(t, filepath.Join(nodes, "dri/renderD128"), 4, 63) // a virtual console
+	gpuLink := filepath.Join(nodes, "card0")
+	if err := os.Symlink(fakeGPU, gpuLink); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(testenv.Dir(t, "chroot"), "zero")
+	mknod(t, outside, 1, 5)
+	if err := os.Chmod(outside, 0o644); err != nil { // the launcher's stdin below
+		t.Fatal(err)
+	}
+	outLink, fdLink := filepath.Join(nodes, "out"), filepath.Join(nodes, "stdin")
+	if err := os.Symlink(outside, outLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/fd/0", fdLink); err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct{ path, want string }{
+		{fakeGPU, "is a terminal, device char 4:63"},
+		{gpuLink, "leads to " + fakeGPU + ", which is a terminal"},
+		{mknod(t, filepath.Join(nodes, "pts0"), 136, 0), "is a terminal, device char 136:0"},
+		{mknod(t, filepath.Join(nodes, "vcs"), 7, 0), "screen memory"},
+		{mknod(t, filepath.Join(nodes, "event0"), 13, 64), "keyboards"},
+		{mknod(t, filepath.Join(nodes, "uinput"), 10, 223), "input injector"},
+		{mknod(t, filepath.Join(nodes, "uhid"), 10, 239), "input injector"},
+		{mknod(t, filepath.Join(nodes, "mem"), 1, 1), "physical memory"},
+		{mknod(t, filepath.Join(nodes, "kmsg"), 1, 11), "forges a kernel message"},
+		{mknod(t, filepath.Join(nodes, "watchdog"), 10, 130), "reboots the host"},
+		{mknod(t, filepath.Join(nodes, "loop-control"), 10, 237), "block devices"},
+		{mknod(t, filepath.Join(nodes, "tun"), 10, 200), "--offline"},
+		{mknod(t, filepath.Join(nodes, "fuse"), 10, 229), "FUSE"},
+		{mknod(t, filepath.Join(nodes, "hwrng"), 10, 183), "of no class agentbox hands in"},
+		{outLink, "lies outside /dev (it leads to " + outside + ")"},
+		{fdLink, "lies outside /dev (it leads to " + outside + ")"},
+	}
+	for _, backend := range append(backends(t), sandboxtest.GoAPI) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			for _, c := range rows {
+				cmd := b.fixture().Command(b.repo, []string{"--device", c.path}, `echo RAN`)
+				stdin, err := os.Open(outside) // what /proc/self/fd/0 leads to in the launcher
+				if err != nil {
+					t.Fatal(err)
 				}
+				cmd.Stdin = stdin
+				r := sandboxtest.Run(cmd)
+				stdin.Close()
+				refused(t, r, c.path, c.want)
 			}
 		})
 	}
@@ -151,3 +284,4 @@ func TestDeviceNodesOutsideDev(t *testing.T) {
 		})
 	}
 }
+
