@@ -2,6 +2,7 @@ package program
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -22,6 +23,18 @@ func (p *Program) device(op mounts.Op, tree int) {
 		uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
 	p.CloseFd(tree)
 	p.CloseFd(dir)
+}
+
+// requireDeviceIDs refuses a plan with a device operation that carries no identity
+// (mounts.Op.SourceID): bound by path, it would hand in whatever is there at launch,
+// a node swapped in after the launcher's device rule judged the one it saw.
+func requireDeviceIDs(plan mounts.Plan) error {
+	for _, op := range plan.Ops {
+		if op.Kind == mounts.Device && op.SourceID == (mounts.FileID{}) {
+			return fmt.Errorf("device %s: the plan carries no identity for it (the launcher checks each device before the launch); not launching", op.Source)
+		}
+	}
+	return nil
 }
 
 // devNodes are the host devices bound into the private /dev.
