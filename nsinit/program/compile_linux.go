@@ -42,6 +42,8 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 		if plan.Namespaces.Net {
 			p.loopbackUp()
 		}
+	} else {
+		p.checkBoundDevices(plan)
 	}
 	p.NetDone = p.A.Nops
 	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.Str(plan.Workdir))

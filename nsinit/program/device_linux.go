@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,25 @@ func requireDeviceIDs(plan mounts.Plan) error {
 		}
 	}
 	return nil
+}
+
+// checkBoundDevices: under bubblewrap, which binds a device by the path its
+// descriptor leads to (it has no --dev-bind-fd, and compares the bound file with
+// the descriptor only for --bind-fd), the init compares each bound node with the
+// identity the launcher verified, before the command runs: a node swapped in
+// between fails the launch. The bind holds its node from then on.
+func (p *Program) checkBoundDevices(plan mounts.Plan) {
+	for _, op := range plan.Ops {
+		if op.Kind != mounts.Device {
+			continue
+		}
+		d := mountDesc(MountError{Op: "check bound device", Source: op.Source, Target: op.Dest})
+		fd := p.openBeneath(d, op.Dest, unix.O_PATH)
+		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.A.SrcStat)))
+		d.sameFile = true
+		p.op(d, OpSameFile, uintptr(op.SourceID.Dev), uintptr(op.SourceID.Ino))
+		p.CloseFd(fd)
+	}
 }
 
 // devNodes are the host devices bound into the private /dev.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -285,3 +286,100 @@ func TestDeviceNodesOutsideDev(t *testing.T) {
 	}
 }
 
+// TestDeviceSwapped: while a flipper exchanges the handed-in node with a terminal, a
+// FIFO or a regular file at its path, without pause, launch after launch on every
+// backend and through both doors: each launch is refused (125, one line) or runs
+// with the node the rule judged inside, never with what was swapped in — whether
+// the swap came before the policy looked, between it and the launcher's last check,
+// or between that and the backend's bind.
+func TestDeviceSwapped(t *testing.T) {
+	n := 8
+	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_RACE_LAUNCHES")); err == nil && v > 0 {
+		n = v
+	}
+	nodes := deviceDir(t)
+	dev, decoy := filepath.Join(nodes, "zero"), filepath.Join(nodes, "decoy")
+	swaps := []struct {
+		name string
+		make func()
+	}{
+		{"terminal", func() { mknod(t, decoy, 4, 63) }},
+		{"FIFO", func() {
+			if err := unix.Mkfifo(decoy, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"regular file", func() { writeFile(t, decoy, "x") }},
+	}
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			for _, sw := range swaps {
+				t.Run(sw.name, func(t *testing.T) {
+					os.Remove(dev)
+					os.Remove(decoy)
+					mknod(t, dev, 1, 5)
+					sw.make()
+					stop, flips := flip(t, dev, decoy)
+					ran, refusals := 0, map[string]int{}
+					for i := 0; i < n; i++ {
+						r := b.fixture().Sh(`stat -c '%F %t:%T' `+dev, "--device", dev)
+						switch {
+						case r.Code == 0 && r.Stdout == "character special file 1:5\n":
+							ran++
+						case r.Code == 125 && strings.Count(strings.TrimSpace(r.Stderr), "\n") == 0 && strings.Contains(r.Stderr, dev):
+							refusals[refusalKind(r.Stderr)]++
+						default:
+							t.Errorf("launch %d: %s; want the node judged inside (character special file 1:5) or a one-line refusal", i, r)
+						}
+					}
+					stop()
+					t.Logf("%d launches: %d ran, refused %v; %d exchanges", n, ran, refusals, *flips)
+				})
+			}
+		})
+	}
+}
+
+// refusalKind says which check refused a launch in TestDeviceSwapped.
+func refusalKind(stderr string) string {
+	switch {
+	case strings.Contains(stderr, "no longer the character device"):
+		return "launcher's recheck"
+	case strings.Contains(stderr, "not the file agentbox checked"):
+		return "backend's bind"
+	}
+	return "policy"
+}
+
+// flip exchanges a and b (renameat2 RENAME_EXCHANGE) without pause until the
+// returned stop is called, which leaves a where it was; flips counts exchanges.
+func flip(t *testing.T, a, b string) (stop func(), flips *int) {
+	t.Helper()
+	n := new(int)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("exchange %s and %s: %v", a, b, err)
+				return
+			}
+			*n++
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		if *n%2 == 1 {
+			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, n
+}
