@@ -30,7 +30,7 @@ const (
 	whyTerminal = "a process inside could read another session's typing and write to its screen, and some escape sequences make a terminal type its answer into that session's input"
 	whyInput    = "it reads the host's keyboards (every keystroke of the desktop session) or makes input devices that type into it"
 	whyStorage  = "its raw commands reach a disk's blocks past every file permission, as a block device would"
-	whyNet      = "it makes network interfaces or attaches to the host's, a way around --offline and --allow-net's proxy"
+	whyNet      = "it attaches to network interfaces: in the host's network namespace to a persistent tap the user owns, a path no session needs (in --offline's or --allow-net's it can make none)"
 )
 
 // devRules are the classes the rule knows. The handed-in ones come first; the

@@ -122,7 +122,7 @@ func TestJudgeDevice(t *testing.T) {
 		{10, 228, "timer", false},
 		{10, 242, "radios", false},
 		{10, 229, "FUSE", false},
-		{10, 200, "--offline", false},
+		{10, 200, "persistent tap", false},
 		{10, 238, "vhost", false},
 		{10, 241, "vsock", false},
 		{202, 0, "reprograms the host's CPUs", false},

@@ -216,7 +216,7 @@ func TestDeviceRule(t *testing.T) {
 		{mknod(t, filepath.Join(nodes, "kmsg"), 1, 11), "forges a kernel message"},
 		{mknod(t, filepath.Join(nodes, "watchdog"), 10, 130), "reboots the host"},
 		{mknod(t, filepath.Join(nodes, "loop-control"), 10, 237), "block devices"},
-		{mknod(t, filepath.Join(nodes, "tun"), 10, 200), "--offline"},
+		{mknod(t, filepath.Join(nodes, "tun"), 10, 200), "persistent tap"},
 		{mknod(t, filepath.Join(nodes, "fuse"), 10, 229), "FUSE"},
 		{mknod(t, filepath.Join(nodes, "hwrng"), 10, 183), "of no class agentbox hands in"},
 		{outLink, "lies outside /dev (it leads to " + outside + ")"},
