@@ -180,8 +180,9 @@ func mknod(t *testing.T, path string, major, minor uint32) string {
 // doors and whatever the backend: terminals, input devices and injectors, raw
 // memory, the kernel log, watchdogs, storage and network control devices and FUSE
 // are refused before the launch with what they would give, also when named like a
-// GPU and when reached through a symlink in /dev; a symlink in /dev to a node
-// outside it or through /proc/self/fd to one is refused as outside.
+// GPU and when reached through a symlink in /dev; a symlink in /dev to a block
+// device is refused as one, and one to a node outside /dev, or through
+// /proc/self/fd to one, as outside.
 func TestDeviceRule(t *testing.T) {
 	nodes := deviceDir(t)
 	if err := os.Mkdir(filepath.Join(nodes, "dri"), 0o755); err != nil {
@@ -199,6 +200,13 @@ func TestDeviceRule(t *testing.T) {
 	}
 	outLink, fdLink := filepath.Join(nodes, "out"), filepath.Join(nodes, "stdin")
 	if err := os.Symlink(outside, outLink); err != nil {
+		t.Fatal(err)
+	}
+	disk, diskLink := filepath.Join(nodes, "disk"), filepath.Join(nodes, "disk-link")
+	if err := unix.Mknod(disk, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(disk, diskLink); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("/proc/self/fd/0", fdLink); err != nil {
@@ -219,6 +227,7 @@ func TestDeviceRule(t *testing.T) {
 		{mknod(t, filepath.Join(nodes, "tun"), 10, 200), "persistent tap"},
 		{mknod(t, filepath.Join(nodes, "fuse"), 10, 229), "FUSE"},
 		{mknod(t, filepath.Join(nodes, "hwrng"), 10, 183), "of no class agentbox hands in"},
+		{diskLink, "is a block device (it leads to " + disk + ")"},
 		{outLink, "lies outside /dev (it leads to " + outside + ")"},
 		{fdLink, "lies outside /dev (it leads to " + outside + ")"},
 	}
