@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -391,4 +392,43 @@ func flip(t *testing.T, a, b string) (stop func(), flips *int) {
 			}
 		}
 	}, n
+}
+
+// TestDeviceBoundByBwrap: bubblewrap binds a --dev-bind source by the path its
+// descriptor leads to, so what it binds can be another node than the one agentbox
+// checked (TestDeviceSwapped's race, made certain here by a bwrap wrapper that
+// binds a FIFO instead): the init inside compares the bound node with the identity
+// the launcher verified, and the launch is refused before the command runs.
+func TestDeviceBoundByBwrap(t *testing.T) {
+	if !slices.Contains(backends(t), "bwrap") {
+		testenv.Skip(t, "no bubblewrap 0.12.0")
+	}
+	dev := testDevice(t)
+	dir := testenv.Dir(t, "bwrap-wrapper")
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "bwrap")
+	writeFile(t, wrapper, `#!/bin/sh
+prev=
+for a do
+	shift
+	case "$prev:$a" in --dev-bind:/proc/self/fd/*) a=`+fifo+`;; esac
+	set -- "$@" "$a"
+	prev=$a
+done
+exec `+sandboxtest.BwrapPath(t)+` "$@"
+`)
+	if err := os.Chmod(wrapper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := newBox(t, "bwrap")
+	cmd := b.fixture().Command(b.repo, []string{"--device", dev}, `stat -c %F `+dev)
+	cmd.Env = append(cmd.Env, "AGENTBOX_BWRAP="+wrapper)
+	r := sandboxtest.Run(cmd)
+	if r.Code != 125 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 ||
+		!strings.Contains(r.Stderr, dev) || !strings.Contains(r.Stderr, "not the file agentbox checked") {
+		t.Errorf("bwrap bound a FIFO for %s: %s; want the launch refused in one line", dev, r)
+	}
 }
