@@ -64,6 +64,13 @@ type UndoPlan struct {
 	Refused []Refused // never put back: the record does not hold them
 	// NotNamed counts the paths the record says it does not hold but does not name.
 	NotNamed int
+	// DirsMade are the directories the session made, removed when the undo leaves
+	// them empty; DirsGone those it removed, made again with their start bits
+	// (dirs.go). DirsKnown false: the record does not name them, and undo removes no
+	// directory (one may have been there, empty, before the session).
+	DirsMade, DirsGone []DirChange
+	DirsKnown          bool
+	goneBits           map[string]uint16 // the start bits of every directory the session removed
 }
 
 // unstored is what a record says it does not hold (the recorder's not_recorded and
@@ -109,8 +116,11 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	}
 	p.Changes = withoutUnstored(p.Changes, p.Refused)
 	if _, isStep := s.stepLeftOut(rec.StartCommit); !isStep {
-		// The record's bits are the session's start's: a step has none of its own.
-		p.Changes = withPerms(p.Changes, perms(s.endBody(rec)), paths)
+		// The record's bits and directories are the session's start's: a step has
+		// none of its own.
+		body := s.endBody(rec)
+		p.Changes = withPerms(p.Changes, perms(body), paths)
+		p.DirsMade, p.DirsGone, p.goneBits, p.DirsKnown = recordedDirs(body, paths)
 	}
 	if note := s.startLeftOut(rec); note != "" {
 		// A path the start record lacks may have been there, unread: removing it

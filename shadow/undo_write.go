@@ -56,9 +56,11 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 }
 
 // putBack writes each change's start state into the working tree: first what the
-// session added goes (deepest first, and the directories that leaves empty), then
-// what it changed or removed is written back in path order, parents first. Each
-// path is replaced or removed only while it is what the plan saw (recheck.go).
+// session added goes (deepest first), then the directories it made that this
+// leaves empty, then what it changed or removed is written back in path order,
+// parents first (made with their start bits), and last the directories it removed
+// that nothing written back needed. Each path is replaced or removed only while it
+// is what the plan saw (recheck.go).
 func (s *Store) putBack(p *UndoPlan) (done int, failed []Refused) {
 	changes := p.Changes
 	root, err := openRepo(s.Repo)
@@ -93,6 +95,11 @@ func (s *Store) putBack(p *UndoPlan) (done int, failed []Refused) {
 		}
 		done++
 	}
+	made := append([]DirChange(nil), p.DirsMade...)
+	sort.Slice(made, func(i, j int) bool { return made[i].Path > made[j].Path })
+	for _, d := range made {
+		removeMadeDir(root, d)
+	}
 	for _, c := range writes {
 		if err := s.writeEntry(root, p, c); err != nil {
 			failed = append(failed, Refused{c.Path, err.Error()})
@@ -100,12 +107,18 @@ func (s *Store) putBack(p *UndoPlan) (done int, failed []Refused) {
 		}
 		done++
 	}
+	for _, d := range p.DirsGone {
+		if err := s.makeGoneDir(root, p, d); err != nil {
+			failed = append(failed, Refused{d.Path + "/", err.Error()})
+		}
+	}
 	return done, failed
 }
 
 // removeEntry removes the path p below root, which must not be a directory, if it
-// is still what the plan saw (was), and then each parent directory it leaves
-// empty. A parent that is a symlink or gone means the path is not there.
+// is still what the plan saw (was). A parent that is a symlink or gone means the
+// path is not there. The directories this leaves empty go only when the record
+// names them as the session's (dirs.go).
 func removeEntry(root int, p string, was seen) error {
 	dir, name := splitPath(p)
 	dfd, err := safepath.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY)
@@ -123,35 +136,19 @@ func removeEntry(root int, p string, was seen) error {
 	case now.known && now.st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return errors.New("is a directory now; left as it is")
 	}
-	if err := removeSeen(dfd, name, was); err != nil {
-		return err
-	}
-	for dir != "" {
-		parent, base := splitPath(dir)
-		pfd, err := safepath.OpenBeneath(root, parent, unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			break
-		}
-		err = unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR) // fails unless empty
-		unix.Close(pfd)
-		if err != nil {
-			break
-		}
-		dir = parent
-	}
-	return nil
+	return removeSeen(dfd, name, was)
 }
 
 // writeEntry makes the path c.Path below root hold c.From, if what is there is
 // still what the plan saw: its parents made as directories (never through a
-// symlink), the content written to a new file beside it,
+// symlink, with their start bits), the content written to a new file beside it,
 // then exchanged with what is there (recheck.go). A regular file gets the record's
 // bits, set with fchmod (the umask does not apply), or, from a record without
 // them, the bits of the file it replaces with the executable bit the record gives.
 func (s *Store) writeEntry(root int, p *UndoPlan, c Change) error {
 	dir, name := splitPath(c.Path)
 	e, was := c.From, c.seen
-	dfd, err := safepath.MkdirAll(root, dir, 0o777)
+	dfd, err := mkdirs(root, dir, p.dirPerm)
 	if err != nil {
 		return fmt.Errorf("parent directory: %s", describeErr(err))
 	}
@@ -162,7 +159,7 @@ func (s *Store) writeEntry(root int, p *UndoPlan, c Change) error {
 	perm := uint32(0o666) &^ umask()
 	if was.isDir() {
 		// A directory the session made where a file was: gone if empty (its files
-		// were removed first, and it may have gone with them), else left.
+		// were removed first, and it may have gone with them: dirs.go), else left.
 		now := seenAt(dfd, name)
 		switch {
 		case now.known && now.absent:
