@@ -24,6 +24,10 @@ type seen struct {
 	known  bool // false: the plan could not look (undo writes nothing there)
 	absent bool
 	st     unix.Stat_t
+	// oid is the blob id of the regular file's content as the plan read it (""
+	// when it did not): timestamps have the kernel's tick as their grain, and a
+	// write of the same size in that tick leaves the stat as it was.
+	oid string
 }
 
 // seenAt is what is at name below dfd now.
@@ -61,6 +65,16 @@ func (s seen) sameAs(st *unix.Stat_t, withCtime bool) bool {
 // isDir: the plan saw a directory.
 func (s seen) isDir() bool {
 	return s.known && !s.absent && s.st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
+
+// sameContent reports whether the regular file name below dfd (st: its stat)
+// holds what the plan read, where it read it.
+func (s seen) sameContent(dfd int, name string, st *unix.Stat_t) bool {
+	if s.oid == "" || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return true
+	}
+	id, err := fileBlobID(dfd, name, st.Size)
+	return err == nil && id == s.oid
 }
 
 // stillSeen reports whether what is at name below dfd now is what the plan saw.
@@ -113,6 +127,9 @@ func replaceSeen(dfd int, tmp, name string, was seen) error {
 	// again, it goes; one that changed since the check above comes back.
 	err := unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_EXCHANGE)
 	if errors.Is(err, unix.EINVAL) { // no exchange on this filesystem
+		if now := seenAt(dfd, name); !now.known || !was.sameContent(dfd, name, &now.st) {
+			return drop(ErrChangedSincePlan)
+		}
 		if err = unix.Renameat(dfd, tmp, dfd, name); err != nil {
 			return drop(err)
 		}
@@ -122,7 +139,7 @@ func replaceSeen(dfd int, tmp, name string, was seen) error {
 		return drop(err)
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(dfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !was.sameAs(&st, false) {
+	if unix.Fstatat(dfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !was.sameAs(&st, false) || !was.sameContent(dfd, tmp, &st) {
 		if unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_EXCHANGE) == nil {
 			return drop(ErrChangedSincePlan)
 		}
@@ -152,7 +169,7 @@ func removeSeen(dfd int, name string, was seen) error {
 		return err
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(dfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !was.sameAs(&st, false) {
+	if unix.Fstatat(dfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !was.sameAs(&st, false) || !was.sameContent(dfd, tmp, &st) {
 		if unix.Renameat2(dfd, tmp, dfd, name, unix.RENAME_NOREPLACE) == nil {
 			return ErrChangedSincePlan
 		}

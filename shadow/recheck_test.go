@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // undoAfter plans the undo of the only session of s, runs between (what another
@@ -128,5 +130,30 @@ func TestUndoRecheckNeverWritesThroughASwappedParent(t *testing.T) {
 	}
 	if len(res.Failed) != 1 || res.Failed[0].Path != "sub/f" {
 		t.Errorf("failed %+v, want sub/f", res.Failed)
+	}
+}
+
+// TestSeenComparesContent: a write of the same size that leaves the stat as the
+// plan saw it (a write within the timestamps' tick) is still told apart by the
+// content the plan read.
+func TestSeenComparesContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	write(t, path, "session\n")
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	was := seenAt(dfd, "f")
+	was.oid = linkBlobID([]byte("session\n"))
+	if !was.sameContent(dfd, "f", &was.st) {
+		t.Fatal("the same content taken for another")
+	}
+	if err := os.WriteFile(path, []byte("someone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if was.sameContent(dfd, "f", &was.st) {
+		t.Error("a same-size rewrite taken for the content the plan read")
 	}
 }

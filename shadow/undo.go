@@ -363,7 +363,11 @@ func differs(root int, p string, e Entry, size int64) (string, seen) {
 		}
 		return "was created after the session", at
 	}
-	return entryDiffers(dfd, name, st, e, size), at
+	why := entryDiffers(dfd, name, st, e, size)
+	if why == "" && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		at.oid = e.OID // read and found to be the end's content
+	}
+	return why, at
 }
 
 // entryDiffers says how the entry name below dfd, whose lstat is st, differs from
