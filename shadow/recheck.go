@@ -56,10 +56,15 @@ func (s seen) sameAs(st *unix.Stat_t, withCtime bool) bool {
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		return true
 	}
-	if p.Mode != st.Mode || p.Size != st.Size || p.Mtim != st.Mtim || p.Nlink != st.Nlink {
+	if p.Mode != st.Mode || p.Size != st.Size || p.Mtim != st.Mtim {
 		return false
 	}
-	return !withCtime || p.Ctim == st.Ctim
+	if p.Nlink > 1 {
+		// Another name of the file may be one undo itself removes or replaces
+		// (a session's hard link), which sets this one's ctime and link count.
+		return true
+	}
+	return p.Nlink == st.Nlink && (!withCtime || p.Ctim == st.Ctim)
 }
 
 // isDir: the plan saw a directory.

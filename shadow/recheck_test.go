@@ -157,3 +157,27 @@ func TestSeenComparesContent(t *testing.T) {
 		t.Error("a same-size rewrite taken for the content the plan read")
 	}
 }
+
+// TestUndoHardLinkedFiles: a file the session edited and hard-linked elsewhere is
+// put back, though removing the link changes its ctime and link count: undo's own
+// writes are not taken for another process's.
+func TestUndoHardLinkedFiles(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a": "start\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, func() {
+		write(t, filepath.Join(repo, "a"), "session\n")
+		if err := os.Link(filepath.Join(repo, "a"), filepath.Join(repo, "b")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	_, res := undoAfter(t, s, nil)
+	if len(res.Failed) > 0 {
+		t.Fatalf("failed: %+v", res.Failed)
+	}
+	if got := readFile(t, filepath.Join(repo, "a")); got != "start\n" {
+		t.Errorf("a: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(repo, "b")); !os.IsNotExist(err) {
+		t.Errorf("b left: %v", err)
+	}
+}
