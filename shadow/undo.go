@@ -140,6 +140,7 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
+	restored := putBackContent(p.Changes)
 	for i := range p.Changes {
 		c := &p.Changes[i]
 		why := ""
@@ -151,6 +152,9 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 				size = -1
 			}
 			why, c.seen = differs(root, c.Path, c.To, size)
+			if why == "" && c.From.Mode == "" && !restored[c.To.OID] {
+				why = startedBefore(root, c.Path, rec.Start) // undo_origin.go
+			}
 		}
 		if why != "" {
 			p.Changed = append(p.Changed, Refused{c.Path, why})
