@@ -165,7 +165,11 @@ func TestUndoHardLinkedFiles(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a": "start\n"})
 	s, _ := openStore(t, repo)
 	record(t, s, Record{Start: time.Now()}, func() {
-		write(t, filepath.Join(repo, "a"), "session\n")
+		// A new file (as an editor saves) in a's place, linked as b.
+		write(t, filepath.Join(repo, ".a.new"), "session\n")
+		if err := os.Rename(filepath.Join(repo, ".a.new"), filepath.Join(repo, "a")); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.Link(filepath.Join(repo, "a"), filepath.Join(repo, "b")); err != nil {
 			t.Fatal(err)
 		}
