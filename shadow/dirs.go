@@ -151,16 +151,18 @@ func mkdirs(root int, rel string, perm func(string) uint32) (int, error) {
 		} else {
 			path += "/" + c
 		}
-		// Made closed to others; opened O_NOFOLLOW, so a name swapped for a
-		// symlink in between is not followed, and then chmod'ed to its bits.
+		// Made closed to others; opened with no symlink followed, so a name
+		// swapped for one in between is refused, and then chmod'ed to its bits
+		// through the descriptor (an O_PATH one takes no fchmod; its /proc link
+		// names the directory itself). O_PATH: a parent need not be readable.
 		made := unix.Mkdirat(cur, c, 0o700) == nil
-		next, err := safepath.OpenBeneath(cur, c, unix.O_RDONLY|unix.O_DIRECTORY)
+		next, err := safepath.OpenBeneath(cur, c, unix.O_PATH|unix.O_DIRECTORY)
 		unix.Close(cur)
 		if err != nil {
 			return -1, fmt.Errorf("%s: %w", path, err)
 		}
 		if made {
-			if err := unix.Fchmod(next, perm(path)); err != nil {
+			if err := unix.Fchmodat(unix.AT_FDCWD, safepath.FdPath(next), perm(path), 0); err != nil {
 				unix.Close(next)
 				return -1, fmt.Errorf("%s: %w", path, err)
 			}
