@@ -121,7 +121,9 @@ type Options struct {
 	// protected paths themselves; without the audit nothing finds and quarantines
 	// that after the session, and the operator's next git command in the repository
 	// may run what the session planted, on the host. Only for a caller that audits
-	// the repository itself or discards it after the session.
+	// the repository itself or discards it after the session. The baseline and its
+	// pending journal are kept all the same (docs/api.md): a session beside this one
+	// inherits it, and a killed launcher's session is audited by the next launch.
 	NoAudit bool
 	// NoGitSave: no metadata snapshot before launch (P8; --no-git-save). What a
 	// session does to .git can then not be undone from a snapshot.

@@ -89,7 +89,10 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 		pl.phases = append(pl.phases, backend.Phase{Name: DuringSetupPrefix + step, Dur: now.Sub(t)})
 		t = now
 	}
-	if p.ReadOnly || cfg.NoAudit {
+	// NoAudit skips the audit after the session, not its baseline and journal: a
+	// session that starts meanwhile inherits that baseline, and undo sees this one
+	// running (hostaudit/audit_shared.go).
+	if p.ReadOnly {
 		if !pl.waitClear() {
 			return errNotCleared
 		}

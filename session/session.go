@@ -66,9 +66,11 @@ type Config struct {
 	// started as the CLI starts it (raw init, its clone ahead of the plan, a setup
 	// failure explained in doctor's words).
 	Driver backend.Driver
-	// NoAudit skips the post-session Git audit and its pending journal: nothing then
-	// finds and quarantines what the session planted that the operator's Git would
-	// run (P7's second half). Only the Go API offers it, as an explicit opt-out.
+	// NoAudit skips the post-session Git audit: nothing then finds and quarantines
+	// what the session planted that the operator's Git would run (P7's second half).
+	// Its baseline and pending journal stay, for a session that starts meanwhile and
+	// for a launcher killed mid-session. Only the Go API offers it, as an explicit
+	// opt-out.
 	NoAudit bool
 	// KeepGC leaves the process's garbage collector alone (hostgc.go): a library
 	// does not change its caller's settings.
@@ -219,10 +221,11 @@ type launch struct {
 func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) {
 	_ = pre.wait(out) // a launch that failed before its backend waited for it
 	var found hostaudit.Outcome
-	pre.dirs.Finish(cfg.audit(), &found, gate)
+	audit := gate && !cfg.NoAudit
+	pre.dirs.Finish(cfg.audit(), &found, audit)
 	switch {
 	case pre.aud == nil:
-	case gate:
+	case audit:
 		pre.aud.Finish(cfg.audit(), &found)
 	default:
 		pre.aud.Drop()

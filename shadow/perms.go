@@ -114,13 +114,19 @@ func recordedPerms(body string) (map[string]Perm, bool) {
 	return m, true
 }
 
-// endPerms is what rec's end record says of its files' bits; nil when it does not
-// know them.
-func (s *Store) endPerms(rec Record) map[string]Perm {
+// endBody is rec's end record as stored ("" when it cannot be read: it then
+// knows neither bits nor directories).
+func (s *Store) endBody(rec Record) string {
 	body, err := s.git.out("log", "-1", "--format=%b", rec.EndCommit)
 	if err != nil {
-		return nil
+		return ""
 	}
+	return body
+}
+
+// perms is what an end record body says of its files' bits; nil when it does not
+// know them.
+func perms(body string) map[string]Perm {
 	m, ok := recordedPerms(body)
 	if !ok {
 		return nil
@@ -161,24 +167,25 @@ func withPerms(changes []Change, perms map[string]Perm, paths []string) []Change
 }
 
 // permDiffers says how the file p below root differs from a regular file with
-// the bits to, "" when it is one.
-func permDiffers(root int, p string, to uint16) string {
+// the bits to, "" when it is one, and what it found there.
+func permDiffers(root int, p string, to uint16) (string, seen) {
 	fd, err := openEntry(root, p)
 	if err != nil {
-		return "is gone (" + describeErr(err) + ")"
+		return "is gone (" + describeErr(err) + ")", seen{}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return "cannot be read (" + err.Error() + ")"
+		return "cannot be read (" + err.Error() + ")", seen{}
 	}
+	at := seen{known: true, st: st}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "is no regular file now"
+		return "is no regular file now", at
 	}
 	if uint16(st.Mode&0o7777) != to {
-		return "its permission bits changed"
+		return "its permission bits changed", at
 	}
-	return ""
+	return "", at
 }
 
 // openEntry opens p below root as O_PATH, following no symlink on the way or at
@@ -193,8 +200,9 @@ func openEntry(root int, p string) (int, error) {
 	return unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 }
 
-// chmodEntry sets the bits of the regular file p below root to perm.
-func chmodEntry(root int, p string, perm uint16) error {
+// chmodEntry sets the bits of the regular file p below root to perm, if it is
+// still the file the plan saw (was).
+func chmodEntry(root int, p string, perm uint16, was seen) error {
 	fd, err := openEntry(root, p)
 	if err != nil {
 		return fmt.Errorf("%s", describeErr(err))
@@ -206,6 +214,9 @@ func chmodEntry(root int, p string, perm uint16) error {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return errors.New("is no regular file now")
+	}
+	if !was.sameAs(&st, true) {
+		return ErrChangedSincePlan
 	}
 	// An O_PATH descriptor takes no fchmod; its /proc link names the file itself.
 	return unix.Fchmodat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), uint32(perm&0o777), 0)

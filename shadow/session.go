@@ -63,6 +63,11 @@ type Record struct {
 	// at its start and end (perms.go); PermsKnown says the list is whole.
 	Perms      []Perm `json:"perms,omitempty"`
 	PermsKnown bool   `json:"perms_known,omitempty"`
+	// DirsMade and DirsGone are the directories the session made and removed
+	// (dirs.go); DirsKnown says the lists are whole.
+	DirsMade  []DirChange `json:"dirs_made,omitempty"`
+	DirsGone  []DirChange `json:"dirs_gone,omitempty"`
+	DirsKnown bool        `json:"dirs_known,omitempty"`
 
 	// NetRefusals are the requests the --allow-net proxy refused.
 	NetRefusals []NetRefusal `json:"net_refusals,omitempty"`
@@ -203,6 +208,8 @@ type Session struct {
 	launch treewalk.Clock
 	// perms are the launch walk's permission bits (perms.go); nil: unknown.
 	perms map[string]uint16
+	// dirs are the launch walk's directories and their bits (dirs.go); nil: unknown.
+	dirs map[string]uint16
 
 	// The checkpoints (checkpoint.go): the newest step's commit and tree, how
 	// many, and whether the end is being recorded; under stepMu.
@@ -250,6 +257,7 @@ func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 	if w != nil {
 		ss.launch = w.Clock
 		ss.perms = startPerms(w)
+		ss.dirs = startDirs(w)
 	}
 	st, notes, err := s.stageWalk(w)
 	for _, n := range notes {
@@ -335,6 +343,7 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 			rec.Ignored = append(rec.Ignored, shortPath(p))
 		}
 		rec.Perms, rec.PermsKnown = endPerms(ss.perms, w, ss.since(w, rec.Start))
+		rec.DirsMade, rec.DirsGone, rec.DirsKnown = endDirs(ss.dirs, w)
 	} else {
 		rec.Notes = append(rec.Notes, "no end walk: what Git could not store is not named")
 	}

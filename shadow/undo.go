@@ -45,6 +45,9 @@ type Change struct {
 	Perm     uint16
 	ModeOnly bool
 	PermTo   uint16
+	// seen is what the plan found at Path: undo replaces or removes only that
+	// (recheck.go).
+	seen seen
 }
 
 // Refused is a path undo leaves as it is, and why.
@@ -61,6 +64,13 @@ type UndoPlan struct {
 	Refused []Refused // never put back: the record does not hold them
 	// NotNamed counts the paths the record says it does not hold but does not name.
 	NotNamed int
+	// DirsMade are the directories the session made, removed when the undo leaves
+	// them empty; DirsGone those it removed, made again with their start bits
+	// (dirs.go). DirsKnown false: the record does not name them, and undo removes no
+	// directory (one may have been there, empty, before the session).
+	DirsMade, DirsGone []DirChange
+	DirsKnown          bool
+	goneBits           map[string]uint16 // the start bits of every directory the session removed
 }
 
 // unstored is what a record says it does not hold (the recorder's not_recorded and
@@ -106,8 +116,11 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	}
 	p.Changes = withoutUnstored(p.Changes, p.Refused)
 	if _, isStep := s.stepLeftOut(rec.StartCommit); !isStep {
-		// The record's bits are the session's start's: a step has none of its own.
-		p.Changes = withPerms(p.Changes, s.endPerms(rec), paths)
+		// The record's bits and directories are the session's start's: a step has
+		// none of its own.
+		body := s.endBody(rec)
+		p.Changes = withPerms(p.Changes, perms(body), paths)
+		p.DirsMade, p.DirsGone, p.goneBits, p.DirsKnown = recordedDirs(body, paths)
 	}
 	if note := s.startLeftOut(rec); note != "" {
 		// A path the start record lacks may have been there, unread: removing it
@@ -128,16 +141,17 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 	}
 	defer unix.Close(root)
 	restored := putBackContent(p.Changes)
-	for _, c := range p.Changes {
+	for i := range p.Changes {
+		c := &p.Changes[i]
 		why := ""
 		if c.ModeOnly {
-			why = permDiffers(root, c.Path, c.PermTo)
+			why, c.seen = permDiffers(root, c.Path, c.PermTo)
 		} else {
 			size, ok := sizes[c.To.OID]
 			if !ok {
 				size = -1
 			}
-			why = differs(root, c.Path, c.To, size)
+			why, c.seen = differs(root, c.Path, c.To, size)
 			if why == "" && c.From.Mode == "" && !restored[c.To.OID] {
 				why = startedBefore(root, c.Path, rec.Start) // undo_origin.go
 			}
@@ -319,31 +333,50 @@ func (s *Store) startLeftOut(rec Record) string {
 }
 
 // differs says how the tree's path p (below root) differs from e, "" when it is as
-// e has it. It opens no parent through a symlink, and reads only a regular file, and
-// that only when its size is the blob's (size; -1: unknown).
-func differs(root int, p string, e Entry, size int64) string {
+// e has it, and what it found there. It opens no parent through a symlink, and
+// reads only a regular file, and that only when its size is the blob's (size; -1:
+// unknown).
+func differs(root int, p string, e Entry, size int64) (string, seen) {
 	dir, name := splitPath(p)
 	dfd, err := safepath.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
-		if e.Mode == "" {
-			return "" // no parent directory, or not one: the path is not there
+		var at seen
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, safepath.ErrSymlink) {
+			// No directory of the repository holds the path: undo may only make
+			// it, where nothing is by then (replaceSeen).
+			at = seen{known: true, absent: true}
 		}
-		return "is gone (" + describeErr(err) + ")"
+		if e.Mode == "" {
+			return "", at // no parent directory, or not one: the path is not there
+		}
+		return "is gone (" + describeErr(err) + ")", at
 	}
 	defer unix.Close(dfd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if e.Mode == "" && errors.Is(err, unix.ENOENT) {
-			return ""
-		}
-		return "is gone (" + describeErr(err) + ")"
-	}
-	if e.Mode == "" {
+	at := seenAt(dfd, name)
+	st := &at.st
+	switch {
+	case !at.known:
+		return "cannot be looked at", at
+	case at.absent && e.Mode == "":
+		return "", at
+	case at.absent:
+		return "is gone", at
+	case e.Mode == "":
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return "" // a tree holds no directories: what is below one is compared path by path
+			return "", at // a tree holds no directories: what is below one is compared path by path
 		}
-		return "was created after the session"
+		return "was created after the session", at
 	}
+	why := entryDiffers(dfd, name, st, e, size)
+	if why == "" && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		at.oid = e.OID // read and found to be the end's content
+	}
+	return why, at
+}
+
+// entryDiffers says how the entry name below dfd, whose lstat is st, differs from
+// e (not absent).
+func entryDiffers(dfd int, name string, st *unix.Stat_t, e Entry, size int64) string {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
 		if e.Mode != "120000" {

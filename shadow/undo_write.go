@@ -41,7 +41,7 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 		return nil, fmt.Errorf("the tree as it is could not be recorded first, so nothing was changed: %w", err)
 	}
 	res := &UndoResult{ID: ss.ID()}
-	res.Done, res.Failed = s.putBack(p.Changes)
+	res.Done, res.Failed = s.putBack(p)
 	rec.End = time.Now()
 	if len(res.Failed) > 0 {
 		rec.ExitStatus = 1
@@ -56,9 +56,13 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 }
 
 // putBack writes each change's start state into the working tree: first what the
-// session added goes (deepest first, and the directories that leaves empty), then
-// what it changed or removed is written back in path order, parents first.
-func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
+// session added goes (deepest first), then the directories it made that this
+// leaves empty, then what it changed or removed is written back in path order,
+// parents first (made with their start bits), and last the directories it removed
+// that nothing written back needed. Each path is replaced or removed only while it
+// is what the plan saw (recheck.go).
+func (s *Store) putBack(p *UndoPlan) (done int, failed []Refused) {
+	changes := p.Changes
 	root, err := openRepo(s.Repo)
 	if err != nil {
 		for _, c := range changes {
@@ -70,7 +74,7 @@ func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
 	var adds, writes []Change
 	for _, c := range changes {
 		if c.ModeOnly {
-			if err := chmodEntry(root, c.Path, c.Perm); err != nil {
+			if err := chmodEntry(root, c.Path, c.Perm, c.seen); err != nil {
 				failed = append(failed, Refused{c.Path, err.Error()})
 				continue
 			}
@@ -85,26 +89,37 @@ func (s *Store) putBack(changes []Change) (done int, failed []Refused) {
 	}
 	sort.Slice(adds, func(i, j int) bool { return adds[i].Path > adds[j].Path })
 	for _, c := range adds {
-		if err := removeEntry(root, c.Path); err != nil {
+		if err := removeEntry(root, c.Path, c.seen); err != nil {
 			failed = append(failed, Refused{c.Path, err.Error()})
 			continue
 		}
 		done++
 	}
+	made := append([]DirChange(nil), p.DirsMade...)
+	sort.Slice(made, func(i, j int) bool { return made[i].Path > made[j].Path })
+	for _, d := range made {
+		removeMadeDir(root, d)
+	}
 	for _, c := range writes {
-		if err := s.writeEntry(root, c.Path, c.From, c.Perm); err != nil {
+		if err := s.writeEntry(root, p, c); err != nil {
 			failed = append(failed, Refused{c.Path, err.Error()})
 			continue
 		}
 		done++
+	}
+	for _, d := range p.DirsGone {
+		if err := s.makeGoneDir(root, p, d); err != nil {
+			failed = append(failed, Refused{d.Path + "/", err.Error()})
+		}
 	}
 	return done, failed
 }
 
-// removeEntry removes the path p below root, which must not be a directory, and then
-// each parent directory it leaves empty. A parent that is a symlink or gone means
-// the path is not there.
-func removeEntry(root int, p string) error {
+// removeEntry removes the path p below root, which must not be a directory, if it
+// is still what the plan saw (was). A parent that is a symlink or gone means the
+// path is not there. The directories this leaves empty go only when the record
+// names them as the session's (dirs.go).
+func removeEntry(root int, p string, was seen) error {
 	dir, name := splitPath(p)
 	dfd, err := safepath.OpenBeneath(root, dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -114,70 +129,60 @@ func removeEntry(root int, p string) error {
 		return err
 	}
 	defer unix.Close(dfd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	now := seenAt(dfd, name)
+	switch {
+	case now.known && now.absent:
+		return nil
+	case now.known && now.st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return errors.New("is a directory now; left as it is")
 	}
-	if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return err
-	}
-	for dir != "" {
-		parent, base := splitPath(dir)
-		pfd, err := safepath.OpenBeneath(root, parent, unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			break
-		}
-		err = unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR) // fails unless empty
-		unix.Close(pfd)
-		if err != nil {
-			break
-		}
-		dir = parent
-	}
-	return nil
+	return removeSeen(dfd, name, was)
 }
 
-// writeEntry makes the path p below root hold e: its parents made as directories
-// (never through a symlink), the content written to a new file beside it, then
-// renamed over it. A regular file keeps the permissions of the file it replaces,
-// with the executable bits the record gives.
-func (s *Store) writeEntry(root int, p string, e Entry, exact uint16) error {
-	dir, name := splitPath(p)
-	dfd, err := safepath.MkdirAll(root, dir, 0o777)
+// writeEntry makes the path c.Path below root hold c.From, if what is there is
+// still what the plan saw: its parents made as directories (never through a
+// symlink, with their start bits), the content written to a new file beside it,
+// then exchanged with what is there (recheck.go). A regular file gets the record's
+// bits, set with fchmod (the umask does not apply), or, from a record without
+// them, the bits of the file it replaces with the executable bit the record gives.
+func (s *Store) writeEntry(root int, p *UndoPlan, c Change) error {
+	dir, name := splitPath(c.Path)
+	e, was := c.From, c.seen
+	dfd, err := mkdirs(root, dir, p.dirPerm)
 	if err != nil {
 		return fmt.Errorf("parent directory: %s", describeErr(err))
 	}
 	defer unix.Close(dfd)
+	if !was.known {
+		return ErrChangedSincePlan // the plan could not look: nothing is replaced unseen
+	}
 	perm := uint32(0o666) &^ umask()
-	var st unix.Stat_t
-	switch err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); {
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG:
-		perm = st.Mode & 0o666
-	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+	if was.isDir() {
 		// A directory the session made where a file was: gone if empty (its files
-		// were removed first), else left.
-		if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil {
+		// were removed first, and it may have gone with them: dirs.go), else left.
+		now := seenAt(dfd, name)
+		switch {
+		case now.known && now.absent:
+		case !was.stillSeen(dfd, name):
+			return ErrChangedSincePlan
+		case unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR) != nil:
 			return fmt.Errorf("is a directory now, not empty; left as it is")
 		}
+		was = seen{known: true, absent: true}
+	} else if was.known && !was.absent && was.st.Mode&unix.S_IFMT == unix.S_IFREG {
+		perm = was.st.Mode & 0o666
 	}
 	if e.Mode == "100755" {
 		perm |= (perm & 0o444) >> 2
 	}
-	if exact != 0 {
-		perm = uint32(exact & 0o777) // the record's, as the launch found it (perms.go)
+	if c.Perm != 0 {
+		perm = uint32(c.Perm & 0o777) // the record's, as the launch found it (perms.go)
 	}
 	// A name a session cannot guess: one planted there would stop the put-back.
-	var rnd [8]byte
-	if _, err := unix.Getrandom(rnd[:], 0); err != nil {
+	tmp, err := asideName()
+	if err != nil {
 		return err
 	}
-	tmp := fmt.Sprintf(".agentbox-undo-%x", rnd)
 	switch e.Mode {
 	case "120000":
 		var target strings.Builder
@@ -194,11 +199,7 @@ func (s *Store) writeEntry(root int, p string, e Entry, exact uint16) error {
 	default:
 		return fmt.Errorf("mode %s cannot be put back", e.Mode)
 	}
-	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return err
-	}
-	return nil
+	return replaceSeen(dfd, tmp, name, was)
 }
 
 // writeBlobAt writes blob oid into a new file name below dfd with mode perm.

@@ -27,7 +27,8 @@ snapshots of repositories that no longer exist, the sessions older than AGE
 save). Then removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
 ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp, push-guard staging directories
-/tmp/agentbox-guard-* and checkpoint endpoints /tmp/agentbox-checkpoint-*. Only
+/tmp/agentbox-guard-*, checkpoint endpoints /tmp/agentbox-checkpoint-* and
+--ssh-agent filter directories /tmp/agentbox-ssh-*. Only
 the calling user's directories are considered. A
 directory a live session owns is never removed: a live launcher holds a lock on
 DIR.lock beside it, which the kernel drops when the launcher dies. The HOME
@@ -67,8 +68,8 @@ func cmdGC(args []string) int {
 		DryRun:   *dryRun,
 	})
 	for _, l := range found {
-		if l.Live && l.Kind == leftovers.CheckpointKind {
-			continue // every recorded session has one while it runs: not a leftover
+		if l.Live && (l.Kind == leftovers.CheckpointKind || l.Kind == leftovers.SSHAgentKind) {
+			continue // a running session's endpoint: not a leftover
 		}
 		said++
 		switch {

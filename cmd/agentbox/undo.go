@@ -250,7 +250,7 @@ func (u *undo) run(argv []string) int {
 			return 1
 		}
 	}
-	if len(plan.Changes) == 0 && len(u.gitChanges) == 0 {
+	if len(plan.Changes) == 0 && len(u.gitChanges) == 0 && len(plan.DirsMade) == 0 && len(plan.DirsGone) == 0 {
 		fmt.Fprintf(w, "session %s: nothing to put back\n", id)
 		return 0
 	}
@@ -261,6 +261,12 @@ func (u *undo) run(argv []string) int {
 				what = fmt.Sprintf("set back to mode %04o", c.Perm)
 			}
 			fmt.Fprintf(w, "would %s %s\n", what, oneLine(c.Path))
+		}
+		for _, d := range plan.DirsMade {
+			fmt.Fprintf(w, "would remove the directory %s/ if it is left empty\n", oneLine(d.Path))
+		}
+		for _, d := range plan.DirsGone {
+			fmt.Fprintf(w, "would make the directory %s/\n", oneLine(d.Path))
 		}
 		for _, c := range u.gitChanges {
 			fmt.Fprintf(w, "would put back .git/%s\n", oneLine(c))

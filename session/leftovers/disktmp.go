@@ -2,6 +2,7 @@ package leftovers
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,8 +13,9 @@ import (
 
 // MakeDiskTmp creates the session's --disk-tmp directory, mode 0700, below
 // CACHE/tmp, and claims it for this launcher (Claim) so that `agentbox gc` leaves it
-// alone while the launcher lives. release removes the directory, then the claim.
-func MakeDiskTmp(cache string) (dir string, release func(), err error) {
+// alone while the launcher lives. release removes the directory, then the claim; a
+// directory it cannot remove is named on warn, the session's warnings.
+func MakeDiskTmp(cache string, warn io.Writer) (dir string, release func(), err error) {
 	parent := filepath.Join(cache, "tmp")
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return "", nil, fmt.Errorf("--disk-tmp: create %s: %w", parent, err)
@@ -32,7 +34,7 @@ func MakeDiskTmp(cache string) (dir string, release func(), err error) {
 	release = func() {
 		if err := safepath.RemoveAll(dir); err != nil {
 			// The error names what the sandbox left: a file name it chose.
-			fmt.Fprintf(os.Stderr, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
+			fmt.Fprintf(warn, "agentbox: --disk-tmp: %s (agentbox gc retries)\n", termsafe.String(err.Error()))
 			return // keep the claim's file: gc decides by the lock, which dies with us
 		}
 		lock.Release()

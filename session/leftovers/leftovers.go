@@ -113,7 +113,7 @@ func (l *Lock) Release() {
 // Leftover is one directory gc looked at.
 type Leftover struct {
 	Path    string
-	Kind    string // "disk-tmp" or "push-guard staging"
+	Kind    string // "disk-tmp", "push-guard staging", CheckpointKind or SSHAgentKind
 	Live    bool   // a live session owns it: kept
 	Removed bool
 	Err     error // why removing it failed
@@ -144,8 +144,13 @@ func GC(opts GCOptions) ([]Leftover, error) {
 			return out, err
 		}
 		out = append(out, found...)
-		// The checkpoint endpoint's directory (session/checkpoint), beside them.
+		// The checkpoint endpoint's directory (session/checkpoint) and the
+		// --ssh-agent filter's (session/netsvc), beside them.
 		if found, err = collect(opts.GuardDir, CheckpointPrefix, CheckpointKind, opts.DryRun); err != nil {
+			return out, err
+		}
+		out = append(out, found...)
+		if found, err = collect(opts.GuardDir, SSHAgentPrefix, SSHAgentKind, opts.DryRun); err != nil {
 			return out, err
 		}
 		out = append(out, found...)
@@ -159,6 +164,20 @@ const CheckpointPrefix = "agentbox-checkpoint-"
 
 // CheckpointKind is the Kind of a checkpoint endpoint's directory.
 const CheckpointKind = "checkpoint endpoint"
+
+// SSHAgentPrefix names the --ssh-agent filter's directories below /tmp (PREFIX
+// PID-RANDOM), claimed as the push guard's staging is.
+const SSHAgentPrefix = "agentbox-ssh-"
+
+// SSHAgentKind is the Kind of an --ssh-agent filter's directory.
+const SSHAgentKind = "ssh-agent filter"
+
+// CollectSSHAgent removes the --ssh-agent filter directories below dir that no
+// live launcher owns, as GC does: a launch with --ssh-agent calls it, so that a
+// killed launcher's directory goes without waiting for `agentbox gc`.
+func CollectSSHAgent(dir string) {
+	_, _ = collect(dir, SSHAgentPrefix, SSHAgentKind, false)
+}
 
 // collect handles every directory in parent whose name starts with prefix and
 // carries a launcher PID (PID-...), and every stale lock file there.

@@ -163,3 +163,30 @@ func TestClaimSquatted(t *testing.T) {
 		t.Fatalf("gc with squatted lock files: %+v; want only %v removed", found, deads)
 	}
 }
+
+// The --ssh-agent filter's directories are collected as the other leftovers are: a
+// dead launcher's goes (by GC and by CollectSSHAgent), a claimed one stays.
+func TestGCSSHAgentDirs(t *testing.T) {
+	for _, viaLaunch := range []bool{false, true} {
+		guards := t.TempDir()
+		dead := filepath.Join(guards, SSHAgentPrefix+"8388608-1")
+		live := filepath.Join(guards, SSHAgentPrefix+strconv.Itoa(os.Getpid())+"-2")
+		mkdirs(t, dead, live)
+		lock, err := Claim(live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaLaunch {
+			CollectSSHAgent(guards)
+		} else if found, err := GC(GCOptions{GuardDir: guards}); err != nil || len(found) != 2 {
+			t.Fatalf("GC found %+v, %v", found, err)
+		}
+		if _, err := os.Lstat(dead); !os.IsNotExist(err) {
+			t.Errorf("launch %v: the dead launcher's %s is still there: %v", viaLaunch, dead, err)
+		}
+		if _, err := os.Lstat(live); err != nil {
+			t.Errorf("launch %v: the live launcher's %s was removed: %v", viaLaunch, live, err)
+		}
+		lock.Release()
+	}
+}

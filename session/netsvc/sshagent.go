@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/leftovers"
 	"github.com/agentbox/agentbox/shadow"
 	"github.com/agentbox/agentbox/sshagent"
 	"golang.org/x/sys/unix"
@@ -24,6 +25,7 @@ import (
 // --allow-socket hands in a socket, and SSH_AUTH_SOCK names inside.
 type Agent struct {
 	dir, sock string
+	claim     *leftovers.Lock // this launcher's, for agentbox gc and the next launch
 	srv       *sshagent.Server
 	served    chan struct{}
 	stopped   bool
@@ -46,15 +48,21 @@ func StartAgent(p *policy.Policy) (*Agent, error) {
 		}
 		cfg.KnownHosts = knownHosts(p.Home)
 	}
-	collectAgentDirs("/tmp") // sshdirs.go
-	dir, err := makeAgentDir("/tmp")
+	// What killed launchers left, collected as `agentbox gc` does (leftovers).
+	leftovers.CollectSSHAgent("/tmp")
+	// Named and claimed as leftovers wants (mode 0700, like ssh-agent's).
+	dir, err := os.MkdirTemp("/tmp", fmt.Sprintf("%s%d-", leftovers.SSHAgentPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-agent: %w", err)
 	}
 	a := &Agent{dir: dir, sock: filepath.Join(dir, "agent.sock"), srv: sshagent.New(cfg), served: make(chan struct{})}
-	l, err := net.Listen("unix", a.sock)
+	var l net.Listener
+	if a.claim, err = leftovers.Claim(dir); err == nil {
+		l, err = net.Listen("unix", a.sock)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
+		a.claim.Release()
 		return nil, fmt.Errorf("--ssh-agent: %w", err)
 	}
 	go func() {
@@ -94,7 +102,8 @@ func DryRunAgent(p *policy.Policy) (*policy.Policy, error) {
 	if _, err := agentKeys(p); err != nil {
 		return nil, err
 	}
-	return (&Agent{dir: "/tmp/" + agentDirPrefix + "SESSION", sock: "/tmp/" + agentDirPrefix + "SESSION/agent.sock"}).Policy(p), nil
+	dir := "/tmp/" + leftovers.SSHAgentPrefix + "SESSION"
+	return (&Agent{dir: dir, sock: dir + "/agent.sock"}).Policy(p), nil
 }
 
 // knownHosts reads the user's and the system's known_hosts as they are before the
@@ -173,6 +182,7 @@ func (a *Agent) Stop(notes []string) ([]shadow.SSHAgentEvent, []string) {
 	a.srv.Close()
 	<-a.served
 	os.RemoveAll(a.dir)
+	a.claim.Release()
 	ev, dropped := a.srv.Events()
 	if dropped > 0 {
 		notes = append(notes, fmt.Sprintf("ssh agent: %d further requests not recorded", dropped))

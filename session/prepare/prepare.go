@@ -163,7 +163,7 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 	pr.Session.ExtraRO = guard.ops
 	o.mark(("push guard"))
 	if p.DiskTmp {
-		dir, release, err := leftovers.MakeDiskTmp(p.CacheDir)
+		dir, release, err := leftovers.MakeDiskTmp(p.CacheDir, o.Stderr)
 		if err != nil {
 			return err
 		}

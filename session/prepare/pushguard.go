@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -19,6 +20,7 @@ type pushGuard struct {
 	ops    []mounts.Op
 	staged *pushguard.StagedGuard
 	lock   *leftovers.Lock // this launcher's claim on the staging dir, for agentbox gc
+	warn   io.Writer       // the session's warnings (Options.Stderr)
 }
 
 // preparePushGuard puts the guard in the user's cache (pushguard.CacheGuard), or, where
@@ -50,7 +52,7 @@ func preparePushGuard(o Options, p *policy.Policy, writable []string) (*pushGuar
 	if err != nil {
 		return nil, err
 	}
-	g := &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged}
+	g := &pushGuard{ops: pushGuardOps(h, staged.Guard), staged: staged, warn: o.Stderr}
 	if g.lock, err = leftovers.Claim(staged.Dir); err != nil {
 		g.cleanup()
 		return nil, fmt.Errorf("push guard: %w", err)
@@ -98,7 +100,7 @@ func (g *pushGuard) cleanup() {
 		return
 	}
 	if err := g.staged.Remove(); err != nil {
-		fmt.Fprintf(os.Stderr, "agentbox: %s\n", termsafe.String(err.Error()))
+		fmt.Fprintf(g.warn, "agentbox: %s\n", termsafe.String(err.Error()))
 	}
 	g.lock.Release()
 }

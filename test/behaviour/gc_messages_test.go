@@ -19,11 +19,12 @@ func TestGCMessages(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("agentbox gc %v:\n%s", args, r)
 		}
-		// /tmp is the machine's: the checkpoint endpoints of other tests' sessions,
-		// killed ones among them, are theirs to collect, not this test's.
+		// /tmp is the machine's: the checkpoint endpoints and ssh-agent filters of
+		// other tests' sessions, killed ones among them, are theirs to collect, not
+		// this test's.
 		var lines []string
 		for _, l := range strings.SplitAfter(r.stdout, "\n") {
-			if !strings.Contains(l, "/tmp/"+leftovers.CheckpointPrefix) {
+			if !strings.Contains(l, "/tmp/"+leftovers.CheckpointPrefix) && !strings.Contains(l, "/tmp/"+leftovers.SSHAgentPrefix) {
 				lines = append(lines, l)
 			}
 		}

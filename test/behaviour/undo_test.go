@@ -368,3 +368,60 @@ func TestUndoExactPermissionBits(t *testing.T) {
 		})
 	}
 }
+
+// dirModes is each directory of the working tree (without .git) with its
+// permission bits.
+func dirModes(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == ".git" {
+			return filepath.SkipDir
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, fmt.Sprintf("%s %o", rel, fi.Mode().Perm()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestUndoUnderAnyUmask: under umask 077 and 000, undo puts back each file's and
+// each directory's bits as the session found them (the umask does not apply), keeps
+// an empty directory that was there before the session, and removes the ones the
+// session made, empty or not.
+func TestUndoUnderAnyUmask(t *testing.T) {
+	for _, backend := range backends(t) {
+		for _, mask := range []string{"077", "000"} {
+			t.Run(backend+"/umask-"+mask, func(t *testing.T) {
+				b := newBox(t, backend)
+				b.hostSh("umask 022 && printf 'k\\n' > key && chmod 600 key && printf 'p\\n' > plain && mkdir -p d/e empty && " +
+					"printf 'f\\n' > d/e/f && chmod 640 d/e/f && chmod 750 d && chmod 711 d/e && chmod 705 empty && git add -A && git commit -qm base")
+				before, beforeDirs := treeState(t, b.repo), dirModes(t, b.repo)
+				b.ok("rm -r d key && printf 'agent\\n' > plain && printf 'n\\n' > empty/new && mkdir -p made/x madeempty && printf 'm\\n' > made/x/f")
+				cmd := b.fixture().Agentbox(b.repo, "undo")
+				cmd.Args = append([]string{"/bin/sh", "-c", "umask " + mask + " && exec \"$0\" \"$@\""}, cmd.Args...)
+				cmd.Path = "/bin/sh"
+				if r := run(cmd); r.code != 0 {
+					t.Fatalf("undo: %s", r)
+				}
+				if got := treeState(t, b.repo); got != before {
+					t.Errorf("after undo the tree is\n%s\nwant\n%s", got, before)
+				}
+				if got := dirModes(t, b.repo); got != beforeDirs {
+					t.Errorf("after undo the directories are\n%s\nwant\n%s", got, beforeDirs)
+				}
+			})
+		}
+	}
+}
