@@ -23,7 +23,7 @@ func fakeLower(string) (uint32, error) { return 0o750, nil }
 
 // argvOf is Argv with fakeLower, for plans whose paths do not exist here.
 func argvOf(plan mounts.Plan) ([]string, error) {
-	g, err := groups(plan, fakeLower)
+	g, err := groups(plan, fakeLower, nil)
 	var argv []string
 	for _, x := range g {
 		argv = append(argv, x...)
@@ -131,7 +131,7 @@ func TestArgvBuild(t *testing.T) {
 	plan := build.Plan(p, mounts.Session{
 		Protected: []mounts.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
-	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
+	g, err := commandGroups("/opt/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestFormat(t *testing.T) {
 		},
 		Workdir: "/home/u/my repo", Command: []string{"sh", "-c", "echo $HOME"},
 	}
-	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower)
+	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

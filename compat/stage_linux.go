@@ -1,0 +1,191 @@
+package compat
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/overlay"
+)
+
+// The stage: agentbox re-executed in the namespaces bwrap starts in (privateStage),
+// where it holds CAP_SYS_ADMIN as an ambient capability, to mount the tmpfs budget
+// (budget.go) before it executes bwrap. Its command line is
+// stageArgv0 SIZE DIR… -- BWRAP ARG…, each DIR a directory's octal mode, with an
+// "o" before it for the HOME overlay's scratch; main asks IsStage first.
+const (
+	stageArgv0 = "agentbox-bwrap-stage"
+	envStage   = "_AGENTBOX_BWRAP_STAGE"
+)
+
+// IsStage reports whether this process is the stage. main asks first.
+func IsStage() bool {
+	return os.Getenv(envStage) == "1" && len(os.Args) > 0 && os.Args[0] == stageArgv0
+}
+
+// StageMain mounts the budget and executes bwrap; it returns only on failure, and
+// then exits 125 having said why (the launcher adds that bwrap failed before the
+// command started).
+func StageMain() {
+	// Ambient capabilities are per thread: they are dropped on this one, which then
+	// executes bwrap.
+	runtime.LockOSThread()
+	err := stage(os.Args[1:])
+	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v\n", err)
+	os.Exit(125)
+}
+
+// stageArgs is the stage's command line for budget, before bwrap's.
+func stageArgs(b *Budget) []string {
+	args := []string{stageArgv0, strconv.FormatInt(b.Size, 10)}
+	for _, d := range b.Dirs {
+		m := fmt.Sprintf("%04o", d.Mode)
+		if d.Overlay {
+			m = "o" + m
+		}
+		args = append(args, m)
+	}
+	return append(args, "--")
+}
+
+// parseStage is stageArgs' inverse: the budget, and bwrap's command line.
+func parseStage(args []string) (*Budget, []string, error) {
+	sep := slices.Index(args, "--")
+	if sep < 1 || sep+1 >= len(args) {
+		return nil, nil, fmt.Errorf("bad stage arguments %q", args)
+	}
+	size, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || size <= 0 {
+		return nil, nil, fmt.Errorf("bad size %q", args[0])
+	}
+	b := &Budget{Size: size}
+	for _, a := range args[1:sep] {
+		ov := strings.HasPrefix(a, "o")
+		m, err := strconv.ParseUint(strings.TrimPrefix(a, "o"), 8, 32)
+		if err != nil || m&^0o7777 != 0 {
+			return nil, nil, fmt.Errorf("bad mode %q", a)
+		}
+		b.Dirs = append(b.Dirs, BudgetDir{Mode: uint32(m), Overlay: ov})
+	}
+	return b, args[sep+1:], nil
+}
+
+func stage(args []string) error {
+	b, bwrap, err := parseStage(args)
+	if err != nil {
+		return err
+	}
+	// The sandbox's "/": a copy of the namespace's tree taken before the stage
+	// mounts anything, so that none of what follows is in it.
+	root, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("copy /: %w", err)
+	}
+	if err := mountHolder(len(b.Dirs)); err != nil {
+		return err
+	}
+	if err := mountBudget(b); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stageRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the copy of / at %s: %w", stageRoot, err)
+	}
+	unix.Close(root)
+	// bwrap, not setuid, refuses to start with capabilities; the ambient set would
+	// keep CAP_SYS_ADMIN across the exec. Without it an ordinary user's bwrap starts
+	// with none (a root launcher's keeps root's, as without the stage).
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("drop ambient capabilities: %w", err)
+	}
+	os.Unsetenv(envStage)
+	return fmt.Errorf("execute %s: %w", bwrap[0], unix.Exec(bwrap[0], bwrap, os.Environ()))
+}
+
+// mountHolder covers StageDir, in this namespace only, with a small tmpfs holding
+// the mount points root and 0..n-1, and budget, where the budget is mounted for a
+// moment. StageDir is opened without following a symlink: the holder goes on the
+// directory itself.
+func mountHolder(n int) error {
+	fd, err := unix.Open(StageDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", StageDir, err)
+	}
+	err = unix.Mount("tmpfs", "/proc/self/fd/"+strconv.Itoa(fd), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		fmt.Sprintf("mode=0700,size=64k,nr_inodes=%d", n+8))
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
+	}
+	names := []string{"root", "budget"}
+	for i := range n {
+		names = append(names, strconv.Itoa(i))
+	}
+	for _, name := range names {
+		if err := unix.Mkdir(path.Join(StageDir, name), 0o700); err != nil {
+			return fmt.Errorf("mkdir %s: %w", path.Join(StageDir, name), err)
+		}
+	}
+	return nil
+}
+
+// mountBudget mounts the budget, makes its directories, binds each at StageDir/N,
+// and detaches the budget's root: only the binds hold it then.
+func mountBudget(b *Budget) error {
+	at := path.Join(StageDir, "budget")
+	if err := unix.Mount("tmpfs", at, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, b.Options()); err != nil {
+		return fmt.Errorf("mount tmpfs (%s): %w", b.Options(), err)
+	}
+	for i, d := range b.Dirs {
+		dir := path.Join(at, strconv.Itoa(i))
+		mode := d.Mode
+		if d.Overlay {
+			mode = overlay.ScratchMode
+		}
+		if err := mkdirMode(dir, mode); err != nil {
+			return err
+		}
+		if d.Overlay {
+			if err := mkdirMode(path.Join(dir, overlay.UpperDir), d.Mode); err != nil {
+				return err
+			}
+			if err := mkdirMode(path.Join(dir, overlay.WorkDir), overlay.ScratchMode); err != nil {
+				return err
+			}
+		}
+		if err := unix.Mount(dir, path.Join(StageDir, strconv.Itoa(i)), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dir, err)
+		}
+	}
+	if err := unix.Unmount(at, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach %s: %w", at, err)
+	}
+	return nil
+}
+
+// mkdirMode makes dir with exactly mode: mkdir applies the umask.
+func mkdirMode(dir string, mode uint32) error {
+	if err := unix.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := unix.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	return nil
+}
+
+// stageCommand makes the command that would execute bwrap (args, env, attr) execute
+// the stage instead, the agentbox binary exe, with bwrap's command line after the
+// budget's.
+func stageCommand(exe string, attr *syscall.SysProcAttr, args, env *[]string, b *Budget) string {
+	*args = append(stageArgs(b), *args...)
+	*env = append(*env, envStage+"=1")
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	return exe
+}
