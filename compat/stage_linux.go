@@ -98,14 +98,31 @@ func stage(args []string) error {
 		return fmt.Errorf("attach the copy of / at %s: %w", stageRoot, err)
 	}
 	unix.Close(root)
-	// bwrap, not setuid, refuses to start with capabilities; the ambient set would
-	// keep CAP_SYS_ADMIN across the exec. Without it an ordinary user's bwrap starts
-	// with none (a root launcher's keeps root's, as without the stage).
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("drop ambient capabilities: %w", err)
+	if err := dropCaps(); err != nil {
+		return err
 	}
 	os.Unsetenv(envStage)
 	return fmt.Errorf("execute %s: %w", bwrap[0], unix.Exec(bwrap[0], bwrap, os.Environ()))
+}
+
+// dropCaps empties the ambient and inheritable sets, which would carry
+// CAP_SYS_ADMIN across the exec (the inheritable one into a binary with file
+// capabilities): an ordinary user's bwrap then starts with none, as bwrap wants when
+// it is not setuid; a root launcher's keeps root's, as without the stage.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("drop ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("drop inheritable capabilities: %w", err)
+	}
+	return nil
 }
 
 // mountHolder covers StageDir, in this namespace only, with a small tmpfs holding
