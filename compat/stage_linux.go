@@ -5,24 +5,12 @@ import (
 	"os"
 	"path"
 	"runtime"
-	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/overlay"
-)
-
-// The stage: agentbox re-executed in the namespaces bwrap starts in (privateStage),
-// where it holds CAP_SYS_ADMIN as an ambient capability, to mount the tmpfs budget
-// (budget.go) before it executes bwrap. Its command line is
-// stageArgv0 SIZE DIR… -- BWRAP ARG…, each DIR a directory's octal mode, with an
-// "o" before it for the HOME overlay's scratch; main asks IsStage first.
-const (
-	stageArgv0 = "agentbox-bwrap-stage"
-	envStage   = "_AGENTBOX_BWRAP_STAGE"
 )
 
 // IsStage reports whether this process is the stage. main asks first.
@@ -40,41 +28,6 @@ func StageMain() {
 	err := stage(os.Args[1:])
 	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v\n", err)
 	os.Exit(125)
-}
-
-// stageArgs is the stage's command line for budget, before bwrap's.
-func stageArgs(b *Budget) []string {
-	args := []string{stageArgv0, strconv.FormatInt(b.Size, 10)}
-	for _, d := range b.Dirs {
-		m := fmt.Sprintf("%04o", d.Mode)
-		if d.Overlay {
-			m = "o" + m
-		}
-		args = append(args, m)
-	}
-	return append(args, "--")
-}
-
-// parseStage is stageArgs' inverse: the budget, and bwrap's command line.
-func parseStage(args []string) (*Budget, []string, error) {
-	sep := slices.Index(args, "--")
-	if sep < 1 || sep+1 >= len(args) {
-		return nil, nil, fmt.Errorf("bad stage arguments %q", args)
-	}
-	size, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || size <= 0 {
-		return nil, nil, fmt.Errorf("bad size %q", args[0])
-	}
-	b := &Budget{Size: size}
-	for _, a := range args[1:sep] {
-		ov := strings.HasPrefix(a, "o")
-		m, err := strconv.ParseUint(strings.TrimPrefix(a, "o"), 8, 32)
-		if err != nil || m&^0o7777 != 0 {
-			return nil, nil, fmt.Errorf("bad mode %q", a)
-		}
-		b.Dirs = append(b.Dirs, BudgetDir{Mode: uint32(m), Overlay: ov})
-	}
-	return b, args[sep+1:], nil
 }
 
 func stage(args []string) error {
