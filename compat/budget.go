@@ -24,8 +24,8 @@ import (
 // The sandbox's mount table shows each directory at its destination only, never the
 // budget's root nor a second place of a directory (tools that map a file to its other
 // mounts, as Codex's sandbox does, find none). For that the stage mounts, at
-// StageDir of its own namespace, a small tmpfs holding: root, a recursive copy of
-// "/" taken before anything was mounted, which bwrap binds as the sandbox's "/" in
+// StageDir of its own namespace, a small tmpfs holding: root, a recursive bind of
+// "/" with the holder's own copy taken out, which bwrap binds as the sandbox's "/" in
 // place of the stage's own "/"; and 0, 1, … each the bind of one directory of the
 // budget, whose root the stage then detaches. bwrap's own /dev tmpfs, which it makes
 // writable and cannot size, is made read-only once its nodes, devpts, shm (the

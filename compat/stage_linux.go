@@ -26,7 +26,7 @@ func StageMain() {
 	// executes bwrap.
 	runtime.LockOSThread()
 	err := stage(os.Args[1:])
-	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v\n", err)
+	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v; no sandbox was started (--backend native builds it without this step)\n", err)
 	os.Exit(125)
 }
 
@@ -35,22 +35,15 @@ func stage(args []string) error {
 	if err != nil {
 		return err
 	}
-	// The sandbox's "/": a copy of the namespace's tree taken before the stage
-	// mounts anything, so that none of what follows is in it.
-	root, err := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-	if err != nil {
-		return fmt.Errorf("copy /: %w", err)
-	}
 	if err := mountHolder(len(b.Dirs)); err != nil {
+		return err
+	}
+	if err := copyRoot(); err != nil {
 		return err
 	}
 	if err := mountBudget(b); err != nil {
 		return err
 	}
-	if err := unix.MoveMount(root, "", unix.AT_FDCWD, stageRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach the copy of / at %s: %w", stageRoot, err)
-	}
-	unix.Close(root)
 	if err := dropCaps(); err != nil {
 		return err
 	}
@@ -101,6 +94,20 @@ func mountHolder(n int) error {
 		if err := unix.Mkdir(path.Join(StageDir, name), 0o700); err != nil {
 			return fmt.Errorf("mkdir %s: %w", path.Join(StageDir, name), err)
 		}
+	}
+	return nil
+}
+
+// copyRoot binds the namespace's tree, recursively, at stageRoot, and takes the
+// holder's own copy out of it: what is left is "/" as it was before the stage mounted
+// anything, for bwrap to bind as the sandbox's. Only mount(2) and umount2(2), which
+// bwrap needs too: the new mount API may be missing where bwrap is the fallback.
+func copyRoot() error {
+	if err := unix.Mount("/", stageRoot, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind / at %s: %w", stageRoot, err)
+	}
+	if err := unix.Unmount(path.Join(stageRoot, StageDir), unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the copy's %s: %w", StageDir, err)
 	}
 	return nil
 }
