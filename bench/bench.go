@@ -31,11 +31,17 @@ const (
 	ForkExec       = "fork-exec"           // the command itself, no sandbox
 	EmptyGo        = "empty-go"            // an empty static Go binary
 	NativeDefaults = "native-defaults"     // agentbox exec with the session extras on
+	NativeLimits   = "native-limits"       // native with --pids and --cpus: the session's limited cgroup, the raw init
+	NativeMemory   = "native-memory"       // native-limits with --memory too: the Go init
 	// AgainstPrefix names the --against binary's variants: "against:native" …
 	AgainstPrefix = "against:"
 	// cpuPrefix marks a ratio of CPU times per launch instead of wall times.
 	cpuPrefix   = "cpu:"
 	launchFlags = "--no-git-save --no-record"
+	// limitFlags and memoryFlags are the limits the limit variants add: values any
+	// host that enforces them accepts, far above what the command uses.
+	limitFlags  = "--pids 1000 --cpus 1"
+	memoryFlags = "--memory 512M " + limitFlags
 
 	// nativeTimed is native with AGENTBOX_TIMINGS, launched once a round for the
 	// phase breakdown only: printing the timings costs a launch about 2%, which the

@@ -38,6 +38,7 @@ type env struct {
 	devnull   *os.File     // bwrap's --json-status-fd 3
 	command   string       // cfg.Command[0] resolved on PATH, for fork-exec
 	emptyGo   string       // the empty Go binary; "": skipped
+	limits    []string     // the limit variants this host enforces (NativeLimits, NativeMemory)
 	api       *apiProbe    // with sandbox.Prestart
 	apiCold   *apiProbe    // without
 	keep      map[int]bool // the bench's long-lived children: not a launch's leftovers
@@ -77,6 +78,7 @@ func newEnv(cfg Config) (e *env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
 	}
+	e.probeLimits()
 	if err := e.prepareEmptyGo(); err != nil {
 		e.notes = append(e.notes, fmt.Sprintf("empty Go binary skipped: %v", err))
 	}
@@ -88,6 +90,21 @@ func newEnv(cfg Config) (e *env, err error) {
 	}
 	e.keep = map[int]bool{e.api.cmd.Process.Pid: true, e.apiCold.cmd.Process.Pid: true}
 	return e, nil
+}
+
+// probeLimits launches once with each set of limits and keeps the variants this
+// host enforces. agentbox refuses a limit it cannot enforce (cgroup v1, no
+// delegation) with exit 125 and the reason, which the note passes on: on such a host
+// the variants are skipped, not measured as something else.
+func (e *env) probeLimits() {
+	for _, v := range []struct{ name, flags string }{{NativeLimits, limitFlags}, {NativeMemory, memoryFlags}} {
+		args := append(append([]string{"exec", "--backend", "native"}, strings.Fields(launchFlags+" "+v.flags)...), "--repo", e.repo, "--")
+		if _, err := e.execOnce(e.cfg.Agentbox, append(args, e.cfg.Command...), e.environ, nil); err != nil {
+			e.notes = append(e.notes, fmt.Sprintf("%s skipped (a launch with %s failed): %v", v.name, v.flags, err))
+			continue
+		}
+		e.limits = append(e.limits, v.name)
+	}
 }
 
 // prepareRepo uses --repo, or creates a fresh Git repository with one commit, so that
@@ -324,6 +341,17 @@ func (e *env) variants() []variant {
 		},
 		phasesOnly: true,
 	}}
+	for _, name := range e.limits {
+		lim := limitFlags
+		if name == NativeMemory {
+			lim = memoryFlags
+		}
+		args := agentbox("native", append(append([]string(nil), flags...), strings.Fields(lim)...)...)
+		vs = append(vs, variant{
+			name: name, desc: "agentbox exec --backend native " + launchFlags + " " + lim,
+			run: func() (Sample, error) { return e.execOnce(e.cfg.Agentbox, args, e.environ, nil) },
+		})
+	}
 	if e.bwrapArgv != nil {
 		vs = append(vs, variant{
 			name: AgentboxBwrap, desc: "agentbox exec --backend bwrap " + launchFlags,

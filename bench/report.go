@@ -177,6 +177,10 @@ func (r *Report) finish(samples map[string][]Sample) {
 	ratio(GoAPI, GoAPICold)
 	ratio(Native, AgainstPrefix+Native)
 	ratio(NativeDefaults, AgainstPrefix+NativeDefaults)
+	for _, lim := range []string{NativeLimits, NativeMemory} {
+		ratio(lim, Native)
+		cpuRatio(lim, Native)
+	}
 	for _, t := range []Target{
 		{What: "native <= 0.85 x agentbox-bwrap", Ratio: t1, Limit: 0.85},
 		{What: "native <= 1.15 x bwrap-plain", Ratio: t2, Limit: 1.15},
@@ -205,12 +209,12 @@ func (r *Report) finish(samples map[string][]Sample) {
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s x%d:", strings.Join(r.Command, " "), r.Runs)
-	for _, name := range []string{Native, NativeDefaults, AgentboxBwrap, BwrapPlain, BwrapPlan, GoAPI} {
+	for _, name := range []string{Native, NativeDefaults, NativeLimits, NativeMemory, AgentboxBwrap, BwrapPlain, BwrapPlan, GoAPI} {
 		if v := r.variant(name); v != nil {
 			fmt.Fprintf(&b, " %s %.2fms", name, v.Wall.Median)
 		}
 	}
-	for _, k := range []string{Native + "/" + AgentboxBwrap, Native + "/" + BwrapPlain, cpuPrefix + Native + "/" + BwrapPlain, NativeDefaults + "/" + Native, GoAPI + "/" + BwrapPlain} {
+	for _, k := range []string{Native + "/" + AgentboxBwrap, Native + "/" + BwrapPlain, cpuPrefix + Native + "/" + BwrapPlain, NativeDefaults + "/" + Native, NativeLimits + "/" + Native, NativeMemory + "/" + Native, GoAPI + "/" + BwrapPlain} {
 		if x, ok := r.Ratios[k]; ok && !math.IsNaN(x) {
 			fmt.Fprintf(&b, " %s %.2f", k, x)
 		}

@@ -45,7 +45,23 @@ func Argv(plan mounts.Plan) ([]string, error) {
 // Command returns the whole argv Run executes for plan with the bwrap at path:
 // path, "--json-status-fd 3 --add-seccomp-fd 4", then Argv(plan).
 func Command(path string, plan mounts.Plan) ([]string, error) {
+	if err := requireDeviceIDs(plan); err != nil {
+		return nil, err
+	}
 	return flatten(commandGroups(path, plan, hostLower, nil))
+}
+
+// requireDeviceIDs refuses a plan with a device operation that carries no identity
+// (mounts.Op.SourceID): bwrap would bind whatever is at its path at launch, a node
+// swapped in after the launcher's device rule judged the one it saw. (--dry-run
+// shows a plan the launcher took no identities for; it runs nothing.)
+func requireDeviceIDs(plan mounts.Plan) error {
+	for i, op := range plan.Ops {
+		if op.Kind == mounts.Device && op.SourceID == (mounts.FileID{}) {
+			return fmt.Errorf("bwrap backend: plan operation %d (%s %s): the plan carries no identity for the device (the launcher checks each device before the launch); not launching", i+1, op.Kind, op.Dest)
+		}
+	}
+	return nil
 }
 
 // flatten joins option groups into one argv.
@@ -295,6 +311,9 @@ func checkString(what, s string) error {
 // (budget.go), which the stage mounts before bwrap starts; budget says what to mount
 // (nil: no stage, each tmpfs bwrap makes is its own).
 func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, budget *Budget, err error) {
+	if err := requireDeviceIDs(plan); err != nil {
+		return nil, nil, nil, err
+	}
 	g, sources, budget, err := initGroups(path, plan, exe, hostLower)
 	if err != nil {
 		return nil, nil, nil, err

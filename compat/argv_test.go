@@ -459,3 +459,25 @@ func TestArgvTmpSize(t *testing.T) {
 		t.Errorf("%d --size options, want 4: %s", n, s)
 	}
 }
+
+// TestDeviceNeedsIdentity: a device operation without the identity the launcher
+// verified (mounts.Op.SourceID) would have bwrap bind whatever is at its path at
+// launch: the argv of a run is refused; with one, the device is bound from the
+// descriptor Run opens and checks.
+func TestDeviceNeedsIdentity(t *testing.T) {
+	plan := mounts.Plan{
+		Ops:     []mounts.Op{{Kind: mounts.BindRO, Source: "/", Dest: "/"}, {Kind: mounts.Device, Source: "/dev/zero", Dest: "/dev/zero"}},
+		Workdir: "/", Command: []string{"true"},
+	}
+	if _, _, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox"); err == nil || !strings.Contains(err.Error(), "no identity") || !strings.Contains(err.Error(), "/dev/zero") {
+		t.Errorf("InitCommand: %v, want the device refused", err)
+	}
+	if _, err := Command("/usr/bin/bwrap", plan); err == nil || !strings.Contains(err.Error(), "no identity") {
+		t.Errorf("Command: %v, want the device refused", err)
+	}
+	plan.Ops[1].SourceID = mounts.FileID{Dev: 5, Ino: 6}
+	argv, sources, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox")
+	if err != nil || !slices.Equal(sources, []string{"/dev/zero"}) || !strings.Contains(strings.Join(argv, " "), fmt.Sprintf("--dev-bind /proc/self/fd/%d /dev/zero", FirstSourceFD)) {
+		t.Errorf("with its identity: %q, %q, %v", argv, sources, err)
+	}
+}

@@ -86,7 +86,7 @@ type TestPackage struct {
 // under TCG. Full (kmatrix -full) runs it all.
 var TestPackages = []TestPackage{
 	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
-	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 120},
+	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 240},
 	// The raw init where the kernel has its system calls (5.12+), its fallback to the
 	// Go init where not, and the same failure reports from both.
 	{Name: "nsinit", Pkg: "./nsinit", Seconds: 120, NeedsSandbox: true},

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
@@ -156,7 +157,15 @@ func (s *supervisor) handPlan(stdioFds []*os.File) error {
 	env := withEnv(s.opts.Environ(), l.Plan.Env)
 	plan := l.Plan
 	if l.Nested {
-		plan.Ops = nil // built by bwrap: the init only needs the command and its dir
+		// Built by bwrap: the init needs the command and its dir, and the devices,
+		// whose binds it checks (program.Compile).
+		var devices []mounts.Op
+		for _, op := range plan.Ops {
+			if op.Kind == mounts.Device {
+				devices = append(devices, op)
+			}
+		}
+		plan.Ops = devices
 	}
 	err := s.conn.plan(&protocol.Message{Type: protocol.MsgPlan, Plan: &plan, Env: env, Foreground: s.fg, Nested: l.Nested}, stdioFds...)
 	if err != nil {

@@ -240,7 +240,7 @@ func serveLauncher() int {
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
 		var b [1]byte
-		n, oobn, _, _, err := unix.Recvmsg(ctl, b[:], oob, 0)
+		n, oobn, _, _, err := unix.Recvmsg(ctl, b[:], oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}

@@ -106,7 +106,8 @@ type Options struct {
 	TmpSize int64
 	// GPU hands in the host's GPU device nodes (agentbox exec --gpu); Devices the
 	// host character devices at these paths (--device). Either is refused when
-	// there is no such node, or it is not a character device.
+	// there is no such node, or it is not a character device of a class the
+	// device rule hands in (docs/security.md, "Devices").
 	GPU     bool
 	Devices []string
 	// Log receives agentbox's own lines (audit findings, warnings), as agentbox exec

@@ -94,11 +94,19 @@ func (ss *Session) Checkpoint(msg string, w *treewalk.Walk, byteBound int64) (St
 	defer func() { s.deadline, s.byteBound = time.Time{}, 0 }()
 	tree, notes, err := s.snapshot(w)
 	if err != nil {
-		return Step{}, err
+		// What the staging read is counted against the session's bound all the same.
+		return Step{ReadBytes: s.read}, err
 	}
 	parent, parentTree := ss.lastStep, ss.lastTree
 	if parent == "" {
 		parent, parentTree = ss.startCommit, ss.startTree
+	}
+	if w == nil {
+		// No walk priced the staging (a directory the launcher cannot list leaves
+		// it none): what it stored is what it read, at the least.
+		if s.read, err = s.storedBytes(parentTree, tree); err != nil {
+			s.read = byteBound
+		}
 	}
 	st := Step{Session: ss.id, N: ss.steps + 1, Message: CheckpointMessage([]byte(msg)), Time: time.Now(), Notes: notes, ReadBytes: s.read}
 	st.NotRecordedCount = len(s.skipped)
@@ -117,7 +125,7 @@ func (ss *Session) Checkpoint(msg string, w *treewalk.Walk, byteBound int64) (St
 	}
 	body, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return Step{}, err
+		return Step{ReadBytes: st.ReadBytes}, err
 	}
 	subject := fmt.Sprintf("agentbox session %s: step %d", ss.id, st.N)
 	if st.Message != "" {
@@ -125,10 +133,10 @@ func (ss *Session) Checkpoint(msg string, w *treewalk.Walk, byteBound int64) (St
 	}
 	commit, err := s.writeCommit(tree, parent, subject+"\n\n"+string(body)+"\n", st.Time)
 	if err != nil {
-		return Step{}, err
+		return Step{ReadBytes: st.ReadBytes}, err
 	}
 	if err := s.setRef(stepRefs+ss.id, commit, ss.lastStep); err != nil {
-		return Step{}, err
+		return Step{ReadBytes: st.ReadBytes}, err
 	}
 	ss.lastStep, ss.lastTree, ss.steps = commit, tree, st.N
 	st.Commit = commit
@@ -262,4 +270,44 @@ func (s *Store) WithSteps() (map[string]bool, error) {
 		}
 	}
 	return ids, nil
+}
+
+// storedBytes is the content of the regular files that differ between the trees
+// from and to: what a staging that changed from into to read and stored, at least.
+func (s *Store) storedBytes(from, to string) (int64, error) {
+	if from == to {
+		return 0, nil
+	}
+	noIndex := "GIT_INDEX_FILE=" + s.Dir + "/agentbox-no-index"
+	out, err := s.git.runEnv([]string{noIndex}, nil, "diff-tree", "-r", "-z", "--no-renames", "--no-textconv", "--no-ext-diff", "--raw", from, to)
+	if err != nil {
+		return 0, err
+	}
+	var ids strings.Builder
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(fields); i += 2 {
+		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
+		if len(meta) != 5 {
+			return 0, fmt.Errorf("shadow: unexpected diff-tree output %q", fields[i])
+		}
+		if (meta[1] == "100644" || meta[1] == "100755") && isOID(meta[3]) && strings.Trim(meta[3], "0") != "" {
+			ids.WriteString(meta[3] + "\n")
+		}
+	}
+	if ids.Len() == 0 {
+		return 0, nil
+	}
+	sizes, err := s.git.run(strings.NewReader(ids.String()), "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(strings.TrimSpace(string(sizes)), "\n") {
+		size, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("shadow: the size of a staged file: %q", line)
+		}
+		n += size
+	}
+	return n, nil
 }

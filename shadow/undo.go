@@ -127,6 +127,7 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 		return nil, err
 	}
 	defer unix.Close(root)
+	restored := putBackContent(p.Changes)
 	for _, c := range p.Changes {
 		why := ""
 		if c.ModeOnly {
@@ -137,6 +138,9 @@ func (s *Store) PlanUndo(rec Record, paths []string) (*UndoPlan, error) {
 				size = -1
 			}
 			why = differs(root, c.Path, c.To, size)
+			if why == "" && c.From.Mode == "" && !restored[c.To.OID] {
+				why = startedBefore(root, c.Path, rec.Start) // undo_origin.go
+			}
 		}
 		if why != "" {
 			p.Changed = append(p.Changed, Refused{c.Path, why})

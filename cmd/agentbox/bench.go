@@ -26,7 +26,9 @@ bwrap, two bubblewrap baselines (bwrap-plain: the policy as a user writes it by 
 bwrap-agentbox-plan: agentbox's whole plan, the argv 'agentbox exec --dry-run --backend
 bwrap' prints, without agentbox's init inside), agentbox's Go API (latency, and
 throughput in bursts), and two floors (fork/exec of the command, an empty Go binary). The launch variants run with --no-git-save --no-record; native-defaults
-shows what the snapshot, the record and the audit add. With --against BINARY, another
+shows what the snapshot, the record and the audit add. Where the host enforces
+--pids/--cpus (and --memory), native-limits and native-memory show what the session's
+limited cgroup adds. With --against BINARY, another
 agentbox build runs native and native-defaults in the same rounds, for a before/after
 comparison that one machine's changing load cannot skew. The result is stored in the
 results store (agentbox log --results) unless --no-store.`,

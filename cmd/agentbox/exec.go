@@ -51,7 +51,7 @@ func (a *execArgs) flags() *flag.FlagSet {
 	fs.Var(limitValue{&a.opts.Pids, func(s string) error { _, err := policy.PidsLimit(s, policy.PidMax()); return err }}, "pids", "the session runs at most `N` processes and threads at once (a fork bomb stops there), in a cgroup of its own; refused without the pids controller")
 	fs.Var(limitValue{&a.opts.CPUs, func(s string) error { _, err := policy.CPULimit(s, runtime.NumCPU()); return err }}, "cpus", "the session gets at most `N` CPUs' time (0.5: half of one), in a cgroup of its own; refused without the cpu controller")
 	fs.BoolVar(&a.opts.GPU, "gpu", false, "hand in the host's GPU device nodes (/dev/nvidia*, /dev/nvidia-caps/*, /dev/dri/card* and renderD*, /dev/kfd): the driver is reachable from inside (docs/security.md)")
-	fs.Var(cli.NewList(&a.opts.Devices), "device", "hand the host character device `PATH` (below /dev) in at its own path (repeatable); block devices are refused")
+	fs.Var(cli.NewList(&a.opts.Devices), "device", "hand the host character device `PATH` (below /dev) in at its own path (repeatable): GPUs, sound, video, USB serial adapters and KVM only, judged by device number (docs/security.md)")
 	fs.StringVar(&a.opts.Backend, "backend", "native", "the backend `NAME`: native, bwrap or auto")
 	fs.StringVar(&a.profile, "profile", "", "apply the config file's [profile.`NAME`] over its defaults")
 	registerKeepFlags(fs, &a.opts)

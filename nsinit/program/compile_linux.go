@@ -32,6 +32,9 @@ const ControlFd = 3
 func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	p.budget.size = plan.TmpSize
+	if err := requireDeviceIDs(plan); err != nil {
+		return err
+	}
 	if !o.Nested {
 		if err := p.compileMounts(plan); err != nil {
 			return err
@@ -39,6 +42,8 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 		if plan.Namespaces.Net {
 			p.loopbackUp()
 		}
+	} else {
+		p.checkBoundDevices(plan)
 	}
 	p.NetDone = p.A.Nops
 	p.op(opDesc{step: "chdir " + plan.Workdir}, unix.SYS_CHDIR, p.Str(plan.Workdir))

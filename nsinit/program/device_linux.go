@@ -2,8 +2,10 @@ package program
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +24,37 @@ func (p *Program) device(op mounts.Op, tree int) {
 		uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)
 	p.CloseFd(tree)
 	p.CloseFd(dir)
+}
+
+// requireDeviceIDs refuses a plan with a device operation that carries no identity
+// (mounts.Op.SourceID): bound by path, it would hand in whatever is there at launch,
+// a node swapped in after the launcher's device rule judged the one it saw.
+func requireDeviceIDs(plan mounts.Plan) error {
+	for _, op := range plan.Ops {
+		if op.Kind == mounts.Device && op.SourceID == (mounts.FileID{}) {
+			return fmt.Errorf("device %s: the plan carries no identity for it (the launcher checks each device before the launch); not launching", op.Source)
+		}
+	}
+	return nil
+}
+
+// checkBoundDevices: under bubblewrap, which binds a device by the path its
+// descriptor leads to (it has no --dev-bind-fd, and compares the bound file with
+// the descriptor only for --bind-fd), the init compares each bound node with the
+// identity the launcher verified, before the command runs: a node swapped in
+// between fails the launch. The bind holds its node from then on.
+func (p *Program) checkBoundDevices(plan mounts.Plan) {
+	for _, op := range plan.Ops {
+		if op.Kind != mounts.Device {
+			continue
+		}
+		d := mountDesc(MountError{Op: "check bound device", Source: op.Source, Target: op.Dest})
+		fd := p.openBeneath(d, op.Dest, unix.O_PATH)
+		p.op(d, unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&p.A.SrcStat)))
+		d.sameFile = true
+		p.op(d, OpSameFile, uintptr(op.SourceID.Dev), uintptr(op.SourceID.Ino))
+		p.CloseFd(fd)
+	}
 }
 
 // devNodes are the host devices bound into the private /dev.

@@ -12,9 +12,10 @@ import (
 
 // deviceIdentities adds to ids the identity of each handed-in device (--device,
 // --gpu), opened right before the launch without following a symlink and checked
-// to still be a character device: the backends bind only a node with that
-// identity (mounts.Op.SourceID), so one swapped for a disk after the policy looked
-// at it fails the launch.
+// to still be a character device with the number the policy's device rule judged:
+// the backends bind only a node with that identity (mounts.Op.SourceID), so one
+// swapped for a disk, a terminal or anything else after the policy looked at it
+// fails the launch.
 func deviceIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
 	for _, d := range p.Devices {
 		fd, err := safepath.Open(d.Path, unix.O_PATH)
@@ -27,8 +28,11 @@ func deviceIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", d.From, d.Path, err)
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFCHR {
-			return fmt.Errorf("%s %s: no longer a character device (it changed while agentbox was starting); not launching", d.From, d.Path)
+		if d.RDev == 0 {
+			return fmt.Errorf("%s %s: not judged by the device rule (no device number in the policy); not launching", d.From, d.Path)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || uint64(st.Rdev) != d.RDev {
+			return fmt.Errorf("%s %s: no longer the character device agentbox checked (it changed while agentbox was starting); not launching", d.From, d.Path)
 		}
 		ids[d.Path] = mounts.FileID{Dev: st.Dev, Ino: st.Ino}
 	}
