@@ -39,7 +39,7 @@ const InitPath = "/run/agentbox/init"
 // An overlay's root takes the lower directory's permission bits (overlay.UpperFor),
 // so Argv reads the overlay sources' owner and mode on the host.
 func Argv(plan mounts.Plan) ([]string, error) {
-	return flatten(groups(plan, hostLower))
+	return flatten(groups(plan, hostLower, nil))
 }
 
 // Command returns the whole argv Run executes for plan with the bwrap at path:
@@ -48,7 +48,7 @@ func Command(path string, plan mounts.Plan) ([]string, error) {
 	if err := requireDeviceIDs(plan); err != nil {
 		return nil, err
 	}
-	return flatten(commandGroups(path, plan, hostLower))
+	return flatten(commandGroups(path, plan, hostLower, nil))
 }
 
 // requireDeviceIDs refuses a plan with a device operation that carries no identity
@@ -76,11 +76,11 @@ func flatten(groups [][]string, err error) ([]string, error) {
 	return argv, nil
 }
 
-func commandGroups(path string, plan mounts.Plan, lower lowerFunc) ([][]string, error) {
+func commandGroups(path string, plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, error) {
 	if err := checkString("bwrap path", path); err != nil {
 		return nil, err
 	}
-	g, err := groups(plan, lower)
+	g, err := groups(plan, lower, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +92,10 @@ func commandGroups(path string, plan mounts.Plan, lower lowerFunc) ([][]string, 
 }
 
 // groups is Argv with each option and its arguments kept together, for printing one
-// option per line.
-func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
+// option per line. With a budget (budget.go), the RAM-backed filesystems are its
+// directories, which it collects, and "/" is the stage's copy; without one (bwrap
+// run alone, as by the benchmarks), each tmpfs bwrap can size gets the whole TmpSize.
+func groups(plan mounts.Plan, lower lowerFunc, budget *Budget) ([][]string, error) {
 	// P5: user, mount (implied by any mount option), PID, IPC, UTS and cgroup always;
 	// the network only with --offline. bwrap keeps the caller's uid and gid in the new
 	// user namespace, as the native backend does.
@@ -109,6 +111,7 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	g = append(g, []string{"--die-with-parent"}, []string{"--cap-drop", "ALL"})
 
 	mounted := map[string]bool{}
+	dev := ""
 	for i, op := range plan.Ops {
 		if op.Kind == mounts.ReadOnly && mounted[op.Dest] && op.Source == "" && op.Mode == 0 {
 			// A mount point of this plan (the sandbox's /proc): bwrap remounts it;
@@ -117,11 +120,20 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 			continue
 		}
 		mounted[op.Dest] = true
-		opts, err := translate(op, lower, plan.TmpSize)
+		opts, err := translateWith(op, lower, plan.TmpSize, budget)
 		if err != nil {
 			return nil, fmt.Errorf("bwrap backend: plan operation %d (%s %s): %w", i+1, op.Kind, op.Dest, err)
 		}
+		if op.Kind == mounts.Dev {
+			dev = op.Dest
+		}
 		g = append(g, opts...)
+	}
+	if budget != nil && dev != "" {
+		// bwrap's /dev is a tmpfs it makes writable and cannot size: read-only once
+		// its nodes, devpts, shm and the handed-in devices are there (that mount
+		// only, not those below it).
+		g = append(g, []string{"--remount-ro", dev})
 	}
 
 	if err := checkPath("working directory", plan.Workdir); err != nil {
@@ -140,9 +152,24 @@ func groups(plan mounts.Plan, lower lowerFunc) ([][]string, error) {
 	return append(g, append([]string{"--"}, plan.Command...)), nil
 }
 
+// translateWith is translate, but the operations that draw on budget, when there is
+// one, become its directories (budgetOpts).
+func translateWith(op mounts.Op, lower lowerFunc, size int64, budget *Budget) ([][]string, error) {
+	if budget != nil {
+		if err := checkPath("destination", op.Dest); err != nil {
+			return nil, err
+		}
+		if opts, ok, err := budgetOpts(op, lower, budget); ok || err != nil {
+			return opts, err
+		}
+	}
+	return translate(op, lower, size)
+}
+
 // translate returns the bwrap options for one operation. Every mounts.Kind has a
 // case; one without is an error (a test walks mounts.Kinds). size is the plan's
-// TmpSize: bwrap cannot share one tmpfs between mounts, so each tmpfs it can size
+// TmpSize, for a launch without the budget (bwrap run alone, as by the benchmarks):
+// bwrap cannot share one tmpfs between mounts, so each tmpfs it can size
 // (--size, only for --tmpfs) gets all of it; /dev itself and the overlay's upper
 // layer are bwrap's own tmpfs mounts, which it gives no size.
 func translate(op mounts.Op, lower lowerFunc, size int64) ([][]string, error) {
@@ -279,34 +306,45 @@ func checkString(what, s string) error {
 // Run opens without following symlinks: bwrap would otherwise resolve the path again,
 // following whatever symlink a process swapped into it meanwhile. sources lists them
 // in descriptor order, from FirstSourceFD.
-func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, err error) {
+//
+// With a TmpSize, the RAM-backed filesystems are directories of the tmpfs budget
+// (budget.go), which the stage mounts before bwrap starts; budget says what to mount
+// (nil: no stage, each tmpfs bwrap makes is its own).
+func InitCommand(path string, plan mounts.Plan, exe string) (argv, sources []string, budget *Budget, err error) {
 	if err := requireDeviceIDs(plan); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	g, sources, err := initGroups(path, plan, exe, hostLower)
+	g, sources, budget, err := initGroups(path, plan, exe, hostLower)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, x := range g {
 		argv = append(argv, x...)
 	}
-	return argv, sources, nil
+	return argv, sources, budget, nil
 }
 
 // FirstSourceFD is the descriptor of the first bind source (see InitCommand).
 const FirstSourceFD = ControlFD + 1
 
-func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, []string, error) {
+func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][]string, []string, *Budget, error) {
 	if err := checkPath("agentbox binary", exe); err != nil {
-		return nil, nil, fmt.Errorf("bwrap backend: %w", err)
+		return nil, nil, nil, fmt.Errorf("bwrap backend: %w", err)
 	}
-	g, err := commandGroups(path, plan, lower)
+	var budget *Budget
+	if plan.TmpSize > 0 {
+		budget = &Budget{Size: plan.TmpSize}
+	}
+	g, err := commandGroups(path, plan, lower, budget)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var sources []string
 	for i, x := range g {
 		switch {
+		case x[0] == stageBind:
+			g[i] = x[1:]
+			continue
 		case (x[0] == "--bind" || x[0] == "--ro-bind") && len(x) == 3 && x[1] != "/":
 			g[i] = []string{x[0] + "-fd", fmt.Sprint(FirstSourceFD + len(sources)), x[2]}
 			sources = append(sources, x[1])
@@ -317,13 +355,24 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 			sources = append(sources, x[1])
 		}
 	}
+	if budget != nil {
+		resolved := append([]string{path, exe}, sources...)
+		for _, op := range plan.Ops {
+			if op.Kind == mounts.Overlay {
+				resolved = append(resolved, op.Source)
+			}
+		}
+		if err := stageSources(resolved...); err != nil {
+			return nil, nil, nil, fmt.Errorf("bwrap backend: %w", err)
+		}
+	}
 	// g ends with --chdir DIR and -- COMMAND…: bind the init before the chdir (after
 	// every plan operation, so /run is the private one) and run it instead.
 	n := len(g)
 	out := append([][]string{}, g[:n-2]...)
 	out = append(out, []string{"--ro-bind", exe, InitPath}, []string{"--as-pid-1"},
 		[]string{"--argv0", "agentbox-init"}, g[n-2], []string{"--", InitPath})
-	return out, sources, nil
+	return out, sources, budget, nil
 }
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
@@ -341,7 +390,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if err != nil {
 		return err
 	}
-	g, sources, err := initGroups(bin.Path, plan, exe, hostLower)
+	g, sources, budget, err := initGroups(bin.Path, plan, exe, hostLower)
 	if err != nil {
 		return err
 	}
@@ -355,6 +404,10 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 		fmt.Fprintf(&b, "# fd %d: %s\n", FirstSourceFD+i, Quote(src))
 	}
 	b.WriteString(StageComment + "\n")
+	if budget != nil {
+		fmt.Fprintf(&b, "# there, before bwrap, agentbox mounts at %s a copy of / (%s) and the tmpfs budget (--tmp-size: %s), whose directories %s/0..%d it binds and whose root it detaches\n",
+			StageDir, stageRoot, budget.Options(), StageDir, len(budget.Dirs)-1)
+	}
 	// The init's too: it enters the Landlock domain, or the masks are in the argv.
 	b.WriteString("# " + plan.PathSocketsLine() + "\n")
 	if plan.Proxy != "" {

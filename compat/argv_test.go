@@ -23,7 +23,7 @@ func fakeLower(string) (uint32, error) { return 0o750, nil }
 
 // argvOf is Argv with fakeLower, for plans whose paths do not exist here.
 func argvOf(plan mounts.Plan) ([]string, error) {
-	g, err := groups(plan, fakeLower)
+	g, err := groups(plan, fakeLower, nil)
 	var argv []string
 	for _, x := range g {
 		argv = append(argv, x...)
@@ -131,7 +131,7 @@ func TestArgvBuild(t *testing.T) {
 	plan := build.Plan(p, mounts.Session{
 		Protected: []mounts.Protected{{Path: "/home/u/repo/.git/config"}, {Path: "/home/u/repo/.git/hooks", Dir: true}},
 	})
-	g, err := commandGroups("/opt/bwrap", plan, fakeLower)
+	g, err := commandGroups("/opt/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestFormat(t *testing.T) {
 		},
 		Workdir: "/home/u/my repo", Command: []string{"sh", "-c", "echo $HOME"},
 	}
-	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower)
+	g, err := commandGroups("/usr/bin/bwrap", plan, fakeLower, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,14 +469,14 @@ func TestDeviceNeedsIdentity(t *testing.T) {
 		Ops:     []mounts.Op{{Kind: mounts.BindRO, Source: "/", Dest: "/"}, {Kind: mounts.Device, Source: "/dev/zero", Dest: "/dev/zero"}},
 		Workdir: "/", Command: []string{"true"},
 	}
-	if _, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox"); err == nil || !strings.Contains(err.Error(), "no identity") || !strings.Contains(err.Error(), "/dev/zero") {
+	if _, _, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox"); err == nil || !strings.Contains(err.Error(), "no identity") || !strings.Contains(err.Error(), "/dev/zero") {
 		t.Errorf("InitCommand: %v, want the device refused", err)
 	}
 	if _, err := Command("/usr/bin/bwrap", plan); err == nil || !strings.Contains(err.Error(), "no identity") {
 		t.Errorf("Command: %v, want the device refused", err)
 	}
 	plan.Ops[1].SourceID = mounts.FileID{Dev: 5, Ino: 6}
-	argv, sources, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox")
+	argv, sources, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox")
 	if err != nil || !slices.Equal(sources, []string{"/dev/zero"}) || !strings.Contains(strings.Join(argv, " "), fmt.Sprintf("--dev-bind /proc/self/fd/%d /dev/zero", FirstSourceFD)) {
 		t.Errorf("with its identity: %q, %q, %v", argv, sources, err)
 	}

@@ -128,8 +128,15 @@ func TestDryRunThroughCLI(t *testing.T) {
 	}
 	for _, want := range []string{
 		"  --unshare-net \\",
-		"  --ro-bind / / \\",
-		"  --overlay-src " + b.Home + " --tmp-overlay " + b.Home + " \\",
+		// "/" is the stage's copy, the RAM-backed filesystems the directories of
+		// the tmpfs budget (budget.go); bwrap's own /dev is made read-only.
+		"  --ro-bind /dev/shm/root / \\",
+		"  --dev /dev \\",
+		"  --bind /dev/shm/0 /dev/shm \\",
+		"  --bind /dev/shm/1 /tmp \\",
+		"  --bind /dev/shm/2 /run \\",
+		"  --overlay-src " + b.Home + " --overlay /dev/shm/3/upper /dev/shm/3/work " + b.Home + " \\",
+		"  --remount-ro /dev \\",
 		"  --chdir " + b.Repo + " \\",
 		"  -- " + compat.InitPath,
 		"# agentbox's init (PID 1) then runs: /bin/sh -c " + compat.Quote(script),

@@ -100,7 +100,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	if err != nil {
 		return res, masked, err
 	}
-	argv, sources, err := InitCommand(bin.Path, plan, exe)
+	argv, sources, budget, err := InitCommand(bin.Path, plan, exe)
 	if err != nil {
 		return res, masked, err
 	}
@@ -139,6 +139,9 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	// the foreground), never to bwrap's monitor, which would die of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	privateStage(cmd.SysProcAttr)
+	if budget != nil {
+		cmd.Path = stageCommand(exe, cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
+	}
 	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
 	// stdio and the three above may reach it.
 	nsinit.CloseOnExecAbove2()

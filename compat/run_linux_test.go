@@ -141,7 +141,7 @@ func TestRunSetupFailures(t *testing.T) {
 				t.Errorf("Result.BackendVersion = %q", res.BackendVersion)
 			}
 			c := calls(t, log)
-			want, _, _ := InitCommand(bin, plan, exe)
+			want, _, _, _ := InitCommand(bin, plan, exe)
 			if len(c) != 2 || !reflect.DeepEqual(c[1], want[1:]) {
 				t.Errorf("fake calls %q, want --version then %q", c, want[1:])
 			}

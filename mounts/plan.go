@@ -142,8 +142,9 @@ type Plan struct {
 	// TmpSize bounds the RAM-backed filesystems the sandbox can write (every Tmpfs,
 	// Dev's /dev and /dev/shm, the Overlay's upper layer), in bytes: the native
 	// backend makes them directories of one tmpfs of this size, so that together
-	// they hold no more; bwrap, which cannot share one, gives each tmpfs it can
-	// size this size (docs/usage.md). 0: no size, the kernel's default (half of RAM).
+	// they hold no more; so does the bwrap backend, mounting that tmpfs before
+	// bwrap starts, and making bwrap's own /dev, which it cannot size, read-only
+	// (compat/budget.go). 0: no size, the kernel's default (half of RAM).
 	TmpSize int64 `json:"tmp_size,omitempty"`
 	// DenyPathSockets (P4): the command's Landlock domain handles
 	// LANDLOCK_ACCESS_FS_RESOLVE_UNIX (kernel.LandlockAccessFSResolveUnix): it
@@ -200,7 +201,7 @@ func (p Plan) String() string {
 		ns += " net"
 	}
 	if p.TmpSize > 0 {
-		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this (native: together; bwrap: each sized tmpfs)\n", bytesize.Format(p.TmpSize))
+		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this together\n", bytesize.Format(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
 	if p.ScopeAbstractUnix {

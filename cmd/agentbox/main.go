@@ -22,6 +22,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
@@ -74,6 +75,10 @@ func main() {
 	// must not pay for the CLI.
 	if nsinit.IsInit() {
 		nsinit.Main()
+		return
+	}
+	if compat.IsStage() {
+		compat.StageMain()
 		return
 	}
 	growStack()

@@ -1,7 +1,6 @@
 package program
 
 import (
-	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -25,21 +24,12 @@ type budget struct {
 	n       int // directories handed out
 }
 
-// budgetOptions is the budget's mount data. Its inodes are bounded too, one per
-// page of the size (at least 1024): an empty file costs no page, but kernel memory.
-func budgetOptions(size int64) string {
-	if size <= 0 {
-		return "mode=0755"
-	}
-	return fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", size, max(size/4096, 1024))
-}
-
 // budgetDir makes the budget's next directory, with mode, and returns its name
 // below the budget's root; the first call mounts the budget at dest.
 func (p *Program) budgetDir(dest string, mode uint32) string {
 	if !p.budget.mounted {
 		fd := p.mkdirAll(dest)
-		p.mountFd(fd, dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, budgetOptions(p.budget.size))
+		p.mountFd(fd, dest, "tmpfs", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mounts.BudgetOptions(p.budget.size))
 		p.CloseFd(fd)
 		p.budget.root = p.openBeneath(mountDesc(MountError{Op: "open tmpfs budget", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
 		p.budget.mounted = true

@@ -1,0 +1,168 @@
+package compat
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/overlay"
+)
+
+// IsStage reports whether this process is the stage. main asks first.
+func IsStage() bool {
+	return os.Getenv(envStage) == "1" && len(os.Args) > 0 && os.Args[0] == stageArgv0
+}
+
+// StageMain mounts the budget and executes bwrap; it returns only on failure, and
+// then exits 125 having said why (the launcher adds that bwrap failed before the
+// command started).
+func StageMain() {
+	// Ambient capabilities are per thread: they are dropped on this one, which then
+	// executes bwrap.
+	runtime.LockOSThread()
+	err := stage(os.Args[1:])
+	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v; no sandbox was started (--backend native builds it without this step)\n", err)
+	os.Exit(125)
+}
+
+func stage(args []string) error {
+	b, bwrap, err := parseStage(args)
+	if err != nil {
+		return err
+	}
+	if err := mountHolder(len(b.Dirs)); err != nil {
+		return err
+	}
+	if err := copyRoot(); err != nil {
+		return err
+	}
+	if err := mountBudget(b); err != nil {
+		return err
+	}
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	os.Unsetenv(envStage)
+	return fmt.Errorf("execute %s: %w", bwrap[0], unix.Exec(bwrap[0], bwrap, os.Environ()))
+}
+
+// dropCaps empties the ambient and inheritable sets, which would carry
+// CAP_SYS_ADMIN across the exec (the inheritable one into a binary with file
+// capabilities): an ordinary user's bwrap then starts with none, as bwrap wants when
+// it is not setuid; a root launcher's keeps root's, as without the stage.
+func dropCaps() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("drop ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("drop inheritable capabilities: %w", err)
+	}
+	return nil
+}
+
+// mountHolder covers StageDir, in this namespace only, with a small tmpfs holding
+// the mount points root and 0..n-1, and budget, where the budget is mounted for a
+// moment. StageDir is opened without following a symlink: the holder goes on the
+// directory itself.
+func mountHolder(n int) error {
+	fd, err := unix.Open(StageDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", StageDir, err)
+	}
+	err = unix.Mount("tmpfs", "/proc/self/fd/"+strconv.Itoa(fd), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
+		fmt.Sprintf("mode=0700,size=64k,nr_inodes=%d", n+8))
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
+	}
+	names := []string{"root", "budget"}
+	for i := range n {
+		names = append(names, strconv.Itoa(i))
+	}
+	for _, name := range names {
+		if err := unix.Mkdir(path.Join(StageDir, name), 0o700); err != nil {
+			return fmt.Errorf("mkdir %s: %w", path.Join(StageDir, name), err)
+		}
+	}
+	return nil
+}
+
+// copyRoot binds the namespace's tree, recursively, at stageRoot, and takes the
+// holder's own copy out of it: what is left is "/" as it was before the stage mounted
+// anything, for bwrap to bind as the sandbox's. Only mount(2) and umount2(2), which
+// bwrap needs too: the new mount API may be missing where bwrap is the fallback.
+func copyRoot() error {
+	if err := unix.Mount("/", stageRoot, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind / at %s: %w", stageRoot, err)
+	}
+	if err := unix.Unmount(path.Join(stageRoot, StageDir), unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the copy's %s: %w", StageDir, err)
+	}
+	return nil
+}
+
+// mountBudget mounts the budget, makes its directories, binds each at StageDir/N,
+// and detaches the budget's root: only the binds hold it then.
+func mountBudget(b *Budget) error {
+	at := path.Join(StageDir, "budget")
+	if err := unix.Mount("tmpfs", at, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, b.Options()); err != nil {
+		return fmt.Errorf("mount tmpfs (%s): %w", b.Options(), err)
+	}
+	for i, d := range b.Dirs {
+		dir := path.Join(at, strconv.Itoa(i))
+		mode := d.Mode
+		if d.Overlay {
+			mode = overlay.ScratchMode
+		}
+		if err := mkdirMode(dir, mode); err != nil {
+			return err
+		}
+		if d.Overlay {
+			if err := mkdirMode(path.Join(dir, overlay.UpperDir), d.Mode); err != nil {
+				return err
+			}
+			if err := mkdirMode(path.Join(dir, overlay.WorkDir), overlay.ScratchMode); err != nil {
+				return err
+			}
+		}
+		if err := unix.Mount(dir, path.Join(StageDir, strconv.Itoa(i)), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", dir, err)
+		}
+	}
+	if err := unix.Unmount(at, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach %s: %w", at, err)
+	}
+	return nil
+}
+
+// mkdirMode makes dir with exactly mode: mkdir applies the umask.
+func mkdirMode(dir string, mode uint32) error {
+	if err := unix.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := unix.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	return nil
+}
+
+// stageCommand makes the command that would execute bwrap (args, env, attr) execute
+// the stage instead, the agentbox binary exe, with bwrap's command line after the
+// budget's.
+func stageCommand(exe string, attr *syscall.SysProcAttr, args, env *[]string, b *Budget) string {
+	*args = append(stageArgs(b), *args...)
+	*env = append(*env, envStage+"=1")
+	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	return exe
+}
