@@ -169,7 +169,7 @@ func (e *env) prepareBwrapPlans() error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	prog, err := seccomp.Program()
+	prog, err := seccomp.Program(seccomp.Rules{ConfineSockets: plan.ConfineSockets})
 	if err != nil {
 		return fmt.Errorf("bench: seccomp program: %w", err)
 	}

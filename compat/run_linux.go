@@ -114,7 +114,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 		}
 	}()
 
-	filter, err := seccompPipe()
+	filter, err := seccompPipe(seccomp.Rules{ConfineSockets: plan.ConfineSockets})
 	if err != nil {
 		return res, masked, err
 	}
@@ -205,10 +205,10 @@ func readStatus(r *os.File, childPID chan<- int) error {
 }
 
 // seccompPipe returns the read end of a pipe that holds the whole filter program
-// (seccomp.Program); bwrap reads it to EOF. The program is a few hundred bytes, far below
+// (seccomp.Program) with the plan's rules; bwrap reads it to EOF. The program is a few hundred bytes, far below
 // a pipe's capacity, so the write cannot block.
-func seccompPipe() (*os.File, error) {
-	prog, err := seccomp.Program()
+func seccompPipe(rules seccomp.Rules) (*os.File, error) {
+	prog, err := seccomp.Program(rules)
 	if err != nil {
 		return nil, fmt.Errorf("bwrap backend: %w", err)
 	}

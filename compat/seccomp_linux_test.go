@@ -32,13 +32,17 @@ printf '{ "child-pid": 1 }\n{ "exit-code": 0 }\n' >&3`)
 		t.Fatal(err)
 	}
 	// The fake never starts agentbox's init, so Run reports a setup failure; what
-	// matters here is what the fake received.
-	if _, _, err := runFake(t, bin, testPlan()); err == nil || !strings.Contains(err.Error(), "before the command started") {
-		t.Fatalf("Run with a fake that never starts the init: %v", err)
-	}
-	want, _ := seccomp.Program()
-	if b, err := os.ReadFile(got); err != nil || !bytes.Equal(b, want) {
-		t.Errorf("bwrap read %d bytes on fd 4 (%v), want the %d-byte program", len(b), err, len(want))
+	// matters here is what the fake received: the program with the plan's rules.
+	for _, confine := range []bool{false, true} {
+		plan := testPlan()
+		plan.Namespaces.Net, plan.ConfineSockets = confine, confine
+		if _, _, err := runFake(t, bin, plan); err == nil || !strings.Contains(err.Error(), "before the command started") {
+			t.Fatalf("Run with a fake that never starts the init: %v", err)
+		}
+		want, _ := seccomp.Program(seccomp.Rules{ConfineSockets: confine})
+		if b, err := os.ReadFile(got); err != nil || !bytes.Equal(b, want) {
+			t.Errorf("ConfineSockets %v: bwrap read %d bytes on fd 4 (%v), want the %d-byte program", confine, len(b), err, len(want))
+		}
 	}
 	// The fake's shell holds 0-2, 3, 4, 5 and whatever ls itself opens (its /proc dir).
 	b, _ := os.ReadFile(fds)

@@ -157,6 +157,14 @@ type Plan struct {
 	// the handed-in sockets (--allow-socket) and the session's writable
 	// directories (pathSocketGrants).
 	PathSocketGrants []string `json:"path_socket_grants,omitempty"`
+	// ConfineSockets: the command's seccomp filter lets it create sockets only of
+	// the address families the new network namespace confines (AF_UNIX, AF_INET,
+	// AF_INET6, AF_NETLINK, AF_PACKET; others fail with EAFNOSUPPORT) and refuses
+	// socketcall and io_uring_setup, which would hide a socket's family from it.
+	// Without it AF_VSOCK, which no network namespace scopes, reaches the
+	// hypervisor and the host's vsock services past --offline and --allow-net.
+	// Set with Namespaces.Net (internal/seccomp, docs/network.md).
+	ConfineSockets bool `json:"confine_sockets,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -208,6 +216,9 @@ func (p Plan) String() string {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
 	}
 	b.WriteString(p.PathSocketsLine() + "\n")
+	if p.ConfineSockets {
+		b.WriteString("seccomp  sockets unix inet inet6 netlink packet; no socketcall, io_uring  # the families the network namespace confines\n")
+	}
 	if p.Proxy != "" {
 		fmt.Fprintf(&b, "proxy    %s  # --allow-net: the launcher's proxy, the only way out\n", p.Proxy)
 	}

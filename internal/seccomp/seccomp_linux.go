@@ -1,8 +1,10 @@
 // Package seccomp is the seccomp filter both backends put on the command: ioctl
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file), and
-// prlimit64 on PID 1; nothing else is touched. The native init installs it with Install; the bwrap backend hands
-// the serialised Program to bwrap (--add-seccomp-fd). One rule, one builder.
+// prlimit64 on PID 1; under a restricted network (Rules.ConfineSockets) sockets
+// only of the families a network namespace confines. The native init installs it
+// (nsinit/program); the bwrap backend hands the serialised Program to bwrap
+// (--add-seccomp-fd). One rule, one builder.
 package seccomp
 
 import (
@@ -40,12 +42,39 @@ import (
 //     int: only the argument's low 32 bits name the process (docs/security.md,
 //     "PID 1 and the audit").
 //
-// Everything else is allowed. The kernel compares an ioctl request as an unsigned
-// int, so only the low 32 bits of the argument are tested: junk in the high bits is
-// the same request (the bypass of CVE-2019-10063 in flatpak's filter).
+// With Rules.ConfineSockets (a new network namespace, docs/network.md):
+//
+//   - socket and socketpair succeed only for socketFamilies and fail with
+//     EAFNOSUPPORT (what a kernel without the family answers) for every other:
+//     a network namespace scopes those families, not the others (AF_VSOCK reaches
+//     the hypervisor and the host's vsock services from any namespace);
+//   - socketcall (i386 only) and io_uring_setup fail with ENOSYS: socketcall hides
+//     the family behind a pointer a filter cannot read, and io_uring creates
+//     sockets (IORING_OP_SOCKET) without any system call the filter sees.
+//
+// Everything else is allowed. A system call of an ABI the filter does not know
+// fails with ENOSYS: every ABI of amd64 and arm64 is listed, so none can slip past.
+// The kernel compares an ioctl request as an unsigned int, so only the low 32 bits
+// of the argument are tested: junk in the high bits is the same request (the bypass
+// of CVE-2019-10063 in flatpak's filter); socket's family is an int, the same.
+
+// Rules are the filter's rules that depend on the session; the zero value is what
+// every session gets.
+type Rules struct {
+	// ConfineSockets (mounts.Plan.ConfineSockets): sockets only of socketFamilies;
+	// socketcall and io_uring_setup refused.
+	ConfineSockets bool
+}
+
+// socketFamilies are the address families a command may create sockets of under
+// Rules.ConfineSockets: each is confined by the network namespace (AF_UNIX's path
+// sockets by the file system and Landlock, its abstract ones by the namespace) and
+// everyday programs need them: ip and ss speak netlink, ping and DHCP clients use
+// packet sockets (which need CAP_NET_RAW in the namespace's owner anyway).
+var socketFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK, unix.AF_PACKET}
 
 // seccomp_data field offsets (linux/seccomp.h): nr, arch, then args[6] of 8 bytes
-// each; args[1]'s low word is at 24 on little-endian machines, the only ones here.
+// each; an argument's low word comes first on little-endian machines, the only ones here.
 const (
 	seccompNr       = 0
 	seccompArch     = 4
@@ -67,49 +96,69 @@ var deniedRequests = []uint32{
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), and its prlimit64 numbers.
+// keyctl), its prlimit64 numbers, and for Rules.ConfineSockets its socket and
+// socketpair numbers and those refused with ENOSYS (socketcall, io_uring_setup).
 type abi struct {
 	arch    uint32
 	ioctl   []uint32
 	deny    []uint32
 	prlimit []uint32
+	socket  []uint32
+	noSys   []uint32
 }
 
 // abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
-// system calls, and each must be covered or the filter is bypassed through them.
+// system calls, on arm64 32-bit Arm (compat) ones; each must be covered or the
+// filter is bypassed through them.
 func abisFor(goarch string) ([]abi, error) {
+	const x = x32SyscallBit
 	switch goarch {
 	case "amd64":
 		return []abi{
-			{unix.AUDIT_ARCH_X86_64, []uint32{16, x32SyscallBit | 16, x32SyscallBit | 514},
-				[]uint32{248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250},
-				[]uint32{302, x32SyscallBit | 302}},
-			{unix.AUDIT_ARCH_I386, []uint32{54}, []uint32{286, 287, 288}, []uint32{340}},
+			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
+				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
+				prlimit: []uint32{302, x | 302},
+				socket:  []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
+			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
+				socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
-		return []abi{{unix.AUDIT_ARCH_AARCH64, []uint32{29}, []uint32{217, 218, 219}, []uint32{261}}}, nil
+		return []abi{
+			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
+				socket: []uint32{198, 199}, noSys: []uint32{425}},
+			// EABI only (arm64 runs no OABI binary), which has no socketcall.
+			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
+				socket: []uint32{281, 288}, noSys: []uint32{425}},
+		}, nil
 	}
-	return nil, fmt.Errorf("no terminal-injection filter for %s", goarch)
+	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
 }
 
 // Program returns the filter for this machine, serialised as an array of struct
 // sock_filter (what bwrap reads from --add-seccomp-fd).
-func Program() ([]byte, error) {
+func Program(r Rules) ([]byte, error) {
 	abis, err := abisFor(runtime.GOARCH)
 	if err != nil {
 		return nil, err
 	}
-	return encodeFilter(buildFilter(abis)), nil
+	prog, err := buildFilter(abis, r)
+	if err != nil {
+		return nil, err
+	}
+	return encodeFilter(prog), nil
 }
 
 // Install loads the filter into the calling thread; a process forked from that
 // thread inherits it. no_new_privs (or CAP_SYS_ADMIN) must already be set.
-func Install() error {
+func Install(r Rules) error {
 	abis, err := abisFor(runtime.GOARCH)
 	if err != nil {
 		return err
 	}
-	prog := buildFilter(abis)
+	prog, err := buildFilter(abis, r)
+	if err != nil {
+		return err
+	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
 	if errno != 0 {
@@ -118,71 +167,131 @@ func Install() error {
 	return nil
 }
 
-// buildFilter lays the program out as: one block per ABI, then the request check.
+// Labels of the shared tails every ABI's block jumps to.
+const (
+	lIoctl  = "ioctl"
+	lPid1   = "pid1"
+	lFamily = "family"
+	lEPERM  = "eperm"
+	lENOSYS = "enosys"
+	lAllow  = "allow"
+)
+
+// buildFilter lays the program out as: one block per ABI, then the shared tails.
 //
-//	block:   ld arch; jeq ABI ? next : skip block; ld nr;
-//	         jeq ioctl_i ? check : next …; jeq deny_j ? deny : next …;
-//	         jeq prlimit_l ? pid1 : next …; ret ALLOW
-//	unknown: ret ALLOW (a call of an ABI no block names)
-//	check:   ld args[1] low; jeq request_k ? deny : next …; ret ALLOW
-//	pid1:    ld args[0] low; jeq 1 ? deny : allow
-//	deny:    ret ERRNO(EPERM)
+//	block:   ld arch; jeq ABI ? next : next block; ld nr;
+//	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
+//	         jeq prlimit_l ? pid1 : next …;
+//	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
+//	         ret ALLOW
+//	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
+//	ioctl:   ld args[1] low; jeq request_k ? eperm : next …; ret ALLOW
+//	pid1:    ld args[0] low; jeq 1 ? eperm : allow
+//	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
+//	eperm:   ret ERRNO(EPERM)
+//	enosys:  ret ERRNO(ENOSYS)
 //	allow:   ret ALLOW
-func buildFilter(abis []abi) []unix.SockFilter {
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-	)
-	allow := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}
-	deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)}
+func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
+	a := &assembler{labels: map[string]int{}}
+	for i, x := range abis {
+		next := fmt.Sprint("abi", i+1)
+		a.ld(seccompArch)
+		a.jeq(x.arch, "", next)
+		a.ld(seccompNr)
+		a.jeqAll(x.ioctl, lIoctl)
+		a.jeqAll(x.deny, lEPERM)
+		a.jeqAll(x.prlimit, lPid1)
+		if r.ConfineSockets {
+			a.jeqAll(x.socket, lFamily)
+			a.jeqAll(x.noSys, lENOSYS)
+		}
+		a.ret(unix.SECCOMP_RET_ALLOW)
+		a.label(next)
+	}
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
 
-	// Where the check starts: after every block and the unknown-ABI ret ALLOW; the
-	// pid1 check after the request check's load, compares and ret ALLOW; the deny
-	// after the pid1 check's load and compare.
-	check := 0
-	for _, a := range abis {
-		check += 4 + len(a.ioctl) + len(a.deny) + len(a.prlimit) // ld, jeq, ld, the jeqs, ret
-	}
-	check++
-	pid1 := check + 1 + len(deniedRequests) + 1
-	denyAt := pid1 + 2
+	a.label(lIoctl)
+	a.ld(seccompArg1Low)
+	a.jeqAll(deniedRequests, lEPERM)
+	a.ret(unix.SECCOMP_RET_ALLOW)
 
-	var prog []unix.SockFilter
-	for _, a := range abis {
-		blockLen := 4 + len(a.ioctl) + len(a.deny) + len(a.prlimit)
-		prog = append(prog,
-			unix.SockFilter{Code: ld, K: seccompArch},
-			// Jump offsets count from the next instruction.
-			unix.SockFilter{Code: jeq, K: a.arch, Jt: 0, Jf: uint8(blockLen - 2)},
-			unix.SockFilter{Code: ld, K: seccompNr},
-		)
-		for _, nr := range a.ioctl {
-			here := len(prog)
-			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(check - here - 1), Jf: 0})
-		}
-		for _, nr := range a.deny {
-			here := len(prog)
-			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(denyAt - here - 1), Jf: 0})
-		}
-		for _, nr := range a.prlimit {
-			here := len(prog)
-			prog = append(prog, unix.SockFilter{Code: jeq, K: nr, Jt: uint8(pid1 - here - 1), Jf: 0})
-		}
-		prog = append(prog, allow)
+	a.label(lPid1)
+	a.ld(seccompArg0Low)
+	a.jeq(1, lEPERM, lAllow)
+
+	a.label(lFamily)
+	a.ld(seccompArg0Low)
+	a.jeqAll(socketFamilies, lAllow)
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))
+
+	a.label(lEPERM)
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	a.label(lENOSYS)
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	a.label(lAllow)
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	return a.resolve()
+}
+
+// assembler builds a classic BPF program whose jumps name labels; resolve turns
+// them into the forward offsets (0–255 instructions) the kernel takes.
+type assembler struct {
+	prog   []unix.SockFilter
+	labels map[string]int
+	jumps  []jump
+}
+
+// jump is a conditional jump's targets, by label ("" is the next instruction).
+type jump struct {
+	at     int
+	jt, jf string
+}
+
+func (a *assembler) label(name string) { a.labels[name] = len(a.prog) }
+
+func (a *assembler) ld(off uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off})
+}
+
+func (a *assembler) ret(k uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: k})
+}
+
+func (a *assembler) jeq(k uint32, jt, jf string) {
+	a.jumps = append(a.jumps, jump{at: len(a.prog), jt: jt, jf: jf})
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k})
+}
+
+// jeqAll jumps to target when the accumulator is any of ks, else falls through.
+func (a *assembler) jeqAll(ks []uint32, target string) {
+	for _, k := range ks {
+		a.jeq(k, target, "")
 	}
-	prog = append(prog, allow) // an ABI this filter does not know
-	prog = append(prog, unix.SockFilter{Code: ld, K: seccompArg1Low})
-	for _, req := range deniedRequests {
-		here := len(prog)
-		prog = append(prog, unix.SockFilter{Code: jeq, K: req, Jt: uint8(denyAt - here - 1), Jf: 0})
+}
+
+func (a *assembler) resolve() ([]unix.SockFilter, error) {
+	off := func(at int, target string) (uint8, error) {
+		if target == "" {
+			return 0, nil
+		}
+		to, ok := a.labels[target]
+		if !ok || to <= at || to-at-1 > 255 {
+			return 0, fmt.Errorf("seccomp filter: jump from %d to %q (%d) out of reach", at, target, to)
+		}
+		return uint8(to - at - 1), nil
 	}
-	prog = append(prog, allow,
-		// pid1
-		unix.SockFilter{Code: ld, K: seccompArg0Low},
-		unix.SockFilter{Code: jeq, K: 1, Jt: 0, Jf: 1},
-		deny, allow)
-	return prog
+	for _, j := range a.jumps {
+		jt, err := off(j.at, j.jt)
+		if err != nil {
+			return nil, err
+		}
+		jf, err := off(j.at, j.jf)
+		if err != nil {
+			return nil, err
+		}
+		a.prog[j.at].Jt, a.prog[j.at].Jf = jt, jf
+	}
+	return a.prog, nil
 }
 
 // encodeFilter serialises a program as an array of struct sock_filter in the

@@ -60,7 +60,7 @@ func TestTTYFilter(t *testing.T) {
 // filterHelper installs the filter on every thread of this process and reports each
 // probe's result on stdout, one line each.
 func filterHelper() {
-	prog, err := Program()
+	prog, err := Program(Rules{})
 	if err != nil || len(prog)%sockFilterBytes != 0 {
 		fmt.Println("filter:", err, len(prog))
 		os.Exit(2)
@@ -136,10 +136,14 @@ func errText(e unix.Errno) string {
 	return e.Error()
 }
 
-// run evaluates prog, the way the kernel does, for one call.
-func run(t *testing.T, prog []unix.SockFilter, arch, nr, arg1 uint32) uint32 {
+// run evaluates prog, the way the kernel does, for one call with the low words of
+// its first arguments.
+func run(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint32) uint32 {
 	t.Helper()
-	data := map[uint32]uint32{seccompNr: nr, seccompArch: arch, seccompArg1Low: arg1}
+	data := map[uint32]uint32{seccompNr: nr, seccompArch: arch}
+	for i, a := range args {
+		data[seccompArg0Low+8*uint32(i)] = a
+	}
 	var acc uint32
 	for pc := 0; pc < len(prog); pc++ {
 		f := prog[pc]
@@ -172,18 +176,23 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_X86_64:  {248, 249, 250, x32SyscallBit | 248, x32SyscallBit | 249, x32SyscallBit | 250},
 		unix.AUDIT_ARCH_I386:    {286, 287, 288},
 		unix.AUDIT_ARCH_AARCH64: {217, 218, 219},
+		unix.AUDIT_ARCH_ARM:     {309, 310, 311},
 	}
 	ioctls := map[uint32][]uint32{
 		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
 		unix.AUDIT_ARCH_I386:    {54},
 		unix.AUDIT_ARCH_AARCH64: {29},
+		unix.AUDIT_ARCH_ARM:     {54},
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		abis, err := abisFor(arch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		prog := buildFilter(abis)
+		prog, err := buildFilter(abis, Rules{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, a := range abis {
 			for _, nr := range keyrings[a.arch] {
 				if got := run(t, prog, a.arch, nr, 0); got != deny {
@@ -195,28 +204,35 @@ func TestFilterABIs(t *testing.T) {
 			}
 			for _, nr := range ioctls[a.arch] {
 				for _, req := range deniedRequests {
-					if got := run(t, prog, a.arch, nr, req); got != deny {
+					if got := run(t, prog, a.arch, nr, 0, req); got != deny {
 						t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want EPERM", arch, a.arch, nr, req, got)
 					}
-					if got := run(t, prog, a.arch, nr, req+1); got != allow && !slices.Contains(deniedRequests, req+1) {
+					if got := run(t, prog, a.arch, nr, 0, req+1); got != allow && !slices.Contains(deniedRequests, req+1) {
 						t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want allowed", arch, a.arch, nr, req+1, got)
 					}
 				}
 			}
 		}
-		if got := run(t, prog, 0x1234, 250, 0); got != allow {
-			t.Errorf("%s unknown arch: %#x, want allowed", arch, got)
+		if got := run(t, prog, 0x1234, 250, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+			t.Errorf("%s unknown arch: %#x, want ENOSYS", arch, got)
 		}
 	}
 }
 
 func TestBuildFilterLayout(t *testing.T) {
-	for _, arch := range []string{"amd64", "arm64"} {
+	for _, c := range []struct {
+		arch  string
+		rules Rules
+	}{{"amd64", Rules{}}, {"amd64", Rules{ConfineSockets: true}}, {"arm64", Rules{}}, {"arm64", Rules{ConfineSockets: true}}} {
+		arch := c.arch
 		abis, err := abisFor(arch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		prog := buildFilter(abis)
+		prog, err := buildFilter(abis, c.rules)
+		if err != nil {
+			t.Fatal(err)
+		}
 		last := len(prog) - 1
 		for i, f := range prog {
 			if f.Code&0x07 == unix.BPF_JMP && (i+1+int(f.Jt) > last || i+1+int(f.Jf) > last) {

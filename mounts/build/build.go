@@ -138,6 +138,9 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
 		TmpSize:           p.TmpSize,
 	}
+	// A new network namespace confines only some socket families (AF_VSOCK
+	// ignores it): the seccomp filter keeps the command to those.
+	plan.ConfineSockets = plan.Namespaces.Net
 	if s.DenyPathSockets {
 		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p, s)
 	}

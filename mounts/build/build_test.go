@@ -312,3 +312,25 @@ func TestBuildDevices(t *testing.T) {
 		t.Errorf("second device op: %+v", b)
 	}
 }
+
+// TestBuildConfineSockets: every network mode that makes a new network namespace
+// (--offline, --allow-net) confines the command's socket families, and --dry-run
+// says so; the host's network (the default) leaves them alone.
+func TestBuildConfineSockets(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		offline  bool
+		allowNet []string
+		want     bool
+	}{{"host network", false, nil, false}, {"--offline", true, nil, true}, {"--allow-net", false, []string{"example.com"}, true}} {
+		p := testPolicy("", "/srv/repo")
+		p.Offline, p.AllowNet = c.offline, c.allowNet
+		plan := Plan(p, mounts.Session{})
+		if plan.ConfineSockets != c.want || plan.Namespaces.Net != c.want {
+			t.Errorf("%s: ConfineSockets %t, net %t; want %t", c.name, plan.ConfineSockets, plan.Namespaces.Net, c.want)
+		}
+		if shown := strings.Contains(plan.String(), "seccomp  sockets unix inet inet6 netlink packet"); shown != c.want {
+			t.Errorf("%s: dry run shows the socket rule: %t, want %t:\n%s", c.name, shown, c.want, plan)
+		}
+	}
+}

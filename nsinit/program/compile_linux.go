@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -62,7 +63,7 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	for _, fd := range open {
 		p.CloseFd(fd)
 	}
-	if err := p.dropPrivileges(ruleset, !o.Nested); err != nil {
+	if err := p.dropPrivileges(ruleset, !o.Nested, seccomp.Rules{ConfineSockets: plan.ConfineSockets}); err != nil {
 		return err
 	}
 	p.mark("drop-privileges")

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -78,7 +79,7 @@ func inDomain(plan mounts.Plan, dir string) []string {
 	ruleset := p.landlockRuleset(plan)
 	p.CloseFd(p.root)
 	p.op(opDesc{step: "no_new_privs"}, unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-	if err := p.dropPrivileges(ruleset, false); err != nil {
+	if err := p.dropPrivileges(ruleset, false, seccomp.Rules{}); err != nil {
 		return []string{err.Error()}
 	}
 	if _, step, err := p.RunUntil(0, p.A.Nops, nil); err != nil {

@@ -39,10 +39,10 @@ func (p *Program) CompileIDMap(uid, gid int, mapIDs bool) {
 // locked so that uid 0 gains nothing on execve (agentbox started as root still runs
 // the command without any), no_new_privs, the Landlock domain of ruleset (when not
 // -1: landlockRuleset; entering it needs no_new_privs) and the seccomp filter
-// against terminal input injection (internal/seccomp). Under bwrap (drop false)
+// with the plan's rules (internal/seccomp). Under bwrap (drop false)
 // only the domain: bwrap dropped the rest and installed the filter (the Go init
 // checks: checkUnprivileged).
-func (p *Program) dropPrivileges(ruleset int, drop bool) error {
+func (p *Program) dropPrivileges(ruleset int, drop bool, rules seccomp.Rules) error {
 	d := opDesc{step: "drop privileges"}
 	if drop {
 		for c := 0; c <= 63; c++ {
@@ -63,7 +63,7 @@ func (p *Program) dropPrivileges(ruleset int, drop bool) error {
 	if !drop {
 		return nil
 	}
-	filter, err := seccomp.Program()
+	filter, err := seccomp.Program(rules)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ var probes = map[string]func(args []string) int{
 	"fds":      probeFds,
 	"flip":     probeFlip,
 	"launches": probeLaunches,
+	"sockets":  probeSockets,
 }
 
 func runProbe(name string, args []string) int {
