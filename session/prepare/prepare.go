@@ -79,8 +79,8 @@ func (o Options) mark(step string) {
 	}
 }
 
-// New looks at the repository and the policy and decides what to protect; it
-// writes nothing on the host.
+// New looks at the repository and the policy and decides what to protect, and
+// starts the host socket scan (hostSockets); it writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work.
 	if err := leafcg.Check(limitsOf(p)); err != nil {
