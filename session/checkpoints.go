@@ -20,20 +20,53 @@ type checkpoints struct {
 	pre *prelaunch // set once the host work before the command started
 }
 
-// startCheckpoints starts the session's checkpoint endpoint; nil for a session
-// that is not recorded, or cannot change the repository (--read-only). As with
-// the record itself, a failure is a warning: the session runs without it.
-func startCheckpoints(stderr io.Writer, p *policy.Policy, rec *record.Recorder) (*checkpoint.Server, *checkpoints) {
+// startingCheckpoints is the session's checkpoint endpoint while it starts. Its
+// directory, lock and socket are three inodes made in /tmp, work that needs
+// nothing of the launch's other steps: it runs beside them, and the launch takes
+// the endpoint (wait) where it builds the plan, the first step that needs it.
+type startingCheckpoints struct {
+	done chan struct{}
+	srv  *checkpoint.Server
+	c    *checkpoints
+	err  error
+}
+
+// startCheckpoints starts the session's checkpoint endpoint; none for a session
+// that is not recorded, or cannot change the repository (--read-only). Every
+// caller stops it (stop), whatever happens to the launch.
+func startCheckpoints(p *policy.Policy, rec *record.Recorder) *startingCheckpoints {
+	sc := &startingCheckpoints{done: make(chan struct{})}
 	if rec == nil || p.ReadOnly {
+		close(sc.done)
+		return sc
+	}
+	sc.c = &checkpoints{rec: rec}
+	go func() {
+		defer close(sc.done)
+		sc.srv, sc.err = checkpoint.Start(sc.c.take)
+	}()
+	return sc
+}
+
+// wait returns the endpoint and its taker, nil when there is none. As with the
+// record itself, a failure is a warning: the session runs without it.
+func (sc *startingCheckpoints) wait(stderr io.Writer) (*checkpoint.Server, *checkpoints) {
+	<-sc.done
+	if sc.err != nil {
+		fmt.Fprintf(stderr, "agentbox: warning: %v: agentbox checkpoint will not work in this session\n", sc.err)
 		return nil, nil
 	}
-	c := &checkpoints{rec: rec}
-	srv, err := checkpoint.Start(c.take)
-	if err != nil {
-		fmt.Fprintf(stderr, "agentbox: warning: %v: agentbox checkpoint will not work in this session\n", err)
+	if sc.srv == nil {
 		return nil, nil
 	}
-	return srv, c
+	return sc.srv, sc.c
+}
+
+// stop ends the endpoint once it has started (checkpoint.Server.Stop: a second
+// call does nothing).
+func (sc *startingCheckpoints) stop() {
+	<-sc.done
+	sc.srv.Stop()
 }
 
 // started hands over the host work the command waits for.

@@ -239,6 +239,8 @@ func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
+	ckStart := startCheckpoints(p, l.rec) // beside the steps up to the plan (checkpoints.go)
+	defer ckStart.stop()                  // a launch that stops before the audits' end is deferred
 	if err := l.pr.Placeholders(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
 	}
@@ -264,6 +266,7 @@ func (l *launch) run() (int, error) {
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() { finishAudits(cfg, out, pre, gate) }()
+	defer ckStart.stop()   // before the audit's end, which stops the watch a checkpoint reads
 	defer pre.clear(false) // a launch that stops before its recheck passed
 	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
@@ -273,8 +276,7 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	defer agent.Stop(nil)
-	ckpt, steps := startCheckpoints(cfg.Stderr, p, l.rec) // checkpoints.go
-	defer ckpt.Stop()
+	ckpt, steps := ckStart.wait(cfg.Stderr)
 	steps.started(pre)
 	l.pr.Session.ExtraRO = append(l.pr.Session.ExtraRO, ckpt.Ops()...)
 	plan := l.pr.Plan(agent.Policy(p))

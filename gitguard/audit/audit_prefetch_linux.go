@@ -147,7 +147,7 @@ func (p *prefetcher) list(j prefetchJob) {
 	r := &direntReader{fd: fd} // audit_dirents_linux.go
 	for {
 		batch, err := r.next(4096)
-		l.ents = append(l.ents, batch...)
+		l.ents = appendBatch(l.ents, batch) // audit_walk_linux.go
 		l.batches = append(l.batches, len(batch))
 		total := p.read.Add(int64(len(batch)))
 		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {

@@ -5,8 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // TestPrefetchSameScan checks that listing directories ahead (audit_prefetch_linux.go)
@@ -107,4 +109,38 @@ func walkLen(s *Surface) int {
 		return -1
 	}
 	return len(s.Walk.Entries)
+}
+
+// TestListingHoldsNoCopy: a directory's listing is the entries its reader cut,
+// not a copy of them (appendBatch). A launch walk's listings live to the session's
+// end in fresh heap, so a copy of each would be pages faulted in for nothing.
+func TestListingHoldsNoCopy(t *testing.T) {
+	dir := t.TempDir()
+	const n = 200
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the reader itself allocates for n entries of four-character names:
+	// the names with their NULs, the entries, and the slice of them it returns.
+	reader := n*5 + n*int(unsafe.Sizeof(dirent{})) + n*int(unsafe.Sizeof(os.DirEntry(nil)))
+	least := uint64(1 << 62)
+	for range 5 {
+		p := &prefetcher{max: 1 << 20}
+		l := &listing{done: make(chan struct{})}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p.list(prefetchJob{dir: dir, l: l})
+		runtime.ReadMemStats(&after)
+		if len(l.ents) != n || !l.sorted {
+			t.Fatalf("listed %d entries (sorted %v), want %d", len(l.ents), l.sorted, n)
+		}
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	// A copy of the entries' slice would add n*16 bytes; size classes and the
+	// sort's few small objects stay well under that.
+	if slack := uint64(n * int(unsafe.Sizeof(os.DirEntry(nil))) / 2); least > uint64(reader)+slack {
+		t.Errorf("listing %d entries allocated %d bytes, want at most %d (the reader's %d and %d of slack)", n, least, uint64(reader)+slack, reader, slack)
+	}
 }

@@ -38,7 +38,7 @@ func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir stri
 	var ents []os.DirEntry
 	for {
 		batch, err := next(4096)
-		ents = append(ents, batch...)
+		ents = appendBatch(ents, batch)
 		s.entries += len(batch)
 		if errors.Is(err, io.EOF) || err == nil && len(batch) == 0 {
 			break
@@ -55,6 +55,16 @@ func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir stri
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	return ents
+}
+
+// appendBatch adds a listing's batch to ents. The first batch becomes the list
+// itself (each batch is a slice of its own that its reader never writes again):
+// copying it would be fresh heap for every entry of every walk.
+func appendBatch(ents, batch []os.DirEntry) []os.DirEntry {
+	if ents == nil {
+		return batch
+	}
+	return append(ents, batch...)
 }
 
 // tree walks a working-tree directory.

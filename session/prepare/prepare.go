@@ -35,6 +35,34 @@ type Prepared struct {
 	repoID  mounts.FileID
 	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
+	sockets *hostSockets
+}
+
+// hostSockets is the host socket scan (kernel.HostSockets) while it runs. It
+// reads /proc (a stat of every process's socket table), needs nothing of the steps
+// after it, and only the plan needs its masks: it runs beside the protected paths,
+// the placeholders, the audit's baseline and the push guard's staging, and ForLaunch
+// (ForDryRun) takes its result, failing as New failed when the scan ran inside it.
+type hostSockets struct {
+	done  chan struct{}
+	masks []string
+	err   error
+}
+
+func scanHostSockets(s kernel.SocketScope) *hostSockets {
+	h := &hostSockets{done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		h.masks, h.err = kernel.HostSockets(s)
+	}()
+	return h
+}
+
+// takeSockets waits for the scan and puts its masks in the session.
+func (pr *Prepared) takeSockets() error {
+	<-pr.sockets.done
+	pr.Session.MaskSockets = pr.sockets.masks
+	return pr.sockets.err
 }
 
 // Options are what the preparation needs of the session beyond its policy.
@@ -51,8 +79,8 @@ func (o Options) mark(step string) {
 	}
 }
 
-// New looks at the repository and the policy and decides what to protect; it
-// writes nothing on the host.
+// New looks at the repository and the policy and decides what to protect, and
+// starts the host socket scan (hostSockets); it writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work.
 	if err := leafcg.Check(limitsOf(p)); err != nil {
@@ -70,22 +98,20 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots}
-	masks, err := kernel.HostSockets(socketScope(p))
-	if err != nil {
-		return nil, err
-	}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, sockets: scanHostSockets(socketScope(p))}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), MaskSockets: masks, Empty: emptyPaths(p)}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
+		<-pr.sockets.done
 		return nil, fmt.Errorf("protect Git paths: %w", err)
 	}
 	added, err := addDirProtected(p)
 	if err != nil {
+		<-pr.sockets.done
 		return nil, err
 	}
 	protected = append(protected, added...)
@@ -116,6 +142,9 @@ func socketScope(p *policy.Policy) kernel.SocketScope {
 // ForDryRun completes the session as --dry-run shows it, writing nothing: the
 // --disk-tmp directory and the push guard's staging are named, not made.
 func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
+	if err := pr.takeSockets(); err != nil {
+		return err
+	}
 	if p.DiskTmp {
 		pr.Session.DiskTmp = filepath.Join(p.CacheDir, "tmp", "SESSION")
 	}
@@ -181,7 +210,7 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 		return err
 	}
 	pr.Session.SourceIDs = ids
-	return nil
+	return pr.takeSockets()
 }
 
 // Plan is the mount plan of p (the policy the session runs, with the sockets its
@@ -192,6 +221,7 @@ func (pr *Prepared) Plan(p *policy.Policy) mounts.Plan {
 
 // Close undoes what ForLaunch staged, last first.
 func (pr *Prepared) Close() {
+	<-pr.sockets.done // a launch that stopped before ForLaunch took it
 	for i := len(pr.undo) - 1; i >= 0; i-- {
 		pr.undo[i]()
 	}
