@@ -4,6 +4,7 @@ package nsinit
 
 import (
 	"os"
+	"os/exec"
 	"syscall"
 )
 
@@ -12,8 +13,9 @@ import (
 const initMapsOwnIDs = false
 
 // startInit starts binary as the init through os/exec: a fork rather than a vfork,
-// because its child waits for the parent to write the id maps.
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*process, error) {
+// because its child waits for the parent to write the id maps. It is cloned into the
+// cgroup open at cgroup (-1: its caller's).
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File, cgroup int) (*process, error) {
 	cmd := InitCommand(binary, controlFd, stdio)
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{ctl}
@@ -26,8 +28,35 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 		Setpgid:     true,
 		AmbientCaps: initCaps,
 	}
-	if err := cmd.Start(); err != nil {
+	if cgroup >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroup
+	}
+	err := cmd.Start()
+	if err != nil && cgroup >= 0 && noCloneIntoCgroup(err) {
+		cmd = retryCommand(cmd)
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, err
 	}
+	if !cmd.SysProcAttr.UseCgroupFD && cgroup >= 0 {
+		if err := placeInCgroup(cgroup, cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+			return nil, err
+		}
+	}
 	return osProcess(cmd.Process), nil
+}
+
+// retryCommand is cmd again, to be started without CLONE_INTO_CGROUP: an exec.Cmd
+// starts once.
+func retryCommand(cmd *exec.Cmd) *exec.Cmd {
+	again := exec.Command(cmd.Path)
+	again.Args, again.Env, again.ExtraFiles = cmd.Args, cmd.Env, cmd.ExtraFiles
+	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	attr := *cmd.SysProcAttr
+	attr.UseCgroupFD, attr.CgroupFD = false, 0
+	again.SysProcAttr = &attr
+	return again
 }

@@ -301,7 +301,7 @@ func (l *launch) run() (int, error) {
 	}
 	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
 	if leaf != nil {
-		opts.AfterStart = leaf.Place
+		opts.AfterStart, opts.Cgroup = leaf.Place, leaf.File()
 		defer func() {
 			if err := leaf.Remove(); err != nil {
 				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Leaf is one session's cgroup.
@@ -47,7 +49,8 @@ type Leaf struct {
 	// limited cgroup above it (limits_linux.go).
 	Top    string
 	Limits Limits
-	placed int // the sandbox's PID 1, moved in by Place
+	placed int      // the sandbox's PID 1, moved in by Place
+	file   *os.File // Dir, open: what the sandbox's first process is cloned into
 }
 
 // maxWalk bounds the cgroups Remove walks below the leaf.
@@ -80,7 +83,12 @@ func Prepare(name string, lim Limits) (*Leaf, error) {
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
 	if mkErr == nil {
-		return &Leaf{Dir: dir, Top: dir, Parent: parent}, nil
+		l := &Leaf{Dir: dir, Top: dir, Parent: parent}
+		if err := l.open(); err != nil {
+			_ = l.Remove()
+			return nil, err
+		}
+		return l, nil
 	}
 	if w := firstWritable(parent); w != "" {
 		return nil, &RefusedError{Path: w, Reason: "mkdir: " + errText(mkErr)}
@@ -217,6 +225,21 @@ func ownGroups() []int {
 	return append(g, os.Getgid())
 }
 
+// open opens the leaf's directory for File, without following a symlink.
+func (l *Leaf) open() error {
+	fd, err := safepath.Open(l.Dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("session cgroup: open %s: %w", l.Dir, err)
+	}
+	l.file = os.NewFile(uintptr(fd), l.Dir)
+	return nil
+}
+
+// File is the leaf's directory, open, for the start of the sandbox's first
+// process in it (clone3's CLONE_INTO_CGROUP, backend.Options.Cgroup): born there,
+// the sandbox's cgroup namespace is rooted at the leaf. It stays open until Remove.
+func (l *Leaf) File() *os.File { return l.file }
+
 // Place moves process pid, the sandbox's PID 1, into the leaf.
 func (l *Leaf) Place(pid int) error {
 	if err := writePid(l.Dir, pid); err != nil {
@@ -236,6 +259,10 @@ func writePid(dir string, pid int) error {
 // the tree, deepest first. It gives up after a second with the cgroups it could not
 // remove named.
 func (l *Leaf) Remove() error {
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
 	deadline := time.Now().Add(time.Second)
 	for {
 		dirs := l.tree()

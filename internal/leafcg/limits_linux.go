@@ -210,7 +210,7 @@ func (l *Leaf) writeLimits(pfd int, name string) error {
 	if err := unix.Mkdirat(tfd, sandboxLeaf, 0o755); err != nil {
 		return fmt.Errorf("session cgroup: mkdir %s: %w", l.Dir, err)
 	}
-	return nil
+	return l.open()
 }
 
 // openCgroupDir opens dir, an absolute path, as an O_PATH descriptor without

@@ -126,7 +126,11 @@ true
 // cgroup, so the delegated cgroup, the victim beside the launcher and the tree are
 // as they were afterwards, and the leaf is gone.
 func TestSessionCgroup(t *testing.T) {
-	for _, backend := range sandboxtest.Backends(t) {
+	// Every way the sandbox's first process starts: the CLI's raw init cloned
+	// ahead (moved in before its plan), the Go init (cloned into the leaf), the Go
+	// API's, and bwrap (started in the leaf, so its child is born there).
+	backends := append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI)
+	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			deleg := delegatedCgroup(t, true)
 			victim := testenv.Command(t, "/", "sleep", "300")
@@ -153,10 +157,10 @@ func TestSessionCgroup(t *testing.T) {
 			if strings.Contains(r.Stdout, "ESCAPED") {
 				t.Errorf("escapes:\n%s", r.Stdout)
 			}
-			// The sandbox's cgroup namespace is rooted at the launcher's cgroup; the
-			// session itself is one level below, in its leaf.
-			if !strings.Contains(r.Stdout, "CGROUP 0::/agentbox-") {
-				t.Errorf("the session is not in a cgroup of its own:\n%s", r.Stdout)
+			// The sandbox's cgroup namespace is rooted at its leaf: the session sees
+			// itself at the root, and nothing of the cgroups above.
+			if !strings.Contains(r.Stdout, "CGROUP 0::/\n") {
+				t.Errorf("the sandbox's cgroup namespace is not rooted at its own cgroup:\n%s", r.Stdout)
 			}
 			for _, f := range files {
 				if now := readTrim(filepath.Join(deleg, f)); now != before[f] {

@@ -1,0 +1,65 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// cloneArgs is the kernel's struct clone_args (clone3(2)) up to its cgroup field
+// (CLONE_ARGS_SIZE_VER2).
+type cloneArgs struct {
+	flags      uint64
+	pidfd      uint64
+	childTID   uint64
+	parentTID  uint64
+	exitSignal uint64
+	stack      uint64
+	stackSize  uint64
+	tls        uint64
+	setTID     uint64
+	setTIDSize uint64
+	cgroup     uint64
+}
+
+// cgroupArgs are clone3's arguments for a clone with flags (clone(2)'s, the exit
+// signal in the low byte) into the cgroup open at fd.
+func cgroupArgs(flags uintptr, fd int) *cloneArgs {
+	return &cloneArgs{
+		flags:      uint64(flags&^0xff) | unix.CLONE_INTO_CGROUP,
+		exitSignal: uint64(flags & 0xff),
+		cgroup:     uint64(fd),
+	}
+}
+
+// cgroupFd is the descriptor of Options.Cgroup, -1 when there is none.
+func cgroupFd(o Options) int {
+	if o.Cgroup == nil {
+		return -1
+	}
+	return int(o.Cgroup.Fd())
+}
+
+// noCloneIntoCgroup says that err is a kernel's answer to clone3 or to its
+// CLONE_INTO_CGROUP that it does not have them (before Linux 5.3 and 5.7): the init
+// is then cloned as before and moved into its cgroup (placeInCgroup) before it gets
+// its plan, and so before it makes its cgroup namespace.
+func noCloneIntoCgroup(err error) bool {
+	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL)
+}
+
+// placeInCgroup moves process pid into the cgroup open at fd.
+func placeInCgroup(fd, pid int) error {
+	f, err := unix.Openat(fd, "cgroup.procs", unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		_, err = unix.Write(f, []byte(strconv.Itoa(pid)))
+		unix.Close(f)
+	}
+	if err != nil {
+		return fmt.Errorf("move the init into its cgroup: %w", os.NewSyscallError("cgroup.procs", err))
+	}
+	return nil
+}
