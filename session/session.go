@@ -295,7 +295,7 @@ func (l *launch) run() (int, error) {
 	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
-	leaf, err := prepare.SessionCgroup(p)
+	leaf, err := l.pr.SessionCgroup(p)
 	if err != nil {
 		return 0, err
 	}

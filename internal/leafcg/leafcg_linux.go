@@ -73,12 +73,21 @@ func (e *RefusedError) Error() string {
 // is made where the limits can be enforced (limits_linux.go), or the launch is
 // refused with a *LimitError.
 func Prepare(name string, lim Limits) (*Leaf, error) {
-	if lim.Set() {
-		return prepareLimited(name, lim)
-	}
-	parent, err := ownCgroup()
-	if err != nil || parent == "" {
+	h, err := Probe()
+	if err != nil {
 		return nil, err
+	}
+	return h.Prepare(name, lim)
+}
+
+// Prepare is the package's Prepare where the caller has probed h already.
+func (h Host) Prepare(name string, lim Limits) (*Leaf, error) {
+	if lim.Set() {
+		return h.prepareLimited(name, lim)
+	}
+	parent := h.Own
+	if parent == "" {
+		return nil, nil
 	}
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
@@ -102,13 +111,6 @@ func errText(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-// ownCgroup is the directory of the calling process's cgroup2 cgroup, "" when no
-// cgroup2 hierarchy is mounted here.
-func ownCgroup() (string, error) {
-	dir, _, err := ownCgroupAndMount()
-	return dir, err
 }
 
 // ownCgroupAndMount is ownCgroup and the mount point of the cgroup2 hierarchy it is

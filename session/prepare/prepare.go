@@ -35,6 +35,7 @@ type Prepared struct {
 	repoID  mounts.FileID
 	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
+	cgroup  leafcg.Host
 }
 
 // Options are what the preparation needs of the session beyond its policy.
@@ -54,8 +55,13 @@ func (o Options) mark(step string) {
 // New looks at the repository and the policy and decides what to protect; it
 // writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
-	// Limits this host cannot enforce refuse the launch before any host work.
-	if err := leafcg.Check(limitsOf(p)); err != nil {
+	// Limits this host cannot enforce refuse the launch before any host work. Where
+	// this process is in the cgroup tree is read once, for this and SessionCgroup.
+	cg, err := leafcg.Probe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cg.Check(limitsOf(p)); err != nil {
 		return nil, err
 	}
 	repoID, err := repoIdentity(p.Repo)
@@ -70,7 +76,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg}
 	masks, err := kernel.HostSockets(socketScope(p))
 	if err != nil {
 		return nil, err
