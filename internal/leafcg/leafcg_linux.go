@@ -89,6 +89,7 @@ func (h Host) Prepare(name string, lim Limits) (*Leaf, error) {
 	if parent == "" {
 		return nil, nil
 	}
+	removeLeftovers(parent)
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
 	if mkErr == nil {
@@ -273,7 +274,17 @@ func (l *Leaf) Remove() error {
 				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
 			}
 		}
-		_ = os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+		if os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) != nil {
+			// No cgroup.kill (before Linux 5.14): each process found there. One
+			// forking meanwhile is found on the next round.
+			for _, d := range dirs {
+				for _, pid := range pids(d) {
+					if pid != l.placed {
+						_ = unix.Kill(pid, unix.SIGKILL)
+					}
+				}
+			}
+		}
 
 		var left []string
 		for i := len(dirs) - 1; i >= 0; i-- {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -111,6 +112,7 @@ func (h Host) prepareLimited(name string, lim Limits) (*Leaf, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeLeftovers(parent.dir)
 	pfd, err := openCgroupDir(parent.dir)
 	if err != nil {
 		return nil, fmt.Errorf("session cgroup: %w", err)
@@ -171,10 +173,50 @@ func (l *Leaf) writeLimits(pfd int, name string) error {
 			return fmt.Errorf("session cgroup: write %s to %s: %w", f[1], filepath.Join(l.Top, f[0]), err)
 		}
 	}
+	// The controllers are enabled below the session's cgroup too: the kernel then
+	// refuses to disable them above it while the session runs, so no other process
+	// can take a limit away from under it.
+	want := lim.controllers()
+	if err := writeAt(tfd, "cgroup.subtree_control", "+"+strings.Join(want, " +")); err != nil {
+		return fmt.Errorf("session cgroup: enable %s below %s: %w", strings.Join(want, ", "), l.Top, err)
+	}
+	if err := l.verify(tfd, files, want); err != nil {
+		return err
+	}
 	if err := unix.Mkdirat(tfd, sandboxLeaf, 0o755); err != nil {
 		return fmt.Errorf("session cgroup: mkdir %s: %w", l.Dir, err)
 	}
 	return l.open()
+}
+
+// verify reads back what writeLimits wrote: a limit counts once the kernel shows it
+// in force, not when the write returned.
+func (l *Leaf) verify(tfd int, files [][2]string, want []string) error {
+	for _, list := range []string{"cgroup.controllers", "cgroup.subtree_control"} {
+		have := fields(readAt(tfd, list))
+		for _, c := range want {
+			if !contains(have, c) {
+				return &LimitError{Flag: flagOf(c), Reason: fmt.Sprintf("the %s controller is not in %s after the session's cgroup was made (disabled above it meanwhile?)", c, filepath.Join(l.Top, list)), Fix: fixDelegate}
+			}
+		}
+	}
+	for _, f := range files {
+		got, err := readAtErr(tfd, f[0])
+		if errors.Is(err, unix.ENOENT) && f[0] == "memory.swap.max" {
+			continue
+		}
+		got = strings.TrimSpace(got)
+		ok := got == f[1]
+		if f[0] == "memory.max" {
+			// The kernel keeps whole pages: the limit reads back rounded down.
+			n, perr := strconv.ParseInt(got, 10, 64)
+			ok = perr == nil && n > 0 && n <= l.Limits.Memory
+		}
+		if err != nil || !ok {
+			return fmt.Errorf("session cgroup: %s reads %q after %q was written (%v): the limit is not in force", filepath.Join(l.Top, f[0]), got, f[1], err)
+		}
+	}
+	return nil
 }
 
 // openCgroupDir opens dir, an absolute path, as an O_PATH descriptor without
@@ -201,6 +243,23 @@ func writeAt(dirfd int, name, value string) error {
 	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte(value))
 	return err
+}
+
+// readAt is the control file name below the directory dirfd, "" when unreadable.
+func readAt(dirfd int, name string) string {
+	s, _ := readAtErr(dirfd, name)
+	return s
+}
+
+func readAtErr(dirfd int, name string) (string, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	return string(b), err
 }
 
 func readFile(p string) string {
