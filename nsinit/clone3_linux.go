@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -62,4 +63,16 @@ func placeInCgroup(fd, pid int) error {
 		return fmt.Errorf("move the init into its cgroup: %w", os.NewSyscallError("cgroup.procs", err))
 	}
 	return nil
+}
+
+// retryCommand is cmd again, to be started without CLONE_INTO_CGROUP: an exec.Cmd
+// starts once.
+func retryCommand(cmd *exec.Cmd) *exec.Cmd {
+	again := exec.Command(cmd.Path)
+	again.Args, again.Env, again.ExtraFiles = cmd.Args, cmd.Env, cmd.ExtraFiles
+	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	attr := *cmd.SysProcAttr
+	attr.UseCgroupFD, attr.CgroupFD = false, 0
+	again.SysProcAttr = &attr
+	return again
 }

@@ -252,6 +252,13 @@ func startLaunch(l Launch, fg bool) (*process, error) {
 		return l.Start(fg)
 	}
 	err := l.Cmd.Start()
+	if err != nil && l.Cmd.SysProcAttr != nil && l.Cmd.SysProcAttr.UseCgroupFD && noCloneIntoCgroup(err) {
+		// Before Linux 5.7: bwrap starts in the launcher's cgroup, its child is
+		// moved into the session's (Options.AfterStart), and the cgroup namespace
+		// bwrap made for it stays rooted above it (docs/security.md).
+		l.Cmd = retryCommand(l.Cmd)
+		err = l.Cmd.Start()
+	}
 	for _, f := range l.Cmd.ExtraFiles {
 		f.Close()
 	}

@@ -4,7 +4,6 @@ package nsinit
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 )
 
@@ -49,14 +48,3 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	return osProcess(cmd.Process), nil
 }
 
-// retryCommand is cmd again, to be started without CLONE_INTO_CGROUP: an exec.Cmd
-// starts once.
-func retryCommand(cmd *exec.Cmd) *exec.Cmd {
-	again := exec.Command(cmd.Path)
-	again.Args, again.Env, again.ExtraFiles = cmd.Args, cmd.Env, cmd.ExtraFiles
-	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
-	attr := *cmd.SysProcAttr
-	attr.UseCgroupFD, attr.CgroupFD = false, 0
-	again.SysProcAttr = &attr
-	return again
-}

@@ -116,8 +116,17 @@ func limitParent(h Host, uid int, want []string) (parentChoice, error) {
 			break
 		}
 	}
-	return parentChoice{}, &LimitError{Flag: flagOf(missing), Reason: notDelegated(h, uid, top, missing, looked), Fix: fixDelegate}
+	fix := fixDelegate
+	if uid == 0 {
+		fix = fixDelegateRoot
+	}
+	return parentChoice{}, &LimitError{Flag: flagOf(missing), Reason: notDelegated(h, uid, top, missing, looked), Fix: fix}
 }
+
+// fixDelegateRoot is root's way to a delegated cgroup on a systemd host: a service
+// with Delegate=yes whose processes run in a subgroup (systemd 254), which leaves
+// the service's own cgroup free to give its children the controllers.
+const fixDelegateRoot = "run it as a delegated service, e.g. systemd-run -p Delegate=yes -p DelegateSubgroup=agentbox --pty agentbox exec …, or leave the flag out"
 
 // below says whether dir is a cgroup strictly below the hierarchy's root at mount.
 func below(dir, mount string) bool {
