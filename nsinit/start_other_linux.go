@@ -47,4 +47,3 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	}
 	return osProcess(cmd.Process), nil
 }
-
