@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,17 +15,16 @@ import (
 // (CLONE_ARGS_SIZE_VER2).
 type cloneArgs struct {
 	flags      uint64
-	pidfd      uint64
-	childTID   uint64
-	parentTID  uint64
+	_          [3]uint64 // pidfd, child_tid, parent_tid
 	exitSignal uint64
 	stack      uint64
 	stackSize  uint64
-	tls        uint64
-	setTID     uint64
-	setTIDSize uint64
+	_          [3]uint64 // tls, set_tid, set_tid_size
 	cgroup     uint64
 }
+
+// The assembly passes 88 as the struct's size (CLONE_ARGS_SIZE_VER2).
+var _ = [1]struct{}{}[unsafe.Sizeof(cloneArgs{})-88]
 
 // cgroupArgs are clone3's arguments for a clone with flags (clone(2)'s, the exit
 // signal in the low byte) into the cgroup open at fd.
