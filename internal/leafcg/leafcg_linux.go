@@ -7,8 +7,10 @@
 // each user service and app scope, and root owns every cgroup it is in), the command
 // could create cgroups, set limits, freeze or kill the launcher, its terminal and
 // every other process of that scope. So the launcher makes a leaf below its cgroup
-// and moves the sandbox's PID 1 into it before the command exists; every process of
-// the session is born there, and a nested view reaches only the session. After the
+// and starts the sandbox's PID 1 in it (File: clone3's CLONE_INTO_CGROUP), or moves
+// it there before it has its plan; every process of the session is born there, the
+// sandbox's own cgroup namespace is rooted there, and a nested view reaches only the
+// session. After the
 // session the launcher moves what is left (the init, which may linger) back and
 // removes the leaf's tree.
 //
@@ -17,10 +19,10 @@
 // host's mount says), or the launch is refused.
 //
 // With limits (--memory, --pids, --cpus; limits_linux.go) the session's cgroup is
-// made instead below the nearest cgroup, from the launcher's up, that gives its
-// children the controllers and is delegated to the user; the limits are written
-// into it, and the sandbox lives in a leaf below it. A host where that cgroup does
-// not exist refuses the launch.
+// made instead below the nearest cgroup, from the launcher's up, that is delegated
+// to the caller (delegation_linux.go) and gives its children the controllers; the
+// limits are written into it and read back, and the sandbox lives in a leaf below
+// it. A host where that cgroup does not exist refuses the launch.
 package leafcg
 
 import (
