@@ -63,6 +63,11 @@ type Options struct {
 	// start. An error ends the launch. It places the session in its own cgroup
 	// (internal/leafcg), where every later process of the session is born.
 	AfterStart func(pid int) error
+	// Cgroup, when set, is the session's cgroup (internal/leafcg), open as a
+	// directory: the started process (the init, or bwrap) is cloned into it
+	// (CLONE_INTO_CGROUP), or moved into it before the init gets its plan where
+	// the kernel cannot, so that the sandbox's cgroup namespace is rooted there.
+	Cgroup *os.File
 	// Listener, for a plan with a Proxy (--allow-net), gets the listening socket
 	// the init created at plan.Proxy in the sandbox's network namespace, before the
 	// command starts; the caller serves it and closes it. Called from the launch's

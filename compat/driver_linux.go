@@ -6,7 +6,7 @@ import (
 )
 
 // Driver is the bwrap backend as a backend.Driver: the command's streams are
-// Options.Stdio's, and Env, BeforeExec, AfterStart and Listener are honoured as by
+// Options.Stdio's, and Env, BeforeExec, AfterStart, Cgroup and Listener are honoured as by
 // RunWith. The result names the bubblewrap that ran (Result.BackendVersion).
 type Driver struct{}
 

@@ -34,7 +34,7 @@ func Run(plan mounts.Plan, stdio backend.Stdio, beforeExec func() error, afterSt
 	return RunWith(plan, backend.Options{Stdio: stdio, BeforeExec: beforeExec, AfterStart: afterStart})
 }
 
-// RunWith is Run with the launch's options: Stdio, Env, BeforeExec, AfterStart, and
+// RunWith is Run with the launch's options: Stdio, Env, BeforeExec, AfterStart, Cgroup, and
 // Listener, HostPorts and Sockets, which get the sockets of bwrap's network
 // namespace that the init creates (the proxy's, --host-port's, --publish's). The
 // native backend's own fields (InitBinary, Signals, RawInit) do not apply.
@@ -141,6 +141,12 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	privateStage(cmd.SysProcAttr)
 	if budget != nil {
 		cmd.Path = stageCommand(exe, cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
+	}
+	if o.Cgroup != nil {
+		// bwrap makes the sandbox's cgroup namespace as it clones its child, in the
+		// cgroup it is in then: it starts in the session's, so the namespace is
+		// rooted there (its own process is the session's too).
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(o.Cgroup.Fd())
 	}
 	// bwrap passes every descriptor it inherits on to the sandbox, so nothing but
 	// stdio and the three above may reach it.

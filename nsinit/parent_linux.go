@@ -81,7 +81,7 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 	}
 	start := func(bool) (*process, error) {
 		defer child.Close()
-		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child)
+		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child, cgroupFd(opts))
 	}
 	return Supervise(Launch{Start: start, Ctl: ctl, Plan: plan}, opts)
 }
@@ -208,7 +208,9 @@ var initCaps = []uintptr{
 	unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SYS_ADMIN, unix.CAP_MKNOD,
 }
 
-// cloneFlags are the namespaces of P5 for plan, in which the init is cloned. Beyond
+// cloneFlags are the namespaces of P5 for plan, in which the init is cloned, but
+// for the cgroup namespace, which the init makes itself once it is in its
+// session's cgroup (program.Compile). Beyond
 // them the init gets (startInit) the caller's own uid and gid mapped to
 // themselves, its own process group (so terminal signals reach the launcher once and
 // are forwarded once), death with the launcher, and initCaps: it runs as the caller's
@@ -217,7 +219,7 @@ var initCaps = []uintptr{
 // all of them before it starts the command.
 func cloneFlags(plan mounts.Plan) uintptr {
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if plan.Namespaces.Net {
 		flags |= unix.CLONE_NEWNET
 	}
@@ -250,6 +252,13 @@ func startLaunch(l Launch, fg bool) (*process, error) {
 		return l.Start(fg)
 	}
 	err := l.Cmd.Start()
+	if err != nil && l.Cmd.SysProcAttr != nil && l.Cmd.SysProcAttr.UseCgroupFD && noCloneIntoCgroup(err) {
+		// Before Linux 5.7: bwrap starts in the launcher's cgroup, its child is
+		// moved into the session's (Options.AfterStart), and the cgroup namespace
+		// bwrap made for it stays rooted above it (docs/security.md).
+		l.Cmd = retryCommand(l.Cmd)
+		err = l.Cmd.Start()
+	}
 	for _, f := range l.Cmd.ExtraFiles {
 		f.Close()
 	}

@@ -48,7 +48,7 @@ func Prestart(net bool, initBinary string) (*Prestarted, error) {
 		initBinary = "/proc/self/exe"
 	}
 	p, err := prestart(&Prestarted{net: net, initBinary: initBinary}, true, func(child *os.File) (*process, error) {
-		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child)
+		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child, -1)
 	})
 	if err != nil {
 		return nil, err
@@ -163,8 +163,25 @@ func RunPrestarted(p *Prestarted, plan mounts.Plan, opts Options) (Result, error
 	if p.raw != nil {
 		return runPrestartedRaw(p, plan, opts)
 	}
-	start := func(bool) (*process, error) { return p.proc, nil }
+	start := func(bool) (*process, error) { return p.proc, p.place(opts) }
 	return Supervise(Launch{Start: start, Ctl: p.ctl, Plan: plan, Prestarted: true}, opts)
+}
+
+// place moves the spare, cloned before its session's cgroup existed, into
+// Options.Cgroup before it gets its plan, whose first step makes its cgroup
+// namespace (program.Compile): rooted there, not in the launcher's cgroup. A spare
+// that cannot be moved is killed.
+func (p *Prestarted) place(opts Options) error {
+	fd := cgroupFd(opts)
+	if fd < 0 {
+		return nil
+	}
+	if err := placeInCgroup(fd, p.proc.Pid); err != nil {
+		p.proc.kill()
+		p.proc.wait()
+		return err
+	}
+	return nil
 }
 
 // stdioFiles returns the three streams to hand a prestarted init, /dev/null for those

@@ -110,6 +110,12 @@ type rawArena struct {
 //go:noescape
 func rawClone(flags, stack, arena, role uintptr) (pid uintptr, errno uintptr)
 
+// rawClone3 is rawClone through clone3, with the flags and the stack in args
+// (rawinit_linux_amd64.s).
+//
+//go:noescape
+func rawClone3(args *cloneArgs, arena, role uintptr) (pid uintptr, errno uintptr)
+
 // The child's entry points, called only from rawClone's assembly (which staticcheck
 // does not read).
 var _ = [...]func(*rawArena){rawInitMain, rawCommandMain}

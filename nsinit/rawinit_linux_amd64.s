@@ -51,3 +51,45 @@ exit:
 	MOVQ $231, AX                // SYS_exit_group
 	SYSCALL
 	JMP  exit
+
+// func rawClone3(args *cloneArgs, arena, role uintptr) (pid uintptr, errno uintptr)
+//
+// rawClone through clone3(args, sizeof *args): args holds the flags and the child's
+// stack (its base and size), and the child goes on as rawClone's.
+TEXT ·rawClone3(SB), NOSPLIT, $0-40
+	MOVQ args+0(FP), DI
+	MOVQ $88, SI                 // sizeof(struct clone_args), CLONE_ARGS_SIZE_VER2
+	MOVQ arena+8(FP), R12
+	MOVQ role+16(FP), R13
+	MOVQ $435, AX                // SYS_clone3
+	SYSCALL
+	CMPQ AX, $0
+	JEQ  child
+	CMPQ AX, $0xfffffffffffff001 // -4095: a negated errno, as unsigned
+	JLS  ok
+	NEGQ AX
+	MOVQ $0, pid+24(FP)
+	MOVQ AX, errno+32(FP)
+	RET
+
+ok:
+	MOVQ AX, pid+24(FP)
+	MOVQ $0, errno+32(FP)
+	RET
+
+child:
+	SUBQ $16, SP
+	MOVQ R12, 0(SP)
+	LEAQ ·rawInitMain(SB), AX
+	CMPQ R13, $0
+	JEQ  call
+	LEAQ ·rawCommandMain(SB), AX
+
+call:
+	CALL AX
+
+exit:
+	MOVQ $125, DI
+	MOVQ $231, AX                // SYS_exit_group
+	SYSCALL
+	JMP  exit

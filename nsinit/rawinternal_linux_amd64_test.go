@@ -140,7 +140,7 @@ func TestRawGateWantsGo(t *testing.T) {
 		rawRelease()
 		t.Fatal(err)
 	}
-	proc, err := prog.start(child, Stdio{Stdin: null, Stdout: null, Stderr: null}, false, cloneFlags(plan))
+	proc, err := prog.start(child, Stdio{Stdin: null, Stdout: null, Stderr: null}, false, cloneFlags(plan), -1)
 	child.Close()
 	if err != nil {
 		t.Fatal(err)

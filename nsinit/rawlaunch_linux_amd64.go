@@ -96,7 +96,7 @@ func runRaw(plan mounts.Plan, opts Options) (res Result, err error, ok bool) {
 	conn := &rawConn{ctl: ctl, prog: prog}
 	start := func(fg bool) (*process, error) {
 		defer child.Close()
-		return prog.start(child, opts.Stdio, fg, cloneFlags(plan))
+		return prog.start(child, opts.Stdio, fg, cloneFlags(plan), cgroupFd(opts))
 	}
 	res, err = Supervise(Launch{Start: start, Ctl: ctl, Plan: plan, conn: conn, gated: rawGated(opts)}, gateOpts(opts))
 	return res, err, true
@@ -258,9 +258,11 @@ func (p *rawProgram) candidates(name, pathEnv string) error {
 	return nil
 }
 
-// start clones the raw init with stdio and ctl as its descriptors 0–2 and controlFd.
-// The raw init's reservation (rawAcquire) goes with the init, or now if none started.
-func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (proc *process, err error) {
+// start clones the raw init with stdio and ctl as its descriptors 0–2 and controlFd,
+// into the cgroup open at cgroup (-1: its caller's; rawUsable's kernels all have
+// CLONE_INTO_CGROUP). The raw init's reservation (rawAcquire) goes with the init, or
+// now if none started.
+func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr, cgroup int) (proc *process, err error) {
 	defer func() {
 		if err != nil {
 			rawRelease()
@@ -282,7 +284,13 @@ func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (p
 	a.nextfd = max(a.nextfd, initFds)
 	a.flags = flags | uintptr(unix.CLONE_VM) | uintptr(unix.SIGCHLD)
 	stack := uintptr(unsafe.Pointer(&p.Mem[len(p.Mem)-rawStack-16])) // the first stack's top
-	pid, errno := rawStartInit(a, stack)
+	var args *cloneArgs
+	if cgroup >= 0 {
+		args = cgroupArgs(a.flags, cgroup)
+		base := uintptr(unsafe.Pointer(&p.Mem[len(p.Mem)-2*rawStack]))
+		args.stack, args.stackSize = uint64(base), uint64(stack-base)
+	}
+	pid, errno := rawStartInit(a, stack, args)
 	runtime.KeepAlive(files)
 	runtime.KeepAlive(ctl)
 	if errno != 0 {
@@ -292,14 +300,20 @@ func (p *rawProgram) start(ctl *os.File, stdio Stdio, fg bool, flags uintptr) (p
 }
 
 // rawStartInit clones the raw init, with every signal blocked for the clone (the
-// child must not run a Go handler before it has reset them).
+// child must not run a Go handler before it has reset them): through clone3 with
+// args when set.
 //
 //go:noinline
 //go:nosplit
 //go:norace
-func rawStartInit(a *rawArena, stack uintptr) (int, syscall.Errno) {
+func rawStartInit(a *rawArena, stack uintptr, args *cloneArgs) (int, syscall.Errno) {
 	runtimeBeforeFork()
-	pid, errno := rawClone(a.flags, stack, uintptr(unsafe.Pointer(a)), 0)
+	var pid, errno uintptr
+	if args != nil {
+		pid, errno = rawClone3(args, uintptr(unsafe.Pointer(a)), 0)
+	} else {
+		pid, errno = rawClone(a.flags, stack, uintptr(unsafe.Pointer(a)), 0)
+	}
 	runtimeAfterFork()
 	return int(pid), syscall.Errno(errno)
 }
@@ -446,7 +460,7 @@ func PrestartRaw(net bool, stdio Stdio) *Prestarted {
 	prog.compileWait()
 	flags := cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}})
 	p, err := prestart(&Prestarted{net: net, raw: prog}, false, func(child *os.File) (*process, error) {
-		proc, err := prog.start(child, stdio, false, flags)
+		proc, err := prog.start(child, stdio, false, flags, -1)
 		if err != nil {
 			prog.free() // no init uses it
 		}
@@ -470,6 +484,9 @@ func runPrestartedRaw(p *Prestarted, plan mounts.Plan, opts Options) (Result, er
 		return Run(plan, opts)
 	}
 	start := func(fg bool) (*process, error) {
+		if err := p.place(opts); err != nil {
+			return nil, err
+		}
 		if fg {
 			prog.ra.fg = 1
 		}

@@ -12,8 +12,9 @@ import (
 const initMapsOwnIDs = false
 
 // startInit starts binary as the init through os/exec: a fork rather than a vfork,
-// because its child waits for the parent to write the id maps.
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*process, error) {
+// because its child waits for the parent to write the id maps. It is cloned into the
+// cgroup open at cgroup (-1: its caller's).
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File, cgroup int) (*process, error) {
 	cmd := InitCommand(binary, controlFd, stdio)
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{ctl}
@@ -26,8 +27,23 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 		Setpgid:     true,
 		AmbientCaps: initCaps,
 	}
-	if err := cmd.Start(); err != nil {
+	if cgroup >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroup
+	}
+	err := cmd.Start()
+	if err != nil && cgroup >= 0 && noCloneIntoCgroup(err) {
+		cmd = retryCommand(cmd)
+		err = cmd.Start()
+	}
+	if err != nil {
 		return nil, err
+	}
+	if !cmd.SysProcAttr.UseCgroupFD && cgroup >= 0 {
+		if err := placeInCgroup(cgroup, cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+			return nil, err
+		}
 	}
 	return osProcess(cmd.Process), nil
 }

@@ -33,6 +33,11 @@ import (
 //go:noescape
 func vforkClone(flags uintptr) (pid uintptr, errno uintptr)
 
+// vforkClone3 is vforkClone through clone3 (vfork_linux_amd64.s).
+//
+//go:noescape
+func vforkClone3(args *cloneArgs) (pid uintptr, errno uintptr)
+
 //go:linkname runtimeBeforeFork syscall.runtime_BeforeFork
 func runtimeBeforeFork()
 
@@ -53,6 +58,7 @@ const initFds = controlFd + 1
 // vforkSpec is everything the vforked child uses, prepared before the clone.
 type vforkSpec struct {
 	flags    uintptr
+	args     *cloneArgs // set: clone3 with these (into a cgroup), not clone with flags
 	path     *byte
 	argv     []*byte
 	envv     []*byte
@@ -68,8 +74,8 @@ type vforkSpec struct {
 // startInit starts binary as the init (argv0 protocol.InitArgv0, env), in the new
 // namespaces flags, with stdio and ctl as its descriptors 0–2 and controlFd, its own
 // process group, SIGKILL when the calling thread ends (the caller locks it), and
-// initCaps as ambient capabilities.
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File) (*process, error) {
+// initCaps as ambient capabilities; in the cgroup open at cgroup (-1: its caller's).
+func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File, cgroup int) (*process, error) {
 	files, closeNull, err := stdioFiles(stdio)
 	if err != nil {
 		return nil, err
@@ -99,9 +105,17 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	s.ambient = initCaps
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3 // capget fills capData in the child
 
+	if cgroup >= 0 {
+		s.args = cgroupArgs(s.flags, cgroup)
+	}
+
 	// No other fork may copy a descriptor that is not yet close-on-exec meanwhile.
 	syscall.ForkLock.Lock()
 	pid, errno := vforkInit(s)
+	if errno != 0 && s.args != nil && noCloneIntoCgroup(errno) {
+		s.args = nil
+		pid, errno = vforkInit(s)
+	}
 	syscall.ForkLock.Unlock()
 	unix.Close(p[1])
 	if errno != 0 {
@@ -115,6 +129,14 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 		var ws unix.WaitStatus
 		_, _ = eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
 		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
+	}
+	if cgroup >= 0 && s.args == nil {
+		if err := placeInCgroup(cgroup, pid); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
+			return nil, err
+		}
 	}
 	return childProcess(pid, nil), nil
 }
@@ -139,7 +161,12 @@ func readFull(fd int, b []byte) (int, error) {
 //go:norace
 func vforkInit(s *vforkSpec) (int, syscall.Errno) {
 	runtimeBeforeFork()
-	pid, errno := vforkClone(s.flags)
+	var pid, errno uintptr
+	if s.args != nil {
+		pid, errno = vforkClone3(s.args)
+	} else {
+		pid, errno = vforkClone(s.flags)
+	}
 	if errno != 0 || pid != 0 {
 		runtimeAfterFork()
 		return int(pid), syscall.Errno(errno)

@@ -93,6 +93,7 @@ type request struct {
 	Env        []string    `json:"env"`
 	InitBinary string      `json:"init_binary,omitempty"`
 	Streams    [3]bool     `json:"streams"` // which of stdin, stdout, stderr follow as fds
+	Cgroup     bool        `json:"cgroup"`  // the session's cgroup follows them as an fd
 }
 
 type reply struct {
@@ -108,14 +109,11 @@ const maxFrame = 4 << 20
 // Run is the package-level Run, launched by the helper: the session's preparation,
 // audit and record run in the calling program, the plan in the helper. Signals sent
 // to the calling program are not forwarded; the helper passes its own on. The
-// session's command is not moved into a cgroup of its own (the helper's launch does
-// not report the init's PID before the command starts).
+// session's cgroup (and its limits) travels to the helper as a descriptor, and the
+// helper clones the init into it (backend.Options.Cgroup).
 func (l *Launcher) Run(opts Options) (Result, error) {
 	if len(opts.HostPorts) > 0 || len(opts.Publish) > 0 {
 		return Result{}, errors.New("sandbox: a Launcher cannot serve HostPorts or Publish (its helper hands the launcher no sockets of the init): use sandbox.Run")
-	}
-	if opts.Memory != "" || opts.Pids != "" || opts.CPUs != "" {
-		return Result{}, errors.New("sandbox: a Launcher cannot enforce Memory, Pids or CPUs (its helper does not place the session in a cgroup): use sandbox.Run")
 	}
 	return run(opts, launcherDriver{l})
 }
@@ -124,8 +122,9 @@ func (l *Launcher) Run(opts Options) (Result, error) {
 type launcherDriver struct{ l *Launcher }
 
 // Run implements backend.Driver. BeforeExec runs before the plan is handed over, as
-// for a Go init (backend.Options.BeforeExec); AfterStart and Listener are not
-// offered (the Go API has no --allow-net).
+// for a Go init (backend.Options.BeforeExec); Cgroup goes to the helper; AfterStart
+// is not called (the init starts in the cgroup) and Listener is not offered (the Go
+// API has no --allow-net).
 func (d launcherDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
 	if o.BeforeExec != nil {
 		if err := o.BeforeExec(); err != nil {
@@ -166,6 +165,10 @@ func (l *Launcher) launch(plan mounts.Plan, opts backend.Options) (backend.Resul
 			req.Streams[i] = true
 			rights = append(rights, int(f.Fd()))
 		}
+	}
+	if opts.Cgroup != nil {
+		req.Cgroup = true
+		rights = append(rights, int(opts.Cgroup.Fd()))
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
@@ -263,7 +266,7 @@ func serveOne(conn int) {
 		return
 	}
 	buf := make([]byte, size)
-	oob := make([]byte, unix.CmsgSpace(3*4))
+	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := unix.Recvmsg(conn, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		return
@@ -278,10 +281,12 @@ func serveOne(conn int) {
 	var rep reply
 	if err := json.Unmarshal(buf[:n], &req); err != nil {
 		rep.Reason = "launcher: bad request: " + err.Error()
+	} else if cgroup, files, ok := cgroupOf(req.Cgroup, files); !ok {
+		rep.Reason = "launcher: request names a cgroup it did not send"
 	} else if stdio, ok := streams(req.Streams, files); !ok {
 		rep.Reason = "launcher: request names streams it did not send"
 	} else {
-		res, err := nsinit.Run(req.Plan, backend.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary})
+		res, err := nsinit.Run(req.Plan, backend.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary, Cgroup: cgroup})
 		rep.Status, rep.Phases = res.Status, res.Phases
 		var se *nsinit.SetupError
 		switch {
@@ -295,6 +300,18 @@ func serveOne(conn int) {
 	if err == nil {
 		_ = unix.Sendmsg(conn, b, nil, nil, 0)
 	}
+}
+
+// cgroupOf takes the session's cgroup, the last descriptor received, off got when
+// the request names one.
+func cgroupOf(named bool, got []*os.File) (*os.File, []*os.File, bool) {
+	if !named {
+		return nil, got, true
+	}
+	if len(got) == 0 {
+		return nil, got, false
+	}
+	return got[len(got)-1], got[:len(got)-1], true
 }
 
 // streams pairs the received descriptors with the streams the request names.

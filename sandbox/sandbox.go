@@ -97,8 +97,8 @@ type Options struct {
 	// Memory, Pids and CPUs bound the session's processes together, as agentbox
 	// exec's --memory SIZE, --pids N and --cpus N read them ("2G", "512", "0.5");
 	// empty: no limit. Where the host's cgroup v2 tree does not delegate the
-	// controller to the user, Run refuses (a *leafcg.LimitError's words), and a
-	// Launcher refuses any limit (its helper does not place the session in a cgroup).
+	// controller to the user, Run and a Launcher's Run refuse (a *leafcg.LimitError's
+	// words).
 	Memory, Pids, CPUs string
 	// TmpSize is the budget in bytes of the RAM-backed filesystems (/tmp, /run,
 	// /dev/shm, the HOME overlay's upper layer; agentbox exec --tmp-size): a write

@@ -169,14 +169,13 @@ func TestLauncherClosed(t *testing.T) {
 }
 
 // TestLauncherRefusesWhatItCannotServe: a Launcher's helper hands the launcher no
-// sockets of the init and places no cgroup, so forwardings and limits are refused
-// instead of running a session without them.
+// sockets of the init, so forwardings are refused instead of running a session
+// without them. (Limits it serves: the session's cgroup goes to the helper.)
 func TestLauncherRefusesWhatItCannotServe(t *testing.T) {
 	l := &Launcher{}
 	for name, opts := range map[string]Options{
 		"HostPorts": {Offline: true, HostPorts: []PortMap{{Inside: 5432, Host: 5432}}},
 		"Publish":   {Offline: true, Publish: []PortMap{{Inside: 8080, Host: 18080}}},
-		"Memory":    {Memory: "1G"},
 	} {
 		if _, err := l.Run(opts); err == nil || !strings.Contains(err.Error(), "a Launcher cannot") {
 			t.Errorf("%s through a Launcher: %v, want refused", name, err)

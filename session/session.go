@@ -300,13 +300,13 @@ func (l *launch) run() (int, error) {
 	defer func() { prepare.RemoveStaleLocks(cfg.Stderr, prot, locks) }() // bounded by then (termout)
 	sw.Mark(host("plan, recheck"))
 	// The session's own cgroup (P12): nothing inside reaches the launcher's.
-	leaf, err := prepare.SessionCgroup(p)
+	leaf, err := l.pr.SessionCgroup(p)
 	if err != nil {
 		return 0, err
 	}
 	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
 	if leaf != nil {
-		opts.AfterStart = leaf.Place
+		opts.AfterStart, opts.Cgroup = leaf.Place, leaf.File()
 		defer func() {
 			if err := leaf.Remove(); err != nil {
 				fmt.Fprintf(cfg.Stderr, "agentbox: %v\n", err)

@@ -7,8 +7,10 @@
 // each user service and app scope, and root owns every cgroup it is in), the command
 // could create cgroups, set limits, freeze or kill the launcher, its terminal and
 // every other process of that scope. So the launcher makes a leaf below its cgroup
-// and moves the sandbox's PID 1 into it before the command exists; every process of
-// the session is born there, and a nested view reaches only the session. After the
+// and starts the sandbox's PID 1 in it (File: clone3's CLONE_INTO_CGROUP), or moves
+// it there before it has its plan; every process of the session is born there, the
+// sandbox's own cgroup namespace is rooted there, and a nested view reaches only the
+// session. After the
 // session the launcher moves what is left (the init, which may linger) back and
 // removes the leaf's tree.
 //
@@ -17,10 +19,10 @@
 // host's mount says), or the launch is refused.
 //
 // With limits (--memory, --pids, --cpus; limits_linux.go) the session's cgroup is
-// made instead below the nearest cgroup, from the launcher's up, that gives its
-// children the controllers and is delegated to the user; the limits are written
-// into it, and the sandbox lives in a leaf below it. A host where that cgroup does
-// not exist refuses the launch.
+// made instead below the nearest cgroup, from the launcher's up, that is delegated
+// to the caller (delegation_linux.go) and gives its children the controllers; the
+// limits are written into it and read back, and the sandbox lives in a leaf below
+// it. A host where that cgroup does not exist refuses the launch.
 package leafcg
 
 import (
@@ -37,6 +39,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Leaf is one session's cgroup.
@@ -47,7 +51,8 @@ type Leaf struct {
 	// limited cgroup above it (limits_linux.go).
 	Top    string
 	Limits Limits
-	placed int // the sandbox's PID 1, moved in by Place
+	placed int      // the sandbox's PID 1, moved in by Place
+	file   *os.File // Dir, open: what the sandbox's first process is cloned into
 }
 
 // maxWalk bounds the cgroups Remove walks below the leaf.
@@ -70,17 +75,32 @@ func (e *RefusedError) Error() string {
 // is made where the limits can be enforced (limits_linux.go), or the launch is
 // refused with a *LimitError.
 func Prepare(name string, lim Limits) (*Leaf, error) {
-	if lim.Set() {
-		return prepareLimited(name, lim)
-	}
-	parent, err := ownCgroup()
-	if err != nil || parent == "" {
+	h, err := Probe()
+	if err != nil {
 		return nil, err
 	}
+	return h.Prepare(name, lim)
+}
+
+// Prepare is the package's Prepare where the caller has probed h already.
+func (h Host) Prepare(name string, lim Limits) (*Leaf, error) {
+	if lim.Set() {
+		return h.prepareLimited(name, lim)
+	}
+	parent := h.Own
+	if parent == "" {
+		return nil, nil
+	}
+	removeLeftovers(parent)
 	dir := filepath.Join(parent, name)
 	mkErr := os.Mkdir(dir, 0o755)
 	if mkErr == nil {
-		return &Leaf{Dir: dir, Top: dir, Parent: parent}, nil
+		l := &Leaf{Dir: dir, Top: dir, Parent: parent}
+		if err := l.open(); err != nil {
+			_ = l.Remove()
+			return nil, err
+		}
+		return l, nil
 	}
 	if w := firstWritable(parent); w != "" {
 		return nil, &RefusedError{Path: w, Reason: "mkdir: " + errText(mkErr)}
@@ -94,13 +114,6 @@ func errText(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-// ownCgroup is the directory of the calling process's cgroup2 cgroup, "" when no
-// cgroup2 hierarchy is mounted here.
-func ownCgroup() (string, error) {
-	dir, _, err := ownCgroupAndMount()
-	return dir, err
 }
 
 // ownCgroupAndMount is ownCgroup and the mount point of the cgroup2 hierarchy it is
@@ -217,6 +230,21 @@ func ownGroups() []int {
 	return append(g, os.Getgid())
 }
 
+// open opens the leaf's directory for File, without following a symlink.
+func (l *Leaf) open() error {
+	fd, err := safepath.Open(l.Dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("session cgroup: open %s: %w", l.Dir, err)
+	}
+	l.file = os.NewFile(uintptr(fd), l.Dir)
+	return nil
+}
+
+// File is the leaf's directory, open, for the start of the sandbox's first
+// process in it (clone3's CLONE_INTO_CGROUP, backend.Options.Cgroup): born there,
+// the sandbox's cgroup namespace is rooted at the leaf. It stays open until Remove.
+func (l *Leaf) File() *os.File { return l.file }
+
 // Place moves process pid, the sandbox's PID 1, into the leaf.
 func (l *Leaf) Place(pid int) error {
 	if err := writePid(l.Dir, pid); err != nil {
@@ -236,6 +264,10 @@ func writePid(dir string, pid int) error {
 // the tree, deepest first. It gives up after a second with the cgroups it could not
 // remove named.
 func (l *Leaf) Remove() error {
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+	}
 	deadline := time.Now().Add(time.Second)
 	for {
 		dirs := l.tree()
@@ -244,7 +276,17 @@ func (l *Leaf) Remove() error {
 				_ = writePid(l.Parent, l.placed) // gone meanwhile: nothing to move
 			}
 		}
-		_ = os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) // Linux 5.14
+		if os.WriteFile(filepath.Join(l.Top, "cgroup.kill"), []byte("1"), 0) != nil {
+			// No cgroup.kill (before Linux 5.14): each process found there. One
+			// forking meanwhile is found on the next round.
+			for _, d := range dirs {
+				for _, pid := range pids(d) {
+					if pid != l.placed {
+						_ = unix.Kill(pid, unix.SIGKILL)
+					}
+				}
+			}
+		}
 
 		var left []string
 		for i := len(dirs) - 1; i >= 0; i-- {

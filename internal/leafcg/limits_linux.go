@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,87 +82,52 @@ func flagOf(controller string) string {
 // fixDelegate is the usual way to a delegated cgroup on a systemd host.
 const fixDelegate = "start agentbox in a cgroup delegated to you, e.g. systemd-run --user --scope -p Delegate=yes agentbox exec …, or leave the flag out"
 
-// limitParent finds where the session's limited cgroup can be made: the nearest of
-// the calling process's cgroup and its ancestors that has every controller of want
-// enabled for its children (cgroup.subtree_control) and lets this user create a
-// cgroup in it and move processes below it (its cgroup.procs is writable). The
-// launcher's own cgroup holds processes, so the kernel lets it give domain
-// controllers to children only when it is the root: in practice this is the
-// delegated cgroup above it (a systemd user service's slice).
-func limitParent(own, mount string, want []string) (string, error) {
-	if own == "" {
-		return "", &LimitError{Flag: flagOf(want[0]), Reason: "the host uses cgroup v1 (no cgroup2 hierarchy holds this process)",
-			Fix: "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2), or leave the flag out"}
-	}
-	rootHas := fields(readFile(filepath.Join(mount, "cgroup.controllers")))
-	for _, c := range want {
-		if !contains(rootHas, c) {
-			return "", &LimitError{Flag: flagOf(c), Reason: fmt.Sprintf("the cgroup v2 hierarchy has no %s controller (a cgroup v1 hierarchy holds it, or the kernel lacks it)", c),
-				Fix: "boot with systemd.unified_cgroup_hierarchy=1 and without cgroup_no_v1 for it, or leave the flag out"}
-		}
-	}
-	missing := want[0]
-	for dir := own; ; dir = filepath.Dir(dir) {
-		enabled := fields(readFile(filepath.Join(dir, "cgroup.subtree_control")))
-		all := true
-		for _, c := range want {
-			if !contains(enabled, c) {
-				all = false
-			}
-		}
-		if all && unix.Access(dir, unix.W_OK|unix.X_OK) == nil && unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) == nil {
-			return dir, nil
-		}
-		if all {
-			missing = ""
-		}
-		if dir == mount || len(dir) <= len(mount) {
-			break
-		}
-	}
-	reason := fmt.Sprintf("no cgroup you can write, from yours (%s) up, has the %s controller enabled for its children (cgroup.subtree_control): it is not delegated to you", own, missing)
-	if missing == "" {
-		reason = fmt.Sprintf("the cgroups from yours (%s) up that give their children %s are not writable to you: none is delegated to you", own, strings.Join(want, ", "))
-		missing = want[0]
-	}
-	return "", &LimitError{Flag: flagOf(missing), Reason: reason, Fix: fixDelegate}
-}
-
 // Check says whether lim can be enforced here: nil, or the *LimitError a launch
 // would be refused with. It changes nothing.
 func Check(lim Limits) error {
 	if !lim.Set() {
 		return nil
 	}
-	own, mount, err := ownCgroupAndMount()
+	h, err := Probe()
 	if err != nil {
 		return err
 	}
-	_, err = limitParent(own, mount, lim.controllers())
+	return h.Check(lim)
+}
+
+// Check is the package's Check where the caller has probed h already.
+func (h Host) Check(lim Limits) error {
+	if !lim.Set() {
+		return nil
+	}
+	_, err := limitParent(h, os.Getuid(), lim.controllers())
 	return err
 }
 
 // prepareLimited makes the session's limited cgroup name below the cgroup
 // limitParent finds, writes lim into it, and makes the sandbox's leaf below it.
-func prepareLimited(name string, lim Limits) (*Leaf, error) {
-	own, mount, err := ownCgroupAndMount()
+func (h Host) prepareLimited(name string, lim Limits) (*Leaf, error) {
+	want := lim.controllers()
+	parent, err := limitParent(h, os.Getuid(), want)
 	if err != nil {
 		return nil, err
 	}
-	parent, err := limitParent(own, mount, lim.controllers())
-	if err != nil {
-		return nil, err
-	}
-	pfd, err := openCgroupDir(parent)
+	removeLeftovers(parent.dir)
+	pfd, err := openCgroupDir(parent.dir)
 	if err != nil {
 		return nil, fmt.Errorf("session cgroup: %w", err)
 	}
 	defer unix.Close(pfd)
-	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
-		return nil, fmt.Errorf("session cgroup: mkdir %s: %w", filepath.Join(parent, name), err)
+	if len(parent.enable) > 0 {
+		if err := writeAt(pfd, "cgroup.subtree_control", "+"+strings.Join(parent.enable, " +")); err != nil {
+			return nil, &LimitError{Flag: flagOf(parent.enable[0]), Reason: fmt.Sprintf("enabling %s for the children of %s: %v", strings.Join(parent.enable, ", "), parent.dir, err), Fix: fixDelegate}
+		}
 	}
-	top := filepath.Join(parent, name)
-	l := &Leaf{Dir: filepath.Join(top, sandboxLeaf), Top: top, Parent: own, Limits: lim}
+	if err := unix.Mkdirat(pfd, name, 0o755); err != nil {
+		return nil, fmt.Errorf("session cgroup: mkdir %s: %w", filepath.Join(parent.dir, name), err)
+	}
+	top := filepath.Join(parent.dir, name)
+	l := &Leaf{Dir: filepath.Join(top, sandboxLeaf), Top: top, Parent: h.Own, Limits: lim}
 	if err := l.writeLimits(pfd, name); err != nil {
 		_ = l.Remove()
 		return nil, err
@@ -207,8 +173,48 @@ func (l *Leaf) writeLimits(pfd int, name string) error {
 			return fmt.Errorf("session cgroup: write %s to %s: %w", f[1], filepath.Join(l.Top, f[0]), err)
 		}
 	}
+	// The controllers are enabled below the session's cgroup too: the kernel then
+	// refuses to disable them above it while the session runs, so no other process
+	// can take a limit away from under it.
+	want := lim.controllers()
+	if err := writeAt(tfd, "cgroup.subtree_control", "+"+strings.Join(want, " +")); err != nil {
+		return fmt.Errorf("session cgroup: enable %s below %s: %w", strings.Join(want, ", "), l.Top, err)
+	}
+	if err := l.verify(tfd, files, want); err != nil {
+		return err
+	}
 	if err := unix.Mkdirat(tfd, sandboxLeaf, 0o755); err != nil {
 		return fmt.Errorf("session cgroup: mkdir %s: %w", l.Dir, err)
+	}
+	return l.open()
+}
+
+// verify reads back what writeLimits wrote: a limit counts once the kernel shows it
+// in force, not when the write returned.
+func (l *Leaf) verify(tfd int, files [][2]string, want []string) error {
+	for _, list := range []string{"cgroup.controllers", "cgroup.subtree_control"} {
+		have := fields(readAt(tfd, list))
+		for _, c := range want {
+			if !contains(have, c) {
+				return &LimitError{Flag: flagOf(c), Reason: fmt.Sprintf("the %s controller is not in %s after the session's cgroup was made (disabled above it meanwhile?)", c, filepath.Join(l.Top, list)), Fix: fixDelegate}
+			}
+		}
+	}
+	for _, f := range files {
+		got, err := readAtErr(tfd, f[0])
+		if errors.Is(err, unix.ENOENT) && f[0] == "memory.swap.max" {
+			continue
+		}
+		got = strings.TrimSpace(got)
+		ok := got == f[1]
+		if f[0] == "memory.max" {
+			// The kernel keeps whole pages: the limit reads back rounded down.
+			n, perr := strconv.ParseInt(got, 10, 64)
+			ok = perr == nil && n > 0 && n <= l.Limits.Memory
+		}
+		if err != nil || !ok {
+			return fmt.Errorf("session cgroup: %s reads %q after %q was written (%v): the limit is not in force", filepath.Join(l.Top, f[0]), got, f[1], err)
+		}
 	}
 	return nil
 }
@@ -237,6 +243,23 @@ func writeAt(dirfd int, name, value string) error {
 	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte(value))
 	return err
+}
+
+// readAt is the control file name below the directory dirfd, "" when unreadable.
+func readAt(dirfd int, name string) string {
+	s, _ := readAtErr(dirfd, name)
+	return s
+}
+
+func readAtErr(dirfd int, name string) (string, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	return string(b), err
 }
 
 func readFile(p string) string {

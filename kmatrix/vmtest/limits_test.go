@@ -52,65 +52,36 @@ func (s session) run(t *testing.T, args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 }
 
-// hostV1Memory: this host's memory controller sits on a cgroup v1 hierarchy.
-func hostV1Memory() bool {
-	b, _ := os.ReadFile("/proc/self/cgroup")
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[0] != "0" && strings.Contains(","+f[1]+",", ",memory,") {
-			return true
-		}
-	}
-	return false
-}
-
-// TestLimits: in the kernel matrix's delegated cell the limits hold
-// (limitsEnforced); everywhere else in the matrix, and on a host whose memory
-// controller is on cgroup v1, they are refused (limitsRefused). On another host
-// doctor's verdict for the test user picks the case, and that case checks it.
-func TestLimits(t *testing.T) {
+// enforcedHere is, for each of limitFlags, whether this machine enforces it: in the
+// kernel matrix's delegated cell all three, in its other cells none; on another
+// host what doctor says for the test user, flag by flag (a host may delegate
+// memory and pids but not cpu, as systemd before 252 does).
+func enforcedHere(t *testing.T) map[string]bool {
+	enforced := map[string]bool{}
 	switch {
 	case os.Getenv(EnvDelegated) == "1":
-		limitsEnforced(t)
-	case os.Getenv("AGENTBOX_KMATRIX") == "1" || hostV1Memory():
-		limitsRefused(t)
+		for _, f := range limitFlags {
+			enforced[f[0]] = true
+		}
+	case os.Getenv("AGENTBOX_KMATRIX") == "1":
 	default:
 		rep, _ := doctor(t)
-		ok := 0
+		if len(rep.Limits) != len(limitFlags) {
+			t.Fatalf("doctor reports %d limits, want %d: %+v", len(rep.Limits), len(limitFlags), rep.Limits)
+		}
 		for _, l := range rep.Limits {
-			if l.OK {
-				ok++
-			}
-		}
-		switch {
-		case len(rep.Limits) == 3 && ok == 3:
-			limitsEnforced(t)
-		case len(rep.Limits) == 3 && ok == 0:
-			limitsRefused(t)
-		default:
-			testenv.Skip(t, "doctor says this host enforces some limits but not all: %+v", rep.Limits)
+			enforced[l.Flag] = l.OK
 		}
 	}
+	return enforced
 }
 
-// limitsRefused: where no cgroup v2 subtree with the controllers is delegated to
-// the user (a cgroup v1 host, a VM whose user sits in the root's cgroup), each of
-// --memory, --pids and --cpus refuses the launch with exit 125 and one line naming
-// the flag, why and the fix — never a session without its limit.
-func limitsRefused(t *testing.T) {
-	s := session{home: testenv.Dir(t, "home"), repo: testenv.Dir(t, "repo")}
-	for _, f := range limitFlags {
-		_, stderr, code := s.run(t, append([]string{"exec", "--no-record", "--repo", s.repo}, append(f, "--", "true")...)...)
-		line := strings.TrimSpace(stderr)
-		if code != 125 || strings.Count(line, "\n") > 0 || !strings.HasPrefix(line, "agentbox: "+f[0]+": refused: this host cannot enforce it: ") ||
-			!strings.Contains(line, "cgroup") || !strings.Contains(line, "leave the flag out") {
-			t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line naming the flag, the reason and the fix", f[0], f[1], code, stderr)
-		}
-	}
-}
-
-// limitsEnforced: in a delegated cgroup v2 subtree the limits hold, only the
-// session suffers, and agentbox says which limit ended the command.
-func limitsEnforced(t *testing.T) {
+// TestLimits: each limit this machine enforces holds, only the session suffers, and
+// agentbox says which limit ended the command (limitEnforced); each it does not is
+// refused (limitRefused). Nothing is skipped: a host with some controllers delegated
+// and not others tests both.
+func TestLimits(t *testing.T) {
+	enforced := enforcedHere(t)
 	s := newSession(t)
 	// A process of the same user outside the sandbox, in the launcher's cgroup:
 	// it must live through every limit the session runs into.
@@ -119,72 +90,111 @@ func limitsEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	alive := func(what string) {
+	alive := func(t *testing.T, what string) {
 		if err := sleeper.Process.Signal(syscall.Signal(0)); err != nil {
 			t.Errorf("after %s the host's sleeper is gone: %v", what, err)
 		}
 	}
+	var some []string
+	for _, f := range limitFlags {
+		t.Run(strings.TrimPrefix(f[0], "--"), func(t *testing.T) {
+			if !enforced[f[0]] {
+				limitRefused(t, s, f)
+				return
+			}
+			some = f
+			limitEnforced[f[0]](t, s, alive)
+		})
+	}
+	if some != nil {
+		t.Run("cgroup", func(t *testing.T) { sessionCgroup(t, s, some) })
+	}
+}
 
-	// Both backends: the native one's Go init, and bwrap's child, placed in the
-	// session's cgroup before the command starts.
-	for _, backend := range [][]string{{"--backend", "native"}, {"--backend", "bwrap"}} {
-		t.Run("memory"+backend[1], func(t *testing.T) {
+// limitRefused: where no cgroup v2 subtree with the controller is delegated to the
+// user (a cgroup v1 host, a VM whose user sits in the root's cgroup), the flag refuses
+// the launch with exit 125 and one line naming the flag, why and the fix — never a
+// session without its limit.
+func limitRefused(t *testing.T, s session, f []string) {
+	_, stderr, code := s.run(t, append([]string{"exec", "--no-record", "--repo", s.repo}, append(f, "--", "true")...)...)
+	line := strings.TrimSpace(stderr)
+	if code != 125 || strings.Count(line, "\n") > 0 || !strings.HasPrefix(line, "agentbox: "+f[0]+": refused: this host cannot enforce it: ") ||
+		!strings.Contains(line, "cgroup") || !strings.Contains(line, "leave the flag out") {
+		t.Errorf("%s %s: exit %d, stderr %q; want 125 and one line naming the flag, the reason and the fix", f[0], f[1], code, stderr)
+	}
+}
+
+// limitEnforced are, per flag, the checks that the limit holds in a delegated cgroup
+// v2 subtree, that only the session suffers and that agentbox names the limit.
+var limitEnforced = map[string]func(t *testing.T, s session, alive func(*testing.T, string)){
+	"--memory": func(t *testing.T, s session, alive func(*testing.T, string)) {
+		// Both backends: the native one's Go init, and bwrap, started in the
+		// session's cgroup before the command starts.
+		for _, backend := range [][]string{{"--backend", "native"}, {"--backend", "bwrap"}} {
 			args := append(append([]string{"exec"}, backend...), "--memory", "48M", "--", "perl", "-e", `$x = "a" x (200 << 20); print "survived\n"`)
 			_, stderr, code := s.run(t, args...)
 			if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
-				t.Errorf("200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
+				t.Errorf("%s: 200 MiB under --memory 48M: exit %d, stderr %q; want 137 and the limit named", backend[1], code, stderr)
 			}
-			alive("--memory")
+			alive(t, "--memory")
 			u := lastUsage(t, s)
 			if u.PeakMemory > 48<<20 || !strings.HasPrefix(u.Source, "cgroup") {
-				t.Errorf("record's usage %+v: want the cgroup's peak, at most 48M", u)
+				t.Errorf("%s: record's usage %+v: want the cgroup's peak, at most 48M", backend[1], u)
 			}
-		})
-	}
-	// tmpfs pages are charged to the session: /tmp filled past --memory (with a
-	// larger --tmp-size) ends the session at the memory limit, not the host.
-	t.Run("tmpfs", func(t *testing.T) {
+		}
+		// tmpfs pages are charged to the session: /tmp filled past --memory (with
+		// a larger --tmp-size) ends the session at the memory limit, not the host.
 		_, stderr, code := s.run(t, "exec", "--memory", "48M", "--tmp-size", "200M", "--", "dd", "if=/dev/zero", "of=/tmp/fill", "bs=1M", "count=150")
 		if code != 128+9 || !strings.Contains(stderr, "agentbox: memory limit 48M reached (--memory)") {
 			t.Errorf("150 MiB into /tmp under --memory 48M: exit %d, stderr %q; want 137 and the limit named", code, stderr)
 		}
-		alive("--memory with /tmp")
-	})
-	t.Run("pids", func(t *testing.T) {
+		alive(t, "--memory with /tmp")
+	},
+	"--pids": func(t *testing.T, s session, alive func(*testing.T, string)) {
 		// The shell gives up at its first refused fork (dash exits 2).
 		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait`
 		_, stderr, code := s.run(t, "exec", "--pids", "32", "--", "sh", "-c", bomb)
 		if code == 0 || !strings.Contains(stderr, "agentbox: process limit 32 reached (--pids)") {
 			t.Errorf("fork bomb under --pids 32: exit %d, stderr %q; want it stopped, and the limit named", code, stderr)
 		}
-		alive("--pids")
+		alive(t, "--pids")
 		if out, err := testenv.Command(t, s.home, "sh", "-c", "sleep 0 & wait; echo forked").Output(); err != nil || !strings.Contains(string(out), "forked") {
 			t.Errorf("the user cannot fork outside after the session: %q, %v", out, err)
 		}
 		if u := lastUsage(t, s); u.PeakTasks > 32 {
 			t.Errorf("record's peak tasks %d above --pids 32", u.PeakTasks)
 		}
-	})
-	// The cgroups a command could make below its own (in a nested cgroup
-	// namespace) are bounded, within what the session's end removes.
-	t.Run("descendants", func(t *testing.T) {
-		show := `for d in /sys/fs/cgroup/agentbox-* /sys/fs/cgroup/*/agentbox-* /sys/fs/cgroup/*/*/agentbox-*; do [ -f "$d/cgroup.max.descendants" ] && echo "$(cat "$d/cgroup.max.descendants") $(cat "$d/cgroup.max.depth")"; done; true`
-		out, stderr, code := s.run(t, "exec", "--pids", "64", "--", "sh", "-c", show)
-		if code != 0 || strings.TrimSpace(out) != "1024 16" {
-			t.Errorf("the session cgroup's bounds seen from inside: exit %d, %q (stderr %q); want \"1024 16\"", code, out, stderr)
-		}
-	})
-	t.Run("cpus", func(t *testing.T) {
+	},
+	"--cpus": func(t *testing.T, s session, alive func(*testing.T, string)) {
 		spin := `end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done`
 		_, stderr, code := s.run(t, "exec", "--cpus", "0.5", "--", "sh", "-c", spin)
 		if code != 0 {
 			t.Fatalf("spin under --cpus 0.5: exit %d: %s", code, stderr)
 		}
-		alive("--cpus")
+		alive(t, "--cpus")
 		if u := lastUsage(t, s); u.Throttled <= 0 || u.CPUUsec <= 0 {
 			t.Errorf("record's usage %+v: want throttled periods and CPU time", u)
 		}
-	})
+	},
+}
+
+// sessionCgroup: a limited session's cgroup namespace is rooted at its leaf (the
+// command and PID 1 read 0::/, on both backends), and the cgroups a command could
+// make below its own (in a nested cgroup namespace) are bounded, within what the
+// session's end removes.
+func sessionCgroup(t *testing.T, s session, limit []string) {
+	for _, backend := range []string{"native", "bwrap"} {
+		args := append(append([]string{"exec", "--backend", backend}, limit...), "--", "sh", "-c", "grep '^0::' /proc/self/cgroup /proc/1/cgroup")
+		out, stderr, code := s.run(t, args...)
+		if want := "/proc/self/cgroup:0::/\n/proc/1/cgroup:0::/\n"; code != 0 || out != want {
+			t.Errorf("%s %s: the sandbox's cgroups: exit %d, %q (stderr %q); want %q", backend, strings.Join(limit, " "), code, out, stderr, want)
+		}
+	}
+	show := `for d in /sys/fs/cgroup/agentbox-* /sys/fs/cgroup/*/agentbox-* /sys/fs/cgroup/*/*/agentbox-*; do [ -f "$d/cgroup.max.descendants" ] && echo "$(cat "$d/cgroup.max.descendants") $(cat "$d/cgroup.max.depth")"; done; true`
+	out, stderr, code := s.run(t, append(append([]string{"exec"}, limit...), "--", "sh", "-c", show)...)
+	if code != 0 || strings.TrimSpace(out) != "1024 16" {
+		t.Errorf("the session cgroup's bounds seen from inside: exit %d, %q (stderr %q); want \"1024 16\"", code, out, stderr)
+	}
 }
 
 type usage struct {

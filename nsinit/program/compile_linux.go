@@ -31,6 +31,9 @@ const ControlFd = 3
 // Compile appends the plan's system calls: the mounts, loopback, chdir, the closing
 // of every descriptor the program opened, and the privilege drop.
 func (p *Program) Compile(plan mounts.Plan, o Options) error {
+	if !o.Nested {
+		p.unshareCgroup()
+	}
 	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	p.budget.size = plan.TmpSize
 	if err := requireDeviceIDs(plan); err != nil {
@@ -75,6 +78,15 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 		return ErrArenaFull
 	}
 	return nil
+}
+
+// unshareCgroup gives the init its cgroup namespace (P5) here rather than at its
+// clone: the root of that namespace is the cgroup the init is in when it is made,
+// and a prestarted init is moved into its session's cgroup (internal/leafcg) only
+// after its clone, before it gets its plan. An init cloned into that cgroup
+// (CLONE_INTO_CGROUP) is in it already.
+func (p *Program) unshareCgroup() {
+	p.op(opDesc{step: "create cgroup namespace"}, unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP)
 }
 
 // loopbackUp brings up the new network namespace's loopback, its only interface.

@@ -1,7 +1,8 @@
 // Package leftovers is the garbage collection of what a session leaves on the host
 // when its launcher dies without cleaning up (SIGKILL, OOM, power loss) — the
-// --disk-tmp directories and the push guard's staging — and the ownership claim that
-// lets `agentbox gc` tell a dead session's leftovers from a live one's.
+// --disk-tmp directories, the push guard's staging, the session's cgroup — and the
+// ownership claim that lets `agentbox gc` tell a dead session's leftovers from a
+// live one's.
 //
 // Ownership cannot rest on the PID in a directory's name alone: PIDs are reused, and
 // a reused PID would make a dead session's directory look alive forever. So a live
@@ -29,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/pushguard"
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/internal/safepath"
 )
 
@@ -155,8 +157,15 @@ func GC(opts GCOptions) ([]Leftover, error) {
 		}
 		out = append(out, found...)
 	}
+	// Session cgroups (internal/leafcg), where this user's launches make them.
+	for _, c := range leafcg.Leftovers(opts.DryRun) {
+		out = append(out, Leftover{Path: c.Path, Kind: CgroupKind, Removed: c.Removed, Err: c.Err})
+	}
 	return out, nil
 }
+
+// CgroupKind is the Kind of a session cgroup a killed launcher left.
+const CgroupKind = "session cgroup"
 
 // CheckpointPrefix names the checkpoint endpoint's directories below /tmp
 // (PREFIX PID-RANDOM), claimed as the push guard's staging is.

@@ -36,6 +36,7 @@ type Prepared struct {
 	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
 	sockets *hostSockets
+	cgroup  leafcg.Host
 }
 
 // hostSockets is the host socket scan (kernel.HostSockets) while it runs. It
@@ -82,8 +83,13 @@ func (o Options) mark(step string) {
 // New looks at the repository and the policy and decides what to protect, and
 // starts the host socket scan (hostSockets); it writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
-	// Limits this host cannot enforce refuse the launch before any host work.
-	if err := leafcg.Check(limitsOf(p)); err != nil {
+	// Limits this host cannot enforce refuse the launch before any host work. Where
+	// this process is in the cgroup tree is read once, for this and SessionCgroup.
+	cg, err := leafcg.Probe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cg.Check(limitsOf(p)); err != nil {
 		return nil, err
 	}
 	repoID, err := repoIdentity(p.Repo)
@@ -98,7 +104,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, sockets: scanHostSockets(socketScope(p))}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p))}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
 		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {

@@ -122,12 +122,25 @@ nested 'echo 1 > /tmp/cg/cgroup.kill' 2>/dev/null
 true
 `
 
+// goAPILauncher is the Go API's door through a sandbox.Launcher (godoor's
+// AGENTBOX_GODOOR_LAUNCHER).
+const goAPILauncher = "go-api-launcher"
+
 // TestSessionCgroup: the session runs in a leaf below the launcher's delegated
 // cgroup, so the delegated cgroup, the victim beside the launcher and the tree are
 // as they were afterwards, and the leaf is gone.
 func TestSessionCgroup(t *testing.T) {
-	for _, backend := range sandboxtest.Backends(t) {
-		t.Run(backend, func(t *testing.T) {
+	// Every way the sandbox's first process starts: the CLI's raw init cloned
+	// ahead (moved in before its plan), the Go init (cloned into the leaf), the Go
+	// API's, and bwrap (started in the leaf, so its child is born there).
+	// The Go API's Launcher hands the cgroup to its helper ("go-api-launcher").
+	backends := append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI, goAPILauncher)
+	for _, name := range backends {
+		backend := name
+		if name == goAPILauncher {
+			backend = sandboxtest.GoAPI
+		}
+		t.Run(name, func(t *testing.T) {
 			deleg := delegatedCgroup(t, true)
 			victim := testenv.Command(t, "/", "sleep", "300")
 			inCgroup(t, victim, deleg)
@@ -144,6 +157,9 @@ func TestSessionCgroup(t *testing.T) {
 			x := newTarget(t, backend)
 			cmd := x.Command(x.Repo, nil, cgroupScript)
 			cmd.Env = append(cmd.Env, "DELEG="+deleg)
+			if name == goAPILauncher {
+				cmd.Env = append(cmd.Env, "AGENTBOX_GODOOR_LAUNCHER=1")
+			}
 			inCgroup(t, cmd, deleg)
 			r := sandboxtest.Run(cmd)
 			attempts.Add(int64(strings.Count(r.Stdout, "TRY ")))
@@ -153,11 +169,12 @@ func TestSessionCgroup(t *testing.T) {
 			if strings.Contains(r.Stdout, "ESCAPED") {
 				t.Errorf("escapes:\n%s", r.Stdout)
 			}
-			// The sandbox's cgroup namespace is rooted at the launcher's cgroup; the
-			// session itself is one level below, in its leaf.
-			if !strings.Contains(r.Stdout, "CGROUP 0::/agentbox-") {
-				t.Errorf("the session is not in a cgroup of its own:\n%s", r.Stdout)
+			// The sandbox's cgroup namespace is rooted at its leaf: the session sees
+			// itself at the root, and nothing of the cgroups above.
+			if !strings.Contains(r.Stdout, "CGROUP 0::/\n") {
+				t.Errorf("the sandbox's cgroup namespace is not rooted at its own cgroup:\n%s", r.Stdout)
 			}
+			sessionInLeaf(t, x, name, deleg)
 			for _, f := range files {
 				if now := readTrim(filepath.Join(deleg, f)); now != before[f] {
 					t.Errorf("delegated cgroup's %s: %q, was %q", f, now, before[f])
@@ -185,6 +202,33 @@ func TestSessionCgroup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sessionInLeaf: while a session runs, its processes are in its leaf below the
+// launcher's cgroup deleg, not beside the launcher.
+func sessionInLeaf(t *testing.T, x *target, name, deleg string) {
+	t.Helper()
+	cmd := x.Command(x.Repo, nil, "sleep 3")
+	if name == goAPILauncher {
+		cmd.Env = append(cmd.Env, "AGENTBOX_GODOOR_LAUNCHER=1")
+	}
+	inCgroup(t, cmd, deleg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inLeaf := sandboxtest.WaitForUpTo(3*time.Second, func() bool {
+		ents, _ := os.ReadDir(deleg)
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "agentbox-") && readTrim(filepath.Join(deleg, e.Name(), "cgroup.procs")) != "" {
+				return true
+			}
+		}
+		return false
+	})
+	_ = cmd.Wait()
+	if !inLeaf {
+		t.Errorf("no process of the running session was in a leaf below %s", deleg)
 	}
 }
 

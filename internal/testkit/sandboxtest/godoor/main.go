@@ -11,7 +11,8 @@
 //	            [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
-// what failed when agentbox failed before the command started.
+// what failed when agentbox failed before the command started. With EnvLauncher set
+// it runs the command through a sandbox.Launcher's Run instead.
 package main
 
 import (
@@ -24,6 +25,9 @@ import (
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/sandbox"
 )
+
+// EnvLauncher makes godoor launch through a sandbox.Launcher.
+const EnvLauncher = "AGENTBOX_GODOOR_LAUNCHER"
 
 func main() {
 	sandbox.Init() // first: this program is also the sandbox's init
@@ -76,7 +80,16 @@ func run(args []string) int {
 		fmt.Printf("%s\n", b)
 		return 0
 	}
-	res, err := sandbox.Run(opts)
+	runSandbox := sandbox.Run
+	if os.Getenv(EnvLauncher) != "" {
+		l, err := sandbox.NewLauncher("")
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer l.Close()
+		runSandbox = l.Run
+	}
+	res, err := runSandbox(opts)
 	if err != nil {
 		return fail("%v", err)
 	}
