@@ -386,6 +386,12 @@ func TestAuditCommandUnreadable(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(e.repo, "locked")); err != nil || fi.Mode().Perm() != 0 {
 		t.Errorf("locked: %v %v after the audit, want mode 000 back", fi, err)
 	}
+	// --fix rewrites the config below it, too.
+	r = e.run(bin, "audit", "--fix")
+	os.Chmod(filepath.Join(e.repo, "locked"), 0o755)
+	if data, err := os.ReadFile(filepath.Join(e.repo, "locked/sub/.git/config")); err == nil && strings.Contains(string(data), "fsmonitor") {
+		t.Errorf("audit --fix left the plant below an unreadable directory: %+v", r)
+	}
 }
 
 // TestAuditSessionLinkedWorktreeE2E runs a session in a linked worktree, whose common
