@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // plantInWo plants, inside the session, a nested repository wo/sub whose config runs
@@ -34,13 +35,20 @@ func TestAuditSeesIntoUnreadableDirs(t *testing.T) {
 		{"no-permission gitdir", plantInWo + "chmod 0000 wo/sub/.git\n", map[string]os.FileMode{"wo/sub/.git": 0o000}},
 		{"unreadable nested config", plantInWo + "chmod 0000 wo/sub/.git/config\n", nil},
 		{"too deep", deep, nil},
+		// The same in an --add-dir, which has the same audit.
+		{"x-only dir in an --add-dir", `cd "$ADD"` + "\n" + plantInWo + "chmod 0311 wo\n", map[string]os.FileMode{"../extra/wo": 0o311}},
 	}
 	for _, backend := range sandboxtest.Backends(t) {
 		for _, row := range rows {
 			t.Run(backend+"/"+row.name, func(t *testing.T) {
 				x := newTarget(t, backend)
-				cmd := x.Agentbox(x.Repo, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c", row.script)
-				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned)
+				add := filepath.Join(filepath.Dir(x.Repo), "extra")
+				if err := os.Mkdir(add, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				testenv.Chown(t, add)
+				cmd := x.Agentbox(x.Repo, "exec", "--backend", backend, "--no-git-save", "--add-dir", add, "--", "/bin/sh", "-c", row.script)
+				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned, "ADD="+add)
 				r := sandboxtest.Run(cmd)
 				if !strings.Contains(r.Stderr, "agentbox: audit: ") {
 					t.Errorf("no audit line:\n%s", r)
@@ -55,19 +63,28 @@ func TestAuditSeesIntoUnreadableDirs(t *testing.T) {
 				}
 				// The operator makes the tree readable again and runs Git in every
 				// directory the plant could be in.
-				readable(t, x.Repo)
-				_ = filepath.WalkDir(x.Repo, func(p string, d fs.DirEntry, err error) error {
-					if err == nil && d.IsDir() && d.Name() == "sub" {
-						operatorGitRunsNothingIn(t, x, p)
-					}
-					return nil
-				})
+				for _, dir := range []string{x.Repo, add} {
+					checkNoPlant(t, x, dir)
+				}
 				if t.Failed() {
 					t.Logf("session:\n%s", r)
 				}
 			})
 		}
 	}
+}
+
+// checkNoPlant makes dir readable, as the operator would before working there, and
+// runs the operator's Git in every directory below it the plant could be in.
+func checkNoPlant(t *testing.T, x *target, dir string) {
+	t.Helper()
+	readable(t, dir)
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "sub" {
+			operatorGitRunsNothingIn(t, x, p)
+		}
+		return nil
+	})
 }
 
 // readable gives the owner read, write and search permission on everything below
