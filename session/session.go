@@ -190,7 +190,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	status, err := l.run()
 	if l.unresolved > 0 && status == 0 && err == nil {
 		// Never a silent success: the lines above name each place and what to do.
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %d place(s) above not audited and not moved aside; exit 125\n", l.unresolved)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %d place(s) above left unchecked where your Git can reach them; exit 125\n", l.unresolved)
 		status = 125
 	}
 	out.End, out.Status, out.Err = time.Now(), status, err

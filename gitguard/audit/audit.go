@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
@@ -143,9 +144,17 @@ type Finding struct {
 
 // Unresolved reports whether the finding leaves in place something the user's
 // Git may read or run: an item that was not moved, or a place the audit could
-// neither see into nor move. A session with one fails. An item that was not there
-// to move is not one.
+// neither see into nor move, or only rename in place (whatever it holds is still
+// there to cd into). A session with one fails. An item that was not there to move
+// is not one.
 func (f Finding) Unresolved() bool {
+	if f.Kind == KindUnaudited && f.Moved != "" {
+		for _, r := range f.roots {
+			if hostpath.Within(f.Moved, r) {
+				return true
+			}
+		}
+	}
 	return f.blind || f.Kind != "" && f.Moved == "" && !errors.Is(f.MoveErr, fs.ErrNotExist)
 }
 

@@ -556,7 +556,7 @@ func TestAuditUnreadableDir(t *testing.T) {
 	if far == nil {
 		t.Fatalf("a directory past PATH_MAX not reported for the quarantine: %v", fs)
 	}
-	Quarantine(fs, "LONG")
+	QuarantineTo(fs, "LONG", t.TempDir())
 	if far.Moved == "" || far.Unresolved() {
 		t.Errorf("not moved: %v", far.MoveErr)
 	}

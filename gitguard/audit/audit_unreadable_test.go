@@ -48,6 +48,8 @@ func TestUnresolvedFindings(t *testing.T) {
 		{Finding{Path: "/r/a", Kind: KindConfig, MoveErr: fmt.Errorf("open /r: %w", os.ErrNotExist)}, false},
 		{skipFinding(Skip{Path: "/r/a", Reason: "gone"}, nil), false},
 		{skipFinding(Skip{Path: "/r/a", Reason: "deep", Blind: true}, nil), true}, // until moved
+		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/q/a", roots: []string{"/r"}}, false},
+		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/r/a.agentbox-quarantine-X", roots: []string{"/r"}}, true},
 	} {
 		if got := c.f.Unresolved(); got != c.want {
 			t.Errorf("%s: Unresolved %v, want %v", c.f, got, c.want)
