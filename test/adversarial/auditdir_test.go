@@ -35,6 +35,9 @@ func TestAuditSeesIntoUnreadableDirs(t *testing.T) {
 		{"no-permission gitdir", plantInWo + "chmod 0000 wo/sub/.git\n", map[string]os.FileMode{"wo/sub/.git": 0o000}},
 		{"unreadable nested config", plantInWo + "chmod 0000 wo/sub/.git/config\n", nil},
 		{"too deep", deep, nil},
+		// Unlistable already at launch, with a clean nested repository: the
+		// baseline must not take what the session plants there for the user's.
+		{"x-only dir at launch", "chmod 0711 wo && " + `git -C wo/sub config core.fsmonitor "touch $PWNED/fsmonitor" && chmod 0311 wo` + "\n", map[string]os.FileMode{"wo": 0o311}},
 		// The same in an --add-dir, which has the same audit.
 		{"x-only dir in an --add-dir", `cd "$ADD"` + "\n" + plantInWo + "chmod 0311 wo\n", map[string]os.FileMode{"../extra/wo": 0o311}},
 	}
@@ -47,6 +50,17 @@ func TestAuditSeesIntoUnreadableDirs(t *testing.T) {
 					t.Fatal(err)
 				}
 				testenv.Chown(t, add)
+				if strings.HasSuffix(row.name, "at launch") {
+					sub := filepath.Join(x.Repo, "wo/sub")
+					if err := os.MkdirAll(sub, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					testenv.Chown(t, x.Repo)
+					testenv.Git(t, x.Home, sub, "init", "-q")
+					if err := os.Chmod(filepath.Join(x.Repo, "wo"), 0o311); err != nil {
+						t.Fatal(err)
+					}
+				}
 				cmd := x.Agentbox(x.Repo, "exec", "--backend", backend, "--no-git-save", "--add-dir", add, "--", "/bin/sh", "-c", row.script)
 				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned, "ADD="+add)
 				r := sandboxtest.Run(cmd)
