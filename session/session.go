@@ -190,6 +190,11 @@ func RunSession(cfg Config) (Outcome, error) {
 	sw.Mark(host("record start"))
 	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
 	status, err := l.run()
+	if l.unresolved > 0 && status == 0 && err == nil {
+		// Never a silent success: the lines above name each place and what to do.
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %d place(s) above left unchecked where your Git can reach them; exit 125\n", l.unresolved)
+		status = 125
+	}
 	out.End, out.Status, out.Err = time.Now(), status, err
 	sw.Mark(host("after command"))
 	out.Phases = slices.Concat(sw.Phases, out.Phases)
@@ -214,11 +219,14 @@ type launch struct {
 	rec   *record.Recorder
 	sw    *backend.Timer
 	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
+	// unresolved: what the audits left where the user's Git may run it, or
+	// could not audit (hostaudit.Outcome.Unresolved).
+	unresolved int
 }
 
 // finishAudits ends the session's audits: once the command may have run (gate),
 // they run whatever the backend reported; before, the journals are dropped.
-func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) {
+func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresolved int) {
 	_ = pre.wait(out) // a launch that failed before its backend waited for it
 	var found hostaudit.Outcome
 	audit := gate && !cfg.NoAudit
@@ -233,6 +241,7 @@ func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) {
 	out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
 	out.Phases = append(out.Phases, found.Phases...)
 	out.Walk = found.Walk
+	return found.Unresolved
 }
 
 // run launches and returns the command's status.
@@ -265,7 +274,7 @@ func (l *launch) run() (int, error) {
 	// run, it runs whatever the backend reports, and the journal stays until it has:
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
-	defer func() { finishAudits(cfg, out, pre, gate) }()
+	defer func() { l.unresolved = finishAudits(cfg, out, pre, gate) }()
 	defer ckStart.stop()   // before the audit's end, which stops the watch a checkpoint reads
 	defer pre.clear(false) // a launch that stops before its recheck passed
 	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {

@@ -14,13 +14,16 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
@@ -39,6 +42,7 @@ const (
 	KindTodo       ItemKind = "rebase todo"    // a sequencer todo list, which may hold exec lines
 	KindProgram    ItemKind = "program"        // a file inside the repository that a config entry runs
 	KindBlocker    ItemKind = "blocker"        // a FIFO, socket or device where Git opens a file (audit_blockers_linux.go)
+	KindUnaudited  ItemKind = "unaudited"      // a place the audit could not see into (Skip.Blind)
 )
 
 // isCode says whether an item's content is what Git runs, so that any change to it
@@ -67,9 +71,10 @@ type Surface struct {
 	Walk *treewalk.Walk
 	// Launch is what ScanOptions.Watch kept for the end scan; never stored. The
 	// caller stops or closes it.
-	Launch *Launch `json:"-"`
-	taken  int     // directories whose listing ScanOptions.Since stood for
-	shared bool    // the walk is ScanOptions.Since's launch walk, taken whole
+	Launch *Launch  `json:"-"`
+	roots  []string // the repository and ScanOptions.GitDirs, for the quarantine
+	taken  int      // directories whose listing ScanOptions.Since stood for
+	shared bool     // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.
@@ -79,6 +84,11 @@ func (s *Surface) Taken() int { return s.taken }
 type Skip struct {
 	Path   string
 	Reason string
+	// Blind: the user's Git may still read or run something there (a directory
+	// the user owns but the audit could not list, one too deep or too long a
+	// path): after a session it is moved aside (audit_unreadable_linux.go).
+	Blind bool
+	stuck bool // blind, and cannot be moved: the repository itself, or the rest of the tree
 }
 
 // ScanOptions bound and extend a scan. The zero value is usable.
@@ -128,6 +138,24 @@ type Finding struct {
 	Moved string
 	// MoveErr says why the item could not be moved.
 	MoveErr error
+	blind   bool     // a place the audit could not see into and that cannot be moved
+	roots   []string // the scan's repository and gitdirs: the quarantine widens modes below them
+}
+
+// Unresolved reports whether the finding leaves in place something the user's
+// Git may read or run: an item that was not moved, or a place the audit could
+// neither see into nor move, or only rename in place (whatever it holds is still
+// there to cd into). A session with one fails. An item that was not there to move
+// is not one.
+func (f Finding) Unresolved() bool {
+	if f.Kind == KindUnaudited && f.Moved != "" {
+		for _, r := range f.roots {
+			if hostpath.Within(f.Moved, r) {
+				return true
+			}
+		}
+	}
+	return f.blind || f.Kind != "" && f.Moved == "" && !errors.Is(f.MoveErr, fs.ErrNotExist)
 }
 
 // String renders the finding as one line.
@@ -179,13 +207,27 @@ func Compare(base, cur *Surface) []Finding {
 			reasons = changed(base.Items[p], it)
 		}
 		if len(reasons) > 0 {
-			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons})
+			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons, roots: cur.roots})
 		}
 	}
 	for _, s := range cur.Skipped {
-		out = append(out, Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}})
+		out = append(out, skipFinding(s, cur.roots))
 	}
 	return out
+}
+
+// skipFinding is the finding for a place the scan could not inspect: a blind one
+// is moved aside, or, when it cannot be, says what to do.
+func skipFinding(s Skip, roots []string) Finding {
+	f := Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}, roots: roots}
+	switch {
+	case s.Blind && s.stuck:
+		f.blind = true
+		f.Reasons = append(f.Reasons, "your Git may run what a session planted there: check it (agentbox audit) before running git in it")
+	case s.Blind:
+		f.Kind = KindUnaudited
+	}
+	return f
 }
 
 // changed says what about it is new since old (nil: it did not exist). Dangers and

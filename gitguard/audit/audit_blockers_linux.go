@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -64,7 +63,7 @@ func (s *scanner) gitdirBlockers(dir string) {
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
-		if fi, err := os.Lstat(p); err == nil && special(fi.Mode()) {
+		if fi, err := s.lstat(p); err == nil && special(fi.Mode()) {
 			s.blocker(p, fi.Mode())
 		}
 	}
@@ -74,7 +73,7 @@ func (s *scanner) gitdirBlockers(dir string) {
 // symbolic ref of the usual form (or not a regular file: then it is a blocker).
 func headRef(s *scanner, dir string) string {
 	p := filepath.Join(dir, "HEAD")
-	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := s.lstat(p); err != nil || !fi.Mode().IsRegular() {
 		return ""
 	}
 	data, _, err := s.read(p, 4<<10)

@@ -369,18 +369,28 @@ func TestAuditCommand(t *testing.T) {
 	}
 }
 
-// TestAuditCommandUnreadable checks, as the unprivileged user, that a directory the
-// audit cannot list is reported rather than skipped.
+// TestAuditCommandUnreadable checks, as the unprivileged user, that agentbox audit
+// reads into a directory of the user's it cannot list as found (mode 000), reports
+// the plant there and puts the mode back.
 func TestAuditCommandUnreadable(t *testing.T) {
 	bin := testenv.Binary(t)
 	e := newE2E(t, "")
-	if r := e.sh(`mkdir locked; chmod 000 locked`); r.code != 0 {
+	if r := e.sh(`mkdir -p locked/sub; mkgitdir locked/sub/.git; fsmon > locked/sub/.git/config; chmod 000 locked`); r.code != 0 {
 		t.Fatalf("setup: %+v", r)
 	}
 	t.Cleanup(func() { os.Chmod(filepath.Join(e.repo, "locked"), 0o755) })
 	r := e.run(bin, "audit")
-	if r.code != 1 || !strings.Contains(r.stdout, filepath.Join(e.repo, "locked")+": not audited") {
-		t.Errorf("unreadable directory: %+v", r)
+	if r.code != 1 || !strings.Contains(r.stdout, filepath.Join(e.repo, "locked/sub/.git/config")+" (config)") {
+		t.Errorf("plant below an unreadable directory: %+v", r)
+	}
+	if fi, err := os.Lstat(filepath.Join(e.repo, "locked")); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("locked: %v %v after the audit, want mode 000 back", fi, err)
+	}
+	// --fix rewrites the config below it, too.
+	r = e.run(bin, "audit", "--fix")
+	os.Chmod(filepath.Join(e.repo, "locked"), 0o755)
+	if data, err := os.ReadFile(filepath.Join(e.repo, "locked/sub/.git/config")); err == nil && strings.Contains(string(data), "fsmonitor") {
+		t.Errorf("audit --fix left the plant below an unreadable directory: %+v", r)
 	}
 }
 

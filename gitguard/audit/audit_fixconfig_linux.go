@@ -121,6 +121,15 @@ func SplitOwnSettings(findings []Finding) (kept []Finding, own []string) {
 // as it was at root/ID/PATH. It fills in f.Moved (where the copy is) or f.MoveErr.
 func FixConfig(f *Finding, id, root string) {
 	copyPath, err := fixConfig(f.Path, f.Reasons, id, root)
+	if denied(err) {
+		// Below a directory the scan read only by widening its mode
+		// (audit_unreadable_linux.go): widened again for the fix.
+		r := &relaxer{roots: f.roots}
+		if r.widen(f.Path) {
+			copyPath, err = fixConfig(f.Path, f.Reasons, id, root)
+		}
+		r.restore()
+	}
 	if err != nil {
 		f.MoveErr = err
 		return

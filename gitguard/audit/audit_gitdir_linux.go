@@ -18,7 +18,7 @@ import (
 
 // dotGit handles a .git entry of the working-tree directory worktree.
 func (s *scanner) dotGit(p, worktree string) {
-	fi, err := os.Lstat(p)
+	fi, err := s.lstat(p)
 	if err != nil {
 		s.skip(p, "cannot inspect: %v", err)
 		return
@@ -119,7 +119,7 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 // listIfDir lists path when it is a real directory; a missing one is fine, a symlink
 // is not followed (Git would follow it, so it is reported when new).
 func (s *scanner) listIfDir(path string) []os.DirEntry {
-	fi, err := os.Lstat(path)
+	fi, err := s.lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
@@ -218,7 +218,7 @@ func (s *scanner) hooksDir(dir, base string) {
 		return
 	}
 	s.hooks[dir] = true
-	fi, err := os.Lstat(dir)
+	fi, err := s.lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return
@@ -289,7 +289,7 @@ func (s *scanner) programs(value, runBy, base string) {
 		if !inside || canon == "" || s.gitdirs[canon] {
 			continue
 		}
-		if fi, err := os.Lstat(canon); err != nil || !fi.Mode().IsRegular() {
+		if fi, err := s.lstat(canon); err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
 		_, sum, err := s.read(canon, maxHookHash)

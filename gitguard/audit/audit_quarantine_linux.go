@@ -7,8 +7,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Quarantine moves each finding's item aside, in place, to
@@ -27,13 +25,14 @@ func Quarantine(findings []Finding, id string) {
 		if f.Kind == "" {
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id)
+		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
 	}
 }
 
-func quarantine(path, id string) (string, error) {
+func quarantine(path, id string, roots []string) (string, error) {
 	dir, name := filepath.Split(path)
-	dfd, err := safepath.Open(filepath.Clean(dir), unix.O_RDONLY|unix.O_DIRECTORY)
+	dfd, restore, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
+	defer restore()
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}

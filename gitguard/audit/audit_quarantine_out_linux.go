@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // A file quarantined in place (NAME.agentbox-quarantine-ID) stays inside the
@@ -34,21 +32,22 @@ func QuarantineTo(findings []Finding, id, root string) {
 		if f.Kind == "" {
 			continue
 		}
-		moved, err := quarantineOut(f.Path, id, root)
+		moved, err := quarantineOut(f.Path, id, root, f.roots)
 		if err == nil {
 			f.Moved = moved
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id)
+		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
 		if f.MoveErr == nil {
 			f.Reasons = append(f.Reasons, fmt.Sprintf("kept inside the repository (%v)", err))
 		}
 	}
 }
 
-func quarantineOut(path, id, root string) (string, error) {
+func quarantineOut(path, id, root string, roots []string) (string, error) {
 	dir, name := filepath.Split(path)
-	sfd, err := safepath.Open(filepath.Clean(dir), unix.O_RDONLY|unix.O_DIRECTORY)
+	sfd, restoreModes, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
+	defer restoreModes()
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}

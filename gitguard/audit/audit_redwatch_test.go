@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -56,10 +57,10 @@ func linkWrite(file, alias string) error {
 }
 
 func init() {
-	// A directory the launch scan could not open (left mode 000 by an earlier
-	// session) has no mark: made readable, linked into, written through, locked
-	// again... and even removed, so the end walk is complete.
-	sinceMutations["red-launch: through a directory unreadable at launch"] = func(r string) error {
+	// A directory the launch scan did not read (past the entry bound) has no
+	// mark: made readable, linked into, written through, locked again... and even
+	// removed, so the end walk is complete.
+	sinceMutations["red-launch: through a directory past MaxEntries"] = func(r string) error {
 		u := filepath.Join(r, "src/d09/locked") // mode 0300: linkable, not listable
 		if err := linkWrite(filepath.Join(r, "src/d14/f04"), filepath.Join(u, "alias")); err != nil {
 			return err
@@ -69,8 +70,9 @@ func init() {
 		}
 		return os.Remove(u)
 	}
-	// Nor one past the entry bound.
-	sinceMutations["red-launch: through a directory past MaxEntries"] = sinceMutations["red-launch: through a directory unreadable at launch"]
+	// One the launch read though the user had made it unreadable
+	// (audit_unreadable_linux.go) has its mark.
+	sinceMutations["red-launch: through a directory unreadable at launch"] = sinceMutations["red-launch: through a directory past MaxEntries"]
 	// A directory below MaxDepth has no mark either.
 	sinceMutations["red-launch: through a directory below MaxDepth"] = func(r string) error {
 		if err := linkWrite(filepath.Join(r, "src/d14/f05"), filepath.Join(r, "src/d08/a/b/c/d/e/f/alias")); err != nil {
@@ -119,6 +121,17 @@ func TestSinceUnwatchedAtLaunch(t *testing.T) {
 			tc.setup(f)
 			opt := ScanOptions{Walk: true, Home: f.Home, MaxDepth: tc.maxDepth, MaxEntries: tc.maxEntries}
 			launch := watchedScan(t, f.Repo, opt)
+			if strings.Contains(tc.name, "unreadable") {
+				// Read all the same, and marked: the watch sees what is done there.
+				if len(launch.Skipped) != 0 {
+					t.Fatalf("the launch scan skipped %v", launch.Skipped)
+				}
+				runSinceMutation(t, tc.name, f.Repo)
+				launch.Launch.Stop()
+				since, full := sinceAndFull(t, f.Repo, opt, launch.Launch)
+				sameScans(t, since, full)
+				return
+			}
 			if len(launch.Skipped) == 0 {
 				t.Fatal("the launch scan skipped nothing: the case does not test what it says")
 			}

@@ -16,7 +16,6 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
-	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -60,12 +59,14 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	s := &scanner{
 		repo:     filepath.Clean(repo),
 		opt:      opt,
-		surface:  &Surface{Repo: repo, Items: map[string]*Item{}},
+		surface:  &Surface{Repo: repo, Items: map[string]*Item{}, roots: roots(repo, opt.GitDirs)},
 		gitdirs:  map[string]bool{},
 		configs:  map[string][]gitconfig.Entry{},
 		expanded: map[string]expansion{},
 		hooks:    map[string]bool{},
 	}
+	s.relax = &relaxer{roots: s.surface.roots}
+	defer s.relax.restore() // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
@@ -185,6 +186,7 @@ type scanner struct {
 	walk        *treewalk.Walk    // nil unless opt.Walk
 	nested      int               // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher       // lists the tree's directories ahead while tree runs
+	relax       *relaxer          // widens what the scan must read (audit_unreadable_linux.go)
 	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
 	since       *Launch           // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
@@ -202,7 +204,8 @@ type scanner struct {
 }
 
 func (s *scanner) skip(path, format string, args ...any) {
-	s.surface.Skipped = append(s.surface.Skipped, Skip{Path: path, Reason: fmt.Sprintf(format, args...)})
+	blind, stuck, why := s.blindSkip(path, args) // audit_unreadable_linux.go
+	s.surface.Skipped = append(s.surface.Skipped, Skip{Path: path, Reason: fmt.Sprintf(format, args...) + why, Blind: blind, stuck: stuck})
 }
 
 func (s *scanner) add(it *Item) *Item {
@@ -239,7 +242,7 @@ func appendNew(list []string, more ...string) []string {
 // stays inside, too). ok is false when p does not exist. data is nil when the content
 // was not read; a file Git would read but the audit cannot is marked dangerous.
 func (s *scanner) file(p string, kind ItemKind, limit int64) (it *Item, data []byte, ok bool) {
-	fi, err := os.Lstat(p)
+	fi, err := s.lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, false
 	}
@@ -272,7 +275,7 @@ var errTooLarge = errors.New("too large")
 // read returns the content of the regular file at canonical path p (up to limit
 // bytes) and its fingerprint. It never follows a symlink and never blocks on a FIFO.
 func (s *scanner) read(p string, limit int64) ([]byte, string, error) {
-	fd, err := safepath.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := s.relax.open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, "unopenable", err
 	}

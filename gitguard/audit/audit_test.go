@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/testkit/gitfixture"
@@ -498,18 +500,74 @@ func TestAuditBounds(t *testing.T) {
 	}
 }
 
-// TestAuditUnreadableDir checks that a directory the audit cannot list is reported.
+// TestAuditUnreadableDir: a directory (or gitdir, or config) of the user's that the
+// scan cannot read as found is read all the same and its mode put back; one it
+// still cannot open (past PATH_MAX) is a finding the quarantine moves.
 func TestAuditUnreadableDir(t *testing.T) {
 	if !testenv.AsTestUser(t) { // root would read what the test makes unreadable
 		return
 	}
 	f := newFixture(t)
+	base := f.scan()
+	// The user's own: read, with its mode put back.
 	d := filepath.Join(f.Repo, "locked")
-	os.Mkdir(d, 0o000)
-	t.Cleanup(func() { os.Chmod(d, 0o755) })
-	fs := Compare(nil, f.scan())
-	if findingAt(fs, d) == nil {
-		t.Errorf("unreadable directory not reported: %v", fs)
+	f.GitdirAt("locked/sub/.git")
+	p := f.Write("locked/sub/.git/config", payload, 0o644)
+	modes := map[string]os.FileMode{d: 0o000, filepath.Join(d, "sub/.git"): 0o100, p: 0o000}
+	for _, q := range []string{p, filepath.Join(d, "sub/.git"), d} {
+		os.Chmod(q, modes[q])
+	}
+	t.Cleanup(func() { os.Chmod(d, 0o755); os.Chmod(filepath.Join(d, "sub/.git"), 0o755) })
+	fs := Compare(base, f.scan())
+	if fd := findingAt(fs, p); fd == nil || fd.Kind != KindConfig {
+		t.Errorf("plant below an unreadable directory not found: %v", fs)
+	}
+	for _, q := range []string{d, filepath.Join(d, "sub/.git"), p} {
+		if fi, err := os.Lstat(q); err != nil || fi.Mode().Perm() != modes[q] {
+			t.Errorf("%s: %v %v after the scan, want mode %o back", q, fi, err, modes[q])
+		}
+		if q == d {
+			os.Chmod(d, 0o755) // to look below it
+		}
+	}
+	// Past PATH_MAX: reported, and moved aside.
+	long := strings.Repeat("l", 250)
+	fd, err := unix.Open(f.Repo, unix.O_PATH|unix.O_DIRECTORY, 0)
+	deep := f.Repo
+	for i := 0; err == nil && len(deep) < unix.PathMax+300; i++ {
+		if err = unix.Mkdirat(fd, long, 0o755); err == nil {
+			var next int
+			next, err = unix.Openat(fd, long, unix.O_PATH|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			fd, deep = next, deep+"/"+long
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	fs = Compare(base, f.scan())
+	var far *Finding
+	for i := range fs {
+		if fs[i].Kind == KindUnaudited && strings.HasPrefix(fs[i].Path, f.Repo+"/"+long) {
+			far = &fs[i]
+		}
+	}
+	if far == nil {
+		t.Fatalf("a directory past PATH_MAX not reported for the quarantine: %v", fs)
+	}
+	QuarantineTo(fs, "LONG", t.TempDir())
+	if far.Moved == "" || far.Unresolved() {
+		t.Errorf("not moved: %v", far.MoveErr)
+	}
+	pfd, err := unix.Open(filepath.Dir(far.Path), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err = unix.Fstatat(pfd, long, &st, unix.AT_SYMLINK_NOFOLLOW); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("still there after the quarantine (moved to %.80s…): %.300v", far.Moved, err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +19,7 @@ import (
 // readDir lists dir (a canonical path) without following symlinks, sorted by name.
 // Failures are recorded as skipped places.
 func (s *scanner) readDir(dir string) []os.DirEntry {
-	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := s.relax.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
 		return nil
@@ -289,7 +288,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 			return ents, stats, nil
 		}
 	}
-	if l := s.pre.take(dir, stat); l != nil { // audit_prefetch_linux.go
+	if l := s.pre.take(dir, stat); l != nil && !denied(l.openErr) { // audit_prefetch_linux.go
 		if l.openErr != nil {
 			s.skip(dir, "cannot open directory: %v", l.openErr)
 			if stat {
@@ -311,7 +310,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 		}
 		return ents, stats, l.subdirs
 	}
-	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := s.relax.open(dir, unix.O_RDONLY|unix.O_DIRECTORY) // audit_unreadable_linux.go
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
 		if stat {

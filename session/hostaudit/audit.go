@@ -128,6 +128,7 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	if err != nil {
 		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
 		out.AuditFindings = append(out.AuditFindings, line)
+		out.Unresolved++
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 		return
 	}
@@ -142,6 +143,9 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	for _, f := range findings {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
+		if f.Unresolved() {
+			out.Unresolved++
+		}
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
 	a.Drop()

@@ -86,3 +86,38 @@ func TestStartRefusedWhileUndoHoldsRepo(t *testing.T) {
 	}
 	a.journal.Close()
 }
+
+// An end scan that cannot run, or leaves a finding in place, counts as unresolved:
+// the session fails instead of ending as if audited.
+func TestFinishCountsUnresolved(t *testing.T) {
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(top, "repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
+	var stderr bytes.Buffer
+	cfg := &Config{Stderr: &stderr, NoRecord: true}
+	a, err := Start(cfg, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Outcome
+	a.Finish(cfg, &out)
+	if out.Unresolved != 0 {
+		t.Fatalf("a clean repository: %d unresolved: %s", out.Unresolved, stderr.String())
+	}
+	if a, err = Start(cfg, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(repo, repo+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	a.Finish(cfg, &out)
+	if out.Unresolved != 1 || !strings.Contains(stderr.String(), "not audited") {
+		t.Errorf("an end scan that could not run: %d unresolved: %s", out.Unresolved, stderr.String())
+	}
+}

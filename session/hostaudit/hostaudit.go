@@ -25,8 +25,12 @@ type Config struct {
 
 // Outcome is what the audits found, for the session's outcome and record.
 type Outcome struct {
-	AuditFindings []string        // one line per finding, as printed
-	Phases        []backend.Phase // the end scan's timing
+	AuditFindings []string // one line per finding, as printed
+	// Unresolved counts the findings left where the user's Git may read or run
+	// them (audit.Finding.Unresolved), and audits that could not run: the
+	// session then fails.
+	Unresolved int
+	Phases     []backend.Phase // the end scan's timing
 	// Walk is the end scan's walk of the working tree, which the record reuses;
 	// nil when there is none or it cannot stand for the tree (the audit moved
 	// findings away after it).
