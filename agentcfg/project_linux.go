@@ -37,7 +37,7 @@ type Project struct {
 func SnapshotProject(repo string) *Project {
 	p := &Project{repo: repo, files: map[string]*fileState{}}
 	for _, c := range p.list() {
-		p.files[c.path] = read(c.path, c.f, repo, nil)
+		p.files[c.path] = read(c.path, c.f, repo, nil, nil)
 	}
 	return p
 }
@@ -93,7 +93,7 @@ func (p *Project) Report() []Finding {
 		if base == nil {
 			base = &fileState{path: c.path}
 		}
-		cur := read(c.path, auto, p.repo, nil)
+		cur := read(c.path, auto, p.repo, nil, nil)
 		switch {
 		case !cur.exists:
 		case cur.odd != "":
