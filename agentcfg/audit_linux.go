@@ -266,7 +266,7 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		return nil // removed: nothing runs from it any more
 	}
 	whole := func(what string) []Finding {
-		moved, err := b.putBack(base, cur)
+		moved, err := widened(r, base.path, func() (string, error) { return b.putBack(base, cur) })
 		f := Finding{Path: base.path, What: what, MovedTo: moved}
 		if err != nil {
 			f.What += " (could not put it back: " + err.Error() + ")"
@@ -318,7 +318,7 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 			return whole(newOrChanged)
 		}
 	}
-	moved, err := b.putBackKeys(base, cur, keys)
+	moved, err := widened(r, base.path, func() (string, error) { return b.putBackKeys(base, cur, keys) })
 	if errors.Is(err, errNotKeyByKey) {
 		var what []string
 		for _, k := range keys {
@@ -334,6 +334,17 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		}
 	}
 	return keys
+}
+
+// widened runs putBack, and once more where it failed with EACCES and r could widen
+// the owner's modes on the way to path (the session made the directory or the kept
+// file read-only).
+func widened(r *widen.Relaxer, path string, putBack func() (string, error)) (string, error) {
+	moved, err := putBack()
+	if errors.Is(err, unix.EACCES) && r.Widen(path) {
+		moved, err = putBack()
+	}
+	return moved, err
 }
 
 // changedKeys are the exec-shaped keys of cur that are new or changed since base.

@@ -33,11 +33,12 @@ type widened struct {
 // widens nothing.
 type Relaxer struct {
 	Roots []string // clean absolute paths below which modes may be widened
-	// DirBits are the owner bits a directory gets; 0 means read and search (0o500).
-	// An audit that also moves entries out adds write (0o700).
-	DirBits uint32
-	mu      sync.Mutex
-	done    []widened
+	// DirBits and FileBits are the owner bits a directory and a regular file get;
+	// 0 means read and search (0o500), and read (0o400). An audit that also puts
+	// entries back adds write (0o700, 0o600).
+	DirBits, FileBits uint32
+	mu                sync.Mutex
+	done              []widened
 }
 
 // Open is safepath.Open that, when the open fails with EACCES, widens the modes on
@@ -54,7 +55,7 @@ func (r *Relaxer) Open(abs string, flags int) (int, error) {
 }
 
 // Widen adds the owner's DirBits to each directory from abs's root down to abs,
-// and owner read permission to abs when it is a regular file, where the launching
+// and FileBits to abs when it is a regular file, where the launching
 // user owns it and lacks them. It reports whether it changed anything. Components
 // are opened O_PATH|O_NOFOLLOW, one at a time: a symlink ends the walk.
 func (r *Relaxer) Widen(abs string) bool {
@@ -110,7 +111,10 @@ func (r *Relaxer) widenFd(fd int, path string) bool {
 			need = 0o500
 		}
 	case unix.S_IFREG:
-		need = 0o400
+		need = r.FileBits
+		if need == 0 {
+			need = 0o400
+		}
 	}
 	old := st.Mode & 0o7777
 	if old&need == need {

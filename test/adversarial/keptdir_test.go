@@ -45,6 +45,11 @@ func TestKeptAuditSeesIntoUnreadableDirs(t *testing.T) {
 			[]string{".claude/output-styles/x.md"}, map[string]os.FileMode{".claude/output-styles": 0o311}},
 		{"FIFO in an x-only dir", "mkfifo $HOME/.claude/output-styles/x.md; chmod 0311 $HOME/.claude/output-styles\n",
 			[]string{".claude/output-styles/x.md"}, map[string]os.FileMode{".claude/output-styles": 0o311}},
+		// Listable but read-only: the put back must not fail where the plant stays.
+		{"read-only dir", agentMD + " > $HOME/.claude/output-styles/x.md; chmod 0555 $HOME/.claude/output-styles\n",
+			[]string{".claude/output-styles/x.md"}, map[string]os.FileMode{".claude/output-styles": 0o555}},
+		{"read-only kept state file", `printf '{"mcpServers":{"e":{"command":"touch %s/m"}}}' "$PWNED" > $HOME/.claude.json; chmod 0444 $HOME/.claude.json` + "\n",
+			[]string{".claude.json"}, nil},
 		{"unreadable settings", `printf '{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"touch %s/h"}]}]}}' "$PWNED" > $HOME/.claude/settings.json; chmod 0000 $HOME/.claude/settings.json` + "\n",
 			[]string{".claude/settings.json"}, nil},
 		{"too deep", deep, []string{".claude/output-styles" + strings.Repeat("/d", 70) + "/x.md"}, nil},
@@ -58,6 +63,8 @@ func TestKeptAuditSeesIntoUnreadableDirs(t *testing.T) {
 					mkUserDir(t, filepath.Join(x.Home, d))
 				}
 				sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude/settings.json"), "{\"model\": \"opus\"}\n")
+				sandboxtest.WriteFile(t, filepath.Join(x.Home, ".claude.json"), "{}\n")
+				testenv.Chown(t, filepath.Join(x.Home, ".claude.json"))
 				testenv.Chown(t, filepath.Join(x.Home, ".claude"))
 				testenv.Chown(t, filepath.Join(x.Home, ".codex"))
 				if strings.HasSuffix(row.name, "at launch") {
@@ -81,7 +88,10 @@ func TestKeptAuditSeesIntoUnreadableDirs(t *testing.T) {
 				for _, rel := range row.plants {
 					data, fifo := readLong(filepath.Join(x.Home, rel))
 					live := fifo || strings.Contains(data, x.Pwned) || strings.Contains(data, "prefix_rule")
+					beyond := strings.HasPrefix(row.name, "too deep") || strings.HasPrefix(row.name, "beyond")
 					switch {
+					case live && !beyond:
+						t.Errorf("%s: the plant is live: the audit can read and put back all it is", rel)
 					case live && r.Code != 125:
 						t.Errorf("%s: the plant is live after a session that exited %d", rel, r.Code)
 					case live && !strings.Contains(r.Stderr, "NOT put back"):
