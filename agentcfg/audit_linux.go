@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/widen"
 )
 
 // MaxFileBytes bounds what the audit reads of one file; a bigger one is put back
@@ -85,6 +86,9 @@ type Finding struct {
 	MovedTo string // where the session's version of the file is, "" when none was kept
 	// Left: reported only, left as it is (the repository's own agent files).
 	Left bool
+	// Unresolved: neither audited nor put back, where an agent may still open
+	// it: the session fails (125).
+	Unresolved bool
 }
 
 func (f Finding) String() string {
@@ -93,6 +97,8 @@ func (f Finding) String() string {
 		s += " " + printable(f.Key)
 	}
 	switch {
+	case f.Unresolved:
+		s += "; NOT put back: review it, or remove it, before an agent runs outside agentbox"
 	case f.Left:
 		s += ", left in place: review it before an agent runs in this repository outside agentbox"
 	case f.Key != "" || f.What != "" && !strings.HasPrefix(f.What, "more than"):
@@ -119,19 +125,21 @@ func printable(s string) string {
 // script in a kept path that one of their keys names as a program.
 func Snapshot(opt Options) *Baseline {
 	b := &Baseline{opt: opt}
-	list, over := opt.covered()
+	r := opt.relaxer()
+	defer r.Restore()
+	list, over, _ := opt.covered(r)
 	b.over = over
 	seen := map[string]bool{}
 	left := int64(maxReadBytes)
 	for _, c := range list {
-		b.files = append(b.files, read(c.path, c.f, opt.Repo, &left))
+		b.files = append(b.files, read(c.path, c.f, opt.Repo, &left, r))
 		seen[c.path] = true
 	}
 	for _, st := range append([]*fileState(nil), b.files...) {
 		for _, p := range programPaths(st.entries, opt.Home) {
 			if !seen[p] && opt.kept(p) {
 				seen[p] = true
-				b.files = append(b.files, read(p, wholeFile, opt.Repo, &left))
+				b.files = append(b.files, read(p, wholeFile, opt.Repo, &left, r))
 			}
 		}
 	}
@@ -141,13 +149,14 @@ func Snapshot(opt Options) *Baseline {
 // read reads one file without following a symlink in any component, without
 // blocking on a FIFO, and at most MaxFileBytes of it. f is auto for a file whose
 // format is decided from its name, mode and first bytes. left, unless nil, is what
-// may still be read, and is lowered by what is.
-func read(path string, f format, repo string, left *int64) *fileState {
+// may still be read, and is lowered by what is. r, unless nil, widens the owner's
+// modes on the way where the session made the file or a directory unreadable.
+func read(path string, f format, repo string, left *int64, r *widen.Relaxer) *fileState {
 	st := &fileState{path: path, f: f, auto: f == auto}
 	if st.auto {
 		st.f = opaque
 	}
-	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := r.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	switch {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
 		return st
@@ -223,38 +232,45 @@ func kind(m os.FileMode) string {
 // changed that names a program: a JSON or TOML file's offending keys are set back
 // to their baseline (the user's other changes stay), any other file is put back
 // whole; either way the session's version is kept. It returns what it did.
+//
+// What the session made unreadable is read all the same (widen), the modes put
+// back after; what the audit still cannot read, or put back, fails the session
+// (Finding.Unresolved).
 func (b *Baseline) Audit() []Finding {
-	list, over := b.opt.covered()
+	r := b.opt.relaxer()
+	defer r.Restore()
+	list, over, blind := b.opt.covered(r)
 	for _, c := range list {
 		if !b.has(c.path) {
 			b.files = append(b.files, &fileState{path: c.path, f: c.f, auto: c.f == auto}) // new since the baseline
 		}
 	}
-	var out []Finding
+	out := blind
 	if over || b.over {
 		out = append(out, b.opt.overFinding())
 	}
 	left := int64(maxReadBytes)
 	for _, base := range b.files {
-		out = append(out, b.auditFile(base, &left)...)
+		out = append(out, b.auditFile(base, &left, r)...)
 	}
 	return out
 }
 
-func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
+func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []Finding {
 	hint := base.f
 	if base.auto {
 		hint = auto
 	}
-	cur := read(base.path, hint, b.opt.Repo, left)
+	cur := read(base.path, hint, b.opt.Repo, left, r)
 	if !cur.exists {
 		return nil // removed: nothing runs from it any more
 	}
 	whole := func(what string) []Finding {
-		moved, err := b.putBack(base, cur)
+		moved, err := widened(r, base.path, func() (string, error) { return b.putBack(base, cur) })
 		f := Finding{Path: base.path, What: what, MovedTo: moved}
 		if err != nil {
 			f.What += " (could not put it back: " + err.Error() + ")"
+			f.Unresolved = true
 		}
 		return []Finding{f}
 	}
@@ -302,7 +318,7 @@ func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
 			return whole(newOrChanged)
 		}
 	}
-	moved, err := b.putBackKeys(base, cur, keys)
+	moved, err := widened(r, base.path, func() (string, error) { return b.putBackKeys(base, cur, keys) })
 	if errors.Is(err, errNotKeyByKey) {
 		var what []string
 		for _, k := range keys {
@@ -314,9 +330,21 @@ func (b *Baseline) auditFile(base *fileState, left *int64) []Finding {
 		keys[i].MovedTo = moved
 		if err != nil {
 			keys[i].What += " (could not put it back: " + err.Error() + ")"
+			keys[i].Unresolved = true
 		}
 	}
 	return keys
+}
+
+// widened runs putBack, and once more where it failed with EACCES and r could widen
+// the owner's modes on the way to path (the session made the directory or the kept
+// file read-only).
+func widened(r *widen.Relaxer, path string, putBack func() (string, error)) (string, error) {
+	moved, err := putBack()
+	if errors.Is(err, unix.EACCES) && r.Widen(path) {
+		moved, err = putBack()
+	}
+	return moved, err
 }
 
 // changedKeys are the exec-shaped keys of cur that are new or changed since base.

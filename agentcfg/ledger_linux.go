@@ -86,6 +86,8 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 		return false
 	}
 	left := int64(maxReadBytes)
+	r := opt.relaxer()
+	defer r.Restore()
 	take := func(p string, f format) *fileState {
 		if sharedBy(p) {
 			if st, ok := led.Files[p]; ok {
@@ -98,12 +100,12 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 			led.Files[p] = toStored(st)
 			return st
 		}
-		st := read(p, f, opt.Repo, &left)
+		st := read(p, f, opt.Repo, &left, r)
 		led.Files[p] = toStored(st)
 		return st
 	}
 	seen := map[string]bool{}
-	list, over := opt.covered()
+	list, over, _ := opt.covered(r)
 	s.base.over = over
 	for _, c := range list {
 		s.base.files = append(s.base.files, take(c.path, c.f))
@@ -186,7 +188,9 @@ func reapDead(dir string, led *ledgerFile, reap bool) ([]Orphan, []Options) {
 		}
 		if rerr == nil && opt.ID != "" {
 			b := &Baseline{opt: opt}
-			list, _ := opt.covered()
+			r := opt.relaxer()
+			list, _, _ := opt.covered(r)
+			r.Restore()
 			for _, c := range list {
 				if st, ok := led.Files[c.path]; ok {
 					b.files = append(b.files, st.state(c.path, opt.Repo))

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/widen"
 )
 
 // The repository's own agent files — .claude/ (settings, agents, skills, hooks),
@@ -31,19 +33,32 @@ type Project struct {
 	repo  string
 	files map[string]*fileState
 	over  bool
+	blind []Finding // directories the last list could not read
 }
 
 // SnapshotProject records the repository's agent files.
 func SnapshotProject(repo string) *Project {
 	p := &Project{repo: repo, files: map[string]*fileState{}}
-	for _, c := range p.list() {
-		p.files[c.path] = read(c.path, c.f, repo, nil)
+	r := p.relaxer()
+	defer r.Restore()
+	for _, c := range p.list(r) {
+		p.files[c.path] = read(c.path, c.f, repo, nil, r)
 	}
 	return p
 }
 
+// relaxer widens what the session made unreadable in the project's agent
+// directories (as the kept paths' audit does), for the modes to be put back after.
+func (p *Project) relaxer() *widen.Relaxer {
+	r := &widen.Relaxer{}
+	for _, rel := range projectDirs {
+		r.Roots = append(r.Roots, filepath.Join(p.repo, rel))
+	}
+	return r
+}
+
 // list walks the project files, never following a symlink, within the bounds.
-func (p *Project) list() []coveredFile {
+func (p *Project) list(r *widen.Relaxer) []coveredFile {
 	var list []coveredFile
 	budget, bytesLeft := maxProjectEntries, int64(maxProjectBytes)
 	add := func(path string, f format) {
@@ -63,11 +78,13 @@ func (p *Project) list() []coveredFile {
 			add(path, auto)
 		}
 	}
+	p.blind = nil
 	for _, rel := range projectDirs {
 		dir := filepath.Join(p.repo, rel)
-		w := walker{o: opt, dir: dir, add: add, budget: &budget}
+		w := walker{o: opt, dir: dir, add: add, budget: &budget, relax: r}
 		w.walk(dir)
 		p.over = p.over || w.over
+		p.blind = append(p.blind, w.blind...)
 	}
 	return list
 }
@@ -88,12 +105,19 @@ func (p *Project) Report() []Finding {
 	if p.over {
 		out = append(out, Finding{Path: p.repo, What: "more agent files than agentbox reads (" + filepath.Join(p.repo, ".claude") + ", .codex): not all reported", Left: true})
 	}
-	for _, c := range p.list() {
+	r := p.relaxer()
+	defer r.Restore()
+	list := p.list(r)
+	for _, f := range p.blind {
+		f.Unresolved, f.Left = false, true // the work tree's: reported, as the rest
+		out = append(out, f)
+	}
+	for _, c := range list {
 		base := p.files[c.path]
 		if base == nil {
 			base = &fileState{path: c.path}
 		}
-		cur := read(c.path, auto, p.repo, nil)
+		cur := read(c.path, auto, p.repo, nil, r)
 		switch {
 		case !cur.exists:
 		case cur.odd != "":

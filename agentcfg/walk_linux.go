@@ -10,12 +10,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/widen"
 )
 
 // maxWalk bounds the entries the audit looks at in the agents' kept directories,
-// data paths included; what lies beyond is reported, not audited.
-const maxWalk = 200000
+// data paths included; what lies beyond is not audited, and fails the session
+// (a variable for the tests).
+var maxWalk = 200000
+
+// maxDepth bounds how deep the walk goes below a kept part of an agent's
+// directory; a directory deeper is not audited, and fails the session.
+const maxDepth = 64
 
 // auto: the format is decided from the file's name, mode and first bytes when it
 // is read (formatOf), each time: a file that became executable becomes code.
@@ -29,8 +34,9 @@ type coveredFile struct {
 // covered lists the files the audit covers for these kept paths: the known files
 // in them, and every file in the part of an agent's directory that they keep —
 // in its data paths only the symlinks and special files. over is set when a walk
-// stopped at maxWalk.
-func (o Options) covered() (list []coveredFile, over bool) {
+// stopped at maxWalk; blind are the directories it could not list (Unresolved).
+// r widens what the session made unlistable.
+func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind []Finding) {
 	seen := map[string]bool{}
 	addf := func(p string, f format) {
 		if !seen[p] {
@@ -45,11 +51,18 @@ func (o Options) covered() (list []coveredFile, over bool) {
 	}
 	budget := maxWalk
 	for _, s := range o.scopes() {
-		w := walker{o: o, a: s.a, dir: s.dir, add: addf, budget: &budget}
+		w := walker{o: o, a: s.a, dir: s.dir, add: addf, budget: &budget, relax: r}
 		w.walk(s.root)
 		over = over || w.over
+		blind = append(blind, w.blind...)
 	}
-	return list, over
+	return list, over, blind
+}
+
+// relaxer widens, below the kept paths, what the session made unreadable; with
+// the owner's write, for the put back to move entries out and rewrite kept files.
+func (o Options) relaxer() *widen.Relaxer {
+	return &widen.Relaxer{Roots: o.Kept, DirBits: 0o700, FileBits: 0o600}
 }
 
 type scope struct {
@@ -117,12 +130,18 @@ type walker struct {
 	add    func(string, format)
 	budget *int
 	over   bool
+	relax  *widen.Relaxer
+	blind  []Finding // directories it could not list
 }
 
 // walk lists path and what lies below it, never following a symlink.
 func (w *walker) walk(path string) {
 	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
+	err := unix.Lstat(path, &st)
+	if errors.Is(err, unix.EACCES) && w.relax.Widen(filepath.Dir(path)) {
+		err = unix.Lstat(path, &st)
+	}
+	if err != nil {
 		return
 	}
 	data := w.a.isData(w.rel(path))
@@ -130,12 +149,41 @@ func (w *walker) walk(path string) {
 		w.file(path, st.Mode&unix.S_IFMT == unix.S_IFREG, data)
 		return
 	}
-	fd, err := safepath.Open(path, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
+	fd, err := w.relax.Open(path, unix.O_RDONLY|unix.O_DIRECTORY)
+	switch {
+	case errors.Is(err, unix.EACCES):
+		w.blindDir(path, err)
+	case err != nil:
 		w.add(path, auto) // read reports what it is instead
+	default:
+		w.dirAt(fd, path, 0, data)
+	}
+}
+
+// openDir opens the directory name in the open directory fd (its path p), widening
+// the owner's modes where the session made it unlistable.
+func (w *walker) openDir(fd int, name, p string) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	dfd, err := unix.Openat(fd, name, flags, 0)
+	if errors.Is(err, unix.EACCES) && w.relax.Widen(p) {
+		dfd, err = unix.Openat(fd, name, flags, 0)
+	}
+	return dfd, err
+}
+
+// blindDir records a directory the walk could not list, unless the launching user
+// cannot enter it: then neither could the sandbox, nor can an agent run as the user.
+func (w *walker) blindDir(p string, err error) {
+	var st unix.Stat_t
+	if err != nil && unix.Lstat(p, &st) == nil && int(st.Uid) != os.Geteuid() &&
+		errors.Is(unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW), unix.EACCES) {
 		return
 	}
-	w.dirAt(fd, path, 0, data)
+	why := fmt.Sprintf("more than %d directories deep", maxDepth)
+	if err != nil {
+		why = "unreadable (" + err.Error() + ")"
+	}
+	w.blind = append(w.blind, Finding{Path: p, What: "not audited: " + why, Unresolved: true})
 }
 
 // dirAt walks the open directory fd (closed here); data: it lies in a data path.
@@ -150,7 +198,7 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	for _, e := range ents {
-		if *w.budget--; *w.budget < 0 || depth > 64 {
+		if *w.budget--; *w.budget < 0 {
 			w.over = true
 			return
 		}
@@ -160,9 +208,18 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 		}
 		sub := data || w.a.isData(w.rel(p))
 		if e.IsDir() {
-			dfd, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err == nil {
+			if depth >= maxDepth {
+				w.blindDir(p, nil)
+				continue
+			}
+			dfd, err := w.openDir(fd, e.Name(), p)
+			switch {
+			case err == nil:
 				w.dirAt(dfd, p, depth+1, sub)
+			case errors.Is(err, unix.EACCES):
+				w.blindDir(p, err)
+			case !errors.Is(err, unix.ENOENT):
+				w.file(p, false, sub) // no longer a directory: read says what it is
 			}
 			continue
 		}
@@ -193,5 +250,5 @@ func (o Options) overFinding() Finding {
 	for _, s := range o.scopes() {
 		roots = append(roots, s.root)
 	}
-	return Finding{Path: strings.Join(roots, ", "), What: fmt.Sprintf("more than %d entries: not audited beyond them", maxWalk)}
+	return Finding{Path: strings.Join(roots, ", "), What: fmt.Sprintf("more than %d entries: not audited beyond them", maxWalk), Unresolved: true}
 }

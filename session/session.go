@@ -192,7 +192,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	status, err := l.run()
 	if l.unresolved > 0 && status == 0 && err == nil {
 		// Never a silent success: the lines above name each place and what to do.
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %d place(s) above left unchecked where your Git can reach them; exit 125\n", l.unresolved)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %d place(s) above left unchecked where your Git or your agents can reach them; exit 125\n", l.unresolved)
 		status = 125
 	}
 	out.End, out.Status, out.Err = time.Now(), status, err
@@ -274,7 +274,7 @@ func (l *launch) run() (int, error) {
 	// run, it runs whatever the backend reports, and the journal stays until it has:
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
-	defer func() { l.unresolved = finishAudits(cfg, out, pre, gate) }()
+	defer func() { l.unresolved += finishAudits(cfg, out, pre, gate) }()
 	defer ckStart.stop()   // before the audit's end, which stops the watch a checkpoint reads
 	defer pre.clear(false) // a launch that stops before its recheck passed
 	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {
@@ -298,6 +298,7 @@ func (l *launch) run() (int, error) {
 	var kept hostaudit.Outcome
 	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
 	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
+	l.unresolved += kept.Unresolved
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
@@ -346,6 +347,7 @@ func (l *launch) run() (int, error) {
 	kept = hostaudit.Outcome{}
 	agents.Finish(cfg.audit(), &kept)
 	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
+	l.unresolved += kept.Unresolved
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
 	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB

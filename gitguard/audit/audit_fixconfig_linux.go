@@ -124,11 +124,11 @@ func FixConfig(f *Finding, id, root string) {
 	if denied(err) {
 		// Below a directory the scan read only by widening its mode
 		// (audit_unreadable_linux.go): widened again for the fix.
-		r := &relaxer{roots: f.roots}
-		if r.widen(f.Path) {
+		r := &relaxer{Roots: f.roots}
+		if r.Widen(f.Path) {
 			copyPath, err = fixConfig(f.Path, f.Reasons, id, root)
 		}
-		r.restore()
+		r.Restore()
 	}
 	if err != nil {
 		f.MoveErr = err

@@ -65,8 +65,8 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		expanded: map[string]expansion{},
 		hooks:    map[string]bool{},
 	}
-	s.relax = &relaxer{roots: s.surface.roots}
-	defer s.relax.restore() // audit_unreadable_linux.go
+	s.relax = &relaxer{Roots: s.surface.roots}
+	defer s.relax.Restore() // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
@@ -275,7 +275,7 @@ var errTooLarge = errors.New("too large")
 // read returns the content of the regular file at canonical path p (up to limit
 // bytes) and its fingerprint. It never follows a symlink and never blocks on a FIFO.
 func (s *scanner) read(p string, limit int64) ([]byte, string, error) {
-	fd, err := s.relax.open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := s.relax.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, "unopenable", err
 	}

@@ -19,7 +19,7 @@ import (
 // readDir lists dir (a canonical path) without following symlinks, sorted by name.
 // Failures are recorded as skipped places.
 func (s *scanner) readDir(dir string) []os.DirEntry {
-	fd, err := s.relax.open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := s.relax.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
 		return nil
@@ -310,7 +310,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 		}
 		return ents, stats, l.subdirs
 	}
-	fd, err := s.relax.open(dir, unix.O_RDONLY|unix.O_DIRECTORY) // audit_unreadable_linux.go
+	fd, err := s.relax.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY) // audit_unreadable_linux.go
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
 		if stat {

@@ -97,6 +97,9 @@ func report(cfg *Config, out *Outcome, fs []agentcfg.Finding) {
 	for _, f := range fs {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
+		if f.Unresolved {
+			out.Unresolved++
+		}
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
 }
