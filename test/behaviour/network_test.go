@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
@@ -276,6 +277,7 @@ func TestAllowNetNoHostListener(t *testing.T) {
 			// the listening socket as the sandbox's namespace sees it.
 			cmd := b.command(b.repo, []string{"--no-git-save", "--allow-net", "example.test"}, `ls /proc/$$/fd; echo END-FDS
 				awk '$2 == "0100007F:0C38" && $4 == "0A" { print "inode=" $10 }' /proc/net/tcp
+				awk '$2 == "0100007F:0C38" && $4 == "0A" { print $10 }' /proc/net/tcp > "$REPO/.inode"
 				touch "$REPO/.ready"
 				i=0; while [ ! -e "$REPO/.go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`)
 			res := make(chan result, 1)
@@ -286,7 +288,14 @@ func TestAllowNetNoHostListener(t *testing.T) {
 				os.WriteFile(release, nil, 0o644)
 				t.Fatalf("the session never got ready:\n%s", <-res)
 			}
+			// The init hands the listener to the launcher in a frame the launcher
+			// reads beside the command's start: wait until it holds it (or give up).
+			inode, _ := os.ReadFile(filepath.Join(b.repo, ".inode"))
 			launcher := launcherSockets(t, cmd.Process.Pid)
+			for i := 0; i < 100 && !launcher[strings.TrimSpace(string(inode))]; i++ {
+				time.Sleep(50 * time.Millisecond)
+				launcher = launcherSockets(t, cmd.Process.Pid)
+			}
 			host := listeningInodes(t, "/proc/net/tcp", "/proc/net/tcp6")
 			os.WriteFile(release, nil, 0o644)
 			r := <-res
