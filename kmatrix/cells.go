@@ -80,7 +80,8 @@ type TestPackage struct {
 // mechanics depend on the kernel — the read-only root (mount_setattr or its
 // fallback), the HOME overlay, the namespaces, the Git paths resolved without
 // following symlinks (openat2 or its fallback), locked read-only mounts, the host's
-// path sockets (Landlock's resolve-unix rule on 7.1+, the masks before) — and the
+// path sockets (Landlock's resolve-unix rule on 7.1+, the masks before), the tmpfs
+// budget's root detached once its directories are cloned — and the
 // nested sandboxes with --nested-sandbox (on 7.1+ the masks, so that bubblewrap
 // and unshare -m can mount inside), because the whole table takes minutes per VM
 // under TCG. Full (kmatrix -full) runs it all.
@@ -98,7 +99,7 @@ var TestPackages = []TestPackage{
 	// 5.17.
 	{Name: "treewatch", Pkg: "./gitguard/audit", Seconds: 120, Args: []string{"-test.run=^TestSinceSameAsFullScan$"}},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 300, NeedsSandbox: true,
-		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
+		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes|TestTmpBudgetMountTable)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
 
 // Full returns the packages with their filters removed and their time bounds

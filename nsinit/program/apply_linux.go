@@ -60,7 +60,7 @@ func (p *Program) apply(op mounts.Op, c captured) error {
 	case mounts.Bind:
 		p.moveMount(op, c.tree, p.mkdirAll(op.Dest))
 	case mounts.Tmpfs:
-		p.tmpfsAt(op.Dest, op.Mode)
+		p.tmpfsAt(op.Dest) // with op.Mode (budgetModes)
 	case mounts.Proc:
 		p.mountAt(op.Dest, "proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	case mounts.Dev:

@@ -160,6 +160,7 @@ func (p *Program) compileMounts(plan mounts.Plan) error {
 		caps[i] = c
 	}
 	p.mark("capture")
+	p.mountBudget(budgetModes(plan))
 	for i, op := range plan.Ops {
 		if err := p.apply(op, caps[i]); err != nil {
 			return err

@@ -68,12 +68,18 @@ func skipDevNode(name string, err error) bool {
 	return name == "tty" && errors.Is(err, os.ErrNotExist)
 }
 
+// The modes of /dev and /dev/shm, directories of the tmpfs budget.
+const (
+	devMode = 0o755
+	shmMode = 0o1777
+)
+
 // dev builds a minimal /dev: a directory of the tmpfs budget (budget_linux.go),
 // the host's harmless device nodes, a private
 // devpts instance (so the command cannot reach the caller's other terminals) and a
 // private shm.
 func (p *Program) dev(dest string, nodes map[string]int) {
-	p.tmpfsAt(dest, 0o755)
+	p.tmpfsAt(dest)
 	dir := p.openBeneath(mountDesc(MountError{Op: "open", Target: dest}), dest, unix.O_PATH|unix.O_DIRECTORY)
 	for _, name := range devNodes {
 		tree, ok := nodes[name]
@@ -90,7 +96,7 @@ func (p *Program) dev(dest string, nodes map[string]int) {
 		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.Str(d), 0o755)
 	}
 	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-	p.tmpfsAt(dest+"/shm", 0o1777)
+	p.tmpfsAt(dest + "/shm")
 	for _, l := range [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
 		{"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},

@@ -13,8 +13,8 @@ import (
 // HOME's disposable overlay, whose upper layer lives in the tmpfs budget.
 
 // overlay mounts HOME's disposable overlay. The lower layer is the host directory
-// captured before anything covered it. The upper and work dirs live on a tmpfs
-// mounted at the destination itself, which the overlay then covers: nothing in the
+// captured before anything covered it. The upper and work dirs live in a directory
+// of the tmpfs budget bound at the destination itself, which the overlay then covers: nothing in the
 // sandbox can reach them, and they vanish with the namespace. The upper dir's owner
 // and mode are the lower dir's as the compiler sees it now (overlay.UpperFor): the
 // launcher, or the Go init once its id maps are written (an owner the namespace does
@@ -31,7 +31,7 @@ func (p *Program) overlay(op mounts.Op, lower int) error {
 	if err != nil {
 		return &MountError{Op: "stat overlay lower", Source: op.Source, Err: err}
 	}
-	scratch := p.overlayScratch(op.Dest, overlay.ScratchMode)
+	scratch := p.overlayScratch(op.Dest)
 	for _, d := range []string{overlay.UpperDir, overlay.WorkDir} {
 		p.op(mountDesc(MountError{Op: "mkdir overlay " + d, Target: op.Dest}), unix.SYS_MKDIRAT, uintptr(scratch), p.Str(d), overlay.ScratchMode)
 	}

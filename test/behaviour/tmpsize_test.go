@@ -119,15 +119,20 @@ func TestTmpBudgetRepoFile(t *testing.T) {
 	}
 }
 
-// TestTmpBudgetMountTable: under bwrap the sandbox's mount table shows each
-// directory of the budget at its own destination only, and the budget's root
-// nowhere. A tool that finds a file's other places through the mount table (Codex's
-// nested sandbox does, for its socket directory in /tmp) would otherwise find it at
-// a path the sandbox does not have and fail; the stage's own mounts (compat.StageDir)
-// must not show either. (Native keeps its budget's root at /dev, under the bind of
-// /dev's own directory, where a nested sandbox's private /dev has room for it.)
+// TestTmpBudgetMountTable: on every backend and runner the sandbox's mount table
+// shows each directory of the budget at its own destination only, and the budget's
+// root nowhere. A tool that finds a file's other places through the mount table
+// (Codex's nested sandbox does, for its socket directory in /tmp) would otherwise
+// find it at a path the sandbox does not have and fail; bwrap's stage's own mounts
+// (compat.StageDir) must not show either, nor native's scratch place of the root.
 func TestTmpBudgetMountTable(t *testing.T) {
-	b := newBox(t, "bwrap")
+	for _, backend := range runners(t) {
+		t.Run(backend, func(t *testing.T) { budgetMountTable(t, backend) })
+	}
+}
+
+func budgetMountTable(t *testing.T, backend string) {
+	b := newBox(t, backend)
 	out := b.ok(`cat /proc/self/mountinfo`, "--tmp-size", "8M")
 	type mount struct{ dev, root, point string }
 	var all []mount
@@ -161,7 +166,11 @@ func TestTmpBudgetMountTable(t *testing.T) {
 			t.Errorf("budget directory %s mounted at %q, want one place", root, points)
 		}
 	}
-	for _, want := range []string{"/tmp", "/run", "/dev/shm"} {
+	wants := []string{"/tmp", "/run", "/dev/shm"}
+	if backend != "bwrap" {
+		wants = append(wants, "/dev") // bwrap's own /dev is no directory of the budget
+	}
+	for _, want := range wants {
 		found := false
 		for _, points := range places {
 			found = found || slices.Contains(points, want)
