@@ -139,7 +139,16 @@ func FixConfig(f *Finding, id, root string) {
 }
 
 func fixConfig(path string, reasons []string, id, root string) (string, error) {
-	data, mode, err := readConfigBytes(path)
+	// Every step through one descriptor of the directory, reached without a symlink:
+	// a session running meanwhile may swap a directory on the way for a symlink to
+	// one of the user's, whose config would be rewritten instead.
+	dfd, err := safepath.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(dfd)
+	name := filepath.Base(path)
+	data, mode, err := readConfigAt(dfd, name)
 	if err != nil {
 		return "", err
 	}
@@ -167,16 +176,48 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 	if err := writeNew(copyPath, data, 0o600); err != nil {
 		return "", fmt.Errorf("keep a copy: %w", err)
 	}
-	tmp := path + ".agentbox-fix-" + id
-	if err := writeNew(tmp, []byte(gitconfig.Format(keep)), mode); err != nil {
-		os.Remove(tmp)
+	tmp := name + ".agentbox-fix-" + id
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
 		return "", fmt.Errorf("write the fixed config: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := writeFd(fd, tmp, []byte(gitconfig.Format(keep))); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return "", fmt.Errorf("write the fixed config: %w", err)
+	}
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
 		return "", fmt.Errorf("replace the config: %w", err)
 	}
 	return copyPath, nil
+}
+
+// readConfigAt is readConfigBytes for the entry name of the directory dfd.
+func readConfigAt(dfd int, name string) ([]byte, os.FileMode, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: not a regular file", name)
+	}
+	return readConfigFile(f)
+}
+
+// writeFd writes data to the new file open at fd, syncs and closes it.
+func writeFd(fd int, name string, data []byte) error {
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // readConfigNoFollow parses a config file opened without following a symlink.
@@ -196,6 +237,12 @@ func readConfigBytes(path string) ([]byte, os.FileMode, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
+	return readConfigFile(f)
+}
+
+// readConfigFile reads the open config file f (at most gitconfig.MaxFileSize) and
+// returns its permission bits.
+func readConfigFile(f *os.File) ([]byte, os.FileMode, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err
