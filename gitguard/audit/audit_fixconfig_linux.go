@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
 )
 
@@ -120,13 +122,13 @@ func SplitOwnSettings(findings []Finding) (kept []Finding, own []string) {
 // reasons name, except the user's own settings, and keeps a copy of the whole file
 // as it was at root/ID/PATH. It fills in f.Moved (where the copy is) or f.MoveErr.
 func FixConfig(f *Finding, id, root string) {
-	copyPath, err := fixConfig(f.Path, f.Reasons, id, root)
+	copyPath, err := fixConfig(f.Path, f.Reasons, id, root, f.roots)
 	if denied(err) {
 		// Below a directory the scan read only by widening its mode
 		// (audit_unreadable_linux.go): widened again for the fix.
 		r := &relaxer{Roots: f.roots}
 		if r.Widen(f.Path) {
-			copyPath, err = fixConfig(f.Path, f.Reasons, id, root)
+			copyPath, err = fixConfig(f.Path, f.Reasons, id, root, f.roots)
 		}
 		r.Restore()
 	}
@@ -138,11 +140,19 @@ func FixConfig(f *Finding, id, root string) {
 	f.Reasons = append(f.Reasons, "these entries removed from the file; the rest of it kept")
 }
 
-func fixConfig(path string, reasons []string, id, root string) (string, error) {
-	// Every step through one descriptor of the directory, reached without a symlink:
-	// a session running meanwhile may swap a directory on the way for a symlink to
-	// one of the user's, whose config would be rewritten instead.
-	dfd, err := safepath.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY)
+func fixConfig(path string, reasons []string, id, root string, roots []string) (string, error) {
+	// Every step through one descriptor of the directory, reached without a symlink
+	// below the scan's roots (canonical): a session running meanwhile may swap a
+	// directory there for a symlink to one of the user's, whose config would be
+	// rewritten instead. A host config outside them (HOME's, which may lie behind a
+	// symlink) is taken where its directory resolves.
+	dir := filepath.Dir(path)
+	if !slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(dir, r) }) {
+		if c, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = c
+		}
+	}
+	dfd, err := safepath.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return "", err
 	}

@@ -26,7 +26,8 @@ func TestFixConfigThroughSwappedParent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "config"), []byte(users), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := Finding{Kind: KindConfig, Path: filepath.Join(gitDir, "config"), Reasons: []string{`core.fsmonitor = "mine" (runs a program)`}}
+	f := Finding{Kind: KindConfig, Path: filepath.Join(gitDir, "config"), Reasons: []string{`core.fsmonitor = "mine" (runs a program)`},
+		roots: []string{filepath.Join(dir, "repo")}}
 	// The swap, after the scan found the planted config.
 	if err := os.Rename(gitDir, filepath.Join(dir, "moved")); err != nil {
 		t.Fatal(err)
