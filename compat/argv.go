@@ -370,10 +370,18 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 	// every plan operation, so /run is the private one) and run it instead.
 	n := len(g)
 	out := append([][]string{}, g[:n-2]...)
-	out = append(out, []string{"--ro-bind", exe, InitPath}, []string{"--as-pid-1"},
+	// The init is the running binary, by descriptor (selfExe): what lies at exe's
+	// path may have been replaced since agentbox started.
+	out = append(out, []string{"--ro-bind-fd", fmt.Sprint(FirstSourceFD + len(sources)), InitPath}, []string{"--as-pid-1"},
 		[]string{"--argv0", "agentbox-init"}, g[n-2], []string{"--", InitPath})
-	return out, sources, budget, nil
+	return out, append(sources, selfExe), budget, nil
 }
+
+// selfExe is the running agentbox binary, which the stage and the init are: a path
+// names whatever lies there now, which a process that can write there (a second
+// session's sandbox, when the binary lies in its repository or an --add-dir) may have
+// replaced since agentbox started; /proc/self/exe is the file it started from.
+const selfExe = "/proc/self/exe"
 
 // DryRun checks the bwrap binary as Run would (bwrapcheck.Lookup) and writes the
 // exact argv Run would execute for plan, shell-quoted, one option per line with

@@ -477,7 +477,7 @@ func TestDeviceNeedsIdentity(t *testing.T) {
 	}
 	plan.Ops[1].SourceID = mounts.FileID{Dev: 5, Ino: 6}
 	argv, sources, _, err := InitCommand("/usr/bin/bwrap", plan, "/usr/bin/agentbox")
-	if err != nil || !slices.Equal(sources, []string{"/dev/zero"}) || !strings.Contains(strings.Join(argv, " "), fmt.Sprintf("--dev-bind /proc/self/fd/%d /dev/zero", FirstSourceFD)) {
+	if err != nil || !slices.Equal(sources, []string{"/dev/zero", selfExe}) || !strings.Contains(strings.Join(argv, " "), fmt.Sprintf("--dev-bind /proc/self/fd/%d /dev/zero", FirstSourceFD)) {
 		t.Errorf("with its identity: %q, %q, %v", argv, sources, err)
 	}
 }

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func TestInitBudget(t *testing.T) {
 		"--bind /dev/shm/1 /tmp --bind /dev/shm/2 /run",
 		"--overlay-src /home/u --overlay /dev/shm/3/upper /dev/shm/3/work /home/u --chmod 0750 /home/u",
 		"--bind /dev/shm/4 /home/u/.claude/shell-snapshots",
-		"--remount-ro /dev --ro-bind /opt/agentbox " + InitPath,
+		"--remount-ro /dev --ro-bind-fd " + fmt.Sprint(FirstSourceFD+len(sources)-1) + " " + InitPath,
 	} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("argv lacks %q:\n%s", want, argv)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -140,7 +141,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	privateStage(cmd.SysProcAttr)
 	if budget != nil {
-		cmd.Path = stageCommand(exe, cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
+		cmd.Path = stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
 	}
 	if o.Cgroup != nil {
 		// bwrap makes the sandbox's cgroup namespace as it clones its child, in the
@@ -252,7 +253,11 @@ func openSources(paths []string, plan mounts.Plan) ([]*os.File, error) {
 		return nil, fmt.Errorf("bwrap backend: open bind source %s: %w", p, err)
 	}
 	for _, p := range paths {
-		fd, err := safepath.Open(p, unix.O_PATH)
+		open := safepath.Open
+		if p == selfExe {
+			open = openSelf
+		}
+		fd, err := open(p, unix.O_PATH)
 		if err != nil {
 			return fail(p, err)
 		}
@@ -264,4 +269,14 @@ func openSources(paths []string, plan mounts.Plan) ([]*os.File, error) {
 		files = append(files, f)
 	}
 	return files, nil
+}
+
+// openSelf opens the running binary (selfExe), following the magic link, which is
+// the point. bwrap binds a source by its path, which the binary no longer has once
+// something replaced or removed it: that launch is refused with a line saying so.
+func openSelf(p string, flags int) (int, error) {
+	if l, err := os.Readlink(p); err != nil || strings.HasSuffix(l, " (deleted)") {
+		return -1, errors.New("the agentbox binary was replaced or removed since this agentbox started; no sandbox was started: run agentbox again")
+	}
+	return unix.Open(p, flags|unix.O_CLOEXEC, 0)
 }

@@ -158,11 +158,12 @@ func mkdirMode(dir string, mode uint32) error {
 }
 
 // stageCommand makes the command that would execute bwrap (args, env, attr) execute
-// the stage instead, the agentbox binary exe, with bwrap's command line after the
+// the stage instead, the running agentbox binary (selfExe: never what now lies at its
+// path, as the stage runs outside any sandbox), with bwrap's command line after the
 // budget's.
-func stageCommand(exe string, attr *syscall.SysProcAttr, args, env *[]string, b *Budget) string {
+func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, b *Budget) string {
 	*args = append(stageArgs(b), *args...)
 	*env = append(*env, envStage+"=1")
 	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
-	return exe
+	return selfExe
 }

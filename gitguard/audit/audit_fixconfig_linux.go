@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
 )
 
@@ -120,13 +122,13 @@ func SplitOwnSettings(findings []Finding) (kept []Finding, own []string) {
 // reasons name, except the user's own settings, and keeps a copy of the whole file
 // as it was at root/ID/PATH. It fills in f.Moved (where the copy is) or f.MoveErr.
 func FixConfig(f *Finding, id, root string) {
-	copyPath, err := fixConfig(f.Path, f.Reasons, id, root)
+	copyPath, err := fixConfig(f.Path, f.Reasons, id, root, f.roots)
 	if denied(err) {
 		// Below a directory the scan read only by widening its mode
 		// (audit_unreadable_linux.go): widened again for the fix.
 		r := &relaxer{Roots: f.roots}
 		if r.Widen(f.Path) {
-			copyPath, err = fixConfig(f.Path, f.Reasons, id, root)
+			copyPath, err = fixConfig(f.Path, f.Reasons, id, root, f.roots)
 		}
 		r.Restore()
 	}
@@ -138,8 +140,25 @@ func FixConfig(f *Finding, id, root string) {
 	f.Reasons = append(f.Reasons, "these entries removed from the file; the rest of it kept")
 }
 
-func fixConfig(path string, reasons []string, id, root string) (string, error) {
-	data, mode, err := readConfigBytes(path)
+func fixConfig(path string, reasons []string, id, root string, roots []string) (string, error) {
+	// Every step through one descriptor of the directory, reached without a symlink
+	// below the scan's roots (canonical): a session running meanwhile may swap a
+	// directory there for a symlink to one of the user's, whose config would be
+	// rewritten instead. A host config outside them (HOME's, which may lie behind a
+	// symlink) is taken where its directory resolves.
+	dir := filepath.Dir(path)
+	if !slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(dir, r) }) {
+		if c, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = c
+		}
+	}
+	dfd, err := safepath.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(dfd)
+	name := filepath.Base(path)
+	data, mode, err := readConfigAt(dfd, name)
 	if err != nil {
 		return "", err
 	}
@@ -167,16 +186,48 @@ func fixConfig(path string, reasons []string, id, root string) (string, error) {
 	if err := writeNew(copyPath, data, 0o600); err != nil {
 		return "", fmt.Errorf("keep a copy: %w", err)
 	}
-	tmp := path + ".agentbox-fix-" + id
-	if err := writeNew(tmp, []byte(gitconfig.Format(keep)), mode); err != nil {
-		os.Remove(tmp)
+	tmp := name + ".agentbox-fix-" + id
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
 		return "", fmt.Errorf("write the fixed config: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := writeFd(fd, tmp, []byte(gitconfig.Format(keep))); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return "", fmt.Errorf("write the fixed config: %w", err)
+	}
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
 		return "", fmt.Errorf("replace the config: %w", err)
 	}
 	return copyPath, nil
+}
+
+// readConfigAt is readConfigBytes for the entry name of the directory dfd.
+func readConfigAt(dfd int, name string) ([]byte, os.FileMode, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s: not a regular file", name)
+	}
+	return readConfigFile(f)
+}
+
+// writeFd writes data to the new file open at fd, syncs and closes it.
+func writeFd(fd int, name string, data []byte) error {
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // readConfigNoFollow parses a config file opened without following a symlink.
@@ -196,6 +247,12 @@ func readConfigBytes(path string) ([]byte, os.FileMode, error) {
 		return nil, 0, err
 	}
 	defer f.Close()
+	return readConfigFile(f)
+}
+
+// readConfigFile reads the open config file f (at most gitconfig.MaxFileSize) and
+// returns its permission bits.
+func readConfigFile(f *os.File) ([]byte, os.FileMode, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, 0, err

@@ -40,7 +40,10 @@ import (
 //     RLIMIT_NOFILE below 2 makes every poll(2) fail with EINVAL. setrlimit and
 //     prlimit64 with pid 0 act on the caller only and stay allowed. pid_t is an
 //     int: only the argument's low 32 bits name the process (docs/security.md,
-//     "PID 1 and the audit").
+//     "PID 1 and the audit"). A process's limits are also its threads', and a Go
+//     init's other threads have pids other than 1: so prlimit64 that sets a limit
+//     (a new limit given) of any process but the caller (pid 0) fails too; reading
+//     one stays allowed;
 //
 // With Rules.ConfineSockets (a new network namespace, docs/network.md):
 //
@@ -80,6 +83,8 @@ const (
 	seccompArch     = 4
 	seccompArg0Low  = 16
 	seccompArg1Low  = 24
+	seccompArg2Low  = 32
+	seccompArg2High = 36
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
 	x32SyscallBit   = 0x40000000
@@ -186,7 +191,8 @@ const (
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
 //	ioctl:   ld args[1] low; jeq request_k ? eperm : next …; ret ALLOW
-//	pid1:    ld args[0] low; jeq 1 ? eperm : allow
+//	pid1:    ld args[0] low; jeq 0 ? allow : next; jeq 1 ? eperm : next;
+//	         ld args[2] low; jeq 0 ? next : eperm; ld args[2] high; jeq 0 ? allow : eperm
 //	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
 //	eperm:   ret ERRNO(EPERM)
 //	enosys:  ret ERRNO(ENOSYS)
@@ -217,7 +223,12 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 
 	a.label(lPid1)
 	a.ld(seccompArg0Low)
-	a.jeq(1, lEPERM, lAllow)
+	a.jeq(0, lAllow, "")
+	a.jeq(1, lEPERM, "")
+	a.ld(seccompArg2Low)
+	a.jeq(0, "", lEPERM)
+	a.ld(seccompArg2High)
+	a.jeq(0, lAllow, lEPERM)
 
 	a.label(lFamily)
 	a.ld(seccompArg0Low)

@@ -49,6 +49,9 @@ func TestTTYFilter(t *testing.T) {
 		"prlimit64 0 ok",
 		"prlimit64 self ok",
 		"prlimit64 parent ok",
+		"prlimit64 set 0 ok",
+		"prlimit64 set self operation not permitted",
+		"prlimit64 set parent operation not permitted",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -125,6 +128,19 @@ func filterHelper() {
 		} else {
 			fmt.Println("prlimit64", p.name, e.Error())
 		}
+	}
+	// Setting a limit: only the caller's own, by pid 0 (a thread of PID 1 is another
+	// handle on PID 1's limits). The limit set is the one there already.
+	for _, p := range []struct {
+		name string
+		pid  uintptr
+	}{{"0", 0}, {"self", uintptr(os.Getpid())}, {"parent", uintptr(os.Getppid())}} {
+		var lim unix.Rlimit
+		_, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, p.pid, unix.RLIMIT_NOFILE, 0, uintptr(unsafe.Pointer(&lim)), 0, 0)
+		if e == 0 {
+			_, _, e = unix.RawSyscall6(unix.SYS_PRLIMIT64, p.pid, unix.RLIMIT_NOFILE, uintptr(unsafe.Pointer(&lim)), 0, 0, 0)
+		}
+		fmt.Println("prlimit64 set", p.name, errText(e))
 	}
 	os.Exit(0)
 }

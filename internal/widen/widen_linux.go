@@ -57,7 +57,7 @@ func (r *Relaxer) Open(abs string, flags int) (int, error) {
 // Widen adds the owner's DirBits to each directory from abs's root down to abs,
 // and FileBits to abs when it is a regular file, where the launching
 // user owns it and lacks them. It reports whether it changed anything. Components
-// are opened O_PATH|O_NOFOLLOW, one at a time: a symlink ends the walk.
+// are opened O_PATH|O_NOFOLLOW, one at a time: a symlink, "." or ".." ends the walk.
 func (r *Relaxer) Widen(abs string) bool {
 	if r == nil {
 		return false
@@ -84,6 +84,9 @@ func (r *Relaxer) Widen(abs string) bool {
 		changed = r.widenFd(fd, path) || changed
 		if len(rest) == 0 || rest[0] == "" {
 			break
+		}
+		if rest[0] == "." || rest[0] == ".." {
+			break // ".." would lead above the root, whose modes are not the Relaxer's
 		}
 		next, err := unix.Openat(fd, rest[0], unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		unix.Close(fd)

@@ -227,6 +227,13 @@ func probePID1(args []string) int {
 		{"RLIMIT_NPROC 1", unix.RLIMIT_NPROC, unix.Rlimit{Cur: 1, Max: 1}},
 	} {
 		report("prlimit PID 1 "+l.name, unix.Prlimit(1, l.res, &l.lim, nil))
+		// A process's limits are its threads' too: a Go init's other threads are
+		// handles on it with pids other than 1.
+		for _, tid := range tids() {
+			if tid != 1 {
+				report(fmt.Sprintf("prlimit PID 1's thread %d %s", tid, l.name), unix.Prlimit(tid, l.res, &l.lim, nil))
+			}
+		}
 	}
 	for _, f := range []string{"/proc/1/oom_score_adj", "/proc/1/oom_adj"} {
 		err := os.WriteFile(f, []byte("15\n"), 0)
