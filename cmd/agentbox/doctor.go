@@ -78,11 +78,8 @@ func cmdDoctor(args []string) int {
 	if fs.NArg() > 0 {
 		return fail("doctor: unexpected argument %q", fs.Arg(0))
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fail("doctor: find own executable: %v", err)
-	}
-	rep := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}})
+	// The running binary, not what lies at its path now (a session may replace it).
+	rep := kernel.Probe(kernel.Options{Command: []string{"/proc/self/exe", "doctor"}})
 	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap(),
 		PathSockets: probeSockets(kernel.CanDenyPathSockets()), Limits: probeLimits()}
 	if *asJSON {

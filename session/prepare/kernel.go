@@ -2,7 +2,6 @@ package prepare
 
 import (
 	"errors"
-	"os"
 
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/nsinit"
@@ -18,11 +17,9 @@ func ExplainRefusal(err error) error {
 	if !errors.As(err, &se) || (se.Step != "create namespaces" && se.Step != "mount") {
 		return err
 	}
-	exe, xerr := os.Executable()
-	if xerr != nil {
-		return err
-	}
-	if msg := kernel.Probe(kernel.Options{Command: []string{exe, "doctor"}}).Refusal(); msg != "" {
+	// The running binary, not what lies at its path now: another session may have
+	// replaced that file, and the probe runs on the host.
+	if msg := kernel.Probe(kernel.Options{Command: []string{"/proc/self/exe", "doctor"}}).Refusal(); msg != "" {
 		return errors.New(msg)
 	}
 	return err
