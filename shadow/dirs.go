@@ -41,19 +41,7 @@ type DirChange struct {
 // startDirs keeps the permission bits of w's directories by path; nil when w
 // cannot stand for the tree or holds too many.
 func startDirs(w *treewalk.Walk) map[string]uint16 {
-	if w == nil || !w.Complete {
-		return nil
-	}
-	m := map[string]uint16{}
-	for _, e := range w.Entries {
-		if e.IsDir() {
-			if len(m) == maxStartDirs {
-				return nil
-			}
-			m[e.Rel] = e.Perm & 0o777
-		}
-	}
-	return m
+	return startBits(w, maxStartDirs, func(e treewalk.Entry) bool { return e.IsDir() })
 }
 
 // endDirs lists the directories of the end walk w that start has not (made) and

@@ -44,13 +44,21 @@ type Perm struct {
 // startPerms keeps the bits of w's regular files that are not defaultPerm; nil
 // when w cannot stand for the tree or holds too many.
 func startPerms(w *treewalk.Walk) map[string]uint16 {
+	return startBits(w, maxStartPerms, func(e treewalk.Entry) bool {
+		return e.Mode == unix.S_IFREG && e.Perm&0o777 != defaultPerm
+	})
+}
+
+// startBits keeps the permission bits of w's entries that keep accepts, by path;
+// nil when w cannot stand for the tree or more than most are kept.
+func startBits(w *treewalk.Walk, most int, keep func(treewalk.Entry) bool) map[string]uint16 {
 	if w == nil || !w.Complete {
 		return nil
 	}
 	m := map[string]uint16{}
 	for _, e := range w.Entries {
-		if e.Mode == unix.S_IFREG && e.Perm&0o777 != defaultPerm {
-			if len(m) == maxStartPerms {
+		if keep(e) {
+			if len(m) == most {
 				return nil
 			}
 			m[e.Rel] = e.Perm & 0o777

@@ -218,7 +218,11 @@ func readConfigAt(dfd int, name string) ([]byte, os.FileMode, error) {
 
 // writeFd writes data to the new file open at fd, syncs and closes it.
 func writeFd(fd int, name string, data []byte) error {
-	f := os.NewFile(uintptr(fd), name)
+	return writeSynced(os.NewFile(uintptr(fd), name), data)
+}
+
+// writeSynced writes data to f, syncs and closes it.
+func writeSynced(f *os.File, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err
@@ -273,13 +277,5 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeSynced(f, data)
 }
