@@ -37,7 +37,9 @@ func startedBefore(root int, p string, start time.Time) string {
 	if stx.Mask&unix.STATX_BTIME != 0 {
 		born = stx.Btime
 	}
-	if !time.Unix(born.Sec, int64(born.Nsec)).Before(start) {
+	// The kernel stamps inodes from its coarse clock, which lags time.Now() by up
+	// to a tick: a file the session made just after start can read as born before.
+	if !time.Unix(born.Sec, int64(born.Nsec)).Before(start.Add(-coarseTick())) {
 		return ""
 	}
 	return "older than the session: there before it but left out of its start record (ignored then?), or renamed and edited by it; --force removes it"
@@ -52,4 +54,14 @@ func putBackContent(cs []Change) map[string]bool {
 		}
 	}
 	return ids
+}
+
+// coarseTick is the resolution of the clock file times come from (one jiffy,
+// CLOCK_REALTIME_COARSE), 10 ms where it cannot be read (HZ=100's tick).
+func coarseTick() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &ts) != nil || ts.Nano() <= 0 {
+		return 10 * time.Millisecond
+	}
+	return time.Duration(ts.Nano())
 }
