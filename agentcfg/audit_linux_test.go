@@ -338,3 +338,65 @@ func TestAuditWalk(t *testing.T) {
 		t.Errorf("a plain kept directory's file was put back")
 	}
 }
+
+// TestAuditRemoved: what a session removes that held a restriction comes back —
+// a rules file with the directory it was in (made again, 0700), the user's symlink
+// to their settings — while a link in a data path and a settings file of harmless
+// keys stay removed; the repository's own settings removed are reported.
+func TestAuditRemoved(t *testing.T) {
+	home, q, dots := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{".codex/rules", ".claude/projects/p"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	rules := filepath.Join(home, ".codex/rules/default.rules")
+	put(t, rules, "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n")
+	put(t, filepath.Join(dots, "settings.json"), `{"permissions":{"deny":["Bash"]}}`)
+	link := filepath.Join(home, ".claude/settings.json")
+	os.Symlink(filepath.Join(dots, "settings.json"), link)
+	data := filepath.Join(home, ".claude/projects/p/s.jsonl")
+	os.Symlink(filepath.Join(dots, "x"), data)
+	put(t, filepath.Join(home, ".codex/config.toml"), "model = \"o3\"\n")
+	opt := Options{Home: home, ID: "R", Quarantine: q, Kept: []string{filepath.Join(home, ".claude"), filepath.Join(home, ".codex")}}
+	base := Snapshot(opt)
+	os.RemoveAll(filepath.Join(home, ".codex/rules"))
+	os.Remove(link)
+	os.Remove(data)
+	os.Remove(filepath.Join(home, ".codex/config.toml"))
+	got := map[string]string{}
+	for _, f := range base.Audit() {
+		got[strings.TrimPrefix(f.Path, home+"/")] = f.String()[len(f.Path):]
+	}
+	want := map[string]string{
+		".codex/rules/default.rules": ": removed, put back as it was",
+		".claude/settings.json":      ": removed, put back as it was",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("findings %v\nwant %v", got, want)
+	}
+	if get(rules) != "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n" {
+		t.Errorf("the rules file was not put back: %q", get(rules))
+	}
+	if fi, err := os.Stat(filepath.Dir(rules)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the rules directory made again: %v %v", fi, err)
+	}
+	if l, err := os.Readlink(link); err != nil || l != filepath.Join(dots, "settings.json") {
+		t.Errorf("the user's link was not put back: %q %v", l, err)
+	}
+	for _, gone := range []string{data, filepath.Join(home, ".codex/config.toml")} {
+		if _, err := os.Lstat(gone); err == nil {
+			t.Errorf("%s was put back", gone)
+		}
+	}
+
+	repo := t.TempDir()
+	os.MkdirAll(filepath.Join(repo, ".claude"), 0o755)
+	put(t, filepath.Join(repo, ".claude/settings.json"), `{"disableAllHooks":true}`)
+	put(t, filepath.Join(repo, ".claude/settings.local.json"), `{"model":"opus"}`)
+	p := SnapshotProject(repo)
+	os.Remove(filepath.Join(repo, ".claude/settings.json"))
+	os.Remove(filepath.Join(repo, ".claude/settings.local.json"))
+	fs := p.Report()
+	if len(fs) != 1 || fs[0].Path != filepath.Join(repo, ".claude/settings.json") || fs[0].What != "removed" || !fs[0].Left {
+		t.Errorf("the repository's removed settings: %v", fs)
+	}
+}
