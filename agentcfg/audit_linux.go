@@ -389,10 +389,11 @@ func keyPath(base, cur *fileState, name string) []string {
 // exec-shaped key (in a settings file, any key but the harmless), or is code or a
 // file agentbox cannot read, or was the user's own symlink (to their settings,
 // say) outside the data paths. Removing a file too large to read, or a special
-// file, leaves nothing the audit could put back.
+// file, leaves nothing the audit could put back; a lock file (NAME.lock: Claude
+// Code's ide/ locks) holds no setting, and its owner removes it when it exits.
 func removalCounts(base *fileState) bool {
 	switch {
-	case !base.exists:
+	case !base.exists || strings.HasSuffix(base.path, ".lock"):
 		return false
 	case base.link != "":
 		return base.auto || base.f != opaque
