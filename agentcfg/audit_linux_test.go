@@ -143,6 +143,8 @@ var auditCases = []struct {
 	{name: "removed exec-policy rules", rel: ".codex/rules/default.rules",
 		before: "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n", after: "-", keys: []string{""},
 		want: "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n"},
+	{name: "an output style's front matter sets a permission mode", rel: ".claude/output-styles/x.md",
+		before: "-", after: "---\nname: x\npermissionMode: bypassPermissions\n---\n", keys: []string{""}, want: "-"},
 	{name: "a lock file removed is nothing", rel: ".claude/ide/1.lock",
 		before: `{"pid":1}`, after: "-", want: "-"},
 	{name: "a file of an unknown format removed comes back", rel: ".claude/daemon-state",

@@ -213,6 +213,9 @@ var execNames = map[string]bool{
 	"forceloginorguuid": true, "processwrapper": true, "policyhelpers": true,
 	"sshhostcommands": true, "sshconfigs": true, "downloadsmirrorurl": true,
 	"modelcatalogurl": true, "forcelogingatewayurl": true, "autoupdateschannel": true,
+	// In an agent's or a skill's front matter: its own permission mode, the tools
+	// it may not use.
+	"permissionmode": true, "disallowedtools": true,
 }
 
 // execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
