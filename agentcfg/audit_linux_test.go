@@ -178,6 +178,8 @@ var auditCases = []struct {
 	{name: "a login the agent refreshes is state", rel: ".claude/.credentials.json",
 		before: `{"claudeAiOauth":{"accessToken":"a"}}`, after: `{"claudeAiOauth":{"accessToken":"b"}}`,
 		want: `{"claudeAiOauth":{"accessToken":"b"}}`},
+	{name: "a cache the agent writes is state", rel: ".claude/mcp-needs-auth-cache.json",
+		before: `{"a":{"timestamp":1}}`, after: `{"b":{"timestamp":2}}`, want: `{"b":{"timestamp":2}}`},
 	{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 	{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
 }

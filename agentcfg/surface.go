@@ -140,13 +140,16 @@ func formatOf(name string, head []byte, mode uint32) format {
 
 // stateFiles are the JSON files in an agent's directory that the agent rewrites
 // itself as it runs — Claude Code's state under $CLAUDE_CONFIG_DIR and its legacy
-// name, the logins that it and Codex refresh, Codex's update check: read with the
-// exec-shaped key list (execKey), as ~/.claude.json is, since their other keys are
-// the agent's own bookkeeping and putting those back would undo it every session.
-// Every other JSON or TOML file there is settings (settingsFormat).
+// name, the logins that it and Codex refresh, the caches and timers Claude Code
+// 2.1.332 lists among its own machine-written files, Codex's update check: read
+// with the exec-shaped key list (execKey), as ~/.claude.json is, since their other
+// keys are the agent's own bookkeeping and putting those back would undo it every
+// session. Every other JSON or TOML file there is settings (settingsFormat).
 var stateFiles = map[string]bool{
 	".claude.json": true, ".claude-custom-oauth.json": true, ".claude-local-oauth.json": true,
 	".claude-staging-oauth.json": true, ".config.json": true, ".credentials.json": true,
+	"mcp-needs-auth-cache.json": true, "gh-pr-status-cache.json": true, "stats-cache.json": true,
+	"active-time.json": true, "server-sessions.json": true, ".last-update-result.json": true,
 	"auth.json": true, "version.json": true,
 }
 
