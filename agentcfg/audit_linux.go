@@ -368,7 +368,7 @@ func changedKeys(base, cur *fileState) []Finding {
 		keys = append(keys, Finding{Path: cur.path, Key: name, What: what})
 	}
 	for name, old := range base.entries {
-		if _, has := cur.entries[name]; !has && old.exec && !emptyValue(old.value) {
+		if _, has := cur.entries[name]; !has && old.exec && !heldNothing(old.value) {
 			keys = append(keys, Finding{Path: cur.path, Key: name, What: "removed"})
 		}
 	}
@@ -403,7 +403,7 @@ func removalCounts(base *fileState) bool {
 		return true
 	}
 	for _, e := range base.entries {
-		if e.exec && !emptyValue(e.value) {
+		if e.exec && !heldNothing(e.value) {
 			return true
 		}
 	}
@@ -416,6 +416,42 @@ func removalCounts(base *fileState) bool {
 func emptyValue(v string) bool {
 	switch v {
 	case "[]", "{}", `""`, "null", "false":
+		return true
+	}
+	return false
+}
+
+// heldNothing: a removed key's value was empty, or an object of only empty values:
+// removing it takes no restriction away (Claude Code drops a key equal to its
+// default when it saves its state, such as "customApiKeyResponses": {"approved":
+// [], "rejected": []}).
+func heldNothing(v string) bool {
+	if emptyValue(v) {
+		return true
+	}
+	if !strings.HasPrefix(v, "{") {
+		return false
+	}
+	x, ok := decodeJSON([]byte(v))
+	return ok && emptyJSON(x)
+}
+
+func emptyJSON(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		for _, y := range x {
+			if !emptyJSON(y) {
+				return false
+			}
+		}
 		return true
 	}
 	return false
