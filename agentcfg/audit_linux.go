@@ -368,7 +368,7 @@ func changedKeys(base, cur *fileState) []Finding {
 		keys = append(keys, Finding{Path: cur.path, Key: name, What: what})
 	}
 	for name, old := range base.entries {
-		if _, has := cur.entries[name]; !has && old.exec && !heldNothing(old.value) {
+		if _, has := cur.entries[name]; !has && old.exec && !old.own && !heldNothing(old.value) {
 			keys = append(keys, Finding{Path: cur.path, Key: name, What: "removed"})
 		}
 	}

@@ -155,6 +155,9 @@ var auditCases = []struct {
 	{name: "state: a project's servers turned off, turned on again", rel: ".claude.json",
 		before: `{"projects":{"/x":{"disabledMcpjsonServers":["evil"],"lastCost":1}}}`, after: `{"projects":{"/x":{"lastCost":2}}}`,
 		keys: []string{"projects./x.disabledMcpjsonServers"}, want: `{"projects":{"/x":{"disabledMcpjsonServers":["evil"],"lastCost":2}}}`},
+	{name: "state: the repository's own keys moved out to its settings are nothing", rel: ".claude.json",
+		before: `{"projects":{"/home/u/repo":{"disabledMcpjsonServers":["b"],"allowedTools":["Bash(ls)"]}}}`, after: `{"projects":{"/home/u/repo":{}}}`,
+		want: `{"projects":{"/home/u/repo":{}}}`},
 	{name: "state: an emptied list removed is nothing", rel: ".claude.json",
 		before: `{"projects":{"/x":{"allowedTools":[]}}}`, after: `{"projects":{"/x":{}}}`, want: `{"projects":{"/x":{}}}`},
 	// Keys no list had: in settings every key counts but the harmless.

@@ -79,7 +79,7 @@ type agentDir struct {
 var agentDirs = []agentDir{
 	{agent: "claude", rel: ".claude", env: "CLAUDE_CONFIG_DIR", data: []string{
 		"projects", "history.jsonl", "todos", "statsig", "debug", "file-history",
-		"paste-cache", "image-cache", "telemetry", "usage-data", "backups", "plans",
+		"paste-cache", "image-cache", "telemetry", "usage-data", "backups", "plans", ".last-cleanup",
 		"logs", "traces", "cache", "downloads", "uploads", "tasks", "sessions",
 		"startup-perf", "feedback", "feedback-bundles", "api-dumps", "dump-prompts",
 	}, whole: []string{
@@ -250,6 +250,11 @@ type entry struct {
 	path  []string
 	value string
 	exec  bool
+	// own: under the session's own repository's entry in projects: Claude Code
+	// moves such keys (disabledMcpjsonServers, allowedTools) from its state into
+	// the repository's .claude/settings.local.json, where the project audit reports
+	// them; removed from the state they are not a finding.
+	own bool
 }
 
 // entries extracts the exec-shaped keys of data. ok is false when the file cannot
@@ -266,6 +271,7 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 			return nil, false
 		}
 		walkDoc(v, nil, repo, settingsFormat(f), out)
+		markOwn(out, repo)
 		return out, true
 	case codexConfig, tomlDoc:
 		var doc map[string]any
@@ -273,6 +279,7 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 			return nil, false
 		}
 		walkDoc(doc, nil, repo, true, out)
+		markOwn(out, repo)
 		return out, true
 	case jsonLines:
 		for _, line := range bytes.Split(data, []byte("\n")) {
@@ -307,6 +314,16 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	}
 	out["content"] = entry{value: string(data), exec: true}
 	return out, true
+}
+
+// markOwn sets own on the entries below projects.REPO.
+func markOwn(out map[string]entry, repo string) {
+	for k, e := range out {
+		if repo != "" && len(e.path) > 2 && e.path[0] == "projects" && filepath.Clean(e.path[1]) == repo {
+			e.own = true
+			out[k] = e
+		}
+	}
 }
 
 // decodeJSON reads exactly one JSON value, numbers kept as written.
