@@ -412,9 +412,12 @@ func TestAuditRemoved(t *testing.T) {
 	os.MkdirAll(filepath.Join(repo, ".claude"), 0o755)
 	put(t, filepath.Join(repo, ".claude/settings.json"), `{"disableAllHooks":true}`)
 	put(t, filepath.Join(repo, ".claude/settings.local.json"), `{"model":"opus"}`)
+	os.MkdirAll(filepath.Join(repo, ".claude/worktrees/w"), 0o755)
+	put(t, filepath.Join(repo, ".claude/worktrees/w/build.sh"), "make\n")
 	p := SnapshotProject(repo)
 	os.Remove(filepath.Join(repo, ".claude/settings.json"))
 	os.Remove(filepath.Join(repo, ".claude/settings.local.json"))
+	os.RemoveAll(filepath.Join(repo, ".claude/worktrees/w"))
 	fs := p.Report()
 	if len(fs) != 1 || fs[0].Path != filepath.Join(repo, ".claude/settings.json") || fs[0].What != "removed" || !fs[0].Left {
 		t.Errorf("the repository's removed settings: %v", fs)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -97,8 +98,8 @@ func unixLstat(path string) (unix.Stat_t, error) {
 
 // Report lists what the session added to the repository's agent files that names
 // a program: exec-shaped keys new, changed or removed, new or changed scripts and
-// other files that are code, symlinks, and the removal of a file that held any of
-// them. Nothing is moved.
+// other files that are code, symlinks, and the removal of a settings file that held
+// any of them, or of an exec-policy rule. Nothing is moved.
 func (p *Project) Report() []Finding {
 	var out []Finding
 	if p == nil {
@@ -118,9 +119,13 @@ func (p *Project) Report() []Finding {
 	for _, c := range list {
 		listed[c.path] = true
 	}
+	// A removed settings file or exec-policy rule took a restriction away; scripts
+	// and instructions go with a worktree Claude Code removes below .claude/.
+	rules := filepath.Join(p.repo, ".codex", "rules") + "/"
 	var removed []string
 	for path, base := range p.files {
-		if _, err := unixLstat(path); err != nil && !listed[path] && removalCounts(base) {
+		if _, err := unixLstat(path); err != nil && !listed[path] && removalCounts(base) &&
+			(!wholeFormat(base.f) || strings.HasPrefix(path, rules)) {
 			removed = append(removed, path)
 		}
 	}
