@@ -15,17 +15,17 @@ import (
 type format int
 
 const (
-	// claudeSettings, claudeState: JSON, read with the exec-shaped keys (execKey)
-	// at any depth; kept apart from jsonDoc only for ledgers written before.
+	// claudeSettings: JSON settings, as jsonDoc (kept apart only for ledgers
+	// written before). claudeState: JSON the agent rewrites itself (stateFiles),
+	// read with the exec-shaped keys (execKey) at any depth.
 	claudeSettings format = iota
 	claudeState
-	// codexConfig: TOML (Codex's config.toml and its profile layers), read with
-	// the exec-shaped keys at any depth.
+	// codexConfig: TOML settings, as tomlDoc (kept apart for old ledgers).
 	codexConfig
 	// wholeFile: every byte is code (shell rc files, scripts, exec-policy rules),
 	// and so is a file whose format agentbox cannot read (opaque).
 	wholeFile
-	// jsonDoc: any other JSON file.
+	// jsonDoc: any other JSON file: settings (settingsFormat), every key counts.
 	jsonDoc
 	// jsonLines: one JSON value per line; exec-shaped content in any line makes
 	// the whole file count.
@@ -36,7 +36,7 @@ const (
 	// opaque: not a format the audit reads; any change is put back, as for
 	// wholeFile (fail closed).
 	opaque
-	// tomlDoc: any other TOML file.
+	// tomlDoc: any other TOML file: settings, as jsonDoc.
 	tomlDoc
 	// markdown: instructions (Markdown, plain text), audited like textKeys in its
 	// front matter (skills' and agents' hooks live there), and for a "!`command`"
@@ -257,7 +257,8 @@ type entry struct {
 	own bool
 }
 
-// entries extracts the exec-shaped keys of data. ok is false when the file cannot
+// entries extracts the keys of data that count: the exec-shaped ones, and in a
+// settings file every one but the harmless. ok is false when the file cannot
 // be read as its format: then the whole file counts.
 func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	out := map[string]entry{}
