@@ -262,9 +262,6 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		hint = auto
 	}
 	cur := read(base.path, hint, b.opt.Repo, left, r)
-	if !cur.exists {
-		return nil // removed: nothing runs from it any more
-	}
 	whole := func(what string) []Finding {
 		moved, err := widened(r, base.path, func() (string, error) { return b.putBack(base, cur) })
 		f := Finding{Path: base.path, What: what, MovedTo: moved}
@@ -273,6 +270,12 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 			f.Unresolved = true
 		}
 		return []Finding{f}
+	}
+	if !cur.exists {
+		if removalCounts(base) {
+			return whole("removed")
+		}
+		return nil
 	}
 	if base.odd != "" && cur.odd == base.odd && cur.link == base.link && cur.stamp == base.stamp {
 		return nil // as it was before the session (the user's own link, say)
@@ -314,7 +317,7 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		return whole(newOrChanged)
 	}
 	for _, k := range keys {
-		if cur.entries[k.Key].path == nil {
+		if keyPath(base, cur, k.Key) == nil {
 			return whole(newOrChanged)
 		}
 	}
@@ -347,7 +350,10 @@ func widened(r *widen.Relaxer, path string, putBack func() (string, error)) (str
 	return moved, err
 }
 
-// changedKeys are the exec-shaped keys of cur that are new or changed since base.
+// changedKeys are the exec-shaped keys of cur that are new or changed since base,
+// and those of base that cur no longer has: a key removed may have held the user's
+// restriction (disableAllHooks, a deny list, approval_policy), and without it more
+// runs without asking.
 func changedKeys(base, cur *fileState) []Finding {
 	var keys []Finding
 	for name, e := range cur.entries {
@@ -361,8 +367,47 @@ func changedKeys(base, cur *fileState) []Finding {
 		}
 		keys = append(keys, Finding{Path: cur.path, Key: name, What: what})
 	}
+	for name, old := range base.entries {
+		if _, has := cur.entries[name]; !has && old.exec && !old.own && !heldNothing(old.value) {
+			keys = append(keys, Finding{Path: cur.path, Key: name, What: "removed"})
+		}
+	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
 	return keys
+}
+
+// keyPath is where the key name lies in the file: in cur, or, for a key cur no
+// longer has, in base; nil for the whole file.
+func keyPath(base, cur *fileState, name string) []string {
+	if e, ok := cur.entries[name]; ok {
+		return e.path
+	}
+	return base.entries[name].path
+}
+
+// removalCounts: removing the file base widens what runs, or may: it held an
+// exec-shaped key (in a settings file, any key but the harmless), or is code or a
+// file agentbox cannot read, or was the user's own symlink (to their settings,
+// say) outside the data paths. Removing a file too large to read, or a special
+// file, leaves nothing the audit could put back; a lock file (NAME.lock: Claude
+// Code's ide/ locks) holds no setting, and its owner removes it when it exits.
+func removalCounts(base *fileState) bool {
+	switch {
+	case !base.exists || strings.HasSuffix(base.path, ".lock"):
+		return false
+	case base.link != "":
+		return base.auto || base.f != opaque
+	case base.odd != "":
+		return false
+	case !base.parsed:
+		return true
+	}
+	for _, e := range base.entries {
+		if e.exec && !heldNothing(e.value) {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyValue: a key set to nothing ([], {}, "", null, false) names no program and
@@ -371,6 +416,42 @@ func changedKeys(base, cur *fileState) []Finding {
 func emptyValue(v string) bool {
 	switch v {
 	case "[]", "{}", `""`, "null", "false":
+		return true
+	}
+	return false
+}
+
+// heldNothing: a removed key's value was empty, or an object of only empty values:
+// removing it takes no restriction away (Claude Code drops a key equal to its
+// default when it saves its state, such as "customApiKeyResponses": {"approved":
+// [], "rejected": []}).
+func heldNothing(v string) bool {
+	if emptyValue(v) {
+		return true
+	}
+	if !strings.HasPrefix(v, "{") {
+		return false
+	}
+	x, ok := decodeJSON([]byte(v))
+	return ok && emptyJSON(x)
+}
+
+func emptyJSON(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		for _, y := range x {
+			if !emptyJSON(y) {
+				return false
+			}
+		}
 		return true
 	}
 	return false

@@ -29,8 +29,11 @@ var auditCases = []struct {
 		after:  `{"apiKeyHelper":"/bin/b","statusLine":{"type":"command","command":"y"}}`,
 		keys:   []string{"apiKeyHelper", "statusLine"},
 		want:   "{\n  \"apiKeyHelper\": \"/bin/a\",\n  \"statusLine\": {\n    \"command\": \"x\",\n    \"type\": \"command\"\n  }\n}\n"},
-	{name: "removed hook is not a finding", rel: ".claude/settings.json",
-		before: `{"hooks":{"Stop":[]}}`, after: `{}`, want: `{}`},
+	{name: "a removed hook is put back", rel: ".claude/settings.json",
+		before: `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"}]}]}}`, after: `{}`, keys: []string{"hooks"},
+		want: `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"}]}]}}`},
+	{name: "a removed key that held only empty values is nothing", rel: ".claude/settings.json",
+		before: `{"hooks":{"Stop":[]},"sandbox":{"enabled":false}}`, after: `{}`, want: `{}`},
 	{name: "env and permissions widen what runs", rel: ".claude/settings.json",
 		before: `{}`, after: `{"env":{"NODE_OPTIONS":"--require /tmp/x"},"permissions":{"defaultMode":"bypassPermissions"}}`,
 		keys: []string{"env", "permissions"}, want: "{}\n"},
@@ -81,11 +84,11 @@ var auditCases = []struct {
 	{name: "claude .claude.json under CLAUDE_CONFIG_DIR names", rel: ".claude/.claude-custom-oauth.json",
 		before: `{}`, after: `{"projects":{"/x":{"mcpServers":{"e":{"command":"sh"}}}}}`, keys: []string{"projects./x.mcpServers.e"}, want: "{\n  \"projects\": {\n    \"/x\": {\n      \"mcpServers\": {}\n    }\n  }\n}\n"},
 	{name: "claude LSP servers in a new .lsp.json", rel: ".claude/.lsp.json",
-		before: "-", after: `{"lspServers":{"go":{"command":"sh","args":["-c","x"]}}}`, keys: []string{"lspServers.go.command"}, want: "{\n  \"lspServers\": {\n    \"go\": {\n      \"args\": [\n        \"-c\",\n        \"x\"\n      ]\n    }\n  }\n}\n"},
+		before: "-", after: `{"lspServers":{"go":{"command":"sh","args":["-c","x"]}}}`, keys: []string{"lspServers.go.args", "lspServers.go.command"}, want: `{"lspServers":{"go":{}}}`},
 	{name: "hook in an array in an unknown JSON file", rel: ".claude/cowork_settings.json",
-		before: `{"a":[]}`, after: `{"a":[{"hooks":{}}]}`, keys: []string{"a"}, want: "{}\n"},
-	{name: "unknown JSON without exec-shaped keys stays", rel: ".claude/state/x.json",
-		before: "-", after: `{"observedAt":1}`, want: `{"observedAt":1}`},
+		before: `{"a":[]}`, after: `{"a":[{"hooks":{}}]}`, keys: []string{"a"}, want: `{"a":[]}`},
+	{name: "unknown JSON is settings: any key counts", rel: ".claude/state/x.json",
+		before: "-", after: `{"observedAt":1}`, keys: []string{"observedAt"}, want: "{}\n"},
 	{name: "a file of an unknown format is put back", rel: ".claude/daemon-state",
 		before: "a", after: "b", keys: []string{""}, want: "a"},
 	{name: "a new file of an unknown format is removed", rel: ".codex/newthing",
@@ -124,6 +127,71 @@ var auditCases = []struct {
 	{name: "permissions emptied count", rel: ".claude/settings.json",
 		before: `{"permissions":{"deny":["Bash"]}}`, after: `{"permissions":{}}`, keys: []string{"permissions"},
 		want: "{\n  \"permissions\": {\n    \"deny\": [\n      \"Bash\"\n    ]\n  }\n}\n"},
+	// Removals: without the user's restriction more runs without asking.
+	{name: "removed disableAllHooks", rel: ".claude/settings.json",
+		before: `{"disableAllHooks":true,"model":"opus"}`, after: `{"model":"sonnet"}`,
+		keys: []string{"disableAllHooks"}, want: `{"disableAllHooks":true,"model":"sonnet"}`},
+	{name: "removed deny list", rel: ".claude/settings.json",
+		before: `{"permissions":{"deny":["Bash"]},"sandbox":{"enabled":true}}`, after: `{}`,
+		keys: []string{"permissions", "sandbox"}, want: `{"permissions":{"deny":["Bash"]},"sandbox":{"enabled":true}}`},
+	{name: "codex approval and sandbox removed, the model stays", rel: ".codex/config.toml",
+		before: "approval_policy = \"untrusted\"\nmodel = \"o3\"\nsandbox_mode = \"read-only\"\n", after: "model = \"o4\"\n",
+		keys: []string{"approval_policy", "sandbox_mode"}, want: "approval_policy = \"untrusted\"\nmodel = \"o4\"\nsandbox_mode = \"read-only\"\n"},
+	{name: "removed settings file that held a restriction", rel: ".claude/settings.json",
+		before: `{"disableAllHooks":true}`, after: "-", keys: []string{""}, want: `{"disableAllHooks":true}`},
+	{name: "removed codex config", rel: ".codex/config.toml",
+		before: "approval_policy = \"untrusted\"\n", after: "-", keys: []string{""}, want: "approval_policy = \"untrusted\"\n"},
+	{name: "removed settings file that held only harmless keys", rel: ".claude/settings.json",
+		before: `{"model":"opus"}`, after: "-", want: "-"},
+	{name: "removed exec-policy rules", rel: ".codex/rules/default.rules",
+		before: "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n", after: "-", keys: []string{""},
+		want: "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n"},
+	{name: "an output style's front matter sets a permission mode", rel: ".claude/output-styles/x.md",
+		before: "-", after: "---\nname: x\npermissionMode: bypassPermissions\n---\n", keys: []string{""}, want: "-"},
+	{name: "a lock file removed is nothing", rel: ".claude/ide/1.lock",
+		before: `{"pid":1}`, after: "-", want: "-"},
+	{name: "a file of an unknown format removed comes back", rel: ".claude/daemon-state",
+		before: "a", after: "-", keys: []string{""}, want: "a"},
+	{name: "state: a project's servers turned off, turned on again", rel: ".claude.json",
+		before: `{"projects":{"/x":{"disabledMcpjsonServers":["evil"],"lastCost":1}}}`, after: `{"projects":{"/x":{"lastCost":2}}}`,
+		keys: []string{"projects./x.disabledMcpjsonServers"}, want: `{"projects":{"/x":{"disabledMcpjsonServers":["evil"],"lastCost":2}}}`},
+	{name: "state: the repository's own keys moved out to its settings are nothing", rel: ".claude.json",
+		before: `{"projects":{"/home/u/repo":{"disabledMcpjsonServers":["b"],"allowedTools":["Bash(ls)"]}}}`, after: `{"projects":{"/home/u/repo":{}}}`,
+		want: `{"projects":{"/home/u/repo":{}}}`},
+	{name: "state: an emptied list removed is nothing", rel: ".claude.json",
+		before: `{"projects":{"/x":{"allowedTools":[]}}}`, after: `{"projects":{"/x":{}}}`, want: `{"projects":{"/x":{}}}`},
+	// Keys no list had: in settings every key counts but the harmless.
+	{name: "settings keys nobody listed", rel: ".claude/settings.json",
+		before: `{}`, after: `{"processWrapper":"/bin/x","cleanupPeriodDays":1,"outputStyle":"x","includeCoAuthoredBy":false,"model":"opus","theme":"dark"}`,
+		keys: []string{"cleanupPeriodDays", "outputStyle", "processWrapper"}, want: `{"includeCoAuthoredBy":false,"model":"opus","theme":"dark"}`},
+	{name: "settings: a key changed to false counts", rel: ".claude/settings.json",
+		before: `{"includeCoAuthoredBy":true}`, after: `{"includeCoAuthoredBy":false}`,
+		keys: []string{"includeCoAuthoredBy"}, want: `{"includeCoAuthoredBy":true}`},
+	{name: "codex keys nobody listed; model and notices stay", rel: ".codex/config.toml",
+		before: "", after: "developer_instructions = \"x\"\nmodel_instructions_file = \"/x\"\nmodel = \"o3\"\n[notice]\nhide_full_access_warning = true\n",
+		keys: []string{"developer_instructions", "model_instructions_file"}, want: "model = \"o3\"\n\n[notice]\n  hide_full_access_warning = true\n"},
+	{name: "codex profile: approvals in it count, its model stays", rel: ".codex/config.toml",
+		before: "[profiles.p]\nmodel = \"x\"\n", after: "[profiles.p]\nmodel = \"y\"\napproval_policy = \"never\"\n",
+		keys: []string{"profiles.p.approval_policy"}, want: "[profiles]\n  [profiles.p]\n    model = \"y\"\n"},
+	{name: "state: widening keys nobody listed", rel: ".claude.json",
+		before: `{"numStartups":1}`,
+		after:  `{"numStartups":2,"bypassPermissionsModeAccepted":true,"primaryApiKey":"k","customApiKeyResponses":{"approved":["k"]},"remoteControlAtStartup":true,"projects":{"/x":{"hasClaudeMdExternalIncludesApproved":true}}}`,
+		keys:   []string{"bypassPermissionsModeAccepted", "customApiKeyResponses", "primaryApiKey", "projects./x.hasClaudeMdExternalIncludesApproved", "remoteControlAtStartup"},
+		want:   `{"numStartups":2,"projects":{"/x":{}}}`},
+	{name: "state: the agent's bookkeeping stays", rel: ".claude.json",
+		before: `{"numStartups":1,"tipsHistory":{"a":1}}`, after: `{"numStartups":2,"tipsHistory":{"b":1},"projects":{"/x":{"lastCost":1}}}`,
+		want: `{"numStartups":2,"tipsHistory":{"b":1},"projects":{"/x":{"lastCost":1}}}`},
+	{name: "a login the agent refreshes is state", rel: ".claude/.credentials.json",
+		before: `{"claudeAiOauth":{"accessToken":"a"}}`, after: `{"claudeAiOauth":{"accessToken":"b"}}`,
+		want: `{"claudeAiOauth":{"accessToken":"b"}}`},
+	{name: "state: a key Claude Code drops as its default is nothing", rel: ".claude.json",
+		before: `{"customApiKeyResponses":{"approved":[],"rejected":[]},"numStartups":1}`, after: `{"numStartups":2}`,
+		want: `{"numStartups":2}`},
+	{name: "state: an approved key removed counts", rel: ".claude.json",
+		before: `{"customApiKeyResponses":{"approved":["k"],"rejected":[]}}`, after: `{}`,
+		keys: []string{"customApiKeyResponses"}, want: `{"customApiKeyResponses":{"approved":["k"],"rejected":[]}}`},
+	{name: "a cache the agent writes is state", rel: ".claude/mcp-needs-auth-cache.json",
+		before: `{"a":{"timestamp":1}}`, after: `{"b":{"timestamp":2}}`, want: `{"b":{"timestamp":2}}`},
 	{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 	{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
 }
@@ -146,7 +214,7 @@ func TestAudit(t *testing.T) {
 			aside := filepath.Join(q, "T", path)
 			for _, f := range fs {
 				keys = append(keys, f.Key)
-				if f.MovedTo != aside {
+				if f.MovedTo != aside && !(c.after == "-" && f.MovedTo == "") {
 					t.Errorf("finding %v: session's version at %q, want %q", f, f.MovedTo, aside)
 				}
 			}
@@ -288,5 +356,70 @@ func TestAuditWalk(t *testing.T) {
 	}
 	if get(filepath.Join(home, "tools/state")) != "x" {
 		t.Errorf("a plain kept directory's file was put back")
+	}
+}
+
+// TestAuditRemoved: what a session removes that held a restriction comes back —
+// a rules file with the directory it was in (made again, 0700), the user's symlink
+// to their settings — while a link in a data path and a settings file of harmless
+// keys stay removed; the repository's own settings removed are reported.
+func TestAuditRemoved(t *testing.T) {
+	home, q, dots := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{".codex/rules", ".claude/projects/p"} {
+		os.MkdirAll(filepath.Join(home, d), 0o755)
+	}
+	rules := filepath.Join(home, ".codex/rules/default.rules")
+	put(t, rules, "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n")
+	put(t, filepath.Join(dots, "settings.json"), `{"permissions":{"deny":["Bash"]}}`)
+	link := filepath.Join(home, ".claude/settings.json")
+	os.Symlink(filepath.Join(dots, "settings.json"), link)
+	data := filepath.Join(home, ".claude/projects/p/s.jsonl")
+	os.Symlink(filepath.Join(dots, "x"), data)
+	put(t, filepath.Join(home, ".codex/config.toml"), "model = \"o3\"\n")
+	opt := Options{Home: home, ID: "R", Quarantine: q, Kept: []string{filepath.Join(home, ".claude"), filepath.Join(home, ".codex")}}
+	base := Snapshot(opt)
+	os.RemoveAll(filepath.Join(home, ".codex/rules"))
+	os.Remove(link)
+	os.Remove(data)
+	os.Remove(filepath.Join(home, ".codex/config.toml"))
+	got := map[string]string{}
+	for _, f := range base.Audit() {
+		got[strings.TrimPrefix(f.Path, home+"/")] = f.String()[len(f.Path):]
+	}
+	want := map[string]string{
+		".codex/rules/default.rules": ": removed, put back as it was",
+		".claude/settings.json":      ": removed, put back as it was",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("findings %v\nwant %v", got, want)
+	}
+	if get(rules) != "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n" {
+		t.Errorf("the rules file was not put back: %q", get(rules))
+	}
+	if fi, err := os.Stat(filepath.Dir(rules)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the rules directory made again: %v %v", fi, err)
+	}
+	if l, err := os.Readlink(link); err != nil || l != filepath.Join(dots, "settings.json") {
+		t.Errorf("the user's link was not put back: %q %v", l, err)
+	}
+	for _, gone := range []string{data, filepath.Join(home, ".codex/config.toml")} {
+		if _, err := os.Lstat(gone); err == nil {
+			t.Errorf("%s was put back", gone)
+		}
+	}
+
+	repo := t.TempDir()
+	os.MkdirAll(filepath.Join(repo, ".claude"), 0o755)
+	put(t, filepath.Join(repo, ".claude/settings.json"), `{"disableAllHooks":true}`)
+	put(t, filepath.Join(repo, ".claude/settings.local.json"), `{"model":"opus"}`)
+	os.MkdirAll(filepath.Join(repo, ".claude/worktrees/w"), 0o755)
+	put(t, filepath.Join(repo, ".claude/worktrees/w/build.sh"), "make\n")
+	p := SnapshotProject(repo)
+	os.Remove(filepath.Join(repo, ".claude/settings.json"))
+	os.Remove(filepath.Join(repo, ".claude/settings.local.json"))
+	os.RemoveAll(filepath.Join(repo, ".claude/worktrees/w"))
+	fs := p.Report()
+	if len(fs) != 1 || fs[0].Path != filepath.Join(repo, ".claude/settings.json") || fs[0].What != "removed" || !fs[0].Left {
+		t.Errorf("the repository's removed settings: %v", fs)
 	}
 }

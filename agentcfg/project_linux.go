@@ -3,6 +3,8 @@ package agentcfg
 import (
 	"bytes"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -95,8 +97,9 @@ func unixLstat(path string) (unix.Stat_t, error) {
 }
 
 // Report lists what the session added to the repository's agent files that names
-// a program: exec-shaped keys new or changed, new or changed scripts and other
-// files that are code, symlinks. Nothing is moved.
+// a program: exec-shaped keys new, changed or removed, new or changed scripts and
+// other files that are code, symlinks, and the removal of a settings file that held
+// any of them, or of an exec-policy rule. Nothing is moved.
 func (p *Project) Report() []Finding {
 	var out []Finding
 	if p == nil {
@@ -111,6 +114,24 @@ func (p *Project) Report() []Finding {
 	for _, f := range p.blind {
 		f.Unresolved, f.Left = false, true // the work tree's: reported, as the rest
 		out = append(out, f)
+	}
+	listed := map[string]bool{}
+	for _, c := range list {
+		listed[c.path] = true
+	}
+	// A removed settings file or exec-policy rule took a restriction away; scripts
+	// and instructions go with a worktree Claude Code removes below .claude/.
+	rules := filepath.Join(p.repo, ".codex", "rules") + "/"
+	var removed []string
+	for path, base := range p.files {
+		if _, err := unixLstat(path); err != nil && !listed[path] && removalCounts(base) &&
+			(!wholeFormat(base.f) || strings.HasPrefix(path, rules)) {
+			removed = append(removed, path)
+		}
+	}
+	sort.Strings(removed)
+	for _, path := range removed {
+		out = append(out, Finding{Path: path, What: "removed", Left: true})
 	}
 	for _, c := range list {
 		base := p.files[c.path]

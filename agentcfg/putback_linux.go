@@ -23,6 +23,9 @@ var errNotKeyByKey = errors.New("cannot be rewritten key by key")
 // putBack keeps the session's version aside and puts the baseline in its place
 // (nothing, when there was no file before, or when it was too large to keep).
 func (b *Baseline) putBack(base, cur *fileState) (string, error) {
+	if !cur.exists {
+		return "", b.restore(base)
+	}
 	if b.inPlace(base.path, cur) {
 		return b.rewrite(base.path, cur.data, base.data, base.mode)
 	}
@@ -43,6 +46,41 @@ func (b *Baseline) putBack(base, cur *fileState) (string, error) {
 		err = unix.Symlinkat(base.link, dfd, name)
 	}
 	return moved, err
+}
+
+// restore writes back a file the session removed (its content, or the user's
+// symlink), making the directories the session removed on the way, 0700, below
+// the kept path that holds it; never following a symlink.
+func (b *Baseline) restore(base *fileState) error {
+	dir, name := filepath.Split(base.path)
+	dir = filepath.Clean(dir)
+	dfd, err := safepath.Open(dir, unix.O_PATH|unix.O_DIRECTORY)
+	if errors.Is(err, unix.ENOENT) {
+		dfd, err = b.makeDir(dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	if base.link != "" {
+		return unix.Symlinkat(base.link, dfd, name)
+	}
+	return writeAt(dfd, name, base.data, base.mode)
+}
+
+// makeDir makes dir and its missing parents below the kept path that holds it.
+func (b *Baseline) makeDir(dir string) (int, error) {
+	for _, k := range b.opt.Kept {
+		if within(dir, k) && dir != k {
+			kfd, err := safepath.Open(k, unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				return -1, err
+			}
+			defer unix.Close(kfd)
+			return safepath.MkdirAll(kfd, strings.TrimPrefix(dir, k+"/"), 0o700)
+		}
+	}
+	return -1, unix.ENOENT
 }
 
 // inPlace: the file is itself a kept path, bound by inode into every live session
@@ -114,13 +152,12 @@ func fixJSON(base, cur *fileState, keys []Finding) ([]byte, error) {
 		doc = map[string]any{}
 	}
 	for _, k := range keys {
-		e := cur.entries[k.Key]
 		old, had := base.entries[k.Key]
 		var v any
 		if had {
 			v, _ = decodeJSON([]byte(old.value))
 		}
-		setPath(doc, e.path, v, had)
+		setPath(doc, keyPath(base, cur, k.Key), v, had)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -144,7 +181,7 @@ func fixTOML(base, cur *fileState, keys []Finding) ([]byte, error) {
 		}
 	}
 	for _, k := range keys {
-		p := cur.entries[k.Key].path
+		p := keyPath(base, cur, k.Key)
 		v, had := getPath(old, p)
 		setPath(doc, p, v, had)
 	}

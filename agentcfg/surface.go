@@ -15,17 +15,17 @@ import (
 type format int
 
 const (
-	// claudeSettings, claudeState: JSON, read with the exec-shaped keys (execKey)
-	// at any depth; kept apart from jsonDoc only for ledgers written before.
+	// claudeSettings: JSON settings, as jsonDoc (kept apart only for ledgers
+	// written before). claudeState: JSON the agent rewrites itself (stateFiles),
+	// read with the exec-shaped keys (execKey) at any depth.
 	claudeSettings format = iota
 	claudeState
-	// codexConfig: TOML (Codex's config.toml and its profile layers), read with
-	// the exec-shaped keys at any depth.
+	// codexConfig: TOML settings, as tomlDoc (kept apart for old ledgers).
 	codexConfig
 	// wholeFile: every byte is code (shell rc files, scripts, exec-policy rules),
 	// and so is a file whose format agentbox cannot read (opaque).
 	wholeFile
-	// jsonDoc: any other JSON file.
+	// jsonDoc: any other JSON file: settings (settingsFormat), every key counts.
 	jsonDoc
 	// jsonLines: one JSON value per line; exec-shaped content in any line makes
 	// the whole file count.
@@ -36,7 +36,7 @@ const (
 	// opaque: not a format the audit reads; any change is put back, as for
 	// wholeFile (fail closed).
 	opaque
-	// tomlDoc: any other TOML file.
+	// tomlDoc: any other TOML file: settings, as jsonDoc.
 	tomlDoc
 	// markdown: instructions (Markdown, plain text), audited like textKeys in its
 	// front matter (skills' and agents' hooks live there), and for a "!`command`"
@@ -79,7 +79,7 @@ type agentDir struct {
 var agentDirs = []agentDir{
 	{agent: "claude", rel: ".claude", env: "CLAUDE_CONFIG_DIR", data: []string{
 		"projects", "history.jsonl", "todos", "statsig", "debug", "file-history",
-		"paste-cache", "image-cache", "telemetry", "usage-data", "backups", "plans",
+		"paste-cache", "image-cache", "telemetry", "usage-data", "backups", "plans", ".last-cleanup",
 		"logs", "traces", "cache", "downloads", "uploads", "tasks", "sessions",
 		"startup-perf", "feedback", "feedback-bundles", "api-dumps", "dump-prompts",
 	}, whole: []string{
@@ -119,6 +119,9 @@ func formatOf(name string, head []byte, mode uint32) format {
 	}
 	switch ext := strings.ToLower(filepath.Ext(name)); ext {
 	case ".json":
+		if stateFiles[name] {
+			return claudeState
+		}
 		return jsonDoc
 	case ".jsonl", ".ndjson":
 		return jsonLines
@@ -133,6 +136,52 @@ func formatOf(name string, head []byte, mode uint32) format {
 		return wholeFile
 	}
 	return opaque
+}
+
+// stateFiles are the JSON files in an agent's directory that the agent rewrites
+// itself as it runs — Claude Code's state under $CLAUDE_CONFIG_DIR and its legacy
+// name, the logins that it and Codex refresh, the caches and timers Claude Code
+// 2.1.332 lists among its own machine-written files, Codex's update check: read
+// with the exec-shaped key list (execKey), as ~/.claude.json is, since their other
+// keys are the agent's own bookkeeping and putting those back would undo it every
+// session. Every other JSON or TOML file there is settings (settingsFormat).
+var stateFiles = map[string]bool{
+	".claude.json": true, ".claude-custom-oauth.json": true, ".claude-local-oauth.json": true,
+	".claude-staging-oauth.json": true, ".config.json": true, ".credentials.json": true,
+	"mcp-needs-auth-cache.json": true, "gh-pr-status-cache.json": true, "stats-cache.json": true,
+	"active-time.json": true, "server-sessions.json": true, ".last-update-result.json": true,
+	"auth.json": true, "version.json": true,
+}
+
+// settingsFormat: a file the agent reads as settings and does not write itself in
+// a normal session. Every key in it counts, new, changed or removed, unless it is
+// harmless: a list of the keys that widen would fail open for the next key an
+// agent learns to read.
+func settingsFormat(f format) bool {
+	switch f {
+	case claudeSettings, codexConfig, jsonDoc, tomlDoc:
+		return true
+	}
+	return false
+}
+
+// harmlessNames are the settings keys (compared as execNames are) that change how
+// an agent looks or which model answers, never what runs, what it may touch, or
+// where requests go; the ones the agents write themselves when the user picks a
+// model or dismisses a notice. At the top level of a settings file, or in a Codex
+// profile.
+var harmlessNames = map[string]bool{
+	"$schema": true, "model": true, "theme": true, "language": true, "effortlevel": true,
+	"alwaysthinkingenabled": true, "fastmode": true, "advisormodel": true,
+	"spinnertipsenabled": true, "syntaxhighlightingdisabled": true,
+	"modelreasoningeffort": true, "modelreasoningsummary": true, "modelverbosity": true,
+	"hideagentreasoning": true, "showrawagentreasoning": true, "notice": true,
+	"windowswslsetupacknowledged": true,
+}
+
+func harmless(path []string) bool {
+	n := len(path)
+	return (n == 1 || n == 3 && normName(path[0]) == "profiles") && harmlessNames[normName(path[n-1])]
 }
 
 // execNames are the exec-shaped key names, compared lowercase with '_' and '-'
@@ -155,6 +204,21 @@ var execNames = map[string]bool{
 	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
 	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
 	"features": true, "zshpath": true, "jsreplnodepath": true, "profile": true,
+	// Claude Code's state keys that widen what runs without asking, or where
+	// requests go: skipping the bypass-mode warning, CLAUDE.md imports from outside
+	// the project, approved API keys and the stored one, servers in .mcp.json turned
+	// off, remote control, the browser tool on by default, session upload.
+	"bypasspermissionsmodeaccepted": true, "skipdangerousmodepermissionprompt": true,
+	"hasclaudemdexternalincludesapproved": true, "customapikeyresponses": true,
+	"primaryapikey": true, "disabledmcpjsonservers": true, "remotecontrolatstartup": true,
+	"claudeinchromedefaultenabled": true, "autouploadsessions": true,
+	"additionaldirectories": true, "defaultmode": true, "disablebypasspermissionsmode": true,
+	"forceloginorguuid": true, "processwrapper": true, "policyhelpers": true,
+	"sshhostcommands": true, "sshconfigs": true, "downloadsmirrorurl": true,
+	"modelcatalogurl": true, "forcelogingatewayurl": true, "autoupdateschannel": true,
+	// In an agent's or a skill's front matter: its own permission mode, the tools
+	// it may not use.
+	"permissionmode": true, "disallowedtools": true,
 }
 
 // execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
@@ -186,9 +250,15 @@ type entry struct {
 	path  []string
 	value string
 	exec  bool
+	// own: under the session's own repository's entry in projects: Claude Code
+	// moves such keys (disabledMcpjsonServers, allowedTools) from its state into
+	// the repository's .claude/settings.local.json, where the project audit reports
+	// them; removed from the state they are not a finding.
+	own bool
 }
 
-// entries extracts the exec-shaped keys of data. ok is false when the file cannot
+// entries extracts the keys of data that count: the exec-shaped ones, and in a
+// settings file every one but the harmless. ok is false when the file cannot
 // be read as its format: then the whole file counts.
 func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	out := map[string]entry{}
@@ -201,14 +271,16 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 		if !ok {
 			return nil, false
 		}
-		walkDoc(v, nil, repo, out)
+		walkDoc(v, nil, repo, settingsFormat(f), out)
+		markOwn(out, repo)
 		return out, true
 	case codexConfig, tomlDoc:
 		var doc map[string]any
 		if _, err := toml.Decode(string(data), &doc); err != nil {
 			return nil, false
 		}
-		walkDoc(doc, nil, repo, out)
+		walkDoc(doc, nil, repo, true, out)
+		markOwn(out, repo)
 		return out, true
 	case jsonLines:
 		for _, line := range bytes.Split(data, []byte("\n")) {
@@ -245,6 +317,16 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	return out, true
 }
 
+// markOwn sets own on the entries below projects.REPO.
+func markOwn(out map[string]entry, repo string) {
+	for k, e := range out {
+		if repo != "" && len(e.path) > 2 && e.path[0] == "projects" && filepath.Clean(e.path[1]) == repo {
+			e.own = true
+			out[k] = e
+		}
+	}
+}
+
 // decodeJSON reads exactly one JSON value, numbers kept as written.
 func decodeJSON(data []byte) (any, bool) {
 	var v any
@@ -258,10 +340,12 @@ func decodeJSON(data []byte) (any, bool) {
 
 // walkDoc adds an entry for every exec-shaped key in v, at any depth; an array
 // holding one counts whole under its key, a document that is not an object whole.
-func walkDoc(v any, at []string, repo string, out map[string]entry) {
+// With all (a settings file), every key that is not harmless counts: each scalar
+// and array under its own path.
+func walkDoc(v any, at []string, repo string, all bool, out map[string]entry) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		if hasExec(v) {
+		if all || hasExec(v) {
 			out["content"] = entry{value: mustJSON(v), exec: true}
 		}
 		return
@@ -272,6 +356,7 @@ func walkDoc(v any, at []string, repo string, out map[string]entry) {
 		case len(p) == 3 && p[0] == "projects" && trustKey(k) && repo != "" && filepath.Clean(p[1]) == repo:
 			// Trusting the session's own repository is the user's answer to the
 			// agent's question in the session: kept.
+		case all && harmless(p):
 		case serversKey(k):
 			addServers(out, p, sub)
 		case execKey(k):
@@ -279,9 +364,13 @@ func walkDoc(v any, at []string, repo string, out map[string]entry) {
 		default:
 			switch x := sub.(type) {
 			case map[string]any:
-				walkDoc(x, p, repo, out)
+				walkDoc(x, p, repo, all, out)
 			case []any, []map[string]any:
-				if hasExec(x) {
+				if all || hasExec(x) {
+					add(out, p, sub, true)
+				}
+			default:
+				if all {
 					add(out, p, sub, true)
 				}
 			}
