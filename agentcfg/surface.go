@@ -135,33 +135,35 @@ func formatOf(name string, head []byte, mode uint32) format {
 	return opaque
 }
 
-// execNames are the exec-shaped key names, compared lowercase with '_' and '-'
-// removed: keys that name a program run later (hooks, commands, helpers, notify,
+// execName says whether n is one of the exec-shaped key names, compared lowercase
+// with '_' and '-' removed (a switch, not a map, so that no start of agentbox builds
+// it): keys that name a program run later (hooks, commands, helpers, notify,
 // status lines, MCP and LSP servers), load code (plugins, marketplaces), shape
 // every command the agent starts (env, shell policy), send requests and keys
 // elsewhere (providers, base URLs, telemetry), or widen what runs without asking
 // (permissions, approvals, sandbox settings, trust, allowed tools, and the key that
 // picks one of the user's own profiles of them).
-var execNames = map[string]bool{
-	"hooks": true, "hook": true, "command": true, "commands": true, "cmd": true,
-	"exec": true, "executable": true, "program": true, "shell": true, "interpreter": true,
-	"statusline": true, "notify": true, "filesuggestion": true,
-	"awsauthrefresh": true, "awscredentialexport": true, "gcpauthrefresh": true,
-	"plugins": true, "enabledplugins": true, "extraknownmarketplaces": true, "marketplaces": true,
-	"enableallprojectmcpservers": true, "enabledmcpjsonservers": true,
-	"env": true, "environment": true, "shellenvironmentpolicy": true,
-	"permissions": true, "sandbox": true, "sandboxmode": true, "sandboxworkspacewrite": true,
-	"approvalpolicy": true, "disableallhooks": true, "allowmanagedhooksonly": true,
-	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
-	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
-	"features": true, "zshpath": true, "jsreplnodepath": true, "profile": true,
+func execName(n string) bool {
+	switch n {
+	case "hooks", "hook", "command", "commands", "cmd", "exec", "executable", "program",
+		"shell", "interpreter", "statusline", "notify", "filesuggestion", "awsauthrefresh",
+		"awscredentialexport", "gcpauthrefresh", "plugins", "enabledplugins", "extraknownmarketplaces",
+		"marketplaces", "enableallprojectmcpservers", "enabledmcpjsonservers", "env",
+		"environment", "shellenvironmentpolicy", "permissions", "sandbox", "sandboxmode",
+		"sandboxworkspacewrite", "approvalpolicy", "disableallhooks", "allowmanagedhooksonly",
+		"forceloginmethod", "allowedtools", "hastrustdialogaccepted", "trustlevel",
+		"modelproviders", "modelprovider", "otel", "features", "zshpath", "jsreplnodepath",
+		"profile":
+		return true
+	}
+	return false
 }
 
-// execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
+// execKey: a key whose value is exec-shaped (execName, any "…helper", "…baseurl",
 // "…executable", "experimental…").
 func execKey(k string) bool {
 	n := normName(k)
-	return execNames[n] || strings.HasSuffix(n, "helper") || strings.HasSuffix(n, "baseurl") ||
+	return execName(n) || strings.HasSuffix(n, "helper") || strings.HasSuffix(n, "baseurl") ||
 		strings.HasSuffix(n, "executable") || strings.HasPrefix(n, "experimental")
 }
 
