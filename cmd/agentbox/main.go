@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/stack"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/sshagent"
@@ -81,25 +82,11 @@ func main() {
 		compat.StageMain()
 		return
 	}
-	growStack()
+	// A launch ends up needing 32 KiB of stack: grown now, while shallow, it is
+	// copied once instead of at 8, 16 and 32 KiB through a deep call chain.
+	stack.To32K()
 	os.Exit(run(os.Args[1:]))
 }
-
-// growStack grows the main goroutine's stack once, while it is shallow, to the size a
-// launch ends up needing: grown step by step instead (8, 16, 32 KiB), each copy walks
-// and adjusts every frame of a deep call chain, through function tables that a
-// fresh process has not touched yet.
-//
-//go:noinline
-func growStack() {
-	var frame [20 << 10]byte
-	touchFrame(frame[:])
-}
-
-// touchFrame keeps growStack's frame from being optimised away.
-//
-//go:noinline
-func touchFrame(b []byte) { b[len(b)-1]++ }
 
 func run(args []string) int {
 	if len(args) == 0 {
