@@ -4,10 +4,11 @@
 // users.
 //go:debug updatemaxprocs=0
 
-// Nor an initial GOMAXPROCS from the cgroup's CPU limit: reading /proc/self/cgroup,
-// /proc/self/mountinfo and the limit's files costs every agentbox process (the CLI
-// and the Go init) its start, and a launcher that mostly waits on the kernel gains
-// nothing from fewer Ps. The CPUs it may run on still bound it.
+// Nor an initial GOMAXPROCS from the cgroup's CPU limit: a launcher that mostly waits
+// on the kernel gains nothing from fewer Ps, and the CPUs it may run on still bound
+// it. (The runtime still reads /proc/self/cgroup, /proc/self/mountinfo and the
+// limit's files once at start, to count what the setting changed; no setting spares
+// that.)
 //go:debug containermaxprocs=0
 
 // Command agentbox runs a coding agent, or any command, inside a sandbox that it
