@@ -16,7 +16,7 @@ type format int
 
 const (
 	// claudeSettings: JSON settings, as jsonDoc (kept apart only for ledgers
-	// written before). claudeState: JSON the agent rewrites itself (stateFiles),
+	// written before). claudeState: JSON the agent rewrites itself (stateFile),
 	// read with the exec-shaped keys (execKey) at any depth.
 	claudeSettings format = iota
 	claudeState
@@ -119,7 +119,7 @@ func formatOf(name string, head []byte, mode uint32) format {
 	}
 	switch ext := strings.ToLower(filepath.Ext(name)); ext {
 	case ".json":
-		if stateFiles[name] {
+		if stateFile(name) {
 			return claudeState
 		}
 		return jsonDoc
@@ -138,19 +138,24 @@ func formatOf(name string, head []byte, mode uint32) format {
 	return opaque
 }
 
-// stateFiles are the JSON files in an agent's directory that the agent rewrites
-// itself as it runs — Claude Code's state under $CLAUDE_CONFIG_DIR and its legacy
-// name, the logins that it and Codex refresh, the caches and timers Claude Code
-// 2.1.332 lists among its own machine-written files, Codex's update check: read
-// with the exec-shaped key list (execKey), as ~/.claude.json is, since their other
-// keys are the agent's own bookkeeping and putting those back would undo it every
-// session. Every other JSON or TOML file there is settings (settingsFormat).
-var stateFiles = map[string]bool{
-	".claude.json": true, ".claude-custom-oauth.json": true, ".claude-local-oauth.json": true,
-	".claude-staging-oauth.json": true, ".config.json": true, ".credentials.json": true,
-	"mcp-needs-auth-cache.json": true, "gh-pr-status-cache.json": true, "stats-cache.json": true,
-	"active-time.json": true, "server-sessions.json": true, ".last-update-result.json": true,
-	"auth.json": true, "version.json": true,
+// stateFile says whether name is a JSON file in an agent's directory that the
+// agent rewrites itself as it runs — Claude Code's state under $CLAUDE_CONFIG_DIR
+// and its legacy name, the logins that it and Codex refresh, the caches and timers
+// Claude Code 2.1.332 lists among its own machine-written files, Codex's update
+// check: read with the exec-shaped key list (execKey), as ~/.claude.json is, since
+// their other keys are the agent's own bookkeeping and putting those back would
+// undo it every session. Every other JSON or TOML file there is settings
+// (settingsFormat). A switch, not a map, so that no start of agentbox builds it.
+func stateFile(name string) bool {
+	switch name {
+	case ".claude.json", ".claude-custom-oauth.json", ".claude-local-oauth.json",
+		".claude-staging-oauth.json", ".config.json", ".credentials.json",
+		"mcp-needs-auth-cache.json", "gh-pr-status-cache.json", "stats-cache.json",
+		"active-time.json", "server-sessions.json", ".last-update-result.json",
+		"auth.json", "version.json":
+		return true
+	}
+	return false
 }
 
 // settingsFormat: a file the agent reads as settings and does not write itself in
@@ -165,67 +170,72 @@ func settingsFormat(f format) bool {
 	return false
 }
 
-// harmlessNames are the settings keys (compared as execNames are) that change how
-// an agent looks or which model answers, never what runs, what it may touch, or
-// where requests go; the ones the agents write themselves when the user picks a
-// model or dismisses a notice. At the top level of a settings file, or in a Codex
-// profile.
-var harmlessNames = map[string]bool{
-	"$schema": true, "model": true, "theme": true, "language": true, "effortlevel": true,
-	"alwaysthinkingenabled": true, "fastmode": true, "advisormodel": true,
-	"spinnertipsenabled": true, "syntaxhighlightingdisabled": true,
-	"modelreasoningeffort": true, "modelreasoningsummary": true, "modelverbosity": true,
-	"hideagentreasoning": true, "showrawagentreasoning": true, "notice": true,
-	"windowswslsetupacknowledged": true,
+// harmlessName says whether n (compared as execName's are) is a settings key that
+// changes how an agent looks or which model answers, never what runs, what it may
+// touch, or where requests go; the ones the agents write themselves when the user
+// picks a model or dismisses a notice. At the top level of a settings file, or in
+// a Codex profile.
+func harmlessName(n string) bool {
+	switch n {
+	case "$schema", "model", "theme", "language", "effortlevel",
+		"alwaysthinkingenabled", "fastmode", "advisormodel",
+		"spinnertipsenabled", "syntaxhighlightingdisabled",
+		"modelreasoningeffort", "modelreasoningsummary", "modelverbosity",
+		"hideagentreasoning", "showrawagentreasoning", "notice",
+		"windowswslsetupacknowledged":
+		return true
+	}
+	return false
 }
 
 func harmless(path []string) bool {
 	n := len(path)
-	return (n == 1 || n == 3 && normName(path[0]) == "profiles") && harmlessNames[normName(path[n-1])]
+	return (n == 1 || n == 3 && normName(path[0]) == "profiles") && harmlessName(normName(path[n-1]))
 }
 
-// execNames are the exec-shaped key names, compared lowercase with '_' and '-'
-// removed: keys that name a program run later (hooks, commands, helpers, notify,
-// status lines, MCP and LSP servers), load code (plugins, marketplaces), shape
-// every command the agent starts (env, shell policy), send requests and keys
-// elsewhere (providers, base URLs, telemetry), or widen what runs without asking
-// (permissions, approvals, sandbox settings, trust, allowed tools, and the key that
-// picks one of the user's own profiles of them).
-var execNames = map[string]bool{
-	"hooks": true, "hook": true, "command": true, "commands": true, "cmd": true,
-	"exec": true, "executable": true, "program": true, "shell": true, "interpreter": true,
-	"statusline": true, "notify": true, "filesuggestion": true,
-	"awsauthrefresh": true, "awscredentialexport": true, "gcpauthrefresh": true,
-	"plugins": true, "enabledplugins": true, "extraknownmarketplaces": true, "marketplaces": true,
-	"enableallprojectmcpservers": true, "enabledmcpjsonservers": true,
-	"env": true, "environment": true, "shellenvironmentpolicy": true,
-	"permissions": true, "sandbox": true, "sandboxmode": true, "sandboxworkspacewrite": true,
-	"approvalpolicy": true, "disableallhooks": true, "allowmanagedhooksonly": true,
-	"forceloginmethod": true, "allowedtools": true, "hastrustdialogaccepted": true,
-	"trustlevel": true, "modelproviders": true, "modelprovider": true, "otel": true,
-	"features": true, "zshpath": true, "jsreplnodepath": true, "profile": true,
-	// Claude Code's state keys that widen what runs without asking, or where
-	// requests go: skipping the bypass-mode warning, CLAUDE.md imports from outside
-	// the project, approved API keys and the stored one, servers in .mcp.json turned
-	// off, remote control, the browser tool on by default, session upload.
-	"bypasspermissionsmodeaccepted": true, "skipdangerousmodepermissionprompt": true,
-	"hasclaudemdexternalincludesapproved": true, "customapikeyresponses": true,
-	"primaryapikey": true, "disabledmcpjsonservers": true, "remotecontrolatstartup": true,
-	"claudeinchromedefaultenabled": true, "autouploadsessions": true,
-	"additionaldirectories": true, "defaultmode": true, "disablebypasspermissionsmode": true,
-	"forceloginorguuid": true, "processwrapper": true, "policyhelpers": true,
-	"sshhostcommands": true, "sshconfigs": true, "downloadsmirrorurl": true,
-	"modelcatalogurl": true, "forcelogingatewayurl": true, "autoupdateschannel": true,
-	// In an agent's or a skill's front matter: its own permission mode, the tools
-	// it may not use.
-	"permissionmode": true, "disallowedtools": true,
+// execName says whether n is one of the exec-shaped key names, compared lowercase
+// with '_' and '-' removed: keys that name a program run later (hooks, commands,
+// helpers, notify, status lines, MCP and LSP servers), load code (plugins,
+// marketplaces), shape every command the agent starts (env, shell policy), send
+// requests and keys elsewhere (providers, base URLs, telemetry), or widen what runs
+// without asking (permissions, approvals, sandbox settings, trust, allowed tools,
+// and the key that picks one of the user's own profiles of them).
+func execName(n string) bool {
+	switch n {
+	case "hooks", "hook", "command", "commands", "cmd", "exec", "executable", "program",
+		"shell", "interpreter", "statusline", "notify", "filesuggestion", "awsauthrefresh",
+		"awscredentialexport", "gcpauthrefresh", "plugins", "enabledplugins", "extraknownmarketplaces",
+		"marketplaces", "enableallprojectmcpservers", "enabledmcpjsonservers", "env",
+		"environment", "shellenvironmentpolicy", "permissions", "sandbox", "sandboxmode",
+		"sandboxworkspacewrite", "approvalpolicy", "disableallhooks", "allowmanagedhooksonly",
+		"forceloginmethod", "allowedtools", "hastrustdialogaccepted", "trustlevel",
+		"modelproviders", "modelprovider", "otel", "features", "zshpath", "jsreplnodepath",
+		"profile",
+		// Claude Code's state keys that widen what runs without asking, or where
+		// requests go: skipping the bypass-mode warning, CLAUDE.md imports from outside
+		// the project, approved API keys and the stored one, servers in .mcp.json turned
+		// off, remote control, the browser tool on by default, session upload.
+		"bypasspermissionsmodeaccepted", "skipdangerousmodepermissionprompt",
+		"hasclaudemdexternalincludesapproved", "customapikeyresponses",
+		"primaryapikey", "disabledmcpjsonservers", "remotecontrolatstartup",
+		"claudeinchromedefaultenabled", "autouploadsessions",
+		"additionaldirectories", "defaultmode", "disablebypasspermissionsmode",
+		"forceloginorguuid", "processwrapper", "policyhelpers",
+		"sshhostcommands", "sshconfigs", "downloadsmirrorurl",
+		"modelcatalogurl", "forcelogingatewayurl", "autoupdateschannel",
+		// In an agent's or a skill's front matter: its own permission mode, the tools
+		// it may not use.
+		"permissionmode", "disallowedtools":
+		return true
+	}
+	return false
 }
 
-// execKey: a key whose value is exec-shaped (execNames, any "…helper", "…baseurl",
+// execKey: a key whose value is exec-shaped (execName, any "…helper", "…baseurl",
 // "…executable", "experimental…").
 func execKey(k string) bool {
 	n := normName(k)
-	return execNames[n] || strings.HasSuffix(n, "helper") || strings.HasSuffix(n, "baseurl") ||
+	return execName(n) || strings.HasSuffix(n, "helper") || strings.HasSuffix(n, "baseurl") ||
 		strings.HasSuffix(n, "executable") || strings.HasPrefix(n, "experimental")
 }
 

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -61,30 +62,35 @@ func (r Rule) String() string {
 
 // Presets are the hosts each agent or tool needs, named with a leading "@"
 // (--allow-net @claude). README.md lists them with their sources; keep both in step.
-var Presets = map[string][]string{
-	// Claude Code: the API, the login (console and claude.ai OAuth), and its
-	// telemetry and error reports (statsig, Sentry), which it waits for.
-	"claude": {"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "claude.ai", "statsig.anthropic.com", "sentry.io"},
-	// Codex CLI: the API, ChatGPT sign-in and the ChatGPT backend it talks to then.
-	"codex": {"api.openai.com", "auth.openai.com", "chatgpt.com"},
-	// Gemini CLI: the API key endpoint, Google sign-in, Code Assist.
-	"gemini": {"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "accounts.google.com"},
-	// npm and yarn's registries.
-	"npm": {"registry.npmjs.org", "registry.yarnpkg.com"},
-	// Git over HTTPS and SSH, the API, release and raw downloads.
-	"github": {"github.com", "api.github.com", "codeload.github.com", "uploads.github.com", "*.githubusercontent.com"},
-	// pip: the index and its file host.
-	"pypi": {"pypi.org", "files.pythonhosted.org"},
-	// Go modules: the module proxy and the checksum database.
-	"go": {"proxy.golang.org", "sum.golang.org"},
-	// Cargo: the sparse index and the crate downloads.
-	"crates": {"crates.io", "index.crates.io", "static.crates.io"},
+// A function, not a map variable, so that only a launch that names a preset builds
+// the map.
+func Presets() map[string][]string {
+	return map[string][]string{
+		// Claude Code: the API, the login (console and claude.ai OAuth), and its
+		// telemetry and error reports (statsig, Sentry), which it waits for.
+		"claude": {"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "claude.ai", "statsig.anthropic.com", "sentry.io"},
+		// Codex CLI: the API, ChatGPT sign-in and the ChatGPT backend it talks to then.
+		"codex": {"api.openai.com", "auth.openai.com", "chatgpt.com"},
+		// Gemini CLI: the API key endpoint, Google sign-in, Code Assist.
+		"gemini": {"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "accounts.google.com"},
+		// npm and yarn's registries.
+		"npm": {"registry.npmjs.org", "registry.yarnpkg.com"},
+		// Git over HTTPS and SSH, the API, release and raw downloads.
+		"github": {"github.com", "api.github.com", "codeload.github.com", "uploads.github.com", "*.githubusercontent.com"},
+		// pip: the index and its file host.
+		"pypi": {"pypi.org", "files.pythonhosted.org"},
+		// Go modules: the module proxy and the checksum database.
+		"go": {"proxy.golang.org", "sum.golang.org"},
+		// Cargo: the sparse index and the crate downloads.
+		"crates": {"crates.io", "index.crates.io", "static.crates.io"},
+	}
 }
 
 // PresetNames are the presets' names, sorted, for messages.
 func PresetNames() []string {
-	names := make([]string, 0, len(Presets))
-	for n := range Presets {
+	presets := Presets()
+	names := make([]string, 0, len(presets))
+	for n := range presets {
 		names = append(names, "@"+n)
 	}
 	sort.Strings(names)
@@ -123,7 +129,7 @@ func Parse(spec string) ([]Rule, error) {
 		return bad(why)
 	}
 	if name, ok := strings.CutPrefix(spec, "@"); ok {
-		hosts, ok := Presets[name]
+		hosts, ok := Presets()[name]
 		if !ok {
 			return bad("no such preset (have " + strings.Join(PresetNames(), ", ") + ")")
 		}
@@ -337,34 +343,40 @@ func (rs Rules) matchAddr(a netip.Addr, port uint16, local bool) bool {
 }
 
 // special are the ranges no name rule reaches and no wide prefix covers: they are
-// this host, or its link, rather than somewhere on the internet.
-var special = []struct {
+// this host, or its link, rather than somewhere on the internet. Parsed at the first
+// use, so that a launch without a proxy does not parse them.
+var special = sync.OnceValue(func() []specialRange {
+	return []specialRange{
+		{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
+		{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+		{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+		{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+		{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // and 255.255.255.255, broadcast
+		// Cloud metadata services outside link-local: AWS's over IPv6 (a ULA address)
+		// and Alibaba Cloud's (in the shared address space).
+		{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud-metadata"},
+		{netip.MustParsePrefix("100.100.100.200/32"), "cloud-metadata"},
+		{netip.MustParsePrefix("::/128"), "unspecified"},
+		{netip.MustParsePrefix("::1/128"), "loopback"},
+		{netip.MustParsePrefix("fe80::/10"), "link-local"},
+		{netip.MustParsePrefix("ff00::/8"), "multicast"},
+		// NAT64 and 6to4 embed an IPv4 address that may be one of the above.
+		{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
+		{netip.MustParsePrefix("2002::/16"), "6to4"},
+	}
+})
+
+// A specialRange is one row of special: a prefix and what it is.
+type specialRange struct {
 	pfx  netip.Prefix
 	what string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
-	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
-	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // and 255.255.255.255, broadcast
-	// Cloud metadata services outside link-local: AWS's over IPv6 (a ULA address)
-	// and Alibaba Cloud's (in the shared address space).
-	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud-metadata"},
-	{netip.MustParsePrefix("100.100.100.200/32"), "cloud-metadata"},
-	{netip.MustParsePrefix("::/128"), "unspecified"},
-	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("fe80::/10"), "link-local"},
-	{netip.MustParsePrefix("ff00::/8"), "multicast"},
-	// NAT64 and 6to4 embed an IPv4 address that may be one of the above.
-	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
-	{netip.MustParsePrefix("2002::/16"), "6to4"},
 }
 
 // Special reports whether a (unmapped) lies in a range that only an address rule
 // within it may allow, and that range.
 func Special(a netip.Addr) (bool, netip.Prefix) {
 	a = a.Unmap()
-	for _, s := range special {
+	for _, s := range special() {
 		if s.pfx.Contains(a) {
 			return true, s.pfx
 		}
@@ -375,7 +387,7 @@ func Special(a netip.Addr) (bool, netip.Prefix) {
 // specialWhat names a's special range ("loopback").
 func specialWhat(a netip.Addr) string {
 	a = a.Unmap()
-	for _, s := range special {
+	for _, s := range special() {
 		if s.pfx.Contains(a) {
 			return s.what
 		}

@@ -74,7 +74,7 @@ func TestParse(t *testing.T) {
 
 // Every preset parses, and its rules print back as written.
 func TestPresets(t *testing.T) {
-	for name, hosts := range Presets {
+	for name, hosts := range Presets() {
 		rules, err := Parse("@" + name)
 		if err != nil {
 			t.Fatalf("@%s: %v", name, err)
@@ -215,7 +215,7 @@ func TestPresetsInTheDocs(t *testing.T) {
 				rows[strings.Trim(strings.TrimSpace(f), "`@")] = cells[2]
 			}
 		}
-		for name, hosts := range Presets {
+		for name, hosts := range Presets() {
 			row, ok := rows[name]
 			if !ok {
 				t.Errorf("%s: no row for @%s", doc, name)

@@ -44,9 +44,15 @@ var SecretEnvPrefixes = []string{"OP_SESSION_"}
 
 // AgentEnv are the variables an agent's preset keeps under --hide-secrets: its own
 // API key, without which it could not work.
-var AgentEnv = map[string][]string{
-	"claude": {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
-	"codex":  {"OPENAI_API_KEY", "CODEX_API_KEY"},
+// A switch, not a map, so that no start of agentbox builds it.
+func AgentEnv(agent string) []string {
+	switch agent {
+	case "claude":
+		return []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}
+	case "codex":
+		return []string{"OPENAI_API_KEY", "CODEX_API_KEY"}
+	}
+	return nil
 }
 
 // ClearEnvKeeps are the variables --clear-env keeps: what a shell and terminal
@@ -90,7 +96,7 @@ func (r EnvRules) Drops(name string) bool {
 	}
 	if r.Secrets && IsSecretEnv(name) {
 		for _, a := range r.KeepAgents {
-			if slices.Contains(AgentEnv[a], name) {
+			if slices.Contains(AgentEnv(a), name) {
 				return false
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/backend"
+	"github.com/agentbox/agentbox/internal/stack"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/hostaudit"
@@ -57,6 +58,13 @@ type prelaunch struct {
 func startPrelaunch(cfg *Config, p *policy.Policy, rec *record.Recorder, gitDirs []string, repoID mounts.FileID) *prelaunch {
 	pl := &prelaunch{done: make(chan struct{}), decided: make(chan struct{})}
 	go func() {
+		// The Git config reads and the audit's walk need 8 KiB on every launch; the
+		// record's start, encoding/json's first use, 16.
+		if rec != nil && !cfg.NoRecord {
+			stack.To16K()
+		} else {
+			stack.To8K()
+		}
 		defer close(pl.done)
 		pl.err = pl.run(cfg, p, rec, gitDirs, repoID)
 	}()
@@ -111,6 +119,9 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 	// runs on after a failure.
 	snapped := make(chan error, 1)
 	go func() {
+		if !cfg.GitSave.Disabled {
+			stack.To16K() // the snapshot's Git lookups and its record's decoding need it
+		}
 		if !pl.waitClear() {
 			snapped <- errNotCleared
 			return

@@ -4,10 +4,11 @@
 // users.
 //go:debug updatemaxprocs=0
 
-// Nor an initial GOMAXPROCS from the cgroup's CPU limit: reading /proc/self/cgroup,
-// /proc/self/mountinfo and the limit's files costs every agentbox process (the CLI
-// and the Go init) its start, and a launcher that mostly waits on the kernel gains
-// nothing from fewer Ps. The CPUs it may run on still bound it.
+// Nor an initial GOMAXPROCS from the cgroup's CPU limit: a launcher that mostly waits
+// on the kernel gains nothing from fewer Ps, and the CPUs it may run on still bound
+// it. (The runtime still reads /proc/self/cgroup, /proc/self/mountinfo and the
+// limit's files once at start, to count what the setting changed; no setting spares
+// that.)
 //go:debug containermaxprocs=0
 
 // Command agentbox runs a coding agent, or any command, inside a sandbox that it
@@ -24,6 +25,7 @@ import (
 
 	"github.com/agentbox/agentbox/compat"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/stack"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/sshagent"
@@ -81,25 +83,11 @@ func main() {
 		compat.StageMain()
 		return
 	}
-	growStack()
+	// A launch ends up needing 32 KiB of stack: grown now, while shallow, it is
+	// copied once instead of at 8, 16 and 32 KiB through a deep call chain.
+	stack.To32K()
 	os.Exit(run(os.Args[1:]))
 }
-
-// growStack grows the main goroutine's stack once, while it is shallow, to the size a
-// launch ends up needing: grown step by step instead (8, 16, 32 KiB), each copy walks
-// and adjusts every frame of a deep call chain, through function tables that a
-// fresh process has not touched yet.
-//
-//go:noinline
-func growStack() {
-	var frame [20 << 10]byte
-	touchFrame(frame[:])
-}
-
-// touchFrame keeps growStack's frame from being optimised away.
-//
-//go:noinline
-func touchFrame(b []byte) { b[len(b)-1]++ }
 
 func run(args []string) int {
 	if len(args) == 0 {

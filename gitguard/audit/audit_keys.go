@@ -2,23 +2,28 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
 // Danger says why a config entry can make Git run a program, or "" when it cannot:
-// the first row of dangerRules that takes the entry.
+// the first row of dangerRules that names the entry's key and takes the entry, else
+// the first such row for any key of its section ("*"). The table is scanned rather than indexed: a map of it
+// would be built by every start of agentbox, and a scan of its few dozen rows costs
+// an entry less than the key a map lookup would join.
 func Danger(e gitconfig.Entry) string {
 	value := strings.TrimSpace(e.Value)
-	for _, r := range dangerIndex[e.Section+"."+e.Key] {
-		if why := r.danger(e, value); why != "" {
-			return why
-		}
-	}
-	for _, r := range dangerIndex[e.Section+".*"] {
-		if why := r.danger(e, value); why != "" {
-			return why
+	for _, key := range [2]string{e.Key, "*"} {
+		for i := range dangerRules {
+			r := &dangerRules[i]
+			if r.Section != e.Section || !slices.Contains(r.Keys, key) {
+				continue
+			}
+			if why := r.danger(e, value); why != "" {
+				return why
+			}
 		}
 	}
 	return ""
@@ -147,17 +152,6 @@ var dangerRules = []dangerRule{
 	// programs it runs on fetch, push and checkout.
 	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
 }
-
-// dangerIndex finds the rows of dangerRules by "section.key" ("section.*").
-var dangerIndex = func() map[string][]dangerRule {
-	m := map[string][]dangerRule{}
-	for _, r := range dangerRules {
-		for _, k := range r.Keys {
-			m[r.Section+"."+k] = append(m[r.Section+"."+k], r)
-		}
-	}
-	return m
-}()
 
 func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
 

@@ -8,22 +8,26 @@ import (
 	"github.com/moby/sys/mountinfo"
 )
 
-// pseudoTypes are the kernel's filesystems that hold no files of a project: a
-// mount of one inside the audited tree (a bind of /proc, a cgroup tree) is not
+// pseudoType says whether fsType is one of the kernel's filesystems that hold no
+// files of a project: a mount of one inside the audited tree (a bind of /proc, a cgroup tree) is not
 // walked, since what it lists is the host's processes and kernel state, unbounded
-// and never Git's.
-var pseudoTypes = map[string]bool{
-	"proc": true, "sysfs": true, "devtmpfs": true, "devpts": true, "cgroup": true, "cgroup2": true,
-	"debugfs": true, "tracefs": true, "securityfs": true, "bpf": true, "configfs": true,
-	"fusectl": true, "pstore": true, "efivarfs": true, "binfmt_misc": true, "mqueue": true,
-	"hugetlbfs": true, "autofs": true, "rpc_pipefs": true, "nsfs": true, "selinuxfs": true,
+// and never Git's. A switch, not a map, so that no start of agentbox builds it.
+func pseudoType(fsType string) bool {
+	switch fsType {
+	case "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2",
+		"debugfs", "tracefs", "securityfs", "bpf", "configfs",
+		"fusectl", "pstore", "efivarfs", "binfmt_misc", "mqueue",
+		"hugetlbfs", "autofs", "rpc_pipefs", "nsfs", "selinuxfs":
+		return true
+	}
+	return false
 }
 
 // findPseudoMounts is pseudoMounts; a variable for the tests.
 var findPseudoMounts = pseudoMounts
 
-// pseudoMounts are the mount points strictly below root whose filesystem is one of
-// pseudoTypes, with their type. The table is parsed only when some mount point lies
+// pseudoMounts are the mount points strictly below root whose filesystem
+// pseudoType takes, with their type. The table is parsed only when some mount point lies
 // below root (most trees hold none). An unreadable table gives none: the walk then
 // goes on as before, bounded by ScanOptions.MaxEntries.
 func pseudoMounts(root string) map[string]string {
@@ -37,7 +41,7 @@ func pseudoMounts(root string) map[string]string {
 		return nil
 	}
 	infos, err := mountinfo.GetMountsFromReader(bytes.NewReader(table), func(m *mountinfo.Info) (skip, stop bool) {
-		return !pseudoTypes[m.FSType] || !strings.HasPrefix(m.Mountpoint, strings.TrimSuffix(root, "/")+"/"), false
+		return !pseudoType(m.FSType) || !strings.HasPrefix(m.Mountpoint, strings.TrimSuffix(root, "/")+"/"), false
 	})
 	if err != nil || len(infos) == 0 {
 		return nil

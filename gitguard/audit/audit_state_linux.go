@@ -39,16 +39,21 @@ const KindState ItemKind = "sequencer state"
 // KindRemoteFile is a legacy remote file (remotes/, branches/).
 const KindRemoteFile ItemKind = "legacy remote"
 
-// builtinStrategies are the merge strategies Git implements itself or installs.
-var builtinStrategies = map[string]bool{
-	"ort": true, "recursive": true, "resolve": true, "octopus": true, "ours": true, "subtree": true,
+// builtinStrategy says whether name is a merge strategy Git implements itself or
+// installs.
+func builtinStrategy(name string) bool {
+	switch name {
+	case "ort", "recursive", "resolve", "octopus", "ours", "subtree":
+		return true
+	}
+	return false
 }
 
 // strategyDanger says why Git running merge strategy name is a danger, or "".
 func strategyDanger(name, when string) string {
 	name = strings.TrimSpace(name)
 	switch {
-	case name == "" || builtinStrategies[name]:
+	case name == "" || builtinStrategy(name):
 		return ""
 	case strings.ContainsRune(name, '/'):
 		return fmt.Sprintf("merge strategy %q: %s runs git-merge-%s, a path in the working tree", oneLine(name), when, oneLine(name))

@@ -17,12 +17,20 @@ import (
 
 // Where each part of a snapshot goes below the restore directory: the common dir
 // becomes DIR/.git, so that for a plain repository DIR is at once a Git repository
-// (with an empty work tree) whose .git can be moved back into place.
-var restoreNames = map[string]string{
-	CommonPrefix:   ".git/",
-	WorktreePrefix: "git-worktree/",
-	DotGitName:     "dotgit",
-	ManifestName:   "manifest.json",
+// (with an empty work tree) whose .git can be moved back into place. A switch, not
+// a map, so that no start of agentbox builds it; "" for any other name.
+func restoreName(name string) string {
+	switch name {
+	case CommonPrefix:
+		return ".git/"
+	case WorktreePrefix:
+		return "git-worktree/"
+	case DotGitName:
+		return "dotgit"
+	case ManifestName:
+		return "manifest.json"
+	}
+	return ""
 }
 
 // maxSymlinkTarget bounds a symlink entry's content.
@@ -215,16 +223,16 @@ func classify(f *zip.File) (entry, error) {
 		if e.kind != 0 {
 			return bad("must be a regular file")
 		}
-		e.dest = restoreNames[name]
+		e.dest = restoreName(name)
 	case name == CommonPrefix || name == WorktreePrefix:
 		if e.kind != fs.ModeDir {
 			return bad("must be a directory")
 		}
-		e.dest = strings.TrimSuffix(restoreNames[name], "/")
+		e.dest = strings.TrimSuffix(restoreName(name), "/")
 	case strings.HasPrefix(name, CommonPrefix):
-		e.dest = restoreNames[CommonPrefix] + strings.TrimPrefix(clean, CommonPrefix)
+		e.dest = restoreName(CommonPrefix) + strings.TrimPrefix(clean, CommonPrefix)
 	case strings.HasPrefix(name, WorktreePrefix):
-		e.dest = restoreNames[WorktreePrefix] + strings.TrimPrefix(clean, WorktreePrefix)
+		e.dest = restoreName(WorktreePrefix) + strings.TrimPrefix(clean, WorktreePrefix)
 	default:
 		return bad("not part of an agentbox snapshot")
 	}

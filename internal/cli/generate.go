@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -209,7 +210,7 @@ func Man(w io.Writer, prog, version, description string, cmds []Command, date ti
 func roff(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
 	s = strings.ReplaceAll(s, "-", `\-`)
-	s = roffGlyphs.Replace(s)
+	s = roffGlyphs().Replace(s)
 	if strings.IndexFunc(s, func(r rune) bool { return r > 127 }) >= 0 {
 		var b strings.Builder
 		for _, r := range s {
@@ -228,8 +229,10 @@ func roff(s string) string {
 }
 
 // roffGlyphs are the non-ASCII characters agentbox's help uses, in roff's terms;
-// any other is written as \[uXXXX].
-var roffGlyphs = strings.NewReplacer("…", "...", "—", `\(em`, "–", `\(en`, "×", "x", "’", "'", "‘", "'", "“", `\(lq`, "”", `\(rq`, "→", `\(->`)
+// any other is written as \[uXXXX]. Built at the first use: only the manual needs it.
+var roffGlyphs = sync.OnceValue(func() *strings.Replacer {
+	return strings.NewReplacer("…", "...", "—", `\(em`, "–", `\(en`, "×", "x", "’", "'", "‘", "'", "“", `\(lq`, "”", `\(rq`, "→", `\(->`)
+})
 
 // bashWords is a value list for compgen -W inside double quotes: "$(CMD)" runs.
 func bashWords(words []string) string {

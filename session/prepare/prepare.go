@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/stack"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
@@ -53,6 +54,7 @@ type hostSockets struct {
 func scanHostSockets(s kernel.SocketScope) *hostSockets {
 	h := &hostSockets{done: make(chan struct{})}
 	go func() {
+		stack.To8K() // the scan's reads and allocations need it on most launches
 		defer close(h.done)
 		h.masks, h.err = kernel.HostSockets(s)
 	}()
