@@ -29,7 +29,7 @@ func (s *scanner) dotGit(p, worktree string) {
 			// A nested repository's gitdir is read afresh, but lies in the
 			// sandbox's writable mount (the top's is a bind of its own): unmarked,
 			// a hard link made in it would be unseen (audit_since_linux.go).
-			s.launch.markTree(p)
+			s.launch.markTree(p, s.openPath)
 		}
 		s.gitdir(p, worktree, 0)
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -246,7 +246,7 @@ func (s *scanner) hooksDir(dir, base string) {
 		}
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
-			link, _ := os.Readlink(p)
+			link := s.readlink(p)
 			s.add(&Item{Path: p, Kind: KindHook, Sum: "link:" + link, Link: link,
 				Dangers: []string{fmt.Sprintf("hook %s links to %s, which Git would run", oneLine(e.Name()), oneLine(link))}})
 		case fi.Mode().IsRegular():
@@ -329,8 +329,10 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 	var entries []gitconfig.Entry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
-	} else if canon, missing := gitguard.Canonical(path); canon != "" && missing == "" {
-		if s.inside(canon) {
+	} else if canon, missing := gitguard.Canonical(s.physical(filepath.Clean(path))); canon != "" && missing == "" {
+		if l, ok := s.logical(canon); !ok {
+			entries, _ = gitconfig.ReadHostFile(canon) // what took the held directory's place
+		} else if canon = l; s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
 			entries, _ = gitconfig.ReadHostFile(canon)
@@ -353,12 +355,12 @@ type expansion struct {
 // repoConfig records the config file at path (inside repo, or reached from a path
 // inside it) and returns its entries; nil when it does not exist or is not read.
 func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
-	parent, err := filepath.EvalSymlinks(filepath.Dir(path))
+	parent, ok, err := s.evalSymlinks(filepath.Dir(path)) // audit_held_linux.go
 	if err != nil {
 		return nil
 	}
 	p := filepath.Join(parent, filepath.Base(path))
-	if !s.inside(p) {
+	if !ok || !s.inside(p) {
 		// The directory leads out of the repository: host files, read-only in the sandbox.
 		entries, _ := gitconfig.ReadHostFile(p)
 		return entries

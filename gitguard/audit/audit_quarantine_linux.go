@@ -25,13 +25,24 @@ func Quarantine(findings []Finding, id string) {
 		if f.Kind == "" {
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
+		f.Moved, f.MoveErr = quarantine(f, id)
 	}
 }
 
-func quarantine(path, id string, roots []string) (string, error) {
-	dir, name := filepath.Split(path)
-	dfd, restore, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
+// scanPath is the finding's path as the scan saw it (Finding.at), through which
+// it is opened: the held directory's descriptor stands for its launch path.
+func (f *Finding) scanPath() string {
+	if f.at != "" {
+		return f.at
+	}
+	return f.Path
+}
+
+func quarantine(f *Finding, id string) (string, error) {
+	path := f.Path
+	at, name := filepath.Split(f.scanPath())
+	dir := filepath.Dir(path) + "/"
+	dfd, restore, err := openParent(filepath.Clean(at), f.relaxer()) // audit_unreadable_linux.go
 	defer restore()
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)

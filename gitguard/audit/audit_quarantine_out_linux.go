@@ -32,21 +32,23 @@ func QuarantineTo(findings []Finding, id, root string) {
 		if f.Kind == "" {
 			continue
 		}
-		moved, err := quarantineOut(f.Path, id, root, f.roots)
+		moved, err := quarantineOut(f, id, root)
 		if err == nil {
 			f.Moved = moved
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
+		f.Moved, f.MoveErr = quarantine(f, id)
 		if f.MoveErr == nil {
 			f.Reasons = append(f.Reasons, fmt.Sprintf("kept inside the repository (%v)", err))
 		}
 	}
 }
 
-func quarantineOut(path, id, root string, roots []string) (string, error) {
-	dir, name := filepath.Split(path)
-	sfd, restoreModes, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
+func quarantineOut(f *Finding, id, root string) (string, error) {
+	path := f.Path
+	dir := filepath.Dir(path) + "/"
+	at, name := filepath.Split(f.scanPath())
+	sfd, restoreModes, err := openParent(filepath.Clean(at), f.relaxer()) // audit_unreadable_linux.go
 	defer restoreModes()
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)

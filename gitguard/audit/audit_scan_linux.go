@@ -43,11 +43,20 @@ const (
 // without following symlinks and non-blocking; a symlink is recorded as such, and its
 // target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
-	fi, err := os.Lstat(repo)
-	if err != nil {
+	now := repo
+	if opt.Held != nil {
+		// audit_held_linux.go: the directory held since the launch, wherever it
+		// lies now; repo is where it lay then.
+		repo = opt.Held.Path
+		var err error
+		if now, err = opt.Held.Where(); errors.Is(err, errRemoved) {
+			return &Surface{Repo: repo, Items: map[string]*Item{}, Removed: true}, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("audit %s: %w", repo, err)
+		}
+	} else if fi, err := os.Lstat(repo); err != nil {
 		return nil, fmt.Errorf("audit %s: %w", repo, err)
-	}
-	if !fi.IsDir() {
+	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("audit %s: not a directory", repo)
 	}
 	if opt.MaxEntries <= 0 {
@@ -57,15 +66,18 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		opt.MaxDepth = defaultMaxDepth
 	}
 	s := &scanner{
-		repo:     filepath.Clean(repo),
-		opt:      opt,
-		surface:  &Surface{Repo: repo, Items: map[string]*Item{}, roots: roots(repo, opt.GitDirs)},
+		repo: filepath.Clean(repo),
+		opt:  opt,
+		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
+			place: place{roots: roots(repo, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
+		held:     opt.Held,
+		now:      now,
 		gitdirs:  map[string]bool{},
 		configs:  map[string][]gitconfig.Entry{},
 		expanded: map[string]expansion{},
 		hooks:    map[string]bool{},
 	}
-	s.relax = &relaxer{Roots: s.surface.roots}
+	s.relax = s.surface.relaxer()
 	defer s.relax.Restore() // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
@@ -74,7 +86,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		// The clock before the top's lstat, as before every other entry's.
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
 		var st unix.Stat_t
-		if err := unix.Lstat(repo, &st); err == nil {
+		if err := s.lstatTop(&st); err == nil {
 			s.walk.RootCtime = st.Ctim.Nano()
 		} else {
 			s.walk.Complete = false
@@ -118,7 +130,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if opt.SkipKernelMounts {
 		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
 	}
-	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
+	s.pre = newPrefetcher(opt.MaxEntries, s.launch, s.openPath)
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
@@ -152,7 +164,28 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	for _, g := range s.opt.GitDirs {
 		s.gitdir(filepath.Clean(g), "", 0)
 	}
+	if s.held != nil {
+		// Moved again while it was read: symlinks were resolved, and findings
+		// are reported, at a path it no longer has.
+		if again, err := s.held.Where(); err != nil || again != now {
+			if opt.moves++; opt.moves < maxMoves {
+				return Scan(repo, opt)
+			}
+			return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
+		}
+	}
 	return s.surface, nil
+}
+
+// maxMoves bounds the scans of a held directory that keeps being moved.
+const maxMoves = 3
+
+// lstatTop lstat's the top of the tree: the held directory itself, when there is one.
+func (s *scanner) lstatTop(st *unix.Stat_t) error {
+	if s.held != nil {
+		return unix.Fstat(s.held.fd, st)
+	}
+	return unix.Lstat(s.repo, st)
 }
 
 // joinChunks puts the walk's entries in one list, the full chunks first.
@@ -187,6 +220,8 @@ type scanner struct {
 	nested      int               // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher       // lists the tree's directories ahead while tree runs
 	relax       *relaxer          // widens what the scan must read (audit_unreadable_linux.go)
+	held        *Held             // opt.Held (audit_held_linux.go)
+	now         string            // where the held directory lies now; repo otherwise
 	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
 	since       *Launch           // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
@@ -219,7 +254,7 @@ func (s *scanner) add(it *Item) *Item {
 
 // linkItem records the symlink at p.
 func (s *scanner) linkItem(p string, kind ItemKind) *Item {
-	link, _ := os.Readlink(p)
+	link := s.readlink(p)
 	return s.add(&Item{Path: p, Kind: kind, Sum: "link:" + link, Link: link,
 		Watch: fmt.Sprintf("symlink to %s in Git's exec surface", oneLine(link))})
 }
@@ -318,8 +353,8 @@ func (s *scanner) inside(p string) bool {
 // resolveInside resolves the symlink at p and reports whether its target lies inside
 // repo (only then may the audit read it).
 func (s *scanner) resolveInside(p string) (string, bool) {
-	t, err := filepath.EvalSymlinks(p)
-	if err != nil || !s.inside(t) {
+	t, ok, err := s.evalSymlinks(p) // audit_held_linux.go
+	if err != nil || !ok || !s.inside(t) {
 		return "", false
 	}
 	return t, true
@@ -328,9 +363,13 @@ func (s *scanner) resolveInside(p string) (string, bool) {
 // canonInside resolves path (which may not exist) and reports whether it lies inside
 // repo; when it exists, the canonical path is returned.
 func (s *scanner) canonInside(path string) (string, bool) {
-	canon, missing := gitguard.Canonical(path)
+	canon, missing := gitguard.Canonical(s.physical(filepath.Clean(path)))
 	if canon == "" {
 		return "", s.inside(filepath.Clean(path))
+	}
+	canon, ok := s.logical(canon) // audit_held_linux.go
+	if !ok {
+		return "", false
 	}
 	if missing != "" {
 		return "", s.inside(canon)

@@ -1,0 +1,175 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+// A directory the launcher bound writable is audited through a descriptor it
+// opened at launch (Held), not through its path. A process that can write the
+// parent (a second session granted it, or the session itself) can rename the
+// directory away at the session's end and put a symlink or another directory at
+// its path: an audit by path then read the decoy, or failed, and never looked at
+// the directory the session wrote, wherever it now lay. Through the descriptor
+// the scan reads that directory: every path below it is opened beneath the
+// descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW
+// walk), and path-based calls go through /proc/self/fd/N of a parent opened so.
+// The scan's paths stay the launch's (the baseline's are), and findings are
+// reported, and quarantined, where the directory lies now.
+
+// Held is a directory held open since the launch.
+type Held struct {
+	Path     string // where it lay when opened: the scan's paths lie below it
+	fd       int
+	Dev, Ino uint64
+}
+
+// Hold opens the directory at path (no symlink on the way) and keeps it.
+func Hold(path string) (*Held, error) {
+	fd, err := safepath.Open(path, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// Close releases the descriptor.
+func (h *Held) Close() {
+	if h != nil && h.fd >= 0 {
+		unix.Close(h.fd)
+		h.fd = -1
+	}
+}
+
+// errRemoved: the held directory was removed (it was empty then).
+var errRemoved = errors.New("removed")
+
+// Where is the path the directory has now: its /proc/self/fd link, checked to
+// lead (no symlink on the way) to the directory itself.
+func (h *Held) Where() (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(h.fd, &st); err != nil {
+		return "", err
+	}
+	if st.Nlink == 0 {
+		return "", errRemoved
+	}
+	now, err := os.Readlink(fdPath(h.fd))
+	if err != nil {
+		return "", err
+	}
+	fd, err := safepath.Open(now, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", fmt.Errorf("its path now, %s, does not lead to it: %w", oneLine(now), err)
+	}
+	defer unix.Close(fd)
+	if unix.Fstat(fd, &st) != nil || st.Dev != h.Dev || st.Ino != h.Ino {
+		return "", fmt.Errorf("its path now, %s, leads to another directory", oneLine(now))
+	}
+	return filepath.Clean(now), nil
+}
+
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// within says whether the scan's path p lies in the held directory.
+func (s *scanner) within(p string) bool {
+	return s.held != nil && hostpath.Within(p, s.repo)
+}
+
+// openPath is safepath.Open of the scan's path abs: beneath the held directory's
+// descriptor when abs lies in it.
+func (s *scanner) openPath(abs string, flags int) (int, error) {
+	if s.within(abs) {
+		return safepath.OpenBeneath(s.held.fd, strings.TrimPrefix(abs, s.repo), flags)
+	}
+	return safepath.Open(abs, flags)
+}
+
+// sys is a path for a path-based system call (lstat, readlink, access) on the
+// scan's path p that never follows a symlink on the way: in the held directory,
+// /proc/self/fd/N/NAME of p's parent opened beneath it; done closes N.
+func (s *scanner) sys(p string) (path string, done func(), err error) {
+	if !s.within(p) {
+		return p, func() {}, nil
+	}
+	if p == s.repo {
+		return fdPath(s.held.fd) + "/.", func() {}, nil
+	}
+	fd, err := s.openPath(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", nil, &os.PathError{Op: "open", Path: filepath.Dir(p), Err: err}
+	}
+	return fdPath(fd) + "/" + filepath.Base(p), func() { unix.Close(fd) }, nil
+}
+
+// osLstat is os.Lstat of the scan's path p (sys).
+func (s *scanner) osLstat(p string) (os.FileInfo, error) {
+	sp, done, err := s.sys(p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	fi, err := os.Lstat(sp)
+	if pe, ok := err.(*os.PathError); ok {
+		pe.Path = p
+	}
+	return fi, err
+}
+
+// readlink is os.Readlink of the scan's path p (sys).
+func (s *scanner) readlink(p string) string {
+	sp, done, err := s.sys(p)
+	if err != nil {
+		return ""
+	}
+	defer done()
+	link, _ := os.Readlink(sp)
+	return link
+}
+
+// physical is where the scan's path p lies now: below the held directory's
+// present path when the directory was moved.
+func (s *scanner) physical(p string) string {
+	if !s.within(p) || s.now == s.repo {
+		return p
+	}
+	return s.now + p[len(s.repo):]
+}
+
+// logical is the scan's path for t, a path resolved on the host now; ok is false
+// when t lies at the held directory's old path but not in it (what took its
+// place there).
+func (s *scanner) logical(t string) (string, bool) {
+	if s.held == nil || s.now == s.repo {
+		return t, true
+	}
+	if hostpath.Within(t, s.now) {
+		return s.repo + t[len(s.now):], true
+	}
+	return t, !hostpath.Within(t, s.repo)
+}
+
+// evalSymlinks is filepath.EvalSymlinks of the scan's path p, as a scan path;
+// ok is false when it resolves into what took the held directory's place.
+func (s *scanner) evalSymlinks(p string) (string, bool, error) {
+	t, err := filepath.EvalSymlinks(s.physical(p))
+	if err != nil {
+		return "", false, err
+	}
+	l, ok := s.logical(t)
+	return l, ok, nil
+}
