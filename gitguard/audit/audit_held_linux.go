@@ -58,27 +58,24 @@ func (h *Held) Close() {
 // errRemoved: the held directory was removed (it was empty then).
 var errRemoved = errors.New("removed")
 
-// Where is the path the directory has now: its /proc/self/fd link, checked to
-// lead (no symlink on the way) to the directory itself.
+// Where is the path the directory has now: its /proc/self/fd link, the kernel's
+// name for it (no symlink in it). It need not be reachable by that path (moved
+// below a directory the user cannot search): the scan reads it through the
+// descriptor all the same.
 func (h *Held) Where() (string, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(h.fd, &st); err != nil {
 		return "", err
 	}
 	if st.Nlink == 0 {
-		return "", errRemoved
+		return "", errRemoved // a directory keeps a link while it exists
 	}
 	now, err := os.Readlink(fdPath(h.fd))
 	if err != nil {
 		return "", err
 	}
-	fd, err := safepath.Open(now, unix.O_PATH|unix.O_DIRECTORY)
-	if err != nil {
-		return "", fmt.Errorf("its path now, %s, does not lead to it: %w", oneLine(now), err)
-	}
-	defer unix.Close(fd)
-	if unix.Fstat(fd, &st) != nil || st.Dev != h.Dev || st.Ino != h.Ino {
-		return "", fmt.Errorf("its path now, %s, leads to another directory", oneLine(now))
+	if !filepath.IsAbs(now) {
+		return "", fmt.Errorf("it lies where this process cannot name it (%s)", oneLine(now))
 	}
 	return filepath.Clean(now), nil
 }
