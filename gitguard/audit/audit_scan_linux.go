@@ -169,6 +169,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		// are reported, at a path it no longer has.
 		if again, err := s.held.Where(); err != nil || again != now {
 			if opt.moves++; opt.moves < maxMoves {
+				opt.Since = nil // read whole: this scan may have taken the launch's walk list
 				return Scan(repo, opt)
 			}
 			return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
