@@ -250,8 +250,8 @@ func (j *journal) finish(e *entry) {
 // holders' files, and returns the paths whose modes it put back.
 func Recover(dir string) (restored []string) {
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) == 0 {
-		return nil
+	if err != nil || len(ents) == 0 || len(ents) == 1 && ents[0].Name() == "lock" {
+		return nil // nothing widened: every launch looks, so it takes no lock for that
 	}
 	unlock, err := lockJournal(dir)
 	if err != nil {
