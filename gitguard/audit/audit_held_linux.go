@@ -80,6 +80,39 @@ func (h *Held) Where() (string, error) {
 	return filepath.Clean(now), nil
 }
 
+// top checks the top of a scan: repo, a directory, or held (when not nil), where
+// it lies now; repo is then held's launch path.
+func top(repo string, held *Held) (logical, now string, err error) {
+	if held == nil {
+		fi, err := os.Lstat(repo)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return repo, repo, fmt.Errorf("audit %s: %w", repo, err)
+		}
+		return repo, repo, nil
+	}
+	now, err = held.Where()
+	if err != nil && !errors.Is(err, errRemoved) {
+		err = fmt.Errorf("audit %s: %w", held.Path, err)
+	}
+	return held.Path, now, err
+}
+
+// maxMoves bounds the scans of a held directory that keeps being moved.
+const maxMoves = 3
+
+// movedAgain says whether the held directory was moved while it was read, and
+// where it lies now.
+func (s *scanner) movedAgain() (string, bool) {
+	if s.held == nil {
+		return "", false
+	}
+	again, err := s.held.Where()
+	return again, err != nil || again != s.now
+}
+
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // within says whether the scan's path p lies in the held directory.

@@ -43,41 +43,14 @@ const (
 // without following symlinks and non-blocking; a symlink is recorded as such, and its
 // target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
-	now := repo
-	if opt.Held != nil {
-		// audit_held_linux.go: the directory held since the launch, wherever it
-		// lies now; repo is where it lay then.
-		repo = opt.Held.Path
-		var err error
-		if now, err = opt.Held.Where(); errors.Is(err, errRemoved) {
-			return &Surface{Repo: repo, Items: map[string]*Item{}, Removed: true}, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("audit %s: %w", repo, err)
-		}
-	} else if fi, err := os.Lstat(repo); err != nil {
-		return nil, fmt.Errorf("audit %s: %w", repo, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("audit %s: not a directory", repo)
+	repo, now, err := top(repo, opt.Held) // audit_held_linux.go
+	if errors.Is(err, errRemoved) {
+		return &Surface{Repo: repo, Items: map[string]*Item{}, Removed: true}, nil
+	} else if err != nil {
+		return nil, err
 	}
-	if opt.MaxEntries <= 0 {
-		opt.MaxEntries = defaultMaxEntries
-	}
-	if opt.MaxDepth <= 0 {
-		opt.MaxDepth = defaultMaxDepth
-	}
-	s := &scanner{
-		repo: filepath.Clean(repo),
-		opt:  opt,
-		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
-			place: place{roots: roots(repo, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
-		held:     opt.Held,
-		now:      now,
-		gitdirs:  map[string]bool{},
-		configs:  map[string][]gitconfig.Entry{},
-		expanded: map[string]expansion{},
-		hooks:    map[string]bool{},
-	}
-	s.relax = s.surface.relaxer()
+	s := newScanner(repo, now, opt)
+	opt = s.opt
 	defer s.relax.Restore() // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
@@ -164,22 +137,17 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	for _, g := range s.opt.GitDirs {
 		s.gitdir(filepath.Clean(g), "", 0)
 	}
-	if s.held != nil {
-		// Moved again while it was read: symlinks were resolved, and findings
-		// are reported, at a path it no longer has.
-		if again, err := s.held.Where(); err != nil || again != now {
-			if opt.moves++; opt.moves < maxMoves {
-				opt.Since = nil // read whole: this scan may have taken the launch's walk list
-				return Scan(repo, opt)
-			}
-			return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
+	if again, moved := s.movedAgain(); moved {
+		// Symlinks were resolved, and findings would be reported, at a path it
+		// no longer has.
+		if opt.moves++; opt.moves < maxMoves {
+			opt.Since = nil // read whole: this scan may have taken the launch's walk list
+			return Scan(repo, opt)
 		}
+		return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
 	}
 	return s.surface, nil
 }
-
-// maxMoves bounds the scans of a held directory that keeps being moved.
-const maxMoves = 3
 
 // lstatTop lstat's the top of the tree: the held directory itself, when there is one.
 func (s *scanner) lstatTop(st *unix.Stat_t) error {
@@ -187,6 +155,31 @@ func (s *scanner) lstatTop(st *unix.Stat_t) error {
 		return unix.Fstat(s.held.fd, st)
 	}
 	return unix.Lstat(s.repo, st)
+}
+
+// newScanner is a scan of repo, which lies at now (ScanOptions.Held), with the
+// bounds' defaults filled in.
+func newScanner(repo, now string, opt ScanOptions) *scanner {
+	if opt.MaxEntries <= 0 {
+		opt.MaxEntries = defaultMaxEntries
+	}
+	if opt.MaxDepth <= 0 {
+		opt.MaxDepth = defaultMaxDepth
+	}
+	s := &scanner{
+		repo: filepath.Clean(repo),
+		opt:  opt,
+		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
+			place: place{roots: roots(repo, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
+		held:     opt.Held,
+		now:      now,
+		gitdirs:  map[string]bool{},
+		configs:  map[string][]gitconfig.Entry{},
+		expanded: map[string]expansion{},
+		hooks:    map[string]bool{},
+	}
+	s.relax = s.surface.relaxer()
+	return s
 }
 
 // joinChunks puts the walk's entries in one list, the full chunks first.
