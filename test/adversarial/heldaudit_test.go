@@ -3,6 +3,7 @@ package adversarial
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,13 +68,7 @@ func TestAuditFollowsMovedDir(t *testing.T) {
 				}
 				cmd := x.Command(x.Repo, args, `cd "$DIR" && `+heldScript)
 				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned, "DIR="+dir)
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				ended := make(chan sandboxtest.Result, 1)
-				go func() { ended <- resultOfWait(cmd, &out, &errb) }()
+				ended := start(t, cmd)
 				if r, ok := untilReady(filepath.Join(dir, "ready"), ended); !ok {
 					_ = cmd.Process.Kill()
 					t.Fatalf("the session never said it was ready:\n%s", r)
@@ -95,6 +90,62 @@ func TestAuditFollowsMovedDir(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAuditFollowsDirMovedBySecondSession: the racing process is a second
+// session, granted the parent of the first one's --add-dir: its sandbox renames
+// the directory away and makes a clean one at its path. The first session's
+// audit follows the directory, and no audit leaves the plant for the
+// operator's Git.
+func TestAuditFollowsDirMovedBySecondSession(t *testing.T) {
+	runners := sandboxtest.Backends(t)
+	if nsinit.RawInitAvailable() {
+		runners = append(runners, sandboxtest.NativeGo)
+	}
+	for _, backend := range runners {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			parent := filepath.Join(x.Home, "proj")
+			add := filepath.Join(parent, "extra")
+			if err := os.MkdirAll(add, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, parent)
+			first := x.Command(x.Repo, []string{"--no-git-save", "--add-dir", add}, `cd "$DIR" && `+heldScript)
+			first.Env = append(first.Env, "PWNED="+x.Pwned, "DIR="+add)
+			ended := start(t, first)
+			if r, ok := untilReady(filepath.Join(add, "ready"), ended); !ok {
+				_ = first.Process.Kill()
+				t.Fatalf("the session never said it was ready:\n%s", r)
+			}
+			second := x.Command(x.Repo, []string{"--no-git-save", "--add-dir", parent},
+				`mv "$P/extra" "$P/extra-moved" && mkdir "$P/extra" && touch "$P/extra-moved/go"`)
+			second.Env = append(second.Env, "P="+parent)
+			r2 := sandboxtest.Run(second)
+			r := <-ended
+			moved := add + "-moved"
+			if r2.Code != 0 || !strings.Contains(r.Stderr, "was moved during the session to "+moved) {
+				t.Errorf("the first session's audit did not follow its directory:\nfirst: %s\nsecond: %s", r, r2)
+			}
+			checkNoPlant(t, x, moved)
+			if t.Failed() {
+				t.Logf("first: %s\nsecond: %s", r, r2)
+			}
+		})
+	}
+}
+
+// start starts a session; its result arrives on the channel when it ends.
+func start(t *testing.T, cmd *exec.Cmd) <-chan sandboxtest.Result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan sandboxtest.Result, 1)
+	go func() { ended <- resultOfWait(cmd, &out, &errb) }()
+	return ended
 }
 
 // untilReady waits, at most a minute, until path exists (ok) or the session
