@@ -131,7 +131,7 @@ func writeEntry(dir string, e *entry) error {
 	}
 	name := entryName(e.Dev, e.Ino)
 	tmp := filepath.Join(dir, ".tmp-"+name)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
