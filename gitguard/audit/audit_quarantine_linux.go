@@ -42,8 +42,9 @@ func quarantine(f *Finding, id string) (string, error) {
 	path := f.Path
 	at, name := filepath.Split(f.scanPath())
 	dir := filepath.Dir(path) + "/"
-	dfd, restore, err := openParent(filepath.Clean(at), f.relaxer()) // audit_unreadable_linux.go
-	defer restore()
+	r := f.relaxer()
+	defer r.Restore()
+	dfd, err := openParent(filepath.Clean(at), r) // audit_unreadable_linux.go
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}
@@ -53,10 +54,10 @@ func quarantine(f *Finding, id string) (string, error) {
 		return "", fmt.Errorf("stat %s: %w", dir, err)
 	}
 	if st.Mode&0o300 != 0o300 {
-		if err := unix.Fchmod(dfd, st.Mode&0o7777|0o300); err != nil {
+		// Journaled, and put back by r.Restore: internal/widen.
+		if err := r.WidenOpen(dfd, filepath.Clean(at), 0o300); err != nil {
 			return "", fmt.Errorf("make %s writable: %w", dir, err)
 		}
-		defer unix.Fchmod(dfd, st.Mode&0o7777)
 	}
 	// A name near NAME_MAX (255 bytes) is shortened so the suffix still fits; a
 	// sandbox must not be able to keep a file in place by giving it a long name.

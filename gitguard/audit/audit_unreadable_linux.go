@@ -71,10 +71,10 @@ func roots(repo string, gitDirs []string) []string {
 }
 
 // openParent opens dir, a finding's parent, for the quarantine: widened below the
-// finding's roots where the scan's modes were put back, the modes restored by done.
-func openParent(dir string, r *relaxer) (fd int, done func(), err error) {
-	fd, err = r.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	return fd, r.Restore, err
+// finding's roots where the scan's modes were put back, the modes restored by
+// r.Restore.
+func openParent(dir string, r *relaxer) (int, error) {
+	return r.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
 // relaxer widens below the scan's roots, the held directory through its

@@ -157,27 +157,52 @@ func (r *Relaxer) widenFd(fd int, root, path string) bool {
 			need = 0o400
 		}
 	}
+	changed, _ := r.add(fd, root, path, &st, need)
+	return changed
+}
+
+// add adds need to the permission bits of the inode open at fd (seen as st),
+// journaled when the Relaxer has a journal, and remembers it for Restore.
+func (r *Relaxer) add(fd int, root, path string, st *unix.Stat_t, need uint32) (bool, error) {
 	old := st.Mode & 0o7777
 	if old&need == need {
-		return false
+		return false, nil
 	}
 	w := widened{path: path, root: root, dev: st.Dev, ino: st.Ino, old: old, set: old | need}
 	if r.Journal != "" {
 		if r.j == nil {
 			r.j = &journal{dir: r.Journal}
 		}
-		set, err := r.j.widen(fd, path, &st, need)
+		set, err := r.j.widen(fd, path, st, need)
 		if err != nil || set == 0 {
-			return false
+			return false, err
 		}
 		w.set, w.journal = set, true
-	} else if unix.Chmod(fdLink(fd), old|need) != nil {
+	} else if err := unix.Chmod(fdLink(fd), old|need); err != nil {
 		// chmod through the descriptor's /proc link: fchmod refuses an O_PATH
 		// descriptor, and a path could be swapped for a symlink meanwhile.
-		return false
+		return false, err
 	}
 	r.done = append(r.done, w)
-	return true
+	return true, nil
+}
+
+// WidenOpen adds bits to the owner's permissions of the directory or file open
+// at fd, whose path is abs (below one of Roots), as Widen does: journaled, and
+// put back by Restore. The quarantine makes a parent writable this way to move
+// an entry out of it.
+func (r *Relaxer) WidenOpen(fd int, abs string, bits uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return unix.EPERM
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.add(fd, r.rootOf(abs), abs, &st, bits)
+	return err
 }
 
 // Restore puts back, deepest first, each mode Widen changed and nothing else

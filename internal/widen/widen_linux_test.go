@@ -169,3 +169,44 @@ func TestWidenKilledHolderRecovered(t *testing.T) {
 		os.Chmod(p, 0o700)
 	}
 }
+
+// TestWidenOpenJournaled: the quarantine makes a parent owner-writable
+// (WidenOpen) while a scan has it widened; whatever order they put it back in,
+// the directory ends as it was before either, 0000.
+func TestWidenOpenJournaled(t *testing.T) {
+	for _, scanFirst := range []bool{true, false} {
+		root := t.TempDir()
+		journal := filepath.Join(t.TempDir(), "widen")
+		a := filepath.Join(root, "a")
+		if err := os.Mkdir(a, 0); err != nil {
+			t.Fatal(err)
+		}
+		scan := &Relaxer{Roots: []string{root}, Journal: journal}
+		if !scan.Widen(a) {
+			t.Fatal("Widen changed nothing")
+		}
+		quarantine := &Relaxer{Roots: []string{root}, Journal: journal}
+		fd, err := quarantine.Open(a, syscall.O_RDONLY|syscall.O_DIRECTORY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := quarantine.WidenOpen(fd, a, 0o300); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0o700 {
+			t.Fatalf("writable for the quarantine: %o, want 700", fi.Mode().Perm())
+		}
+		if scanFirst {
+			scan.Restore()
+			quarantine.Restore()
+		} else {
+			quarantine.Restore()
+			scan.Restore()
+		}
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0 {
+			t.Errorf("scan restores first=%v: %o left, want 0", scanFirst, fi.Mode().Perm())
+		}
+		os.Chmod(a, 0o700)
+	}
+}
