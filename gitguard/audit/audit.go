@@ -91,12 +91,13 @@ type place struct {
 	now     string   // where the held directory lies now
 }
 
-// physical is where the scan's path p lies now (audit_held_linux.go).
-func (p place) physical(at string) string {
-	if p.held == nil || p.now == "" || p.now == p.held.Path || !hostpath.Within(at, p.held.Path) {
+// launchPath is the scan's path p as the launch scan, before the held directory
+// was moved, had it.
+func (p place) launchPath(at string) string {
+	if p.held == nil || p.now == "" || p.now == p.held.Path || !hostpath.Within(at, p.now) {
 		return at
 	}
-	return p.now + at[len(p.held.Path):]
+	return p.held.Path + at[len(p.now):]
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.
@@ -168,9 +169,8 @@ type Finding struct {
 	Moved string
 	// MoveErr says why the item could not be moved.
 	MoveErr error
-	blind   bool   // a place the audit could not see into and that cannot be moved
-	at      string // Path as the scan saw it: below the held directory's launch path
-	place          // the scan's: the quarantine widens modes below its roots
+	blind   bool // a place the audit could not see into and that cannot be moved
+	place        // the scan's: the quarantine widens modes below its roots
 }
 
 // Unresolved reports whether the finding leaves in place something the user's
@@ -180,8 +180,8 @@ type Finding struct {
 // is not one.
 func (f Finding) Unresolved() bool {
 	if f.Kind == KindUnaudited && f.Moved != "" {
-		for _, r := range append(f.roots, f.now) {
-			if r != "" && hostpath.Within(f.Moved, r) {
+		for _, r := range f.roots {
+			if hostpath.Within(f.Moved, r) {
 				return true
 			}
 		}
@@ -235,10 +235,10 @@ func Compare(base, cur *Surface) []Finding {
 		if base == nil {
 			reasons = it.Dangers
 		} else {
-			reasons = changed(base.Items[p], it)
+			reasons = changed(base.Items[cur.launchPath(p)], it)
 		}
 		if len(reasons) > 0 {
-			out = append(out, Finding{Path: cur.physical(p), at: p, Kind: it.Kind, Reasons: reasons, place: cur.place})
+			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons, place: cur.place})
 		}
 	}
 	for _, s := range cur.Skipped {
@@ -250,7 +250,7 @@ func Compare(base, cur *Surface) []Finding {
 // skipFinding is the finding for a place the scan could not inspect: a blind one
 // is moved aside, or, when it cannot be, says what to do.
 func skipFinding(s Skip, pl place) Finding {
-	f := Finding{Path: pl.physical(s.Path), at: s.Path, Reasons: []string{"not audited: " + s.Reason}, place: pl}
+	f := Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}, place: pl}
 	switch {
 	case s.Blind && s.stuck:
 		f.blind = true

@@ -329,10 +329,8 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 	var entries []gitconfig.Entry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
-	} else if canon, missing := gitguard.Canonical(s.physical(filepath.Clean(path))); canon != "" && missing == "" {
-		if l, ok := s.logical(canon); !ok {
-			entries, _ = gitconfig.ReadHostFile(canon) // what took the held directory's place
-		} else if canon = l; s.inside(canon) {
+	} else if canon, missing := gitguard.Canonical(path); canon != "" && missing == "" {
+		if s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
 			entries, _ = gitconfig.ReadHostFile(canon)
@@ -355,12 +353,12 @@ type expansion struct {
 // repoConfig records the config file at path (inside repo, or reached from a path
 // inside it) and returns its entries; nil when it does not exist or is not read.
 func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
-	parent, ok, err := s.evalSymlinks(filepath.Dir(path)) // audit_held_linux.go
+	parent, err := filepath.EvalSymlinks(filepath.Dir(path))
 	if err != nil {
 		return nil
 	}
 	p := filepath.Join(parent, filepath.Base(path))
-	if !ok || !s.inside(p) {
+	if !s.inside(p) {
 		// The directory leads out of the repository: host files, read-only in the sandbox.
 		entries, _ := gitconfig.ReadHostFile(p)
 		return entries

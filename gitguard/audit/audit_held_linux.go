@@ -23,8 +23,9 @@ import (
 // the scan reads that directory: every path below it is opened beneath the
 // descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW
 // walk), and path-based calls go through /proc/self/fd/N of a parent opened so.
-// The scan's paths stay the launch's (the baseline's are), and findings are
-// reported, and quarantined, where the directory lies now.
+// The scan's paths are where the directory lies now, so that an absolute path a
+// file of it names below its old path leads, as for the user's Git, to what took
+// its place; Compare takes the baseline's paths (the launch's) for them.
 
 // Held is a directory held open since the launch.
 type Held struct {
@@ -110,7 +111,7 @@ func (s *scanner) movedAgain() (string, bool) {
 		return "", false
 	}
 	again, err := s.held.Where()
-	return again, err != nil || again != s.now
+	return again, err != nil || again != s.repo
 }
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -169,37 +170,4 @@ func (s *scanner) readlink(p string) string {
 	defer done()
 	link, _ := os.Readlink(sp)
 	return link
-}
-
-// physical is where the scan's path p lies now: below the held directory's
-// present path when the directory was moved.
-func (s *scanner) physical(p string) string {
-	if !s.within(p) || s.now == s.repo {
-		return p
-	}
-	return s.now + p[len(s.repo):]
-}
-
-// logical is the scan's path for t, a path resolved on the host now; ok is false
-// when t lies at the held directory's old path but not in it (what took its
-// place there).
-func (s *scanner) logical(t string) (string, bool) {
-	if s.held == nil || s.now == s.repo {
-		return t, true
-	}
-	if hostpath.Within(t, s.now) {
-		return s.repo + t[len(s.now):], true
-	}
-	return t, !hostpath.Within(t, s.repo)
-}
-
-// evalSymlinks is filepath.EvalSymlinks of the scan's path p, as a scan path;
-// ok is false when it resolves into what took the held directory's place.
-func (s *scanner) evalSymlinks(p string) (string, bool, error) {
-	t, err := filepath.EvalSymlinks(s.physical(p))
-	if err != nil {
-		return "", false, err
-	}
-	l, ok := s.logical(t)
-	return l, ok, nil
 }

@@ -36,6 +36,12 @@ func TestScanHeldDirMoved(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(gitdir, "HEAD"), "ref: refs/heads/main\n")
 	writeFile(t, filepath.Join(gitdir, "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n")
+	// A pointer to the directory's old path: once it moved, that leads to what
+	// took its place, for the user's Git as for the audit.
+	if err := os.Mkdir(filepath.Join(repo, "p"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, "p/.git"), "gitdir: "+filepath.Join(repo, "evil")+"\n")
 	moved := repo + "-moved"
 	if err := os.Rename(repo, moved); err != nil {
 		t.Fatal(err)
@@ -60,6 +66,13 @@ func TestScanHeldDirMoved(t *testing.T) {
 	}
 	if found == nil {
 		t.Fatalf("no finding at %s: %v", want, findings)
+	}
+	pointer := false
+	for _, f := range findings {
+		pointer = pointer || f.Path == filepath.Join(moved, "p/.git")
+	}
+	if !pointer {
+		t.Errorf("the pointer to the old path, which leads out of the moved directory now, was not reported: %v", findings)
 	}
 	QuarantineTo(findings, "T", filepath.Join(top, "quarantine"))
 	if found.Moved == "" || !strings.HasPrefix(found.Moved, filepath.Join(top, "quarantine", "T", moved)) {

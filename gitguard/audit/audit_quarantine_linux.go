@@ -29,19 +29,10 @@ func Quarantine(findings []Finding, id string) {
 	}
 }
 
-// scanPath is the finding's path as the scan saw it (Finding.at), through which
-// it is opened: the held directory's descriptor stands for its launch path.
-func (f *Finding) scanPath() string {
-	if f.at != "" {
-		return f.at
-	}
-	return f.Path
-}
-
 func quarantine(f *Finding, id string) (string, error) {
 	path := f.Path
-	at, name := filepath.Split(f.scanPath())
-	dir := filepath.Dir(path) + "/"
+	dir, name := filepath.Split(path)
+	at := dir // opened beneath the held directory's descriptor when it lies in it
 	r := f.relaxer()
 	defer r.Restore()
 	dfd, err := openParent(filepath.Clean(at), r) // audit_unreadable_linux.go

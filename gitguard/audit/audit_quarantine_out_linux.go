@@ -46,8 +46,8 @@ func QuarantineTo(findings []Finding, id, root string) {
 
 func quarantineOut(f *Finding, id, root string) (string, error) {
 	path := f.Path
-	dir := filepath.Dir(path) + "/"
-	at, name := filepath.Split(f.scanPath())
+	dir, name := filepath.Split(path)
+	at := dir // opened beneath the held directory's descriptor when it lies in it
 	r := f.relaxer()
 	defer r.Restore()
 	sfd, err := openParent(filepath.Clean(at), r) // audit_unreadable_linux.go

@@ -49,6 +49,10 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	if now != repo {
+		// Moved: the launch's listings are of paths it no longer has.
+		opt.Since = nil
+	}
 	s := newScanner(repo, now, opt)
 	opt = s.opt
 	defer s.relax.Restore() // audit_unreadable_linux.go
@@ -158,7 +162,8 @@ func (s *scanner) lstatTop(st *unix.Stat_t) error {
 }
 
 // newScanner is a scan of repo, which lies at now (ScanOptions.Held), with the
-// bounds' defaults filled in.
+// bounds' defaults filled in. The scan's paths are below now: an absolute path
+// a file names below repo leads, for the user's Git, to whatever lies there now.
 func newScanner(repo, now string, opt ScanOptions) *scanner {
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = defaultMaxEntries
@@ -167,12 +172,11 @@ func newScanner(repo, now string, opt ScanOptions) *scanner {
 		opt.MaxDepth = defaultMaxDepth
 	}
 	s := &scanner{
-		repo: filepath.Clean(repo),
+		repo: filepath.Clean(now),
 		opt:  opt,
 		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
-			place: place{roots: roots(repo, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
+			place: place{roots: roots(now, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
 		held:     opt.Held,
-		now:      now,
 		gitdirs:  map[string]bool{},
 		configs:  map[string][]gitconfig.Entry{},
 		expanded: map[string]expansion{},
@@ -214,8 +218,7 @@ type scanner struct {
 	nested      int               // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher       // lists the tree's directories ahead while tree runs
 	relax       *relaxer          // widens what the scan must read (audit_unreadable_linux.go)
-	held        *Held             // opt.Held (audit_held_linux.go)
-	now         string            // where the held directory lies now; repo otherwise
+	held        *Held             // opt.Held (audit_held_linux.go), which lies at repo now
 	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
 	since       *Launch           // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
@@ -347,8 +350,8 @@ func (s *scanner) inside(p string) bool {
 // resolveInside resolves the symlink at p and reports whether its target lies inside
 // repo (only then may the audit read it).
 func (s *scanner) resolveInside(p string) (string, bool) {
-	t, ok, err := s.evalSymlinks(p) // audit_held_linux.go
-	if err != nil || !ok || !s.inside(t) {
+	t, err := filepath.EvalSymlinks(p)
+	if err != nil || !s.inside(t) {
 		return "", false
 	}
 	return t, true
@@ -357,13 +360,9 @@ func (s *scanner) resolveInside(p string) (string, bool) {
 // canonInside resolves path (which may not exist) and reports whether it lies inside
 // repo; when it exists, the canonical path is returned.
 func (s *scanner) canonInside(path string) (string, bool) {
-	canon, missing := gitguard.Canonical(s.physical(filepath.Clean(path)))
+	canon, missing := gitguard.Canonical(path)
 	if canon == "" {
 		return "", s.inside(filepath.Clean(path))
-	}
-	canon, ok := s.logical(canon) // audit_held_linux.go
-	if !ok {
-		return "", false
 	}
 	if missing != "" {
 		return "", s.inside(canon)

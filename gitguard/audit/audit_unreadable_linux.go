@@ -82,7 +82,7 @@ func openParent(dir string, r *relaxer) (int, error) {
 func (p place) relaxer() *relaxer {
 	r := &relaxer{Roots: p.roots, Journal: p.journal}
 	if p.held != nil {
-		r.Held = map[string]int{p.held.Path: p.held.fd}
+		r.Held = map[string]int{p.now: p.held.fd}
 	}
 	return r
 }

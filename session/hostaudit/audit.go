@@ -168,6 +168,9 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 		return
 	}
 	if line := movedLine(a.repo, cur); line != "" {
+		if cur.Walk != nil {
+			cur.Walk.Complete = false // of the moved directory, not of what is at the path now
+		}
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
