@@ -29,7 +29,7 @@ import (
 
 // Held is a directory held open since the launch.
 type Held struct {
-	Path     string // where it lay when opened: the scan's paths lie below it
+	Path     string // where it lay when opened, as the baseline names its paths
 	fd       int
 	Dev, Ino uint64
 }
