@@ -45,6 +45,9 @@ type Options struct {
 	// Quarantine is where the session's versions go, as Quarantine/ID/PATH; ""
 	// keeps them beside the file as NAME.agentbox-quarantine-ID.
 	Quarantine string
+	// WidenJournal is where the modes the audit widens are journaled
+	// (internal/widen), for a killed launcher's to be put back; "" journals nothing.
+	WidenJournal string `json:",omitempty"`
 }
 
 // AgentDirEnv lists the environment variables that move an agent's directory,

@@ -62,7 +62,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 // relaxer widens, below the kept paths, what the session made unreadable; with
 // the owner's write, for the put back to move entries out and rewrite kept files.
 func (o Options) relaxer() *widen.Relaxer {
-	return &widen.Relaxer{Roots: o.Kept, DirBits: 0o700, FileBits: 0o600}
+	return &widen.Relaxer{Roots: o.Kept, DirBits: 0o700, FileBits: 0o600, Journal: o.WidenJournal}
 }
 
 type scope struct {

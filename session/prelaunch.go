@@ -140,9 +140,13 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 		<-snapped
 		return err
 	}
-	if id, err := prepare.Identify(p.Repo); err != nil || id != repoID {
+	if id, err := prepare.Identify(p.Repo); err != nil || id != repoID || !a.Holds(repoID) {
 		<-snapped
 		return fmt.Errorf("repo %s changed while agentbox was starting (another directory is at its path after the audit baseline); not launching", p.Repo)
+	}
+	if dir := pl.dirs.Moved(); dir != "" {
+		<-snapped
+		return fmt.Errorf("--add-dir %s changed while agentbox was starting (another directory is at its path after the audit baseline); not launching", dir)
 	}
 	mark("audit baseline")
 	if !pl.waitClear() {
@@ -157,6 +161,15 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 		return err
 	}
 	mark("snapshot") // what was left of it once the baseline was done
+	return nil
+}
+
+// unbound says which added directory's audit does not read the directory the
+// plan binds (ids), "" when each does: the end audit reads what it holds.
+func (pl *prelaunch) unbound(ids map[string]mounts.FileID) error {
+	if dir := pl.dirs.Unbound(ids); dir != "" {
+		return fmt.Errorf("--add-dir %s changed while agentbox was starting (the audit holds another directory than the one bound); not launching", dir)
+	}
 	return nil
 }
 

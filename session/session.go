@@ -266,6 +266,9 @@ func (l *launch) run() (int, error) {
 		if err := pre.wait(out); err != nil {
 			return err
 		}
+		if err := pre.unbound(l.pr.Session.SourceIDs); err != nil {
+			return err
+		}
 		gate = true
 		cfg.gc.commandStarted()
 		return nil

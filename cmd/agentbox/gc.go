@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/widen"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/leftovers"
 	"github.com/agentbox/agentbox/shadow"
@@ -61,6 +62,13 @@ func cmdGC(args []string) int {
 	status, said := 0, 0
 	if state, err := stateDir(); err == nil {
 		status, said = gcStores(state, olderThan, *age, *dryRun)
+		if !*dryRun {
+			// The modes a killed launcher's audit widened (internal/widen).
+			for _, p := range widen.Recover(filepath.Join(state, "widen")) {
+				fmt.Printf("restored the mode of %s (a killed audit had widened it)\n", termsafe.Quote(p))
+				said++
+			}
+		}
 	}
 	found, err := leftovers.GC(leftovers.GCOptions{
 		CacheDir: policy.CacheDirFor(os.Getenv("XDG_CACHE_HOME"), os.Getenv("HOME")),

@@ -71,10 +71,33 @@ type Surface struct {
 	Walk *treewalk.Walk
 	// Launch is what ScanOptions.Watch kept for the end scan; never stored. The
 	// caller stops or closes it.
-	Launch *Launch  `json:"-"`
-	roots  []string // the repository and ScanOptions.GitDirs, for the quarantine
-	taken  int      // directories whose listing ScanOptions.Since stood for
-	shared bool     // the walk is ScanOptions.Since's launch walk, taken whole
+	Launch *Launch `json:"-"`
+	// Now is where the repository lies now: ScanOptions.Held's present path,
+	// Repo when it was not moved (audit_held_linux.go); never stored.
+	Now string `json:"-"`
+	// Removed: the held directory was removed (it was empty then); nothing was
+	// scanned. Never stored.
+	Removed bool `json:"-"`
+	place        // for the quarantine
+	taken   int  // directories whose listing ScanOptions.Since stood for
+	shared  bool // the walk is ScanOptions.Since's launch walk, taken whole
+}
+
+// place is where a scan's paths lie, for the quarantine of what it found.
+type place struct {
+	roots   []string // the repository and ScanOptions.GitDirs
+	held    *Held    // ScanOptions.Held
+	journal string   // ScanOptions.WidenJournal
+	now     string   // where the held directory lies now
+}
+
+// launchPath is the scan's path p as the launch scan, before the held directory
+// was moved, had it.
+func (p place) launchPath(at string) string {
+	if p.held == nil || p.now == "" || p.now == p.held.Path || !hostpath.Within(at, p.now) {
+		return at
+	}
+	return p.held.Path + at[len(p.now):]
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.
@@ -127,6 +150,14 @@ type ScanOptions struct {
 	// mounted in the tree (audit_pseudo_linux.go). agentbox audit sets it; it costs
 	// a read of the mount table.
 	SkipKernelMounts bool `json:"-"`
+	// Held is the repository's directory held open since the launch (Hold): the
+	// scan reads it through its descriptor, wherever it lies now; repo must be
+	// its Path (audit_held_linux.go).
+	Held *Held `json:"-"`
+	// WidenJournal is where the modes the scan and the quarantine widen are
+	// journaled (internal/widen); "" journals nothing.
+	WidenJournal string `json:"-"`
+	moves        int    // scans made again because Held moved meanwhile
 }
 
 // Finding is one thing the audit reports.
@@ -138,8 +169,8 @@ type Finding struct {
 	Moved string
 	// MoveErr says why the item could not be moved.
 	MoveErr error
-	blind   bool     // a place the audit could not see into and that cannot be moved
-	roots   []string // the scan's repository and gitdirs: the quarantine widens modes below them
+	blind   bool // a place the audit could not see into and that cannot be moved
+	place        // the scan's: the quarantine widens modes below its roots
 }
 
 // Unresolved reports whether the finding leaves in place something the user's
@@ -204,22 +235,22 @@ func Compare(base, cur *Surface) []Finding {
 		if base == nil {
 			reasons = it.Dangers
 		} else {
-			reasons = changed(base.Items[p], it)
+			reasons = changed(base.Items[cur.launchPath(p)], it)
 		}
 		if len(reasons) > 0 {
-			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons, roots: cur.roots})
+			out = append(out, Finding{Path: p, Kind: it.Kind, Reasons: reasons, place: cur.place})
 		}
 	}
 	for _, s := range cur.Skipped {
-		out = append(out, skipFinding(s, cur.roots))
+		out = append(out, skipFinding(s, cur.place))
 	}
 	return out
 }
 
 // skipFinding is the finding for a place the scan could not inspect: a blind one
 // is moved aside, or, when it cannot be, says what to do.
-func skipFinding(s Skip, roots []string) Finding {
-	f := Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}, roots: roots}
+func skipFinding(s Skip, pl place) Finding {
+	f := Finding{Path: s.Path, Reasons: []string{"not audited: " + s.Reason}, place: pl}
 	switch {
 	case s.Blind && s.stuck:
 		f.blind = true

@@ -27,7 +27,7 @@ func TestFixConfigThroughSwappedParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := Finding{Kind: KindConfig, Path: filepath.Join(gitDir, "config"), Reasons: []string{`core.fsmonitor = "mine" (runs a program)`},
-		roots: []string{filepath.Join(dir, "repo")}}
+		place: place{roots: []string{filepath.Join(dir, "repo")}}}
 	// The swap, after the scan found the planted config.
 	if err := os.Rename(gitDir, filepath.Join(dir, "moved")); err != nil {
 		t.Fatal(err)

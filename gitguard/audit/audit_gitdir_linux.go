@@ -29,7 +29,7 @@ func (s *scanner) dotGit(p, worktree string) {
 			// A nested repository's gitdir is read afresh, but lies in the
 			// sandbox's writable mount (the top's is a bind of its own): unmarked,
 			// a hard link made in it would be unseen (audit_since_linux.go).
-			s.launch.markTree(p)
+			s.launch.markTree(p, s.openPath)
 		}
 		s.gitdir(p, worktree, 0)
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -246,7 +246,7 @@ func (s *scanner) hooksDir(dir, base string) {
 		}
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
-			link, _ := os.Readlink(p)
+			link := s.readlink(p)
 			s.add(&Item{Path: p, Kind: KindHook, Sum: "link:" + link, Link: link,
 				Dangers: []string{fmt.Sprintf("hook %s links to %s, which Git would run", oneLine(e.Name()), oneLine(link))}})
 		case fi.Mode().IsRegular():

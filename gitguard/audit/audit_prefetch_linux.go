@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/safepath"
+
 	"github.com/agentbox/agentbox/internal/treewatch"
 )
 
@@ -57,7 +58,8 @@ type prefetcher struct {
 	max     int          // MaxEntries: neither one listing nor all of them read more
 	read    atomic.Int64 // entries read by all workers
 	pending map[string]*listing
-	launch  *Launch // marks each directory before it is read (nil: no watch)
+	launch  *Launch                        // marks each directory before it is read (nil: no watch)
+	open    func(string, int) (int, error) // the scan's openPath (audit_held_linux.go)
 }
 
 type prefetchJob struct {
@@ -69,11 +71,11 @@ type prefetchJob struct {
 // noPrefetch makes Scan list every directory itself (tests compare the two).
 var noPrefetch bool
 
-func newPrefetcher(maxEntries int, launch *Launch) *prefetcher {
+func newPrefetcher(maxEntries int, launch *Launch, open func(string, int) (int, error)) *prefetcher {
 	if noPrefetch {
 		return nil
 	}
-	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch}
+	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, open: open}
 	for range prefetchWorkers {
 		p.wg.Add(1)
 		go func() {
@@ -137,7 +139,11 @@ func (p *prefetcher) list(j prefetchJob) {
 		return // no batches: the scan reads it itself, if it still wants it
 	}
 	l.stat = j.stat
-	fd, err := safepath.Open(j.dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	open := p.open
+	if open == nil {
+		open = safepath.Open
+	}
+	fd, err := open(j.dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		l.openErr = err
 		return

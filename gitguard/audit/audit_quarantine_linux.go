@@ -25,14 +25,17 @@ func Quarantine(findings []Finding, id string) {
 		if f.Kind == "" {
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
+		f.Moved, f.MoveErr = quarantine(f, id)
 	}
 }
 
-func quarantine(path, id string, roots []string) (string, error) {
+func quarantine(f *Finding, id string) (string, error) {
+	path := f.Path
 	dir, name := filepath.Split(path)
-	dfd, restore, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
-	defer restore()
+	at := dir // opened beneath the held directory's descriptor when it lies in it
+	r := f.relaxer()
+	defer r.Restore()
+	dfd, err := openParent(filepath.Clean(at), r) // audit_unreadable_linux.go
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}
@@ -42,10 +45,10 @@ func quarantine(path, id string, roots []string) (string, error) {
 		return "", fmt.Errorf("stat %s: %w", dir, err)
 	}
 	if st.Mode&0o300 != 0o300 {
-		if err := unix.Fchmod(dfd, st.Mode&0o7777|0o300); err != nil {
+		// Journaled, and put back by r.Restore: internal/widen.
+		if err := r.WidenOpen(dfd, filepath.Clean(at), 0o300); err != nil {
 			return "", fmt.Errorf("make %s writable: %w", dir, err)
 		}
-		defer unix.Fchmod(dfd, st.Mode&0o7777)
 	}
 	// A name near NAME_MAX (255 bytes) is shortened so the suffix still fits; a
 	// sandbox must not be able to keep a file in place by giving it a long name.

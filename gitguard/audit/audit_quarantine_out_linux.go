@@ -32,31 +32,32 @@ func QuarantineTo(findings []Finding, id, root string) {
 		if f.Kind == "" {
 			continue
 		}
-		moved, err := quarantineOut(f.Path, id, root, f.roots)
+		moved, err := quarantineOut(f, id, root)
 		if err == nil {
 			f.Moved = moved
 			continue
 		}
-		f.Moved, f.MoveErr = quarantine(f.Path, id, f.roots)
+		f.Moved, f.MoveErr = quarantine(f, id)
 		if f.MoveErr == nil {
 			f.Reasons = append(f.Reasons, fmt.Sprintf("kept inside the repository (%v)", err))
 		}
 	}
 }
 
-func quarantineOut(path, id, root string, roots []string) (string, error) {
+func quarantineOut(f *Finding, id, root string) (string, error) {
+	path := f.Path
 	dir, name := filepath.Split(path)
-	sfd, restoreModes, err := openParent(filepath.Clean(dir), roots) // audit_unreadable_linux.go
-	defer restoreModes()
+	at := dir // opened beneath the held directory's descriptor when it lies in it
+	r := f.relaxer()
+	defer r.Restore()
+	sfd, err := openParent(filepath.Clean(at), r) // audit_unreadable_linux.go
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer unix.Close(sfd)
-	restore, err := ownerWritable(sfd, dir)
-	if err != nil {
+	if err := ownerWritable(r, sfd, filepath.Clean(at), dir); err != nil {
 		return "", err
 	}
-	defer restore()
 	dest := filepath.Join(root, id, filepath.Clean(path))
 	if len(dest) > unix.PathMax-16 {
 		dest = filepath.Join(root, id, "long-"+strconv.Itoa(len(path)))
@@ -92,20 +93,21 @@ func quarantineOut(path, id, root string, roots []string) (string, error) {
 	return "", fmt.Errorf("every quarantine name for %s is taken", path)
 }
 
-// ownerWritable makes the open directory dfd writable for its owner, for a rename
-// out of it; restore puts its mode back.
-func ownerWritable(dfd int, dir string) (restore func(), err error) {
+// ownerWritable makes the open directory dfd (the scan's path at, reported as
+// dir) writable for its owner, for a rename out of it; r's Restore puts its mode
+// back, journaled as the scan's widening is (internal/widen).
+func ownerWritable(r *relaxer, dfd int, at, dir string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(dfd, &st); err != nil {
-		return nil, fmt.Errorf("stat %s: %w", dir, err)
+		return fmt.Errorf("stat %s: %w", dir, err)
 	}
 	if st.Mode&0o300 == 0o300 {
-		return func() {}, nil
+		return nil
 	}
-	if err := unix.Fchmod(dfd, st.Mode&0o7777|0o300); err != nil {
-		return nil, fmt.Errorf("make %s writable: %w", dir, err)
+	if err := r.WidenOpen(dfd, at, 0o300); err != nil {
+		return fmt.Errorf("make %s writable: %w", dir, err)
 	}
-	return func() { _ = unix.Fchmod(dfd, st.Mode&0o7777) }, nil
+	return nil
 }
 
 // renameChecked renames where RENAME_NOREPLACE is missing: our own target directory,

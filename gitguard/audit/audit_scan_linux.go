@@ -43,29 +43,18 @@ const (
 // without following symlinks and non-blocking; a symlink is recorded as such, and its
 // target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
-	fi, err := os.Lstat(repo)
-	if err != nil {
-		return nil, fmt.Errorf("audit %s: %w", repo, err)
+	repo, now, err := top(repo, opt.Held) // audit_held_linux.go
+	if errors.Is(err, errRemoved) {
+		return &Surface{Repo: repo, Items: map[string]*Item{}, Removed: true}, nil
+	} else if err != nil {
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("audit %s: not a directory", repo)
+	if now != repo {
+		// Moved: the launch's listings are of paths it no longer has.
+		opt.Since = nil
 	}
-	if opt.MaxEntries <= 0 {
-		opt.MaxEntries = defaultMaxEntries
-	}
-	if opt.MaxDepth <= 0 {
-		opt.MaxDepth = defaultMaxDepth
-	}
-	s := &scanner{
-		repo:     filepath.Clean(repo),
-		opt:      opt,
-		surface:  &Surface{Repo: repo, Items: map[string]*Item{}, roots: roots(repo, opt.GitDirs)},
-		gitdirs:  map[string]bool{},
-		configs:  map[string][]gitconfig.Entry{},
-		expanded: map[string]expansion{},
-		hooks:    map[string]bool{},
-	}
-	s.relax = &relaxer{Roots: s.surface.roots}
+	s := newScanner(repo, now, opt)
+	opt = s.opt
 	defer s.relax.Restore() // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
@@ -74,7 +63,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		// The clock before the top's lstat, as before every other entry's.
 		s.walk = &treewalk.Walk{Clock: treewalk.Now(), Complete: true}
 		var st unix.Stat_t
-		if err := unix.Lstat(repo, &st); err == nil {
+		if err := s.lstatTop(&st); err == nil {
 			s.walk.RootCtime = st.Ctim.Nano()
 		} else {
 			s.walk.Complete = false
@@ -118,7 +107,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if opt.SkipKernelMounts {
 		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
 	}
-	s.pre = newPrefetcher(opt.MaxEntries, s.launch)
+	s.pre = newPrefetcher(opt.MaxEntries, s.launch, s.openPath)
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
@@ -152,7 +141,49 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	for _, g := range s.opt.GitDirs {
 		s.gitdir(filepath.Clean(g), "", 0)
 	}
+	if again, moved := s.movedAgain(); moved {
+		// Symlinks were resolved, and findings would be reported, at a path it
+		// no longer has.
+		if opt.moves++; opt.moves < maxMoves {
+			opt.Since = nil // read whole: this scan may have taken the launch's walk list
+			return Scan(repo, opt)
+		}
+		return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
+	}
 	return s.surface, nil
+}
+
+// lstatTop lstat's the top of the tree: the held directory itself, when there is one.
+func (s *scanner) lstatTop(st *unix.Stat_t) error {
+	if s.held != nil {
+		return unix.Fstat(s.held.fd, st)
+	}
+	return unix.Lstat(s.repo, st)
+}
+
+// newScanner is a scan of repo, which lies at now (ScanOptions.Held), with the
+// bounds' defaults filled in. The scan's paths are below now: an absolute path
+// a file names below repo leads, for the user's Git, to whatever lies there now.
+func newScanner(repo, now string, opt ScanOptions) *scanner {
+	if opt.MaxEntries <= 0 {
+		opt.MaxEntries = defaultMaxEntries
+	}
+	if opt.MaxDepth <= 0 {
+		opt.MaxDepth = defaultMaxDepth
+	}
+	s := &scanner{
+		repo: filepath.Clean(now),
+		opt:  opt,
+		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
+			place: place{roots: roots(now, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
+		held:     opt.Held,
+		gitdirs:  map[string]bool{},
+		configs:  map[string][]gitconfig.Entry{},
+		expanded: map[string]expansion{},
+		hooks:    map[string]bool{},
+	}
+	s.relax = s.surface.relaxer()
+	return s
 }
 
 // joinChunks puts the walk's entries in one list, the full chunks first.
@@ -187,6 +218,7 @@ type scanner struct {
 	nested      int               // >0 while below a nested repository (not listed in walk)
 	pre         *prefetcher       // lists the tree's directories ahead while tree runs
 	relax       *relaxer          // widens what the scan must read (audit_unreadable_linux.go)
+	held        *Held             // opt.Held (audit_held_linux.go), which lies at repo now
 	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
 	since       *Launch           // opt.Since, when its watch vouches for anything
 	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
@@ -219,7 +251,7 @@ func (s *scanner) add(it *Item) *Item {
 
 // linkItem records the symlink at p.
 func (s *scanner) linkItem(p string, kind ItemKind) *Item {
-	link, _ := os.Readlink(p)
+	link := s.readlink(p)
 	return s.add(&Item{Path: p, Kind: kind, Sum: "link:" + link, Link: link,
 		Watch: fmt.Sprintf("symlink to %s in Git's exec surface", oneLine(link))})
 }

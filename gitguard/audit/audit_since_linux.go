@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/treewalk"
 	"github.com/agentbox/agentbox/internal/treewatch"
 )
@@ -250,7 +249,7 @@ func (s *scanner) taken(dir string, stat bool) (ents []os.DirEntry, stats []entr
 	if !s.fromLaunch[filepath.Dir(dir)] && !s.verified[dir] {
 		// Reached through a directory read again without its entries' lstat (or
 		// the top): the name may lead elsewhere now.
-		fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := s.openPath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return nil, nil, false
 		}
@@ -335,8 +334,8 @@ const (
 // which lies in the sandbox's writable mount (the top's .git is a bind of its own),
 // so it must not be a place to make an unseen hard link in. Anything it cannot mark,
 // or a gitdir beyond its bounds, makes the watch vouch for nothing.
-func (l *Launch) markTree(dir string) {
-	fd, err := safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+func (l *Launch) markTree(dir string, open func(string, int) (int, error)) {
+	fd, err := open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		l.watch.Fail("a nested Git directory could not be watched: " + err.Error())
 		return

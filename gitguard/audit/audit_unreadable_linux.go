@@ -42,12 +42,17 @@ func (s *scanner) blindSkip(path string, args []any) (blind, stuck bool, why str
 		}
 	}
 	var st unix.Stat_t
-	if unix.Lstat(path, &st) == nil && int(st.Uid) != os.Geteuid() {
+	sp, done, err := s.sys(path) // audit_held_linux.go
+	if err != nil {
+		sp, done = "", func() {}
+	}
+	defer done()
+	if unix.Lstat(sp, &st) == nil && int(st.Uid) != os.Geteuid() {
 		mode := uint32(unix.X_OK)
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			mode = unix.R_OK
 		}
-		if errors.Is(unix.Faccessat(unix.AT_FDCWD, path, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW), unix.EACCES) {
+		if errors.Is(unix.Faccessat(unix.AT_FDCWD, sp, mode, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW), unix.EACCES) {
 			// The sandbox ran as this user: it could not enter it either.
 			return false, false, "; you cannot enter it, so neither could the sandbox nor can your Git"
 		}
@@ -66,19 +71,28 @@ func roots(repo string, gitDirs []string) []string {
 }
 
 // openParent opens dir, a finding's parent, for the quarantine: widened below the
-// finding's roots where the scan's modes were put back, the modes restored by done.
-func openParent(dir string, roots []string) (fd int, done func(), err error) {
-	r := &relaxer{Roots: roots}
-	fd, err = r.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
-	return fd, r.Restore, err
+// finding's roots where the scan's modes were put back, the modes restored by
+// r.Restore.
+func openParent(dir string, r *relaxer) (int, error) {
+	return r.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// relaxer widens below the scan's roots, the held directory through its
+// descriptor, journaling to ScanOptions.WidenJournal.
+func (p place) relaxer() *relaxer {
+	r := &relaxer{Roots: p.roots, Journal: p.journal}
+	if p.held != nil {
+		r.Held = map[string]int{p.now: p.held.fd}
+	}
+	return r
 }
 
 // lstat is os.Lstat that, when a directory on the way denies search permission,
 // widens the modes to p's parent and tries once more.
 func (s *scanner) lstat(p string) (os.FileInfo, error) {
-	fi, err := os.Lstat(p)
+	fi, err := s.osLstat(p)
 	if denied(err) && s.relax.Widen(filepath.Dir(p)) {
-		fi, err = os.Lstat(p)
+		fi, err = s.osLstat(p)
 	}
 	return fi, err
 }

@@ -46,10 +46,10 @@ func TestUnresolvedFindings(t *testing.T) {
 		{Finding{Path: "/r/a", Kind: KindConfig, Moved: "/q/a"}, false},
 		{Finding{Path: "/r/a", Kind: KindConfig, MoveErr: os.ErrPermission}, true},
 		{Finding{Path: "/r/a", Kind: KindConfig, MoveErr: fmt.Errorf("open /r: %w", os.ErrNotExist)}, false},
-		{skipFinding(Skip{Path: "/r/a", Reason: "gone"}, nil), false},
-		{skipFinding(Skip{Path: "/r/a", Reason: "deep", Blind: true}, nil), true}, // until moved
-		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/q/a", roots: []string{"/r"}}, false},
-		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/r/a.agentbox-quarantine-X", roots: []string{"/r"}}, true},
+		{skipFinding(Skip{Path: "/r/a", Reason: "gone"}, place{}), false},
+		{skipFinding(Skip{Path: "/r/a", Reason: "deep", Blind: true}, place{}), true}, // until moved
+		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/q/a", place: place{roots: []string{"/r"}}}, false},
+		{Finding{Path: "/r/a", Kind: KindUnaudited, Moved: "/r/a.agentbox-quarantine-X", place: place{roots: []string{"/r"}}}, true},
 	} {
 		if got := c.f.Unresolved(); got != c.want {
 			t.Errorf("%s: Unresolved %v, want %v", c.f, got, c.want)

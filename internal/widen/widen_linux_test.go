@@ -1,8 +1,12 @@
 package widen
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -62,5 +66,147 @@ func TestWidenRestore(t *testing.T) {
 		if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s restored: %o %v, want %o", p, fi.Mode().Perm(), err, want)
 		}
+	}
+}
+
+// TestWidenTwoRelaxersOneDir: two audits widen the same 0000 directory, the
+// second (adding write too) after the first; whichever order they restore in,
+// the directory is 0000 again, not the first one's widened mode.
+func TestWidenTwoRelaxersOneDir(t *testing.T) {
+	for _, firstRestoresFirst := range []bool{true, false} {
+		root := t.TempDir()
+		journal := filepath.Join(t.TempDir(), "widen")
+		a := filepath.Join(root, "a")
+		if err := os.Mkdir(a, 0); err != nil {
+			t.Fatal(err)
+		}
+		r1 := &Relaxer{Roots: []string{root}, Journal: journal}
+		r2 := &Relaxer{Roots: []string{root}, Journal: journal, DirBits: 0o700}
+		if !r1.Widen(a) || !r2.Widen(a) {
+			t.Fatal("Widen changed nothing")
+		}
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0o700 {
+			t.Fatalf("widened twice: %o, want 700", fi.Mode().Perm())
+		}
+		if firstRestoresFirst {
+			r1.Restore()
+			if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0o700 {
+				t.Errorf("restored by the first while the second reads: %o, want 700 still", fi.Mode().Perm())
+			}
+			r2.Restore()
+		} else {
+			r2.Restore()
+			r1.Restore()
+		}
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0 {
+			t.Errorf("first restores first=%v: %s left %o, want 0", firstRestoresFirst, a, fi.Mode().Perm())
+		}
+		os.Chmod(a, 0o700)
+		if ents, _ := os.ReadDir(journal); len(ents) != 1 || ents[0].Name() != "lock" {
+			t.Errorf("journal left %v, want only its lock", ents)
+		}
+	}
+}
+
+// TestWidenKilledHolderRecovered: a process killed (SIGKILL) after it widened
+// a 0000 directory and a 0311 one leaves its journal; Recover puts both modes
+// back, and leaves alone a directory whose mode changed since.
+func TestWidenKilledHolderRecovered(t *testing.T) {
+	if os.Getenv("WIDEN_HELPER") != "" {
+		r := &Relaxer{Roots: []string{os.Getenv("WIDEN_ROOT")}, Journal: os.Getenv("WIDEN_JOURNAL")}
+		for _, p := range strings.Fields(os.Getenv("WIDEN_PATHS")) {
+			if !r.Widen(p) {
+				os.Exit(3)
+			}
+		}
+		os.Stdout.WriteString("widened\n")
+		select {} // until killed
+	}
+	root := t.TempDir()
+	journal := filepath.Join(t.TempDir(), "widen")
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
+	for p, m := range map[string]os.FileMode{a: 0, b: 0o311, c: 0} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWidenKilledHolderRecovered$")
+	cmd.Env = append(os.Environ(), "WIDEN_HELPER=1", "WIDEN_ROOT="+root, "WIDEN_JOURNAL="+journal, "WIDEN_PATHS="+a+" "+b+" "+c)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "widened\n" {
+		cmd.Process.Kill()
+		t.Fatalf("helper: %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0o500 {
+		t.Fatalf("helper left %s at %o, want its widened 500", a, fi.Mode().Perm())
+	}
+	os.Chmod(c, 0o750) // the user's own change since: not undone
+	got := Recover(journal)
+	for p, want := range map[string]os.FileMode{a: 0, b: 0o311, c: 0o750} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("after Recover %s is %o (%v), want %o", p, fi.Mode().Perm(), err, want)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("Recover put back %v, want %s and %s", got, a, b)
+	}
+	if ents, _ := os.ReadDir(journal); len(ents) != 1 {
+		t.Errorf("journal left %v, want only its lock", ents)
+	}
+	for _, p := range []string{a, b, c} {
+		os.Chmod(p, 0o700)
+	}
+}
+
+// TestWidenOpenJournaled: the quarantine makes a parent owner-writable
+// (WidenOpen) while a scan has it widened; whatever order they put it back in,
+// the directory ends as it was before either, 0000.
+func TestWidenOpenJournaled(t *testing.T) {
+	for _, scanFirst := range []bool{true, false} {
+		root := t.TempDir()
+		journal := filepath.Join(t.TempDir(), "widen")
+		a := filepath.Join(root, "a")
+		if err := os.Mkdir(a, 0); err != nil {
+			t.Fatal(err)
+		}
+		scan := &Relaxer{Roots: []string{root}, Journal: journal}
+		if !scan.Widen(a) {
+			t.Fatal("Widen changed nothing")
+		}
+		quarantine := &Relaxer{Roots: []string{root}, Journal: journal}
+		fd, err := quarantine.Open(a, syscall.O_RDONLY|syscall.O_DIRECTORY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := quarantine.WidenOpen(fd, a, 0o300); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Close(fd)
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0o700 {
+			t.Fatalf("writable for the quarantine: %o, want 700", fi.Mode().Perm())
+		}
+		if scanFirst {
+			scan.Restore()
+			quarantine.Restore()
+		} else {
+			quarantine.Restore()
+			scan.Restore()
+		}
+		if fi, _ := os.Lstat(a); fi.Mode().Perm() != 0 {
+			t.Errorf("scan restores first=%v: %o left, want 0", scanFirst, fi.Mode().Perm())
+		}
+		os.Chmod(a, 0o700)
 	}
 }

@@ -3,6 +3,9 @@ package hostaudit
 import (
 	"fmt"
 
+	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/mounts"
+
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -39,6 +42,39 @@ func StartDirs(cfg *Config, p *policy.Policy) (*Dirs, error) {
 		d.list = append(d.list, a)
 	}
 	return d, nil
+}
+
+// Moved is the first added directory whose path no longer leads to the directory
+// its audit holds (audit.Hold), "" when none.
+func (d *Dirs) Moved() string {
+	if d == nil {
+		return ""
+	}
+	for _, a := range d.list {
+		h, err := audit.Hold(a.repo)
+		if err != nil {
+			return a.repo
+		}
+		h.Close()
+		if a.held == nil || h.Dev != a.held.Dev || h.Ino != a.held.Ino {
+			return a.repo
+		}
+	}
+	return ""
+}
+
+// Unbound is the first added directory whose audit does not hold the directory
+// the plan binds (ids: mounts.Session.SourceIDs), "" when none.
+func (d *Dirs) Unbound(ids map[string]mounts.FileID) string {
+	if d == nil {
+		return ""
+	}
+	for _, a := range d.list {
+		if id, ok := ids[a.repo]; ok && !a.Holds(id) {
+			return a.repo
+		}
+	}
+	return ""
 }
 
 // finish audits each added directory when the command ran, else drops the journals.

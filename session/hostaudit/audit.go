@@ -3,6 +3,7 @@ package hostaudit
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentbox/agentbox/backend"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/shadow"
 )
@@ -36,6 +39,24 @@ type Auditor struct {
 	// again only what changed (audit_since_linux.go); nil when inherited or where
 	// the kernel cannot watch.
 	launch *audit.Launch
+	// held is the directory the sandbox writes, opened at the baseline: the end
+	// scan reads it wherever it was moved (gitguard/audit/audit_held_linux.go).
+	held *audit.Held
+}
+
+// WidenJournal is where the audits journal the modes they widen (internal/widen):
+// "" where the state dir is unusable.
+func WidenJournal(stateDir string) string {
+	if !filepath.IsAbs(stateDir) {
+		return ""
+	}
+	return filepath.Join(stateDir, "widen")
+}
+
+// Holds says whether the directory the audit reads is the one with identity id
+// (the one the plan binds).
+func (a *Auditor) Holds(id mounts.FileID) bool {
+	return a != nil && a.held != nil && a.held.Dev == id.Dev && a.held.Ino == id.Ino
 }
 
 // Start records the baseline the post-session audit compares against: the tree
@@ -48,10 +69,21 @@ type Auditor struct {
 // exactly what the sandbox could write, no more.
 func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	opt := audit.ScanOptions{
-		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),
-		GitDirs:     gitDirs,
-		Home:        os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
+		HostConfigs:  gitconfig.HostConfigFiles(os.Getenv),
+		GitDirs:      gitDirs,
+		Home:         os.Getenv("HOME"), // the operator's Git expands ~ with the real HOME
+		WidenJournal: WidenJournal(p.StateDir),
 	}
+	held, err := audit.Hold(p.Repo)
+	if err != nil {
+		return nil, fmt.Errorf("audit baseline: %s: %w", p.Repo, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			held.Close()
+		}
+	}()
 	// Under the repository's audit lock: a session that starts after this one has
 	// its journal sees it, and inherits its baseline (audit_shared.go). A launch
 	// that cannot have it does not start: the holder may be an undo writing the
@@ -81,6 +113,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// would only read 100,000 events to end where the end scan starts without
 		// it.
 		walkOpt.Watch = n >= minWatchFiles
+		walkOpt.Held = held
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -90,8 +123,9 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		}
 	}
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
-		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch}
+		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held}
 	base.Walk, base.Launch = nil, nil
+	ok = true
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
 	}
@@ -113,6 +147,7 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	// they did.
 	a.launch.Stop()
 	opt.Since = a.launch
+	opt.Held = a.held
 	t0 := time.Now()
 	cur, err := audit.Scan(a.repo, opt)
 	if err == nil {
@@ -132,6 +167,13 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 		return
 	}
+	if line := movedLine(a.repo, cur); line != "" {
+		if cur.Walk != nil {
+			cur.Walk.Complete = false // of the moved directory, not of what is at the path now
+		}
+		out.AuditFindings = append(out.AuditFindings, line)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+	}
 	findings := audit.Compare(a.base, cur)
 	out.Walk = cur.Walk
 	if len(findings) > 0 && cur.Walk != nil {
@@ -139,7 +181,7 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 		// recorder sweeps, yet still prices and names what it lists (shadow/price.go).
 		cur.Walk.Complete = false
 	}
-	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, a.writable))
+	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, append(a.writable, cur.Now)))
 	for _, f := range findings {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
@@ -156,10 +198,23 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 func (a *Auditor) Drop() {
 	a.launch.Close()
 	a.launch = nil
+	a.held.Close()
 	if a.journal != nil {
 		os.Remove(a.journalPath)
 		a.journal.Close()
 	}
+}
+
+// movedLine says, in one line, that the directory the session wrote is no longer
+// at its path, and where it was audited; "" when it was not moved.
+func movedLine(repo string, cur *audit.Surface) string {
+	switch {
+	case cur.Removed:
+		return fmt.Sprintf("%s was removed during the session; nothing left to audit", termsafe.Quote(repo))
+	case cur.Now != "" && cur.Now != repo:
+		return fmt.Sprintf("%s was moved during the session to %s; audited there (something else may be at its path now)", termsafe.Quote(repo), termsafe.Quote(cur.Now))
+	}
+	return ""
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or output

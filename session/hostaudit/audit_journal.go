@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/widen"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/leftovers"
 )
@@ -110,6 +111,10 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 // belongs to a running session (or to another launch auditing it) and is left alone;
 // one that cannot be audited now stays for the next launch.
 func Orphans(cfg *Config, p *policy.Policy) {
+	// The modes a killed launcher's audit widened and did not put back.
+	if j := WidenJournal(p.StateDir); j != "" {
+		widen.Recover(j)
+	}
 	dir, err := journalDir(p.StateDir, p.Repo)
 	if err != nil {
 		return // Start says why, as it cannot write its own journal either
@@ -149,6 +154,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	if j.Repo != p.Repo {
 		return
 	}
+	j.Options.WidenJournal = WidenJournal(p.StateDir)
 	cur, err := audit.Scan(j.Repo, j.Options)
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s was killed before its audit, which fails now: %v\n", j.Repo, j.Start.Format(time.RFC3339), err)

@@ -130,7 +130,7 @@ func QuarantineRoot(w io.Writer, stateDir string, writable []string) string {
 		canon, err = filepath.EvalSymlinks(dir)
 	}
 	for _, p := range writable {
-		if err == nil && hostpath.Within(canon, p) {
+		if err == nil && p != "" && hostpath.Within(canon, p) {
 			err = fmt.Errorf("lies inside %s, which the sandbox can write", p)
 		}
 	}

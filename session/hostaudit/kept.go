@@ -37,7 +37,7 @@ func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) *Kept {
 		return &Kept{project: project}
 	}
 	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: id, AgentDirs: map[string]string{},
-		Skip: append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...)}
+		Skip: append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...), WidenJournal: WidenJournal(p.StateDir)}
 	for _, k := range p.Keep {
 		opt.Kept = append(opt.Kept, k.Path)
 	}

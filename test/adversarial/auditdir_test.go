@@ -70,6 +70,7 @@ func TestAuditSeesIntoUnreadableDirs(t *testing.T) {
 				if r.Code != 0 && !strings.Contains(r.Stderr, "NOT moved") {
 					t.Errorf("a failed session without a line saying what was left:\n%s", r)
 				}
+				journalEmpty(t, x.Home)
 				for rel, want := range row.modes {
 					if fi, err := os.Lstat(filepath.Join(x.Repo, rel)); err == nil && fi.Mode().Perm() != want {
 						t.Errorf("%s: mode %o after the audit, want the session's %o back", rel, fi.Mode().Perm(), want)
@@ -118,4 +119,14 @@ func readable(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// journalEmpty: once a session's audits are done, the journal of widened modes
+// (internal/widen) holds nothing of theirs: every mode they widened was put back.
+func journalEmpty(t *testing.T, home string) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join(home, ".local/state/agentbox/widen/[eh]-*"))
+	if len(left) > 0 {
+		t.Errorf("the widen journal still holds %v after the session", left)
+	}
 }

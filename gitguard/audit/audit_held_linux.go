@@ -1,0 +1,173 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/safepath"
+)
+
+// A directory the launcher bound writable is audited through a descriptor it
+// opened at launch (Held), not through its path. A process that can write the
+// parent (a second session granted it, or the session itself) can rename the
+// directory away at the session's end and put a symlink or another directory at
+// its path: an audit by path then read the decoy, or failed, and never looked at
+// the directory the session wrote, wherever it now lay. Through the descriptor
+// the scan reads that directory: every path below it is opened beneath the
+// descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW
+// walk), and path-based calls go through /proc/self/fd/N of a parent opened so.
+// The scan's paths are where the directory lies now, so that an absolute path a
+// file of it names below its old path leads, as for the user's Git, to what took
+// its place; Compare takes the baseline's paths (the launch's) for them.
+
+// Held is a directory held open since the launch.
+type Held struct {
+	Path     string // where it lay when opened, as the baseline names its paths
+	fd       int
+	Dev, Ino uint64
+}
+
+// Hold opens the directory at path (no symlink on the way) and keeps it.
+func Hold(path string) (*Held, error) {
+	fd, err := safepath.Open(path, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// Close releases the descriptor.
+func (h *Held) Close() {
+	if h != nil && h.fd >= 0 {
+		unix.Close(h.fd)
+		h.fd = -1
+	}
+}
+
+// errRemoved: the held directory was removed (it was empty then).
+var errRemoved = errors.New("removed")
+
+// Where is the path the directory has now: its /proc/self/fd link, the kernel's
+// name for it (no symlink in it). It need not be reachable by that path (moved
+// below a directory the user cannot search): the scan reads it through the
+// descriptor all the same.
+func (h *Held) Where() (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(h.fd, &st); err != nil {
+		return "", err
+	}
+	if st.Nlink == 0 {
+		return "", errRemoved // a directory keeps a link while it exists
+	}
+	now, err := os.Readlink(fdPath(h.fd))
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(now) {
+		return "", fmt.Errorf("it lies where this process cannot name it (%s)", oneLine(now))
+	}
+	return filepath.Clean(now), nil
+}
+
+// top checks the top of a scan: repo, a directory, or held (when not nil), where
+// it lies now; repo is then held's launch path.
+func top(repo string, held *Held) (logical, now string, err error) {
+	if held == nil {
+		fi, err := os.Lstat(repo)
+		if err == nil && !fi.IsDir() {
+			err = errors.New("not a directory")
+		}
+		if err != nil {
+			return repo, repo, fmt.Errorf("audit %s: %w", repo, err)
+		}
+		return repo, repo, nil
+	}
+	now, err = held.Where()
+	if err != nil && !errors.Is(err, errRemoved) {
+		err = fmt.Errorf("audit %s: %w", held.Path, err)
+	}
+	return held.Path, now, err
+}
+
+// maxMoves bounds the scans of a held directory that keeps being moved.
+const maxMoves = 3
+
+// movedAgain says whether the held directory was moved while it was read, and
+// where it lies now.
+func (s *scanner) movedAgain() (string, bool) {
+	if s.held == nil {
+		return "", false
+	}
+	again, err := s.held.Where()
+	return again, err != nil || again != s.repo
+}
+
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// within says whether the scan's path p lies in the held directory.
+func (s *scanner) within(p string) bool {
+	return s.held != nil && hostpath.Within(p, s.repo)
+}
+
+// openPath is safepath.Open of the scan's path abs: beneath the held directory's
+// descriptor when abs lies in it.
+func (s *scanner) openPath(abs string, flags int) (int, error) {
+	if s.within(abs) {
+		return safepath.OpenBeneath(s.held.fd, strings.TrimPrefix(abs, s.repo), flags)
+	}
+	return safepath.Open(abs, flags)
+}
+
+// sys is a path for a path-based system call (lstat, readlink, access) on the
+// scan's path p that never follows a symlink on the way: in the held directory,
+// /proc/self/fd/N/NAME of p's parent opened beneath it; done closes N.
+func (s *scanner) sys(p string) (path string, done func(), err error) {
+	if !s.within(p) {
+		return p, func() {}, nil
+	}
+	if p == s.repo {
+		return fdPath(s.held.fd) + "/.", func() {}, nil
+	}
+	fd, err := s.openPath(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return "", nil, &os.PathError{Op: "open", Path: filepath.Dir(p), Err: err}
+	}
+	return fdPath(fd) + "/" + filepath.Base(p), func() { unix.Close(fd) }, nil
+}
+
+// osLstat is os.Lstat of the scan's path p (sys).
+func (s *scanner) osLstat(p string) (os.FileInfo, error) {
+	sp, done, err := s.sys(p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	fi, err := os.Lstat(sp)
+	if pe, ok := err.(*os.PathError); ok {
+		pe.Path = p
+	}
+	return fi, err
+}
+
+// readlink is os.Readlink of the scan's path p (sys).
+func (s *scanner) readlink(p string) string {
+	sp, done, err := s.sys(p)
+	if err != nil {
+		return ""
+	}
+	defer done()
+	link, _ := os.Readlink(sp)
+	return link
+}
