@@ -77,9 +77,12 @@ func execBwrap(fd int, argv []string) error {
 
 // isScript reports whether the file open at fd (O_PATH) starts with "#!". It is
 // reopened for reading through /proc: the launcher checked it is a regular file, so
-// the open cannot block.
+// the open cannot block. A file this user may not read is no script it could run.
 func isScript(fd int) (bool, error) {
 	r, err := unix.Open(bwrapcheck.ExecPath(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err == unix.EACCES {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
