@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,9 +30,38 @@ const maxOutput = 64 << 10
 
 // Binary is a bwrap binary that passed the checks.
 type Binary struct {
-	Path    string  // absolute path, as found
+	Path    string  // absolute path, as found; for messages and argv[0]
 	Version Version // as reported by --version
+	// File is the checked file, open O_PATH and close-on-exec: the launch executes
+	// it (/proc/self/fd/N), never Path again, which may name another file by then.
+	// Close releases it.
+	File *os.File
+	// real is File's path with every link resolved, links the links the walk
+	// followed to it (open).
+	real  string
+	links []string
 }
+
+// Close closes File.
+func (b Binary) Close() error {
+	if b.File == nil {
+		return nil
+	}
+	return b.File.Close()
+}
+
+// opened is what open resolved: the file, open O_PATH, its path with every link
+// resolved, and the links followed on the way, by their own paths.
+type opened struct {
+	file  *os.File
+	real  string
+	links []string
+}
+
+// untrusted is open's refusal of an entry on the way: what, and why, in one line.
+type untrusted struct{ reason string }
+
+func (u *untrusted) Error() string { return u.reason }
 
 // Error is a refusal: which binary and why it will not be used.
 type Error struct {
@@ -53,13 +83,25 @@ func (e *Error) Unwrap() error { return e.Err }
 func quote(s string) string { return termsafe.Quote(s) }
 
 // Lookup finds bwrap (Find) and checks it (Check) with DefaultTimeout. writable are
-// the host directories the session's sandbox can write (see Find).
+// the host directories the session's sandbox can write (see Find); the file Check
+// opened, and every link on its way, are checked against them again, as what Find
+// saw may have changed since. The caller closes the Binary.
 func Lookup(writable ...string) (Binary, error) {
 	path, err := Find(writable...)
 	if err != nil {
 		return Binary{}, err
 	}
-	return Check(path, DefaultTimeout)
+	b, err := Check(path, DefaultTimeout)
+	if err != nil {
+		return Binary{}, err
+	}
+	for _, p := range append([]string{b.real}, b.links...) {
+		if root, ok := hostpath.InsideWritable(p, writable...); ok {
+			b.Close()
+			return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("resolves through %s, inside %s, which the sandbox can write: a session could replace it, and agentbox runs it on the host; install bwrap outside it", quote(p), quote(root))}
+		}
+	}
+	return b, nil
 }
 
 // Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute and
@@ -86,16 +128,38 @@ func Find(writable ...string) (string, error) {
 	return p, nil
 }
 
-// Check decides whether the binary at path may run the sandbox. It looks at the file's
-// mode first and refuses setuid and setgid binaries without running them; otherwise
-// it runs only "path --version", waits at most timeout, and refuses versions older
-// than Minimum and output it cannot parse.
+// Check decides whether the binary at path may run the sandbox. It opens the file
+// once (open: every directory and link on the way, and the file, owned by root or
+// the launching user and writable by no one else) and looks at the opened file's
+// mode first: setuid and setgid binaries are refused without running them, and so
+// is a file others may write. Otherwise it runs only "--version" of that very file,
+// waits at most timeout, and refuses versions older than Minimum and output it
+// cannot parse. An accepted Binary holds the file open (Binary.File): what runs the
+// sandbox is what was checked.
 func Check(path string, timeout time.Duration) (Binary, error) {
-	fi, err := os.Stat(path)
+	o, err := open(path)
+	if reason, ok := isUntrusted(err); ok {
+		return Binary{}, &Error{Path: path, Reason: reason, Err: err}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Binary{}, &Error{Path: path, Err: err,
 			Reason: fmt.Sprintf("not found: install bubblewrap %s or newer, or point %s at it", Minimum, EnvVar)}
+	case err != nil:
+		return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("cannot open: %v", err), Err: err}
+	}
+	b, err := checkOpened(path, o, timeout)
+	if err != nil {
+		o.file.Close()
+		return Binary{}, err
+	}
+	return b, nil
+}
+
+// checkOpened is Check on the file open resolved.
+func checkOpened(path string, o *opened, timeout time.Duration) (Binary, error) {
+	fi, err := o.file.Stat()
+	switch {
 	case err != nil:
 		return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("cannot stat: %v", err), Err: err}
 	case !fi.Mode().IsRegular():
@@ -105,9 +169,11 @@ func Check(path string, timeout time.Duration) (Binary, error) {
 			Reason: "is setuid or setgid: agentbox runs bwrap unprivileged in a user namespace and refuses a setuid build, whose setup bugs become privilege escalations"}
 	case fi.Mode().Perm()&0o111 == 0:
 		return Binary{}, &Error{Path: path, Reason: "not executable"}
+	case fi.Mode().Perm()&0o022 != 0:
+		return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("is writable by others than its owner (mode %04o): another user could replace its contents; chmod go-w it", fi.Mode().Perm())}
 	}
 
-	out, err := runVersion(path, timeout)
+	out, err := runVersion(o.file, path, timeout)
 	if err != nil {
 		return Binary{}, err
 	}
@@ -121,15 +187,25 @@ func Check(path string, timeout time.Duration) (Binary, error) {
 			"bubblewrap %s is too old: agentbox needs bubblewrap %s or newer, because older releases have %s (a symlink traversal during sandbox setup); install a newer bwrap or use --backend native",
 			v, Minimum, Advisory)}
 	}
-	return Binary{Path: path, Version: v}, nil
+	return Binary{Path: path, Version: v, File: o.file, real: o.real, links: o.links}, nil
 }
 
-// runVersion runs "path --version" with no input and a bounded wait, and returns
-// its standard output.
-func runVersion(path string, timeout time.Duration) (string, error) {
+// ExecPath is the path that executes the file open at descriptor fd, of the process
+// that executes it: the kernel resolves it to the open file itself, not to whatever
+// lies at the file's path now.
+func ExecPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// versionFD is the descriptor the file has in the --version process.
+const versionFD = 3
+
+// runVersion runs "--version" of the file open at f (path names it in messages and
+// argv[0]) with no input and a bounded wait, and returns its standard output.
+func runVersion(f *os.File, path string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd := exec.CommandContext(ctx, ExecPath(versionFD), "--version")
+	cmd.Args[0] = path
+	cmd.ExtraFiles = []*os.File{f} // descriptor versionFD
 	var stdout, stderr limitedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A child of the binary that keeps the output pipes open must not stretch the
@@ -152,6 +228,15 @@ func runVersion(path string, timeout time.Duration) (string, error) {
 		return "", &Error{Path: path, Reason: fmt.Sprintf("cannot run --version: %v", err), Err: err}
 	}
 	return stdout.String(), nil
+}
+
+// isUntrusted reports whether err is open's refusal, and its reason.
+func isUntrusted(err error) (string, bool) {
+	var u *untrusted
+	if errors.As(err, &u) {
+		return u.reason, true
+	}
+	return "", false
 }
 
 func firstLine(s string) string {

@@ -3,6 +3,7 @@ package bwrapcheck
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -211,4 +212,162 @@ func TestRealBinaries(t *testing.T) {
 	if err != nil || b.Version != (Version{0, 12, 0, ""}) {
 		t.Errorf("Check(real 0.12.0) = %+v, %v, want accepted", b, err)
 	}
+}
+
+// TestCheckTrust: the file Check runs, every directory it is looked up in and every
+// link on the way must be owned by root or the launching user, and writable by no
+// one else (a sticky directory excepted, where only an entry's owner may replace
+// it): anyone else who can write one of them could put another bwrap there.
+func TestCheckTrust(t *testing.T) {
+	const v012 = "echo 'bubblewrap 0.12.0'"
+	const nobody = 65534
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, bin string) string // returns the path to check
+		want  string                                // substring of the refusal; "" accepted
+	}{
+		{"owner-only directory", func(t *testing.T, bin string) string { return bin }, ""},
+		{"group-writable directory", func(t *testing.T, bin string) string {
+			chmod(t, filepath.Dir(bin), 0o775)
+			return bin
+		}, "is writable by group (mode 0775)"},
+		{"others-writable directory", func(t *testing.T, bin string) string {
+			chmod(t, filepath.Dir(bin), 0o757)
+			return bin
+		}, "is writable by others (mode 0757)"},
+		{"sticky shared directory", func(t *testing.T, bin string) string {
+			chmod(t, filepath.Dir(bin), os.ModeSticky|0o777)
+			return bin
+		}, ""},
+		{"group-writable ancestor", func(t *testing.T, bin string) string {
+			chmod(t, filepath.Dir(filepath.Dir(bin)), 0o770)
+			return bin
+		}, "is writable by group"},
+		{"group-writable file", func(t *testing.T, bin string) string {
+			chmod(t, bin, 0o775)
+			return bin
+		}, "is writable by others than its owner"},
+		{"file of another user", func(t *testing.T, bin string) string {
+			chown(t, bin, nobody)
+			return bin
+		}, "is owned by uid 65534"},
+		{"directory of another user", func(t *testing.T, bin string) string {
+			chown(t, filepath.Dir(bin), nobody)
+			return bin
+		}, "is owned by uid 65534"},
+		{"link from a trusted directory", func(t *testing.T, bin string) string {
+			return link(t, bin, 0o755)
+		}, ""},
+		{"link in an others-writable directory", func(t *testing.T, bin string) string {
+			return link(t, bin, 0o757)
+		}, "is writable by others"},
+		{"link of another user in a sticky directory", func(t *testing.T, bin string) string {
+			l := link(t, bin, os.ModeSticky|0o777)
+			if err := os.Lchown(l, nobody, nobody); err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}, "is owned by uid 65534"},
+		{"relative link with ..", func(t *testing.T, bin string) string {
+			dir := filepath.Join(filepath.Dir(filepath.Dir(bin)), "rel")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			l := filepath.Join(dir, "bwrap")
+			if err := os.Symlink(filepath.Join("..", filepath.Base(filepath.Dir(bin)), "bwrap"), l); err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}, ""},
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the rows chown to another user") // never under the test command, which runs as root
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, log := fake(t, v012)
+			// fake's directory is t.TempDir()'s: one level more, owned by root, 0755.
+			chmod(t, filepath.Dir(bin), 0o755)
+			chmod(t, filepath.Dir(filepath.Dir(bin)), 0o755)
+			p := tt.setup(t, bin)
+			b, err := Check(p, 10*time.Second)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Check(%s) refused: %v", p, err)
+				}
+				b.Close()
+				return
+			}
+			b.Close()
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Check(%s) = %v; want one line saying %q", p, err, tt.want)
+			}
+			if runs := invocations(t, log); len(runs) != 0 {
+				t.Errorf("an untrusted bwrap ran: %q", runs)
+			}
+		})
+	}
+}
+
+// TestCheckHoldsTheCheckedFile: a bwrap whose --version replaces the file at its own
+// path (as a second session that can write there could, at any moment) leaves Check
+// holding the file it ran, and that is what runs through ExecPath.
+func TestCheckHoldsTheCheckedFile(t *testing.T) {
+	bin, _ := fake(t, `if [ "$1" = --version ]; then mv "$(dirname '`+"X"+`')/swap" '`+"X"+`'; echo 'bubblewrap 0.12.0'; exit 0; fi; echo checked`)
+	// The fake names itself: rewrite its placeholder with its own path.
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte(strings.ReplaceAll(string(data), "'X'", "'"+bin+"'")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	swap := filepath.Join(filepath.Dir(bin), "swap")
+	if err := os.WriteFile(swap, []byte("#!/bin/sh\necho swapped\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Check(bin, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := os.Stat(swap); err == nil {
+		t.Fatal("the fake did not swap itself")
+	}
+	cmd := exec.Command(ExecPath(3), "run")
+	cmd.ExtraFiles = []*os.File{b.File}
+	out, err := cmd.Output()
+	if err != nil || string(out) != "checked\n" {
+		t.Errorf("the held file ran as %q, %v; want the checked file's \"checked\"", out, err)
+	}
+}
+
+func chmod(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if err := os.Lchown(p, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// link makes a directory with mode beside bin's, holding a link named bwrap to bin,
+// and returns the link's path.
+func link(t *testing.T, bin string, mode os.FileMode) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(filepath.Dir(bin)), "links")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, dir, mode)
+	l := filepath.Join(dir, "bwrap")
+	if err := os.Symlink(bin, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

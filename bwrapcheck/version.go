@@ -1,17 +1,22 @@
 // Package bwrapcheck decides whether a bubblewrap binary may run agentbox's sandbox.
-// It finds the binary (AGENTBOX_BWRAP, else PATH), runs nothing but "bwrap --version"
-// with a bounded wait, and refuses:
+// It finds the binary (AGENTBOX_BWRAP, else PATH), opens it once, runs nothing but
+// "--version" of the opened file with a bounded wait, and refuses:
 //
 //   - releases older than 0.12.0, which have GHSA-pxhw-h44j-8pfx (a symlink
 //     traversal during sandbox setup: files or directories created while setting up
 //     could follow parent symlinks out of the sandbox);
 //   - setuid or setgid binaries (agentbox runs bwrap unprivileged, in a user
 //     namespace; a setuid bwrap turns any setup bug into a privilege escalation);
+//   - a binary someone else could replace: the file, a directory on its way or a
+//     link on its way owned by another user than root or the launching one, or
+//     writable by group or others (a sticky directory's entries excepted);
 //   - a missing binary, a --version that fails or hangs, output it cannot parse.
 //
-// The refusal happens before any sandbox argument reaches the binary. Version parsing
-// is pure and lives here; running the binary lives in check.go. Use this package only
-// to gate bwrap: it says nothing about whether the kernel can run the sandbox.
+// The refusal happens before any sandbox argument reaches the binary. An accepted
+// binary is held open (Binary.File): the launch executes that file, never its path
+// again. Version parsing is pure and lives here; opening and running the binary live
+// in check.go and open_linux.go. Use this package only to gate bwrap: it says nothing
+// about whether the kernel can run the sandbox.
 package bwrapcheck
 
 import (

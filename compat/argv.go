@@ -394,6 +394,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if err != nil {
 		return err
 	}
+	bin.Close() // nothing runs it
 	exe, err := selfPath()
 	if err != nil {
 		return err

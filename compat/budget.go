@@ -123,18 +123,25 @@ func stageSources(paths ...string) error {
 }
 
 // The stage: agentbox re-executed in the namespaces bwrap starts in (privateStage),
-// where it holds CAP_SYS_ADMIN as an ambient capability, to mount the tmpfs budget
-// before it executes bwrap (stage_linux.go). Its command line is
-// stageArgv0 SIZE DIR… -- BWRAP ARG…, each DIR a directory's octal mode, with an
-// "o" before it for the HOME overlay's scratch; main asks IsStage first.
+// which executes the bwrap binary the launcher checked, by the descriptor it
+// checked (bwrapcheck.Binary.File), never by its path; with a budget it first mounts
+// the tmpfs budget, holding CAP_SYS_ADMIN there as an ambient capability
+// (stage_linux.go). Its command line is stageArgv0 FD SIZE DIR… -- BWRAP ARG…: FD
+// the binary's descriptor, SIZE 0 for no budget, each DIR a directory's octal mode,
+// with an "o" before it for the HOME overlay's scratch; main asks IsStage first.
 const (
 	stageArgv0 = "agentbox-bwrap-stage"
 	envStage   = "_AGENTBOX_BWRAP_STAGE"
 )
 
-// stageArgs is the stage's command line for budget, before bwrap's.
-func stageArgs(b *Budget) []string {
-	args := []string{stageArgv0, strconv.FormatInt(b.Size, 10)}
+// stageArgs is the stage's command line for the binary at descriptor fd and budget
+// (nil: none), before bwrap's.
+func stageArgs(fd int, b *Budget) []string {
+	args := []string{stageArgv0, strconv.Itoa(fd), "0"}
+	if b == nil {
+		return append(args, "--")
+	}
+	args[2] = strconv.FormatInt(b.Size, 10)
 	for _, d := range b.Dirs {
 		m := fmt.Sprintf("%04o", d.Mode)
 		if d.Overlay {
@@ -145,24 +152,34 @@ func stageArgs(b *Budget) []string {
 	return append(args, "--")
 }
 
-// parseStage is stageArgs' inverse: the budget, and bwrap's command line.
-func parseStage(args []string) (*Budget, []string, error) {
+// parseStage is stageArgs' inverse: the binary's descriptor, the budget (nil:
+// none), and bwrap's command line.
+func parseStage(args []string) (int, *Budget, []string, error) {
 	sep := slices.Index(args, "--")
-	if sep < 1 || sep+1 >= len(args) {
-		return nil, nil, fmt.Errorf("bad stage arguments %q", args)
+	if sep < 2 || sep+1 >= len(args) {
+		return 0, nil, nil, fmt.Errorf("bad stage arguments %q", args)
 	}
-	size, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || size <= 0 {
-		return nil, nil, fmt.Errorf("bad size %q", args[0])
+	fd, err := strconv.Atoi(args[0])
+	if err != nil || fd < 3 {
+		return 0, nil, nil, fmt.Errorf("bad descriptor %q", args[0])
+	}
+	size, err := strconv.ParseInt(args[1], 10, 64)
+	switch {
+	case err != nil || size < 0:
+		return 0, nil, nil, fmt.Errorf("bad size %q", args[1])
+	case size == 0 && sep > 2:
+		return 0, nil, nil, fmt.Errorf("directories %q without a budget", args[2:sep])
+	case size == 0:
+		return fd, nil, args[sep+1:], nil
 	}
 	b := &Budget{Size: size}
-	for _, a := range args[1:sep] {
+	for _, a := range args[2:sep] {
 		ov := strings.HasPrefix(a, "o")
 		m, err := strconv.ParseUint(strings.TrimPrefix(a, "o"), 8, 32)
 		if err != nil || m&^0o7777 != 0 {
-			return nil, nil, fmt.Errorf("bad mode %q", a)
+			return 0, nil, nil, fmt.Errorf("bad mode %q", a)
 		}
 		b.Dirs = append(b.Dirs, BudgetDir{Mode: uint32(m), Overlay: ov})
 	}
-	return b, args[sep+1:], nil
+	return fd, b, args[sep+1:], nil
 }

@@ -112,14 +112,18 @@ func TestInitBudget(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(alone, " "), "--size 8388608 --perms 1777 --tmpfs /tmp") {
 		t.Errorf("bwrap alone: %q, %v; want a sized tmpfs", alone, err)
 	}
-	// The stage's command line carries the budget whole.
-	args := stageArgs(budget)
-	got, bwrap, err := parseStage(append(args[1:], "/opt/bwrap", "--version"))
-	if err != nil || !reflect.DeepEqual(got, budget) || !reflect.DeepEqual(bwrap, []string{"/opt/bwrap", "--version"}) {
-		t.Errorf("stage arguments %q read back as %+v %q %v", args, got, bwrap, err)
+	// The stage's command line carries the binary's descriptor and the budget whole,
+	// or no budget.
+	for _, b := range []*Budget{budget, nil} {
+		args := stageArgs(9, b)
+		fd, got, bwrap, err := parseStage(append(args[1:], "/opt/bwrap", "--version"))
+		if err != nil || fd != 9 || !reflect.DeepEqual(got, b) || !reflect.DeepEqual(bwrap, []string{"/opt/bwrap", "--version"}) {
+			t.Errorf("stage arguments %q read back as %d %+v %q %v", args, fd, got, bwrap, err)
+		}
 	}
-	for _, bad := range [][]string{{"8", "0755"}, {"0", "0755", "--", "b"}, {"8", "9", "--", "b"}, {"8", "o17777", "--", "b"}, {"--", "b"}} {
-		if _, _, err := parseStage(bad); err == nil {
+	for _, bad := range [][]string{{"9", "8", "0755"}, {"9", "0", "0755", "--", "b"}, {"9", "8", "9", "--", "b"},
+		{"9", "8", "o17777", "--", "b"}, {"9", "--", "b"}, {"--", "b"}, {"x", "8", "--", "b"}, {"2", "8", "--", "b"}, {"9", "-1", "--", "b"}} {
+		if _, _, _, err := parseStage(bad); err == nil {
 			t.Errorf("stage arguments %q accepted", bad)
 		}
 	}

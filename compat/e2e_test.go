@@ -18,6 +18,10 @@ import (
 const realBwrap080 = "/var/cache/agentbox-test/bwrap-0.8.0/usr/bin/bwrap"
 
 func TestMain(m *testing.M) {
+	// Run executes bwrap from the stage, the running binary: this test binary.
+	if compat.IsStage() {
+		compat.StageMain()
+	}
 	code := m.Run()
 	testenv.Cleanup()
 	os.Exit(code)
@@ -50,6 +54,7 @@ func TestRefusedThroughCLI(t *testing.T) {
 		version string // fake's --version; "" for a real binary or none
 		bin     string // a real binary instead of a fake
 		setuid  bool
+		dirMode os.FileMode // the fake's directory's mode instead of 0755
 		want    []string
 	}{
 		{name: "fake 0.8.0", version: "echo 'bubblewrap 0.8.0'",
@@ -60,6 +65,10 @@ func TestRefusedThroughCLI(t *testing.T) {
 		{name: "non-zero exit", version: "echo 'bubblewrap 0.12.0'; echo oops >&2; exit 4", want: []string{"--version failed", "exit status 4", "oops"}},
 		{name: "setuid copy", version: "echo 'bubblewrap 0.12.0'", setuid: true, want: []string{"setuid or setgid"}},
 		{name: "missing", bin: "/nonexistent/bwrap", want: []string{"/nonexistent/bwrap: not found"}},
+		{name: "group-writable directory", version: "echo 'bubblewrap 0.12.0'", dirMode: 0o775,
+			want: []string{"is writable by group (mode 0775)", "chmod go-w"}},
+		{name: "others-writable directory", version: "echo 'bubblewrap 0.12.0'", dirMode: 0o757,
+			want: []string{"is writable by others (mode 0757)", "chmod go-w"}},
 		{name: "real 0.8.0", bin: realBwrap080,
 			want: []string{realBwrap080, "bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
 	}
@@ -73,6 +82,11 @@ func TestRefusedThroughCLI(t *testing.T) {
 				bin, log = userFake(t, tt.version)
 				if tt.setuid {
 					if err := os.Chmod(bin, os.ModeSetuid|0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if tt.dirMode != 0 {
+					if err := os.Chmod(filepath.Dir(bin), tt.dirMode); err != nil {
 						t.Fatal(err)
 					}
 				}

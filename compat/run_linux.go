@@ -96,6 +96,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	if err != nil {
 		return res, masked, err
 	}
+	defer bin.Close()
 	res.BackendVersion = "bubblewrap " + bin.Version.String()
 	exe, err := selfPath()
 	if err != nil {
@@ -133,16 +134,18 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 
 	cmd := nsinit.InitCommand(bin.Path, ControlFD, stdio)
 	cmd.Args = argv
-	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD, then
-	// the bind sources from FirstSourceFD.
+	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD, the
+	// bind sources from FirstSourceFD, then the checked bwrap binary, which the
+	// stage executes (and closes, unless it is a script).
 	cmd.ExtraFiles = append([]*os.File{w, filter, child}, srcFiles...)
+	bwrapFD := 3 + len(cmd.ExtraFiles)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, bin.File)
 	// Its own process group: a Ctrl-C typed at the terminal goes to the command (in
 	// the foreground), never to bwrap's monitor, which would die of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	privateStage(cmd.SysProcAttr)
-	if budget != nil {
-		cmd.Path = stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, budget)
-	}
+	// bwrap runs from the stage, by the descriptor checked: never by its path.
+	cmd.Path = stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, bwrapFD, budget)
 	if o.Cgroup != nil {
 		// bwrap makes the sandbox's cgroup namespace as it clones its child, in the
 		// cgroup it is in then: it starts in the session's, so the namespace is

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -253,6 +254,39 @@ func TestRunRetriesVanishedSocket(t *testing.T) {
 			}
 			if vanish && (!slices.Contains(launches[0], sock) || slices.Contains(launches[1], sock)) {
 				t.Errorf("the first launch must mask %s and the second not: %q", sock, launches)
+			}
+		})
+	}
+}
+
+// TestRunExecutesCheckedBinary: the bwrap that runs the sandbox is the file
+// bwrapcheck checked, held open since, never what lies at its path when the launch
+// starts it. The stand-in replaces itself at its path while it answers --version
+// (as a second session that can write there could at any moment); the launch must
+// still start the stand-in, with or without the tmpfs budget's stage.
+func TestRunExecutesCheckedBinary(t *testing.T) {
+	for _, size := range []int64{0, 8 << 20} {
+		t.Run(fmt.Sprintf("tmp-size %d", size), func(t *testing.T) {
+			dir := t.TempDir()
+			marker, swap := filepath.Join(dir, "ran"), filepath.Join(dir, "swap")
+			bin, log := fakeBwrap(t, dir, `mv '`+swap+`' "$(dirname '`+marker+`')/bwrap"; `+v012, `echo checked >>'`+marker+`'; exit 1`)
+			if err := os.WriteFile(swap, []byte("#!/bin/sh\necho swapped >>'"+marker+"'\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			plan := testPlan()
+			plan.TmpSize = size
+			_, _, err := runFake(t, bin, plan)
+			if !errors.Is(err, errSetupFailed) {
+				t.Errorf("Run: %v, want bwrap's setup failure", err)
+			}
+			if _, err := os.Stat(swap); err == nil {
+				t.Fatal("the stand-in did not replace itself")
+			}
+			if got, _ := os.ReadFile(marker); string(got) != "checked\n" {
+				t.Errorf("the launch ran %q, want the checked stand-in alone (\"checked\")", got)
+			}
+			if c := calls(t, log); len(c) != 2 {
+				t.Errorf("the checked stand-in ran %d times (%q), want --version and the launch", len(c), c)
 			}
 		})
 	}

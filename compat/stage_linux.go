@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/bwrapcheck"
 	"github.com/agentbox/agentbox/overlay"
 )
 
@@ -18,37 +19,80 @@ func IsStage() bool {
 	return os.Getenv(envStage) == "1" && len(os.Args) > 0 && os.Args[0] == stageArgv0
 }
 
-// StageMain mounts the budget and executes bwrap; it returns only on failure, and
-// then exits 125 having said why (the launcher adds that bwrap failed before the
-// command started).
+// StageMain mounts the budget, if any, and executes bwrap; it returns only on
+// failure, and then exits 125 having said why (the launcher adds that bwrap failed
+// before the command started).
 func StageMain() {
 	// Ambient capabilities are per thread: they are dropped on this one, which then
 	// executes bwrap.
 	runtime.LockOSThread()
 	err := stage(os.Args[1:])
-	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: tmpfs budget (--tmp-size): %v; no sandbox was started (--backend native builds it without this step)\n", err)
+	fmt.Fprintf(os.Stderr, "agentbox: bwrap backend: before bwrap: %v; no sandbox was started (--backend native builds it without this step)\n", err)
 	os.Exit(125)
 }
 
 func stage(args []string) error {
-	b, bwrap, err := parseStage(args)
+	fd, b, bwrap, err := parseStage(args)
 	if err != nil {
 		return err
 	}
+	if b != nil {
+		if err := stageBudget(b); err != nil {
+			return fmt.Errorf("tmpfs budget (--tmp-size): %w", err)
+		}
+	}
+	if err := dropCaps(); err != nil {
+		return err
+	}
+	os.Unsetenv(envStage)
+	return execBwrap(fd, bwrap)
+}
+
+// stageBudget mounts the budget and what bwrap binds of it (budget.go).
+func stageBudget(b *Budget) error {
 	if err := mountHolder(len(b.Dirs)); err != nil {
 		return err
 	}
 	if err := copyRoot(); err != nil {
 		return err
 	}
-	if err := mountBudget(b); err != nil {
-		return err
+	return mountBudget(b)
+}
+
+// execBwrap executes the file open at fd, the one bwrapcheck checked, through the
+// descriptor: the path it was found at may name another file by now (a second
+// session that can write there). A binary gets the descriptor closed at the exec,
+// so that bwrap, which passes on what it inherits, hands no descriptor of it into
+// the sandbox; a script keeps it, as its interpreter reads it by that name.
+func execBwrap(fd int, argv []string) error {
+	script, err := isScript(fd)
+	if err != nil {
+		return fmt.Errorf("read bwrap %s: %w", argv[0], err)
 	}
-	if err := dropCaps(); err != nil {
-		return err
+	if !script {
+		unix.CloseOnExec(fd)
 	}
-	os.Unsetenv(envStage)
-	return fmt.Errorf("execute %s: %w", bwrap[0], unix.Exec(bwrap[0], bwrap, os.Environ()))
+	return fmt.Errorf("execute bwrap %s: %w", argv[0], unix.Exec(bwrapcheck.ExecPath(fd), argv, os.Environ()))
+}
+
+// isScript reports whether the file open at fd (O_PATH) starts with "#!". It is
+// reopened for reading through /proc: the launcher checked it is a regular file, so
+// the open cannot block. A file this user may not read is no script it could run.
+func isScript(fd int) (bool, error) {
+	r, err := unix.Open(bwrapcheck.ExecPath(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err == unix.EACCES {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(r)
+	var head [2]byte
+	n, err := unix.Pread(r, head[:], 0)
+	if err != nil {
+		return false, err
+	}
+	return n == 2 && string(head[:]) == "#!", nil
 }
 
 // dropCaps empties the ambient and inheritable sets, which would carry
@@ -159,11 +203,13 @@ func mkdirMode(dir string, mode uint32) error {
 
 // stageCommand makes the command that would execute bwrap (args, env, attr) execute
 // the stage instead, the running agentbox binary (selfExe: never what now lies at its
-// path, as the stage runs outside any sandbox), with bwrap's command line after the
-// budget's.
-func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, b *Budget) string {
-	*args = append(stageArgs(b), *args...)
+// path, as the stage runs outside any sandbox), with the descriptor bwrapFD of the
+// checked bwrap binary and bwrap's command line after the budget's (b, nil: none).
+func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b *Budget) string {
+	*args = append(stageArgs(bwrapFD, b), *args...)
 	*env = append(*env, envStage+"=1")
-	attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	if b != nil {
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
 	return selfExe
 }

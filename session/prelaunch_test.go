@@ -76,6 +76,9 @@ func TestPrelaunchSnapshotsOnlyOnceCleared(t *testing.T) {
 		case cleared && len(recorded) == 0:
 			t.Error("cleared: no record")
 		}
+		// The record's start state is committed in the background; every launch
+		// ends its record (RunSession), which waits for it, before it returns.
+		rec.Finish(cfg.record(), &Outcome{})
 	}
 }
 

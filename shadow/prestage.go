@@ -53,6 +53,10 @@ const (
 // growing index once. A variable for the tests only.
 var preStageBatch = 8192
 
+// preStageNow is the head start's clock, which its time bound is measured on. A
+// variable for the tests only: they advance it instead of sleeping.
+var preStageNow = time.Now
+
 // preStageMaxList bounds the listing read into memory (a tree of millions of files
 // sweeps without the head start). A variable for the tests only.
 var preStageMaxList = 256 << 20
@@ -93,12 +97,12 @@ func (s *Store) preStage(wt git, skip []Skipped, progress func(done, total int))
 	batch := max(preStageBatch, (len(paths)+preStageMaxPacks-1)/preStageMaxPacks)
 	staged := false
 	var in bytes.Buffer
-	start := time.Now()
+	start := preStageNow()
 	for lo := 0; lo < len(paths); lo += batch {
 		// Each batch is bounded by gitTimeout, and so are all of them: batches
 		// that each stay just under it (files slow to hash) must not hold the
 		// store's lock many times as long as one sweep would.
-		if time.Since(start) >= gitTimeout {
+		if preStageNow().Sub(start) >= gitTimeout {
 			return staged
 		}
 		hi := min(lo+batch, len(paths))

@@ -27,26 +27,15 @@ import (
 // each batch, and returns the index's tree and the sweep's notes.
 func red9Sweep(t *testing.T, s *Store, between func(done int)) (string, []string) {
 	t.Helper()
-	return red9SweepBounded(t, s, between, gitTimeout)
-}
-
-// red9SweepBounded is red9Sweep with the head start bounded by headStart instead of
-// gitTimeout; the sweep keeps gitTimeout, so that a loaded machine's slow `git add`
-// is not taken for the head start's bound.
-func red9SweepBounded(t *testing.T, s *Store, between func(done int), headStart time.Duration) (string, []string) {
-	t.Helper()
 	defer func(b int) { preStageBatch = b }(preStageBatch)
 	preStageBatch = 1000
 	wt := s.git
 	wt.workTree = s.Repo
-	sweepBound := gitTimeout
-	gitTimeout = headStart
 	s.preStage(wt, nil, func(done, _ int) {
 		if between != nil {
 			between(done)
 		}
 	})
-	gitTimeout = sweepBound
 	notes, err := s.add(wt, nil, nil)
 	if err != nil {
 		t.Fatalf("sweep: %v", err)
@@ -571,19 +560,25 @@ func TestRed9InPlaceOrderAndLongNames(t *testing.T) {
 	red9Clean(t, s)
 }
 
-// Batches that each stay under gitTimeout (files slow to hash: here a progress
-// callback that sleeps stands in for them) must not add up to many times it: the
-// whole record, which holds the store's lock that other sessions wait
+// Batches that each stay under gitTimeout (files slow to hash: here the head
+// start's clock advances by a third of it with each batch) must not add up to many
+// times it: the whole record, which holds the store's lock that other sessions wait
 // lockTimeout for, ran preStageMaxPacks times gitTimeout where one `git add` was
 // stopped at one. The head start stops starting batches once it has used
-// gitTimeout; the sweep does the rest under its own bound.
+// gitTimeout: of five batches, exactly three start; the sweep does the rest.
+// The clock is the test's, not the machine's: a loaded machine's slow Git changes
+// nothing here, and Git keeps its real bound.
 func TestRed9PrestageTotalTimeBounded(t *testing.T) {
 	repo := newRepo(t, map[string]string{"tracked.txt": "t\n"})
 	manyFiles(t, repo, "src", 5000)
 	s, _ := openStore(t, repo)
-	tree, _ := red9SweepBounded(t, s, func(int) { time.Sleep(time.Second) }, 3*time.Second)
-	if s.preStaged >= 5 {
-		t.Errorf("%d batches ran, one after another, past the head start's time bound", s.preStaged)
+	defer func(now func() time.Time) { preStageNow = now }(preStageNow)
+	var used time.Duration
+	start := time.Now()
+	preStageNow = func() time.Time { return start.Add(used) }
+	tree, _ := red9Sweep(t, s, func(int) { used += gitTimeout / 3 })
+	if s.preStaged != 3 {
+		t.Errorf("%d batches ran, want 3: those that started before the head start had used gitTimeout", s.preStaged)
 	}
 	red9Compare(t, s, tree, red9TreeByGit(t, repo))
 	red9Clean(t, s)

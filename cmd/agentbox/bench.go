@@ -98,6 +98,7 @@ func cmdBench(args []string) int {
 		os.Setenv(bwrapcheck.EnvVar, *bwrap)
 	}
 	if bin, err := bwrapcheck.Lookup(defaultRepo(), cfg.Repo); err == nil {
+		bin.Close()
 		cfg.Bwrap = bin.Path
 	} else {
 		fmt.Fprintf(os.Stderr, "agentbox: bench: bwrap variants skipped: %v\n", err)

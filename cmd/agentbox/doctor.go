@@ -114,6 +114,7 @@ func lookBwrap() bwrapState {
 		}
 		return st
 	}
+	b.Close()
 	return bwrapState{Path: b.Path, Version: b.Version.String(), OK: true}
 }
 
