@@ -1,5 +1,6 @@
 // Package seccomp is the seccomp filter both backends put on the command: ioctl
-// TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
+// TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do TIOCSETD and
+// the virtual console's requests (a terminal changed past the session), the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file), and
 // prlimit64 on PID 1; under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
@@ -22,6 +23,16 @@ import (
 //     TIOCLINUX (its console twin), because kernels before 6.2, or with
 //     dev.tty.legacy_tiocsti=1, let the command type into the caller's shell after
 //     agentbox exits;
+//   - ioctl TIOCSETD (a line discipline), and every request of the virtual
+//     console's two old-style ranges, 0x4B00–0x4BFF (KD*: keyboard mode, keymaps,
+//     fonts, text or graphics) and 0x5600–0x56FF (VT_*: switching consoles): each
+//     changes the caller's terminal for good, past the session, which agentbox
+//     cannot put back — n_null's discipline discards everything the operator types,
+//     a console left with its keyboard off or in graphics mode shows and takes
+//     nothing — and the kernel checks no capability for them on one's own
+//     controlling terminal (a TIOCSETD to a discipline not loaded also loads its
+//     module, with dev.tty.ldisc_autoload=1). No sandbox has a console of its own,
+//     nor needs a discipline other than the terminal's;
 //   - ioctl FS_IOC_ADD_ENCRYPTION_KEY, FS_IOC_REMOVE_ENCRYPTION_KEY and
 //     FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS: a filesystem's fscrypt keyring belongs
 //     to the host, and removing the user's claim to a key locks the user's encrypted
@@ -87,17 +98,26 @@ const (
 	seccompArg2High = 36
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
+	ioctlTIOCSETD   = 0x5423
+	ioctlRangeMask  = 0xFFFFFF00 // an old-style request's type byte and number
+	ioctlKD         = 0x4B00     // KD*: the console's keyboard, fonts and mode
+	ioctlVT         = 0x5600     // VT_*: virtual console switching
 	x32SyscallBit   = 0x40000000
 	sockFilterBytes = 8 // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
 )
 
 // deniedRequests are the ioctl requests refused, on every ABI (the fscrypt argument
 // structs hold no pointer or long, so their sizes, and the numbers, are the same for
-// i386 and x32).
-var deniedRequests = []uint32{
-	ioctlTIOCSTI, ioctlTIOCLINUX,
-	unix.FS_IOC_ADD_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
-}
+// i386 and x32). deniedRanges are refused whole: a request whose bits but the
+// low byte (ioctlRangeMask) are one of them. Old-style requests carry no size or
+// direction bits, so their numbers are the same on every ABI too.
+var (
+	deniedRanges   = []uint32{ioctlKD, ioctlVT}
+	deniedRequests = []uint32{
+		ioctlTIOCSTI, ioctlTIOCLINUX, ioctlTIOCSETD,
+		unix.FS_IOC_ADD_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
+	}
+)
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
@@ -190,7 +210,8 @@ const (
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
-//	ioctl:   ld args[1] low; jeq request_k ? eperm : next …; ret ALLOW
+//	ioctl:   ld args[1] low; jeq request_k ? eperm : next …;
+//	         and ioctlRangeMask; jeq range_r ? eperm : next …; ret ALLOW
 //	pid1:    ld args[0] low; jeq 0 ? allow : next; jeq 1 ? eperm : next;
 //	         ld args[2] low; jeq 0 ? next : eperm; ld args[2] high; jeq 0 ? allow : eperm
 //	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
@@ -219,6 +240,8 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	a.label(lIoctl)
 	a.ld(seccompArg1Low)
 	a.jeqAll(deniedRequests, lEPERM)
+	a.and(ioctlRangeMask)
+	a.jeqAll(deniedRanges, lEPERM)
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label(lPid1)
@@ -262,6 +285,10 @@ func (a *assembler) label(name string) { a.labels[name] = len(a.prog) }
 
 func (a *assembler) ld(off uint32) {
 	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off})
+}
+
+func (a *assembler) and(k uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: k})
 }
 
 func (a *assembler) ret(k uint32) {
