@@ -77,7 +77,7 @@ func HostSockets(p SocketScope) ([]string, error) {
 type SocketScope struct {
 	Writable      []string // the repository (unless --read-only) and --add-dir's: the session's own
 	Home          string   // an overlay inside
-	Kept          []string // host directories bound over HOME (--keep, --keep-agent)
+	Kept          []string // host directories bound over HOME (--keep, --keep-agent, the repository)
 	KeptPrivate   []string // parts of the kept paths that are a private tmpfs inside
 	Handed        []string // the directories bound for sockets handed in (--allow-socket)
 	Hidden        []string // --hide's paths

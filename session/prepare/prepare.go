@@ -133,6 +133,9 @@ func socketScope(p *policy.Policy) kernel.SocketScope {
 	if !p.ReadOnly {
 		s.Writable = append([]string{p.Repo}, p.AddDirs...)
 	}
+	// The repository is the host's directory, bound over HOME's overlay when it lies
+	// there: read-only (--read-only), its sockets are the host's, to be masked.
+	s.Kept = append(s.Kept, p.Repo)
 	for _, k := range p.Keep {
 		s.Kept = append(s.Kept, k.Path)
 	}

@@ -35,6 +35,13 @@ var socketAttacks = []attack{
 	{name: "host daemon socket bound in another network namespace", setup: netnsDaemonSocket, script: `
 		try netns-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$NSSOCK" - | grep -q agentbox-host'
 		echo DONE`},
+	// A daemon's socket in the repository, which lies in HOME, whose sockets need no
+	// mask (an overlay): under --read-only the repository is the host's directory
+	// bound read-only over the overlay, and the socket the daemon's (a project's own
+	// database, as devenv's below .devenv/state).
+	{name: "host daemon socket in a read-only repository below HOME", setup: repoDaemonSocket, args: []string{"--read-only"}, script: `
+		try repo-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$RSOCK" - | grep -q agentbox-host'
+		echo DONE`},
 }
 
 var socketCrowdAttacks = []attack{
@@ -84,6 +91,18 @@ func netnsDaemonSocket(t *testing.T, x *target) []string {
 	})
 	waitFor(t, "the namespaced daemon's socket", func() bool { fi, err := os.Lstat(sock); return err == nil && fi.Mode()&os.ModeSocket != 0 })
 	x.env = append(x.env, "NSSOCK="+sock)
+	return nil
+}
+
+// repoDaemonSocket listens on a socket in the repository answering "agentbox-host".
+func repoDaemonSocket(t *testing.T, x *target) []string {
+	dir := filepath.Join(x.Repo, ".devenv", "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, ".s.PGSQL.5432")
+	testenv.ServeUnix(t, sock, "agentbox-host")
+	x.env = append(x.env, "RSOCK="+sock)
 	return nil
 }
 
