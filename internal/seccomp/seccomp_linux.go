@@ -1,8 +1,9 @@
 // Package seccomp is the seccomp filter both backends put on the command: ioctl
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do TIOCSETD and
 // the virtual console's requests (a terminal changed past the session), the fscrypt
-// key ioctls and the kernel keyring calls (host state that is not a file), and
-// prlimit64 on PID 1; under a restricted network (Rules.ConfineSockets) sockets
+// key ioctls and the kernel keyring calls (host state that is not a file),
+// prlimit64 on PID 1, and clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
+// cgroup); under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
 // (nsinit/program); the bwrap backend hands the serialised Program to bwrap
 // (--add-seccomp-fd). One rule, one builder.
@@ -55,6 +56,15 @@ import (
 //     init's other threads have pids other than 1: so prlimit64 that sets a limit
 //     (a new limit given) of any process but the caller (pid 0) fails too; reading
 //     one stays allowed;
+//
+//   - clone3 fails with ENOSYS (what a kernel before 5.3 answers; glibc, Go and Rust
+//     then use clone, as under Docker's default profile): its flags lie behind a
+//     pointer the filter cannot read, and one of them, CLONE_INTO_CGROUP, starts the
+//     child in any cgroup whose common ancestor with the caller's has a
+//     cgroup.procs the user may write — by inode permission, which the read-only
+//     /sys/fs/cgroup does not change — so out of the session's leaf and above its
+//     --memory, --pids and --cpus limits, where cgroup2 is mounted without
+//     nsdelegate (docs/security.md, "The cgroup tree"). clone carries no cgroup;
 //
 // With Rules.ConfineSockets (a new network namespace, docs/network.md):
 //
@@ -121,13 +131,15 @@ var (
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), its prlimit64 numbers, and for Rules.ConfineSockets its socket and
-// socketpair numbers and those refused with ENOSYS (socketcall, io_uring_setup).
+// keyctl), its prlimit64 numbers, its clone3 numbers, and for Rules.ConfineSockets
+// its socket and socketpair numbers and those refused with ENOSYS (socketcall,
+// io_uring_setup).
 type abi struct {
 	arch    uint32
 	ioctl   []uint32
 	deny    []uint32
 	prlimit []uint32
+	clone3  []uint32
 	socket  []uint32
 	noSys   []uint32
 }
@@ -142,18 +154,18 @@ func abisFor(goarch string) ([]abi, error) {
 		return []abi{
 			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
-				prlimit: []uint32{302, x | 302},
-				socket:  []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
+				prlimit: []uint32{302, x | 302}, clone3: []uint32{435, x | 435},
+				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
 			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
-				socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
+				clone3: []uint32{435}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
 			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
-				socket: []uint32{198, 199}, noSys: []uint32{425}},
+				clone3: []uint32{435}, socket: []uint32{198, 199}, noSys: []uint32{425}},
 			// EABI only (arm64 runs no OABI binary), which has no socketcall.
 			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
-				socket: []uint32{281, 288}, noSys: []uint32{425}},
+				clone3: []uint32{435}, socket: []uint32{281, 288}, noSys: []uint32{425}},
 		}, nil
 	}
 	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
@@ -206,7 +218,7 @@ const (
 //
 //	block:   ld arch; jeq ABI ? next : next block; ld nr;
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
-//	         jeq prlimit_l ? pid1 : next …;
+//	         jeq prlimit_l ? pid1 : next …; jeq clone3_c ? enosys : next …;
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
@@ -228,6 +240,7 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.jeqAll(x.ioctl, lIoctl)
 		a.jeqAll(x.deny, lEPERM)
 		a.jeqAll(x.prlimit, lPid1)
+		a.jeqAll(x.clone3, lENOSYS)
 		if r.ConfineSockets {
 			a.jeqAll(x.socket, lFamily)
 			a.jeqAll(x.noSys, lENOSYS)

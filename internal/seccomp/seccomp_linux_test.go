@@ -59,6 +59,7 @@ func TestTTYFilter(t *testing.T) {
 		"prlimit64 set 0 ok",
 		"prlimit64 set self operation not permitted",
 		"prlimit64 set parent operation not permitted",
+		"clone3 function not implemented",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -155,6 +156,9 @@ func filterHelper() {
 		}
 		fmt.Println("prlimit64 set", p.name, errText(e))
 	}
+	// Unfiltered, clone3 with no arguments fails with EINVAL: it never clones.
+	_, _, e = unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+	fmt.Println("clone3", errText(e))
 	os.Exit(0)
 }
 
@@ -209,6 +213,12 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_AARCH64: {217, 218, 219},
 		unix.AUDIT_ARCH_ARM:     {309, 310, 311},
 	}
+	clone3s := map[uint32][]uint32{
+		unix.AUDIT_ARCH_X86_64:  {435, x32SyscallBit | 435},
+		unix.AUDIT_ARCH_I386:    {435},
+		unix.AUDIT_ARCH_AARCH64: {435},
+		unix.AUDIT_ARCH_ARM:     {435},
+	}
 	ioctls := map[uint32][]uint32{
 		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
 		unix.AUDIT_ARCH_I386:    {54},
@@ -254,6 +264,13 @@ func TestFilterABIs(t *testing.T) {
 							t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want allowed", arch, a.arch, nr, req, got)
 						}
 					}
+				}
+			}
+		}
+		for _, a := range abis {
+			for _, nr := range clone3s[a.arch] {
+				if got := run(t, prog, a.arch, nr, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+					t.Errorf("%s arch %#x clone3 %d: %#x, want ENOSYS", arch, a.arch, nr, got)
 				}
 			}
 		}
