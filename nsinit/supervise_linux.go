@@ -33,6 +33,7 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// The terminal as it is now, to be put back before the launcher writes anything
 	// after the session (terminal_linux.go).
 	s.term = saveTerminal(s.stdio)
+	s.streams = saveStreams(s.stdio)
 	s.res.Terminal = s.term != nil
 	// cmdFg: the command holds the terminal's foreground from the launcher, which
 	// takes it back at the end. Not after the shell resumed the launcher in the
@@ -84,6 +85,7 @@ type supervisor struct {
 	t0, tStarted time.Time // the launch's start, and the init's
 	fg, cmdFg    bool      // the launcher's foreground at the start; the command's now
 	term         *terminalState
+	streams      *streamState
 
 	sigs    <-chan os.Signal // the signals to forward as messages
 	own     chan os.Signal   // os/signal's registration when there is no SignalCatch
@@ -124,10 +126,12 @@ func (s *supervisor) stopSignals() {
 	}
 }
 
-// giveBack returns the terminal, its foreground and its modes, to the launcher.
+// giveBack returns the terminal, its foreground and its modes, and the standard
+// streams as they were, to the launcher.
 func (s *supervisor) giveBack() {
 	restoreForeground(s.stdio.Stdin, s.cmdFg)
 	s.term.restore()
+	s.streams.restore()
 }
 
 // start starts the init and runs Options.AfterStart on it.

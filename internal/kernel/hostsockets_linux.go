@@ -27,9 +27,11 @@ const procRoot = "/proc"
 // mount still reaches. The sockets of every network namespace this process can see
 // are listed (socketTables), not only its own: a daemon with a network namespace of
 // its own binds in the same file system. /tmp and /run are private, HOME is an
-// overlay (a socket in its lower layer refuses connections) but for the kept paths,
-// which are the host's own directories, and the writable directories are the
-// session's own; sockets handed in, and those below a hidden path, are left alone
+// overlay (a socket in its lower layer refuses connections) but for the host
+// directories bound over it (Bound); the writable directories are the host's too,
+// and a daemon's socket there (a project's own database) is the daemon's, not the
+// session's, whose own sockets are bound after the launch; sockets handed in, and
+// those below a hidden path, are left alone
 // (where the sandbox finds them: a path bound through a symlink is judged by what
 // it resolves to). Each is masked by the null device bound read-only over it
 // (mounts.Session.MaskSockets). Sockets bound after the launch are not masked.
@@ -73,11 +75,12 @@ func HostSockets(p SocketScope) ([]string, error) {
 
 // SocketScope is what HostSockets needs to know of a session: the host trees the
 // sandbox sees as something other than the host's read-only view, where a socket
-// needs no mask, and the kept paths, which are the host's own directories.
+// needs no mask, and the host directories bound over HOME's overlay.
 type SocketScope struct {
-	Writable      []string // the repository (unless --read-only) and --add-dir's: the session's own
-	Home          string   // an overlay inside
-	Kept          []string // host directories bound over HOME (--keep, --keep-agent)
+	Home string // an overlay inside
+	// Bound are host directories bound over HOME (--keep, --keep-agent, the
+	// repository, --add-dir's, a linked worktree's Git metadata): the host's own.
+	Bound         []string
 	KeptPrivate   []string // parts of the kept paths that are a private tmpfs inside
 	Handed        []string // the directories bound for sockets handed in (--allow-socket)
 	Hidden        []string // --hide's paths
@@ -115,7 +118,7 @@ func hostSockets(p SocketScope, ents []sockEntry, proc string) ([]string, error)
 			cands = []string{path}
 		}
 		for _, c := range cands {
-			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c) {
+			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !boundSocket(p, c) {
 				continue
 			}
 			if _, ok := inodes[c]; ok {
@@ -147,10 +150,10 @@ func hostSockets(p SocketScope, ents []sockEntry, proc string) ([]string, error)
 }
 
 // maskSkips are the trees whose sockets need no mask: private or pseudo file
-// systems, the session's writable directories, HOME (an overlay; keptSocket takes
-// its kept paths back), the sockets handed in and the hidden paths.
+// systems, HOME (an overlay; boundSocket takes the host directories bound over it
+// back), the sockets handed in and the hidden paths.
 func maskSkips(p SocketScope) []string {
-	skip := append([]string{"/tmp", "/run", "/proc", "/dev", "/sys"}, p.Writable...)
+	skip := []string{"/tmp", "/run", "/proc", "/dev", "/sys"}
 	if p.Home != "" {
 		skip = append(skip, p.Home)
 	}
@@ -160,16 +163,15 @@ func maskSkips(p SocketScope) []string {
 	return append(skip, p.Hidden...)
 }
 
-// keptSocket reports whether c lies in a kept path (--keep, --keep-agent): the
-// host's own directory bound over the HOME overlay, where a host process's socket
-// is reachable, unless that part is a private tmpfs inside, the repository, a
-// further writable directory, a handed-in socket or hidden.
-func keptSocket(p SocketScope, c string) bool {
+// boundSocket reports whether c lies in a host directory bound over the HOME
+// overlay (SocketScope.Bound), where a host process's socket is reachable, unless
+// that part is a private tmpfs inside, a handed-in socket or hidden.
+func boundSocket(p SocketScope, c string) bool {
 	within := func(d string) bool { return hostpath.Within(c, d) }
-	if !slices.ContainsFunc(p.Kept, within) {
+	if !slices.ContainsFunc(p.Bound, within) {
 		return false
 	}
-	return !slices.ContainsFunc(p.KeptPrivate, within) && !slices.ContainsFunc(p.Writable, within) &&
+	return !slices.ContainsFunc(p.KeptPrivate, within) &&
 		!slices.ContainsFunc(p.Handed, within) && !slices.ContainsFunc(p.Hidden, within)
 }
 

@@ -58,7 +58,8 @@ func listen(t *testing.T, path string) {
 }
 
 // TestHostSocketsNeverCut: past the bound the list is refused, naming the busiest
-// directory; a kept path's socket is masked though HOME's are not.
+// directory; a kept path's socket, a repository's below HOME and a writable
+// repository's elsewhere are masked (a host daemon's, each) though HOME's are not.
 func TestHostSocketsNeverCut(t *testing.T) {
 	// Below /var/tmp: /tmp is private inside, and its sockets need no mask.
 	root, err := os.MkdirTemp("/var/tmp", "agentbox-hostsockets-")
@@ -68,30 +69,32 @@ func TestHostSocketsNeverCut(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	home, repo, crowd := filepath.Join(root, "home"), filepath.Join(root, "repo"), filepath.Join(root, "crowd")
 	kept := filepath.Join(home, ".agent")
-	for _, d := range []string{home, repo, crowd, kept} {
+	homeRepo := filepath.Join(home, "src", "repo")
+	for _, d := range []string{home, repo, crowd, kept, homeRepo} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p := SocketScope{Writable: []string{repo}, Home: home, Kept: []string{kept}}
+	p := SocketScope{Home: home, Bound: []string{kept, homeRepo}}
 	var ents []sockEntry
 	add := func(path string) {
 		listen(t, path)
 		ents = append(ents, sockEntry{Inode: uint64(len(ents) + 1), Path: path})
 	}
-	for _, s := range []string{filepath.Join(home, "h.sock"), filepath.Join(kept, "k.sock"), filepath.Join(repo, "r.sock")} {
+	for _, s := range []string{filepath.Join(home, "h.sock"), filepath.Join(kept, "k.sock"), filepath.Join(repo, "r.sock"), filepath.Join(homeRepo, "hr.sock")} {
 		add(s)
 	}
 	got, err := hostSockets(p, ents, t.TempDir())
-	if err != nil || !slices.Equal(got, []string{filepath.Join(kept, "k.sock")}) {
-		t.Fatalf("got %v, %v; want only the kept path's socket", got, err)
+	want := []string{filepath.Join(kept, "k.sock"), filepath.Join(repo, "r.sock"), filepath.Join(homeRepo, "hr.sock")}
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("got %v, %v; want %v: all but HOME's", got, err, want)
 	}
 	for i := range maxMaskedSockets {
 		add(filepath.Join(crowd, fmt.Sprintf("%d.sock", i)))
 	}
 	got, err = hostSockets(p, ents, t.TempDir())
 	var tm *TooManySocketsError
-	if !errors.As(err, &tm) || got != nil || tm.Dir != crowd || tm.Count != maxMaskedSockets+1 {
+	if !errors.As(err, &tm) || got != nil || tm.Dir != crowd || tm.Count != maxMaskedSockets+len(want) {
 		t.Fatalf("over the bound: got %v, %v; want a refusal naming %s", got, err, crowd)
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "refused") {
@@ -145,7 +148,7 @@ func TestHostSocketsNestedSandbox(t *testing.T) {
 	sock := filepath.Join(dir, "daemon.sock")
 	listen(t, sock)
 	for _, nested := range []bool{false, true} {
-		p := SocketScope{Writable: []string{"/nonexistent-repo"}, NestedSandbox: nested}
+		p := SocketScope{Bound: []string{"/nonexistent-repo"}, NestedSandbox: nested}
 		deny := DenyPathSockets(nested)
 		if want := CanDenyPathSockets() && !nested; deny != want {
 			t.Errorf("nested %v: DenyPathSockets %v, want %v (Landlock ABI %d)", nested, deny, want, LandlockABI())

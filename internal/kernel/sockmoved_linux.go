@@ -37,7 +37,7 @@ func movedSockets(p SocketScope, proc string) ([]string, error) {
 	var devs map[uint64][]string
 	skip := maskSkips(p)
 	skipped := func(c string) bool {
-		return slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !keptSocket(p, c)
+		return slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !boundSocket(p, c)
 	}
 	var out []string
 	lost := map[string][]uint64{}

@@ -1,7 +1,9 @@
 // Package seccomp is the seccomp filter both backends put on the command: ioctl
-// TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do the fscrypt
-// key ioctls and the kernel keyring calls (host state that is not a file), and
-// prlimit64 on PID 1; under a restricted network (Rules.ConfineSockets) sockets
+// TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do TIOCSETD and
+// the virtual console's requests (a terminal changed past the session), the fscrypt
+// key ioctls and the kernel keyring calls (host state that is not a file),
+// prlimit64 on PID 1, and clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
+// cgroup); under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
 // (nsinit/program); the bwrap backend hands the serialised Program to bwrap
 // (--add-seccomp-fd). One rule, one builder.
@@ -22,6 +24,16 @@ import (
 //     TIOCLINUX (its console twin), because kernels before 6.2, or with
 //     dev.tty.legacy_tiocsti=1, let the command type into the caller's shell after
 //     agentbox exits;
+//   - ioctl TIOCSETD (a line discipline), and every request of the virtual
+//     console's two old-style ranges, 0x4B00–0x4BFF (KD*: keyboard mode, keymaps,
+//     fonts, text or graphics) and 0x5600–0x56FF (VT_*: switching consoles): each
+//     changes the caller's terminal for good, past the session, which agentbox
+//     cannot put back — n_null's discipline discards everything the operator types,
+//     a console left with its keyboard off or in graphics mode shows and takes
+//     nothing — and the kernel checks no capability for them on one's own
+//     controlling terminal (a TIOCSETD to a discipline not loaded also loads its
+//     module, with dev.tty.ldisc_autoload=1). No sandbox has a console of its own,
+//     nor needs a discipline other than the terminal's;
 //   - ioctl FS_IOC_ADD_ENCRYPTION_KEY, FS_IOC_REMOVE_ENCRYPTION_KEY and
 //     FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS: a filesystem's fscrypt keyring belongs
 //     to the host, and removing the user's claim to a key locks the user's encrypted
@@ -44,6 +56,15 @@ import (
 //     init's other threads have pids other than 1: so prlimit64 that sets a limit
 //     (a new limit given) of any process but the caller (pid 0) fails too; reading
 //     one stays allowed;
+//
+//   - clone3 fails with ENOSYS (what a kernel before 5.3 answers; glibc, Go and Rust
+//     then use clone, as under Docker's default profile): its flags lie behind a
+//     pointer the filter cannot read, and one of them, CLONE_INTO_CGROUP, starts the
+//     child in any cgroup whose common ancestor with the caller's has a
+//     cgroup.procs the user may write — by inode permission, which the read-only
+//     /sys/fs/cgroup does not change — so out of the session's leaf and above its
+//     --memory, --pids and --cpus limits, where cgroup2 is mounted without
+//     nsdelegate (docs/security.md, "The cgroup tree"). clone carries no cgroup;
 //
 // With Rules.ConfineSockets (a new network namespace, docs/network.md):
 //
@@ -87,27 +108,38 @@ const (
 	seccompArg2High = 36
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
+	ioctlTIOCSETD   = 0x5423
+	ioctlRangeMask  = 0xFFFFFF00 // an old-style request's type byte and number
+	ioctlKD         = 0x4B00     // KD*: the console's keyboard, fonts and mode
+	ioctlVT         = 0x5600     // VT_*: virtual console switching
 	x32SyscallBit   = 0x40000000
 	sockFilterBytes = 8 // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
 )
 
 // deniedRequests are the ioctl requests refused, on every ABI (the fscrypt argument
 // structs hold no pointer or long, so their sizes, and the numbers, are the same for
-// i386 and x32).
-var deniedRequests = []uint32{
-	ioctlTIOCSTI, ioctlTIOCLINUX,
-	unix.FS_IOC_ADD_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
-}
+// i386 and x32). deniedRanges are refused whole: a request whose bits but the
+// low byte (ioctlRangeMask) are one of them. Old-style requests carry no size or
+// direction bits, so their numbers are the same on every ABI too.
+var (
+	deniedRanges   = []uint32{ioctlKD, ioctlVT}
+	deniedRequests = []uint32{
+		ioctlTIOCSTI, ioctlTIOCLINUX, ioctlTIOCSETD,
+		unix.FS_IOC_ADD_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS,
+	}
+)
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), its prlimit64 numbers, and for Rules.ConfineSockets its socket and
-// socketpair numbers and those refused with ENOSYS (socketcall, io_uring_setup).
+// keyctl), its prlimit64 numbers, its clone3 numbers, and for Rules.ConfineSockets
+// its socket and socketpair numbers and those refused with ENOSYS (socketcall,
+// io_uring_setup).
 type abi struct {
 	arch    uint32
 	ioctl   []uint32
 	deny    []uint32
 	prlimit []uint32
+	clone3  []uint32
 	socket  []uint32
 	noSys   []uint32
 }
@@ -122,18 +154,18 @@ func abisFor(goarch string) ([]abi, error) {
 		return []abi{
 			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
-				prlimit: []uint32{302, x | 302},
-				socket:  []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
+				prlimit: []uint32{302, x | 302}, clone3: []uint32{435, x | 435},
+				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
 			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
-				socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
+				clone3: []uint32{435}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
 			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
-				socket: []uint32{198, 199}, noSys: []uint32{425}},
+				clone3: []uint32{435}, socket: []uint32{198, 199}, noSys: []uint32{425}},
 			// EABI only (arm64 runs no OABI binary), which has no socketcall.
 			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
-				socket: []uint32{281, 288}, noSys: []uint32{425}},
+				clone3: []uint32{435}, socket: []uint32{281, 288}, noSys: []uint32{425}},
 		}, nil
 	}
 	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
@@ -186,11 +218,12 @@ const (
 //
 //	block:   ld arch; jeq ABI ? next : next block; ld nr;
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
-//	         jeq prlimit_l ? pid1 : next …;
+//	         jeq prlimit_l ? pid1 : next …; jeq clone3_c ? enosys : next …;
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
-//	ioctl:   ld args[1] low; jeq request_k ? eperm : next …; ret ALLOW
+//	ioctl:   ld args[1] low; jeq request_k ? eperm : next …;
+//	         and ioctlRangeMask; jeq range_r ? eperm : next …; ret ALLOW
 //	pid1:    ld args[0] low; jeq 0 ? allow : next; jeq 1 ? eperm : next;
 //	         ld args[2] low; jeq 0 ? next : eperm; ld args[2] high; jeq 0 ? allow : eperm
 //	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
@@ -207,6 +240,7 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.jeqAll(x.ioctl, lIoctl)
 		a.jeqAll(x.deny, lEPERM)
 		a.jeqAll(x.prlimit, lPid1)
+		a.jeqAll(x.clone3, lENOSYS)
 		if r.ConfineSockets {
 			a.jeqAll(x.socket, lFamily)
 			a.jeqAll(x.noSys, lENOSYS)
@@ -219,6 +253,8 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	a.label(lIoctl)
 	a.ld(seccompArg1Low)
 	a.jeqAll(deniedRequests, lEPERM)
+	a.and(ioctlRangeMask)
+	a.jeqAll(deniedRanges, lEPERM)
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label(lPid1)
@@ -262,6 +298,10 @@ func (a *assembler) label(name string) { a.labels[name] = len(a.prog) }
 
 func (a *assembler) ld(off uint32) {
 	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off})
+}
+
+func (a *assembler) and(k uint32) {
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: k})
 }
 
 func (a *assembler) ret(k uint32) {

@@ -15,8 +15,9 @@ import (
 const filterHelperEnv = "AGENTBOX_COMPAT_FILTER_HELPER"
 
 // TestTTYFilter loads the serialised program, exactly as bwrap receives it, into a
-// helper process and checks what the kernel answers: TIOCSTI and TIOCLINUX refused
-// with EPERM (also with junk in the request's high bits), other ioctls and other
+// helper process and checks what the kernel answers: TIOCSTI, TIOCLINUX, TIOCSETD and
+// the virtual console's requests refused with EPERM (also with junk in the request's
+// high bits), other ioctls (TIOCEXCL, which the launcher undoes instead) and other
 // system calls untouched. On /dev/null an unfiltered tty ioctl fails with ENOTTY, so
 // EPERM can only come from the filter.
 func TestTTYFilter(t *testing.T) {
@@ -40,6 +41,12 @@ func TestTTYFilter(t *testing.T) {
 		"FS_IOC_REMOVE_ENCRYPTION_KEY operation not permitted",
 		"FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS operation not permitted",
 		"FS_IOC_GET_ENCRYPTION_KEY_STATUS inappropriate ioctl for device",
+		"TIOCSETD operation not permitted",
+		"TIOCGETD inappropriate ioctl for device",
+		"KDSKBMODE operation not permitted",
+		"KDSETMODE operation not permitted",
+		"VT_ACTIVATE operation not permitted",
+		"TIOCEXCL inappropriate ioctl for device",
 		"add_key operation not permitted",
 		"request_key operation not permitted",
 		"keyctl operation not permitted",
@@ -52,6 +59,7 @@ func TestTTYFilter(t *testing.T) {
 		"prlimit64 set 0 ok",
 		"prlimit64 set self operation not permitted",
 		"prlimit64 set parent operation not permitted",
+		"clone3 function not implemented",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -96,6 +104,12 @@ func filterHelper() {
 		{"FS_IOC_REMOVE_ENCRYPTION_KEY", unix.FS_IOC_REMOVE_ENCRYPTION_KEY},
 		{"FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS", unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS},
 		{"FS_IOC_GET_ENCRYPTION_KEY_STATUS", unix.FS_IOC_GET_ENCRYPTION_KEY_STATUS},
+		{"TIOCSETD", unix.TIOCSETD},
+		{"TIOCGETD", unix.TIOCGETD},
+		{"KDSKBMODE", 0x4B45},
+		{"KDSETMODE", 0x4B3A},
+		{"VT_ACTIVATE", 0x5606},
+		{"TIOCEXCL", unix.TIOCEXCL},
 	} {
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), p.req, uintptr(unsafe.Pointer(&c)))
 		fmt.Println(p.name, e.Error())
@@ -142,6 +156,9 @@ func filterHelper() {
 		}
 		fmt.Println("prlimit64 set", p.name, errText(e))
 	}
+	// Unfiltered, clone3 with no arguments fails with EINVAL: it never clones.
+	_, _, e = unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
+	fmt.Println("clone3", errText(e))
 	os.Exit(0)
 }
 
@@ -166,6 +183,8 @@ func run(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint32) 
 		switch f.Code {
 		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
 			acc = data[f.K]
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			acc &= f.K
 		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
 			if acc == f.K {
 				pc += int(f.Jt)
@@ -193,6 +212,12 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_I386:    {286, 287, 288},
 		unix.AUDIT_ARCH_AARCH64: {217, 218, 219},
 		unix.AUDIT_ARCH_ARM:     {309, 310, 311},
+	}
+	clone3s := map[uint32][]uint32{
+		unix.AUDIT_ARCH_X86_64:  {435, x32SyscallBit | 435},
+		unix.AUDIT_ARCH_I386:    {435},
+		unix.AUDIT_ARCH_AARCH64: {435},
+		unix.AUDIT_ARCH_ARM:     {435},
 	}
 	ioctls := map[uint32][]uint32{
 		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
@@ -226,6 +251,26 @@ func TestFilterABIs(t *testing.T) {
 					if got := run(t, prog, a.arch, nr, 0, req+1); got != allow && !slices.Contains(deniedRequests, req+1) {
 						t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want allowed", arch, a.arch, nr, req+1, got)
 					}
+				}
+				for _, r := range deniedRanges {
+					for _, req := range []uint32{r, r | 0x3A, r | 0xFF} {
+						if got := run(t, prog, a.arch, nr, 0, req); got != deny {
+							t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want EPERM", arch, a.arch, nr, req, got)
+						}
+					}
+					// The neighbours, and a new-style request of the same type byte.
+					for _, req := range []uint32{r - 1, r + 0x100, 0x80040000 | r} {
+						if got := run(t, prog, a.arch, nr, 0, req); got != allow {
+							t.Errorf("%s arch %#x ioctl %d request %#x: %#x, want allowed", arch, a.arch, nr, req, got)
+						}
+					}
+				}
+			}
+		}
+		for _, a := range abis {
+			for _, nr := range clone3s[a.arch] {
+				if got := run(t, prog, a.arch, nr, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+					t.Errorf("%s arch %#x clone3 %d: %#x, want ENOSYS", arch, a.arch, nr, got)
 				}
 			}
 		}

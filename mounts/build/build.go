@@ -142,7 +142,7 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 	// ignores it): the seccomp filter keeps the command to those.
 	plan.ConfineSockets = plan.Namespaces.Net
 	if s.DenyPathSockets {
-		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p, s)
+		plan.DenyPathSockets, plan.PathSocketGrants = true, pathSocketGrants(p)
 	}
 	if len(p.AllowNet) > 0 {
 		plan.Proxy, plan.Env = mounts.ProxyAddr, netproxy.Env(mounts.ProxyAddr)

@@ -248,9 +248,9 @@ func TestBuildTmpSize(t *testing.T) {
 }
 
 // TestBuildDenyPathSockets: with the session's DenyPathSockets the plan grants path
-// sockets beneath the handed-in sockets and the session's writable directories —
-// not the repository of a --read-only session, not HOME's kept paths — and the dry
-// run shows them.
+// sockets beneath the handed-in sockets only — not the writable directories (a
+// socket made outside the sandbox there is a host daemon's), not HOME's kept paths —
+// and the dry run shows them.
 func TestBuildDenyPathSockets(t *testing.T) {
 	p := testPolicy("/h", "/h/repo")
 	p.AddDirs = []string{"/srv/extra"}
@@ -258,7 +258,7 @@ func TestBuildDenyPathSockets(t *testing.T) {
 	p.Sockets = []policy.Socket{{Path: "/tmp/ssh-x/agent.1", Bind: "/tmp/ssh-x"}, {Path: "/var/lib/db.sock", Bind: "/var/lib/db.sock"}}
 	gitRW := []mounts.Op{{Kind: mounts.Bind, Source: "/h/main/.git/worktrees/w", Dest: "/h/main/.git/worktrees/w"}}
 	plan := Plan(p, mounts.Session{DenyPathSockets: true, GitRW: gitRW})
-	want := []string{"/h/main/.git/worktrees/w", "/h/repo", "/srv/extra", "/tmp/ssh-x", "/var/lib/db.sock"}
+	want := []string{"/tmp/ssh-x", "/var/lib/db.sock"}
 	if !plan.DenyPathSockets || !slices.Equal(plan.PathSocketGrants, want) {
 		t.Fatalf("grants %v (deny %v), want %v", plan.PathSocketGrants, plan.DenyPathSockets, want)
 	}

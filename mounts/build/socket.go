@@ -29,22 +29,15 @@ func socketOps(p *policy.Policy) []mounts.Op {
 
 // pathSocketGrants are the trees in which a plan with DenyPathSockets lets the
 // command reach sockets made outside its Landlock domain: the sockets handed in
-// (what socketOps binds: the socket, or its own directory) and the session's
-// writable directories — the repository (unless --read-only), the further ones
-// and a linked worktree's metadata — whose sockets the masks left alone too. The
-// sandbox's own sockets, wherever it binds them, need no grant; HOME's kept paths
-// and the read-only view get none: a socket there is a host process's.
-func pathSocketGrants(p *policy.Policy, s mounts.Session) []string {
+// (what socketOps binds: the socket, or its own directory). The sandbox's own
+// sockets, wherever it binds them, need no grant; the writable directories, HOME's
+// kept paths and the read-only view get none: a socket made outside the sandbox
+// there is a host process's (a project's own database in the repository), which
+// --allow-socket hands in when wanted.
+func pathSocketGrants(p *policy.Policy) []string {
 	var out []string
 	for _, sock := range p.Sockets {
 		out = append(out, sock.Bind)
-	}
-	if !p.ReadOnly {
-		out = append(out, p.Repo)
-	}
-	out = append(out, p.AddDirs...)
-	for _, op := range s.GitRW {
-		out = append(out, op.Dest)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

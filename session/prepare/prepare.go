@@ -106,7 +106,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p))}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops))}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
 		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
@@ -129,14 +129,20 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	return pr, nil
 }
 
-// socketScope is what the host sockets' masks depend on in p (kernel.HostSockets).
-func socketScope(p *policy.Policy) kernel.SocketScope {
-	s := kernel.SocketScope{Home: p.Home, KeptPrivate: p.KeepPrivate, Writable: p.AddDirs, NestedSandbox: p.NestedSandbox}
+// socketScope is what the host sockets' masks depend on in p and the linked
+// worktree's writable Git metadata (kernel.HostSockets). The repository, the
+// further directories and that metadata are host directories: bound over HOME's
+// overlay where they lie below HOME, their sockets are the host's, to be masked.
+func socketScope(p *policy.Policy, gitRW []mounts.Op) kernel.SocketScope {
+	s := kernel.SocketScope{Home: p.Home, KeptPrivate: p.KeepPrivate, NestedSandbox: p.NestedSandbox}
+	s.Bound = append(append(s.Bound, p.Repo), p.AddDirs...)
 	if !p.ReadOnly {
-		s.Writable = append([]string{p.Repo}, p.AddDirs...)
+		for _, op := range gitRW {
+			s.Bound = append(s.Bound, op.Dest)
+		}
 	}
 	for _, k := range p.Keep {
-		s.Kept = append(s.Kept, k.Path)
+		s.Bound = append(s.Bound, k.Path)
 	}
 	for _, k := range p.Sockets {
 		s.Handed = append(s.Handed, k.Bind)

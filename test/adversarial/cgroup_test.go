@@ -100,15 +100,25 @@ func inCgroup(t *testing.T, cmd *exec.Cmd, dir string) {
 }
 
 // cgroupScript: where the session is, then every way at the delegated cgroup: its
-// host path (read-only), and a nested user + mount + cgroup namespace with cgroup2
-// mounted, whose root is the session's cgroup (the kernel may refuse the mount
-// itself; then only the host's tree after the session judges). The kill comes last:
-// with the leaf, it ends the session itself.
+// host path (read-only); a child cloned into it (clone3's CLONE_INTO_CGROUP with a
+// descriptor of its read-only host path, which the kernel judges by the inode's
+// permission, and without nsdelegate by nothing else: the child, out of the leaf,
+// sees its cgroup as "/.."); and a nested user + mount + cgroup namespace with
+// cgroup2 mounted, whose root is the session's cgroup (the kernel may refuse the
+// mount itself; then only the host's tree after the session judges). The kill comes
+// last: with the leaf, it ends the session itself.
 const cgroupScript = prelude + `
 echo "CGROUP $(grep '^0::' /proc/self/cgroup)"
 try host-path-max-descendants sh -c 'echo 1 > "$DELEG/cgroup.max.descendants"'
 try host-path-mkdir mkdir "$DELEG/agentbox-planted"
 try host-path-freeze sh -c 'echo 1 > "$DELEG/cgroup.freeze"'
+clone3into() { perl -MFcntl -e 'sysopen(my $d, $ARGV[0], O_RDONLY|O_DIRECTORY) or die "open: $!\n";
+	my $a = pack("Q11", 0x200000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, fileno($d)); my $pid = syscall(435, $a, length($a));
+	if ($pid == 0) { open(my $c, "<", "/proc/self/cgroup"); print grep(/^0::/, <$c>); exit 0 }
+	die "clone3 errno " . ($!+0) . "\n" if $pid < 0; waitpid($pid, 0)' "$DELEG"; }
+escapedLeaf() { clone3into | grep -q '^0::/\.\.'; }
+try clone3-into-delegated escapedLeaf
+echo "CLONE3 $(clone3into 2>&1)"
 mkdir -p /tmp/cg
 nested() { unshare -Urmc sh -c "mount -t cgroup2 none /tmp/cg && $1"; }
 attempt nested-mkdir nested 'mkdir /tmp/cg/agentbox-planted'
@@ -171,6 +181,12 @@ func TestSessionCgroup(t *testing.T) {
 			}
 			// The sandbox's cgroup namespace is rooted at its leaf: the session sees
 			// itself at the root, and nothing of the cgroups above.
+			// clone3 is refused as a kernel without it would (ENOSYS); under
+			// nsdelegate the kernel refuses the clone into the delegated cgroup
+			// itself (ENOENT), without it nothing did.
+			if !strings.Contains(r.Stdout, "CLONE3 clone3 errno 38\n") {
+				t.Errorf("clone3 was not refused with ENOSYS inside:\n%s", r.Stdout)
+			}
 			if !strings.Contains(r.Stdout, "CGROUP 0::/\n") {
 				t.Errorf("the sandbox's cgroup namespace is not rooted at its own cgroup:\n%s", r.Stdout)
 			}

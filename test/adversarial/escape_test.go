@@ -561,7 +561,7 @@ func runAttacks(t *testing.T, attacks []attack) {
 					}
 					before := x.snapshot(t)
 					extraBefore := checksums(extra)
-					cmd := x.Command(x.Repo, append([]string{"--no-git-save", "--no-record"}, a.args...), prelude+a.script)
+					cmd := x.Command(x.Repo, append(append([]string{"--no-git-save", "--no-record"}, a.args...), x.args...), prelude+a.script)
 					cmd.Env = append(cmd.Env, "OUTSIDE="+x.Outside, "VICTIM="+x.Victim, "PROBE="+pr, "PWNED="+x.Pwned, probeEnv+"=1")
 					cmd.Env = append(cmd.Env, x.env...)
 					var r sandboxtest.Result

@@ -105,6 +105,7 @@ type target struct {
 
 	skipGit bool     // leave .git/hooks and .git/config out of the snapshot
 	env     []string // extra environment for the session, set by an attack's setup
+	args    []string // extra agentbox exec flags, set by an attack's setup
 	hostPID int      // a host process the attack tries to signal
 }
 

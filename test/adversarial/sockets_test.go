@@ -35,6 +35,20 @@ var socketAttacks = []attack{
 	{name: "host daemon socket bound in another network namespace", setup: netnsDaemonSocket, script: `
 		try netns-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$NSSOCK" - | grep -q agentbox-host'
 		echo DONE`},
+	// A daemon's socket in the repository (a project's own database, as devenv's
+	// below .devenv/state: a PostgreSQL one runs any program as the user for a
+	// COPY … TO PROGRAM). The repository is the host's directory, bound over HOME's
+	// overlay, writable or not; the socket is the daemon's, not the session's.
+	{name: "host daemon socket in a read-only repository below HOME", setup: repoDaemonSocket, args: []string{"--read-only"}, script: `
+		try repo-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$RSOCK" - | grep -q agentbox-host'
+		echo DONE`},
+	{name: "host daemon socket in the writable repository", setup: repoDaemonSocket, script: `
+		try repo-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$RSOCK" - | grep -q agentbox-host'
+		echo DONE`},
+	// The same in a further writable directory outside HOME.
+	{name: "host daemon socket in an --add-dir directory", setup: addDirDaemonSocket, script: `
+		try add-dir-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$ASOCK" - | grep -q agentbox-host'
+		echo DONE`},
 }
 
 var socketCrowdAttacks = []attack{
@@ -84,6 +98,33 @@ func netnsDaemonSocket(t *testing.T, x *target) []string {
 	})
 	waitFor(t, "the namespaced daemon's socket", func() bool { fi, err := os.Lstat(sock); return err == nil && fi.Mode()&os.ModeSocket != 0 })
 	x.env = append(x.env, "NSSOCK="+sock)
+	return nil
+}
+
+// repoDaemonSocket listens on a socket in the repository answering "agentbox-host".
+func repoDaemonSocket(t *testing.T, x *target) []string {
+	dir := filepath.Join(x.Repo, ".devenv", "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, ".s.PGSQL.5432")
+	testenv.ServeUnix(t, sock, "agentbox-host")
+	x.env = append(x.env, "RSOCK="+sock)
+	return nil
+}
+
+// addDirDaemonSocket listens on a socket answering "agentbox-host" in a directory
+// outside HOME that the session gets writable (--add-dir).
+func addDirDaemonSocket(t *testing.T, x *target) []string {
+	dir := filepath.Join(x.Outside, "added")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, dir)
+	sock := filepath.Join(dir, "db.sock")
+	testenv.ServeUnix(t, sock, "agentbox-host")
+	x.env = append(x.env, "ASOCK="+sock)
+	x.args = append(x.args, "--add-dir", dir)
 	return nil
 }
 

@@ -1,0 +1,147 @@
+package adversarial
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// ttyStateScript changes, on its standard input (the caller's terminal), the
+// terminal state that outlives the command and that the terminal's modes do not hold:
+// a virtual console's keyboard mode (KDSKBMODE K_OFF; on a pseudo-terminal the kernel
+// answers ENOTTY, the filter EPERM), the exclusive mode (TIOCEXCL), the shared open
+// file description's O_NONBLOCK, and last the line discipline (TIOCSETD n_null,
+// which, where it is taken, discards everything written after it).
+const ttyStateScript = `perl -e 'use Fcntl;
+	ioctl(STDIN, 0x4B45, 4) ? print "KDSKBMODE accepted\n" : print "KDSKBMODE refused errno ", $!+0, "\n";
+	ioctl(STDIN, 0x540C, 0) ? print "TIOCEXCL set\n" : print "TIOCEXCL refused errno ", $!+0, "\n";
+	my $f = fcntl(STDIN, F_GETFL, 0); fcntl(STDIN, F_SETFL, $f | O_NONBLOCK) and print "O_NONBLOCK set\n";
+	my $d = pack("i", 27); ioctl(STDIN, 0x5423, $d) ? print "TIOCSETD accepted\n" : print "TIOCSETD refused errno ", $!+0, "\n";'`
+
+// ttyState is what the caller's terminal is left with.
+type ttyState struct {
+	ldisc    int  // TIOCGETD: 0 is N_TTY
+	excl     bool // TIOCGEXCL
+	nonblock bool // the shared description's O_NONBLOCK
+}
+
+// afterOnTerminal runs cmd with a fresh pseudo-terminal as its controlling terminal
+// and standard streams, as onTerminal does, and returns what it wrote and the
+// terminal's state afterwards, read through the caller's own descriptor of the same
+// open file description (never through os.File.Fd, which would clear O_NONBLOCK).
+func afterOnTerminal(t *testing.T, cmd *exec.Cmd) (string, ttyState) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		testenv.Skip(t, "no pseudo-terminals here: %v", err)
+	}
+	defer master.Close()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	sfd, err := unix.Open("/dev/pts/"+strconv.Itoa(int(n)), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open slave: %v", err)
+	}
+	slave := os.NewFile(uintptr(sfd), "pty slave")
+	defer slave.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(&out, master); close(done) }()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	var st ttyState
+	var stErr error
+	rc, err := slave.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.Control(func(fd uintptr) {
+		var flags, excl int
+		if st.ldisc, stErr = unix.IoctlGetInt(int(fd), unix.TIOCGETD); stErr != nil {
+			return
+		}
+		if excl, stErr = unix.IoctlGetInt(int(fd), unix.TIOCGEXCL); stErr != nil {
+			return
+		}
+		if flags, stErr = unix.FcntlInt(fd, unix.F_GETFL, 0); stErr != nil {
+			return
+		}
+		st.excl, st.nonblock = excl != 0, flags&unix.O_NONBLOCK != 0
+	})
+	// With the last slave descriptor closed the copier reads what is left, then EIO.
+	slave.Close()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		master.Close()
+		<-done
+	}
+	if stErr != nil {
+		t.Fatalf("reading the terminal's state: %v", stErr)
+	}
+	if werr != nil {
+		t.Fatalf("command failed: %v\n%s", werr, out.String())
+	}
+	return out.String(), st
+}
+
+// TestTerminalStateAfterSession: a command with the caller's terminal leaves it in a
+// state that outlives the session and that the modes agentbox puts back do not hold —
+// exclusive (no open(2) of it but root's: ssh's and sudo's prompts, editors), its
+// shared description non-blocking (the next program's read fails with EAGAIN), its
+// line discipline n_null (everything typed and written is discarded), a virtual
+// console's keyboard off. After the session the terminal must be as before on every
+// runner: the discipline and the console's requests refused by the filter, the
+// exclusive mode and the flags put back by the launcher. The control runs the script
+// unsandboxed: the exclusive mode and O_NONBLOCK stay, so the test can fail.
+func TestTerminalStateAfterSession(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		testenv.Skip(t, "perl missing")
+	}
+	t.Run("control", func(t *testing.T) {
+		b := sandboxtest.NewBox(t, "native")
+		out, st := afterOnTerminal(t, testenv.Command(t, b.Home, "/bin/sh", "-c", ttyStateScript))
+		if !st.excl || !st.nonblock {
+			t.Fatalf("unsandboxed, the terminal was left %+v, want exclusive and non-blocking (the test could not fail)\n%s", st, out)
+		}
+	})
+	for _, backend := range append(sandboxtest.Backends(t), sandboxtest.NativeGo) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			out, st := afterOnTerminal(t, b.Command(b.Repo, []string{"--no-git-save", "--no-record"}, ttyStateScript))
+			attempts.Add(4)
+			t.Logf("session on the terminal:\n%s", out)
+			if st != (ttyState{}) {
+				t.Errorf("after the session the caller's terminal is left %+v, want N_TTY, not exclusive, blocking", st)
+			}
+			for _, want := range []string{"KDSKBMODE refused errno 1", "TIOCSETD refused errno 1"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("inside, %q missing: the filter let it through\n%s", want, out)
+				}
+			}
+		})
+	}
+}
