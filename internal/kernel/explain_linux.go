@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // explain returns the fix for a failed check, from what was measured: the sysctls
@@ -26,6 +28,11 @@ func explain(name string, r Report, res stepResult) string {
 		}
 		if onOverlay(os.Getenv("HOME")) {
 			return "HOME is itself on an overlay (inside an agentbox sandbox or a container): overlayfs cannot stack on it in a user namespace; run agentbox outside it"
+		}
+		if below := mountsBelow("/proc", os.Getenv("HOME")); len(below) > 0 {
+			return fmt.Sprintf("a filesystem is mounted below HOME (%s): in a user namespace the kernel refuses an overlay "+
+				"over a directory that holds a mount it may not uncover; unmount it, or mount it outside HOME "+
+				"(say under /mnt) and leave a symlink in HOME", termsafe.Quote(below[0]))
 		}
 		if ok, known := AtLeast(r.Kernel, "5.11"); ok && known {
 			return "this kernel is new enough (Linux 5.11 or later): the mount was refused for another reason; check any seccomp or LSM policy, and that HOME is on an ordinary filesystem"

@@ -124,12 +124,32 @@ func namesOf(dir string, f boundFile) ([]string, uint64) {
 // mountedDevs maps each device mounted in this process's mount namespace to its
 // mount points.
 func mountedDevs(proc string) (map[uint64][]string, error) {
-	f, err := os.Open(proc + "/self/mountinfo")
+	devs := map[uint64][]string{}
+	err := eachMount(proc, func(fields []string) error {
+		maj, mnr, ok := strings.Cut(fields[2], ":")
+		a, err1 := strconv.ParseUint(maj, 10, 32)
+		b, err2 := strconv.ParseUint(mnr, 10, 32)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("%s/self/mountinfo: bad device %q", proc, fields[2])
+		}
+		d := unix.Mkdev(uint32(a), uint32(b))
+		devs[d] = append(devs[d], unescapeMount(fields[4]))
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return devs, nil
+}
+
+// eachMount calls fn with the fields of each line of this process's mountinfo
+// that has at least the mount point (field 5).
+func eachMount(proc string, fn func(fields []string) error) error {
+	f, err := os.Open(proc + "/self/mountinfo")
+	if err != nil {
+		return err
+	}
 	defer f.Close()
-	devs := map[uint64][]string{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
@@ -137,16 +157,28 @@ func mountedDevs(proc string) (map[uint64][]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		maj, mnr, ok := strings.Cut(fields[2], ":")
-		a, err1 := strconv.ParseUint(maj, 10, 32)
-		b, err2 := strconv.ParseUint(mnr, 10, 32)
-		if !ok || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%s/self/mountinfo: bad device %q", proc, fields[2])
+		if err := fn(fields); err != nil {
+			return err
 		}
-		d := unix.Mkdev(uint32(a), uint32(b))
-		devs[d] = append(devs[d], unescapeMount(fields[4]))
 	}
-	return devs, sc.Err()
+	return sc.Err()
+}
+
+// mountsBelow lists the mount points strictly below dir in this process's mount
+// namespace.
+func mountsBelow(proc, dir string) []string {
+	var below []string
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	if prefix == "/" {
+		return nil
+	}
+	_ = eachMount(proc, func(fields []string) error {
+		if mp := unescapeMount(fields[4]); strings.HasPrefix(mp, prefix) {
+			below = append(below, mp)
+		}
+		return nil
+	})
+	return below
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
