@@ -74,7 +74,9 @@ type Surface struct {
 	Launch *Launch  `json:"-"`
 	roots  []string // the repository and ScanOptions.GitDirs, for the quarantine
 	taken  int      // directories whose listing ScanOptions.Since stood for
-	shared bool     // the walk is ScanOptions.Since's launch walk, taken whole
+	// refreshed: entries of those listings lstat'ed again (a file changed in place)
+	refreshed int
+	shared    bool // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.
