@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -58,6 +59,9 @@ type prefetcher struct {
 	read    atomic.Int64 // entries read by all workers
 	pending map[string]*listing
 	launch  *Launch // marks each directory before it is read (nil: no watch)
+	// root is "/", opened once for the workers' opens instead of once a
+	// directory (safepath.Open's); -1 when it could not be (each opens its own).
+	root int
 }
 
 type prefetchJob struct {
@@ -74,6 +78,10 @@ func newPrefetcher(maxEntries int, launch *Launch) *prefetcher {
 		return nil
 	}
 	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch}
+	var err error
+	if p.root, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		p.root = -1
+	}
 	for range prefetchWorkers {
 		p.wg.Add(1)
 		go func() {
@@ -126,6 +134,9 @@ func (p *prefetcher) stop() {
 	}
 	close(p.jobs)
 	p.wg.Wait()
+	if p.root >= 0 {
+		unix.Close(p.root)
+	}
 }
 
 // list reads one directory the way readDirBatches does, stopping when this listing
@@ -137,7 +148,7 @@ func (p *prefetcher) list(j prefetchJob) {
 		return // no batches: the scan reads it itself, if it still wants it
 	}
 	l.stat = j.stat
-	fd, err := safepath.Open(j.dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := p.open(j.dir)
 	if err != nil {
 		l.openErr = err
 		return
@@ -176,6 +187,15 @@ func (p *prefetcher) list(j prefetchJob) {
 		sortListing(l.ents, l.stats)
 		l.sorted = true
 	}
+}
+
+// open is safepath.Open of the absolute path dir: the same resolution from the
+// same root, which the launcher never changes.
+func (p *prefetcher) open(dir string) (int, error) {
+	if p.root < 0 || !strings.HasPrefix(dir, "/") {
+		return safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	return safepath.OpenBeneath(p.root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
 // sortListing sorts ents by name, and stats (when not nil) with them.
