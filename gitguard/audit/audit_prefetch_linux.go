@@ -60,8 +60,9 @@ type prefetcher struct {
 	pending map[string]*listing
 	launch  *Launch // marks each directory before it is read (nil: no watch)
 	// root is "/", opened once for the workers' opens instead of once a
-	// directory (safepath.Open's); -1 when it could not be (each opens its own).
-	root int
+	// directory (safepath.Open's), when rooted; else each opens its own.
+	root   int
+	rooted bool
 }
 
 type prefetchJob struct {
@@ -78,9 +79,8 @@ func newPrefetcher(maxEntries int, launch *Launch) *prefetcher {
 		return nil
 	}
 	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch}
-	var err error
-	if p.root, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		p.root = -1
+	if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		p.root, p.rooted = fd, true
 	}
 	for range prefetchWorkers {
 		p.wg.Add(1)
@@ -134,7 +134,7 @@ func (p *prefetcher) stop() {
 	}
 	close(p.jobs)
 	p.wg.Wait()
-	if p.root >= 0 {
+	if p.rooted {
 		unix.Close(p.root)
 	}
 }
@@ -192,7 +192,7 @@ func (p *prefetcher) list(j prefetchJob) {
 // open is safepath.Open of the absolute path dir: the same resolution from the
 // same root, which the launcher never changes.
 func (p *prefetcher) open(dir string) (int, error) {
-	if p.root < 0 || !strings.HasPrefix(dir, "/") {
+	if !p.rooted || !strings.HasPrefix(dir, "/") {
 		return safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	}
 	return safepath.OpenBeneath(p.root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
