@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -247,17 +245,30 @@ func readInPlace(repoFd int, rel string, st *unix.Stat_t) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
+	defer unix.Close(fd) // not an os.File: the runtime's poller has nothing to do with a regular file
 	if err := unix.Fstat(fd, st); err != nil {
 		return nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxInPlaceSize {
 		return nil, errNotInPlace
 	}
+	// One byte more than its size: a file that grew is not read as its first bytes.
 	buf := make([]byte, st.Size+1)
-	n, err := io.ReadFull(f, buf)
-	if int64(n) != st.Size || err != io.ErrUnexpectedEOF && !(err == io.EOF && n == 0) {
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, errNotInPlace
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	if int64(n) != st.Size {
 		return nil, errNotInPlace
 	}
 	var after unix.Stat_t

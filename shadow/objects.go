@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Commits and refs written in Go. A Git process's start-up is, on a small
@@ -62,19 +64,77 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 	id := hex.EncodeToString(h.Sum(nil))
 	dir := filepath.Join(s.Dir, "objects", id[:2])
 	final := filepath.Join(dir, id[2:])
-	if _, err := os.Lstat(final); err == nil {
+	var st unix.Stat_t
+	if unix.Lstat(final, &st) == nil {
 		return id, nil
 	}
 	z, err := deflateObject(hdr, body)
 	if err != nil {
 		return "", fmt.Errorf("shadow: compress object: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("shadow: write object: %w", err)
+	err = putLoose(dir, final, z)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The fan-out directory is made on first use, not looked for each time.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			err = putLoose(dir, final, z)
+		}
 	}
+	if err != nil {
+		return "", fmt.Errorf("shadow: write object %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// putLoose writes z as the read-only file final in dir, which must exist: written
+// whole into an unnamed file (O_TMPFILE) that is then linked at its name, so that
+// no reader sees part of it, a killed recorder leaves no temporary file, and an
+// object someone else linked meanwhile is not replaced. Where the filesystem has
+// no unnamed files, or /proc/self/fd cannot link one, a named temporary file.
+func putLoose(dir, final string, z []byte) error {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if err != nil {
+		return putLooseNamed(dir, final, z)
+	}
+	defer unix.Close(fd)
+	// The umask may have taken bits: objects are 0444 as Git writes them.
+	if err := unix.Fchmod(fd, 0o444); err != nil {
+		return err
+	}
+	for b := z; len(b) > 0; {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	switch {
+	case err == nil, errors.Is(err, unix.EEXIST):
+		return nil
+	case errors.Is(err, unix.ENOENT) && !procFD():
+		return putLooseNamed(dir, final, z)
+	}
+	return err
+}
+
+// procFD reports whether /proc/self/fd is procfs's, through which an unnamed file
+// can be linked.
+func procFD() bool {
+	var sfs unix.Statfs_t
+	return unix.Statfs("/proc/self/fd", &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC
+}
+
+// putLooseNamed is putLoose through a named temporary file in dir.
+func putLooseNamed(dir, final string, z []byte) error {
 	tmp, err := os.CreateTemp(dir, "tmp_obj_")
 	if err != nil {
-		return "", fmt.Errorf("shadow: write object: %w", err)
+		return err
 	}
 	_, err = tmp.Write(z)
 	if cerr := tmp.Close(); err == nil {
@@ -90,10 +150,7 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 		}
 	}
 	os.Remove(tmp.Name())
-	if err != nil {
-		return "", fmt.Errorf("shadow: write object %s: %w", id, err)
-	}
-	return id, nil
+	return err
 }
 
 // storedMax is the largest object written as stored (uncompressed) deflate blocks.

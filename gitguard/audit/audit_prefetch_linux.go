@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -58,8 +59,14 @@ type prefetcher struct {
 	max     int          // MaxEntries: neither one listing nor all of them read more
 	read    atomic.Int64 // entries read by all workers
 	pending map[string]*listing
-	launch  *Launch                        // marks each directory before it is read (nil: no watch)
-	open    func(string, int) (int, error) // the scan's openPath (audit_held_linux.go)
+	launch  *Launch // marks each directory before it is read (nil: no watch)
+	// held opens a directory of a held scan (the scanner's openPath,
+	// audit_held_linux.go); nil for a scan by path.
+	held func(string, int) (int, error)
+	// root is "/", opened once for the workers' opens instead of once a
+	// directory (safepath.Open's), when rooted; else each opens its own.
+	root   int
+	rooted bool
 }
 
 type prefetchJob struct {
@@ -71,11 +78,18 @@ type prefetchJob struct {
 // noPrefetch makes Scan list every directory itself (tests compare the two).
 var noPrefetch bool
 
-func newPrefetcher(maxEntries int, launch *Launch, open func(string, int) (int, error)) *prefetcher {
+// newPrefetcher starts the workers; held is the scanner's openPath for a held scan
+// (its opens already start at the held descriptor), nil for a scan by path.
+func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, error)) *prefetcher {
 	if noPrefetch {
 		return nil
 	}
-	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, open: open}
+	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, held: held}
+	if held == nil {
+		if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			p.root, p.rooted = fd, true
+		}
+	}
 	for range prefetchWorkers {
 		p.wg.Add(1)
 		go func() {
@@ -128,6 +142,9 @@ func (p *prefetcher) stop() {
 	}
 	close(p.jobs)
 	p.wg.Wait()
+	if p.rooted {
+		unix.Close(p.root)
+	}
 }
 
 // list reads one directory the way readDirBatches does, stopping when this listing
@@ -139,11 +156,7 @@ func (p *prefetcher) list(j prefetchJob) {
 		return // no batches: the scan reads it itself, if it still wants it
 	}
 	l.stat = j.stat
-	open := p.open
-	if open == nil {
-		open = safepath.Open
-	}
-	fd, err := open(j.dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := p.open(j.dir)
 	if err != nil {
 		l.openErr = err
 		return
@@ -182,6 +195,19 @@ func (p *prefetcher) list(j prefetchJob) {
 		sortListing(l.ents, l.stats)
 		l.sorted = true
 	}
+}
+
+// open is the held scan's own open (beneath the held descriptor), or else
+// safepath.Open of the absolute path dir: the same resolution from the same root,
+// which the launcher never changes.
+func (p *prefetcher) open(dir string) (int, error) {
+	if p.held != nil {
+		return p.held(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	if !p.rooted || !strings.HasPrefix(dir, "/") {
+		return safepath.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	return safepath.OpenBeneath(p.root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
 // sortListing sorts ents by name, and stats (when not nil) with them.

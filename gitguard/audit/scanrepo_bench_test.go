@@ -95,3 +95,58 @@ func BenchmarkScanRepoSinceChanged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScanRepoSinceEdited is BenchmarkScanRepoSinceChanged for a session that
+// edited a file in place in each of ten directories (what an agent does most):
+// those directories kept their names, so their listings are taken with the one
+// file lstat'ed again. Each file gets its size back after the run.
+func BenchmarkScanRepoSinceEdited(b *testing.B) {
+	repo := os.Getenv("AGENTBOX_BENCH_REPO")
+	if repo == "" {
+		b.Skip("AGENTBOX_BENCH_REPO names no repository")
+	}
+	var files []string
+	_ = filepath.WalkDir(repo, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+		case d.Name() == ".git":
+			return filepath.SkipDir
+		case d.Type().IsRegular() && (len(files) == 0 || filepath.Dir(files[len(files)-1]) != filepath.Dir(p)) && len(files) < 1000:
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) < 10 {
+		b.Skip("fewer than ten directories with files")
+	}
+	var edited []string
+	for k := range 10 {
+		f := files[(k*len(files)/10+1)%len(files)]
+		fi, err := os.Stat(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		edited = append(edited, f)
+		b.Cleanup(func() { os.Truncate(f, fi.Size()) })
+	}
+	for b.Loop() {
+		b.StopTimer()
+		launch, err := Scan(repo, ScanOptions{Walk: true, Watch: true})
+		if err != nil || launch.Launch == nil {
+			b.Skipf("no watch: %v", err)
+		}
+		for _, f := range edited {
+			w, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.WriteString("x")
+			w.Close()
+		}
+		launch.Launch.Stop()
+		b.StartTimer()
+		if _, err := Scan(repo, ScanOptions{Walk: true, Since: launch.Launch}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
