@@ -34,9 +34,13 @@ const lockWait = 10 * time.Second
 
 // entry is one widened inode as the journal keeps it.
 type entry struct {
-	Path    string   `json:"path"` // where it was widened, for Recover
-	Dev     uint64   `json:"dev"`
-	Ino     uint64   `json:"ino"`
+	Path string `json:"path"` // where it was widened, for Recover
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+	// Birth is the inode's birth time (statx), 0 where the filesystem keeps none:
+	// ext4 and XFS give a removed inode's number to the next file made, so device
+	// and inode alone would take a file made at the path since for the one widened.
+	Birth   int64    `json:"birth,omitempty"`
 	Orig    uint32   `json:"orig"`    // permission bits before any holder widened them
 	Set     uint32   `json:"set"`     // the bits the last widener set
 	Holders []string `json:"holders"` // the Relaxers that widened it and have not restored
@@ -179,15 +183,21 @@ func (j *journal) widen(fd int, path string, st *unix.Stat_t, need uint32) (set 
 		return 0, err
 	}
 	cur := st.Mode & 0o7777
+	born := birth(fd)
 	e, err := readEntry(j.dir, entryName(st.Dev, st.Ino))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		e = &entry{Dev: st.Dev, Ino: st.Ino, Orig: cur}
+		e = &entry{Dev: st.Dev, Ino: st.Ino, Birth: born, Orig: cur}
 	case err != nil:
 		return 0, err
 	default:
 		e.liveHolders(j.dir, "")
-		if len(e.Holders) == 0 && cur != e.Set {
+		switch {
+		case len(e.Holders) == 0 && !e.sameBirth(born):
+			// A dead holder's entry about a removed inode whose number this
+			// one was given: nothing of it applies here.
+			e = &entry{Dev: st.Dev, Ino: st.Ino, Birth: born, Orig: cur}
+		case len(e.Holders) == 0 && cur != e.Set:
 			// A dead holder's entry, not yet recovered, whose mode was changed
 			// since: that is the mode to put back. Unchanged, its original stands.
 			e.Orig = cur
@@ -228,7 +238,7 @@ func (j *journal) restore(fd int, dev, ino uint64) {
 		return
 	}
 	var st unix.Stat_t
-	if fd >= 0 && unix.Fstat(fd, &st) == nil && st.Dev == dev && st.Ino == ino && st.Mode&0o7777 == e.Set {
+	if fd >= 0 && unix.Fstat(fd, &st) == nil && st.Dev == dev && st.Ino == ino && e.sameBirth(birth(fd)) && st.Mode&0o7777 == e.Set {
 		_ = unix.Chmod(fdLink(fd), e.Orig)
 	}
 	j.finish(e)
@@ -294,8 +304,23 @@ func putBack(e *entry) bool {
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Dev != e.Dev || st.Ino != e.Ino || st.Mode&0o7777 != e.Set {
+	if unix.Fstat(fd, &st) != nil || st.Dev != e.Dev || st.Ino != e.Ino || !e.sameBirth(birth(fd)) || st.Mode&0o7777 != e.Set {
 		return false
 	}
 	return unix.Chmod(fdLink(fd), e.Orig) == nil
+}
+
+// birth is the birth time of the inode open at fd, 0 where it is not known.
+func birth(fd int) int64 {
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) != nil || stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1_000_000_000 + int64(stx.Btime.Nsec)
+}
+
+// sameBirth says whether an inode born at b may be e's: the same birth time, or
+// one of the two unknown (a filesystem that keeps none, an entry written without).
+func (e *entry) sameBirth(b int64) bool {
+	return e.Birth == 0 || b == 0 || e.Birth == b
 }

@@ -210,3 +210,85 @@ func TestWidenOpenJournaled(t *testing.T) {
 		os.Chmod(a, 0o700)
 	}
 }
+
+// TestWidenReusedInodeNotRecovered: a killed holder's entry is about the inode
+// it widened, not about a directory made at the same path since that the
+// filesystem gave the same inode number (ext4 does at once) and that happens to
+// have the widened mode: neither Recover nor the next widener takes the dead
+// entry's original for it.
+func TestWidenReusedInodeNotRecovered(t *testing.T) {
+	if os.Getenv("WIDEN_HELPER") != "" {
+		TestWidenKilledHolderRecovered(t)
+		return
+	}
+	for _, recover := range []bool{true, false} {
+		root := t.TempDir()
+		journal := filepath.Join(t.TempDir(), "widen")
+		a := filepath.Join(root, "a")
+		if err := os.Mkdir(a, 0); err != nil {
+			t.Fatal(err)
+		}
+		killedWidener(t, root, journal, a)
+		// The user's own directory in its place, of the mode the dead holder set.
+		if err := os.Remove(a); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(a, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(a, &st); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := filepath.Glob(filepath.Join(journal, "e-*"))
+		if len(ents) != 1 {
+			t.Fatalf("journal entries %v, want one", ents)
+		}
+		e, err := readEntry(journal, filepath.Base(ents[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Dev != st.Dev || e.Ino != st.Ino {
+			// Not given the same number here: the entry is moved to the new
+			// inode's, which is what reuse leaves.
+			os.Remove(ents[0])
+			e.Dev, e.Ino = st.Dev, st.Ino
+			if err := writeEntry(journal, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if recover {
+			Recover(journal)
+		} else {
+			r := &Relaxer{Roots: []string{root}, DirBits: 0o700, Journal: journal}
+			if !r.Widen(a) {
+				t.Fatal("Widen changed nothing")
+			}
+			r.Restore()
+		}
+		if fi, err := os.Lstat(a); err != nil || fi.Mode().Perm() != 0o500 {
+			t.Errorf("recover %v: the new directory is %o (%v), want its own 500", recover, fi.Mode().Perm(), err)
+		}
+	}
+}
+
+// killedWidener widens paths below root, journaled, in a helper process it then
+// kills with SIGKILL.
+func killedWidener(t *testing.T, root, journal string, paths ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWidenReusedInodeNotRecovered$")
+	cmd.Env = append(os.Environ(), "WIDEN_HELPER=1", "WIDEN_ROOT="+root, "WIDEN_JOURNAL="+journal, "WIDEN_PATHS="+strings.Join(paths, " "))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if line != "widened\n" {
+		t.Fatalf("helper: %q", line)
+	}
+}
