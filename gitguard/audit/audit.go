@@ -80,9 +80,7 @@ type Surface struct {
 	Removed bool `json:"-"`
 	place        // for the quarantine
 	taken   int  // directories whose listing ScanOptions.Since stood for
-	// refreshed: entries of those listings lstat'ed again (a file changed in place)
-	refreshed int
-	shared    bool // the walk is ScanOptions.Since's launch walk, taken whole
+	shared  bool // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // place is where a scan's paths lie, for the quarantine of what it found.

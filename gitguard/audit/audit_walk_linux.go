@@ -117,11 +117,7 @@ func (s *scanner) tree(dir string, depth int) {
 				if _, ok := s.pseudo[sub]; ok {
 					continue
 				}
-				var k *keptDir
-				if s.since != nil {
-					k, _ = s.reusable(sub, stat)
-				}
-				if k == nil {
+				if s.since == nil || s.reusable(sub, stat) == nil {
 					s.pre.schedule(sub, stat)
 				}
 			}
