@@ -173,6 +173,15 @@ func (pl *prelaunch) unbound(ids map[string]mounts.FileID) error {
 	return nil
 }
 
+// ready is what the command starts after: the work ended without an error (wait),
+// and the audit holds the directories the plan binds (unbound).
+func (pl *prelaunch) ready(out *Outcome, ids map[string]mounts.FileID) error {
+	if err := pl.wait(out); err != nil {
+		return err
+	}
+	return pl.unbound(ids)
+}
+
 // wait waits for the work to end, hands its results to out (once) and returns the
 // error that must stop the launch, if any.
 func (pl *prelaunch) wait(out *Outcome) error {

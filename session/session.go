@@ -263,10 +263,7 @@ func (l *launch) run() (int, error) {
 	// driver that retries on a fresh init, package sandbox): it only waits.
 	gate := false
 	beforeExec := func() error {
-		if err := pre.wait(out); err != nil {
-			return err
-		}
-		if err := pre.unbound(l.pr.Session.SourceIDs); err != nil {
+		if err := pre.ready(out, l.pr.Session.SourceIDs); err != nil {
 			return err
 		}
 		gate = true
