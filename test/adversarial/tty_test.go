@@ -32,11 +32,32 @@ func openPty(t *testing.T) (master, slave *os.File) {
 	if err != nil {
 		t.Fatalf("ptsname: %v", err)
 	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
+	// Opened as a plain descriptor: os.OpenFile would put the shared open file
+	// description in non-blocking mode, which a test of what the command leaves
+	// on the terminal reads.
+	sfd, err := unix.Open("/dev/pts/"+strconv.Itoa(int(n)), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatalf("open slave: %v", err)
 	}
-	return m, s
+	return m, os.NewFile(uintptr(sfd), "pty slave")
+}
+
+// startOnPty starts cmd with slave as its controlling terminal and standard
+// streams; what it writes is copied from master into out, and done is closed when
+// the copier ends (at EIO, once the last slave descriptor is closed).
+func startOnPty(t *testing.T, cmd *exec.Cmd, master, slave *os.File) (out *bytes.Buffer, done chan struct{}) {
+	t.Helper()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
+	out, done = &bytes.Buffer{}, make(chan struct{})
+	go func() { _, _ = io.Copy(out, master); close(done) }()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return out, done
 }
 
 // TestTIOCSTI: the command runs with the caller's terminal as its controlling
@@ -59,17 +80,7 @@ func onTerminal(t *testing.T, cmd *exec.Cmd) (output, injected string) {
 	master, slave := openPty(t)
 	defer master.Close()
 	defer slave.Close()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, master); close(done) }()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, done := startOnPty(t, cmd, master, slave)
 	err := cmd.Wait()
 	// (Fd puts the file in blocking mode: take it once, then switch.)
 	sfd := int(slave.Fd())

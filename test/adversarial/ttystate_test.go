@@ -1,13 +1,8 @@
 package adversarial
 
 import (
-	"bytes"
-	"io"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,35 +37,10 @@ type ttyState struct {
 // open file description (never through os.File.Fd, which would clear O_NONBLOCK).
 func afterOnTerminal(t *testing.T, cmd *exec.Cmd) (string, ttyState) {
 	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		testenv.Skip(t, "no pseudo-terminals here: %v", err)
-	}
+	master, slave := openPty(t)
 	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("ptsname: %v", err)
-	}
-	sfd, err := unix.Open("/dev/pts/"+strconv.Itoa(int(n)), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("open slave: %v", err)
-	}
-	slave := os.NewFile(uintptr(sfd), "pty slave")
 	defer slave.Close()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, master); close(done) }()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, done := startOnPty(t, cmd, master, slave)
 	werr := cmd.Wait()
 	var st ttyState
 	var stErr error
