@@ -74,12 +74,7 @@ func TestWidenRestore(t *testing.T) {
 // the directory is 0000 again, not the first one's widened mode.
 func TestWidenTwoRelaxersOneDir(t *testing.T) {
 	for _, firstRestoresFirst := range []bool{true, false} {
-		root := t.TempDir()
-		journal := filepath.Join(t.TempDir(), "widen")
-		a := filepath.Join(root, "a")
-		if err := os.Mkdir(a, 0); err != nil {
-			t.Fatal(err)
-		}
+		root, journal, a := lockedDir(t)
 		r1 := &Relaxer{Roots: []string{root}, Journal: journal}
 		r2 := &Relaxer{Roots: []string{root}, Journal: journal, DirBits: 0o700}
 		if !r1.Widen(a) || !r2.Widen(a) {
@@ -175,12 +170,7 @@ func TestWidenKilledHolderRecovered(t *testing.T) {
 // the directory ends as it was before either, 0000.
 func TestWidenOpenJournaled(t *testing.T) {
 	for _, scanFirst := range []bool{true, false} {
-		root := t.TempDir()
-		journal := filepath.Join(t.TempDir(), "widen")
-		a := filepath.Join(root, "a")
-		if err := os.Mkdir(a, 0); err != nil {
-			t.Fatal(err)
-		}
+		root, journal, a := lockedDir(t)
 		scan := &Relaxer{Roots: []string{root}, Journal: journal}
 		if !scan.Widen(a) {
 			t.Fatal("Widen changed nothing")
@@ -222,12 +212,7 @@ func TestWidenReusedInodeNotRecovered(t *testing.T) {
 		return
 	}
 	for _, recover := range []bool{true, false} {
-		root := t.TempDir()
-		journal := filepath.Join(t.TempDir(), "widen")
-		a := filepath.Join(root, "a")
-		if err := os.Mkdir(a, 0); err != nil {
-			t.Fatal(err)
-		}
+		root, journal, a := lockedDir(t)
 		killedWidener(t, root, journal, a)
 		// The user's own directory in its place, of the mode the dead holder set.
 		if err := os.Remove(a); err != nil {
@@ -291,4 +276,17 @@ func killedWidener(t *testing.T, root, journal string, paths ...string) {
 	if line != "widened\n" {
 		t.Fatalf("helper: %q", line)
 	}
+}
+
+// lockedDir makes a directory a of mode 0000 below a fresh root, and names a
+// fresh widen journal for it.
+func lockedDir(t *testing.T) (root, journal, a string) {
+	t.Helper()
+	root = t.TempDir()
+	journal = filepath.Join(t.TempDir(), "widen")
+	a = filepath.Join(root, "a")
+	if err := os.Mkdir(a, 0); err != nil {
+		t.Fatal(err)
+	}
+	return root, journal, a
 }
