@@ -1,7 +1,6 @@
 package bwrapcheck
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -206,28 +206,69 @@ func runVersion(f *os.File, path string, timeout time.Duration) (string, error) 
 	cmd := exec.CommandContext(ctx, ExecPath(versionFD), "--version")
 	cmd.Args[0] = path
 	cmd.ExtraFiles = []*os.File{f} // descriptor versionFD
-	var stdout, stderr limitedBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A child of the binary that keeps the output pipes open must not stretch the
-	// wait: after the kill, give up on the pipes quickly.
-	cmd.WaitDelay = 500 * time.Millisecond
-	err := cmd.Run()
+	// Pipes of our own, given as files: the binary writes into them directly and
+	// Wait returns when it exits. With writers, exec copies the output on a
+	// goroutine that a loaded machine can leave unscheduled past any delay allowed
+	// after the exit, and a good bwrap was refused for it.
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		return "", &Error{Path: path, Reason: fmt.Sprintf("cannot run --version: %v", err), Err: err}
+	}
+	defer stdout.Close()
+	stderr, stderrW, err := os.Pipe()
+	if err != nil {
+		stdoutW.Close()
+		return "", &Error{Path: path, Reason: fmt.Sprintf("cannot run --version: %v", err), Err: err}
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	err = cmd.Start()
+	stdoutW.Close()
+	stderrW.Close()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out, errOut := drain(stdout), drain(stderr)
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
 		return "", &Error{Path: path, Err: ctx.Err(),
 			Reason: fmt.Sprintf("--version did not finish within %s", timeout)}
 	case errors.As(err, &exitErr):
-		msg := firstLine(stderr.String())
+		msg := firstLine(errOut)
 		if msg == "" {
-			msg = firstLine(stdout.String())
+			msg = firstLine(out)
 		}
 		return "", &Error{Path: path, Err: err,
 			Reason: fmt.Sprintf("--version failed (%v): %q", exitErr.ProcessState, msg)}
 	case err != nil:
 		return "", &Error{Path: path, Reason: fmt.Sprintf("cannot run --version: %v", err), Err: err}
 	}
-	return stdout.String(), nil
+	return out, nil
+}
+
+// drain returns what the pipe holds, up to maxOutput bytes, once its writer has
+// exited: everything the binary wrote is in the pipe's buffer by then. It never
+// waits: a child of the binary that keeps the pipe open ends the read where the
+// buffer does (EAGAIN on Go's non-blocking pipe), and so does any error.
+func drain(r *os.File) string {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var out []byte
+	buf := make([]byte, 4096)
+	for len(out) < maxOutput {
+		n := 0
+		if err := rc.Read(func(fd uintptr) bool {
+			n, err = syscall.Read(int(fd), buf)
+			return true // one attempt: never wait for more
+		}); err != nil || n <= 0 {
+			break
+		}
+		out = append(out, buf[:min(n, maxOutput-len(out))]...)
+	}
+	return string(out)
 }
 
 // isUntrusted reports whether err is open's refusal, and its reason.
@@ -245,15 +286,4 @@ func firstLine(s string) string {
 		line = line[:200] + "…"
 	}
 	return line
-}
-
-// limitedBuffer keeps the first maxOutput bytes written to it and discards the rest,
-// so a binary that floods its output cannot exhaust memory.
-type limitedBuffer struct{ bytes.Buffer }
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxOutput - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
