@@ -413,10 +413,13 @@ func hasExec(v any) bool {
 	return false
 }
 
-// frontMatter is the YAML between a leading "---" line and the next one; nil
-// when there is none. The opening line is found as leniently as any parser might
-// find it: after a byte order mark and blank lines, with anything after the dashes
-// (trailing spaces, a language name).
+// frontMatter is the YAML between a leading "---" line and the closing one; nil
+// when there is none. Parsers disagree on both lines, so each is taken on the side
+// that reads more: the opening as leniently as any parser finds it (after a byte
+// order mark and blank lines, with anything after the dashes), the closing as
+// strictly as any wants it — a line of exactly three dashes (before a CR), since
+// one agent's parser reads on past "--- " and another's past "---x: 1", and a
+// key after such a line is in the front matter the agent loads.
 func frontMatter(data []byte) []byte {
 	data = bytes.TrimLeft(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
 	if !bytes.HasPrefix(data, []byte("---")) {
@@ -427,8 +430,12 @@ func frontMatter(data []byte) []byte {
 		return nil
 	}
 	rest := data[i+1:]
-	if i := bytes.Index(rest, []byte("\n---")); i >= 0 {
-		return rest[:i]
+	for at := 0; at < len(rest); {
+		line, _, _ := bytes.Cut(rest[at:], []byte("\n"))
+		if string(bytes.TrimSuffix(line, []byte("\r"))) == "---" {
+			return rest[:at]
+		}
+		at += len(line) + 1
 	}
 	return rest
 }
