@@ -78,6 +78,9 @@ func newEnv(cfg Config) (e *env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: command %s: %w", cfg.Command[0], err)
 	}
+	if err := e.probeNative(); err != nil {
+		return nil, err
+	}
 	e.probeLimits()
 	if err := e.prepareEmptyGo(); err != nil {
 		e.notes = append(e.notes, fmt.Sprintf("empty Go binary skipped: %v", err))
@@ -91,6 +94,23 @@ func newEnv(cfg Config) (e *env, err error) {
 	e.keep = map[int]bool{e.api.cmd.Process.Pid: true, e.apiCold.cmd.Process.Pid: true}
 	return e, nil
 }
+
+// probeNative launches once as the native variant does. Where agentbox refuses the
+// native backend (user namespaces switched off, no overlayfs in them…) there is
+// nothing to measure, and the bench refuses with agentbox's own reason instead of
+// timing refusals; a command that merely fails is left to the rounds to count.
+func (e *env) probeNative() error {
+	args := append(append([]string{"exec", "--backend", "native"}, strings.Fields(launchFlags)...), "--repo", e.repo, "--")
+	_, err := e.execOnce(e.cfg.Agentbox, append(args, e.cfg.Command...), e.environ, nil)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == refusedStatus {
+		return fmt.Errorf("bench: the native backend cannot launch here, so there is nothing to measure: %v", err)
+	}
+	return nil
+}
+
+// refusedStatus is agentbox's exit status when it refuses to launch.
+const refusedStatus = 125
 
 // probeLimits launches once with each set of limits and keeps the variants this
 // host enforces. agentbox refuses a limit it cannot enforce (cgroup v1, no
@@ -422,7 +442,7 @@ func (e *env) execOnce(path string, args []string, environ []string, extra []*os
 	err := cmd.Run()
 	wall := time.Since(t0)
 	if err != nil {
-		return Sample{}, fmt.Errorf("%s %s: %v: %s", filepath.Base(path), strings.Join(args, " "), err, lastLine(stderr.String()))
+		return Sample{}, fmt.Errorf("%s %s: %w: %s", filepath.Base(path), strings.Join(args, " "), err, lastLine(stderr.String()))
 	}
 	s := Sample{Wall: wall, Phases: parseTimings(stderr.String())}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

@@ -15,11 +15,12 @@ import (
 // the host enforces those limits, and elsewhere skips each with a note carrying
 // agentbox's refusal, never measuring a launch that did not run. In the kernel
 // matrix's delegated cell this is the launch cost of the limits (issue 33), logged
-// with its ratios.
+// with its ratios. Where the native backend refuses, the bench refuses too, in one
+// line carrying agentbox's refusal, and measures nothing.
 func TestBenchLimits(t *testing.T) {
 	rep, _ := doctor(t)
 	if !rep.NativeReady {
-		t.Logf("kernel %s: the native backend refuses here (%s), so no launch can be measured", rep.Kernel, rep.Refusal)
+		benchRefuses(t, rep.Kernel)
 		return
 	}
 	ok := map[string]bool{}
@@ -81,4 +82,23 @@ func TestBenchLimits(t *testing.T) {
 			t.Errorf("%s: not enforced here, yet measured (%d) or skipped without agentbox's refusal in a note (%q)", name, measured, bench.Notes)
 		}
 	}
+}
+
+// benchRefuses: on a kernel where agentbox refuses the native backend, agentbox
+// bench exits 125, its last line saying so and passing on agentbox's refusal,
+// instead of timing refusals.
+func benchRefuses(t *testing.T, kernel string) {
+	args := []string{"bench", "--no-store", "--runs", "1", "--warmup", "0"}
+	if _, err := os.Stat(sandboxtest.BuiltBwrap); err == nil {
+		args = append(args, "--bwrap", sandboxtest.BuiltBwrap)
+	}
+	out, errOut, code := run(t, testenv.Dir(t, "cwd"), args...)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	line := lines[len(lines)-1]
+	if code != 125 || strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") ||
+		!strings.HasPrefix(line, "agentbox: bench: the native backend cannot launch here") ||
+		!strings.Contains(line, "exit status 125") || out != "" {
+		t.Fatalf("kernel %s: agentbox bench where native refuses: exit %d, want 125 and one line with the refusal\nstdout: %s\nstderr: %s", kernel, code, out, errOut)
+	}
+	t.Logf("kernel %s: %s", kernel, line)
 }
