@@ -54,6 +54,7 @@ type Config struct {
 	Agentbox string    // the agentbox binary measured (and used for --dry-run)
 	Against  string    // another agentbox binary measured in the same rounds; empty: none
 	Bwrap    string    // bubblewrap >= 0.12.0; empty: the bwrap variants are skipped
+	NoBwrap  string    // with Bwrap empty: why none was found, for the report's note
 	GoTool   string    // the go command that builds the empty binary; empty: skipped
 	Repo     string    // the writable repository; empty: a fresh Git repository in /tmp
 	Command  []string  // what runs in the sandbox

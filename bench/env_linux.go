@@ -44,8 +44,9 @@ type env struct {
 	keep      map[int]bool // the bench's long-lived children: not a launch's leftovers
 }
 
-func newEnv(cfg Config) (e *env, err error) {
-	e = &env{cfg: cfg}
+func newEnv(cfg Config) (_ *env, err error) {
+	// e is not the named result: "return nil, err" must leave it for the cleanup.
+	e := &env{cfg: cfg}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -67,7 +68,11 @@ func newEnv(cfg Config) (e *env, err error) {
 			return nil, err
 		}
 	} else {
-		e.notes = append(e.notes, "no bubblewrap >= 0.12.0 found (set AGENTBOX_BWRAP or --bwrap): the bwrap variants are skipped")
+		why := cfg.NoBwrap
+		if why == "" {
+			why = "no bubblewrap >= 0.12.0 found (set AGENTBOX_BWRAP or --bwrap)"
+		}
+		e.notes = append(e.notes, "bwrap variants skipped: "+why)
 	}
 	// The floor runs the command on the host, unsandboxed: found as any program
 	// agentbox runs on the host is, never in the repository the sessions write.

@@ -78,6 +78,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"exec", "-claude"}, "unknown flag: --claude"},
 		{[]string{"exec", "--repo"}, "flag needs an argument: --repo"},
 		{[]string{"bench", "--runs", "x"}, `invalid value "x" for --runs`},
+		{[]string{"bench", "--no-store", "--runs", "1", "--", "no-such-command-x"}, "bench: command no-such-command-x"},
 		{[]string{"--frob"}, "unknown flag: --frob"},
 		{[]string{"nosuchcommand"}, `unknown command "nosuchcommand"`},
 		{[]string{"completion", "tcsh"}, `unknown shell "tcsh"`},
