@@ -63,7 +63,7 @@ func narrowClass(name string) narrowKind {
 		return narrowPolicy
 	case "AllowGitPush":
 		return narrowPush
-	case "DryRun", "Args", "Stdout", "Stderr", "Stdio", "Signals", "Version", "KeepGC", "sessionID", "gc":
+	case "DryRun", "Args", "Stdout", "Stderr", "Stdio", "Signals", "Version", "KeepGC", "Notes", "sessionID", "gc":
 		return narrowIgnored
 	case "GitSave", "NoRecord", "NoAudit", "Env", "InitBinary", "Driver":
 		return narrowEqual

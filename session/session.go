@@ -48,6 +48,11 @@ type Config struct {
 	GitSave      record.GitSaveConfig // P8 metadata snapshot (session/record)
 	AllowGitPush bool                 // P9 push guard off (session/prepare)
 	NoRecord     bool                 // skip the shadow-repo record (session/record)
+	// Notes are the caller's lines for the user (the CLI's: settings that lost to
+	// narrower ones, no repository here…), shown as "agentbox: NOTE" once the launch
+	// can no longer be refused, just before the command starts: a refusal stays
+	// agentbox's one line. Stderr must be safe for a terminal: they name paths.
+	Notes []string
 	// Signals: the native backend's forwarded signals, registered ahead by the
 	// caller (nsinit.CatchSignals), who stops them; nil: the launch registers them.
 	Signals *nsinit.SignalCatch
@@ -174,7 +179,7 @@ func RunSession(cfg Config) (Outcome, error) {
 		defer spare.Discard()
 	}
 	if line := p.RootNotice(); line != "" { // sudo on a user's repository (policy/owner.go)
-		fmt.Fprintf(cfg.Stderr, "agentbox: %s\n", line)
+		cfg.Notes = append([]string{line}, cfg.Notes...)
 	}
 	// Before anything looks at the repository: the audit a killed launcher left
 	// pending may move things aside.
@@ -245,6 +250,25 @@ func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresol
 }
 
 // run launches and returns the command's status.
+// commandGate is the backend's BeforeExec: the command waits for the host work
+// before it (prelaunch.go), and the caller's notes are shown once, when nothing can
+// refuse the launch any more; *passed records that the command may have started.
+func (l *launch) commandGate(pre *prelaunch, passed *bool) func() error {
+	return func() error {
+		if err := pre.ready(l.out, l.pr.Session.SourceIDs); err != nil {
+			return err
+		}
+		if !*passed { // once, though a driver may retry on a fresh init
+			for _, n := range l.cfg.Notes {
+				fmt.Fprintf(l.cfg.Stderr, "agentbox: %s\n", n)
+			}
+		}
+		*passed = true
+		l.cfg.gc.commandStarted()
+		return nil
+	}
+}
+
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
@@ -262,14 +286,7 @@ func (l *launch) run() (int, error) {
 	// the command's start may have started it all the same. It may run twice (a
 	// driver that retries on a fresh init, package sandbox): it only waits.
 	gate := false
-	beforeExec := func() error {
-		if err := pre.ready(out, l.pr.Session.SourceIDs); err != nil {
-			return err
-		}
-		gate = true
-		cfg.gc.commandStarted()
-		return nil
-	}
+	beforeExec := l.commandGate(pre, &gate)
 	// The audit looks at what a session did. Once anything of the sandbox's may have
 	// run, it runs whatever the backend reports, and the journal stays until it has:
 	// only a launch stopped before the gate, whose command certainly never ran, drops

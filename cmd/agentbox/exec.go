@@ -144,9 +144,7 @@ func cmdExec(args []string) int {
 	if *asJSON {
 		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
 	}
-	if !*dryRun {
-		printNotes(stderr, notes)
-	}
+	cfg.Notes = notes // shown once nothing can refuse the launch any more
 	if *dryRun {
 		cfg.DryRun = session.DryRunText
 		if *asJSON {

@@ -52,6 +52,11 @@ func TestFlagHints(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stderr, want) {
 		t.Errorf("outside a Git repository, want %q:\n%s", want, res)
 	}
+	// A launch refused there stays one line: the note waits for the command.
+	res = sandboxtest.Run(b.fixture().Command(dir, []string{"--no-record", "--git-save-keep", "-1"}, "true"))
+	if lines := strings.Split(strings.TrimSpace(res.Stderr), "\n"); res.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], "--git-save-keep -1") {
+		t.Errorf("a refused launch outside a Git repository, want 125 and one line:\n%s", res)
+	}
 	if res := sandboxtest.Run(b.fixture().Command(b.repo, []string{"--no-record"}, "true")); strings.Contains(res.Stderr, "no Git repository") {
 		t.Errorf("in a Git repository:\n%s", res)
 	}
