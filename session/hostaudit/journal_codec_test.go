@@ -39,12 +39,12 @@ func TestJournalRoundTrip(t *testing.T) {
 	// taken and shared, the launch watch the end scan of the same
 	// process uses, its count, and whether it took the launch walk whole; ScanOptions.
 	// SkipKernelMounts, which only agentbox audit sets; ScanOptions.Held,
-	// WidenJournal and moves, Surface.Now and Removed, one process's descriptor
-	// and where it found it; Surface.place and Skip.Blind and stuck, which only
+	// HeldGitDirs, WidenJournal and moves, Surface.Now, Removed and
+	// MovedGitDirs, one process's descriptors and where it found them; Surface.place and Skip.Blind and stuck, which only
 	// the end scan's own Compare and quarantine read.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 8,
-		reflect.TypeOf(audit.Surface{}): 3 + 7, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
+		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 9,
+		reflect.TypeOf(audit.Surface{}): 3 + 8, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)
