@@ -32,6 +32,17 @@ type Held struct {
 	Path     string // where it lay when opened, as the baseline names its paths
 	fd       int
 	Dev, Ino uint64
+	// Birth is its inode's birth time (statx, nanoseconds), 0 where the
+	// filesystem keeps none: with Dev and Ino it tells the directory from one
+	// made later that was given the same inode number.
+	Birth int64
+}
+
+// DirID is a directory's identity as a Held has it, for a later process that
+// has no descriptor (the pending-audit journal).
+type DirID struct {
+	Dev, Ino uint64
+	Birth    int64
 }
 
 // Hold opens the directory at path (no symlink on the way) and keeps it.
@@ -45,7 +56,21 @@ func Hold(path string) (*Held, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}, nil
+	h := &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		h.Birth = stx.Btime.Sec*1_000_000_000 + int64(stx.Btime.Nsec)
+	}
+	return h, nil
+}
+
+// ID is the held directory's identity.
+func (h *Held) ID() DirID { return DirID{Dev: h.Dev, Ino: h.Ino, Birth: h.Birth} }
+
+// Is says whether the held directory is the one with identity id: the same
+// device and inode, and the same birth time where both are known.
+func (h *Held) Is(id DirID) bool {
+	return h.Dev == id.Dev && h.Ino == id.Ino && (h.Birth == 0 || id.Birth == 0 || h.Birth == id.Birth)
 }
 
 // Close releases the descriptor.
