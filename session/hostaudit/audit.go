@@ -101,7 +101,9 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	defer unlock()
 	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
-		base = j.Base
+		if base, err = inherit(j, &opt, held); err != nil {
+			return nil, fmt.Errorf("audit baseline: %w", err)
+		}
 	} else {
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the session's record

@@ -2,12 +2,14 @@ package hostaudit
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
 
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 )
@@ -86,4 +88,59 @@ func nowPaths(cur *audit.Surface) []string {
 		}
 	}
 	return out
+}
+
+// inherit is the baseline a session takes from the pending session j
+// (audit_shared.go). The two may audit different Git dirs outside the
+// repository: a linked worktree's session writes its common dir, a session granted
+// the worktree with --add-dir does not. A baseline scanned with other Git dirs
+// than the end scan sees the worktree's .git file lead elsewhere (inside or out)
+// and lacks what lies in the Git dirs it did not scan, which the end scan would
+// take for new: the worktree's .git file, or the user's own common-dir config,
+// quarantined. So this session's scans cover both sessions' Git dirs (opt), and
+// the baseline gets, for what lies in a Git dir only this session audits (which
+// the pending session could not write), this launch's scan of it.
+func inherit(j *auditJournal, opt *audit.ScanOptions, held *audit.Held) (*audit.Surface, error) {
+	var only []string // this session's Git dirs that j did not audit
+	for _, d := range opt.GitDirs {
+		if !slices.Contains(j.Options.GitDirs, d) {
+			only = append(only, d)
+		}
+	}
+	for _, d := range j.Options.GitDirs {
+		if !slices.Contains(opt.GitDirs, d) {
+			opt.GitDirs = append(opt.GitDirs, d)
+		}
+	}
+	if len(only) == 0 {
+		return j.Base, nil
+	}
+	scan := *opt
+	scan.Held = held
+	own, err := audit.Scan(held.Path, scan)
+	if err != nil {
+		return nil, err
+	}
+	base := *j.Base
+	base.Items = maps.Clone(j.Base.Items)
+	for p, it := range own.Items {
+		if _, ok := base.Items[p]; ok || hostpath.Within(p, held.Path) {
+			continue
+		}
+		for _, d := range only {
+			if hostpath.Within(p, d) && !withinAny(p, j.Options.GitDirs) {
+				base.Items[p] = it
+			}
+		}
+	}
+	return &base, nil
+}
+
+func withinAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if hostpath.Within(p, d) {
+			return true
+		}
+	}
+	return false
 }
