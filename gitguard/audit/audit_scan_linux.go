@@ -102,18 +102,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			}
 		}
 	}
-	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
-		// Not before: an end scan whose walk is the launch's, or is built in
-		// the launch walk's list, would allocate a list of WalkHint entries
-		// (the session's end scan passes the launch walk's length) only to drop
-		// it, memory that, once the collector has freed the launch's garbage
-		// during the command, is zeroed and faulted in for nothing.
-		if opt.WalkHint > 0 {
-			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
-		} else {
-			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
-		}
-	}
+	s.sizeWalk(opt.WalkHint)
 	if opt.SkipKernelMounts {
 		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
 	}
@@ -165,6 +154,22 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
 	}
 	return s.surface, nil
+}
+
+// sizeWalk allocates the walk's list, for hint entries (ScanOptions.WalkHint).
+func (s *scanner) sizeWalk(hint int) {
+	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
+		// Not before: an end scan whose walk is the launch's, or is built in
+		// the launch walk's list, would allocate a list of WalkHint entries
+		// (the session's end scan passes the launch walk's length) only to drop
+		// it, memory that, once the collector has freed the launch's garbage
+		// during the command, is zeroed and faulted in for nothing.
+		if hint > 0 {
+			s.walk.Entries = make([]treewalk.Entry, 0, min(hint+hint/8+64, s.opt.MaxEntries))
+		} else {
+			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+		}
+	}
 }
 
 // lstatTop lstat's the top of the tree: the held directory itself, when there is one.
