@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
+	"github.com/agentbox/agentbox/session/prepare"
 )
 
 // linkedWorktree makes a repository with a linked worktree, the common dir's
@@ -81,5 +83,28 @@ func TestInheritAcrossGitDirs(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(gitDirs[0], "config")); !strings.Contains(string(b), "the-users-own-monitor") {
 			t.Errorf("first writes the Git dirs %v: the user's own config changed", firstWrites)
 		}
+	}
+}
+
+// TestUnboundGitDir: the launch is refused unless the audit holds the Git dirs
+// the plan binds (their identities in mounts.Session.SourceIDs).
+func TestUnboundGitDir(t *testing.T) {
+	wt, gitDirs := linkedWorktree(t)
+	p := &policy.Policy{Repo: wt, StateDir: t.TempDir()}
+	a, err := Start(&Config{Stderr: &bytes.Buffer{}, NoRecord: true}, p, gitDirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Drop()
+	id, err := prepare.Identify(gitDirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := a.UnboundGitDir(map[string]mounts.FileID{gitDirs[0]: id}); d != "" {
+		t.Errorf("the bound common dir is the held one, yet %s is said unbound", d)
+	}
+	id.Ino++
+	if d := a.UnboundGitDir(map[string]mounts.FileID{gitDirs[0]: id}); d != gitDirs[0] {
+		t.Errorf("another directory bound at %s: UnboundGitDir = %q", gitDirs[0], d)
 	}
 }
