@@ -29,7 +29,8 @@ type dirFD struct {
 // open resolves name (absolute) the way the kernel would, following symbolic
 // links, but one component at a time through O_PATH|O_NOFOLLOW descriptors, so that
 // it checks, and then holds, exactly what it resolved: every entry on the way (each
-// directory, each link, the file) must be owned by root or by the launching user,
+// directory, each link, the file) must lie on a filesystem whose owners are the
+// kernel's or root's word (served.go) and be owned by root or by the launching user,
 // and every directory it looks an entry up in must be writable by its owner only,
 // or sticky (/tmp: there only an entry's owner, the directory's owner and root may
 // rename or remove the entry, and the entry's owner is checked). Anyone else who
@@ -75,7 +76,7 @@ func open(name string) (*opened, error) {
 			unix.Close(fd)
 			return nil, &os.PathError{Op: "stat", Path: p, Err: err}
 		}
-		if err := w.owned(p, &st); err != nil {
+		if err := w.owned(fd, p, &st); err != nil {
 			unix.Close(fd)
 			return nil, err
 		}
@@ -115,8 +116,12 @@ func rest(todo []string) bool {
 	return false
 }
 
-// owned refuses an entry owned by anyone but root or the launching user.
-func (w *walker) owned(p string, st *unix.Stat_t) error {
+// owned refuses an entry owned by anyone but root or the launching user, and one
+// on a filesystem whose word on owners cannot be taken (served_linux.go).
+func (w *walker) owned(fd int, p string, st *unix.Stat_t) error {
+	if err := served(fd, p); err != nil {
+		return err
+	}
 	if st.Uid == 0 || st.Uid == w.uid {
 		return nil
 	}
@@ -126,7 +131,7 @@ func (w *walker) owned(p string, st *unix.Stat_t) error {
 // push checks a directory the walk will look entries up in (fd, at p, with status
 // st) and makes it the current one; it owns fd from here on.
 func (w *walker) push(fd int, p string, st *unix.Stat_t) error {
-	if err := w.owned(p, st); err != nil {
+	if err := w.owned(fd, p, st); err != nil {
 		unix.Close(fd)
 		return err
 	}

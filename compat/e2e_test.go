@@ -44,6 +44,26 @@ func userFake(t *testing.T, version string) (bin, log string) {
 	return bin, log
 }
 
+// fuseMirror mirrors bin's directory through bindfs mounted by uid 65534, which
+// reports every file as root's and writable by root only, and returns bin there.
+func fuseMirror(t *testing.T, bin string) string {
+	t.Helper()
+	bindfs := testenv.SetupFile(t, "/usr/bin/bindfs", "bindfs (FUSE)")
+	mnt := testenv.Dir(t, "fuse-mirror")
+	argv := []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=+sys_admin,+dac_override", "--ambient-caps=+sys_admin,+dac_override",
+		bindfs, "-o", "allow_other", "--force-user=root", "--force-group=root", "--perms=go-w", filepath.Dir(bin), mnt}
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", argv, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	return filepath.Join(mnt, filepath.Base(bin))
+}
+
 // TestRefusedThroughCLI runs `agentbox exec --backend bwrap` (and its --dry-run) as
 // the unprivileged user with each binary bwrapcheck must refuse: agentbox exits 125
 // with one line naming the binary and the reason, and the binary never receives a
@@ -55,6 +75,7 @@ func TestRefusedThroughCLI(t *testing.T) {
 		bin     string // a real binary instead of a fake
 		setuid  bool
 		dirMode os.FileMode // the fake's directory's mode instead of 0755
+		fuse    bool        // run the fake through another user's FUSE mirror that says root owns it
 		want    []string
 	}{
 		{name: "fake 0.8.0", version: "echo 'bubblewrap 0.8.0'",
@@ -69,6 +90,8 @@ func TestRefusedThroughCLI(t *testing.T) {
 			want: []string{"is writable by group (mode 0775)", "chmod go-w"}},
 		{name: "others-writable directory", version: "echo 'bubblewrap 0.12.0'", dirMode: 0o757,
 			want: []string{"is writable by others (mode 0757)", "chmod go-w"}},
+		{name: "another user's FUSE mount", version: "echo 'bubblewrap 0.12.0'", fuse: true,
+			want: []string{"lies on a FUSE filesystem mounted by uid 65534, not root", "--backend native"}},
 		{name: "real 0.8.0", bin: realBwrap080,
 			want: []string{realBwrap080, "bubblewrap 0.8.0 is too old", "0.12.0 or newer", "GHSA-pxhw-h44j-8pfx"}},
 	}
@@ -89,6 +112,9 @@ func TestRefusedThroughCLI(t *testing.T) {
 					if err := os.Chmod(filepath.Dir(bin), tt.dirMode); err != nil {
 						t.Fatal(err)
 					}
+				}
+				if tt.fuse {
+					bin = fuseMirror(t, bin)
 				}
 			}
 			b := sandboxtest.NewBox(t, "bwrap")

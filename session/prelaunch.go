@@ -164,11 +164,15 @@ func (pl *prelaunch) run(cfg *Config, p *policy.Policy, rec *record.Recorder, gi
 	return nil
 }
 
-// unbound says which added directory's audit does not read the directory the
-// plan binds (ids), "" when each does: the end audit reads what it holds.
+// unbound says which added directory's or Git directory's audit does not read
+// the directory the plan binds (ids), "" when each does: the end audit reads what
+// it holds.
 func (pl *prelaunch) unbound(ids map[string]mounts.FileID) error {
 	if dir := pl.dirs.Unbound(ids); dir != "" {
 		return fmt.Errorf("--add-dir %s changed while agentbox was starting (the audit holds another directory than the one bound); not launching", dir)
+	}
+	if dir := pl.aud.UnboundGitDir(ids); dir != "" {
+		return fmt.Errorf("linked worktree Git directory %s changed while agentbox was starting (the audit holds another directory than the one bound); not launching", dir)
 	}
 	return nil
 }

@@ -78,26 +78,30 @@ type Surface struct {
 	// Removed: the held directory was removed (it was empty then); nothing was
 	// scanned. Never stored.
 	Removed bool `json:"-"`
-	place        // for the quarantine
-	taken   int  // directories whose listing ScanOptions.Since stood for
-	shared  bool // the walk is ScanOptions.Since's launch walk, taken whole
+	// MovedGitDirs are the ScanOptions.HeldGitDirs no longer at their launch
+	// path: where each lies now, by launch path ("" when it was removed). Never
+	// stored.
+	MovedGitDirs map[string]string `json:"-"`
+	place                          // for the quarantine
+	taken        int               // directories whose listing ScanOptions.Since stood for
+	shared       bool              // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // place is where a scan's paths lie, for the quarantine of what it found.
 type place struct {
-	roots   []string // the repository and ScanOptions.GitDirs
-	held    *Held    // ScanOptions.Held
+	roots   []string // the repository and ScanOptions.GitDirs, where they lie now
+	holds   []heldAt // ScanOptions.Held and HeldGitDirs (audit_held_linux.go)
 	journal string   // ScanOptions.WidenJournal
-	now     string   // where the held directory lies now
 }
 
-// launchPath is the scan's path p as the launch scan, before the held directory
-// was moved, had it.
+// launchPath is the scan's path p as the launch scan, before the held
+// directories were moved, had it.
 func (p place) launchPath(at string) string {
-	if p.held == nil || p.now == "" || p.now == p.held.Path || !hostpath.Within(at, p.now) {
+	h := p.holder(at)
+	if h == nil || h.now == h.h.Path {
 		return at
 	}
-	return p.held.Path + at[len(p.now):]
+	return h.h.Path + at[len(h.now):]
 }
 
 // Taken is how many directories' listings the scan took from ScanOptions.Since.
@@ -154,6 +158,9 @@ type ScanOptions struct {
 	// scan reads it through its descriptor, wherever it lies now; repo must be
 	// its Path (audit_held_linux.go).
 	Held *Held `json:"-"`
+	// HeldGitDirs are GitDirs held open since the launch, each with its Path one
+	// of GitDirs: the scan reads each, as Held, wherever it lies now.
+	HeldGitDirs []*Held `json:"-"`
 	// WidenJournal is where the modes the scan and the quarantine widen are
 	// journaled (internal/widen); "" journals nothing.
 	WidenJournal string `json:"-"`

@@ -32,6 +32,17 @@ type Held struct {
 	Path     string // where it lay when opened, as the baseline names its paths
 	fd       int
 	Dev, Ino uint64
+	// Birth is its inode's birth time (statx, nanoseconds), 0 where the
+	// filesystem keeps none: with Dev and Ino it tells the directory from one
+	// made later that was given the same inode number.
+	Birth int64
+}
+
+// DirID is a directory's identity as a Held has it, for a later process that
+// has no descriptor (the pending-audit journal).
+type DirID struct {
+	Dev, Ino uint64
+	Birth    int64
 }
 
 // Hold opens the directory at path (no symlink on the way) and keeps it.
@@ -45,7 +56,21 @@ func Hold(path string) (*Held, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}, nil
+	h := &Held{Path: filepath.Clean(path), fd: fd, Dev: st.Dev, Ino: st.Ino}
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 {
+		h.Birth = stx.Btime.Sec*1_000_000_000 + int64(stx.Btime.Nsec)
+	}
+	return h, nil
+}
+
+// ID is the held directory's identity.
+func (h *Held) ID() DirID { return DirID{Dev: h.Dev, Ino: h.Ino, Birth: h.Birth} }
+
+// Is says whether the held directory is the one with identity id: the same
+// device and inode, and the same birth time where both are known.
+func (h *Held) Is(id DirID) bool {
+	return h.Dev == id.Dev && h.Ino == id.Ino && (h.Birth == 0 || id.Birth == 0 || h.Birth == id.Birth)
 }
 
 // Close releases the descriptor.
@@ -101,44 +126,95 @@ func top(repo string, held *Held) (logical, now string, err error) {
 	return held.Path, now, err
 }
 
+// heldAt is a held directory and where the scan found it.
+type heldAt struct {
+	h   *Held
+	now string
+}
+
+// holder is the held directory the scan's path at lies in (the innermost), nil
+// when none.
+func (p place) holder(at string) *heldAt {
+	var best *heldAt
+	for i := range p.holds {
+		h := &p.holds[i]
+		if hostpath.Within(at, h.now) && (best == nil || len(h.now) > len(best.now)) {
+			best = h
+		}
+	}
+	return best
+}
+
+// heldGitDirs is opt.GitDirs with each of opt.HeldGitDirs where it lies now (a
+// removed one left out: nothing of it is left to audit), those held with their
+// present paths, and the ones moved (ScanOptions.MovedGitDirs).
+func heldGitDirs(opt ScanOptions) (dirs []string, holds []heldAt, moved map[string]string, err error) {
+	for _, g := range opt.GitDirs {
+		g = filepath.Clean(g)
+		var h *Held
+		for _, c := range opt.HeldGitDirs {
+			if c != nil && c.Path == g {
+				h = c
+			}
+		}
+		if h == nil {
+			dirs = append(dirs, g)
+			continue
+		}
+		now, err := h.Where()
+		if err != nil && !errors.Is(err, errRemoved) {
+			return nil, nil, nil, fmt.Errorf("audit %s: %w", g, err)
+		}
+		if now != g {
+			if moved == nil {
+				moved = map[string]string{}
+			}
+			moved[g] = now
+		}
+		if err == nil {
+			dirs = append(dirs, now)
+			holds = append(holds, heldAt{h: h, now: now})
+		}
+	}
+	return dirs, holds, moved, nil
+}
+
 // maxMoves bounds the scans of a held directory that keeps being moved.
 const maxMoves = 3
 
-// movedAgain says whether the held directory was moved while it was read, and
+// movedAgain says whether a held directory was moved while it was read, and
 // where it lies now.
 func (s *scanner) movedAgain() (string, bool) {
-	if s.held == nil {
-		return "", false
+	for _, h := range s.surface.holds {
+		again, err := h.h.Where()
+		if err != nil || again != h.now {
+			return again, true
+		}
 	}
-	again, err := s.held.Where()
-	return again, err != nil || again != s.repo
+	return "", false
 }
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// within says whether the scan's path p lies in the held directory.
-func (s *scanner) within(p string) bool {
-	return s.held != nil && hostpath.Within(p, s.repo)
-}
-
-// openPath is safepath.Open of the scan's path abs: beneath the held directory's
-// descriptor when abs lies in it.
+// openPath is safepath.Open of the scan's path abs: beneath a held directory's
+// descriptor when abs lies in one.
 func (s *scanner) openPath(abs string, flags int) (int, error) {
-	if s.within(abs) {
-		return safepath.OpenBeneath(s.held.fd, strings.TrimPrefix(abs, s.repo), flags)
+	if h := s.surface.holder(abs); h != nil {
+		return safepath.OpenBeneath(h.h.fd, strings.TrimPrefix(abs, h.now), flags)
 	}
 	return safepath.Open(abs, flags)
 }
 
 // sys is a path for a path-based system call (lstat, readlink, access) on the
-// scan's path p that never follows a symlink on the way: in the held directory,
+// scan's path p that never follows a symlink on the way: in a held directory,
 // /proc/self/fd/N/NAME of p's parent opened beneath it; done closes N.
 func (s *scanner) sys(p string) (path string, done func(), err error) {
-	if !s.within(p) {
+	h := s.surface.holder(p)
+	if h == nil {
 		return p, func() {}, nil
 	}
-	if p == s.repo {
-		return fdPath(s.held.fd) + "/.", func() {}, nil
+	if p == h.now {
+		return fdPath(h.h.fd) + "/.", func() {}, nil
 	}
 	fd, err := s.openPath(filepath.Dir(p), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {

@@ -89,3 +89,69 @@ func writeFile(t *testing.T, p, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestScanHeldGitDirMoved: a writable Git dir outside the repository (a linked
+// worktree's common dir), held at the baseline, is renamed away and a clean
+// directory put at its path; the end scan reads the held one where it lies now,
+// also when the repository itself was removed meanwhile.
+func TestScanHeldGitDirMoved(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		top, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo, common := filepath.Join(top, "repo"), filepath.Join(top, "main/.git")
+		for _, d := range []string{repo, common + "/objects", common + "/refs"} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writeFile(t, filepath.Join(common, "HEAD"), "ref: refs/heads/main\n")
+		held, err := Hold(repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		hc, err := Hold(common)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hc.Close()
+		opt := ScanOptions{Held: held, GitDirs: []string{common}, HeldGitDirs: []*Held{hc}}
+		base, err := Scan(repo, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(common, "modules/m"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(common, "modules/m/config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n")
+		moved := filepath.Join(top, "main/moved")
+		if err := os.Rename(common, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(common, 0o755); err != nil { // the decoy
+			t.Fatal(err)
+		}
+		if removed {
+			if err := os.Remove(repo); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cur, err := Scan(repo, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Removed != removed || cur.MovedGitDirs[common] != moved {
+			t.Errorf("removed %v: Removed %v, MovedGitDirs %v; want %s moved to %s", removed, cur.Removed, cur.MovedGitDirs, common, moved)
+		}
+		want := filepath.Join(moved, "modules/m/config")
+		found := false
+		for _, f := range Compare(base, cur) {
+			found = found || f.Path == want
+		}
+		if !found {
+			t.Errorf("removed %v: no finding at %s: %v", removed, want, Compare(base, cur))
+		}
+	}
+}

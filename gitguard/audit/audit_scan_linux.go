@@ -44,18 +44,28 @@ const (
 // target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	repo, now, err := top(repo, opt.Held) // audit_held_linux.go
-	if errors.Is(err, errRemoved) {
-		return &Surface{Repo: repo, Items: map[string]*Item{}, Removed: true}, nil
-	} else if err != nil {
+	removed := errors.Is(err, errRemoved)
+	if err != nil && !removed {
 		return nil, err
+	}
+	launchDirs := opt.GitDirs
+	dirs, holds, movedDirs, err := heldGitDirs(opt)
+	if err != nil {
+		return nil, err
+	}
+	opt.GitDirs = dirs
+	if removed {
+		return removedScan(repo, opt, holds, movedDirs)
 	}
 	if now != repo {
 		// Moved: the launch's listings are of paths it no longer has.
 		opt.Since = nil
 	}
 	s := newScanner(repo, now, opt)
+	s.hold(holds, movedDirs)
 	opt = s.opt
-	defer s.relax.Restore() // audit_unreadable_linux.go
+	opt.GitDirs = launchDirs // for a scan made again, which finds them anew
+	defer s.relax.Restore()  // audit_unreadable_linux.go
 	for _, f := range opt.HostConfigs {
 		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
 	}
@@ -92,18 +102,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 			}
 		}
 	}
-	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
-		// Not before: an end scan whose walk is the launch's, or is built in
-		// the launch walk's list, would allocate a list of WalkHint entries
-		// (the session's end scan passes the launch walk's length) only to drop
-		// it, memory that, once the collector has freed the launch's garbage
-		// during the command, is zeroed and faulted in for nothing.
-		if opt.WalkHint > 0 {
-			s.walk.Entries = make([]treewalk.Entry, 0, min(opt.WalkHint+opt.WalkHint/8+64, opt.MaxEntries))
-		} else {
-			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
-		}
-	}
+	s.sizeWalk(opt.WalkHint)
 	if opt.SkipKernelMounts {
 		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
 	}
@@ -157,6 +156,22 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	return s.surface, nil
 }
 
+// sizeWalk allocates the walk's list, for hint entries (ScanOptions.WalkHint).
+func (s *scanner) sizeWalk(hint int) {
+	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
+		// Not before: an end scan whose walk is the launch's, or is built in
+		// the launch walk's list, would allocate a list of WalkHint entries
+		// (the session's end scan passes the launch walk's length) only to drop
+		// it, memory that, once the collector has freed the launch's garbage
+		// during the command, is zeroed and faulted in for nothing.
+		if hint > 0 {
+			s.walk.Entries = make([]treewalk.Entry, 0, min(hint+hint/8+64, s.opt.MaxEntries))
+		} else {
+			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+		}
+	}
+}
+
 // lstatTop lstat's the top of the tree: the held directory itself, when there is one.
 func (s *scanner) lstatTop(st *unix.Stat_t) error {
 	if s.held != nil {
@@ -179,15 +194,45 @@ func newScanner(repo, now string, opt ScanOptions) *scanner {
 		repo: filepath.Clean(now),
 		opt:  opt,
 		surface: &Surface{Repo: repo, Now: now, Items: map[string]*Item{},
-			place: place{roots: roots(now, opt.GitDirs), held: opt.Held, journal: opt.WidenJournal, now: now}},
+			place: place{roots: roots(now, opt.GitDirs), journal: opt.WidenJournal}},
 		held:     opt.Held,
 		gitdirs:  map[string]bool{},
 		configs:  map[string][]gitconfig.Entry{},
 		expanded: map[string]expansion{},
 		hooks:    map[string]bool{},
 	}
+	if opt.Held != nil {
+		s.surface.holds = []heldAt{{h: opt.Held, now: s.repo}}
+	}
 	s.relax = s.surface.relaxer()
 	return s
+}
+
+// hold adds the held GitDirs, where they lie now (heldGitDirs), to the scan.
+func (s *scanner) hold(holds []heldAt, moved map[string]string) {
+	s.surface.holds = append(s.surface.holds, holds...)
+	s.surface.MovedGitDirs = moved
+	s.relax = s.surface.relaxer()
+}
+
+// removedScan is the scan when the held repository was removed (it was empty
+// then): its held GitDirs are audited all the same, wherever they lie now.
+func removedScan(repo string, opt ScanOptions, holds []heldAt, moved map[string]string) (*Surface, error) {
+	opt.Held, opt.Walk, opt.Watch, opt.Since = nil, false, false, nil
+	s := newScanner(repo, repo, opt)
+	s.hold(holds, moved)
+	s.surface.Now, s.surface.Removed = "", true
+	defer s.relax.Restore()
+	for _, f := range opt.HostConfigs {
+		s.hostEntries = append(s.hostEntries, s.config(f, "", 0)...)
+	}
+	for _, g := range opt.GitDirs {
+		s.gitdir(g, "", 0)
+	}
+	if again, moved := s.movedAgain(); moved {
+		return nil, fmt.Errorf("audit %s: a Git directory was moved while it was audited (now %s)", repo, oneLine(again))
+	}
+	return s.surface, nil
 }
 
 // joinChunks puts the walk's entries in one list, the full chunks first.

@@ -77,12 +77,15 @@ func openParent(dir string, r *relaxer) (int, error) {
 	return r.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
-// relaxer widens below the scan's roots, the held directory through its
-// descriptor, journaling to ScanOptions.WidenJournal.
+// relaxer widens below the scan's roots, the held directories through their
+// descriptors, journaling to ScanOptions.WidenJournal.
 func (p place) relaxer() *relaxer {
 	r := &relaxer{Roots: p.roots, Journal: p.journal}
-	if p.held != nil {
-		r.Held = map[string]int{p.now: p.held.fd}
+	for _, h := range p.holds {
+		if r.Held == nil {
+			r.Held = map[string]int{}
+		}
+		r.Held[h.now] = h.h.fd
 	}
 	return r
 }

@@ -42,6 +42,8 @@ type Auditor struct {
 	// held is the directory the sandbox writes, opened at the baseline: the end
 	// scan reads it wherever it was moved (gitguard/audit/audit_held_linux.go).
 	held *audit.Held
+	// heldGitDirs are the writable Git dirs outside it, held the same way.
+	heldGitDirs []*audit.Held
 }
 
 // WidenJournal is where the audits journal the modes they widen (internal/widen):
@@ -82,8 +84,12 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	defer func() {
 		if !ok {
 			held.Close()
+			closeAll(opt.HeldGitDirs)
 		}
 	}()
+	if opt.GitDirs, opt.HeldGitDirs, err = holdGitDirs(p.Repo, gitDirs); err != nil {
+		return nil, err
+	}
 	// Under the repository's audit lock: a session that starts after this one has
 	// its journal sees it, and inherits its baseline (audit_shared.go). A launch
 	// that cannot have it does not start: the holder may be an undo writing the
@@ -95,7 +101,9 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	defer unlock()
 	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
-		base = j.Base
+		if base, err = inherit(j, &opt, held); err != nil {
+			return nil, fmt.Errorf("audit baseline: %w", err)
+		}
 	} else {
 		walkOpt := opt
 		walkOpt.Walk = !cfg.NoRecord && p.StateDir != "" // for the session's record
@@ -113,7 +121,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// would only read 100,000 events to end where the end scan starts without
 		// it.
 		walkOpt.Watch = n >= minWatchFiles
-		walkOpt.Held = held
+		walkOpt.Held, walkOpt.GitDirs, walkOpt.HeldGitDirs = held, opt.GitDirs, opt.HeldGitDirs
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -123,7 +131,9 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		}
 	}
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
-		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held}
+		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held,
+		heldGitDirs: opt.HeldGitDirs}
+	a.opt.HeldGitDirs = nil // Finish passes them
 	base.Walk, base.Launch = nil, nil
 	ok = true
 	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
@@ -147,7 +157,7 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	// they did.
 	a.launch.Stop()
 	opt.Since = a.launch
-	opt.Held = a.held
+	opt.Held, opt.HeldGitDirs = a.held, a.heldGitDirs
 	t0 := time.Now()
 	cur, err := audit.Scan(a.repo, opt)
 	if err == nil {
@@ -174,6 +184,10 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 		out.AuditFindings = append(out.AuditFindings, line)
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
+	for _, line := range movedGitDirLines(cur) {
+		out.AuditFindings = append(out.AuditFindings, line)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+	}
 	findings := audit.Compare(a.base, cur)
 	out.Walk = cur.Walk
 	if len(findings) > 0 && cur.Walk != nil {
@@ -181,7 +195,7 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 		// recorder sweeps, yet still prices and names what it lists (shadow/price.go).
 		cur.Walk.Complete = false
 	}
-	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, append(a.writable, cur.Now)))
+	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, append(a.writable, nowPaths(cur)...)))
 	for _, f := range findings {
 		line := f.String()
 		out.AuditFindings = append(out.AuditFindings, line)
@@ -199,6 +213,8 @@ func (a *Auditor) Drop() {
 	a.launch.Close()
 	a.launch = nil
 	a.held.Close()
+	closeAll(a.heldGitDirs)
+	a.heldGitDirs = nil
 	if a.journal != nil {
 		os.Remove(a.journalPath)
 		a.journal.Close()
@@ -210,7 +226,7 @@ func (a *Auditor) Drop() {
 func movedLine(repo string, cur *audit.Surface) string {
 	switch {
 	case cur.Removed:
-		return fmt.Sprintf("%s was removed during the session; nothing left to audit", termsafe.Quote(repo))
+		return fmt.Sprintf("%s was removed during the session; nothing of it left to audit", termsafe.Quote(repo))
 	case cur.Now != "" && cur.Now != repo:
 		return fmt.Sprintf("%s was moved during the session to %s; audited there (something else may be at its path now)", termsafe.Quote(repo), termsafe.Quote(cur.Now))
 	}

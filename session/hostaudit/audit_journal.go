@@ -67,6 +67,10 @@ type auditJournal struct {
 	ID      string            `json:"id"`
 	Options audit.ScanOptions `json:"options"`
 	Base    *audit.Surface    `json:"base"`
+	// IDs are the identities of the directories the session wrote (the
+	// repository and each of Options.GitDirs) by path: the audit a later launch
+	// runs reads them only if what lies at the path now is the same directory.
+	IDs map[string]audit.DirID `json:"ids,omitempty"`
 }
 
 // journalPrefix names the journals of repo: a hash of its path, so that any path fits.
@@ -84,7 +88,13 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 		return nil, "", err
 	}
 	pid := os.Getpid()
-	b := encodeJournal(&auditJournal{Repo: a.repo, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base})
+	j := &auditJournal{Repo: a.repo, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base, IDs: map[string]audit.DirID{}}
+	for _, h := range append([]*audit.Held{a.held}, a.heldGitDirs...) {
+		if h != nil {
+			j.IDs[h.Path] = h.ID()
+		}
+	}
+	b := encodeJournal(j)
 	// Locked before it has its name, so that no launch ever sees it unlocked.
 	tmp, err := os.CreateTemp(dir, ".journal-*")
 	if err != nil {
@@ -155,6 +165,12 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 		return
 	}
 	j.Options.WidenJournal = WidenJournal(p.StateDir)
+	held, ok := holdJournaled(cfg, j) // orphan_held.go
+	defer closeAll(held)
+	if !ok {
+		os.Remove(name)
+		return
+	}
 	cur, err := audit.Scan(j.Repo, j.Options)
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s was killed before its audit, which fails now: %v\n", j.Repo, j.Start.Format(time.RFC3339), err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 //	id "…"
 //	hostconfig "/etc/gitconfig"            one per ScanOptions.HostConfigs
 //	gitdir "…"                             one per ScanOptions.GitDirs
+//	ident "path" "dev" "ino" "birth"       the repository's and each gitdir's identity (audit.DirID)
 //	home "/home/me"
 //	limits 0 0                             ScanOptions.MaxEntries, MaxDepth
 //	base "/home/me/repo"                   Surface.Repo
@@ -53,6 +55,15 @@ func encodeJournal(j *auditJournal) []byte {
 	}
 	for _, d := range j.Options.GitDirs {
 		line("gitdir", q(d))
+	}
+	paths := make([]string, 0, len(j.IDs))
+	for p := range j.IDs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		id := j.IDs[p]
+		line("ident", q(p), q(strconv.FormatUint(id.Dev, 10)), q(strconv.FormatUint(id.Ino, 10)), q(strconv.FormatInt(id.Birth, 10)))
 	}
 	line("home", q(j.Options.Home))
 	line("limits", strconv.Itoa(j.Options.MaxEntries), strconv.Itoa(j.Options.MaxDepth))
@@ -101,7 +112,7 @@ func decodeJournal(data []byte) (*auditJournal, error) {
 // set takes one line's fields: quoted strings unquoted, anything else as written.
 func (j *auditJournal) set(key string, f []string) error {
 	want := map[string]int{"repo": 1, "pid": 1, "start": 1, "id": 1, "hostconfig": 1, "gitdir": 1,
-		"home": 1, "limits": 2, "base": 1, "skip": 2}[key]
+		"home": 1, "limits": 2, "base": 1, "skip": 2, "ident": 4}[key]
 	if key == "item" {
 		want = max(len(f), 5)
 	}
@@ -122,6 +133,17 @@ func (j *auditJournal) set(key string, f []string) error {
 		j.Options.HostConfigs = append(j.Options.HostConfigs, f[0])
 	case "gitdir":
 		j.Options.GitDirs = append(j.Options.GitDirs, f[0])
+	case "ident":
+		var id audit.DirID
+		if id.Dev, err = strconv.ParseUint(f[1], 10, 64); err == nil {
+			if id.Ino, err = strconv.ParseUint(f[2], 10, 64); err == nil {
+				id.Birth, err = strconv.ParseInt(f[3], 10, 64)
+			}
+		}
+		if j.IDs == nil {
+			j.IDs = map[string]audit.DirID{}
+		}
+		j.IDs[f[0]] = id
 	case "home":
 		j.Options.Home = f[0]
 	case "limits":

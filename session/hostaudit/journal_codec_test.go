@@ -24,6 +24,8 @@ func TestJournalRoundTrip(t *testing.T) {
 				"/a/.git/hooks/l": {Path: "/a/.git/hooks/l", Kind: audit.KindHook, Sum: "l", Link: "../../x"},
 			},
 			Skipped: []audit.Skip{{Path: "/a/.git/modules", Reason: "permission denied"}}},
+		IDs: map[string]audit.DirID{"/home/me/r\xffepo \"q\"": {Dev: 2049, Ino: 1 << 40, Birth: 1764483440123456789},
+			"/x/.git/worktrees/w": {Dev: 1, Ino: 2}},
 	}
 	got, err := decodeJournal(encodeJournal(j))
 	if err != nil {
@@ -39,12 +41,12 @@ func TestJournalRoundTrip(t *testing.T) {
 	// taken and shared, the launch watch the end scan of the same
 	// process uses, its count, and whether it took the launch walk whole; ScanOptions.
 	// SkipKernelMounts, which only agentbox audit sets; ScanOptions.Held,
-	// WidenJournal and moves, Surface.Now and Removed, one process's descriptor
-	// and where it found it; Surface.place and Skip.Blind and stuck, which only
+	// HeldGitDirs, WidenJournal and moves, Surface.Now, Removed and
+	// MovedGitDirs, one process's descriptors and where it found them; Surface.place and Skip.Blind and stuck, which only
 	// the end scan's own Compare and quarantine read.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 6, reflect.TypeOf(audit.ScanOptions{}): 5 + 8,
-		reflect.TypeOf(audit.Surface{}): 3 + 7, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
+		reflect.TypeOf(auditJournal{}): 7, reflect.TypeOf(audit.ScanOptions{}): 5 + 9,
+		reflect.TypeOf(audit.Surface{}): 3 + 8, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)

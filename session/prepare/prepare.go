@@ -220,6 +220,18 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 	if err := keptIdentities(p, ids); err != nil {
 		return err
 	}
+	// The linked worktree's common dir: its audit holds the directory with this
+	// identity (hostaudit.Auditor.UnboundGitDir), the backend binds no other.
+	for _, op := range pr.Session.GitRW {
+		if op.Kind != mounts.Bind {
+			continue
+		}
+		id, err := Identify(op.Source)
+		if err != nil {
+			return fmt.Errorf("%s changed while agentbox was starting (%v); not launching", op.Source, err)
+		}
+		ids[op.Source] = id
+	}
 	if err := deviceIdentities(p, ids); err != nil {
 		return err
 	}

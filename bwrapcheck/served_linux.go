@@ -1,0 +1,51 @@
+package bwrapcheck
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// served refuses the entry open at fd (at p) when it lies on a filesystem whose
+// owners and modes an unprivileged server reports (served.go).
+func served(fd int, p string) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return &os.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	if int64(sfs.Type) != fuseSuperMagic {
+		return nil
+	}
+	opts, ok := "", false
+	if id, err := mountID(fd); err == nil {
+		if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+			opts, ok = superOptions(f, id)
+			f.Close()
+		}
+	}
+	if who := servedBy(int64(sfs.Type), opts, ok); who != "" {
+		return &untrusted{reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change bwrap there; install bwrap on a local filesystem (or one root mounted) or use --backend native", quote(p), who)}
+	}
+	return nil
+}
+
+// mountID is the ID of the mount the file open at fd lies on (proc(5): fdinfo's
+// mnt_id, as in mountinfo's first field).
+func mountID(fd int) (int, error) {
+	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "mnt_id:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("fdinfo of descriptor %d names no mount", fd)
+}

@@ -1,0 +1,61 @@
+package adversarial
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// TestKilledLauncherRepoReplaced: a launcher killed mid-session leaves its
+// pending audit; before the next launch the repository is moved away and a new
+// one (its own core.fsmonitor set by the user) is made at its path. The next
+// launch does not audit the new repository against the dead session's baseline:
+// it says the directory at the path is not the one that session wrote and what
+// to do, and leaves the new repository's config alone.
+func TestKilledLauncherRepoReplaced(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			marker := "agentbox-replaced-" + filepath.Base(x.Home)
+			cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
+				`exec bash -c 'exec -a `+marker+` sleep 300'`)
+			res := make(chan sandboxtest.Result, 1)
+			if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+				t.Fatal(err)
+			}
+			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 1 }) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("session never started: %s", <-res)
+			}
+			_ = cmd.Process.Kill()
+			<-res
+			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+				t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
+			}
+			if err := os.Rename(x.Repo, x.Repo+".moved"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(x.Repo, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, x.Repo)
+			testenv.Git(t, x.Home, x.Repo, "init", "-q")
+			testenv.Git(t, x.Home, x.Repo, "config", "core.fsmonitor", "the-users-own-monitor")
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+			if !strings.Contains(r.Stderr, "is another directory now") || !strings.Contains(r.Stderr, "not audited") {
+				t.Errorf("the next launch did not say the repository was replaced:\n%s", r)
+			}
+			b, err := os.ReadFile(filepath.Join(x.Repo, ".git/config"))
+			if err != nil || !strings.Contains(string(b), "the-users-own-monitor") {
+				t.Errorf("the new repository's own config was taken for a plant (%v):\n%s", err, r)
+			}
+			if j, _ := filepath.Glob(filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")); len(j) != 0 {
+				t.Errorf("the pending audit stayed: %v", j)
+			}
+		})
+	}
+}
