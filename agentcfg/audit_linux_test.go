@@ -202,6 +202,8 @@ var auditCases = []struct {
 	{name: "claude login taken out of the file: put back", rel: ".claude/.credentials.json",
 		before: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{}}`, after: `{"mcpOAuth":{}}`,
 		keys: []string{""}, want: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{}}`},
+	{name: "claude login replaced by JSON that is no object: put back", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: `[]`, keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
 	{name: "claude MCP servers' tokens refreshed beside the login: kept", rel: ".claude/.credentials.json",
 		before: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m1"}}}`,
 		after:  `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m2"}}}`,

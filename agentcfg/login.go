@@ -160,12 +160,14 @@ func str(v any) string {
 // refresh cannot explain; "" when it does not. Both are regular files read in a
 // login format (a file that is not JSON is put back whole before this).
 func loginChange(f format, base, cur []byte, baseExists bool) string {
-	b, bok := readLogin(f, base)
-	c, cok := readLogin(f, cur)
-	switch {
-	case !cok:
+	if f != claudeLogin && f != codexLogin {
 		return ""
-	case !baseExists || !bok || !b.present:
+	}
+	// JSON that is no object holds no login: one there takes the login away.
+	b, _ := readLogin(f, base)
+	c, _ := readLogin(f, cur)
+	switch {
+	case !baseExists || !b.present:
 		if c.present {
 			return "new: a login that was not there at launch"
 		}
