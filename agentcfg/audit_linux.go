@@ -301,6 +301,9 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		}
 		return whole("no longer readable as " + formatName(cur.f))
 	}
+	if what := loginChange(cur.f, base.data, cur.data, base.exists && base.odd == ""); what != "" {
+		return whole(what)
+	}
 	keys := changedKeys(base, cur)
 	if len(keys) == 0 {
 		return nil
@@ -398,6 +401,8 @@ func removalCounts(base *fileState) bool {
 	switch {
 	case !base.exists || strings.HasSuffix(base.path, ".lock"):
 		return false
+	case base.odd == "" && holdsLogin(base):
+		return true
 	case base.link != "":
 		return base.auto || base.f != opaque
 	case base.odd != "":
@@ -463,7 +468,7 @@ func emptyJSON(v any) bool {
 // wholeFormat: a format put back whole, never key by key.
 func wholeFormat(f format) bool {
 	switch f {
-	case claudeSettings, claudeState, jsonDoc, codexConfig, tomlDoc:
+	case claudeSettings, claudeState, jsonDoc, codexConfig, tomlDoc, claudeLogin, codexLogin:
 		return false
 	}
 	return true
@@ -473,7 +478,7 @@ func formatName(f format) string {
 	switch f {
 	case codexConfig, tomlDoc:
 		return "TOML"
-	case claudeSettings, claudeState, jsonDoc:
+	case claudeSettings, claudeState, jsonDoc, claudeLogin, codexLogin:
 		return "JSON"
 	case jsonLines:
 		return "JSON lines"

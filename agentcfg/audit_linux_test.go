@@ -1,6 +1,7 @@
 package agentcfg
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -187,9 +188,62 @@ var auditCases = []struct {
 	{name: "state: the agent's bookkeeping stays", rel: ".claude.json",
 		before: `{"numStartups":1,"tipsHistory":{"a":1}}`, after: `{"numStartups":2,"tipsHistory":{"b":1},"projects":{"/x":{"lastCost":1}}}`,
 		want: `{"numStartups":2,"tipsHistory":{"b":1},"projects":{"/x":{"lastCost":1}}}`},
-	{name: "a login the agent refreshes is state", rel: ".claude/.credentials.json",
+	{name: "claude login refreshed, same account: kept", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeCreds("A", "a2", "r2", 2), want: claudeCreds("A", "a2", "r2", 2)},
+	{name: "claude login whose dead token Claude Code cleared: kept", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1),
+		after:  strings.Replace(claudeCreds("A", "", "", 0), `"expiresAt":0`, `"expiresAt":0,"loginEnded":"time_limit"`, 1),
+		want:   strings.Replace(claudeCreds("A", "", "", 0), `"expiresAt":0`, `"expiresAt":0,"loginEnded":"time_limit"`, 1)},
+	{name: "claude login of another account: put back whole", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeCreds("B", "b1", "s1", 9), keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude login whose ids are taken away: put back", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeCreds("", "b1", "s1", 9), keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude login without account ids: its tokens changed cannot be told from a refresh", rel: ".claude/.credentials.json",
 		before: `{"claudeAiOauth":{"accessToken":"a"}}`, after: `{"claudeAiOauth":{"accessToken":"b"}}`,
-		want: `{"claudeAiOauth":{"accessToken":"b"}}`},
+		keys: []string{""}, want: `{"claudeAiOauth":{"accessToken":"a"}}`},
+	{name: "claude refresh token swapped alone: no refresh does that", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeCreds("A", "a1", "s1", 1), keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude login where there was none: removed", rel: ".claude/.credentials.json",
+		before: "-", after: claudeCreds("B", "b1", "s1", 9), keys: []string{""}, want: "-"},
+	{name: "claude login taken out of the file: put back", rel: ".claude/.credentials.json",
+		before: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{}}`, after: `{"mcpOAuth":{}}`,
+		keys: []string{""}, want: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{}}`},
+	{name: "claude login replaced by JSON that is no object: put back", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: `[]`, keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude MCP servers' tokens refreshed beside the login: kept", rel: ".claude/.credentials.json",
+		before: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m1"}}}`,
+		after:  `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m2"}}}`,
+		want:   `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m2"}}}`},
+	{name: "claude state: the account it signs in as swapped, key by key", rel: ".claude.json",
+		before: `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","displayName":"a"},"numStartups":1}`,
+		after:  `{"oauthAccount":{"accountUuid":"B","organizationUuid":"P","displayName":"b"},"numStartups":2}`,
+		keys:   []string{"oauthAccount.accountUuid", "oauthAccount.organizationUuid"},
+		want:   `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","displayName":"b"},"numStartups":2}`},
+	{name: "claude state: the same account's profile refetched", rel: ".claude.json",
+		before: `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","profileFetchedAt":1}}`,
+		after:  `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","profileFetchedAt":2}}`,
+		want:   `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","profileFetchedAt":2}}`},
+	{name: "codex refreshed, same account: kept", rel: ".codex/auth.json",
+		before: codexAuth("acct-A", "user-A", 1, "r1"), after: codexAuth("acct-A", "user-A", 2, "r2"), want: codexAuth("acct-A", "user-A", 2, "r2")},
+	{name: "codex login of another account: put back whole", rel: ".codex/auth.json",
+		before: codexAuth("acct-A", "user-A", 1, "r1"), after: codexAuth("acct-B", "user-B", 2, "s1"), keys: []string{""}, want: codexAuth("acct-A", "user-A", 1, "r1")},
+	{name: "codex tokens of another user in the same workspace", rel: ".codex/auth.json",
+		before: codexAuth("acct-A", "user-A", 1, "r1"), after: codexAuth("acct-A", "user-B", 2, "s1"), keys: []string{""}, want: codexAuth("acct-A", "user-A", 1, "r1")},
+	{name: "codex access token of another account, the rest as it was", rel: ".codex/auth.json",
+		before: codexAuth("acct-A", "user-A", 1, "r1"),
+		after:  strings.Replace(codexAuth("acct-A", "user-A", 1, "r1"), jwt(openAIClaims("acct-A", "user-A", 1)), jwt(openAIClaims("acct-B", "user-B", 1)), 1),
+		keys:   []string{""}, want: codexAuth("acct-A", "user-A", 1, "r1")},
+	{name: "codex refresh token swapped alone", rel: ".codex/auth.json",
+		before: codexAuth("acct-A", "user-A", 1, "r1"), after: codexAuth("acct-A", "user-A", 1, "s1"), keys: []string{""}, want: codexAuth("acct-A", "user-A", 1, "r1")},
+	{name: "codex API key swapped", rel: ".codex/auth.json",
+		before: `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-a"}`, after: `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-b"}`,
+		keys: []string{""}, want: `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-a"}`},
+	{name: "codex token that is no JWT, changed: fail closed", rel: ".codex/auth.json",
+		before: `{"tokens":{"id_token":"x.y.z","access_token":"a1","refresh_token":"r1"}}`,
+		after:  `{"tokens":{"id_token":"x.y.w","access_token":"a2","refresh_token":"r2"}}`,
+		keys:   []string{""}, want: `{"tokens":{"id_token":"x.y.z","access_token":"a1","refresh_token":"r1"}}`},
+	{name: "codex login where there was none: removed", rel: ".codex/auth.json",
+		before: "-", after: `{"auth_mode":"apikey","OPENAI_API_KEY":"sk-b"}`, keys: []string{""}, want: "-"},
 	{name: "state: a key Claude Code drops as its default is nothing", rel: ".claude.json",
 		before: `{"customApiKeyResponses":{"approved":[],"rejected":[]},"numStartups":1}`, after: `{"numStartups":2}`,
 		want: `{"numStartups":2}`},
@@ -200,6 +254,38 @@ var auditCases = []struct {
 		before: `{"a":{"timestamp":1}}`, after: `{"b":{"timestamp":2}}`, want: `{"b":{"timestamp":2}}`},
 	{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 	{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
+}
+
+// claudeOauth is Claude Code 2.1.332's stored login: the account's ids, tokens
+// and their expiry.
+func claudeOauth(account, access, refresh string, expires int) string {
+	ids := ""
+	if account != "" {
+		ids = fmt.Sprintf(`,"accountUuid":%q,"organizationUuid":"org-%s"`, account, account)
+	}
+	return fmt.Sprintf(`{"accessToken":%q,"refreshToken":%q,"expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"pro","rateLimitTier":null,"clientId":"c"%s}`,
+		access, refresh, expires, ids)
+}
+
+func claudeCreds(account, access, refresh string, expires int) string {
+	return `{"claudeAiOauth":` + claudeOauth(account, access, refresh, expires) + `}`
+}
+
+// jwt is an unsigned JWT with these claims: the audit never verifies one.
+func jwt(claims string) string {
+	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".c2ln"
+}
+
+func openAIClaims(account, user string, iat int) string {
+	return fmt.Sprintf(`{"iss":"https://auth.openai.com","sub":"auth0|%s","aud":["app_x"],"iat":%d,"email":"%s@x",`+
+		`"https://api.openai.com/auth":{"chatgpt_account_id":%q,"chatgpt_user_id":%q,"chatgpt_plan_type":"plus"}}`, user, iat, user, account, user)
+}
+
+// codexAuth is Codex 0.171.0's auth.json after a ChatGPT sign-in; iat tells one
+// refresh's tokens from another's.
+func codexAuth(account, user string, iat int, refresh string) string {
+	return fmt.Sprintf(`{"auth_mode":"chatgpt","OPENAI_API_KEY":null,"tokens":{"id_token":%q,"access_token":%q,"refresh_token":%q,"account_id":%q},"last_refresh":"2026-12-0%dT00:00:00Z"}`,
+		jwt(openAIClaims(account, user, iat)), jwt(openAIClaims(account, user, iat+1)), refresh, account, iat)
 }
 
 // TestAudit: for each kind of file, what the audit puts back and what it leaves,
@@ -367,7 +453,8 @@ func TestAuditWalk(t *testing.T) {
 
 // TestAuditRemoved: what a session removes that held a restriction comes back —
 // a rules file with the directory it was in (made again, 0700), the user's symlink
-// to their settings — while a link in a data path and a settings file of harmless
+// to their settings, the agents' logins (the operator's, which a session may not
+// sign out of) — while a link in a data path and a settings file of harmless
 // keys stay removed; the repository's own settings removed are reported.
 func TestAuditRemoved(t *testing.T) {
 	home, q, dots := t.TempDir(), t.TempDir(), t.TempDir()
@@ -382,12 +469,19 @@ func TestAuditRemoved(t *testing.T) {
 	data := filepath.Join(home, ".claude/projects/p/s.jsonl")
 	os.Symlink(filepath.Join(dots, "x"), data)
 	put(t, filepath.Join(home, ".codex/config.toml"), "model = \"o3\"\n")
+	logins := map[string]string{".codex/auth.json": codexAuth("acct-A", "user-A", 1, "r1"), ".claude/.credentials.json": claudeCreds("A", "a1", "r1", 1)}
+	for rel, content := range logins {
+		put(t, filepath.Join(home, rel), content)
+	}
 	opt := Options{Home: home, ID: "R", Quarantine: q, Kept: []string{filepath.Join(home, ".claude"), filepath.Join(home, ".codex")}}
 	base := Snapshot(opt)
 	os.RemoveAll(filepath.Join(home, ".codex/rules"))
 	os.Remove(link)
 	os.Remove(data)
 	os.Remove(filepath.Join(home, ".codex/config.toml"))
+	for rel := range logins {
+		os.Remove(filepath.Join(home, rel))
+	}
 	got := map[string]string{}
 	for _, f := range base.Audit() {
 		got[strings.TrimPrefix(f.Path, home+"/")] = f.String()[len(f.Path):]
@@ -395,9 +489,16 @@ func TestAuditRemoved(t *testing.T) {
 	want := map[string]string{
 		".codex/rules/default.rules": ": removed, put back as it was",
 		".claude/settings.json":      ": removed, put back as it was",
+		".codex/auth.json":           ": removed, put back as it was",
+		".claude/.credentials.json":  ": removed, put back as it was",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("findings %v\nwant %v", got, want)
+	}
+	for rel, content := range logins {
+		if get(filepath.Join(home, rel)) != content {
+			t.Errorf("the login %s was not put back: %q", rel, get(filepath.Join(home, rel)))
+		}
 	}
 	if get(rules) != "prefix_rule(pattern=[\"rm\"], decision=\"forbidden\")\n" {
 		t.Errorf("the rules file was not put back: %q", get(rules))

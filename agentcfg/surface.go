@@ -42,6 +42,10 @@ const (
 	// front matter (skills' and agents' hooks live there), and for a "!`command`"
 	// in its body (a command Claude Code runs when it loads the file).
 	markdown
+	// claudeLogin, codexLogin: an agent's login file, audited as claudeState and
+	// for the account it signs in as (login.go).
+	claudeLogin
+	codexLogin
 )
 
 // known are files below HOME that are audited wherever a kept path holds them, even
@@ -69,11 +73,13 @@ var known = []struct {
 // every byte counts, whatever the format: what the agent runs or schedules as a
 // whole (workflows, scheduled tasks, launch configurations, exec-policy rules).
 type agentDir struct {
-	agent string
-	rel   string // below HOME, where the agent looks by default
-	env   string // the variable that moves it (Options.AgentDirs)
-	data  []string
-	whole []string
+	agent  string
+	rel    string // below HOME, where the agent looks by default
+	env    string // the variable that moves it (Options.AgentDirs)
+	data   []string
+	whole  []string
+	login  string // the file, relative to it, that holds the agent's login
+	loginF format
 }
 
 var agentDirs = []agentDir{
@@ -85,12 +91,12 @@ var agentDirs = []agentDir{
 	}, whole: []string{
 		"workflows", "routines", "daemon", "daemon.json", "scheduled_tasks.json",
 		"launch.json", "policy-limits.json",
-	}},
+	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
-	}, whole: []string{"rules", "hooks.json"}},
+	}, whole: []string{"rules", "hooks.json"}, login: "auth.json", loginF: codexLogin},
 }
 
 // isData: rel (relative to the agent's directory) lies in one of its data paths.
@@ -273,7 +279,7 @@ type entry struct {
 func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	out := map[string]entry{}
 	switch f {
-	case claudeSettings, claudeState, jsonDoc:
+	case claudeSettings, claudeState, jsonDoc, claudeLogin, codexLogin:
 		if len(bytes.TrimSpace(data)) == 0 {
 			return out, true
 		}
@@ -283,6 +289,9 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 		}
 		walkDoc(v, nil, repo, settingsFormat(f), out)
 		markOwn(out, repo)
+		if f == claudeState {
+			addAccount(v, out)
+		}
 		return out, true
 	case codexConfig, tomlDoc:
 		var doc map[string]any
@@ -325,6 +334,19 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 	}
 	out["content"] = entry{value: string(data), exec: true}
 	return out, true
+}
+
+// addAccount adds the ids of the account Claude Code's state names (oauthAccount:
+// what it signs in as, written at a sign-in and by its profile fetch, which keeps
+// them while the account stays): another account's there is a planted login's.
+func addAccount(v any, out map[string]entry) {
+	doc, _ := v.(map[string]any)
+	acct, _ := doc["oauthAccount"].(map[string]any)
+	for _, k := range []string{"accountUuid", "organizationUuid"} {
+		if x, ok := acct[k]; ok {
+			add(out, []string{"oauthAccount", k}, x, true)
+		}
+	}
 }
 
 // markOwn sets own on the entries below projects.REPO.

@@ -239,6 +239,8 @@ func (w *walker) file(p string, regular, data bool) {
 		}
 	case w.a.isWhole(w.rel(p)):
 		w.add(p, wholeFile)
+	case w.rel(p) == w.a.login:
+		w.add(p, w.a.loginF)
 	default:
 		w.add(p, auto)
 	}
