@@ -491,3 +491,9 @@ func formatName(f format) string {
 	}
 	return "an unknown format"
 }
+
+// holdsLogin: the file base held a login (its removal counts).
+func holdsLogin(base *fileState) bool {
+	l, ok := readLogin(base.f, base.data)
+	return ok && l.present
+}

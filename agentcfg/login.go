@@ -186,9 +186,3 @@ func loginChange(f format, base, cur []byte, baseExists bool) string {
 	}
 	return ""
 }
-
-// holdsLogin: the file base held a login (its removal counts).
-func holdsLogin(base *fileState) bool {
-	l, ok := readLogin(base.f, base.data)
-	return ok && l.present
-}
