@@ -115,15 +115,11 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 	r.done = append(r.done, done)
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(writerOnly{f}, pr)
+		_, _ = io.Copy(f, pr)
 		pr.Close()
 	}()
 	return pw, nil
 }
-
-// writerOnly hides f's ReadFrom, which would splice from the pipe and keep the
-// copy's end tied to the file's type.
-type writerOnly struct{ io.Writer }
 
 // needsStdioRelay reports whether the stream f (named by what, for the message) must not
 // reach the sandbox as it is.
@@ -131,8 +127,8 @@ func needsStdioRelay(what string, f *os.File) (bool, error) {
 	if f == nil {
 		return false, nil
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+	st, err := statOf(f)
+	if err != nil {
 		return false, fmt.Errorf("standard %s: %w", what, err)
 	}
 	switch st.Mode & unix.S_IFMT {
@@ -156,8 +152,12 @@ func isDevNull(rdev uint64) bool {
 // isTerminal reports whether f is a terminal: the command needs it as it is, for
 // job control and its size, and reopening it reaches only the same terminal.
 func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	term := false
+	_ = withFd(f, func(fd int) {
+		_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		term = err == nil
+	})
+	return term
 }
 
 // sameFile reports whether a and b are the same file (2>&1, or >f 2>f).
@@ -165,9 +165,30 @@ func sameFile(a, b *os.File) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	var sa, sb unix.Stat_t
-	if unix.Fstat(int(a.Fd()), &sa) != nil || unix.Fstat(int(b.Fd()), &sb) != nil {
+	sa, errA := statOf(a)
+	sb, errB := statOf(b)
+	if errA != nil || errB != nil {
 		return false
 	}
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// statOf is fstat(2) of f's descriptor.
+func statOf(f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	var err error
+	if cerr := withFd(f, func(fd int) { err = unix.Fstat(fd, &st) }); cerr != nil {
+		return st, cerr
+	}
+	return st, err
+}
+
+// withFd runs fn with f's descriptor. Not f.Fd(): that would put a stream Go's
+// poller serves (a Go API caller's non-blocking pipe) in blocking mode for good.
+func withFd(f *os.File, fn func(fd int)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { fn(int(fd)) })
 }
