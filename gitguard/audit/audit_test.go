@@ -179,6 +179,9 @@ func TestAuditLocations(t *testing.T) {
 		{"ref directory symlinked out of the repository", func(f *fixture) string {
 			return symlinkAt(t, "/usr", filepath.Join(f.Repo, ".git/refs/heads/out"))
 		}, "outside the repository, where Git writes", true},
+		{"rerere image symlinked out of the repository", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/rr-cache/0123abcd/preimage"))
+		}, "outside the repository, where Git writes", true},
 		{"object directory symlinked out, dangling", func(f *fixture) string {
 			return symlinkAt(t, "/nonexistent/objects", filepath.Join(f.Repo, ".git/objects/e6"))
 		}, "outside the repository, where Git writes", true},
