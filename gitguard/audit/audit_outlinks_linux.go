@@ -7,12 +7,12 @@ import (
 	"strings"
 )
 
-// Links out where Git writes. Git writes some files of a gitdir with a plain
-// open(2) that follows a symlink: the reflogs (appended on every commit, checkout,
-// reset and fetch), FETCH_HEAD, COMMIT_EDITMSG, MERGE_MSG and the other message
-// files, the sequencer's, rebase's and bisect's state, rerere's images; and it
-// creates files below refs/, logs/ and objects/ through whatever directory stands
-// there. A symlink at such a place that leads out of the repository makes the operator's next git
+// Links out where Git writes. Git writes some files of a gitdir with a plain open(2)
+// that follows a symlink: the reflogs (appended on every commit, checkout, reset and
+// fetch), FETCH_HEAD, COMMIT_EDITMSG, MERGE_MSG and the other message files, the
+// sequencer's, rebase's and bisect's state, rerere's images; and it creates files
+// below refs/, logs/ and objects/ through whatever directory stands there. A symlink
+// at such a place that leads out of the repository makes the operator's next git
 // commit, checkout or fetch on the host write to that file of theirs — a reflog line
 // names the branch the session chose, so appended to ~/.bashrc it runs. Git makes
 // none of them a symlink that leads out (core.preferSymlinkRefs' HEAD stays inside),
