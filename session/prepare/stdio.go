@@ -115,6 +115,8 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 	r.done = append(r.done, done)
 	go func() {
 		defer close(done)
+		// When the file takes no more (a full disk), closing the pipe fails the
+		// command's next write (EPIPE) instead of leaving it blocked on a full pipe.
 		_, _ = io.Copy(f, pr)
 		pr.Close()
 	}()
