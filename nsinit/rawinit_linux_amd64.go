@@ -397,8 +397,22 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 //go:nosplit
 //go:norace
 func rawCommandMain(a *rawArena) {
-	rawSys(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0)
-	if a.fg != 0 {
+	// A session of its own when none of the streams is the controlling terminal, as
+	// goinit.StreamsHoldControllingTerminal decides: /dev/tty then does not open.
+	ctty := false
+	for fd := uintptr(0); fd < 3; fd++ {
+		if _, e := rawSys(unix.SYS_IOCTL, fd, unix.TIOCGSID, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0); e == 0 {
+			if _, e := rawSys(unix.SYS_IOCTL, fd, unix.TIOCGPTN, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0); e != 0 {
+				ctty = true
+			}
+		}
+	}
+	if !ctty {
+		rawSys(unix.SYS_SETSID, 0, 0, 0, 0, 0, 0)
+	} else {
+		rawSys(unix.SYS_SETPGID, 0, 0, 0, 0, 0, 0)
+	}
+	if ctty && a.fg != 0 {
 		pid, _ := rawSys(unix.SYS_GETPID, 0, 0, 0, 0, 0, 0)
 		a.pgrp = uint32(pid)
 		rawSys(unix.SYS_IOCTL, 0, unix.TIOCSPGRP, uintptr(unsafe.Pointer(&a.pgrp)), 0, 0, 0)

@@ -168,6 +168,13 @@ func RunSession(cfg Config) (Outcome, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
+	// Before anything hands the streams on (the raw init cloned ahead takes them).
+	stdio, relays, err := prepare.GuardStdio(cfg.stdio())
+	if err != nil {
+		return Outcome{Status: 125, Err: err}, err
+	}
+	defer relays.Stop()
+	cfg.Stdio = &stdio
 	p := resolveBackend(&cfg)
 	var spare *nsinit.Prestarted
 	if cfg.Driver == nil && p.Backend == policy.BackendNative && len(p.AllowNet) == 0 && len(p.HostPorts) == 0 && len(p.Publish) == 0 && rawInitWanted() && p.Limits.Memory == 0 {
@@ -193,7 +200,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	rec := record.Start(cfg.record(), p, out.Start)
 	cfg.sessionID = hostaudit.SessionID(rec.ID())
 	sw.Mark(host("record start"))
-	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare}
+	l := &launch{cfg: &cfg, p: p, pr: pr, out: &out, rec: rec, sw: sw, spare: spare, relays: relays}
 	status, err := l.run()
 	if l.unresolved > 0 && status == 0 && err == nil {
 		// Never a silent success: the lines above name each place and what to do.
@@ -217,13 +224,14 @@ func RunSession(cfg Config) (Outcome, error) {
 // launch is one launch of a prepared session: the part of RunSession that can fail
 // before the command starts, and the audit after it.
 type launch struct {
-	cfg   *Config
-	p     *policy.Policy
-	pr    *prepare.Prepared
-	out   *Outcome
-	rec   *record.Recorder
-	sw    *backend.Timer
-	spare *nsinit.Prestarted // the CLI's raw init cloned ahead, nil: none
+	cfg    *Config
+	p      *policy.Policy
+	pr     *prepare.Prepared
+	out    *Outcome
+	rec    *record.Recorder
+	sw     *backend.Timer
+	spare  *nsinit.Prestarted   // the CLI's raw init cloned ahead, nil: none
+	relays *prepare.StdioRelays // the streams relayed instead of handed in
 	// unresolved: what the audits left where the user's Git may run it, or
 	// could not audit (hostaudit.Outcome.Unresolved).
 	unresolved int
@@ -352,6 +360,7 @@ func (l *launch) run() (int, error) {
 	opts.Listener, opts.HostPorts, opts.Sockets = netSvc.Listener(), ports.HostPorts(), ports.Sockets()
 	meter := record.StartUsage(leaf, p.Limits)
 	res, err := l.runBackend(plan, opts)
+	l.relays.Stop() // the command's output reaches its files before agentbox's lines
 	cfg.gc.commandEnded()
 	ckpt.Stop()
 	if err == nil {

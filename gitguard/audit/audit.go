@@ -42,6 +42,7 @@ const (
 	KindTodo       ItemKind = "rebase todo"    // a sequencer todo list, which may hold exec lines
 	KindProgram    ItemKind = "program"        // a file inside the repository that a config entry runs
 	KindBlocker    ItemKind = "blocker"        // a FIFO, socket or device where Git opens a file (audit_blockers_linux.go)
+	KindOutLink    ItemKind = "link out"       // a symlink out of the repository where Git writes (audit_outlinks_linux.go)
 	KindUnaudited  ItemKind = "unaudited"      // a place the audit could not see into (Skip.Blind)
 )
 

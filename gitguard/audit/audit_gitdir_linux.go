@@ -104,6 +104,7 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		}
 	}
 	s.gitdirBlockers(dir)
+	s.gitdirOutLinks(dir)
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
 		s.todo(filepath.Join(dir, todo))
 	}

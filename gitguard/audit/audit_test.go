@@ -170,6 +170,21 @@ func TestAuditLocations(t *testing.T) {
 			}
 			return p
 		}, "symlink to /etc/passwd", true},
+		{"reflog symlinked out of the repository", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/logs/HEAD"))
+		}, "outside the repository, where Git writes", true},
+		{"commit message file symlinked out of the repository", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/COMMIT_EDITMSG"))
+		}, "outside the repository, where Git writes", true},
+		{"ref directory symlinked out of the repository", func(f *fixture) string {
+			return symlinkAt(t, "/usr", filepath.Join(f.Repo, ".git/refs/heads/out"))
+		}, "outside the repository, where Git writes", true},
+		{"rerere image symlinked out of the repository", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/rr-cache/0123abcd/preimage"))
+		}, "outside the repository, where Git writes", true},
+		{"object directory symlinked out, dangling", func(f *fixture) string {
+			return symlinkAt(t, "/nonexistent/objects", filepath.Join(f.Repo, ".git/objects/e6"))
+		}, "outside the repository, where Git writes", true},
 		{"new .git file pointing out of the repository", func(f *fixture) string {
 			return f.Write("sub/.git", "gitdir: /usr\n", 0o644)
 		}, "outside the repository", true},
@@ -721,4 +736,17 @@ func TestQuarantineLongName(t *testing.T) {
 	if _, err := os.Lstat(p); err == nil {
 		t.Errorf("%s still in place", p)
 	}
+}
+
+// symlinkAt makes a symlink to target at link, its parent made, and returns link.
+func symlinkAt(t *testing.T, target, link string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
 }

@@ -147,12 +147,14 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	}
 
 	// 9. The command: its own process group, the terminal's foreground when the
-	//    launcher held it.
+	//    launcher held it; a session of its own when none of its streams is the
+	//    controlling terminal.
+	detach := !StreamsHoldControllingTerminal()
 	pid, err := syscall.ForkExec(path, plan.Command, &syscall.ProcAttr{
 		Dir:   plan.Workdir,
 		Env:   m.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Foreground: m.Foreground, Ctty: 0},
+		Sys:   &syscall.SysProcAttr{Setsid: detach, Setpgid: !detach, Foreground: m.Foreground && !detach, Ctty: 0},
 	})
 	if err != nil {
 		return reportSetup(ctl, "exec "+plan.Command[0], err)

@@ -25,3 +25,22 @@ func Sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 	n := uint(sig) - 1
 	set.Val[n/64] |= 1 << (n % 64)
 }
+
+// StreamsHoldControllingTerminal reports whether one of the descriptors 0, 1 and 2
+// is this process's controlling terminal (TIOCGSID answers only for it, or for a
+// pseudo-terminal master, which TIOCGPTN tells apart). A command without it among
+// its streams starts a session of its own (setsid): the operator's terminal is then
+// no controlling terminal of it, so /dev/tty does not open and it can neither write
+// to the terminal nor change its modes behind the launcher's back
+// (docs/terminal.md).
+func StreamsHoldControllingTerminal() bool {
+	for fd := 0; fd < 3; fd++ {
+		if _, err := unix.IoctlGetInt(fd, unix.TIOCGSID); err != nil {
+			continue
+		}
+		if _, err := unix.IoctlGetInt(fd, unix.TIOCGPTN); err != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -545,9 +545,12 @@ func probeRun(string) func(t *testing.T, x *target, cmd *exec.Cmd) sandboxtest.R
 func TestEscapes(t *testing.T) { runAttacks(t, attacks) }
 
 // runAttacks runs the attacks against every backend and checks the host after each.
-func runAttacks(t *testing.T, attacks []attack) {
+func runAttacks(t *testing.T, attacks []attack) { runAttacksOn(t, sandboxtest.Backends(t), attacks) }
+
+// runAttacksOn runs the attacks against each of backends and checks the host after each.
+func runAttacksOn(t *testing.T, backends []string, attacks []attack) {
 	pr := probe(t)
-	for _, backend := range sandboxtest.Backends(t) {
+	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			for _, a := range attacks {
 				t.Run(a.name, func(t *testing.T) {

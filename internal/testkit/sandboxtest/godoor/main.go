@@ -7,7 +7,7 @@
 //	godoor exec [--backend native] [--repo DIR] [--offline] [--disk-tmp] [--nested-sandbox]
 //	            [--tmp-size SIZE] [--gpu] [--device PATH]...
 //	            [--host-port PORT[:HOSTPORT]]... [--publish PORT[:HOSTPORT]]...
-//	            [--ssh-agent] [--ssh-key KEY]... [--no-git-save] [--allow-git-push]
+//	            [--ssh-agent] [--ssh-key KEY]... [--no-git-save] [--no-record] [--allow-git-push]
 //	            [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
@@ -54,6 +54,7 @@ func run(args []string) int {
 	fs.BoolVar(&opts.SSHAgent, "ssh-agent", false, "")
 	fs.Func("ssh-key", "", func(v string) error { opts.SSHKeys = append(opts.SSHKeys, v); return nil })
 	fs.BoolVar(&opts.NoGitSave, "no-git-save", false, "")
+	fs.BoolVar(&opts.NoRecord, "no-record", false, "")
 	fs.BoolVar(&opts.AllowGitPush, "allow-git-push", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")

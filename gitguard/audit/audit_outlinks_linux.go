@@ -1,0 +1,90 @@
+package audit
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+)
+
+// Links out where Git writes. Git writes some files of a gitdir with a plain open(2)
+// that follows a symlink: the reflogs (appended on every commit, checkout, reset and
+// fetch), FETCH_HEAD, COMMIT_EDITMSG, MERGE_MSG and the other message files, the
+// sequencer's, rebase's and bisect's state, rerere's images; and it creates files
+// below refs/, logs/ and objects/ through whatever directory stands there. A symlink
+// at such a place that leads out of the repository makes the operator's next git
+// commit, checkout or fetch on the host write to that file of theirs — a reflog line
+// names the branch the session chose, so appended to ~/.bashrc it runs. Git makes
+// none of them a symlink that leads out (core.preferSymlinkRefs' HEAD stays inside),
+// so a new one is reported and moved aside; the user's own, there at launch, stays.
+
+// gitdirWriteDirs are the directories of a gitdir below which Git creates and
+// writes files by name; gitdirTopDirs are listed one level deep only (objects/ holds
+// a directory per object prefix, and nothing deeper that Git writes by name).
+var (
+	gitdirWriteDirs = []string{"refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "NOTES_MERGE_WORKTREE"}
+	gitdirTopDirs   = []string{"objects"}
+)
+
+// gitdirOutLinks records each symlink that leads out of the repository where Git
+// writes in the gitdir dir: its own entries, those of objects/, and every entry below
+// gitdirWriteDirs. Entries the scan recorded already (config, hooks, modules/) keep
+// their item.
+func (s *scanner) gitdirOutLinks(dir string) {
+	s.outLinks(dir, -1)
+	for _, d := range gitdirTopDirs {
+		s.outLinks(filepath.Join(dir, d), -1)
+	}
+	for _, d := range gitdirWriteDirs {
+		s.outLinks(filepath.Join(dir, d), 0)
+	}
+}
+
+// outLinks lists dir (a real directory; a symlink in its place was found at its
+// parent) and records its entries that are symlinks leading out of the repository;
+// with depth >= 0 it descends into its subdirectories, up to the scan's depth bound.
+func (s *scanner) outLinks(dir string, depth int) {
+	if s.stopped {
+		return
+	}
+	if fi, err := s.lstat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	if depth > s.opt.MaxDepth {
+		s.skip(dir, "Git directory entries nested deeper than %d were not searched for symlinks", s.opt.MaxDepth)
+		return
+	}
+	for _, e := range s.readDir(dir) {
+		p := filepath.Join(dir, e.Name())
+		switch {
+		case strings.Contains(e.Name(), QuarantineSuffix):
+			// moved aside by an audit: Git reads and writes no such name
+		case e.Type()&fs.ModeSymlink != 0:
+			if _, known := s.surface.Items[p]; !known && s.leadsOut(p) {
+				link := s.readlink(p)
+				s.add(&Item{Path: p, Kind: KindOutLink, Sum: "link:" + link, Link: link,
+					Watch: fmt.Sprintf("symlink to %s, outside the repository, where Git writes: the operator's Git would write through it", oneLine(link))})
+			}
+		case depth >= 0 && e.IsDir():
+			s.outLinks(p, depth+1)
+		}
+	}
+}
+
+// leadsOut reports whether the symlink at p leads out of the repository: it
+// resolves outside, or dangles towards a path outside (which Git's open would
+// create).
+func (s *scanner) leadsOut(p string) bool {
+	if _, inside := s.resolveInside(p); inside {
+		return false
+	}
+	link := s.readlink(p)
+	if link == "" {
+		return true
+	}
+	if !filepath.IsAbs(link) {
+		link = filepath.Join(filepath.Dir(p), link)
+	}
+	_, inside := s.canonInside(link)
+	return !inside
+}

@@ -1,0 +1,63 @@
+package adversarial
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// Git writes some files of .git through a plain open that follows a symlink (the
+// reflogs, COMMIT_EDITMSG, FETCH_HEAD) and creates files below refs/ and objects/
+// through whatever directory stands there. The sandbox may write .git; the audit
+// after it must leave no symlink there that makes the operator's Git on the host
+// write outside the repository. The row runs through TestEscapes on both backends.
+func init() { attacks = append(attacks, gitOutLinkAttacks...) }
+
+var gitOutLinkAttacks = []attack{
+	{name: "symlinks out of the repository where the operator's Git writes", script: `
+		attempt commit-editmsg ln -sf "$VICTIM" .git/COMMIT_EDITMSG
+		attempt fetch-head ln -sf "$VICTIM" .git/FETCH_HEAD
+		attempt merge-msg ln -sf "$VICTIM" .git/MERGE_MSG
+		attempt branch-named-payload git checkout -q -b 'x$(touch${IFS}'"$PWNED"'/reflog)'
+		attempt reflog sh -c 'mkdir -p .git/logs && rm -f .git/logs/HEAD && ln -s "$VICTIM" .git/logs/HEAD'
+		attempt ref-dir ln -s "$OUTSIDE" .git/refs/heads/out
+		attempt object-dir sh -c 'mkdir -p .git/objects && ln -s "$OUTSIDE" .git/objects/e6'
+		attempt inside-link-kept ln -s ../../README .git/logs/readme
+		echo DONE`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) {
+			victim, outside := checksum(x.Victim), dirNames(t, x.Outside)
+			operatorGitRunsNothing(t, x) // status, commit (message and reflog), fetch
+			for _, args := range [][]string{{"branch", "out/planted"}, {"checkout", "-q", "-b", "operator"}, {"hash-object", "-w", "README"}} {
+				cmd := testenv.Command(t, x.Home, "git", args...)
+				cmd.Dir = x.Repo
+				_, _ = cmd.CombinedOutput() // a refusal is fine; a write outside is not
+			}
+			if now := checksum(x.Victim); now != victim {
+				t.Errorf("the operator's Git wrote %s through a symlink the session left in .git:\n%s", x.Victim, sandboxtest.ReadFileOr(x.Victim))
+			}
+			if now := dirNames(t, x.Outside); !slices.Equal(now, outside) {
+				t.Errorf("the operator's Git created files in %s through a symlinked directory of .git: %v, was %v", x.Outside, now, outside)
+			}
+			if _, err := os.Lstat(filepath.Join(x.Repo, ".git/logs/readme")); err != nil {
+				t.Errorf("a symlink in .git that stays inside the repository was moved: %v", err)
+			}
+		}},
+}
+
+// dirNames lists dir's entry names.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
