@@ -41,9 +41,10 @@ func withFd(f *os.File, fn func(fd int)) bool {
 }
 
 // saveTerminal saves the modes of every standard stream that is a terminal of which
-// this process's group holds the foreground. nil when there is none (not on a
-// terminal, or in the background, where the command cannot change the modes either:
-// tcsetattr from the background stops it with SIGTTOU).
+// this process's group holds the foreground. nil when there is none: not on a
+// terminal, or in the background, where tcsetattr stops the command with SIGTTOU —
+// unless it ignores SIGTTOU, and then its change stays (docs/terminal.md: putting
+// the launch's modes back could undo the foreground job's own).
 func saveTerminal(stdio Stdio) *terminalState {
 	var s terminalState
 	var seen []uint64
