@@ -291,7 +291,9 @@ func TestUndoListsWhatTheRecordDoesNotHold(t *testing.T) {
 
 // TestUndoGitNeverWritesThroughSymlinks: the session packs a branch's ref and puts
 // a symlink to a directory outside where its loose ref lived; undo --git must not
-// write the ref through it.
+// write the ref through it. The session's end audit moves such a link aside (a link
+// out where Git writes); a second session can plant it again before undo runs,
+// which the host's plant below stands for: undo's own guard must hold then.
 func TestUndoGitNeverWritesThroughSymlinks(t *testing.T) {
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -299,6 +301,10 @@ func TestUndoGitNeverWritesThroughSymlinks(t *testing.T) {
 			outside := filepath.Join(b.home, "outside")
 			b.hostSh("mkdir " + outside + " && git add README && git commit -qm first && git branch planted/x")
 			b.ok("git pack-refs --all && rm -rf .git/refs/heads/planted && ln -s " + outside + " .git/refs/heads/planted")
+			if fi, err := os.Lstat(filepath.Join(b.repo, ".git/refs/heads/planted")); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				t.Fatal("the session's link out of .git/refs was left in place by its audit")
+			}
+			b.hostSh("rm -rf .git/refs/heads/planted && ln -s " + outside + " .git/refs/heads/planted")
 			r := b.undo("--git")
 			if r.code != 1 || !strings.Contains(r.stderr, "planted") {
 				t.Fatalf("undo --git through a planted symlink: %s", r)
