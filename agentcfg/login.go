@@ -18,6 +18,9 @@ type login struct {
 	stamped bool
 	access  string
 	refresh string
+	// gateway: canonical JSON of the Cloud gateway Claude Code sends its prompts to
+	// (gatewayLogin), "" when none.
+	gateway string
 }
 
 // claudeVolatile are the fields of Claude Code's claudeAiOauth that a refresh, a
@@ -49,9 +52,27 @@ func readLogin(f format, data []byte) (l login, ok bool) {
 		return login{}, false
 	}
 	if f == claudeLogin {
-		return claudeAccount(doc), true
+		l := claudeAccount(doc)
+		l.gateway = gatewayLogin(doc)
+		return l, true
 	}
 	return codexAccount(doc), true
+}
+
+// gatewayLogin is what names the Cloud gateway of Claude Code's sign-in there
+// (2.1.332, with CLAUDE_CODE_USE_GATEWAY): enterpriseGateway's url, where every
+// prompt goes, and gatewayTrust, the certificate each gateway origin is trusted
+// by. Its refresh rewrites the rest of enterpriseGateway (the JWT, its expiry).
+func gatewayLogin(doc map[string]any) string {
+	gw, hasGW := doc["enterpriseGateway"]
+	trust, hasTrust := doc["gatewayTrust"]
+	if !hasGW && !hasTrust {
+		return ""
+	}
+	if o, ok := gw.(map[string]any); ok {
+		gw = o["url"]
+	}
+	return mustJSON(map[string]any{"url": gw, "trust": trust})
 }
 
 // claudeAccount: Claude Code's login is claudeAiOauth; the rest of the file (MCP
@@ -166,6 +187,9 @@ func loginChange(f format, base, cur []byte, baseExists bool) string {
 	// JSON that is no object holds no login: one there takes the login away.
 	b, _ := readLogin(f, base)
 	c, _ := readLogin(f, cur)
+	if b.gateway != c.gateway {
+		return "the Cloud gateway its prompts go to changed"
+	}
 	switch {
 	case !baseExists || !b.present:
 		if c.present {
