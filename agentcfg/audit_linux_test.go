@@ -224,6 +224,14 @@ var auditCases = []struct {
 		before: claudeCreds("A", "a1", "r1", 1),
 		after:  `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"enterpriseGateway":{"url":"https://evil.example","jwt":"e1","expiresAt":9},"gatewayTrust":{"https://evil.example":{"cert":"x"}}}`,
 		keys:   []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude organization sign-in refreshed: kept", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("A", "https://gw.example", "t2"), want: claudeOrg("A", "https://gw.example", "t2")},
+	{name: "claude organization sign-in of another account: put back whole", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("B", "https://gw.example", "t2"),
+		keys: []string{""}, want: claudeOrg("A", "https://gw.example", "t1")},
+	{name: "claude organization sign-in bound to another gateway: put back whole", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("A", "https://evil.example", "t1"),
+		keys: []string{""}, want: claudeOrg("A", "https://gw.example", "t1")},
 	{name: "claude Cloud gateway sign-in where there was none: removed", rel: ".claude/.credentials.json",
 		before: "-", after: claudeGateway("https://evil.example", "e1", 9), keys: []string{""}, want: "-"},
 	{name: "claude state: the account it signs in as swapped, key by key", rel: ".claude.json",
@@ -288,6 +296,13 @@ func claudeCreds(account, access, refresh string, expires int) string {
 // certificate trusted for its origin.
 func claudeGateway(url, jwt string, expires int) string {
 	return fmt.Sprintf(`{"enterpriseGateway":{"url":%q,"jwt":%q,"expiresAt":%d},"gatewayTrust":{%q:{"cert":"c-%s"}}}`, url, jwt, expires, url, url)
+}
+
+// claudeOrg is a Claude Code 2.1.332 organization sign-in (hybridOauth) and the
+// gateway it binds.
+func claudeOrg(account, url, access string) string {
+	return fmt.Sprintf(`{"hybridOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":1,"organizationUuid":"org-%s","accountUuid":%q,"emailAddress":"%s@example"},`+
+		`"hybridGatewayAuth":{"url":%q,"organizationUuid":"org-%s","email":"%s@example","jwt":%q}}`, access, account, account, access, url, account, access, access)
 }
 
 // jwt is an unsigned JWT with these claims: the audit never verifies one.

@@ -18,8 +18,8 @@ type login struct {
 	stamped bool
 	access  string
 	refresh string
-	// gateway: canonical JSON of the Cloud gateway Claude Code sends its prompts to
-	// (gatewayLogin), "" when none.
+	// gateway: canonical JSON of where and as whom Claude Code's sign-ins to an
+	// organization's gateway send its prompts (gatewayLogin), "" when none.
 	gateway string
 }
 
@@ -59,20 +59,46 @@ func readLogin(f format, data []byte) (l login, ok bool) {
 	return codexAccount(doc), true
 }
 
-// gatewayLogin is what names the Cloud gateway of Claude Code's sign-in there
-// (2.1.332, with CLAUDE_CODE_USE_GATEWAY): enterpriseGateway's url, where every
-// prompt goes, and gatewayTrust, the certificate each gateway origin is trusted
-// by. Its refresh rewrites the rest of enterpriseGateway (the JWT, its expiry).
+// gatewayLogins are the fields of Claude Code's sign-ins to an organization's
+// gateway (2.1.332) that name where its prompts go and as whom, by the file's key;
+// nil keeps the whole value. enterpriseGateway's url is where every prompt goes
+// under CLAUDE_CODE_USE_GATEWAY, trusted by the certificate gatewayTrust holds for
+// its origin; hybridOauth is the organization sign-in, and hybridGatewayAuth and
+// hybridGatewayIdp the gateway it binds. Their refreshes rewrite only the rest
+// (tokens, JWTs, expiries, the e-mail address).
+var gatewayLogins = []struct {
+	key    string
+	fields []string
+}{
+	{"enterpriseGateway", []string{"url"}},
+	{"gatewayTrust", nil},
+	{"hybridOauth", []string{"accountUuid", "organizationUuid"}},
+	{"hybridGatewayAuth", []string{"url", "organizationUuid"}},
+	{"hybridGatewayIdp", []string{"binding", "accountUuid"}},
+}
+
+// gatewayLogin is canonical JSON of the gatewayLogins fields doc holds, "" when
+// it holds none of those keys.
 func gatewayLogin(doc map[string]any) string {
-	gw, hasGW := doc["enterpriseGateway"]
-	trust, hasTrust := doc["gatewayTrust"]
-	if !hasGW && !hasTrust {
+	out := map[string]any{}
+	for _, g := range gatewayLogins {
+		v, ok := doc[g.key]
+		if !ok {
+			continue
+		}
+		if o, isObj := v.(map[string]any); isObj && g.fields != nil {
+			kept := map[string]any{}
+			for _, k := range g.fields {
+				kept[k] = o[k]
+			}
+			v = kept
+		}
+		out[g.key] = v
+	}
+	if len(out) == 0 {
 		return ""
 	}
-	if o, ok := gw.(map[string]any); ok {
-		gw = o["url"]
-	}
-	return mustJSON(map[string]any{"url": gw, "trust": trust})
+	return mustJSON(out)
 }
 
 // claudeAccount: Claude Code's login is claudeAiOauth; the rest of the file (MCP
@@ -188,7 +214,7 @@ func loginChange(f format, base, cur []byte, baseExists bool) string {
 	b, _ := readLogin(f, base)
 	c, _ := readLogin(f, cur)
 	if b.gateway != c.gateway {
-		return "the Cloud gateway its prompts go to changed"
+		return "the gateway its prompts go to, or its organization sign-in, changed"
 	}
 	switch {
 	case !baseExists || !b.present:

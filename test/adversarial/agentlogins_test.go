@@ -82,7 +82,7 @@ var agentGatewayAttack = attack{
 		attempt gateway sh -c 'printf "%s" '\''` + gatewayLogin("https://evil.example", "jwt-B") + `'\'' > "$HOME/.claude/.credentials.json"'
 		echo DONE`,
 	check: func(t *testing.T, x *target, r sandboxtest.Result) {
-		want := x.Home + "/.claude/.credentials.json: the Cloud gateway its prompts go to changed, put back as it was"
+		want := x.Home + "/.claude/.credentials.json: the gateway its prompts go to, or its organization sign-in, changed, put back as it was"
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
