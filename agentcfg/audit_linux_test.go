@@ -214,6 +214,26 @@ var auditCases = []struct {
 		before: `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m1"}}}`,
 		after:  `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m2"}}}`,
 		want:   `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"mcpOAuth":{"s":{"accessToken":"m2"}}}`},
+	{name: "claude Cloud gateway sign-in refreshed: kept", rel: ".claude/.credentials.json",
+		before: claudeGateway("https://gw.example", "j1", 1), after: claudeGateway("https://gw.example", "j2", 2),
+		want: claudeGateway("https://gw.example", "j2", 2)},
+	{name: "claude Cloud gateway sign-in moved to another gateway: put back whole", rel: ".claude/.credentials.json",
+		before: claudeGateway("https://gw.example", "j1", 1), after: claudeGateway("https://evil.example", "e1", 9),
+		keys: []string{""}, want: claudeGateway("https://gw.example", "j1", 1)},
+	{name: "claude Cloud gateway trusted anew beside the login: put back whole", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1),
+		after:  `{"claudeAiOauth":` + claudeOauth("A", "a1", "r1", 1) + `,"enterpriseGateway":{"url":"https://evil.example","jwt":"e1","expiresAt":9},"gatewayTrust":{"https://evil.example":{"cert":"x"}}}`,
+		keys:   []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude organization sign-in refreshed: kept", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("A", "https://gw.example", "t2"), want: claudeOrg("A", "https://gw.example", "t2")},
+	{name: "claude organization sign-in of another account: put back whole", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("B", "https://gw.example", "t2"),
+		keys: []string{""}, want: claudeOrg("A", "https://gw.example", "t1")},
+	{name: "claude organization sign-in bound to another gateway: put back whole", rel: ".claude/.credentials.json",
+		before: claudeOrg("A", "https://gw.example", "t1"), after: claudeOrg("A", "https://evil.example", "t1"),
+		keys: []string{""}, want: claudeOrg("A", "https://gw.example", "t1")},
+	{name: "claude Cloud gateway sign-in where there was none: removed", rel: ".claude/.credentials.json",
+		before: "-", after: claudeGateway("https://evil.example", "e1", 9), keys: []string{""}, want: "-"},
 	{name: "claude state: the account it signs in as swapped, key by key", rel: ".claude.json",
 		before: `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","displayName":"a"},"numStartups":1}`,
 		after:  `{"oauthAccount":{"accountUuid":"B","organizationUuid":"P","displayName":"b"},"numStartups":2}`,
@@ -269,6 +289,20 @@ func claudeOauth(account, access, refresh string, expires int) string {
 
 func claudeCreds(account, access, refresh string, expires int) string {
 	return `{"claudeAiOauth":` + claudeOauth(account, access, refresh, expires) + `}`
+}
+
+// claudeGateway is a Claude Code 2.1.332 login to a Cloud gateway (with
+// CLAUDE_CODE_USE_GATEWAY, its prompts go to url): the sign-in and the
+// certificate trusted for its origin.
+func claudeGateway(url, jwt string, expires int) string {
+	return fmt.Sprintf(`{"enterpriseGateway":{"url":%q,"jwt":%q,"expiresAt":%d},"gatewayTrust":{%q:{"cert":"c-%s"}}}`, url, jwt, expires, url, url)
+}
+
+// claudeOrg is a Claude Code 2.1.332 organization sign-in (hybridOauth) and the
+// gateway it binds.
+func claudeOrg(account, url, access string) string {
+	return fmt.Sprintf(`{"hybridOauth":{"accessToken":%q,"refreshToken":"r","expiresAt":1,"organizationUuid":"org-%s","accountUuid":%q,"emailAddress":"%s@example"},`+
+		`"hybridGatewayAuth":{"url":%q,"organizationUuid":"org-%s","email":"%s@example","jwt":%q}}`, access, account, account, access, url, account, access, access)
 }
 
 // jwt is an unsigned JWT with these claims: the audit never verifies one.

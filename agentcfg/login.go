@@ -18,6 +18,9 @@ type login struct {
 	stamped bool
 	access  string
 	refresh string
+	// gateway: canonical JSON of where and as whom Claude Code's sign-ins to an
+	// organization's gateway send its prompts (gatewayLogin), "" when none.
+	gateway string
 }
 
 // claudeVolatile are the fields of Claude Code's claudeAiOauth that a refresh, a
@@ -49,9 +52,53 @@ func readLogin(f format, data []byte) (l login, ok bool) {
 		return login{}, false
 	}
 	if f == claudeLogin {
-		return claudeAccount(doc), true
+		l := claudeAccount(doc)
+		l.gateway = gatewayLogin(doc)
+		return l, true
 	}
 	return codexAccount(doc), true
+}
+
+// gatewayLogins are the fields of Claude Code's sign-ins to an organization's
+// gateway (2.1.332) that name where its prompts go and as whom, by the file's key;
+// nil keeps the whole value. enterpriseGateway's url is where every prompt goes
+// under CLAUDE_CODE_USE_GATEWAY, trusted by the certificate gatewayTrust holds for
+// its origin; hybridOauth is the organization sign-in, and hybridGatewayAuth and
+// hybridGatewayIdp the gateway it binds. Their refreshes rewrite only the rest
+// (tokens, JWTs, expiries, the e-mail address).
+var gatewayLogins = []struct {
+	key    string
+	fields []string
+}{
+	{"enterpriseGateway", []string{"url"}},
+	{"gatewayTrust", nil},
+	{"hybridOauth", []string{"accountUuid", "organizationUuid"}},
+	{"hybridGatewayAuth", []string{"url", "organizationUuid"}},
+	{"hybridGatewayIdp", []string{"binding", "accountUuid"}},
+}
+
+// gatewayLogin is canonical JSON of the gatewayLogins fields doc holds, "" when
+// it holds none of those keys.
+func gatewayLogin(doc map[string]any) string {
+	out := map[string]any{}
+	for _, g := range gatewayLogins {
+		v, ok := doc[g.key]
+		if !ok {
+			continue
+		}
+		if o, isObj := v.(map[string]any); isObj && g.fields != nil {
+			kept := map[string]any{}
+			for _, k := range g.fields {
+				kept[k] = o[k]
+			}
+			v = kept
+		}
+		out[g.key] = v
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return mustJSON(out)
 }
 
 // claudeAccount: Claude Code's login is claudeAiOauth; the rest of the file (MCP
@@ -166,6 +213,9 @@ func loginChange(f format, base, cur []byte, baseExists bool) string {
 	// JSON that is no object holds no login: one there takes the login away.
 	b, _ := readLogin(f, base)
 	c, _ := readLogin(f, cur)
+	if b.gateway != c.gateway {
+		return "the gateway its prompts go to, or its organization sign-in, changed"
+	}
 	switch {
 	case !baseExists || !b.present:
 		if c.present {

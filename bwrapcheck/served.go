@@ -23,16 +23,23 @@ import (
 const fuseSuperMagic = 0x65735546
 
 // servedBy decides for an entry on a filesystem of type magic (statfs f_type);
-// superOpts are the super options of its mount (mountinfo's last field), ok false
-// when they could not be read. It returns "" when the filesystem's word on owners
-// may be trusted, else who mounted it, for the refusal.
-func servedBy(magic int64, superOpts string, ok bool) string {
+// m is its mount's line of mountinfo, ok false when it could not be read. It
+// returns "" when the filesystem's word on owners may be trusted, else who
+// mounted it, for the refusal.
+func servedBy(magic int64, m mount, ok bool) string {
 	if magic != fuseSuperMagic {
 		return ""
 	}
 	if !ok {
 		return "a user agentbox cannot identify (the mount is not in /proc/self/mountinfo)"
 	}
+	// virtiofs shares the FUSE magic number but only root mounts it (a virtio
+	// device; no user namespace may), and it shows no user_id: a VM share, as 9p.
+	// A user's FUSE mount is "fuse" or "fuse.SUBTYPE", never this type.
+	if m.fstype == "virtiofs" {
+		return ""
+	}
+	superOpts := m.superOpts
 	for _, o := range strings.Split(superOpts, ",") {
 		if v, found := strings.CutPrefix(o, "user_id="); found {
 			if v == "0" {
@@ -46,9 +53,15 @@ func servedBy(magic int64, superOpts string, ok bool) string {
 	return "a user its mount does not name (no user_id)"
 }
 
-// superOptions returns the super options of the mount with ID id in a
-// /proc/PID/mountinfo listing (proc(5)): the last field of its line.
-func superOptions(mountinfo io.Reader, id int) (string, bool) {
+// mount is what servedBy reads of a mount's line of mountinfo.
+type mount struct {
+	fstype    string // the filesystem type: "fuse", "fuse.sshfs", "fuseblk", "virtiofs"…
+	superOpts string // the super options: the line's last field
+}
+
+// mountOf returns the filesystem type and super options of the mount with ID id
+// in a /proc/PID/mountinfo listing (proc(5)).
+func mountOf(mountinfo io.Reader, id int) (mount, bool) {
 	sc := bufio.NewScanner(mountinfo)
 	sc.Buffer(nil, 1<<20)
 	want := strconv.Itoa(id)
@@ -64,11 +77,11 @@ func superOptions(mountinfo io.Reader, id int) (string, bool) {
 				continue
 			}
 			if i+3 >= len(f) {
-				return "", false
+				return mount{}, false
 			}
-			return f[i+3], true
+			return mount{fstype: f[i+1], superOpts: f[i+3]}, true
 		}
-		return "", false
+		return mount{}, false
 	}
-	return "", false
+	return mount{}, false
 }

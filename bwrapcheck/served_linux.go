@@ -20,14 +20,15 @@ func served(fd int, p string) error {
 	if int64(sfs.Type) != fuseSuperMagic {
 		return nil
 	}
-	opts, ok := "", false
+	var m mount
+	ok := false
 	if id, err := mountID(fd); err == nil {
 		if f, err := os.Open("/proc/self/mountinfo"); err == nil {
-			opts, ok = superOptions(f, id)
+			m, ok = mountOf(f, id)
 			f.Close()
 		}
 	}
-	if who := servedBy(int64(sfs.Type), opts, ok); who != "" {
+	if who := servedBy(int64(sfs.Type), m, ok); who != "" {
 		return &untrusted{reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change bwrap there; install bwrap on a local filesystem (or one root mounted) or use --backend native", quote(p), who)}
 	}
 	return nil

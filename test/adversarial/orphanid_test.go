@@ -20,22 +20,7 @@ func TestKilledLauncherRepoReplaced(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			x := newTarget(t, backend)
-			marker := "agentbox-replaced-" + filepath.Base(x.Home)
-			cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
-				`exec bash -c 'exec -a `+marker+` sleep 300'`)
-			res := make(chan sandboxtest.Result, 1)
-			if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
-				t.Fatal(err)
-			}
-			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 1 }) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("session never started: %s", <-res)
-			}
-			_ = cmd.Process.Kill()
-			<-res
-			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
-				t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
-			}
+			killLauncherMidSession(t, x, "true")
 			if err := os.Rename(x.Repo, x.Repo+".moved"); err != nil {
 				t.Fatal(err)
 			}

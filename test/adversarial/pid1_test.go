@@ -287,6 +287,29 @@ func pid1State() string {
 	return "unreadable"
 }
 
+// killLauncherMidSession runs script in a session of x, then SIGKILLs the
+// launcher while the session sleeps, and waits until the sandbox is gone with it:
+// the launcher's end audit never ran, and its journal stays for the next launch.
+func killLauncherMidSession(t *testing.T, x *target, script string) {
+	t.Helper()
+	marker := "agentbox-killed-" + filepath.Base(x.Home)
+	cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
+		script+`; exec bash -c 'exec -a `+marker+` sleep 300'`)
+	res := make(chan sandboxtest.Result, 1)
+	if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 1 }) {
+		_ = cmd.Process.Kill()
+		t.Fatalf("session never started: %s", <-res)
+	}
+	_ = cmd.Process.Kill()
+	<-res
+	if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+		t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
+	}
+}
+
 // TestKilledLauncherAuditedLater: a launcher killed (SIGKILL) mid-session leaves its
 // journal, and the next `agentbox exec` in the repository, or `agentbox audit`, runs
 // the missed audit against the session's baseline: the plant is moved aside, the
@@ -298,22 +321,7 @@ func TestKilledLauncherAuditedLater(t *testing.T) {
 				x := newTarget(t, backend)
 				evilCommonDir(t, x)
 				plant := filepath.Join(x.Repo, ".git/commondir")
-				marker := "agentbox-killed-" + filepath.Base(x.Home)
-				cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
-					`echo "$REPO/evil.git" > .git/commondir; touch ready; exec bash -c 'exec -a `+marker+` sleep 300'`)
-				res := make(chan sandboxtest.Result, 1)
-				if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
-					t.Fatal(err)
-				}
-				if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 1 }) {
-					_ = cmd.Process.Kill()
-					t.Fatalf("session never started: %s", <-res)
-				}
-				_ = cmd.Process.Kill()
-				<-res
-				if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
-					t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
-				}
+				killLauncherMidSession(t, x, `echo "$REPO/evil.git" > .git/commondir; touch ready`)
 				journals := filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")
 				if j, _ := filepath.Glob(journals); len(j) != 1 || !sandboxtest.Exists(plant) {
 					t.Fatalf("after the launcher's death: journals %v, plant there: %v; want one journal and the plant", j, sandboxtest.Exists(plant))
