@@ -114,9 +114,19 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// it.
 		walkOpt.Watch = n >= minWatchFiles
 		walkOpt.Held = held
+		// Read before the scan and after it (audit_sharedbase.go): a session whose
+		// audit ended during the scan, or whose command started during it.
+		roots := append([]string{p.Repo}, gitDirs...)
+		shared := overlappingJournals(p.StateDir, p.Repo, roots)
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
+		for name, j := range overlappingJournals(p.StateDir, p.Repo, roots) {
+			if shared[name] == nil {
+				shared[name] = j
+			}
+		}
+		takeShared(base, roots, shared)
 		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil

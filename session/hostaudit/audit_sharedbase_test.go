@@ -1,0 +1,65 @@
+package hostaudit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// TestSharedBaseFromOverlappingSession: a fresh baseline of the main worktree,
+// taken while a linked worktree's session is pending, takes the common Git
+// directory's items from that session's baseline — a plant there is dropped, an
+// item the plant removed comes back — and keeps its own elsewhere; the oldest
+// overlapping session has the last word, and an unrelated one changes nothing.
+func TestSharedBaseFromOverlappingSession(t *testing.T) {
+	state := testenv.CanonTempDir(t)
+	const repo, common = "/home/u/r", "/home/u/r/.git"
+	item := func(p, sum string) *audit.Item { return &audit.Item{Path: p, Kind: audit.KindConfig, Sum: sum} }
+	pending := func(other string, gitDirs []string, items ...*audit.Item) {
+		base := &audit.Surface{Repo: other, Items: map[string]*audit.Item{}}
+		for _, it := range items {
+			base.Items[it.Path] = it
+		}
+		a := &Auditor{repo: other, id: "x", base: base, opt: audit.ScanOptions{GitDirs: gitDirs}}
+		f, name, err := writeJournal(state, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.journal, a.journalPath = f, name; a.Drop() })
+	}
+	pending("/home/u/unrelated", nil, item("/home/u/r/.git/config", "unrelated"))
+	pending(repo, nil, item(common+"/config", "same repository: inherited, not merged"))
+	pending("/home/u/w1", []string{"/home/u/r/.git/worktrees/w1", common},
+		item(common+"/config", "c0"), item(common+"/modules/y/config", "y0"))
+	base := &audit.Surface{Repo: repo, Items: map[string]*audit.Item{
+		repo + "/.gitmodules":        item(repo+"/.gitmodules", "g1"),
+		common + "/config":           item(common+"/config", "c0"),
+		common + "/modules/x/config": item(common+"/modules/x/config", "plant"),
+	}}
+	js := overlappingJournals(state, repo, []string{repo})
+	if len(js) != 1 {
+		t.Fatalf("overlapping journals: %d, want 1 (the linked worktree's)", len(js))
+	}
+	takeShared(base, []string{repo}, js)
+	want := map[string]string{repo + "/.gitmodules": "g1", common + "/config": "c0", common + "/modules/y/config": "y0"}
+	if len(base.Items) != len(want) {
+		t.Errorf("baseline items %d, want %d: %v", len(base.Items), len(want), base.Items)
+	}
+	for p, sum := range want {
+		if it := base.Items[p]; it == nil || it.Sum != sum {
+			t.Errorf("baseline %s: %+v, want sum %s", p, it, sum)
+		}
+	}
+	// Two overlapping sessions: the older one's items win.
+	t0 := time.Now()
+	older := &auditJournal{Repo: "/home/u/w2", Start: t0, Options: audit.ScanOptions{GitDirs: []string{common}},
+		Base: &audit.Surface{Items: map[string]*audit.Item{common + "/config": item(common+"/config", "old")}}}
+	newer := &auditJournal{Repo: "/home/u/w3", Start: t0.Add(time.Hour), Options: audit.ScanOptions{GitDirs: []string{common}},
+		Base: &audit.Surface{Items: map[string]*audit.Item{common + "/config": item(common+"/config", "new")}}}
+	takeShared(base, []string{repo}, map[string]*auditJournal{"a": older, "b": newer})
+	if got := base.Items[common+"/config"].Sum; got != "old" {
+		t.Errorf("two overlapping sessions: the shared item is %q, want the oldest session's", got)
+	}
+}
