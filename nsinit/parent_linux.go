@@ -286,6 +286,17 @@ func restoreForeground(f *os.File, wasFg bool) {
 	}
 }
 
+// jobControl reports whether f is the launcher's controlling terminal, so that a
+// shell with job control can resume the launcher once it stops itself.
+func jobControl(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	sid, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID)
+	own, err2 := unix.Getsid(0)
+	return err == nil && err2 == nil && sid == own
+}
+
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
 // itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
 // terminal back to the command when we are in the foreground and then continues it.
