@@ -93,6 +93,11 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		return nil, fmt.Errorf("%v: another agentbox (an undo, or a session's audit) holds this repository; wait for it to end and try again", err)
 	}
 	defer unlock()
+	unlockShared, err := takeSharedLocks(p.StateDir, sharedLockKeys(p.Repo, gitDirs))
+	if err != nil {
+		return nil, fmt.Errorf("%v: another agentbox (a session's audit in a worktree of this repository) holds its Git directory; wait for it to end and try again", err)
+	}
+	defer unlockShared()
 	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
 		base = j.Base
@@ -147,6 +152,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 // program, prints one line per finding and stores the lines in out.
 func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
+	defer lockShared(cfg.Stderr, a.stateDir, sharedLockKeys(a.repo, a.opt.GitDirs))()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
 	if a.walk != nil {

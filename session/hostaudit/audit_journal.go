@@ -154,6 +154,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	if j.Repo != p.Repo {
 		return
 	}
+	defer lockShared(cfg.Stderr, p.StateDir, sharedLockKeys(j.Repo, j.Options.GitDirs))()
 	j.Options.WidenJournal = WidenJournal(p.StateDir)
 	cur, err := audit.Scan(j.Repo, j.Options)
 	if err != nil {

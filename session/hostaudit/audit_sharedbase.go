@@ -1,6 +1,11 @@
 package hostaudit
 
 import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -88,4 +93,50 @@ func takeShared(base *audit.Surface, roots []string, journals map[string]*auditJ
 			}
 		}
 	}
+}
+
+// sharedLockKeys names the Git directories a session of repo shares with sessions
+// of other repositories: its outside Git dirs (a linked worktree's gitdir and the
+// common dir), and its own .git directory, which is the common dir of its linked
+// worktrees. Sorted, so that every launcher takes them in one order.
+func sharedLockKeys(repo string, gitDirs []string) []string {
+	keys := append([]string(nil), gitDirs...)
+	if fi, err := os.Lstat(filepath.Join(repo, ".git")); err == nil && fi.IsDir() {
+		keys = append(keys, filepath.Join(repo, ".git"))
+	}
+	sort.Strings(keys)
+	return slices.Compact(keys)
+}
+
+// takeSharedLocks takes the audit locks of keys (sharedLockKeys), after the
+// repository's own: a baseline that takes a shared part from another session's
+// journal then sees that journal whole — written before its scan, or its
+// session's command not yet started — and no audit moves a shared file meanwhile.
+func takeSharedLocks(stateDir string, keys []string) (unlock func(), err error) {
+	var held []func()
+	unlock = func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
+		}
+	}
+	for _, k := range keys {
+		u, err := takeRepoAuditLock(stateDir, k)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		held = append(held, u)
+	}
+	return unlock, nil
+}
+
+// lockShared is takeSharedLocks for an audit, which runs whatever happens: a lock
+// that cannot be had is reported on w and the audit goes on without it.
+func lockShared(w io.Writer, stateDir string, keys []string) (unlock func()) {
+	unlock, err := takeSharedLocks(stateDir, keys)
+	if err != nil {
+		fmt.Fprintf(w, "agentbox: warning: %v; going on without it\n", err)
+		return func() {}
+	}
+	return unlock
 }

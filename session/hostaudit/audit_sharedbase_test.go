@@ -1,11 +1,16 @@
 package hostaudit
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/policy"
 )
 
 // TestSharedBaseFromOverlappingSession: a fresh baseline of the main worktree,
@@ -62,4 +67,41 @@ func TestSharedBaseFromOverlappingSession(t *testing.T) {
 	if got := base.Items[common+"/config"].Sum; got != "old" {
 		t.Errorf("two overlapping sessions: the shared item is %q, want the oldest session's", got)
 	}
+}
+
+// TestBaselineWaitsForWorktreeAudit: the baseline of a main worktree waits for the
+// audit lock of its .git directory, which a linked worktree's session takes for its
+// own baseline and audit (its common dir): an audit moving files there, or a
+// journal being written, is never half seen.
+func TestBaselineWaitsForWorktreeAudit(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
+	// The linked worktree's audit: its Git dirs hold repo/.git.
+	release, err := takeSharedLocks(p.StateDir, sharedLockKeys("/elsewhere/wt", []string{filepath.Join(repo, ".git")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	defer func(d time.Duration) { auditLockWait = d }(auditLockWait)
+	auditLockWait = 300 * time.Millisecond
+	var stderr bytes.Buffer
+	a, err := Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil)
+	if err == nil {
+		a.journal.Close()
+		t.Fatalf("the baseline was taken while a worktree's audit held the Git directory (stderr %q)", stderr.String())
+	}
+	if !strings.Contains(err.Error(), "holds its Git directory") {
+		t.Errorf("refusal does not say why: %v", err)
+	}
+	release()
+	if a, err = Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil); err != nil {
+		t.Fatalf("Start after the audit: %v", err)
+	}
+	a.journal.Close()
 }
