@@ -105,3 +105,52 @@ func TestBaselineWaitsForWorktreeAudit(t *testing.T) {
 	}
 	a.journal.Close()
 }
+
+// TestOrphanOfLinkedWorktreeAuditedFromMain: a linked worktree's launcher killed
+// before its audit left a plant in the common Git dir; the next launch in the main
+// worktree runs that audit (the worktree may never be launched in again), and one
+// in an unrelated repository leaves it alone.
+func TestOrphanOfLinkedWorktreeAuditedFromMain(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, wt, other := filepath.Join(home, "r"), filepath.Join(home, "wt"), filepath.Join(home, "other")
+	common := filepath.Join(repo, ".git")
+	for _, d := range []string{filepath.Join(common, "worktrees/wt"), wt, filepath.Join(other, ".git")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	// The worktree's session: its baseline, then its launcher dies (the lock goes).
+	a := &Auditor{repo: wt, id: "dead", base: &audit.Surface{Repo: wt, Items: map[string]*audit.Item{}},
+		opt: audit.ScanOptions{GitDirs: []string{filepath.Join(common, "worktrees/wt"), common}}}
+	f, journal, err := writeJournal(state, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	plant := filepath.Join(common, "modules/x/config")
+	if err := os.MkdirAll(filepath.Dir(plant), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plant, []byte("[core]\n\tfsmonitor = touch /nonexistent/pwned\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	Orphans(&Config{Stderr: &stderr}, &policy.Policy{Repo: other, StateDir: state})
+	if _, err := os.Stat(journal); err != nil || stderr.Len() > 0 {
+		t.Fatalf("a launch in an unrelated repository touched the worktree's pending audit (%v): %s", err, stderr.String())
+	}
+	Orphans(&Config{Stderr: &stderr}, &policy.Policy{Repo: repo, StateDir: state})
+	if _, err := os.Lstat(plant); err == nil {
+		t.Errorf("the plant of the killed worktree session is still at %s:\n%s", plant, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "agentbox: audit: "+plant) {
+		t.Errorf("the finding was not reported:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(journal); err == nil {
+		t.Errorf("the worktree's pending audit is still pending after it ran")
+	}
+}
