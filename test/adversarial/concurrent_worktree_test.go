@@ -36,20 +36,7 @@ func TestTwoSessionsLinkedWorktrees(t *testing.T) {
 			}
 			testenv.Chown(t, wt)
 			// Each session signals in its own worktree; the test signals in both.
-			syncs := []string{filepath.Join(x.Repo, ".sync"), filepath.Join(wt, ".sync")}
-			signal := func(name string) {
-				for _, d := range syncs {
-					sandboxtest.WriteFile(t, filepath.Join(d, name), "")
-				}
-			}
-			await := func(name string) {
-				t.Helper()
-				if !sandboxtest.WaitForUpTo(2*time.Minute, func() bool {
-					return sandboxtest.Exists(filepath.Join(syncs[0], name)) || sandboxtest.Exists(filepath.Join(syncs[1], name))
-				}) {
-					t.Fatalf("never signalled: %s", name)
-				}
-			}
+			signal, await := syncIn(t, filepath.Join(x.Repo, ".sync"), filepath.Join(wt, ".sync"))
 			start := func(dir, script string) chan sandboxtest.Result {
 				cmd := x.Command(dir, nil, syncPrelude+plant+script)
 				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned, "COMMON="+filepath.Join(x.Repo, ".git"), "REPO="+dir)
@@ -77,6 +64,30 @@ git update-index --add --cacheinfo "160000,$(git rev-parse HEAD),x"`)
 	}
 }
 
+// syncIn returns the turn-taking of two sessions that each write only their own
+// sync directory: signal writes NAME in every one, await waits for it in any.
+func syncIn(t *testing.T, dirs ...string) (signal, await func(string)) {
+	signal = func(name string) {
+		for _, d := range dirs {
+			sandboxtest.WriteFile(t, filepath.Join(d, name), "")
+		}
+	}
+	await = func(name string) {
+		t.Helper()
+		if !sandboxtest.WaitForUpTo(2*time.Minute, func() bool {
+			for _, d := range dirs {
+				if sandboxtest.Exists(filepath.Join(d, name)) {
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Fatalf("never signalled: %s", name)
+		}
+	}
+	return signal, await
+}
+
 // startCmd starts cmd and returns its result channel; the session is killed
 // when the test ends.
 func startCmd(t *testing.T, cmd *exec.Cmd) chan sandboxtest.Result {
@@ -87,4 +98,49 @@ func startCmd(t *testing.T, cmd *exec.Cmd) chan sandboxtest.Result {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return res
+}
+
+// TestTwoSessionsRepoAndSubdir: the same through --repo R beside --repo R/src. A,
+// on R, plants a nested repository with core.fsmonitor in src; B starts on R/src,
+// A takes the plant away before its own audit, and B writes it again once A has
+// ended. B's baseline must not be the tree with A's plant in it.
+func TestTwoSessionsRepoAndSubdir(t *testing.T) {
+	const plant = `plantsub() { git init -q "$SRC/sub" 2>/dev/null || true
+	printf '[core]\n\tfsmonitor = touch %s/fsmonitor\n' "$PWNED" > "$SRC/sub/.git/config"; }
+`
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newPair(t, backend)
+			src := filepath.Join(x.Repo, "src")
+			if err := os.MkdirAll(filepath.Join(src, ".sync"), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, x.Repo)
+			signal, await := syncIn(t, filepath.Join(x.Repo, ".sync"), filepath.Join(src, ".sync"))
+			start := func(repo, script string) chan sandboxtest.Result {
+				cmd := x.Command(repo, []string{"--repo", repo}, syncPrelude+plant+script)
+				cmd.Env = append(cmd.Env, "PWNED="+x.Pwned, "SRC="+src, "REPO="+repo)
+				return startCmd(t, cmd)
+			}
+			a := start(x.Repo, `plantsub; signal A-planted; await A-go; rm -rf "$SRC/sub"`)
+			await("A-planted")
+			b := start(src, `signal B-started; await B-go; plantsub`)
+			await("B-started")
+			signal("A-go")
+			ra := x.wait("A", a)
+			signal("B-go")
+			rb := x.wait("B", b)
+			sub := filepath.Join(src, "sub")
+			if sandboxtest.Exists(sub) {
+				operatorGitRunsNothingIn(t, x.target, sub)
+			}
+			config := filepath.Join(sub, ".git/config")
+			if !strings.Contains(ra.Stderr+rb.Stderr, "agentbox: audit: "+config) {
+				t.Errorf("the planted %s was not reported by either session's audit", config)
+			}
+			if t.Failed() {
+				t.Logf("session A:\n%s\nsession B:\n%s", ra, rb)
+			}
+		})
+	}
 }
