@@ -286,15 +286,23 @@ func restoreForeground(f *os.File, wasFg bool) {
 	}
 }
 
-// jobControl reports whether f is the launcher's controlling terminal, so that a
-// shell with job control can resume the launcher once it stops itself.
-func jobControl(f *os.File) bool {
-	if f == nil {
+// jobControl reports whether one of the standard streams is the launcher's
+// controlling terminal, so that a shell with job control can resume the launcher
+// once it stops itself.
+func jobControl(files ...*os.File) bool {
+	own, err := unix.Getsid(0)
+	if err != nil {
 		return false
 	}
-	sid, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID)
-	own, err2 := unix.Getsid(0)
-	return err == nil && err2 == nil && sid == own
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		if sid, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID); err == nil && sid == own {
+			return true
+		}
+	}
+	return false
 }
 
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops

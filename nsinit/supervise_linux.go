@@ -274,7 +274,7 @@ func (s *supervisor) message(m *protocol.Message, sockets *socketBroker, reap bo
 		s.giveBack()
 		return true, &SetupError{Step: m.Step, Reason: m.Reason}
 	case protocol.MsgStopped:
-		if jobControl(s.stdio.Stdin) {
+		if jobControl(s.stdio.Stdin, s.stdio.Stdout, s.stdio.Stderr) {
 			s.cmdFg = suspendSelf(s.stdio.Stdin, s.conn)
 		} else {
 			// No shell of the launcher's can resume it: a stopped launcher would
