@@ -1,6 +1,7 @@
 package hostaudit
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -160,7 +161,7 @@ func Orphans(cfg *Config, p *policy.Policy) {
 // worktree's session writes this repository's .git, and its worktree may never be
 // launched in again (or be removed), so its missed audit is this launch's to run.
 func sharedOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
-	j, err := readJournal(f)
+	j, err := readJournalHeader(f)
 	if err != nil || len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
 		return // an unreadable one is its own repository's launch to report
 	}
@@ -216,6 +217,30 @@ func readJournal(f *os.File) (*auditJournal, error) {
 	}
 	if j.Base == nil || j.Repo == "" {
 		return nil, errors.New("no baseline")
+	}
+	return j, nil
+}
+
+// maxJournalHeader bounds what is read of a journal's header: a few paths.
+const maxJournalHeader = 1 << 20
+
+// readJournalHeader reads f's journal up to its baseline (Base nil): repository,
+// launcher, start and scan options. A journal of agentbox before 2026-11 (JSON) is
+// read whole.
+func readJournalHeader(f *os.File) (*auditJournal, error) {
+	r := bufio.NewReader(io.LimitReader(f, maxJournalHeader))
+	if b, err := r.Peek(1); err == nil && b[0] == '{' {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return readJournal(f)
+	}
+	j, err := decodeJournalFrom(r, true)
+	if err != nil {
+		return nil, err
+	}
+	if j.Repo == "" {
+		return nil, errors.New("no repository")
 	}
 	return j, nil
 }

@@ -25,7 +25,7 @@ import (
 
 // overlappingJournals returns the readable pending journals of other repositories
 // whose writable roots (the repository and its outside Git dirs) overlap roots, by
-// journal name.
+// journal name, read whole (only these: pendingJournals).
 func overlappingJournals(stateDir, repo string, roots []string) map[string]*auditJournal {
 	found := map[string]*auditJournal{}
 	own := journalPrefix(repo)
@@ -33,8 +33,11 @@ func overlappingJournals(stateDir, repo string, roots []string) map[string]*audi
 		if j == nil || (strings.HasPrefix(name, own) && j.Repo == repo) {
 			return // unreadable ones are Orphans' to report; our own repository's are inherited
 		}
-		if len(sharedRoots(roots, journalRoots(j))) > 0 {
-			found[name] = j
+		if len(sharedRoots(roots, journalRoots(j))) == 0 {
+			return
+		}
+		if full := loadJournal(stateDir, repo, name); full != nil {
+			found[name] = full
 		}
 	})
 	return found
