@@ -286,6 +286,25 @@ func restoreForeground(f *os.File, wasFg bool) {
 	}
 }
 
+// jobControl reports whether one of the standard streams is the launcher's
+// controlling terminal, so that a shell with job control can resume the launcher
+// once it stops itself.
+func jobControl(files ...*os.File) bool {
+	own, err := unix.Getsid(0)
+	if err != nil {
+		return false
+	}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		if sid, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID); err == nil && sid == own {
+			return true
+		}
+	}
+	return false
+}
+
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops
 // itself, and when the shell resumes it (fg or bg) it tells the init, which gives the
 // terminal back to the command when we are in the foreground and then continues it.

@@ -274,7 +274,15 @@ func (s *supervisor) message(m *protocol.Message, sockets *socketBroker, reap bo
 		s.giveBack()
 		return true, &SetupError{Step: m.Step, Reason: m.Reason}
 	case protocol.MsgStopped:
-		s.cmdFg = suspendSelf(s.stdio.Stdin, s.conn)
+		if jobControl(s.stdio.Stdin, s.stdio.Stdout, s.stdio.Stderr) {
+			s.cmdFg = suspendSelf(s.stdio.Stdin, s.conn)
+		} else {
+			// No shell of the launcher's can resume it: a stopped launcher would
+			// only take SIGKILL, which leaves the audit to a later launch, and
+			// through the Go API it would be the caller's whole process. The
+			// command goes on instead.
+			_ = s.conn.write(&protocol.Message{Type: protocol.MsgContinue})
+		}
 	case protocol.MsgEnded:
 		res.Signal, res.Left = syscall.Signal(m.Signal), m.Left
 	case protocol.MsgListener:

@@ -5,7 +5,7 @@ import "github.com/agentbox/agentbox/internal/hostpath"
 // resolveAddDirs validates --add-dir: each is a further writable directory with the
 // repository's rules (P6: not /, not containing HOME, /tmp, /run, /proc or /dev, not
 // in /proc, /sys or /dev), and it may neither overlap the repository or another one
-// nor hold agentbox's state or cache, which the sandbox must not write. The Git
+// nor hold agentbox's state or cache or lie in them, which the sandbox must not write. The Git
 // directory rule (grant.go) is checked with every other grant's.
 func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 	if len(opts.AddDir) > 0 && p.ReadOnly {
@@ -41,6 +41,9 @@ func resolveAddDirs(p *Policy, opts Options, cwd string) error {
 			for _, form := range canonicalForms(own) {
 				if hostpath.Within(form, dir) {
 					return refuse("holds agentbox's own state or cache (" + quote(own) + "), which the sandbox must not write")
+				}
+				if hostpath.Within(dir, form) {
+					return refuse("lies in agentbox's own state or cache (" + quote(own) + "), which the sandbox must not write")
 				}
 			}
 		}

@@ -2,7 +2,7 @@
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do TIOCSETD and
 // the virtual console's requests (a terminal changed past the session), the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file),
-// prlimit64 on PID 1, and clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
+// prlimit64 on PID 1, file leases (fcntl F_SETLEASE), and clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
 // cgroup); under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
 // (nsinit/program); the bwrap backend hands the serialised Program to bwrap
@@ -56,6 +56,13 @@ import (
 //     init's other threads have pids other than 1: so prlimit64 that sets a limit
 //     (a new limit given) of any process but the caller (pid 0) fails too; reading
 //     one stays allowed;
+//
+//   - fcntl F_SETLEASE: a write lease on a file of the repository (or a read lease on
+//     one it may write) makes every other opener of the file — another session's
+//     launch, its audit's and recorder's reads, the operator's Git — wait for
+//     /proc/sys/fs/lease-break-time (45 s) per file, or fail where it opens with
+//     O_NONBLOCK (a launch refused), while the session runs. Nothing a sandbox runs
+//     needs a lease (file servers take them); F_GETLEASE stays allowed;
 //
 //   - clone3 fails with ENOSYS (what a kernel before 5.3 answers; glibc, Go and Rust
 //     then use clone, as under Docker's default profile): its flags lie behind a
@@ -131,7 +138,7 @@ var (
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), its prlimit64 numbers, its clone3 numbers, and for Rules.ConfineSockets
+// keyctl), its prlimit64 numbers, its fcntl (and fcntl64) numbers, its clone3 numbers, and for Rules.ConfineSockets
 // its socket and socketpair numbers and those refused with ENOSYS (socketcall,
 // io_uring_setup).
 type abi struct {
@@ -139,6 +146,7 @@ type abi struct {
 	ioctl   []uint32
 	deny    []uint32
 	prlimit []uint32
+	fcntl   []uint32
 	clone3  []uint32
 	socket  []uint32
 	noSys   []uint32
@@ -154,18 +162,18 @@ func abisFor(goarch string) ([]abi, error) {
 		return []abi{
 			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
-				prlimit: []uint32{302, x | 302}, clone3: []uint32{435, x | 435},
+				prlimit: []uint32{302, x | 302}, fcntl: []uint32{72, x | 72}, clone3: []uint32{435, x | 435},
 				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
 			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
-				clone3: []uint32{435}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
 			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
-				clone3: []uint32{435}, socket: []uint32{198, 199}, noSys: []uint32{425}},
+				fcntl: []uint32{25}, clone3: []uint32{435}, socket: []uint32{198, 199}, noSys: []uint32{425}},
 			// EABI only (arm64 runs no OABI binary), which has no socketcall.
 			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
-				clone3: []uint32{435}, socket: []uint32{281, 288}, noSys: []uint32{425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, socket: []uint32{281, 288}, noSys: []uint32{425}},
 		}, nil
 	}
 	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
@@ -208,6 +216,7 @@ func Install(r Rules) error {
 const (
 	lIoctl  = "ioctl"
 	lPid1   = "pid1"
+	lFcntl  = "fcntl"
 	lFamily = "family"
 	lEPERM  = "eperm"
 	lENOSYS = "enosys"
@@ -218,7 +227,8 @@ const (
 //
 //	block:   ld arch; jeq ABI ? next : next block; ld nr;
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
-//	         jeq prlimit_l ? pid1 : next …; jeq clone3_c ? enosys : next …;
+//	         jeq prlimit_l ? pid1 : next …; jeq fcntl_f ? fcntl : next …;
+//	         jeq clone3_c ? enosys : next …;
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
@@ -226,6 +236,7 @@ const (
 //	         and ioctlRangeMask; jeq range_r ? eperm : next …; ret ALLOW
 //	pid1:    ld args[0] low; jeq 0 ? allow : next; jeq 1 ? eperm : next;
 //	         ld args[2] low; jeq 0 ? next : eperm; ld args[2] high; jeq 0 ? allow : eperm
+//	fcntl:   ld args[1] low; jeq F_SETLEASE ? eperm : next; ret ALLOW
 //	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
 //	eperm:   ret ERRNO(EPERM)
 //	enosys:  ret ERRNO(ENOSYS)
@@ -240,6 +251,7 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.jeqAll(x.ioctl, lIoctl)
 		a.jeqAll(x.deny, lEPERM)
 		a.jeqAll(x.prlimit, lPid1)
+		a.jeqAll(x.fcntl, lFcntl)
 		a.jeqAll(x.clone3, lENOSYS)
 		if r.ConfineSockets {
 			a.jeqAll(x.socket, lFamily)
@@ -265,6 +277,11 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	a.jeq(0, "", lEPERM)
 	a.ld(seccompArg2High)
 	a.jeq(0, lAllow, lEPERM)
+
+	a.label(lFcntl)
+	a.ld(seccompArg1Low)
+	a.jeq(unix.F_SETLEASE, lEPERM, "")
+	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label(lFamily)
 	a.ld(seccompArg0Low)

@@ -60,6 +60,8 @@ func TestTTYFilter(t *testing.T) {
 		"prlimit64 set self operation not permitted",
 		"prlimit64 set parent operation not permitted",
 		"clone3 function not implemented",
+		"F_SETLEASE operation not permitted",
+		"F_GETLEASE ok",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -159,6 +161,12 @@ func filterHelper() {
 	// Unfiltered, clone3 with no arguments fails with EINVAL: it never clones.
 	_, _, e = unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
 	fmt.Println("clone3", errText(e))
+	// Unfiltered, a lease on /dev/null fails with EINVAL (not a regular file); the
+	// lease's kind is read from it (F_UNLCK).
+	_, _, e = unix.Syscall(unix.SYS_FCNTL, f.Fd(), unix.F_SETLEASE, unix.F_RDLCK)
+	fmt.Println("F_SETLEASE", errText(e))
+	_, _, e = unix.Syscall(unix.SYS_FCNTL, f.Fd(), unix.F_GETLEASE, 0)
+	fmt.Println("F_GETLEASE", errText(e))
 	os.Exit(0)
 }
 
@@ -219,6 +227,12 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_AARCH64: {435},
 		unix.AUDIT_ARCH_ARM:     {435},
 	}
+	fcntls := map[uint32][]uint32{ // fcntl, and fcntl64 where there is one
+		unix.AUDIT_ARCH_X86_64:  {72, x32SyscallBit | 72},
+		unix.AUDIT_ARCH_I386:    {55, 221},
+		unix.AUDIT_ARCH_AARCH64: {25},
+		unix.AUDIT_ARCH_ARM:     {55, 221},
+	}
 	ioctls := map[uint32][]uint32{
 		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
 		unix.AUDIT_ARCH_I386:    {54},
@@ -268,6 +282,16 @@ func TestFilterABIs(t *testing.T) {
 			}
 		}
 		for _, a := range abis {
+			for _, nr := range fcntls[a.arch] {
+				if got := run(t, prog, a.arch, nr, 0, unix.F_SETLEASE); got != deny {
+					t.Errorf("%s arch %#x fcntl %d F_SETLEASE: %#x, want EPERM", arch, a.arch, nr, got)
+				}
+				for _, cmd := range []uint32{unix.F_GETLEASE, unix.F_SETFL, unix.F_SETLK} {
+					if got := run(t, prog, a.arch, nr, 0, cmd); got != allow {
+						t.Errorf("%s arch %#x fcntl %d command %d: %#x, want allowed", arch, a.arch, nr, cmd, got)
+					}
+				}
+			}
 			for _, nr := range clone3s[a.arch] {
 				if got := run(t, prog, a.arch, nr, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
 					t.Errorf("%s arch %#x clone3 %d: %#x, want ENOSYS", arch, a.arch, nr, got)

@@ -99,6 +99,11 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		return nil, fmt.Errorf("%v: another agentbox (an undo, or a session's audit) holds this repository; wait for it to end and try again", err)
 	}
 	defer unlock()
+	unlockShared, err := takeSharedLocks(p.StateDir, sharedLockKeys(p.Repo, gitDirs))
+	if err != nil {
+		return nil, fmt.Errorf("%v: another agentbox (a session's audit in a worktree of this repository) holds its Git directory; wait for it to end and try again", err)
+	}
+	defer unlockShared()
 	var base *audit.Surface
 	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
 		if base, err = inherit(j, &opt, held); err != nil {
@@ -122,9 +127,19 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// it.
 		walkOpt.Watch = n >= minWatchFiles
 		walkOpt.Held, walkOpt.GitDirs, walkOpt.HeldGitDirs = held, opt.GitDirs, opt.HeldGitDirs
+		// Read before the scan and after it (audit_sharedbase.go): a session whose
+		// audit ended during the scan, or whose command started during it.
+		roots := append([]string{p.Repo}, gitDirs...)
+		shared := overlappingJournals(p.StateDir, p.Repo, roots)
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
+		for name, j := range overlappingJournals(p.StateDir, p.Repo, roots) {
+			if shared[name] == nil {
+				shared[name] = j
+			}
+		}
+		takeShared(base, roots, shared)
 		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
@@ -147,6 +162,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 // program, prints one line per finding and stores the lines in out.
 func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
+	defer lockShared(cfg.Stderr, a.stateDir, sharedLockKeys(a.repo, a.opt.GitDirs))()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
 	if a.walk != nil {

@@ -1,6 +1,7 @@
 package hostaudit
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -116,8 +117,9 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	return tmp, name, nil
 }
 
-// Orphans runs the audits that dead launchers of p.Repo left pending, each
-// against its own baseline, and prints what they find. A journal whose lock is held
+// Orphans runs the audits that dead launchers of p.Repo, or of a repository whose
+// writable roots overlap it, left pending, each against its own baseline, and
+// prints what they find. A journal whose lock is held
 // belongs to a running session (or to another launch auditing it) and is left alone;
 // one that cannot be audited now stays for the next launch.
 func Orphans(cfg *Config, p *policy.Policy) {
@@ -133,10 +135,11 @@ func Orphans(cfg *Config, p *policy.Policy) {
 	// were JSON.
 	ents, _ := os.ReadDir(dir)
 	prefix := journalPrefix(p.Repo)
-	locked := false
+	var unlock func()
+	var others []*os.File // other repositories' dead launchers' journals, locked
 	for _, e := range ents {
 		n := e.Name()
-		if !strings.HasPrefix(n, prefix) || !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
+		if !(strings.HasSuffix(n, journalSuffix) || strings.HasSuffix(n, ".json")) {
 			continue
 		}
 		name := filepath.Join(dir, n)
@@ -144,13 +147,39 @@ func Orphans(cfg *Config, p *policy.Policy) {
 		if f == nil {
 			continue
 		}
-		if !locked {
-			defer lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)()
-			locked = true
+		if !strings.HasPrefix(n, prefix) {
+			others = append(others, f)
+			continue
+		}
+		if unlock == nil {
+			unlock = lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)
 		}
 		auditOrphan(cfg, p, name, f)
 		f.Close()
 	}
+	if unlock != nil {
+		unlock() // before another repository's lock is taken: one lock at a time
+	}
+	for _, f := range others {
+		sharedOrphan(cfg, p, f.Name(), f)
+		f.Close()
+	}
+}
+
+// sharedOrphan runs the pending audit of a dead launcher of another repository
+// when what it could write overlaps p.Repo (audit_sharedbase.go): a linked
+// worktree's session writes this repository's .git, and its worktree may never be
+// launched in again (or be removed), so its missed audit is this launch's to run.
+func sharedOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
+	j, err := readJournalHeader(f)
+	if err != nil || len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
+		return // an unreadable one is its own repository's launch to report
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return
+	}
+	defer lockRepoAudit(cfg.Stderr, p.StateDir, j.Repo)()
+	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f)
 }
 
 // auditOrphan runs one pending audit whose journal, name, this launch holds locked.
@@ -164,6 +193,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	if j.Repo != p.Repo {
 		return
 	}
+	defer lockShared(cfg.Stderr, p.StateDir, sharedLockKeys(j.Repo, j.Options.GitDirs))()
 	j.Options.WidenJournal = WidenJournal(p.StateDir)
 	held, ok := holdJournaled(cfg, j) // orphan_held.go
 	defer closeAll(held)
@@ -203,6 +233,30 @@ func readJournal(f *os.File) (*auditJournal, error) {
 	}
 	if j.Base == nil || j.Repo == "" {
 		return nil, errors.New("no baseline")
+	}
+	return j, nil
+}
+
+// maxJournalHeader bounds what is read of a journal's header: a few paths.
+const maxJournalHeader = 1 << 20
+
+// readJournalHeader reads f's journal up to its baseline (Base nil): repository,
+// launcher, start and scan options. A journal of agentbox before 2026-11 (JSON) is
+// read whole.
+func readJournalHeader(f *os.File) (*auditJournal, error) {
+	r := bufio.NewReader(io.LimitReader(f, maxJournalHeader))
+	if b, err := r.Peek(1); err == nil && b[0] == '{' {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return readJournal(f)
+	}
+	j, err := decodeJournalFrom(r, true)
+	if err != nil {
+		return nil, err
+	}
+	if j.Repo == "" {
+		return nil, errors.New("no repository")
 	}
 	return j, nil
 }

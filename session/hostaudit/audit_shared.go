@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -76,21 +77,50 @@ func takeRepoAuditLock(stateDir, repo string) (unlock func(), err error) {
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when
 // there is none. Unreadable journals are skipped: Orphans reports them.
 func inheritedBase(stateDir, repo string) *auditJournal {
-	var oldest *auditJournal
+	type pending struct {
+		name  string
+		start time.Time
+	}
+	var same []pending
 	prefix := journalPrefix(repo)
 	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
-		if j == nil || !strings.HasPrefix(name, prefix) || j.Repo != repo {
-			return
-		}
-		if oldest == nil || j.Start.Before(oldest.Start) {
-			oldest = j
+		if j != nil && strings.HasPrefix(name, prefix) && j.Repo == repo {
+			same = append(same, pending{name, j.Start})
 		}
 	})
-	return oldest
+	sort.Slice(same, func(i, k int) bool { return same[i].start.Before(same[k].start) })
+	for _, p := range same {
+		if j := loadJournal(stateDir, repo, p.name); j != nil && j.Repo == repo {
+			return j
+		}
+	}
+	return nil
 }
 
-// pendingJournals calls fn with each pending-audit journal's name and content (nil
-// when it cannot be read).
+// loadJournal reads the pending journal name whole, baseline included; nil when it
+// is gone or cannot be read.
+func loadJournal(stateDir, repo, name string) *auditJournal {
+	dir, err := journalDir(stateDir, repo)
+	if err != nil {
+		return nil
+	}
+	f, err := safepath.OpenRegular(filepath.Join(dir, name))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	j, err := readJournal(f)
+	if err != nil {
+		return nil
+	}
+	return j
+}
+
+// pendingJournals calls fn with each pending-audit journal's name and header, its
+// baseline left out (nil when it cannot be read): every launch looks at every
+// session's journal, and one session's baseline, however large its repository's
+// exec surface, must not cost the launches of other repositories (loadJournal
+// reads one whole).
 func pendingJournals(stateDir, repo string, fn func(name string, j *auditJournal)) {
 	dir, err := journalDir(stateDir, repo)
 	if err != nil {
@@ -107,7 +137,7 @@ func pendingJournals(stateDir, repo string, fn func(name string, j *auditJournal
 			fn(n, nil)
 			continue
 		}
-		j, err := readJournal(f)
+		j, err := readJournalHeader(f)
 		f.Close()
 		if err != nil {
 			j = nil

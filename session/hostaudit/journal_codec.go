@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +85,14 @@ func encodeJournal(j *auditJournal) []byte {
 }
 
 func decodeJournal(data []byte) (*auditJournal, error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	return decodeJournalFrom(bytes.NewReader(data), false)
+}
+
+// decodeJournalFrom decodes the journal r holds; headerOnly stops before the
+// baseline (Base nil): what another session's launch needs to know of it, which
+// the baseline's size does not change.
+func decodeJournalFrom(r io.Reader, headerOnly bool) (*auditJournal, error) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, maxJournalSize)
 	if !sc.Scan() || sc.Text() != journalMagic {
 		return nil, errors.New("not an audit journal")
@@ -92,6 +100,9 @@ func decodeJournal(data []byte) (*auditJournal, error) {
 	j := &auditJournal{}
 	for n := 2; sc.Scan(); n++ {
 		key, rest, _ := strings.Cut(sc.Text(), " ")
+		if headerOnly && key == "base" {
+			break
+		}
 		f, quoted, err := journalFields(rest)
 		if err == nil && quoted != (key != "pid" && key != "start" && key != "limits") {
 			err = fmt.Errorf("%q: strings are quoted, numbers and times are not", key)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gitguard/snapshot"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -111,6 +112,17 @@ func Snapshot(cfg *Config, p *policy.Policy) (path string, notes []string, err e
 		// Resolved, so that the inside-the-repository check sees through symlinks.
 		if dir, err = filepath.EvalSymlinks(abs); err != nil {
 			return "", nil, fmt.Errorf("--git-save-dir %s: %w", abs, err)
+		}
+		// Nor in another writable grant: a session could rewrite the snapshots
+		// that undo --git and restore put back, and plant what retention removes.
+		grants := append([]string(nil), p.AddDirs...)
+		for _, k := range p.Keep {
+			grants = append(grants, k.Path)
+		}
+		for _, w := range grants {
+			if hostpath.Within(dir, w) {
+				return "", nil, fmt.Errorf("--git-save-dir %s: lies in %s, which the sandbox can write (%s)", dir, w, skipHint)
+			}
 		}
 	}
 	snap, err := snapshot.SaveStored(snapshot.SnapshotOptions{

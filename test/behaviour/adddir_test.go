@@ -1,7 +1,9 @@
 package behaviour
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +40,12 @@ touch "$O/file" 2>/dev/null && echo other-writable; true`)
 			if sandboxtest.Exists(commondir) || !strings.Contains(r.Stderr, "agentbox: audit: "+commondir) {
 				t.Errorf("planted commondir in the added work tree not quarantined:\n%s", r)
 			}
+			for _, d := range []string{b.Home + "/.local/state/agentbox/snapshots", b.Home + "/kept"} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testenv.Chown(t, b.Home)
 			for _, c := range []struct {
 				args []string
 				why  string
@@ -49,9 +57,18 @@ touch "$O/file" 2>/dev/null && echo other-writable; true`)
 				{[]string{"--add-dir", b.Repo}, "overlaps"},
 				{[]string{"--add-dir", extra + "/.git"}, "is a Git directory"},
 				{[]string{"--add-dir", b.Home + "/.local/state"}, "holds agentbox's own state"},
+				{[]string{"--add-dir", b.Home + "/.local/state/agentbox/snapshots"}, "lies in agentbox's own state"},
+				// The snapshot store in a writable grant: the session could rewrite
+				// what undo --git and restore put back.
+				{[]string{"--add-dir", extra, "--git-save-dir", extra + "/snapshots"}, "which the sandbox can write"},
+				{[]string{"--keep", b.Home + "/kept", "--git-save-dir", b.Home + "/kept/snapshots"}, "which the sandbox can write"},
 				{[]string{"--add-dir", extra, "--read-only"}, "goes against --read-only"},
 			} {
-				r := sandboxtest.Run(b.Command(b.Repo, append([]string{"--no-record", "--no-git-save"}, c.args...), "echo RAN"))
+				args := append([]string{"--no-record"}, c.args...)
+				if !slices.Contains(c.args, "--git-save-dir") {
+					args = append(args, "--no-git-save")
+				}
+				r := sandboxtest.Run(b.Command(b.Repo, args, "echo RAN"))
 				if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); r.Code != 125 || len(lines) != 1 || !strings.Contains(r.Stderr, c.why) {
 					t.Errorf("%v: want 125 and one line with %q, got %s", c.args, c.why, r)
 				}
