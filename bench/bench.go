@@ -185,13 +185,22 @@ func measureThroughput(env *env, cfg Config) []Throughput {
 	}
 	var out []Throughput
 	for i, p := range probes {
-		t := Throughput{Name: p.name, Bursts: len(rates[i]), PerSecond: median(rates[i])}
-		if len(errs) > 0 {
-			t.FirstErr = errs[0]
-		}
-		out = append(out, t)
+		out = append(out, throughputOf(p.name, rates[i], errs))
 	}
 	return out
+}
+
+// throughputOf is one probe's Throughput from the rates of its bursts; a probe
+// none of whose bursts ran has no rate (0), not NaN, which JSON cannot hold.
+func throughputOf(name string, rates []float64, errs []string) Throughput {
+	t := Throughput{Name: name, Bursts: len(rates)}
+	if len(rates) > 0 {
+		t.PerSecond = median(rates)
+	}
+	if len(errs) > 0 {
+		t.FirstErr = errs[0]
+	}
+	return t
 }
 
 func maxRSS(s []Sample) int64 {

@@ -186,6 +186,21 @@ func TestReportRatiosTargetsFailures(t *testing.T) {
 	}
 }
 
+// TestReportWithoutLaunchesIsJSON: a run in which nothing launched (a command that
+// always fails) still encodes: no NaN where no burst or phase gave a number.
+func TestReportWithoutLaunchesIsJSON(t *testing.T) {
+	rep := sampleReport()
+	rep.Throughput = []Throughput{throughputOf(GoAPI, nil, []string{"go-api: command exited 125"})}
+	rep.Phases = append(rep.Phases, PhaseReport{Name: "session", Median: median(nil)})
+	doc, err := rep.JSON()
+	if err != nil || !json.Valid(doc) {
+		t.Fatalf("JSON: %v\n%s", err, doc)
+	}
+	if rep.Throughput[0].PerSecond != 0 || strings.Contains(string(doc), `"session"`) {
+		t.Errorf("a probe without bursts or a phase without samples has a number:\n%s", doc)
+	}
+}
+
 func TestSVGIsWellFormed(t *testing.T) {
 	rep := sampleReport()
 	rep.Machine = Machine{CPU: "Test CPU", Cores: 2, Kernel: "6.18.0"}

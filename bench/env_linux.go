@@ -100,13 +100,18 @@ func newEnv(cfg Config) (_ *env, err error) {
 	return e, nil
 }
 
-// probeNative launches once as the native variant does. Where agentbox refuses the
-// native backend (user namespaces switched off, no overlayfs in them…) there is
-// nothing to measure, and the bench refuses with agentbox's own reason instead of
-// timing refusals; a command that merely fails is left to the rounds to count.
+// probeNative launches true once as the native variant launches the command. Where
+// agentbox refuses the native backend (user namespaces switched off, no overlayfs
+// in them…) there is nothing to measure, and the bench refuses with agentbox's own
+// reason instead of timing refusals. true, not the command: a command may exit 125
+// itself, and one that fails is left to the rounds to count.
 func (e *env) probeNative() error {
-	args := append(append([]string{"exec", "--backend", "native"}, strings.Fields(launchFlags)...), "--repo", e.repo, "--")
-	_, err := e.execOnce(e.cfg.Agentbox, append(args, e.cfg.Command...), e.environ, nil)
+	probe, err := hostpath.LookPath("true", e.repo)
+	if err != nil {
+		return nil // the rounds will say what fails
+	}
+	args := append(append([]string{"exec", "--backend", "native"}, strings.Fields(launchFlags)...), "--repo", e.repo, "--", probe)
+	_, err = e.execOnce(e.cfg.Agentbox, args, e.environ, nil)
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == refusedStatus {
 		return fmt.Errorf("bench: the native backend cannot launch here, so there is nothing to measure: %v", err)

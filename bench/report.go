@@ -301,6 +301,13 @@ func (r *Report) JSON() ([]byte, error) {
 	if math.IsNaN(c.DefaultsAdd) {
 		c.DefaultsAdd = 0
 	}
+	// A phase no launch reported has no median: left out too.
+	c.Phases = nil
+	for _, p := range r.Phases {
+		if !math.IsNaN(p.Median) {
+			c.Phases = append(c.Phases, p)
+		}
+	}
 	return json.MarshalIndent(&c, "", "  ")
 }
 
