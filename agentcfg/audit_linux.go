@@ -76,6 +76,7 @@ type fileState struct {
 	link    string // odd as a symlink: its target, to tell the user's own link
 	stamp   string // odd as too large: size and times, to tell a change
 	mode    uint32 // permission bits
+	gid     uint32 // group, for sharedWrite
 	data    []byte
 	entries map[string]entry
 	parsed  bool
@@ -130,7 +131,7 @@ func Snapshot(opt Options) *Baseline {
 	b := &Baseline{opt: opt}
 	r := opt.relaxer()
 	defer r.Restore()
-	list, over, _ := opt.covered(r)
+	list, over, _, _ := opt.covered(r)
 	b.over = over
 	seen := map[string]bool{}
 	left := int64(maxReadBytes)
@@ -198,7 +199,7 @@ func read(path string, f format, repo string, left *int64, r *widen.Relaxer) *fi
 	if left != nil {
 		*left -= fi.Size()
 	}
-	st.mode = uint32(fi.Mode().Perm())
+	st.mode, st.gid = uint32(fi.Mode().Perm()), sys.Gid
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(io.LimitReader(file, MaxFileBytes+1)); err != nil {
 		st.odd = "unreadable (" + err.Error() + ")"
@@ -239,16 +240,17 @@ func kind(m os.FileMode) string {
 // What the session made unreadable is read all the same (widen), the modes put
 // back after; what the audit still cannot read, or put back, fails the session
 // (Finding.Unresolved).
-func (b *Baseline) Audit() []Finding {
+func (b *Baseline) Audit() (out []Finding) {
 	r := b.opt.relaxer()
+	list, over, blind, shared := b.opt.covered(r)
+	defer func() { out = append(out, unshare(shared)...) }() // after the modes widened are back
 	defer r.Restore()
-	list, over, blind := b.opt.covered(r)
 	for _, c := range list {
 		if !b.has(c.path) {
 			b.files = append(b.files, &fileState{path: c.path, f: c.f, auto: c.f == auto}) // new since the baseline
 		}
 	}
-	out := blind
+	out = blind
 	if over || b.over {
 		out = append(out, b.opt.overFinding())
 	}
@@ -294,6 +296,9 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 	}
 	if base.exists && base.odd == "" && cur.mode&^base.mode&0o111 != 0 {
 		return whole("made executable")
+	}
+	if sharedWrite(cur.mode, cur.gid) && !(base.exists && base.odd == "" && sharedWrite(base.mode, base.gid)) {
+		return whole("made writable by others")
 	}
 	if !cur.parsed {
 		if !base.exists {
@@ -496,4 +501,28 @@ func formatName(f format) string {
 func holdsLogin(base *fileState) bool {
 	l, ok := readLogin(base.f, base.data)
 	return ok && l.present
+}
+
+// unshare takes others' write off the directories in dirs that are still what the
+// walk listed, and reports each: a kept agent directory that another user can
+// write lets them plant hooks or a login between sessions, where no audit looks.
+// It is done whoever made the directory so: once done, it is not reported again.
+func unshare(dirs []dirID) []Finding {
+	var out []Finding
+	for _, d := range dirs {
+		fd, err := unix.Open(d.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone, or no longer a directory: nothing of it is kept
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Dev == d.dev && st.Ino == d.ino && sharedWrite(st.Mode&0o7777, st.Gid) {
+			f := Finding{Path: d.path, What: fmt.Sprintf("writable by others (mode %04o): their write taken off", st.Mode&0o7777)}
+			if err := unix.Fchmod(fd, st.Mode&0o7777&^0o022); err != nil {
+				f.What, f.Unresolved = fmt.Sprintf("writable by others (mode %04o), and could not be changed: %v", st.Mode&0o7777, err), true
+			}
+			out = append(out, f)
+		}
+		unix.Close(fd)
+	}
+	return out
 }

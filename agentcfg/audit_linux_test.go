@@ -564,3 +564,46 @@ func TestAuditRemoved(t *testing.T) {
 		t.Errorf("the repository's removed settings: %v", fs)
 	}
 }
+
+// TestAuditSharedWrite: a kept file the session made writable by all, or by a group
+// that is not the user's, is put back with its launch mode; a kept directory others
+// may write loses their write and is reported, once. Group write within the user's
+// own group (umask 002) is left alone.
+func TestAuditSharedWrite(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".claude")
+	settings := filepath.Join(dir, "settings.json")
+	sub := filepath.Join(dir, "commands")
+	os.MkdirAll(sub, 0o755)
+	put(t, settings, `{"model":"x"}`)
+	os.Chmod(settings, 0o644)
+	own := filepath.Join(dir, "keybindings.json")
+	put(t, own, `{}`)
+	os.Chmod(own, 0o644)
+	base := Snapshot(Options{Home: home, Kept: []string{dir}, Repo: auditRepo, ID: "T", Quarantine: t.TempDir()})
+	os.Chmod(settings, 0o666) // the content as it was: only the mode changed
+	os.Chmod(sub, 0o777)
+	os.Chmod(own, 0o664) // the user's own group (the test's process group)
+	os.Chown(own, -1, os.Getegid())
+	fs := base.Audit()
+	var what []string
+	for _, f := range fs {
+		what = append(what, f.Path+": "+f.What)
+	}
+	joined := strings.Join(what, "\n")
+	if !strings.Contains(joined, settings+": made writable by others") || !strings.Contains(joined, sub+": writable by others (mode 0777)") {
+		t.Errorf("findings:\n%s", joined)
+	}
+	if strings.Contains(joined, own) {
+		t.Errorf("group write in the user's own group reported:\n%s", joined)
+	}
+	if fi, _ := os.Stat(settings); fi.Mode().Perm() != 0o644 {
+		t.Errorf("settings.json mode %v after the audit, want 0644", fi.Mode().Perm())
+	}
+	if fi, _ := os.Stat(sub); fi.Mode().Perm() != 0o755 {
+		t.Errorf("commands/ mode %v after the audit, want 0755", fi.Mode().Perm())
+	}
+	if again := base.Audit(); len(again) != 0 {
+		t.Errorf("a second audit reports again: %v", again)
+	}
+}

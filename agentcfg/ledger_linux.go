@@ -105,7 +105,7 @@ func Begin(stateDir string, opt Options) (*Session, []Orphan, error) {
 		return st
 	}
 	seen := map[string]bool{}
-	list, over, _ := opt.covered(r)
+	list, over, _, _ := opt.covered(r)
 	s.base.over = over
 	for _, c := range list {
 		s.base.files = append(s.base.files, take(c.path, c.f))
@@ -189,7 +189,7 @@ func reapDead(dir string, led *ledgerFile, reap bool) ([]Orphan, []Options) {
 		if rerr == nil && opt.ID != "" {
 			b := &Baseline{opt: opt}
 			r := opt.relaxer()
-			list, _, _ := opt.covered(r)
+			list, _, _, _ := opt.covered(r)
 			r.Restore()
 			for _, c := range list {
 				if st, ok := led.Files[c.path]; ok {

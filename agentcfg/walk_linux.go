@@ -36,7 +36,7 @@ type coveredFile struct {
 // in its data paths only the symlinks and special files. over is set when a walk
 // stopped at maxWalk; blind are the directories it could not list (Unresolved).
 // r widens what the session made unlistable.
-func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind []Finding) {
+func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind []Finding, shared []dirID) {
 	seen := map[string]bool{}
 	addf := func(p string, f format) {
 		if !seen[p] {
@@ -55,8 +55,9 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 		w.walk(s.root)
 		over = over || w.over
 		blind = append(blind, w.blind...)
+		shared = append(shared, w.shared...)
 	}
-	return list, over, blind
+	return list, over, blind, shared
 }
 
 // relaxer widens, below the kept paths, what the session made unreadable; with
@@ -132,6 +133,21 @@ type walker struct {
 	over   bool
 	relax  *widen.Relaxer
 	blind  []Finding // directories it could not list
+	shared []dirID   // directories others may write (sharedWrite)
+}
+
+// dirID is a directory the walk listed, by path and identity.
+type dirID struct {
+	path     string
+	dev, ino uint64
+}
+
+// sharedWrite: a file or directory of these mode bits and group is writable by
+// someone other than the launching user: by all, or by a group that is not the
+// user's own. Group write within the user's own group is what umask 002 gives on
+// systems with a private group per user, and is left to the user.
+func sharedWrite(mode, gid uint32) bool {
+	return mode&0o002 != 0 || mode&0o020 != 0 && int(gid) != os.Getegid()
 }
 
 // walk lists path and what lies below it, never following a symlink.
@@ -192,6 +208,10 @@ func (w *walker) blindDir(p string, err error) {
 func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && int(st.Uid) == os.Geteuid() && sharedWrite(st.Mode&0o7777, st.Gid) {
+		w.shared = append(w.shared, dirID{path, st.Dev, st.Ino})
+	}
 	ents, err := f.ReadDir(-1)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return
