@@ -3,11 +3,14 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 var restoreCommand = cli.Command{
@@ -25,7 +28,10 @@ a missing or changed piece is an error naming it, and nothing is restored. An
 entry that cannot be restored safely is skipped and listed. --check only checks. The common
 Git dir becomes DIR/.git; a linked worktree's own gitdir and its .git pointer file go
 to DIR/git-worktree and DIR/dotgit; DIR/manifest.json says where they came from.
-Nothing is written over an existing directory or a live .git.`,
+Nothing is written over an existing directory or a live .git. What the restored copy
+holds that would make Git run a program (core.fsmonitor, a hook …: another session may
+have planted it before the snapshot was taken) is taken out and listed, as agentbox
+audit --fix does; your own editor or pager stays.`,
 	Flags: func() *flag.FlagSet { fs, _, _ := restoreFlags(); return fs },
 }
 
@@ -102,6 +108,7 @@ func cmdRestore(args []string) int {
 		fmt.Printf("  %s/dotgit is the pointer file %s\n", oneLine(res.Dir), oneLine(m.DotGitFile))
 	}
 	printSkipped(res.Skipped)
+	defuseRestored(res.Dir)
 	// A branch the session moved or deleted is taken back from its old sha.
 	fmt.Printf("  a lost branch: git --git-dir %s/.git for-each-ref names each branch's old sha; git -C %s branch -f NAME SHA puts it back (git -C %s reflog lists recent ones)\n",
 		oneLine(res.Dir), oneLine(m.Repo), oneLine(m.Repo))
@@ -118,4 +125,37 @@ func printSkipped(skipped []string) {
 	for _, s := range skipped {
 		fmt.Printf("    %s\n", oneLine(s))
 	}
+}
+
+// defuseRestored takes out of a restored snapshot what would make Git run a
+// program, as agentbox audit --fix does, and lists it. A snapshot is taken before a
+// session starts, so it holds whatever another session running then had planted in
+// the shared Git metadata, and the hint below runs Git there. The user's own editor
+// or pager stays ("yours, kept"); the stored snapshot keeps everything.
+func defuseRestored(dir string) {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	opt := audit.ScanOptions{SkipKernelMounts: true}
+	if wt := filepath.Join(dir, "git-worktree"); isDir(wt) {
+		opt.GitDirs = []string{wt}
+	}
+	surface, err := audit.Scan(dir, opt)
+	if err != nil {
+		fmt.Printf("  NOT audited (%s): run agentbox audit --repo %s before any git there\n", oneLine(err.Error()), oneLine(dir))
+		return
+	}
+	findings, own := audit.SplitOwnSettings(audit.Compare(nil, surface))
+	fixFindings(findings)
+	for _, f := range findings {
+		fmt.Printf("  taken out, would make Git run a program: %s\n", termsafe.String(f.String()))
+	}
+	for _, o := range own {
+		fmt.Printf("  yours, kept: %s\n", termsafe.String(o))
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
 }

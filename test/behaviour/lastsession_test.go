@@ -47,3 +47,27 @@ func TestLastSession(t *testing.T) {
 		t.Errorf("agentbox show where nothing was recorded:\n%s", r)
 	}
 }
+
+// TestRestoreDefusesPlants: a snapshot holds what another session had planted in
+// the Git metadata when it was taken (here the host's core.fsmonitor stands for
+// it); the restored copy has it taken out and listed, keeps the user's own pager,
+// and the repository itself is left as it is.
+func TestRestoreDefusesPlants(t *testing.T) {
+	b := newBox(t, "native")
+	b.hostSh("git config core.fsmonitor 'touch PWNED; false' && git config core.pager less")
+	if r := run(b.command(b.repo, nil, "true")); r.code != 0 {
+		t.Fatalf("session: %s", r)
+	}
+	into := filepath.Join(b.home, "restored")
+	r := run(b.fixture().Agentbox(b.repo, "restore", "--into", into))
+	if r.code != 0 || !strings.Contains(r.stdout, "taken out, would make Git run a program") || !strings.Contains(r.stdout, "fsmonitor") {
+		t.Fatalf("agentbox restore of a snapshot holding core.fsmonitor:\n%s", r)
+	}
+	restored := readFile(t, filepath.Join(into, ".git/config"))
+	if strings.Contains(restored, "fsmonitor") || !strings.Contains(restored, `pager = "less"`) {
+		t.Errorf("restored config:\n%s", restored)
+	}
+	if live := readFile(t, filepath.Join(b.repo, ".git/config")); !strings.Contains(live, "fsmonitor") {
+		t.Errorf("the repository's own config was changed:\n%s", live)
+	}
+}
