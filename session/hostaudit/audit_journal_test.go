@@ -69,20 +69,28 @@ func TestStartRefusedWhileUndoHoldsRepo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startRefusedWhileHeld(t, p, release, "holds this repository")
+}
+
+// startRefusedWhileHeld: Start is refused, saying why (want), while a lock it needs
+// is held, and starts once release has let it go.
+func startRefusedWhileHeld(t *testing.T, p *policy.Policy, release func(), want string) {
+	t.Helper()
 	defer release()
 	defer func(d time.Duration) { auditLockWait = d }(auditLockWait)
 	auditLockWait = 300 * time.Millisecond
 	var stderr bytes.Buffer
 	a, err := Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil)
 	if err == nil {
-		t.Fatalf("Start went on while an undo held the repository (auditor %v, stderr %q)", a != nil, stderr.String())
+		a.journal.Close()
+		t.Fatalf("Start went on while the lock was held (stderr %q)", stderr.String())
 	}
-	if !strings.Contains(err.Error(), "holds this repository") {
-		t.Errorf("refusal does not say why: %v", err)
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal does not say why (want %q): %v", want, err)
 	}
 	release()
 	if a, err = Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil); err != nil {
-		t.Fatalf("Start after the undo: %v", err)
+		t.Fatalf("Start after the lock was let go: %v", err)
 	}
 	a.journal.Close()
 }

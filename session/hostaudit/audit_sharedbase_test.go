@@ -89,23 +89,7 @@ func TestBaselineWaitsForWorktreeAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
-	defer func(d time.Duration) { auditLockWait = d }(auditLockWait)
-	auditLockWait = 300 * time.Millisecond
-	var stderr bytes.Buffer
-	a, err := Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil)
-	if err == nil {
-		a.journal.Close()
-		t.Fatalf("the baseline was taken while a worktree's audit held the Git directory (stderr %q)", stderr.String())
-	}
-	if !strings.Contains(err.Error(), "holds its Git directory") {
-		t.Errorf("refusal does not say why: %v", err)
-	}
-	release()
-	if a, err = Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil); err != nil {
-		t.Fatalf("Start after the audit: %v", err)
-	}
-	a.journal.Close()
+	startRefusedWhileHeld(t, p, release, "holds its Git directory")
 }
 
 // TestOrphanOfLinkedWorktreeAuditedFromMain: a linked worktree's launcher killed
