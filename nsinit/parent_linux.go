@@ -290,15 +290,9 @@ func restoreForeground(f *os.File, wasFg bool) {
 // controlling terminal, so that a shell with job control can resume the launcher
 // once it stops itself.
 func jobControl(files ...*os.File) bool {
-	own, err := unix.Getsid(0)
-	if err != nil {
-		return false
-	}
 	for _, f := range files {
-		if f == nil {
-			continue
-		}
-		if sid, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGSID); err == nil && sid == own {
+		ctty := false
+		if f != nil && withFd(f, func(fd int) { ctty = goinit.IsControllingTerminal(fd) }) && ctty {
 			return true
 		}
 	}

@@ -34,13 +34,16 @@ func Sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 // to the terminal nor change its modes behind the launcher's back
 // (docs/terminal.md).
 func StreamsHoldControllingTerminal() bool {
-	for fd := 0; fd < 3; fd++ {
-		if _, err := unix.IoctlGetInt(fd, unix.TIOCGSID); err != nil {
-			continue
-		}
-		if _, err := unix.IoctlGetInt(fd, unix.TIOCGPTN); err != nil {
-			return true
-		}
+	return IsControllingTerminal(0) || IsControllingTerminal(1) || IsControllingTerminal(2)
+}
+
+// IsControllingTerminal reports whether fd is this process's controlling terminal:
+// TIOCGSID answers only for it, or for a pseudo-terminal master, which TIOCGPTN
+// tells apart.
+func IsControllingTerminal(fd int) bool {
+	if _, err := unix.IoctlGetInt(fd, unix.TIOCGSID); err != nil {
+		return false
 	}
-	return false
+	_, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	return err != nil
 }
