@@ -96,7 +96,12 @@ func netnsDaemonSocket(t *testing.T, x *target) []string {
 		_ = daemon.Wait()
 		os.Remove(sock)
 	})
-	waitFor(t, "the namespaced daemon's socket", func() bool { fi, err := os.Lstat(sock); return err == nil && fi.Mode()&os.ModeSocket != 0 })
+	// socat binds, then chmods the socket to mode=: waited for both, or the host's
+	// snapshot taken next can see the socket before its chmod and call that a change.
+	waitFor(t, "the namespaced daemon's socket", func() bool {
+		fi, err := os.Lstat(sock)
+		return err == nil && fi.Mode()&os.ModeSocket != 0 && fi.Mode().Perm() == 0o777
+	})
 	x.env = append(x.env, "NSSOCK="+sock)
 	return nil
 }
