@@ -183,7 +183,7 @@ func TestAuditLocations(t *testing.T) {
 			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/rr-cache/0123abcd/preimage"))
 		}, "outside the repository, where Git writes", true},
 		{"object directory symlinked out, dangling", func(f *fixture) string {
-			return symlinkAt(t, "/nonexistent/objects", filepath.Join(f.Repo, ".git/objects/e6"))
+			return symlinkAt(t, "/nonexistent/objects", unusedFanout(t, filepath.Join(f.Repo, ".git/objects")))
 		}, "outside the repository, where Git writes", true},
 		{"new .git file pointing out of the repository", func(f *fixture) string {
 			return f.Write("sub/.git", "gitdir: /usr\n", 0o644)
@@ -739,6 +739,20 @@ func TestQuarantineLongName(t *testing.T) {
 }
 
 // symlinkAt makes a symlink to target at link, its parent made, and returns link.
+// unusedFanout names a loose-object directory the fixture's commits did
+// not create: which two-digit prefixes exist depends on the commit time.
+func unusedFanout(t *testing.T, objects string) string {
+	t.Helper()
+	for i := 0; i < 256; i++ {
+		p := filepath.Join(objects, fmt.Sprintf("%02x", i))
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			return p
+		}
+	}
+	t.Fatalf("every object directory under %s exists", objects)
+	return ""
+}
+
 func symlinkAt(t *testing.T, target, link string) string {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
@@ -25,15 +26,18 @@ var gitOutLinkAttacks = []attack{
 		attempt branch-named-payload git checkout -q -b 'x$(touch${IFS}'"$PWNED"'/reflog)'
 		attempt reflog sh -c 'mkdir -p .git/logs && rm -f .git/logs/HEAD && ln -s "$VICTIM" .git/logs/HEAD'
 		attempt ref-dir ln -s "$OUTSIDE" .git/refs/heads/out
-		attempt object-dir sh -c 'mkdir -p .git/objects && ln -s "$OUTSIDE" .git/objects/e6'
+		h=$(printf 'operator object\n' | git hash-object --stdin); fan=${h%${h#??}}
+		attempt object-dir sh -c 'mkdir -p .git/objects && rm -rf .git/objects/'"$fan"' && ln -s "$OUTSIDE" .git/objects/'"$fan"
 		attempt inside-link-kept ln -s ../../README .git/logs/readme
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
 			victim, outside := checksum(x.Victim), dirNames(t, x.Outside)
 			operatorGitRunsNothing(t, x) // status, commit (message and reflog), fetch
-			for _, args := range [][]string{{"branch", "out/planted"}, {"checkout", "-q", "-b", "operator"}, {"hash-object", "-w", "README"}} {
+			// The object's fan-out directory is the one the session linked out.
+			for _, args := range [][]string{{"branch", "out/planted"}, {"checkout", "-q", "-b", "operator"}, {"hash-object", "-w", "--stdin"}} {
 				cmd := testenv.Command(t, x.Home, "git", args...)
 				cmd.Dir = x.Repo
+				cmd.Stdin = strings.NewReader("operator object\n")
 				_, _ = cmd.CombinedOutput() // a refusal is fine; a write outside is not
 			}
 			if now := checksum(x.Victim); now != victim {
