@@ -44,3 +44,34 @@ func TestKilledLauncherRepoReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledLauncherAddDirAuditedAtRepoLaunch: a launcher killed mid-session with
+// --add-dir leaves the added directory's audit pending; the next launch in the same
+// repository runs it, though it does not add the directory again (a dropped flag,
+// or a repository file that narrows add-dir away): the plant in the added
+// directory's .git is moved aside, and its journal goes.
+func TestKilledLauncherAddDirAuditedAtRepoLaunch(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			lib := testenv.Dir(t, "lib")
+			testenv.Chown(t, lib)
+			testenv.Git(t, x.Home, lib, "init", "-q")
+			killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' '"+lib+"/.git/refs/heads/out'", "--add-dir", lib)
+			plant := filepath.Join(lib, ".git/refs/heads/out")
+			if _, err := os.Lstat(plant); err != nil {
+				t.Fatalf("the session did not plant: %v", err)
+			}
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+			if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+				t.Errorf("the next launch in the repository did not run the added directory's pending audit:\n%s", r)
+			}
+			if _, err := os.Lstat(plant); err == nil {
+				t.Errorf("the symlink out of the added directory's .git was left:\n%s", r)
+			}
+			if j, _ := filepath.Glob(filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")); len(j) != 0 {
+				t.Errorf("a pending audit stayed: %v", j)
+			}
+		})
+	}
+}
