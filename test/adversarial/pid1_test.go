@@ -293,8 +293,14 @@ func pid1State() string {
 // flags are further exec flags.
 func killLauncherMidSession(t *testing.T, x *target, script string, flags ...string) {
 	t.Helper()
+	killLauncherIn(t, x, x.Repo, script, flags...)
+}
+
+// killLauncherIn is killLauncherMidSession for a session in dir.
+func killLauncherIn(t *testing.T, x *target, dir, script string, flags ...string) {
+	t.Helper()
 	marker := "agentbox-killed-" + filepath.Base(x.Home)
-	cmd := x.Command(x.Repo, append([]string{"--no-git-save", "--no-record"}, flags...),
+	cmd := x.Command(dir, append([]string{"--no-git-save", "--no-record"}, flags...),
 		script+`; exec bash -c 'exec -a `+marker+` sleep 300'`)
 	res := make(chan sandboxtest.Result, 1)
 	if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
