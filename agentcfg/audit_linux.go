@@ -255,10 +255,15 @@ func (b *Baseline) Audit() (out []Finding) {
 		out = append(out, b.opt.overFinding())
 	}
 	left := int64(maxReadBytes)
+	var links []*fileState
 	for _, base := range b.files {
+		if base.f == outLink {
+			links = append(links, base)
+			continue
+		}
 		out = append(out, b.auditFile(base, &left, r)...)
 	}
-	return out
+	return append(out, b.auditLinks(links, r)...)
 }
 
 func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []Finding {

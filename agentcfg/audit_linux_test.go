@@ -234,6 +234,25 @@ var auditCases = []struct {
 		keys: []string{""}, want: claudeOrg("A", "https://gw.example", "t1")},
 	{name: "claude Cloud gateway sign-in where there was none: removed", rel: ".claude/.credentials.json",
 		before: "-", after: claudeGateway("https://evil.example", "e1", 9), keys: []string{""}, want: "-"},
+	{name: "claude Design sign-in refreshed beside the login: kept", rel: ".claude/.credentials.json",
+		before: claudeGrant("designOauth", "", "d1", "e1"), after: claudeGrant("designOauth", "", "d2", "e2"), want: claudeGrant("designOauth", "", "d2", "e2")},
+	{name: "claude Design sign-in where there was none: removed", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeGrant("designOauth", "", "d1", "e1"), keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude Design sign-in of another OAuth client: put back whole", rel: ".claude/.credentials.json",
+		before: claudeGrant("designOauth", "", "d1", "e1"), after: strings.Replace(claudeGrant("designOauth", "", "d2", "e2"), `"clientId":"c"}`, `"clientId":"x"}`, 1),
+		keys: []string{""}, want: claudeGrant("designOauth", "", "d1", "e1")},
+	{name: "claude cloud sessions sign-in of another organization: put back whole", rel: ".claude/.credentials.json",
+		before: claudeGrant("cloudSessionsOauth", `,"organizationUuid":"org-A","standalone":true,"accountEmail":"a@x"`, "c1", "f1"),
+		after:  claudeGrant("cloudSessionsOauth", `,"organizationUuid":"org-B","standalone":true,"accountEmail":"b@x"`, "c2", "f2"),
+		keys:   []string{""}, want: claudeGrant("cloudSessionsOauth", `,"organizationUuid":"org-A","standalone":true,"accountEmail":"a@x"`, "c1", "f1")},
+	{name: "claude chat history refresh token swapped alone: put back whole", rel: ".claude/.credentials.json",
+		before: claudeGrant("chatHistoryOauth", "", "h1", "g1"), after: claudeGrant("chatHistoryOauth", "", "h1", "g2"),
+		keys: []string{""}, want: claudeGrant("chatHistoryOauth", "", "h1", "g1")},
+	{name: "claude sign-in under a key no list holds that names an organization and an account: new, removed", rel: ".claude/.credentials.json",
+		before: claudeCreds("A", "a1", "r1", 1), after: claudeGrant("teamOauth", `,"organizationUuid":"org-B","accountUuid":"B"`, "t1", "u1"),
+		keys: []string{""}, want: claudeCreds("A", "a1", "r1", 1)},
+	{name: "claude Design sign-in removed: kept (it sends nothing anywhere)", rel: ".claude/.credentials.json",
+		before: claudeGrant("designOauth", "", "d1", "e1"), after: claudeCreds("A", "a1", "r1", 1), want: claudeCreds("A", "a1", "r1", 1)},
 	{name: "claude state: the account it signs in as swapped, key by key", rel: ".claude.json",
 		before: `{"oauthAccount":{"accountUuid":"A","organizationUuid":"O","displayName":"a"},"numStartups":1}`,
 		after:  `{"oauthAccount":{"accountUuid":"B","organizationUuid":"P","displayName":"b"},"numStartups":2}`,
@@ -289,6 +308,14 @@ func claudeOauth(account, access, refresh string, expires int) string {
 
 func claudeCreds(account, access, refresh string, expires int) string {
 	return `{"claudeAiOauth":` + claudeOauth(account, access, refresh, expires) + `}`
+}
+
+// claudeGrant is Claude Code 2.1.332's login of account A beside a grant of the
+// account under key (designOauth, chatHistoryOauth, cloudSessionsOauth), whose
+// other fields (JSON, from its first comma) are ids.
+func claudeGrant(key, ids, access, refresh string) string {
+	return fmt.Sprintf(`{"claudeAiOauth":%s,%q:{"accessToken":%q,"refreshToken":%q,"expiresAt":1,"scopes":["s"]%s,"clientId":"c"}}`,
+		claudeOauth("A", "a1", "r1", 1), key, access, refresh, ids)
 }
 
 // claudeGateway is a Claude Code 2.1.332 login to a Cloud gateway (with

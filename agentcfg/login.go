@@ -2,6 +2,8 @@ package agentcfg
 
 import (
 	"encoding/base64"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -21,6 +23,9 @@ type login struct {
 	// gateway: canonical JSON of where and as whom Claude Code's sign-ins to an
 	// organization's gateway send its prompts (gatewayLogin), "" when none.
 	gateway string
+	// grants are Claude Code's other sign-ins of the account (claudeGrants), by
+	// the file's key.
+	grants map[string]login
 }
 
 // claudeVolatile are the fields of Claude Code's claudeAiOauth that a refresh, a
@@ -54,6 +59,7 @@ func readLogin(f format, data []byte) (l login, ok bool) {
 	if f == claudeLogin {
 		l := claudeAccount(doc)
 		l.gateway = gatewayLogin(doc)
+		l.grants = claudeGrants(doc)
 		return l, true
 	}
 	return codexAccount(doc), true
@@ -66,15 +72,17 @@ func readLogin(f format, data []byte) (l login, ok bool) {
 // its origin; hybridOauth is the organization sign-in, and hybridGatewayAuth and
 // hybridGatewayIdp the gateway it binds. Their refreshes rewrite only the rest
 // (tokens, JWTs, expiries, the e-mail address).
-var gatewayLogins = []struct {
-	key    string
-	fields []string
-}{
+var gatewayLogins = []gatewayKey{
 	{"enterpriseGateway", []string{"url"}},
 	{"gatewayTrust", nil},
 	{"hybridOauth", []string{"accountUuid", "organizationUuid"}},
 	{"hybridGatewayAuth", []string{"url", "organizationUuid"}},
 	{"hybridGatewayIdp", []string{"binding", "accountUuid"}},
+}
+
+type gatewayKey struct {
+	key    string
+	fields []string
 }
 
 // gatewayLogin is canonical JSON of the gatewayLogins fields doc holds, "" when
@@ -99,6 +107,64 @@ func gatewayLogin(doc map[string]any) string {
 		return ""
 	}
 	return mustJSON(out)
+}
+
+// accountGrants are the keys of Claude Code's credentials that 2.1.332 keeps for
+// its login's own account ("accountGrant" in its credential store's merge): the
+// account's sign-ins to Claude Design, to its chat history and to cloud sessions,
+// each a token pair of its own that every later session uses as it finds it.
+// Beside them, the store counts a key it does not know that names an
+// organizationUuid and an accountUuid as an organization's sign-in; so does the
+// audit.
+var accountGrants = []string{"designOauth", "chatHistoryOauth", "cloudSessionsOauth"}
+
+// claudeGrants reads doc's account grants: each one's account is every field but
+// its tokens, expiry, scopes and e-mail address (what a refresh or a profile fetch
+// rewrites: 2.1.332 keeps clientId, organizationUuid, and a standalone sign-in's
+// accountEmail and organizationName across a refresh). Claude Design's names no
+// more than its OAuth client.
+func claudeGrants(doc map[string]any) map[string]login {
+	out := map[string]login{}
+	for k, v := range doc {
+		o, ok := v.(map[string]any)
+		switch {
+		case !ok || k == "claudeAiOauth" || slices.ContainsFunc(gatewayLogins, func(g gatewayKey) bool { return g.key == k }):
+			continue
+		case !slices.Contains(accountGrants, k) && (str(o["accountUuid"]) == "" || str(o["organizationUuid"]) == ""):
+			continue
+		}
+		g := login{present: true, access: str(o["accessToken"]), refresh: str(o["refreshToken"])}
+		acct := map[string]any{}
+		for f, x := range o {
+			if !claudeVolatile(f) && f != "emailAddress" {
+				acct[f] = x
+			}
+		}
+		g.account = mustJSON(acct)
+		out[k] = g
+	}
+	return out
+}
+
+// grantChange says how cur's account grants differ from base's in a way no refresh
+// explains: one new since the launch, one of another account, a refresh token
+// changed alone. A grant removed is not: it sends nothing anywhere (2.1.332 clears
+// one itself when its refresh lacks its scopes).
+func grantChange(base, cur map[string]login, baseExists bool) string {
+	keys := slices.Sorted(maps.Keys(cur))
+	for _, k := range keys {
+		g := cur[k]
+		old, had := base[k]
+		switch {
+		case !baseExists || !had:
+			return k + ": new: a sign-in that was not there at launch"
+		case old.account != g.account:
+			return k + ": the sign-in of another account"
+		case old.refresh != g.refresh && old.access == g.access:
+			return k + ": the refresh token changed without the access token: not a refresh"
+		}
+	}
+	return ""
 }
 
 // claudeAccount: Claude Code's login is claudeAiOauth; the rest of the file (MCP
@@ -215,6 +281,9 @@ func loginChange(f format, base, cur []byte, baseExists bool) string {
 	c, _ := readLogin(f, cur)
 	if b.gateway != c.gateway {
 		return "the gateway its prompts go to, or its organization sign-in, changed"
+	}
+	if what := grantChange(b.grants, c.grants, baseExists); what != "" {
+		return what
 	}
 	switch {
 	case !baseExists || !b.present:

@@ -46,6 +46,9 @@ const (
 	// for the account it signs in as (login.go).
 	claudeLogin
 	codexLogin
+	// outLink: a symlink in a plain kept path that leads out of it
+	// (outlinks_linux.go); only its target is read.
+	outLink
 )
 
 // known are files below HOME that are audited wherever a kept path holds them, even

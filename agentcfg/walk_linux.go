@@ -3,8 +3,10 @@ package agentcfg
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,6 +59,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 		blind = append(blind, w.blind...)
 		shared = append(shared, w.shared...)
 	}
+	blind = append(blind, o.outLinks(r, addf)...)
 	return list, over, blind, shared
 }
 
@@ -134,6 +137,10 @@ type walker struct {
 	relax  *widen.Relaxer
 	blind  []Finding // directories it could not list
 	shared []dirID   // directories others may write (sharedWrite)
+	// links: only symlinks are added (outlinks_linux.go), and no directory is
+	// recorded in shared; exclude are subtrees it does not enter.
+	links   bool
+	exclude []string
 }
 
 // dirID is a directory the walk listed, by path and identity.
@@ -161,6 +168,12 @@ func (w *walker) walk(path string) {
 		return
 	}
 	data := w.a.isData(w.rel(path))
+	if w.links && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			w.add(path, outLink)
+		}
+		return
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		w.file(path, st.Mode&unix.S_IFMT == unix.S_IFREG, data)
 		return
@@ -209,7 +222,7 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && int(st.Uid) == os.Geteuid() && sharedWrite(st.Mode&0o7777, st.Gid) {
+	if unix.Fstat(fd, &st) == nil && !w.links && int(st.Uid) == os.Geteuid() && sharedWrite(st.Mode&0o7777, st.Gid) {
 		w.shared = append(w.shared, dirID{path, st.Dev, st.Ino})
 	}
 	ents, err := f.ReadDir(-1)
@@ -223,7 +236,13 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 			return
 		}
 		p := filepath.Join(path, e.Name())
-		if w.o.skipped(p) {
+		if w.o.skipped(p) || slices.ContainsFunc(w.exclude, func(x string) bool { return within(p, x) }) {
+			continue
+		}
+		if w.links && !e.IsDir() {
+			if e.Type()&fs.ModeSymlink != 0 {
+				w.add(p, outLink)
+			}
 			continue
 		}
 		sub := data || w.a.isData(w.rel(p))

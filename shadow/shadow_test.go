@@ -294,19 +294,6 @@ func plant(t testing.TB, repo, markers string) {
 	hostGit(t, t.TempDir(), nested, "config", "core.fsmonitor", script("fsmonitor-nested"))
 }
 
-func markersIn(t testing.TB, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 // TestRepoGitSurfaceNeverRuns plants hooks, fsmonitor, filters, textconv, an external
 // diff, a pager, aliases and attributes in the repository, shows that plain Git on the
 // host runs them, and that the collector runs none of them.
@@ -323,7 +310,7 @@ func TestRepoGitSurfaceNeverRuns(t *testing.T) {
 	hostGit(t, home, control, "commit", "-q", "-m", "x")
 	hostGit(t, home, control, "diff", "HEAD~1", "HEAD")
 	hostGit(t, home, control, "diff", "--no-ext-diff", "HEAD~1", "HEAD")
-	fired := strings.Join(markersIn(t, controlMarkers), " ")
+	fired := strings.Join(testenv.DirNames(t, controlMarkers), " ")
 	for _, want := range []string{"fsmonitor", "hooksPath-pre-commit", "clean", "textconv", "external"} {
 		if !strings.Contains(fired, want) {
 			t.Fatalf("control: planted %s did not run under plain git (markers: %s); the test would prove nothing", want, fired)
@@ -352,7 +339,7 @@ func TestRepoGitSurfaceNeverRuns(t *testing.T) {
 	if err := s.Diff(&out, rec, true); err != nil {
 		t.Fatal(err)
 	}
-	if m := markersIn(t, markers); len(m) > 0 {
+	if m := testenv.DirNames(t, markers); len(m) > 0 {
 		t.Errorf("the collector ran planted programs: %v", m)
 	}
 	// The bytes recorded are the bytes on disk: no clean filter, ident or eol.
@@ -385,7 +372,7 @@ func TestGitFromRepoNeverRuns(t *testing.T) {
 	t.Chdir(repo)
 	s, _ := openStore(t, repo)
 	record(t, s, Record{Start: time.Now()}, nil)
-	if m := markersIn(t, markers); len(m) > 0 {
+	if m := testenv.DirNames(t, markers); len(m) > 0 {
 		t.Errorf("the collector ran the repository's git: %v", m)
 	}
 	if !strings.HasPrefix(s.git.bin, "/") || strings.HasPrefix(s.git.bin, repo) {

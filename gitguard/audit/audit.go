@@ -76,8 +76,8 @@ type Surface struct {
 	// Now is where the repository lies now: ScanOptions.Held's present path,
 	// Repo when it was not moved (audit_held_linux.go); never stored.
 	Now string `json:"-"`
-	// Removed: the held directory was removed (it was empty then); nothing was
-	// scanned. Never stored.
+	// Removed: the held directory was removed (it was empty then), or not read
+	// (ScanOptions.GitDirsOnly); nothing of it was scanned. Never stored.
 	Removed bool `json:"-"`
 	// MovedGitDirs are the ScanOptions.HeldGitDirs no longer at their launch
 	// path: where each lies now, by launch path ("" when it was removed). Never
@@ -162,6 +162,10 @@ type ScanOptions struct {
 	// HeldGitDirs are GitDirs held open since the launch, each with its Path one
 	// of GitDirs: the scan reads each, as Held, wherever it lies now.
 	HeldGitDirs []*Held `json:"-"`
+	// GitDirsOnly: the repository is not read (it is another directory now than
+	// the one the baseline saw): only GitDirs are scanned, as when the held
+	// repository was removed (Surface.Removed).
+	GitDirsOnly bool `json:"-"`
 	// WidenJournal is where the modes the scan and the quarantine widen are
 	// journaled (internal/widen); "" journals nothing.
 	WidenJournal string `json:"-"`

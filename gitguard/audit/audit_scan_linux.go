@@ -43,8 +43,13 @@ const (
 // without following symlinks and non-blocking; a symlink is recorded as such, and its
 // target is read only when it resolves inside repo (or opt.GitDirs).
 func Scan(repo string, opt ScanOptions) (*Surface, error) {
-	repo, now, err := top(repo, opt.Held) // audit_held_linux.go
-	removed := errors.Is(err, errRemoved)
+	var now string
+	var err error
+	removed := opt.GitDirsOnly
+	if !removed {
+		repo, now, err = top(repo, opt.Held) // audit_held_linux.go
+		removed = errors.Is(err, errRemoved)
+	}
 	if err != nil && !removed {
 		return nil, err
 	}
@@ -216,7 +221,8 @@ func (s *scanner) hold(holds []heldAt, moved map[string]string) {
 }
 
 // removedScan is the scan when the held repository was removed (it was empty
-// then): its held GitDirs are audited all the same, wherever they lie now.
+// then), or is not to be read (GitDirsOnly): its GitDirs are audited all the same,
+// the held ones wherever they lie now.
 func removedScan(repo string, opt ScanOptions, holds []heldAt, moved map[string]string) (*Surface, error) {
 	opt.Held, opt.Walk, opt.Watch, opt.Since = nil, false, false, nil
 	s := newScanner(repo, repo, opt)

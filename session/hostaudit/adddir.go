@@ -11,7 +11,8 @@ import (
 
 // --add-dir (issue 16): each further writable directory gets the post-session audit,
 // with its own pending journal, so that a killed launcher's audit is run by the next
-// launch that adds it or works in it.
+// launch that adds it or works in it, or by the next launch in the session's
+// repository (the journal names it: sharedOrphan), which may no longer add it.
 
 // forDir is the policy as the Git guards of one added directory see it: that
 // directory in the repository's place.
@@ -33,8 +34,10 @@ type Dirs struct{ list []*Auditor }
 
 func StartDirs(cfg *Config, p *policy.Policy) (*Dirs, error) {
 	d := &Dirs{}
+	dcfg := *cfg
+	dcfg.addedFor = p.Repo
 	for _, dir := range p.AddDirs {
-		a, err := Start(cfg, forDir(p, dir), nil)
+		a, err := Start(&dcfg, forDir(p, dir), nil)
 		if err != nil {
 			d.Finish(cfg, nil, false)
 			return nil, fmt.Errorf("--add-dir %s: %w", dir, err)

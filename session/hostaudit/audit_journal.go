@@ -62,7 +62,10 @@ const maxJournalSize = 256 << 20
 
 // auditJournal is one session's pending audit.
 type auditJournal struct {
-	Repo    string            `json:"repo"`
+	Repo string `json:"repo"`
+	// For is, for an --add-dir directory's audit, the session's repository: a
+	// launch there runs it too (adddir.go).
+	For     string            `json:"for,omitempty"`
 	PID     int               `json:"pid"`
 	Start   time.Time         `json:"start"`
 	ID      string            `json:"id"`
@@ -89,7 +92,7 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 		return nil, "", err
 	}
 	pid := os.Getpid()
-	j := &auditJournal{Repo: a.repo, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base, IDs: map[string]audit.DirID{}}
+	j := &auditJournal{Repo: a.repo, For: a.addedFor, PID: pid, Start: time.Now(), ID: a.id, Options: a.opt, Base: a.base, IDs: map[string]audit.DirID{}}
 	for _, h := range append([]*audit.Held{a.held}, a.heldGitDirs...) {
 		if h != nil {
 			j.IDs[h.Path] = h.ID()
@@ -170,9 +173,11 @@ func Orphans(cfg *Config, p *policy.Policy) {
 // when what it could write overlaps p.Repo (audit_sharedbase.go): a linked
 // worktree's session writes this repository's .git, and its worktree may never be
 // launched in again (or be removed), so its missed audit is this launch's to run.
+// So is one of a directory that a session of p.Repo added (--add-dir), which the
+// next launch may no longer add.
 func sharedOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	j, err := readJournalHeader(f)
-	if err != nil || len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
+	if err != nil || j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
 		return // an unreadable one is its own repository's launch to report
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {

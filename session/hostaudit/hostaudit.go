@@ -21,6 +21,7 @@ type Config struct {
 	Stderr   io.Writer     // agentbox's own lines: one per finding, warnings
 	NoRecord bool          // no shadow record: the scans need not walk the tree for it
 	Stdio    backend.Stdio // the command's streams (mappableStdio)
+	addedFor string        // set by StartDirs for an added directory's audit
 }
 
 // Outcome is what the audits found, for the session's outcome and record.

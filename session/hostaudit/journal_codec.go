@@ -22,6 +22,7 @@ import (
 //
 //	agentbox audit journal 1
 //	repo "/home/me/repo"
+//	for "/home/me/main"                    an --add-dir directory's: the session's repository
 //	pid 4242
 //	start 2026-11-30T06:17:20.123456789Z
 //	id "…"
@@ -48,6 +49,9 @@ func encodeJournal(j *auditJournal) []byte {
 	q := strconv.Quote
 	line(journalMagic)
 	line("repo", q(j.Repo))
+	if j.For != "" {
+		line("for", q(j.For))
+	}
 	line("pid", strconv.Itoa(j.PID))
 	line("start", j.Start.UTC().Format(time.RFC3339Nano))
 	line("id", q(j.ID))
@@ -122,7 +126,7 @@ func decodeJournalFrom(r io.Reader, headerOnly bool) (*auditJournal, error) {
 
 // set takes one line's fields: quoted strings unquoted, anything else as written.
 func (j *auditJournal) set(key string, f []string) error {
-	want := map[string]int{"repo": 1, "pid": 1, "start": 1, "id": 1, "hostconfig": 1, "gitdir": 1,
+	want := map[string]int{"repo": 1, "for": 1, "pid": 1, "start": 1, "id": 1, "hostconfig": 1, "gitdir": 1,
 		"home": 1, "limits": 2, "base": 1, "skip": 2, "ident": 4}[key]
 	if key == "item" {
 		want = max(len(f), 5)
@@ -134,6 +138,8 @@ func (j *auditJournal) set(key string, f []string) error {
 	switch key {
 	case "repo":
 		j.Repo = f[0]
+	case "for":
+		j.For = f[0]
 	case "pid":
 		j.PID, err = strconv.Atoi(f[0])
 	case "start":

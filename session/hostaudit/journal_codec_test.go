@@ -13,7 +13,7 @@ import (
 // included (a JSON journal could not hold them).
 func TestJournalRoundTrip(t *testing.T) {
 	j := &auditJournal{
-		Repo: "/home/me/r\xffepo \"q\"", PID: 4242, Start: time.Date(2026, 11, 30, 6, 17, 20, 123456789, time.UTC),
+		Repo: "/home/me/r\xffepo \"q\"", For: "/home/me/main", PID: 4242, Start: time.Date(2026, 11, 30, 6, 17, 20, 123456789, time.UTC),
 		ID: "20261130-061720-abc",
 		Options: audit.ScanOptions{HostConfigs: []string{"/etc/gitconfig", "/home/me/.gitconfig"},
 			GitDirs: []string{"/x/.git/worktrees/w"}, Home: "/home/me", MaxEntries: 7, MaxDepth: 9},
@@ -40,12 +40,13 @@ func TestJournalRoundTrip(t *testing.T) {
 	// from the live scan only; ScanOptions.Watch and Since and Surface.Launch,
 	// taken and shared, the launch watch the end scan of the same
 	// process uses, its count, and whether it took the launch walk whole; ScanOptions.
-	// SkipKernelMounts, which only agentbox audit sets; ScanOptions.Held,
+	// SkipKernelMounts, which only agentbox audit sets; GitDirsOnly, which only the
+	// audit of a killed launcher's journal sets, for itself; ScanOptions.Held,
 	// HeldGitDirs, WidenJournal and moves, Surface.Now, Removed and
 	// MovedGitDirs, one process's descriptors and where it found them; Surface.place and Skip.Blind and stuck, which only
 	// the end scan's own Compare and quarantine read.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 7, reflect.TypeOf(audit.ScanOptions{}): 5 + 9,
+		reflect.TypeOf(auditJournal{}): 8, reflect.TypeOf(audit.ScanOptions{}): 5 + 10,
 		reflect.TypeOf(audit.Surface{}): 3 + 8, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
 	} {
 		if typ.NumField() != n {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
@@ -19,41 +21,70 @@ import (
 // birth time), and the audit reads only a directory that still has it.
 
 // holdJournaled holds the directories j names, each checked against the identity
-// the journal holds for it, and puts them in j.Options. A repository that is not
-// the one the session wrote stops the audit (ok false; the lines say why and what
-// to do); a Git directory that is not is left out of it, said in a line. A journal
-// with no identities (written before they were) is audited by path, as then.
+// the journal holds for it, and puts them in j.Options. A Git directory that is not
+// the one the session wrote is left out of the audit, said in a line. A repository
+// that is not stops the audit of its working tree: its Git directories that still
+// are the ones the session wrote (a linked worktree's common dir, which the main
+// worktree's Git reads) are audited alone (ScanOptions.GitDirsOnly), and one line
+// says what was not and what to do; with none, ok is false. A journal with no
+// identities (written before they were) is audited by path, as then.
 func holdJournaled(cfg *Config, j *auditJournal) (held []*audit.Held, ok bool) {
 	if len(j.IDs) == 0 {
 		return nil, true
 	}
 	since := j.Start.Format(time.RFC3339)
 	h, why := holdSame(j.Repo, j.IDs)
-	if why != "" {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit, and %s; not audited, its pending audit dropped: if you moved that directory, run agentbox audit where it lies now before running git there\n",
-			termsafe.Quote(j.Repo), since, j.PID, why)
-		return nil, false
+	if h != nil {
+		held = append(held, h)
+		j.Options.Held = h
 	}
-	held = append(held, h)
-	j.Options.Held = h
-	dirs := j.Options.GitDirs[:0:0]
+	var dirs, same, other []string
 	for _, g := range j.Options.GitDirs {
 		g = filepath.Clean(g)
 		if _, known := j.IDs[g]; !known {
-			dirs = append(dirs, g) // audited by path, as the journal's writer would
+			if h != nil {
+				dirs = append(dirs, g) // audited by path, as the journal's writer would
+			}
 			continue
 		}
-		h, why := holdSame(g, j.IDs)
-		if why != "" {
-			fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit, and its Git directory %s; that directory is not audited: if you moved it, run agentbox audit in its repository before running git there\n",
-				termsafe.Quote(j.Repo), since, j.PID, why)
+		gh, gwhy := holdSame(g, j.IDs)
+		if gwhy != "" {
+			other = append(other, g)
+			if h != nil {
+				fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit, and its Git directory %s; that directory is not audited: if you moved it, run agentbox audit in its repository before running git there\n",
+					termsafe.Quote(j.Repo), since, j.PID, gwhy)
+			}
 			continue
 		}
-		held = append(held, h)
+		held = append(held, gh)
 		dirs = append(dirs, g)
-		j.Options.HeldGitDirs = append(j.Options.HeldGitDirs, h)
+		same = append(same, g)
+		j.Options.HeldGitDirs = append(j.Options.HeldGitDirs, gh)
 	}
 	j.Options.GitDirs = slices.Clip(dirs)
+	if h != nil {
+		return held, true
+	}
+	if len(same) == 0 {
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit, and %s; not audited, its pending audit dropped: if you moved that directory, run agentbox audit where it lies now before running git there\n",
+			termsafe.Quote(j.Repo), since, j.PID, why)
+		return held, false
+	}
+	// A Git directory in one audited (the worktree's gitdir in the common dir's
+	// worktrees/) is read as part of it.
+	notAudited := []string{"its working tree"}
+	for _, g := range other {
+		if !slices.ContainsFunc(same, func(s string) bool { return hostpath.Within(g, s) }) {
+			notAudited = append(notAudited, termsafe.Quote(g))
+		}
+	}
+	quoted := make([]string, len(same))
+	for i, g := range same {
+		quoted[i] = termsafe.Quote(g)
+	}
+	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit, and %s; audited now only its Git directories still the ones it wrote (%s), not %s: if you moved that directory, run agentbox audit where it lies now before running git there\n",
+		termsafe.Quote(j.Repo), since, j.PID, why, strings.Join(quoted, ", "), strings.Join(notAudited, ", "))
+	j.Options.GitDirsOnly = true
 	return held, true
 }
 

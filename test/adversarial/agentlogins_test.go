@@ -9,7 +9,9 @@ import (
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 )
 
-func init() { attacks = append(attacks, agentLoginAttack, agentRefreshTokenAttack, agentGatewayAttack) }
+func init() {
+	attacks = append(attacks, agentLoginAttack, agentRefreshTokenAttack, agentGatewayAttack, agentGrantAttack)
+}
 
 // agentLoginAttack: a session signs the agents in as another account, so that
 // every later session of the operator, in agentbox or not, sends its prompts and
@@ -87,6 +89,34 @@ var agentGatewayAttack = attack{
 			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	},
+}
+
+// agentGrantAttack: a session keeps the operator's Claude Code login and its
+// Claude Design sign-in, and adds beside them another account's sign-in to cloud
+// sessions, which Claude Code's later sessions then use. The file is put back whole.
+var agentGrantAttack = attack{
+	name: "kept agent directories: another account's grant beside the login is put back",
+	setup: func(t *testing.T, x *target) []string {
+		agentHome(t, x, map[string]string{".claude/.credentials.json": grantLogin(""), ".claude.json": "{}\n"})
+		return nil
+	},
+	args: []string{"--keep-agent", "claude"},
+	script: `
+		attempt cloud-sessions sh -c 'printf "%s" '\''` + grantLogin(`,"cloudSessionsOauth":{"accessToken":"x","refreshToken":"y","organizationUuid":"org-B","clientId":"c"}`) + `'\'' > "$HOME/.claude/.credentials.json"'
+		echo DONE`,
+	check: func(t *testing.T, x *target, r sandboxtest.Result) {
+		want := x.Home + "/.claude/.credentials.json: cloudSessionsOauth: new: a sign-in that was not there at launch, put back as it was"
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	},
+}
+
+// grantLogin is claudeLogin's for acct-A with its Claude Design sign-in, and more
+// keys (JSON, from a comma).
+func grantLogin(more string) string {
+	return strings.TrimSuffix(claudeLogin("acct-A", "sk-ant-oat01-A", "sk-ant-ort01-A"), "}") +
+		`,"designOauth":{"accessToken":"d1","refreshToken":"e1","expiresAt":1,"scopes":["s"],"clientId":"c"}` + more + "}"
 }
 
 // gatewayLogin is Claude Code 2.1.332's .credentials.json signed in to a Cloud

@@ -31,7 +31,7 @@ var gitOutLinkAttacks = []attack{
 		attempt inside-link-kept ln -s ../../README .git/logs/readme
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
-			victim, outside := checksum(x.Victim), dirNames(t, x.Outside)
+			victim, outside := checksum(x.Victim), testenv.DirNames(t, x.Outside)
 			operatorGitRunsNothing(t, x) // status, commit (message and reflog), fetch
 			// The object's fan-out directory is the one the session linked out.
 			for _, args := range [][]string{{"branch", "out/planted"}, {"checkout", "-q", "-b", "operator"}, {"hash-object", "-w", "--stdin"}} {
@@ -43,25 +43,11 @@ var gitOutLinkAttacks = []attack{
 			if now := checksum(x.Victim); now != victim {
 				t.Errorf("the operator's Git wrote %s through a symlink the session left in .git:\n%s", x.Victim, sandboxtest.ReadFileOr(x.Victim))
 			}
-			if now := dirNames(t, x.Outside); !slices.Equal(now, outside) {
+			if now := testenv.DirNames(t, x.Outside); !slices.Equal(now, outside) {
 				t.Errorf("the operator's Git created files in %s through a symlinked directory of .git: %v, was %v", x.Outside, now, outside)
 			}
 			if _, err := os.Lstat(filepath.Join(x.Repo, ".git/logs/readme")); err != nil {
 				t.Errorf("a symlink in .git that stays inside the repository was moved: %v", err)
 			}
 		}},
-}
-
-// dirNames lists dir's entry names.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
 }

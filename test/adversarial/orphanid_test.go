@@ -44,3 +44,70 @@ func TestKilledLauncherRepoReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestKilledLauncherAddDirAuditedAtRepoLaunch: a launcher killed mid-session with
+// --add-dir leaves the added directory's audit pending; the next launch in the same
+// repository runs it, though it does not add the directory again (a dropped flag,
+// or a repository file that narrows add-dir away): the plant in the added
+// directory's .git is moved aside, and its journal goes.
+func TestKilledLauncherAddDirAuditedAtRepoLaunch(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			lib := testenv.Dir(t, "lib")
+			testenv.Chown(t, lib)
+			testenv.Git(t, x.Home, lib, "init", "-q")
+			killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' '"+lib+"/.git/refs/heads/out'", "--add-dir", lib)
+			plant := filepath.Join(lib, ".git/refs/heads/out")
+			if _, err := os.Lstat(plant); err != nil {
+				t.Fatalf("the session did not plant: %v", err)
+			}
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+			if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+				t.Errorf("the next launch in the repository did not run the added directory's pending audit:\n%s", r)
+			}
+			if _, err := os.Lstat(plant); err == nil {
+				t.Errorf("the symlink out of the added directory's .git was left:\n%s", r)
+			}
+			if j, _ := filepath.Glob(filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")); len(j) != 0 {
+				t.Errorf("a pending audit stayed: %v", j)
+			}
+		})
+	}
+}
+
+// TestKilledLauncherWorktreeReplaced: a launcher killed mid-session in a linked
+// worktree, whose session linked the main worktree's reflog (in the common dir it
+// writes) to a file of the operator's; the worktree is then removed and added
+// again. The next launch, in the main worktree, does not audit the new worktree
+// against the dead session's baseline, but audits the common dir, which is still
+// the one the session wrote: the link is moved aside, and one line says what was
+// not audited.
+func TestKilledLauncherWorktreeReplaced(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			testenv.Git(t, x.Home, x.Repo, "add", "README")
+			testenv.Git(t, x.Home, x.Repo, "commit", "-q", "-m", "init")
+			wt := filepath.Join(x.Home, "wt")
+			testenv.Git(t, x.Home, x.Repo, "worktree", "add", "-q", wt, "-b", "wt")
+			reflog := filepath.Join(x.Repo, ".git/logs/HEAD")
+			killLauncherIn(t, x, wt, "rm -f '"+reflog+"' && ln -s '"+x.Victim+"' '"+reflog+"'")
+			if l, err := os.Readlink(reflog); err != nil || l != x.Victim {
+				t.Fatalf("the session did not plant: %q %v", l, err)
+			}
+			testenv.Git(t, x.Home, x.Repo, "worktree", "remove", "--force", wt)
+			testenv.Git(t, x.Home, x.Repo, "worktree", "add", "-q", wt, "wt")
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+			if !strings.Contains(r.Stderr, "audited now only its Git directories") {
+				t.Errorf("the next launch did not say what of the dead session's audit ran:\n%s", r)
+			}
+			if l, err := os.Readlink(reflog); err == nil {
+				t.Errorf("the main worktree's reflog still leads to %s:\n%s", l, r)
+			}
+			if b, err := os.ReadFile(x.Victim); err != nil || string(b) != "host data\n" {
+				t.Errorf("the operator's file changed (%v): %q", err, b)
+			}
+		})
+	}
+}

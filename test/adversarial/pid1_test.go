@@ -290,10 +290,17 @@ func pid1State() string {
 // killLauncherMidSession runs script in a session of x, then SIGKILLs the
 // launcher while the session sleeps, and waits until the sandbox is gone with it:
 // the launcher's end audit never ran, and its journal stays for the next launch.
-func killLauncherMidSession(t *testing.T, x *target, script string) {
+// flags are further exec flags.
+func killLauncherMidSession(t *testing.T, x *target, script string, flags ...string) {
+	t.Helper()
+	killLauncherIn(t, x, x.Repo, script, flags...)
+}
+
+// killLauncherIn is killLauncherMidSession for a session in dir.
+func killLauncherIn(t *testing.T, x *target, dir, script string, flags ...string) {
 	t.Helper()
 	marker := "agentbox-killed-" + filepath.Base(x.Home)
-	cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
+	cmd := x.Command(dir, append([]string{"--no-git-save", "--no-record"}, flags...),
 		script+`; exec bash -c 'exec -a `+marker+` sleep 300'`)
 	res := make(chan sandboxtest.Result, 1)
 	if err := sandboxtest.StartAndCollect(cmd, res); err != nil {

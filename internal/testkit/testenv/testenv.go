@@ -356,6 +356,21 @@ func CanonTempDir(t testing.TB) string {
 	return d
 }
 
+// DirNames lists dir's entry names, sorted; it fails the test when dir cannot be
+// read. Tests compare a directory before and after with it.
+func DirNames(t testing.TB, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // LocalGit runs git in dir as the running user, with no system or global config and
 // a fixed identity, for fixtures the test process itself owns; it fails the test on
 // error and returns the trimmed output.

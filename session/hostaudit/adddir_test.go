@@ -1,0 +1,55 @@
+package hostaudit
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/policy"
+)
+
+// TestAddDirOrphanAtRepoLaunch: a killed launcher's pending audit of an --add-dir
+// directory runs at the next launch in the session's repository (and so at
+// `agentbox audit` there), which does not add the directory again.
+func TestAddDirOrphanAtRepoLaunch(t *testing.T) {
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, dir, outside := filepath.Join(top, "repo"), filepath.Join(top, "lib"), filepath.Join(top, "outside")
+	for _, d := range []string{repo, dir, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testenv.LocalGit(t, d, "init", "-q")
+	}
+	state := filepath.Join(top, "state")
+	var stderr bytes.Buffer
+	cfg := &Config{Stderr: &stderr, NoRecord: true}
+	d, err := StartDirs(cfg, &policy.Policy{Repo: repo, StateDir: state, AddDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := filepath.Join(dir, ".git/refs/heads/out")
+	if err := os.Symlink(outside, plant); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range d.list { // the launcher is killed
+		a.journal.Close()
+		a.held.Close()
+		closeAll(a.heldGitDirs)
+	}
+	Orphans(cfg, &policy.Policy{Repo: repo, StateDir: state})
+	if !strings.Contains(stderr.String(), "audited now: 1 finding(s)") {
+		t.Errorf("the added directory's pending audit did not run:\n%s", stderr.String())
+	}
+	if _, err := os.Lstat(plant); err == nil {
+		t.Errorf("the plant in the added directory was left:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(d.list[0].journalPath); !os.IsNotExist(err) {
+		t.Errorf("the pending audit stayed (%v)", err)
+	}
+}
