@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/overlay"
 )
 
@@ -32,8 +33,15 @@ func StageMain() {
 }
 
 func stage(args []string) error {
+	limits, args, err := parseLimits(args)
+	if err != nil {
+		return err
+	}
 	fd, b, bwrap, err := parseStage(args)
 	if err != nil {
+		return err
+	}
+	if err := lowerUserLimits(limits); err != nil {
 		return err
 	}
 	if b != nil {
@@ -46,6 +54,28 @@ func stage(args []string) error {
 	}
 	os.Unsetenv(envStage)
 	return execBwrap(fd, bwrap)
+}
+
+// lowerUserLimits writes the plan's user limits (mounts.UserLimit) into the
+// stage's user namespace, which bwrap's, and every one nested in it, lies below:
+// the kernel checks each level up, so neither bwrap's sandbox nor a namespace the
+// command makes can take more. /proc/sys/user shows the writer's namespace; the
+// stage may write it with CAP_SYS_RESOURCE there, an ambient capability of its
+// own that dropCaps empties before bwrap.
+func lowerUserLimits(limits []mounts.UserLimit) error {
+	for _, l := range limits {
+		f, err := os.OpenFile("/proc/sys/user/"+l.Name, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+		if err == nil {
+			_, err = f.WriteString(strconv.FormatInt(l.Max, 10))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("lower the user limit %s: %w", l.Name, err)
+		}
+	}
+	return nil
 }
 
 // stageBudget mounts the budget and what bwrap binds of it (budget.go).
@@ -205,11 +235,15 @@ func mkdirMode(dir string, mode uint32) error {
 // the stage instead, the running agentbox binary (selfExe: never what now lies at its
 // path, as the stage runs outside any sandbox), with the descriptor bwrapFD of the
 // checked bwrap binary and bwrap's command line after the budget's (b, nil: none).
-func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b *Budget) string {
-	*args = append(stageArgs(bwrapFD, b), *args...)
+func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b *Budget, limits []mounts.UserLimit) string {
+	st := stageArgs(bwrapFD, b)
+	*args = append(append(append(st[:1:1], limitArgs(limits)...), st[1:]...), *args...)
 	*env = append(*env, envStage+"=1")
 	if b != nil {
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+	if len(limits) > 0 {
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_RESOURCE)
 	}
 	return selfExe
 }

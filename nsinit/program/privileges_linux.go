@@ -2,10 +2,12 @@ package program
 
 import (
 	"fmt"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/seccomp"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // The init's identity and privileges: its own id maps first, and, last before
@@ -32,6 +34,27 @@ func (p *Program) CompileIDMap(uid, gid int, mapIDs bool) {
 	}
 	p.op(opDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
 	p.mark("idmap")
+}
+
+// lowerUserLimits writes the plan's limits (mounts.UserLimit) into the init's user
+// namespace's /proc/sys/user, which shows the writer's namespace whatever proc it
+// is opened through, and which its root may write while it holds
+// CAP_SYS_RESOURCE there (the raw init has every capability, the Go init
+// initCaps). The kernel checks these limits at every level up the tree, so a
+// namespace the command nests cannot raise them back.
+func (p *Program) lowerUserLimits(limits []mounts.UserLimit) error {
+	for _, l := range limits {
+		if err := l.Check(); err != nil {
+			return err
+		}
+		d := opDesc{step: "lower the user limit " + l.Name}
+		v := strconv.FormatInt(l.Max, 10)
+		fd := p.FdOp(d, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/proc/sys/user/"+l.Name), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		p.op(d, unix.SYS_WRITE, uintptr(fd), p.Str(v), uintptr(len(v)))
+		p.CloseFd(fd)
+	}
+	p.mark("user-limits")
+	return nil
 }
 
 // dropPrivileges leaves the runner's thread, and so the command started from it,

@@ -1,0 +1,68 @@
+package ucounts
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/mounts"
+)
+
+func TestShare(t *testing.T) {
+	for host, want := range map[int64]int64{0: 0, -1: 0, 1: 1, 3: 1, 4: 1, 128: 32, 1<<31 - 1: (1<<31 - 1) / 4} {
+		if got := Share(host); got != want {
+			t.Errorf("Share(%d) = %d, want %d", host, got, want)
+		}
+	}
+}
+
+// TestLimits: every limit of this process's namespace is in the list, a quarter of
+// the lower of it and the host-wide value, and each passes the executors' check.
+func TestLimits(t *testing.T) {
+	got, err := Limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob("/proc/sys/user/max_*")
+	if len(got) != len(names) || len(got) == 0 {
+		t.Fatalf("%d limits for %d files: %v", len(got), len(names), got)
+	}
+	read := func(p string) int64 {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	threads := read("/proc/sys/kernel/threads-max")
+	for _, l := range got {
+		host := read("/proc/sys/user/" + l.Name)
+		if w, ok := hostWide[l.Name]; ok {
+			host = min(host, read(w))
+		} else if strings.HasSuffix(l.Name, "_namespaces") {
+			host = min(host, threads/2)
+		}
+		if l.Max != Share(host) || l.Check() != nil {
+			t.Errorf("%s = %d; host %d, share %d, check %v", l.Name, l.Max, host, Share(host), l.Check())
+		}
+	}
+}
+
+// TestCheck: a plan names only a file of /proc/sys/user's limits, with a value the
+// kernel takes.
+func TestCheck(t *testing.T) {
+	for _, l := range []mounts.UserLimit{{"max_", 1}, {"../max_x", 1}, {"max_x/../y", 1}, {"max_X", 1}, {"user_ns", 1}, {"max_x", -1}, {"max_x", 1 << 31}} {
+		if l.Check() == nil {
+			t.Errorf("%+v passed", l)
+		}
+	}
+	if err := (mounts.UserLimit{Name: "max_inotify_instances", Max: 32}).Check(); err != nil {
+		t.Error(err)
+	}
+}
