@@ -53,7 +53,9 @@ func (p *Program) lowerUserLimits(limits []mounts.UserLimit) error {
 		p.op(d, unix.SYS_WRITE, uintptr(fd), p.Str(v), uintptr(len(v)))
 		p.CloseFd(fd)
 	}
-	p.mark("user-limits")
+	if len(limits) > 0 {
+		p.mark("user-limits") // on its own last op, not the one before
+	}
 	return nil
 }
 
