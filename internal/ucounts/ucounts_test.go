@@ -57,7 +57,7 @@ func TestLimits(t *testing.T) {
 // TestCheck: a plan names only a file of /proc/sys/user's limits, with a value the
 // kernel takes.
 func TestCheck(t *testing.T) {
-	for _, l := range []mounts.UserLimit{{"max_", 1}, {"../max_x", 1}, {"max_x/../y", 1}, {"max_X", 1}, {"user_ns", 1}, {"max_x", -1}, {"max_x", 1 << 31}} {
+	for _, l := range []mounts.UserLimit{{Name: "max_", Max: 1}, {Name: "../max_x", Max: 1}, {Name: "max_x/../y", Max: 1}, {Name: "max_X", Max: 1}, {Name: "user_ns", Max: 1}, {Name: "max_x", Max: -1}, {Name: "max_x", Max: 1 << 31}} {
 		if l.Check() == nil {
 			t.Errorf("%+v passed", l)
 		}
