@@ -5,12 +5,14 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/ucounts"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/overlay"
 )
@@ -56,26 +58,39 @@ func stage(args []string) error {
 	return execBwrap(fd, bwrap)
 }
 
-// lowerUserLimits writes the plan's user limits (mounts.UserLimit) into the
-// stage's user namespace, which bwrap's, and every one nested in it, lies below:
-// the kernel checks each level up, so neither bwrap's sandbox nor a namespace the
-// command makes can take more. /proc/sys/user shows the writer's namespace; the
-// stage may write it with CAP_SYS_RESOURCE there, an ambient capability of its
-// own that dropCaps empties before bwrap.
+// lowerUserLimits puts the plan's user limits (mounts.UserLimit) on the stage's
+// user namespace, which bwrap's, and every one nested in it, lies below (the
+// kernel checks each level up, so neither bwrap's sandbox nor a namespace the
+// command makes can take more), and its resource limits on the stage, whose bwrap
+// and command inherit them. /proc/sys/user shows the writer's namespace; the stage
+// may write it with CAP_SYS_RESOURCE there, an ambient capability of its own that
+// dropCaps empties before bwrap.
 func lowerUserLimits(limits []mounts.UserLimit) error {
 	for _, l := range limits {
-		f, err := os.OpenFile("/proc/sys/user/"+l.Name, os.O_WRONLY|unix.O_NOFOLLOW, 0)
-		if err == nil {
-			_, err = f.WriteString(strconv.FormatInt(l.Max, 10))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
+		if err := lowerUserLimit(l); err != nil {
 			return fmt.Errorf("lower the user limit %s: %w", l.Name, err)
 		}
 	}
 	return nil
+}
+
+func lowerUserLimit(l mounts.UserLimit) error {
+	if l.IsRLimit() {
+		r, err := ucounts.Resource(l)
+		if err != nil {
+			return err
+		}
+		return unix.Prlimit(0, r, &unix.Rlimit{Cur: uint64(l.Max), Max: uint64(l.Max)}, nil)
+	}
+	f, err := os.OpenFile("/proc/sys/user/"+l.Name, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatInt(l.Max, 10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // stageBudget mounts the budget and what bwrap binds of it (budget.go).
@@ -242,7 +257,7 @@ func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b
 	if b != nil {
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 	}
-	if len(limits) > 0 {
+	if slices.ContainsFunc(limits, func(l mounts.UserLimit) bool { return !l.IsRLimit() }) {
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_RESOURCE)
 	}
 	return selfExe

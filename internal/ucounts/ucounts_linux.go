@@ -33,6 +33,7 @@ var hostWide = map[string]string{
 // namespace counts have no host-wide file; the kernel sets the initial
 // namespace's to half of kernel.threads-max at boot, which bounds them here. A
 // limit that cannot be read fails: a session without its share could take all.
+// Then the resource limits counted per user (rlimitShares).
 func Limits() ([]mounts.UserLimit, error) {
 	names, err := filepath.Glob(filepath.Join(procUser, "max_*"))
 	if err != nil || len(names) == 0 {
@@ -65,7 +66,11 @@ func Limits() ([]mounts.UserLimit, error) {
 		}
 		out = append(out, l)
 	}
-	return out, nil
+	rl, err := rlimitShares()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rl...), nil
 }
 
 func readInt(path string) (int64, error) {

@@ -3,9 +3,12 @@ package ucounts
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/mounts"
 )
@@ -26,9 +29,18 @@ func TestLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	names, _ := filepath.Glob("/proc/sys/user/max_*")
-	if len(got) != len(names) || len(got) == 0 {
-		t.Fatalf("%d limits for %d files: %v", len(got), len(names), got)
+	var files, rl []mounts.UserLimit
+	for _, l := range got {
+		if l.IsRLimit() {
+			rl = append(rl, l)
+		} else {
+			files = append(files, l)
+		}
 	}
+	if len(files) != len(names) || len(files) == 0 {
+		t.Fatalf("%d limits for %d files: %v", len(files), len(names), got)
+	}
+	checkRLimits(t, rl)
 	read := func(p string) int64 {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -41,7 +53,7 @@ func TestLimits(t *testing.T) {
 		return v
 	}
 	threads := read("/proc/sys/kernel/threads-max")
-	for _, l := range got {
+	for _, l := range files {
 		host := read("/proc/sys/user/" + l.Name)
 		if w, ok := hostWide[l.Name]; ok {
 			host = min(host, read(w))
@@ -57,12 +69,36 @@ func TestLimits(t *testing.T) {
 // TestCheck: a plan names only a file of /proc/sys/user's limits, with a value the
 // kernel takes.
 func TestCheck(t *testing.T) {
-	for _, l := range []mounts.UserLimit{{Name: "max_", Max: 1}, {Name: "../max_x", Max: 1}, {Name: "max_x/../y", Max: 1}, {Name: "max_X", Max: 1}, {Name: "user_ns", Max: 1}, {Name: "max_x", Max: -1}, {Name: "max_x", Max: 1 << 31}} {
+	for _, l := range []mounts.UserLimit{{Name: "max_", Max: 1}, {Name: "../max_x", Max: 1}, {Name: "max_x/../y", Max: 1}, {Name: "max_X", Max: 1}, {Name: "user_ns", Max: 1}, {Name: "max_x", Max: -1}, {Name: "max_x", Max: 1 << 31}, {Name: "rlimit_nofile", Max: 1}, {Name: "rlimit_nproc", Max: -1}} {
 		if l.Check() == nil {
 			t.Errorf("%+v passed", l)
 		}
 	}
 	if err := (mounts.UserLimit{Name: "max_inotify_instances", Max: 32}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// checkRLimits: every finite resource limit counted per user is in the list, a
+// quarter of this process's soft limit.
+func checkRLimits(t *testing.T, got []mounts.UserLimit) {
+	t.Helper()
+	want := 0
+	for _, name := range mounts.RLimitNames {
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(rlimits[name], &lim); err != nil {
+			t.Fatal(err)
+		}
+		if lim.Cur == unix.RLIM_INFINITY {
+			continue
+		}
+		want++
+		i := slices.IndexFunc(got, func(l mounts.UserLimit) bool { return l.Name == name })
+		if i < 0 || got[i].Max != Share(int64(lim.Cur)) {
+			t.Errorf("%s: %v; want %d, a quarter of %d", name, got, Share(int64(lim.Cur)), lim.Cur)
+		}
+	}
+	if len(got) != want {
+		t.Errorf("resource limits %v; want %d", got, want)
 	}
 }

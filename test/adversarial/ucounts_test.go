@@ -12,6 +12,7 @@ import (
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/internal/ucounts"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"golang.org/x/sys/unix"
 )
@@ -25,11 +26,13 @@ import (
 // read: a quarter of the host's is some 24,000, which takes half a minute of two
 // cores to make.
 
-// hogScript takes up to CAP_<kind> inotify instances and fanotify groups, writes
-// one line "TOOK kind n errno" per kind to ready (errno: what stopped it, 0 for the
-// cap), and holds them until its standard input ends (at most two minutes).
+// hogScript takes up to CAP_<kind> inotify instances, fanotify groups and queued
+// signals, writes one line "TOOK kind n errno" per kind to ready (errno: what
+// stopped it, 0 for the cap) and one "RLIMIT name soft hard" per resource limit
+// counted per user, and holds what it took until its standard input ends (at most
+// two minutes).
 const hogScript = `
-import ctypes, os, select, sys
+import ctypes, os, resource, select, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
 held, lines = [], []
 
@@ -46,6 +49,10 @@ def take(kind, make):
 
 take("inotify", lambda: libc.inotify_init1(os.O_CLOEXEC))
 take("fanotify", lambda: libc.fanotify_init(0x200 | 0x1, 0))  # FAN_REPORT_FID|FAN_CLOEXEC
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+take("sigpending", lambda: libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), ctypes.c_void_p(0)))
+for r in ("nproc", "sigpending", "msgqueue"):
+    lines.append("RLIMIT rlimit_%s %d %d" % ((r,) + resource.getrlimit(getattr(resource, "RLIMIT_" + r.upper()))))
 with open("ready.tmp", "w") as w:
     w.write("\n".join(lines) + "\n")
 os.rename("ready.tmp", "ready")
@@ -59,7 +66,7 @@ const hogMarker = "agentbox-ucounts-hog"
 // hostScript makes one of each count on the host as the test user and prints
 // "kind 0" or "kind errno".
 const hostScript = `
-import ctypes, os
+import ctypes, os, signal
 libc = ctypes.CDLL(None, use_errno=True)
 for kind, make in (("inotify", lambda: libc.inotify_init1(0)), ("fanotify", lambda: libc.fanotify_init(0x200, 0))):
     fd = make()
@@ -68,14 +75,26 @@ pid = os.fork()
 if pid == 0:
     os._exit(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())
 print("userns", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+print("sigpending", 0 if libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), ctypes.c_void_p(0)) == 0 else ctypes.get_errno())
 `
 
-// taken are the counts the hog takes: the host's limit for the test user, of
-// which the session may have a quarter.
-func taken(t *testing.T) map[string]int64 {
-	return map[string]int64{
-		"inotify":  readInt(t, "/proc/sys/fs/inotify/max_user_instances"),
-		"fanotify": readInt(t, "/proc/sys/fs/fanotify/max_user_groups"),
+// takenCount is a count the hog takes: the host's limit for the test user, of
+// which the session may have a quarter, and the errno past its own.
+type takenCount struct {
+	limit int64
+	errno unix.Errno
+}
+
+func taken(t *testing.T) map[string]takenCount {
+	var sig unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &sig); err != nil || sig.Cur == unix.RLIM_INFINITY {
+		t.Fatalf("RLIMIT_SIGPENDING: %v, %d", err, sig.Cur)
+	}
+	return map[string]takenCount{
+		"inotify":    {readInt(t, "/proc/sys/fs/inotify/max_user_instances"), unix.EMFILE},
+		"fanotify":   {readInt(t, "/proc/sys/fs/fanotify/max_user_groups"), unix.EMFILE},
+		"sigpending": {int64(sig.Cur), unix.EAGAIN}, // the launcher's: its ids, its limits
 	}
 }
 
@@ -114,8 +133,8 @@ func TestUserCounts(t *testing.T) {
 			x := newTarget(t, backend)
 			cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "")
 			cmd.Args = append(cmd.Args, "--", "/usr/bin/python3", "-c", hogScript, hogMarker)
-			for kind, limit := range counts {
-				cmd.Env = append(cmd.Env, fmt.Sprintf("CAP_%s=%d", kind, limit*3/8))
+			for kind, c := range counts {
+				cmd.Env = append(cmd.Env, fmt.Sprintf("CAP_%s=%d", kind, c.limit*3/8))
 			}
 			release, err := cmd.StdinPipe()
 			if err != nil {
@@ -135,20 +154,25 @@ func TestUserCounts(t *testing.T) {
 			}
 			took := sandboxtest.ReadFile(t, filepath.Join(x.Repo, "ready"))
 			t.Logf("the session took, with the host's limits %v:\n%s", counts, took)
-			for kind, limit := range counts {
+			for kind, c := range counts {
 				var n int64
 				var errno int
 				if _, err := fmt.Sscanf(lineOf(took, "TOOK "+kind+" "), "TOOK "+kind+" %d %d", &n, &errno); err != nil {
 					t.Fatalf("%s: no count: %v\n%s", kind, err, took)
 				}
-				if errno != int(unix.EMFILE) || n > limit/4 {
-					t.Errorf("%s: the session took %d of the user's %d (errno %d): no limit of its own stopped it at a quarter", kind, n, limit, errno)
+				if errno != int(c.errno) || n > c.limit/4 {
+					t.Errorf("%s: the session took %d of the user's %d (errno %d): no limit of its own stopped it at a quarter", kind, n, c.limit, errno)
 				}
 			}
-			checkNamespaceLimits(t, hogPID(t))
+			want, err := ucounts.Limits()
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRLimits(t, took, want)
+			checkNamespaceLimits(t, hogPID(t), want)
 			host := testenv.Command(t, x.Home, "/usr/bin/python3", "-c", hostScript)
 			out, err := host.CombinedOutput()
-			for _, kind := range []string{"inotify", "fanotify", "userns"} {
+			for _, kind := range []string{"inotify", "fanotify", "userns", "sigpending"} {
 				if !strings.Contains(string(out), kind+" 0\n") {
 					t.Errorf("while the session holds its counts, the user cannot make a %s on the host: %s (%v)", kind, out, err)
 				}
@@ -161,6 +185,24 @@ func TestUserCounts(t *testing.T) {
 				t.Errorf("the session: %s", r)
 			}
 		})
+	}
+}
+
+// checkRLimits: the hog's resource limits counted per user, soft and hard, are at
+// most the session's share of the launcher's.
+func checkRLimits(t *testing.T, took string, want []mounts.UserLimit) {
+	t.Helper()
+	for _, l := range want {
+		if !l.IsRLimit() {
+			continue
+		}
+		var soft, hard int64
+		if _, err := fmt.Sscanf(lineOf(took, "RLIMIT "+l.Name+" "), "RLIMIT "+l.Name+" %d %d", &soft, &hard); err != nil {
+			t.Fatalf("%s: %v\n%s", l.Name, err, took)
+		}
+		if soft < 0 || hard < 0 || soft > l.Max || hard > l.Max {
+			t.Errorf("%s: the session's limit is %d (hard %d); want at most %d, a quarter of the launcher's", l.Name, soft, hard, l.Max)
+		}
 	}
 }
 
@@ -190,7 +232,7 @@ const nsGetParent = 0xb702
 // process pid's up to the host's (exclusive), entering each (nsenter, as root),
 // and checks that for every limit the tightest is the session's share of the
 // host's (internal/ucounts): the kernel checks each level.
-func checkNamespaceLimits(t *testing.T, pid int) {
+func checkNamespaceLimits(t *testing.T, pid int, want []mounts.UserLimit) {
 	t.Helper()
 	var self unix.Stat_t
 	if err := unix.Stat("/proc/self/ns/user", &self); err != nil {
@@ -235,11 +277,10 @@ func checkNamespaceLimits(t *testing.T, pid int) {
 		}
 		fd = parent
 	}
-	want, err := ucounts.Limits()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, l := range want {
+		if l.IsRLimit() {
+			continue
+		}
 		if got, ok := tightest[l.Name]; !ok || got > l.Max {
 			t.Errorf("%s: the session's user namespaces allow %d (read %v); want at most %d, a quarter of the host's", l.Name, got, ok, l.Max)
 		}
