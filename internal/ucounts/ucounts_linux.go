@@ -35,6 +35,14 @@ var hostWide = map[string]string{
 // limit that cannot be read fails: a session without its share could take all.
 // Then the resource limits counted per user (rlimitShares).
 func Limits() ([]mounts.UserLimit, error) {
+	l, err := limits()
+	if err != nil {
+		return nil, fmt.Errorf("%w; without them a session could take all of the user's inotify instances, namespaces and processes (is the host's /proc mounted whole?)", err)
+	}
+	return l, nil
+}
+
+func limits() ([]mounts.UserLimit, error) {
 	names, err := filepath.Glob(filepath.Join(procUser, "max_*"))
 	if err != nil || len(names) == 0 {
 		return nil, fmt.Errorf("read the user's kernel count limits: no %s/max_* (%v)", procUser, err)
