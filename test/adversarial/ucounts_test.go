@@ -26,8 +26,9 @@ import (
 // read: a quarter of the host's is some 24,000, which takes half a minute of two
 // cores to make.
 
-// hogScript takes up to CAP_<kind> inotify instances, fanotify groups and queued
-// signals, writes one line "TOOK kind n errno" per kind to ready (errno: what
+// hogScript moves into a user namespace of its own, raises its inotify and
+// fanotify limits there and tries to raise its resource limits, then takes up to
+// CAP_<kind> inotify instances, fanotify groups and queued signals, writes one line "TOOK kind n errno" per kind to ready (errno: what
 // stopped it, 0 for the cap) and one "RLIMIT name soft hard" per resource limit
 // counted per user, and holds what it took until its standard input ends (at most
 // two minutes).
@@ -35,6 +36,24 @@ const hogScript = `
 import ctypes, os, resource, select, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
 held, lines = [], []
+
+# First the way back: a user namespace of its own, whose root raises that
+# namespace's limits and tries the resource limits' hard ones.
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+    sys.exit("unshare: errno %d" % ctypes.get_errno())
+for f, v in (("setgroups", "deny"), ("uid_map", "0 %d 1" % uid), ("gid_map", "0 %d 1" % gid)):
+    with open("/proc/self/" + f, "w") as w:
+        w.write(v)
+for f in ("max_inotify_instances", "max_fanotify_groups"):
+    with open("/proc/sys/user/" + f, "w") as w:
+        w.write("2147483647")
+for r in ("NPROC", "SIGPENDING", "MSGQUEUE"):
+    try:
+        resource.setrlimit(getattr(resource, "RLIMIT_" + r), (1 << 40, 1 << 40))
+        lines.append("RAISED rlimit_" + r.lower())
+    except (OSError, ValueError):
+        pass
 
 def take(kind, make):
     n, err = 0, 0
@@ -107,12 +126,13 @@ func readInt(t *testing.T, path string) int64 {
 	return v
 }
 
-// TestUserCounts: a session takes all the inotify instances and fanotify groups it
-// can. Its own limit stops it (EMFILE) at a quarter of the user's host limit;
-// every other limit of /proc/sys/user, read in each user namespace between the
+// TestUserCounts: a session, in a user namespace of its own whose limits it has
+// raised, takes all the inotify instances, fanotify groups and queued signals it
+// can. Its session's limits stop it (EMFILE, EAGAIN) at a quarter of the user's
+// host limit, its resource limits are a quarter of the launcher's; every other limit of /proc/sys/user, read in each user namespace between the
 // command and the host, is at most a quarter of the host's too; while the session
 // holds what it took, the test user can still make an inotify instance, a fanotify
-// group and a user namespace on the host, and a second session launches and takes
+// group and a user namespace and queue a signal on the host, and a second session launches and takes
 // its end scan from its watch (a fanotify group and marks of the host's). The hog
 // stops at 3/8 of a host limit (CAP_<kind>), so that where nothing stops it (main
 // before the fix) the row fails on the cap without leaving the machine's other
@@ -167,6 +187,9 @@ func TestUserCounts(t *testing.T) {
 			want, err := ucounts.Limits()
 			if err != nil {
 				t.Fatal(err)
+			}
+			if strings.Contains(took, "RAISED ") {
+				t.Errorf("the session raised a hard resource limit:\n%s", took)
 			}
 			checkRLimits(t, took, want)
 			checkNamespaceLimits(t, hogPID(t), want)
