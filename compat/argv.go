@@ -418,7 +418,7 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 			StageDir, stageRoot, budget.Options(), StageDir, len(budget.Dirs)-1)
 	}
 	if l := plan.UserLimitsLine(); l != "" {
-		b.WriteString("# there, before bwrap, agentbox writes that namespace's /proc/sys/user: " + l + "\n")
+		b.WriteString("# there, before bwrap, agentbox writes that namespace's /proc/sys/user and lowers its resource limits: " + l + "\n")
 	}
 	// The init's too: it enters the Landlock domain, or the masks are in the argv.
 	b.WriteString("# " + plan.PathSocketsLine() + "\n")

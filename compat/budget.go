@@ -128,7 +128,7 @@ func stageSources(paths ...string) error {
 // the tmpfs budget, holding CAP_SYS_ADMIN there as an ambient capability
 // (stage_linux.go). Its command line is stageArgv0 LIMIT… FD SIZE DIR… -- BWRAP ARG…:
 // each LIMIT NAME=N a user limit of the plan (mounts.UserLimit), which it writes
-// holding CAP_SYS_RESOURCE there, FD the binary's descriptor, SIZE 0 for no budget,
+// holding CAP_SYS_RESOURCE there (a resource limit: sets on itself), FD the binary's descriptor, SIZE 0 for no budget,
 // each DIR a directory's octal mode, with an "o" before it for the HOME overlay's
 // scratch; main asks IsStage first.
 const (

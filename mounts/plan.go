@@ -166,9 +166,10 @@ type Plan struct {
 	// Set with Namespaces.Net (internal/seccomp, docs/network.md).
 	ConfineSockets bool `json:"confine_sockets,omitempty"`
 	// UserLimits lower the sandbox user namespace's own limits on the user's
-	// per-user kernel counts (inotify, fanotify, namespaces) before the command
-	// starts: every backend writes them while it still holds CAP_SYS_RESOURCE there
-	// (userlimits.go). Session.UserLimits.
+	// per-user kernel counts (inotify, fanotify, namespaces), and the resource
+	// limits counted per user, before the command starts: every backend writes the
+	// first while it still holds CAP_SYS_RESOURCE there, and sets the others on the
+	// process the command descends from (userlimits.go). Session.UserLimits.
 	UserLimits []UserLimit `json:"user_limits,omitempty"`
 }
 
