@@ -141,6 +141,9 @@ func TestUserCounts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root: reads the sandbox's user namespaces' limits from inside them")
 	}
+	if _, err := os.Stat("/proc/sys/fs/fanotify/max_user_groups"); err != nil {
+		testenv.SkipKernel(t, "fanotify_fid", "no fanotify limits to take from (Linux 5.13): %v", err)
+	}
 	runners := sandboxtest.Backends(t)
 	if nsinit.RawInitAvailable() {
 		runners = append(runners, sandboxtest.NativeGo)
