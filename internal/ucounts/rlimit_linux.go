@@ -31,6 +31,9 @@ func Resource(l mounts.UserLimit) (int, error) {
 // limit, which its other processes have too (they share a login's limits); an
 // unlimited one is left alone, as nothing on the host is then bounded by it.
 func rlimitShares() ([]mounts.UserLimit, error) {
+	if !rlimitsPerNamespace(release()) {
+		return nil, nil
+	}
 	var out []mounts.UserLimit
 	for _, name := range mounts.RLimitNames {
 		var lim unix.Rlimit
@@ -43,4 +46,26 @@ func rlimitShares() ([]mounts.UserLimit, error) {
 		out = append(out, mounts.UserLimit{Name: name, Max: Share(int64(lim.Cur))})
 	}
 	return out, nil
+}
+
+// rlimitsPerNamespace reports whether the kernel of release counts these resource
+// limits per user namespace (ucounts, Linux 5.14). Before, each was one count per
+// user for the whole host: a quarter of it in the sandbox would count the user's
+// host processes and signals against the session's share (a user with more threads
+// on the host than the share could not fork inside), and bound nothing of the
+// session's own. No system call tells the two apart, so the release decides.
+func rlimitsPerNamespace(release string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 14
+}
+
+func release() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }
