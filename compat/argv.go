@@ -417,6 +417,9 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 		fmt.Fprintf(&b, "# there, before bwrap, agentbox mounts at %s a copy of / (%s) and the tmpfs budget (--tmp-size: %s), whose directories %s/0..%d it binds and whose root it detaches\n",
 			StageDir, stageRoot, budget.Options(), StageDir, len(budget.Dirs)-1)
 	}
+	if l := plan.UserLimitsLine(); l != "" {
+		b.WriteString("# there, before bwrap, agentbox writes that namespace's /proc/sys/user and lowers its resource limits: " + l + "\n")
+	}
 	// The init's too: it enters the Landlock domain, or the masks are in the argv.
 	b.WriteString("# " + plan.PathSocketsLine() + "\n")
 	if plan.Proxy != "" {

@@ -126,9 +126,11 @@ func stageSources(paths ...string) error {
 // which executes the bwrap binary the launcher checked, by the descriptor it
 // checked (bwrapcheck.Binary.File), never by its path; with a budget it first mounts
 // the tmpfs budget, holding CAP_SYS_ADMIN there as an ambient capability
-// (stage_linux.go). Its command line is stageArgv0 FD SIZE DIR… -- BWRAP ARG…: FD
-// the binary's descriptor, SIZE 0 for no budget, each DIR a directory's octal mode,
-// with an "o" before it for the HOME overlay's scratch; main asks IsStage first.
+// (stage_linux.go). Its command line is stageArgv0 LIMIT… FD SIZE DIR… -- BWRAP ARG…:
+// each LIMIT NAME=N a user limit of the plan (mounts.UserLimit), which it writes
+// holding CAP_SYS_RESOURCE there (a resource limit: sets on itself), FD the binary's descriptor, SIZE 0 for no budget,
+// each DIR a directory's octal mode, with an "o" before it for the HOME overlay's
+// scratch; main asks IsStage first.
 const (
 	stageArgv0 = "agentbox-bwrap-stage"
 	envStage   = "_AGENTBOX_BWRAP_STAGE"
@@ -150,6 +152,33 @@ func stageArgs(fd int, b *Budget) []string {
 		args = append(args, m)
 	}
 	return append(args, "--")
+}
+
+// limitArgs are the stage's LIMIT arguments for limits.
+func limitArgs(limits []mounts.UserLimit) []string {
+	out := make([]string, len(limits))
+	for i, l := range limits {
+		out[i] = l.Name + "=" + strconv.FormatInt(l.Max, 10)
+	}
+	return out
+}
+
+// parseLimits takes the LIMIT arguments off the front of args (limitArgs' inverse).
+func parseLimits(args []string) ([]mounts.UserLimit, []string, error) {
+	var out []mounts.UserLimit
+	for len(args) > 0 && strings.Contains(args[0], "=") {
+		name, v, _ := strings.Cut(args[0], "=")
+		n, err := strconv.ParseInt(v, 10, 64)
+		l := mounts.UserLimit{Name: name, Max: n}
+		if err == nil {
+			err = l.Check()
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad limit %q: %w", args[0], err)
+		}
+		out, args = append(out, l), args[1:]
+	}
+	return out, args, nil
 }
 
 // parseStage is stageArgs' inverse: the binary's descriptor, the budget (nil:

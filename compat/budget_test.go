@@ -127,6 +127,19 @@ func TestInitBudget(t *testing.T) {
 			t.Errorf("stage arguments %q accepted", bad)
 		}
 	}
+	// The user limits come first, and only limits of /proc/sys/user.
+	limits := []mounts.UserLimit{{Name: "max_inotify_instances", Max: 32}, {Name: "max_user_namespaces", Max: 7}}
+	args := append(stageArgs(9, budget)[:1:1], limitArgs(limits)...)
+	args = append(args, stageArgs(9, budget)[1:]...)
+	got, rest, err := parseLimits(append(args[1:], "/opt/bwrap"))
+	if err != nil || !reflect.DeepEqual(got, limits) || !reflect.DeepEqual(rest[:2], []string{"9", "8388608"}) {
+		t.Errorf("stage limits %q read back as %+v %q %v", args, got, rest, err)
+	}
+	for _, bad := range []string{"../max_x=1", "max_x=-1", "max_x=", "max_x/y=1", "x=1"} {
+		if _, _, err := parseLimits([]string{bad, "9", "0", "--", "b"}); err == nil {
+			t.Errorf("stage limit %q accepted", bad)
+		}
+	}
 }
 
 // TestInitBudgetSources: with a budget, a host path bwrap resolves in the stage's

@@ -145,7 +145,7 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	privateStage(cmd.SysProcAttr)
 	// bwrap runs from the stage, by the descriptor checked: never by its path.
-	cmd.Path = stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, bwrapFD, budget)
+	cmd.Path = stageCommand(cmd.SysProcAttr, &cmd.Args, &cmd.Env, bwrapFD, budget, plan.UserLimits)
 	if o.Cgroup != nil {
 		// bwrap makes the sandbox's cgroup namespace as it clones its child, in the
 		// cgroup it is in then: it starts in the session's, so the namespace is

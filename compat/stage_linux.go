@@ -5,12 +5,15 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/bwrapcheck"
+	"github.com/agentbox/agentbox/internal/ucounts"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/overlay"
 )
 
@@ -32,8 +35,15 @@ func StageMain() {
 }
 
 func stage(args []string) error {
+	limits, args, err := parseLimits(args)
+	if err != nil {
+		return err
+	}
 	fd, b, bwrap, err := parseStage(args)
 	if err != nil {
+		return err
+	}
+	if err := lowerUserLimits(limits); err != nil {
 		return err
 	}
 	if b != nil {
@@ -46,6 +56,41 @@ func stage(args []string) error {
 	}
 	os.Unsetenv(envStage)
 	return execBwrap(fd, bwrap)
+}
+
+// lowerUserLimits puts the plan's user limits (mounts.UserLimit) on the stage's
+// user namespace, which bwrap's, and every one nested in it, lies below (the
+// kernel checks each level up, so neither bwrap's sandbox nor a namespace the
+// command makes can take more), and its resource limits on the stage, whose bwrap
+// and command inherit them. /proc/sys/user shows the writer's namespace; the stage
+// may write it with CAP_SYS_RESOURCE there, an ambient capability of its own that
+// dropCaps empties before bwrap.
+func lowerUserLimits(limits []mounts.UserLimit) error {
+	for _, l := range limits {
+		if err := lowerUserLimit(l); err != nil {
+			return fmt.Errorf("lower the user limit %s: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+func lowerUserLimit(l mounts.UserLimit) error {
+	if l.IsRLimit() {
+		r, err := ucounts.Resource(l)
+		if err != nil {
+			return err
+		}
+		return unix.Prlimit(0, r, &unix.Rlimit{Cur: uint64(l.Max), Max: uint64(l.Max)}, nil)
+	}
+	f, err := os.OpenFile("/proc/sys/user/"+l.Name, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatInt(l.Max, 10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // stageBudget mounts the budget and what bwrap binds of it (budget.go).
@@ -205,11 +250,15 @@ func mkdirMode(dir string, mode uint32) error {
 // the stage instead, the running agentbox binary (selfExe: never what now lies at its
 // path, as the stage runs outside any sandbox), with the descriptor bwrapFD of the
 // checked bwrap binary and bwrap's command line after the budget's (b, nil: none).
-func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b *Budget) string {
-	*args = append(stageArgs(bwrapFD, b), *args...)
+func stageCommand(attr *syscall.SysProcAttr, args, env *[]string, bwrapFD int, b *Budget, limits []mounts.UserLimit) string {
+	st := stageArgs(bwrapFD, b)
+	*args = append(append(append(st[:1:1], limitArgs(limits)...), st[1:]...), *args...)
 	*env = append(*env, envStage+"=1")
 	if b != nil {
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
+	}
+	if slices.ContainsFunc(limits, func(l mounts.UserLimit) bool { return !l.IsRLimit() }) {
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_RESOURCE)
 	}
 	return selfExe
 }

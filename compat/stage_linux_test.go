@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/internal/ucounts"
 )
 
 // TestStageThroughCLI runs `agentbox exec --backend bwrap --tmp-size 8M` as the
@@ -30,7 +32,9 @@ func TestStageThroughCLI(t *testing.T) {
 		"echo \"holder $(ls " + StageDir + " | tr '\\n' ' ')\"\n" +
 		"echo \"root $(ls -d " + stageRoot + "/etc)\"\n" +
 		"echo \"size $(stat -f -c '%b %S' " + StageDir + "/1)\"\n" +
-		"grep ' " + StageDir + "' /proc/$$/mountinfo | sed 's/^/mount /'\n"
+		"grep ' " + StageDir + "' /proc/$$/mountinfo | sed 's/^/mount /'\n" +
+		"echo \"limit max_inotify_instances $(cat /proc/sys/user/max_inotify_instances)\"\n" +
+		"echo \"limit rlimit_sigpending $(sed -n 's/^Max pending signals *\\([0-9]*\\) .*/\\1/p' /proc/$$/limits)\"\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +104,18 @@ func TestStageThroughCLI(t *testing.T) {
 	}
 	if budgetDev == "" {
 		t.Errorf("no budget directory mounted at %s/1:\n%s", StageDir, out)
+	}
+	// bwrap starts below the session's user limits: the stage wrote its
+	// namespace's and lowered its own resource limits.
+	limits, err := ucounts.Limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range limits {
+		if l.Name == "max_inotify_instances" || l.Name == "rlimit_sigpending" {
+			if want := fmt.Sprintf("limit %s %d\n", l.Name, l.Max); !strings.Contains(out, want) {
+				t.Errorf("bwrap starts without the session's %s (%q):\n%s", l.Name, want, out)
+			}
+		}
 	}
 }

@@ -165,6 +165,12 @@ type Plan struct {
 	// hypervisor and the host's vsock services past --offline and --allow-net.
 	// Set with Namespaces.Net (internal/seccomp, docs/network.md).
 	ConfineSockets bool `json:"confine_sockets,omitempty"`
+	// UserLimits lower the sandbox user namespace's own limits on the user's
+	// per-user kernel counts (inotify, fanotify, namespaces), and the resource
+	// limits counted per user, before the command starts: every backend writes the
+	// first while it still holds CAP_SYS_RESOURCE there, and sets the others on the
+	// process the command descends from (userlimits.go). Session.UserLimits.
+	UserLimits []UserLimit `json:"user_limits,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -212,6 +218,9 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, "budget   %s  # --tmp-size: the RAM-backed filesystems hold at most this together\n", bytesize.Format(p.TmpSize))
 	}
 	fmt.Fprintf(&b, "unshare  %s\n", ns)
+	if l := p.UserLimitsLine(); l != "" {
+		b.WriteString(l + "\n")
+	}
 	if p.ScopeAbstractUnix {
 		b.WriteString("landlock scope abstract-unix  # P4 the host's abstract Unix sockets unreachable\n")
 	}
@@ -277,6 +286,9 @@ type Session struct {
 	// the sources it rechecked (the repository, protected Git paths, kept and added
 	// directories); build.Plan puts each on every bind of that source (Op.SourceID).
 	SourceIDs map[string]FileID
+	// UserLimits are the session's share of the host's per-user kernel counts
+	// (internal/ucounts); build.Plan puts them in the plan.
+	UserLimits []UserLimit
 }
 
 // MaskSource is what is bound over a host socket to mask it (Session.MaskSockets):

@@ -206,6 +206,7 @@ var initCaps = []uintptr{
 	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER,
 	unix.CAP_FSETID, unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP,
 	unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SYS_ADMIN, unix.CAP_MKNOD,
+	unix.CAP_SYS_RESOURCE, // the namespace's user limits (program.lowerUserLimits)
 }
 
 // cloneFlags are the namespaces of P5 for plan, in which the init is cloned, but

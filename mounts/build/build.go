@@ -137,6 +137,7 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 		// costs nothing there and keeps a nested one honest too.
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
 		TmpSize:           p.TmpSize,
+		UserLimits:        s.UserLimits,
 	}
 	// A new network namespace confines only some socket families (AF_VSOCK
 	// ignores it): the seccomp filter keeps the command to those.

@@ -32,6 +32,10 @@ const ControlFd = 3
 // of every descriptor the program opened, and the privilege drop.
 func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	if !o.Nested {
+		// First: a root session's /proc is read-only once the mounts are made.
+		if err := p.lowerUserLimits(plan.UserLimits); err != nil {
+			return err
+		}
 		p.unshareCgroup()
 	}
 	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

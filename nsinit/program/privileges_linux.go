@@ -2,10 +2,13 @@ package program
 
 import (
 	"fmt"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/seccomp"
+	"github.com/agentbox/agentbox/internal/ucounts"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // The init's identity and privileges: its own id maps first, and, last before
@@ -32,6 +35,38 @@ func (p *Program) CompileIDMap(uid, gid int, mapIDs bool) {
 	}
 	p.op(opDesc{step: "set init non-dumpable"}, unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0)
 	p.mark("idmap")
+}
+
+// lowerUserLimits puts the plan's limits (mounts.UserLimit) on the init's user
+// namespace and on the init itself. A /proc/sys/user file shows the writer's
+// namespace whatever proc it is opened through, and its root may write it while
+// it holds CAP_SYS_RESOURCE there (the raw init has every capability, the Go init
+// initCaps); the kernel checks these limits at every level up the tree, so a
+// namespace the command nests cannot raise them back. A resource limit is lowered,
+// soft and hard, on the init, whose command inherits it and cannot raise it.
+func (p *Program) lowerUserLimits(limits []mounts.UserLimit) error {
+	for _, l := range limits {
+		d := opDesc{step: "lower the user limit " + l.Name}
+		if l.IsRLimit() {
+			r, err := ucounts.Resource(l)
+			if err != nil {
+				return err
+			}
+			p.op(d, unix.SYS_PRLIMIT64, 0, uintptr(r), p.Words(uint64(l.Max), uint64(l.Max)), 0)
+			continue
+		}
+		if err := l.Check(); err != nil {
+			return err
+		}
+		v := strconv.FormatInt(l.Max, 10)
+		fd := p.FdOp(d, unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/proc/sys/user/"+l.Name), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		p.op(d, unix.SYS_WRITE, uintptr(fd), p.Str(v), uintptr(len(v)))
+		p.CloseFd(fd)
+	}
+	if len(limits) > 0 {
+		p.mark("user-limits") // on its own last op, not the one before
+	}
+	return nil
 }
 
 // dropPrivileges leaves the runner's thread, and so the command started from it,

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/stack"
+	"github.com/agentbox/agentbox/internal/ucounts"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/nsinit"
@@ -105,10 +106,14 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	if err := checkKeptGitDirs(p, meta.roots); err != nil {
 		return nil, err
 	}
+	limits, err := ucounts.Limits()
+	if err != nil {
+		return nil, err
+	}
 	o.mark(("repo identity, worktree"))
 	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops))}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p), UserLimits: limits}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}

@@ -1,0 +1,71 @@
+package ucounts
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/mounts"
+)
+
+// rlimits are mounts.RLimitNames' resources.
+var rlimits = map[string]int{
+	"rlimit_nproc":      unix.RLIMIT_NPROC,
+	"rlimit_sigpending": unix.RLIMIT_SIGPENDING,
+	"rlimit_msgqueue":   unix.RLIMIT_MSGQUEUE,
+}
+
+// Resource is the resource number of a resource limit named in a plan.
+func Resource(l mounts.UserLimit) (int, error) {
+	if err := l.Check(); err != nil {
+		return 0, err
+	}
+	r, ok := rlimits[l.Name]
+	if !ok {
+		return 0, fmt.Errorf("user limit %s: not a resource limit", l.Name)
+	}
+	return r, nil
+}
+
+// rlimitShares are the session's resource limits: Share of the launcher's soft
+// limit, which its other processes have too (they share a login's limits); an
+// unlimited one is left alone, as nothing on the host is then bounded by it.
+func rlimitShares() ([]mounts.UserLimit, error) {
+	if !rlimitsPerNamespace(release()) {
+		return nil, nil
+	}
+	var out []mounts.UserLimit
+	for _, name := range mounts.RLimitNames {
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(rlimits[name], &lim); err != nil {
+			return nil, fmt.Errorf("read the resource limit %s: %w", name, err)
+		}
+		if lim.Cur == unix.RLIM_INFINITY || lim.Cur > 1<<62 {
+			continue
+		}
+		out = append(out, mounts.UserLimit{Name: name, Max: Share(int64(lim.Cur))})
+	}
+	return out, nil
+}
+
+// rlimitsPerNamespace reports whether the kernel of release counts these resource
+// limits per user namespace (ucounts, Linux 5.14). Before, each was one count per
+// user for the whole host: a quarter of it in the sandbox would count the user's
+// host processes and signals against the session's share (a user with more threads
+// on the host than the share could not fork inside), and bound nothing of the
+// session's own. No system call tells the two apart, so the release decides.
+func rlimitsPerNamespace(release string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 14
+}
+
+func release() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}

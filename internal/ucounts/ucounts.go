@@ -1,0 +1,32 @@
+// Package ucounts decides a session's share of the launching user's per-user kernel
+// counts: inotify instances and watches, fanotify groups and marks, user, mount,
+// PID, IPC, UTS, network, cgroup and time namespaces, and the processes, queued
+// signals and message-queue bytes of three resource limits. The kernel counts each
+// per user at every level of the user-namespace tree, the host's included, so
+// without a limit of its own a session could take the user's whole host allowance:
+// the operator's editor, file watchers and systemd --user would then fail with
+// EMFILE or ENOSPC, and every other launch with them. The sandbox's root lowers its
+// user namespace's limits, and the init its resource limits, to the share
+// (mounts.Plan.UserLimits) before the command; a namespace nested inside cannot
+// raise them, as the kernel checks every level up.
+//
+// It reads the host's limits and computes; it writes nothing.
+package ucounts
+
+// Divisor: a session may hold a quarter of each of the user's host limits. Three
+// sessions at once then leave the host a quarter (32 inotify instances of the
+// default 128) for the user's own programs and for every launcher's own watch
+// (one fanotify group and a mark per directory of its repository).
+const Divisor = 4
+
+// Share is a session's part of a host limit: a Divisor-th, at least 1 where the
+// host allows any, so that a tiny limit still lets the session have one.
+func Share(host int64) int64 {
+	switch {
+	case host <= 0:
+		return 0
+	case host < Divisor:
+		return 1
+	}
+	return host / Divisor
+}

@@ -1,0 +1,124 @@
+package ucounts
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/mounts"
+)
+
+func TestShare(t *testing.T) {
+	for host, want := range map[int64]int64{0: 0, -1: 0, 1: 1, 3: 1, 4: 1, 128: 32, 1<<31 - 1: (1<<31 - 1) / 4} {
+		if got := Share(host); got != want {
+			t.Errorf("Share(%d) = %d, want %d", host, got, want)
+		}
+	}
+}
+
+// TestLimits: every limit of this process's namespace is in the list, a quarter of
+// the lower of it and the host-wide value, and each passes the executors' check.
+func TestLimits(t *testing.T) {
+	got, err := Limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob("/proc/sys/user/max_*")
+	var files, rl []mounts.UserLimit
+	for _, l := range got {
+		if l.IsRLimit() {
+			rl = append(rl, l)
+		} else {
+			files = append(files, l)
+		}
+	}
+	if len(files) != len(names) || len(files) == 0 {
+		t.Fatalf("%d limits for %d files: %v", len(files), len(names), got)
+	}
+	checkRLimits(t, rl)
+	read := func(p string) int64 {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	threads := read("/proc/sys/kernel/threads-max")
+	for _, l := range files {
+		host := read("/proc/sys/user/" + l.Name)
+		if w, ok := hostWide[l.Name]; ok && fileExists(w) {
+			host = min(host, read(w))
+		} else if strings.HasSuffix(l.Name, "_namespaces") {
+			host = min(host, threads/2)
+		}
+		if l.Max != Share(host) || l.Check() != nil {
+			t.Errorf("%s = %d; host %d, share %d, check %v", l.Name, l.Max, host, Share(host), l.Check())
+		}
+	}
+}
+
+// TestCheck: a plan names only a file of /proc/sys/user's limits, with a value the
+// kernel takes.
+func TestCheck(t *testing.T) {
+	for _, l := range []mounts.UserLimit{{Name: "max_", Max: 1}, {Name: "../max_x", Max: 1}, {Name: "max_x/../y", Max: 1}, {Name: "max_X", Max: 1}, {Name: "user_ns", Max: 1}, {Name: "max_x", Max: -1}, {Name: "max_x", Max: 1 << 31}, {Name: "rlimit_nofile", Max: 1}, {Name: "rlimit_nproc", Max: -1}} {
+		if l.Check() == nil {
+			t.Errorf("%+v passed", l)
+		}
+	}
+	if err := (mounts.UserLimit{Name: "max_inotify_instances", Max: 32}).Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// checkRLimits: every finite resource limit counted per user is in the list, a
+// quarter of this process's soft limit.
+func checkRLimits(t *testing.T, got []mounts.UserLimit) {
+	t.Helper()
+	if !rlimitsPerNamespace(release()) {
+		if len(got) != 0 {
+			t.Errorf("resource limits %v on a kernel that counts them per user for the whole host", got)
+		}
+		return
+	}
+	want := 0
+	for _, name := range mounts.RLimitNames {
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(rlimits[name], &lim); err != nil {
+			t.Fatal(err)
+		}
+		if lim.Cur == unix.RLIM_INFINITY {
+			continue
+		}
+		want++
+		i := slices.IndexFunc(got, func(l mounts.UserLimit) bool { return l.Name == name })
+		if i < 0 || got[i].Max != Share(int64(lim.Cur)) {
+			t.Errorf("%s: %v; want %d, a quarter of %d", name, got, Share(int64(lim.Cur)), lim.Cur)
+		}
+	}
+	if len(got) != want {
+		t.Errorf("resource limits %v; want %d", got, want)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func TestRLimitsPerNamespace(t *testing.T) {
+	for release, want := range map[string]bool{"5.10.0-32-amd64": false, "5.13.19": false, "5.14.0-427.el9.x86_64": true,
+		"6.1.0": true, "7.2.13+deb14-amd64": true, "4.18.0": false, "": false, "x": false} {
+		if got := rlimitsPerNamespace(release); got != want {
+			t.Errorf("rlimitsPerNamespace(%q) = %v", release, got)
+		}
+	}
+}
