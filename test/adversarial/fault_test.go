@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
@@ -66,7 +65,7 @@ func startSession(t *testing.T, b *sandboxtest.Box, marker string, args ...strin
 }
 
 // TestLauncherKilled: SIGKILL to the launcher mid-session. Every sandboxed process
-// dies within a second; the session's --disk-tmp directory stays behind until
+// dies; the session's --disk-tmp directory stays behind until
 // `agentbox gc`, which removes it and leaves a live session's alone. (The push guard
 // is cached, not staged: nothing of it is left. Staging dirs of killed launchers, the
 // fallback's, are gc's too: session's TestGCOwnership.)
@@ -89,8 +88,10 @@ func TestLauncherKilled(t *testing.T) {
 			killedGuard := guardDirs(cmd.Process.Pid)
 			_ = cmd.Process.Kill()
 			<-res
-			if !sandboxtest.WaitForUpTo(time.Second, func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
-				t.Errorf("sandboxed processes alive a second after the launcher was killed: %v", sandboxtest.Pgrep(marker))
+			// Each death needs its process scheduled, which a loaded machine delays:
+			// the bound is against survivors, not a measure of how soon.
+			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+				t.Errorf("sandboxed processes alive after the launcher was killed: %v", sandboxtest.Pgrep(marker))
 			}
 			if len(killedGuard) != 0 || len(liveGuard) != 0 {
 				t.Fatalf("push-guard staging dirs: killed session %v, live session %v; want none (the guard is cached)", killedGuard, liveGuard)

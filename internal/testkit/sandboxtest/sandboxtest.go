@@ -205,9 +205,11 @@ func StartAndCollect(cmd *exec.Cmd, res chan<- Result) error {
 	return nil
 }
 
-// WaitFor polls cond for up to 10 s: a bound against hangs, not a timing assertion.
+// WaitFor polls cond for up to a minute: a bound against hangs, not a timing
+// assertion. A launch on a loaded CI machine (2 cores, load 10 and more) can take
+// several seconds before the command does what cond waits for.
 func WaitFor(cond func() bool) bool {
-	return WaitForUpTo(10*time.Second, cond)
+	return WaitForUpTo(time.Minute, cond)
 }
 
 // WaitForUpTo polls cond every 20 ms until it holds or d has passed.
