@@ -88,9 +88,9 @@ func TestLauncherKilled(t *testing.T) {
 			killedGuard := guardDirs(cmd.Process.Pid)
 			_ = cmd.Process.Kill()
 			<-res
-			// Each death needs its process scheduled, which a loaded machine delays:
-			// the bound is against survivors, not a measure of how soon.
-			if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+			// Each death needs its process scheduled, which a loaded machine delays
+			// by more than a second at times.
+			if !sandboxtest.WaitForUpTo(sandboxtest.GoneBound, func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
 				t.Errorf("sandboxed processes alive after the launcher was killed: %v", sandboxtest.Pgrep(marker))
 			}
 			if len(killedGuard) != 0 || len(liveGuard) != 0 {
@@ -162,7 +162,7 @@ func TestCommandKilledBySignal(t *testing.T) {
 				if want := 128 + int(s.num); r.Code != want {
 					t.Errorf("SIG%s: exit %d, want %d\n%s", s.name, r.Code, want, r)
 				}
-				if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+				if !sandboxtest.WaitForUpTo(sandboxtest.GoneBound, func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
 					t.Errorf("SIG%s: sandboxed process left: %v", s.name, sandboxtest.Pgrep(marker))
 				}
 				if d := diskTmpDirs(b.Home); len(d) != 0 {

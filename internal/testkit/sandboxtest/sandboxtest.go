@@ -212,6 +212,12 @@ func WaitFor(cond func() bool) bool {
 	return WaitForUpTo(time.Minute, cond)
 }
 
+// GoneBound bounds a wait for what the kernel does at once, such as a killed
+// session's processes being gone: far above a loaded machine's scheduling delay,
+// and no longer, so that a session that outlives its launcher until something
+// else ends it still fails the check.
+const GoneBound = 10 * time.Second
+
 // WaitForUpTo polls cond every 20 ms until it holds or d has passed.
 func WaitForUpTo(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
