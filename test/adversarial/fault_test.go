@@ -145,9 +145,10 @@ func TestCommandKilledBySignal(t *testing.T) {
 	}{{"HUP", syscall.SIGHUP}, {"INT", syscall.SIGINT}, {"QUIT", syscall.SIGQUIT}, {"ABRT", syscall.SIGABRT},
 		{"KILL", syscall.SIGKILL}, {"SEGV", syscall.SIGSEGV}, {"PIPE", syscall.SIGPIPE}, {"ALRM", syscall.SIGALRM},
 		{"TERM", syscall.SIGTERM}, {"USR1", syscall.SIGUSR1}, {"USR2", syscall.SIGUSR2}}
-	mountsBefore := readMountinfo(t)
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
+			ownMountTable(t)
+			mountsBefore := mountTable(t)
 			b := sandboxtest.NewBox(t, backend)
 			for _, s := range sigs {
 				marker := "agentbox-sig-" + s.name + "-" + filepath.Base(b.Home)
@@ -172,16 +173,11 @@ func TestCommandKilledBySignal(t *testing.T) {
 					t.Errorf("SIG%s: push-guard staging dir left: %v", s.name, d)
 				}
 			}
+			if after := mountTable(t); after != mountsBefore {
+				t.Errorf("the launching side's mount table changed:\nbefore:\n%s\nafter:\n%s", mountsBefore, after)
+			}
 		})
 	}
-	if after := readMountinfo(t); after != mountsBefore {
-		t.Errorf("host mount table changed:\nbefore:\n%s\nafter:\n%s", mountsBefore, after)
-	}
-}
-
-func readMountinfo(t *testing.T) string {
-	t.Helper()
-	return sandboxtest.ReadFile(t, "/proc/self/mountinfo")
 }
 
 // TestDiskFullWhileSnapshotting: the snapshot's directory is a tiny tmpfs. The
