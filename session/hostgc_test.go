@@ -25,11 +25,27 @@ func TestHostGC(t *testing.T) {
 	if p, l := gcPercent(), debug.SetMemoryLimit(-1); p != -1 || l != hostWorkMemoryLimit {
 		t.Fatalf("paused: GOGC %d, limit %d; want off, %d", p, l, hostWorkMemoryLimit)
 	}
+	started := time.Now()
 	g.commandStarted()
 	if gcPercent() != -1 {
 		t.Fatal("on as soon as the command started")
 	}
-	time.Sleep(resumeAfter + 300*time.Millisecond)
+	// The timer's resume runs late on a loaded machine: wait for it, bounded
+	// against a hang; it must not have come before resumeAfter.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		g.mu.Lock()
+		paused := g.paused
+		g.mu.Unlock()
+		if !paused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still off a minute after the command started")
+		}
+	}
+	if since := time.Since(started); since < resumeAfter {
+		t.Fatalf("on again %s after the command started, before resumeAfter (%s)", since, resumeAfter)
+	}
 	if p, l := gcPercent(), debug.SetMemoryLimit(-1); p != 73 || l != 5<<30 {
 		t.Fatalf("command running for %s: GOGC %d, limit %d; want 73, %d", resumeAfter, p, l, 5<<30)
 	}

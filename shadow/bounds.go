@@ -94,13 +94,21 @@ func gitVerb(args []string) string {
 // runBounded runs c (built by g.cmd) to its end within the bounds above.
 func (g *git) runBounded(c *exec.Cmd, args []string) error {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// A process of the group that keeps stdout open must not keep Wait waiting.
-	c.WaitDelay = time.Second
 	if err := c.Start(); err != nil {
 		return err
 	}
+	pid := c.Process.Pid
 	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
+	go func() {
+		// A process of the group that keeps stdout open must not keep Wait
+		// waiting: once Git has ended (not yet reaped, so the group's ID is
+		// still its own) the group is killed, and Wait's copying of the output
+		// ends with the last writer. No timer: a loaded machine can leave the
+		// copying goroutine unscheduled for any time without failing the command.
+		exitedUnreaped(pid)
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		done <- c.Wait()
+	}()
 	bound := g.bound()
 	limit := time.NewTimer(bound)
 	defer limit.Stop()
@@ -110,7 +118,6 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 		defer t.Stop()
 		tick = t.C
 	}
-	pid := c.Process.Pid
 	stop := func(be *BoundError) error {
 		_ = unix.Kill(-pid, unix.SIGKILL)
 		<-done
@@ -127,6 +134,13 @@ func (g *git) runBounded(c *exec.Cmd, args []string) error {
 		case <-limit.C:
 			return stop(&BoundError{Args: args, Timeout: bound, Deadline: bound < gitTimeout})
 		}
+	}
+}
+
+// exitedUnreaped waits until the child pid has ended, leaving it to be reaped.
+func exitedUnreaped(pid int) {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,5 +120,47 @@ func TestHugeFileLeftOut(t *testing.T) {
 	}
 	if files := shadowGit(t, s, "ls-tree", "-r", "--name-only", rec.EndCommit); !strings.Contains(files, "README") || strings.Contains(files, "big.img") {
 		t.Errorf("end state holds %q", files)
+	}
+}
+
+// A Git command whose process group outlives it, holding its stdout (a helper it
+// left in the background), ends when Git does: the group is killed then, so the
+// output is whole and no timer decides whether Wait's copying finished.
+func TestGitGroupOutlivingGit(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "git")
+	pidFile := filepath.Join(dir, "helper.pid")
+	script := "#!/bin/sh\nsleep 600 &\necho $! > " + pidFile + "\necho out\necho err >&2\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Should the helper keep Wait waiting, the time bound ends it, failing below.
+	defer func(d time.Duration) { gitTimeout = d }(gitTimeout)
+	gitTimeout = 30 * time.Second
+	g := git{bin: bin, gitDir: dir}
+	out, errOut, err := g.run3(nil, strings.NewReader("in\n"), "status")
+	if err != nil || string(out) != "out\n" || string(errOut) != "err\n" {
+		t.Fatalf("stdout %q, stderr %q, %v; want the whole output and no error", out, errOut, err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Killed: gone, or a zombie its new parent has yet to reap, once the kill
+	// has run its course (a moment on a loaded machine; bounded against a hang).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		i := strings.LastIndexByte(string(st), ')')
+		if i < 0 || strings.HasPrefix(string(st[i+1:]), " Z") {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the helper Git left (%d) still runs: %s", pid, st)
+		}
 	}
 }

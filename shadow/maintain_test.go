@@ -82,7 +82,25 @@ func TestFirstRecordNotice(t *testing.T) {
 	var out bytes.Buffer
 	s.Progress = &out
 	n := s.noticeStart(s.firstRecord(), "recording X")
-	time.Sleep(noticeAfter + 200*time.Millisecond)
+	// The first line comes from a timer, which a loaded machine runs late:
+	// wait for it, bounded against a hang.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		n.mu.Lock()
+		shown := n.shown
+		n.mu.Unlock()
+		if shown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no first line a minute after the work started")
+		}
+	}
+	if since := time.Since(n.t0); since < noticeAfter {
+		t.Fatalf("the first line came after %s, before noticeAfter (%s)", since, noticeAfter)
+	}
+	n.mu.Lock()
+	n.last = time.Now() // the step below comes right after the first line
+	n.mu.Unlock()
 	n.step(1000, 2500) // too soon after the first line: nothing
 	n.mu.Lock()
 	n.last = n.last.Add(-stepEvery)

@@ -45,14 +45,16 @@ func startOpenSSHAgent(t *testing.T) *openssh {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; ; i++ {
-		if _, err := os.Stat(o.agent); err == nil {
+	// Connectable, not only there: the socket's file exists from bind(2), a
+	// moment before listen(2). Bounded against a hang, not timed.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", o.agent); err == nil {
+			c.Close()
 			break
 		}
-		if i > 100 {
+		if time.Now().After(deadline) {
 			t.Fatal("ssh-agent did not start")
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	for _, k := range []string{"key1", "key2"} {
 		if out, err := run(t, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", k, "-f", filepath.Join(dir, k)); err != nil {
@@ -207,14 +209,15 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// waitPort waits for sshd to listen on port, bounded against a hang (a loaded
+// machine starts it slowly), not timed.
 func waitPort(t *testing.T, port int) {
-	for i := 0; i < 250; i++ {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("sshd did not start")
 }

@@ -209,14 +209,20 @@ func (e *e2e) startPlanted(bin, backend string, stderr io.Writer) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
+	// A bound against hangs, not a timing assertion: a loaded machine's launch
+	// can take seconds. Signalling a session that has not planted would test
+	// nothing, so the bound fails the test.
 	planted := filepath.Join(e.repo, "planted")
-	for i := 0; i < 500; i++ { // a bound against hangs, not a timing assertion
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Lstat(planted); err == nil {
-			break
+			return cmd
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			e.t.Fatal("the planting session did not plant within a minute")
+		}
 	}
-	return cmd
 }
 
 func (e *e2e) fired() bool {

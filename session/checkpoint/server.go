@@ -65,7 +65,8 @@ type Server struct {
 	dir, sock string
 	l         net.Listener
 	take      Taker
-	conns     chan struct{} // a token per open connection
+	now       func() time.Time // time.Now; the tests' own clock (set under state)
+	conns     chan struct{}    // a token per open connection
 	claim     *leftovers.Lock
 	served    sync.WaitGroup
 
@@ -85,7 +86,7 @@ func Start(take Taker) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint endpoint: %w", err)
 	}
-	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, conns: make(chan struct{}, maxConns)}
+	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, now: time.Now, conns: make(chan struct{}, maxConns)}
 	if s.claim, err = leftovers.Claim(dir); err == nil {
 		s.l, err = net.Listen("unix", s.sock)
 	}
@@ -203,7 +204,7 @@ func (s *Server) checkpoint(msg string) string {
 	}
 	defer s.mu.Unlock()
 	s.state.Lock()
-	now := time.Now()
+	now := s.now()
 	switch {
 	case s.stopped:
 		s.state.Unlock()
@@ -222,9 +223,9 @@ func (s *Server) checkpoint(msg string) string {
 	budget := maxSessionBytes - s.read
 	s.state.Unlock()
 	res, err := s.take(msg, budget)
-	took := time.Since(now)
 	s.state.Lock()
-	s.next = time.Now().Add(max(took, minInterval))
+	end := s.now()
+	s.next = end.Add(max(end.Sub(now), minInterval))
 	s.read += res.Read
 	s.count++ // a failed checkpoint was host work too: it counts against the cap
 	s.state.Unlock()

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,6 +23,13 @@ func TestServerBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The server's clock is the test's: it moves only when the test says, so
+	// "right after" stays right after on a loaded machine.
+	var clock atomic.Int64
+	t0 := time.Now()
+	s.state.Lock()
+	s.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	s.state.Unlock()
 	t.Setenv(Env, s.sock)
 	slow := make(chan error, 1)
 	go func() { _, err := Request("slow"); slow <- err }()
@@ -32,14 +40,15 @@ func TestServerBounds(t *testing.T) {
 	if _, err := Request("second"); err == nil || !strings.Contains(err.Error(), "under way") {
 		t.Fatalf("a second checkpoint while one runs: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	clock.Add(int64(600 * time.Millisecond))
 	close(release)
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
-	// The slow one took over 300 ms: the next waits as long.
-	if _, err := Request("soon"); err == nil || !strings.Contains(err.Error(), "too soon") {
-		t.Fatalf("a checkpoint right after a slow one: %v", err)
+	// The slow one took 600 ms: the next waits as long after it.
+	clock.Add(int64(599 * time.Millisecond))
+	if _, err := Request("soon"); err == nil || !strings.Contains(err.Error(), "too soon") || !strings.Contains(err.Error(), "try again in 1ms") {
+		t.Fatalf("a checkpoint 599 ms after one that took 600 ms: %v", err)
 	}
 	s.Stop()
 	if _, err := Request("after"); err == nil {

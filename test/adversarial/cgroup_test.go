@@ -225,7 +225,10 @@ func TestSessionCgroup(t *testing.T) {
 // launcher's cgroup deleg, not beside the launcher.
 func sessionInLeaf(t *testing.T, x *target, name, deleg string) {
 	t.Helper()
-	cmd := x.Command(x.Repo, nil, "sleep 3")
+	// The command runs until the test has looked (seen), however long the
+	// launch took on a loaded machine; it ends on its own, as before.
+	seen := filepath.Join(x.Repo, "seen")
+	cmd := x.Command(x.Repo, nil, `i=0; while [ ! -e seen ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done`)
 	if name == goAPILauncher {
 		cmd.Env = append(cmd.Env, "AGENTBOX_GODOOR_LAUNCHER=1")
 	}
@@ -233,7 +236,7 @@ func sessionInLeaf(t *testing.T, x *target, name, deleg string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	inLeaf := sandboxtest.WaitForUpTo(3*time.Second, func() bool {
+	inLeaf := sandboxtest.WaitForUpTo(time.Minute, func() bool {
 		ents, _ := os.ReadDir(deleg)
 		for _, e := range ents {
 			if e.IsDir() && strings.HasPrefix(e.Name(), "agentbox-") && readTrim(filepath.Join(deleg, e.Name(), "cgroup.procs")) != "" {
@@ -242,6 +245,7 @@ func sessionInLeaf(t *testing.T, x *target, name, deleg string) {
 		}
 		return false
 	})
+	sandboxtest.WriteFile(t, seen, "")
 	_ = cmd.Wait()
 	if !inLeaf {
 		t.Errorf("no process of the running session was in a leaf below %s", deleg)

@@ -40,7 +40,8 @@ print("huge:", req(b"x" * 8192), flush=True)
 t0 = time.time()
 print("vast:", req(b"x" * (64 << 20)), round(time.time() - t0), flush=True)
 time.sleep(0.6)
-print("tricks:", req(b"../../../../../tmp/agentbox-ckpt-escape \x00 \x1b[2J\x1b]0;pwned\x07\r\nline2 $(touch /tmp/x) \xff\xfe"), flush=True)
+tok = os.environ["TOKEN"].encode()
+print("tricks:", req(b"../../../../../tmp/agentbox-ckpt-escape-" + tok + b" \x00 \x1b[2J\x1b]0;pwned\x07\r\nline2 $(touch /tmp/agentbox-ckpt-x-" + tok + b") \xff\xfe"), flush=True)
 time.sleep(0.6)
 results = []
 def flood():
@@ -71,9 +72,12 @@ func TestCheckpointEndpointAttacked(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
-			os.Remove("/tmp/x")
+			// The paths the message names are this test's own: a fixed name in the
+			// machine's /tmp could be there from an earlier run or another program.
+			token := filepath.Base(b.Home)
+			made := []string{"/tmp/agentbox-ckpt-x-" + token, "/tmp/agentbox-ckpt-escape-" + token, filepath.Join(b.Home, "tmp")}
 			cmd := b.Command(b.Repo, nil, `python3 -c "$SCRIPT"`)
-			cmd.Env = append(cmd.Env, "SCRIPT="+hostileCheckpointClient)
+			cmd.Env = append(cmd.Env, "SCRIPT="+hostileCheckpointClient, "TOKEN="+token)
 			start := time.Now()
 			r := sandboxtest.Run(cmd)
 			took := time.Since(start)
@@ -101,8 +105,11 @@ func TestCheckpointEndpointAttacked(t *testing.T) {
 			if ok > 1+int(secs/0.25) {
 				t.Errorf("%d of 320 flood requests were taken in %.2f s: more than one per 250 ms", ok, secs)
 			}
-			if sandboxtest.Exists("/tmp/x") || sandboxtest.Exists("/tmp/agentbox-ckpt-escape") || sandboxtest.Exists(filepath.Join(b.Home, "tmp")) {
-				t.Error("a checkpoint message was run or made a path")
+			for _, p := range made {
+				if sandboxtest.Exists(p) {
+					os.RemoveAll(p)
+					t.Errorf("a checkpoint message was run or made a path: %s", p)
+				}
 			}
 			tricks := regexp.MustCompile(`tricks: ok (\d+)`).FindStringSubmatch(out)
 			if tricks == nil {
@@ -110,7 +117,7 @@ func TestCheckpointEndpointAttacked(t *testing.T) {
 			}
 			id := lastID(t, b)
 			show := sandboxtest.Run(b.Agentbox(b.Repo, "show", id+"@"+tricks[1]))
-			if show.Code != 0 || !strings.Contains(show.Stdout, "../../../../../tmp/agentbox-ckpt-escape") || strings.ContainsAny(show.Stdout, "\x00\x1b\x07\r") {
+			if show.Code != 0 || !strings.Contains(show.Stdout, "../../../../../tmp/agentbox-ckpt-escape-"+token) || strings.ContainsAny(show.Stdout, "\x00\x1b\x07\r") {
 				t.Fatalf("show of the tricky step: %q", show.Stdout)
 			}
 			log := sandboxtest.Run(b.Agentbox(b.Repo, "log"))

@@ -106,8 +106,12 @@ var attacks = []attack{
 		# $$ is 2 in every sandbox: sessions sharing the host's network namespace
 		# would race for one name.
 		inner=agentbox-inner-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-		socat ABSTRACT-LISTEN:$inner SYSTEM:'echo INNER-REACHED' & sleep 0.5
-		socat - ABSTRACT-CONNECT:$inner </dev/null
+		# Connected once the listener is up, however long socat takes to start
+		# on a loaded machine (bounded).
+		socat ABSTRACT-LISTEN:$inner SYSTEM:'echo INNER-REACHED' &
+		i=0; until socat - ABSTRACT-CONNECT:$inner </dev/null 2>/dev/null; do
+			i=$((i+1)); [ $i -lt 600 ] || break; sleep 0.1
+		done
 		echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
 			if !strings.Contains(r.Stdout, "INNER-REACHED") {

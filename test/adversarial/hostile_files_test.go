@@ -83,7 +83,7 @@ func isFIFO(p string) bool {
 // moves it out of the repository and says so; the record names it; the next launch
 // and the operator's git status work.
 func TestFIFOsWhereGitReads(t *testing.T) {
-	nested := `git init -q nest && echo x > nest/x && git -C nest add x && git -C nest commit -qm n && `
+	nested := `git init -q -b master nest && echo x > nest/x && git -C nest add x && git -C nest commit -qm n && `
 	rows := []struct {
 		rel, script string
 		setup       func(t *testing.T, b *sandboxtest.Box)

@@ -37,7 +37,8 @@ func loadLaunches(backend string) int {
 // hostState is what launches could leak on the host, seen from the test process.
 // Other test processes on the machine run agentbox as the same user, so processes
 // and directories are counted only when they are this test's: processes whose
-// environment names this box's repository, staging dirs of this test's launchers.
+// environment names this box's repository, staging dirs of this test's launchers;
+// mounts in the test's own mount namespace (ownMountTable).
 type hostState struct {
 	fds, mounts, procs, guardDirs, cacheTmp int
 }
@@ -52,7 +53,7 @@ func readHostState(t *testing.T, b *sandboxtest.Box, launchers []int) hostState 
 	var s hostState
 	ents, _ := os.ReadDir("/proc/self/fd")
 	s.fds = len(ents)
-	s.mounts = strings.Count(sandboxtest.ReadFile(t, "/proc/self/mountinfo"), "\n")
+	s.mounts = strings.Count(mountTable(t), "\n")
 	s.procs = len(procsWithEnv("REPO=" + b.Repo))
 	for _, pid := range launchers {
 		s.guardDirs += len(guardDirs(pid))
@@ -90,6 +91,7 @@ func procsWithEnv(kv string) []string {
 func TestSequentialLaunches(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
+			ownMountTable(t)
 			b := sandboxtest.NewBox(t, backend)
 			args := []string{"--no-git-save", "--no-record", "--disk-tmp"}
 			n := loadLaunches(backend)
@@ -128,6 +130,7 @@ func TestSequentialLaunches(t *testing.T) {
 // probe, running as the test user) keeps its fds, mounts, threads and children flat
 // over 1,000 launches, and its heap and resident memory bounded.
 func TestGoAPILaunches(t *testing.T) {
+	ownMountTable(t) // the probe starts in it
 	b := sandboxtest.NewBox(t, "native")
 	n := loadLaunches("native")
 	cmd := testenv.Command(t, b.Home, probe(t), "launches", strconv.Itoa(n), b.Bin, b.Repo, b.Home)

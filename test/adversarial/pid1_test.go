@@ -312,7 +312,7 @@ func killLauncherIn(t *testing.T, x *target, dir, script string, flags ...string
 	}
 	_ = cmd.Process.Kill()
 	<-res
-	if !sandboxtest.WaitFor(func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
+	if !sandboxtest.WaitForUpTo(sandboxtest.GoneBound, func() bool { return len(sandboxtest.Pgrep(marker)) == 0 }) {
 		t.Fatalf("the sandbox outlived its launcher: %v", sandboxtest.Pgrep(marker))
 	}
 }

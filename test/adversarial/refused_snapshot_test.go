@@ -29,13 +29,20 @@ func TestRefusedLaunchTakesNoSnapshot(t *testing.T) {
 		r, _ := filepath.Glob(filepath.Join(b.Home, ".local/state/agentbox/snapshots/"+filepath.Base(repo)+"-*/snaps/*.snap"))
 		return r
 	}
-	planter := b.Command(repo, nil, "echo "+decoy+" > .git/commondir && touch planted && sleep 5")
+	// The planting session runs until the test is done with the second launch
+	// (release), however long that launch takes on a loaded machine: its own end
+	// would audit the plant away before the second launch's recheck.
+	planter := b.Command(repo, nil, "echo "+decoy+` > .git/commondir && touch planted &&
+		i=0; while [ ! -e release ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done`)
 	if err := planter.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer planter.Wait()
+	defer func() {
+		_ = os.WriteFile(filepath.Join(repo, "release"), nil, 0o644)
+		_ = planter.Wait()
+	}()
 	planted := filepath.Join(repo, "planted")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Lstat(planted); err == nil {
 			break
 		}

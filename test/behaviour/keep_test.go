@@ -265,10 +265,11 @@ rm ~/.claude/settings.local.json && mkfifo ~/.claude/settings.local.json`, "--ke
 const settingsHook = `{"model":"opus","hooks":{"Stop":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}`
 
 // plantScript plants a hook in the kept settings, says so in the repository, and
-// waits there for the host's go-ahead (a bound of 20 s against a hang).
+// waits there for the host's go-ahead (a bound of 2 minutes against a hang: the
+// host gives it after another session's end, which a loaded machine makes slow).
 func plantScript(name string) string {
 	return fmt.Sprintf(`printf '%%s' '%s' > ~/.claude/settings.json && touch ./%s.planted &&
-i=0; while [ ! -e ./%s.go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done`, settingsHook, name, name)
+i=0; while [ ! -e ./%s.go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done`, settingsHook, name, name)
 }
 
 func keepAuditKilled(t *testing.T, b *sandboxtest.Box) {
@@ -315,7 +316,7 @@ func keepAuditOverlap(t *testing.T, b *sandboxtest.Box) {
 		t.Fatalf("A did not plant: %s", <-resA)
 	}
 	bb := b.Command(b.Repo, []string{"--keep", "~/.claude", "--no-record"}, `touch ./b.started &&
-i=0; while [ ! -e ./b.go ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; `+plantScript("b2"))
+i=0; while [ ! -e ./b.go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; `+plantScript("b2"))
 	resB := make(chan sandboxtest.Result, 1)
 	if err := sandboxtest.StartAndCollect(bb, resB); err != nil {
 		t.Fatal(err)

@@ -237,8 +237,9 @@ func TestPortsRefused(t *testing.T) {
 }
 
 // hog is a python3 client that opens n connections to 127.0.0.1:port, never reads
-// from them and holds them for secs seconds.
-const hog = `import socket, sys, time
+// from them, waits until the launcher has relayed or refused each, and holds them
+// for secs seconds.
+const hog = `import selectors, socket, sys, time
 port, n, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 held = []
 for _ in range(n):
@@ -249,7 +250,17 @@ for _ in range(n):
         held.append(s)
     except OSError:
         s.close()
-print("hogging", len(held), flush=True)
+# Each connection is readable once the launcher has dealt with it: relayed (the
+# far end's data) or refused (closed). Both are counted by then.
+sel = selectors.DefaultSelector()
+for s in held:
+    sel.register(s, selectors.EVENT_READ)
+waiting, deadline = len(held), time.monotonic() + 120
+while waiting and time.monotonic() < deadline:
+    for key, _ in sel.select(1):
+        sel.unregister(key.fileobj)
+        waiting -= 1
+print("hogging", len(held), "unanswered", waiting, flush=True)
 time.sleep(secs)
 `
 
@@ -265,13 +276,18 @@ func TestPortsHostile(t *testing.T) {
 			b := newBox(t, backend)
 			writeFile(t, b.repo+"/hog.py", hog)
 			start := time.Now()
-			r := b.sh(`/usr/bin/python3 hog.py 15001 300 60 & sleep 3
+			// The second forwarding is asked once the hog holds its connections
+			// (it says so), however long that takes on a loaded machine. The hog
+			// would hold them for 300 s: a session that waited for it would end far
+			// beyond the bound below.
+			r := b.sh(`/usr/bin/python3 hog.py 15001 300 300 > hog.out & i=0
+while ! grep -q hogging hog.out && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
 echo "answer=$(nc.openbsd -N -w 5 127.0.0.1 15002 </dev/null)"`,
 				"--no-git-save", "--offline", "--host-port", fmt.Sprintf("15001:%d", hose), "--host-port", fmt.Sprintf("15002:%d", hello))
 			if r.code != 0 || !strings.Contains(r.stdout, "answer=still answering\n") {
 				t.Errorf("the second forwarding did not answer:\n%s", r)
 			}
-			if d := time.Since(start); d > 30*time.Second {
+			if d := time.Since(start); d > 2*time.Minute {
 				t.Errorf("the session took %v to end", d)
 			}
 			rec := lastPorts(t, b)
@@ -326,7 +342,7 @@ while True:
 				if r.code != 0 || !strings.Contains(r.stdout, "served") {
 					t.Errorf("session:\n%s", r)
 				}
-			case <-time.After(30 * time.Second):
+			case <-time.After(2 * time.Minute): // a bound against a hang
 				t.Fatal("the session did not end")
 			}
 			// The flooded port went with the session.

@@ -720,7 +720,7 @@ func diesWithLauncher(t *testing.T, b *box) {
 	}
 	_ = cmd.Process.Kill() // SIGKILL: no cleanup runs in the launcher
 	<-res
-	if !waitFor(func() bool { return len(pgrep(marker)) == 0 }) {
+	if !sandboxtest.WaitForUpTo(sandboxtest.GoneBound, func() bool { return len(pgrep(marker)) == 0 }) {
 		t.Fatalf("sandboxed processes outlived the launcher: %v", pgrep(marker))
 	}
 }

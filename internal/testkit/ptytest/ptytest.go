@@ -21,7 +21,9 @@ import (
 )
 
 // Timeout bounds every wait: a hang fails the test instead of stalling the suite.
-const Timeout = 20 * time.Second
+// It is no measure of speed: a launch on a loaded CI machine (2 cores, load 10 and
+// more) can take seconds before the program prints what a wait is for.
+const Timeout = time.Minute
 
 // Term is a program running on a fresh pseudo-terminal.
 type Term struct {

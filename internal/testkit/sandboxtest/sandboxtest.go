@@ -205,10 +205,18 @@ func StartAndCollect(cmd *exec.Cmd, res chan<- Result) error {
 	return nil
 }
 
-// WaitFor polls cond for up to 10 s: a bound against hangs, not a timing assertion.
+// WaitFor polls cond for up to a minute: a bound against hangs, not a timing
+// assertion. A launch on a loaded CI machine (2 cores, load 10 and more) can take
+// several seconds before the command does what cond waits for.
 func WaitFor(cond func() bool) bool {
-	return WaitForUpTo(10*time.Second, cond)
+	return WaitForUpTo(time.Minute, cond)
 }
+
+// GoneBound bounds a wait for what the kernel does at once, such as a killed
+// session's processes being gone: far above a loaded machine's scheduling delay,
+// and no longer, so that a session that outlives its launcher until something
+// else ends it still fails the check.
+const GoneBound = 10 * time.Second
 
 // WaitForUpTo polls cond every 20 ms until it holds or d has passed.
 func WaitForUpTo(d time.Duration, cond func() bool) bool {
