@@ -22,7 +22,7 @@ var HostPrograms = []string{
 	"test", "id", "whoami", "env", "uname", "sleep", "kill", "setsid", "grep", "sed",
 	"head", "tail", "wc", "tr", "cut", "sort", "tee", "dd", "dirname", "basename",
 	"date", "mknod", "mount", "umount", "findmnt", "unshare", "nsenter", "ip", "git",
-	"hostname", "awk", "pgrep", "ps", "find", "xargs", "perl",
+	"hostname", "awk", "pgrep", "ps", "find", "xargs", "perl", "prlimit",
 }
 
 // HostTrees are host directories copied when they exist, without their files larger
