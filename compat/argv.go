@@ -333,7 +333,7 @@ func initGroups(path string, plan mounts.Plan, exe string, lower lowerFunc) ([][
 	}
 	var budget *Budget
 	if plan.TmpSize > 0 {
-		budget = &Budget{Size: plan.TmpSize}
+		budget = &Budget{Size: plan.TmpSize, PtyMax: plan.PtyMax}
 	}
 	g, err := commandGroups(path, plan, lower, budget)
 	if err != nil {
@@ -416,6 +416,9 @@ func DryRun(w io.Writer, plan mounts.Plan) error {
 	if budget != nil {
 		fmt.Fprintf(&b, "# there, before bwrap, agentbox mounts at %s a copy of / (%s) and the tmpfs budget (--tmp-size: %s), whose directories %s/0..%d it binds and whose root it detaches\n",
 			StageDir, stageRoot, budget.Options(), StageDir, len(budget.Dirs)-1)
+		if budget.PtyMax > 0 {
+			fmt.Fprintf(&b, "# and at %s a devpts (%s), bound over bwrap's own /dev/pts\n", stagePts, budget.PtsOptions())
+		}
 	}
 	if l := plan.UserLimitsLine(); l != "" {
 		b.WriteString("# there, before bwrap, agentbox writes that namespace's /proc/sys/user and lowers its resource limits: " + l + "\n")

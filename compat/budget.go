@@ -42,6 +42,18 @@ const StageDir = "/dev/shm"
 type Budget struct {
 	Size int64
 	Dirs []BudgetDir
+	// PtyMax (mounts.Plan.PtyMax), when above 0: the stage mounts a devpts instance
+	// of that max= at stagePts, which bwrap binds over its own /dev/pts (bwrap mounts
+	// its devpts with no bound and takes no option for one).
+	PtyMax int64
+}
+
+// stagePts is where the stage mounts the sandbox's devpts (Budget.PtyMax).
+var stagePts = path.Join(StageDir, "pts")
+
+// PtsOptions is the stage's devpts mount data, the native backend's.
+func (b *Budget) PtsOptions() string {
+	return "newinstance,ptmxmode=0666,mode=620,max=" + strconv.FormatInt(b.PtyMax, 10)
 }
 
 // BudgetDir is one directory of the budget: Mode its permission bits; Overlay, the
@@ -85,7 +97,11 @@ func budgetOpts(op mounts.Op, lower lowerFunc, b *Budget) (opts [][]string, ok b
 		}
 		return [][]string{{stageBind, "--bind", b.dir(BudgetDir{Mode: op.Mode}), op.Dest}}, true, nil
 	case mounts.Dev:
-		return [][]string{{"--dev", op.Dest}, {stageBind, "--bind", b.dir(BudgetDir{Mode: 0o1777}), path.Join(op.Dest, "shm")}}, true, nil
+		g := [][]string{{"--dev", op.Dest}, {stageBind, "--bind", b.dir(BudgetDir{Mode: 0o1777}), path.Join(op.Dest, "shm")}}
+		if b.PtyMax > 0 {
+			g = append(g, []string{stageBind, "--dev-bind", stagePts, path.Join(op.Dest, "pts")})
+		}
+		return g, true, nil
 	case mounts.Overlay:
 		if err := checkPath("source", op.Source); err != nil {
 			return nil, true, err
@@ -130,7 +146,7 @@ func stageSources(paths ...string) error {
 // each LIMIT NAME=N a user limit of the plan (mounts.UserLimit), which it writes
 // holding CAP_SYS_RESOURCE there (a resource limit: sets on itself), FD the binary's descriptor, SIZE 0 for no budget,
 // each DIR a directory's octal mode, with an "o" before it for the HOME overlay's
-// scratch; main asks IsStage first.
+// scratch, and pN for a devpts of max=N (Budget.PtyMax); main asks IsStage first.
 const (
 	stageArgv0 = "agentbox-bwrap-stage"
 	envStage   = "_AGENTBOX_BWRAP_STAGE"
@@ -144,6 +160,9 @@ func stageArgs(fd int, b *Budget) []string {
 		return append(args, "--")
 	}
 	args[2] = strconv.FormatInt(b.Size, 10)
+	if b.PtyMax > 0 {
+		args = append(args, "p"+strconv.FormatInt(b.PtyMax, 10))
+	}
 	for _, d := range b.Dirs {
 		m := fmt.Sprintf("%04o", d.Mode)
 		if d.Overlay {
@@ -203,6 +222,14 @@ func parseStage(args []string) (int, *Budget, []string, error) {
 	}
 	b := &Budget{Size: size}
 	for _, a := range args[2:sep] {
+		if n, ok := strings.CutPrefix(a, "p"); ok {
+			m, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || m <= 0 || b.PtyMax != 0 {
+				return 0, nil, nil, fmt.Errorf("bad pty bound %q", a)
+			}
+			b.PtyMax = m
+			continue
+		}
 		ov := strings.HasPrefix(a, "o")
 		m, err := strconv.ParseUint(strings.TrimPrefix(a, "o"), 8, 32)
 		if err != nil || m&^0o7777 != 0 {

@@ -101,6 +101,11 @@ func stageBudget(b *Budget) error {
 	if err := copyRoot(); err != nil {
 		return err
 	}
+	if b.PtyMax > 0 {
+		if err := unix.Mount("devpts", stagePts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, b.PtsOptions()); err != nil {
+			return fmt.Errorf("mount devpts (%s): %w", b.PtsOptions(), err)
+		}
+	}
 	return mountBudget(b)
 }
 
@@ -175,7 +180,7 @@ func mountHolder(n int) error {
 	if err != nil {
 		return fmt.Errorf("mount a tmpfs on %s: %w", StageDir, err)
 	}
-	names := []string{"root", "budget"}
+	names := []string{"root", "budget", "pts"}
 	for i := range n {
 		names = append(names, strconv.Itoa(i))
 	}

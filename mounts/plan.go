@@ -171,6 +171,12 @@ type Plan struct {
 	// first while it still holds CAP_SYS_RESOURCE there, and sets the others on the
 	// process the command descends from (userlimits.go). Session.UserLimits.
 	UserLimits []UserLimit `json:"user_limits,omitempty"`
+	// PtyMax bounds the terminals (pty pairs) the sandbox's own devpts instance
+	// holds (its max= option; the native init mounts it so, under bwrap the stage).
+	// Every devpts but the host's initial one draws on one pool, kernel.pty.max less
+	// kernel.pty.reserve, shared with other sessions and containers: without a bound
+	// one session could take it all. Session.PtyMax; 0: no bound.
+	PtyMax int64 `json:"pty_max,omitempty"`
 }
 
 // Writable lists the host directories the sandbox can write: the sources of the
@@ -289,6 +295,9 @@ type Session struct {
 	// UserLimits are the session's share of the host's per-user kernel counts
 	// (internal/ucounts); build.Plan puts them in the plan.
 	UserLimits []UserLimit
+	// PtyMax is the session's share of the machine's pty pool (internal/ucounts);
+	// build.Plan puts it in the plan.
+	PtyMax int64
 }
 
 // MaskSource is what is bound over a host socket to mask it (Session.MaskSockets):

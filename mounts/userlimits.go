@@ -54,14 +54,17 @@ func (l UserLimit) Check() error {
 	return nil
 }
 
-// UserLimitsLine says, for the dry run, what the plan's user limits are.
+// UserLimitsLine says, for the dry run, what the plan's user limits and pty bound are.
 func (p Plan) UserLimitsLine() string {
-	if len(p.UserLimits) == 0 {
+	if len(p.UserLimits) == 0 && p.PtyMax == 0 {
 		return ""
 	}
-	parts := make([]string, len(p.UserLimits))
-	for i, l := range p.UserLimits {
-		parts[i] = fmt.Sprintf("%s=%d", strings.TrimPrefix(l.Name, "max_"), l.Max)
+	var parts []string
+	for _, l := range p.UserLimits {
+		parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(l.Name, "max_"), l.Max))
 	}
-	return "limits   " + strings.Join(parts, " ") + "  # the session's share of the user's per-user kernel counts"
+	if p.PtyMax > 0 {
+		parts = append(parts, fmt.Sprintf("ptys=%d", p.PtyMax))
+	}
+	return "limits   " + strings.Join(parts, " ") + "  # the session's share of the user's per-user kernel counts and of the machine's ptys"
 }

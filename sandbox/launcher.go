@@ -47,13 +47,16 @@ const envLauncher = "_AGENTBOX_SANDBOX_LAUNCHER"
 const launcherArg0 = "agentbox-launcher"
 
 // NewLauncher starts the helper: binary, or the running program when binary is
-// empty (which must then have called Init).
+// empty (which must then have called Init). A binary is refused as
+// Options.InitBinary is: one a session could replace.
 func NewLauncher(binary string) (*Launcher, error) {
 	if binary == "" {
 		if !initCalled.Load() {
 			return nil, ErrNoInit
 		}
 		binary = "/proc/self/exe"
+	} else if err := checkInitBinary(binary); err != nil {
+		return nil, err
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

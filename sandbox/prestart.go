@@ -21,6 +21,9 @@ func Prestart(opts Options) error {
 	if opts.InitBinary == "" && !initCalled.Load() {
 		return ErrNoInit
 	}
+	if err := checkInitBinary(opts.InitBinary); err != nil {
+		return err
+	}
 	spares.Lock()
 	defer spares.Unlock()
 	spares.on, spares.net, spares.binary = true, opts.Offline, opts.InitBinary
@@ -87,7 +90,9 @@ func takeSpare(plan mounts.Plan, binary string) *nsinit.Prestarted {
 func refillSpare() {
 	spares.Lock()
 	defer spares.Unlock()
-	if spares.on && spares.next == nil {
+	// The binary is looked at again: a spare runs it before any plan, and its
+	// path may lead elsewhere by now.
+	if spares.on && spares.next == nil && checkInitBinary(spares.binary) == nil {
 		spares.next = startSpare(spares.net, spares.binary)
 	}
 }

@@ -84,7 +84,10 @@ type Options struct {
 	SSHKeys     []string
 	SSHAuthSock string
 	// InitBinary is an agentbox binary of the same version, re-executed as the init.
-	// Empty: the running program, which must have called Init first in main.
+	// Empty: the running program, which must have called Init first in main. It
+	// is executed by its path at each launch, before anything protects the host:
+	// an absolute path outside the repository and any Git working tree, or Run
+	// refuses it (a session there could replace it for the next launch).
 	InitBinary string
 	// DiskTmp makes the sandbox's /tmp a fresh mode-0700 directory below the user's
 	// cache dir, removed when Run returns (P10; agentbox exec --disk-tmp).
@@ -257,6 +260,9 @@ func config(opts Options) (session.Config, error) {
 	})
 	if err != nil {
 		return session.Config{}, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := checkInitBinary(opts.InitBinary, append([]string{p.Repo}, p.AddDirs...)...); err != nil {
+		return session.Config{}, err
 	}
 	// The credential variables only: the Go API hides no files.
 	p.Env.Secrets = opts.SecretEnv

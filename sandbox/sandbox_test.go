@@ -182,3 +182,35 @@ func TestLauncherRefusesWhatItCannotServe(t *testing.T) {
 		}
 	}
 }
+
+// An init binary a session could replace is refused before anything runs it: a
+// relative path (exec would search PATH), one inside a Git working tree, by Prestart
+// (whose spares run it before any plan) and NewLauncher as by Run.
+func TestInitBinaryASessionCouldReplace(t *testing.T) {
+	tree := t.TempDir()
+	if err := os.Mkdir(filepath.Join(tree, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inTree := filepath.Join(tree, "bin", "agentbox")
+	if err := os.MkdirAll(filepath.Dir(inTree), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(inTree, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer StopPrestart()
+	for _, bin := range []string{"bin/agentbox", inTree} {
+		if err := Prestart(Options{InitBinary: bin}); err == nil || !strings.Contains(err.Error(), "InitBinary") {
+			t.Errorf("Prestart with InitBinary %s: %v, want a refusal", bin, err)
+		}
+		if l, err := NewLauncher(bin); err == nil || !strings.Contains(err.Error(), "InitBinary") {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("NewLauncher(%s): %v, want a refusal", bin, err)
+		}
+		if _, err := Plan(Options{Command: []string{"true"}, Repo: tree, Dir: tree, InitBinary: bin}); err == nil || !strings.Contains(err.Error(), "InitBinary") {
+			t.Errorf("Plan with InitBinary %s: %v, want a refusal", bin, err)
+		}
+	}
+}

@@ -2,8 +2,8 @@
 // TIOCSTI and TIOCLINUX fail with EPERM (terminal injection), as do TIOCSETD and
 // the virtual console's requests (a terminal changed past the session), the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file),
-// prlimit64 on PID 1, file leases (fcntl F_SETLEASE), and clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
-// cgroup); under a restricted network (Rules.ConfineSockets) sockets
+// prlimit64 on PID 1, file leases (fcntl F_SETLEASE), clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
+// cgroup) and io_setup (ENOSYS: the machine's AIO events are one pool); under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
 // (nsinit/program); the bwrap backend hands the serialised Program to bwrap
 // (--add-seccomp-fd). One rule, one builder.
@@ -73,6 +73,14 @@ import (
 //     --memory, --pids and --cpus limits, where cgroup2 is mounted without
 //     nsdelegate (docs/security.md, "The cgroup tree"). clone carries no cgroup;
 //
+//   - io_setup fails with ENOSYS (what a kernel built without CONFIG_AIO answers;
+//     libaio's users, databases and QEMU's aio=native, then fall back to threads,
+//     as glibc's POSIX AIO always does): a Linux AIO context reserves its events
+//     from /proc/sys/fs/aio-max-nr, one pool for the whole machine and every user
+//     (65,536 by default), so one session that reserved them all made every other
+//     user's io_setup fail with EAGAIN while it ran (a database that could not
+//     start); no namespace or cgroup bounds it;
+//
 // With Rules.ConfineSockets (a new network namespace, docs/network.md):
 //
 //   - socket and socketpair succeed only for socketFamilies and fail with
@@ -138,7 +146,7 @@ var (
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), its prlimit64 numbers, its fcntl (and fcntl64) numbers, its clone3 numbers, and for Rules.ConfineSockets
+// keyctl), its prlimit64 numbers, its fcntl (and fcntl64) numbers, its clone3 and io_setup numbers, and for Rules.ConfineSockets
 // its socket and socketpair numbers and those refused with ENOSYS (socketcall,
 // io_uring_setup).
 type abi struct {
@@ -148,6 +156,7 @@ type abi struct {
 	prlimit []uint32
 	fcntl   []uint32
 	clone3  []uint32
+	aio     []uint32 // io_setup
 	socket  []uint32
 	noSys   []uint32
 }
@@ -163,17 +172,18 @@ func abisFor(goarch string) ([]abi, error) {
 			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
 				prlimit: []uint32{302, x | 302}, fcntl: []uint32{72, x | 72}, clone3: []uint32{435, x | 435},
+				aio:    []uint32{206, x | 206, x | 543},
 				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
 			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
-				fcntl: []uint32{55, 221}, clone3: []uint32{435}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{245}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
 			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
-				fcntl: []uint32{25}, clone3: []uint32{435}, socket: []uint32{198, 199}, noSys: []uint32{425}},
+				fcntl: []uint32{25}, clone3: []uint32{435}, aio: []uint32{0}, socket: []uint32{198, 199}, noSys: []uint32{425}},
 			// EABI only (arm64 runs no OABI binary), which has no socketcall.
 			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
-				fcntl: []uint32{55, 221}, clone3: []uint32{435}, socket: []uint32{281, 288}, noSys: []uint32{425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{243}, socket: []uint32{281, 288}, noSys: []uint32{425}},
 		}, nil
 	}
 	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
@@ -228,7 +238,7 @@ const (
 //	block:   ld arch; jeq ABI ? next : next block; ld nr;
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
 //	         jeq prlimit_l ? pid1 : next …; jeq fcntl_f ? fcntl : next …;
-//	         jeq clone3_c ? enosys : next …;
+//	         jeq clone3_c ? enosys : next …; jeq io_setup_a ? enosys : next …;
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
@@ -253,6 +263,7 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.jeqAll(x.prlimit, lPid1)
 		a.jeqAll(x.fcntl, lFcntl)
 		a.jeqAll(x.clone3, lENOSYS)
+		a.jeqAll(x.aio, lENOSYS)
 		if r.ConfineSockets {
 			a.jeqAll(x.socket, lFamily)
 			a.jeqAll(x.noSys, lENOSYS)

@@ -60,6 +60,7 @@ func TestTTYFilter(t *testing.T) {
 		"prlimit64 set self operation not permitted",
 		"prlimit64 set parent operation not permitted",
 		"clone3 function not implemented",
+		"io_setup function not implemented",
 		"F_SETLEASE operation not permitted",
 		"F_GETLEASE ok",
 	}
@@ -161,6 +162,9 @@ func filterHelper() {
 	// Unfiltered, clone3 with no arguments fails with EINVAL: it never clones.
 	_, _, e = unix.RawSyscall(unix.SYS_CLONE3, 0, 0, 0)
 	fmt.Println("clone3", errText(e))
+	// Unfiltered, io_setup of no events fails with EINVAL: it reserves nothing.
+	_, _, e = unix.RawSyscall(unix.SYS_IO_SETUP, 0, 0, 0)
+	fmt.Println("io_setup", errText(e))
 	// Unfiltered, a lease on /dev/null fails with EINVAL (not a regular file); the
 	// lease's kind is read from it (F_UNLCK).
 	_, _, e = unix.Syscall(unix.SYS_FCNTL, f.Fd(), unix.F_SETLEASE, unix.F_RDLCK)
@@ -226,6 +230,12 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_I386:    {435},
 		unix.AUDIT_ARCH_AARCH64: {435},
 		unix.AUDIT_ARCH_ARM:     {435},
+	}
+	aios := map[uint32][]uint32{ // io_setup (x32's own, and the 64-bit one called with the x32 bit)
+		unix.AUDIT_ARCH_X86_64:  {206, x32SyscallBit | 206, x32SyscallBit | 543},
+		unix.AUDIT_ARCH_I386:    {245},
+		unix.AUDIT_ARCH_AARCH64: {0},
+		unix.AUDIT_ARCH_ARM:     {243},
 	}
 	fcntls := map[uint32][]uint32{ // fcntl, and fcntl64 where there is one
 		unix.AUDIT_ARCH_X86_64:  {72, x32SyscallBit | 72},
@@ -295,6 +305,11 @@ func TestFilterABIs(t *testing.T) {
 			for _, nr := range clone3s[a.arch] {
 				if got := run(t, prog, a.arch, nr, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
 					t.Errorf("%s arch %#x clone3 %d: %#x, want ENOSYS", arch, a.arch, nr, got)
+				}
+			}
+			for _, nr := range aios[a.arch] {
+				if got := run(t, prog, a.arch, nr, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+					t.Errorf("%s arch %#x io_setup %d: %#x, want ENOSYS", arch, a.arch, nr, got)
 				}
 			}
 		}

@@ -8,7 +8,8 @@
 // EMFILE or ENOSPC, and every other launch with them. The sandbox's root lowers its
 // user namespace's limits, and the init its resource limits, to the share
 // (mounts.Plan.UserLimits) before the command; a namespace nested inside cannot
-// raise them, as the kernel checks every level up.
+// raise them, as the kernel checks every level up. So too the session's devpts and
+// the machine's one pool of terminals (PtyMax).
 //
 // It reads the host's limits and computes; it writes nothing.
 package ucounts

@@ -138,6 +138,7 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 		ScopeAbstractUnix: s.ScopeAbstractUnix,
 		TmpSize:           p.TmpSize,
 		UserLimits:        s.UserLimits,
+		PtyMax:            s.PtyMax,
 	}
 	// A new network namespace confines only some socket families (AF_VSOCK
 	// ignores it): the seccomp filter keeps the command to those.

@@ -40,6 +40,7 @@ func (p *Program) Compile(plan mounts.Plan, o Options) error {
 	}
 	p.root = p.FdOp(mountDesc(MountError{Op: "open", Target: "/"}), unix.SYS_OPENAT, uintptr(atFDCWD), p.Str("/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	p.budget.size = plan.TmpSize
+	p.ptyMax = plan.PtyMax
 	if err := requireDeviceIDs(plan); err != nil {
 		return err
 	}

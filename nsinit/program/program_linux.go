@@ -138,6 +138,7 @@ type Program struct {
 	// remounts are opRemountRO's paths.
 	remounts []string
 	budget   budget // the tmpfs the writable RAM-backed mounts share (budget_linux.go)
+	ptyMax   int64  // the devpts instance's max= (mounts.Plan.PtyMax), 0: none
 }
 
 // opDesc says what an op is, for the report of its failure.

@@ -110,10 +110,14 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	ptys, err := ucounts.PtyMax()
+	if err != nil {
+		return nil, err
+	}
 	o.mark(("repo identity, worktree"))
 	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops))}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p), UserLimits: limits}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p), UserLimits: limits, PtyMax: ptys}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}

@@ -8,7 +8,7 @@
 //	            [--tmp-size SIZE] [--gpu] [--device PATH]...
 //	            [--host-port PORT[:HOSTPORT]]... [--publish PORT[:HOSTPORT]]...
 //	            [--ssh-agent] [--ssh-key KEY]... [--no-git-save] [--no-record] [--allow-git-push]
-//	            [--dry-run --json] [--] COMMAND [ARG...]
+//	            [--init-binary PATH] [--dry-run --json] [--] COMMAND [ARG...]
 //
 // It exits as agentbox exec does: the command's status, 125 with one line naming
 // what failed when agentbox failed before the command started. With EnvLauncher set
@@ -56,6 +56,7 @@ func run(args []string) int {
 	fs.BoolVar(&opts.NoGitSave, "no-git-save", false, "")
 	fs.BoolVar(&opts.NoRecord, "no-record", false, "")
 	fs.BoolVar(&opts.AllowGitPush, "allow-git-push", false, "")
+	fs.StringVar(&opts.InitBinary, "init-binary", "", "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
