@@ -214,3 +214,38 @@ func TestInitBinaryASessionCouldReplace(t *testing.T) {
 		}
 	}
 }
+
+// A link a session could replace anywhere on the way to the init binary redirects
+// the next launch's exec as a replaced binary would: a link in a Git working tree
+// between two links outside it (a file link and a directory link) is refused too.
+func TestInitBinaryThroughALinkInATree(t *testing.T) {
+	tree, out := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(tree, ".git"), filepath.Join(out, "real"), filepath.Join(out, "bin")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := filepath.Join(out, "real", "agentbox")
+	if err := os.WriteFile(real, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := [][2]string{
+		{real, filepath.Join(tree, "agentbox")},
+		{filepath.Join(tree, "agentbox"), filepath.Join(out, "bin", "agentbox")},
+		{filepath.Join(out, "real"), filepath.Join(tree, "dir")},
+		{filepath.Join(tree, "dir"), filepath.Join(out, "dirlink")},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := checkInitBinary(real); err != nil {
+		t.Fatalf("the binary itself, outside any tree: %v", err)
+	}
+	for _, bin := range []string{filepath.Join(out, "bin", "agentbox"), filepath.Join(out, "dirlink", "agentbox")} {
+		if err := checkInitBinary(bin); err == nil || !strings.Contains(err.Error(), "InitBinary") {
+			t.Errorf("InitBinary %s, through a link in the tree %s: %v, want a refusal", bin, tree, err)
+		}
+	}
+}
