@@ -8,11 +8,18 @@ import (
 	"github.com/agentbox/agentbox/mounts"
 )
 
-// rlimits are mounts.RLimitNames' resources.
-var rlimits = map[string]int{
-	"rlimit_nproc":      unix.RLIMIT_NPROC,
-	"rlimit_sigpending": unix.RLIMIT_SIGPENDING,
-	"rlimit_msgqueue":   unix.RLIMIT_MSGQUEUE,
+// rlimitResource is the resource of one of mounts.RLimitNames (a switch, not a
+// map: the package's initialisation allocates nothing).
+func rlimitResource(name string) (int, bool) {
+	switch name {
+	case "rlimit_nproc":
+		return unix.RLIMIT_NPROC, true
+	case "rlimit_sigpending":
+		return unix.RLIMIT_SIGPENDING, true
+	case "rlimit_msgqueue":
+		return unix.RLIMIT_MSGQUEUE, true
+	}
+	return 0, false
 }
 
 // Resource is the resource number of a resource limit named in a plan.
@@ -20,7 +27,7 @@ func Resource(l mounts.UserLimit) (int, error) {
 	if err := l.Check(); err != nil {
 		return 0, err
 	}
-	r, ok := rlimits[l.Name]
+	r, ok := rlimitResource(l.Name)
 	if !ok {
 		return 0, fmt.Errorf("user limit %s: not a resource limit", l.Name)
 	}
@@ -37,7 +44,8 @@ func rlimitShares() ([]mounts.UserLimit, error) {
 	var out []mounts.UserLimit
 	for _, name := range mounts.RLimitNames {
 		var lim unix.Rlimit
-		if err := unix.Getrlimit(rlimits[name], &lim); err != nil {
+		r, _ := rlimitResource(name)
+		if err := unix.Getrlimit(r, &lim); err != nil {
 			return nil, fmt.Errorf("read the resource limit %s: %w", name, err)
 		}
 		if lim.Cur == unix.RLIM_INFINITY || lim.Cur > 1<<62 {

@@ -17,15 +17,25 @@ import (
 // count (max_inotify_instances, …).
 const procUser = "/proc/sys/user"
 
-// hostWide are files that show the initial user namespace's limit whatever
-// namespace reads them: where agentbox itself runs in a nested user namespace (a
+// hostWideFile is the file that shows the initial user namespace's limit whatever
+// namespace reads it: where agentbox itself runs in a nested user namespace (a
 // container), its /proc/sys/user shows only that namespace's own limits, and the
 // host's may be lower.
-var hostWide = map[string]string{
-	"max_inotify_instances": "/proc/sys/fs/inotify/max_user_instances",
-	"max_inotify_watches":   "/proc/sys/fs/inotify/max_user_watches",
-	"max_fanotify_groups":   "/proc/sys/fs/fanotify/max_user_groups",
-	"max_fanotify_marks":    "/proc/sys/fs/fanotify/max_user_marks",
+//
+// A switch, not a map: a package's initialisation stays free of allocations
+// (cmd/agentbox's TestPackageInitsStayTrivial).
+func hostWideFile(name string) (string, bool) {
+	switch name {
+	case "max_inotify_instances":
+		return "/proc/sys/fs/inotify/max_user_instances", true
+	case "max_inotify_watches":
+		return "/proc/sys/fs/inotify/max_user_watches", true
+	case "max_fanotify_groups":
+		return "/proc/sys/fs/fanotify/max_user_groups", true
+	case "max_fanotify_marks":
+		return "/proc/sys/fs/fanotify/max_user_marks", true
+	}
+	return "", false
 }
 
 // Limits are the session's user limits: for each limit of the launcher's user
@@ -59,7 +69,7 @@ func limits() ([]mounts.UserLimit, error) {
 		if err != nil {
 			return nil, err
 		}
-		if wide, ok := hostWide[name]; ok {
+		if wide, ok := hostWideFile(name); ok {
 			if w, err := readInt(wide); err == nil {
 				v = min(v, w)
 			} else if !errors.Is(err, fs.ErrNotExist) {

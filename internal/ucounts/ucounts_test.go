@@ -55,7 +55,7 @@ func TestLimits(t *testing.T) {
 	threads := read("/proc/sys/kernel/threads-max")
 	for _, l := range files {
 		host := read("/proc/sys/user/" + l.Name)
-		if w, ok := hostWide[l.Name]; ok && fileExists(w) {
+		if w, ok := hostWideFile(l.Name); ok && fileExists(w) {
 			host = min(host, read(w))
 		} else if strings.HasSuffix(l.Name, "_namespaces") {
 			host = min(host, threads/2)
@@ -92,7 +92,8 @@ func checkRLimits(t *testing.T, got []mounts.UserLimit) {
 	want := 0
 	for _, name := range mounts.RLimitNames {
 		var lim unix.Rlimit
-		if err := unix.Getrlimit(rlimits[name], &lim); err != nil {
+		r, _ := rlimitResource(name)
+		if err := unix.Getrlimit(r, &lim); err != nil {
 			t.Fatal(err)
 		}
 		if lim.Cur == unix.RLIM_INFINITY {
