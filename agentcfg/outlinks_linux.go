@@ -1,16 +1,14 @@
 package agentcfg
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/widen"
 )
 
@@ -139,55 +137,13 @@ func systemFile(t string) bool {
 	return unix.Faccessat(unix.AT_FDCWD, t, unix.W_OK, unix.AT_EACCESS) != nil
 }
 
-// maxHops is the kernel's bound on the symlinks one resolution follows (ELOOP).
-const maxHops = 40
-
-// resolveLink says where an open of the symlink p on the host lands, resolving one
-// component at a time as the kernel does: the path it resolves to, or for a
-// dangling link the path an open would create (or mkdir -p make). via are the
-// symlinks followed, p first. ok is false where that cannot be told: a loop, a
-// component that cannot be looked at, a file used as a directory, a ".." below a
-// missing directory.
+// resolveLink says where an open of the symlink p on the host lands
+// (hostpath.Resolve from p's directory, which the walk reached resolved): the path
+// it resolves to, or for a dangling link the path an open would create. via are
+// the symlinks followed, p first. ok is false where that cannot be told.
 func resolveLink(p string) (t string, via []string, ok bool) {
-	cur := filepath.Dir(p) // a real directory, resolved: the walk reached p through it
-	todo := []string{filepath.Base(p)}
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(next)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if slices.Contains(todo, "..") {
-				return "", via, false
-			}
-			return filepath.Join(append([]string{next}, todo...)...), via, true
-		case err != nil || len(via) > maxHops:
-			return "", via, false
-		case fi.Mode()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(next)
-			if err != nil {
-				return "", via, false
-			}
-			via = append(via, next)
-			if filepath.IsAbs(link) {
-				cur = "/"
-			}
-			todo = append(strings.Split(link, "/"), todo...)
-		case !fi.IsDir() && slices.ContainsFunc(todo, func(c string) bool { return c != "" && c != "." }):
-			return "", via, false // ENOTDIR
-		default:
-			cur = next
-		}
-	}
-	return cur, via, true
+	r, err := hostpath.Resolve(filepath.Dir(p), filepath.Base(p))
+	return r.Path, r.Links, err == nil
 }
 
 // auditLinks audits the symlinks that led out of a plain kept path at launch, or

@@ -1,12 +1,10 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
@@ -49,44 +47,20 @@ func checkInitBinary(bin string, writable ...string) error {
 	return nil
 }
 
-// pathDirs resolves the absolute path one name at a time, as exec does, and returns
-// the (resolved) directory of every symlink it passes, of a file or of a directory,
-// and of the file it ends at.
+// pathDirs resolves the absolute path as exec does (hostpath.Resolve) and returns
+// the (resolved) directory of every symlink it passes, of a file or of a
+// directory, and of the file it ends at.
 func pathDirs(path string) ([]string, error) {
-	var dirs []string
-	todo := strings.Split(path, "/")
-	cur, links := "/", 0
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			return nil, err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if links++; links > 40 {
-			return nil, errors.New("too many levels of symbolic links")
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return nil, err
-		}
-		dirs = append(dirs, cur)
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		todo = append(strings.Split(target, "/"), todo...)
+	r, err := hostpath.Resolve("/", path)
+	switch {
+	case err != nil:
+		return nil, err
+	case r.Missing:
+		return nil, &fs.PathError{Op: "stat", Path: r.Path, Err: fs.ErrNotExist}
 	}
-	return append(dirs, filepath.Dir(cur)), nil
+	dirs := make([]string, 0, len(r.Links)+1)
+	for _, l := range r.Links {
+		dirs = append(dirs, filepath.Dir(l))
+	}
+	return append(dirs, filepath.Dir(r.Path)), nil
 }
