@@ -58,23 +58,8 @@ func TestSessionLeavesOthersTheirAIO(t *testing.T) {
 			x := sandboxtest.NewBox(t, backend)
 			cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "")
 			cmd.Args = append(cmd.Args, "--", "/usr/bin/python3", "-c", fmt.Sprintf(aioHogScript, unix.SYS_IO_SETUP))
-			release, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ended := start(t, cmd)
-			finished := false
-			t.Cleanup(func() {
-				if !finished {
-					release.Close()
-					<-ended
-				}
-			})
 			ready := filepath.Join(x.Repo, "ready")
-			if r, ok := untilReady(ready, ended); !ok {
-				finished = r.Code != -1 || r.Stderr != "timed out"
-				t.Fatalf("the session never reserved its AIO events:\n%s", r)
-			}
+			release := holdSession(t, cmd, ready, "reserved its AIO events")
 			var events, errno int
 			took := sandboxtest.ReadFile(t, ready)
 			if _, err := fmt.Sscanf(took, "TOOK %d %d", &events, &errno); err != nil {
@@ -82,9 +67,7 @@ func TestSessionLeavesOthersTheirAIO(t *testing.T) {
 			}
 			host := testenv.Command(t, x.Home, "/usr/bin/python3", "-c", fmt.Sprintf(aioHostScript, unix.SYS_IO_SETUP))
 			out, err := host.CombinedOutput()
-			release.Close()
-			r := <-ended
-			finished = true
+			r := release()
 			if events != 0 || unix.Errno(errno) != unix.ENOSYS {
 				t.Errorf("the session reserved %d AIO events of the machine's one pool (errno %d at the next); want none, ENOSYS", events, errno)
 			}

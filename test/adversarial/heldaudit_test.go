@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,6 +147,34 @@ func start(t *testing.T, cmd *exec.Cmd) <-chan sandboxtest.Result {
 	ended := make(chan sandboxtest.Result, 1)
 	go func() { ended <- resultOfWait(cmd, &out, &errb) }()
 	return ended
+}
+
+// holdSession starts cmd, a session that writes ready once it holds what it
+// took and then waits for its standard input to close, and waits until it is
+// ready; when the session ends or times out first the test fails with what it
+// was to do. release closes the session's input and returns its result; a session
+// still held is released at the test's end.
+func holdSession(t *testing.T, cmd *exec.Cmd, ready, what string) (release func() sandboxtest.Result) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := start(t, cmd)
+	var once sync.Once
+	var r sandboxtest.Result
+	release = func() sandboxtest.Result {
+		once.Do(func() { stdin.Close(); r = <-ended })
+		return r
+	}
+	t.Cleanup(func() { release() })
+	if got, ok := untilReady(ready, ended); !ok {
+		if got.Code != -1 || got.Stderr != "timed out" { // ended: nothing left to wait for
+			once.Do(func() { stdin.Close(); r = got })
+		}
+		t.Fatalf("the session never %s:\n%s", what, got)
+	}
+	return release
 }
 
 // untilReady waits, at most a minute, until path exists (ok) or the session

@@ -167,22 +167,7 @@ func TestUserCounts(t *testing.T) {
 			for kind, c := range counts {
 				cmd.Env = append(cmd.Env, fmt.Sprintf("CAP_%s=%d", kind, c.limit*3/8))
 			}
-			release, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ended := start(t, cmd)
-			finished := false
-			t.Cleanup(func() {
-				if !finished {
-					release.Close()
-					<-ended
-				}
-			})
-			if r, ok := untilReady(filepath.Join(x.Repo, "ready"), ended); !ok {
-				finished = r.Code != -1 || r.Stderr != "timed out"
-				t.Fatalf("the session never took its counts:\n%s", r)
-			}
+			release := holdSession(t, cmd, filepath.Join(x.Repo, "ready"), "took its counts")
 			took := sandboxtest.ReadFile(t, filepath.Join(x.Repo, "ready"))
 			t.Logf("the session took, with the host's limits %v:\n%s", counts, took)
 			for kind, c := range counts {
@@ -208,9 +193,7 @@ func TestUserCounts(t *testing.T) {
 				}
 			}
 			second.endScanFromWatch(t)
-			release.Close()
-			r := <-ended
-			finished = true
+			r := release()
 			if r.Code != 0 {
 				t.Errorf("the session: %s", r)
 			}

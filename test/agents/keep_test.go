@@ -171,13 +171,5 @@ func TestKeepAgentCodex(t *testing.T) {
 
 func listDir(t *testing.T, dir string) string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return strings.Join(names, " ")
+	return strings.Join(testenv.DirNames(t, dir), " ")
 }
