@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -39,8 +38,7 @@ func checkInitBinary(bin string, writable ...string) error {
 		if root, ok := hostpath.InsideWritable(dir, writable...); ok {
 			return fmt.Errorf("sandbox: InitBinary %s leads through %s, which the session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
 		}
-		top := hostpath.GitTopLevel(dir)
-		if _, err := os.Lstat(filepath.Join(top, ".git")); err == nil {
+		if top, ok := hostpath.GitTree(dir); ok {
 			return fmt.Errorf("sandbox: InitBinary %s lies in or leads through the Git working tree %s, which a session may write: it could replace the init of the next launch; install agentbox outside any repository", q, termsafe.Quote(top))
 		}
 	}

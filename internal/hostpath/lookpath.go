@@ -106,7 +106,7 @@ func untrustedProgram(dir, bin string, writable []string) string {
 		dirs = append(dirs, d)
 	}
 	for _, p := range dirs {
-		if top, ok := gitTree(p); ok {
+		if top, ok := GitTree(p); ok {
 			return "inside the Git working tree " + quote(top) + ", which a session may write"
 		}
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o002 != 0 {
@@ -143,9 +143,9 @@ func GitTopLevel(dir string) string {
 
 func quote(p string) string { return termsafe.Quote(p) }
 
-// gitTree reports the nearest directory at or above dir (canonical) holding a .git
+// GitTree reports the nearest directory at or above dir (canonical) holding a .git
 // entry.
-func gitTree(dir string) (string, bool) {
+func GitTree(dir string) (string, bool) {
 	top := GitTopLevel(dir)
 	if _, err := os.Lstat(filepath.Join(top, ".git")); err == nil {
 		return top, true
