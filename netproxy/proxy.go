@@ -31,7 +31,9 @@ type Dialer interface {
 // defaults named on each field.
 type Config struct {
 	Rules Rules
-	// Resolver: nil means net.DefaultResolver.
+	// Resolver: nil means Go's own resolver (net.Resolver with PreferGo), which
+	// takes a rooted name as it is in /etc/hosts and DNS alike, whatever the
+	// build and the host's name-service modules.
 	Resolver Resolver
 	// Dialer: nil means a net.Dialer with DialTimeout.
 	Dialer Dialer
@@ -92,7 +94,7 @@ type Server struct {
 // New returns a server for cfg.
 func New(cfg Config) *Server {
 	if cfg.Resolver == nil {
-		cfg.Resolver = net.DefaultResolver
+		cfg.Resolver = &net.Resolver{PreferGo: true}
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
@@ -288,7 +290,7 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	defer cancel()
-	found, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", name)
+	found, err := s.cfg.Resolver.LookupNetIP(ctx, "ip", lookupName(name))
 	if err != nil || len(found) == 0 {
 		return nil, nil, fmt.Errorf("agentbox: cannot resolve %s", name)
 	}
@@ -315,6 +317,17 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 			msg: fmt.Sprintf("agentbox: %s resolves to %s, %s not in --allow-net", name, bad, kind)}, nil
 	}
 	return append(ok4, ok6...), nil, nil
+}
+
+// lookupName is the name the resolver is asked for. A name with a dot is asked
+// rooted, so the search list (resolv.conf's search and ndots) cannot turn an
+// allowed x.example.com into x.example.com.corp.internal, a host no rule names; a
+// single label names a host of the search domains and keeps them.
+func lookupName(name string) string {
+	if strings.Contains(name, ".") {
+		return name + "."
+	}
+	return name
 }
 
 // localSet is this host's own addresses now (Config.LocalAddrs), unmapped.

@@ -399,9 +399,9 @@ func specialWhat(a netip.Addr) string {
 // use it (through session's test hook) to map names to loopback servers without DNS.
 type Hosts map[string][]netip.Addr
 
-// LookupNetIP returns the table's addresses for host.
+// LookupNetIP returns the table's addresses for host, rooted or not.
 func (h Hosts) LookupNetIP(_ context.Context, _ string, host string) ([]netip.Addr, error) {
-	if a, ok := h[host]; ok {
+	if a, ok := h[strings.TrimSuffix(host, ".")]; ok {
 		return a, nil
 	}
 	return nil, &net.DNSError{Err: "not in the table", Name: host, IsNotFound: true}
