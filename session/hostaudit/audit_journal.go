@@ -164,26 +164,33 @@ func Orphans(cfg *Config, p *policy.Policy) {
 	if unlock != nil {
 		unlock() // before another repository's lock is taken: one lock at a time
 	}
-	var self *audit.DirID
+	var selves []reached
 	if len(others) > 0 {
-		self = dirIdentity(p.Repo)
+		selves = reachedDirs(append([]string{p.Repo}, p.AddDirs...))
 	}
 	for _, f := range others {
-		sharedOrphan(cfg, p, self, f.Name(), f)
+		sharedOrphan(cfg, p, selves, f.Name(), f)
 		f.Close()
 	}
 }
 
-// dirIdentity is the identity of the directory at path (no symlink on the way),
-// nil when it cannot be held.
-func dirIdentity(path string) *audit.DirID {
-	h, err := audit.Hold(path)
-	if err != nil {
-		return nil
+// reached is a directory this launch works in or adds, and its identity.
+type reached struct {
+	path string
+	id   audit.DirID
+}
+
+// reachedDirs holds each of paths (no symlink on the way) for its identity; one
+// that cannot be held is left out.
+func reachedDirs(paths []string) []reached {
+	var out []reached
+	for _, p := range paths {
+		if h, err := audit.Hold(p); err == nil {
+			out = append(out, reached{p, h.ID()})
+			h.Close()
+		}
 	}
-	defer h.Close()
-	id := h.ID()
-	return &id
+	return out
 }
 
 // sharedOrphan runs the pending audit of a dead launcher of another repository
@@ -191,17 +198,23 @@ func dirIdentity(path string) *audit.DirID {
 // worktree's session writes this repository's .git, and its worktree may never be
 // launched in again (or be removed), so its missed audit is this launch's to run.
 // So is one of a directory that a session of p.Repo added (--add-dir), which the
-// next launch may no longer add. And so is one of p.Repo itself reached by
-// another path (a bind mount, a case-folding directory, moved since): the
-// journal's identity of its repository is self, that of the directory at p.Repo.
-func sharedOrphan(cfg *Config, p *policy.Policy, self *audit.DirID, name string, f *os.File) {
+// next launch may no longer add. And so is one of a directory this launch works
+// in or adds (selves) reached by another path (a bind mount, a case-folding
+// directory, moved since): the journal's identity of its directory is that
+// directory's.
+func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, f *os.File) {
 	j, err := readJournalHeader(f)
 	if err != nil {
 		return // an unreadable one is its own repository's launch to report
 	}
 	at := j.Repo
-	if id, ok := j.IDs[filepath.Clean(j.Repo)]; ok && j.For == "" && self != nil && sameDir(*self, id) {
-		at = p.Repo
+	if id, ok := j.IDs[filepath.Clean(j.Repo)]; ok {
+		for _, r := range selves {
+			if sameDir(r.id, id) {
+				at = r.path
+				break
+			}
+		}
 	}
 	if at == j.Repo && j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
 		return

@@ -186,3 +186,34 @@ func reachRepoAnotherWay(t *testing.T, repo, way string) string {
 	t.Fatalf("unknown way %q", way)
 	return ""
 }
+
+// TestKilledLauncherAddDirReachedByAnotherPath: the same for an --add-dir
+// directory's pending audit: the directory is moved, a symlink left at its old
+// path, and the next launch adds it through that symlink.
+func TestKilledLauncherAddDirReachedByAnotherPath(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			lib := filepath.Join(testenv.Dir(t, "libs"), "lib")
+			if err := os.Mkdir(lib, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, filepath.Dir(lib))
+			testenv.Chown(t, lib)
+			testenv.Git(t, x.Home, lib, "init", "-q")
+			killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' '"+lib+"/.git/refs/heads/out'", "--add-dir", lib)
+			dir := reachRepoAnotherWay(t, lib, "moved")
+			plant := filepath.Join(dir, ".git/refs/heads/out")
+			if _, err := os.Lstat(plant); err != nil {
+				t.Fatalf("the session did not plant: %v", err)
+			}
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record", "--add-dir", dir}, "true"))
+			if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+				t.Errorf("the next launch adding the directory by another path did not run its pending audit:\n%s", r)
+			}
+			if _, err := os.Lstat(plant); err == nil {
+				t.Errorf("the symlink out of the added directory's .git was left:\n%s", r)
+			}
+		})
+	}
+}
