@@ -222,7 +222,9 @@ func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, 
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return
 	}
-	defer lockRepoAudit(cfg.Stderr, p.StateDir, j.Repo)()
+	// Reached by another path, it is that path's launches whose baselines must wait
+	// for this audit: those at the journal's path inherit its baseline.
+	defer lockRepoAudit(cfg.Stderr, p.StateDir, at)()
 	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f, at)
 }
 
