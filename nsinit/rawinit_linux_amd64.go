@@ -88,6 +88,7 @@ type rawArena struct {
 	npaths   uintptr
 	paths    [rawMaxPaths]uintptr // where the command may be, in PATH order
 	fg       uintptr              // the command takes the terminal's foreground
+	cont     uintptr              // continue a stopped command here (protocol.Message.Continue)
 	cmdStack uintptr
 	markExec uintptr // the timestamp slot of the command's start
 	poll     [2]unix.PollFd
@@ -359,6 +360,8 @@ func rawSupervise(a *rawArena, cmd uintptr) uintptr {
 				switch {
 				case ws&0x7f == 0: // exited
 					return uintptr(ws>>8) & 0xff
+				case ws&0xff == 0x7f && a.cont != 0: // stopped, and no shell resumes the launcher
+					rawSys(unix.SYS_KILL, -cmd, uintptr(unix.SIGCONT), 0, 0, 0, 0)
 				case ws&0xff == 0x7f: // stopped
 					rawSend(a, recStopped, 0)
 				default: // killed by a signal

@@ -333,6 +333,15 @@ func rawControl(conn initConn) *os.File {
 	return nil
 }
 
+// continueStops tells the raw init, before it starts, whether it continues a
+// stopped command itself (protocol.Message.Continue).
+func (c *rawConn) continueStops(on bool) {
+	c.prog.ra.cont = 0
+	if on {
+		c.prog.ra.cont = 1
+	}
+}
+
 // plan: the raw init has its plan already, compiled into its memory.
 func (c *rawConn) plan(*protocol.Message, ...*os.File) error { return nil }
 

@@ -39,6 +39,13 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// takes it back at the end. Not after the shell resumed the launcher in the
 	// background (bg): the shell holds the terminal then, and must keep it.
 	s.cmdFg = s.fg
+	// Without a shell that can resume the launcher, a stopped command is continued
+	// at once, and by the init: the launcher runs outside the session's cgroup, so a
+	// command stopped in a loop would spend the launcher's CPU beyond --cpus.
+	s.cont = !jobControl(s.stdio.Stdin, s.stdio.Stdout, s.stdio.Stderr)
+	if c, ok := s.conn.(interface{ continueStops(bool) }); ok {
+		c.continueStops(s.cont) // the raw init reads it from its arena
+	}
 
 	// Signals are caught before the command can exist, so none is lost in between:
 	// before the init exists, or, with BeforeExec, before the init may start it.
@@ -84,6 +91,7 @@ type supervisor struct {
 
 	t0, tStarted time.Time // the launch's start, and the init's
 	fg, cmdFg    bool      // the launcher's foreground at the start; the command's now
+	cont         bool      // the init continues a stopped command (protocol.Message.Continue)
 	term         *terminalState
 	streams      *streamState
 
@@ -171,7 +179,7 @@ func (s *supervisor) handPlan(stdioFds []*os.File) error {
 		}
 		plan.Ops = devices
 	}
-	err := s.conn.plan(&protocol.Message{Type: protocol.MsgPlan, Plan: &plan, Env: env, Foreground: s.fg, Nested: l.Nested}, stdioFds...)
+	err := s.conn.plan(&protocol.Message{Type: protocol.MsgPlan, Plan: &plan, Env: env, Foreground: s.fg, Nested: l.Nested, Continue: s.cont}, stdioFds...)
 	if err != nil {
 		if !l.Prestarted && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
 			// The other end is closed: the init (or bwrap) has ended already. Say how,

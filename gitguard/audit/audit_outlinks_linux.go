@@ -17,12 +17,14 @@ import (
 // names the branch the session chose, so appended to ~/.bashrc it runs. Git makes
 // none of them a symlink that leads out (core.preferSymlinkRefs' HEAD stays inside),
 // so a new one is reported and moved aside; the user's own, there at launch, stays.
+// Git LFS does the same in lfs/: it creates objects/XX/YY/OID, tmp/ and its caches
+// through whatever directory stands there, and prune removes objects by that path.
 
 // gitdirWriteDirs are the directories of a gitdir below which Git creates and
 // writes files by name; gitdirTopDirs are listed one level deep only (objects/ holds
 // a directory per object prefix, and nothing deeper that Git writes by name).
 var (
-	gitdirWriteDirs = []string{"refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "NOTES_MERGE_WORKTREE"}
+	gitdirWriteDirs = []string{"refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "NOTES_MERGE_WORKTREE", "lfs"}
 	gitdirTopDirs   = []string{"objects"}
 )
 

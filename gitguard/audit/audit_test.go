@@ -182,6 +182,12 @@ func TestAuditLocations(t *testing.T) {
 		{"rerere image symlinked out of the repository", func(f *fixture) string {
 			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/rr-cache/0123abcd/preimage"))
 		}, "outside the repository, where Git writes", true},
+		{"Git LFS object directory symlinked out, levels deep", func(f *fixture) string {
+			return symlinkAt(t, "/usr", filepath.Join(f.Repo, ".git/lfs/objects/ab/cd"))
+		}, "outside the repository, where Git writes", true},
+		{"Git LFS object symlinked out, in a deep temporary directory", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/lfs/tmp/a/b/c/d/obj"))
+		}, "outside the repository, where Git writes", true},
 		{"object directory symlinked out, dangling", func(f *fixture) string {
 			return symlinkAt(t, "/nonexistent/objects", unusedFanout(t, filepath.Join(f.Repo, ".git/objects")))
 		}, "outside the repository, where Git writes", true},

@@ -167,7 +167,7 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 		return protocol.ExitSetup
 	}
 	w := &ctlWriter{f: ctl}
-	status, sig := supervise(w, pid, len(plan.Publish) > 0)
+	status, sig := supervise(w, pid, len(plan.Publish) > 0, m.Continue)
 	endSession(w, status, sig, m.Nested)
 	return status
 }
@@ -231,8 +231,11 @@ func peakRSS() int64 {
 // it has exited, with the signal that killed it (0: it exited). The loop waits in
 // wait4 itself, not for SIGCHLD: the init needs no signal handling (signals come as
 // messages), and the command's end reaches it without a hand-off between threads.
-// publish: the launcher may ask for sockets (--publish).
-func supervise(ctl *ctlWriter, cmdPid int, publish bool) (int, syscall.Signal) {
+// publish: the launcher may ask for sockets (--publish). cont: the launcher cannot
+// mirror a stop, and the command is continued here, in the session's cgroup, rather
+// than by a round trip through the launcher, which runs outside it (and so outside
+// --cpus) and would work once per stop.
+func supervise(ctl *ctlWriter, cmdPid int, publish, cont bool) (int, syscall.Signal) {
 	go followLauncher(ctl, cmdPid, publish)
 	for {
 		var ws unix.WaitStatus
@@ -250,6 +253,8 @@ func supervise(ctl *ctlWriter, cmdPid int, publish bool) (int, syscall.Signal) {
 			return ws.ExitStatus(), 0
 		case ws.Signaled():
 			return 128 + int(ws.Signal()), ws.Signal()
+		case ws.Stopped() && cont:
+			_ = unix.Kill(-cmdPid, unix.SIGCONT)
 		case ws.Stopped():
 			_ = ctl.write(&protocol.Message{Type: protocol.MsgStopped})
 		}

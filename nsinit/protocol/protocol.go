@@ -67,6 +67,10 @@ type Message struct {
 	Env        []string     `json:"env,omitempty"`
 	Foreground bool         `json:"foreground,omitempty"` // also MsgContinue
 	Nested     bool         `json:"nested,omitempty"`     // namespaces and mounts built by bwrap
+	// Continue: no shell can resume the launcher (none of its streams is its
+	// controlling terminal), so the init continues a stopped command itself and
+	// sends no MsgStopped.
+	Continue bool `json:"continue,omitempty"`
 
 	// MsgSignal: the signal the launcher received, for the command; MsgEnded: the
 	// signal that killed the command, 0 when it exited

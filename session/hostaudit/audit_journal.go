@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/widen"
 	"github.com/agentbox/agentbox/policy"
 	"github.com/agentbox/agentbox/session/leftovers"
@@ -157,16 +158,39 @@ func Orphans(cfg *Config, p *policy.Policy) {
 		if unlock == nil {
 			unlock = lockRepoAudit(cfg.Stderr, p.StateDir, p.Repo)
 		}
-		auditOrphan(cfg, p, name, f)
+		auditOrphan(cfg, p, name, f, p.Repo)
 		f.Close()
 	}
 	if unlock != nil {
 		unlock() // before another repository's lock is taken: one lock at a time
 	}
+	var selves []reached
+	if len(others) > 0 {
+		selves = reachedDirs(append([]string{p.Repo}, p.AddDirs...))
+	}
 	for _, f := range others {
-		sharedOrphan(cfg, p, f.Name(), f)
+		sharedOrphan(cfg, p, selves, f.Name(), f)
 		f.Close()
 	}
+}
+
+// reached is a directory this launch works in or adds, and its identity.
+type reached struct {
+	path string
+	id   audit.DirID
+}
+
+// reachedDirs holds each of paths (no symlink on the way) for its identity; one
+// that cannot be held is left out.
+func reachedDirs(paths []string) []reached {
+	var out []reached
+	for _, p := range paths {
+		if h, err := audit.Hold(p); err == nil {
+			out = append(out, reached{p, h.ID()})
+			h.Close()
+		}
+	}
+	return out
 }
 
 // sharedOrphan runs the pending audit of a dead launcher of another repository
@@ -174,21 +198,45 @@ func Orphans(cfg *Config, p *policy.Policy) {
 // worktree's session writes this repository's .git, and its worktree may never be
 // launched in again (or be removed), so its missed audit is this launch's to run.
 // So is one of a directory that a session of p.Repo added (--add-dir), which the
-// next launch may no longer add.
-func sharedOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
+// next launch may no longer add. And so is one of a directory this launch works
+// in or adds (selves) reached by another path (a bind mount, a case-folding
+// directory, moved since): the journal's identity of its directory is that
+// directory's.
+func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, f *os.File) {
 	j, err := readJournalHeader(f)
-	if err != nil || j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
+	if err != nil {
 		return // an unreadable one is its own repository's launch to report
+	}
+	at := j.Repo
+	if id, ok := j.IDs[filepath.Clean(j.Repo)]; ok {
+		for _, r := range selves {
+			if sameDir(r.id, id) {
+				at = r.path
+				break
+			}
+		}
+	}
+	if at == j.Repo && j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
+		return
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return
 	}
-	defer lockRepoAudit(cfg.Stderr, p.StateDir, j.Repo)()
-	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f)
+	// Reached by another path, it is that path's launches whose baselines must wait
+	// for this audit: those at the journal's path inherit its baseline.
+	defer lockRepoAudit(cfg.Stderr, p.StateDir, at)()
+	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f, at)
 }
 
-// auditOrphan runs one pending audit whose journal, name, this launch holds locked.
-func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
+// sameDir is Held.Is for two recorded identities.
+func sameDir(a, b audit.DirID) bool {
+	return a.Dev == b.Dev && a.Ino == b.Ino && (a.Birth == 0 || b.Birth == 0 || a.Birth == b.Birth)
+}
+
+// auditOrphan runs one pending audit whose journal, name, this launch holds locked;
+// its repository is the directory at path at, which may not be the path the
+// journal names (sharedOrphan).
+func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at string) {
 	j, err := readJournal(f)
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: pending audit %s unreadable, removed: %v\n", name, err)
@@ -200,7 +248,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 	}
 	defer lockShared(cfg.Stderr, p.StateDir, sharedLockKeys(j.Repo, j.Options.GitDirs))()
 	j.Options.WidenJournal = WidenJournal(p.StateDir)
-	held, ok := holdJournaled(cfg, j) // orphan_held.go
+	held, ok := holdJournaled(cfg, j, at) // orphan_held.go
 	defer closeAll(held)
 	if !ok {
 		os.Remove(name)
@@ -212,9 +260,13 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File) {
 		return
 	}
 	findings := audit.Compare(j.Base, cur)
-	quarantine(findings, j.ID, QuarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo}, j.Options.GitDirs...)))
-	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
-		j.Repo, j.Start.Format(time.RFC3339), j.PID, len(findings))
+	quarantine(findings, j.ID, QuarantineRoot(cfg.Stderr, p.StateDir, append([]string{j.Repo, at}, j.Options.GitDirs...)))
+	where := ""
+	if cur.Now != "" && cur.Now != j.Repo {
+		where = " (the same directory, reached now at " + termsafe.Quote(cur.Now) + ")"
+	}
+	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s%s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
+		j.Repo, where, j.Start.Format(time.RFC3339), j.PID, len(findings))
 	for _, f := range findings {
 		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", f)
 	}

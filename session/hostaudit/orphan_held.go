@@ -27,13 +27,15 @@ import (
 // are the ones the session wrote (a linked worktree's common dir, which the main
 // worktree's Git reads) are audited alone (ScanOptions.GitDirsOnly), and one line
 // says what was not and what to do; with none, ok is false. A journal with no
-// identities (written before they were) is audited by path, as then.
-func holdJournaled(cfg *Config, j *auditJournal) (held []*audit.Held, ok bool) {
+// identities (written before they were) is audited by path, as then. The
+// repository is held at path at, the journal's or another path to the same
+// directory; the scan takes the journal's paths for it.
+func holdJournaled(cfg *Config, j *auditJournal, at string) (held []*audit.Held, ok bool) {
 	if len(j.IDs) == 0 {
 		return nil, true
 	}
 	since := j.Start.Format(time.RFC3339)
-	h, why := holdSame(j.Repo, j.IDs)
+	h, why := holdSameAt(at, j.Repo, j.IDs)
 	if h != nil {
 		held = append(held, h)
 		j.Options.Held = h
@@ -91,13 +93,21 @@ func holdJournaled(cfg *Config, j *auditJournal) (held []*audit.Held, ok bool) {
 // holdSame holds the directory at path when it is the one ids names there;
 // otherwise why says, as a clause, what lies there instead.
 func holdSame(path string, ids map[string]audit.DirID) (h *audit.Held, why string) {
-	h, err := audit.Hold(path)
+	return holdSameAt(path, path, ids)
+}
+
+// holdSameAt is holdSame of the directory ids names at path, held at the path
+// at, another name for it; the held directory is named path, as the journal's
+// baseline names it.
+func holdSameAt(at, path string, ids map[string]audit.DirID) (h *audit.Held, why string) {
+	h, err := audit.Hold(at)
 	if err != nil {
-		return nil, fmt.Sprintf("%s cannot be opened now (%v): it was moved or removed since", termsafe.Quote(path), termsafe.String(err.Error()))
+		return nil, fmt.Sprintf("%s cannot be opened now (%v): it was moved or removed since", termsafe.Quote(at), termsafe.String(err.Error()))
 	}
 	if !h.Is(ids[path]) {
 		h.Close()
-		return nil, fmt.Sprintf("%s is another directory now (its device, inode or birth time differ): it was moved or replaced since", termsafe.Quote(path))
+		return nil, fmt.Sprintf("%s is another directory now (its device, inode or birth time differ): it was moved or replaced since", termsafe.Quote(at))
 	}
+	h.Path = filepath.Clean(path)
 	return h, ""
 }

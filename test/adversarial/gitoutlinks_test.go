@@ -1,7 +1,10 @@
 package adversarial
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,4 +53,52 @@ var gitOutLinkAttacks = []attack{
 				t.Errorf("a symlink in .git that stays inside the repository was moved: %v", err)
 			}
 		}},
+}
+
+// TestLFSObjectDirLinkedOut: Git LFS stores an object as .git/lfs/objects/XX/YY/OID,
+// made through whatever directory stands there. The session adds a file that
+// .gitattributes hands to LFS and links the object's directory, three levels
+// below .git/lfs, to a directory of the operator's. After the session, the
+// operator's `git add` with Git LFS as `git lfs install` sets it up writes the
+// object; it must land in the repository, not in the operator's directory: the
+// audit moves the link aside.
+func TestLFSObjectDirLinkedOut(t *testing.T) {
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		testenv.Skip(t, "git-lfs is not installed (scripts/setup-test-env.sh installs it)")
+	}
+	const payload = "large file\n"
+	sum := sha256.Sum256([]byte(payload))
+	oid := hex.EncodeToString(sum[:])
+	link := filepath.Join(".git/lfs/objects", oid[:2], oid[2:4])
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			outside := testenv.DirNames(t, x.Outside)
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, `set -e
+				printf '`+strings.TrimSuffix(payload, "\n")+`\n' > big.bin
+				echo '*.bin filter=lfs diff=lfs merge=lfs -text' > .gitattributes
+				mkdir -p `+filepath.Dir(link)+`
+				ln -s '`+x.Outside+`' `+link))
+			if r.Code != 0 {
+				t.Fatalf("the session failed:\n%s", r)
+			}
+			if !strings.Contains(r.Stderr, "where Git writes") {
+				t.Errorf("the audit did not report the link out below .git/lfs:\n%s", r)
+			}
+			cmd := testenv.Command(t, x.Home, "git", "-c", "filter.lfs.clean=git-lfs clean -- %f",
+				"-c", "filter.lfs.smudge=git-lfs smudge -- %f", "-c", "filter.lfs.process=git-lfs filter-process",
+				"-c", "filter.lfs.required=true", "add", "-A")
+			cmd.Dir = x.Repo
+			cmd.Env = append(cmd.Env, "GIT_CONFIG_NOSYSTEM=1")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("the operator's git add with Git LFS: %v\n%s", err, out)
+			}
+			if now := testenv.DirNames(t, x.Outside); !slices.Equal(now, outside) {
+				t.Errorf("the operator's Git LFS created files in %s through a directory the session linked below .git/lfs: %v, was %v", x.Outside, now, outside)
+			}
+			if b, err := os.ReadFile(filepath.Join(x.Repo, link, oid)); err != nil || string(b) != payload {
+				t.Errorf("the LFS object is not in the repository's store (%v): %q", err, b)
+			}
+		})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
@@ -107,6 +109,110 @@ func TestKilledLauncherWorktreeReplaced(t *testing.T) {
 			}
 			if b, err := os.ReadFile(x.Victim); err != nil || string(b) != "host data\n" {
 				t.Errorf("the operator's file changed (%v): %q", err, b)
+			}
+		})
+	}
+}
+
+// TestKilledLauncherRepoReachedByAnotherPath: a launcher killed mid-session leaves
+// its pending audit, keyed by the repository's path; the next launch (or
+// `agentbox audit`) reaches the same repository by another path: moved, with a
+// symlink left at its old path (the launch resolves it to the new one), or, as
+// root, through a bind mount of it. The missed audit is found by the
+// repository's identity and runs: the symlink out the session planted below
+// .git/refs is moved aside, and the journal goes.
+func TestKilledLauncherRepoReachedByAnotherPath(t *testing.T) {
+	ways := []string{"moved"}
+	if os.Geteuid() == 0 {
+		ways = append(ways, "bind")
+	}
+	for _, backend := range sandboxtest.Backends(t) {
+		for _, way := range ways {
+			for _, next := range []string{"exec", "audit"} {
+				t.Run(backend+"/"+way+"/"+next, func(t *testing.T) {
+					x := newTarget(t, backend)
+					killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' .git/refs/heads/out")
+					if _, err := os.Lstat(filepath.Join(x.Repo, ".git/refs/heads/out")); err != nil {
+						t.Fatalf("the session did not plant: %v", err)
+					}
+					dir := reachRepoAnotherWay(t, x.Repo, way)
+					plant := filepath.Join(dir, ".git/refs/heads/out")
+					var r sandboxtest.Result
+					if next == "exec" {
+						r = sandboxtest.Run(x.Command(dir, []string{"--no-git-save", "--no-record"}, "true"))
+					} else {
+						r = sandboxtest.Run(x.Agentbox(dir, "audit", "--repo", dir))
+					}
+					if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+						t.Errorf("agentbox %s through another path to the repository: the missed audit did not run:\n%s", next, r)
+					}
+					if _, err := os.Lstat(plant); err == nil {
+						t.Errorf("the symlink out of .git/refs was left:\n%s", r)
+					}
+					if j, _ := filepath.Glob(filepath.Join(x.Home, ".local/state/agentbox/audit-pending/*.journal")); len(j) != 0 {
+						t.Errorf("the pending audit stayed: %v", j)
+					}
+				})
+			}
+		}
+	}
+}
+
+// reachRepoAnotherWay gives the repository at repo a second path and returns the
+// path the next launch goes through.
+func reachRepoAnotherWay(t *testing.T, repo, way string) string {
+	t.Helper()
+	switch way {
+	case "moved":
+		if err := os.Rename(repo, repo+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(repo)+".moved", repo); err != nil {
+			t.Fatal(err)
+		}
+		return repo
+	case "bind":
+		alias := filepath.Join(testenv.Dir(t, "alias"), "repo")
+		if err := os.Mkdir(alias, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Chown(t, filepath.Dir(alias))
+		if err := unix.Mount(repo, alias, "", unix.MS_BIND, ""); err != nil {
+			t.Fatalf("bind mount: %v", err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(alias, unix.MNT_DETACH) })
+		return alias
+	}
+	t.Fatalf("unknown way %q", way)
+	return ""
+}
+
+// TestKilledLauncherAddDirReachedByAnotherPath: the same for an --add-dir
+// directory's pending audit: the directory is moved, a symlink left at its old
+// path, and the next launch adds it through that symlink.
+func TestKilledLauncherAddDirReachedByAnotherPath(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			lib := filepath.Join(testenv.Dir(t, "libs"), "lib")
+			if err := os.Mkdir(lib, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, filepath.Dir(lib))
+			testenv.Chown(t, lib)
+			testenv.Git(t, x.Home, lib, "init", "-q")
+			killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' '"+lib+"/.git/refs/heads/out'", "--add-dir", lib)
+			dir := reachRepoAnotherWay(t, lib, "moved")
+			plant := filepath.Join(dir, ".git/refs/heads/out")
+			if _, err := os.Lstat(plant); err != nil {
+				t.Fatalf("the session did not plant: %v", err)
+			}
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record", "--add-dir", dir}, "true"))
+			if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+				t.Errorf("the next launch adding the directory by another path did not run its pending audit:\n%s", r)
+			}
+			if _, err := os.Lstat(plant); err == nil {
+				t.Errorf("the symlink out of the added directory's .git was left:\n%s", r)
 			}
 		})
 	}
