@@ -44,8 +44,8 @@ type StdioRelays struct {
 	once  sync.Once
 }
 
-// GuardStdio returns s with each stream that is a file or a device relayed through a
-// pipe, and the relays, which Stop ends once the command has exited. A directory
+// GuardStdio returns s with each stream that is a file, a socket or a device relayed
+// through a pipe, and the relays, which Stop ends once the command has exited. A directory
 // among the streams is refused.
 func GuardStdio(s backend.Stdio) (backend.Stdio, *StdioRelays, error) {
 	r := &StdioRelays{}
