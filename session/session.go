@@ -168,6 +168,9 @@ func RunSession(cfg Config) (Outcome, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
+	var restoreStderr func()
+	cfg.Stderr, restoreStderr = ownDescriptor(cfg.Stderr) // ownstderr.go
+	defer restoreStderr()
 	// Before anything hands the streams on (the raw init cloned ahead takes them).
 	stdio, relays, err := prepare.GuardStdio(cfg.stdio())
 	if err != nil {

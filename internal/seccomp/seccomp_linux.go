@@ -3,7 +3,8 @@
 // the virtual console's requests (a terminal changed past the session), the fscrypt
 // key ioctls and the kernel keyring calls (host state that is not a file),
 // prlimit64 on PID 1, file leases (fcntl F_SETLEASE), clone3 (ENOSYS: its CLONE_INTO_CGROUP leaves the session's
-// cgroup) and io_setup (ENOSYS: the machine's AIO events are one pool); under a restricted network (Rules.ConfineSockets) sockets
+// cgroup), io_setup (ENOSYS: the machine's AIO events are one pool) and huge pages
+// from the hugetlb pool (ENOMEM, one pool for the machine); under a restricted network (Rules.ConfineSockets) sockets
 // only of the families a network namespace confines. The native init installs it
 // (nsinit/program); the bwrap backend hands the serialised Program to bwrap
 // (--add-seccomp-fd). One rule, one builder.
@@ -81,6 +82,16 @@ import (
 //     user's io_setup fail with EAGAIN while it ran (a database that could not
 //     start); no namespace or cgroup bounds it;
 //
+//   - huge pages from the hugetlb pool: mmap (mmap2) with MAP_HUGETLB and shmget
+//     with SHM_HUGETLB fail with ENOMEM (what an empty pool answers, as on most
+//     hosts), memfd_create with MFD_HUGETLB with ENOSYS (a kernel without
+//     hugetlbfs), and i386's ipc(SHMGET) with SHM_HUGETLB as shmget; i386's old mmap,
+//     whose flags lie behind a pointer, fails with ENOSYS (libcs use mmap2). The pool
+//     (vm.nr_hugepages) is one for the whole machine, reserved by databases, DPDK
+//     and VMs; no user namespace or memory cgroup counts its pages, so one session
+//     took every page and even root's next mapping failed. Transparent huge pages
+//     are not from the pool and stay allowed;
+//
 // With Rules.ConfineSockets (a new network namespace, docs/network.md):
 //
 //   - socket and socketpair succeed only for socketFamilies and fail with
@@ -121,6 +132,10 @@ const (
 	seccompArg1Low  = 24
 	seccompArg2Low  = 32
 	seccompArg2High = 36
+	seccompArg3Low  = 40
+	ipcCallMask     = 0xFFFF // ipc(2)'s call number; the high half is a version
+	ipcShmget       = 23     // ipc(2)'s SHMGET
+	shmHugeTLB      = 0x800  // SHM_HUGETLB (04000), the same on every ABI
 	ioctlTIOCSTI    = 0x5412
 	ioctlTIOCLINUX  = 0x541C
 	ioctlTIOCSETD   = 0x5423
@@ -146,7 +161,9 @@ var (
 
 // abi is one system-call ABI a process of this architecture can use: its ioctl
 // numbers, the numbers of the calls refused outright (add_key, request_key,
-// keyctl), its prlimit64 numbers, its fcntl (and fcntl64) numbers, its clone3 and io_setup numbers, and for Rules.ConfineSockets
+// keyctl), its prlimit64 numbers, its fcntl (and fcntl64) numbers, its clone3 and io_setup numbers,
+// the calls that map huge pages (mmap or mmap2, memfd_create, shmget, i386's ipc and
+// old mmap), and for Rules.ConfineSockets
 // its socket and socketpair numbers and those refused with ENOSYS (socketcall,
 // io_uring_setup).
 type abi struct {
@@ -157,6 +174,11 @@ type abi struct {
 	fcntl   []uint32
 	clone3  []uint32
 	aio     []uint32 // io_setup
+	mmap    []uint32 // flags in the fourth argument
+	memfd   []uint32 // memfd_create
+	shmget  []uint32
+	ipc     []uint32 // i386's multiplexer: the call first, shmget's flags fourth
+	oldMmap []uint32 // i386's mmap: its arguments behind a pointer
 	socket  []uint32
 	noSys   []uint32
 }
@@ -172,18 +194,25 @@ func abisFor(goarch string) ([]abi, error) {
 			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
 				prlimit: []uint32{302, x | 302}, fcntl: []uint32{72, x | 72}, clone3: []uint32{435, x | 435},
-				aio:    []uint32{206, x | 206, x | 543},
+				aio:  []uint32{206, x | 206, x | 543},
+				mmap: []uint32{9, x | 9}, memfd: []uint32{319, x | 319}, shmget: []uint32{29, x | 29},
 				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
 			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
-				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{245}, socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{245},
+				mmap: []uint32{192}, memfd: []uint32{356}, shmget: []uint32{395}, ipc: []uint32{117}, oldMmap: []uint32{90},
+				socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
 			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
-				fcntl: []uint32{25}, clone3: []uint32{435}, aio: []uint32{0}, socket: []uint32{198, 199}, noSys: []uint32{425}},
-			// EABI only (arm64 runs no OABI binary), which has no socketcall.
+				fcntl: []uint32{25}, clone3: []uint32{435}, aio: []uint32{0},
+				mmap: []uint32{222}, memfd: []uint32{279}, shmget: []uint32{194},
+				socket: []uint32{198, 199}, noSys: []uint32{425}},
+			// EABI only (arm64 runs no OABI binary), which has no socketcall, ipc or old mmap.
 			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
-				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{243}, socket: []uint32{281, 288}, noSys: []uint32{425}},
+				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{243},
+				mmap: []uint32{192}, memfd: []uint32{385}, shmget: []uint32{307},
+				socket: []uint32{281, 288}, noSys: []uint32{425}},
 		}, nil
 	}
 	return nil, fmt.Errorf("no seccomp filter for %s", goarch)
@@ -228,8 +257,13 @@ const (
 	lPid1   = "pid1"
 	lFcntl  = "fcntl"
 	lFamily = "family"
+	lMmap   = "mmap"
+	lMemfd  = "memfd"
+	lShmget = "shmget"
+	lIpc    = "ipc"
 	lEPERM  = "eperm"
 	lENOSYS = "enosys"
+	lENOMEM = "enomem"
 	lAllow  = "allow"
 )
 
@@ -239,6 +273,8 @@ const (
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
 //	         jeq prlimit_l ? pid1 : next …; jeq fcntl_f ? fcntl : next …;
 //	         jeq clone3_c ? enosys : next …; jeq io_setup_a ? enosys : next …;
+//	         jeq mmap ? mmap : next …; jeq memfd ? memfd : next …; jeq shmget ? shmget : next …;
+//	         jeq ipc ? ipc : next …; jeq oldMmap ? enosys : next …;
 //	         (ConfineSockets) jeq socket_m ? family : next …; jeq noSys_n ? enosys : next …;
 //	         ret ALLOW
 //	unknown: ret ERRNO(ENOSYS) (a call of an ABI no block names)
@@ -248,8 +284,14 @@ const (
 //	         ld args[2] low; jeq 0 ? next : eperm; ld args[2] high; jeq 0 ? allow : eperm
 //	fcntl:   ld args[1] low; jeq F_SETLEASE ? eperm : next; ret ALLOW
 //	family:  ld args[0] low; jeq family_f ? allow : next …; ret ERRNO(EAFNOSUPPORT)
+//	mmap:    ld args[3] low; and MAP_HUGETLB; jeq 0 ? allow : enomem
+//	memfd:   ld args[1] low; and MFD_HUGETLB; jeq 0 ? allow : enosys
+//	shmget:  ld args[2] low; and SHM_HUGETLB; jeq 0 ? allow : enomem
+//	ipc:     ld args[0] low; and 0xFFFF; jeq SHMGET ? next : allow;
+//	         ld args[3] low; and SHM_HUGETLB; jeq 0 ? allow : enomem
 //	eperm:   ret ERRNO(EPERM)
 //	enosys:  ret ERRNO(ENOSYS)
+//	enomem:  ret ERRNO(ENOMEM)
 //	allow:   ret ALLOW
 func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	a := &assembler{labels: map[string]int{}}
@@ -264,6 +306,11 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.jeqAll(x.fcntl, lFcntl)
 		a.jeqAll(x.clone3, lENOSYS)
 		a.jeqAll(x.aio, lENOSYS)
+		a.jeqAll(x.mmap, lMmap)
+		a.jeqAll(x.memfd, lMemfd)
+		a.jeqAll(x.shmget, lShmget)
+		a.jeqAll(x.ipc, lIpc)
+		a.jeqAll(x.oldMmap, lENOSYS)
 		if r.ConfineSockets {
 			a.jeqAll(x.socket, lFamily)
 			a.jeqAll(x.noSys, lENOSYS)
@@ -299,13 +346,44 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	a.jeqAll(socketFamilies, lAllow)
 	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EAFNOSUPPORT))
 
+	hugePages(a)
+
 	a.label(lEPERM)
 	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
 	a.label(lENOSYS)
 	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	a.label(lENOMEM)
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOMEM))
 	a.label(lAllow)
 	a.ret(unix.SECCOMP_RET_ALLOW)
 	return a.resolve()
+}
+
+// hugePages lays out the tails that refuse a mapping from the hugetlb pool: each
+// tests its call's flag bit and allows the call without it.
+func hugePages(a *assembler) {
+	a.label(lMmap)
+	a.ld(seccompArg3Low)
+	a.and(unix.MAP_HUGETLB)
+	a.jeq(0, lAllow, lENOMEM)
+
+	a.label(lMemfd)
+	a.ld(seccompArg1Low)
+	a.and(unix.MFD_HUGETLB)
+	a.jeq(0, lAllow, lENOSYS)
+
+	a.label(lShmget)
+	a.ld(seccompArg2Low)
+	a.and(shmHugeTLB)
+	a.jeq(0, lAllow, lENOMEM)
+
+	a.label(lIpc)
+	a.ld(seccompArg0Low)
+	a.and(ipcCallMask)
+	a.jeq(ipcShmget, "", lAllow)
+	a.ld(seccompArg3Low)
+	a.and(shmHugeTLB)
+	a.jeq(0, lAllow, lENOMEM)
 }
 
 // assembler builds a classic BPF program whose jumps name labels; resolve turns

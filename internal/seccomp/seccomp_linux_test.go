@@ -63,6 +63,12 @@ func TestTTYFilter(t *testing.T) {
 		"io_setup function not implemented",
 		"F_SETLEASE operation not permitted",
 		"F_GETLEASE ok",
+		"mmap MAP_HUGETLB cannot allocate memory",
+		"mmap invalid argument",
+		"memfd_create MFD_HUGETLB function not implemented",
+		"memfd_create ok",
+		"shmget SHM_HUGETLB cannot allocate memory",
+		"shmget invalid argument",
 	}
 	for _, w := range want {
 		if !strings.Contains(string(out), w+"\n") {
@@ -171,7 +177,34 @@ func filterHelper() {
 	fmt.Println("F_SETLEASE", errText(e))
 	_, _, e = unix.Syscall(unix.SYS_FCNTL, f.Fd(), unix.F_GETLEASE, 0)
 	fmt.Println("F_GETLEASE", errText(e))
+	hugePageProbes()
 	os.Exit(0)
+}
+
+// hugePageProbes asks for huge pages each way with arguments the kernel itself
+// refuses with EINVAL (no length, no size), or, for memfd_create, allows: only
+// the filter answers ENOMEM or ENOSYS. Without the flag, the kernel's answer.
+func hugePageProbes() {
+	const private, anonymous = 0x2, 0x20
+	_, _, e := unix.Syscall6(unix.SYS_MMAP, 0, 0, unix.PROT_READ, private|anonymous|unix.MAP_HUGETLB, ^uintptr(0), 0)
+	fmt.Println("mmap MAP_HUGETLB", errText(e))
+	_, _, e = unix.Syscall6(unix.SYS_MMAP, 0, 0, unix.PROT_READ, private|anonymous, ^uintptr(0), 0)
+	fmt.Println("mmap", errText(e))
+	name := []byte("agentbox-filter-test\x00")
+	fd, _, e := unix.Syscall(unix.SYS_MEMFD_CREATE, uintptr(unsafe.Pointer(&name[0])), unix.MFD_HUGETLB|unix.MFD_CLOEXEC, 0)
+	fmt.Println("memfd_create MFD_HUGETLB", errText(e))
+	if e == 0 {
+		unix.Close(int(fd))
+	}
+	fd, _, e = unix.Syscall(unix.SYS_MEMFD_CREATE, uintptr(unsafe.Pointer(&name[0])), unix.MFD_CLOEXEC, 0)
+	fmt.Println("memfd_create", errText(e))
+	if e == 0 {
+		unix.Close(int(fd))
+	}
+	_, _, e = unix.Syscall(unix.SYS_SHMGET, 0, 0, 0o1000|0o600|shmHugeTLB) // IPC_PRIVATE, IPC_CREAT
+	fmt.Println("shmget SHM_HUGETLB", errText(e))
+	_, _, e = unix.Syscall(unix.SYS_SHMGET, 0, 0, 0o1000|0o600)
+	fmt.Println("shmget", errText(e))
 }
 
 func errText(e unix.Errno) string {
@@ -243,6 +276,12 @@ func TestFilterABIs(t *testing.T) {
 		unix.AUDIT_ARCH_AARCH64: {25},
 		unix.AUDIT_ARCH_ARM:     {55, 221},
 	}
+	hugeCalls := map[uint32][][2]uint32{ // call, the argument holding its huge page flag
+		unix.AUDIT_ARCH_X86_64:  {{9, 3}, {x32SyscallBit | 9, 3}, {319, 1}, {x32SyscallBit | 319, 1}, {29, 2}, {x32SyscallBit | 29, 2}},
+		unix.AUDIT_ARCH_I386:    {{192, 3}, {356, 1}, {395, 2}},
+		unix.AUDIT_ARCH_AARCH64: {{222, 3}, {279, 1}, {194, 2}},
+		unix.AUDIT_ARCH_ARM:     {{192, 3}, {385, 1}, {307, 2}},
+	}
 	ioctls := map[uint32][]uint32{
 		unix.AUDIT_ARCH_X86_64:  {16, x32SyscallBit | 16, x32SyscallBit | 514},
 		unix.AUDIT_ARCH_I386:    {54},
@@ -312,10 +351,64 @@ func TestFilterABIs(t *testing.T) {
 					t.Errorf("%s arch %#x io_setup %d: %#x, want ENOSYS", arch, a.arch, nr, got)
 				}
 			}
+			for _, c := range hugeCalls[a.arch] {
+				checkHugeCall(t, prog, arch, a.arch, c[0], int(c[1]))
+			}
 		}
+		checkIPC(t, prog, arch)
 		if got := run(t, prog, 0x1234, 250, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
 			t.Errorf("%s unknown arch: %#x, want ENOSYS", arch, got)
 		}
+	}
+}
+
+// checkHugeCall: call nr of arch refuses its huge page flag (in argument arg, with
+// other flags beside it: ENOMEM, or ENOSYS for memfd_create's) and allows the call
+// without it.
+func checkHugeCall(t *testing.T, prog []unix.SockFilter, goarch string, arch, nr uint32, arg int) {
+	t.Helper()
+	flag, want := uint32(unix.MAP_HUGETLB|0x22), uint32(unix.ENOMEM)
+	switch arg {
+	case 1:
+		flag, want = unix.MFD_HUGETLB|unix.MFD_CLOEXEC, uint32(unix.ENOSYS)
+	case 2:
+		flag = shmHugeTLB | 0o1600
+	}
+	args := make([]uint32, arg+1)
+	args[arg] = flag
+	if got := run(t, prog, arch, nr, args...); got != unix.SECCOMP_RET_ERRNO|want {
+		t.Errorf("%s arch %#x call %d with flags %#x: %#x, want errno %d", goarch, arch, nr, flag, got, want)
+	}
+	args[arg] = flag &^ (unix.MAP_HUGETLB | unix.MFD_HUGETLB | shmHugeTLB)
+	if got := run(t, prog, arch, nr, args...); got != unix.SECCOMP_RET_ALLOW {
+		t.Errorf("%s arch %#x call %d with flags %#x: %#x, want allowed", goarch, arch, nr, args[arg], got)
+	}
+}
+
+// checkIPC: i386's ipc(SHMGET) is refused with SHM_HUGETLB (also with a version in
+// the call's high half), other calls of ipc pass, and i386's old mmap, whose flags
+// lie behind a pointer, is refused whole.
+func checkIPC(t *testing.T, prog []unix.SockFilter, goarch string) {
+	t.Helper()
+	if goarch != "amd64" {
+		return
+	}
+	const i386, ipc = unix.AUDIT_ARCH_I386, 117
+	enomem := unix.SECCOMP_RET_ERRNO | uint32(unix.ENOMEM)
+	for _, c := range []struct {
+		call, flags, want uint32
+	}{
+		{ipcShmget, shmHugeTLB | 0o1600, enomem},
+		{1<<16 | ipcShmget, shmHugeTLB, enomem},
+		{ipcShmget, 0o1600, unix.SECCOMP_RET_ALLOW},
+		{21, shmHugeTLB, unix.SECCOMP_RET_ALLOW}, // SHMAT: its fourth argument is no flag
+	} {
+		if got := run(t, prog, i386, ipc, c.call, 0, 0, c.flags); got != c.want {
+			t.Errorf("i386 ipc call %#x flags %#o: %#x, want %#x", c.call, c.flags, got, c.want)
+		}
+	}
+	if got := run(t, prog, i386, 90, 0); got != unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS) {
+		t.Errorf("i386 old mmap: %#x, want ENOSYS", got)
 	}
 }
 

@@ -6,8 +6,15 @@
 // ~/.bashrc) becomes writable inside, and a directory becomes a way to create files
 // anywhere below it. So a stream that is a file, a directory or a device other than
 // a terminal or /dev/null never reaches the sandbox: a file or a device is relayed
-// by the launcher through a pipe, a directory is refused. Pipes, sockets and
-// terminals pass as they are: reopening them reaches nothing new.
+// by the launcher through a pipe, a directory is refused. Pipes and terminals pass
+// as they are: reopening them reaches nothing new.
+//
+// A socket is relayed too. Its state belongs to the socket, not to a descriptor:
+// shutdown(2), its options (receive timeouts, an attached packet filter) reach every
+// holder and outlive the session. A command that shut down a standard stream shared
+// with the launcher and its caller (a service's journal stream, a Go API caller's
+// socket pair) made the launcher's next line of its own end it by SIGPIPE, its end
+// work cut short, and left the caller's stream shut for good.
 
 package prepare
 
@@ -31,13 +38,14 @@ const stdioDrainWait = 5 * time.Second
 // StdioRelays are the pipes standing in for the streams that were relayed, and their
 // copies.
 type StdioRelays struct {
-	ours []*os.File // the launcher's ends the sandbox holds too: closed by Stop
-	done []chan struct{}
-	once sync.Once
+	ours  []*os.File // the launcher's ends the sandbox holds too: closed by Stop
+	done  []chan struct{}
+	stops []func() // end the socket input copies
+	once  sync.Once
 }
 
-// GuardStdio returns s with each stream that is a file or a device relayed through a
-// pipe, and the relays, which Stop ends once the command has exited. A directory
+// GuardStdio returns s with each stream that is a file, a socket or a device relayed
+// through a pipe, and the relays, which Stop ends once the command has exited. A directory
 // among the streams is refused.
 func GuardStdio(s backend.Stdio) (backend.Stdio, *StdioRelays, error) {
 	r := &StdioRelays{}
@@ -68,6 +76,9 @@ func (r *StdioRelays) Stop() {
 		return
 	}
 	r.once.Do(func() {
+		for _, stop := range r.stops {
+			stop()
+		}
 		for _, f := range r.ours {
 			f.Close()
 		}
@@ -93,6 +104,16 @@ func (r *StdioRelays) input(f *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("standard input: a pipe to relay it: %w", err)
 	}
 	r.ours = append(r.ours, pr)
+	if isSocket(f) {
+		stop, err := socketInput(f, pw)
+		if err != nil {
+			pr.Close()
+			pw.Close()
+			return nil, fmt.Errorf("standard input: %w", err)
+		}
+		r.stops = append(r.stops, stop)
+		return pr, nil
+	}
 	go func() {
 		_, _ = io.Copy(pw, f) // ends at f's end, or with EPIPE once the command is gone
 		pw.Close()
@@ -106,8 +127,16 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 	if relay, err := needsStdioRelay(what, f); err != nil || !relay {
 		return f, err
 	}
+	// A descriptor of its own, numbered above 2: a write to a socket whose reader
+	// is gone then fails with EPIPE, where one to descriptor 1 or 2 would end the
+	// launcher by SIGPIPE (os/signal's rule for the standard streams).
+	dst, err := dupFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("standard %s: %w", what, err)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		dst.Close()
 		return nil, fmt.Errorf("standard %s: a pipe to relay it: %w", what, err)
 	}
 	r.ours = append(r.ours, pw)
@@ -117,10 +146,32 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 		defer close(done)
 		// When the file takes no more (a full disk), closing the pipe fails the
 		// command's next write (EPIPE) instead of leaving it blocked on a full pipe.
-		_, _ = io.Copy(f, pr)
+		_, _ = io.Copy(dst, pr)
 		pr.Close()
+		dst.Close()
 	}()
 	return pw, nil
+}
+
+// dupFile is a second descriptor of f's open file, close-on-exec.
+func dupFile(f *os.File) (*os.File, error) {
+	nfd, err := dupFd(f)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), f.Name()), nil
+}
+
+// dupFd is a second descriptor of f's open file, close-on-exec and above 2.
+func dupFd(f *os.File) (int, error) {
+	nfd, err := -1, error(nil)
+	if cerr := withFd(f, func(fd int) { nfd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3) }); cerr != nil {
+		return -1, cerr
+	}
+	if err != nil {
+		return -1, fmt.Errorf("a descriptor to relay it: %w", err)
+	}
+	return nfd, nil
 }
 
 // needsStdioRelay reports whether the stream f (named by what, for the message) must not
@@ -134,7 +185,7 @@ func needsStdioRelay(what string, f *os.File) (bool, error) {
 		return false, fmt.Errorf("standard %s: %w", what, err)
 	}
 	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFIFO, unix.S_IFSOCK:
+	case unix.S_IFIFO:
 		return false, nil
 	case unix.S_IFDIR:
 		return false, fmt.Errorf("refused: standard %s is a directory, through which the sandbox could create files in it on the host: give the command a file, a pipe or /dev/null", what)
@@ -143,7 +194,7 @@ func needsStdioRelay(what string, f *os.File) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil // a regular file, a block device, another character device
+	return true, nil // a regular file, a socket, a block device, another character device
 }
 
 // isDevNull reports whether rdev is /dev/null's device number (1, 3).

@@ -1,0 +1,58 @@
+package prepare
+
+import (
+	"io"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/backend"
+)
+
+// TestGuardStdioSockets: a socket is relayed both ways, the caller's socket is never
+// handed on, and once stopped the input relay takes nothing more of what the
+// caller's stream brings.
+func TestGuardStdioSockets(t *testing.T) {
+	pair := func() (caller, launcher *os.File) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caller, launcher = os.NewFile(uintptr(fds[0]), "caller"), os.NewFile(uintptr(fds[1]), "launcher")
+		t.Cleanup(func() { caller.Close(); launcher.Close() })
+		return caller, launcher
+	}
+	inCaller, in := pair()
+	outCaller, out := pair()
+	s, r, err := GuardStdio(backend.Stdio{Stdin: in, Stdout: out, Stderr: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Stdin == in || s.Stdout == out || s.Stderr != s.Stdout || isSocket(s.Stdin) || isSocket(s.Stdout) {
+		t.Fatalf("sockets handed on (stderr the same socket: one pipe): %+v", s)
+	}
+	if _, err := inCaller.Write([]byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 6)
+	if _, err := io.ReadFull(s.Stdin, got); err != nil || string(got) != "before" {
+		t.Fatalf("relayed input: %q, %v", got, err)
+	}
+	if _, err := io.WriteString(s.Stdout, "output"); err != nil {
+		t.Fatal(err)
+	}
+	s.Stdout.Close() // the command's copy
+	s.Stdin.Close()
+	r.Stop()
+	if _, err := io.ReadFull(outCaller, got); err != nil || string(got) != "output" {
+		t.Errorf("relayed output: %q, %v", got, err)
+	}
+	if _, err := inCaller.Write([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	got = make([]byte, 5)
+	if n, err := unix.Read(int(in.Fd()), got); err != nil || string(got[:n]) != "after" {
+		t.Errorf("after the relay stopped, the caller's input reads %q, %v: taken by the relay", got[:n], err)
+	}
+}
