@@ -207,15 +207,7 @@ func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, 
 	if err != nil {
 		return // an unreadable one is its own repository's launch to report
 	}
-	at := j.Repo
-	if id, ok := j.IDs[filepath.Clean(j.Repo)]; ok {
-		for _, r := range selves {
-			if sameDir(r.id, id) {
-				at = r.path
-				break
-			}
-		}
-	}
+	at := reachedAt(cfg, j, selves)
 	if at == j.Repo && j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
 		return
 	}
@@ -228,9 +220,33 @@ func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, 
 	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f, at)
 }
 
-// sameDir is Held.Is for two recorded identities.
-func sameDir(a, b audit.DirID) bool {
-	return a.Dev == b.Dev && a.Ino == b.Ino && (a.Birth == 0 || b.Birth == 0 || a.Birth == b.Birth)
+// reachedAt is the path among selves of the directory j's repository is, by its
+// identity, or j.Repo when none is. Found at a path the journal does not name, it
+// must have the journal's birth time too: a removed directory's inode number goes to
+// the next directory made, and a new repository audited against the removed one's
+// baseline would have its own hooks and configs moved aside as plants. Where the
+// filesystem keeps no birth time, a line says why the audit is not run there.
+func reachedAt(cfg *Config, j *auditJournal, selves []reached) string {
+	id, ok := j.IDs[filepath.Clean(j.Repo)]
+	if !ok {
+		return j.Repo
+	}
+	for _, r := range selves {
+		if r.path == filepath.Clean(j.Repo) {
+			return j.Repo // the journal's own path: holdJournaled checks the identity there
+		}
+		if r.id.Dev != id.Dev || r.id.Ino != id.Ino {
+			continue
+		}
+		if r.id.Birth != 0 && r.id.Birth == id.Birth {
+			return r.path
+		}
+		if r.id.Birth == 0 || id.Birth == 0 {
+			fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s has the device and inode of %s, whose session of %s (launcher pid %d) was killed before its audit, but no birth time to tell the same directory from one made since with a removed directory's inode number: that audit is not run here; if you moved the directory from there, move it back and run agentbox audit there\n",
+				termsafe.Quote(r.path), termsafe.Quote(j.Repo), j.Start.Format(time.RFC3339), j.PID)
+		}
+	}
+	return j.Repo
 }
 
 // auditOrphan runs one pending audit whose journal, name, this launch holds locked;

@@ -189,6 +189,10 @@ func needsStdioRelay(what string, f *os.File) (bool, error) {
 		return false, nil
 	case unix.S_IFDIR:
 		return false, fmt.Errorf("refused: standard %s is a directory, through which the sandbox could create files in it on the host: give the command a file, a pipe or /dev/null", what)
+	case unix.S_IFSOCK:
+		if isListening(f) { // stdiosock.go
+			return false, fmt.Errorf("refused: standard %s is a listening socket: a relay has no bytes to copy from it, and handed on, the sandbox would take the connections of the caller's service and could stop it listening for good: give the command a connected socket, a pipe or /dev/null", what)
+		}
 	case unix.S_IFCHR:
 		if isDevNull(st.Rdev) || isTerminal(f) {
 			return false, nil

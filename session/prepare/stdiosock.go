@@ -15,6 +15,16 @@ func isSocket(f *os.File) bool {
 	return err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK
 }
 
+// isListening reports whether the socket f listens for connections (SO_ACCEPTCONN):
+// it carries no stream of bytes, and shutdown(2) by any holder ends its listening.
+func isListening(f *os.File) bool {
+	on := 0
+	if withFd(f, func(fd int) { on, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN) }) != nil {
+		return false
+	}
+	return on != 0
+}
+
 // socketInput copies what arrives on the socket sock into pw, the pipe the command
 // reads, until the socket ends, the command's end of the pipe is gone, or the
 // returned stop is called. It reads only when poll(2) says bytes are there, and

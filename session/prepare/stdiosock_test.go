@@ -3,6 +3,7 @@ package prepare
 import (
 	"io"
 	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -54,5 +55,42 @@ func TestGuardStdioSockets(t *testing.T) {
 	got = make([]byte, 5)
 	if n, err := unix.Read(int(in.Fd()), got); err != nil || string(got[:n]) != "after" {
 		t.Errorf("after the relay stopped, the caller's input reads %q, %v: taken by the relay", got[:n], err)
+	}
+}
+
+// TestGuardStdioListeningSocket: a standard stream that is a listening socket (a
+// service started by socket activation, inetd's wait mode) is refused with a line
+// saying why: relayed, the command's reads waited for bytes that never come (until a
+// connection arrived, then ended); handed on, the sandbox would take the service's
+// connections and could stop it listening for the caller.
+func TestGuardStdioListeningSocket(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := os.NewFile(uintptr(fd), "listener")
+	defer l.Close()
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: "@agentbox-stdio-listen-test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct {
+		name string
+		s    backend.Stdio
+	}{
+		{"input", backend.Stdio{Stdin: l}},
+		{"output", backend.Stdio{Stdout: l}},
+	} {
+		s, r, err := GuardStdio(row.s)
+		if err == nil {
+			r.Stop()
+			t.Errorf("standard %s, a listening socket: not refused (%+v)", row.name, s)
+			continue
+		}
+		if !strings.Contains(err.Error(), "listening socket") {
+			t.Errorf("standard %s: the refusal does not say why: %v", row.name, err)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
-	"github.com/agentbox/agentbox/nsinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,11 +47,7 @@ print("io_setup", 0 if libc.syscall(%d, 1, ctypes.byref(ctx)) == 0 else ctypes.g
 // docs/security.md), and while it runs a program of the user's on the host still
 // reserves one.
 func TestSessionLeavesOthersTheirAIO(t *testing.T) {
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	for _, backend := range runners {
 		t.Run(backend, func(t *testing.T) {
 			x := sandboxtest.NewBox(t, backend)

@@ -42,11 +42,7 @@ func TestAuditFollowsMovedDir(t *testing.T) {
 		{"--add-dir, symlink at its path", true, "symlink"},
 		{"--add-dir, another directory at its path", true, "dir"},
 	}
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	for _, backend := range runners {
 		for _, row := range rows {
 			if backend == sandboxtest.GoAPI && row.addDir {
@@ -147,6 +143,16 @@ func start(t *testing.T, cmd *exec.Cmd) <-chan sandboxtest.Result {
 	ended := make(chan sandboxtest.Result, 1)
 	go func() { ended <- resultOfWait(cmd, &out, &errb) }()
 	return ended
+}
+
+// everyRunner lists the backends, the Go init where the raw init is the native
+// backend's (with no raw init, native runs the Go init already) and the Go API.
+func everyRunner(t *testing.T) []string {
+	runners := sandboxtest.Backends(t)
+	if nsinit.RawInitAvailable() {
+		runners = append(runners, sandboxtest.NativeGo)
+	}
+	return append(runners, sandboxtest.GoAPI)
 }
 
 // holdSession starts cmd, a session that writes ready once it holds what it

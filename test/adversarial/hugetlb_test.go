@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
-	"github.com/agentbox/agentbox/nsinit"
 )
 
 // hugeHogScript takes 2 MiB pages of the hugetlb pool every way a process can —
@@ -63,11 +62,7 @@ func TestSessionLeavesOthersTheirHugePages(t *testing.T) {
 		testenv.Skip(t, "needs root to give the machine a huge page pool")
 	}
 	total := hugePagePool(t)
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	for _, backend := range runners {
 		t.Run(backend, func(t *testing.T) {
 			x := sandboxtest.NewBox(t, backend)

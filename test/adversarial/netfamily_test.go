@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
-	"github.com/agentbox/agentbox/nsinit"
 )
 
 // TestSocketFamilies: under a restricted network (--offline, --allow-net) the
@@ -40,11 +39,7 @@ func TestSocketFamilies(t *testing.T) {
 		testenv.SkipKernel(t, "AF_VSOCK", "the host itself creates neither a vsock nor an alg socket (%q, %q), so their refusal cannot be told apart",
 			onHost["socket vsock"], onHost["socket alg"])
 	}
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	restricted := map[string]string{
 		"socket vsock": "EAFNOSUPPORT", "socket vsock|junk<<32": "EAFNOSUPPORT", "socketpair vsock": "EAFNOSUPPORT",
 		"socket alg": "EAFNOSUPPORT", "io_uring_setup": "ENOSYS",

@@ -12,7 +12,6 @@ import (
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/internal/ucounts"
-	"github.com/agentbox/agentbox/nsinit"
 )
 
 // holdPtys opens terminals until the kernel refuses one or it holds CAP_PTYS,
@@ -52,11 +51,7 @@ func TestSessionLeavesOthersTheirTerminals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	for _, backend := range runners {
 		t.Run(backend, func(t *testing.T) {
 			box := sandboxtest.NewBox(t, backend)

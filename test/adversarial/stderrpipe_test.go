@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
-	"github.com/agentbox/agentbox/nsinit"
 )
 
 // TestStderrReaderGone: agentbox exec … 2>&1 | head — the reader of the pipe that is
@@ -21,11 +20,7 @@ import (
 // remove the session's --disk-tmp directory (P10) — and end with the command's
 // status, not by SIGPIPE. On every runner and the Go API, whose caller died too.
 func TestStderrReaderGone(t *testing.T) {
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	for _, backend := range runners {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)

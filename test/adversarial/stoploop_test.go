@@ -29,7 +29,7 @@ func TestStopLoopCostsLauncherNothing(t *testing.T) {
 		wait $!
 		echo $(( ($(sw) - before) / 2 )) > continues; times > cpu; touch done
 		cat > /dev/null`
-	for _, backend := range append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI) {
+	for _, backend := range everyRunner(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
 			cmd := b.Command(b.Repo, []string{"--no-git-save", "--no-record"}, script)

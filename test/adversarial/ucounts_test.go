@@ -14,7 +14,6 @@ import (
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/internal/ucounts"
 	"github.com/agentbox/agentbox/mounts"
-	"github.com/agentbox/agentbox/nsinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,11 +144,7 @@ func TestUserCounts(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/fs/fanotify/max_user_groups"); err != nil {
 		testenv.SkipKernel(t, "fanotify_fid", "no fanotify limits to take from (Linux 5.13): %v", err)
 	}
-	runners := sandboxtest.Backends(t)
-	if nsinit.RawInitAvailable() {
-		runners = append(runners, sandboxtest.NativeGo)
-	}
-	runners = append(runners, sandboxtest.GoAPI)
+	runners := everyRunner(t)
 	want, err := ucounts.Limits()
 	if err != nil {
 		t.Fatal(err)
