@@ -273,6 +273,14 @@ func TakeLock(path string) (*os.File, bool) {
 	if err != nil {
 		return nil, errors.Is(err, fs.ErrNotExist)
 	}
+	return lockOpened(f)
+}
+
+// lockOpened takes the lock of a lock file TakeLock opened. Its holder removes the
+// file before it lets go, so a lock taken after that is on a file no longer linked:
+// whatever it guarded is done (a journal's audit has run), and taking it would do
+// that work a second time.
+func lockOpened(f *os.File) (*os.File, bool) {
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil || int(st.Uid) != os.Getuid() {
 		f.Close()
@@ -281,6 +289,10 @@ func TakeLock(path string) (*os.File, bool) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		return nil, false
+	}
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Nlink == 0 {
+		f.Close()
+		return nil, true
 	}
 	return f, true
 }

@@ -190,3 +190,32 @@ func TestGCSSHAgentDirs(t *testing.T) {
 		lock.Release()
 	}
 }
+
+// A launch that opened a pending audit's journal just before its auditor removed it
+// and let go must not take the lock of the removed file: the audit has run, and it
+// would run it a second time, moving the next session's files aside under the dead
+// session's name.
+func TestLockOfARemovedFileIsNotTaken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal")
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if l, none := lockOpened(f); l != nil || !none {
+		t.Fatalf("lockOpened of a removed file = %v, %v; want no lock and nothing to wait for", l, none)
+	}
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, ok := TakeLock(path)
+	if l == nil || !ok {
+		t.Fatalf("TakeLock of a linked file = %v, %v; want it locked", l, ok)
+	}
+	l.Close()
+}
