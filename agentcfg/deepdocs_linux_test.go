@@ -60,3 +60,35 @@ func TestDeepDocumentsCountWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestManyKeysOneFinding: a settings file of many new keys is one finding and is
+// put back whole; key by key, 15 MiB of them made 1.3 million lines (250 MB) on
+// the operator's terminal and in the session's record.
+func TestManyKeysOneFinding(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 100000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":1`, i)
+	}
+	b.WriteString("}")
+	home := t.TempDir()
+	path := filepath.Join(home, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	put(t, path, "{}\n")
+	base := Snapshot(Options{Home: home, Kept: []string{filepath.Join(home, ".claude")}, Repo: auditRepo, ID: "T", Quarantine: t.TempDir()})
+	put(t, path, b.String())
+	fs := base.Audit()
+	if len(fs) != 1 || len(fs[0].String()) > 1000 {
+		n := 0
+		for _, f := range fs {
+			n += len(f.String())
+		}
+		t.Errorf("%d findings (%d bytes) for one file of 100,000 new keys, want one line", len(fs), n)
+	}
+	if got := get(path); got != "{}\n" {
+		t.Errorf("after the audit: %.100q, want the user's", got)
+	}
+}
