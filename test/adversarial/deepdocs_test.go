@@ -67,6 +67,45 @@ EOF`))
 	}
 }
 
+// TestHugeConfigAudited (P13): a session leaves a nested repository whose config
+// holds a million aliases that run a shell command (16 MiB, the audit's bound for
+// a config), and as many exec lines in its rebase todo list and remote-helper URLs
+// in a remotes file. The end audit's scan was quadratic in them (100,000 took 24 s)
+// and held the launcher for hours, and its finding was one line of tens of
+// megabytes. The session must end within the hang bound, each plant moved aside,
+// each line of stderr short.
+func TestHugeConfigAudited(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			r := runCmdBounded(t, b.Command(b.Repo, nil, `set -e
+mkdir sub && git -C sub init -q
+mkdir -p sub/.git/rebase-merge sub/.git/remotes
+python3 -c '
+with open("sub/.git/config", "a") as f:
+    f.write("[alias]\n" + "".join("x%d = !true\n" % i for i in range(1000000)))
+with open("sub/.git/rebase-merge/git-rebase-todo", "w") as f:
+    f.write("".join("exec true %d\n" % i for i in range(1000000)))
+with open("sub/.git/remotes/r", "w") as f:
+    f.write("".join("URL: x%d::y\n" % i for i in range(1000000)))'`))
+			for _, plant := range []struct{ rel, text string }{
+				{"sub/.git/config", "x1 = !true"},
+				{"sub/.git/rebase-merge/git-rebase-todo", "exec true 1\n"},
+				{"sub/.git/remotes/r", "URL: x1::y"},
+			} {
+				if strings.Contains(sandboxtest.ReadFileOr(filepath.Join(b.Repo, plant.rel)), plant.text) {
+					t.Errorf("%s is still in the nested repository\n%.2000s", plant.rel, r)
+				}
+			}
+			for _, l := range strings.Split(r.Stderr, "\n") {
+				if len(l) > 8192 {
+					t.Errorf("a line of %d bytes on stderr: %.300s", len(l), l)
+				}
+			}
+		})
+	}
+}
+
 // runCmdBounded runs cmd and fails the test when it does not end within
 // hangBound (hostile_files_test.go).
 func runCmdBounded(t *testing.T, cmd *exec.Cmd) sandboxtest.Result {
