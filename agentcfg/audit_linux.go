@@ -331,6 +331,8 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 		return whole(newOrChanged + " (not a format agentbox can read)")
 	case wholeFormat(cur.f):
 		return whole(newOrChanged)
+	case len(keys) > maxKeyFindings:
+		return whole(fmt.Sprintf("%s, %d keys (%s, %s …): the whole file", newOrChanged, len(keys), keys[0].Key, keys[1].Key))
 	}
 	for _, k := range keys {
 		if keyPath(base, cur, k.Key) == nil {
@@ -354,6 +356,11 @@ func (b *Baseline) auditFile(base *fileState, left *int64, r *widen.Relaxer) []F
 	}
 	return keys
 }
+
+// maxKeyFindings bounds the findings one file gives key by key; past it the file
+// is put back whole in one finding, so that a file of a million new keys writes one
+// line to the terminal and the session's record, not a million (250 MB).
+const maxKeyFindings = 64
 
 // widened runs putBack, and once more where it failed with EACCES and r could widen
 // the owner's modes on the way to path (the session made the directory or the kept

@@ -169,14 +169,14 @@ func fixJSON(base, cur *fileState, keys []Finding) ([]byte, error) {
 
 func fixTOML(base, cur *fileState, keys []Finding) ([]byte, error) {
 	var doc, old map[string]any
-	if _, err := toml.Decode(string(cur.data), &doc); err != nil {
+	if err := decodeTOML(cur.data, &doc); err != nil {
 		return nil, err
 	}
 	if doc == nil {
 		doc = map[string]any{}
 	}
 	if base.exists && base.odd == "" {
-		if _, err := toml.Decode(string(base.data), &old); err != nil {
+		if err := decodeTOML(base.data, &old); err != nil {
 			return nil, err
 		}
 	}

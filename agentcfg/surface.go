@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/agentbox/agentbox/internal/tomlbound"
 )
 
 // format is how a file is read for its exec surface. The first four values are
@@ -287,7 +289,7 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 			return out, true
 		}
 		v, ok := decodeJSON(data)
-		if !ok {
+		if !ok || !walkFits(v, len(data)) {
 			return nil, false
 		}
 		walkDoc(v, nil, repo, settingsFormat(f), out)
@@ -298,7 +300,7 @@ func entries(f format, data []byte, repo string) (map[string]entry, bool) {
 		return out, true
 	case codexConfig, tomlDoc:
 		var doc map[string]any
-		if _, err := toml.Decode(string(data), &doc); err != nil {
+		if decodeTOML(data, &doc) != nil || !walkFits(doc, len(data)) {
 			return nil, false
 		}
 		walkDoc(doc, nil, repo, true, out)
@@ -363,6 +365,17 @@ func markOwn(out map[string]entry, repo string) {
 }
 
 // decodeJSON reads exactly one JSON value, numbers kept as written.
+// decodeTOML decodes a TOML document the session may have written, once
+// tomlbound says its shape costs the decoder no more than its size (nesting and
+// dotted keys cost it quadratic time: a session's end audit never finished).
+func decodeTOML(data []byte, v any) error {
+	if err := tomlbound.Check(data); err != nil {
+		return err
+	}
+	_, err := toml.Decode(string(data), v)
+	return err
+}
+
 func decodeJSON(data []byte) (any, bool) {
 	var v any
 	d := json.NewDecoder(bytes.NewReader(data))
@@ -411,6 +424,37 @@ func walkDoc(v any, at []string, repo string, all bool, out map[string]entry) {
 			}
 		}
 	}
+}
+
+// maxWalkDepth bounds the objects walkDoc descends into; the agents' files nest
+// a few levels.
+const maxWalkDepth = 64
+
+// walkFits reports whether walkDoc's work on v, a document of size bytes, stays
+// in proportion to it. Each key walkDoc visits costs its whole path (the keys
+// above it, copied and joined into a name), so a wide object deep down or below
+// a long key costs far more than its bytes: 4 MiB of JSON took 75 s and 8 GiB.
+// A document that does not fit counts whole, as one that cannot be read.
+func walkFits(v any, size int) bool {
+	budget := 4*size + 1<<20
+	return fits(v, 0, 0, &budget)
+}
+
+func fits(v any, depth, prefix int, budget *int) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return true
+	}
+	if depth >= maxWalkDepth {
+		return false
+	}
+	for k, sub := range m {
+		p := prefix + len(k) + 1
+		if *budget -= p + 16*(depth+1); *budget < 0 || !fits(sub, depth+1, p, budget) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasExec: v holds an exec-shaped key anywhere.

@@ -31,6 +31,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/agentbox/agentbox/internal/tomlbound"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/bytesize"
@@ -93,6 +95,11 @@ func (e *Error) Error() string {
 
 // Parse reads a policy file's text.
 func Parse(path string, data []byte) (*File, error) {
+	// The decoder's cost grows with nesting and dotted keys faster than the
+	// file's size: a repository's file is bounded before it is decoded.
+	if err := tomlbound.Check(data); err != nil {
+		return nil, &Error{File: path, Reason: err.Error() + ": not a policy file"}
+	}
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
 		var pe toml.ParseError

@@ -36,7 +36,8 @@ input. With --fix a config file is written again without its dangerous entries (
 rest of your configuration, remotes and branches, stays; a copy of the whole file is
 kept below the state directory's quarantine/), and any other finding's file is moved
 there (never deleted). Settings that look like your own (an editor or a pager set to
-a plain command) are listed apart as "yours, kept" and never changed.`,
+a plain command; in the repository's own configs, a program outside it with no
+arguments) are listed apart as "yours, kept" and never changed.`,
 	Flags: func() *flag.FlagSet { fs, _, _ := auditFlags(); return fs },
 }
 

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,6 +203,11 @@ func (f Finding) Unresolved() bool {
 }
 
 // String renders the finding as one line.
+// maxShownReasons bounds the reasons a finding's line names: a config of a million
+// dangerous entries is one line of a few kilobytes on the terminal and in the
+// record, not of tens of megabytes.
+const maxShownReasons = 16
+
 func (f Finding) String() string {
 	var b strings.Builder
 	b.WriteString(oneLine(f.Path))
@@ -209,7 +215,12 @@ func (f Finding) String() string {
 		fmt.Fprintf(&b, " (%s)", f.Kind)
 	}
 	b.WriteString(": ")
-	b.WriteString(strings.Join(f.Reasons, "; "))
+	rs := f.Reasons
+	if len(rs) > maxShownReasons+1 {
+		// The last reason stays: it says what --fix did.
+		rs = append(append(slices.Clip(rs[:maxShownReasons]), fmt.Sprintf("… and %d more", len(rs)-maxShownReasons-1)), rs[len(rs)-1])
+	}
+	b.WriteString(strings.Join(rs, "; "))
 	switch {
 	case f.Moved != "":
 		fmt.Fprintf(&b, "; moved to %s", oneLine(f.Moved))

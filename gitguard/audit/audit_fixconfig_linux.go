@@ -56,7 +56,15 @@ func plainCommand(v string) bool {
 // setting rather than a plant: one of the personal keys (an editor, a pager), with a
 // plain command whose program is a bare name (found on PATH) or an absolute path.
 // A relative path with a slash could name a program inside the repository.
-func OwnSetting(e gitconfig.Entry) bool {
+func OwnSetting(e gitconfig.Entry) bool { return ownSetting(e, nil) }
+
+// ownSetting is OwnSetting for an entry of a config below roots (the scanned
+// repository and Git dirs, which a sandbox could write), where it is stricter:
+// the program takes no argument and lies outside roots. Git runs the pager and
+// the editor in the top of the working tree, so an argument can name a file of
+// it for a program to run or read as commands (`sh .p`, `vim -S`, `less
+// --lesskey-src=k`); nothing tells such an argument from an option.
+func ownSetting(e gitconfig.Entry, roots []string) bool {
 	if !ownSettingKey(e) || e.NoValue {
 		return false
 	}
@@ -64,8 +72,19 @@ func OwnSetting(e gitconfig.Entry) bool {
 	if !plainCommand(v) {
 		return false
 	}
-	prog, _, _ := strings.Cut(v, " ")
+	prog, args, _ := strings.Cut(v, " ")
+	if len(roots) > 0 && (args != "" || slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(filepath.Clean(prog), r) })) {
+		return false
+	}
 	return !strings.Contains(prog, "/") || filepath.IsAbs(prog)
+}
+
+// treeRoots is roots when path lies below one of them, else nil.
+func treeRoots(path string, roots []string) []string {
+	if slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(path, r) }) {
+		return roots
+	}
+	return nil
 }
 
 // flaggedBy returns the reasons of f that describe entry e, as the scan wrote them
@@ -96,8 +115,9 @@ func SplitOwnSettings(findings []Finding) (kept []Finding, own []string) {
 			continue
 		}
 		mine := map[string]bool{}
+		in := treeRoots(f.Path, f.roots)
 		for _, e := range entries {
-			if OwnSetting(e) {
+			if ownSetting(e, in) {
 				for _, r := range flaggedBy(e, f.Reasons) {
 					mine[r] = true
 					own = append(own, oneLine(f.Path)+": "+r)
@@ -168,8 +188,9 @@ func fixConfig(path string, reasons []string, id, root string, roots []string) (
 	}
 	var keep []gitconfig.Entry
 	removed := 0
+	in := treeRoots(path, roots)
 	for _, e := range entries {
-		if len(flaggedBy(e, reasons)) > 0 && !OwnSetting(e) {
+		if len(flaggedBy(e, reasons)) > 0 && !ownSetting(e, in) {
 			removed++
 			continue
 		}

@@ -338,8 +338,15 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 		}
 	}
 	all := entries
+	// A file included many times is expanded once: its entries once are what the
+	// audit needs, and a million include lines of one file multiplied it (8,000
+	// of a 1,000-entry file took 3.7 GB).
+	included := map[string]bool{}
 	for _, inc := range gitconfig.IncludePaths(entries, path, s.opt.Home) {
-		all = append(all, s.config(inc, gitdir, depth+1)...)
+		if c := filepath.Clean(inc); !included[c] {
+			included[c] = true
+			all = append(all, s.config(inc, gitdir, depth+1)...)
+		}
 	}
 	s.expanded[key] = expansion{depth: depth, entries: all}
 	return all
@@ -380,7 +387,7 @@ func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
 	s.configs[p] = entries
 	for _, e := range entries {
 		if why := Danger(e); why != "" {
-			it.Dangers = appendNew(it.Dangers, describe(e, why))
+			s.danger(it, describe(e, why))
 		}
 		if e.Section == "core" && e.Key == "worktree" && gitdir != "" && !e.NoValue {
 			wt := e.Value
@@ -388,7 +395,7 @@ func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
 				wt = filepath.Join(gitdir, wt)
 			}
 			if _, inside := s.canonInside(wt); !inside {
-				it.Dangers = appendNew(it.Dangers, describe(e, "points the working tree outside the repository; checkouts would write there"))
+				s.danger(it, describe(e, "points the working tree outside the repository; checkouts would write there"))
 			}
 		}
 	}
@@ -408,7 +415,7 @@ func (s *scanner) gitmodules(p string) {
 	}
 	for _, e := range entries {
 		if e.Section == "submodule" && e.Key == "update" && strings.HasPrefix(strings.TrimSpace(e.Value), "!") {
-			it.Dangers = appendNew(it.Dangers, describe(e, "submodule update runs a shell command"))
+			s.danger(it, describe(e, "submodule update runs a shell command"))
 		}
 	}
 }
@@ -429,7 +436,7 @@ func (s *scanner) todo(p string) {
 			if len(cmd) > 120 {
 				cmd = cmd[:120] + "…"
 			}
-			it.Dangers = appendNew(it.Dangers, fmt.Sprintf("runs %q when the rebase continues", cmd))
+			s.danger(it, fmt.Sprintf("runs %q when the rebase continues", cmd))
 		}
 	}
 }

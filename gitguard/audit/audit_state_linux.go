@@ -77,7 +77,7 @@ func (s *scanner) stateFiles(dir string) {
 		for _, e := range entries {
 			if e.Section == "options" && e.Key == "strategy" {
 				if d := strategyDanger(e.Value, "git cherry-pick --continue"); d != "" {
-					it.Dangers = appendNew(it.Dangers, d)
+					s.danger(it, d)
 				}
 			}
 		}
@@ -102,7 +102,7 @@ func (s *scanner) stateFiles(dir string) {
 					url = strings.TrimSpace(v)
 				}
 				if h := remoteHelper(url); h != "" {
-					it.Dangers = appendNew(it.Dangers, fmt.Sprintf("URL %q makes git fetch run the remote helper git-remote-%s", oneLine(url), oneLine(h)))
+					s.danger(it, fmt.Sprintf("URL %q makes git fetch run the remote helper git-remote-%s", oneLine(url), oneLine(h)))
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package behaviour
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +99,50 @@ func TestAuditRefusesWhatExecRefuses(t *testing.T) {
 	}
 	if sandboxtest.Exists(filepath.Join(b.Home, ".local", "state", "agentbox", "quarantine")) {
 		t.Errorf("a refused audit quarantined something")
+	}
+}
+
+// TestAuditFixTakesOutAPagerRunningATreeFile: agentbox audit --fix is what a user
+// runs where no audit ran after a session (a killed launcher whose directory moved
+// since). A session's nested repository with core.pager "sh .p" passed as the
+// user's own pager — a bare program and plain words — and the audit said nothing
+// was found, yet Git runs the pager in the top of the working tree, where sh runs
+// the session's .p. In a config below the repository, a pager or an editor with
+// arguments, or one inside the repository, is a finding and is taken out.
+func TestAuditFixTakesOutAPagerRunningATreeFile(t *testing.T) {
+	b := sandboxtest.NewBox(t, "native")
+	sub := filepath.Join(b.Repo, "sub")
+	marker := filepath.Join(b.Home, "pager-ran")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sandboxtest.WriteFile(t, filepath.Join(sub, ".p"), "touch "+marker+"; cat\n")
+	sandboxtest.WriteFile(t, filepath.Join(sub, "p2"), "#!/bin/sh\ntouch "+marker+"; cat\n")
+	if err := os.Chmod(filepath.Join(sub, "p2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, sub)
+	testenv.Git(t, b.Home, sub, "init", "-q")
+	testenv.Git(t, b.Home, sub, "commit", "-q", "--allow-empty", "-m", "x")
+	// The pager runs only on a terminal: script gives Git one.
+	gitLog := func() *exec.Cmd {
+		cmd := testenv.Command(t, b.Home, "script", "-qec", "git log -1", "/dev/null")
+		cmd.Dir = sub
+		return cmd
+	}
+	for _, pager := range []string{"sh .p", filepath.Join(sub, "p2")} {
+		testenv.Git(t, b.Home, sub, "config", "core.pager", pager)
+		_ = os.Remove(marker)
+		if out, err := gitLog().CombinedOutput(); err != nil || !sandboxtest.Exists(marker) {
+			t.Fatalf("core.pager %q: the operator's git log does not run the plant (%v): %s", pager, err, out)
+		}
+		r := sandboxtest.Run(b.Agentbox(b.Repo, "audit", "--fix"))
+		if r.Code != 1 || !strings.Contains(r.Stdout, "core.pager") || strings.Contains(r.Stdout, "yours, kept") {
+			t.Errorf("core.pager %q: audit --fix: want exit 1 and the pager taken out, got %s", pager, r)
+		}
+		_ = os.Remove(marker)
+		if out, err := gitLog().CombinedOutput(); err != nil || sandboxtest.Exists(marker) {
+			t.Errorf("core.pager %q: after audit --fix the operator's git log ran the plant (%v): %s", pager, err, out)
+		}
 	}
 }
