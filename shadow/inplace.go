@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"path"
 	"path/filepath"
 	"slices"
@@ -138,7 +139,17 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
-	defer ix.close()
+	// Nothing reads the mapping once this returns (the checksum's goroutine is
+	// waited for on every path), so unmapping it and closing its file are left to
+	// a goroutine, off the record's end.
+	hashed := make(chan struct{})
+	hashing := false
+	defer func() {
+		if hashing {
+			<-hashed
+		}
+		go ix.close()
+	}()
 	b, before := ix.b, ix.st
 	l, err := s.indexLayout(b, &before)
 	if err != nil {
@@ -196,6 +207,21 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
 			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
 	}
+	// The new index: the old one's bytes up to the extensions, the patched
+	// entries written over theirs, then the extension and the checksum of it all.
+	// The entries are final here, so their part of the checksum is taken beside
+	// the trees' writing, which only reads them.
+	patches := make([]indexPatch, 0, len(at))
+	for _, i := range at {
+		patches = append(patches, indexPatch{off: offsets[i], data: x.patched[i]})
+	}
+	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
+	h := sha1.New()
+	hashing = true
+	go func() {
+		defer close(hashed)
+		hashEntries(h, body[:off], patches)
+	}()
 	// The trees of the invalid cache-tree entries, as write-tree would write them;
 	// then the extension and the checksum, written after the entries.
 	rootTree := ""
@@ -209,21 +235,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		tree := appendCacheTree(nil, ct)
 		ext = append(binary.BigEndian.AppendUint32([]byte("TREE"), uint32(len(tree))), tree...)
 	}
-	// The new index: the old one's bytes up to the extensions, the patched
-	// entries written over theirs, then the extension and the checksum of it all.
-	patches := make([]indexPatch, 0, len(at))
-	for _, i := range at {
-		patches = append(patches, indexPatch{off: offsets[i], data: x.patched[i]})
-	}
-	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
-	h := sha1.New()
-	prev := 0
-	for _, p := range patches {
-		h.Write(body[prev:p.off])
-		h.Write(p.data)
-		prev = p.off + len(p.data)
-	}
-	h.Write(body[prev:off])
+	<-hashed
 	h.Write(ext)
 	ext = h.Sum(ext)
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
@@ -235,6 +247,19 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	s.recent = recent
 	s.inPlace++
 	return rootTree, changed, nil
+}
+
+// hashEntries writes into h the index's bytes up to its extensions, entries, with
+// each patch's bytes in place of the entry bytes it covers (patches sorted by
+// offset, not overlapping).
+func hashEntries(h hash.Hash, entries []byte, patches []indexPatch) {
+	prev := 0
+	for _, p := range patches {
+		h.Write(entries[prev:p.off])
+		h.Write(p.data)
+		prev = p.off + len(p.data)
+	}
+	h.Write(entries[prev:])
 }
 
 // readInPlace reads the regular file rel below repoFd, never following a symlink or
