@@ -227,7 +227,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	rootTree := ""
 	var ext []byte
 	if ct != nil {
-		root, err := s.build(ct, x, 0, len(offsets), "")
+		root, err := s.build(ct, x, 0, len(offsets), "", &treeBufs{})
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
@@ -427,9 +427,10 @@ func (x indexEntries) path(i int) []byte {
 // build writes the trees of n and of its invalid subtrees from the index entries
 // [lo, hi), which are those below prefix ("" or "dir/"), as Git's write-tree
 // would: each entry in index order (which is Git's tree order), a subdirectory as
-// its tree. It returns n's tree id.
-func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]byte, error) {
-	var tree []byte
+// its tree. It returns n's tree id. bufs lends it the buffer of its depth.
+func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string, bufs *treeBufs) ([]byte, error) {
+	tree := bufs.take()
+	defer func() { bufs.give(tree) }()
 	var byName map[string]*ctNode
 	nchild := 0
 	for i := lo; i < hi; {
@@ -485,7 +486,7 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 		} else {
 			for j = i + 1; j < hi && bytes.HasPrefix(x.path(j), []byte(sub)); j++ {
 			}
-			if _, err := s.build(c, x, i, j, sub); err != nil {
+			if _, err := s.build(c, x, i, j, sub, bufs); err != nil {
 				return nil, err
 			}
 		}
@@ -497,11 +498,36 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 	if nchild != len(n.children) {
 		return nil, errNotInPlace
 	}
-	id, err := s.writeObject("tree", tree)
+	id, err := s.writeObject("tree", tree) // which keeps no reference to tree
 	if err != nil {
 		return nil, err
 	}
 	n.oid, _ = hex.DecodeString(id)
 	n.entries = hi - lo
 	return n.oid, nil
+}
+
+// treeBufs are the buffers build writes trees into, one per depth of the
+// recursion: the trees of sibling directories are written one after the other,
+// so each reuses the memory of the one before instead of growing a new buffer
+// (the launcher runs with its collector paused, so every new buffer is fresh
+// pages).
+type treeBufs struct {
+	free  [][]byte
+	depth int
+}
+
+// take lends the buffer of the next depth, empty.
+func (b *treeBufs) take() []byte {
+	b.depth++
+	if b.depth > len(b.free) {
+		b.free = append(b.free, nil)
+	}
+	return b.free[b.depth-1][:0]
+}
+
+// give takes back the buffer take lent, grown or not.
+func (b *treeBufs) give(buf []byte) {
+	b.depth--
+	b.free[b.depth] = buf
 }
