@@ -170,6 +170,10 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		return "", 0, errNotInPlace
 	}
 	defer unix.Close(repoFd)
+	// The blobs and trees are written beside the rest, and all of them before
+	// the new index, which names them, replaces the old one.
+	objs := s.startObjectWriter()
+	defer objs.wait()
 	added := treewalk.Now() // before the first fstat (changed.go)
 	changed := 0            // entries whose blob or mode the staging changed
 	recent := make([]recentEntry, 0, len(paths))
@@ -179,7 +183,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
-		id, err := s.writeObject("blob", content)
+		id, err := objs.put("blob", content)
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
@@ -227,7 +231,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	rootTree := ""
 	var ext []byte
 	if ct != nil {
-		root, err := s.build(ct, x, 0, len(offsets), "", &treeBufs{})
+		root, err := s.build(ct, x, 0, len(offsets), "", &treeBufs{objs: objs})
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
@@ -238,6 +242,9 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	<-hashed
 	h.Write(ext)
 	ext = h.Sum(ext)
+	if objs.wait() != nil {
+		return "", 0, errNotInPlace
+	}
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
 	if err := writeIndexPatched(indexPath, before.Mtim, ix, off, patches, ext); err != nil {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
@@ -498,7 +505,7 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string, bufs
 	if nchild != len(n.children) {
 		return nil, errNotInPlace
 	}
-	id, err := s.writeObject("tree", tree) // which keeps no reference to tree
+	id, err := bufs.objs.put("tree", tree) // which keeps no reference to tree
 	if err != nil {
 		return nil, err
 	}
@@ -515,6 +522,7 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string, bufs
 type treeBufs struct {
 	free  [][]byte
 	depth int
+	objs  *objectWriter // writes the trees
 }
 
 // take lends the buffer of the next depth, empty.
