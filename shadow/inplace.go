@@ -217,7 +217,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	// the trees' writing, which only reads them.
 	patches := make([]indexPatch, 0, len(at))
 	for _, i := range at {
-		patches = append(patches, indexPatch{off: offsets[i], data: x.patched[i]})
+		patches = append(patches, indexPatch{off: int(offsets[i]), data: x.patched[i]})
 	}
 	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
 	h := sha1.New()
@@ -404,7 +404,7 @@ func (n *ctNode) invalidate(dir string) bool {
 // read in place of the bytes' own.
 type indexEntries struct {
 	b       []byte
-	off     []int
+	off     []uint32
 	patched map[int][]byte
 }
 
@@ -419,7 +419,7 @@ func (x indexEntries) entry(i int) []byte {
 // path returns the i-th entry's name (all that follows, if no NUL ends it: an
 // offset that is no entry's, which findEntry's check refuses).
 func (x indexEntries) path(i int) []byte {
-	off := x.off[i]
+	off := int(x.off[i])
 	fixed := 62
 	if binary.BigEndian.Uint16(x.b[off+60:off+62])&0x4000 != 0 {
 		fixed += 2
