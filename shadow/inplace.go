@@ -187,27 +187,10 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
-		oid, _ := hex.DecodeString(id)
-		e := x.patched[at[j]]
-		put := func(o int, v uint32) { binary.BigEndian.PutUint32(e[o:o+4], v) }
-		put(0, uint32(st.Ctim.Sec))
-		put(4, uint32(st.Ctim.Nsec))
-		put(8, uint32(st.Mtim.Sec))
-		put(12, uint32(st.Mtim.Nsec))
-		put(16, uint32(st.Dev))
-		put(20, uint32(st.Ino))
-		mode := uint32(0o100644)
-		if st.Mode&0o100 != 0 {
-			mode = 0o100755
-		}
-		if binary.BigEndian.Uint32(e[24:28]) != mode || !bytes.Equal(e[40:60], oid) {
+		mode, moved := patchEntry(x.patched[at[j]], &st, id)
+		if moved {
 			changed++
 		}
-		put(24, mode)
-		put(28, st.Uid)
-		put(32, st.Gid)
-		put(36, uint32(st.Size))
-		copy(e[40:60], oid)
 		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
 			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
 	}
@@ -254,6 +237,31 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	s.recent = recent
 	s.inPlace++
 	return rootTree, changed, nil
+}
+
+// patchEntry writes into the entry e (its first 62 bytes) the file's stat data st
+// and its blob id, as Git's add would, and returns the entry's mode and whether its
+// blob or mode changed.
+func patchEntry(e []byte, st *unix.Stat_t, id string) (mode uint32, changed bool) {
+	oid, _ := hex.DecodeString(id)
+	put := func(o int, v uint32) { binary.BigEndian.PutUint32(e[o:o+4], v) }
+	put(0, uint32(st.Ctim.Sec))
+	put(4, uint32(st.Ctim.Nsec))
+	put(8, uint32(st.Mtim.Sec))
+	put(12, uint32(st.Mtim.Nsec))
+	put(16, uint32(st.Dev))
+	put(20, uint32(st.Ino))
+	mode = 0o100644
+	if st.Mode&0o100 != 0 {
+		mode = 0o100755
+	}
+	changed = binary.BigEndian.Uint32(e[24:28]) != mode || !bytes.Equal(e[40:60], oid)
+	put(24, mode)
+	put(28, st.Uid)
+	put(32, st.Gid)
+	put(36, uint32(st.Size))
+	copy(e[40:60], oid)
+	return mode, changed
 }
 
 // hashEntries writes into h the index's bytes up to its extensions, entries, with
