@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"path"
 	"path/filepath"
 	"slices"
@@ -138,7 +139,17 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
-	defer ix.close()
+	// Nothing reads the mapping once this returns (the checksum's goroutine is
+	// waited for on every path), so unmapping it and closing its file are left to
+	// a goroutine, off the record's end.
+	hashed := make(chan struct{})
+	hashing := false
+	defer func() {
+		if hashing {
+			<-hashed
+		}
+		go ix.close()
+	}()
 	b, before := ix.b, ix.st
 	l, err := s.indexLayout(b, &before)
 	if err != nil {
@@ -159,6 +170,10 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		return "", 0, errNotInPlace
 	}
 	defer unix.Close(repoFd)
+	// The blobs and trees are written beside the rest, and all of them before
+	// the new index, which names them, replaces the old one.
+	objs := s.startObjectWriter()
+	defer objs.wait()
 	added := treewalk.Now() // before the first fstat (changed.go)
 	changed := 0            // entries whose blob or mode the staging changed
 	recent := make([]recentEntry, 0, len(paths))
@@ -168,40 +183,38 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
-		id, err := s.writeObject("blob", content)
+		id, err := objs.put("blob", content)
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
-		oid, _ := hex.DecodeString(id)
-		e := x.patched[at[j]]
-		put := func(o int, v uint32) { binary.BigEndian.PutUint32(e[o:o+4], v) }
-		put(0, uint32(st.Ctim.Sec))
-		put(4, uint32(st.Ctim.Nsec))
-		put(8, uint32(st.Mtim.Sec))
-		put(12, uint32(st.Mtim.Nsec))
-		put(16, uint32(st.Dev))
-		put(20, uint32(st.Ino))
-		mode := uint32(0o100644)
-		if st.Mode&0o100 != 0 {
-			mode = 0o100755
-		}
-		if binary.BigEndian.Uint32(e[24:28]) != mode || !bytes.Equal(e[40:60], oid) {
+		mode, moved := patchEntry(x.patched[at[j]], &st, id)
+		if moved {
 			changed++
 		}
-		put(24, mode)
-		put(28, st.Uid)
-		put(32, st.Gid)
-		put(36, uint32(st.Size))
-		copy(e[40:60], oid)
 		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
 			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
 	}
+	// The new index: the old one's bytes up to the extensions, the patched
+	// entries written over theirs, then the extension and the checksum of it all.
+	// The entries are final here, so their part of the checksum is taken beside
+	// the trees' writing, which only reads them.
+	patches := make([]indexPatch, 0, len(at))
+	for _, i := range at {
+		patches = append(patches, indexPatch{off: int(offsets[i]), data: x.patched[i]})
+	}
+	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
+	h := sha1.New()
+	hashing = true
+	go func() {
+		defer close(hashed)
+		hashEntries(h, body[:off], patches)
+	}()
 	// The trees of the invalid cache-tree entries, as write-tree would write them;
 	// then the extension and the checksum, written after the entries.
 	rootTree := ""
 	var ext []byte
 	if ct != nil {
-		root, err := s.build(ct, x, 0, len(offsets), "")
+		root, err := s.build(ct, x, 0, len(offsets), "", &treeBufs{objs: objs})
 		if err != nil {
 			return "", 0, errNotInPlace
 		}
@@ -209,23 +222,12 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		tree := appendCacheTree(nil, ct)
 		ext = append(binary.BigEndian.AppendUint32([]byte("TREE"), uint32(len(tree))), tree...)
 	}
-	// The new index: the old one's bytes up to the extensions, the patched
-	// entries written over theirs, then the extension and the checksum of it all.
-	patches := make([]indexPatch, 0, len(at))
-	for _, i := range at {
-		patches = append(patches, indexPatch{off: offsets[i], data: x.patched[i]})
-	}
-	slices.SortFunc(patches, func(a, b indexPatch) int { return a.off - b.off })
-	h := sha1.New()
-	prev := 0
-	for _, p := range patches {
-		h.Write(body[prev:p.off])
-		h.Write(p.data)
-		prev = p.off + len(p.data)
-	}
-	h.Write(body[prev:off])
+	<-hashed
 	h.Write(ext)
 	ext = h.Sum(ext)
+	if objs.wait() != nil {
+		return "", 0, errNotInPlace
+	}
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
 	if err := writeIndexPatched(indexPath, before.Mtim, ix, off, patches, ext); err != nil {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
@@ -235,6 +237,44 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	s.recent = recent
 	s.inPlace++
 	return rootTree, changed, nil
+}
+
+// patchEntry writes into the entry e (its first 62 bytes) the file's stat data st
+// and its blob id, as Git's add would, and returns the entry's mode and whether its
+// blob or mode changed.
+func patchEntry(e []byte, st *unix.Stat_t, id string) (mode uint32, changed bool) {
+	oid, _ := hex.DecodeString(id)
+	put := func(o int, v uint32) { binary.BigEndian.PutUint32(e[o:o+4], v) }
+	put(0, uint32(st.Ctim.Sec))
+	put(4, uint32(st.Ctim.Nsec))
+	put(8, uint32(st.Mtim.Sec))
+	put(12, uint32(st.Mtim.Nsec))
+	put(16, uint32(st.Dev))
+	put(20, uint32(st.Ino))
+	mode = 0o100644
+	if st.Mode&0o100 != 0 {
+		mode = 0o100755
+	}
+	changed = binary.BigEndian.Uint32(e[24:28]) != mode || !bytes.Equal(e[40:60], oid)
+	put(24, mode)
+	put(28, st.Uid)
+	put(32, st.Gid)
+	put(36, uint32(st.Size))
+	copy(e[40:60], oid)
+	return mode, changed
+}
+
+// hashEntries writes into h the index's bytes up to its extensions, entries, with
+// each patch's bytes in place of the entry bytes it covers (patches sorted by
+// offset, not overlapping).
+func hashEntries(h hash.Hash, entries []byte, patches []indexPatch) {
+	prev := 0
+	for _, p := range patches {
+		h.Write(entries[prev:p.off])
+		h.Write(p.data)
+		prev = p.off + len(p.data)
+	}
+	h.Write(entries[prev:])
 }
 
 // readInPlace reads the regular file rel below repoFd, never following a symlink or
@@ -372,7 +412,7 @@ func (n *ctNode) invalidate(dir string) bool {
 // read in place of the bytes' own.
 type indexEntries struct {
 	b       []byte
-	off     []int
+	off     []uint32
 	patched map[int][]byte
 }
 
@@ -387,7 +427,7 @@ func (x indexEntries) entry(i int) []byte {
 // path returns the i-th entry's name (all that follows, if no NUL ends it: an
 // offset that is no entry's, which findEntry's check refuses).
 func (x indexEntries) path(i int) []byte {
-	off := x.off[i]
+	off := int(x.off[i])
 	fixed := 62
 	if binary.BigEndian.Uint16(x.b[off+60:off+62])&0x4000 != 0 {
 		fixed += 2
@@ -402,9 +442,10 @@ func (x indexEntries) path(i int) []byte {
 // build writes the trees of n and of its invalid subtrees from the index entries
 // [lo, hi), which are those below prefix ("" or "dir/"), as Git's write-tree
 // would: each entry in index order (which is Git's tree order), a subdirectory as
-// its tree. It returns n's tree id.
-func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]byte, error) {
-	var tree []byte
+// its tree. It returns n's tree id. bufs lends it the buffer of its depth.
+func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string, bufs *treeBufs) ([]byte, error) {
+	tree := bufs.take()
+	defer func() { bufs.give(tree) }()
 	var byName map[string]*ctNode
 	nchild := 0
 	for i := lo; i < hi; {
@@ -460,7 +501,7 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 		} else {
 			for j = i + 1; j < hi && bytes.HasPrefix(x.path(j), []byte(sub)); j++ {
 			}
-			if _, err := s.build(c, x, i, j, sub); err != nil {
+			if _, err := s.build(c, x, i, j, sub, bufs); err != nil {
 				return nil, err
 			}
 		}
@@ -472,11 +513,37 @@ func (s *Store) build(n *ctNode, x indexEntries, lo, hi int, prefix string) ([]b
 	if nchild != len(n.children) {
 		return nil, errNotInPlace
 	}
-	id, err := s.writeObject("tree", tree)
+	id, err := bufs.objs.put("tree", tree) // which keeps no reference to tree
 	if err != nil {
 		return nil, err
 	}
 	n.oid, _ = hex.DecodeString(id)
 	n.entries = hi - lo
 	return n.oid, nil
+}
+
+// treeBufs are the buffers build writes trees into, one per depth of the
+// recursion: the trees of sibling directories are written one after the other,
+// so each reuses the memory of the one before instead of growing a new buffer
+// (the launcher runs with its collector paused, so every new buffer is fresh
+// pages).
+type treeBufs struct {
+	free  [][]byte
+	depth int
+	objs  *objectWriter // writes the trees
+}
+
+// take lends the buffer of the next depth, empty.
+func (b *treeBufs) take() []byte {
+	b.depth++
+	if b.depth > len(b.free) {
+		b.free = append(b.free, nil)
+	}
+	return b.free[b.depth-1][:0]
+}
+
+// give takes back the buffer take lent, grown or not.
+func (b *treeBufs) give(buf []byte) {
+	b.depth--
+	b.free[b.depth] = buf
 }

@@ -333,3 +333,46 @@ func TestInPlaceCountsAsDiffTree(t *testing.T) {
 		t.Errorf("files %+v, diff-tree counts %+v, want 3 changed", rec.Files, want)
 	}
 }
+
+// TestInPlaceIndexNamesOnlyWrittenObjects: the objects a staging in place writes
+// beside its other work (objwriter.go) are all on disk before the new index names
+// them; when one cannot be written the staging is refused and the index is the
+// one before, with no lock file left.
+func TestInPlaceIndexNamesOnlyWrittenObjects(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a/x.txt": "x\n", "b/y.txt": "y\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	// New content whose blob's fan-out directory does not exist yet: a file put
+	// there makes the blob's write fail (ENOTDIR, whoever runs the test).
+	var content, fan string
+	for i := 0; ; i++ {
+		content = fmt.Sprintf("x%d\n", i)
+		_, id := objectID("blob", []byte(content))
+		fan = filepath.Join(s.Dir, "objects", id[:2])
+		if _, err := os.Lstat(fan); os.IsNotExist(err) {
+			break
+		}
+	}
+	write(t, fan, "not a directory\n")
+	write(t, filepath.Join(repo, "a", "x.txt"), content)
+	indexPath := filepath.Join(s.Dir, "index")
+	before, err := os.ReadFile(indexPath)
+	must(t, err)
+	if _, _, err := s.stageInPlace([]string{"a/x.txt"}); err == nil {
+		t.Fatal("staged in place with its blob unwritten")
+	}
+	after, err := os.ReadFile(indexPath)
+	must(t, err)
+	if !bytes.Equal(after, before) {
+		t.Error("the index changed though the staging was refused")
+	}
+	if _, err := os.Lstat(indexPath + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("index.lock left behind: %v", err)
+	}
+	// Once the object can be written, the same staging goes through.
+	must(t, os.Remove(fan))
+	if _, _, err := s.stageInPlace([]string{"a/x.txt"}); err != nil {
+		t.Fatalf("staging after the fan-out was freed: %v", err)
+	}
+	shadowGit(t, s, "fsck", "--no-progress", "--no-dangling")
+}

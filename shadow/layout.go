@@ -74,13 +74,19 @@ func (s *Store) readLayout(b, key []byte) (indexLayout, bool) {
 	if err != nil || len(b) < 12+20 {
 		return indexLayout{}, false
 	}
-	f, err := os.ReadFile(filepath.Join(s.Dir, layoutFile))
+	// Mapped, not read into fresh heap: only the offsets are copied out. It is
+	// written by rename, and its key in place, never truncated (the index's rule).
+	f, _, release, err := mapIndex(filepath.Join(s.Dir, layoutFile))
+	if err != nil {
+		return indexLayout{}, false
+	}
+	defer release()
 	at := layoutKeyAt + layoutKeyLen
-	if err != nil || len(f) != layoutHeader+4*n || string(f[:4]) != layoutMagic ||
+	if len(f) != layoutHeader+4*n || string(f[:4]) != layoutMagic ||
 		!bytes.Equal(f[layoutKeyAt:at], key) || int(binary.BigEndian.Uint32(f[at:])) != n {
 		return indexLayout{}, false
 	}
-	l := indexLayout{ext: int(binary.BigEndian.Uint32(f[at+4:])), offsets: make([]int, n)}
+	l := indexLayout{ext: int(binary.BigEndian.Uint32(f[at+4:])), offsets: make([]uint32, n)}
 	if l.ext > len(b)-20 {
 		return indexLayout{}, false
 	}
@@ -90,7 +96,7 @@ func (s *Store) readLayout(b, key []byte) (indexLayout, bool) {
 		if off < prev+minEntrySize || (off-12)%8 != 0 {
 			return indexLayout{}, false
 		}
-		l.offsets[i], prev = off, off
+		l.offsets[i], prev = uint32(off), off
 	}
 	if n > 0 && l.offsets[0] != 12 || prev+minEntrySize > l.ext {
 		return indexLayout{}, false
@@ -113,7 +119,7 @@ func (s *Store) writeLayout(key []byte, l indexLayout) {
 	binary.BigEndian.PutUint32(f[at:], uint32(len(l.offsets)))
 	binary.BigEndian.PutUint32(f[at+4:], uint32(l.ext))
 	for _, off := range l.offsets {
-		f = binary.BigEndian.AppendUint32(f, uint32(off))
+		f = binary.BigEndian.AppendUint32(f, off)
 	}
 	tmp := p + ".tmp"
 	if os.WriteFile(tmp, f, 0o600) != nil || os.Rename(tmp, p) != nil {
@@ -161,5 +167,5 @@ func findEntry(x indexEntries, p string) (int, bool) {
 	if i == len(x.off) || !bytes.Equal(x.path(i), want) {
 		return 0, false
 	}
-	return i, int(binary.BigEndian.Uint16(x.b[x.off[i]+60:])&0xfff) == min(len(want), 0xfff)
+	return i, int(binary.BigEndian.Uint16(x.b[int(x.off[i])+60:])&0xfff) == min(len(want), 0xfff)
 }

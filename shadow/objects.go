@@ -57,22 +57,40 @@ func (s *Store) writeCommit(tree, parent, msg string, when time.Time) (string, e
 // writeObject stores body as a loose object of kind and returns its id. An object
 // that exists already is left as it is.
 func (s *Store) writeObject(kind string, body []byte) (string, error) {
-	hdr := kind + " " + strconv.Itoa(len(body)) + "\x00"
-	h := sha1.New()
-	h.Write([]byte(hdr))
-	h.Write(body)
-	id := hex.EncodeToString(h.Sum(nil))
-	dir := filepath.Join(s.Dir, "objects", id[:2])
-	final := filepath.Join(dir, id[2:])
-	var st unix.Stat_t
-	if unix.Lstat(final, &st) == nil {
+	hdr, id := objectID(kind, body)
+	if s.haveObject(id) {
 		return id, nil
 	}
 	z, err := deflateObject(hdr, body)
 	if err != nil {
 		return "", fmt.Errorf("shadow: compress object: %w", err)
 	}
-	err = putLoose(dir, final, z)
+	if err := s.putObject(id, z); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// objectID returns a loose object's header and its id.
+func objectID(kind string, body []byte) (hdr, id string) {
+	hdr = kind + " " + strconv.Itoa(len(body)) + "\x00"
+	h := sha1.New()
+	h.Write([]byte(hdr))
+	h.Write(body)
+	return hdr, hex.EncodeToString(h.Sum(nil))
+}
+
+// haveObject says whether the loose object id is there.
+func (s *Store) haveObject(id string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(filepath.Join(s.Dir, "objects", id[:2], id[2:]), &st) == nil
+}
+
+// putObject writes z, the zlib stream of the object id, as its loose file.
+func (s *Store) putObject(id string, z []byte) error {
+	dir := filepath.Join(s.Dir, "objects", id[:2])
+	final := filepath.Join(dir, id[2:])
+	err := putLoose(dir, final, z)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The fan-out directory is made on first use, not looked for each time.
 		if err = os.MkdirAll(dir, 0o755); err == nil {
@@ -80,9 +98,9 @@ func (s *Store) writeObject(kind string, body []byte) (string, error) {
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("shadow: write object %s: %w", id, err)
+		return fmt.Errorf("shadow: write object %s: %w", id, err)
 	}
-	return id, nil
+	return nil
 }
 
 // putLoose writes z as the read-only file final in dir, which must exist: written

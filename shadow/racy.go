@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -45,8 +46,10 @@ import (
 
 // indexLayout is where an index's entries and its extensions are: offsets[i] is the
 // i-th entry's, extensions start at ext, and the trailing checksum at len(b)-20.
+// An offset is below maxIndexSize (4 GiB), so 4 bytes hold it: half the fresh
+// heap of an int for each of a big index's entries.
 type indexLayout struct {
-	offsets []int
+	offsets []uint32
 	ext     int
 }
 
@@ -67,9 +70,12 @@ func layoutOf(b []byte) (indexLayout, error) {
 	if err != nil {
 		return indexLayout{}, errIndexLayout
 	}
-	l := indexLayout{offsets: make([]int, 0, n)}
+	l := indexLayout{offsets: make([]uint32, 0, n)}
 	if l.ext, err = eachEntry(body, n, func(off, _, _ int) error {
-		l.offsets = append(l.offsets, off)
+		if off > math.MaxUint32 {
+			return errIndexLayout
+		}
+		l.offsets = append(l.offsets, uint32(off))
 		return nil
 	}); err != nil {
 		return indexLayout{}, errIndexLayout
@@ -103,7 +109,7 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 			continue // already smudged; a nested repository Git always checks
 		}
 		if stale(x.path(i), e) {
-			smudged = append(smudged, off)
+			smudged = append(smudged, int(off))
 		}
 	}
 	if len(smudged) == 0 {

@@ -327,11 +327,11 @@ func TestRed9LayoutWrongOffsets(t *testing.T) {
 	defer func() { t.Logf("%d wrong layouts read as the index's, %d of them staged with", accepted, staged) }()
 	for k := 0; k <= len(l.offsets); k++ {
 		for _, d := range []int{-8, 8, 16} {
-			bad := indexLayout{ext: l.ext, offsets: append([]int(nil), l.offsets...)}
+			bad := indexLayout{ext: l.ext, offsets: append([]uint32(nil), l.offsets...)}
 			if k == len(l.offsets) {
 				bad.ext += d // where the extensions start
 			} else {
-				bad.offsets[k] += d
+				bad.offsets[k] = uint32(int(bad.offsets[k]) + d)
 			}
 			must(t, os.WriteFile(indexPath, orig, 0o644))
 			s.writeLayout(red9Key(t, s), bad)
@@ -355,13 +355,13 @@ func TestRed9LayoutWrongOffsets(t *testing.T) {
 			// Staged: the index must differ from the original only in the
 			// target's entry (and the cache tree and checksum).
 			_, nl := red9Layout(t, s)
-			for i, off := range l.offsets {
-				if nl.offsets[i] != off {
+			for i, o := range l.offsets {
+				if nl.offsets[i] != o {
 					t.Fatalf("offset %d%+d: the entries moved", k, d)
 				}
-				end := nl.ext
+				off, end := int(o), nl.ext
 				if i+1 < len(l.offsets) {
-					end = l.offsets[i+1]
+					end = int(l.offsets[i+1])
 				}
 				name := string(orig[off+62 : off+62+int(binary.BigEndian.Uint16(orig[off+60:])&0xfff)])
 				if name != target && !bytes.Equal(now[off:end], orig[off:end]) {

@@ -130,6 +130,9 @@ func (s *scanner) tree(dir string, depth int) {
 	if stats != nil && s.nested == 0 {
 		rels = s.walkRels(dir, ents) // audit_since_linux.go
 	}
+	// Looked up once a directory, not once an entry: only taken sets it, for
+	// this directory before the loop and for others within it.
+	shared := s.sharing && s.fromLaunch[dir]
 	for i, e := range ents {
 		name := e.Name()
 		if stats != nil && s.nested == 0 && name != ".git" {
@@ -137,7 +140,7 @@ func (s *scanner) tree(dir string, depth int) {
 			rel := rels[i]
 			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
 			switch {
-			case s.sharing && s.fromLaunch[dir]:
+			case shared:
 				s.shared++
 			case s.sharing:
 				// Read again, not taken: whatever it holds, the launch's walk
