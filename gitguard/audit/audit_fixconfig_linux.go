@@ -79,8 +79,14 @@ func ownSetting(e gitconfig.Entry, roots []string) bool {
 	return !strings.Contains(prog, "/") || filepath.IsAbs(prog)
 }
 
-// treeRoots is roots when path lies below one of them, else nil.
+// treeRoots is roots when path is a config a session could have written: below
+// one of them, but not the repository's own .git/config, which every session gets
+// read-only (a launch without it protected is refused), so that what it names is
+// the user's as in ~/.gitconfig. Else nil.
 func treeRoots(path string, roots []string) []string {
+	if len(roots) > 0 && filepath.Clean(path) == filepath.Join(roots[0], ".git", "config") {
+		return nil
+	}
 	if slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(path, r) }) {
 		return roots
 	}

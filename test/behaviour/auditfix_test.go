@@ -145,4 +145,11 @@ func TestAuditFixTakesOutAPagerRunningATreeFile(t *testing.T) {
 			t.Errorf("core.pager %q: after audit --fix the operator's git log ran the plant (%v): %s", pager, err, out)
 		}
 	}
+	// The repository's own .git/config, which no session can write, keeps the
+	// user's editor and pager with their arguments.
+	testenv.Git(t, b.Home, b.Repo, "config", "core.editor", "vim -u NONE")
+	testenv.Git(t, b.Home, b.Repo, "config", "core.pager", "less -R")
+	if r := sandboxtest.Run(b.Agentbox(b.Repo, "audit")); r.Code != 0 || strings.Count(r.Stdout, "yours, kept") != 2 {
+		t.Errorf("the repository's own editor and pager: audit: want exit 0 and both kept as yours, got %s", r)
+	}
 }
