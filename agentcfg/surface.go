@@ -364,7 +364,6 @@ func markOwn(out map[string]entry, repo string) {
 	}
 }
 
-// decodeJSON reads exactly one JSON value, numbers kept as written.
 // decodeTOML decodes a TOML document the session may have written, once
 // tomlbound says its shape costs the decoder no more than its size (nesting and
 // dotted keys cost it quadratic time: a session's end audit never finished).
@@ -376,6 +375,7 @@ func decodeTOML(data []byte, v any) error {
 	return err
 }
 
+// decodeJSON reads exactly one JSON value, numbers kept as written.
 func decodeJSON(data []byte) (any, bool) {
 	var v any
 	d := json.NewDecoder(bytes.NewReader(data))

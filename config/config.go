@@ -31,11 +31,10 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/agentbox/agentbox/internal/tomlbound"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/internal/tomlbound"
 	"github.com/agentbox/agentbox/policy"
 )
 

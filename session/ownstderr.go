@@ -4,20 +4,15 @@ import (
 	"io"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/agentbox/agentbox/session/prepare"
 )
 
-// A write to descriptor 1 or 2 whose reader is gone (agentbox exec … 2>&1 | head)
-// fails with EPIPE, and Go then ends the whole process by SIGPIPE, as a C program
-// that does not handle it ends: the launcher died on its first line after the
-// command — the record left unfinished, a --disk-tmp directory left behind, the
-// audit put off to the next launch — and a Go API caller died with it. Written
-// through a descriptor of its own, numbered above 2, the same write fails with
-// EPIPE only, and the session's work goes on.
-
 // ownDescriptor returns w writing through a new descriptor of the same open file
-// when w is, or writes through (termsafe.Writer), standard output or error, and a
-// function that puts w back as it was and closes that descriptor.
+// (prepare.DupFile) when w is, or writes through (termsafe.Writer), standard output
+// or error, and a function that puts w back as it was and closes that descriptor.
+// A line of agentbox's whose reader is gone (agentbox exec … 2>&1 | head) then
+// fails alone, where through descriptor 2 Go would end the launcher by SIGPIPE
+// with its end work (record, audit, --disk-tmp) undone.
 func ownDescriptor(w io.Writer) (io.Writer, func()) {
 	if wr, ok := w.(interface {
 		Inner() io.Writer
@@ -37,21 +32,23 @@ func ownDescriptor(w io.Writer) (io.Writer, func()) {
 		}
 	}
 	f, ok := w.(*os.File)
-	if !ok {
+	if !ok || !isStdStream(f) {
 		return w, func() {}
 	}
-	rc, err := f.SyscallConn()
+	own, err := prepare.DupFile(f)
 	if err != nil {
 		return w, func() {}
 	}
-	nfd := -1
-	if rc.Control(func(fd uintptr) {
-		if fd == 1 || fd == 2 {
-			nfd, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3)
-		}
-	}) != nil || nfd < 0 {
-		return w, func() {}
-	}
-	own := os.NewFile(uintptr(nfd), f.Name())
 	return own, func() { own.Close() }
+}
+
+// isStdStream reports whether f is descriptor 1 or 2 (read without Fd, which would
+// make the caller's stream blocking).
+func isStdStream(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	std := false
+	if err == nil {
+		_ = rc.Control(func(fd uintptr) { std = fd == 1 || fd == 2 })
+	}
+	return std
 }

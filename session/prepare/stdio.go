@@ -130,7 +130,7 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 	// A descriptor of its own, numbered above 2: a write to a socket whose reader
 	// is gone then fails with EPIPE, where one to descriptor 1 or 2 would end the
 	// launcher by SIGPIPE (os/signal's rule for the standard streams).
-	dst, err := dupFile(f)
+	dst, err := DupFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("standard %s: %w", what, err)
 	}
@@ -153,8 +153,10 @@ func (r *StdioRelays) output(what string, f *os.File) (*os.File, error) {
 	return pw, nil
 }
 
-// dupFile is a second descriptor of f's open file, close-on-exec.
-func dupFile(f *os.File) (*os.File, error) {
+// DupFile is a second descriptor of f's open file, close-on-exec and above 2: a
+// write through it whose reader is gone fails with EPIPE, where one through
+// descriptor 1 or 2 ends a Go program by SIGPIPE.
+func DupFile(f *os.File) (*os.File, error) {
 	nfd, err := dupFd(f)
 	if err != nil {
 		return nil, err
