@@ -53,7 +53,7 @@ var stagePts = path.Join(StageDir, "pts")
 
 // PtsOptions is the stage's devpts mount data, the native backend's.
 func (b *Budget) PtsOptions() string {
-	return "newinstance,ptmxmode=0666,mode=620,max=" + strconv.FormatInt(b.PtyMax, 10)
+	return mounts.DevptsOptions(b.PtyMax)
 }
 
 // BudgetDir is one directory of the budget: Mode its permission bits; Overlay, the

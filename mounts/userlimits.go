@@ -3,6 +3,7 @@ package mounts
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -67,4 +68,15 @@ func (p Plan) UserLimitsLine() string {
 		parts = append(parts, fmt.Sprintf("ptys=%d", p.PtyMax))
 	}
 	return "limits   " + strings.Join(parts, " ") + "  # the session's share of the user's per-user kernel counts and of the machine's ptys"
+}
+
+// DevptsOptions is the mount data of the sandbox's own devpts instance, with max=
+// the plan's PtyMax when it is above 0; the native init and bwrap's stage mount it
+// alike.
+func DevptsOptions(ptyMax int64) string {
+	opts := "newinstance,ptmxmode=0666,mode=620"
+	if ptyMax > 0 {
+		opts += ",max=" + strconv.FormatInt(ptyMax, 10)
+	}
+	return opts
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -96,11 +95,7 @@ func (p *Program) dev(dest string, nodes map[string]int) {
 	for _, d := range []string{"pts", "shm"} {
 		p.op(mountDesc(MountError{Op: "mkdir", Target: dest + "/" + d}), unix.SYS_MKDIRAT, uintptr(dir), p.Str(d), 0o755)
 	}
-	pts := "newinstance,ptmxmode=0666,mode=620"
-	if p.ptyMax > 0 {
-		pts += ",max=" + strconv.FormatInt(p.ptyMax, 10) // the pool's share (mounts.Plan.PtyMax)
-	}
-	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, pts)
+	p.mountAt(dest+"/pts", "devpts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, mounts.DevptsOptions(p.ptyMax))
 	p.tmpfsAt(dest + "/shm")
 	for _, l := range [][2]string{
 		{"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
