@@ -77,6 +77,8 @@ type Surface struct {
 	// Now is where the repository lies now: ScanOptions.Held's present path,
 	// Repo when it was not moved (audit_held_linux.go); never stored.
 	Now string `json:"-"`
+	// configsHandled counts the config entries the scan handled (spendConfigs).
+	configsHandled int
 	// Removed: the held directory was removed (it was empty then), or not read
 	// (ScanOptions.GitDirsOnly); nothing of it was scanned. Never stored.
 	Removed bool `json:"-"`
@@ -136,6 +138,10 @@ type ScanOptions struct {
 	MaxEntries int
 	// MaxDepth bounds the directory depth of the working-tree walk (default 256).
 	MaxDepth int
+	// MaxConfigEntries bounds the config entries the scan handles in all, counting
+	// a file's entries each time a config that includes it is read (default
+	// 2,097,152): configs past it are reported as not audited.
+	MaxConfigEntries int
 	// Walk: lstat every working-tree entry and return the walk in Surface.Walk.
 	Walk bool
 	// WalkHint, with Walk, is how many entries the walk is expected to hold (a

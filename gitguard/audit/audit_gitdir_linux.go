@@ -86,7 +86,10 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		entries = append(entries, s.config(filepath.Join(common, "config"), common, 0)...)
 		s.hooksDir(filepath.Join(common, "hooks"), base)
 	}
-	for _, e := range append(entries, s.hostEntries...) {
+	if s.spendConfigs(len(s.hostEntries)) {
+		entries = append(entries, s.hostEntries...)
+	}
+	for _, e := range entries {
 		switch {
 		case e.NoValue || e.Value == "":
 		case e.Section == "core" && e.Key == "hookspath":
@@ -327,6 +330,9 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 		return v.entries
 	}
 	s.expanded[key] = expansion{depth: depth}
+	if s.configsSpent() {
+		return nil
+	}
 	var entries []gitconfig.Entry
 	if s.inside(filepath.Clean(path)) || gitdir != "" {
 		entries = s.repoConfig(path, gitdir)
@@ -334,8 +340,11 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 		if s.inside(canon) {
 			entries = s.repoConfig(canon, gitdir)
 		} else {
-			entries, _ = gitconfig.ReadHostFile(canon)
+			entries = s.hostConfig(canon)
 		}
+	}
+	if !s.spendConfigs(len(entries)) {
+		return nil
 	}
 	all := entries
 	// A file included many times is expanded once: its entries once are what the
@@ -345,11 +354,59 @@ func (s *scanner) config(path, gitdir string, depth int) []gitconfig.Entry {
 	for _, inc := range gitconfig.IncludePaths(entries, path, s.opt.Home) {
 		if c := filepath.Clean(inc); !included[c] {
 			included[c] = true
-			all = append(all, s.config(inc, gitdir, depth+1)...)
+			if more := s.config(inc, gitdir, depth+1); s.spendConfigs(len(more)) {
+				all = append(all, more...)
+			}
 		}
 	}
 	s.expanded[key] = expansion{depth: depth, entries: all}
 	return all
+}
+
+// spendConfigs counts n more config entries handled, and
+// reports whether the scan's bound (MaxConfigEntries) still allows them. Each
+// config is handled again for every Git directory that reads it, so a file
+// included by many nested repositories costs its entries once per repository: the
+// bound keeps that product finite. Past it, no further config is read, and the
+// repository itself is reported as not audited (configsSpent).
+func (s *scanner) spendConfigs(n int) bool {
+	if s.surface.configsHandled+n <= s.opt.MaxConfigEntries {
+		s.surface.configsHandled += n
+		return true
+	}
+	s.surface.configsHandled = s.opt.MaxConfigEntries
+	return !s.configsSpent()
+}
+
+// configLineBytes is what a config file's bytes count for against MaxConfigEntries:
+// a file of few, long entries costs its parse as a file of many short ones.
+const configLineBytes = 64
+
+// hostConfig reads a config file outside the writable set, its bytes counted
+// against the scan's bound first: a host file a nested repository includes is
+// read again for each repository that does.
+func (s *scanner) hostConfig(path string) []gitconfig.Entry {
+	fi, err := os.Stat(path)
+	if err != nil || !s.spendConfigs(int(min(fi.Size(), gitconfig.MaxFileSize)/configLineBytes)) {
+		return nil
+	}
+	entries, _ := gitconfig.ReadHostFile(path)
+	return entries
+}
+
+// configsSpent reports whether the scan's bound on config entries is used up. The
+// first time it is, the repository is reported as a place the audit could not see
+// into: which configs were left out depends on the walk's order, and moving any
+// one of them aside would not make the rest audited.
+func (s *scanner) configsSpent() bool {
+	if s.surface.configsHandled < s.opt.MaxConfigEntries {
+		return false
+	}
+	if !s.configsOver {
+		s.configsOver = true
+		s.skip(s.repo, "its Git configs hold more than the scan's bound of %d entries in all (an included file counted once for each config that includes it), so the rest were not read", s.opt.MaxConfigEntries)
+	}
+	return true
 }
 
 // expansion is a config file with its includes, as read at the given include depth.
@@ -368,15 +425,14 @@ func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
 	p := filepath.Join(parent, filepath.Base(path))
 	if !s.inside(p) {
 		// The directory leads out of the repository: host files, read-only in the sandbox.
-		entries, _ := gitconfig.ReadHostFile(p)
-		return entries
+		return s.hostConfig(p)
 	}
 	if entries, seen := s.configs[p]; seen {
 		return entries
 	}
 	s.configs[p] = nil
 	it, data, ok := s.file(p, KindConfig, gitconfig.MaxFileSize)
-	if !ok || data == nil {
+	if !ok || data == nil || !s.spendConfigs(len(data)/configLineBytes) {
 		return nil
 	}
 	entries, err := gitconfig.Parse(bytes.NewReader(data))

@@ -22,8 +22,12 @@ import (
 const (
 	defaultMaxEntries = 2_000_000
 	defaultMaxDepth   = 256
-	maxPointerSize    = 64 << 10 // a .git file or commondir is one line
-	maxHookHash       = 64 << 20 // hooks may be binaries; hash at most this much
+	// defaultMaxConfigEntries is far above what real repositories hold (a thousand
+	// submodules of a few dozen entries each) and keeps what the scan holds of
+	// configs to a few hundred MB.
+	defaultMaxConfigEntries = 1 << 21
+	maxPointerSize          = 64 << 10 // a .git file or commondir is one line
+	maxHookHash             = 64 << 20 // hooks may be binaries; hash at most this much
 )
 
 // Scan walks repo (an absolute, canonical directory) and returns its exec surface:
@@ -195,6 +199,9 @@ func newScanner(repo, now string, opt ScanOptions) *scanner {
 	if opt.MaxDepth <= 0 {
 		opt.MaxDepth = defaultMaxDepth
 	}
+	if opt.MaxConfigEntries <= 0 {
+		opt.MaxConfigEntries = defaultMaxConfigEntries
+	}
 	s := &scanner{
 		repo: filepath.Clean(now),
 		opt:  opt,
@@ -287,8 +294,9 @@ type scanner struct {
 	// WalkHint sized walk.Entries: the list grows by blocks, not by copies of
 	// itself (Go grows a large slice by a quarter, allocating and copying it many
 	// times over), and is joined once at the end.
-	chunks  [][]treewalk.Entry
-	dangers map[*Item]map[string]bool // each item's Dangers as a set (danger)
+	chunks      [][]treewalk.Entry
+	dangers     map[*Item]map[string]bool // each item's Dangers as a set (danger)
+	configsOver bool                      // MaxConfigEntries was reached (configsSpent)
 }
 
 func (s *scanner) skip(path, format string, args ...any) {
