@@ -95,7 +95,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	// its journal sees it, and inherits its baseline (audit_shared.go). A launch
 	// that cannot have it does not start: the holder may be an undo writing the
 	// tree, or an audit whose baseline this one must inherit.
-	unlock, err := takeRepoAuditLock(p.StateDir, p.Repo)
+	unlock, err := takeAuditLock(p.StateDir, p.Repo, heldLockName(held.ID()))
 	if err != nil {
 		return nil, fmt.Errorf("%v: another agentbox (an undo, or a session's audit) holds this repository; wait for it to end and try again", err)
 	}
@@ -106,7 +106,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	defer unlockShared()
 	var base *audit.Surface
-	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
+	if j := inheritedBase(p.StateDir, p.Repo, held); j != nil {
 		if base, err = inherit(j, &opt, held); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -162,7 +162,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 // moves aside every new or changed thing that would make the operator's Git run a
 // program, prints one line per finding and stores the lines in out.
 func (a *Auditor) Finish(cfg *Config, out *Outcome) {
-	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
+	defer a.lockAudit(cfg.Stderr)()
 	defer lockShared(cfg.Stderr, a.stateDir, sharedLockKeys(a.repo, a.opt.GitDirs))()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record
