@@ -45,6 +45,7 @@ type Auditor struct {
 	// heldGitDirs are the writable Git dirs outside it, held the same way.
 	heldGitDirs []*audit.Held
 	addedFor    string // an --add-dir directory's: the session's repository (adddir.go)
+	addedForID  audit.DirID
 }
 
 // WidenJournal is where the audits journal the modes they widen (internal/widen):
@@ -148,7 +149,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held,
-		heldGitDirs: opt.HeldGitDirs, addedFor: cfg.addedFor}
+		heldGitDirs: opt.HeldGitDirs, addedFor: cfg.addedFor, addedForID: cfg.addedForID}
 	a.opt.HeldGitDirs = nil // Finish passes them
 	base.Walk, base.Launch = nil, nil
 	ok = true

@@ -73,7 +73,6 @@ func TestTwoSessionsTwoPaths(t *testing.T) {
 			// The first session plants, through either path: one directory.
 			writeTestFile(t, filepath.Join(second, ".git/config"), plant)
 
-
 			b, err := Start(cfg, &policy.Policy{Repo: second, StateDir: state}, nil)
 			if err != nil {
 				t.Fatal(err)
