@@ -261,6 +261,9 @@ func drain(r *os.File) string {
 func isUntrusted(err error) (string, bool) {
 	var u *trustedexec.Untrusted
 	if errors.As(err, &u) {
+		if u.Served {
+			return u.Reason + " or use --backend native", true
+		}
 		return u.Reason, true
 	}
 	return "", false

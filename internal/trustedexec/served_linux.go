@@ -29,7 +29,7 @@ func (w *walker) served(fd int, p string) error {
 		}
 	}
 	if who := servedBy(int64(sfs.Type), m, ok); who != "" {
-		return &Untrusted{Reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change %s there; install %s on a local filesystem (or one root mounted)", quote(p), who, w.what, w.what)}
+		return &Untrusted{Reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change %s there; install %s on a local filesystem (or one root mounted)", quote(p), who, w.what, w.what), Served: true}
 	}
 	return nil
 }

@@ -19,7 +19,12 @@ type Opened struct {
 }
 
 // Untrusted is Open's refusal of an entry on the way: what, and why, in one line.
-type Untrusted struct{ Reason string }
+// Served marks a refusal of a user's FUSE mount (served.go), for which a caller
+// may know another way out.
+type Untrusted struct {
+	Reason string
+	Served bool
+}
 
 func (u *Untrusted) Error() string { return u.Reason }
 
