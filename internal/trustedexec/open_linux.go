@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // maxLinks bounds the symbolic links one resolution follows, as the kernel's own
@@ -147,19 +145,6 @@ func (w *walker) push(fd int, p string, st *unix.Stat_t) error {
 	return nil
 }
 
-// Writers names who besides the owner may write a file of mode m, or "".
-func Writers(m uint32) string {
-	switch {
-	case m&0o022 == 0o022:
-		return "group and others"
-	case m&0o020 != 0:
-		return "group"
-	case m&0o002 != 0:
-		return "others"
-	}
-	return ""
-}
-
 // pop makes the parent the current directory; ".." of "/" is "/".
 func (w *walker) pop() {
 	if n := len(w.stack); n > 1 {
@@ -198,6 +183,3 @@ func (w *walker) closeAll() {
 	}
 	w.stack = nil
 }
-
-// quote keeps a hostile path on one line in messages, free of terminal controls.
-func quote(s string) string { return termsafe.Quote(s) }

@@ -8,6 +8,8 @@ package trustedexec
 import (
 	"os"
 	"strconv"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Opened is what Open resolved: the file, open O_PATH and close-on-exec, its path
@@ -32,3 +34,19 @@ func (u *Untrusted) Error() string { return u.Reason }
 // that executes it: the kernel resolves it to the open file itself, not to whatever
 // lies at the file's path now.
 func ExecPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// Writers names who besides the owner may write a file of mode m, or "".
+func Writers(m uint32) string {
+	switch {
+	case m&0o022 == 0o022:
+		return "group and others"
+	case m&0o020 != 0:
+		return "group"
+	case m&0o002 != 0:
+		return "others"
+	}
+	return ""
+}
+
+// quote keeps a hostile path on one line in messages, free of terminal controls.
+func quote(s string) string { return termsafe.Quote(s) }
