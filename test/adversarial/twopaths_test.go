@@ -1,6 +1,7 @@
 package adversarial
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,6 +53,39 @@ func TestTwoSessionsTwoPaths(t *testing.T) {
 					operatorGitRunsNothingIn(t, x.target, sub)
 					if t.Failed() {
 						t.Logf("A:\n%s\nB:\n%s", ra, rb)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestKilledLauncherAddDirAuditedAtRepoReachedByAnotherPath: as
+// TestKilledLauncherAddDirAuditedAtRepoLaunch, but the next launch, which does not
+// add the directory, works in the session's repository through another path (moved
+// with a symlink left at its old path, or a bind mount): the added directory's
+// pending audit runs there too.
+func TestKilledLauncherAddDirAuditedAtRepoReachedByAnotherPath(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			for _, way := range []string{"moved", "bind"} {
+				t.Run(way, func(t *testing.T) {
+					x := newTarget(t, backend)
+					lib := testenv.Dir(t, "lib")
+					testenv.Chown(t, lib)
+					testenv.Git(t, x.Home, lib, "init", "-q")
+					killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' '"+lib+"/.git/refs/heads/out'", "--add-dir", lib)
+					plant := filepath.Join(lib, ".git/refs/heads/out")
+					if _, err := os.Lstat(plant); err != nil {
+						t.Fatalf("the session did not plant: %v", err)
+					}
+					other := reachRepoAnotherWay(t, x.Repo, way)
+					r := sandboxtest.Run(x.Command(other, []string{"--no-git-save", "--no-record"}, "true"))
+					if !strings.Contains(r.Stderr, "was killed before its audit; audited now: 1 finding(s)") {
+						t.Errorf("the next launch in the repository through %s did not run the added directory's pending audit:\n%s", other, r)
+					}
+					if _, err := os.Lstat(plant); err == nil {
+						t.Errorf("the symlink out of the added directory's .git was left:\n%s", r)
 					}
 				})
 			}
