@@ -29,7 +29,8 @@ var selfExe = initExe{path: "/proc/self/exe", name: "/proc/self/exe"}
 // once the start returned.
 func openInit(binary string, file *os.File) (initExe, error) {
 	if file == nil {
-		if binary == "" {
+		// The kernel's own link to the running binary, not a path to walk.
+		if binary == "" || binary == selfExe.path {
 			return selfExe, nil
 		}
 		o, err := trustedexec.Program(binary, "agentbox")

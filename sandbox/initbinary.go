@@ -24,6 +24,9 @@ func openInitBinary(bin string, writable ...string) (*os.File, error) {
 	if err := checkInitBinary(bin, writable...); err != nil {
 		return nil, err
 	}
+	if bin == "/proc/self/exe" {
+		return nil, nil // the kernel's link to the running binary: nsinit executes it as such
+	}
 	q := termsafe.Quote(bin)
 	o, err := trustedexec.Program(bin, "agentbox")
 	if err != nil {
