@@ -40,6 +40,10 @@ type Options struct {
 	// running binary (/proc/self/exe), whose main must call nsinit.IsInit and
 	// nsinit.Main first.
 	InitBinary string
+	// InitFile is InitBinary opened and checked by the caller (open O_PATH is
+	// enough); when set, the launch executes this very file, never InitBinary's
+	// path again, which may lead to another file by then. The caller closes it.
+	InitFile *os.File
 	// Signals is a registration of the forwarded signals made ahead of the launch
 	// (nsinit.CatchSignals, the only implementation); nil: the launch registers them
 	// itself. Only the native backend takes it.

@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/trustedexec"
 )
 
 // EnvVar names the environment variable that selects the bwrap binary instead of
@@ -49,19 +49,6 @@ func (b Binary) Close() error {
 	}
 	return b.File.Close()
 }
-
-// opened is what open resolved: the file, open O_PATH, its path with every link
-// resolved, and the links followed on the way, by their own paths.
-type opened struct {
-	file  *os.File
-	real  string
-	links []string
-}
-
-// untrusted is open's refusal of an entry on the way: what, and why, in one line.
-type untrusted struct{ reason string }
-
-func (u *untrusted) Error() string { return u.reason }
 
 // Error is a refusal: which binary and why it will not be used.
 type Error struct {
@@ -137,7 +124,7 @@ func Find(writable ...string) (string, error) {
 // cannot parse. An accepted Binary holds the file open (Binary.File): what runs the
 // sandbox is what was checked.
 func Check(path string, timeout time.Duration) (Binary, error) {
-	o, err := open(path)
+	o, err := trustedexec.Open(path, "bwrap")
 	if reason, ok := isUntrusted(err); ok {
 		return Binary{}, &Error{Path: path, Reason: reason, Err: err}
 	}
@@ -150,15 +137,15 @@ func Check(path string, timeout time.Duration) (Binary, error) {
 	}
 	b, err := checkOpened(path, o, timeout)
 	if err != nil {
-		o.file.Close()
+		o.File.Close()
 		return Binary{}, err
 	}
 	return b, nil
 }
 
 // checkOpened is Check on the file open resolved.
-func checkOpened(path string, o *opened, timeout time.Duration) (Binary, error) {
-	fi, err := o.file.Stat()
+func checkOpened(path string, o *trustedexec.Opened, timeout time.Duration) (Binary, error) {
+	fi, err := o.File.Stat()
 	switch {
 	case err != nil:
 		return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("cannot stat: %v", err), Err: err}
@@ -173,7 +160,7 @@ func checkOpened(path string, o *opened, timeout time.Duration) (Binary, error) 
 		return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("is writable by others than its owner (mode %04o): another user could replace its contents; chmod go-w it", fi.Mode().Perm())}
 	}
 
-	out, err := runVersion(o.file, path, timeout)
+	out, err := runVersion(o.File, path, timeout)
 	if err != nil {
 		return Binary{}, err
 	}
@@ -187,13 +174,12 @@ func checkOpened(path string, o *opened, timeout time.Duration) (Binary, error) 
 			"bubblewrap %s is too old: agentbox needs bubblewrap %s or newer, because older releases have %s (a symlink traversal during sandbox setup); install a newer bwrap or use --backend native",
 			v, Minimum, Advisory)}
 	}
-	return Binary{Path: path, Version: v, File: o.file, real: o.real, links: o.links}, nil
+	return Binary{Path: path, Version: v, File: o.File, real: o.Real, links: o.Links}, nil
 }
 
 // ExecPath is the path that executes the file open at descriptor fd, of the process
-// that executes it: the kernel resolves it to the open file itself, not to whatever
-// lies at the file's path now.
-func ExecPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+// that executes it (trustedexec.ExecPath).
+func ExecPath(fd int) string { return trustedexec.ExecPath(fd) }
 
 // versionFD is the descriptor the file has in the --version process.
 const versionFD = 3
@@ -273,9 +259,12 @@ func drain(r *os.File) string {
 
 // isUntrusted reports whether err is open's refusal, and its reason.
 func isUntrusted(err error) (string, bool) {
-	var u *untrusted
+	var u *trustedexec.Untrusted
 	if errors.As(err, &u) {
-		return u.reason, true
+		if u.Served {
+			return u.Reason + " or use --backend native", true
+		}
+		return u.Reason, true
 	}
 	return "", false
 }

@@ -40,7 +40,7 @@ func TestInitCgroupNamespace(t *testing.T) {
 		{"raw", true, nil},
 		{"go", false, nil},
 		{"raw-spare", true, func(s Stdio) *Prestarted { return PrestartRaw(false, s) }},
-		{"go-spare", false, func(Stdio) *Prestarted { p, _ := Prestart(false, ""); return p }},
+		{"go-spare", false, func(Stdio) *Prestarted { p, _ := Prestart(false, "", nil); return p }},
 	}
 	for i, s := range starts {
 		t.Run(s.name, func(t *testing.T) {

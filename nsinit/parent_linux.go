@@ -74,14 +74,15 @@ func Run(plan mounts.Plan, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	defer ctl.Close()
-	// /proc/self/exe is the running binary itself, whatever happened to its path.
-	initBinary := opts.InitBinary
-	if initBinary == "" {
-		initBinary = "/proc/self/exe"
+	exe, err := openInit(opts.InitBinary, opts.InitFile)
+	if err != nil {
+		child.Close()
+		return Result{}, err
 	}
 	start := func(bool) (*process, error) {
 		defer child.Close()
-		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child, cgroupFd(opts))
+		defer exe.close()
+		return startInit(exe, initEnv(controlFd, initMapsOwnIDs), cloneFlags(plan), opts.Stdio, child, cgroupFd(opts))
 	}
 	return Supervise(Launch{Start: start, Ctl: ctl, Plan: plan}, opts)
 }

@@ -41,14 +41,20 @@ type Prestarted struct {
 }
 
 // Prestart starts an init for a later Run, with the network namespace when net, from
-// initBinary (empty: the running binary). It keeps one OS thread (the init's parent,
-// for Pdeathsig) until the spare is used or discarded.
-func Prestart(net bool, initBinary string) (*Prestarted, error) {
+// initBinary (empty: the running binary; file: initBinary opened and checked, as
+// Options.InitFile). It keeps one OS thread (the init's parent, for Pdeathsig) until
+// the spare is used or discarded.
+func Prestart(net bool, initBinary string, file *os.File) (*Prestarted, error) {
+	exe, err := openInit(initBinary, file)
+	if err != nil {
+		return nil, err
+	}
 	if initBinary == "" {
-		initBinary = "/proc/self/exe"
+		initBinary = selfExe.path
 	}
 	p, err := prestart(&Prestarted{net: net, initBinary: initBinary}, true, func(child *os.File) (*process, error) {
-		return startInit(initBinary, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child, -1)
+		defer exe.close()
+		return startInit(exe, initEnv(controlFd, initMapsOwnIDs), cloneFlags(mounts.Plan{Namespaces: mounts.Namespaces{Net: net}}), Stdio{}, child, -1)
 	})
 	if err != nil {
 		return nil, err

@@ -75,15 +75,15 @@ type vforkSpec struct {
 // namespaces flags, with stdio and ctl as its descriptors 0–2 and controlFd, its own
 // process group, SIGKILL when the calling thread ends (the caller locks it), and
 // initCaps as ambient capabilities; in the cgroup open at cgroup (-1: its caller's).
-func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.File, cgroup int) (*process, error) {
+func startInit(exe initExe, env []string, flags uintptr, stdio Stdio, ctl *os.File, cgroup int) (*process, error) {
 	files, closeNull, err := stdioFiles(stdio)
 	if err != nil {
 		return nil, err
 	}
 	defer closeNull()
 	s := &vforkSpec{flags: flags | uintptr(unix.CLONE_VFORK|unix.CLONE_VM) | uintptr(unix.SIGCHLD)}
-	if s.path, err = unix.BytePtrFromString(binary); err != nil {
-		return nil, fmt.Errorf("init binary %q: %w", binary, err)
+	if s.path, err = unix.BytePtrFromString(exe.path); err != nil {
+		return nil, fmt.Errorf("init binary %q: %w", exe.name, err)
 	}
 	if s.argv, err = syscall.SlicePtrFromStrings([]string{protocol.InitArgv0}); err != nil {
 		return nil, err
@@ -101,7 +101,8 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	}
 	defer unix.Close(p[0])
 	s.errPipe = p[1]
-	s.nextfd = max(s.nextfd, initFds, p[0]+1, p[1]+1)
+	// The lifted descriptors land above the held binary's too, which execve names.
+	s.nextfd = max(s.nextfd, initFds, p[0]+1, p[1]+1, exe.fd()+1)
 	s.ambient = initCaps
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3 // capget fills capData in the child
 
@@ -128,7 +129,7 @@ func startInit(binary string, env []string, flags uintptr, stdio Stdio, ctl *os.
 	if n > 0 {
 		var ws unix.WaitStatus
 		_, _ = eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
-		return nil, fmt.Errorf("exec %s: %w", binary, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
+		return nil, fmt.Errorf("exec %s: %w", exe.name, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
 	}
 	if cgroup >= 0 && s.args == nil {
 		if err := placeInCgroup(cgroup, pid); err != nil {
@@ -243,4 +244,12 @@ fail:
 	for {
 		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 253, 0, 0)
 	}
+}
+
+// fd is the held binary's descriptor, or -1.
+func (e initExe) fd() int {
+	if e.file == nil {
+		return -1
+	}
+	return int(e.file.Fd())
 }

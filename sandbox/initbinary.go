@@ -3,11 +3,48 @@ package sandbox
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/trustedexec"
 )
+
+// openInitBinary opens bin once for the launch (nil for ""), after
+// checkInitBinary, and returns the file the launch executes: every entry on the
+// way owned by root or the user in directories only their owner writes
+// (trustedexec.Program), and the file and each link the open followed checked
+// again by checkInitBinary's rules, as the path may have led elsewhere by then.
+// What a concurrent writer puts at the path after this is never run.
+func openInitBinary(bin string, writable ...string) (*os.File, error) {
+	if bin == "" {
+		return nil, nil
+	}
+	if err := checkInitBinary(bin, writable...); err != nil {
+		return nil, err
+	}
+	if bin == "/proc/self/exe" {
+		return nil, nil // the kernel's link to the running binary: nsinit executes it as such
+	}
+	q := termsafe.Quote(bin)
+	o, err := trustedexec.Program(bin, "agentbox")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: InitBinary %s: %v", q, err)
+	}
+	for _, p := range append([]string{o.Real}, o.Links...) {
+		dir := filepath.Dir(p)
+		if root, ok := hostpath.InsideWritable(p, writable...); ok {
+			o.File.Close()
+			return nil, fmt.Errorf("sandbox: InitBinary %s leads through %s, which the session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
+		}
+		if top, ok := hostpath.GitTree(dir); ok {
+			o.File.Close()
+			return nil, fmt.Errorf("sandbox: InitBinary %s lies in or leads through the Git working tree %s, which a session may write: it could replace the init of the next launch; install agentbox outside any repository", q, termsafe.Quote(top))
+		}
+	}
+	return o.File, nil
+}
 
 // checkInitBinary refuses an Options.InitBinary that a session could replace. It
 // is executed by its path at each launch (and at each Prestart spare), as the

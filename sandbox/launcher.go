@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/termsafe"
+	"github.com/agentbox/agentbox/internal/trustedexec"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 )
@@ -50,13 +52,22 @@ const launcherArg0 = "agentbox-launcher"
 // empty (which must then have called Init). A binary is refused as
 // Options.InitBinary is: one a session could replace.
 func NewLauncher(binary string) (*Launcher, error) {
+	// A named binary is executed through the file checked, never its path again;
+	// each launch hands the helper the file it checked for its init
+	// (request.InitFile).
+	var file *os.File
 	if binary == "" {
 		if !initCalled.Load() {
 			return nil, ErrNoInit
 		}
 		binary = "/proc/self/exe"
-	} else if err := checkInitBinary(binary); err != nil {
-		return nil, err
+	} else {
+		f, err := openInitBinary(binary)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		file = f
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -65,16 +76,44 @@ func NewLauncher(binary string) (*Launcher, error) {
 	ctl := os.NewFile(uintptr(fds[0]), "launcher")
 	child := os.NewFile(uintptr(fds[1]), "launcher-helper")
 	defer child.Close()
-	cmd := exec.Command(binary)
+	cmd, done, err := helperCommand(binary, file, child)
+	if err == nil {
+		err = cmd.Start()
+		done()
+	}
+	if err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("sandbox: start launcher %s: %w", termsafe.Quote(binary), err)
+	}
+	return &Launcher{ctl: ctl, cmd: cmd}, nil
+}
+
+// helperCommand is the helper's command: binary, or the file open for it (nil:
+// binary is /proc/self/exe), with child as its descriptor 3. For a file, its
+// standard streams are /dev/null opened here, so that the file's descriptor can
+// be placed clear of every one the child gets (trustedexec.Above). done closes
+// what it opened, once the command started.
+func helperCommand(binary string, file, child *os.File) (cmd *exec.Cmd, done func(), err error) {
+	cmd = exec.Command(binary)
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = append(os.Environ(), envLauncher+"=1")
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		ctl.Close()
-		return nil, fmt.Errorf("sandbox: start launcher %s: %w", binary, err)
+	if file == nil {
+		return cmd, func() {}, nil
 	}
-	return &Launcher{ctl: ctl, cmd: cmd}, nil
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	hi, err := trustedexec.Above(file, []*os.File{null, null, null, child})
+	if err != nil {
+		null.Close()
+		return nil, nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	cmd.Path = trustedexec.ExecPath(int(hi.Fd()))
+	return cmd, func() { hi.Close(); null.Close() }, nil
 }
 
 // Close stops the helper and waits for it. Sandboxes it started die with it.
@@ -95,8 +134,9 @@ type request struct {
 	Plan       mounts.Plan `json:"plan"`
 	Env        []string    `json:"env"`
 	InitBinary string      `json:"init_binary,omitempty"`
-	Streams    [3]bool     `json:"streams"` // which of stdin, stdout, stderr follow as fds
-	Cgroup     bool        `json:"cgroup"`  // the session's cgroup follows them as an fd
+	Streams    [3]bool     `json:"streams"`             // which of stdin, stdout, stderr follow as fds
+	InitFile   bool        `json:"init_file,omitempty"` // the checked InitBinary follows last
+	Cgroup     bool        `json:"cgroup"`              // the session's cgroup follows them as an fd
 }
 
 type reply struct {
@@ -172,6 +212,10 @@ func (l *Launcher) launch(plan mounts.Plan, opts backend.Options) (backend.Resul
 	if opts.Cgroup != nil {
 		req.Cgroup = true
 		rights = append(rights, int(opts.Cgroup.Fd()))
+	}
+	if opts.InitFile != nil {
+		req.InitFile = true
+		rights = append(rights, int(opts.InitFile.Fd()))
 	}
 	b, err := json.Marshal(&req)
 	if err != nil {
@@ -269,7 +313,7 @@ func serveOne(conn int) {
 		return
 	}
 	buf := make([]byte, size)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(5*4))
 	n, oobn, _, _, err := unix.Recvmsg(conn, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		return
@@ -284,12 +328,14 @@ func serveOne(conn int) {
 	var rep reply
 	if err := json.Unmarshal(buf[:n], &req); err != nil {
 		rep.Reason = "launcher: bad request: " + err.Error()
-	} else if cgroup, files, ok := cgroupOf(req.Cgroup, files); !ok {
+	} else if initFile, files, ok := lastOf(req.InitFile, files); !ok {
+		rep.Reason = "launcher: request names an init binary it did not send"
+	} else if cgroup, files, ok := lastOf(req.Cgroup, files); !ok {
 		rep.Reason = "launcher: request names a cgroup it did not send"
 	} else if stdio, ok := streams(req.Streams, files); !ok {
 		rep.Reason = "launcher: request names streams it did not send"
 	} else {
-		res, err := nsinit.Run(req.Plan, backend.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary, Cgroup: cgroup})
+		res, err := nsinit.Run(req.Plan, backend.Options{Stdio: stdio, Env: req.Env, InitBinary: req.InitBinary, InitFile: initFile, Cgroup: cgroup})
 		rep.Status, rep.Phases = res.Status, res.Phases
 		var se *nsinit.SetupError
 		switch {
@@ -305,9 +351,9 @@ func serveOne(conn int) {
 	}
 }
 
-// cgroupOf takes the session's cgroup, the last descriptor received, off got when
-// the request names one.
-func cgroupOf(named bool, got []*os.File) (*os.File, []*os.File, bool) {
+// lastOf takes the last descriptor received off got when the request names it
+// (the init binary, then the session's cgroup: the reverse of their order sent).
+func lastOf(named bool, got []*os.File) (*os.File, []*os.File, bool) {
 	if !named {
 		return nil, got, true
 	}

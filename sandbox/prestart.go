@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"sync"
 
 	"github.com/agentbox/agentbox/mounts"
@@ -21,14 +22,17 @@ func Prestart(opts Options) error {
 	if opts.InitBinary == "" && !initCalled.Load() {
 		return ErrNoInit
 	}
-	if err := checkInitBinary(opts.InitBinary); err != nil {
+	file, err := openInitBinary(opts.InitBinary)
+	if err != nil {
 		return err
 	}
 	spares.Lock()
 	defer spares.Unlock()
 	spares.on, spares.net, spares.binary = true, opts.Offline, opts.InitBinary
 	if spares.next == nil {
-		spares.next = startSpare(opts.Offline, opts.InitBinary)
+		spares.next = startSpare(opts.Offline, opts.InitBinary, file)
+	} else if file != nil {
+		file.Close()
 	}
 	return nil
 }
@@ -59,11 +63,15 @@ type pendingSpare struct {
 	p    *nsinit.Prestarted // nil when it failed to start
 }
 
-func startSpare(net bool, binary string) *pendingSpare {
+// startSpare starts a spare from binary, open at file (nil for ""), which it closes.
+func startSpare(net bool, binary string, file *os.File) *pendingSpare {
 	ps := &pendingSpare{done: make(chan struct{})}
 	go func() {
 		defer close(ps.done)
-		ps.p, _ = nsinit.Prestart(net, binary) // a failure shows in the fresh launch
+		if file != nil {
+			defer file.Close()
+		}
+		ps.p, _ = nsinit.Prestart(net, binary, file) // a failure shows in the fresh launch
 	}()
 	return ps
 }
@@ -92,7 +100,10 @@ func refillSpare() {
 	defer spares.Unlock()
 	// The binary is looked at again: a spare runs it before any plan, and its
 	// path may lead elsewhere by now.
-	if spares.on && spares.next == nil && checkInitBinary(spares.binary) == nil {
-		spares.next = startSpare(spares.net, spares.binary)
+	if !spares.on || spares.next != nil {
+		return
+	}
+	if file, err := openInitBinary(spares.binary); err == nil {
+		spares.next = startSpare(spares.net, spares.binary, file)
 	}
 }

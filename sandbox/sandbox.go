@@ -200,6 +200,7 @@ func Plan(opts Options) (mounts.Plan, error) {
 	if err != nil {
 		return mounts.Plan{}, err
 	}
+	defer closeInit(cfg)
 	return session.Plan(cfg)
 }
 
@@ -261,7 +262,8 @@ func config(opts Options) (session.Config, error) {
 	if err != nil {
 		return session.Config{}, fmt.Errorf("sandbox: %w", err)
 	}
-	if err := checkInitBinary(opts.InitBinary, append([]string{p.Repo}, p.AddDirs...)...); err != nil {
+	initFile, err := openInitBinary(opts.InitBinary, append([]string{p.Repo}, p.AddDirs...)...)
+	if err != nil {
 		return session.Config{}, err
 	}
 	// The credential variables only: the Go API hides no files.
@@ -278,7 +280,7 @@ func config(opts Options) (session.Config, error) {
 		GitSave:      record.GitSaveConfig{Disabled: opts.NoGitSave, Keep: snapshot.DefaultKeep, KeepSize: record.DefaultKeepSize},
 		AllowGitPush: opts.AllowGitPush, NoRecord: opts.NoRecord, NoAudit: opts.NoAudit,
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
-		Env:   opts.Env, InitBinary: opts.InitBinary, KeepGC: true,
+		Env:   opts.Env, InitBinary: opts.InitBinary, InitFile: initFile, KeepGC: true,
 	}, nil
 }
 
@@ -317,10 +319,18 @@ func run(opts Options, driver backend.Driver) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer closeInit(cfg)
 	cfg.Driver = driver
 	out, err := session.RunSession(cfg)
 	return Result{Status: out.Status, Phases: out.Phases, Prestarted: out.Prestarted, InitPeakRSSKiB: out.InitPeakRSSKiB,
 		AuditFindings: out.AuditFindings, Snapshot: out.Snapshot}, err
+}
+
+// closeInit closes the init binary config opened.
+func closeInit(cfg session.Config) {
+	if cfg.InitFile != nil {
+		cfg.InitFile.Close()
+	}
 }
 
 // spareDriver runs a plan in the native backend, on the init Prestart started ahead

@@ -65,7 +65,7 @@ func narrowClass(name string) narrowKind {
 		return narrowPush
 	case "DryRun", "Args", "Stdout", "Stderr", "Stdio", "Signals", "Version", "KeepGC", "Notes", "sessionID", "gc":
 		return narrowIgnored
-	case "GitSave", "NoRecord", "NoAudit", "Env", "InitBinary", "Driver":
+	case "GitSave", "NoRecord", "NoAudit", "Env", "InitBinary", "InitFile", "Driver":
 		return narrowEqual
 	}
 	return narrowUnknown

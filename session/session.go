@@ -67,6 +67,8 @@ type Config struct {
 	Env []string
 	// InitBinary is the agentbox binary re-executed as the Go init; "": the running one.
 	InitBinary string
+	// InitFile is InitBinary opened and checked (backend.Options.InitFile).
+	InitFile *os.File
 	// Driver runs the plan (the native backend only); nil: the policy's backend,
 	// started as the CLI starts it (raw init, its clone ahead of the plan, a setup
 	// failure explained in doctor's words).
@@ -342,7 +344,7 @@ func (l *launch) run() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, BeforeExec: beforeExec}
+	opts := backend.Options{Stdio: cfg.stdio(), Env: env, InitBinary: cfg.InitBinary, InitFile: cfg.InitFile, BeforeExec: beforeExec}
 	if leaf != nil {
 		opts.AfterStart, opts.Cgroup = leaf.Place, leaf.File()
 		defer func() {

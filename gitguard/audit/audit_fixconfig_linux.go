@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,15 +83,30 @@ func ownSetting(e gitconfig.Entry, roots []string) bool {
 // treeRoots is roots when path is a config a session could have written: below
 // one of them, but not the repository's own .git/config, which every session gets
 // read-only (a launch without it protected is refused), so that what it names is
-// the user's as in ~/.gitconfig. Else nil.
+// the user's as in ~/.gitconfig; nor a linked worktree's common dir's config (a Git
+// dir among roots[1:] with no commondir of its own), the main worktree's
+// .git/config, which a session in the worktree gets read-only as well
+// (gitguard.ProtectedPaths covers the common dir it binds). Else nil.
 func treeRoots(path string, roots []string) []string {
 	if len(roots) > 0 && filepath.Clean(path) == filepath.Join(roots[0], ".git", "config") {
 		return nil
+	}
+	for _, r := range roots[min(1, len(roots)):] {
+		if filepath.Clean(path) == filepath.Join(r, "config") && commonDir(r) {
+			return nil
+		}
 	}
 	if slices.ContainsFunc(roots, func(r string) bool { return hostpath.Within(path, r) }) {
 		return roots
 	}
 	return nil
+}
+
+// commonDir says whether the Git dir dir is a common dir: it names none of its
+// own (a linked worktree's gitdir has a commondir file).
+func commonDir(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, "commondir"))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // flaggedBy returns the reasons of f that describe entry e, as the scan wrote them

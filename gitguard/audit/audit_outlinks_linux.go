@@ -18,13 +18,16 @@ import (
 // none of them a symlink that leads out (core.preferSymlinkRefs' HEAD stays inside),
 // so a new one is reported and moved aside; the user's own, there at launch, stays.
 // Git LFS does the same in lfs/: it creates objects/XX/YY/OID, tmp/ and its caches
-// through whatever directory stands there, and prune removes objects by that path.
+// through whatever directory stands there, and prune removes objects by that path;
+// and so does git-annex in annex/ (objects/XXX/YYY/KEY/KEY, tmp/, its journal and
+// keys database), whose store may be large: past the scan's entry bound the rest
+// is reported as not searched, never passed over.
 
 // gitdirWriteDirs are the directories of a gitdir below which Git creates and
 // writes files by name; gitdirTopDirs are listed one level deep only (objects/ holds
 // a directory per object prefix, and nothing deeper that Git writes by name).
 var (
-	gitdirWriteDirs = []string{"refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "NOTES_MERGE_WORKTREE", "lfs"}
+	gitdirWriteDirs = []string{"refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "rr-cache", "NOTES_MERGE_WORKTREE", "lfs", "annex"}
 	gitdirTopDirs   = []string{"objects"}
 )
 

@@ -188,6 +188,12 @@ func TestAuditLocations(t *testing.T) {
 		{"Git LFS object symlinked out, in a deep temporary directory", func(f *fixture) string {
 			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/lfs/tmp/a/b/c/d/obj"))
 		}, "outside the repository, where Git writes", true},
+		{"git-annex object directory symlinked out, levels deep", func(f *fixture) string {
+			return symlinkAt(t, "/usr", filepath.Join(f.Repo, ".git/annex/objects/f87/4d5"))
+		}, "outside the repository, where Git writes", true},
+		{"git-annex object symlinked out, in its temporary directory", func(f *fixture) string {
+			return symlinkAt(t, "/etc/passwd", filepath.Join(f.Repo, ".git/annex/tmp/SHA256E-s5--abc/obj"))
+		}, "outside the repository, where Git writes", true},
 		{"object directory symlinked out, dangling", func(f *fixture) string {
 			return symlinkAt(t, "/nonexistent/objects", unusedFanout(t, filepath.Join(f.Repo, ".git/objects")))
 		}, "outside the repository, where Git writes", true},

@@ -36,6 +36,10 @@ func StartDirs(cfg *Config, p *policy.Policy) (*Dirs, error) {
 	d := &Dirs{}
 	dcfg := *cfg
 	dcfg.addedFor = p.Repo
+	if h, err := audit.Hold(p.Repo); err == nil {
+		dcfg.addedForID = h.ID()
+		h.Close()
+	}
 	for _, dir := range p.AddDirs {
 		a, err := Start(&dcfg, forDir(p, dir), nil)
 		if err != nil {

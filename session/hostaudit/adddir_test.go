@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -51,5 +52,62 @@ func TestAddDirOrphanAtRepoLaunch(t *testing.T) {
 	}
 	if _, err := os.Stat(d.list[0].journalPath); !os.IsNotExist(err) {
 		t.Errorf("the pending audit stayed (%v)", err)
+	}
+}
+
+// TestAddDirOrphanAtRepoReachedByAnotherPath: as TestAddDirOrphanAtRepoLaunch, but
+// the session's repository is moved after the launcher was killed, and the next
+// launch works in it at its new path, adding nothing: the added directory's
+// pending audit runs there too, matched by the repository's identity.
+func TestAddDirOrphanAtRepoReachedByAnotherPath(t *testing.T) {
+	top, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, dir, outside := filepath.Join(top, "repo"), filepath.Join(top, "lib"), filepath.Join(top, "outside")
+	for _, d := range []string{repo, dir, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testenv.LocalGit(t, d, "init", "-q")
+	}
+	if h, err := audit.Hold(repo); err != nil || h.Birth == 0 {
+		t.Skipf("no birth time on %s's filesystem (%v): a moved repository is not matched without one", top, err)
+	}
+	state := filepath.Join(top, "state")
+	var stderr bytes.Buffer
+	cfg := &Config{Stderr: &stderr, NoRecord: true}
+	d, err := StartDirs(cfg, &policy.Policy{Repo: repo, StateDir: state, AddDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := filepath.Join(dir, ".git/refs/heads/out")
+	if err := os.Symlink(outside, plant); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range d.list { // the launcher is killed
+		a.journal.Close()
+		a.held.Close()
+		closeAll(a.heldGitDirs)
+	}
+	moved := filepath.Join(top, "moved")
+	if err := os.Rename(repo, moved); err != nil {
+		t.Fatal(err)
+	}
+	// A new directory at the old path is not the session's repository.
+	other := filepath.Join(top, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	Orphans(cfg, &policy.Policy{Repo: other, StateDir: state})
+	if _, err := os.Lstat(plant); err != nil {
+		t.Fatalf("a launch in another repository ran the added directory's audit:\n%s", stderr.String())
+	}
+	Orphans(cfg, &policy.Policy{Repo: moved, StateDir: state})
+	if !strings.Contains(stderr.String(), "audited now: 1 finding(s)") {
+		t.Errorf("the added directory's pending audit did not run at the repository's new path:\n%s", stderr.String())
+	}
+	if _, err := os.Lstat(plant); err == nil {
+		t.Errorf("the plant in the added directory was left:\n%s", stderr.String())
 	}
 }

@@ -45,6 +45,7 @@ type Auditor struct {
 	// heldGitDirs are the writable Git dirs outside it, held the same way.
 	heldGitDirs []*audit.Held
 	addedFor    string // an --add-dir directory's: the session's repository (adddir.go)
+	addedForID  audit.DirID
 }
 
 // WidenJournal is where the audits journal the modes they widen (internal/widen):
@@ -95,7 +96,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	// its journal sees it, and inherits its baseline (audit_shared.go). A launch
 	// that cannot have it does not start: the holder may be an undo writing the
 	// tree, or an audit whose baseline this one must inherit.
-	unlock, err := takeRepoAuditLock(p.StateDir, p.Repo)
+	unlock, err := takeAuditLock(p.StateDir, p.Repo, heldLockName(held.ID()))
 	if err != nil {
 		return nil, fmt.Errorf("%v: another agentbox (an undo, or a session's audit) holds this repository; wait for it to end and try again", err)
 	}
@@ -106,7 +107,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	defer unlockShared()
 	var base *audit.Surface
-	if j := inheritedBase(p.StateDir, p.Repo); j != nil {
+	if j := inheritedBase(p.StateDir, p.Repo, held); j != nil {
 		if base, err = inherit(j, &opt, held); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -148,7 +149,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held,
-		heldGitDirs: opt.HeldGitDirs, addedFor: cfg.addedFor}
+		heldGitDirs: opt.HeldGitDirs, addedFor: cfg.addedFor, addedForID: cfg.addedForID}
 	a.opt.HeldGitDirs = nil // Finish passes them
 	base.Walk, base.Launch = nil, nil
 	ok = true
@@ -162,7 +163,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 // moves aside every new or changed thing that would make the operator's Git run a
 // program, prints one line per finding and stores the lines in out.
 func (a *Auditor) Finish(cfg *Config, out *Outcome) {
-	defer lockRepoAudit(cfg.Stderr, a.stateDir, a.repo)()
+	defer a.lockAudit(cfg.Stderr)()
 	defer lockShared(cfg.Stderr, a.stateDir, sharedLockKeys(a.repo, a.opt.GitDirs))()
 	opt := a.opt
 	opt.Walk = !cfg.NoRecord && a.stateDir != "" // one walk for the audit and the record

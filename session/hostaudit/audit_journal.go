@@ -75,6 +75,8 @@ type auditJournal struct {
 	// IDs are the identities of the directories the session wrote (the
 	// repository and each of Options.GitDirs) by path: the audit a later launch
 	// runs reads them only if what lies at the path now is the same directory.
+	// For's is here too: a launch in that repository by another path runs this
+	// audit as well (forReached).
 	IDs map[string]audit.DirID `json:"ids,omitempty"`
 }
 
@@ -97,6 +99,11 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	for _, h := range append([]*audit.Held{a.held}, a.heldGitDirs...) {
 		if h != nil {
 			j.IDs[h.Path] = h.ID()
+		}
+	}
+	if a.addedFor != "" && a.addedForID != (audit.DirID{}) {
+		if _, ok := j.IDs[a.addedFor]; !ok {
+			j.IDs[a.addedFor] = a.addedForID
 		}
 	}
 	b := encodeJournal(j)
@@ -208,7 +215,7 @@ func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, 
 		return // an unreadable one is its own repository's launch to report
 	}
 	at := reachedAt(cfg, j, selves)
-	if at == j.Repo && j.For != p.Repo && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
+	if at == j.Repo && !forReached(j, p.Repo, selves) && len(sharedRoots([]string{p.Repo}, journalRoots(j))) == 0 {
 		return
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -218,6 +225,26 @@ func sharedOrphan(cfg *Config, p *policy.Policy, selves []reached, name string, 
 	// for this audit: those at the journal's path inherit its baseline.
 	defer lockRepoAudit(cfg.Stderr, p.StateDir, at)()
 	auditOrphan(cfg, &policy.Policy{Repo: j.Repo, StateDir: p.StateDir}, name, f, at)
+}
+
+// forReached says whether j is an added directory's audit whose session's
+// repository (For) is repo, by path or, reached by another path, by its identity:
+// the device, inode and birth time the journal holds for it (a killed launcher's
+// journal: no descriptor kept the inode number from passing to a new directory).
+func forReached(j *auditJournal, repo string, selves []reached) bool {
+	if j.For == "" || j.For == repo {
+		return j.For != ""
+	}
+	id, ok := j.IDs[filepath.Clean(j.For)]
+	if !ok || id.Birth == 0 {
+		return false
+	}
+	for _, r := range selves {
+		if r.path == repo {
+			return r.id == id
+		}
+	}
+	return false
 }
 
 // reachedAt is the path among selves of the directory j's repository is, by its

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/gitguard/audit"
 	"github.com/agentbox/agentbox/internal/flock"
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -26,8 +28,9 @@ import (
 //     (running, or killed before its audit) inherits the oldest pending session's
 //     baseline instead of scanning the tree: the last state no sandbox had touched;
 //   - baselines and audits of one repository take turns under a lock of their own
-//     (STATE/audit-locks/HASH-lock), so that no baseline is taken while a plant is
-//     being moved and no two audits move the same file;
+//     (STATE/audit-locks/, named by the directory's identity: auditLockName), so
+//     that no baseline is taken while a plant is being moved and no two audits move
+//     the same file, whatever path each session reached the repository by;
 //   - quarantined files leave the repository, for STATE/quarantine/ID/PATH, where no
 //     sandbox reaches, so a running session cannot undo a quarantine; and the audit
 //     of each session, the last one's included, compares with the inherited
@@ -50,13 +53,35 @@ func lockRepoAudit(w io.Writer, stateDir, repo string) (unlock func()) {
 	return unlock
 }
 
-// takeRepoAuditLock takes the audit lock of repo, waiting at most auditLockWait.
+// lockAudit is lockRepoAudit for a's audit: the lock of the directory a holds,
+// wherever it lies now.
+func (a *Auditor) lockAudit(w io.Writer) (unlock func()) {
+	name := auditLockName(a.repo)
+	if a.held != nil {
+		name = heldLockName(a.held.ID())
+	}
+	unlock, err := takeAuditLock(a.stateDir, a.repo, name)
+	if err != nil {
+		fmt.Fprintf(w, "agentbox: warning: %v; going on without it\n", err)
+		return func() {}
+	}
+	return unlock
+}
+
+// takeRepoAuditLock takes the audit lock of the directory at repo
+// (auditLockName), waiting at most auditLockWait.
 func takeRepoAuditLock(stateDir, repo string) (unlock func(), err error) {
+	return takeAuditLock(stateDir, repo, auditLockName(repo))
+}
+
+// takeAuditLock takes the audit lock name for repo, waiting at most
+// auditLockWait.
+func takeAuditLock(stateDir, repo, name string) (unlock func(), err error) {
 	if _, err := journalDir(stateDir, repo); err != nil {
 		return func() {}, nil // Start says why, as it cannot write its journal either
 	}
 	dir := filepath.Join(stateDir, "audit-locks")
-	path := filepath.Join(dir, journalPrefix(repo)+"lock")
+	path := filepath.Join(dir, name)
 	err = os.MkdirAll(dir, 0o700)
 	var f *os.File
 	if err == nil {
@@ -74,27 +99,111 @@ func takeRepoAuditLock(stateDir, repo string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
+// auditLockName names the audit lock of the directory at dir by its identity, its
+// device and inode, so that every path to one directory (a bind mount, a symlink,
+// its new name after a move) takes one lock; by a hash of the path when no
+// directory is there. Unlike a pending journal's match at another path
+// (reachedAt), no birth time is needed: two directories share a lock only when one
+// was removed while its lock was held, and then they take turns needlessly, never
+// miss each other.
+func auditLockName(dir string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return heldLockName(audit.DirID{Dev: st.Dev, Ino: st.Ino})
+	}
+	return journalPrefix(dir) + "lock"
+}
+
+// heldLockName is auditLockName of the directory with identity id.
+func heldLockName(id audit.DirID) string {
+	return fmt.Sprintf("dir-%d-%d-lock", id.Dev, id.Ino)
+}
+
 // inheritedBase returns the baseline of the oldest pending session of repo, nil when
-// there is none. Unreadable journals are skipped: Orphans reports them.
-func inheritedBase(stateDir, repo string) *auditJournal {
+// there is none. Unreadable journals are skipped: Orphans reports them. A session of
+// the directory held (nil: by path only) reached by another path counts too
+// (sameDirElsewhere); its baseline comes with its paths moved to repo's (rebased).
+func inheritedBase(stateDir, repo string, held *audit.Held) *auditJournal {
 	type pending struct {
 		name  string
 		start time.Time
 	}
 	var same []pending
 	prefix := journalPrefix(repo)
+	ours := func(name string, j *auditJournal) bool {
+		return (strings.HasPrefix(name, prefix) && j.Repo == repo) || sameDirElsewhere(stateDir, repo, name, j, held)
+	}
 	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
-		if j != nil && strings.HasPrefix(name, prefix) && j.Repo == repo {
+		if j != nil && ours(name, j) {
 			same = append(same, pending{name, j.Start})
 		}
 	})
 	sort.Slice(same, func(i, k int) bool { return same[i].start.Before(same[k].start) })
 	for _, p := range same {
-		if j := loadJournal(stateDir, repo, p.name); j != nil && j.Repo == repo {
-			return j
+		if j := loadJournal(stateDir, repo, p.name); j != nil && ours(p.name, j) {
+			return rebased(j, repo)
 		}
 	}
 	return nil
+}
+
+// sameDirElsewhere says whether the pending journal name, j, is of the directory
+// held under another path than repo: a bind mount of it, or its old name. The
+// device and inode must be the journal's, and either the birth time too (a
+// removed directory's inode number goes to the next one made) or the journal be
+// locked: its launcher lives and holds the directory open, so its inode number
+// is still that directory's.
+func sameDirElsewhere(stateDir, repo, name string, j *auditJournal, held *audit.Held) bool {
+	if held == nil || j.Repo == repo {
+		return false
+	}
+	id, ok := j.IDs[filepath.Clean(j.Repo)]
+	if !ok || id.Dev != held.Dev || id.Ino != held.Ino {
+		return false
+	}
+	if id.Birth != 0 && id.Birth == held.Birth {
+		return true
+	}
+	dir, err := journalDir(stateDir, repo)
+	return err == nil && journalLocked(filepath.Join(dir, name))
+}
+
+// journalLocked says whether a live launcher (or a launch auditing it) holds the
+// journal at path locked.
+func journalLocked(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil
+}
+
+// rebased returns j with its repository's paths, in its baseline, moved from
+// j.Repo to repo: the same directory, whose scans at repo name its paths so.
+func rebased(j *auditJournal, repo string) *auditJournal {
+	if j.Repo == repo {
+		return j
+	}
+	move := func(p string) string {
+		if rel, ok := strings.CutPrefix(p, j.Repo); ok && hostpath.Within(p, j.Repo) {
+			return repo + rel
+		}
+		return p
+	}
+	base := &audit.Surface{Repo: repo, Items: make(map[string]*audit.Item, len(j.Base.Items))}
+	for p, it := range j.Base.Items {
+		moved := *it
+		moved.Path = move(it.Path)
+		base.Items[move(p)] = &moved
+	}
+	for _, sk := range j.Base.Skipped {
+		sk.Path = move(sk.Path)
+		base.Skipped = append(base.Skipped, sk)
+	}
+	out := *j
+	out.Repo, out.Base = repo, base
+	return &out
 }
 
 // loadJournal reads the pending journal name whole, baseline included; nil when it

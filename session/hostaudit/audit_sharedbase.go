@@ -3,6 +3,7 @@ package hostaudit
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -115,6 +116,8 @@ func sharedLockKeys(repo string, gitDirs []string) []string {
 // repository's own: a baseline that takes a shared part from another session's
 // journal then sees that journal whole — written before its scan, or its
 // session's command not yet started — and no audit moves a shared file meanwhile.
+// Taken in the order of their names, each once: two paths to one directory name
+// one lock (auditLockName).
 func takeSharedLocks(stateDir string, keys []string) (unlock func(), err error) {
 	var held []func()
 	unlock = func() {
@@ -122,8 +125,13 @@ func takeSharedLocks(stateDir string, keys []string) (unlock func(), err error) 
 			held[i]()
 		}
 	}
+	byName := map[string]string{}
 	for _, k := range keys {
-		u, err := takeRepoAuditLock(stateDir, k)
+		byName[auditLockName(k)] = k
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	for _, n := range names {
+		u, err := takeAuditLock(stateDir, byName[n], n)
 		if err != nil {
 			unlock()
 			return nil, err

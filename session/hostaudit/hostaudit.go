@@ -22,6 +22,8 @@ type Config struct {
 	NoRecord bool          // no shadow record: the scans need not walk the tree for it
 	Stdio    backend.Stdio // the command's streams (mappableStdio)
 	addedFor string        // set by StartDirs for an added directory's audit
+	// addedForID is addedFor's identity, for a launch there by another path.
+	addedForID audit.DirID
 }
 
 // Outcome is what the audits found, for the session's outcome and record.

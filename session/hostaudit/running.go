@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/gitguard/audit"
 )
 
 // HoldRepo is for host-side writers of a repository's working tree (agentbox undo):
@@ -25,7 +27,7 @@ func HoldRepo(stateDir, repo string) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, journalPrefix(repo)+"lock")
+	path := filepath.Join(dir, auditLockName(repo))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, err
@@ -41,16 +43,20 @@ func HoldRepo(stateDir, repo string) (release func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-// runningPIDs are the launcher PIDs of the sessions of repo whose journal a live
-// launcher holds locked.
+// runningPIDs are the launcher PIDs of the sessions of repo, by this path or
+// another to the same directory (sameDirElsewhere), whose journal a live launcher
+// holds locked.
 func runningPIDs(stateDir, repo string) []string {
 	var pids []string
 	dir, err := journalDir(stateDir, repo)
 	if err != nil {
 		return nil
 	}
+	held, _ := audit.Hold(repo)
+	defer held.Close()
 	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
-		if !strings.HasPrefix(name, journalPrefix(repo)) || (j != nil && j.Repo != repo) {
+		ours := strings.HasPrefix(name, journalPrefix(repo)) && (j == nil || j.Repo == repo)
+		if !ours && (j == nil || !sameDirElsewhere(stateDir, repo, name, j, held)) {
 			return
 		}
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
@@ -62,6 +68,9 @@ func runningPIDs(stateDir, repo string) []string {
 			pid := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, journalPrefix(repo)), journalSuffix), ".json")
 			if _, err := strconv.Atoi(pid); err != nil {
 				pid = "?"
+			}
+			if !ours {
+				pid = strconv.Itoa(j.PID)
 			}
 			pids = append(pids, pid)
 		}

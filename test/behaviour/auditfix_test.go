@@ -152,4 +152,13 @@ func TestAuditFixTakesOutAPagerRunningATreeFile(t *testing.T) {
 	if r := sandboxtest.Run(b.Agentbox(b.Repo, "audit")); r.Code != 0 || strings.Count(r.Stdout, "yours, kept") != 2 {
 		t.Errorf("the repository's own editor and pager: audit: want exit 0 and both kept as yours, got %s", r)
 	}
+	// That .git is the common dir of the repository's linked worktrees, whose
+	// sessions get its config read-only too (gitguard.ProtectedPaths): audited
+	// from a worktree, it keeps them as well.
+	testenv.Git(t, b.Home, b.Repo, "commit", "-q", "--allow-empty", "-m", "for a worktree")
+	wt := filepath.Join(b.Home, "wt")
+	testenv.Git(t, b.Home, b.Repo, "worktree", "add", "-q", wt)
+	if r := sandboxtest.Run(b.Agentbox(wt, "audit")); r.Code != 0 || strings.Count(r.Stdout, "yours, kept") != 2 {
+		t.Errorf("the common dir's editor and pager, audited from a linked worktree: want exit 0 and both kept as yours, got %s", r)
+	}
 }

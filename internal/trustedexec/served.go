@@ -1,4 +1,4 @@
-package bwrapcheck
+package trustedexec
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 
 // A filesystem served from user space reports whatever owner and mode its server
 // says, and can serve other content on the next read: on it the walk's checks of
-// owner and mode (open_linux.go) say nothing about who can change bwrap. Of the
+// owner and mode (open_linux.go) say nothing about who can change the program. Of the
 // filesystems Linux has, FUSE (fuse, fuseblk, virtiofs: one magic number) is the
 // one an unprivileged user can mount, mirroring any directory (bindfs), a remote
 // host's (sshfs) or an image file, with any owner forced on it. Such a mount is

@@ -1,4 +1,4 @@
-package bwrapcheck
+package trustedexec
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ const maxLinks = 40
 // walker resolves one path from "/", one component at a time, each relative to
 // the descriptor of the directory it was looked up in.
 type walker struct {
+	what  string // the program, for messages: "bwrap", "the init binary"
 	uid   uint32
 	stack []dirFD // the directories from "/" to the current one
 	links []string
@@ -26,7 +27,7 @@ type dirFD struct {
 	path string
 }
 
-// open resolves name (absolute) the way the kernel would, following symbolic
+// Open resolves name (absolute) the way the kernel would, following symbolic
 // links, but one component at a time through O_PATH|O_NOFOLLOW descriptors, so that
 // it checks, and then holds, exactly what it resolved: every entry on the way (each
 // directory, each link, the file) must lie on a filesystem whose owners are the
@@ -34,13 +35,14 @@ type dirFD struct {
 // and every directory it looks an entry up in must be writable by its owner only,
 // or sticky (/tmp: there only an entry's owner, the directory's owner and root may
 // rename or remove the entry, and the entry's owner is checked). Anyone else who
-// could write one of them could put another bwrap there. The result is open O_PATH
-// and close-on-exec; the caller checks the file itself (a regular file, its mode).
-func open(name string) (*opened, error) {
+// could write one of them could put another program there. what names the program
+// in refusals ("bwrap"), which are *Untrusted. The result is open O_PATH and
+// close-on-exec; the caller checks the file itself (File: a regular file, its mode).
+func Open(name, what string) (*Opened, error) {
 	if !path.IsAbs(name) {
 		return nil, fmt.Errorf("%s: not an absolute path", name)
 	}
-	w := &walker{uid: uint32(os.Geteuid())}
+	w := &walker{what: what, uid: uint32(os.Geteuid())}
 	defer w.closeAll()
 	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -100,10 +102,10 @@ func open(name string) (*opened, error) {
 				unix.Close(fd)
 				return nil, &os.PathError{Op: "open", Path: p, Err: unix.ENOTDIR}
 			}
-			return &opened{file: os.NewFile(uintptr(fd), p), real: p, links: w.links}, nil
+			return &Opened{File: os.NewFile(uintptr(fd), p), Real: p, Links: w.links}, nil
 		}
 	}
-	return nil, &untrusted{reason: "not a regular file"}
+	return nil, &Untrusted{Reason: "not a regular file"}
 }
 
 // rest reports whether todo still names a component other than "" and ".".
@@ -119,13 +121,13 @@ func rest(todo []string) bool {
 // owned refuses an entry owned by anyone but root or the launching user, and one
 // on a filesystem whose word on owners cannot be taken (served_linux.go).
 func (w *walker) owned(fd int, p string, st *unix.Stat_t) error {
-	if err := served(fd, p); err != nil {
+	if err := w.served(fd, p); err != nil {
 		return err
 	}
 	if st.Uid == 0 || st.Uid == w.uid {
 		return nil
 	}
-	return &untrusted{reason: fmt.Sprintf("%s is owned by uid %d, neither you nor root: that user could put another bwrap there; install bwrap where only you or root can write", quote(p), st.Uid)}
+	return &Untrusted{Reason: fmt.Sprintf("%s is owned by uid %d, neither you nor root: that user could put another %s there; install %s where only you or root can write", quote(p), st.Uid, w.what, w.what)}
 }
 
 // push checks a directory the walk will look entries up in (fd, at p, with status
@@ -135,25 +137,12 @@ func (w *walker) push(fd int, p string, st *unix.Stat_t) error {
 		unix.Close(fd)
 		return err
 	}
-	if who := writers(st.Mode); who != "" && st.Mode&unix.S_ISVTX == 0 {
+	if who := Writers(st.Mode); who != "" && st.Mode&unix.S_ISVTX == 0 {
 		unix.Close(fd)
-		return &untrusted{reason: fmt.Sprintf("the directory %s is writable by %s (mode %04o): another user could replace bwrap there; make it writable by its owner only (chmod go-w) or install bwrap elsewhere", quote(p), who, st.Mode&0o7777)}
+		return &Untrusted{Reason: fmt.Sprintf("the directory %s is writable by %s (mode %04o): another user could replace %s there; make it writable by its owner only (chmod go-w) or install %s elsewhere", quote(p), who, st.Mode&0o7777, w.what, w.what)}
 	}
 	w.stack = append(w.stack, dirFD{fd: fd, path: p})
 	return nil
-}
-
-// writers names who besides the owner may write a file of mode m, or "".
-func writers(m uint32) string {
-	switch {
-	case m&0o022 == 0o022:
-		return "group and others"
-	case m&0o020 != 0:
-		return "group"
-	case m&0o002 != 0:
-		return "others"
-	}
-	return ""
 }
 
 // pop makes the parent the current directory; ".." of "/" is "/".

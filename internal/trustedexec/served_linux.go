@@ -1,4 +1,4 @@
-package bwrapcheck
+package trustedexec
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 
 // served refuses the entry open at fd (at p) when it lies on a filesystem whose
 // owners and modes an unprivileged server reports (served.go).
-func served(fd int, p string) error {
+func (w *walker) served(fd int, p string) error {
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
 		return &os.PathError{Op: "statfs", Path: p, Err: err}
@@ -29,7 +29,7 @@ func served(fd int, p string) error {
 		}
 	}
 	if who := servedBy(int64(sfs.Type), m, ok); who != "" {
-		return &untrusted{reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change bwrap there; install bwrap on a local filesystem (or one root mounted) or use --backend native", quote(p), who)}
+		return &Untrusted{Reason: fmt.Sprintf("%s lies on a FUSE filesystem mounted by %s, not root: its server reports any owner and mode and can serve other content at any time, so no one can tell who may change %s there; install %s on a local filesystem (or one root mounted)", quote(p), who, w.what, w.what), Served: true}
 	}
 	return nil
 }
