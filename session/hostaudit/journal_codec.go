@@ -31,6 +31,7 @@ import (
 //	ident "path" "dev" "ino" "birth"       the repository's and each gitdir's identity (audit.DirID)
 //	home "/home/me"
 //	limits 0 0                             ScanOptions.MaxEntries, MaxDepth
+//	configlimit 0                          ScanOptions.MaxConfigEntries, only when set
 //	base "/home/me/repo"                   Surface.Repo
 //	item "path" "kind" "sum" "link" "watch" "danger"…
 //	skip "path" "reason"
@@ -72,6 +73,9 @@ func encodeJournal(j *auditJournal) []byte {
 	}
 	line("home", q(j.Options.Home))
 	line("limits", strconv.Itoa(j.Options.MaxEntries), strconv.Itoa(j.Options.MaxDepth))
+	if j.Options.MaxConfigEntries != 0 {
+		line("configlimit", strconv.Itoa(j.Options.MaxConfigEntries))
+	}
 	if j.Base != nil {
 		line("base", q(j.Base.Repo))
 		for _, it := range j.Base.Items {
@@ -108,7 +112,7 @@ func decodeJournalFrom(r io.Reader, headerOnly bool) (*auditJournal, error) {
 			break
 		}
 		f, quoted, err := journalFields(rest)
-		if err == nil && quoted != (key != "pid" && key != "start" && key != "limits") {
+		if err == nil && quoted != (key != "pid" && key != "start" && key != "limits" && key != "configlimit") {
 			err = fmt.Errorf("%q: strings are quoted, numbers and times are not", key)
 		}
 		if err != nil {
@@ -127,7 +131,7 @@ func decodeJournalFrom(r io.Reader, headerOnly bool) (*auditJournal, error) {
 // set takes one line's fields: quoted strings unquoted, anything else as written.
 func (j *auditJournal) set(key string, f []string) error {
 	want := map[string]int{"repo": 1, "for": 1, "pid": 1, "start": 1, "id": 1, "hostconfig": 1, "gitdir": 1,
-		"home": 1, "limits": 2, "base": 1, "skip": 2, "ident": 4}[key]
+		"home": 1, "limits": 2, "configlimit": 1, "base": 1, "skip": 2, "ident": 4}[key]
 	if key == "item" {
 		want = max(len(f), 5)
 	}
@@ -167,6 +171,8 @@ func (j *auditJournal) set(key string, f []string) error {
 		if j.Options.MaxEntries, err = strconv.Atoi(f[0]); err == nil {
 			j.Options.MaxDepth, err = strconv.Atoi(f[1])
 		}
+	case "configlimit":
+		j.Options.MaxConfigEntries, err = strconv.Atoi(f[0])
 	case "base":
 		j.Base = &audit.Surface{Repo: f[0], Items: map[string]*audit.Item{}}
 	case "item", "skip":

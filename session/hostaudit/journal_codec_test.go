@@ -16,7 +16,7 @@ func TestJournalRoundTrip(t *testing.T) {
 		Repo: "/home/me/r\xffepo \"q\"", For: "/home/me/main", PID: 4242, Start: time.Date(2026, 11, 30, 6, 17, 20, 123456789, time.UTC),
 		ID: "20261130-061720-abc",
 		Options: audit.ScanOptions{HostConfigs: []string{"/etc/gitconfig", "/home/me/.gitconfig"},
-			GitDirs: []string{"/x/.git/worktrees/w"}, Home: "/home/me", MaxEntries: 7, MaxDepth: 9},
+			GitDirs: []string{"/x/.git/worktrees/w"}, Home: "/home/me", MaxEntries: 7, MaxDepth: 9, MaxConfigEntries: 11},
 		Base: &audit.Surface{Repo: "/home/me/r\xffepo \"q\"",
 			Items: map[string]*audit.Item{
 				"/a b/.git/config": {Path: "/a b/.git/config", Kind: audit.KindConfig, Sum: "f 0644 abc",
@@ -43,11 +43,11 @@ func TestJournalRoundTrip(t *testing.T) {
 	// SkipKernelMounts, which only agentbox audit sets; GitDirsOnly, which only the
 	// audit of a killed launcher's journal sets, for itself; ScanOptions.Held,
 	// HeldGitDirs, WidenJournal and moves, Surface.Now, Removed and
-	// MovedGitDirs, one process's descriptors and where it found them; Surface.place and Skip.Blind and stuck, which only
+	// MovedGitDirs, and Surface.configsHandled, one scan's count, one process's descriptors and where it found them; Surface.place and Skip.Blind and stuck, which only
 	// the end scan's own Compare and quarantine read.)
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeOf(auditJournal{}): 8, reflect.TypeOf(audit.ScanOptions{}): 5 + 10,
-		reflect.TypeOf(audit.Surface{}): 3 + 8, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
+		reflect.TypeOf(auditJournal{}): 8, reflect.TypeOf(audit.ScanOptions{}): 6 + 10,
+		reflect.TypeOf(audit.Surface{}): 3 + 9, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)
