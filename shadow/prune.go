@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,14 +29,20 @@ type Pruned struct {
 	// Sessions is how many old sessions were pruned (0: the whole store went,
 	// its repository gone).
 	Sessions int
+	// GoneKept: the repository is gone from its path, but the store is kept for
+	// its sessions within OlderThan (Prune).
+	GoneKept bool
 	Removed  bool
 	Err      error
 }
 
-// Prune removes the shadow repositories of repositories that no longer exist, and
-// the sessions older than opts.OlderThan of the others, then lets Git drop what
-// only they used. Each repository is pruned under its lock, so a session being
-// recorded is never cut short.
+// Prune removes the sessions older than opts.OlderThan, then lets Git drop what
+// only they used, and the shadow repository of a repository that no longer exists
+// once it holds no session within opts.OlderThan (0: never). A path that is gone
+// need not be a repository deleted: a session that can write its parent (the
+// repository around it, an --add-dir holding it) can move it away, and its records
+// would go with the next gc. Each repository is pruned under its lock, so a
+// session being recorded is never cut short.
 func Prune(opts PruneOptions) ([]Pruned, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -57,8 +64,9 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 	p := Pruned{Path: s.Dir, Repo: s.Repo}
 	_, err := os.Lstat(s.Repo)
 	gone := errors.Is(err, fs.ErrNotExist)
-	if !gone && opts.OlderThan <= 0 {
-		return p, false
+	if opts.OlderThan <= 0 {
+		p.GoneKept = gone
+		return p, gone
 	}
 	unlock, err := s.lock()
 	if err != nil {
@@ -66,6 +74,12 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 		return p, true
 	}
 	defer unlock()
+	cutoff := opts.Now.Add(-opts.OlderThan)
+	if gone {
+		if young, err := s.sessionSince(cutoff); err != nil || young {
+			p.GoneKept, gone = true, false // its sessions age as any others
+		}
+	}
 	if gone {
 		p.What = "repository gone"
 		if !opts.DryRun {
@@ -78,13 +92,13 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 		}
 		return p, true
 	}
-	old, err := s.oldSessions(opts.Now.Add(-opts.OlderThan))
+	old, err := s.oldSessions(cutoff)
 	if err != nil {
 		p.Err = err
 		return p, true
 	}
 	if len(old) == 0 {
-		return p, false
+		return p, p.GoneKept
 	}
 	p.What = fmt.Sprintf("%d sessions older than %s", len(old), opts.OlderThan)
 	p.Sessions = len(old)
@@ -119,20 +133,53 @@ func (s *Store) prune(opts PruneOptions) (Pruned, bool) {
 
 // oldSessions lists the session refs whose commit is older than cutoff.
 func (s *Store) oldSessions(cutoff time.Time) ([]string, error) {
-	out, err := s.git.out("for-each-ref", "--format=%(committerdate:unix) %(refname)", sessionRefs)
+	times, err := s.sessionTimes()
 	if err != nil {
 		return nil, err
 	}
 	var old []string
-	for _, line := range strings.Split(out, "\n") {
-		ts, ref, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		sec, err := strconv.ParseInt(ts, 10, 64)
-		if err == nil && time.Unix(sec, 0).Before(cutoff) && strings.HasPrefix(ref, sessionRefs) {
+	for ref, t := range times {
+		if t.Before(cutoff) {
 			old = append(old, ref)
 		}
 	}
+	sort.Strings(old)
 	return old, nil
+}
+
+// sessionSince reports whether a session's commit is at or after cutoff (one whose
+// time cannot be read counts as such).
+func (s *Store) sessionSince(cutoff time.Time) (bool, error) {
+	times, err := s.sessionTimes()
+	if err != nil {
+		return false, err
+	}
+	for _, t := range times {
+		if !t.Before(cutoff) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sessionTimes are the session refs and their commits' times (the far future for
+// one whose time cannot be read, so that it is never old).
+func (s *Store) sessionTimes() (map[string]time.Time, error) {
+	out, err := s.git.out("for-each-ref", "--format=%(committerdate:unix) %(refname)", sessionRefs)
+	if err != nil {
+		return nil, err
+	}
+	times := map[string]time.Time{}
+	for _, line := range strings.Split(out, "\n") {
+		ts, ref, ok := strings.Cut(line, " ")
+		if !ok || !strings.HasPrefix(ref, sessionRefs) {
+			continue
+		}
+		if sec, err := strconv.ParseInt(ts, 10, 64); err == nil {
+			times[ref] = time.Unix(sec, 0)
+		} else {
+			times[ref] = time.Unix(1<<62, 0)
+		}
+	}
+	return times, nil
 }

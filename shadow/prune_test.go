@@ -9,7 +9,8 @@ import (
 
 // TestPruneOldSessionsAndGoneRepos: agentbox gc's part in the shadow store. A dry run
 // lists and removes nothing; then sessions older than the limit go (and the objects
-// only they used), newer ones stay, and the store of a removed repository goes.
+// only they used), newer ones stay, the store of a removed repository whose sessions
+// are all old goes, and that of one moved away with a newer session stays.
 func TestPruneOldSessionsAndGoneRepos(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
 	s, state := openStore(t, repo)
@@ -33,16 +34,36 @@ func TestPruneOldSessionsAndGoneRepos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	record(t, g, Record{Command: []string{"true"}}, nil)
+	gs, err := g.Begin(Record{Command: []string{"true"}, Start: then})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gs.Finish(Record{Command: []string{"true"}, Start: then, End: then.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
 	os.RemoveAll(gone)
+	// A repository moved away (by a session of the one around it, say) with a
+	// session within the age keeps its records.
+	moved := newRepo(t, map[string]string{"c.txt": "c\n"})
+	m, err := Open(state, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := record(t, m, Record{Command: []string{"true"}}, nil)
+	if err := os.Rename(moved, moved+".moved"); err != nil {
+		t.Fatal(err)
+	}
 
+	if got, err := Prune(PruneOptions{StateDir: state}); err != nil || len(got) != 2 || !got[0].GoneKept || !got[1].GoneKept {
+		t.Fatalf("prune with no age: %+v, %v; want both gone repositories kept", got, err)
+	}
 	opts := PruneOptions{StateDir: state, OlderThan: 24 * time.Hour, DryRun: true}
 	got, err := Prune(opts)
-	if err != nil || len(got) != 2 {
-		t.Fatalf("dry run: %+v, %v; want two entries", got, err)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("dry run: %+v, %v; want three entries", got, err)
 	}
 	for _, p := range got {
-		if p.Removed || p.Err != nil {
+		if p.Removed || p.Err != nil || p.GoneKept != (p.Repo == moved) {
 			t.Errorf("dry run: %+v", p)
 		}
 	}
@@ -50,11 +71,11 @@ func TestPruneOldSessionsAndGoneRepos(t *testing.T) {
 		t.Fatal("the dry run removed the store of the gone repository")
 	}
 	opts.DryRun = false
-	if got, err = Prune(opts); err != nil || len(got) != 2 {
+	if got, err = Prune(opts); err != nil || len(got) != 3 {
 		t.Fatalf("prune: %+v, %v", got, err)
 	}
 	for _, p := range got {
-		if !p.Removed || p.Err != nil {
+		if p.Removed == (p.Repo == moved) || p.Err != nil {
 			t.Errorf("prune: %+v", p)
 		}
 		if p.Repo == repo && !strings.Contains(p.What, "1 sessions older than") {
@@ -63,6 +84,10 @@ func TestPruneOldSessionsAndGoneRepos(t *testing.T) {
 	}
 	if _, err := os.Stat(g.Dir); err == nil {
 		t.Error("the store of the gone repository is still there")
+	}
+	os.Rename(moved+".moved", moved)
+	if recs, err := m.Sessions(); err != nil || len(recs) != 1 || recs[0].ID != kept {
+		t.Errorf("the moved repository's sessions, moved back: %+v, %v; want %s", recs, err, kept)
 	}
 	recs, err := s.Sessions()
 	if err != nil || len(recs) != 1 || recs[0].ID != recent {

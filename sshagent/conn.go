@@ -16,6 +16,12 @@ type conn struct {
 	up    *upstreamConn
 	bound *binding
 	host  string // the bound host, where known
+	// bindTried: the client asked to bind this connection, whatever the answer.
+	// With rules a connection binds at its first request or never: ssh -A binds
+	// each forwarded connection for the forwarding (refused) and then relays what
+	// the remote host sends over it, that host's own binding to its next hop
+	// included.
+	bindTried bool
 }
 
 var failure = []byte{msgFailure}
@@ -120,6 +126,9 @@ func (c *conn) refuseSign(key, data []byte) string {
 	if c.s.cfg.Rules == nil {
 		return ""
 	}
+	if c.bound == nil && c.bindTried {
+		return "with --allow-net, the connection's session-bind was refused (an agent forwarded with ssh -A, or a host not allowed): nothing is signed on it"
+	}
 	if c.bound == nil {
 		return "with --allow-net, only SSH sessions bound to an allowed host are signed for (the client sent no session-bind)"
 	}
@@ -144,6 +153,8 @@ func (c *conn) extension(msg []byte) []byte {
 		return failure
 	}
 	ev := Event{Op: "session-bind"}
+	tried := c.bindTried
+	c.bindTried = true
 	b, err := parseSessionBind(r.b)
 	if err != nil {
 		ev.Reason = err.Error()
@@ -151,7 +162,7 @@ func (c *conn) extension(msg []byte) []byte {
 		return failure
 	}
 	ev.Key = Fingerprint(b.HostKey)
-	host, why := c.bindHost(b)
+	host, why := c.bindHost(b, tried)
 	ev.Host = host
 	if why != "" {
 		ev.Reason = why
@@ -168,8 +179,9 @@ func (c *conn) extension(msg []byte) []byte {
 	return []byte{msgSuccess}
 }
 
-// bindHost decides on a verified binding: the host it names and why it is refused.
-func (c *conn) bindHost(b binding) (string, string) {
+// bindHost decides on a verified binding (tried: an earlier one was asked for on
+// the connection): the host it names and why it is refused.
+func (c *conn) bindHost(b binding, tried bool) (string, string) {
 	kh := c.s.cfg.KnownHosts
 	host := ""
 	if kh != nil {
@@ -185,6 +197,9 @@ func (c *conn) bindHost(b binding) (string, string) {
 	}
 	if c.bound != nil {
 		return host, "the connection is already bound to a session"
+	}
+	if tried {
+		return host, "the connection asked to bind before and was refused (an agent forwarded with ssh -A relays the remote's bindings)"
 	}
 	if b.Forwarding {
 		return host, "with --allow-net, the agent is not forwarded further"

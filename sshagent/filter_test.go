@@ -2,6 +2,8 @@ package sshagent
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/binary"
 	"net"
 	"path/filepath"
@@ -226,5 +228,83 @@ func TestEventsBounded(t *testing.T) {
 		if len(e.Op)+len(e.Reason) > 2*maxField+8 || strings.ContainsRune(e.Op+e.Reason, 0x1b) {
 			t.Errorf("event not bounded or not printable: %d+%d bytes: %q", len(e.Op), len(e.Reason), e.Reason)
 		}
+	}
+}
+
+// sessionBind is a session-bind for a session id, signed by host key priv.
+func sessionBind(priv ed25519.PrivateKey, sessionID []byte, forwarding bool) []byte {
+	m := appendString([]byte{msgExtension}, []byte(extSessionBind))
+	m = appendString(m, edBlob(priv.Public().(ed25519.PublicKey)))
+	m = appendString(m, sessionID)
+	sig := appendString(appendString(nil, []byte("ssh-ed25519")), ed25519.Sign(priv, sessionID))
+	m = appendString(m, sig)
+	if forwarding {
+		return append(m, 1)
+	}
+	return append(m, 0)
+}
+
+// userauthData is what a client signs to authenticate with key in session id.
+func userauthData(sessionID, key []byte) []byte {
+	d := appendString(nil, sessionID)
+	d = append(d, 50)
+	for _, f := range []string{"me", "ssh-connection", "publickey"} {
+		d = appendString(d, []byte(f))
+	}
+	d = append(d, 1)
+	d = appendString(d, []byte("ssh-ed25519"))
+	return appendString(d, key)
+}
+
+// TestFilterBindsOnce: with rules, a connection whose first session-bind was
+// refused — ssh -A's binding for the forwarding, or one to a host not allowed —
+// takes no later one and signs nothing, so a remote host relaying its own
+// bindings over a forwarded agent gets no signature; a first binding to an
+// allowed host still signs for its session.
+func TestFilterBindsOnce(t *testing.T) {
+	up, f := startFake(t)
+	allowed := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{8}, 32))
+	known := "github.com ssh-ed25519 " + base64.StdEncoding.EncodeToString(edBlob(allowed.Public().(ed25519.PublicKey))) + "\n"
+	path, s := serveFilter(t, Config{Upstream: up, Rules: mustRules(t, "github.com"), KnownHosts: ParseKnownHosts(strings.NewReader(known))})
+	hop := bytes.Repeat([]byte{2}, 32)
+	for _, first := range []struct {
+		name string
+		msg  []byte
+	}{
+		{"forwarding", sessionBind(allowed, bytes.Repeat([]byte{1}, 32), true)},
+		{"host not allowed", sessionBind(other, bytes.Repeat([]byte{1}, 32), false)},
+		{"malformed", appendString([]byte{msgExtension}, []byte(extSessionBind))},
+	} {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range [][]byte{first.msg, sessionBind(allowed, hop, false), signMsg(f.ids[0].Blob, userauthData(hop, f.ids[0].Blob))} {
+			if err := writeMessage(c, m); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := readMessage(c); err != nil || !bytes.Equal(r, failure) {
+				t.Errorf("%s, then message %d: reply %v, %v; want failure", first.name, i, r, err)
+			}
+		}
+		c.Close()
+	}
+	// A connection that binds first to an allowed host is signed for.
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, m := range [][]byte{sessionBind(allowed, hop, false), signMsg(f.ids[0].Blob, userauthData(hop, f.ids[0].Blob))} {
+		if err := writeMessage(c, m); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := readMessage(c); err != nil || bytes.Equal(r, failure) {
+			t.Fatalf("bound to an allowed host, message %d: reply %v, %v", i, r, err)
+		}
+	}
+	if ev, _ := s.Events(); !hasEvent(ev, "sign", true, "github.com") {
+		t.Fatalf("events = %+v", ev)
 	}
 }

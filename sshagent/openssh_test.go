@@ -130,16 +130,17 @@ func TestOpenSSHAgentClient(t *testing.T) {
 	}
 }
 
-// TestOpenSSHSessionBind: with rules, the real ssh authenticates to a real sshd
-// through the filter only when known_hosts gives the server's host key to an
-// allowed host.
-func TestOpenSSHSessionBind(t *testing.T) {
+// sshd is a real sshd on 127.0.0.1:port that takes key1 and has its host key in
+// knownFile (and kh) as [127.0.0.1]:port.
+type sshd struct {
+	port      int
+	knownFile string
+	kh        *KnownHosts
+	log       *bytes.Buffer
+}
+
+func startSSHD(t *testing.T, o *openssh) *sshd {
 	need(t, "ssh", "/usr/sbin/sshd")
-	o := startOpenSSHAgent(t)
-	me, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
 	port := freePort(t)
 	hostKey := filepath.Join(o.dir, "hostkey")
 	if out, err := run(t, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey); err != nil {
@@ -147,32 +148,49 @@ func TestOpenSSHSessionBind(t *testing.T) {
 	}
 	auth, _ := os.ReadFile(filepath.Join(o.dir, "key1.pub"))
 	os.WriteFile(filepath.Join(o.dir, "authorized_keys"), auth, 0o600)
-	cfg := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile none\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n",
+	cfg := fmt.Sprintf("Port %d\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nPidFile none\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAllowAgentForwarding yes\n",
 		port, hostKey, filepath.Join(o.dir, "authorized_keys"))
 	os.WriteFile(filepath.Join(o.dir, "sshd_config"), []byte(cfg), 0o600)
 	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory, when root
-	sshd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(o.dir, "sshd_config"))
-	var sshdLog bytes.Buffer
-	sshd.Stderr = &sshdLog
-	if err := sshd.Start(); err != nil {
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", filepath.Join(o.dir, "sshd_config"))
+	d := &sshd{port: port, knownFile: filepath.Join(o.dir, "known_hosts"), log: &bytes.Buffer{}}
+	cmd.Stderr = d.log
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = sshd.Process.Kill(); _ = sshd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitPort(t, port)
 	pub, _ := os.ReadFile(hostKey + ".pub")
 	f := strings.Fields(string(pub))
 	known := fmt.Sprintf("[127.0.0.1]:%d %s %s\n", port, f[0], f[1])
-	os.WriteFile(filepath.Join(o.dir, "known_hosts"), []byte(known), 0o600)
-	kh := ParseKnownHosts(strings.NewReader(known))
+	os.WriteFile(d.knownFile, []byte(known), 0o600)
+	d.kh = ParseKnownHosts(strings.NewReader(known))
+	return d
+}
 
+// sshArgs are ssh's arguments to run cmd on d as the current user.
+func (d *sshd) sshArgs(t *testing.T, cmd ...string) []string {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"-F", "none", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile=" + d.knownFile,
+		"-o", "StrictHostKeyChecking=yes", "-p", fmt.Sprint(d.port), me.Username + "@127.0.0.1"}, cmd...)
+}
+
+// TestOpenSSHSessionBind: with rules, the real ssh authenticates to a real sshd
+// through the filter only when known_hosts gives the server's host key to an
+// allowed host.
+func TestOpenSSHSessionBind(t *testing.T) {
+	o := startOpenSSHAgent(t)
+	d := startSSHD(t, o)
+	port, kh := d.port, d.kh
 	ssh := func(sock string) (string, error) {
-		return run(t, nil, "ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentityAgent="+sock,
-			"-o", "UserKnownHostsFile="+filepath.Join(o.dir, "known_hosts"), "-o", "StrictHostKeyChecking=yes",
-			"-p", fmt.Sprint(port), me.Username+"@127.0.0.1", "echo", "in")
+		return run(t, nil, "ssh", append([]string{"-o", "IdentityAgent=" + sock}, d.sshArgs(t, "echo", "in")...)...)
 	}
 	allowed, s := o.filter(t, Config{Rules: mustRules(t, fmt.Sprintf("127.0.0.1:%d", port)), KnownHosts: kh}, "key1")
 	if out, err := ssh(allowed); err != nil || !strings.Contains(out, "in") {
-		t.Fatalf("ssh through the filter to an allowed host: %v\n%s\nsshd: %s", err, out, sshdLog.String())
+		t.Fatalf("ssh through the filter to an allowed host: %v\n%s\nsshd: %s", err, out, d.log.String())
 	}
 	ev, _ := s.Events()
 	if !hasEvent(ev, "session-bind", true, fmt.Sprintf("[127.0.0.1]:%d", port)) || !hasEvent(ev, "sign", true, fmt.Sprintf("[127.0.0.1]:%d", port)) {
@@ -188,6 +206,35 @@ func TestOpenSSHSessionBind(t *testing.T) {
 	wrongKey, _ := o.filter(t, Config{Rules: mustRules(t, fmt.Sprintf("127.0.0.1:%d", port)), KnownHosts: kh}, "key2")
 	if out, err := ssh(wrongKey); err == nil {
 		t.Fatalf("ssh with only key2 (not authorized) succeeded:\n%s", out)
+	}
+}
+
+// TestOpenSSHForwardedAgentRefused: with rules, an agent forwarded with ssh -A to
+// an allowed host signs nothing there. ssh binds each forwarded connection for the
+// forwarding (refused) and then relays what the remote sends over it: the remote's
+// own binding to its next hop must not make the connection usable.
+func TestOpenSSHForwardedAgentRefused(t *testing.T) {
+	o := startOpenSSHAgent(t)
+	d := startSSHD(t, o)
+	sock, s := o.filter(t, Config{Rules: mustRules(t, fmt.Sprintf("127.0.0.1:%d", d.port)), KnownHosts: d.kh}, "key1")
+	// The remote (this machine again) runs ssh to the same allowed host with the
+	// forwarded agent.
+	hop := "ssh " + strings.Join(d.sshArgs(t, "echo", "second-hop"), " ")
+	out, err := run(t, []string{"SSH_AUTH_SOCK=" + sock}, "ssh", append([]string{"-A", "-o", "IdentityAgent=" + sock}, d.sshArgs(t, hop)...)...)
+	if !strings.Contains(out, "Permission denied") || strings.Contains(out, "second-hop") {
+		t.Fatalf("the second hop through the forwarded agent: %v\n%s\nsshd: %s", err, out, d.log.String())
+	}
+	// The first hop was signed for; the forwarding's binding and the remote's
+	// were refused.
+	ev, _ := s.Events()
+	binds := 0
+	for _, e := range ev {
+		if e.Op == "session-bind" {
+			binds++
+		}
+	}
+	if !hasEvent(ev, "sign", true, "") || !hasEvent(ev, "session-bind", false, "") || binds < 3 {
+		t.Fatalf("events = %+v", ev)
 	}
 }
 

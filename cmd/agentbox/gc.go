@@ -23,9 +23,10 @@ var gcCommand = cli.Command{
 	Name:    "gc",
 	Summary: "remove what killed sessions left behind",
 	Help: `Prunes the shadow store (agentbox log) and the snapshot store: the records and
-snapshots of repositories that no longer exist, the sessions older than AGE
-(default 90d; 0 keeps them), and snapshot blobs no snapshot names (left by a killed
-save). Then removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
+snapshots of repositories that no longer exist once they hold no session or
+snapshot within AGE (a session can move a directory it can write away), the
+sessions older than AGE (default 90d; 0 keeps them, and gone repositories' too),
+and snapshot blobs no snapshot names (left by a killed save). Then removes what sessions whose launcher died without cleaning up (killed with SIGKILL,
 out of memory, power loss) left on the host: --disk-tmp directories below
 ${XDG_CACHE_HOME:-$HOME/.cache}/agentbox/tmp, push-guard staging directories
 /tmp/agentbox-guard-*, checkpoint endpoints /tmp/agentbox-checkpoint-* and
@@ -146,7 +147,16 @@ func gcStores(state string, olderThan time.Duration, age string, dryRun bool) (i
 		fmt.Fprintf(os.Stderr, "agentbox: gc: shadow store: %v\n", err)
 		status = 1
 	}
+	// A repository gone from its path keeps its records while it has sessions
+	// within the age (shadow.Prune), and its snapshots with them.
+	goneKept := map[string]bool{}
 	for _, p := range pruned {
+		if p.GoneKept {
+			goneKept[p.Repo] = true
+			if p.Sessions == 0 && p.Err == nil {
+				continue
+			}
+		}
 		if p.Sessions > 0 && p.Err == nil {
 			// Old sessions leave the store in place: say what went, not the store.
 			said++
@@ -156,7 +166,10 @@ func gcStores(state string, olderThan time.Duration, age string, dryRun bool) (i
 		}
 		line(p.Path, p.Repo, p.What, p.Removed, p.Err)
 	}
-	snaps, err := snapshot.PruneStore(filepath.Join(state, "snapshots"), dryRun)
+	keepGone := func(repo string, newest time.Time) bool {
+		return olderThan <= 0 || goneKept[repo] || !newest.Before(time.Now().Add(-olderThan))
+	}
+	snaps, err := snapshot.PruneStore(filepath.Join(state, "snapshots"), keepGone, dryRun)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "agentbox: gc: snapshot store: %v\n", err)
 		status = 1

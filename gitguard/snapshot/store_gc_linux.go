@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,11 +21,15 @@ type StorePruned struct {
 	Err     error
 }
 
-// PruneStore is agentbox gc for the snapshot store at store: the part of each
-// repository that no longer exists goes, and in the others every blob no record
-// names (left by a save that was killed) goes, each under the repository's lock.
-// A part with a record it cannot read keeps all its blobs.
-func PruneStore(store string, dryRun bool) ([]StorePruned, error) {
+// PruneStore is agentbox gc for the snapshot store at store: in each repository's
+// part every blob no record names (left by a save that was killed) goes, each
+// under the repository's lock, and the part of a repository that no longer exists
+// goes unless keepGone says to keep it (given the newest record's time). A path
+// that is gone need not be a repository deleted: a session that can write its
+// parent can move it away, and its snapshots are then the only copy of what that
+// session may have done to its .git. A part with a record it cannot read keeps all
+// its blobs.
+func PruneStore(store string, keepGone func(repo string, newest time.Time) bool, dryRun bool) ([]StorePruned, error) {
 	ents, err := os.ReadDir(store)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -43,14 +48,14 @@ func PruneStore(store string, dryRun bool) ([]StorePruned, error) {
 			continue // not a repository's part of the store
 		}
 		repo := strings.TrimSuffix(string(b), "\n")
-		if p, ok := pruneRepoStore(dir, repo, dryRun); ok {
+		if p, ok := pruneRepoStore(dir, repo, keepGone, dryRun); ok {
 			out = append(out, p)
 		}
 	}
 	return out, nil
 }
 
-func pruneRepoStore(dir, repo string, dryRun bool) (StorePruned, bool) {
+func pruneRepoStore(dir, repo string, keepGone func(string, time.Time) bool, dryRun bool) (StorePruned, bool) {
 	p := StorePruned{Path: dir, Repo: repo}
 	lf, err := lockStore(dir, unix.LOCK_EX)
 	if err != nil {
@@ -59,7 +64,8 @@ func pruneRepoStore(dir, repo string, dryRun bool) (StorePruned, bool) {
 	}
 	rs := &repoStore{dir: dir, lock: lf}
 	defer rs.close()
-	if _, err := os.Lstat(repo); errors.Is(err, fs.ErrNotExist) {
+	recs, recErr := rs.records()
+	if _, err := os.Lstat(repo); errors.Is(err, fs.ErrNotExist) && !keepGone(repo, newestRecord(recs)) {
 		p.What = "repository gone"
 		if !dryRun {
 			if p.Err = os.RemoveAll(dir); p.Err == nil {
@@ -68,9 +74,8 @@ func pruneRepoStore(dir, repo string, dryRun bool) (StorePruned, bool) {
 		}
 		return p, true
 	}
-	recs, err := rs.records()
-	if err != nil {
-		p.Err = err
+	if recErr != nil {
+		p.Err = recErr
 		return p, true
 	}
 	r := newReach(rs)
@@ -109,4 +114,15 @@ func pruneRepoStore(dir, repo string, dryRun bool) (StorePruned, bool) {
 	p.Err = errors.Join(errs...)
 	p.Removed = p.Err == nil
 	return p, true
+}
+
+// newestRecord is the time the newest of recs was written (the zero time: none).
+func newestRecord(recs []string) time.Time {
+	var newest time.Time
+	for _, r := range recs {
+		if fi, err := os.Lstat(r); err == nil && fi.ModTime().After(newest) {
+			newest = fi.ModTime()
+		}
+	}
+	return newest
 }

@@ -506,7 +506,8 @@ func TestStoredRefusesStoreInsideRepo(t *testing.T) {
 
 // TestPruneStore: agentbox gc's part in the snapshot store. Blobs no record names
 // (a killed save's) go, named blobs stay and every record still checks; the store of
-// a removed repository goes; a dry run removes nothing.
+// a removed repository goes, that of one moved away stays when keepGone says so; a
+// dry run removes nothing.
 func TestPruneStore(t *testing.T) {
 	base := tmpDir(t)
 	repo := snapRepo(t, filepath.Join(base, "repo"))
@@ -518,15 +519,27 @@ func TestPruneStore(t *testing.T) {
 	gone := snapRepo(t, filepath.Join(base, "gone"))
 	storeSave(t, gone, store, SnapshotOptions{})
 	os.RemoveAll(gone)
+	// Moved away (by a session of a repository around it, say): kept as keepGone
+	// says, and found again when moved back.
+	moved := snapRepo(t, filepath.Join(base, "moved"))
+	ms := storeSave(t, moved, store, SnapshotOptions{})
+	os.Rename(moved, moved+".moved")
+	start := time.Now().Add(-time.Minute)
+	keepGone := func(repo string, newest time.Time) bool {
+		if newest.Before(start) {
+			t.Errorf("%s: newest record at %v, before the test", repo, newest)
+		}
+		return repo == moved
+	}
 
-	got, err := PruneStore(store, true)
+	got, err := PruneStore(store, keepGone, true)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("dry run: %+v, %v", got, err)
 	}
 	if _, err := os.Stat(orphan); err != nil {
 		t.Fatal("the dry run removed a blob")
 	}
-	got, err = PruneStore(store, false)
+	got, err = PruneStore(store, keepGone, false)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("prune: %+v, %v", got, err)
 	}
@@ -544,7 +557,11 @@ func TestPruneStore(t *testing.T) {
 	if _, err := CheckStored(s.Path); err != nil {
 		t.Errorf("a kept record is broken: %v", err)
 	}
-	if got, _ := PruneStore(store, false); len(got) != 0 {
+	os.Rename(moved+".moved", moved)
+	if _, err := CheckStored(ms.Path); err != nil {
+		t.Errorf("the moved repository's record, moved back: %v", err)
+	}
+	if got, _ := PruneStore(store, keepGone, false); len(got) != 0 {
 		t.Errorf("a second prune found %+v", got)
 	}
 }

@@ -34,9 +34,9 @@ type Service struct {
 	spares    spares // sockets from the init made ahead (spares.go)
 }
 
-// Start binds the host's ends of p's --publish ports (127.0.0.1 only) and prepares
-// the --host-port relays; nil when p has neither. A host port in use stops the
-// launch before the command starts.
+// Start binds the host's ends of p's --publish ports (loopback only: listenLoopback)
+// and prepares the --host-port relays; nil when p has neither. A host port in use
+// stops the launch before the command starts.
 func Start(p *policy.Policy) (*Service, error) {
 	if len(p.HostPorts) == 0 && len(p.Publish) == 0 {
 		return nil, nil
@@ -47,27 +47,52 @@ func Start(p *policy.Policy) (*Service, error) {
 		s.hostPorts = append(s.hostPorts, newForward(KindHostPort, m, s.dialHost(m.Host)))
 	}
 	for _, m := range p.Publish {
-		l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", m.Host))
+		ls, err := listenLoopback(m)
 		if err != nil {
 			s.Stop()
-			return nil, publishError(m, err)
+			return nil, err
 		}
 		f := newForward(KindPublish, m, s.dialInside(m.Inside))
 		s.publish = append(s.publish, f)
-		f.serve(l)
+		for _, l := range ls {
+			f.serve(l)
+		}
 	}
 	return s, nil
 }
 
-// publishError says why the host's end of m cannot be bound, in one line.
-func publishError(m policy.PortMap, err error) error {
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("--publish %s: the host's 127.0.0.1:%d is in use; stop what listens there or publish to another host port (--publish %d:HOSTPORT)", m, m.Host, m.Inside)
-	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("--publish %s: the host's 127.0.0.1:%d needs privileges to bind (ports below 1024); publish to a port above 1023 (--publish %d:HOSTPORT)", m, m.Host, m.Inside)
+// listenLoopback binds the host's ends of m: 127.0.0.1:HOSTPORT and, where the host
+// has an IPv6 loopback, [::1]:HOSTPORT too. A client of localhost:HOSTPORT may try
+// ::1 first (browsers do): left free, that port is any local user's to take (or a
+// session's that shares the host's network), and the operator's client would reach
+// that server instead of the sandbox's.
+func listenLoopback(m policy.PortMap) ([]net.Listener, error) {
+	l4, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", m.Host))
+	if err != nil {
+		return nil, publishError(m, "127.0.0.1", err)
 	}
-	return fmt.Errorf("--publish %s: cannot listen on the host's 127.0.0.1:%d: %v", m, m.Host, err)
+	l6, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", m.Host))
+	switch {
+	case err == nil:
+		return []net.Listener{l4, l6}, nil
+	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EAFNOSUPPORT):
+		return []net.Listener{l4}, nil // no IPv6 loopback here: nobody can listen on it
+	}
+	l4.Close()
+	return nil, publishError(m, "[::1]", err)
+}
+
+// publishError says why the host's end of m at addr cannot be bound, in one line.
+func publishError(m policy.PortMap, addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE) && addr != "127.0.0.1":
+		return fmt.Errorf("--publish %s: the host's %s:%d is in use, and a client of localhost:%d could reach it instead of the sandbox; stop what listens there or publish to another host port (--publish %d:HOSTPORT)", m, addr, m.Host, m.Host, m.Inside)
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("--publish %s: the host's %s:%d is in use; stop what listens there or publish to another host port (--publish %d:HOSTPORT)", m, addr, m.Host, m.Inside)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("--publish %s: the host's %s:%d needs privileges to bind (ports below 1024); publish to a port above 1023 (--publish %d:HOSTPORT)", m, addr, m.Host, m.Inside)
+	}
+	return fmt.Errorf("--publish %s: cannot listen on the host's %s:%d: %v", m, addr, m.Host, err)
 }
 
 // HostPorts is the backend.Options.HostPorts for s (nil without --host-port): it

@@ -35,7 +35,7 @@ type forward struct {
 	slot chan struct{} // one per connection being relayed (MaxConns)
 
 	mu      sync.Mutex
-	l       net.Listener
+	ls      []net.Listener
 	conns   map[net.Conn]struct{}
 	stopped bool
 	wg      sync.WaitGroup
@@ -47,15 +47,20 @@ func newForward(kind string, m policy.PortMap, dial func() (net.Conn, error)) *f
 	return &forward{kind: kind, m: m, dial: dial, slot: make(chan struct{}, MaxConns), conns: map[net.Conn]struct{}{}}
 }
 
-// serve accepts on l in a goroutine of its own until stop.
+// serve accepts on l in a goroutine of its own until stop: a --host-port on the
+// init's one listener, a --publish on the host's loopback listeners (two at most).
 func (f *forward) serve(l net.Listener) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopped || f.l != nil {
+	most := 1
+	if f.kind == KindPublish {
+		most = 2
+	}
+	if f.stopped || len(f.ls) >= most {
 		l.Close()
 		return
 	}
-	f.l = l
+	f.ls = append(f.ls, l)
 	f.wg.Add(1)
 	go f.accept(l)
 }
@@ -155,8 +160,8 @@ func (f *forward) untrack(c net.Conn) {
 func (f *forward) stop() {
 	f.mu.Lock()
 	f.stopped = true
-	if f.l != nil {
-		f.l.Close()
+	for _, l := range f.ls {
+		l.Close()
 	}
 	for c := range f.conns {
 		c.Close()

@@ -1,0 +1,100 @@
+package behaviour
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// fetch6 is fetch on the host's [::1]:port.
+func fetch6(port int) string {
+	c, err := net.DialTimeout("tcp6", fmt.Sprintf("[::1]:%d", port), 2*time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// needIPv6Loopback skips where the host has no ::1 (nobody can listen there).
+func needIPv6Loopback(t *testing.T) {
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		testenv.Skip(t, "no IPv6 loopback on this host (%v): nobody can listen on ::1", err)
+	}
+	l.Close()
+}
+
+// TestPublishHoldsIPv6Loopback: --publish listened on the host's 127.0.0.1:HOSTPORT
+// only, so another user (here root, the launcher being the test user) could listen
+// on [::1]:HOSTPORT meanwhile, where a browser's localhost:HOSTPORT goes first, and
+// serve the operator its own page in the sandbox's name. The launcher holds
+// [::1]:HOSTPORT too and relays it to the same port inside; a [::1]:HOSTPORT already
+// taken at launch stops it with 125 and one line.
+func TestPublishHoldsIPv6Loopback(t *testing.T) {
+	needIPv6Loopback(t)
+	for _, backend := range portRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			port := freePort(t)
+			squat := make(chan error, 1)
+			got := make(chan string, 1)
+			go func() {
+				var page string
+				waitFor(func() bool { page = fetch(port); return strings.Contains(page, "page from inside") })
+				// The session is serving: another user's server at [::1]:PORT, or at
+				// [::]:PORT for IPv6 only, must find the port taken.
+				var errs []error
+				for _, addr := range []string{"[::1]", "[::]"} {
+					l, err := net.Listen("tcp6", fmt.Sprintf("%s:%d", addr, port))
+					if err == nil {
+						l.Close()
+						errs = append(errs, fmt.Errorf("%s:%d was free for another user", addr, port))
+					} else if !errors.Is(err, syscall.EADDRINUSE) {
+						errs = append(errs, err)
+					}
+				}
+				squat <- errors.Join(errs...)
+				page = ""
+				if len(errs) > 0 || !waitFor(func() bool { page = fetch6(port); return strings.Contains(page, "page from inside") }) {
+					// The session serves twice: end it.
+					waitFor(func() bool { return strings.Contains(fetch(port), "page from inside") })
+				}
+				got <- page
+			}()
+			r := b.sh(`for i in 1 2; do printf 'HTTP/1.0 200 OK\r\n\r\npage from inside\n' | nc.openbsd -N -l 127.0.0.1 8080 >/dev/null; done; echo served`,
+				"--no-git-save", "--offline", "--publish", fmt.Sprintf("8080:%d", port))
+			if r.code != 0 || !strings.Contains(r.stdout, "served") {
+				t.Fatalf("session failed:\n%s", r)
+			}
+			if err := <-squat; err != nil {
+				t.Errorf("while the session published %d: %v", port, err)
+			}
+			if page := <-got; !strings.Contains(page, "page from inside") {
+				t.Errorf("the host fetched %q from [::1]:%d", page, port)
+			}
+		})
+	}
+	// Taken before the launch: refused, as 127.0.0.1 in use is.
+	b := newBox(t, "native")
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	r := b.sh("echo ran", "--no-git-save", "--offline", "--publish", fmt.Sprintf("8080:%d", busy))
+	if r.code != 125 || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, fmt.Sprintf("[::1]:%d is in use", busy)) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("--publish with [::1]:%d taken: want exit 125 and one line:\n%s", busy, r)
+	}
+}
