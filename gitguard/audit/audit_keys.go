@@ -89,7 +89,17 @@ var dangerRules = []dangerRule{
 	{Section: "merge", Keys: []string{"driver"}, Why: "names a merge driver Git runs",
 		When: "in a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection != "" }},
 	{Section: "filter", Keys: []string{"clean", "smudge", "process"}, Why: "names a filter Git runs on checkout, add or status"},
-	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command", When: "the value starts with !", If: bang},
+	// An alias that does not start with a plain command name is a shell command
+	// (!), or Git options ahead of the command (-c core.fsmonitor=PROGRAM status,
+	// also when quoted or escaped), which Git applies when it expands the alias.
+	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or sets Git options that can name a program",
+		When: "the value does not start with a letter or digit", If: aliasNotPlain,
+		Reason: func(_ gitconfig.Entry, value string) string {
+			if bang(gitconfig.Entry{}, value) {
+				return "alias runs a shell command"
+			}
+			return "alias sets Git options (such as -c core.fsmonitor=PROGRAM) before its command"
+		}},
 	{Section: "include", Keys: []string{"*"}, Why: "makes Git read another config file",
 		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
 	{Section: "includeif", Keys: []string{"*"}, Why: "makes Git read another config file",
@@ -148,6 +158,12 @@ var dangerRules = []dangerRule{
 			}
 			return ""
 		}},
+	// Git 2.54's configured hooks: hook.NAME.command runs on the events
+	// hook.NAME.event names; every key of the section counts, since one (event,
+	// enabled) turns a hook defined elsewhere on.
+	{Section: "hook", Keys: []string{"*"}, Why: "configures a hook Git runs"},
+	// git svn takes each of its options from svn.OPTION.
+	{Section: "svn", Keys: []string{"authorsprog"}, Why: "names a program git svn runs"},
 	// Git LFS reads the same config: custom transfer agents and extensions are
 	// programs it runs on fetch, push and checkout.
 	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
@@ -158,6 +174,16 @@ func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
 func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoolString(value) }
 
 func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
+
+// aliasNotPlain: the alias's first byte is not a letter or digit, so it is not a
+// plain Git command (a new Git option or quoting form is caught by the same rule).
+func aliasNotPlain(_ gitconfig.Entry, value string) bool {
+	if value == "" {
+		return false
+	}
+	c := value[0]
+	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+}
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).
 func isBoolString(v string) bool {

@@ -31,6 +31,7 @@ var dangerExamples = map[string]dangerExample{
 	"diff.external":             {gitconfig.Entry{Value: "x"}, gitconfig.Entry{Subsection: "d", Value: "x"}},
 	"merge.driver":              {gitconfig.Entry{Subsection: "m", Value: "x"}, gitconfig.Entry{Value: "x"}},
 	"alias.*":                   {gitconfig.Entry{Key: "st", Value: "!sh -c x"}, gitconfig.Entry{Key: "st", Value: "status -s"}},
+	"hook.*":                    {gitconfig.Entry{Subsection: "lint", Key: "command", Value: "x"}, gitconfig.Entry{}},
 	"include.*":                 {gitconfig.Entry{Key: "path", Value: "other.cfg"}, gitconfig.Entry{Key: "other", Value: "other.cfg"}},
 	"includeif.*":               {gitconfig.Entry{Subsection: "gitdir:/x/", Key: "path", Value: "o.cfg"}, gitconfig.Entry{Subsection: "gitdir:/x/", Key: "other", Value: "o.cfg"}},
 	"remote.vcs":                ex("o", "../x", ""),
@@ -110,6 +111,29 @@ func TestDangerTablePrints(t *testing.T) {
 		}
 		if (r.If != nil || r.Reason != nil) != (r.When != "") {
 			t.Errorf("row %s: a condition needs its words in When, and When a condition", s)
+		}
+	}
+}
+
+// TestDangerAliasOptions: an alias is Git's command line, and the options ahead of
+// its command (-c, --config-env) can name a program, however they are quoted; one
+// that starts with a command name is harmless.
+func TestDangerAliasOptions(t *testing.T) {
+	for value, want := range map[string]bool{
+		`-c core.fsmonitor="touch /tmp/x" status`: true,
+		`--config-env=core.pager=P log`:           true,
+		`"-c" core.editor=vi commit`:              true,
+		`'-c' core.editor=vi commit`:              true,
+		`\-c core.editor=vi commit`:               true,
+		`-p log`:                                  true,
+		`!sh -c x`:                                true,
+		`status -s`:                               false,
+		`log --oneline -c core.pager=x`:           false,
+		`2fa`:                                     false,
+	} {
+		e := gitconfig.Entry{Section: "alias", Key: "st", Value: value}
+		if got := Danger(e) != ""; got != want {
+			t.Errorf("alias.st = %s: reported %v, want %v", value, got, want)
 		}
 	}
 }

@@ -1,0 +1,41 @@
+package adversarial
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+)
+
+// TestGitConfigUnlistedForms: a nested repository planted in the session whose
+// config makes the operator's Git run a program through forms the danger table did
+// not list — an alias without "!" that sets -c core.fsmonitor ahead of its command
+// (quoted too), and Git 2.54's configured hooks (hook.NAME.command) — is found by
+// the audit, and the operator's `git st` there runs nothing.
+func TestGitConfigUnlistedForms(t *testing.T) {
+	const plant = `set -e
+mkdir -p wo/sub
+git -C wo/sub init -q
+git -C wo/sub config alias.st "-c core.fsmonitor=\"touch $PWNED/alias-c\" status"
+git -C wo/sub config alias.ci "\"-c\" core.fsmonitor=\"touch $PWNED/alias-quoted\" commit"
+git -C wo/sub config hook.lint.event pre-commit
+git -C wo/sub config hook.lint.command "touch $PWNED/hook-config"
+`
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			cmd := x.Agentbox(x.Repo, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c", plant)
+			cmd.Env = append(cmd.Env, "PWNED="+x.Pwned)
+			r := sandboxtest.Run(cmd)
+			for _, key := range []string{"alias.st", "alias.ci", "hook.lint.command"} {
+				if !strings.Contains(r.Stderr, key) {
+					t.Errorf("the audit does not name %s:\n%s", key, r)
+				}
+			}
+			checkNoPlant(t, x, x.Repo)
+			if t.Failed() {
+				t.Logf("session:\n%s", r)
+			}
+		})
+	}
+}
