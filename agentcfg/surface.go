@@ -96,12 +96,18 @@ var agentDirs = []agentDir{
 	}, whole: []string{
 		"workflows", "routines", "daemon", "daemon.json", "scheduled_tasks.json",
 		"launch.json", "policy-limits.json",
+		// The user's instructions, loaded into every session on every project
+		// (memory, rules, the output style that replaces the system prompt, /loop's
+		// prompt): a session's words there would steer the operator's next agent
+		// anywhere.
+		"CLAUDE.md", "rules", "output-styles", "loop.md",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
-	}, whole: []string{"rules", "hooks.json"}, login: "auth.json", loginF: codexLogin},
+	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts"},
+		login: "auth.json", loginF: codexLogin},
 }
 
 // isData: rel (relative to the agent's directory) lies in one of its data paths.
