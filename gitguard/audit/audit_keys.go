@@ -15,15 +15,52 @@ import (
 // an entry less than the key a map lookup would join.
 func Danger(e gitconfig.Entry) string {
 	value := strings.TrimSpace(e.Value)
+	named := false
 	for _, key := range [2]string{e.Key, "*"} {
 		for i := range dangerRules {
 			r := &dangerRules[i]
 			if r.Section != e.Section || !slices.Contains(r.Keys, key) {
 				continue
 			}
+			named = true
 			if why := r.danger(e, value); why != "" {
 				return why
 			}
+		}
+	}
+	if !named {
+		return unlistedDanger(e, value)
+	}
+	return ""
+}
+
+// execWords are the words of a key's name that say it names a program. Git's own
+// such keys are in dangerRules; tools that read Git's config run programs from keys
+// no table of Git's holds (git-annex's annex.*-command, git-secrets'
+// secrets.providers, git-flow's gitflow.path.hooks), and a new Git version adds
+// more (hook.NAME.command in 2.54).
+var execWords = []string{"command", "cmd", "program", "hook", "exec", "helper", "shell", "editor",
+	"pager", "browser", "script", "provider", "askpass"}
+
+// unlistedDanger is the rule for an entry no row of dangerRules names, so that a
+// key the table does not know fails closed: a value that starts with "!" (a shell
+// command, as tig's bindings in [tig "bind"] are), or a key whose name has a word
+// of execWords and a value that is neither empty, a boolean nor a number. Git's advice.* keys
+// are booleans that only silence hints.
+func unlistedDanger(e gitconfig.Entry, value string) string {
+	if e.NoValue || value == "" || e.Section == "advice" {
+		return ""
+	}
+	if strings.HasPrefix(value, "!") {
+		return "unlisted key whose value is a shell command (!)"
+	}
+	if isBoolString(value) || strings.Trim(value, "0123456789") == "" {
+		return "" // a boolean or a number names no program
+	}
+	key := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(e.Key))
+	for _, w := range execWords {
+		if strings.Contains(key, w) {
+			return "unlisted key that may name a program a tool runs (" + w + ")"
 		}
 	}
 	return ""

@@ -137,3 +137,34 @@ func TestDangerAliasOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDangerUnlisted: a key no row of the table names fails closed when it is shaped
+// like a program — tools that read Git's config run programs from their own keys —
+// and Git's ordinary keys stay harmless.
+func TestDangerUnlisted(t *testing.T) {
+	for _, c := range []struct {
+		sec, sub, key, value string
+		want                 bool
+	}{
+		{"annex", "", "freezecontent-command", "chmod -w %path", true},
+		{"remote", "o", "annex-cost-command", "x", true},
+		{"secrets", "", "providers", "cat /x", true},
+		{"gitflow", "path", "hooks", "/repo/.hooks", true},
+		{"tig", "bind", "generic", "!sh -c x", true},
+		{"newtool", "", "onsave", "!x", true},
+		{"user", "", "name", "x", false},
+		{"remote", "o", "fetch", "+refs/heads/*:refs/remotes/o/*", false},
+		{"branch", "main", "merge", "refs/heads/main", false},
+		{"core", "", "repositoryformatversion", "0", false},
+		{"submodule", "s", "active", "true", false},
+		{"http", "", "sslcapath", "/etc/ssl/certs", false},
+		{"advice", "", "ignoredhook", "false", false},
+		{"core", "", "fsmonitorhookversion", "2", false},
+		{"newtool", "", "usehooks", "true", false},
+	} {
+		e := gitconfig.Entry{Section: c.sec, Subsection: c.sub, Key: c.key, Value: c.value}
+		if got := Danger(e) != ""; got != c.want {
+			t.Errorf("%s = %q: reported %v (%q), want %v", e.Name(), c.value, got, Danger(e), c.want)
+		}
+	}
+}
