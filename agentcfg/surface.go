@@ -68,7 +68,30 @@ var known = []struct {
 	{".bash_login", wholeFile}, {".bash_logout", wholeFile}, {".bash_aliases", wholeFile},
 	{".zshenv", wholeFile}, {".zprofile", wholeFile}, {".zshrc", wholeFile},
 	{".zlogin", wholeFile}, {".zlogout", wholeFile}, {".kshrc", wholeFile}, {".mkshrc", wholeFile},
-	{".config/fish/config.fish", wholeFile},
+	{".config/fish/config.fish", wholeFile}, {".config/fish/fish_variables", wholeFile},
+	{".tcshrc", wholeFile}, {".cshrc", wholeFile}, {".login", wholeFile}, {".logout", wholeFile},
+	{".bash_completion", wholeFile}, {".inputrc", wholeFile},
+	// What the desktop session and PAM read at login.
+	{".xprofile", wholeFile}, {".xsessionrc", wholeFile}, {".xsession", wholeFile},
+	{".xinitrc", wholeFile}, {".pam_environment", wholeFile},
+	// sshd runs ~/.ssh/rc and admits the keys of authorized_keys; ssh runs the
+	// ProxyCommand, LocalCommand and Match exec of its config.
+	{".ssh/rc", wholeFile}, {".ssh/config", wholeFile}, {".ssh/authorized_keys", wholeFile},
+	{".ssh/authorized_keys2", wholeFile}, {".ssh/environment", wholeFile},
+}
+
+// startDirs are directories below HOME whose every file runs or is read as
+// start-up later, wherever a kept path holds them: the user's systemd units (started
+// at the next login, by a timer or a path unit) and environment.d (every user
+// service's environment), the desktop's autostart entries, fish's conf.d and its
+// autoloaded functions (a function named git replaces the command), zsh's and
+// bash-completion's directories. Audited whole, as the shell start-up files; they
+// are walked as an agent's directory is.
+var startDirs = []agentDir{
+	{rel: ".config/systemd/user", allWhole: true}, {rel: ".local/share/systemd/user", allWhole: true},
+	{rel: ".config/environment.d", allWhole: true}, {rel: ".config/autostart", allWhole: true},
+	{rel: ".config/fish/conf.d", allWhole: true}, {rel: ".config/fish/functions", allWhole: true},
+	{rel: ".local/share/bash-completion/completions", allWhole: true},
 }
 
 // agentDir is an agent's own directory: inside a kept path, every file the session
@@ -85,6 +108,8 @@ type agentDir struct {
 	whole  []string
 	login  string // the file, relative to it, that holds the agent's login
 	loginF format
+	// allWhole: every file below it is audited whole (startDirs).
+	allWhole bool
 }
 
 var agentDirs = []agentDir{
@@ -114,7 +139,7 @@ var agentDirs = []agentDir{
 func (a agentDir) isData(rel string) bool { return under(rel, a.data) }
 
 // isWhole: rel lies in one of the paths audited whole.
-func (a agentDir) isWhole(rel string) bool { return under(rel, a.whole) }
+func (a agentDir) isWhole(rel string) bool { return a.allWhole || under(rel, a.whole) }
 
 func under(rel string, list []string) bool {
 	for _, d := range list {
