@@ -2,9 +2,11 @@ package policy
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -164,7 +166,74 @@ func secretPaths(home, xdgConfig string, environ []string) []string {
 			}
 		}
 	}
-	return append(list, secretSSH(filepath.Join(home, ".ssh"), 0)...)
+	keys, configs := sshIdentities(home)
+	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
+		if !slices.Contains(configs, k) {
+			list = append(list, k) // the config files ~/.ssh/config includes stay
+		}
+	}
+	return append(list, keys...)
+}
+
+// maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.
+const maxSSHConfig = 1 << 20
+
+// sshIdentities are the private keys ~/.ssh/config (and the files its Include lines
+// name, one level) names with IdentityFile, wherever they are (~/keys/work): keys
+// outside ~/.ssh are hidden too; and the config files it read. Tokens other than ~
+// and %d cannot be resolved here and are skipped, and so is a public key named to
+// pick an agent's key.
+func sshIdentities(home string) (keys, configs []string) {
+	var out []string
+	files := []string{filepath.Join(home, ".ssh", "config")}
+	for i := 0; i < len(files) && i < 64; i++ {
+		f, err := os.Open(files[i])
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
+		f.Close()
+		for _, line := range strings.Split(string(data), "\n") {
+			key, val := sshConfigLine(line)
+			for _, v := range strings.Fields(val) {
+				v = strings.Trim(v, `"`)
+				v = strings.ReplaceAll(v, "%d", home)
+				if rest, ok := strings.CutPrefix(v, "~/"); ok {
+					v = filepath.Join(home, rest)
+				}
+				if strings.Contains(v, "%") || v == "" || strings.HasSuffix(v, ".pub") {
+					continue
+				}
+				if !filepath.IsAbs(v) {
+					v = filepath.Join(home, ".ssh", v)
+				}
+				switch {
+				case key == "identityfile":
+					out = append(out, v)
+				case key == "include" && i == 0:
+					matches, _ := filepath.Glob(v)
+					files = append(files, matches...)
+				}
+			}
+		}
+	}
+	return out, files
+}
+
+// sshConfigLine splits a line of ssh_config(5) into its keyword (lower case) and
+// arguments: "Keyword args", "Keyword=args", "Keyword = args".
+func sshConfigLine(line string) (string, string) {
+	line = strings.TrimSpace(line)
+	if line == "" || line[0] == '#' {
+		return "", ""
+	}
+	i := strings.IndexAny(line, " \t=")
+	if i < 0 {
+		return strings.ToLower(line), ""
+	}
+	rest := strings.TrimLeft(line[i:], " \t")
+	rest = strings.TrimPrefix(rest, "=")
+	return strings.ToLower(line[:i]), strings.TrimSpace(rest)
 }
 
 // maxSSHDepth bounds the walk of ~/.ssh for keys kept in subdirectories.

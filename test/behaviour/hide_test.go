@@ -96,7 +96,10 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 		"/kube/b.conf":                      "KUBEB",
 		"/.ssh/keys/id_work":                "SSHSUBKEY",
 		"/.ssh/keys/id_work.pub":            "SSHPUBLIC",
-		"/.ssh/config":                      "SSHCONFIG",
+		"/.ssh/config":                      "SSHCONFIG\nInclude config.d/*\nIdentityFile ~/keys/work_key",
+		"/.ssh/config.d/extra":              "SSHINCLUDED\nIdentityFile=%d/keys2/other",
+		"/keys/work_key":                    "NAMEDKEY",
+		"/keys2/other":                      "INCLUDEDKEY",
 		"/.gitcookies":                      "GITCOOKIE",
 		"/.m2/settings.xml":                 "MAVENPASS",
 		"/snap/firefox/common/.mozilla/firefox/p/cookies.sqlite": "FIREFOXSNAP",
@@ -123,13 +126,13 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 	if r.Code != 0 {
 		t.Fatalf("--hide-secrets with the stores moved:\n%s", r)
 	}
-	for _, kept := range []string{"SSHPUBLIC", "SSHCONFIG"} {
+	for _, kept := range []string{"SSHPUBLIC", "SSHCONFIG", "SSHINCLUDED"} {
 		if !strings.Contains(r.Stdout, kept) {
 			t.Errorf("%s not readable inside:\n%s", kept, r)
 		}
 	}
 	for _, content := range files {
-		if content != "SSHPUBLIC" && content != "SSHCONFIG" && strings.Contains(r.Stdout, content) {
+		if !strings.HasPrefix(content, "SSHPUBLIC") && !strings.HasPrefix(content, "SSHCONFIG") && !strings.HasPrefix(content, "SSHINCLUDED") && strings.Contains(r.Stdout, content) {
 			t.Errorf("%s readable inside", content)
 		}
 	}
