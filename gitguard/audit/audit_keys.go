@@ -199,6 +199,10 @@ var dangerRules = []dangerRule{
 	// hook.NAME.event names; every key of the section counts, since one (event,
 	// enabled) turns a hook defined elsewhere on.
 	{Section: "hook", Keys: []string{"*"}, Why: "configures a hook Git runs"},
+	// With http.saveCookies, Git (libcurl) rewrites the cookie file after each
+	// request, whatever it held: a ~/.bashrc named there is replaced by the
+	// server's cookies.
+	{Section: "http", Keys: []string{"cookiefile"}, Why: "names a file Git writes the server's cookies to"},
 	// git svn takes each of its options from svn.OPTION.
 	{Section: "svn", Keys: []string{"authorsprog"}, Why: "names a program git svn runs"},
 	// Git LFS reads the same config: custom transfer agents and extensions are

@@ -11,7 +11,8 @@ import (
 // config makes the operator's Git run a program through forms the danger table did
 // not list — an alias without "!" that sets -c core.fsmonitor ahead of its command
 // (quoted too), Git 2.54's configured hooks (hook.NAME.command), and keys of tools
-// that read Git's config (git-annex, git-secrets, tig) — is found by the audit, and
+// that read Git's config (git-annex, git-secrets, tig), and a cookie file Git would
+// rewrite (http.cookieFile = ~/.bashrc) — is found by the audit, and
 // the operator's `git st` there runs nothing.
 func TestGitConfigUnlistedForms(t *testing.T) {
 	const plant = `set -e
@@ -24,6 +25,8 @@ git -C wo/sub config hook.lint.command "touch $PWNED/hook-config"
 git -C wo/sub config annex.freezecontent-command "touch $PWNED/annex"
 git -C wo/sub config secrets.providers "touch $PWNED/secrets"
 git -C wo/sub config tig.bind.generic "!touch $PWNED/tig"
+git -C wo/sub config http.cookieFile "$HOME/.bashrc"
+git -C wo/sub config http.saveCookies true
 `
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -32,7 +35,7 @@ git -C wo/sub config tig.bind.generic "!touch $PWNED/tig"
 			cmd.Env = append(cmd.Env, "PWNED="+x.Pwned)
 			r := sandboxtest.Run(cmd)
 			for _, key := range []string{"alias.st", "alias.ci", "hook.lint.command",
-				"annex.freezecontent-command", "secrets.providers", "tig.bind.generic"} {
+				"annex.freezecontent-command", "secrets.providers", "tig.bind.generic", "http.cookiefile"} {
 				if !strings.Contains(r.Stderr, key) {
 					t.Errorf("the audit does not name %s:\n%s", key, r)
 				}
