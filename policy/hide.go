@@ -69,19 +69,20 @@ var Secrets = []string{
 var SecretEnvPaths = []struct {
 	Var   string
 	Files []string
+	Agent string // the preset whose own login this is: not hidden when it is kept
 }{
-	{"GNUPGHOME", nil}, {"PASSWORD_STORE_DIR", nil}, {"CLOUDSDK_CONFIG", nil},
-	{"AZURE_CONFIG_DIR", nil}, {"GH_CONFIG_DIR", nil}, {"AWS_SHARED_CREDENTIALS_FILE", nil},
-	{"AWS_CONFIG_FILE", nil}, {"GOOGLE_APPLICATION_CREDENTIALS", nil}, {"KUBECONFIG", nil},
-	{"NPM_CONFIG_USERCONFIG", nil}, {"npm_config_userconfig", nil}, {"NETRC", nil},
-	{"PGPASSFILE", nil}, {"MYSQL_TEST_LOGIN_FILE", nil}, {"RCLONE_CONFIG", nil},
-	{"S3CMD_CONFIG", nil}, {"BOTO_CONFIG", nil}, {"TF_CLI_CONFIG_FILE", nil},
-	{"REGISTRY_AUTH_FILE", nil}, {"SOPS_AGE_KEY_FILE", nil}, {"OCI_CLI_CONFIG_FILE", nil},
-	{"HF_TOKEN_PATH", nil}, {"VAULT_CONFIG_PATH", nil}, {"BORG_KEYS_DIR", nil},
-	{"DOCKER_CONFIG", []string{"config.json"}}, {"CARGO_HOME", []string{"credentials", "credentials.toml"}},
-	{"GEM_HOME", []string{"credentials"}}, {"HF_HOME", []string{"token"}},
-	{"CLAUDE_CONFIG_DIR", []string{".credentials.json"}}, {"CODEX_HOME", []string{"auth.json"}},
-	{"GRADLE_USER_HOME", []string{"gradle.properties"}},
+	{"GNUPGHOME", nil, ""}, {"PASSWORD_STORE_DIR", nil, ""}, {"CLOUDSDK_CONFIG", nil, ""},
+	{"AZURE_CONFIG_DIR", nil, ""}, {"GH_CONFIG_DIR", nil, ""}, {"AWS_SHARED_CREDENTIALS_FILE", nil, ""},
+	{"AWS_CONFIG_FILE", nil, ""}, {"GOOGLE_APPLICATION_CREDENTIALS", nil, ""}, {"KUBECONFIG", nil, ""},
+	{"NPM_CONFIG_USERCONFIG", nil, ""}, {"npm_config_userconfig", nil, ""}, {"NETRC", nil, ""},
+	{"PGPASSFILE", nil, ""}, {"MYSQL_TEST_LOGIN_FILE", nil, ""}, {"RCLONE_CONFIG", nil, ""},
+	{"S3CMD_CONFIG", nil, ""}, {"BOTO_CONFIG", nil, ""}, {"TF_CLI_CONFIG_FILE", nil, ""},
+	{"REGISTRY_AUTH_FILE", nil, ""}, {"SOPS_AGE_KEY_FILE", nil, ""}, {"OCI_CLI_CONFIG_FILE", nil, ""},
+	{"HF_TOKEN_PATH", nil, ""}, {"VAULT_CONFIG_PATH", nil, ""}, {"BORG_KEYS_DIR", nil, ""},
+	{"DOCKER_CONFIG", []string{"config.json"}, ""}, {"CARGO_HOME", []string{"credentials", "credentials.toml"}, ""},
+	{"GEM_HOME", []string{"credentials"}, ""}, {"HF_HOME", []string{"token"}, ""},
+	{"CLAUDE_CONFIG_DIR", []string{".credentials.json"}, "claude"}, {"CODEX_HOME", []string{"auth.json"}, "codex"},
+	{"GRADLE_USER_HOME", []string{"gradle.properties"}, ""},
 }
 
 // resolveHide validates --hide and expands --hide-secrets. A hidden path must exist
@@ -108,7 +109,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 	if p.Home == "" {
 		return &Error{What: "--hide-secrets", Reason: "there is no HOME to hide secrets in ($HOME is unset, / or missing)"}
 	}
-	for _, path := range secretPaths(p.Home, opts.XDGConfigHome, opts.Environ) {
+	for _, path := range secretPaths(p.Home, opts.XDGConfigHome, opts.Environ, p.KeepAgents) {
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -131,7 +132,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 // secretPaths are the paths --hide-secrets hides when they exist: Secrets below
 // HOME and below the XDG directories the environment sets, what SecretEnvPaths name,
 // and the SSH private keys.
-func secretPaths(home, xdgConfig string, environ []string) []string {
+func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string {
 	env := func(name string) string {
 		for _, kv := range environ {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
@@ -154,6 +155,9 @@ func secretPaths(home, xdgConfig string, environ []string) []string {
 		}
 	}
 	for _, m := range SecretEnvPaths {
+		if m.Agent != "" && slices.Contains(keptAgents, m.Agent) {
+			continue // the kept agent's own login, wherever its variable moves it
+		}
 		for _, v := range filepath.SplitList(env(m.Var)) {
 			if !filepath.IsAbs(v) {
 				continue // nothing a tool finds from an unknown working directory
