@@ -14,7 +14,10 @@ import (
 // system config files (GIT_CONFIG_GLOBAL, $XDG_CONFIG_HOME/git/config, ~/.gitconfig),
 // the directory $XDG_CONFIG_HOME/git (attributes, ignore), every file those configs
 // include (followed as Git follows them, missing ones too: the session could
-// create them), and the directories their core.hooksPath and init.templateDir name.
+// create them), and every path their values name: the directories of
+// core.hooksPath and init.templateDir, the programs of core.pager, credential.helper
+// or a filter, a signing key's allowed signers. Which keys run what is the audit's
+// table; here every path counts, so that a key it does not know fails closed.
 // A kept path holding any of them would let the session plant what every later Git
 // of the operator's runs; the Git audit covers only the repository.
 func gitHostPaths(home string, getenv func(string) string) []string {
@@ -44,14 +47,24 @@ func gitHostPaths(home string, getenv func(string) string) []string {
 			out = append(out, inc...)
 			next = append(next, inc...)
 			for _, e := range entries {
-				if (e.Section == "core" && e.Key == "hookspath") || (e.Section == "init" && e.Key == "templatedir") {
-					if p, ok := gitconfig.ExpandPath(strings.TrimSpace(e.Value), home); ok && filepath.IsAbs(p) {
-						out = append(out, p)
-					}
-				}
+				out = append(out, valuePaths(e.Value, home)...)
 			}
 		}
 		configs = next
+	}
+	return out
+}
+
+// valuePaths are the absolute or ~ paths among the words of a config value.
+func valuePaths(value, home string) []string {
+	var out []string
+	for _, tok := range strings.FieldsFunc(value, func(r rune) bool {
+		return r == ' ' || r == '\t' || strings.ContainsRune(";|&()<>`'\"=,", r)
+	}) {
+		tok = strings.TrimPrefix(tok, "!")
+		if p, ok := gitconfig.ExpandPath(tok, home); ok && filepath.IsAbs(p) && p != "/" && filepath.Clean(p) != home {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -78,7 +91,7 @@ func checkKeptGit(p *Policy, opts Options) error {
 			for _, k := range p.Keep {
 				if hostpath.Within(form, k.Path) || hostpath.Within(k.Path, form) {
 					return &Error{What: k.From, Path: k.Path, Reason: "holds " + quote(gp) +
-						", which the operator's Git reads for every repository (its global config, a file it includes, its hooks or template directory) and can run programs from; agentbox does not keep it"}
+						", which the operator's Git reads for every repository (its global config, a file it includes, or a path its config names: hooks, templates, a program) and can run programs from; agentbox does not keep it"}
 				}
 			}
 		}

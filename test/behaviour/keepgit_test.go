@@ -12,8 +12,8 @@ import (
 // TestKeepGitHostFiles: a kept path may not hold what the operator's Git reads in
 // every repository wherever the environment and the global config put it — the
 // global config under $XDG_CONFIG_HOME or GIT_CONFIG_GLOBAL, a file it includes, a
-// ~/.gitconfig linked into a dotfiles directory, its core.hooksPath and
-// init.templateDir — on every backend: 125 and one line naming the file. A kept
+// ~/.gitconfig linked into a dotfiles directory, its core.hooksPath,
+// init.templateDir and the program its core.pager names — on every backend: 125 and one line naming the file. A kept
 // path holding none of them still launches.
 func TestKeepGitHostFiles(t *testing.T) {
 	for _, backend := range backends(t) {
@@ -26,7 +26,8 @@ func TestKeepGitHostFiles(t *testing.T) {
 			writeUser(t, h+"/xdg/git/config", "[user]\n\tname = t\n")
 			writeUser(t, h+"/inc/extra.gitconfig", "[alias]\n\tco = checkout\n")
 			writeUser(t, h+"/gcg/config", "[user]\n\tname = t\n")
-			writeUser(t, h+"/dotfiles/gitconfig", "[include]\n\tpath = ~/inc/extra.gitconfig\n[core]\n\thooksPath = ~/githooks\n[init]\n\ttemplateDir = ~/tmpl\n")
+			writeUser(t, h+"/dotfiles/gitconfig", "[include]\n\tpath = ~/inc/extra.gitconfig\n[core]\n\thooksPath = ~/githooks\n\tpager = ~/tools/pager -R\n[init]\n\ttemplateDir = ~/tmpl\n")
+			mkdirUser(t, h+"/tools")
 			if err := os.Symlink(h+"/dotfiles/gitconfig", h+"/.gitconfig"); err != nil {
 				t.Fatal(err)
 			}
@@ -41,6 +42,7 @@ func TestKeepGitHostFiles(t *testing.T) {
 				{nil, "~/inc", h + "/inc/extra.gitconfig"},
 				{nil, "~/githooks", h + "/githooks"},
 				{nil, "~/tmpl", h + "/tmpl"},
+				{nil, "~/tools", h + "/tools/pager"},
 				{[]string{"GIT_CONFIG_GLOBAL=" + h + "/gcg/config"}, "~/gcg", h + "/gcg/config"},
 			}
 			for _, c := range cases {
