@@ -113,7 +113,7 @@ func (o Options) guarded(t string) bool {
 			return true
 		}
 	}
-	for _, a := range agentDirs {
+	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
 		if within(t, filepath.Join(o.Home, a.rel)) {
 			return true
 		}

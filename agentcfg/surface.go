@@ -68,7 +68,30 @@ var known = []struct {
 	{".bash_login", wholeFile}, {".bash_logout", wholeFile}, {".bash_aliases", wholeFile},
 	{".zshenv", wholeFile}, {".zprofile", wholeFile}, {".zshrc", wholeFile},
 	{".zlogin", wholeFile}, {".zlogout", wholeFile}, {".kshrc", wholeFile}, {".mkshrc", wholeFile},
-	{".config/fish/config.fish", wholeFile},
+	{".config/fish/config.fish", wholeFile}, {".config/fish/fish_variables", wholeFile},
+	{".tcshrc", wholeFile}, {".cshrc", wholeFile}, {".login", wholeFile}, {".logout", wholeFile},
+	{".bash_completion", wholeFile}, {".inputrc", wholeFile},
+	// What the desktop session and PAM read at login.
+	{".xprofile", wholeFile}, {".xsessionrc", wholeFile}, {".xsession", wholeFile},
+	{".xinitrc", wholeFile}, {".pam_environment", wholeFile},
+	// sshd runs ~/.ssh/rc and admits the keys of authorized_keys; ssh runs the
+	// ProxyCommand, LocalCommand and Match exec of its config.
+	{".ssh/rc", wholeFile}, {".ssh/config", wholeFile}, {".ssh/authorized_keys", wholeFile},
+	{".ssh/authorized_keys2", wholeFile}, {".ssh/environment", wholeFile},
+}
+
+// startDirs are directories below HOME whose every file runs or is read as
+// start-up later, wherever a kept path holds them: the user's systemd units (started
+// at the next login, by a timer or a path unit) and environment.d (every user
+// service's environment), the desktop's autostart entries, fish's conf.d and its
+// autoloaded functions (a function named git replaces the command), zsh's and
+// bash-completion's directories. Audited whole, as the shell start-up files; they
+// are walked as an agent's directory is.
+var startDirs = []agentDir{
+	{rel: ".config/systemd/user", allWhole: true}, {rel: ".local/share/systemd/user", allWhole: true},
+	{rel: ".config/environment.d", allWhole: true}, {rel: ".config/autostart", allWhole: true},
+	{rel: ".config/fish/conf.d", allWhole: true}, {rel: ".config/fish/functions", allWhole: true},
+	{rel: ".local/share/bash-completion/completions", allWhole: true},
 }
 
 // agentDir is an agent's own directory: inside a kept path, every file the session
@@ -85,6 +108,8 @@ type agentDir struct {
 	whole  []string
 	login  string // the file, relative to it, that holds the agent's login
 	loginF format
+	// allWhole: every file below it is audited whole (startDirs).
+	allWhole bool
 }
 
 var agentDirs = []agentDir{
@@ -96,19 +121,25 @@ var agentDirs = []agentDir{
 	}, whole: []string{
 		"workflows", "routines", "daemon", "daemon.json", "scheduled_tasks.json",
 		"launch.json", "policy-limits.json",
+		// The user's instructions, loaded into every session on every project
+		// (memory, rules, the output style that replaces the system prompt, /loop's
+		// prompt): a session's words there would steer the operator's next agent
+		// anywhere.
+		"CLAUDE.md", "rules", "output-styles", "loop.md",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
-	}, whole: []string{"rules", "hooks.json"}, login: "auth.json", loginF: codexLogin},
+	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts"},
+		login: "auth.json", loginF: codexLogin},
 }
 
 // isData: rel (relative to the agent's directory) lies in one of its data paths.
 func (a agentDir) isData(rel string) bool { return under(rel, a.data) }
 
 // isWhole: rel lies in one of the paths audited whole.
-func (a agentDir) isWhole(rel string) bool { return under(rel, a.whole) }
+func (a agentDir) isWhole(rel string) bool { return a.allWhole || under(rel, a.whole) }
 
 func under(rel string, list []string) bool {
 	for _, d := range list {

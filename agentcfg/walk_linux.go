@@ -78,7 +78,7 @@ type scope struct {
 // holds one, or lies in one.
 func (o Options) scopes() []scope {
 	var out []scope
-	for _, a := range agentDirs {
+	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
 		dirs := []string{filepath.Join(o.Home, a.rel)}
 		if d := o.AgentDirs[a.agent]; d != "" && filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Clean(d))

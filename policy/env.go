@@ -37,7 +37,14 @@ var SecretEnv = []string{
 
 // SecretEnvSuffixes catch the credential variables SecretEnv does not name
 // (compared upper-case: npm's npm_config__authToken too).
-var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY"}
+var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY",
+	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING"}
+
+// secretValuePrefixes are the published shapes of common tokens (GitHub, GitLab,
+// Anthropic, OpenAI, Slack, npm, PyPI, Hugging Face, AWS, Google, DigitalOcean,
+// Shopify): a value of one is a credential under any variable name.
+var secretValuePrefixes = []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "glrt-",
+	"sk-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "npm_", "pypi-", "hf_", "AKIA", "ASIA", "AIza", "dop_v1_", "shpat_"}
 
 // SecretEnvPrefixes are families of session secrets (1Password's CLI).
 var SecretEnvPrefixes = []string{"OP_SESSION_"}
@@ -80,6 +87,51 @@ func IsSecretEnv(name string) bool {
 	return false
 }
 
+// IsSecretValue says whether --hide-secrets drops a variable for its value, whatever
+// its name: a URL that carries a password (DATABASE_URL, PIP_INDEX_URL, a proxy's),
+// an HTTP Authorization header (GIT_CONFIG_VALUE_0=Authorization: …), a PEM private
+// key, or a token of a published shape.
+func IsSecretValue(v string) bool {
+	low := strings.ToLower(v)
+	if strings.Contains(low, "authorization:") || strings.HasPrefix(low, "bearer ") ||
+		strings.HasPrefix(low, "basic ") || strings.Contains(v, "PRIVATE KEY-----") {
+		return true
+	}
+	for rest := v; ; {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+3:]
+		authority := rest
+		if j := strings.IndexAny(authority, "/?# \t\n,;"); j >= 0 {
+			authority = authority[:j]
+		}
+		if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+			if _, pass, ok := strings.Cut(authority[:at], ":"); ok && pass != "" {
+				return true
+			}
+		}
+	}
+	for _, p := range secretValuePrefixes {
+		if strings.HasPrefix(v, p) && len(v) >= 20 && tokenChars(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenChars: v is one word of the characters tokens are made of.
+func tokenChars(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // clearKeeps says whether --clear-env keeps name.
 func clearKeeps(name string) bool {
 	return slices.Contains(ClearEnvKeeps, name) || strings.HasPrefix(name, "LC_") ||
@@ -95,14 +147,25 @@ func (r EnvRules) Drops(name string) bool {
 		return true
 	}
 	if r.Secrets && IsSecretEnv(name) {
-		for _, a := range r.KeepAgents {
-			if slices.Contains(AgentEnv(a), name) {
-				return false
-			}
-		}
-		return true
+		return !r.agentKeeps(name)
 	}
 	return false
+}
+
+// agentKeeps says whether a kept agent's preset keeps name under --hide-secrets.
+func (r EnvRules) agentKeeps(name string) bool {
+	for _, a := range r.KeepAgents {
+		if slices.Contains(AgentEnv(a), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// DropsEntry says whether the command does not get the variable name=value: by
+// its name (Drops), or under --hide-secrets by its value (IsSecretValue).
+func (r EnvRules) DropsEntry(name, value string) bool {
+	return r.Drops(name) || r.Secrets && IsSecretValue(value) && !r.agentKeeps(name)
 }
 
 // Apply is env ("NAME=value" entries) without what the rules drop.
@@ -112,8 +175,8 @@ func (r EnvRules) Apply(env []string) []string {
 	}
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if !r.Drops(name) {
+		name, value, _ := strings.Cut(kv, "=")
+		if !r.DropsEntry(name, value) {
 			out = append(out, kv)
 		}
 	}

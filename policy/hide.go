@@ -2,9 +2,11 @@ package policy
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -34,6 +36,53 @@ var Secrets = []string{
 	".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
 	".config/BraveSoftware", ".config/microsoft-edge", ".config/vivaldi",
 	".claude/.credentials.json", ".codex/auth.json",
+	// Build tools' and package registries' logins.
+	".m2/settings.xml", ".m2/settings-security.xml", ".gradle/gradle.properties",
+	".ivy2/.credentials", ".nuget/NuGet/NuGet.Config", ".config/NuGet/NuGet.Config",
+	".composer/auth.json", ".config/composer/auth.json", ".bundle/config",
+	".local/share/gem/credentials", ".yarnrc", ".config/pypoetry/auth.toml",
+	".local/share/python_keyring", ".terraformrc", ".config/helm/repositories.yaml",
+	// Forges, clouds and services: tokens and client keys.
+	".gitcookies", ".subversion/auth", ".config/tea", ".config/doctl", ".config/hcloud",
+	".fly", ".config/netlify", ".config/configstore", ".local/share/com.vercel.cli",
+	".wrangler", ".config/.wrangler", ".minikube", ".talos", ".databrickscfg",
+	".dbt/profiles.yml", ".snowflake", ".cache/huggingface/token", ".huggingface/token",
+	".gemini/oauth_creds.json", ".mylogin.cnf",
+	// Private keys of encryption tools, and NSS's client certificates.
+	".config/sops/age", ".config/borg/keys", ".local/share/atuin/key", ".pki/nssdb",
+	// Browser profiles from snap and Flatpak, and desktop apps that are browsers
+	// (their cookies are sessions).
+	".config/opera", ".librewolf", "snap/firefox/common/.mozilla", "snap/chromium/common/chromium",
+	"snap/thunderbird/common/.thunderbird", ".var/app/org.mozilla.firefox",
+	".var/app/org.mozilla.Thunderbird", ".var/app/com.google.Chrome",
+	".var/app/org.chromium.Chromium", ".var/app/com.brave.Browser", ".var/app/com.microsoft.Edge",
+	".config/Slack", ".config/discord", ".config/Signal", ".local/share/TelegramDesktop",
+}
+
+// SecretEnvPaths are the variables that move a store of Secrets, or name a
+// credential file themselves: the user's tools read the store where the variable
+// says, so --hide-secrets hides what it names there (Files below it, or the whole
+// path when Files is empty). A list (KUBECONFIG) is split at ':'. Dropping
+// GOOGLE_APPLICATION_CREDENTIALS from the environment leaves its file readable:
+// it is hidden here too. $XDG_CONFIG_HOME and $XDG_DATA_HOME move every member of
+// Secrets below .config and .local/share (secretPaths).
+var SecretEnvPaths = []struct {
+	Var   string
+	Files []string
+	Agent string // the preset whose own login this is: not hidden when it is kept
+}{
+	{"GNUPGHOME", nil, ""}, {"PASSWORD_STORE_DIR", nil, ""}, {"CLOUDSDK_CONFIG", nil, ""},
+	{"AZURE_CONFIG_DIR", nil, ""}, {"GH_CONFIG_DIR", nil, ""}, {"AWS_SHARED_CREDENTIALS_FILE", nil, ""},
+	{"AWS_CONFIG_FILE", nil, ""}, {"GOOGLE_APPLICATION_CREDENTIALS", nil, ""}, {"KUBECONFIG", nil, ""},
+	{"NPM_CONFIG_USERCONFIG", nil, ""}, {"npm_config_userconfig", nil, ""}, {"NETRC", nil, ""},
+	{"PGPASSFILE", nil, ""}, {"MYSQL_TEST_LOGIN_FILE", nil, ""}, {"RCLONE_CONFIG", nil, ""},
+	{"S3CMD_CONFIG", nil, ""}, {"BOTO_CONFIG", nil, ""}, {"TF_CLI_CONFIG_FILE", nil, ""},
+	{"REGISTRY_AUTH_FILE", nil, ""}, {"SOPS_AGE_KEY_FILE", nil, ""}, {"OCI_CLI_CONFIG_FILE", nil, ""},
+	{"HF_TOKEN_PATH", nil, ""}, {"VAULT_CONFIG_PATH", nil, ""}, {"BORG_KEYS_DIR", nil, ""},
+	{"DOCKER_CONFIG", []string{"config.json"}, ""}, {"CARGO_HOME", []string{"credentials", "credentials.toml"}, ""},
+	{"GEM_HOME", []string{"credentials"}, ""}, {"HF_HOME", []string{"token"}, ""},
+	{"CLAUDE_CONFIG_DIR", []string{".credentials.json"}, "claude"}, {"CODEX_HOME", []string{"auth.json"}, "codex"},
+	{"GRADLE_USER_HOME", []string{"gradle.properties"}, ""},
 }
 
 // resolveHide validates --hide and expands --hide-secrets. A hidden path must exist
@@ -60,12 +109,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 	if p.Home == "" {
 		return &Error{What: "--hide-secrets", Reason: "there is no HOME to hide secrets in ($HOME is unset, / or missing)"}
 	}
-	var list []string
-	for _, rel := range Secrets {
-		list = append(list, filepath.Join(p.Home, rel))
-	}
-	list = append(list, secretSSH(filepath.Join(p.Home, ".ssh"))...)
-	for _, path := range list {
+	for _, path := range secretPaths(p.Home, opts.XDGConfigHome, opts.Environ, p.KeepAgents) {
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -75,8 +119,8 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 		h, err := checkHide(p, path, path, "--hide-secrets")
 		if err != nil {
 			var pe *Error
-			if errors.As(err, &pe) && pe.Reason == "does not exist" {
-				continue // a dangling symlink: nothing to read
+			if errors.As(err, &pe) && (pe.Reason == "does not exist" || privateDir(pe.Reason)) {
+				continue // a dangling symlink: nothing to read; or a store the sandbox has its own of
 			}
 			return err
 		}
@@ -85,9 +129,124 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 	return nil
 }
 
-// secretSSH lists the private keys in dir: every regular file but the public
-// keys, known_hosts, authorized_keys and config.
-func secretSSH(dir string) []string {
+// secretPaths are the paths --hide-secrets hides when they exist: Secrets below
+// HOME and below the XDG directories the environment sets, what SecretEnvPaths name,
+// and the SSH private keys.
+func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string {
+	env := func(name string) string {
+		for _, kv := range environ {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+				return v
+			}
+		}
+		return ""
+	}
+	if xdgConfig == "" {
+		xdgConfig = env("XDG_CONFIG_HOME")
+	}
+	moved := map[string]string{".config/": xdgConfig, ".local/share/": env("XDG_DATA_HOME")}
+	var list []string
+	for _, rel := range Secrets {
+		list = append(list, filepath.Join(home, rel))
+		for prefix, dir := range moved {
+			if rest, ok := strings.CutPrefix(rel, prefix); ok && filepath.IsAbs(dir) {
+				list = append(list, filepath.Join(dir, rest))
+			}
+		}
+	}
+	for _, m := range SecretEnvPaths {
+		if m.Agent != "" && slices.Contains(keptAgents, m.Agent) {
+			continue // the kept agent's own login, wherever its variable moves it
+		}
+		for _, v := range filepath.SplitList(env(m.Var)) {
+			if !filepath.IsAbs(v) {
+				continue // nothing a tool finds from an unknown working directory
+			}
+			if len(m.Files) == 0 {
+				list = append(list, v)
+			}
+			for _, f := range m.Files {
+				list = append(list, filepath.Join(v, f))
+			}
+		}
+	}
+	keys, configs := sshIdentities(home)
+	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
+		if !slices.Contains(configs, k) {
+			list = append(list, k) // the config files ~/.ssh/config includes stay
+		}
+	}
+	return append(list, keys...)
+}
+
+// maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.
+const maxSSHConfig = 1 << 20
+
+// sshIdentities are the private keys ~/.ssh/config (and the files its Include lines
+// name, one level) names with IdentityFile, wherever they are (~/keys/work): keys
+// outside ~/.ssh are hidden too; and the config files it read. Tokens other than ~
+// and %d cannot be resolved here and are skipped, and so is a public key named to
+// pick an agent's key.
+func sshIdentities(home string) (keys, configs []string) {
+	var out []string
+	files := []string{filepath.Join(home, ".ssh", "config")}
+	for i := 0; i < len(files) && i < 64; i++ {
+		f, err := os.Open(files[i])
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
+		f.Close()
+		for _, line := range strings.Split(string(data), "\n") {
+			key, val := sshConfigLine(line)
+			for _, v := range strings.Fields(val) {
+				v = strings.Trim(v, `"`)
+				v = strings.ReplaceAll(v, "%d", home)
+				if rest, ok := strings.CutPrefix(v, "~/"); ok {
+					v = filepath.Join(home, rest)
+				}
+				if strings.Contains(v, "%") || v == "" || strings.HasSuffix(v, ".pub") {
+					continue
+				}
+				if !filepath.IsAbs(v) {
+					v = filepath.Join(home, ".ssh", v)
+				}
+				switch {
+				case key == "identityfile":
+					out = append(out, v)
+				case key == "include" && i == 0:
+					matches, _ := filepath.Glob(v)
+					files = append(files, matches...)
+				}
+			}
+		}
+	}
+	return out, files
+}
+
+// sshConfigLine splits a line of ssh_config(5) into its keyword (lower case) and
+// arguments: "Keyword args", "Keyword=args", "Keyword = args".
+func sshConfigLine(line string) (string, string) {
+	line = strings.TrimSpace(line)
+	if line == "" || line[0] == '#' {
+		return "", ""
+	}
+	i := strings.IndexAny(line, " \t=")
+	if i < 0 {
+		return strings.ToLower(line), ""
+	}
+	rest := strings.TrimLeft(line[i:], " \t")
+	rest = strings.TrimPrefix(rest, "=")
+	return strings.ToLower(line[:i]), strings.TrimSpace(rest)
+}
+
+// maxSSHDepth bounds the walk of ~/.ssh for keys kept in subdirectories.
+const maxSSHDepth = 4
+
+// secretSSH lists the private keys in dir and its subdirectories: every regular
+// file but the public keys, known_hosts, authorized_keys and config — a key's name
+// is the user's choice, so what is not known to be public is hidden.
+func secretSSH(dir string, depth int) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
@@ -95,13 +254,28 @@ func secretSSH(dir string) []string {
 	var out []string
 	for _, e := range ents {
 		n := e.Name()
-		if strings.HasSuffix(n, ".pub") || strings.HasPrefix(n, "known_hosts") ||
-			strings.HasPrefix(n, "authorized_keys") || n == "config" || e.IsDir() {
-			continue
+		switch {
+		case e.IsDir() && depth < maxSSHDepth:
+			out = append(out, secretSSH(filepath.Join(dir, n), depth+1)...)
+		case e.IsDir():
+			out = append(out, filepath.Join(dir, n)) // too deep to look into: hidden whole
+		case strings.HasSuffix(n, ".pub") || strings.HasPrefix(n, "known_hosts") ||
+			strings.HasPrefix(n, "authorized_keys") || n == "config":
+		case e.Type()&(fs.ModeSocket|fs.ModeNamedPipe|fs.ModeDevice|fs.ModeCharDevice) != 0:
+			// A ControlMaster socket: in HOME's lower layer it refuses connections
+			// inside (docs/security.md, Host sockets), and it cannot be hidden.
+		default:
+			out = append(out, filepath.Join(dir, n))
 		}
-		out = append(out, filepath.Join(dir, n))
 	}
 	return out
+}
+
+// privateDir says whether checkHide refused a path for lying in /tmp or /run,
+// which the sandbox has its own of: a store a variable moved there is out of reach.
+func privateDir(reason string) bool {
+	return reason == "lies in /tmp, which the sandbox has its own of" ||
+		reason == "lies in /run, which the sandbox has its own of"
 }
 
 func (p *Policy) inKept(path string) bool {

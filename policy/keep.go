@@ -78,6 +78,9 @@ func resolveKeep(p *Policy, opts Options, cwd string) error {
 		}
 		p.Keep = appendKept(p.Keep, k)
 	}
+	if err := checkKeptGit(p, opts); err != nil {
+		return err
+	}
 	return p.agentSurface()
 }
 

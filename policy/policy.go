@@ -65,6 +65,9 @@ type Options struct {
 	XDGCacheHome  string // $XDG_CACHE_HOME
 	XDGStateHome  string // $XDG_STATE_HOME
 	XDGConfigHome string // $XDG_CONFIG_HOME: where the user's config lives (configdir.go)
+	// Environ is the launcher's environment ("NAME=value"): where --hide-secrets
+	// finds the stores a variable moves (hide.go, SecretEnvPaths).
+	Environ []string
 
 	Command []string // argv of the sandboxed command; empty: Shell
 	Shell   string   // $SHELL

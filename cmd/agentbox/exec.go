@@ -100,6 +100,7 @@ func cmdExec(args []string) int {
 	opts.XDGCacheHome = os.Getenv("XDG_CACHE_HOME")
 	opts.XDGStateHome = os.Getenv("XDG_STATE_HOME")
 	opts.XDGConfigHome = os.Getenv("XDG_CONFIG_HOME")
+	opts.Environ = os.Environ()
 	opts.SSHAuthSock = os.Getenv("SSH_AUTH_SOCK")
 	opts.Command = fs.Args()
 	if msg, ok := missingRepoFirst(opts.Command); ok {

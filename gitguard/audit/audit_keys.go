@@ -15,15 +15,52 @@ import (
 // an entry less than the key a map lookup would join.
 func Danger(e gitconfig.Entry) string {
 	value := strings.TrimSpace(e.Value)
+	named := false
 	for _, key := range [2]string{e.Key, "*"} {
 		for i := range dangerRules {
 			r := &dangerRules[i]
 			if r.Section != e.Section || !slices.Contains(r.Keys, key) {
 				continue
 			}
+			named = true
 			if why := r.danger(e, value); why != "" {
 				return why
 			}
+		}
+	}
+	if !named {
+		return unlistedDanger(e, value)
+	}
+	return ""
+}
+
+// execWords are the words of a key's name that say it names a program. Git's own
+// such keys are in dangerRules; tools that read Git's config run programs from keys
+// no table of Git's holds (git-annex's annex.*-command, git-secrets'
+// secrets.providers, git-flow's gitflow.path.hooks), and a new Git version adds
+// more (hook.NAME.command in 2.54).
+var execWords = []string{"command", "cmd", "program", "hook", "exec", "helper", "shell", "editor",
+	"pager", "browser", "script", "provider", "askpass"}
+
+// unlistedDanger is the rule for an entry no row of dangerRules names, so that a
+// key the table does not know fails closed: a value that starts with "!" (a shell
+// command, as tig's bindings in [tig "bind"] are), or a key whose name has a word
+// of execWords and a value that is neither empty, a boolean nor a number. Git's advice.* keys
+// are booleans that only silence hints.
+func unlistedDanger(e gitconfig.Entry, value string) string {
+	if e.NoValue || value == "" || e.Section == "advice" {
+		return ""
+	}
+	if strings.HasPrefix(value, "!") {
+		return "unlisted key whose value is a shell command (!)"
+	}
+	if isBoolString(value) || strings.Trim(value, "0123456789") == "" {
+		return "" // a boolean or a number names no program
+	}
+	key := strings.NewReplacer("-", "", "_", "").Replace(strings.ToLower(e.Key))
+	for _, w := range execWords {
+		if strings.Contains(key, w) {
+			return "unlisted key that may name a program a tool runs (" + w + ")"
 		}
 	}
 	return ""
@@ -89,7 +126,17 @@ var dangerRules = []dangerRule{
 	{Section: "merge", Keys: []string{"driver"}, Why: "names a merge driver Git runs",
 		When: "in a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection != "" }},
 	{Section: "filter", Keys: []string{"clean", "smudge", "process"}, Why: "names a filter Git runs on checkout, add or status"},
-	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command", When: "the value starts with !", If: bang},
+	// An alias that does not start with a plain command name is a shell command
+	// (!), or Git options ahead of the command (-c core.fsmonitor=PROGRAM status,
+	// also when quoted or escaped), which Git applies when it expands the alias.
+	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or sets Git options that can name a program",
+		When: "the value does not start with a letter or digit", If: aliasNotPlain,
+		Reason: func(_ gitconfig.Entry, value string) string {
+			if bang(gitconfig.Entry{}, value) {
+				return "alias runs a shell command"
+			}
+			return "alias sets Git options (such as -c core.fsmonitor=PROGRAM) before its command"
+		}},
 	{Section: "include", Keys: []string{"*"}, Why: "makes Git read another config file",
 		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
 	{Section: "includeif", Keys: []string{"*"}, Why: "makes Git read another config file",
@@ -148,6 +195,16 @@ var dangerRules = []dangerRule{
 			}
 			return ""
 		}},
+	// Git 2.54's configured hooks: hook.NAME.command runs on the events
+	// hook.NAME.event names; every key of the section counts, since one (event,
+	// enabled) turns a hook defined elsewhere on.
+	{Section: "hook", Keys: []string{"*"}, Why: "configures a hook Git runs"},
+	// With http.saveCookies, Git (libcurl) rewrites the cookie file after each
+	// request, whatever it held: a ~/.bashrc named there is replaced by the
+	// server's cookies.
+	{Section: "http", Keys: []string{"cookiefile"}, Why: "names a file Git writes the server's cookies to"},
+	// git svn takes each of its options from svn.OPTION.
+	{Section: "svn", Keys: []string{"authorsprog"}, Why: "names a program git svn runs"},
 	// Git LFS reads the same config: custom transfer agents and extensions are
 	// programs it runs on fetch, push and checkout.
 	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
@@ -158,6 +215,16 @@ func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
 func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoolString(value) }
 
 func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
+
+// aliasNotPlain: the alias's first byte is not a letter or digit, so it is not a
+// plain Git command (a new Git option or quoting form is caught by the same rule).
+func aliasNotPlain(_ gitconfig.Entry, value string) bool {
+	if value == "" {
+		return false
+	}
+	c := value[0]
+	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+}
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).
 func isBoolString(v string) bool {

@@ -31,6 +31,7 @@ var dangerExamples = map[string]dangerExample{
 	"diff.external":             {gitconfig.Entry{Value: "x"}, gitconfig.Entry{Subsection: "d", Value: "x"}},
 	"merge.driver":              {gitconfig.Entry{Subsection: "m", Value: "x"}, gitconfig.Entry{Value: "x"}},
 	"alias.*":                   {gitconfig.Entry{Key: "st", Value: "!sh -c x"}, gitconfig.Entry{Key: "st", Value: "status -s"}},
+	"hook.*":                    {gitconfig.Entry{Subsection: "lint", Key: "command", Value: "x"}, gitconfig.Entry{}},
 	"include.*":                 {gitconfig.Entry{Key: "path", Value: "other.cfg"}, gitconfig.Entry{Key: "other", Value: "other.cfg"}},
 	"includeif.*":               {gitconfig.Entry{Subsection: "gitdir:/x/", Key: "path", Value: "o.cfg"}, gitconfig.Entry{Subsection: "gitdir:/x/", Key: "other", Value: "o.cfg"}},
 	"remote.vcs":                ex("o", "../x", ""),
@@ -110,6 +111,60 @@ func TestDangerTablePrints(t *testing.T) {
 		}
 		if (r.If != nil || r.Reason != nil) != (r.When != "") {
 			t.Errorf("row %s: a condition needs its words in When, and When a condition", s)
+		}
+	}
+}
+
+// TestDangerAliasOptions: an alias is Git's command line, and the options ahead of
+// its command (-c, --config-env) can name a program, however they are quoted; one
+// that starts with a command name is harmless.
+func TestDangerAliasOptions(t *testing.T) {
+	for value, want := range map[string]bool{
+		`-c core.fsmonitor="touch /tmp/x" status`: true,
+		`--config-env=core.pager=P log`:           true,
+		`"-c" core.editor=vi commit`:              true,
+		`'-c' core.editor=vi commit`:              true,
+		`\-c core.editor=vi commit`:               true,
+		`-p log`:                                  true,
+		`!sh -c x`:                                true,
+		`status -s`:                               false,
+		`log --oneline -c core.pager=x`:           false,
+		`2fa`:                                     false,
+	} {
+		e := gitconfig.Entry{Section: "alias", Key: "st", Value: value}
+		if got := Danger(e) != ""; got != want {
+			t.Errorf("alias.st = %s: reported %v, want %v", value, got, want)
+		}
+	}
+}
+
+// TestDangerUnlisted: a key no row of the table names fails closed when it is shaped
+// like a program — tools that read Git's config run programs from their own keys —
+// and Git's ordinary keys stay harmless.
+func TestDangerUnlisted(t *testing.T) {
+	for _, c := range []struct {
+		sec, sub, key, value string
+		want                 bool
+	}{
+		{"annex", "", "freezecontent-command", "chmod -w %path", true},
+		{"remote", "o", "annex-cost-command", "x", true},
+		{"secrets", "", "providers", "cat /x", true},
+		{"gitflow", "path", "hooks", "/repo/.hooks", true},
+		{"tig", "bind", "generic", "!sh -c x", true},
+		{"newtool", "", "onsave", "!x", true},
+		{"user", "", "name", "x", false},
+		{"remote", "o", "fetch", "+refs/heads/*:refs/remotes/o/*", false},
+		{"branch", "main", "merge", "refs/heads/main", false},
+		{"core", "", "repositoryformatversion", "0", false},
+		{"submodule", "s", "active", "true", false},
+		{"http", "", "sslcapath", "/etc/ssl/certs", false},
+		{"advice", "", "ignoredhook", "false", false},
+		{"core", "", "fsmonitorhookversion", "2", false},
+		{"newtool", "", "usehooks", "true", false},
+	} {
+		e := gitconfig.Entry{Section: c.sec, Subsection: c.sub, Key: c.key, Value: c.value}
+		if got := Danger(e) != ""; got != c.want {
+			t.Errorf("%s = %q: reported %v (%q), want %v", e.Name(), c.value, got, Danger(e), c.want)
 		}
 	}
 }

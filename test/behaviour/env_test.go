@@ -14,7 +14,12 @@ import (
 func TestSecretEnv(t *testing.T) {
 	vars := []string{"AWS_SECRET_ACCESS_KEY=aws1", "GITHUB_TOKEN=gh1", "MY_SERVICE_API_KEY=svc1",
 		"npm_config__authToken=npm1", "ANTHROPIC_API_KEY=ant1", "OPENAI_API_KEY=oai1",
-		"PLAIN_SETTING=plain1", "LC_TIME=C", "TZ=UTC"}
+		"PLAIN_SETTING=plain1", "LC_TIME=C", "TZ=UTC",
+		// Credentials the name list did not catch: by a suffix it lacked, or only by
+		// their value.
+		"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
+		"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk=",
+		"PLAIN_URL=https://example.com/a:b"}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
@@ -40,11 +45,13 @@ func TestSecretEnv(t *testing.T) {
 					}
 				}
 			}
-			secret := []string{"AWS_SECRET_ACCESS_KEY=aws1", "GITHUB_TOKEN=gh1", "MY_SERVICE_API_KEY=svc1", "npm_config__authToken=npm1", "OPENAI_API_KEY=oai1"}
+			secret := []string{"AWS_SECRET_ACCESS_KEY=aws1", "GITHUB_TOKEN=gh1", "MY_SERVICE_API_KEY=svc1", "npm_config__authToken=npm1", "OPENAI_API_KEY=oai1",
+				"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
+				"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk="}
 			env := run(vars)
 			want("no flag", env, append([]string{"PLAIN_SETTING=plain1"}, secret...), nil)
 			env = run(vars, "--hide-secrets", "--keep-agent", "claude")
-			want("--hide-secrets --keep-agent claude", env, []string{"ANTHROPIC_API_KEY=ant1", "PLAIN_SETTING=plain1"}, secret)
+			want("--hide-secrets --keep-agent claude", env, []string{"ANTHROPIC_API_KEY=ant1", "PLAIN_SETTING=plain1", "PLAIN_URL=https://example.com/a:b"}, secret)
 			env = run(vars, "--hide-secrets")
 			want("--hide-secrets", env, nil, []string{"ANTHROPIC_API_KEY=ant1"})
 			env = run(vars, "--unset-env", "PLAIN_SETTING", "--unset-env", "TZ")

@@ -1,7 +1,9 @@
 package behaviour
 
 import (
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,6 +22,7 @@ func TestHide(t *testing.T) {
 	}{
 		{"--hide: a directory and a file are empty and read-only", hideWorks},
 		{"--hide-secrets: the known stores, not public keys or a kept agent's", hideSecrets},
+		{"--hide-secrets: stores a variable moves, keys in subdirectories, stores of more tools", hideSecretsMoved},
 		{"--hide refusals: 125 and one line", hideRefusals},
 		{"--hide: a directory outside HOME holding a host daemon's socket", hideSocketDir},
 	}
@@ -76,6 +79,65 @@ func hideSecrets(t *testing.T, b *sandboxtest.Box) {
 		if !strings.Contains(out, kept) {
 			t.Errorf("%s not readable inside:\n%s", kept, out)
 		}
+	}
+}
+
+// hideSecretsMoved: a tool reads its store where its variable says ($GNUPGHOME,
+// $XDG_CONFIG_HOME/gh, the file GOOGLE_APPLICATION_CREDENTIALS names, a KUBECONFIG
+// list), an SSH key may sit in a subdirectory of ~/.ssh beside a ControlMaster
+// socket, and Git's cookie file, Maven's settings and a snap Firefox are stores
+// too: none is readable inside; the public key and the ssh config are.
+func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	files := map[string]string{
+		"/keys/gpg/private-keys-v1.d/k.key": "GPGKEY",
+		"/xdg/gh/hosts.yml":                 "GHTOKEN",
+		"/creds/sa.json":                    "SAKEY",
+		"/kube/b.conf":                      "KUBEB",
+		"/.ssh/keys/id_work":                "SSHSUBKEY",
+		"/.ssh/keys/id_work.pub":            "SSHPUBLIC",
+		"/.ssh/config":                      "SSHCONFIG\nInclude config.d/*\nIdentityFile ~/keys/work_key",
+		"/.ssh/config.d/extra":              "SSHINCLUDED\nIdentityFile=%d/keys2/other",
+		"/keys/work_key":                    "NAMEDKEY",
+		"/keys2/other":                      "INCLUDEDKEY",
+		"/.gitcookies":                      "GITCOOKIE",
+		"/.m2/settings.xml":                 "MAVENPASS",
+		"/snap/firefox/common/.mozilla/firefox/p/cookies.sqlite": "FIREFOXSNAP",
+	}
+	script := ""
+	for rel, content := range files {
+		mkdirUser(t, filepath.Dir(h+rel))
+		writeUser(t, h+rel, content+"\n")
+		script += "cat '" + h + rel + "' 2>&1\n"
+	}
+	// ControlMaster sockets, at the top and below: not hidden, and no refusal.
+	for _, sock := range []string{h + "/.ssh/cm-top", h + "/.ssh/keys/cm-sock"} {
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		testenv.Chown(t, sock)
+	}
+	cmd := b.Command(b.Repo, []string{"--hide-secrets"}, script+"true")
+	cmd.Env = append(cmd.Env, "GNUPGHOME="+h+"/keys/gpg", "XDG_CONFIG_HOME="+h+"/xdg",
+		"GOOGLE_APPLICATION_CREDENTIALS="+h+"/creds/sa.json", "KUBECONFIG="+h+"/kube/a.conf:"+h+"/kube/b.conf")
+	r := sandboxtest.Run(cmd)
+	if r.Code != 0 {
+		t.Fatalf("--hide-secrets with the stores moved:\n%s", r)
+	}
+	for _, kept := range []string{"SSHPUBLIC", "SSHCONFIG", "SSHINCLUDED"} {
+		if !strings.Contains(r.Stdout, kept) {
+			t.Errorf("%s not readable inside:\n%s", kept, r)
+		}
+	}
+	for _, content := range files {
+		if !strings.HasPrefix(content, "SSHPUBLIC") && !strings.HasPrefix(content, "SSHCONFIG") && !strings.HasPrefix(content, "SSHINCLUDED") && strings.Contains(r.Stdout, content) {
+			t.Errorf("%s readable inside", content)
+		}
+	}
+	if t.Failed() {
+		t.Logf("inside:\n%s", r)
 	}
 }
 

@@ -1,0 +1,26 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestSecretPathsMoved: the stores a variable moves are hidden where it says, the
+// files a credential variable names too, and a kept agent's own login stays
+// wherever its variable moves its directory.
+func TestSecretPathsMoved(t *testing.T) {
+	env := []string{"XDG_CONFIG_HOME=/h/xdg", "GNUPGHOME=/h/keys/gpg", "KUBECONFIG=/h/a:/h/b",
+		"CLAUDE_CONFIG_DIR=/h/cc", "GOOGLE_APPLICATION_CREDENTIALS=relative.json"}
+	got := secretPaths("/h", "", env, nil)
+	for _, want := range []string{"/h/.config/gh", "/h/xdg/gh", "/h/keys/gpg", "/h/a", "/h/b", "/h/cc/.credentials.json"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden: %v", want, got)
+		}
+	}
+	if slices.Contains(got, "relative.json") {
+		t.Errorf("a relative path is hidden: %v", got)
+	}
+	if got := secretPaths("/h", "", env, []string{"claude"}); slices.Contains(got, "/h/cc/.credentials.json") {
+		t.Errorf("the kept agent's login is hidden: %v", got)
+	}
+}
