@@ -10,11 +10,9 @@
 // one checkpoint runs at a time, and the next is taken no sooner than the last one
 // took (at least minInterval) after it ended, so the host spends at most half its
 // time on them; a session takes at most maxCheckpoints, reading at most
-// maxSessionBytes of file content in all. Connections are accepted no faster than
-// one per acceptGap, from a backlog of maxConns: the launcher runs outside the
-// session's --cpus, and each connection costs it more than connect(2) costs the
-// sandbox, so a connect loop inside would otherwise spend the host's CPU past the
-// session's limit. After Stop, nothing is served.
+// maxSessionBytes of file content in all. Connections are taken from a backlog of
+// maxConns at one per acceptGap (internal/pace: the launcher's work is outside the
+// session's --cpus). After Stop, nothing is served.
 package checkpoint
 
 import (
@@ -29,8 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/agentbox/agentbox/internal/pace"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/session/leftovers"
@@ -95,7 +92,7 @@ func Start(take Taker) (*Server, error) {
 	}
 	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, now: time.Now, conns: make(chan struct{}, maxConns)}
 	if s.claim, err = leftovers.Claim(dir); err == nil {
-		s.l, err = listen(s.sock, maxConns)
+		s.l, err = pace.Listen(s.sock, maxConns)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -162,13 +159,10 @@ func (s *Server) Stop() {
 
 func (s *Server) serve() {
 	defer s.served.Done()
-	var last time.Time
+	gate := pace.NewGate(acceptGap, maxConns)
 	for {
-		if wait := acceptGap - time.Since(last); wait > 0 {
-			time.Sleep(wait) // the pace (package comment); a closed listener ends it next
-		}
+		gate.Wait() // the pace (package comment); a closed listener ends the loop next
 		c, err := s.l.Accept()
-		last = time.Now()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -190,25 +184,6 @@ func (s *Server) serve() {
 			s.handle(c)
 		}()
 	}
-}
-
-// listen makes the socket at path with a backlog of n: net.Listen asks the kernel
-// for its largest, which would let a connect loop queue thousands of connections
-// for the launcher to drain; past n a connect inside waits (or gets EAGAIN).
-func listen(path string, n int) (net.Listener, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close() // FileListener holds a duplicate
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		return nil, &net.OpError{Op: "bind", Net: "unix", Err: os.NewSyscallError("bind", err)}
-	}
-	if err := unix.Listen(fd, n); err != nil {
-		return nil, &net.OpError{Op: "listen", Net: "unix", Err: os.NewSyscallError("listen", err)}
-	}
-	return net.FileListener(f)
 }
 
 // handle reads one request and answers it: "ok N" or "refused: WHY", one line.
