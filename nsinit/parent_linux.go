@@ -130,7 +130,9 @@ func InitCommand(binary string, fd int, stdio Stdio) *exec.Cmd {
 // settings, and, when it must map its own ids (native, see startInit), the
 // caller's uid and gid.
 func initEnv(ctlFd int, ownMaps bool) []string {
-	env := []string{fmt.Sprintf("%s=%d", protocol.EnvRole, ctlFd), "GOMAXPROCS=1", "GOGC=off"}
+	// containermaxprocs=0: the runtime reads the cgroup's CPU limit once and closes
+	// it, instead of holding the host's cgroup files open in PID 1 for its updates.
+	env := []string{fmt.Sprintf("%s=%d", protocol.EnvRole, ctlFd), "GOMAXPROCS=1", "GOGC=off", "GODEBUG=containermaxprocs=0"}
 	if ownMaps {
 		env = append(env, fmt.Sprintf("%s=%d:%d", protocol.EnvIDMap, os.Getuid(), os.Getgid()))
 	}

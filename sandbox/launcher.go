@@ -169,6 +169,7 @@ type launcherDriver struct{ l *Launcher }
 // is not called (the init starts in the cgroup) and Listener is not offered (the Go
 // API has no --allow-net).
 func (d launcherDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
+	grantedToSessions(plan.Writable()) // Prestart's spares must not run what it could write
 	if o.BeforeExec != nil {
 		if err := o.BeforeExec(); err != nil {
 			return backend.Result{}, err

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/agentbox/agentbox/mounts"
@@ -22,12 +24,12 @@ func Prestart(opts Options) error {
 	if opts.InitBinary == "" && !initCalled.Load() {
 		return ErrNoInit
 	}
-	file, err := openInitBinary(opts.InitBinary)
+	spares.Lock()
+	defer spares.Unlock()
+	file, err := openInitBinary(opts.InitBinary, grantedDirs()...)
 	if err != nil {
 		return err
 	}
-	spares.Lock()
-	defer spares.Unlock()
 	spares.on, spares.net, spares.binary = true, opts.Offline, opts.InitBinary
 	if spares.next == nil {
 		spares.next = startSpare(opts.Offline, opts.InitBinary, file)
@@ -56,6 +58,24 @@ var spares struct {
 	net    bool
 	binary string
 	next   *pendingSpare
+	// granted are the writable directories of every session Run started in this
+	// process, running or ended: each could have replaced the spares' binary.
+	granted map[string]bool
+}
+
+// grantedDirs lists spares.granted; the caller holds spares.
+func grantedDirs() []string { return slices.Collect(maps.Keys(spares.granted)) }
+
+// grantedToSessions adds a session's writable directories to spares.granted.
+func grantedToSessions(dirs []string) {
+	spares.Lock()
+	defer spares.Unlock()
+	if spares.granted == nil {
+		spares.granted = map[string]bool{}
+	}
+	for _, d := range dirs {
+		spares.granted[d] = true
+	}
 }
 
 type pendingSpare struct {
@@ -99,11 +119,13 @@ func refillSpare() {
 	spares.Lock()
 	defer spares.Unlock()
 	// The binary is looked at again: a spare runs it before any plan, and its
-	// path may lead elsewhere by now.
+	// path may lead elsewhere by now, or lie where a session of this process
+	// could write (Prestart checked it before any; a Run with another InitBinary
+	// does not check this one).
 	if !spares.on || spares.next != nil {
 		return
 	}
-	if file, err := openInitBinary(spares.binary); err == nil {
+	if file, err := openInitBinary(spares.binary, grantedDirs()...); err == nil {
 		spares.next = startSpare(spares.net, spares.binary, file)
 	}
 }

@@ -341,6 +341,7 @@ type spareDriver struct{}
 // not be handed over: nothing of the command ran) is replaced by a fresh init; the
 // session's BeforeExec, which only waits for host work started once, may run again.
 func (spareDriver) Run(plan mounts.Plan, o backend.Options) (backend.Result, error) {
+	grantedToSessions(plan.Writable())
 	spare := takeSpare(plan, o.InitBinary)
 	res, err := nsinit.Native{Spare: spare}.Run(plan, o)
 	var se *SetupError

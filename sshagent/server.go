@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/pace"
 	"github.com/agentbox/agentbox/netproxy"
 )
 
@@ -22,6 +23,9 @@ const (
 	UpstreamTimeout = 2 * time.Minute
 	// MaxEvents are recorded; further ones are counted (Dropped).
 	MaxEvents = 10000
+	// AcceptGap paces the connections taken after a burst of MaxConns
+	// (internal/pace: the launcher's work is outside the session's --cpus).
+	AcceptGap = 50 * time.Millisecond
 )
 
 // Config is what a Server filters by.
@@ -87,7 +91,9 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.ls = append(s.ls, l)
 	s.mu.Unlock()
+	gate := pace.NewGate(AcceptGap, MaxConns)
 	for {
+		gate.Wait()
 		c, err := l.Accept()
 		if err != nil {
 			s.mu.Lock()

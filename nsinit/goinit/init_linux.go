@@ -41,6 +41,7 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(protocol.EnvRole))
 		os.Exit(protocol.ExitSetup)
 	}
+	closeInherited(fd)
 	ctl := os.NewFile(uintptr(fd), "control")
 	uid, gid, mapIDs := os.Getuid(), os.Getgid(), false
 	if ids := os.Getenv(protocol.EnvIDMap); ids != "" {
@@ -322,6 +323,28 @@ func installStdio(fds []int) error {
 func reportSetup(ctl *os.File, step string, err error) int {
 	_ = protocol.Write(ctl, &protocol.Message{Type: protocol.MsgError, Step: step, Reason: err.Error()})
 	return protocol.ExitSetup
+}
+
+// closeInherited closes every descriptor above stderr that is not close-on-exec,
+// but the control socket ctl. Such a descriptor came through the launcher's exec
+// of this init from whatever started the launcher (a shell's redirection, a Go API
+// caller's open file): marked close-on-exec only, it would stay open in PID 1 of
+// the sandbox, a host file or directory, for the whole session. What Go opened
+// in this process (the runtime's own, before main) is close-on-exec, and kept.
+func closeInherited(ctl int) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return // the program's own descriptor list fails the launch next (OpenFds)
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 || fd == ctl {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // CloseOnExecAbove2 marks every descriptor above stderr close-on-exec, so that a

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,23 @@ var ErrOutside = errors.New("not inside a recorded agentbox session (AGENTBOX_CH
 // deadline and the walk, with room.
 const answerTimeout = 3 * time.Minute
 
+// dialTimeout bounds the wait for room in the endpoint's backlog.
+const dialTimeout = 30 * time.Second
+
+// dial connects to the endpoint at sock. Its backlog is short and drained at a
+// pace (Server), and a connect to a full one fails with EAGAIN at once rather
+// than waiting: so it retries at that pace until within.
+func dial(sock string, within time.Duration) (net.Conn, error) {
+	end := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("unix", sock, 5*time.Second)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().After(end) {
+			return c, err
+		}
+		time.Sleep(acceptGap)
+	}
+}
+
 // Request asks the launcher for a checkpoint with msg and returns its step.
 func Request(msg string) (int, error) {
 	sock := os.Getenv(Env)
@@ -28,7 +46,7 @@ func Request(msg string) (int, error) {
 	if len(msg) > maxRequest {
 		return 0, fmt.Errorf("the message is longer than %d bytes", maxRequest)
 	}
-	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	c, err := dial(sock, dialTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("cannot reach the launcher at %s=%s: %v", Env, sock, err)
 	}

@@ -10,13 +10,14 @@
 // one checkpoint runs at a time, and the next is taken no sooner than the last one
 // took (at least minInterval) after it ended, so the host spends at most half its
 // time on them; a session takes at most maxCheckpoints, reading at most
-// maxSessionBytes of file content in all. After Stop, nothing is served.
+// maxSessionBytes of file content in all. Connections are taken from a backlog of
+// maxConns at one per acceptGap (internal/pace: the launcher's work is outside the
+// session's --cpus). After Stop, nothing is served.
 package checkpoint
 
 import (
 	"errors"
 	"fmt"
-	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"net"
 	"os"
@@ -26,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/pace"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/session/leftovers"
 )
@@ -49,6 +52,7 @@ const (
 	minInterval     = 250 * time.Millisecond
 	maxCheckpoints  = 1000
 	maxSessionBytes = int64(4 << 30)
+	acceptGap       = 50 * time.Millisecond
 )
 
 // Result is one checkpoint taken: its step number and the file content read.
@@ -88,7 +92,7 @@ func Start(take Taker) (*Server, error) {
 	}
 	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, now: time.Now, conns: make(chan struct{}, maxConns)}
 	if s.claim, err = leftovers.Claim(dir); err == nil {
-		s.l, err = net.Listen("unix", s.sock)
+		s.l, err = pace.Listen(s.sock, maxConns)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -155,7 +159,9 @@ func (s *Server) Stop() {
 
 func (s *Server) serve() {
 	defer s.served.Done()
+	gate := pace.NewGate(acceptGap, maxConns)
 	for {
+		gate.Wait() // the pace (package comment); a closed listener ends the loop next
 		c, err := s.l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/pace"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -58,7 +59,7 @@ func StartAgent(p *policy.Policy) (*Agent, error) {
 	a := &Agent{dir: dir, sock: filepath.Join(dir, "agent.sock"), srv: sshagent.New(cfg), served: make(chan struct{})}
 	var l net.Listener
 	if a.claim, err = leftovers.Claim(dir); err == nil {
-		l, err = net.Listen("unix", a.sock)
+		l, err = pace.Listen(a.sock, sshagent.MaxConns) // drained at sshagent's pace
 	}
 	if err != nil {
 		os.RemoveAll(dir)

@@ -1,0 +1,194 @@
+package adversarial
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// connectLoop waits for the test's go, then connects to the launcher's socket
+// named by $SOCKVAR 50,000 times without waiting; on a connection that was queued
+// it sends a message past the endpoint's size bound (refused unread, so that no
+// checkpoint's or signature's own work, bounded apart, mixes in) and closes it.
+// Then it makes one ordinary request until it gets an answer, and reports the CPU
+// time the loop took in this process, in microseconds.
+const connectLoop = `
+import os, resource, socket, subprocess, time
+p = os.environ[os.environ["SOCKVAR"]]
+open("ready", "w").close()
+for _ in range(3000):
+    if os.path.exists("go"):
+        break
+    time.sleep(0.02)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+queued = 0
+big = b"x" * 5000
+for _ in range(50000):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+    if s.connect_ex(p) == 0:
+        queued += 1
+        try:
+            s.send(big)
+        except OSError:
+            pass
+    s.close()
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+def checkpoint():
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p)
+        s.sendall(b"after the loop")
+        s.shutdown(socket.SHUT_WR)
+        return s.makefile("rb").readline().decode().strip()
+    except OSError:
+        return ""
+    finally:
+        s.close()
+def agent():
+    r = subprocess.run(["ssh-add", "-l"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else ""
+ask = checkpoint if os.environ["SOCKVAR"] == "AGENTBOX_CHECKPOINT" else agent
+answer = "none"
+for _ in range(600):
+    a = ask()
+    if a:
+        answer = a
+        break
+    time.sleep(0.1)
+cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1e6
+with open("done.tmp", "w") as f:
+    f.write("%d %d %s\n" % (cpu, queued, answer))
+os.rename("done.tmp", "done")
+`
+
+// TestLauncherSocketsConnectLoop: the launcher serves the checkpoint endpoint and
+// the --ssh-agent filter from outside the session's cgroup, so what it spends on
+// them is outside --cpus. Each connection cost it (accept, a goroutine, a read, an
+// answer, a close) about twice what connect(2) cost the sandbox: a connect loop
+// inside made the host spend more than twice the session's CPU limit on top of it,
+// for as long as it ran. Both take connections from a short backlog at a fixed
+// pace (internal/pace), so the loop gets EAGAIN and the launcher's CPU time stays a
+// small part of the loop's; a request after the loop is still answered. Every
+// runner.
+func TestLauncherSocketsConnectLoop(t *testing.T) {
+	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
+		}
+	}
+	agentSock := startKeyedAgent(t)
+	for _, runner := range everyRunner(t) {
+		t.Run(runner, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, runner)
+			t.Run("checkpoint", func(t *testing.T) {
+				loopLauncherSocket(t, b, nil, "AGENTBOX_CHECKPOINT", "ok")
+			})
+			t.Run("ssh-agent", func(t *testing.T) {
+				loopLauncherSocket(t, b, []string{"--ssh-agent", "SSH_AUTH_SOCK=" + agentSock}, "SSH_AUTH_SOCK", "256")
+			})
+		})
+	}
+}
+
+// loopLauncherSocket runs connectLoop against the socket in sockVar of a session
+// started with args (an argument holding "=" goes to the environment) and checks
+// the launcher's CPU time over the loop, and that the answer after it starts with
+// answer (a checkpoint may also be refused as too soon).
+func loopLauncherSocket(t *testing.T, b *sandboxtest.Box, args []string, sockVar, answer string) {
+	var flags, env []string
+	for _, a := range args {
+		if strings.Contains(a, "=") {
+			env = append(env, a)
+		} else {
+			flags = append(flags, a)
+		}
+	}
+	for _, f := range []string{"ready", "go", "done"} {
+		os.Remove(filepath.Join(b.Repo, f))
+	}
+	cmd := b.Command(b.Repo, append([]string{"--no-git-save"}, flags...), `python3 -c "$SCRIPT"`)
+	cmd.Env = append(append(cmd.Env, env...), "SCRIPT="+connectLoop, "SOCKVAR="+sockVar)
+	ended := start(t, cmd)
+	if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
+		t.Fatalf("the session never started its loop:\n%s", r)
+	}
+	before := processCPU(t, cmd.Process.Pid)
+	sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
+	if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
+		t.Fatalf("the session never finished its loop:\n%s", r)
+	}
+	spent := processCPU(t, cmd.Process.Pid) - before
+	r := <-ended
+	fields := strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done")))
+	if len(fields) < 3 {
+		t.Fatalf("the loop's report: %q\n%s", fields, r)
+	}
+	loop, _ := strconv.ParseInt(fields[0], 10, 64)
+	after := strings.Join(fields[2:], " ")
+	t.Logf("loop: %d µs of CPU, %s connections queued; launcher: %d µs; the request after: %s", loop, fields[1], spent, after)
+	if fields[2] != answer && !strings.HasPrefix(after, "refused: too soon") {
+		t.Errorf("the request after the loop got %q, want %s…", after, answer)
+	}
+	if spent*4 > loop {
+		t.Errorf("the launcher spent %d µs of CPU serving a connect loop that took the sandbox %d µs: more than a quarter, outside the session's cgroup", spent, loop)
+	}
+	if r.Code != 0 {
+		t.Errorf("the session failed:\n%s", r)
+	}
+}
+
+// startKeyedAgent starts an ssh-agent of the test user's holding one key, for the
+// test's length, and returns its socket.
+func startKeyedAgent(t *testing.T) string {
+	tmp, err := os.MkdirTemp("/tmp", "ssh-agentbox-loop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	testenv.Chown(t, tmp)
+	dir := testenv.Dir(t, "keys")
+	sock := filepath.Join(tmp, "agent.sock")
+	agent := testenv.Command(t, dir, "ssh-agent", "-D", "-a", sock)
+	agent.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	if !sandboxtest.WaitFor(func() bool { _, err := os.Stat(sock); return err == nil }) {
+		t.Fatal("ssh-agent did not start")
+	}
+	for _, c := range [][]string{{"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "only", "-f", dir + "/k"}, {"ssh-add", dir + "/k"}} {
+		cmd := testenv.Command(t, dir, c[0], c[1:]...)
+		cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	return sock
+}
+
+// processCPU is the CPU time (user and system, every thread) pid has used, in
+// microseconds.
+func processCPU(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name, which may hold spaces: state is the first.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return (utime + stime) * 1e6 / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux ABI Go
+// builds for.
+const clockTicks = 100
