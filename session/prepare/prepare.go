@@ -38,6 +38,7 @@ type Prepared struct {
 	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
 	sockets *hostSockets
+	limits  *hostLimits
 	cgroup  leafcg.Host
 }
 
@@ -67,6 +68,55 @@ func (pr *Prepared) takeSockets() error {
 	<-pr.sockets.done
 	pr.Session.MaskSockets = pr.sockets.masks
 	return pr.sockets.err
+}
+
+// hostLimits are the session's user limits and its share of the pty pool
+// (ucounts) while they are read: fifteen files of /proc/sys that nothing before
+// the plan needs, read beside the protected paths, the placeholders and the
+// audit's baseline instead of before them; ForLaunch (ForDryRun) takes them, and
+// a limit that cannot be read refuses the launch there, before its gate.
+type hostLimits struct {
+	done   chan struct{}
+	limits []mounts.UserLimit
+	ptys   int64
+	err    error
+}
+
+// userLimits and ptyMax read the host's limits; variables for the tests.
+var (
+	userLimits = ucounts.Limits
+	ptyMax     = ucounts.PtyMax
+)
+
+func readUserLimits() *hostLimits {
+	h := &hostLimits{done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		if h.limits, h.err = userLimits(); h.err == nil {
+			h.ptys, h.err = ptyMax()
+		}
+	}()
+	return h
+}
+
+// takeHostReads waits for the host socket scan and the limits' read and puts
+// what they found in the session; a limit's error comes first, as when New read
+// the limits before it started the scan.
+func (pr *Prepared) takeHostReads() error {
+	<-pr.limits.done
+	pr.Session.UserLimits, pr.Session.PtyMax = pr.limits.limits, pr.limits.ptys
+	err := pr.takeSockets()
+	if pr.limits.err != nil {
+		return pr.limits.err
+	}
+	return err
+}
+
+// waitReads waits for what New started beside it, for a preparation that stops
+// before ForLaunch takes it.
+func (pr *Prepared) waitReads() {
+	<-pr.sockets.done
+	<-pr.limits.done
 }
 
 // Options are what the preparation needs of the session beyond its policy.
@@ -106,29 +156,21 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	if err := checkKeptGitDirs(p, meta.roots); err != nil {
 		return nil, err
 	}
-	limits, err := ucounts.Limits()
-	if err != nil {
-		return nil, err
-	}
-	ptys, err := ucounts.PtyMax()
-	if err != nil {
-		return nil, err
-	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops))}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), limits: readUserLimits()}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p), UserLimits: limits, PtyMax: ptys}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
-		<-pr.sockets.done
+		pr.waitReads()
 		return nil, fmt.Errorf("protect Git paths: %w", err)
 	}
 	added, err := addDirProtected(p)
 	if err != nil {
-		<-pr.sockets.done
+		pr.waitReads()
 		return nil, err
 	}
 	protected = append(protected, added...)
@@ -165,7 +207,7 @@ func socketScope(p *policy.Policy, gitRW []mounts.Op) kernel.SocketScope {
 // ForDryRun completes the session as --dry-run shows it, writing nothing: the
 // --disk-tmp directory and the push guard's staging are named, not made.
 func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
-	if err := pr.takeSockets(); err != nil {
+	if err := pr.takeHostReads(); err != nil {
 		return err
 	}
 	if p.DiskTmp {
@@ -245,7 +287,7 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 		return err
 	}
 	pr.Session.SourceIDs = ids
-	return pr.takeSockets()
+	return pr.takeHostReads()
 }
 
 // Plan is the mount plan of p (the policy the session runs, with the sockets its
@@ -256,7 +298,7 @@ func (pr *Prepared) Plan(p *policy.Policy) mounts.Plan {
 
 // Close undoes what ForLaunch staged, last first.
 func (pr *Prepared) Close() {
-	<-pr.sockets.done // a launch that stopped before ForLaunch took it
+	pr.waitReads() // a launch that stopped before ForLaunch took them
 	for i := len(pr.undo) - 1; i >= 0; i-- {
 		pr.undo[i]()
 	}
