@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -59,7 +60,9 @@ func TestUserLimitsReadBesideNew(t *testing.T) {
 	r.pr.Close()
 }
 
-// What the limits' read found reaches the session the plan is built from.
+// What the limits' read found reaches the session the plan is built from, and,
+// for a session without resource limits, where this process is in the cgroup
+// tree reaches SessionCgroup.
 func TestUserLimitsReachThePlan(t *testing.T) {
 	p := limitsPolicy(t)
 	pr, err := New(Options{}, p)
@@ -72,6 +75,9 @@ func TestUserLimitsReachThePlan(t *testing.T) {
 	}
 	if len(pr.Session.UserLimits) == 0 || pr.Session.PtyMax <= 0 {
 		t.Fatalf("session after ForDryRun: %d user limits, PtyMax %d; want the host's shares", len(pr.Session.UserLimits), pr.Session.PtyMax)
+	}
+	if want, err := leafcg.Probe(); err != nil || pr.cgroup != want || want.Mount == "" {
+		t.Fatalf("cgroup after ForDryRun: %+v, want %+v (%v)", pr.cgroup, want, err)
 	}
 	plan := pr.Plan(p)
 	if len(plan.UserLimits) != len(pr.Session.UserLimits) || plan.PtyMax != pr.Session.PtyMax {

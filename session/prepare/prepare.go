@@ -71,12 +71,15 @@ func (pr *Prepared) takeSockets() error {
 }
 
 // hostLimits are the session's user limits and its share of the pty pool
-// (ucounts) while they are read: fifteen files of /proc/sys that nothing before
-// the plan needs, read beside the protected paths, the placeholders and the
-// audit's baseline instead of before them; ForLaunch (ForDryRun) takes them, and
-// a limit that cannot be read refuses the launch there, before its gate.
+// (ucounts), and for a session without resource limits where this process is in
+// the cgroup tree, while they are read: files of /proc that nothing before the
+// plan needs, read beside the protected paths, the placeholders and the audit's
+// baseline instead of before them; ForLaunch (ForDryRun) takes them, and one
+// that cannot be read refuses the launch there, before its gate.
 type hostLimits struct {
 	done   chan struct{}
+	probed bool // cgroup was read here
+	cgroup leafcg.Host
 	limits []mounts.UserLimit
 	ptys   int64
 	err    error
@@ -88,10 +91,17 @@ var (
 	ptyMax     = ucounts.PtyMax
 )
 
-func readUserLimits() *hostLimits {
-	h := &hostLimits{done: make(chan struct{})}
+// readHostLimits starts the read; probe: where this process is in the cgroup
+// tree too.
+func readHostLimits(probe bool) *hostLimits {
+	h := &hostLimits{done: make(chan struct{}), probed: probe}
 	go func() {
 		defer close(h.done)
+		if probe {
+			if h.cgroup, h.err = leafcg.Probe(); h.err != nil {
+				return
+			}
+		}
 		if h.limits, h.err = userLimits(); h.err == nil {
 			h.ptys, h.err = ptyMax()
 		}
@@ -105,6 +115,9 @@ func readUserLimits() *hostLimits {
 func (pr *Prepared) takeHostReads() error {
 	<-pr.limits.done
 	pr.Session.UserLimits, pr.Session.PtyMax = pr.limits.limits, pr.limits.ptys
+	if pr.limits.probed {
+		pr.cgroup = pr.limits.cgroup
+	}
 	err := pr.takeSockets()
 	if pr.limits.err != nil {
 		return pr.limits.err
@@ -137,13 +150,19 @@ func (o Options) mark(step string) {
 // starts the host socket scan (hostSockets); it writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work. Where
-	// this process is in the cgroup tree is read once, for this and SessionCgroup.
-	cg, err := leafcg.Probe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cg.Check(limitsOf(p)); err != nil {
-		return nil, err
+	// this process is in the cgroup tree is read once, for this and SessionCgroup;
+	// without limits nothing here depends on it, and it is read beside the steps
+	// after New (hostReads).
+	var cg leafcg.Host
+	lim := limitsOf(p)
+	if lim.Set() {
+		var err error
+		if cg, err = leafcg.Probe(); err != nil {
+			return nil, err
+		}
+		if err := cg.Check(lim); err != nil {
+			return nil, err
+		}
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
@@ -157,7 +176,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), limits: readUserLimits()}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), limits: readHostLimits(!lim.Set())}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
 		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
