@@ -4,7 +4,6 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/leafcg"
 	"github.com/agentbox/agentbox/mounts"
@@ -21,43 +20,30 @@ func limitsPolicy(t *testing.T) *policy.Policy {
 	return &policy.Policy{Repo: repo, Workdir: repo, Home: t.TempDir(), Command: []string{"true"}, ReadOnly: true}
 }
 
-// The user limits and the pty pool are read beside the steps after New (the
-// audit's baseline among them), not before them; a limit that cannot be read
-// still refuses the launch, from ForLaunch or ForDryRun.
-func TestUserLimitsReadBesideNew(t *testing.T) {
-	release := make(chan struct{})
+// The user limits and the pty pool are read once the placeholders have let the
+// audit's baseline start (ForLaunch, ForDryRun), not by New before it; a limit
+// that cannot be read still refuses the launch, from there.
+func TestUserLimitsReadAfterNew(t *testing.T) {
 	refused := errors.New("read the user's kernel count limits: refused by the test")
+	reads := 0
 	saved := userLimits
 	userLimits = func() ([]mounts.UserLimit, error) {
-		<-release
+		reads++
 		return nil, refused
 	}
 	t.Cleanup(func() { userLimits = saved })
 	p := limitsPolicy(t)
-	type result struct {
-		pr  *Prepared
-		err error
+	pr, err := New(Options{}, p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	got := make(chan result, 1)
-	go func() {
-		pr, err := New(Options{}, p)
-		got <- result{pr, err}
-	}()
-	var r result
-	select {
-	case r = <-got:
-	case <-time.After(20 * time.Second):
-		close(release)
-		t.Fatal("New waited for the user limits' read")
+	defer pr.Close()
+	if reads != 0 {
+		t.Fatalf("New read the user limits (%d times); the baseline would wait for them", reads)
 	}
-	close(release)
-	if r.err != nil {
-		t.Fatal(r.err)
+	if err := pr.ForDryRun(Options{}, p); !errors.Is(err, refused) || reads != 1 {
+		t.Fatalf("ForDryRun with an unreadable limit: %v after %d reads, want the limit's error after one", err, reads)
 	}
-	if err := r.pr.ForDryRun(Options{}, p); !errors.Is(err, refused) {
-		t.Fatalf("ForDryRun with an unreadable limit: %v, want the limit's error", err)
-	}
-	r.pr.Close()
 }
 
 // What the limits' read found reaches the session the plan is built from, and,

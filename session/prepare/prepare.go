@@ -38,8 +38,10 @@ type Prepared struct {
 	GitDirs []string // writable Git dirs outside the repository: a linked worktree's common dir
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
 	sockets *hostSockets
-	limits  *hostLimits
 	cgroup  leafcg.Host
+	// probeCgroup: New did not read where this process is in the cgroup tree
+	// (a session without resource limits); readLimits does.
+	probeCgroup bool
 }
 
 // hostSockets is the host socket scan (kernel.HostSockets) while it runs. It
@@ -70,66 +72,37 @@ func (pr *Prepared) takeSockets() error {
 	return pr.sockets.err
 }
 
-// hostLimits are the session's user limits and its share of the pty pool
-// (ucounts), and for a session without resource limits where this process is in
-// the cgroup tree, while they are read: files of /proc that nothing before the
-// plan needs, read beside the protected paths, the placeholders and the audit's
-// baseline instead of before them; ForLaunch (ForDryRun) takes them, and one
-// that cannot be read refuses the launch there, before its gate.
-type hostLimits struct {
-	done   chan struct{}
-	probed bool // cgroup was read here
-	cgroup leafcg.Host
-	limits []mounts.UserLimit
-	ptys   int64
-	err    error
-}
-
 // userLimits and ptyMax read the host's limits; variables for the tests.
 var (
 	userLimits = ucounts.Limits
 	ptyMax     = ucounts.PtyMax
 )
 
-// readHostLimits starts the read; probe: where this process is in the cgroup
-// tree too.
-func readHostLimits(probe bool) *hostLimits {
-	h := &hostLimits{done: make(chan struct{}), probed: probe}
-	go func() {
-		defer close(h.done)
-		if probe {
-			if h.cgroup, h.err = leafcg.Probe(); h.err != nil {
-				return
-			}
+// readLimits reads the session's user limits and its share of the pty pool
+// (ucounts), and where this process is in the cgroup tree when New left that:
+// files of /proc that only the plan and SessionCgroup need. ForLaunch (ForDryRun)
+// reads them once the placeholders have let the audit's baseline start, not New
+// before it; one that cannot be read refuses the launch there, before its gate.
+// On the calling goroutine, not one of their own: beside the walk's workers, a
+// goroutine of their own would wait for a processor they hold.
+func (pr *Prepared) readLimits() error {
+	if pr.probeCgroup {
+		cg, err := leafcg.Probe()
+		if err != nil {
+			return err
 		}
-		if h.limits, h.err = userLimits(); h.err == nil {
-			h.ptys, h.err = ptyMax()
-		}
-	}()
-	return h
-}
-
-// takeHostReads waits for the host socket scan and the limits' read and puts
-// what they found in the session; a limit's error comes first, as when New read
-// the limits before it started the scan.
-func (pr *Prepared) takeHostReads() error {
-	<-pr.limits.done
-	pr.Session.UserLimits, pr.Session.PtyMax = pr.limits.limits, pr.limits.ptys
-	if pr.limits.probed {
-		pr.cgroup = pr.limits.cgroup
+		pr.cgroup, pr.probeCgroup = cg, false
 	}
-	err := pr.takeSockets()
-	if pr.limits.err != nil {
-		return pr.limits.err
+	limits, err := userLimits()
+	if err != nil {
+		return err
 	}
-	return err
-}
-
-// waitReads waits for what New started beside it, for a preparation that stops
-// before ForLaunch takes it.
-func (pr *Prepared) waitReads() {
-	<-pr.sockets.done
-	<-pr.limits.done
+	ptys, err := ptyMax()
+	if err != nil {
+		return err
+	}
+	pr.Session.UserLimits, pr.Session.PtyMax = limits, ptys
+	return nil
 }
 
 // Options are what the preparation needs of the session beyond its policy.
@@ -151,8 +124,7 @@ func (o Options) mark(step string) {
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work. Where
 	// this process is in the cgroup tree is read once, for this and SessionCgroup;
-	// without limits nothing here depends on it, and it is read beside the steps
-	// after New (hostReads).
+	// without limits nothing here depends on it, and readLimits reads it later.
 	var cg leafcg.Host
 	lim := limitsOf(p)
 	if lim.Set() {
@@ -176,7 +148,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), limits: readHostLimits(!lim.Set())}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), probeCgroup: !lim.Set()}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
 		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
@@ -184,12 +156,12 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	}
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
-		pr.waitReads()
+		<-pr.sockets.done
 		return nil, fmt.Errorf("protect Git paths: %w", err)
 	}
 	added, err := addDirProtected(p)
 	if err != nil {
-		pr.waitReads()
+		<-pr.sockets.done
 		return nil, err
 	}
 	protected = append(protected, added...)
@@ -226,7 +198,10 @@ func socketScope(p *policy.Policy, gitRW []mounts.Op) kernel.SocketScope {
 // ForDryRun completes the session as --dry-run shows it, writing nothing: the
 // --disk-tmp directory and the push guard's staging are named, not made.
 func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
-	if err := pr.takeHostReads(); err != nil {
+	if err := pr.readLimits(); err != nil {
+		return err
+	}
+	if err := pr.takeSockets(); err != nil {
 		return err
 	}
 	if p.DiskTmp {
@@ -264,6 +239,9 @@ func (pr *Prepared) RepoID() mounts.FileID { return pr.repoID }
 
 // ForLaunch is the second step (see Placeholders).
 func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
+	if err := pr.readLimits(); err != nil {
+		return err
+	}
 	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range pr.Session.GitRW {
 		writable = append(writable, op.Source)
@@ -306,7 +284,7 @@ func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
 		return err
 	}
 	pr.Session.SourceIDs = ids
-	return pr.takeHostReads()
+	return pr.takeSockets()
 }
 
 // Plan is the mount plan of p (the policy the session runs, with the sockets its
@@ -317,7 +295,7 @@ func (pr *Prepared) Plan(p *policy.Policy) mounts.Plan {
 
 // Close undoes what ForLaunch staged, last first.
 func (pr *Prepared) Close() {
-	pr.waitReads() // a launch that stopped before ForLaunch took them
+	<-pr.sockets.done // a launch that stopped before ForLaunch took it
 	for i := len(pr.undo) - 1; i >= 0; i-- {
 		pr.undo[i]()
 	}
