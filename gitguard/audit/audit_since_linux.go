@@ -138,6 +138,14 @@ func (l *Launch) Stop() {
 	}
 }
 
+// Released waits until the watch Stop ended has let go of its kernel group
+// (treewatch.Watch.Released): its caller keeps no descriptor of it after this.
+func (l *Launch) Released() {
+	if l != nil && l.watch != nil {
+		l.watch.Released()
+	}
+}
+
 // Peek is a Launch for a scan's Since in the middle of the session (a
 // checkpoint): what the watch saw so far (treewatch.Snapshot), over the listings
 // kept at launch, while the watch goes on for the end scan. A scan of it never
