@@ -173,9 +173,14 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	// death ends every process of its PID namespace): what the watch saw is all
 	// they did.
 	a.launch.Stop()
-	// The watch's group is released beside the end scan; the audit keeps none
-	// of it after Finish.
-	defer a.launch.Released()
+	if l, prev := a.launch, out.Released; l != nil {
+		out.Released = func() {
+			if prev != nil {
+				prev()
+			}
+			l.Released()
+		}
+	}
 	opt.Since = a.launch
 	opt.Held, opt.HeldGitDirs = a.held, a.heldGitDirs
 	t0 := time.Now()
