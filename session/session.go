@@ -217,6 +217,9 @@ func RunSession(cfg Config) (Outcome, error) {
 	out.Phases = slices.Concat(sw.Phases, out.Phases)
 	rec.Finish(cfg.record(), &out)
 	sw.Mark(host("record end"))
+	if l.released != nil {
+		l.released() // the end scans' watches, released beside the record's end
+	}
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
 	}
@@ -240,11 +243,12 @@ type launch struct {
 	// unresolved: what the audits left where the user's Git may run it, or
 	// could not audit (hostaudit.Outcome.Unresolved).
 	unresolved int
+	released   func() // hostaudit.Outcome.Released of the end audits
 }
 
 // finishAudits ends the session's audits: once the command may have run (gate),
 // they run whatever the backend reported; before, the journals are dropped.
-func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresolved int) {
+func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresolved int, released func()) {
 	_ = pre.wait(out) // a launch that failed before its backend waited for it
 	var found hostaudit.Outcome
 	audit := gate && !cfg.NoAudit
@@ -259,7 +263,7 @@ func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresol
 	out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
 	out.Phases = append(out.Phases, found.Phases...)
 	out.Walk = found.Walk
-	return found.Unresolved
+	return found.Unresolved, found.Released
 }
 
 // run launches and returns the command's status.
@@ -304,7 +308,10 @@ func (l *launch) run() (int, error) {
 	// run, it runs whatever the backend reports, and the journal stays until it has:
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
-	defer func() { l.unresolved += finishAudits(cfg, out, pre, gate) }()
+	defer func() {
+		n, released := finishAudits(cfg, out, pre, gate)
+		l.unresolved, l.released = l.unresolved+n, released
+	}()
 	defer ckStart.stop()   // before the audit's end, which stops the watch a checkpoint reads
 	defer pre.clear(false) // a launch that stops before its recheck passed
 	if err := l.pr.ForLaunch(cfg.prepareOptions(sw), p); err != nil {

@@ -128,6 +128,9 @@ type keptDir struct {
 	// (walkRels): an end scan taking the listing takes them too, instead of
 	// making 100,000 strings again.
 	rels []string
+	// gitDir is looksLikeGitDir of the listing, asked once at launch
+	// (gitDirLike): a taken listing has the same names.
+	gitDir bool
 }
 
 // Stop ends the watch once the session's processes are gone; the Launch can then
@@ -135,6 +138,14 @@ type keptDir struct {
 func (l *Launch) Stop() {
 	if l != nil && l.changes == nil {
 		l.changes = l.watch.Stop()
+	}
+}
+
+// Released waits until the watch Stop ended has let go of its kernel group
+// (treewatch.Watch.Released): its caller keeps no descriptor of it after this.
+func (l *Launch) Released() {
+	if l != nil && l.watch != nil {
+		l.watch.Released()
 	}
 }
 
@@ -279,6 +290,24 @@ func (s *scanner) verifySubdirs(dir string, subdirs []subdirID) {
 			s.verified[sub] = true
 		}
 	}
+}
+
+// gitDirLike is looksLikeGitDir(ents) for dir's listing: the launch's answer
+// when the listing was taken from the launch whole, else asked here, and kept
+// for the end scan when this is a launch scan keeping the listing.
+func (s *scanner) gitDirLike(dir string, ents []os.DirEntry) bool {
+	if s.since != nil && s.fromLaunch[dir] {
+		if k := s.since.kept[dir]; len(k.l.ents) == len(ents) {
+			return k.gitDir
+		}
+	}
+	git := looksLikeGitDir(ents)
+	if s.launch != nil {
+		if k := s.launch.kept[dir]; k != nil && len(k.l.ents) == len(ents) {
+			k.gitDir = git
+		}
+	}
+	return git
 }
 
 // walkRels returns the walk's relative paths of dir's entries: the launch's when

@@ -402,3 +402,35 @@ func TestSinceScanAllocatesNoHintedList(t *testing.T) {
 		})
 	}
 }
+
+// TestSinceTakesGitDirLikeListings: a directory of the tree that Git would take
+// for a bare repository (HEAD, objects/, refs/) is audited as a gitdir by an end
+// scan that takes its listing from the launch (whose answer it reuses) as by a
+// full scan, and one made into such a directory during the session is too.
+func TestSinceTakesGitDirLikeListings(t *testing.T) {
+	requireWatch(t)
+	f := newFixture(t)
+	sinceTree(f, 4)
+	for _, d := range []string{"src/bare/objects", "src/bare/refs", "src/later/objects", "src/later/refs"} {
+		if err := os.MkdirAll(filepath.Join(f.Repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Write("src/bare/HEAD", "ref: refs/heads/main\n", 0o644)
+	f.Write("src/bare/config", "[core]\n\tfsmonitor = ./planted\n", 0o644)
+	opt := ScanOptions{Walk: true, Home: f.Home}
+	launch := watchedScan(t, f.Repo, opt)
+	// Made a gitdir during the session: its listing is read again.
+	f.Write("src/later/HEAD", "ref: refs/heads/main\n", 0o644)
+	f.Write("src/later/config", "[core]\n\tfsmonitor = ./planted\n", 0o644)
+	launch.Launch.Stop()
+	since, full := sinceAndFull(t, f.Repo, opt, launch.Launch)
+	if sameScans(t, since, full) == 0 {
+		t.Fatal("the end scan took no listing from the launch")
+	}
+	for _, cfg := range []string{"src/bare/config", "src/later/config"} {
+		if it := since.Items[filepath.Join(f.Repo, cfg)]; it == nil || len(it.Dangers) == 0 {
+			t.Errorf("%s: the end scan did not audit it as a gitdir's config (item %+v)", cfg, it)
+		}
+	}
+}

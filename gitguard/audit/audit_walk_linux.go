@@ -88,8 +88,8 @@ func (s *scanner) tree(dir string, depth int) {
 		return
 	}
 	ents, stats, subdirs := s.readDirStat(dir)
-	s.verifySubdirs(dir, subdirs) // audit_since_linux.go
-	if looksLikeGitDir(ents) {
+	s.verifySubdirs(dir, subdirs) // audit_since_linux.go, as gitDirLike
+	if s.gitDirLike(dir, ents) {
 		s.gitdir(dir, "", 0)
 	}
 	nested := false

@@ -61,9 +61,10 @@ type Dir struct {
 
 // Watch is a fanotify group marking the directories of one tree.
 type Watch struct {
-	f    *os.File
-	self int32
-	done chan struct{} // the reader stopped
+	f        *os.File
+	self     int32
+	done     chan struct{} // the reader stopped
+	released chan struct{} // Stop's release of the group ended (Released)
 
 	// peek serialises Snapshot; stopping and peeked tell the reader why its read
 	// deadline passed (under mu).
@@ -182,9 +183,9 @@ func (w *Watch) Fail(why string) {
 	w.lost(why)
 }
 
-// Stop reads every event queued so far, closes the group and returns what it saw.
-// Events a process queues after Stop started may be missed: call it once the
-// session's processes are gone.
+// Stop reads every event queued so far and returns what it saw; the group is
+// closed on a goroutine (Released waits for it). Events a process queues after
+// Stop started may be missed: call it once the session's processes are gone.
 func (w *Watch) Stop() *Changes {
 	w.mu.Lock()
 	w.stopping = true
@@ -192,11 +193,27 @@ func (w *Watch) Stop() *Changes {
 	w.f.SetReadDeadline(time.Now())
 	<-w.done
 	w.drain()
-	w.f.Close()
+	// Nothing is read from the group after the drain. Its release waits in the
+	// kernel for the marks to be freed (an SRCU grace period in
+	// fsnotify_destroy_group), from under a millisecond to tens of them on a
+	// busy host: beside the end scan, not before it.
+	w.released = make(chan struct{})
+	go func() {
+		defer close(w.released)
+		w.f.Close()
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ch := w.ch
 	return &ch
+}
+
+// Released waits until Stop's release of the group has ended: no descriptor of
+// the watch is left open after it. Without a Stop it returns at once.
+func (w *Watch) Released() {
+	if w.released != nil {
+		<-w.released
+	}
 }
 
 // Close stops the watch without looking at what it saw.

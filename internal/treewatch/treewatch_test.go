@@ -109,3 +109,29 @@ func TestSnapshotSeesWhatCameBeforeAndGoesOn(t *testing.T) {
 		t.Fatal("a snapshot after Stop vouches for something")
 	}
 }
+
+// TestStopReleasesTheGroup: Stop returns every event queued before it, and the
+// group it releases beside the caller's work is closed once Released returns, so
+// that a session keeps no descriptor of its watch.
+func TestStopReleasesTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	w := watched(t, dir, true)
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) }) // not Fd(), which would make it blocking
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch := w.Stop()
+	w.Released()
+	if ch.Quiet() {
+		t.Fatal("a file was written before Stop, and the watch saw nothing")
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Fatalf("the watch's descriptor %d after Released: %v, want it closed", fd, err)
+	}
+	w.Released() // again: harmless
+}

@@ -174,6 +174,14 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	// death ends every process of its PID namespace): what the watch saw is all
 	// they did.
 	a.launch.Stop()
+	if l, prev := a.launch, out.Released; l != nil {
+		out.Released = func() {
+			if prev != nil {
+				prev()
+			}
+			l.Released()
+		}
+	}
 	opt.Since = a.launch
 	opt.Held, opt.HeldGitDirs = a.held, a.heldGitDirs
 	t0 := time.Now()

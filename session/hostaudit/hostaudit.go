@@ -38,6 +38,10 @@ type Outcome struct {
 	// nil when there is none or it cannot stand for the tree (the audit moved
 	// findings away after it).
 	Walk *treewalk.Walk
+	// Released waits until the end scans' watches have let go of their kernel
+	// groups (audit.Launch.Released); nil when there were none. The session calls
+	// it after its record's end, which the groups' release runs beside.
+	Released func()
 }
 
 // BaseWalk is the baseline's walk of the working tree (nil when the baseline was

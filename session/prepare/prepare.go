@@ -39,6 +39,9 @@ type Prepared struct {
 	undo    []func() // what ForLaunch set up on the host, undone by close in reverse
 	sockets *hostSockets
 	cgroup  leafcg.Host
+	// probeCgroup: New did not read where this process is in the cgroup tree
+	// (a session without resource limits); readLimits does.
+	probeCgroup bool
 }
 
 // hostSockets is the host socket scan (kernel.HostSockets) while it runs. It
@@ -69,6 +72,39 @@ func (pr *Prepared) takeSockets() error {
 	return pr.sockets.err
 }
 
+// userLimits and ptyMax read the host's limits; variables for the tests.
+var (
+	userLimits = ucounts.Limits
+	ptyMax     = ucounts.PtyMax
+)
+
+// readLimits reads the session's user limits and its share of the pty pool
+// (ucounts), and where this process is in the cgroup tree when New left that:
+// files of /proc that only the plan and SessionCgroup need. ForLaunch (ForDryRun)
+// reads them once the placeholders have let the audit's baseline start, not New
+// before it; one that cannot be read refuses the launch there, before its gate.
+// On the calling goroutine, not one of their own: beside the walk's workers, a
+// goroutine of their own would wait for a processor they hold.
+func (pr *Prepared) readLimits() error {
+	if pr.probeCgroup {
+		cg, err := leafcg.Probe()
+		if err != nil {
+			return err
+		}
+		pr.cgroup, pr.probeCgroup = cg, false
+	}
+	limits, err := userLimits()
+	if err != nil {
+		return err
+	}
+	ptys, err := ptyMax()
+	if err != nil {
+		return err
+	}
+	pr.Session.UserLimits, pr.Session.PtyMax = limits, ptys
+	return nil
+}
+
 // Options are what the preparation needs of the session beyond its policy.
 type Options struct {
 	AllowGitPush bool      // P9 push guard off (pushguard.go)
@@ -87,13 +123,18 @@ func (o Options) mark(step string) {
 // starts the host socket scan (hostSockets); it writes nothing on the host.
 func New(o Options, p *policy.Policy) (*Prepared, error) {
 	// Limits this host cannot enforce refuse the launch before any host work. Where
-	// this process is in the cgroup tree is read once, for this and SessionCgroup.
-	cg, err := leafcg.Probe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cg.Check(limitsOf(p)); err != nil {
-		return nil, err
+	// this process is in the cgroup tree is read once, for this and SessionCgroup;
+	// without limits nothing here depends on it, and readLimits reads it later.
+	var cg leafcg.Host
+	lim := limitsOf(p)
+	if lim.Set() {
+		var err error
+		if cg, err = leafcg.Probe(); err != nil {
+			return nil, err
+		}
+		if err := cg.Check(lim); err != nil {
+			return nil, err
+		}
 	}
 	repoID, err := repoIdentity(p.Repo)
 	if err != nil {
@@ -106,18 +147,10 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	if err := checkKeptGitDirs(p, meta.roots); err != nil {
 		return nil, err
 	}
-	limits, err := ucounts.Limits()
-	if err != nil {
-		return nil, err
-	}
-	ptys, err := ucounts.PtyMax()
-	if err != nil {
-		return nil, err
-	}
 	o.mark(("repo identity, worktree"))
-	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops))}
+	pr := &Prepared{repoID: repoID, GitDirs: meta.roots, cgroup: cg, sockets: scanHostSockets(socketScope(p, meta.ops)), probeCgroup: !lim.Set()}
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
-		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p), UserLimits: limits, PtyMax: ptys}
+		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
 		return pr, nil // readonly.go: nothing to protect, pin or bind writable
 	}
@@ -165,6 +198,9 @@ func socketScope(p *policy.Policy, gitRW []mounts.Op) kernel.SocketScope {
 // ForDryRun completes the session as --dry-run shows it, writing nothing: the
 // --disk-tmp directory and the push guard's staging are named, not made.
 func (pr *Prepared) ForDryRun(o Options, p *policy.Policy) error {
+	if err := pr.readLimits(); err != nil {
+		return err
+	}
 	if err := pr.takeSockets(); err != nil {
 		return err
 	}
@@ -203,6 +239,9 @@ func (pr *Prepared) RepoID() mounts.FileID { return pr.repoID }
 
 // ForLaunch is the second step (see Placeholders).
 func (pr *Prepared) ForLaunch(o Options, p *policy.Policy) error {
+	if err := pr.readLimits(); err != nil {
+		return err
+	}
 	writable := append([]string{p.Repo}, p.AddDirs...)
 	for _, op := range pr.Session.GitRW {
 		writable = append(writable, op.Source)
