@@ -126,16 +126,16 @@ var dangerRules = []dangerRule{
 	{Section: "merge", Keys: []string{"driver"}, Why: "names a merge driver Git runs",
 		When: "in a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection != "" }},
 	{Section: "filter", Keys: []string{"clean", "smudge", "process"}, Why: "names a filter Git runs on checkout, add or status"},
-	// An alias that does not start with a plain command name is a shell command
-	// (!), or Git options ahead of the command (-c core.fsmonitor=PROGRAM status,
-	// also when quoted or escaped), which Git applies when it expands the alias.
-	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or sets Git options that can name a program",
-		When: "the value does not start with a letter or digit", If: aliasNotPlain,
+	// An alias is a Git command line: a shell command (!), options ahead of its
+	// command (-c core.fsmonitor=PROGRAM status) or a command's own options
+	// (ls-remote --upload-pack=PROGRAM) run a program when the operator uses it.
+	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or passes Git options that can name a program",
+		When: "it is no plain command line (audit_alias.go)", If: aliasNotPlain,
 		Reason: func(_ gitconfig.Entry, value string) string {
 			if bang(gitconfig.Entry{}, value) {
 				return "alias runs a shell command"
 			}
-			return "alias sets Git options (such as -c core.fsmonitor=PROGRAM) before its command"
+			return "alias is no plain Git command line: its options or command can name a program Git runs (such as -c core.fsmonitor=PROGRAM or --upload-pack=PROGRAM)"
 		}},
 	{Section: "include", Keys: []string{"*"}, Why: "makes Git read another config file",
 		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
@@ -215,16 +215,6 @@ func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
 func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoolString(value) }
 
 func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
-
-// aliasNotPlain: the alias's first byte is not a letter or digit, so it is not a
-// plain Git command (a new Git option or quoting form is caught by the same rule).
-func aliasNotPlain(_ gitconfig.Entry, value string) bool {
-	if value == "" {
-		return false
-	}
-	c := value[0]
-	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
-}
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).
 func isBoolString(v string) bool {

@@ -130,6 +130,27 @@ func TestDangerAliasOptions(t *testing.T) {
 		`status -s`:                               false,
 		`log --oneline -c core.pager=x`:           false,
 		`2fa`:                                     false,
+		// A plain command whose own options or words name a program or a file.
+		`ls-remote --upload-pack=PROGRAM .`:           true,
+		`grep --open-files-in-pager=PROGRAM -e x`:     true,
+		`grep -OPROGRAM -e x`:                         true,
+		`archive --remote=. --exec=PROGRAM HEAD`:      true,
+		`rebase -x PROGRAM HEAD~1`:                    true,
+		`difftool -y --extcmd=PROGRAM`:                true,
+		`log --output=/home/u/.bashrc --format=%s`:    true,
+		`config core.pager PROGRAM`:                   true,
+		`submodule foreach PROGRAM`:                   true,
+		`worktree add /home/u/.config/autostart main`: true,
+		`log --graph --pretty=format:"%h %s"`:         true,
+		// The operator's ordinary aliases.
+		`checkout`:                               false,
+		`status -sb`:                             false,
+		`log --graph --oneline --decorate --all`: false,
+		`log --pretty=format:%h%x09%s --date=short`: false,
+		`reset HEAD --`:            false,
+		`commit --amend --no-edit`: false,
+		`push --force-with-lease`:  false,
+		`lg`:                       false,
 	} {
 		e := gitconfig.Entry{Section: "alias", Key: "st", Value: value}
 		if got := Danger(e) != ""; got != want {
