@@ -38,9 +38,11 @@ func Danger(e gitconfig.Entry) string {
 // such keys are in dangerRules; tools that read Git's config run programs from keys
 // no table of Git's holds (git-annex's annex.*-command, git-secrets'
 // secrets.providers, git-flow's gitflow.path.hooks), and a new Git version adds
-// more (hook.NAME.command in 2.54).
+// more (hook.NAME.command in 2.54). A tool's options for a program it runs are one
+// (git-annex's remote.NAME.annex-ssh-options = -oProxyCommand=PROGRAM, its
+// annex-rsync-transport and annex.web-options).
 var execWords = []string{"command", "cmd", "program", "hook", "exec", "helper", "shell", "editor",
-	"pager", "browser", "script", "provider", "askpass"}
+	"pager", "browser", "script", "provider", "askpass", "options", "transport"}
 
 // unlistedDanger is the rule for an entry no row of dangerRules names, so that a
 // key the table does not know fails closed: a value that starts with "!" (a shell
