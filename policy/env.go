@@ -38,7 +38,8 @@ var SecretEnv = []string{
 // SecretEnvSuffixes catch the credential variables SecretEnv does not name
 // (compared upper-case: npm's npm_config__authToken too).
 var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY",
-	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING"}
+	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING",
+	"_PASS", "_TOKENS"} // DB_PASS, SMTP_PASS; Deno's DENO_AUTH_TOKENS=TOKEN@HOST
 
 // secretValuePrefixes are the published shapes of common tokens (GitHub, GitLab,
 // Anthropic, OpenAI, Slack, npm, PyPI, Hugging Face, AWS, Google, DigitalOcean,

@@ -34,6 +34,8 @@ func TestSecretValue(t *testing.T) {
 		"PG_DSN_NOPASS=host=db user=app password= dbname=x":                      false,
 		"LESS=-R --use-color":                                                    false,
 		"GREP_COLORS=mt=01;31":                                                   false,
+		"DB_PASS=s3cret":                                                         true,
+		"DENO_AUTH_TOKENS=abc123@deno.land":                                      true,
 		"FEATURES=passwordless=true":                                             false,
 	} {
 		name, value, _ := strings.Cut(kv, "=")
