@@ -9,15 +9,15 @@ import (
 // aliasSafeCommands are the Git commands a multi-word alias may run without
 // counting: none takes a program, a shell command or a file to write from its
 // words (config, submodule foreach, bisect run, worktree add, archive -o and
-// the transport commands do, so they are not here).
+// the transport commands do), or another repository to write (push), or a merge
+// strategy, which names a program (merge, rebase, pull, cherry-pick and revert
+// take -s); so they are not here.
 var aliasSafeCommands = map[string]bool{
-	"add": true, "blame": true, "branch": true, "checkout": true, "cherry-pick": true,
-	"clean": true, "commit": true, "describe": true, "diff": true, "fetch": true,
-	"grep": true, "log": true, "ls-files": true, "merge": true, "mv": true, "pull": true,
-	"push": true, "rebase": true, "reflog": true, "remote": true, "reset": true,
-	"restore": true, "rev-parse": true, "revert": true, "rm": true, "shortlog": true,
-	"show": true, "stash": true, "status": true, "switch": true, "tag": true,
-	"whatchanged": true,
+	"add": true, "blame": true, "branch": true, "checkout": true, "clean": true,
+	"commit": true, "describe": true, "diff": true, "fetch": true, "grep": true,
+	"log": true, "ls-files": true, "mv": true, "reflog": true, "reset": true,
+	"restore": true, "rev-parse": true, "rm": true, "shortlog": true, "show": true,
+	"stash": true, "status": true, "switch": true, "tag": true, "whatchanged": true,
 }
 
 // aliasSafeOptions are the options (the part before "=") those commands may carry
@@ -28,18 +28,17 @@ var aliasSafeOptions = map[string]bool{
 	"-a": true, "-A": true, "-b": true, "-c": true, "-d": true, "-D": true, "-f": true,
 	"-i": true, "-l": true, "-m": true, "-n": true, "-p": true, "-q": true, "-s": true,
 	"-sb": true, "-u": true, "-v": true, "-vv": true, "-w": true, "--": true,
-	"--abbrev-commit": true, "--abort": true, "--all": true, "--amend": true,
+	"--abbrev-commit": true, "--all": true, "--amend": true,
 	"--author": true, "--branch": true, "--cached": true, "--color": true,
-	"--continue": true, "--date": true, "--decorate": true, "--first-parent": true,
-	"--force-with-lease": true, "--format": true, "--graph": true, "--hard": true,
+	"--date": true, "--decorate": true, "--first-parent": true,
+	"--format": true, "--graph": true, "--hard": true,
 	"--ignored": true, "--list": true, "--max-count": true, "--mixed": true,
 	"--name-only": true, "--name-status": true, "--no-color": true, "--no-edit": true,
 	"--no-merges": true, "--oneline": true, "--patch": true, "--porcelain": true,
-	"--pretty": true, "--prune": true, "--quiet": true, "--rebase": true,
-	"--reverse": true, "--set-upstream": true, "--short": true, "--since": true,
-	"--skip": true, "--soft": true, "--staged": true, "--stat": true, "--tags": true,
+	"--pretty": true, "--prune": true, "--quiet": true,
+	"--reverse": true, "--short": true, "--since": true,
+	"--soft": true, "--staged": true, "--stat": true, "--tags": true,
 	"--until": true, "--untracked-files": true, "--verbose": true, "--word-diff": true,
-	"--ff-only": true,
 }
 
 // aliasNotPlain says whether an alias is no plain Git command line. An alias is

@@ -147,10 +147,11 @@ func TestDangerAliasOptions(t *testing.T) {
 		`status -sb`:                             false,
 		`log --graph --oneline --decorate --all`: false,
 		`log --pretty=format:%h%x09%s --date=short`: false,
-		`reset HEAD --`:            false,
-		`commit --amend --no-edit`: false,
-		`push --force-with-lease`:  false,
-		`lg`:                       false,
+		`reset HEAD --`:                             false,
+		`commit --amend --no-edit`:                  false,
+		`merge -s ../x/evil main`:                   true,
+		`push /home/u/other-repo HEAD:refs/heads/x`: true,
+		`lg`: false,
 	} {
 		e := gitconfig.Entry{Section: "alias", Key: "st", Value: value}
 		if got := Danger(e) != ""; got != want {
