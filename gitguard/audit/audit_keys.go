@@ -207,6 +207,12 @@ var dangerRules = []dangerRule{
 	{Section: "http", Keys: []string{"cookiefile"}, Why: "names a file Git writes the server's cookies to"},
 	// git svn takes each of its options from svn.OPTION.
 	{Section: "svn", Keys: []string{"authorsprog"}, Why: "names a program git svn runs"},
+	// tig reads Git's config: a binding's action after its key runs a command when
+	// it starts with !, @, ? or < ([tig "bind"] generic = G !PROGRAM), and
+	// tig.diff-highlight names the program diffs are piped through. Other tig keys
+	// keep the rule for keys no row names.
+	{Section: "tig", Keys: []string{"*"}, Why: "tig runs a binding's command or the program a key names",
+		When: "a binding whose action is no tig action, diff-highlight not a boolean, or unlistedDanger", Reason: tigDanger},
 	// Git LFS reads the same config: custom transfer agents and extensions are
 	// programs it runs on fetch, push and checkout.
 	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
@@ -217,6 +223,21 @@ func notEmpty(_ gitconfig.Entry, value string) bool { return value != "" }
 func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoolString(value) }
 
 func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
+
+// tigDanger words the tig row (dangerRules) for e.
+func tigDanger(e gitconfig.Entry, value string) string {
+	switch {
+	case e.Subsection == "bind":
+		_, action, _ := strings.Cut(value, " ")
+		if action = strings.TrimSpace(action); action != "" && !plainCommandName(action[:1]) {
+			return "tig runs this binding's action as a command"
+		}
+		return ""
+	case e.Subsection == "" && e.Key == "diff-highlight" && notBool(e, value):
+		return "names a program tig pipes diffs through"
+	}
+	return unlistedDanger(e, value)
+}
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).
 func isBoolString(v string) bool {

@@ -31,7 +31,7 @@ git -C wo/sub config hook.lint.command "touch $PWNED/hook-config"
 git -C wo/sub config annex.freezecontent-command "touch $PWNED/annex"
 git -C wo/sub config secrets.providers "touch $PWNED/secrets"
 git -C wo/sub config remote.o.annex-ssh-options "-oProxyCommand=touch\ $PWNED/annex-ssh"
-git -C wo/sub config tig.bind.generic "!touch $PWNED/tig"
+git -C wo/sub config tig.bind.generic "G !touch $PWNED/tig"
 git -C wo/sub config http.cookieFile "$HOME/.bashrc"
 git -C wo/sub config http.saveCookies true
 `
