@@ -9,12 +9,13 @@ import (
 // aliasSafeCommands are the Git commands a multi-word alias may run without
 // counting: none takes a program, a shell command or a file to write from its
 // words (config, submodule foreach, bisect run, worktree add, archive -o and
-// the transport commands do), or another repository to write (push), or a merge
+// the transport commands do), another repository to write (push) or to copy in,
+// where a later session reads it (fetch /home/u/private, pull), or a merge
 // strategy, which names a program (merge, rebase, pull, cherry-pick and revert
 // take -s); so they are not here.
 var aliasSafeCommands = map[string]bool{
 	"add": true, "blame": true, "branch": true, "checkout": true, "clean": true,
-	"commit": true, "describe": true, "diff": true, "fetch": true, "grep": true,
+	"commit": true, "describe": true, "diff": true, "grep": true,
 	"log": true, "ls-files": true, "mv": true, "reflog": true, "reset": true,
 	"restore": true, "rev-parse": true, "rm": true, "shortlog": true, "show": true,
 	"stash": true, "status": true, "switch": true, "tag": true, "whatchanged": true,
@@ -35,9 +36,9 @@ var aliasSafeOptions = map[string]bool{
 	"--ignored": true, "--list": true, "--max-count": true, "--mixed": true,
 	"--name-only": true, "--name-status": true, "--no-color": true, "--no-edit": true,
 	"--no-merges": true, "--oneline": true, "--patch": true, "--porcelain": true,
-	"--pretty": true, "--prune": true, "--quiet": true,
+	"--pretty": true, "--quiet": true,
 	"--reverse": true, "--short": true, "--since": true,
-	"--soft": true, "--staged": true, "--stat": true, "--tags": true,
+	"--soft": true, "--staged": true, "--stat": true,
 	"--until": true, "--untracked-files": true, "--verbose": true, "--word-diff": true,
 }
 

@@ -148,10 +148,11 @@ func TestDangerAliasOptions(t *testing.T) {
 		`status -sb`:                             false,
 		`log --graph --oneline --decorate --all`: false,
 		`log --pretty=format:%h%x09%s --date=short`: false,
-		`reset HEAD --`:                             false,
-		`commit --amend --no-edit`:                  false,
-		`merge -s ../x/evil main`:                   true,
-		`push /home/u/other-repo HEAD:refs/heads/x`: true,
+		`reset HEAD --`:                               false,
+		`commit --amend --no-edit`:                    false,
+		`merge -s ../x/evil main`:                     true,
+		`push /home/u/other-repo HEAD:refs/heads/x`:   true,
+		`fetch /home/u/private refs/heads/*:refs/x/*`: true,
 		`lg`: false,
 	} {
 		e := gitconfig.Entry{Section: "alias", Key: "st", Value: value}
