@@ -38,7 +38,8 @@ var SecretEnv = []string{
 // SecretEnvSuffixes catch the credential variables SecretEnv does not name
 // (compared upper-case: npm's npm_config__authToken too).
 var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY",
-	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING"}
+	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING",
+	"_PASS", "_TOKENS"} // DB_PASS, SMTP_PASS; Deno's DENO_AUTH_TOKENS=TOKEN@HOST
 
 // secretValuePrefixes are the published shapes of common tokens (GitHub, GitLab,
 // Anthropic, OpenAI, Slack, npm, PyPI, Hugging Face, AWS, Google, DigitalOcean,
@@ -88,13 +89,17 @@ func IsSecretEnv(name string) bool {
 }
 
 // IsSecretValue says whether --hide-secrets drops a variable for its value, whatever
-// its name: a URL that carries a password (DATABASE_URL, PIP_INDEX_URL, a proxy's),
+// its name: a URL that carries a password (DATABASE_URL, PIP_INDEX_URL, a proxy's)
+// or a connection string with a password field (hasSecretField),
 // an HTTP Authorization header (GIT_CONFIG_VALUE_0=Authorization: …), a PEM private
 // key, or a token of a published shape.
 func IsSecretValue(v string) bool {
 	low := strings.ToLower(v)
 	if strings.Contains(low, "authorization:") || strings.HasPrefix(low, "bearer ") ||
 		strings.HasPrefix(low, "basic ") || strings.Contains(v, "PRIVATE KEY-----") {
+		return true
+	}
+	if hasSecretField(low) {
 		return true
 	}
 	for rest := v; ; {
@@ -116,6 +121,34 @@ func IsSecretValue(v string) bool {
 	for _, p := range secretValuePrefixes {
 		if strings.HasPrefix(v, p) && len(v) >= 20 && tokenChars(v) {
 			return true
+		}
+	}
+	return false
+}
+
+// secretFields are the keys of key=value connection strings that hold a secret:
+// libpq's "host=db password=…", JDBC's "?user=…&password=…", ODBC's and Azure's
+// "…;Pwd=…;" and "AccountKey=…".
+var secretFields = []string{"password", "passwd", "pwd", "accountkey", "sharedaccesskey", "secret", "token"}
+
+// hasSecretField says whether low (a lower-cased value) holds a field of
+// secretFields with a value: the key at the start or after a space, ';', '&', '?',
+// ',' or '-' (--password=), then '=' and a byte that is not a separator.
+func hasSecretField(low string) bool {
+	for _, f := range secretFields {
+		for i := 0; ; {
+			j := strings.Index(low[i:], f+"=")
+			if j < 0 {
+				break
+			}
+			at, end := i+j, i+j+len(f)+1
+			i = end
+			if at > 0 && !strings.ContainsRune(" \t;&?,-", rune(low[at-1])) {
+				continue
+			}
+			if end < len(low) && !strings.ContainsRune(" \t;&,", rune(low[end])) {
+				return true
+			}
 		}
 	}
 	return false

@@ -25,6 +25,18 @@ func TestSecretValue(t *testing.T) {
 		"SKIN=sk-default":                                                     false,
 		"EDITOR=vim":                                                          false,
 		"PIP_INDEX_URL=https://pypi.org/simple":                               false,
+		// Connection strings with a password field, under names no suffix takes.
+		"PG_DSN=host=db user=app password=s3cret dbname=x":                       true,
+		"JDBC=jdbc:mysql://db/x?user=app&password=s3cret":                        true,
+		"SQLSRV=Server=db;Database=x;User Id=app;Pwd=s3cret;":                    true,
+		"AZ_STORAGE=DefaultEndpointsProtocol=https;AccountName=a;AccountKey=k==": true,
+		"OPTS=--password=s3cret":                                                 true,
+		"PG_DSN_NOPASS=host=db user=app password= dbname=x":                      false,
+		"LESS=-R --use-color":                                                    false,
+		"GREP_COLORS=mt=01;31":                                                   false,
+		"DB_PASS=s3cret":                                                         true,
+		"DENO_AUTH_TOKENS=abc123@deno.land":                                      true,
+		"FEATURES=passwordless=true":                                             false,
 	} {
 		name, value, _ := strings.Cut(kv, "=")
 		if got := r.DropsEntry(name, value); got != drop {

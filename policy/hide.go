@@ -35,7 +35,7 @@ var Secrets = []string{
 	".config/op", ".config/rclone/rclone.conf", ".s3cfg", ".boto", ".pgpass", ".my.cnf",
 	".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium",
 	".config/BraveSoftware", ".config/microsoft-edge", ".config/vivaldi",
-	".claude/.credentials.json", ".codex/auth.json",
+	".claude/.credentials.json", ".codex/auth.json", ".docker/key.pem", ".pulumi/credentials.json",
 	// Build tools' and package registries' logins.
 	".m2/settings.xml", ".m2/settings-security.xml", ".gradle/gradle.properties",
 	".ivy2/.credentials", ".nuget/NuGet/NuGet.Config", ".config/NuGet/NuGet.Config",
@@ -83,6 +83,54 @@ var SecretEnvPaths = []struct {
 	{"GEM_HOME", []string{"credentials"}, ""}, {"HF_HOME", []string{"token"}, ""},
 	{"CLAUDE_CONFIG_DIR", []string{".credentials.json"}, "claude"}, {"CODEX_HOME", []string{"auth.json"}, "codex"},
 	{"GRADLE_USER_HOME", []string{"gradle.properties"}, ""},
+	{"COMPOSER_HOME", []string{"auth.json"}, ""}, {"POETRY_CONFIG_DIR", []string{"auth.toml"}, ""},
+	{"PULUMI_HOME", []string{"credentials.json"}, ""}, {"BUNDLE_USER_CONFIG", nil, ""},
+	{"ANSIBLE_VAULT_PASSWORD_FILE", nil, ""}, {"GLAB_CONFIG_DIR", nil, ""},
+	{"DOCKER_CERT_PATH", []string{"key.pem"}, ""},
+}
+
+// SSHCommandEnv are the variables that hold an ssh command line, whose -i and
+// -o IdentityFile= name a private key anywhere (GIT_SSH_COMMAND="ssh -i ~/deploy/key").
+var SSHCommandEnv = []string{"GIT_SSH_COMMAND", "RSYNC_RSH", "BORG_RSH"}
+
+// sshCommandKeys are the absolute paths (or ~/ ones, below home) an ssh command
+// line names as identity files. Quoting is not parsed: a quoted path is stripped of
+// its quotes, one with spaces is missed.
+func sshCommandKeys(cmdline, home string) []string {
+	var out []string
+	words := strings.Fields(cmdline)
+	for i := 0; i < len(words); i++ {
+		w, path := words[i], ""
+		switch {
+		case w == "-i" && i+1 < len(words):
+			i++
+			path = words[i]
+		case strings.HasPrefix(w, "-i"):
+			path = w[2:]
+		case w == "-o" && i+1 < len(words):
+			i++
+			path = identityOption(words[i])
+		case strings.HasPrefix(w, "-o"):
+			path = identityOption(w[2:])
+		}
+		path = strings.Trim(path, "\"'")
+		if rest, ok := strings.CutPrefix(path, "~/"); ok {
+			path = filepath.Join(home, rest)
+		}
+		if filepath.IsAbs(path) && !strings.HasSuffix(path, ".pub") {
+			out = append(out, filepath.Clean(path))
+		}
+	}
+	return out
+}
+
+// identityOption is the path of an ssh -o IdentityFile=PATH option, "" for another.
+func identityOption(opt string) string {
+	k, v, ok := strings.Cut(strings.Trim(opt, "\"'"), "=")
+	if !ok || !strings.EqualFold(k, "IdentityFile") {
+		return ""
+	}
+	return v
 }
 
 // resolveHide validates --hide and expands --hide-secrets. A hidden path must exist
@@ -131,7 +179,8 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 
 // secretPaths are the paths --hide-secrets hides when they exist: Secrets below
 // HOME and below the XDG directories the environment sets, what SecretEnvPaths name,
-// and the SSH private keys.
+// and the SSH private keys (~/.ssh's, those its config names, and those an ssh
+// command line of SSHCommandEnv names).
 func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string {
 	env := func(name string) string {
 		for _, kv := range environ {
@@ -169,6 +218,9 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 				list = append(list, filepath.Join(v, f))
 			}
 		}
+	}
+	for _, v := range SSHCommandEnv {
+		list = append(list, sshCommandKeys(env(v), home)...)
 	}
 	keys, configs := sshIdentities(home)
 	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {

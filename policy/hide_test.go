@@ -24,3 +24,22 @@ func TestSecretPathsMoved(t *testing.T) {
 		t.Errorf("the kept agent's login is hidden: %v", got)
 	}
 }
+
+// TestSecretPathsSSHCommand: a key an ssh command line in the environment names
+// (GIT_SSH_COMMAND -i, -iPATH, -o IdentityFile=) is hidden wherever it is, and so
+// are the stores COMPOSER_HOME and DOCKER_CERT_PATH move; a public key is not.
+func TestSecretPathsSSHCommand(t *testing.T) {
+	env := []string{"GIT_SSH_COMMAND=ssh -i ~/deploy/key -o IdentitiesOnly=yes -o 'IdentityFile=/k/two' -i/k/three -i /k/four.pub",
+		"RSYNC_RSH=ssh -oIdentityFile=/k/rsync", "COMPOSER_HOME=/c", "DOCKER_CERT_PATH=/d"}
+	got := secretPaths("/h", "", env, nil)
+	for _, want := range []string{"/h/deploy/key", "/k/two", "/k/three", "/k/rsync", "/c/auth.json", "/d/key.pem", "/h/.docker/key.pem"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden: %v", want, got)
+		}
+	}
+	for _, not := range []string{"/k/four.pub", "yes", "IdentitiesOnly=yes"} {
+		if slices.Contains(got, not) {
+			t.Errorf("%s hidden: %v", not, got)
+		}
+	}
+}

@@ -38,9 +38,11 @@ func Danger(e gitconfig.Entry) string {
 // such keys are in dangerRules; tools that read Git's config run programs from keys
 // no table of Git's holds (git-annex's annex.*-command, git-secrets'
 // secrets.providers, git-flow's gitflow.path.hooks), and a new Git version adds
-// more (hook.NAME.command in 2.54).
+// more (hook.NAME.command in 2.54). A tool's options for a program it runs are one
+// (git-annex's remote.NAME.annex-ssh-options = -oProxyCommand=PROGRAM, its
+// annex-rsync-transport and annex.web-options).
 var execWords = []string{"command", "cmd", "program", "hook", "exec", "helper", "shell", "editor",
-	"pager", "browser", "script", "provider", "askpass"}
+	"pager", "browser", "script", "provider", "askpass", "options", "transport"}
 
 // unlistedDanger is the rule for an entry no row of dangerRules names, so that a
 // key the table does not know fails closed: a value that starts with "!" (a shell
@@ -126,16 +128,16 @@ var dangerRules = []dangerRule{
 	{Section: "merge", Keys: []string{"driver"}, Why: "names a merge driver Git runs",
 		When: "in a subsection", If: func(e gitconfig.Entry, _ string) bool { return e.Subsection != "" }},
 	{Section: "filter", Keys: []string{"clean", "smudge", "process"}, Why: "names a filter Git runs on checkout, add or status"},
-	// An alias that does not start with a plain command name is a shell command
-	// (!), or Git options ahead of the command (-c core.fsmonitor=PROGRAM status,
-	// also when quoted or escaped), which Git applies when it expands the alias.
-	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or sets Git options that can name a program",
-		When: "the value does not start with a letter or digit", If: aliasNotPlain,
+	// An alias is a Git command line: a shell command (!), options ahead of its
+	// command (-c core.fsmonitor=PROGRAM status) or a command's own options
+	// (ls-remote --upload-pack=PROGRAM) run a program when the operator uses it.
+	{Section: "alias", Keys: []string{"*"}, Why: "alias runs a shell command or passes Git options that can name a program",
+		When: "it is no plain command line (audit_alias.go)", If: aliasNotPlain,
 		Reason: func(_ gitconfig.Entry, value string) string {
 			if bang(gitconfig.Entry{}, value) {
 				return "alias runs a shell command"
 			}
-			return "alias sets Git options (such as -c core.fsmonitor=PROGRAM) before its command"
+			return "alias is no plain Git command line: its options or command can name a program Git runs (such as -c core.fsmonitor=PROGRAM or --upload-pack=PROGRAM)"
 		}},
 	{Section: "include", Keys: []string{"*"}, Why: "makes Git read another config file",
 		When: "an include (path)", If: func(e gitconfig.Entry, _ string) bool { return gitconfig.IsInclude(e) }},
@@ -205,6 +207,12 @@ var dangerRules = []dangerRule{
 	{Section: "http", Keys: []string{"cookiefile"}, Why: "names a file Git writes the server's cookies to"},
 	// git svn takes each of its options from svn.OPTION.
 	{Section: "svn", Keys: []string{"authorsprog"}, Why: "names a program git svn runs"},
+	// tig reads Git's config: a binding's action after its key runs a command when
+	// it starts with !, @, ? or < ([tig "bind"] generic = G !PROGRAM), and
+	// tig.diff-highlight names the program diffs are piped through. Other tig keys
+	// keep the rule for keys no row names.
+	{Section: "tig", Keys: []string{"*"}, Why: "tig runs a binding's command or the program a key names",
+		When: "a binding whose action is no tig action, diff-highlight not a boolean, or unlistedDanger", Reason: tigDanger},
 	// Git LFS reads the same config: custom transfer agents and extensions are
 	// programs it runs on fetch, push and checkout.
 	{Section: "lfs", Keys: []string{"path", "clean", "smudge"}, Why: "names a program Git LFS runs"},
@@ -216,14 +224,19 @@ func notBool(e gitconfig.Entry, value string) bool { return !e.NoValue && !isBoo
 
 func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "!") }
 
-// aliasNotPlain: the alias's first byte is not a letter or digit, so it is not a
-// plain Git command (a new Git option or quoting form is caught by the same rule).
-func aliasNotPlain(_ gitconfig.Entry, value string) bool {
-	if value == "" {
-		return false
+// tigDanger words the tig row (dangerRules) for e.
+func tigDanger(e gitconfig.Entry, value string) string {
+	switch {
+	case e.Subsection == "bind":
+		_, action, _ := strings.Cut(value, " ")
+		if action = strings.TrimSpace(action); action != "" && !plainCommandName(action[:1]) {
+			return "tig runs this binding's action as a command"
+		}
+		return ""
+	case e.Subsection == "" && e.Key == "diff-highlight" && notBool(e, value):
+		return "names a program tig pipes diffs through"
 	}
-	c := value[0]
-	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+	return unlistedDanger(e, value)
 }
 
 // isBoolString reports whether Git reads v as a boolean (an empty value is false).

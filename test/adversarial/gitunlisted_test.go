@@ -10,8 +10,9 @@ import (
 // TestGitConfigUnlistedForms: a nested repository planted in the session whose
 // config makes the operator's Git run a program through forms the danger table did
 // not list — an alias without "!" that sets -c core.fsmonitor ahead of its command
-// (quoted too), Git 2.54's configured hooks (hook.NAME.command), and keys of tools
-// that read Git's config (git-annex, git-secrets, tig), and a cookie file Git would
+// (quoted too) or a plain command whose own option names a program
+// (ls-remote --upload-pack=PROGRAM), Git 2.54's configured hooks (hook.NAME.command), and keys of tools
+// that read Git's config (git-annex's commands and the options it gives ssh, git-secrets, tig), and a cookie file Git would
 // rewrite (http.cookieFile = ~/.bashrc) — is found by the audit, and
 // the operator's `git st` there runs nothing.
 func TestGitConfigUnlistedForms(t *testing.T) {
@@ -20,11 +21,17 @@ mkdir -p wo/sub
 git -C wo/sub init -q
 git -C wo/sub config alias.st "-c core.fsmonitor=\"touch $PWNED/alias-c\" status"
 git -C wo/sub config alias.ci "\"-c\" core.fsmonitor=\"touch $PWNED/alias-quoted\" commit"
+mkdir -p wo/lr/sub
+git -C wo/lr/sub init -q
+printf '#!/bin/sh\ntouch %s/alias-upload-pack\nexec git-upload-pack "$@"\n' "$PWNED" >wo/lr/sub/up
+chmod +x wo/lr/sub/up
+git -C wo/lr/sub config alias.st "ls-remote --upload-pack=$PWD/wo/lr/sub/up ."
 git -C wo/sub config hook.lint.event pre-commit
 git -C wo/sub config hook.lint.command "touch $PWNED/hook-config"
 git -C wo/sub config annex.freezecontent-command "touch $PWNED/annex"
 git -C wo/sub config secrets.providers "touch $PWNED/secrets"
-git -C wo/sub config tig.bind.generic "!touch $PWNED/tig"
+git -C wo/sub config remote.o.annex-ssh-options "-oProxyCommand=touch\ $PWNED/annex-ssh"
+git -C wo/sub config tig.bind.generic "G !touch $PWNED/tig"
 git -C wo/sub config http.cookieFile "$HOME/.bashrc"
 git -C wo/sub config http.saveCookies true
 `
@@ -34,8 +41,8 @@ git -C wo/sub config http.saveCookies true
 			cmd := x.Agentbox(x.Repo, "exec", "--backend", backend, "--no-git-save", "--", "/bin/sh", "-c", plant)
 			cmd.Env = append(cmd.Env, "PWNED="+x.Pwned)
 			r := sandboxtest.Run(cmd)
-			for _, key := range []string{"alias.st", "alias.ci", "hook.lint.command",
-				"annex.freezecontent-command", "secrets.providers", "tig.bind.generic", "http.cookiefile"} {
+			for _, key := range []string{"alias.st", "alias.ci", "lr/sub/.git/config", "hook.lint.command",
+				"annex.freezecontent-command", "secrets.providers", "remote.o.annex-ssh-options", "tig.bind.generic", "http.cookiefile"} {
 				if !strings.Contains(r.Stderr, key) {
 					t.Errorf("the audit does not name %s:\n%s", key, r)
 				}

@@ -19,7 +19,7 @@ func TestSecretEnv(t *testing.T) {
 		// their value.
 		"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
 		"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk=",
-		"PLAIN_URL=https://example.com/a:b"}
+		"PLAIN_URL=https://example.com/a:b", "PG_DSN=host=db user=app password=dsnpass1 dbname=x"}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
@@ -47,7 +47,8 @@ func TestSecretEnv(t *testing.T) {
 			}
 			secret := []string{"AWS_SECRET_ACCESS_KEY=aws1", "GITHUB_TOKEN=gh1", "MY_SERVICE_API_KEY=svc1", "npm_config__authToken=npm1", "OPENAI_API_KEY=oai1",
 				"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
-				"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk="}
+				"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk=",
+				"PG_DSN=host=db user=app password=dsnpass1 dbname=x"}
 			env := run(vars)
 			want("no flag", env, append([]string{"PLAIN_SETTING=plain1"}, secret...), nil)
 			env = run(vars, "--hide-secrets", "--keep-agent", "claude")

@@ -86,7 +86,9 @@ func hideSecrets(t *testing.T, b *sandboxtest.Box) {
 // $XDG_CONFIG_HOME/gh, the file GOOGLE_APPLICATION_CREDENTIALS names, a KUBECONFIG
 // list), an SSH key may sit in a subdirectory of ~/.ssh beside a ControlMaster
 // socket, and Git's cookie file, Maven's settings and a snap Firefox are stores
-// too: none is readable inside; the public key and the ssh config are.
+// too, as are the key GIT_SSH_COMMAND names with -i, COMPOSER_HOME's auth.json and
+// Docker's TLS client key: none is readable inside; the public key and the ssh
+// config are.
 func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 	h := b.Home
 	files := map[string]string{
@@ -103,6 +105,9 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 		"/.gitcookies":                      "GITCOOKIE",
 		"/.m2/settings.xml":                 "MAVENPASS",
 		"/snap/firefox/common/.mozilla/firefox/p/cookies.sqlite": "FIREFOXSNAP",
+		"/deploy/key":      "GITSSHKEY",
+		"/comp/auth.json":  "COMPOSERAUTH",
+		"/.docker/key.pem": "DOCKERTLSKEY",
 	}
 	script := ""
 	for rel, content := range files {
@@ -121,7 +126,8 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 	}
 	cmd := b.Command(b.Repo, []string{"--hide-secrets"}, script+"true")
 	cmd.Env = append(cmd.Env, "GNUPGHOME="+h+"/keys/gpg", "XDG_CONFIG_HOME="+h+"/xdg",
-		"GOOGLE_APPLICATION_CREDENTIALS="+h+"/creds/sa.json", "KUBECONFIG="+h+"/kube/a.conf:"+h+"/kube/b.conf")
+		"GOOGLE_APPLICATION_CREDENTIALS="+h+"/creds/sa.json", "KUBECONFIG="+h+"/kube/a.conf:"+h+"/kube/b.conf",
+		"GIT_SSH_COMMAND=ssh -i "+h+"/deploy/key -o IdentitiesOnly=yes", "COMPOSER_HOME="+h+"/comp")
 	r := sandboxtest.Run(cmd)
 	if r.Code != 0 {
 		t.Fatalf("--hide-secrets with the stores moved:\n%s", r)
