@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
@@ -13,33 +14,33 @@ import (
 // where a later session reads it (fetch /home/u/private, pull), or a merge
 // strategy, which names a program (merge, rebase, pull, cherry-pick and revert
 // take -s); so they are not here.
-var aliasSafeCommands = map[string]bool{
-	"add": true, "blame": true, "branch": true, "checkout": true, "clean": true,
-	"commit": true, "describe": true, "diff": true, "grep": true,
-	"log": true, "ls-files": true, "mv": true, "reflog": true, "reset": true,
-	"restore": true, "rev-parse": true, "rm": true, "shortlog": true, "show": true,
-	"stash": true, "status": true, "switch": true, "tag": true, "whatchanged": true,
+var aliasSafeCommands = []string{
+	"add", "blame", "branch", "checkout", "clean",
+	"commit", "describe", "diff", "grep",
+	"log", "ls-files", "mv", "reflog", "reset",
+	"restore", "rev-parse", "rm", "shortlog", "show",
+	"stash", "status", "switch", "tag", "whatchanged",
 }
 
 // aliasSafeOptions are the options (the part before "=") those commands may carry
 // in an alias; any other option counts, since options such as --upload-pack,
 // --exec, -x, --extcmd, --open-files-in-pager (-O) and --output name a program or a
 // file Git writes.
-var aliasSafeOptions = map[string]bool{
-	"-a": true, "-A": true, "-b": true, "-c": true, "-d": true, "-D": true, "-f": true,
-	"-i": true, "-l": true, "-m": true, "-n": true, "-p": true, "-q": true, "-s": true,
-	"-sb": true, "-u": true, "-v": true, "-vv": true, "-w": true, "--": true,
-	"--abbrev-commit": true, "--all": true, "--amend": true,
-	"--author": true, "--branch": true, "--cached": true, "--color": true,
-	"--date": true, "--decorate": true, "--first-parent": true,
-	"--format": true, "--graph": true, "--hard": true,
-	"--ignored": true, "--list": true, "--max-count": true, "--mixed": true,
-	"--name-only": true, "--name-status": true, "--no-color": true, "--no-edit": true,
-	"--no-merges": true, "--oneline": true, "--patch": true, "--porcelain": true,
-	"--pretty": true, "--quiet": true,
-	"--reverse": true, "--short": true, "--since": true,
-	"--soft": true, "--staged": true, "--stat": true,
-	"--until": true, "--untracked-files": true, "--verbose": true, "--word-diff": true,
+var aliasSafeOptions = []string{
+	"-a", "-A", "-b", "-c", "-d", "-D", "-f",
+	"-i", "-l", "-m", "-n", "-p", "-q", "-s",
+	"-sb", "-u", "-v", "-vv", "-w", "--",
+	"--abbrev-commit", "--all", "--amend",
+	"--author", "--branch", "--cached", "--color",
+	"--date", "--decorate", "--first-parent",
+	"--format", "--graph", "--hard",
+	"--ignored", "--list", "--max-count", "--mixed",
+	"--name-only", "--name-status", "--no-color", "--no-edit",
+	"--no-merges", "--oneline", "--patch", "--porcelain",
+	"--pretty", "--quiet",
+	"--reverse", "--short", "--since",
+	"--soft", "--staged", "--stat",
+	"--until", "--untracked-files", "--verbose", "--word-diff",
 }
 
 // aliasNotPlain says whether an alias is no plain Git command line. An alias is
@@ -62,7 +63,7 @@ func aliasNotPlain(_ gitconfig.Entry, value string) bool {
 	if len(words) == 1 {
 		return false
 	}
-	if !aliasSafeCommands[words[0]] {
+	if !slices.Contains(aliasSafeCommands, words[0]) {
 		return true
 	}
 	for _, w := range words[1:] {
@@ -70,7 +71,7 @@ func aliasNotPlain(_ gitconfig.Entry, value string) bool {
 			continue
 		}
 		name, _, _ := strings.Cut(w, "=")
-		if !aliasSafeOptions[name] {
+		if !slices.Contains(aliasSafeOptions, name) {
 			return true
 		}
 	}
