@@ -72,6 +72,7 @@ func TestRawInitReportsFailuresAsTheGoInit(t *testing.T) {
 	} {
 		plan := minimalPlan("/bin/true")
 		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.BindRO, Source: c.source, Dest: "/etc/hostname"})
+		waitRawFree(t) // an earlier test's raw init, reaped in the background, shares this memory
 		res, err := Run(plan, opts)
 		if err == nil || err.Error() != c.want || !slices.Contains(phaseNames(res), PhaseClone) {
 			t.Errorf("bind of %s: %v, want %q", c.source, err, c.want)
@@ -108,6 +109,7 @@ func TestBeforeExec(t *testing.T) {
 		plan := minimalPlan("/bin/sh", "-c", "cat /tmp/shared/baseline")
 		plan.Ops = append(plan.Ops, mounts.Op{Kind: mounts.Bind, Source: shared, Dest: "/tmp/shared"})
 		opts := Options{Stdio: Stdio{Stdin: null, Stdout: out, Stderr: null}, RawInit: raw}
+		waitRawFree(t) // else the launch rightly goes to the Go init, which does not wait
 		opts.BeforeExec = func() error {
 			// Long enough for a sandbox that did not wait to have run its command.
 			time.Sleep(100 * time.Millisecond)
