@@ -121,6 +121,16 @@ var dangerRules = []dangerRule{
 	// An empty value only resets the list of helpers.
 	{Section: "credential", Keys: []string{"helper"}, Why: "names a credential helper Git runs",
 		When: "not empty", If: notEmpty},
+	// Git Credential Manager picks its provider by name; only a name it does not
+	// know counts (the unlisted rule took the key's "provider" for a program).
+	{Section: "credential", Keys: []string{"provider"}, Why: "names an unknown credential provider for Git Credential Manager",
+		When: "the value is not one of its provider names", If: func(_ gitconfig.Entry, value string) bool {
+			switch strings.ToLower(value) {
+			case "auto", "generic", "github", "gitlab", "bitbucket", "azure-repos":
+				return false
+			}
+			return true
+		}},
 	{Section: "gpg", Keys: []string{"program", "defaultkeycommand"}, Why: "names a program Git runs to sign or verify"},
 	{Section: "diff", Keys: []string{"textconv", "command"}, Why: "names a diff program Git runs"},
 	{Section: "diff", Keys: []string{"external"}, Why: "names a diff program Git runs",

@@ -28,6 +28,7 @@ var dangerExamples = map[string]dangerExample{
 	"core.gitproxy":             ex("", "", ""),
 	"core.alternaterefscommand": ex("", "", ""),
 	"credential.helper":         ex("", "", ""),
+	"credential.provider":       ex("", "/tmp/x", "github"),
 	"diff.external":             {gitconfig.Entry{Value: "x"}, gitconfig.Entry{Subsection: "d", Value: "x"}},
 	"merge.driver":              {gitconfig.Entry{Subsection: "m", Value: "x"}, gitconfig.Entry{Value: "x"}},
 	"alias.*":                   {gitconfig.Entry{Key: "st", Value: "!sh -c x"}, gitconfig.Entry{Key: "st", Value: "status -s"}},
