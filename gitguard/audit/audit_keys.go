@@ -238,8 +238,9 @@ func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value
 func tigDanger(e gitconfig.Entry, value string) string {
 	switch {
 	case e.Subsection == "bind":
-		_, action, _ := strings.Cut(value, " ")
-		if action = strings.TrimSpace(action); action != "" && !plainCommandName(action[:1]) {
+		// tig splits a binding at any white space, as Git's value may hold a tab
+		// (quoted, or \t); the action is its second word.
+		if words := strings.Fields(value); len(words) > 1 && !plainCommandName(words[1][:1]) {
 			return "tig runs this binding's action as a command"
 		}
 		return ""
