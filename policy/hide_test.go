@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -40,6 +42,49 @@ func TestSecretPathsSSHCommand(t *testing.T) {
 	for _, not := range []string{"/k/four.pub", "yes", "IdentitiesOnly=yes"} {
 		if slices.Contains(got, not) {
 			t.Errorf("%s hidden: %v", not, got)
+		}
+	}
+}
+
+// TestSecretPathsSSHConfigForms: the keys ssh's config names are hidden in every
+// form ssh reads: through an Include of an Include, a quoted path with a space, a
+// token known only when ssh connects (%h: every file it may name), a ${VARIABLE},
+// and a config an ssh command line names with -F; the config files themselves and
+// the files no token matches stay.
+func TestSecretPathsSSHConfigForms(t *testing.T) {
+	home := t.TempDir()
+	files := map[string]string{
+		".ssh/config":         "Include conf.d/*\nIdentityFile \"~/My Keys/id_work\"\nHost *\n  IdentityFile ~/keys/%h_key\n  IdentityFile=${KEYDIR}/k1\n",
+		".ssh/conf.d/a":       "Include ~/.ssh/deeper\n",
+		".ssh/deeper":         "IdentityFile ~/nested/key\n",
+		"other.cfg":           "IdentityFile %d/fkeys/k\n",
+		"My Keys/id_work":     "KEY",
+		"keys/github.com_key": "KEY",
+		"keys/gitlab.com_key": "KEY",
+		"keys/notes.txt":      "NOT A KEY",
+		"envkeys/k1":          "KEY",
+		"nested/key":          "KEY",
+		"fkeys/k":             "KEY",
+	}
+	for name, data := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"KEYDIR=" + filepath.Join(home, "envkeys"), "GIT_SSH_COMMAND=ssh -F ~/other.cfg"}
+	got := secretPaths(home, "", env, nil)
+	for _, want := range []string{"My Keys/id_work", "keys/github.com_key", "keys/gitlab.com_key", "envkeys/k1", "nested/key", "fkeys/k"} {
+		if !slices.Contains(got, filepath.Join(home, want)) {
+			t.Errorf("~/%s not hidden", want)
+		}
+	}
+	for _, not := range []string{"keys/notes.txt", ".ssh/config", ".ssh/conf.d/a", ".ssh/deeper", "other.cfg"} {
+		if slices.Contains(got, filepath.Join(home, not)) {
+			t.Errorf("~/%s hidden", not)
 		}
 	}
 }
