@@ -291,7 +291,15 @@ func sshIdentities(home string, env func(string) string, extra []string) (keys, 
 			}
 		}
 	}
-	return keys, files
+	// A token's pattern matches more than keys (%d/%r matches HOME's directories,
+	// ~/.ssh/%h the config files): ssh opens a key as a file, and a config is read.
+	named := keys[:0]
+	for _, k := range keys {
+		if st, err := os.Stat(k); (err != nil || !st.IsDir()) && !slices.Contains(files, k) {
+			named = append(named, k)
+		}
+	}
+	return named, files
 }
 
 // maxSSHConfigFiles bounds the config files sshIdentities reads (ssh itself stops

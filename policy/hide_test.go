@@ -54,7 +54,7 @@ func TestSecretPathsSSHCommand(t *testing.T) {
 func TestSecretPathsSSHConfigForms(t *testing.T) {
 	home := t.TempDir()
 	files := map[string]string{
-		".ssh/config":         "Include conf.d/*\nIdentityFile \"~/My Keys/id_work\"\nHost *\n  IdentityFile ~/keys/%h_key\n  IdentityFile=${KEYDIR}/k1\n",
+		".ssh/config":         "Include conf.d/*\nIdentityFile \"~/My Keys/id_work\"\nHost *\n  IdentityFile ~/keys/%h_key\n  IdentityFile=${KEYDIR}/k1\n  IdentityFile %d/%r\n  IdentityFile ~/.ssh/%h\n",
 		".ssh/conf.d/a":       "Include ~/.ssh/deeper\n",
 		".ssh/deeper":         "IdentityFile ~/nested/key\n",
 		"other.cfg":           "IdentityFile %d/fkeys/k\n",
