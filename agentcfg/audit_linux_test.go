@@ -297,6 +297,18 @@ var auditCases = []struct {
 		before: `{"a":{"timestamp":1}}`, after: `{"b":{"timestamp":2}}`, want: `{"b":{"timestamp":2}}`},
 	{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 	{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
+	{name: "systemd user manager's config changed", rel: ".config/systemd/user.conf", before: "[Manager]\n",
+		after: "[Manager]\nDefaultEnvironment=LD_PRELOAD=/tmp/x.so\n", keys: []string{""}, want: "[Manager]\n"},
+	{name: "systemd user manager's drop-in added", rel: ".config/systemd/user.conf.d/x.conf", before: "-",
+		after: "[Manager]\nDefaultEnvironment=LD_PRELOAD=/tmp/x.so\n", keys: []string{""}, want: "-"},
+	{name: "desktop entry added", rel: ".local/share/applications/x.desktop", before: "-",
+		after: "[Desktop Entry]\nType=Application\nExec=/tmp/x\nMimeType=text/plain;\n", keys: []string{""}, want: "-"},
+	{name: "default application changed", rel: ".config/mimeapps.list", before: "[Default Applications]\n",
+		after: "[Default Applications]\nx-scheme-handler/https=x.desktop\n", keys: []string{""}, want: "[Default Applications]\n"},
+	{name: "fish completion added", rel: ".config/fish/completions/git.fish", before: "-",
+		after: "/tmp/x\n", keys: []string{""}, want: "-"},
+	{name: "KDE login script added", rel: ".config/plasma-workspace/env/x.sh", before: "-",
+		after: "/tmp/x\n", keys: []string{""}, want: "-"},
 }
 
 // claudeOauth is Claude Code 2.1.332's stored login: the account's ids, tokens
@@ -389,6 +401,37 @@ func TestAudit(t *testing.T) {
 				t.Errorf("quarantine files beside the user's: %v", m)
 			}
 		})
+	}
+}
+
+// TestAuditZDOTDIR: zsh's start-up files where $ZDOTDIR moves them are audited
+// whole in a kept path, as ~/.zshrc is; another file there is not.
+func TestAuditZDOTDIR(t *testing.T) {
+	home := t.TempDir()
+	zdot := filepath.Join(home, ".config", "zsh")
+	if err := os.MkdirAll(zdot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(zdot, ".zshrc"), "a\n")
+	put(t, filepath.Join(zdot, "other"), "a\n")
+	q := t.TempDir()
+	base := Snapshot(Options{Home: home, Kept: []string{filepath.Join(home, ".config")}, Repo: auditRepo, ID: "T",
+		Quarantine: q, AgentDirs: map[string]string{zdotdirKey: zdot}})
+	put(t, filepath.Join(zdot, ".zshrc"), "a\n/tmp/x\n")
+	put(t, filepath.Join(zdot, ".zshenv"), "/tmp/x\n")
+	put(t, filepath.Join(zdot, "other"), "b\n")
+	fs := base.Audit()
+	if len(fs) != 2 {
+		t.Errorf("findings %v, want .zshrc's and .zshenv's", fs)
+	}
+	if got := get(filepath.Join(zdot, ".zshrc")); got != "a\n" {
+		t.Errorf(".zshrc after the audit: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(zdot, ".zshenv")); err == nil {
+		t.Errorf(".zshenv the session added is still there")
+	}
+	if got := get(filepath.Join(zdot, "other")); got != "b\n" {
+		t.Errorf("another file of ZDOTDIR after the audit: %q", got)
 	}
 }
 

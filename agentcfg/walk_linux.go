@@ -51,6 +51,15 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 			addf(p, k.f)
 		}
 	}
+	// zsh reads its start-up files from $ZDOTDIR (~/.config/zsh is common): a kept
+	// path there holds them as ~ would.
+	if z := o.AgentDirs[zdotdirKey]; filepath.IsAbs(z) {
+		for _, n := range zshFiles {
+			if p := filepath.Join(z, n); o.kept(p) {
+				addf(p, wholeFile)
+			}
+		}
+	}
 	budget := maxWalk
 	for _, s := range o.scopes() {
 		w := walker{o: o, a: s.a, dir: s.dir, add: addf, budget: &budget, relax: r}
