@@ -435,6 +435,42 @@ func TestAuditZDOTDIR(t *testing.T) {
 	}
 }
 
+// TestAuditLinkedStartFile: a start-up file of HOME linked into a kept path (a
+// dotfiles checkout, reached directly or through a linked directory) is audited
+// there whole: the session writes what the operator's next shell runs.
+func TestAuditLinkedStartFile(t *testing.T) {
+	home := t.TempDir()
+	dots := filepath.Join(home, "src", "dotfiles")
+	if err := os.MkdirAll(dots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(dots, "zshrc"), "a\n")
+	put(t, filepath.Join(dots, "bashrc"), "a\n")
+	put(t, filepath.Join(dots, "notes"), "a\n")
+	for link, target := range map[string]string{".zshrc": "src/dotfiles/zshrc", "dots": "src/dotfiles", ".bashrc": "dots/bashrc"} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := t.TempDir()
+	base := Snapshot(Options{Home: home, Kept: []string{dots}, Repo: auditRepo, ID: "T", Quarantine: q})
+	for _, n := range []string{"zshrc", "bashrc", "notes"} {
+		put(t, filepath.Join(dots, n), "a\n/tmp/x\n")
+	}
+	fs := base.Audit()
+	if len(fs) != 2 {
+		t.Errorf("findings %v, want zshrc's and bashrc's", fs)
+	}
+	for _, n := range []string{"zshrc", "bashrc"} {
+		if got := get(filepath.Join(dots, n)); got != "a\n" {
+			t.Errorf("%s after the audit: %q", n, got)
+		}
+	}
+	if got := get(filepath.Join(dots, "notes")); got != "a\n/tmp/x\n" {
+		t.Errorf("another file of the kept path after the audit: %q", got)
+	}
+}
+
 // TestAuditOnlyKept: a known file outside every kept path is not looked at (the
 // overlay threw the session's version away).
 func TestAuditOnlyKept(t *testing.T) {

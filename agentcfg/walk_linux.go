@@ -47,7 +47,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 		}
 	}
 	for _, k := range known {
-		if p := filepath.Join(o.Home, k.rel); o.kept(p) {
+		if p := o.linkedInto(filepath.Join(o.Home, k.rel)); p != "" {
 			addf(p, k.f)
 		}
 	}
@@ -55,7 +55,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 	// path there holds them as ~ would.
 	if z := o.AgentDirs[zdotdirKey]; filepath.IsAbs(z) {
 		for _, n := range zshFiles {
-			if p := filepath.Join(z, n); o.kept(p) {
+			if p := o.linkedInto(filepath.Join(z, n)); p != "" {
 				addf(p, wholeFile)
 			}
 		}
@@ -112,6 +112,34 @@ func (o Options) scopes() []scope {
 		dedup = append(dedup, s)
 	}
 	return dedup
+}
+
+// maxLinkHops bounds linkedInto, as the kernel bounds a path's symlinks.
+const maxLinkHops = 40
+
+// linkedInto is the path in a kept path that the operator's programs open for p:
+// p itself when it lies in one, else the target of p's symlink when that leads into
+// one (~/.zshrc -> dotfiles/zshrc with --keep ~/dotfiles: the session writes
+// what the next shell runs), followed while outside the kept paths, whose links
+// the session cannot change; "" when p leads into none.
+func (o Options) linkedInto(p string) string {
+	for i := 0; i < maxLinkHops; i++ {
+		if o.kept(p) {
+			return p
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "" // not a link, or missing: outside every kept path
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		if d, err := filepath.EvalSymlinks(filepath.Dir(t)); err == nil {
+			t = filepath.Join(d, filepath.Base(t))
+		}
+		p = filepath.Clean(t)
+	}
+	return ""
 }
 
 func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
