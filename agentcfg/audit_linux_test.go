@@ -437,7 +437,8 @@ func TestAuditZDOTDIR(t *testing.T) {
 
 // TestAuditLinkedStartFile: a start-up file of HOME linked into a kept path (a
 // dotfiles checkout, reached directly or through a linked directory) is audited
-// there whole: the session writes what the operator's next shell runs.
+// there whole, and so are a start-up directory and an agent's directory linked
+// there: the session writes what the operator's next shell or agent runs.
 func TestAuditLinkedStartFile(t *testing.T) {
 	home := t.TempDir()
 	dots := filepath.Join(home, "src", "dotfiles")
@@ -447,21 +448,34 @@ func TestAuditLinkedStartFile(t *testing.T) {
 	put(t, filepath.Join(dots, "zshrc"), "a\n")
 	put(t, filepath.Join(dots, "bashrc"), "a\n")
 	put(t, filepath.Join(dots, "notes"), "a\n")
-	for link, target := range map[string]string{".zshrc": "src/dotfiles/zshrc", "dots": "src/dotfiles", ".bashrc": "dots/bashrc"} {
+	for _, d := range []string{"fish/conf.d", "claude"} {
+		if err := os.MkdirAll(filepath.Join(dots, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, filepath.Join(dots, "claude/CLAUDE.md"), "a\n")
+	if err := os.Mkdir(filepath.Join(home, ".config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{".zshrc": "src/dotfiles/zshrc", "dots": "src/dotfiles", ".bashrc": "dots/bashrc",
+		".config/fish": "../dots/fish", ".claude": "src/dotfiles/claude"} {
 		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	q := t.TempDir()
 	base := Snapshot(Options{Home: home, Kept: []string{dots}, Repo: auditRepo, ID: "T", Quarantine: q})
-	for _, n := range []string{"zshrc", "bashrc", "notes"} {
+	for _, n := range []string{"zshrc", "bashrc", "notes", "fish/conf.d/x.fish", "claude/CLAUDE.md"} {
 		put(t, filepath.Join(dots, n), "a\n/tmp/x\n")
 	}
 	fs := base.Audit()
-	if len(fs) != 2 {
-		t.Errorf("findings %v, want zshrc's and bashrc's", fs)
+	if len(fs) != 4 {
+		t.Errorf("findings %v, want zshrc's, bashrc's, fish's conf.d's and CLAUDE.md's", fs)
 	}
-	for _, n := range []string{"zshrc", "bashrc"} {
+	if _, err := os.Lstat(filepath.Join(dots, "fish/conf.d/x.fish")); err == nil {
+		t.Errorf("the conf.d file the session added is still there")
+	}
+	for _, n := range []string{"zshrc", "bashrc", "claude/CLAUDE.md"} {
 		if got := get(filepath.Join(dots, n)); got != "a\n" {
 			t.Errorf("%s after the audit: %q", n, got)
 		}

@@ -92,6 +92,11 @@ func (o Options) scopes() []scope {
 		if d := o.AgentDirs[a.agent]; d != "" && filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Clean(d))
 		}
+		for _, d := range dirs[:len(dirs):len(dirs)] {
+			if h := o.hostPath(d); h != "" && h != d {
+				dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+			}
+		}
 		for _, d := range dirs {
 			for _, k := range o.Kept {
 				switch {
@@ -114,30 +119,44 @@ func (o Options) scopes() []scope {
 	return dedup
 }
 
-// maxLinkHops bounds linkedInto, as the kernel bounds a path's symlinks.
+// maxLinkHops bounds hostPath, as the kernel bounds a path's symlinks.
 const maxLinkHops = 40
 
-// linkedInto is the path in a kept path that the operator's programs open for p:
-// p itself when it lies in one, else the target of p's symlink when that leads into
-// one (~/.zshrc -> dotfiles/zshrc with --keep ~/dotfiles: the session writes
-// what the next shell runs), followed while outside the kept paths, whose links
-// the session cannot change; "" when p leads into none.
-func (o Options) linkedInto(p string) string {
-	for i := 0; i < maxLinkHops; i++ {
-		if o.kept(p) {
-			return p
+// hostPath is p with the symlinks of its part outside the kept paths resolved, the
+// path the operator's programs reach for p; the part from the first kept prefix on
+// is left as it is (the session may change links there, the audit looks at them).
+// A dotfiles checkout is the case: with ~/.zshrc -> src/dotfiles/zshrc, or
+// ~/.config/fish -> ../src/dotfiles/fish, and --keep ~/src/dotfiles, the session
+// writes what the next shell runs. "" when the links go round.
+func (o Options) hostPath(p string) string {
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/")
+	cur := "/"
+	for hops := 0; len(parts) > 0; {
+		next := filepath.Join(cur, parts[0])
+		if o.kept(next) {
+			return filepath.Join(append([]string{next}, parts[1:]...)...)
 		}
-		t, err := os.Readlink(p)
+		t, err := os.Readlink(next)
 		if err != nil {
-			return "" // not a link, or missing: outside every kept path
+			cur, parts = next, parts[1:] // no link (or missing): the host's, as it is
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return ""
 		}
 		if !filepath.IsAbs(t) {
-			t = filepath.Join(filepath.Dir(p), t)
+			t = filepath.Join(cur, t)
 		}
-		if d, err := filepath.EvalSymlinks(filepath.Dir(t)); err == nil {
-			t = filepath.Join(d, filepath.Base(t))
-		}
-		p = filepath.Clean(t)
+		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(t), "/"), "/"), parts[1:]...)
+		cur = "/"
+	}
+	return cur
+}
+
+// linkedInto is hostPath(p) when it lies in a kept path, else "".
+func (o Options) linkedInto(p string) string {
+	if h := o.hostPath(p); h != "" && o.kept(h) {
+		return h
 	}
 	return ""
 }
