@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
@@ -239,6 +240,7 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 		list = append(list, keys...)
 		sshConfigs = append(sshConfigs, configs...)
 	}
+	list = append(list, gitCredentialFiles(home, env)...)
 	keys, configs := sshIdentities(home, env, sshConfigs)
 	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
 		if !slices.Contains(configs, k) {
@@ -246,6 +248,64 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 		}
 	}
 	return append(list, keys...)
+}
+
+// gitCredentialFiles are the credential files the operator's Git config (the
+// global and system files and what they include) names: the store of a
+// credential.helper "store --file PATH", an http.cookieFile (Gerrit's and
+// Google's cookies are logins) and an http.sslKey (a client certificate's key),
+// for every URL subsection. The default places of the first two are in Secrets;
+// these follow them where the config moves them.
+func gitCredentialFiles(home string, env func(string) string) []string {
+	configs := gitconfig.HostConfigFiles(func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return env(k)
+	})
+	var out []string
+	for depth := 0; len(configs) > 0 && depth <= gitconfig.MaxIncludeDepth; depth++ {
+		var next []string
+		for _, f := range configs {
+			entries, err := gitconfig.ReadHostFile(f)
+			if err != nil {
+				continue
+			}
+			next = append(next, gitconfig.IncludePaths(entries, f, home)...)
+			for _, e := range entries {
+				var path string
+				switch {
+				case e.Section == "http" && (e.Key == "cookiefile" || e.Key == "sslkey"):
+					path = e.Value
+				case e.Section == "credential" && e.Key == "helper":
+					path = storeFile(e.Value)
+				}
+				if p, ok := gitconfig.ExpandPath(strings.TrimSpace(path), home); ok && filepath.IsAbs(p) {
+					out = append(out, filepath.Clean(p))
+				}
+			}
+		}
+		configs = next
+	}
+	return out
+}
+
+// storeFile is the --file of a credential helper that is git-credential-store
+// ("store --file=PATH", "store --file PATH", or the program's path), "" for another.
+func storeFile(helper string) string {
+	words := strings.Fields(helper)
+	if len(words) < 2 || words[0] != "store" && filepath.Base(words[0]) != "git-credential-store" {
+		return ""
+	}
+	for i, w := range words[1:] {
+		if v, ok := strings.CutPrefix(w, "--file="); ok {
+			return v
+		}
+		if w == "--file" && i+2 < len(words) {
+			return words[i+2]
+		}
+	}
+	return ""
 }
 
 // maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.

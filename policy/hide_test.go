@@ -88,3 +88,36 @@ func TestSecretPathsSSHConfigForms(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretPathsGitConfig: the credential files the operator's Git config names
+// (a store's --file, http.cookieFile, a URL's http.sslKey), in an included file
+// too, are hidden where they are; another helper's words are not.
+func TestSecretPathsGitConfig(t *testing.T) {
+	home := t.TempDir()
+	files := map[string]string{
+		".gitconfig":             "[credential]\n\thelper = store --file ~/secrets/git-store\n[include]\n\tpath = ~/dotfiles/git.inc\n",
+		"dotfiles/git.inc":       "[http]\n\tcookiefile = ~/secrets/gerrit-cookies\n[http \"https://corp.example/\"]\n\tsslKey = /opt/corp/client.key\n[credential \"https://x.example\"]\n\thelper = /usr/lib/git-core/git-credential-store --file /opt/corp/store2\n\thelper = cache --timeout 300\n",
+		"secrets/git-store":      "https://u:p@host\n",
+		"secrets/gerrit-cookies": "cookie\n",
+	}
+	for name, data := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := secretPaths(home, "", []string{"GIT_CONFIG_NOSYSTEM=1"}, nil)
+	for _, want := range []string{filepath.Join(home, "secrets/git-store"), filepath.Join(home, "secrets/gerrit-cookies"), "/opt/corp/client.key", "/opt/corp/store2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+	for _, not := range []string{"300", "cache", filepath.Join(home, "dotfiles/git.inc")} {
+		if slices.Contains(got, not) {
+			t.Errorf("%s hidden", not)
+		}
+	}
+}
