@@ -149,12 +149,20 @@ var agentDirs = []agentDir{
 		// prompt): a session's words there would steer the operator's next agent
 		// anywhere.
 		"CLAUDE.md", "rules", "output-styles", "loop.md",
+		// Subagents and skills are picked by the agent itself from their
+		// description ("use proactively for every task"), and their bodies become
+		// its instructions; a command's body is the prompt the user's /NAME sends.
+		"agents", "skills", "commands",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
-	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts"},
+	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts",
+		// The user's skills (as Claude Code's, below); skills/.system is Codex's
+		// own, which it writes at its start when it was updated: that stays
+		// audited as Markdown, or every kept session would put Codex's copy back.
+		"skills/[^.]*", "skills/[^.]*/*", "skills/[^.]*/*/*", "skills/[^.]*/*/*/*"},
 		login: "auth.json", loginF: codexLogin},
 }
 
