@@ -20,7 +20,7 @@ func init() { attacks = append(attacks, startLinksAttack) }
 var startLinksAttack = attack{
 	name: "kept paths: start-up files reached through a link or missed by the lists are put back",
 	setup: func(t *testing.T, x *target) []string {
-		for _, d := range []string{"src/dotfiles/fish/conf.d", ".config/systemd/user", ".local/share/applications"} {
+		for _, d := range []string{"src/dotfiles/fish/conf.d", ".config/systemd/user.conf.d", ".local/share/applications"} {
 			mkUserDir(t, filepath.Join(x.Home, d))
 		}
 		sandboxtest.WriteFile(t, filepath.Join(x.Home, "src/dotfiles/zshrc"), "# mine\n")
@@ -36,7 +36,7 @@ var startLinksAttack = attack{
 	script: `
 		attempt zshrc-link sh -c 'echo "touch $PWNED/zshrc" >> "$HOME/.zshrc"'
 		attempt fish-link sh -c 'echo "touch $PWNED/fish" > "$HOME/.config/fish/conf.d/x.fish"'
-		attempt systemd-user-conf sh -c 'mkdir -p "$HOME/.config/systemd/user.conf.d" && printf "[Manager]\nDefaultEnvironment=LD_PRELOAD=%s/x.so\n" "$PWNED" > "$HOME/.config/systemd/user.conf.d/x.conf"'
+		attempt systemd-user-conf sh -c 'printf "[Manager]\nDefaultEnvironment=LD_PRELOAD=%s/x.so\n" "$PWNED" > "$HOME/.config/systemd/user.conf.d/x.conf"'
 		attempt desktop-entry sh -c 'printf "[Desktop Entry]\nType=Application\nExec=touch %s/desktop\nMimeType=text/plain;\n" "$PWNED" > "$HOME/.local/share/applications/x.desktop"'
 		echo DONE`,
 	check: func(t *testing.T, x *target, r sandboxtest.Result) {
