@@ -48,7 +48,7 @@ var Secrets = []string{
 	".fly", ".config/netlify", ".config/configstore", ".local/share/com.vercel.cli",
 	".wrangler", ".config/.wrangler", ".minikube", ".talos", ".databrickscfg",
 	".dbt/profiles.yml", ".snowflake", ".cache/huggingface/token", ".huggingface/token",
-	".gemini/oauth_creds.json", ".mylogin.cnf",
+	".gemini/oauth_creds.json", ".mylogin.cnf", ".postgresql/postgresql.key",
 	// Private keys of encryption tools, and NSS's client certificates.
 	".config/sops/age", ".config/borg/keys", ".local/share/atuin/key", ".pki/nssdb",
 	// Browser profiles from snap and Flatpak, and desktop apps that are browsers
@@ -88,6 +88,9 @@ var SecretEnvPaths = []struct {
 	{"PULUMI_HOME", []string{"credentials.json"}, ""}, {"BUNDLE_USER_CONFIG", nil, ""},
 	{"ANSIBLE_VAULT_PASSWORD_FILE", nil, ""}, {"GLAB_CONFIG_DIR", nil, ""},
 	{"DOCKER_CERT_PATH", []string{"key.pem"}, ""},
+	// Client keys: Git's (GIT_SSL_KEY is http.sslKey), libpq's, a Kerberos client
+	// keytab.
+	{"GIT_SSL_KEY", nil, ""}, {"PGSSLKEY", nil, ""}, {"KRB5_CLIENT_KTNAME", nil, ""},
 }
 
 // SSHCommandEnv are the variables that hold an ssh command line, whose -i and
@@ -241,6 +244,7 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 		sshConfigs = append(sshConfigs, configs...)
 	}
 	list = append(list, gitCredentialFiles(home, env)...)
+	list = append(list, kubeKeyFiles(home, env("KUBECONFIG"))...)
 	keys, configs := sshIdentities(home, env, sshConfigs)
 	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
 		if !slices.Contains(configs, k) {
@@ -286,6 +290,48 @@ func gitCredentialFiles(home string, env func(string) string) []string {
 			}
 		}
 		configs = next
+	}
+	return out
+}
+
+// kubeKeyFiles are the client keys and token files the kubeconfigs name
+// (client-key, tokenFile): a kubeconfig below ~/.kube is hidden whole, but the key
+// it points at may be anywhere (~/certs/admin.key). Read line by line (no YAML
+// parser here): a key's value, unquoted, relative to its kubeconfig's directory.
+func kubeKeyFiles(home, kubeconfig string) []string {
+	configs := filepath.SplitList(kubeconfig)
+	if len(configs) == 0 {
+		configs = []string{filepath.Join(home, ".kube", "config")}
+	}
+	var out []string
+	for _, c := range configs {
+		if !filepath.IsAbs(c) {
+			continue
+		}
+		f, err := os.Open(c)
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
+		f.Close()
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "- "), ":")
+			if !ok || k != "client-key" && k != "tokenFile" && k != "token-file" {
+				continue
+			}
+			v, _, _ = strings.Cut(strings.TrimSpace(v), " #")
+			v = strings.Trim(strings.TrimSpace(v), `"'`)
+			if rest, ok := strings.CutPrefix(v, "~/"); ok {
+				v = filepath.Join(home, rest)
+			}
+			if v == "" {
+				continue
+			}
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(c), v)
+			}
+			out = append(out, filepath.Clean(v))
+		}
 	}
 	return out
 }

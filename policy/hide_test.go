@@ -121,3 +121,30 @@ func TestSecretPathsGitConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretPathsClientKeys: the client keys a kubeconfig names (absolute, ~ and
+// relative to it) and those GIT_SSL_KEY and PGSSLKEY name are hidden where they are,
+// as is libpq's default client key.
+func TestSecretPathsClientKeys(t *testing.T) {
+	home := t.TempDir()
+	kube := filepath.Join(home, "kc", "config")
+	if err := os.MkdirAll(filepath.Dir(kube), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := "users:\n- name: admin\n  user:\n    client-certificate: /opt/certs/admin.crt\n    client-key: /opt/certs/admin.key\n" +
+		"- name: dev\n  user:\n    client-key: \"~/certs/dev.key\"\n- name: sa\n  user:\n    tokenFile: sa-token # service account\n"
+	if err := os.WriteFile(kube, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kube, "GIT_SSL_KEY=/opt/git/client.key", "PGSSLKEY=/opt/pg/client.key"}
+	got := secretPaths(home, "", env, nil)
+	for _, want := range []string{"/opt/certs/admin.key", filepath.Join(home, "certs/dev.key"), filepath.Join(home, "kc/sa-token"),
+		"/opt/git/client.key", "/opt/pg/client.key", filepath.Join(home, ".postgresql/postgresql.key")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+	if slices.Contains(got, "/opt/certs/admin.crt") {
+		t.Errorf("a client certificate (public) is hidden")
+	}
+}
