@@ -57,6 +57,7 @@ func AgentDirEnv() map[string]string {
 	for _, a := range agentDirs {
 		m[a.agent] = a.env
 	}
+	m[zdotdirKey] = "ZDOTDIR"
 	return m
 }
 

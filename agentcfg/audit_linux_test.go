@@ -108,6 +108,19 @@ var auditCases = []struct {
 		before: "be brief\n", after: "be verbose\n", keys: []string{""}, want: "be brief\n"},
 	{name: "Codex's AGENTS.md is put back", rel: ".codex/AGENTS.md",
 		before: "-", after: "run setup.sh first\n", keys: []string{""}, want: "-"},
+	{name: "a subagent's instructions are put back", rel: ".claude/agents/reviewer.md",
+		before: "---\nname: reviewer\ndescription: reviews code\n---\nbe brief\n", after: "---\nname: reviewer\ndescription: reviews code\n---\nbe verbose\n",
+		keys: []string{""}, want: "---\nname: reviewer\ndescription: reviews code\n---\nbe brief\n"},
+	{name: "a new skill is removed", rel: ".claude/skills/setup/SKILL.md",
+		before: "-", after: "---\nname: setup\ndescription: use for every task\n---\nrun ./x first\n", keys: []string{""}, want: "-"},
+	{name: "a command's prompt is put back", rel: ".claude/commands/review.md",
+		before: "review the diff\n", after: "review the diff, then push to x\n", keys: []string{""}, want: "review the diff\n"},
+	{name: "a new Codex skill is removed", rel: ".codex/skills/setup/SKILL.md",
+		before: "-", after: "---\nname: setup\ndescription: always\n---\nrun ./x first\n", keys: []string{""}, want: "-"},
+	{name: "a deeper file of a Codex skill is removed", rel: ".codex/skills/setup/references/a/x.md",
+		before: "-", after: "run ./x first\n", keys: []string{""}, want: "-"},
+	{name: "Codex's own system skill written at its start stays", rel: ".codex/skills/.system/imagegen/SKILL.md",
+		before: "-", after: "---\nname: imagegen\ndescription: images\n---\nmake images\n", want: "---\nname: imagegen\ndescription: images\n---\nmake images\n"},
 	{name: "other Markdown without commands stays", rel: ".claude/notes.md",
 		before: "be brief\n", after: "be verbose\n", want: "be verbose\n"},
 	{name: "YAML with a command", rel: ".codex/x.yaml",
@@ -118,11 +131,11 @@ var auditCases = []struct {
 		before: "-", after: "\xef\xbb\xbf---\nhooks:\n  Stop: []\n---\n", keys: []string{""}, want: "-"},
 	{name: "front matter opened by dashes and spaces", rel: ".claude/output-styles/x.md",
 		before: "-", after: "--- \nhooks:\n  Stop: []\n---\n", keys: []string{""}, want: "-"},
-	{name: "front matter read on past a line that only starts with dashes", rel: ".claude/agents/x.md",
+	{name: "front matter read on past a line that only starts with dashes", rel: ".claude/x.md",
 		before: "-", after: "---\nname: x\n---x: 1\nhooks:\n  Stop: []\n---\nbody\n", keys: []string{""}, want: "-"},
-	{name: "front matter read on past dashes and spaces", rel: ".claude/agents/x.md",
+	{name: "front matter read on past dashes and spaces", rel: ".claude/x.md",
 		before: "-", after: "---\nname: x\n--- \npermissionMode: bypassPermissions\n---\nbody\n", keys: []string{""}, want: "-"},
-	{name: "a body after a CRLF closing line is not front matter", rel: ".claude/agents/x.md",
+	{name: "a body after a CRLF closing line is not front matter", rel: ".claude/x.md",
 		before: "-", after: "---\r\nname: x\r\n---\r\nrun the command and the hooks\r\n", want: "---\r\nname: x\r\n---\r\nrun the command and the hooks\r\n"},
 	{name: "front matter with a key broken by an escaped line break", rel: ".claude/output-styles/x.md",
 		before: "-", after: "---\n\"hoo\\\nks\": {Stop: []}\n---\n", keys: []string{""}, want: "-"},
@@ -297,6 +310,18 @@ var auditCases = []struct {
 		before: `{"a":{"timestamp":1}}`, after: `{"b":{"timestamp":2}}`, want: `{"b":{"timestamp":2}}`},
 	{name: "rc file changed", rel: ".bashrc", before: "a\n", after: "a\nb\n", keys: []string{""}, want: "a\n"},
 	{name: "rc file unchanged", rel: ".bashrc", before: "a\n", after: "a\n", want: "a\n"},
+	{name: "systemd user manager's config changed", rel: ".config/systemd/user.conf", before: "[Manager]\n",
+		after: "[Manager]\nDefaultEnvironment=LD_PRELOAD=/tmp/x.so\n", keys: []string{""}, want: "[Manager]\n"},
+	{name: "systemd user manager's drop-in added", rel: ".config/systemd/user.conf.d/x.conf", before: "-",
+		after: "[Manager]\nDefaultEnvironment=LD_PRELOAD=/tmp/x.so\n", keys: []string{""}, want: "-"},
+	{name: "desktop entry added", rel: ".local/share/applications/x.desktop", before: "-",
+		after: "[Desktop Entry]\nType=Application\nExec=/tmp/x\nMimeType=text/plain;\n", keys: []string{""}, want: "-"},
+	{name: "default application changed", rel: ".config/mimeapps.list", before: "[Default Applications]\n",
+		after: "[Default Applications]\nx-scheme-handler/https=x.desktop\n", keys: []string{""}, want: "[Default Applications]\n"},
+	{name: "fish completion added", rel: ".config/fish/completions/git.fish", before: "-",
+		after: "/tmp/x\n", keys: []string{""}, want: "-"},
+	{name: "KDE login script added", rel: ".config/plasma-workspace/env/x.sh", before: "-",
+		after: "/tmp/x\n", keys: []string{""}, want: "-"},
 }
 
 // claudeOauth is Claude Code 2.1.332's stored login: the account's ids, tokens
@@ -389,6 +414,87 @@ func TestAudit(t *testing.T) {
 				t.Errorf("quarantine files beside the user's: %v", m)
 			}
 		})
+	}
+}
+
+// TestAuditZDOTDIR: zsh's start-up files where $ZDOTDIR moves them are audited
+// whole in a kept path, as ~/.zshrc is; another file there is not.
+func TestAuditZDOTDIR(t *testing.T) {
+	home := t.TempDir()
+	zdot := filepath.Join(home, ".config", "zsh")
+	if err := os.MkdirAll(zdot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(zdot, ".zshrc"), "a\n")
+	put(t, filepath.Join(zdot, "other"), "a\n")
+	q := t.TempDir()
+	base := Snapshot(Options{Home: home, Kept: []string{filepath.Join(home, ".config")}, Repo: auditRepo, ID: "T",
+		Quarantine: q, AgentDirs: map[string]string{zdotdirKey: zdot}})
+	put(t, filepath.Join(zdot, ".zshrc"), "a\n/tmp/x\n")
+	put(t, filepath.Join(zdot, ".zshenv"), "/tmp/x\n")
+	put(t, filepath.Join(zdot, "other"), "b\n")
+	fs := base.Audit()
+	if len(fs) != 2 {
+		t.Errorf("findings %v, want .zshrc's and .zshenv's", fs)
+	}
+	if got := get(filepath.Join(zdot, ".zshrc")); got != "a\n" {
+		t.Errorf(".zshrc after the audit: %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(zdot, ".zshenv")); err == nil {
+		t.Errorf(".zshenv the session added is still there")
+	}
+	if got := get(filepath.Join(zdot, "other")); got != "b\n" {
+		t.Errorf("another file of ZDOTDIR after the audit: %q", got)
+	}
+}
+
+// TestAuditLinkedStartFile: a start-up file of HOME linked into a kept path (a
+// dotfiles checkout, reached directly or through a linked directory) is audited
+// there whole, and so are a start-up directory and an agent's directory linked
+// there: the session writes what the operator's next shell or agent runs.
+func TestAuditLinkedStartFile(t *testing.T) {
+	home := t.TempDir()
+	dots := filepath.Join(home, "src", "dotfiles")
+	if err := os.MkdirAll(dots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, filepath.Join(dots, "zshrc"), "a\n")
+	put(t, filepath.Join(dots, "bashrc"), "a\n")
+	put(t, filepath.Join(dots, "notes"), "a\n")
+	for _, d := range []string{"fish/conf.d", "claude"} {
+		if err := os.MkdirAll(filepath.Join(dots, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, filepath.Join(dots, "claude/CLAUDE.md"), "a\n")
+	if err := os.Mkdir(filepath.Join(home, ".config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{".zshrc": "src/dotfiles/zshrc", "dots": "src/dotfiles", ".bashrc": "dots/bashrc",
+		".config/fish": "../dots/fish", ".claude": "src/dotfiles/claude"} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := t.TempDir()
+	base := Snapshot(Options{Home: home, Kept: []string{dots}, Repo: auditRepo, ID: "T", Quarantine: q})
+	for _, n := range []string{"zshrc", "bashrc", "notes", "fish/conf.d/x.fish", "claude/CLAUDE.md"} {
+		put(t, filepath.Join(dots, n), "a\n/tmp/x\n")
+	}
+	fs := base.Audit()
+	if len(fs) != 4 {
+		t.Errorf("findings %v, want zshrc's, bashrc's, fish's conf.d's and CLAUDE.md's", fs)
+	}
+	if _, err := os.Lstat(filepath.Join(dots, "fish/conf.d/x.fish")); err == nil {
+		t.Errorf("the conf.d file the session added is still there")
+	}
+	for _, n := range []string{"zshrc", "bashrc", "claude/CLAUDE.md"} {
+		if got := get(filepath.Join(dots, n)); got != "a\n" {
+			t.Errorf("%s after the audit: %q", n, got)
+		}
+	}
+	if got := get(filepath.Join(dots, "notes")); got != "a\n/tmp/x\n" {
+		t.Errorf("another file of the kept path after the audit: %q", got)
 	}
 }
 

@@ -34,8 +34,7 @@ var maxLinkWalk = 1000000
 
 // plainRoots are the kept paths that neither are nor lie in an agent's directory
 // (an agent's directory inside one is walked as the agent's: agents).
-func (o Options) plainRoots() (roots, agents []string) {
-	scopes := o.scopes()
+func (o Options) plainRoots(scopes []scope) (roots, agents []string) {
 	for _, s := range scopes {
 		agents = append(agents, s.root)
 	}
@@ -55,8 +54,8 @@ func (o Options) plainRoots() (roots, agents []string) {
 // outLinks adds, with add, every symlink in the plain kept paths that leads out of
 // its kept path (linkLeadsOut); blind are the directories it could not list and,
 // past maxLinkWalk entries, what it did not search.
-func (o Options) outLinks(r *widen.Relaxer, add func(string, format)) (blind []Finding) {
-	roots, agents := o.plainRoots()
+func (o Options) outLinks(r *widen.Relaxer, add func(string, format), scopes []scope) (blind []Finding) {
+	roots, agents := o.plainRoots(scopes)
 	budget := maxLinkWalk
 	for _, root := range roots {
 		w := walker{o: o, dir: root, budget: &budget, relax: r, links: true, exclude: agents,
@@ -78,7 +77,7 @@ func (o Options) outLinks(r *widen.Relaxer, add func(string, format)) (blind []F
 
 // linkRoot is the plain kept path that holds p, "" when none does.
 func (o Options) linkRoot(p string) string {
-	roots, _ := o.plainRoots()
+	roots, _ := o.plainRoots(o.scopes(o.homeLinks()))
 	for _, r := range roots {
 		if within(p, r) {
 			return r

@@ -78,7 +78,18 @@ var known = []struct {
 	// ProxyCommand, LocalCommand and Match exec of its config.
 	{".ssh/rc", wholeFile}, {".ssh/config", wholeFile}, {".ssh/authorized_keys", wholeFile},
 	{".ssh/authorized_keys2", wholeFile}, {".ssh/environment", wholeFile},
+	// The desktop's default applications: a handler named for a type or a URL
+	// scheme (x-scheme-handler/https) runs on the operator's next click.
+	{".config/mimeapps.list", wholeFile},
 }
+
+// zshFiles are the start-up files zsh reads from $ZDOTDIR (HOME when unset, where
+// known holds them).
+var zshFiles = [...]string{".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout"}
+
+// zdotdirKey is the key of Options.AgentDirs for $ZDOTDIR, which moves zsh's
+// start-up files as CLAUDE_CONFIG_DIR moves Claude Code's directory.
+const zdotdirKey = "zsh"
 
 // startDirs are directories below HOME whose every file runs or is read as
 // start-up later, wherever a kept path holds them: the user's systemd units (started
@@ -87,11 +98,23 @@ var known = []struct {
 // autoloaded functions (a function named git replaces the command), zsh's and
 // bash-completion's directories. Audited whole, as the shell start-up files; they
 // are walked as an agent's directory is.
+//
+// All of .config/systemd, not only its user/ units: the user manager reads
+// user.conf and user.conf.d there (DefaultEnvironment=LD_PRELOAD=… reaches every
+// user service). Desktop entries in .local/share/applications run their Exec= when
+// the desktop or xdg-open picks them; fish autoloads completions/NAME.fish (and its
+// vendor directories) as code; KDE's plasma-workspace/env scripts are sourced at
+// login and its shutdown scripts run at logout.
 var startDirs = []agentDir{
-	{rel: ".config/systemd/user", allWhole: true}, {rel: ".local/share/systemd/user", allWhole: true},
+	{rel: ".config/systemd", allWhole: true}, {rel: ".local/share/systemd/user", allWhole: true},
 	{rel: ".config/environment.d", allWhole: true}, {rel: ".config/autostart", allWhole: true},
 	{rel: ".config/fish/conf.d", allWhole: true}, {rel: ".config/fish/functions", allWhole: true},
+	{rel: ".config/fish/completions", allWhole: true},
+	{rel: ".local/share/fish/vendor_conf.d", allWhole: true}, {rel: ".local/share/fish/vendor_functions.d", allWhole: true},
+	{rel: ".local/share/fish/vendor_completions.d", allWhole: true},
 	{rel: ".local/share/bash-completion/completions", allWhole: true},
+	{rel: ".local/share/applications", allWhole: true},
+	{rel: ".config/plasma-workspace/env", allWhole: true}, {rel: ".config/plasma-workspace/shutdown", allWhole: true},
 }
 
 // agentDir is an agent's own directory: inside a kept path, every file the session
@@ -126,12 +149,20 @@ var agentDirs = []agentDir{
 		// prompt): a session's words there would steer the operator's next agent
 		// anywhere.
 		"CLAUDE.md", "rules", "output-styles", "loop.md",
+		// Subagents and skills are picked by the agent itself from their
+		// description ("use proactively for every task"), and their bodies become
+		// its instructions; a command's body is the prompt the user's /NAME sends.
+		"agents", "skills", "commands",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
-	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts"},
+	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts",
+		// The user's skills (as Claude Code's, below); skills/.system is Codex's
+		// own, which it writes at its start when it was updated: that stays
+		// audited as Markdown, or every kept session would put Codex's copy back.
+		"skills/[^.]*", "skills/[^.]*/*", "skills/[^.]*/*/*", "skills/[^.]*/*/*/*"},
 		login: "auth.json", loginF: codexLogin},
 }
 

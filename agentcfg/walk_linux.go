@@ -46,20 +46,31 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 			list = append(list, coveredFile{p, f})
 		}
 	}
+	hl := o.homeLinks()
 	for _, k := range known {
-		if p := filepath.Join(o.Home, k.rel); o.kept(p) {
+		if p := o.linkedInto(filepath.Join(o.Home, k.rel), hl); p != "" {
 			addf(p, k.f)
 		}
 	}
+	// zsh reads its start-up files from $ZDOTDIR (~/.config/zsh is common): a kept
+	// path there holds them as ~ would.
+	if z := o.AgentDirs[zdotdirKey]; filepath.IsAbs(z) {
+		for _, n := range zshFiles {
+			if p := o.linkedInto(filepath.Join(z, n), hl); p != "" {
+				addf(p, wholeFile)
+			}
+		}
+	}
 	budget := maxWalk
-	for _, s := range o.scopes() {
+	scopes := o.scopes(hl)
+	for _, s := range scopes {
 		w := walker{o: o, a: s.a, dir: s.dir, add: addf, budget: &budget, relax: r}
 		w.walk(s.root)
 		over = over || w.over
 		blind = append(blind, w.blind...)
 		shared = append(shared, w.shared...)
 	}
-	blind = append(blind, o.outLinks(r, addf)...)
+	blind = append(blind, o.outLinks(r, addf, scopes)...)
 	return list, over, blind, shared
 }
 
@@ -76,12 +87,17 @@ type scope struct {
 
 // scopes are the kept parts of the agents' directories: a kept path that is or
 // holds one, or lies in one.
-func (o Options) scopes() []scope {
+func (o Options) scopes(hl *homeLinks) []scope {
 	var out []scope
 	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
 		dirs := []string{filepath.Join(o.Home, a.rel)}
 		if d := o.AgentDirs[a.agent]; d != "" && filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Clean(d))
+		}
+		for _, d := range dirs[:len(dirs):len(dirs)] {
+			if h := o.hostPath(d, hl); h != "" && h != d {
+				dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+			}
 		}
 		for _, d := range dirs {
 			for _, k := range o.Kept {
@@ -103,6 +119,111 @@ func (o Options) scopes() []scope {
 		dedup = append(dedup, s)
 	}
 	return dedup
+}
+
+// maxLinkHops bounds hostPath, as the kernel bounds a path's symlinks.
+const maxLinkHops = 40
+
+// hostPath is p with the symlinks of its part outside the kept paths resolved, the
+// path the operator's programs reach for p; the part from the first kept prefix on
+// is left as it is (the session may change links there, the audit looks at them).
+// A dotfiles checkout is the case: with ~/.zshrc -> src/dotfiles/zshrc, or
+// ~/.config/fish -> ../src/dotfiles/fish, and --keep ~/src/dotfiles, the session
+// writes what the next shell runs. "" when the links go round or the path is
+// missing outside the kept paths.
+//
+// HOME is canonical, so a path below it is looked at from HOME on; a component
+// that does not exist ends the look (no kept path lies below it): a readlink costs
+// 2-10 µs here, and covered asks this of some fifty paths.
+func (o Options) hostPath(p string, hl *homeLinks) string {
+	cur, rest := "/", filepath.Clean(p)
+	if r, ok := strings.CutPrefix(rest, o.Home+"/"); ok && o.Home != "" && !o.kept(o.Home) {
+		cur, rest = o.Home, r
+	}
+	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	for hops := 0; len(parts) > 0; {
+		next := filepath.Join(cur, parts[0])
+		if o.kept(next) {
+			return filepath.Join(append([]string{next}, parts[1:]...)...)
+		}
+		li := hl.readlink(next)
+		if li.missing {
+			return ""
+		}
+		if !li.link {
+			cur, parts = next, parts[1:] // no link: the host's, as it is
+			continue
+		}
+		t := li.target
+		if hops++; hops > maxLinkHops {
+			return ""
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(cur, t)
+		}
+		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(t), "/"), "/"), parts[1:]...)
+		cur = "/"
+	}
+	return cur
+}
+
+// homeLinks remembers, for one listing of the audited files, what hostPath found
+// at each path: whether it is a symlink (and its target) or missing. HOME is
+// listed once up front, which spares a readlink for each of its entries; the
+// paths below them are asked once each. A nil homeLinks asks every time.
+type homeLinks struct {
+	home   string
+	listed bool            // HOME's entries are in seen, or links: another name is missing
+	links  map[string]bool // HOME's entries that are symlinks (read when asked)
+	seen   map[string]linkInfo
+}
+
+type linkInfo struct {
+	target        string
+	link, missing bool
+}
+
+func (o Options) homeLinks() *homeLinks {
+	hl := &homeLinks{home: o.Home, seen: map[string]linkInfo{}, links: map[string]bool{}}
+	ents, err := os.ReadDir(o.Home)
+	if err != nil || o.Home == "" {
+		return hl
+	}
+	hl.listed = true
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink != 0 {
+			hl.links[e.Name()] = true
+		} else {
+			hl.seen[filepath.Join(o.Home, e.Name())] = linkInfo{}
+		}
+	}
+	return hl
+}
+
+// readlink is what p is: a symlink to target, missing, or neither.
+func (hl *homeLinks) readlink(p string) linkInfo {
+	if hl == nil {
+		t, err := os.Readlink(p)
+		return linkInfo{target: t, link: err == nil, missing: errors.Is(err, fs.ErrNotExist)}
+	}
+	if li, ok := hl.seen[p]; ok {
+		return li
+	}
+	if hl.listed && filepath.Dir(p) == hl.home && !hl.links[filepath.Base(p)] {
+		return linkInfo{missing: true} // not in HOME's listing
+	}
+	t, err := os.Readlink(p)
+	li := linkInfo{target: t, link: err == nil, missing: errors.Is(err, fs.ErrNotExist)}
+	hl.seen[p] = li
+	return li
+}
+
+// linkedInto is hostPath(p) when it lies in a kept path, else "".
+func (o Options) linkedInto(p string, hl *homeLinks) string {
+	if h := o.hostPath(p, hl); h != "" && o.kept(h) {
+		return h
+	}
+	return ""
 }
 
 func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
@@ -288,7 +409,7 @@ func (w *walker) file(p string, regular, data bool) {
 // overFinding says that a kept directory was too large to be audited whole.
 func (o Options) overFinding() Finding {
 	var roots []string
-	for _, s := range o.scopes() {
+	for _, s := range o.scopes(o.homeLinks()) {
 		roots = append(roots, s.root)
 	}
 	return Finding{Path: strings.Join(roots, ", "), What: fmt.Sprintf("more than %d entries: not audited beyond them", maxWalk), Unresolved: true}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
@@ -47,7 +48,7 @@ var Secrets = []string{
 	".fly", ".config/netlify", ".config/configstore", ".local/share/com.vercel.cli",
 	".wrangler", ".config/.wrangler", ".minikube", ".talos", ".databrickscfg",
 	".dbt/profiles.yml", ".snowflake", ".cache/huggingface/token", ".huggingface/token",
-	".gemini/oauth_creds.json", ".mylogin.cnf",
+	".gemini/oauth_creds.json", ".mylogin.cnf", ".postgresql/postgresql.key",
 	// Private keys of encryption tools, and NSS's client certificates.
 	".config/sops/age", ".config/borg/keys", ".local/share/atuin/key", ".pki/nssdb",
 	// Browser profiles from snap and Flatpak, and desktop apps that are browsers
@@ -87,6 +88,9 @@ var SecretEnvPaths = []struct {
 	{"PULUMI_HOME", []string{"credentials.json"}, ""}, {"BUNDLE_USER_CONFIG", nil, ""},
 	{"ANSIBLE_VAULT_PASSWORD_FILE", nil, ""}, {"GLAB_CONFIG_DIR", nil, ""},
 	{"DOCKER_CERT_PATH", []string{"key.pem"}, ""},
+	// Client keys: Git's (GIT_SSL_KEY is http.sslKey), libpq's, a Kerberos client
+	// keytab.
+	{"GIT_SSL_KEY", nil, ""}, {"PGSSLKEY", nil, ""}, {"KRB5_CLIENT_KTNAME", nil, ""},
 }
 
 // SSHCommandEnv are the variables that hold an ssh command line, whose -i and
@@ -94,14 +98,28 @@ var SecretEnvPaths = []struct {
 var SSHCommandEnv = []string{"GIT_SSH_COMMAND", "RSYNC_RSH", "BORG_RSH"}
 
 // sshCommandKeys are the absolute paths (or ~/ ones, below home) an ssh command
-// line names as identity files. Quoting is not parsed: a quoted path is stripped of
-// its quotes, one with spaces is missed.
-func sshCommandKeys(cmdline, home string) []string {
-	var out []string
+// line names as identity files, and the config files it names with -F (whose
+// IdentityFile lines sshIdentities follows). Quoting is not parsed: a quoted path
+// is stripped of its quotes, one with spaces is missed.
+func sshCommandKeys(cmdline, home string) (keys, configs []string) {
 	words := strings.Fields(cmdline)
 	for i := 0; i < len(words); i++ {
 		w, path := words[i], ""
 		switch {
+		case w == "-F" && i+1 < len(words) || strings.HasPrefix(w, "-F") && len(w) > 2:
+			c := strings.TrimPrefix(w, "-F")
+			if c == "" {
+				i++
+				c = words[i]
+			}
+			c = strings.Trim(c, "\"'")
+			if rest, ok := strings.CutPrefix(c, "~/"); ok {
+				c = filepath.Join(home, rest)
+			}
+			if filepath.IsAbs(c) {
+				configs = append(configs, filepath.Clean(c))
+			}
+			continue
 		case w == "-i" && i+1 < len(words):
 			i++
 			path = words[i]
@@ -118,10 +136,10 @@ func sshCommandKeys(cmdline, home string) []string {
 			path = filepath.Join(home, rest)
 		}
 		if filepath.IsAbs(path) && !strings.HasSuffix(path, ".pub") {
-			out = append(out, filepath.Clean(path))
+			keys = append(keys, filepath.Clean(path))
 		}
 	}
-	return out
+	return keys, configs
 }
 
 // identityOption is the path of an ssh -o IdentityFile=PATH option, "" for another.
@@ -219,10 +237,15 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 			}
 		}
 	}
+	var sshConfigs []string
 	for _, v := range SSHCommandEnv {
-		list = append(list, sshCommandKeys(env(v), home)...)
+		keys, configs := sshCommandKeys(env(v), home)
+		list = append(list, keys...)
+		sshConfigs = append(sshConfigs, configs...)
 	}
-	keys, configs := sshIdentities(home)
+	list = append(list, gitCredentialFiles(home, env)...)
+	list = append(list, kubeKeyFiles(home, env("KUBECONFIG"))...)
+	keys, configs := sshIdentities(home, env, sshConfigs)
 	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
 		if !slices.Contains(configs, k) {
 			list = append(list, k) // the config files ~/.ssh/config includes stay
@@ -231,18 +254,121 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 	return append(list, keys...)
 }
 
+// gitCredentialFiles are the credential files the operator's Git config (the
+// global and system files and what they include) names: the store of a
+// credential.helper "store --file PATH", an http.cookieFile (Gerrit's and
+// Google's cookies are logins) and an http.sslKey (a client certificate's key),
+// for every URL subsection. The default places of the first two are in Secrets;
+// these follow them where the config moves them.
+func gitCredentialFiles(home string, env func(string) string) []string {
+	configs := gitconfig.HostConfigFiles(func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return env(k)
+	})
+	var out []string
+	for depth := 0; len(configs) > 0 && depth <= gitconfig.MaxIncludeDepth; depth++ {
+		var next []string
+		for _, f := range configs {
+			entries, err := gitconfig.ReadHostFile(f)
+			if err != nil {
+				continue
+			}
+			next = append(next, gitconfig.IncludePaths(entries, f, home)...)
+			for _, e := range entries {
+				var path string
+				switch {
+				case e.Section == "http" && (e.Key == "cookiefile" || e.Key == "sslkey"):
+					path = e.Value
+				case e.Section == "credential" && e.Key == "helper":
+					path = storeFile(e.Value)
+				}
+				if p, ok := gitconfig.ExpandPath(strings.TrimSpace(path), home); ok && filepath.IsAbs(p) {
+					out = append(out, filepath.Clean(p))
+				}
+			}
+		}
+		configs = next
+	}
+	return out
+}
+
+// kubeKeyFiles are the client keys and token files the kubeconfigs name
+// (client-key, tokenFile): a kubeconfig below ~/.kube is hidden whole, but the key
+// it points at may be anywhere (~/certs/admin.key). Read line by line (no YAML
+// parser here): a key's value, unquoted, relative to its kubeconfig's directory.
+func kubeKeyFiles(home, kubeconfig string) []string {
+	configs := filepath.SplitList(kubeconfig)
+	if len(configs) == 0 {
+		configs = []string{filepath.Join(home, ".kube", "config")}
+	}
+	var out []string
+	for _, c := range configs {
+		if !filepath.IsAbs(c) {
+			continue
+		}
+		f, err := os.Open(c)
+		if err != nil {
+			continue
+		}
+		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
+		f.Close()
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "- "), ":")
+			if !ok || k != "client-key" && k != "tokenFile" && k != "token-file" {
+				continue
+			}
+			v, _, _ = strings.Cut(strings.TrimSpace(v), " #")
+			v = strings.Trim(strings.TrimSpace(v), `"'`)
+			if rest, ok := strings.CutPrefix(v, "~/"); ok {
+				v = filepath.Join(home, rest)
+			}
+			if v == "" {
+				continue
+			}
+			if !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(c), v)
+			}
+			out = append(out, filepath.Clean(v))
+		}
+	}
+	return out
+}
+
+// storeFile is the --file of a credential helper that is git-credential-store
+// ("store --file=PATH", "store --file PATH", or the program's path), "" for another.
+func storeFile(helper string) string {
+	words := strings.Fields(helper)
+	if len(words) < 2 || words[0] != "store" && filepath.Base(words[0]) != "git-credential-store" {
+		return ""
+	}
+	for i, w := range words[1:] {
+		if v, ok := strings.CutPrefix(w, "--file="); ok {
+			return v
+		}
+		if w == "--file" && i+2 < len(words) {
+			return words[i+2]
+		}
+	}
+	return ""
+}
+
 // maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.
 const maxSSHConfig = 1 << 20
 
-// sshIdentities are the private keys ~/.ssh/config (and the files its Include lines
-// name, one level) names with IdentityFile, wherever they are (~/keys/work): keys
-// outside ~/.ssh are hidden too; and the config files it read. Tokens other than ~
-// and %d cannot be resolved here and are skipped, and so is a public key named to
-// pick an agent's key.
-func sshIdentities(home string) (keys, configs []string) {
-	var out []string
-	files := []string{filepath.Join(home, ".ssh", "config")}
-	for i := 0; i < len(files) && i < 64; i++ {
+// sshIdentities are the private keys named with IdentityFile by ~/.ssh/config, by
+// the configs an ssh command line of SSHCommandEnv names with -F, and by the files
+// those include (Include, to any depth, up to maxSSHConfigFiles files), wherever the
+// keys are (~/keys/work); and the config files it read. A name is expanded as ssh
+// does (ssh_config(5) TOKENS, ENVIRONMENT VARIABLES): ~ and %d are HOME, ${NAME}
+// the launcher's variable, %% a percent sign, and a token known only when ssh
+// connects (%h, %r, %C …) is taken for any name, so that every key it may name is
+// hidden (~/keys/%h matches ~/keys/github.com). A public key named to pick an
+// agent's key is skipped.
+func sshIdentities(home string, env func(string) string, extra []string) (keys, configs []string) {
+	files := append([]string{filepath.Join(home, ".ssh", "config")}, extra...)
+	for i := 0; i < len(files) && i < maxSSHConfigFiles; i++ {
 		f, err := os.Open(files[i])
 		if err != nil {
 			continue
@@ -251,29 +377,141 @@ func sshIdentities(home string) (keys, configs []string) {
 		f.Close()
 		for _, line := range strings.Split(string(data), "\n") {
 			key, val := sshConfigLine(line)
-			for _, v := range strings.Fields(val) {
-				v = strings.Trim(v, `"`)
-				v = strings.ReplaceAll(v, "%d", home)
-				if rest, ok := strings.CutPrefix(v, "~/"); ok {
-					v = filepath.Join(home, rest)
-				}
-				if strings.Contains(v, "%") || v == "" || strings.HasSuffix(v, ".pub") {
+			if key != "identityfile" && key != "include" {
+				continue
+			}
+			for _, arg := range sshArgs(val) {
+				pattern, ok := sshPathPattern(arg, home, env, key == "include")
+				if !ok {
 					continue
 				}
-				if !filepath.IsAbs(v) {
-					v = filepath.Join(home, ".ssh", v)
-				}
-				switch {
-				case key == "identityfile":
-					out = append(out, v)
-				case key == "include" && i == 0:
-					matches, _ := filepath.Glob(v)
-					files = append(files, matches...)
+				matches, _ := filepath.Glob(pattern)
+				for _, m := range matches {
+					switch {
+					case key == "include" && !slices.Contains(files, m):
+						files = append(files, m)
+					case key == "identityfile" && !strings.HasSuffix(m, ".pub"):
+						keys = append(keys, m)
+					}
 				}
 			}
 		}
 	}
-	return out, files
+	// A token's pattern matches more than keys (%d/%r matches HOME's directories,
+	// ~/.ssh/%h the config files): ssh opens a key as a file, and a config is read.
+	named := keys[:0]
+	for _, k := range keys {
+		if st, err := os.Stat(k); (err != nil || !st.IsDir()) && !slices.Contains(files, k) {
+			named = append(named, k)
+		}
+	}
+	return named, files
+}
+
+// maxSSHConfigFiles bounds the config files sshIdentities reads (ssh itself stops
+// at 16 levels of Include).
+const maxSSHConfigFiles = 64
+
+// sshPathPattern is arg, a path of an IdentityFile or Include line, as a pattern of
+// filepath.Glob that matches every file ssh may open for it; false for a path
+// nothing here can name (an unset variable, "none"). An Include's own wildcards
+// stay wildcards; an IdentityFile's are literal. A relative path is taken below
+// ~/.ssh, where ssh looks for an Include's (and, for an IdentityFile, where a user
+// who writes one means it).
+func sshPathPattern(arg, home string, env func(string) string, globs bool) (string, bool) {
+	if arg == "" || strings.EqualFold(arg, "none") {
+		return "", false
+	}
+	if arg == "~" || strings.HasPrefix(arg, "~/") {
+		arg = "%d" + arg[1:]
+	}
+	literal := func(s string) string {
+		if globs {
+			return s
+		}
+		return escapeGlob(s)
+	}
+	var b strings.Builder
+	for i := 0; i < len(arg); i++ {
+		c := arg[i]
+		switch {
+		case c == '%' && i+1 < len(arg):
+			i++
+			switch arg[i] {
+			case '%':
+				b.WriteString(literal("%"))
+			case 'd':
+				b.WriteString(literal(home))
+			default:
+				b.WriteString("*") // known when ssh connects: any name
+			}
+		case c == '$' && i+1 < len(arg) && arg[i+1] == '{':
+			name, _, ok := strings.Cut(arg[i+2:], "}")
+			v := env(name)
+			if !ok || v == "" {
+				return "", false // ssh refuses the line too
+			}
+			b.WriteString(literal(v))
+			i += 2 + len(name)
+		default:
+			b.WriteString(literal(string(c)))
+		}
+	}
+	p := b.String()
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(escapeGlob(home), ".ssh", p)
+	}
+	return p, true
+}
+
+// escapeGlob makes a literal name a pattern of filepath.Glob that matches it alone.
+func escapeGlob(s string) string {
+	if !strings.ContainsAny(s, `\*?[`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`\*?[`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// sshArgs splits the arguments of an ssh_config(5) line as ssh does: at white
+// space outside double or single quotes, a backslash escaping a quote, a backslash
+// or a space.
+func sshArgs(s string) []string {
+	var args []string
+	var cur strings.Builder
+	in, quote := false, byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' && i+1 < len(s) && strings.IndexByte(`\"' `, s[i+1]) >= 0:
+			i++
+			cur.WriteByte(s[i])
+			in = true
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote == 0 && (c == '"' || c == '\''):
+			quote, in = c, true
+		case quote == 0 && (c == ' ' || c == '\t'):
+			if in {
+				args = append(args, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		args = append(args, cur.String())
+	}
+	return args
 }
 
 // sshConfigLine splits a line of ssh_config(5) into its keyword (lower case) and

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -41,5 +43,108 @@ func TestSecretPathsSSHCommand(t *testing.T) {
 		if slices.Contains(got, not) {
 			t.Errorf("%s hidden: %v", not, got)
 		}
+	}
+}
+
+// TestSecretPathsSSHConfigForms: the keys ssh's config names are hidden in every
+// form ssh reads: through an Include of an Include, a quoted path with a space, a
+// token known only when ssh connects (%h: every file it may name), a ${VARIABLE},
+// and a config an ssh command line names with -F; the config files themselves and
+// the files no token matches stay.
+func TestSecretPathsSSHConfigForms(t *testing.T) {
+	home := t.TempDir()
+	files := map[string]string{
+		".ssh/config":         "Include conf.d/*\nIdentityFile \"~/My Keys/id_work\"\nHost *\n  IdentityFile ~/keys/%h_key\n  IdentityFile=${KEYDIR}/k1\n  IdentityFile %d/%r\n  IdentityFile ~/.ssh/%h\n",
+		".ssh/conf.d/a":       "Include ~/.ssh/deeper\n",
+		".ssh/deeper":         "IdentityFile ~/nested/key\n",
+		"other.cfg":           "IdentityFile %d/fkeys/k\n",
+		"My Keys/id_work":     "KEY",
+		"keys/github.com_key": "KEY",
+		"keys/gitlab.com_key": "KEY",
+		"keys/notes.txt":      "NOT A KEY",
+		"envkeys/k1":          "KEY",
+		"nested/key":          "KEY",
+		"fkeys/k":             "KEY",
+	}
+	for name, data := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"KEYDIR=" + filepath.Join(home, "envkeys"), "GIT_SSH_COMMAND=ssh -F ~/other.cfg"}
+	got := secretPaths(home, "", env, nil)
+	for _, want := range []string{"My Keys/id_work", "keys/github.com_key", "keys/gitlab.com_key", "envkeys/k1", "nested/key", "fkeys/k"} {
+		if !slices.Contains(got, filepath.Join(home, want)) {
+			t.Errorf("~/%s not hidden", want)
+		}
+	}
+	for _, not := range []string{"keys/notes.txt", ".ssh/config", ".ssh/conf.d/a", ".ssh/deeper", "other.cfg"} {
+		if slices.Contains(got, filepath.Join(home, not)) {
+			t.Errorf("~/%s hidden", not)
+		}
+	}
+}
+
+// TestSecretPathsGitConfig: the credential files the operator's Git config names
+// (a store's --file, http.cookieFile, a URL's http.sslKey), in an included file
+// too, are hidden where they are; another helper's words are not.
+func TestSecretPathsGitConfig(t *testing.T) {
+	home := t.TempDir()
+	files := map[string]string{
+		".gitconfig":             "[credential]\n\thelper = store --file ~/secrets/git-store\n[include]\n\tpath = ~/dotfiles/git.inc\n",
+		"dotfiles/git.inc":       "[http]\n\tcookiefile = ~/secrets/gerrit-cookies\n[http \"https://corp.example/\"]\n\tsslKey = /opt/corp/client.key\n[credential \"https://x.example\"]\n\thelper = /usr/lib/git-core/git-credential-store --file /opt/corp/store2\n\thelper = cache --timeout 300\n",
+		"secrets/git-store":      "https://u:p@host\n",
+		"secrets/gerrit-cookies": "cookie\n",
+	}
+	for name, data := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := secretPaths(home, "", []string{"GIT_CONFIG_NOSYSTEM=1"}, nil)
+	for _, want := range []string{filepath.Join(home, "secrets/git-store"), filepath.Join(home, "secrets/gerrit-cookies"), "/opt/corp/client.key", "/opt/corp/store2"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+	for _, not := range []string{"300", "cache", filepath.Join(home, "dotfiles/git.inc")} {
+		if slices.Contains(got, not) {
+			t.Errorf("%s hidden", not)
+		}
+	}
+}
+
+// TestSecretPathsClientKeys: the client keys a kubeconfig names (absolute, ~ and
+// relative to it) and those GIT_SSL_KEY and PGSSLKEY name are hidden where they are,
+// as is libpq's default client key.
+func TestSecretPathsClientKeys(t *testing.T) {
+	home := t.TempDir()
+	kube := filepath.Join(home, "kc", "config")
+	if err := os.MkdirAll(filepath.Dir(kube), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := "users:\n- name: admin\n  user:\n    client-certificate: /opt/certs/admin.crt\n    client-key: /opt/certs/admin.key\n" +
+		"- name: dev\n  user:\n    client-key: \"~/certs/dev.key\"\n- name: sa\n  user:\n    tokenFile: sa-token # service account\n"
+	if err := os.WriteFile(kube, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + kube, "GIT_SSL_KEY=/opt/git/client.key", "PGSSLKEY=/opt/pg/client.key"}
+	got := secretPaths(home, "", env, nil)
+	for _, want := range []string{"/opt/certs/admin.key", filepath.Join(home, "certs/dev.key"), filepath.Join(home, "kc/sa-token"),
+		"/opt/git/client.key", "/opt/pg/client.key", filepath.Join(home, ".postgresql/postgresql.key")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+	if slices.Contains(got, "/opt/certs/admin.crt") {
+		t.Errorf("a client certificate (public) is hidden")
 	}
 }

@@ -97,19 +97,33 @@ func (p *Policy) agentSurface() error {
 			dst  *[]string
 		}{{preset.ReadOnly, &p.KeepReadOnly}, {preset.Private, &p.KeepPrivate}} {
 			for _, rel := range list.rels {
-				d := filepath.Join(p.Home, rel)
-				for _, k := range p.Keep {
-					if hostpath.Within(k.Path, d) {
-						return &Error{What: k.From, Path: k.Path, Reason: "lies in " + quote(d) + ", which " + name + " runs or sources later as you: agentbox keeps it read-only or private inside (keep " + quote(filepath.Dir(d)) + " instead)"}
+				for _, d := range agentPaths(filepath.Join(p.Home, rel)) {
+					for _, k := range p.Keep {
+						if hostpath.Within(k.Path, d) {
+							return &Error{What: k.From, Path: k.Path, Reason: "lies in " + quote(d) + ", which " + name + " runs or sources later as you: agentbox keeps it read-only or private inside (keep " + quote(filepath.Dir(d)) + " instead)"}
+						}
 					}
-				}
-				if p.inKept(d) && !slices.Contains(*list.dst, d) {
-					*list.dst = append(*list.dst, d)
+					if p.inKept(d) && !slices.Contains(*list.dst, d) {
+						*list.dst = append(*list.dst, d)
+					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// agentPaths are d and, when d's directory is reached through a symlink, the
+// path it leads to: an agent's directory linked elsewhere (~/.claude ->
+// dotfiles/claude, kept by its target since a kept path may not be a link) has its
+// plugins and hooks there.
+func agentPaths(d string) []string {
+	if r, err := filepath.EvalSymlinks(filepath.Dir(d)); err == nil {
+		if t := filepath.Join(r, filepath.Base(d)); t != d {
+			return []string{d, t}
+		}
+	}
+	return []string{d}
 }
 
 func appendKept(list []Kept, k Kept) []Kept {

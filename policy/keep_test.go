@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,31 @@ func TestKeep(t *testing.T) {
 				t.Errorf("kept %+v, want %+v", p.Keep, c.keep)
 			}
 		})
+	}
+}
+
+// TestKeepLinkedAgentDir: an agent's directory that is a link (~/.claude ->
+// dots/claude), kept by its target, gets the preset's read-only and private
+// directories at the target as a kept ~/.claude does.
+func TestKeepLinkedAgentDir(t *testing.T) {
+	home, repo := tree(t)
+	target := filepath.Join(home, "dots", "claude")
+	if err := os.MkdirAll(filepath.Join(target, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("dots/claude", filepath.Join(home, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Cwd: repo, Home: home, Keep: []string{"~/dots/claude"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"plugins", "hooks", "skills"} {
+		if !slices.Contains(p.KeepReadOnly, filepath.Join(target, d)) {
+			t.Errorf("%s not read-only inside: %v", d, p.KeepReadOnly)
+		}
+	}
+	if _, err := New(Options{Cwd: repo, Home: home, Keep: []string{"~/dots/claude/plugins"}}); err == nil {
+		t.Errorf("a kept path in the linked directory's plugins is accepted")
 	}
 }

@@ -40,9 +40,12 @@ func Danger(e gitconfig.Entry) string {
 // secrets.providers, git-flow's gitflow.path.hooks), and a new Git version adds
 // more (hook.NAME.command in 2.54). A tool's options for a program it runs are one
 // (git-annex's remote.NAME.annex-ssh-options = -oProxyCommand=PROGRAM, its
-// annex-rsync-transport and annex.web-options).
+// annex-rsync-transport and annex.web-options), singular as well
+// (sendemail.smtpServerOption, each an argument of the sendmail program: msmtp's
+// --passwordeval=PROGRAM), or called args (gcrypt.gpg-args, Git LFS's
+// lfs.customtransfer.NAME.args).
 var execWords = []string{"command", "cmd", "program", "hook", "exec", "helper", "shell", "editor",
-	"pager", "browser", "script", "provider", "askpass", "options", "transport"}
+	"pager", "browser", "script", "provider", "askpass", "option", "args", "transport"}
 
 // unlistedDanger is the rule for an entry no row of dangerRules names, so that a
 // key the table does not know fails closed: a value that starts with "!" (a shell
@@ -183,6 +186,8 @@ var dangerRules = []dangerRule{
 		When: "an absolute path", If: func(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value, "/") }},
 	{Section: "imap", Keys: []string{"tunnel"}, Why: "names a command git imap-send runs"},
 	{Section: "instaweb", Keys: []string{"httpd", "browser"}, Why: "names a program git instaweb runs"},
+	// git instaweb's Apache loads its modules (shared objects) from modulePath.
+	{Section: "instaweb", Keys: []string{"modulepath"}, Why: "names the directory git instaweb's Apache loads modules (code) from"},
 	{Section: "guitool", Keys: []string{"cmd"}, Why: "names a command git gui runs"},
 	{Section: "init", Keys: []string{"templatedir"}, Why: "copies its hooks into every repository Git creates"},
 	// pull.twohead and pull.octopus name the strategies git merge and git pull use;
@@ -238,8 +243,9 @@ func bang(_ gitconfig.Entry, value string) bool { return strings.HasPrefix(value
 func tigDanger(e gitconfig.Entry, value string) string {
 	switch {
 	case e.Subsection == "bind":
-		_, action, _ := strings.Cut(value, " ")
-		if action = strings.TrimSpace(action); action != "" && !plainCommandName(action[:1]) {
+		// tig splits a binding at any white space, as Git's value may hold a tab
+		// (quoted, or \t); the action is its second word.
+		if words := strings.Fields(value); len(words) > 1 && !plainCommandName(words[1][:1]) {
 			return "tig runs this binding's action as a command"
 		}
 		return ""

@@ -180,6 +180,8 @@ func TestDangerUnlisted(t *testing.T) {
 		{"tig", "bind", "main", "<Ctrl-g> @x", true},
 		{"tig", "bind", "status", "C ?<x", true},
 		{"tig", "bind", "generic", "G move-last-line", false},
+		{"tig", "bind", "generic", "G\t!x.sh", true},
+		{"tig", "bind", "generic", "G\n@x", true},
 		{"tig", "", "diff-highlight", "/repo/x", true},
 		{"tig", "", "diff-highlight", "true", false},
 		{"tig", "", "main-options", "--output=/x", true},
@@ -188,6 +190,12 @@ func TestDangerUnlisted(t *testing.T) {
 		{"remote", "o", "annex-rsync-transport", "x -p 22", true},
 		{"remote", "o", "annex-rsync-options", "-e x", true},
 		{"annex", "", "web-options", "--config /x", true},
+		{"sendemail", "", "smtpserveroption", "--passwordeval=/tmp/x", true},
+		{"sendemail", "work", "smtpserveroption", "-C/tmp/x", true},
+		{"gcrypt", "", "gpg-args", "--options /tmp/x", true},
+		{"lfs", "customtransfer.t", "args", "--exec /tmp/x", true},
+		{"instaweb", "", "modulepath", "/tmp/mods", true},
+		{"instaweb", "", "port", "1234", false},
 		{"receive", "", "advertisepushoptions", "true", false},
 		{"newtool", "", "onsave", "!x", true},
 		{"user", "", "name", "x", false},
@@ -203,6 +211,26 @@ func TestDangerUnlisted(t *testing.T) {
 		e := gitconfig.Entry{Section: c.sec, Subsection: c.sub, Key: c.key, Value: c.value}
 		if got := Danger(e) != ""; got != c.want {
 			t.Errorf("%s = %q: reported %v (%q), want %v", e.Name(), c.value, got, Danger(e), c.want)
+		}
+	}
+}
+
+// TestDangerParsedLikeGit: an entry is judged on the value Git reads, whatever
+// white space separates its words in the file: a lone carriage return (a space to
+// Git) and a quoted tab or a \t escape (kept by Git, a separator to tig) hid tig's
+// shell binding from the audit.
+func TestDangerParsedLikeGit(t *testing.T) {
+	for _, c := range []string{
+		"[tig \"bind\"]\n\tgeneric = G\r!/tmp/x.sh\n",
+		"[tig \"bind\"]\n\tgeneric = \"G\t!/tmp/x.sh\"\n",
+		"[tig \"bind\"]\n\tgeneric = G\\t!/tmp/x.sh\n",
+	} {
+		entries, err := gitconfig.Parse(strings.NewReader(c))
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("%q: %v %v", c, entries, err)
+		}
+		if Danger(entries[0]) == "" {
+			t.Errorf("%q (value %q) not reported", c, entries[0].Value)
 		}
 	}
 }

@@ -172,7 +172,7 @@ func (p *configParser) setSection(name, sub string, dotted bool) {
 
 func (p *configParser) subsection(name string) error {
 	c, ok := p.next()
-	for ok && (c == ' ' || c == '\t') {
+	for ok && (c == ' ' || c == '\t' || c == '\r') {
 		c, ok = p.next()
 	}
 	if !ok || c != '"' {
@@ -256,7 +256,9 @@ func (p *configParser) value() (string, error) {
 			p.skipLine()
 			return cString(b.String()), nil
 		}
-		if !quoted && (c == ' ' || c == '\t') {
+		// Git's isspace takes a lone "\r" too: it is one space of the value (a
+		// separator of an alias's or a tool's words), not a byte of a word.
+		if !quoted && (c == ' ' || c == '\t' || c == '\r') {
 			if started {
 				pendingSpace++
 			}

@@ -57,6 +57,11 @@ func TestParseMatchesGit(t *testing.T) {
 		"[core]\n\tk\t=\tv\t\n",
 		"[core]\n\tk = v\f\n",
 		"[core]\n\tk\v= v\n",
+		"[tig \"bind\"]\n\tgeneric = G\r!x\n",
+		"[core]\n\tk = a\r\rb\r",
+		"[core]\n\tk = \"a\rb\"\n",
+		"[core]\n\tk =\r a\n",
+		"[s \r\"x\"]\n\tk = v\n",
 	}
 	dir := t.TempDir()
 	for i, c := range cases {

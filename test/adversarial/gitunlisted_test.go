@@ -13,7 +13,9 @@ import (
 // (quoted too) or a plain command whose own option names a program
 // (ls-remote --upload-pack=PROGRAM), Git 2.54's configured hooks (hook.NAME.command), and keys of tools
 // that read Git's config (git-annex's commands and the options it gives ssh, git-secrets, tig), and a cookie file Git would
-// rewrite (http.cookieFile = ~/.bashrc) — is found by the audit, and
+// rewrite (http.cookieFile = ~/.bashrc), a tig binding whose words a lone carriage
+// return separates (a space to Git) and sendemail.smtpServerOption (an option of
+// the sendmail program) — is found by the audit, and
 // the operator's `git st` there runs nothing.
 func TestGitConfigUnlistedForms(t *testing.T) {
 	const plant = `set -e
@@ -34,6 +36,9 @@ git -C wo/sub config remote.o.annex-ssh-options "-oProxyCommand=touch\ $PWNED/an
 git -C wo/sub config tig.bind.generic "G !touch $PWNED/tig"
 git -C wo/sub config http.cookieFile "$HOME/.bashrc"
 git -C wo/sub config http.saveCookies true
+mkdir -p wo/cr/sub
+git -C wo/cr/sub init -q
+printf '[tig "bind"]\n\tmain = G\r!%s/tig-cr\n[sendemail]\n\tsmtpServerOption = --passwordeval=%s/msmtp\n' "$PWNED" "$PWNED" >>wo/cr/sub/.git/config
 `
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
@@ -42,7 +47,8 @@ git -C wo/sub config http.saveCookies true
 			cmd.Env = append(cmd.Env, "PWNED="+x.Pwned)
 			r := sandboxtest.Run(cmd)
 			for _, key := range []string{"alias.st", "alias.ci", "lr/sub/.git/config", "hook.lint.command",
-				"annex.freezecontent-command", "secrets.providers", "remote.o.annex-ssh-options", "tig.bind.generic", "http.cookiefile"} {
+				"annex.freezecontent-command", "secrets.providers", "remote.o.annex-ssh-options", "tig.bind.generic", "http.cookiefile",
+				"tig.bind.main", "sendemail.smtpserveroption"} {
 				if !strings.Contains(r.Stderr, key) {
 					t.Errorf("the audit does not name %s:\n%s", key, r)
 				}
