@@ -18,6 +18,8 @@ func rlimitResource(name string) (int, bool) {
 		return unix.RLIMIT_SIGPENDING, true
 	case "rlimit_msgqueue":
 		return unix.RLIMIT_MSGQUEUE, true
+	case "rlimit_memlock":
+		return unix.RLIMIT_MEMLOCK, true
 	}
 	return 0, false
 }
