@@ -25,9 +25,10 @@ type UserLimit struct {
 }
 
 // RLimitNames are the resource limits a UserLimit may lower: those the kernel
-// counts per user up the tree. RLIMIT_MEMLOCK is counted so too (for SHM_LOCK) but
-// is also each process's own mlock limit, which a share would cut.
-var RLimitNames = []string{"rlimit_nproc", "rlimit_sigpending", "rlimit_msgqueue"}
+// counts per user up the tree, and RLIMIT_MEMLOCK, which besides (SHM_LOCK, up
+// the tree) bounds the user's one machine-wide count of pinned memory (io_uring's
+// rings and registered buffers, MSG_ZEROCOPY) by the caller's own limit.
+var RLimitNames = []string{"rlimit_nproc", "rlimit_sigpending", "rlimit_msgqueue", "rlimit_memlock"}
 
 // IsRLimit reports whether the limit is a resource limit rather than a file of
 // /proc/sys/user.

@@ -18,6 +18,8 @@ func rlimitResource(name string) (int, bool) {
 		return unix.RLIMIT_SIGPENDING, true
 	case "rlimit_msgqueue":
 		return unix.RLIMIT_MSGQUEUE, true
+	case "rlimit_memlock":
+		return unix.RLIMIT_MEMLOCK, true
 	}
 	return 0, false
 }
@@ -37,7 +39,11 @@ func Resource(l mounts.UserLimit) (int, error) {
 // rlimitShares are the session's resource limits: Share of the launcher's soft
 // limit, which its other processes have too (they share a login's limits); an
 // unlimited one is left alone, as nothing on the host is then bounded by it.
-func rlimitShares() ([]mounts.UserLimit, error) {
+// RLIMIT_NPROC is also at most Share of tasks, the machine's pool of processes
+// (taskPool), unlimited or not: every user's forks draw on that pool, and a
+// quarter of a user's limit can be more than the whole of it (96,367 against
+// pid_max's 32,768 on a default Debian host).
+func rlimitShares(tasks int64) ([]mounts.UserLimit, error) {
 	if !rlimitsPerNamespace(release()) {
 		return nil, nil
 	}
@@ -48,12 +54,23 @@ func rlimitShares() ([]mounts.UserLimit, error) {
 		if err := unix.Getrlimit(r, &lim); err != nil {
 			return nil, fmt.Errorf("read the resource limit %s: %w", name, err)
 		}
-		if lim.Cur == unix.RLIM_INFINITY || lim.Cur > 1<<62 {
-			continue
+		switch {
+		case r == unix.RLIMIT_NPROC:
+			out = append(out, mounts.UserLimit{Name: name, Max: nprocShare(lim.Cur, tasks)})
+		case lim.Cur != unix.RLIM_INFINITY && lim.Cur <= 1<<62:
+			out = append(out, mounts.UserLimit{Name: name, Max: Share(int64(lim.Cur))})
 		}
-		out = append(out, mounts.UserLimit{Name: name, Max: Share(int64(lim.Cur))})
 	}
 	return out, nil
+}
+
+// nprocShare is the session's RLIMIT_NPROC for the launcher's soft limit soft and
+// the machine's task pool: the lower of their shares.
+func nprocShare(soft uint64, tasks int64) int64 {
+	if soft == unix.RLIM_INFINITY || soft > 1<<62 {
+		return Share(tasks)
+	}
+	return min(Share(int64(soft)), Share(tasks))
 }
 
 // rlimitsPerNamespace reports whether the kernel of release counts these resource

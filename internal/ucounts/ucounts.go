@@ -1,15 +1,16 @@
 // Package ucounts decides a session's share of the launching user's per-user kernel
 // counts: inotify instances and watches, fanotify groups and marks, user, mount,
 // PID, IPC, UTS, network, cgroup and time namespaces, and the processes, queued
-// signals and message-queue bytes of three resource limits. The kernel counts each
-// per user at every level of the user-namespace tree, the host's included, so
-// without a limit of its own a session could take the user's whole host allowance:
-// the operator's editor, file watchers and systemd --user would then fail with
-// EMFILE or ENOSPC, and every other launch with them. The sandbox's root lowers its
-// user namespace's limits, and the init its resource limits, to the share
-// (mounts.Plan.UserLimits) before the command; a namespace nested inside cannot
-// raise them, as the kernel checks every level up. So too the session's devpts and
-// the machine's one pool of terminals (PtyMax).
+// signals, message-queue bytes and locked memory of four resource limits. The kernel
+// counts each per user at every level of the user-namespace tree, the host's
+// included (and pinned memory once per user for the whole machine, against the
+// caller's RLIMIT_MEMLOCK), so without a limit of its own a session could take the
+// user's whole host allowance: the operator's editor, file watchers and systemd
+// --user would then fail with EMFILE, ENOSPC or ENOMEM, and every other launch with
+// them. The sandbox's root lowers its user namespace's limits, and the init its
+// resource limits, to the share (mounts.Plan.UserLimits) before the command; a
+// namespace nested inside cannot raise them, as the kernel checks every level up. So
+// too the session's devpts and the machine's one pool of terminals (PtyMax).
 //
 // It reads the host's limits and computes; it writes nothing.
 package ucounts

@@ -84,11 +84,27 @@ func limits() ([]mounts.UserLimit, error) {
 		}
 		out = append(out, l)
 	}
-	rl, err := rlimitShares()
+	tasks, err := taskPool(threads)
+	if err != nil {
+		return nil, err
+	}
+	rl, err := rlimitShares(tasks)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, rl...), nil
+}
+
+// taskPool is how many tasks the whole machine may have: kernel.pid_max of the
+// launcher's PID namespace (the host's, or a container's own on Linux 6.14+,
+// which still draws on the host's) or kernel.threads-max, whichever is lower.
+// Every user's processes and threads draw on it, root's daemons' too.
+func taskPool(threads int64) (int64, error) {
+	pids, err := readInt("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0, err
+	}
+	return min(pids, threads), nil
 }
 
 func readInt(path string) (int64, error) {

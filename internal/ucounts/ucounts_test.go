@@ -80,7 +80,8 @@ func TestCheck(t *testing.T) {
 }
 
 // checkRLimits: every finite resource limit counted per user is in the list, a
-// quarter of this process's soft limit.
+// quarter of this process's soft limit; RLIMIT_NPROC, finite or not, at most a
+// quarter of the machine's task pool.
 func checkRLimits(t *testing.T, got []mounts.UserLimit) {
 	t.Helper()
 	if !rlimitsPerNamespace(release()) {
@@ -89,6 +90,7 @@ func checkRLimits(t *testing.T, got []mounts.UserLimit) {
 		}
 		return
 	}
+	pool := min(readProcInt(t, "/proc/sys/kernel/pid_max"), readProcInt(t, "/proc/sys/kernel/threads-max"))
 	want := 0
 	for _, name := range mounts.RLimitNames {
 		var lim unix.Rlimit
@@ -96,17 +98,54 @@ func checkRLimits(t *testing.T, got []mounts.UserLimit) {
 		if err := unix.Getrlimit(r, &lim); err != nil {
 			t.Fatal(err)
 		}
-		if lim.Cur == unix.RLIM_INFINITY {
+		share := Share(int64(lim.Cur))
+		switch {
+		case r == unix.RLIMIT_NPROC && lim.Cur == unix.RLIM_INFINITY:
+			share = Share(pool)
+		case r == unix.RLIMIT_NPROC:
+			share = min(share, Share(pool))
+		case lim.Cur == unix.RLIM_INFINITY:
 			continue
 		}
 		want++
 		i := slices.IndexFunc(got, func(l mounts.UserLimit) bool { return l.Name == name })
-		if i < 0 || got[i].Max != Share(int64(lim.Cur)) {
-			t.Errorf("%s: %v; want %d, a quarter of %d", name, got, Share(int64(lim.Cur)), lim.Cur)
+		if i < 0 || got[i].Max != share {
+			t.Errorf("%s: %v; want %d (soft limit %d, task pool %d)", name, got, share, lim.Cur, pool)
 		}
 	}
 	if len(got) != want {
 		t.Errorf("resource limits %v; want %d", got, want)
+	}
+}
+
+func readProcInt(t *testing.T, p string) int64 {
+	t.Helper()
+	v, err := readInt(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestNprocShareOfTheTaskPool: RLIMIT_NPROC's share is at most a quarter of the
+// machine's task pool, also where the launcher's limit is unlimited.
+func TestNprocShareOfTheTaskPool(t *testing.T) {
+	for _, c := range []struct {
+		soft  uint64
+		tasks int64
+		want  int64
+	}{
+		{unix.RLIM_INFINITY, 32768, 8192},
+		{1 << 63, 32768, 8192},
+		{96367, 32768, 8192},
+		{96367, 4194304, 24091},
+		{96367, 127000, 24091},
+		{8, 32768, 2},
+		{0, 32768, 0},
+	} {
+		if got := nprocShare(c.soft, c.tasks); got != c.want {
+			t.Errorf("nprocShare(%d, %d) = %d; want %d", c.soft, c.tasks, got, c.want)
+		}
 	}
 }
 

@@ -151,12 +151,16 @@ var limitEnforced = map[string]func(t *testing.T, s session, alive func(*testing
 		alive(t, "--memory with /tmp")
 	},
 	"--pids": func(t *testing.T, s session, alive func(*testing.T, string)) {
-		// The shell gives up at its first refused fork (dash exits 2).
-		bomb := `i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait`
-		_, stderr, code := s.run(t, "exec", "--pids", "32", "--", "sh", "-c", bomb)
+		// The shell gives up at its first refused fork (dash exits 2). Before it
+		// forks, it raises every pids.max it can reach (raiseThenFork).
+		out, stderr, code := s.run(t, "exec", "--pids", "32", "--", "sh", "-c", raiseThenFork)
 		if code == 0 || !strings.Contains(stderr, "agentbox: process limit 32 reached (--pids)") {
-			t.Errorf("fork bomb under --pids 32: exit %d, stderr %q; want it stopped, and the limit named", code, stderr)
+			t.Errorf("fork bomb under --pids 32 after raising what it could (%q): exit %d, stderr %q; want it stopped, and the limit named", out, code, stderr)
 		}
+		if strings.Contains(out, "WROTE ") {
+			t.Errorf("the command wrote the host's cgroup files:\n%s", out)
+		}
+		t.Logf("the command's attempts on the pids limits: %q", out)
 		alive(t, "--pids")
 		if out, err := testenv.Command(t, s.home, "sh", "-c", "sleep 0 & wait; echo forked").Output(); err != nil || !strings.Contains(string(out), "forked") {
 			t.Errorf("the user cannot fork outside after the session: %q, %v", out, err)
@@ -277,3 +281,20 @@ func BenchmarkLimitsLaunch(b *testing.B) {
 		b.ReportMetric(float64(times[i][len(times[i])/2].Microseconds())/1000, "ms-median-"+v.name)
 	}
 }
+
+// raiseThenFork raises every pids.max the command can reach, then forks: each
+// pids.max on the host's read-only /sys/fs/cgroup (a line "WROTE path" for each
+// write that took); then, in a user, mount and cgroup namespace of its own, a
+// cgroup2 mount, which is rooted at the session's leaf, below the limit, where it
+// raises the leaf's pids.max and a child's it makes and moves into ("NESTED step"
+// for each that took, where the kernel lets it mount); then the bomb: up to 300
+// sleeps in the background (docs/security.md, "The cgroup tree").
+const raiseThenFork = `for f in $(find /sys/fs/cgroup -name pids.max 2>/dev/null); do (echo max > "$f") 2>/dev/null && echo "WROTE $f"; done
+exec unshare -Urmc sh -c '
+mkdir -p /tmp/cg
+if mount -t cgroup2 none /tmp/cg 2>/dev/null; then
+	echo "NESTED mount"
+	(echo max > /tmp/cg/pids.max) 2>/dev/null && echo "NESTED leaf"
+	mkdir /tmp/cg/x 2>/dev/null && (echo max > /tmp/cg/x/pids.max) 2>/dev/null && (echo $$ > /tmp/cg/x/cgroup.procs) 2>/dev/null && echo "NESTED child"
+fi
+i=0; while [ $i -lt 300 ]; do sleep 3 & i=$((i+1)); done; wait'`

@@ -48,7 +48,7 @@ for f, v in (("setgroups", "deny"), ("uid_map", "0 %d 1" % uid), ("gid_map", "0 
 for f in ("max_inotify_instances", "max_fanotify_groups"):
     with open("/proc/sys/user/" + f, "w") as w:
         w.write("2147483647")
-for r in ("NPROC", "SIGPENDING", "MSGQUEUE"):
+for r in ("NPROC", "SIGPENDING", "MSGQUEUE", "MEMLOCK"):
     try:
         resource.setrlimit(getattr(resource, "RLIMIT_" + r), (1 << 40, 1 << 40))
         lines.append("RAISED rlimit_" + r.lower())
@@ -70,7 +70,7 @@ take("inotify", lambda: libc.inotify_init1(os.O_CLOEXEC))
 take("fanotify", lambda: libc.fanotify_init(0x200 | 0x1, 0))  # FAN_REPORT_FID|FAN_CLOEXEC
 signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
 take("sigpending", lambda: libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), ctypes.c_void_p(0)))
-for r in ("nproc", "sigpending", "msgqueue"):
+for r in ("nproc", "sigpending", "msgqueue", "memlock"):
     lines.append("RLIMIT rlimit_%s %d %d" % ((r,) + resource.getrlimit(getattr(resource, "RLIMIT_" + r.upper()))))
 with open("ready.tmp", "w") as w:
     w.write("\n".join(lines) + "\n")
