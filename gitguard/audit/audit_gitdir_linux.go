@@ -243,7 +243,7 @@ func (s *scanner) hooksDir(dir, base string) {
 			continue // Git runs hooks by their exact name only
 		}
 		p := filepath.Join(dir, e.Name())
-		fi, err := e.Info()
+		fi, err := s.lstat(p) // beneath the held directory, as every path of the scan
 		if err != nil {
 			s.skip(p, "cannot inspect: %v", err)
 			continue
