@@ -25,7 +25,8 @@ import (
 // the directory the session wrote, wherever it now lay. Through the descriptor
 // the scan reads that directory: every path below it is opened beneath the
 // descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW
-// walk), and path-based calls go through /proc/self/fd/N of a parent opened so.
+// walk), an lstat opens the path itself so (osLstat), and the other path-based
+// calls go through /proc/self/fd/N of a parent opened so.
 // The scan's paths are where the directory lies now, so that an absolute path a
 // file of it names below its old path leads, as for the user's Git, to what took
 // its place; Compare takes the baseline's paths (the launch's) for them.
