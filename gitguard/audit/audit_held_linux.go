@@ -267,7 +267,8 @@ func (s *scanner) readlink(p string) string {
 }
 
 // statInfo is the os.FileInfo of an lstat made through a descriptor, as os.Lstat
-// gives it (its mode bits converted the same way, Sys the *syscall.Stat_t).
+// gives it (its mode bits converted the same way, Sys the *syscall.Stat_t; a type
+// Linux does not have would be fs.ModeIrregular, where os leaves it regular).
 type statInfo struct {
 	name string
 	st   syscall.Stat_t
@@ -280,21 +281,7 @@ func (i *statInfo) IsDir() bool        { return i.Mode().IsDir() }
 func (i *statInfo) Sys() any           { return &i.st }
 
 func (i *statInfo) Mode() fs.FileMode {
-	m := fs.FileMode(i.st.Mode & 0o777)
-	switch i.st.Mode & syscall.S_IFMT {
-	case syscall.S_IFBLK:
-		m |= fs.ModeDevice
-	case syscall.S_IFCHR:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFDIR:
-		m |= fs.ModeDir
-	case syscall.S_IFIFO:
-		m |= fs.ModeNamedPipe
-	case syscall.S_IFLNK:
-		m |= fs.ModeSymlink
-	case syscall.S_IFSOCK:
-		m |= fs.ModeSocket
-	}
+	m := fs.FileMode(i.st.Mode&0o777) | modeType(i.st.Mode) // audit_dirents_linux.go
 	if i.st.Mode&syscall.S_ISGID != 0 {
 		m |= fs.ModeSetgid
 	}
