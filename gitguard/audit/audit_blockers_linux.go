@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -55,18 +57,36 @@ func (s *scanner) blocker(p string, t fs.FileMode) {
 }
 
 // gitdirBlockers checks the files of the gitdir dir that Git opens by name, and the
-// loose ref its HEAD names.
-func (s *scanner) gitdirBlockers(dir string) {
+// loose ref its HEAD names. top is dir's whole listing (gitdirTop), nil when there
+// is none: a name of the top level is then looked up in it — absent, there is
+// nothing to block; present, its type is the listing's (getdents64's, or an lstat
+// where that gives none), the type an lstat gives — instead of an lstat each.
+func (s *scanner) gitdirBlockers(dir string, top []os.DirEntry) {
 	names := gitdirFilesGitOpens
 	if ref := headRef(s, dir); ref != "" {
 		names = append(names[:len(names):len(names)], ref)
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
+		if top != nil && !strings.ContainsRune(n, filepath.Separator) {
+			if e := entryNamed(top, n); e != nil && special(e.Type()) {
+				s.blocker(p, e.Type())
+			}
+			continue
+		}
 		if fi, err := s.lstat(p); err == nil && special(fi.Mode()) {
 			s.blocker(p, fi.Mode())
 		}
 	}
+}
+
+// entryNamed is the entry called name in ents (sorted by name), nil when none is.
+func entryNamed(ents []os.DirEntry, name string) os.DirEntry {
+	i := sort.Search(len(ents), func(i int) bool { return ents[i].Name() >= name })
+	if i < len(ents) && ents[i].Name() == name {
+		return ents[i]
+	}
+	return nil
 }
 
 // headRef is the ref HEAD names in gitdir ("refs/heads/main"), "" when HEAD is no

@@ -106,8 +106,13 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 			s.programs(e.Value, e.Name(), base)
 		}
 	}
-	s.gitdirBlockers(dir)
-	s.gitdirOutLinks(dir)
+	top, listed, whole := s.gitdirTop(dir) // audit_outlinks_linux.go
+	if whole {
+		s.gitdirBlockers(dir, top)
+	} else {
+		s.gitdirBlockers(dir, nil)
+	}
+	s.gitdirOutLinks(dir, top, listed, whole)
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
 		s.todo(filepath.Join(dir, todo))
 	}
@@ -243,7 +248,7 @@ func (s *scanner) hooksDir(dir, base string) {
 			continue // Git runs hooks by their exact name only
 		}
 		p := filepath.Join(dir, e.Name())
-		fi, err := e.Info()
+		fi, err := s.lstat(p) // beneath the held directory, as every path of the scan
 		if err != nil {
 			s.skip(p, "cannot inspect: %v", err)
 			continue

@@ -3,10 +3,13 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +25,8 @@ import (
 // the directory the session wrote, wherever it now lay. Through the descriptor
 // the scan reads that directory: every path below it is opened beneath the
 // descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the O_NOFOLLOW
-// walk), and path-based calls go through /proc/self/fd/N of a parent opened so.
+// walk), an lstat opens the path itself so (osLstat), and the other path-based
+// calls go through /proc/self/fd/N of a parent opened so.
 // The scan's paths are where the directory lies now, so that an absolute path a
 // file of it names below its old path leads, as for the user's Git, to what took
 // its place; Compare takes the baseline's paths (the launch's) for them.
@@ -223,8 +227,22 @@ func (s *scanner) sys(p string) (path string, done func(), err error) {
 	return fdPath(fd) + "/" + filepath.Base(p), func() { unix.Close(fd) }, nil
 }
 
-// osLstat is os.Lstat of the scan's path p (sys).
+// osLstat is os.Lstat of the scan's path p (sys). In a held directory p is stat'ed
+// beneath its descriptor in one lookup (safepath.LstatBeneath: the file sys names,
+// by the same rules), where sys's way opens the parent and walks /proc and the
+// parent again: the audit of .git is mostly such lstats. A failure other than a
+// missing file takes sys's way, so that it is reported as before.
 func (s *scanner) osLstat(p string) (os.FileInfo, error) {
+	if h := s.surface.holder(p); h != nil {
+		fi := &statInfo{name: filepath.Base(p)}
+		err := safepath.LstatBeneath(h.h.fd, strings.TrimPrefix(p, h.now), &fi.st)
+		switch {
+		case err == nil:
+			return fi, nil
+		case errors.Is(err, unix.ENOENT):
+			return nil, &os.PathError{Op: "lstat", Path: p, Err: unix.ENOENT}
+		}
+	}
 	sp, done, err := s.sys(p)
 	if err != nil {
 		return nil, err
@@ -246,4 +264,32 @@ func (s *scanner) readlink(p string) string {
 	defer done()
 	link, _ := os.Readlink(sp)
 	return link
+}
+
+// statInfo is the os.FileInfo of an lstat made through a descriptor, as os.Lstat
+// gives it (its mode bits converted the same way, Sys the *syscall.Stat_t; a type
+// Linux does not have would be fs.ModeIrregular, where os leaves it regular).
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (i *statInfo) Name() string       { return i.name }
+func (i *statInfo) Size() int64        { return i.st.Size }
+func (i *statInfo) ModTime() time.Time { return time.Unix(i.st.Mtim.Unix()) }
+func (i *statInfo) IsDir() bool        { return i.Mode().IsDir() }
+func (i *statInfo) Sys() any           { return &i.st }
+
+func (i *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(i.st.Mode&0o777) | modeType(i.st.Mode) // audit_dirents_linux.go
+	if i.st.Mode&syscall.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if i.st.Mode&syscall.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if i.st.Mode&syscall.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -35,15 +36,46 @@ var (
 // writes in the gitdir dir: its own entries, those of objects/, and every entry below
 // gitdirWriteDirs. Entries the scan recorded already (config, hooks, modules/) keep
 // their item.
-func (s *scanner) gitdirOutLinks(dir string) {
-	s.outLinks(dir, -1)
+//
+// ents is the gitdir's own listing (gitdirTop), listed whether there is one; whole
+// whether it is all of the directory, and then a directory of gitdirTopDirs or
+// gitdirWriteDirs absent from it, or no directory there, is not looked up: outLinks
+// would find it absent or no directory by its lstat, and list nothing.
+func (s *scanner) gitdirOutLinks(dir string, ents []os.DirEntry, listed, whole bool) {
+	if listed {
+		s.outLinksIn(dir, ents, -1)
+	}
 	for _, d := range gitdirTopDirs {
-		s.outLinks(filepath.Join(dir, d), -1)
+		if !whole || isDirEntry(entryNamed(ents, d)) {
+			s.outLinks(filepath.Join(dir, d), -1)
+		}
 	}
 	for _, d := range gitdirWriteDirs {
-		s.outLinks(filepath.Join(dir, d), 0)
+		if !whole || isDirEntry(entryNamed(ents, d)) {
+			s.outLinks(filepath.Join(dir, d), 0)
+		}
 	}
 }
+
+// gitdirTop lists the gitdir dir once, for its blockers and its links out, where
+// and as outLinks lists it: listed says it did (dir a real directory, the scan not
+// stopped); whole says the listing is all of it (not cut short by a failure or the
+// entry bound), so that a name absent from it is absent.
+func (s *scanner) gitdirTop(dir string) (ents []os.DirEntry, listed, whole bool) {
+	if s.stopped {
+		return nil, false, false
+	}
+	if fi, err := s.lstat(dir); err != nil || !fi.IsDir() {
+		return nil, false, false
+	}
+	ents, whole = s.readDirComplete(dir)
+	if whole && ents == nil {
+		ents = []os.DirEntry{} // whole and empty: not "no listing"
+	}
+	return ents, true, whole
+}
+
+func isDirEntry(e os.DirEntry) bool { return e != nil && e.IsDir() }
 
 // outLinks lists dir (a real directory; a symlink in its place was found at its
 // parent) and records its entries that are symlinks leading out of the repository;
@@ -59,7 +91,12 @@ func (s *scanner) outLinks(dir string, depth int) {
 		s.skip(dir, "Git directory entries nested deeper than %d were not searched for symlinks", s.opt.MaxDepth)
 		return
 	}
-	for _, e := range s.readDir(dir) {
+	s.outLinksIn(dir, s.readDir(dir), depth)
+}
+
+// outLinksIn is outLinks over the listing ents of dir.
+func (s *scanner) outLinksIn(dir string, ents []os.DirEntry, depth int) {
+	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case strings.Contains(e.Name(), QuarantineSuffix):

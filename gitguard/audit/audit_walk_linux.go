@@ -19,22 +19,32 @@ import (
 // readDir lists dir (a canonical path) without following symlinks, sorted by name.
 // Failures are recorded as skipped places.
 func (s *scanner) readDir(dir string) []os.DirEntry {
+	ents, _ := s.readDirComplete(dir)
+	return ents
+}
+
+// readDirComplete is readDir, and whether the listing is the whole directory (not
+// cut short by a failure or the entry bound): only a whole listing says that a
+// name is absent. Through getdents64 into compact entries (audit_dirents_linux.go),
+// as the walk lists: an os.File per listing costs its descriptor's registration
+// and an allocation per entry. The entries carry no Info: callers lstat.
+func (s *scanner) readDirComplete(dir string) ([]os.DirEntry, bool) {
 	fd, err := s.relax.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		s.skip(dir, "cannot open directory: %v", err)
-		return nil
+		return nil, false
 	}
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	return s.readDirBatches(f.ReadDir, dir)
+	defer unix.Close(fd)
+	return s.readDirBatches((&direntReader{fd: fd}).next, dir)
 }
 
 // readDirBatches lists a directory (at dir) by next, which is os.File.ReadDir or
-// a direntReader's, sorted by name.
-func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir string) []os.DirEntry {
+// a direntReader's, sorted by name; complete is false when a failure or the
+// entry bound cut it short.
+func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir string) (ents []os.DirEntry, complete bool) {
 	// Read in batches so that one huge directory cannot exhaust memory before the
 	// entry bound is checked.
-	var ents []os.DirEntry
+	complete = true
 	for {
 		batch, err := next(4096)
 		ents = appendBatch(ents, batch)
@@ -44,16 +54,18 @@ func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir stri
 		}
 		if err != nil {
 			s.skip(dir, "cannot list directory: %v", err)
+			complete = false
 			break
 		}
 		if s.entries >= s.opt.MaxEntries {
 			s.stopped = true
 			s.skip(dir, "walk stopped after %d entries while listing this directory; the rest of it and of the tree were not searched", s.entries)
+			complete = false
 			break
 		}
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	return ents
+	return ents, complete
 }
 
 // appendBatch adds a listing's batch to ents. The first batch becomes the list
@@ -323,7 +335,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	}
 	defer unix.Close(fd)
 	watched := s.launch.watchDir(fd)
-	ents = s.readDirBatches((&direntReader{fd: fd}).next, dir) // audit_dirents_linux.go
+	ents, _ = s.readDirBatches((&direntReader{fd: fd}).next, dir) // audit_dirents_linux.go
 	ok := true
 	if stat {
 		stats = make([]entryStat, len(ents))

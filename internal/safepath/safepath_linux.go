@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +65,44 @@ func OpenBeneath(dirfd int, rel string, flags int) (int, error) {
 		return fd, err
 	}
 	return walk(dirfd, rel, flags)
+}
+
+// LstatBeneath is the lstat of rel below dirfd under OpenBeneath's rules on the
+// way (no symlink, no "..", nothing outside dirfd): rel itself is opened with
+// openat2, O_PATH|O_NOFOLLOW, so that a symlink as its last component is opened,
+// not followed nor refused, and what was opened is fstat'ed. One lookup, where
+// opening the parent and an lstat through /proc/self/fd/N/NAME walk /proc and
+// the parent again. Without openat2 it returns errors.ErrUnsupported: the caller
+// takes its own way.
+func LstatBeneath(dirfd int, rel string, st *syscall.Stat_t) error {
+	if !HaveOpenat2() {
+		return errors.ErrUnsupported
+	}
+	rel = strings.Trim(rel, "/")
+	if rel == "" {
+		rel = "."
+	}
+	for _, c := range strings.Split(rel, "/") {
+		if c == ".." {
+			return fmt.Errorf("open %s: %w", rel, unix.EXDEV)
+		}
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(dirfd, rel, &how)
+	for err == unix.EAGAIN || err == unix.EINTR {
+		fd, err = unix.Openat2(dirfd, rel, &how)
+	}
+	if err == unix.ELOOP {
+		err = ErrSymlink
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return syscall.Fstat(fd, st)
 }
 
 // walk is the pre-5.6 fallback: each directory component is opened O_PATH|O_NOFOLLOW

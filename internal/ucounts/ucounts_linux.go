@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -53,19 +55,32 @@ func Limits() ([]mounts.UserLimit, error) {
 }
 
 func limits() ([]mounts.UserLimit, error) {
-	names, err := filepath.Glob(filepath.Join(procUser, "max_*"))
+	// The directory is opened once and its files read beneath it: a path per file
+	// walked /proc/sys/user again each time, on the launcher's critical path.
+	dir, err := os.Open(procUser)
+	if err != nil {
+		return nil, fmt.Errorf("read the user's kernel count limits: %w", err)
+	}
+	defer dir.Close()
+	all, err := dir.Readdirnames(-1)
+	var names []string
+	for _, n := range all {
+		if strings.HasPrefix(n, "max_") {
+			names = append(names, n)
+		}
+	}
 	if err != nil || len(names) == 0 {
 		return nil, fmt.Errorf("read the user's kernel count limits: no %s/max_* (%v)", procUser, err)
 	}
 	sort.Strings(names)
+	dirfd := int(dir.Fd())
 	threads, err := readInt("/proc/sys/kernel/threads-max")
 	if err != nil {
 		return nil, err
 	}
 	var out []mounts.UserLimit
-	for _, path := range names {
-		name := filepath.Base(path)
-		v, err := readInt(path)
+	for _, name := range names {
+		v, err := readIntAt(dirfd, name, filepath.Join(procUser, name))
 		if err != nil {
 			return nil, err
 		}
@@ -108,11 +123,41 @@ func taskPool(threads int64) (int64, error) {
 }
 
 func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("read the user's kernel count limits: %w", err)
+	return readIntAt(unix.AT_FDCWD, path, path)
+}
+
+// readIntAt reads the number in the file name below dirfd (path names it in an
+// error): a /proc/sys file of a few bytes, read to its end into a buffer on the
+// stack, through bare system calls. os.ReadFile adds, for each, an fstat, an
+// attempt at the poller, a heap buffer and a second path walk where dirfd spares one.
+func readIntAt(dirfd int, name, path string) (int64, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read the user's kernel count limits: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	defer unix.Close(fd)
+	var buf [64]byte
+	n := 0
+	for n < len(buf) {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read the user's kernel count limits: %w", &os.PathError{Op: "read", Path: path, Err: err})
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	if n == len(buf) {
+		return 0, fmt.Errorf("read the user's kernel count limits: %s: more than %d bytes, not a number", path, len(buf)-1)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("read the user's kernel count limits: %s: %w", path, err)
 	}

@@ -1,6 +1,8 @@
 package ucounts
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,5 +162,32 @@ func TestRLimitsPerNamespace(t *testing.T) {
 		if got := rlimitsPerNamespace(release); got != want {
 			t.Errorf("rlimitsPerNamespace(%q) = %v", release, got)
 		}
+	}
+}
+
+// TestReadIntAt: the number a file holds, as os.ReadFile and ParseInt read it
+// (surrounding whitespace dropped); a missing file is fs.ErrNotExist (the host-wide
+// files may be absent), and a file past the buffer or not a number fails instead
+// of giving a prefix.
+func TestReadIntAt(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"ok": " 524288\n", "neg": "-1\n", "long": strings.Repeat("1", 64), "text": "12 13\n", "empty": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := readInt(filepath.Join(dir, "ok")); v != 524288 || err != nil {
+		t.Errorf("ok: %d, %v", v, err)
+	}
+	if v, err := readInt(filepath.Join(dir, "neg")); v != -1 || err != nil {
+		t.Errorf("neg: %d, %v", v, err)
+	}
+	for _, name := range []string{"long", "text", "empty"} {
+		if v, err := readInt(filepath.Join(dir, name)); err == nil {
+			t.Errorf("%s: %d, want an error", name, v)
+		}
+	}
+	if _, err := readInt(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing: %v, want fs.ErrNotExist", err)
 	}
 }
