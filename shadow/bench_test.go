@@ -1,6 +1,7 @@
 package shadow
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -262,4 +263,47 @@ func BenchmarkStageInPlace(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkBuildOneTopDirectory is the trees an in-place staging writes when
+// ten files in ten directories changed and one directory holds the whole tree
+// (src/ of the bench's 20,000-file repository): the top's, src/'s and the ten
+// directories'. Index entries made in memory; the trees are written to a store.
+//
+//	go test ./shadow/ -run '^$' -bench BuildOneTopDirectory
+func BenchmarkBuildOneTopDirectory(b *testing.B) {
+	s, _ := openStore(b, newRepo(b, map[string]string{"f": "f\n"}))
+	const dirs, per = 200, 100
+	x := indexEntries{patched: map[int][]byte{}}
+	for d := range dirs {
+		for f := range per {
+			name := fmt.Sprintf("src/d%04d/f%03d.txt", d, f)
+			e := make([]byte, 62, (62+len(name)+8)&^7)
+			binary.BigEndian.PutUint32(e[24:28], 0o100644)
+			binary.BigEndian.PutUint32(e[40:44], uint32(d*per+f))
+			binary.BigEndian.PutUint16(e[60:62], uint16(len(name)))
+			e = append(e, name...)
+			x.off = append(x.off, uint32(len(x.b)))
+			x.b = append(x.b, append(e, make([]byte, cap(e)-len(e))...)...)
+		}
+	}
+	oid := make([]byte, 20)
+	for b.Loop() {
+		src := &ctNode{name: "src", entries: -1}
+		for d := range dirs {
+			c := &ctNode{name: fmt.Sprintf("d%04d", d), entries: per, oid: oid}
+			if d%(dirs/10) == 0 {
+				c.entries, c.oid = -1, nil
+			}
+			src.children = append(src.children, c)
+		}
+		root := &ctNode{entries: -1, children: []*ctNode{src}}
+		objs := s.startObjectWriter()
+		if _, err := s.build(root, x, 0, len(x.off), "", &treeBufs{objs: objs}); err != nil {
+			b.Fatal(err)
+		}
+		if err := objs.wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

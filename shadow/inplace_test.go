@@ -376,3 +376,45 @@ func TestInPlaceIndexNamesOnlyWrittenObjects(t *testing.T) {
 	}
 	shadowGit(t, s, "fsck", "--no-progress", "--no-dangling")
 }
+
+// TestBuildRefusesAnIndexOutOfOrder: the trees of an in-place staging are built
+// from the index's entries in index order, a subtree's end found by binary search
+// (inplace.go's build). An index whose entries are not sorted — here a/x, b/y, c/w,
+// a/z under a cache tree that lists a, b, c and d — must be refused, not written as
+// a tree that names a twice: the count of subtrees alone (four met, four listed)
+// let it through.
+func TestBuildRefusesAnIndexOutOfOrder(t *testing.T) {
+	s, _ := openStore(t, newRepo(t, map[string]string{"f": "f\n"}))
+	entry := func(name string) []byte {
+		e := make([]byte, 62, (62+len(name)+8)&^7)
+		binary.BigEndian.PutUint32(e[24:28], 0o100644)
+		e[40] = 1 // some blob id
+		binary.BigEndian.PutUint16(e[60:62], uint16(len(name)))
+		e = append(e, name...)
+		return append(e, make([]byte, cap(e)-len(e))...)
+	}
+	build := func(names ...string) error {
+		x := indexEntries{patched: map[int][]byte{}}
+		for _, n := range names {
+			x.off = append(x.off, uint32(len(x.b)))
+			x.b = append(x.b, entry(n)...)
+		}
+		root := &ctNode{entries: -1}
+		for _, d := range []string{"a", "b", "c", "d"} {
+			root.children = append(root.children, &ctNode{name: d, entries: -1})
+		}
+		objs := s.startObjectWriter()
+		defer objs.wait()
+		_, err := s.build(root, x, 0, len(x.off), "", &treeBufs{objs: objs})
+		return err
+	}
+	if err := build("a/x", "b/y", "c/w", "a/z"); err == nil {
+		t.Error("an index out of order was built into a tree")
+	}
+	if err := build("a/x", "a/z", "b/y", "c/w", "d/v"); err != nil {
+		t.Errorf("entries in order: %v", err)
+	}
+	if err := build("a/x", "a/z", "b/y", "c/w"); err == nil {
+		t.Error("a subtree of the cache tree without entries was not refused")
+	}
+}
