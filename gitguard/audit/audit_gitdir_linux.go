@@ -383,14 +383,13 @@ func (s *scanner) spendConfigs(n int) bool {
 const configLineBytes = 64
 
 // hostConfig reads a config file outside the writable set, its bytes counted
-// against the scan's bound first: a host file a nested repository includes is
-// read again for each repository that does.
+// against the scan's bound before they are parsed: a host file a nested repository
+// includes is read again for each repository that does. The count and the parse
+// come from one open descriptor (gitconfig.ReadHostFileWithin).
 func (s *scanner) hostConfig(path string) []gitconfig.Entry {
-	fi, err := os.Stat(path)
-	if err != nil || !s.spendConfigs(int(min(fi.Size(), gitconfig.MaxFileSize)/configLineBytes)) {
-		return nil
-	}
-	entries, _ := gitconfig.ReadHostFile(path)
+	entries, _ := gitconfig.ReadHostFileWithin(path, func(n int64) bool {
+		return s.spendConfigs(int(n / configLineBytes))
+	})
 	return entries
 }
 
