@@ -98,3 +98,24 @@ func TestPublishHoldsIPv6Loopback(t *testing.T) {
 		t.Errorf("--publish with [::1]:%d taken: want exit 125 and one line:\n%s", busy, r)
 	}
 }
+
+// TestHostPortReachesIPv6Loopback: a host server of localhost listening on [::1]
+// only (Node's since 18) was out of --host-port's reach, which dialled 127.0.0.1
+// alone; refused there, the relay dials [::1] at the same port.
+func TestHostPortReachesIPv6Loopback(t *testing.T) {
+	needIPv6Loopback(t)
+	forwarded := tcpServerOn(t, "tcp6", "[::1]:0", greeter("hello from ::1"))
+	for _, backend := range portRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			r := b.sh(`echo "forwarded=$(nc.openbsd -N -w 5 127.0.0.1 15433 </dev/null)"`,
+				"--no-git-save", "--offline", "--host-port", fmt.Sprintf("15433:%d", forwarded))
+			if r.code != 0 || !strings.Contains(r.stdout, "forwarded=hello from ::1\n") {
+				t.Errorf("the host's [::1]:%d through 127.0.0.1:15433 inside:\n%s", forwarded, r)
+			}
+			if rec := lastPorts(t, b); len(rec.Ports) != 1 || rec.Ports[0].Connections != 1 || rec.Ports[0].Failed != 0 {
+				t.Errorf("record: %+v", rec)
+			}
+		})
+	}
+}

@@ -27,7 +27,13 @@ func portRunners(t *testing.T) []string { return append(backends(t), sandboxtest
 // its port.
 func tcpServer(t *testing.T, serve func(net.Conn)) int {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	return tcpServerOn(t, "tcp4", "127.0.0.1:0", serve)
+}
+
+// tcpServerOn is tcpServer listening on addr of network.
+func tcpServerOn(t *testing.T, network, addr string, serve func(net.Conn)) int {
+	t.Helper()
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
