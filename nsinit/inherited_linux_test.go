@@ -38,9 +38,7 @@ func TestInitHoldsNoInheritedDescriptorEveryRunner(t *testing.T) {
 	null := devNull(t)
 	for _, r := range runners() {
 		t.Run(r.name, func(t *testing.T) {
-			if name, value, ok := strings.Cut(r.env, "="); ok {
-				t.Setenv(name, value)
-			}
+			r.setEnv(t)
 			if r.raw {
 				waitRawFree(t)
 			}

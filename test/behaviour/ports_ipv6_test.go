@@ -3,28 +3,16 @@ package behaviour
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // fetch6 is fetch on the host's [::1]:port.
-func fetch6(port int) string {
-	c, err := net.DialTimeout("tcp6", fmt.Sprintf("[::1]:%d", port), 2*time.Second)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
-	b, _ := io.ReadAll(c)
-	return string(b)
-}
+func fetch6(port int) string { return fetchAt("tcp6", fmt.Sprintf("[::1]:%d", port)) }
 
 // needIPv6Loopback skips where the host has no ::1 (nobody can listen there).
 func needIPv6Loopback(t *testing.T) {

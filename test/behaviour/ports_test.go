@@ -160,8 +160,11 @@ echo "sockets=$(for f in /proc/self/fd/*; do readlink "$f"; done | grep -c socke
 
 // fetch connects to the host's 127.0.0.1:port, sends a request and returns all it
 // reads; "" when it could not connect.
-func fetch(port int) string {
-	c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
+func fetch(port int) string { return fetchAt("tcp4", fmt.Sprintf("127.0.0.1:%d", port)) }
+
+// fetchAt is fetch from addr of network.
+func fetchAt(network, addr string) string {
+	c, err := net.DialTimeout(network, addr, 2*time.Second)
 	if err != nil {
 		return ""
 	}
