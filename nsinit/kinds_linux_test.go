@@ -41,6 +41,13 @@ func runners() []runner {
 	return list
 }
 
+// setEnv puts the runner's variable (env) in the launcher's environment for t.
+func (r runner) setEnv(t *testing.T) {
+	if name, value, ok := strings.Cut(r.env, "="); ok {
+		t.Setenv(name, value)
+	}
+}
+
 // TestEveryKindEveryRunner walks mounts.Kinds through every runner of the compiled
 // plan: each kind in a plan of its own, checked from inside by what it must do (and
 // from the host, where it writes). compat's TestArgvKinds walks the same list
@@ -147,9 +154,7 @@ func TestEveryKindEveryRunner(t *testing.T) {
 	null := devNull(t)
 	for _, r := range runners() {
 		t.Run(r.name, func(t *testing.T) {
-			if name, value, ok := strings.Cut(r.env, "="); ok {
-				t.Setenv(name, value)
-			}
+			r.setEnv(t)
 			for _, k := range mounts.Kinds {
 				row := rows[k]
 				t.Run(string(k), func(t *testing.T) {

@@ -3,7 +3,6 @@ package nsinit
 import (
 	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
@@ -30,9 +29,7 @@ func TestUserLimitsEveryRunner(t *testing.T) {
 		command -v prlimit >/dev/null && ! prlimit --pid $$ --sigpending=124:124 2>/dev/null`
 	for _, r := range runners() {
 		t.Run(r.name, func(t *testing.T) {
-			if name, value, ok := strings.Cut(r.env, "="); ok {
-				t.Setenv(name, value)
-			}
+			r.setEnv(t)
 			if r.raw {
 				waitRawFree(t)
 			}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/eintr"
+	"github.com/agentbox/agentbox/nsinit/program"
 	"github.com/agentbox/agentbox/nsinit/protocol"
 )
 
@@ -57,19 +58,33 @@ const initFds = controlFd + 1
 
 // vforkSpec is everything the vforked child uses, prepared before the clone.
 type vforkSpec struct {
-	flags    uintptr
-	args     *cloneArgs // set: clone3 with these (into a cgroup), not clone with flags
-	path     *byte
-	argv     []*byte
-	envv     []*byte
-	fds      [initFds]int // the descriptors that become 0..initFds-1
-	nextfd   int          // above every descriptor in fds and the error pipe
-	errPipe  int          // write end, close-on-exec: the child's errno, or EOF at exec
-	ambient  []uintptr    // capabilities raised as ambient before execve
-	capHdr   unix.CapUserHeader
-	capData  [2]unix.CapUserData
-	childErr uintptr // the errno, written to errPipe by the child
+	flags   uintptr
+	args    *cloneArgs // set: clone3 with these (into a cgroup), not clone with flags
+	path    *byte
+	argv    []*byte
+	envv    []*byte
+	fds     [initFds]int // the descriptors that become 0..initFds-1
+	nextfd  int          // above every descriptor in fds and the error pipe
+	errPipe int          // write end, close-on-exec: the child's errno, or EOF at exec
+	ambient []uintptr    // capabilities raised as ambient before execve
+	capHdr  unix.CapUserHeader
+	capData [2]unix.CapUserData
+	// walkFds: mark the inherited descriptors close-on-exec by a walk of procFd
+	// (/proc/self/fd) into dents, not by close_range (CLOSE_RANGE_CLOEXEC needs
+	// Linux 5.11; program.EnvFallbacks asks for the walk on any kernel).
+	walkFds bool
+	procFd  *byte
+	dents   [4096]byte
+	// Written together to errPipe by a child that failed: the errno and the step.
+	childErr  uintptr
+	childStep uintptr
 }
+
+// The steps of the vforked child a failure names (vforkSpec.childStep).
+const (
+	vforkStepExec = iota
+	vforkStepSeal
+)
 
 // startInit starts binary as the init (argv0 protocol.InitArgv0, env), in the new
 // namespaces flags, with stdio and ctl as its descriptors 0–2 and controlFd, its own
@@ -105,6 +120,10 @@ func startInit(exe initExe, env []string, flags uintptr, stdio Stdio, ctl *os.Fi
 	s.nextfd = max(s.nextfd, initFds, p[0]+1, p[1]+1, exe.fd()+1)
 	s.ambient = initCaps
 	s.capHdr.Version = unix.LINUX_CAPABILITY_VERSION_3 // capget fills capData in the child
+	s.walkFds = os.Getenv(program.EnvFallbacks) != ""
+	if s.procFd, err = unix.BytePtrFromString("/proc/self/fd"); err != nil {
+		return nil, err
+	}
 
 	if cgroup >= 0 {
 		s.args = cgroupArgs(s.flags, cgroup)
@@ -124,12 +143,16 @@ func startInit(exe initExe, env []string, flags uintptr, stdio Stdio, ctl *os.Fi
 	}
 
 	// execve closed the pipe: EOF. Otherwise the child wrote why it failed, and exited.
-	var buf [8]byte
+	var buf [16]byte
 	n, _ := readFull(p[0], buf[:])
 	if n > 0 {
 		var ws unix.WaitStatus
 		_, _ = eintr.Retry(func() (int, error) { return unix.Wait4(pid, &ws, 0, nil) })
-		return nil, fmt.Errorf("exec %s: %w", exe.name, *(*syscall.Errno)(unsafe.Pointer(&buf[0])))
+		errno := *(*syscall.Errno)(unsafe.Pointer(&buf[0]))
+		if *(*uintptr)(unsafe.Pointer(&buf[8])) == vforkStepSeal {
+			return nil, fmt.Errorf("mark the launcher's inherited descriptors close-on-exec (close_range, or /proc/self/fd before Linux 5.11): %w", errno)
+		}
+		return nil, fmt.Errorf("exec %s: %w", exe.name, errno)
 	}
 	if cgroup >= 0 && s.args == nil {
 		if err := placeInCgroup(cgroup, pid); err != nil {
@@ -183,6 +206,7 @@ func vforkInit(s *vforkSpec) (int, syscall.Errno) {
 func vforkChild(s *vforkSpec) {
 	var errno syscall.Errno
 	var fds [initFds]int
+	step := uintptr(vforkStepExec)
 	runtimeAfterForkInChild()
 
 	if _, _, errno = syscall.RawSyscall(unix.SYS_SETPGID, 0, 0, 0); errno != 0 {
@@ -217,6 +241,13 @@ func vforkChild(s *vforkSpec) {
 			goto fail
 		}
 	}
+	// Nothing else reaches the init: a descriptor the launcher's own caller left
+	// without close-on-exec (a shell's redirection, a Go API caller's open file)
+	// would otherwise stay open in PID 1 of the sandbox for the whole session.
+	if errno = vforkSealFds(s); errno != 0 {
+		step = vforkStepSeal
+		goto fail
+	}
 
 	// The child holds every capability in its new user namespace; the ones the init
 	// needs survive execve as ambient capabilities (it runs as a non-root uid there).
@@ -239,10 +270,63 @@ func vforkChild(s *vforkSpec) {
 	_, _, errno = syscall.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(s.path)),
 		uintptr(unsafe.Pointer(&s.argv[0])), uintptr(unsafe.Pointer(&s.envv[0])))
 fail:
-	s.childErr = uintptr(errno)
-	syscall.RawSyscall(unix.SYS_WRITE, uintptr(s.errPipe), uintptr(unsafe.Pointer(&s.childErr)), unsafe.Sizeof(s.childErr))
+	s.childErr, s.childStep = uintptr(errno), step
+	syscall.RawSyscall(unix.SYS_WRITE, uintptr(s.errPipe), uintptr(unsafe.Pointer(&s.childErr)), 2*unsafe.Sizeof(s.childErr))
 	for {
 		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 253, 0, 0)
+	}
+}
+
+// vforkSealFds marks every descriptor from initFds up close-on-exec, in the vforked
+// child (raw system calls on s only). Where close_range cannot (before Linux 5.11,
+// EINVAL; before 5.9, ENOSYS) it walks /proc/self/fd, and a walk that cannot read
+// the list fails the start rather than let a descriptor through.
+//
+//go:nosplit
+//go:norace
+func vforkSealFds(s *vforkSpec) syscall.Errno {
+	if !s.walkFds {
+		_, _, errno := syscall.RawSyscall(unix.SYS_CLOSE_RANGE, initFds, ^uintptr(0)>>32, unix.CLOSE_RANGE_CLOEXEC)
+		if errno != unix.EINVAL && errno != unix.ENOSYS {
+			return errno
+		}
+	}
+	cwd := unix.AT_FDCWD
+	dir, _, errno := syscall.RawSyscall6(unix.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(s.procFd)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	for {
+		n, _, errno := syscall.RawSyscall(unix.SYS_GETDENTS64, dir, uintptr(unsafe.Pointer(&s.dents[0])), uintptr(len(s.dents)))
+		if errno != 0 || n == 0 {
+			syscall.RawSyscall(unix.SYS_CLOSE, dir, 0, 0)
+			return errno
+		}
+		// struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+		for off := uintptr(0); off+19 < n; {
+			reclen := uintptr(s.dents[off+16]) | uintptr(s.dents[off+17])<<8
+			if reclen == 0 || off+reclen > n {
+				syscall.RawSyscall(unix.SYS_CLOSE, dir, 0, 0)
+				return unix.EIO
+			}
+			fd, digits := uintptr(0), 0
+			for i := off + 19; i < off+reclen && s.dents[i] != 0; i++ {
+				c := s.dents[i]
+				if c < '0' || c > '9' {
+					digits = 0
+					break
+				}
+				fd, digits = fd*10+uintptr(c-'0'), digits+1
+			}
+			if digits > 0 && fd >= initFds && fd != dir {
+				// EBADF: not open (any more), nothing to keep from the init.
+				if _, _, errno := syscall.RawSyscall(unix.SYS_FCNTL, fd, unix.F_SETFD, unix.FD_CLOEXEC); errno != 0 && errno != unix.EBADF {
+					syscall.RawSyscall(unix.SYS_CLOSE, dir, 0, 0)
+					return errno
+				}
+			}
+			off += reclen
+		}
 	}
 }
 

@@ -23,10 +23,13 @@ now as the session's next step, with MESSAGE. 'agentbox log' lists the steps;
 'agentbox diff SESSION@N' and 'agentbox show SESSION@N' show step N, and
 'agentbox undo --to SESSION@N' puts the tree back as it was at that step (step 0:
 the session's start). A session takes one checkpoint at a time, not more often
-than the last one took to record, and at most 1,000.
+than the last one took to record, and at most 1,000: a checkpoint asked for while
+another is recorded, or too soon after it, waits its turn (at most about 6.5
+minutes), and fails when the session ends meanwhile.
 --hook reads an agent's hook event (JSON on stdin, as Claude Code and Codex send
-it) and names the step after its tool; outside a session it does nothing, and a
-checkpoint refused as too soon is not an error (docs/agents.md).`,
+it) and names the step after its tool; outside a session it does nothing, it does
+not wait its turn, and a checkpoint refused as under way or too soon is not an error
+(docs/agents.md).`,
 	Flags: func() *flag.FlagSet { fs, _ := checkpointFlags(); return fs },
 }
 
@@ -52,7 +55,13 @@ func cmdCheckpoint(args []string) int {
 			msg = hookMessage(os.Stdin)
 		}
 	}
-	step, err := checkpoint.Request(msg)
+	// An agent's hook must not stall its step behind a checkpoint under way: it asks
+	// once. A checkpoint asked for by name waits its turn (checkpoint.Queue).
+	request := checkpoint.Queue
+	if *hook {
+		request = checkpoint.Request
+	}
+	step, err := request(msg)
 	switch {
 	case err == nil:
 		fmt.Fprintf(os.Stderr, "agentbox: checkpoint: step %d of session %s\n", step, oneLine(os.Getenv("AGENTBOX_SESSION")))

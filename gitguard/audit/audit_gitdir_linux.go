@@ -388,14 +388,13 @@ func (s *scanner) spendConfigs(n int) bool {
 const configLineBytes = 64
 
 // hostConfig reads a config file outside the writable set, its bytes counted
-// against the scan's bound first: a host file a nested repository includes is
-// read again for each repository that does.
+// against the scan's bound before they are parsed: a host file a nested repository
+// includes is read again for each repository that does. The count and the parse
+// come from one open descriptor (gitconfig.ReadHostFileWithin).
 func (s *scanner) hostConfig(path string) []gitconfig.Entry {
-	fi, err := os.Stat(path)
-	if err != nil || !s.spendConfigs(int(min(fi.Size(), gitconfig.MaxFileSize)/configLineBytes)) {
-		return nil
-	}
-	entries, _ := gitconfig.ReadHostFile(path)
+	entries, _ := gitconfig.ReadHostFileWithin(path, func(n int64) bool {
+		return s.spendConfigs(int(n / configLineBytes))
+	})
 	return entries
 }
 
@@ -459,8 +458,104 @@ func (s *scanner) repoConfig(path, gitdir string) []gitconfig.Entry {
 				s.danger(it, describe(e, "points the working tree outside the repository; checkouts would write there"))
 			}
 		}
+		if gitdir != "" && !s.ownGitDir(gitdir) {
+			if why := s.localRemoteOutside(e, gitdir); why != "" {
+				s.danger(it, describe(e, why))
+			}
+		}
 	}
 	return entries
+}
+
+// ownGitDir reports whether gitdir is the repository's own (its .git, the
+// submodules' and worktrees' below it, or a GitDir outside it), whose config the
+// sandbox cannot write (P7); the rest are nested repositories the session may
+// have made or changed.
+func (s *scanner) ownGitDir(gitdir string) bool {
+	own := filepath.Join(s.repo, ".git")
+	if c := filepath.Clean(gitdir); c == own || strings.HasPrefix(c, own+"/") {
+		return true
+	}
+	for _, d := range s.opt.GitDirs {
+		if filepath.Clean(gitdir) == filepath.Clean(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// localRemoteOutside says why e, an entry of the nested repository at gitdir,
+// makes the operator's Git read or write another repository of the host: a
+// remote's url or pushurl, or a url.BASE.insteadOf's BASE, that is a local path
+// (or file://) leading outside the repository. The operator's git fetch or pull
+// there copies that repository's objects into this one, where the next session
+// reads them (also from a path hidden from the session: --hide, --hide-secrets);
+// git push writes into it. "" otherwise.
+func (s *scanner) localRemoteOutside(e gitconfig.Entry, gitdir string) string {
+	var url, what string
+	switch {
+	case e.Section == "remote" && (e.Key == "url" || e.Key == "pushurl") && !e.NoValue:
+		url, what = strings.TrimSpace(e.Value), "names"
+	case e.Section == "url" && (e.Key == "insteadof" || e.Key == "pushinsteadof"):
+		url, what = e.Subsection, "rewrites URLs to"
+	default:
+		return ""
+	}
+	p, ok := localURLPath(url)
+	if !ok {
+		return ""
+	}
+	outside := func(p string) string {
+		return what + " a local path outside the repository (" + oneLine(p) + "): your git fetch or pull there copies that repository's objects into this one, where the next session reads them, and git push writes into it"
+	}
+	var candidates []string
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		if s.opt.Home == "" {
+			return outside(p)
+		}
+		candidates = []string{filepath.Join(s.opt.Home, strings.TrimPrefix(p, "~"))}
+	case strings.HasPrefix(p, "~"):
+		return outside(p) // another user's home
+	case filepath.IsAbs(p):
+		candidates = []string{p}
+	case filepath.Base(gitdir) == ".git":
+		// Git runs at the working tree's top (the gitdir's parent), or in the
+		// gitdir: either base leading out counts.
+		candidates = []string{filepath.Join(filepath.Dir(gitdir), p), filepath.Join(gitdir, p)}
+	default:
+		candidates = []string{filepath.Join(gitdir, p)}
+	}
+	for _, c := range candidates {
+		if _, inside := s.canonInside(c); !inside {
+			return outside(c)
+		}
+	}
+	return ""
+}
+
+// localURLPath is the path of a Git URL that names a local repository, as Git
+// tells them apart (transport.c, url_is_local_not_ssh): file://PATH, or a string
+// that is no SCHEME://URL, no HELPER::ADDRESS, and no scp-like HOST:PATH (a colon
+// before any slash).
+func localURLPath(url string) (string, bool) {
+	if url == "" {
+		return "", false
+	}
+	if p, ok := strings.CutPrefix(url, "file://"); ok {
+		return p, true
+	}
+	if strings.Contains(url, "::") {
+		return "", false // a remote helper: audit_keys's rule
+	}
+	if i := strings.Index(url, "://"); i > 0 && strings.Trim(url[:i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") == "" {
+		return "", false
+	}
+	colon, slash := strings.IndexByte(url, ':'), strings.IndexByte(url, '/')
+	if colon >= 0 && (slash < 0 || colon < slash) {
+		return "", false // HOST:PATH, over ssh
+	}
+	return url, true
 }
 
 // gitmodules audits a .gitmodules file: submodule.*.update = !command. Current Git

@@ -1,6 +1,7 @@
 package gitconfig
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -104,7 +105,18 @@ func envBool(v string) bool {
 // ReadHostFile reads a config file as Git would find it (following symlinks), but
 // refuses anything that is not a regular file, and opens it non-blocking so that a
 // FIFO cannot hang the launcher.
-func ReadHostFile(path string) ([]Entry, error) {
+func ReadHostFile(path string) ([]Entry, error) { return ReadHostFileWithin(path, nil) }
+
+// ErrOverBudget is ReadHostFileWithin's refusal when spend refused the file's bytes.
+var ErrOverBudget = errors.New("over the reader's bound")
+
+// ReadHostFileWithin is ReadHostFile with the file's bytes (at most MaxFileSize)
+// counted by spend, nil for no count: first the size the open file reports, then,
+// for a file that grew meanwhile, what was read beyond it. One open, and the size,
+// the type and the bytes all come from that descriptor: a file replaced between a
+// stat of its path and its read cannot make the caller count one file and parse
+// another.
+func ReadHostFileWithin(path string, spend func(n int64) bool) ([]Entry, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -117,7 +129,21 @@ func ReadHostFile(path string) ([]Entry, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, errors.New("not a regular file")
 	}
-	return Parse(io.LimitReader(f, MaxFileSize))
+	if spend == nil {
+		return Parse(io.LimitReader(f, MaxFileSize))
+	}
+	counted := min(fi.Size(), MaxFileSize)
+	if !spend(counted) {
+		return nil, ErrOverBudget
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize))
+	if err != nil {
+		return nil, err
+	}
+	if n := int64(len(data)); n > counted && !spend(n-counted) {
+		return nil, ErrOverBudget
+	}
+	return Parse(bytes.NewReader(data))
 }
 
 // MaxFileSize bounds what is read of one config file; Git's own files are tiny, and

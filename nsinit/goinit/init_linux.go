@@ -41,7 +41,6 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "agentbox: init: bad control descriptor %q\n", os.Getenv(protocol.EnvRole))
 		os.Exit(protocol.ExitSetup)
 	}
-	closeInherited(fd)
 	ctl := os.NewFile(uintptr(fd), "control")
 	uid, gid, mapIDs := os.Getuid(), os.Getgid(), false
 	if ids := os.Getenv(protocol.EnvIDMap); ids != "" {
@@ -74,6 +73,13 @@ func initMain(ctl *os.File, uid, gid int, mapIDs bool) int {
 	fds, err := program.OpenFds()
 	if err != nil {
 		return reportSetup(ctl, "list init descriptors", err)
+	}
+	// The start that asks the init to map its own ids is the launcher's vfork start
+	// (nsinit/vfork_linux_amd64.go), which marks every descriptor above the control
+	// socket close-on-exec before the exec: one left open here is the launcher's
+	// bug, and fails the launch.
+	if err := closeInherited(fds, int(ctl.Fd()), mapIDs); err != nil {
+		return reportSetup(ctl, "close inherited descriptors", err)
 	}
 	p, err := program.New(0, 1<<20, 0, fds, program.KernelFeatures())
 	if err != nil {
@@ -325,26 +331,30 @@ func reportSetup(ctl *os.File, step string, err error) int {
 	return protocol.ExitSetup
 }
 
-// closeInherited closes every descriptor above stderr that is not close-on-exec,
-// but the control socket ctl. Such a descriptor came through the launcher's exec
-// of this init from whatever started the launcher (a shell's redirection, a Go API
-// caller's open file): marked close-on-exec only, it would stay open in PID 1 of
-// the sandbox, a host file or directory, for the whole session. What Go opened
-// in this process (the runtime's own, before main) is close-on-exec, and kept.
-func closeInherited(ctl int) {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return // the program's own descriptor list fails the launch next (OpenFds)
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 || fd == ctl {
+// closeInherited closes every descriptor in fds (the init's, as listed at its
+// start) above stderr that is not close-on-exec, but the control socket ctl, and
+// drops it from fds. Such a descriptor came through the exec of this init from
+// whatever started the launcher (a shell's redirection, a Go API caller's open
+// file), where the start could not mark it (os/exec's fork, bwrap): it would stay
+// open in PID 1 of the sandbox, a host file or directory, for the whole session.
+// sealed says the start marked them all: then one found is an error. What Go
+// opened in this process (the runtime's own, before main) is close-on-exec, and kept.
+func closeInherited(fds map[int]bool, ctl int, sealed bool) error {
+	for fd := range fds {
+		if fd <= 2 || fd == ctl {
 			continue
 		}
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-			unix.Close(fd)
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
 		}
+		if sealed {
+			return fmt.Errorf("descriptor %d came through the launcher's start without close-on-exec", fd)
+		}
+		unix.Close(fd)
+		delete(fds, fd)
 	}
+	return nil
 }
 
 // CloseOnExecAbove2 marks every descriptor above stderr close-on-exec, so that a

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/pace"
@@ -55,6 +56,12 @@ const (
 	acceptGap       = 50 * time.Millisecond
 )
 
+// The refusals that say "ask again" (Queue): the second ends with the wait.
+const (
+	refusedUnderWay = "a checkpoint is under way"
+	refusedTooSoon  = "too soon after the last checkpoint; try again in "
+)
+
 // Result is one checkpoint taken: its step number and the file content read.
 type Result struct {
 	Step int
@@ -80,6 +87,7 @@ type Server struct {
 	next    time.Time // no checkpoint starts before
 	count   int
 	read    int64
+	busy    atomic.Int64 // requests refused as under way (the tests wait on it)
 }
 
 // Start listens on a new socket and serves it with take until Stop.
@@ -206,7 +214,8 @@ func (s *Server) handle(c net.Conn) {
 // checkpoint takes one checkpoint if the bounds let it.
 func (s *Server) checkpoint(msg string) string {
 	if !s.mu.TryLock() {
-		return "refused: a checkpoint is under way"
+		s.busy.Add(1)
+		return "refused: " + refusedUnderWay
 	}
 	defer s.mu.Unlock()
 	s.state.Lock()
@@ -224,7 +233,7 @@ func (s *Server) checkpoint(msg string) string {
 	case now.Before(s.next):
 		wait := s.next.Sub(now).Round(time.Millisecond)
 		s.state.Unlock()
-		return "refused: too soon after the last checkpoint; try again in " + wait.String()
+		return "refused: " + refusedTooSoon + wait.String()
 	}
 	budget := maxSessionBytes - s.read
 	s.state.Unlock()

@@ -160,14 +160,28 @@ func (s *Service) Stop() []shadow.PortForward {
 	return out
 }
 
-// dialHost connects to the host's 127.0.0.1:port (--host-port).
+// dialHost connects to the host's 127.0.0.1:port (--host-port), and, when nothing
+// listens there (ECONNREFUSED), to [::1]:port: a server of localhost may listen on
+// IPv6's loopback only (Node's since 18, which resolves localhost to ::1 first).
+// Both are the host's loopback, which any local user can bind alike; no other
+// address is dialled. A host without ::1 gets the first refusal.
 func (s *Service) dialHost(port int) func() (net.Conn, error) {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	v4 := fmt.Sprintf("127.0.0.1:%d", port)
+	v6 := fmt.Sprintf("[::1]:%d", port)
 	return func() (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(s.ctx, dialTimeout)
 		defer cancel()
 		var d net.Dialer
-		return d.DialContext(ctx, "tcp4", addr)
+		c, err := d.DialContext(ctx, "tcp4", v4)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return c, err
+		}
+		if c6, err6 := d.DialContext(ctx, "tcp6", v6); err6 == nil {
+			return c6, nil
+		} else if errors.Is(err6, syscall.ECONNREFUSED) {
+			return nil, err6
+		}
+		return nil, err
 	}
 }
 

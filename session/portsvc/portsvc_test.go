@@ -2,6 +2,7 @@ package portsvc
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -24,8 +25,11 @@ func socketFile(t testing.TB) *os.File {
 	return os.NewFile(uintptr(fd), "socket")
 }
 
-func echoServer(t testing.TB) int {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+func echoServer(t testing.TB) int { return echoServerOn(t, "tcp4", "127.0.0.1:0") }
+
+// echoServerOn is echoServer listening on addr of network.
+func echoServerOn(t testing.TB, network, addr string) int {
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +186,50 @@ func TestSpares(t *testing.T) {
 	}
 	if n != maxSpares+1 {
 		t.Errorf("made %d sockets, want %d", n, maxSpares+1)
+	}
+}
+
+// TestDialHostIPv6Loopback: --host-port's dial reaches a host server on [::1] only
+// when nothing listens on 127.0.0.1 at the port, prefers 127.0.0.1 when both do,
+// and fails when neither does.
+func TestDialHostIPv6Loopback(t *testing.T) {
+	if l, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Fatalf("no IPv6 loopback here: %v", err)
+	} else {
+		l.Close()
+	}
+	s := &Service{sockets: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer s.cancel()
+	dialled := func(port int) (string, error) {
+		c, err := s.dialHost(port)()
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		io.WriteString(c, "ping")
+		c.(*net.TCPConn).CloseWrite()
+		if b, err := io.ReadAll(c); err != nil || string(b) != "ping" {
+			return "", fmt.Errorf("relayed %q, %v", b, err)
+		}
+		return c.RemoteAddr().(*net.TCPAddr).IP.String(), nil
+	}
+
+	only6 := echoServerOn(t, "tcp6", "[::1]:0")
+	if ip, err := dialled(only6); err != nil || ip != "::1" {
+		t.Errorf("a server on [::1]:%d only: dialled %q, %v", only6, ip, err)
+	}
+
+	both := echoServerOn(t, "tcp6", "[::1]:0")
+	if l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", both)); err == nil {
+		l.Close()
+		echoServerOn(t, "tcp4", fmt.Sprintf("127.0.0.1:%d", both))
+		if ip, err := dialled(both); err != nil || ip != "127.0.0.1" {
+			t.Errorf("servers on both loopbacks at %d: dialled %q, %v, want 127.0.0.1", both, ip, err)
+		}
+	}
+
+	if ip, err := dialled(freePort(t)); err == nil {
+		t.Errorf("a port nobody listens on: dialled %s", ip)
 	}
 }

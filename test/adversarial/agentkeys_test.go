@@ -17,9 +17,14 @@ func init() { attacks = append(attacks, agentRemovalAttack, agentUnlistedKeyAtta
 // as agentbox's encoders write them, so that a file put back key by key is the same
 // bytes and the host snapshot can compare.
 func agentHome(t *testing.T, x *target, files map[string]string) {
-	for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
+	agentHomeWith(t, x, []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
 		".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups",
-		".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"} {
+		".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"}, files)
+}
+
+// agentHomeWith is agentHome with the directories dirs.
+func agentHomeWith(t *testing.T, x *target, dirs []string, files map[string]string) {
+	for _, d := range dirs {
 		mkUserDir(t, filepath.Join(x.Home, d))
 	}
 	for rel, content := range files {

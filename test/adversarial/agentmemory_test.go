@@ -1,12 +1,10 @@
 package adversarial
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func init() { attacks = append(attacks, agentMemoryAttack) }
@@ -20,18 +18,10 @@ func init() { attacks = append(attacks, agentMemoryAttack) }
 var agentMemoryAttack = attack{
 	name: "kept agent directories: user-level instructions are put back",
 	setup: func(t *testing.T, x *target) []string {
-		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
+		agentHomeWith(t, x, []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
 			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups",
 			".claude/rules", ".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp",
-			".codex/shell_snapshots", ".codex/prompts"} {
-			mkUserDir(t, filepath.Join(x.Home, d))
-		}
-		for rel, content := range map[string]string{".claude.json": "{}\n", ".claude/CLAUDE.md": "Prefer small commits.\n"} {
-			sandboxtest.WriteFile(t, filepath.Join(x.Home, rel), content)
-		}
-		testenv.Chown(t, filepath.Join(x.Home, ".claude"))
-		testenv.Chown(t, filepath.Join(x.Home, ".codex"))
-		testenv.Chown(t, filepath.Join(x.Home, ".claude.json"))
+			".codex/shell_snapshots", ".codex/prompts"}, map[string]string{".claude.json": "{}\n", ".claude/CLAUDE.md": "Prefer small commits.\n"})
 		return nil
 	},
 	args: []string{"--keep-agent", "claude", "--keep-agent", "codex"},

@@ -1,12 +1,10 @@
 package adversarial
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
-	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 func init() { attacks = append(attacks, agentPlantAttack) }
@@ -21,17 +19,9 @@ func init() { attacks = append(attacks, agentPlantAttack) }
 var agentPlantAttack = attack{
 	name: "kept agent directories: plants under any name are put back",
 	setup: func(t *testing.T, x *target) []string {
-		for _, d := range []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
+		agentHomeWith(t, x, []string{".claude/plugins", ".claude/skills", ".claude/agents", ".claude/commands",
 			".claude/hooks", ".claude/local", ".claude/shell-snapshots", ".claude/session-env", ".claude/backups", ".claude/projects/p",
-			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"} {
-			mkUserDir(t, filepath.Join(x.Home, d))
-		}
-		for rel, content := range map[string]string{".claude.json": "{}\n", ".claude/settings.json": "{\"model\": \"opus\"}\n"} {
-			sandboxtest.WriteFile(t, filepath.Join(x.Home, rel), content)
-		}
-		testenv.Chown(t, filepath.Join(x.Home, ".claude"))
-		testenv.Chown(t, filepath.Join(x.Home, ".codex"))
-		testenv.Chown(t, filepath.Join(x.Home, ".claude.json"))
+			".claude/output-styles", ".codex/skills", ".codex/plugins", ".codex/tmp", ".codex/.tmp", ".codex/shell_snapshots", ".codex/rules"}, map[string]string{".claude.json": "{}\n", ".claude/settings.json": "{\"model\": \"opus\"}\n"})
 		return nil
 	},
 	args: []string{"--keep-agent", "claude", "--keep-agent", "codex"},

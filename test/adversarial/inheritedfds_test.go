@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/nsinit/program"
 )
 
 // TestInitHoldsNoInheritedDescriptor: a launcher (agentbox exec, or a program
@@ -22,11 +23,22 @@ import (
 // Nor does it hold the host's cgroup files, which the Go runtime keeps open to
 // follow the CPU limit.
 // The session's processes (the launcher's descendants in another PID namespace)
-// are checked from the host while it runs, every runner.
+// are checked from the host while it runs, every runner, and the Go init once more
+// with the old-kernel fallbacks (program.EnvFallbacks): there the launcher's start
+// marks the descriptors by a walk of /proc/self/fd instead of close_range.
 func TestInitHoldsNoInheritedDescriptor(t *testing.T) {
+	type row struct {
+		name, runner string
+		env          []string
+	}
+	var rows []row
 	for _, runner := range everyRunner(t) {
-		t.Run(runner, func(t *testing.T) {
-			b := sandboxtest.NewBox(t, runner)
+		rows = append(rows, row{name: runner, runner: runner})
+	}
+	rows = append(rows, row{name: sandboxtest.NativeGo + "-fallbacks", runner: sandboxtest.NativeGo, env: []string{program.EnvFallbacks + "=1"}})
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, r.runner)
 			outside := testenv.Dir(t, "outside")
 			secret := filepath.Join(outside, "file")
 			sandboxtest.WriteFile(t, secret, "host\n")
@@ -43,6 +55,7 @@ func TestInitHoldsNoInheritedDescriptor(t *testing.T) {
 			ready := filepath.Join(b.Repo, "ready")
 			cmd := b.Command(b.Repo, []string{"--no-git-save"}, `touch ready; read x || true`)
 			cmd.ExtraFiles = files // descriptors 3 to 6 of the launcher
+			cmd.Env = append(cmd.Env, r.env...)
 			release := holdSession(t, cmd, ready, "started")
 			var held []string
 			hostNS := pidNS(cmd.Process.Pid)

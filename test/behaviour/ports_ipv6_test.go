@@ -3,28 +3,16 @@ package behaviour
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // fetch6 is fetch on the host's [::1]:port.
-func fetch6(port int) string {
-	c, err := net.DialTimeout("tcp6", fmt.Sprintf("[::1]:%d", port), 2*time.Second)
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET / HTTP/1.0\r\n\r\n")
-	b, _ := io.ReadAll(c)
-	return string(b)
-}
+func fetch6(port int) string { return fetchAt("tcp6", fmt.Sprintf("[::1]:%d", port)) }
 
 // needIPv6Loopback skips where the host has no ::1 (nobody can listen there).
 func needIPv6Loopback(t *testing.T) {
@@ -96,5 +84,26 @@ func TestPublishHoldsIPv6Loopback(t *testing.T) {
 	r := b.sh("echo ran", "--no-git-save", "--offline", "--publish", fmt.Sprintf("8080:%d", busy))
 	if r.code != 125 || strings.Contains(r.stdout, "ran") || !strings.Contains(r.stderr, fmt.Sprintf("[::1]:%d is in use", busy)) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Errorf("--publish with [::1]:%d taken: want exit 125 and one line:\n%s", busy, r)
+	}
+}
+
+// TestHostPortReachesIPv6Loopback: a host server of localhost listening on [::1]
+// only (Node's since 18) was out of --host-port's reach, which dialled 127.0.0.1
+// alone; refused there, the relay dials [::1] at the same port.
+func TestHostPortReachesIPv6Loopback(t *testing.T) {
+	needIPv6Loopback(t)
+	forwarded := tcpServerOn(t, "tcp6", "[::1]:0", greeter("hello from ::1"))
+	for _, backend := range portRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			r := b.sh(`echo "forwarded=$(nc.openbsd -N -w 5 127.0.0.1 15433 </dev/null)"`,
+				"--no-git-save", "--offline", "--host-port", fmt.Sprintf("15433:%d", forwarded))
+			if r.code != 0 || !strings.Contains(r.stdout, "forwarded=hello from ::1\n") {
+				t.Errorf("the host's [::1]:%d through 127.0.0.1:15433 inside:\n%s", forwarded, r)
+			}
+			if rec := lastPorts(t, b); len(rec.Ports) != 1 || rec.Ports[0].Connections != 1 || rec.Ports[0].Failed != 0 {
+				t.Errorf("record: %+v", rec)
+			}
+		})
 	}
 }

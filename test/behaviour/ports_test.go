@@ -27,7 +27,13 @@ func portRunners(t *testing.T) []string { return append(backends(t), sandboxtest
 // its port.
 func tcpServer(t *testing.T, serve func(net.Conn)) int {
 	t.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	return tcpServerOn(t, "tcp4", "127.0.0.1:0", serve)
+}
+
+// tcpServerOn is tcpServer listening on addr of network.
+func tcpServerOn(t *testing.T, network, addr string, serve func(net.Conn)) int {
+	t.Helper()
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +160,11 @@ echo "sockets=$(for f in /proc/self/fd/*; do readlink "$f"; done | grep -c socke
 
 // fetch connects to the host's 127.0.0.1:port, sends a request and returns all it
 // reads; "" when it could not connect.
-func fetch(port int) string {
-	c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", port), 2*time.Second)
+func fetch(port int) string { return fetchAt("tcp4", fmt.Sprintf("127.0.0.1:%d", port)) }
+
+// fetchAt is fetch from addr of network.
+func fetchAt(network, addr string) string {
+	c, err := net.DialTimeout(network, addr, 2*time.Second)
 	if err != nil {
 		return ""
 	}
