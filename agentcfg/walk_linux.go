@@ -48,7 +48,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 	}
 	hl := o.homeLinks()
 	for _, k := range known {
-		if p := o.linkedInto(filepath.Join(o.Home, k.rel), hl); p != "" {
+		for _, p := range o.linkedInto(filepath.Join(o.Home, k.rel), hl) {
 			addf(p, k.f)
 		}
 	}
@@ -56,7 +56,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 	// path there holds them as ~ would.
 	if z := o.AgentDirs[zdotdirKey]; filepath.IsAbs(z) {
 		for _, n := range zshFiles {
-			if p := o.linkedInto(filepath.Join(z, n), hl); p != "" {
+			for _, p := range o.linkedInto(filepath.Join(filepath.Clean(z), n), hl) {
 				addf(p, wholeFile)
 			}
 		}
@@ -95,8 +95,10 @@ func (o Options) scopes(hl *homeLinks) []scope {
 			dirs = append(dirs, filepath.Clean(d))
 		}
 		for _, d := range dirs[:len(dirs):len(dirs)] {
-			if h := o.hostPath(d, hl); h != "" && h != d {
-				dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+			for _, h := range o.linkedInto(d, hl) {
+				if !slices.Contains(dirs, h) {
+					dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+				}
 			}
 		}
 		for _, d := range dirs {
@@ -218,12 +220,30 @@ func (hl *homeLinks) readlink(p string) linkInfo {
 	return li
 }
 
-// linkedInto is hostPath(p) when it lies in a kept path, else "".
-func (o Options) linkedInto(p string, hl *homeLinks) string {
-	if h := o.hostPath(p, hl); h != "" && o.kept(h) {
-		return h
+// linkedInto is where p lies in the kept paths: hostPath(p) when it lies in one,
+// and, when symlinks inside the kept paths lie on its way on, where they lead now
+// when that is in a kept path too. hostPath leaves those links as they are, since
+// the session may change them: the audit watches the path as the operator's
+// programs name it (a link replaced by a directory is a change there) and the
+// file the link leads to at the audit (~/.config/zsh -> ../dotfiles/zsh with
+// both kept: the .zshrc in dotfiles is what the next shell runs).
+func (o Options) linkedInto(p string, hl *homeLinks) []string {
+	h := o.hostPath(p, hl)
+	if h == "" || !o.kept(h) {
+		return nil
 	}
-	return ""
+	out := []string{h}
+	r, err := filepath.EvalSymlinks(h)
+	if err != nil {
+		// Missing (a start-up file not written yet): where its directory leads.
+		if d, derr := filepath.EvalSymlinks(filepath.Dir(h)); derr == nil {
+			r, err = filepath.Join(d, filepath.Base(h)), nil
+		}
+	}
+	if err == nil && r != h && o.kept(r) {
+		out = append(out, r)
+	}
+	return out
 }
 
 func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
