@@ -142,15 +142,25 @@ func (o Options) hostPath(p string, hl *homeLinks) string {
 	if r, ok := strings.CutPrefix(rest, o.Home+"/"); ok && o.Home != "" && !o.kept(o.Home) {
 		cur, rest = o.Home, r
 	}
-	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	return o.follow(cur, strings.Split(strings.TrimPrefix(rest, "/"), "/"), hl, true)
+}
+
+// follow resolves the symlinks of the path cur/parts from cur on (cur has none):
+// with atKept, up to the first component in a kept path, the rest left as it is,
+// and "" at a missing component; without, through the kept paths too, a missing
+// component ending the look with the rest as it is. "" when the links go round.
+func (o Options) follow(cur string, parts []string, hl *homeLinks, atKept bool) string {
 	for hops := 0; len(parts) > 0; {
 		next := filepath.Join(cur, parts[0])
-		if o.kept(next) {
+		if atKept && o.kept(next) {
 			return filepath.Join(append([]string{next}, parts[1:]...)...)
 		}
 		li := hl.readlink(next)
 		if li.missing {
-			return ""
+			if atKept {
+				return ""
+			}
+			return filepath.Join(append([]string{next}, parts[1:]...)...)
 		}
 		if !li.link {
 			cur, parts = next, parts[1:] // no link: the host's, as it is
@@ -233,14 +243,20 @@ func (o Options) linkedInto(p string, hl *homeLinks) []string {
 		return nil
 	}
 	out := []string{h}
-	r, err := filepath.EvalSymlinks(h)
-	if err != nil {
-		// Missing (a start-up file not written yet): where its directory leads.
-		if d, derr := filepath.EvalSymlinks(filepath.Dir(h)); derr == nil {
-			r, err = filepath.Join(d, filepath.Base(h)), nil
+	// The kept paths are canonical: only the part below the one holding h can
+	// hold links. A missing file (a start-up file not written yet) is taken where
+	// its directory leads.
+	root := ""
+	for _, k := range o.Kept {
+		if within(h, k) && len(k) > len(root) {
+			root = k
 		}
 	}
-	if err == nil && r != h && o.kept(r) {
+	rel := strings.TrimPrefix(strings.TrimPrefix(h, root), "/")
+	if rel == "" {
+		return out
+	}
+	if r := o.follow(root, strings.Split(rel, "/"), hl, false); r != "" && r != h && o.kept(r) {
 		out = append(out, r)
 	}
 	return out
