@@ -48,7 +48,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 	}
 	hl := o.homeLinks()
 	for _, k := range known {
-		if p := o.linkedInto(filepath.Join(o.Home, k.rel), hl); p != "" {
+		for _, p := range o.linkedInto(filepath.Join(o.Home, k.rel), hl) {
 			addf(p, k.f)
 		}
 	}
@@ -56,7 +56,7 @@ func (o Options) covered(r *widen.Relaxer) (list []coveredFile, over bool, blind
 	// path there holds them as ~ would.
 	if z := o.AgentDirs[zdotdirKey]; filepath.IsAbs(z) {
 		for _, n := range zshFiles {
-			if p := o.linkedInto(filepath.Join(z, n), hl); p != "" {
+			for _, p := range o.linkedInto(filepath.Join(filepath.Clean(z), n), hl) {
 				addf(p, wholeFile)
 			}
 		}
@@ -95,8 +95,10 @@ func (o Options) scopes(hl *homeLinks) []scope {
 			dirs = append(dirs, filepath.Clean(d))
 		}
 		for _, d := range dirs[:len(dirs):len(dirs)] {
-			if h := o.hostPath(d, hl); h != "" && h != d {
-				dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+			for _, h := range o.linkedInto(d, hl) {
+				if !slices.Contains(dirs, h) {
+					dirs = append(dirs, h) // linked elsewhere: a kept path may hold it there
+				}
 			}
 		}
 		for _, d := range dirs {
@@ -140,15 +142,25 @@ func (o Options) hostPath(p string, hl *homeLinks) string {
 	if r, ok := strings.CutPrefix(rest, o.Home+"/"); ok && o.Home != "" && !o.kept(o.Home) {
 		cur, rest = o.Home, r
 	}
-	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	return o.follow(cur, strings.Split(strings.TrimPrefix(rest, "/"), "/"), hl, true)
+}
+
+// follow resolves the symlinks of the path cur/parts from cur on (cur has none):
+// with atKept, up to the first component in a kept path, the rest left as it is,
+// and "" at a missing component; without, through the kept paths too, a missing
+// component ending the look with the rest as it is. "" when the links go round.
+func (o Options) follow(cur string, parts []string, hl *homeLinks, atKept bool) string {
 	for hops := 0; len(parts) > 0; {
 		next := filepath.Join(cur, parts[0])
-		if o.kept(next) {
+		if atKept && o.kept(next) {
 			return filepath.Join(append([]string{next}, parts[1:]...)...)
 		}
 		li := hl.readlink(next)
 		if li.missing {
-			return ""
+			if atKept {
+				return ""
+			}
+			return filepath.Join(append([]string{next}, parts[1:]...)...)
 		}
 		if !li.link {
 			cur, parts = next, parts[1:] // no link: the host's, as it is
@@ -218,12 +230,36 @@ func (hl *homeLinks) readlink(p string) linkInfo {
 	return li
 }
 
-// linkedInto is hostPath(p) when it lies in a kept path, else "".
-func (o Options) linkedInto(p string, hl *homeLinks) string {
-	if h := o.hostPath(p, hl); h != "" && o.kept(h) {
-		return h
+// linkedInto is where p lies in the kept paths: hostPath(p) when it lies in one,
+// and, when symlinks inside the kept paths lie on its way on, where they lead now
+// when that is in a kept path too. hostPath leaves those links as they are, since
+// the session may change them: the audit watches the path as the operator's
+// programs name it (a link replaced by a directory is a change there) and the
+// file the link leads to at the audit (~/.config/zsh -> ../dotfiles/zsh with
+// both kept: the .zshrc in dotfiles is what the next shell runs).
+func (o Options) linkedInto(p string, hl *homeLinks) []string {
+	h := o.hostPath(p, hl)
+	if h == "" || !o.kept(h) {
+		return nil
 	}
-	return ""
+	out := []string{h}
+	// The kept paths are canonical: only the part below the one holding h can
+	// hold links. A missing file (a start-up file not written yet) is taken where
+	// its directory leads.
+	root := ""
+	for _, k := range o.Kept {
+		if within(h, k) && len(k) > len(root) {
+			root = k
+		}
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(h, root), "/")
+	if rel == "" {
+		return out
+	}
+	if r := o.follow(root, strings.Split(rel, "/"), hl, false); r != "" && r != h && o.kept(r) {
+		out = append(out, r)
+	}
+	return out
 }
 
 func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -297,7 +298,8 @@ func gitCredentialFiles(home string, env func(string) string) []string {
 // kubeKeyFiles are the client keys and token files the kubeconfigs name
 // (client-key, tokenFile): a kubeconfig below ~/.kube is hidden whole, but the key
 // it points at may be anywhere (~/certs/admin.key). Read line by line (no YAML
-// parser here): a key's value, unquoted, relative to its kubeconfig's directory.
+// parser here), a JSON one member by member: a key's value, unquoted, relative to
+// its kubeconfig's directory.
 func kubeKeyFiles(home, kubeconfig string) []string {
 	configs := filepath.SplitList(kubeconfig)
 	if len(configs) == 0 {
@@ -308,15 +310,19 @@ func kubeKeyFiles(home, kubeconfig string) []string {
 		if !filepath.IsAbs(c) {
 			continue
 		}
-		f, err := os.Open(c)
+		data, err := readConfig(c)
 		if err != nil {
 			continue
 		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
-		f.Close()
-		for _, line := range strings.Split(string(data), "\n") {
+		lines := strings.Split(string(data), "\n")
+		if json := strings.TrimSpace(string(data)); strings.HasPrefix(json, "{") {
+			// A JSON kubeconfig (kubectl reads one; -o json writes one), minified too:
+			// a member per piece.
+			lines = strings.FieldsFunc(json, func(r rune) bool { return r == '\n' || r == ',' || r == '{' || r == '}' })
+		}
+		for _, line := range lines {
 			k, v, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "- "), ":")
-			if !ok || k != "client-key" && k != "tokenFile" && k != "token-file" {
+			if k = strings.Trim(strings.TrimSpace(k), `"'`); !ok || k != "client-key" && k != "tokenFile" && k != "token-file" {
 				continue
 			}
 			v, _, _ = strings.Cut(strings.TrimSpace(v), " #")
@@ -357,6 +363,23 @@ func storeFile(helper string) string {
 // maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.
 const maxSSHConfig = 1 << 20
 
+// readConfig reads up to maxSSHConfig bytes of a config the keys are looked up in
+// when it is a regular file, through symlinks (a kubeconfig or an ssh include is
+// often a link into a dotfiles checkout). It never blocks: KUBECONFIG may name a
+// file of the repository the sandbox writes, and an open of a FIFO for reading
+// waits for a writer; a device (Include /dev/zero) is no config either.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New(path + ": not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, maxSSHConfig))
+}
+
 // sshIdentities are the private keys named with IdentityFile by ~/.ssh/config, by
 // the configs an ssh command line of SSHCommandEnv names with -F, and by the files
 // those include (Include, to any depth, up to maxSSHConfigFiles files), wherever the
@@ -369,12 +392,10 @@ const maxSSHConfig = 1 << 20
 func sshIdentities(home string, env func(string) string, extra []string) (keys, configs []string) {
 	files := append([]string{filepath.Join(home, ".ssh", "config")}, extra...)
 	for i := 0; i < len(files) && i < maxSSHConfigFiles; i++ {
-		f, err := os.Open(files[i])
+		data, err := readConfig(files[i])
 		if err != nil {
 			continue
 		}
-		data, _ := io.ReadAll(io.LimitReader(f, maxSSHConfig))
-		f.Close()
 		for _, line := range strings.Split(string(data), "\n") {
 			key, val := sshConfigLine(line)
 			if key != "identityfile" && key != "include" {
@@ -398,10 +419,11 @@ func sshIdentities(home string, env func(string) string, extra []string) (keys, 
 		}
 	}
 	// A token's pattern matches more than keys (%d/%r matches HOME's directories,
-	// ~/.ssh/%h the config files): ssh opens a key as a file, and a config is read.
+	// ~/.ssh/%h the config files and ControlMaster sockets): ssh opens a key as a
+	// regular file, and a config is read.
 	named := keys[:0]
 	for _, k := range keys {
-		if st, err := os.Stat(k); (err != nil || !st.IsDir()) && !slices.Contains(files, k) {
+		if st, err := os.Stat(k); (err != nil || st.Mode().IsRegular()) && !slices.Contains(files, k) {
 			named = append(named, k)
 		}
 	}

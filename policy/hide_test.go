@@ -1,10 +1,14 @@
 package policy
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSecretPathsMoved: the stores a variable moves are hidden where it says, the
@@ -146,5 +150,116 @@ func TestSecretPathsClientKeys(t *testing.T) {
 	}
 	if slices.Contains(got, "/opt/certs/admin.crt") {
 		t.Errorf("a client certificate (public) is hidden")
+	}
+}
+
+// TestSecretPathsConfigsNotRegular: the configs --hide-secrets reads for the keys
+// they name (an ssh config's Include, a -F config of GIT_SSH_COMMAND, a kubeconfig
+// KUBECONFIG names, which direnv often points into the repository the sandbox
+// writes) may be a FIFO or a device: they are skipped, never read (an open of a FIFO
+// for reading waits for a writer: the launch hung), and a regular file reached by a
+// symlink is still read.
+func TestSecretPathsConfigsNotRegular(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{".ssh", "repo", "dots", "keys"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fifo := range []string{"repo/kubeconfig", "repo/ssh.cfg", ".ssh/fifo.conf"} {
+		if err := unix.Mkfifo(filepath.Join(home, fifo), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := map[string]string{
+		".ssh/config":  "Include fifo.conf\nInclude /dev/zero\nInclude ~/.ssh/linked.conf\n",
+		"dots/ssh.inc": "IdentityFile ~/keys/linked\n",
+		"dots/kube":    "users:\n- user:\n    client-key: /opt/kube/linked.key\n",
+		"keys/linked":  "KEY",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(home, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(home, "dots/ssh.inc"), filepath.Join(home, ".ssh/linked.conf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(home, "dots/kube"), filepath.Join(home, "repo/kube-link")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_SSH_COMMAND=ssh -F " + filepath.Join(home, "repo/ssh.cfg"),
+		"KUBECONFIG=" + filepath.Join(home, "repo/kubeconfig") + ":" + filepath.Join(home, "repo/kube-link")}
+	done := make(chan []string, 1)
+	go func() { done <- secretPaths(home, "", env, nil) }()
+	var got []string
+	select {
+	case got = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("secretPaths hangs on a FIFO named as a config (20 s)")
+	}
+	for _, want := range []string{filepath.Join(home, "keys/linked"), "/opt/kube/linked.key"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s (named by a config reached through a symlink) not hidden", want)
+		}
+	}
+}
+
+// TestSecretPathsTokenSkipsSockets: a token's pattern (IdentityFile ~/.ssh/%h)
+// matches a ControlMaster socket beside the keys; ssh opens a key as a regular file,
+// and a socket cannot be hidden (secretSSH leaves it too): the launch was refused
+// ("is neither a directory nor a regular file").
+func TestSecretPathsTokenSkipsSockets(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	if err := os.MkdirAll(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ssh, "config"), []byte("Host *\n  IdentityFile ~/.ssh/%h\n  ControlPath ~/.ssh/%r@%h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ssh, "github.com"), []byte("KEY"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(ssh, "git@github.com")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := secretPaths(home, "", []string{"GIT_CONFIG_NOSYSTEM=1"}, nil)
+	if !slices.Contains(got, filepath.Join(ssh, "github.com")) {
+		t.Errorf("~/.ssh/github.com not hidden")
+	}
+	if slices.Contains(got, sock) {
+		t.Errorf("the ControlMaster socket %s is a secret to hide: the launch is refused", sock)
+	}
+}
+
+// TestSecretPathsKubeconfigJSON: a kubeconfig in JSON, pretty-printed or on one
+// line, names its client keys with quoted members; they were read as no key.
+func TestSecretPathsKubeconfigJSON(t *testing.T) {
+	home := t.TempDir()
+	pretty := filepath.Join(home, "pretty.json")
+	oneLine := filepath.Join(home, "one.json")
+	data := map[string]string{
+		pretty:  "{\n  \"users\": [\n    {\n      \"name\": \"admin\",\n      \"user\": {\n        \"client-certificate\": \"/opt/k/admin.crt\",\n        \"client-key\": \"/opt/k/admin.key\"\n      }\n    }\n  ]\n}\n",
+		oneLine: `{"users":[{"name":"sa","user":{"tokenFile":"sa-token"}},{"name":"dev","user":{"client-key":"/opt/k/dev.key","client-certificate":"/opt/k/dev.crt"}}]}`,
+	}
+	for p, d := range data {
+		if err := os.WriteFile(p, []byte(d), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := secretPaths(home, "", []string{"GIT_CONFIG_NOSYSTEM=1", "KUBECONFIG=" + pretty + ":" + oneLine}, nil)
+	for _, want := range []string{"/opt/k/admin.key", "/opt/k/dev.key", filepath.Join(home, "sa-token")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+	for _, not := range []string{"/opt/k/admin.crt", "/opt/k/dev.crt"} {
+		if slices.Contains(got, not) {
+			t.Errorf("%s (a certificate) hidden", not)
+		}
 	}
 }

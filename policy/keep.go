@@ -105,12 +105,40 @@ func (p *Policy) agentSurface() error {
 					}
 					if p.inKept(d) && !slices.Contains(*list.dst, d) {
 						*list.dst = append(*list.dst, d)
+						p.keepWayTo(d)
 					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// keepWayTo keeps, as their own kept paths, the directories between the kept path
+// holding d (a directory bound read-only or private inside) and d: each is then a
+// mount point inside, which rename(2) refuses to move (EBUSY). Otherwise the
+// session renamed the agent's directory away with its read-only binds and made a
+// fresh one at its name (--keep ~/dots with ~/.claude -> dots/claude: mv
+// ~/dots/claude ~/dots/x; mkdir -p ~/dots/claude/plugins/evil), whose plugins and
+// hooks the next agent ran, and which the audit skipped as bound read-only.
+func (p *Policy) keepWayTo(d string) {
+	var k *Kept
+	for i := range p.Keep {
+		if hostpath.Within(d, p.Keep[i].Path) && (k == nil || len(p.Keep[i].Path) > len(k.Path)) {
+			k = &p.Keep[i]
+		}
+	}
+	if k == nil {
+		return
+	}
+	root, from := k.Path, k.From
+	var way []string
+	for a := filepath.Dir(d); a != root && hostpath.Within(a, root); a = filepath.Dir(a) {
+		way = append(way, a)
+	}
+	for i := len(way) - 1; i >= 0; i-- { // outer first: a bind over its parent's
+		p.Keep = appendKept(p.Keep, Kept{Path: way[i], Dir: true, From: from})
+	}
 }
 
 // agentPaths are d and, when d's directory is reached through a symlink, the

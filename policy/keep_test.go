@@ -93,3 +93,42 @@ func TestKeepLinkedAgentDir(t *testing.T) {
 		t.Errorf("a kept path in the linked directory's plugins is accepted")
 	}
 }
+
+// TestKeepWayToReadOnly: a kept path that holds a linked agent's directory
+// deeper down (--keep ~/src with ~/.claude -> src/dotfiles/claude) keeps every
+// directory on the way to its read-only parts as a kept path of its own (a mount
+// point inside, which the session cannot rename away with the read-only binds
+// under it); a kept ~/.claude adds nothing.
+func TestKeepWayToReadOnly(t *testing.T) {
+	home, repo := tree(t)
+	src := filepath.Join(home, "src")
+	target := filepath.Join(src, "dotfiles", "claude")
+	if err := os.MkdirAll(filepath.Join(target, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("src/dotfiles/claude", filepath.Join(home, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Cwd: repo, Home: home, Keep: []string{"~/src"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, k := range p.Keep {
+		kept = append(kept, k.Path)
+	}
+	want := []string{src, filepath.Join(src, "dotfiles"), target}
+	if !slices.Equal(kept, want) {
+		t.Errorf("kept %q, want %q", kept, want)
+	}
+	if !slices.Contains(p.KeepReadOnly, filepath.Join(target, "plugins")) {
+		t.Errorf("plugins not read-only inside: %v", p.KeepReadOnly)
+	}
+	p, err = New(Options{Cwd: repo, Home: home, Keep: []string{"~/src/dotfiles/claude"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Keep) != 1 {
+		t.Errorf("a kept agent directory: kept %v, want itself alone", p.Keep)
+	}
+}

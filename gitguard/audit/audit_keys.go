@@ -59,6 +59,12 @@ func unlistedDanger(e gitconfig.Entry, value string) string {
 	if strings.HasPrefix(value, "!") {
 		return "unlisted key whose value is a shell command (!)"
 	}
+	if e.Section == "push" && e.Key == "pushoption" || e.Section == "remote" && e.Key == "serveroption" {
+		// Git's own: strings sent to the remote (git push -o ci.skip, protocol v2's
+		// server options), which no program here reads; the word "option" took them
+		// for a program's option on every GitLab or Gerrit user's repository.
+		return ""
+	}
 	if isBoolString(value) || strings.Trim(value, "0123456789") == "" {
 		return "" // a boolean or a number names no program
 	}

@@ -42,12 +42,12 @@ func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) *Kept {
 		opt.Kept = append(opt.Kept, k.Path)
 	}
 	// An agent's directory moved by the environment the command inherits is the
-	// one it uses inside and outside.
+	// one it uses inside and outside. It is taken as the variable names it, not
+	// resolved once here: a symlink on its way inside a kept path is the
+	// session's to change (~/.config/zsh -> ../dotfiles/zsh replaced by a
+	// directory), and the audit resolves it each time (agentcfg's linkedInto).
 	for agent, env := range agentcfg.AgentDirEnv() {
 		if d := os.Getenv(env); filepath.IsAbs(d) {
-			if c, err := filepath.EvalSymlinks(d); err == nil {
-				d = c
-			}
 			opt.AgentDirs[agent] = filepath.Clean(d)
 		}
 	}
