@@ -187,18 +187,14 @@ func (s *scanner) sizeWalk(hint int) {
 		if hint > 0 {
 			s.walk.Entries = make([]treewalk.Entry, 0, min(hint+hint/8+64, s.opt.MaxEntries))
 			if hint >= prefaultEntries {
-				// Mapped in ahead: the list, and, for a walk that reads every
-				// directory (the launch's), the heap it fills next (its
-				// listings, names and paths: about walkHeapPerEntry bytes an
-				// entry). Each page faulted in on first touch instead costs the
-				// walk, which the sandbox waits for, some 20 times more on a VM
-				// whose page tables the hypervisor shadows (internal/prefault).
-				// An end scan takes most listings from the launch: it fills
-				// its list, and little else.
+				// Mapped in ahead: the list, and the heap the walk fills next
+				// (its listings, names and paths: about walkHeapPerEntry bytes
+				// an entry). Each page faulted in on first touch instead costs
+				// the walk, which the sandbox waits for, some 20 times more on
+				// a VM whose page tables the hypervisor shadows
+				// (internal/prefault).
 				prefault.Slice(s.walk.Entries)
-				if s.since == nil {
-					prefault.After(s.walk.Entries, min(hint, s.opt.MaxEntries)*walkHeapPerEntry)
-				}
+				prefault.After(s.walk.Entries, min(hint, s.opt.MaxEntries)*walkHeapPerEntry)
 			}
 		} else {
 			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
