@@ -8,8 +8,6 @@ import (
 	"sort"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/internal/prefault"
 )
 
 // The index's layout, kept beside it. Git's index entries have variable lengths, so
@@ -92,9 +90,6 @@ func (s *Store) readLayout(b, key []byte) (indexLayout, bool) {
 	if l.ext > len(b)-20 {
 		return indexLayout{}, false
 	}
-	// Filled at once: mapped in with one call, not a fault a page (20 pages
-	// for 20,000 entries; internal/prefault).
-	prefault.Slice(l.offsets)
 	prev := 12 - minEntrySize
 	for i := range l.offsets {
 		off := int(binary.BigEndian.Uint32(f[layoutHeader+4*i:]))

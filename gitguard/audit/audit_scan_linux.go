@@ -16,7 +16,6 @@ import (
 	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
-	"github.com/agentbox/agentbox/internal/prefault"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -166,16 +165,6 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	return s.surface, nil
 }
 
-// prefaultEntries is the walk list's size from which sizeWalk maps in the
-// memory the walk fills: on a small tree the fault of a page or two is cheaper
-// than reading /proc/self/maps.
-const prefaultEntries = 2048
-
-// walkHeapPerEntry is about what a launch walk allocates an entry beside the
-// list (`perf record -e page-faults` of unchanged sessions on 20,000 files: some
-// 650 pages faulted in by the walk besides its list).
-const walkHeapPerEntry = 128
-
 // sizeWalk allocates the walk's list, for hint entries (ScanOptions.WalkHint).
 func (s *scanner) sizeWalk(hint int) {
 	if s.walk != nil && !s.sharing && s.walk.Entries == nil {
@@ -186,16 +175,6 @@ func (s *scanner) sizeWalk(hint int) {
 		// during the command, is zeroed and faulted in for nothing.
 		if hint > 0 {
 			s.walk.Entries = make([]treewalk.Entry, 0, min(hint+hint/8+64, s.opt.MaxEntries))
-			if hint >= prefaultEntries {
-				// Mapped in ahead: the list, and the heap the walk fills next
-				// (its listings, names and paths: about walkHeapPerEntry bytes
-				// an entry). Each page faulted in on first touch instead costs
-				// the walk, which the sandbox waits for, some 20 times more on
-				// a VM whose page tables the hypervisor shadows
-				// (internal/prefault).
-				prefault.Slice(s.walk.Entries)
-				prefault.After(s.walk.Entries, min(hint, s.opt.MaxEntries)*walkHeapPerEntry)
-			}
 		} else {
 			s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
 		}
