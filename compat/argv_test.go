@@ -307,13 +307,16 @@ func parseArgv(argv []string) (mounts.Plan, error) {
 			}
 			seen[a] = true
 			i++
-		case "--ro-bind", "--bind":
+		case "--ro-bind", "--bind", "--dev-bind":
 			if err := need(i, 2); err != nil {
 				return p, err
 			}
 			k := mounts.Bind
-			if a == "--ro-bind" {
+			switch a {
+			case "--ro-bind":
 				k = mounts.BindRO
+			case "--dev-bind":
+				k = mounts.Device
 			}
 			p.Ops = append(p.Ops, mounts.Op{Kind: k, Source: argv[i+1], Dest: argv[i+2]})
 			i += 2
