@@ -70,15 +70,7 @@ func TestSecretPathsSSHConfigForms(t *testing.T) {
 		"nested/key":          "KEY",
 		"fkeys/k":             "KEY",
 	}
-	for name, data := range files {
-		p := filepath.Join(home, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeHomeFiles(t, home, files)
 	env := []string{"KEYDIR=" + filepath.Join(home, "envkeys"), "GIT_SSH_COMMAND=ssh -F ~/other.cfg"}
 	got := secretPaths(home, "", env, nil)
 	for _, want := range []string{"My Keys/id_work", "keys/github.com_key", "keys/gitlab.com_key", "envkeys/k1", "nested/key", "fkeys/k"} {
@@ -104,15 +96,7 @@ func TestSecretPathsGitConfig(t *testing.T) {
 		"secrets/git-store":      "https://u:p@host\n",
 		"secrets/gerrit-cookies": "cookie\n",
 	}
-	for name, data := range files {
-		p := filepath.Join(home, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeHomeFiles(t, home, files)
 	got := secretPaths(home, "", []string{"GIT_CONFIG_NOSYSTEM=1"}, nil)
 	for _, want := range []string{filepath.Join(home, "secrets/git-store"), filepath.Join(home, "secrets/gerrit-cookies"), "/opt/corp/client.key", "/opt/corp/store2"} {
 		if !slices.Contains(got, want) {
@@ -177,11 +161,7 @@ func TestSecretPathsConfigsNotRegular(t *testing.T) {
 		"dots/kube":    "users:\n- user:\n    client-key: /opt/kube/linked.key\n",
 		"keys/linked":  "KEY",
 	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(home, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeHomeFiles(t, home, files)
 	if err := os.Symlink(filepath.Join(home, "dots/ssh.inc"), filepath.Join(home, ".ssh/linked.conf")); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +240,21 @@ func TestSecretPathsKubeconfigJSON(t *testing.T) {
 	for _, not := range []string{"/opt/k/admin.crt", "/opt/k/dev.crt"} {
 		if slices.Contains(got, not) {
 			t.Errorf("%s (a certificate) hidden", not)
+		}
+	}
+}
+
+// writeHomeFiles writes files (a path below home to its content) with their
+// directories, as the owner's only.
+func writeHomeFiles(t *testing.T, home string, files map[string]string) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
