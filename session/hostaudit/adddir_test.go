@@ -37,7 +37,7 @@ func TestAddDirOrphanAtRepoLaunch(t *testing.T) {
 func TestAddDirOrphanAtRepoReachedByAnotherPath(t *testing.T) {
 	top, repo, dir, outside := addDirRepos(t)
 	if h, err := audit.Hold(repo); err != nil || h.Birth == 0 {
-		t.Skipf("no birth time on %s's filesystem (%v): a moved repository is not matched without one", top, err)
+		testenv.Skip(t, "no birth time on %s's filesystem (%v): a moved repository is not matched without one", top, err)
 	}
 	cfg, stderr, state, _, plant := killedAddDirSession(t, top, repo, dir, outside)
 	moved := filepath.Join(top, "moved")
