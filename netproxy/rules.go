@@ -366,8 +366,11 @@ var special = sync.OnceValue(func() []specialRange {
 		{netip.MustParsePrefix("::1/128"), "loopback"},
 		{netip.MustParsePrefix("fe80::/10"), "link-local"},
 		{netip.MustParsePrefix("ff00::/8"), "multicast"},
-		// NAT64 and 6to4 embed an IPv4 address that may be one of the above.
+		// NAT64 (the well-known prefix and RFC 8215's local-use one, which a
+		// network's own translator serves as readily) and 6to4 embed an IPv4
+		// address that may be one of the above.
 		{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
+		{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
 		{netip.MustParsePrefix("2002::/16"), "6to4"},
 	}
 })

@@ -92,3 +92,30 @@ func TestProxyRefusalLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyLocalUseNAT64: RFC 8215's local-use NAT64 prefix (64:ff9b:1::/48)
+// embeds an IPv4 address as the well-known one does, and a translator of the
+// network (or of the host) dials that address: under `--allow-net ::/0` the
+// proxy dialled 64:ff9b:1::a9fe:a9fe, the metadata service's address translated,
+// where 64:ff9b::a9fe:a9fe was refused. Both are refused now, as the
+// address they embed is without an address rule inside its range.
+func TestProxyLocalUseNAT64(t *testing.T) {
+	script := `for a in 64:ff9b::a9fe:a9fe 64:ff9b:1::a9fe:a9fe; do
+exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT [%s]:80 HTTP/1.1\r\n\r\n' $a >&3; head -1 <&3; exec 3>&-
+done`
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			r := sandboxtest.Run(b.Command(b.Repo, []string{"--no-git-save", "--allow-net", "::/0"}, "exec /bin/bash -c '"+strings.ReplaceAll(script, "'", `'\''`)+"'"))
+			lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("want two answers:\n%s", r)
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "HTTP/1.1 403 ") {
+					t.Errorf("a NAT64 form of 169.254.169.254 under ::/0 was not refused: %q", l)
+				}
+			}
+		})
+	}
+}
