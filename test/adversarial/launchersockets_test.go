@@ -192,3 +192,90 @@ func processCPU(t *testing.T, pid int) int64 {
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every Linux ABI Go
 // builds for.
 const clockTicks = 100
+
+// bindLoop waits for the test's go, then sends 400 session-binds on one
+// connection to the --ssh-agent filter, each with a 16376-bit RSA host key and a
+// signature of its length, reading each answer, and reports the CPU time the
+// loop took in this process, in microseconds, and how many answers it read.
+const bindLoop = `
+import os, resource, socket, struct, time
+def s(b): return struct.pack(">I", len(b)) + b
+n = b"\x00" + b"\xff" * 2047
+key = s(b"ssh-rsa") + s(b"\x01\x00\x01") + s(n)
+sig = s(b"rsa-sha2-512") + s(b"\x01" * 2047)
+body = b"\x1b" + s(b"session-bind@openssh.com") + s(key) + s(b"\x07" * 32) + s(sig) + b"\x00"
+msg = s(body)
+open("ready", "w").close()
+for _ in range(3000):
+    if os.path.exists("go"):
+        break
+    time.sleep(0.02)
+c = socket.socket(socket.AF_UNIX)
+c.connect(os.environ["SSH_AUTH_SOCK"])
+f = c.makefile("rb")
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+answers = 0
+for _ in range(400):
+    c.sendall(msg)
+    hdr = f.read(4)
+    if len(hdr) < 4:
+        break
+    f.read(struct.unpack(">I", hdr)[0])
+    answers += 1
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1e6
+with open("done.tmp", "w") as out:
+    out.write("%d %d\n" % (cpu, answers))
+os.rename("done.tmp", "done")
+`
+
+// TestSSHAgentBindLoop: the --ssh-agent filter verified every session-bind's
+// host signature, whatever the host key's size, as often as one connection sent
+// one: a 16376-bit RSA key cost the launcher, outside the session's cgroup, 15-40
+// ms of CPU for a message that cost the sandbox a write (400 of them: seconds).
+// Now RSA host keys past 8192 bits are refused unverified, a connection takes at
+// most 16 binds (one with --allow-net), and verifications run at most 10 a second
+// after a burst: the launcher spends well under a millisecond a message.
+func TestSSHAgentBindLoop(t *testing.T) {
+	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
+		}
+	}
+	agentSock := startKeyedAgent(t)
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			for _, f := range []string{"ready", "go", "done"} {
+				os.Remove(filepath.Join(b.Repo, f))
+			}
+			cmd := b.Command(b.Repo, []string{"--no-git-save", "--ssh-agent"}, `python3 -c "$SCRIPT"`)
+			cmd.Env = append(cmd.Env, "SCRIPT="+bindLoop, "SSH_AUTH_SOCK="+agentSock)
+			ended := start(t, cmd)
+			if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
+				t.Fatalf("the session never started its loop:\n%s", r)
+			}
+			before := processCPU(t, cmd.Process.Pid)
+			sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
+			if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
+				t.Fatalf("the session never finished its loop:\n%s", r)
+			}
+			spent := processCPU(t, cmd.Process.Pid) - before
+			r := <-ended
+			fields := strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done")))
+			if len(fields) != 2 {
+				t.Fatalf("the loop's report: %q\n%s", fields, r)
+			}
+			t.Logf("loop: %s µs of CPU, %s answers; launcher: %d µs", fields[0], fields[1], spent)
+			if fields[1] != "400" {
+				t.Errorf("the filter answered %s of 400 session-binds", fields[1])
+			}
+			if spent > 400_000 {
+				t.Errorf("the launcher spent %d µs of CPU on 400 session-binds from one connection: more than a millisecond each, outside the session's cgroup", spent)
+			}
+			if r.Code != 0 {
+				t.Errorf("the session failed:\n%s", r)
+			}
+		})
+	}
+}
