@@ -36,6 +36,9 @@ func (c *conn) serve() {
 		if err != nil {
 			return // EOF, a deadline, or a message too long: the connection ends
 		}
+		if !c.s.messages.WaitOr(c.s.done) {
+			return
+		}
 		reply := c.handle(msg)
 		_ = c.c.SetWriteDeadline(time.Now().Add(MessageTimeout))
 		if writeMessage(c.c, reply) != nil {

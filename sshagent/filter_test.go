@@ -416,3 +416,44 @@ func TestBindsBounded(t *testing.T) {
 		t.Errorf("a 4096-bit key was not verified: %v", err)
 	}
 }
+
+// TestMessagesPaced: the messages of every connection are answered at
+// MessageGap's pace (here a gate of two, then one an hour), so that one
+// connection's loop of requests cannot have the launcher answer as fast as the
+// sandbox asks; Close ends a wait.
+func TestMessagesPaced(t *testing.T) {
+	up, _ := startFake(t)
+	s := New(Config{Upstream: up})
+	s.messages = pace.NewGate(time.Hour, 2)
+	path := filepath.Join(t.TempDir(), "filtered")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(l) }()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 2 {
+		if r := exchangeT(t, c, []byte{msgRequestIdentities}); r[0] != msgIdentitiesAnswer {
+			t.Fatalf("request %d: %v", i+1, r)
+		}
+	}
+	if err := writeMessage(c, []byte{msgRequestIdentities}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if r, err := readMessage(c); !isTimeout(err) {
+		t.Fatalf("a message past the gate was answered at once: %v, %v", r, err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); <-served; close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for the gate")
+	}
+}

@@ -35,6 +35,13 @@ const (
 	// agent does (AGENT_MAX_SESSION_IDS): an agent forwarded hop by hop binds
 	// once per hop. With rules a connection binds once (conn.go).
 	MaxBinds = 16
+	// MessageGap paces the messages the filter answers, over every connection,
+	// after a burst of MessageBurst: pacing connections does not pace what one
+	// connection sends, and each message costs the launcher (outside --cpus) about
+	// five times what it costs the sandbox. A client sends a few per SSH
+	// connection or signature.
+	MessageGap   = 5 * time.Millisecond
+	MessageBurst = 64
 )
 
 // Config is what a Server filters by.
@@ -67,8 +74,9 @@ type Server struct {
 	cfg   Config
 	slots chan struct{}
 	// binds is BindGap's gate; done is closed by Close and ends its waits.
-	binds *pace.Gate
-	done  chan struct{}
+	binds    *pace.Gate
+	messages *pace.Gate
+	done     chan struct{}
 
 	mu      sync.Mutex
 	events  []Event
@@ -88,7 +96,7 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	return &Server{cfg: cfg, slots: make(chan struct{}, MaxConns), conns: map[net.Conn]*upstreamConn{},
-		binds: pace.NewGate(BindGap, MaxConns), done: make(chan struct{})}
+		binds: pace.NewGate(BindGap, MaxConns), messages: pace.NewGate(MessageGap, MessageBurst), done: make(chan struct{})}
 }
 
 // ErrClosed is what Serve returns once the server is closed.
