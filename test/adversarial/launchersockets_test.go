@@ -78,11 +78,7 @@ os.rename("done.tmp", "done")
 // small part of the loop's; a request after the loop is still answered. Every
 // runner.
 func TestLauncherSocketsConnectLoop(t *testing.T) {
-	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
-		}
-	}
+	needAgentTools(t)
 	agentSock := startKeyedAgent(t)
 	for _, runner := range everyRunner(t) {
 		t.Run(runner, func(t *testing.T) {
@@ -110,23 +106,7 @@ func loopLauncherSocket(t *testing.T, b *sandboxtest.Box, args []string, sockVar
 			flags = append(flags, a)
 		}
 	}
-	for _, f := range []string{"ready", "go", "done"} {
-		os.Remove(filepath.Join(b.Repo, f))
-	}
-	cmd := b.Command(b.Repo, append([]string{"--no-git-save"}, flags...), `python3 -c "$SCRIPT"`)
-	cmd.Env = append(append(cmd.Env, env...), "SCRIPT="+connectLoop, "SOCKVAR="+sockVar)
-	ended := start(t, cmd)
-	if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
-		t.Fatalf("the session never started its loop:\n%s", r)
-	}
-	before := processCPU(t, cmd.Process.Pid)
-	sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
-	if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
-		t.Fatalf("the session never finished its loop:\n%s", r)
-	}
-	spent := processCPU(t, cmd.Process.Pid) - before
-	r := <-ended
-	fields := strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done")))
+	fields, spent, r := runLoop(t, b, flags, append(env, "SOCKVAR="+sockVar), connectLoop)
 	if len(fields) < 3 {
 		t.Fatalf("the loop's report: %q\n%s", fields, r)
 	}
@@ -141,6 +121,41 @@ func loopLauncherSocket(t *testing.T, b *sandboxtest.Box, args []string, sockVar
 	}
 	if r.Code != 0 {
 		t.Errorf("the session failed:\n%s", r)
+	}
+}
+
+// runLoop runs the Python script in a session started with flags and env, a
+// script that writes ready, waits for the test's go, runs its loop and writes its
+// report to done; it returns the report's fields, the launcher's CPU time from go
+// to done in microseconds, and the session's result.
+func runLoop(t *testing.T, b *sandboxtest.Box, flags, env []string, script string) ([]string, int64, sandboxtest.Result) {
+	t.Helper()
+	for _, f := range []string{"ready", "go", "done"} {
+		os.Remove(filepath.Join(b.Repo, f))
+	}
+	cmd := b.Command(b.Repo, append([]string{"--no-git-save"}, flags...), `python3 -c "$SCRIPT"`)
+	cmd.Env = append(append(cmd.Env, env...), "SCRIPT="+script)
+	ended := start(t, cmd)
+	if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
+		t.Fatalf("the session never started its loop:\n%s", r)
+	}
+	before := processCPU(t, cmd.Process.Pid)
+	sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
+	if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
+		t.Fatalf("the session never finished its loop:\n%s", r)
+	}
+	spent := processCPU(t, cmd.Process.Pid) - before
+	r := <-ended
+	return strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done"))), spent, r
+}
+
+// needAgentTools skips (fails, in a strict run) without the tools the ssh-agent
+// loops use.
+func needAgentTools(t *testing.T) {
+	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
+		}
 	}
 }
 
@@ -239,32 +254,11 @@ os.rename("done.tmp", "done")
 // bound is 2 ms: the message gate spreads the loop over about two seconds, whose
 // idle wake-ups count too).
 func TestSSHAgentBindLoop(t *testing.T) {
-	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
-		}
-	}
+	needAgentTools(t)
 	agentSock := startKeyedAgent(t)
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
-			b := sandboxtest.NewBox(t, backend)
-			for _, f := range []string{"ready", "go", "done"} {
-				os.Remove(filepath.Join(b.Repo, f))
-			}
-			cmd := b.Command(b.Repo, []string{"--no-git-save", "--ssh-agent"}, `python3 -c "$SCRIPT"`)
-			cmd.Env = append(cmd.Env, "SCRIPT="+bindLoop, "SSH_AUTH_SOCK="+agentSock)
-			ended := start(t, cmd)
-			if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
-				t.Fatalf("the session never started its loop:\n%s", r)
-			}
-			before := processCPU(t, cmd.Process.Pid)
-			sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
-			if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
-				t.Fatalf("the session never finished its loop:\n%s", r)
-			}
-			spent := processCPU(t, cmd.Process.Pid) - before
-			r := <-ended
-			fields := strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done")))
+			fields, spent, r := runLoop(t, sandboxtest.NewBox(t, backend), []string{"--ssh-agent"}, []string{"SSH_AUTH_SOCK=" + agentSock}, bindLoop)
 			if len(fields) != 2 {
 				t.Fatalf("the loop's report: %q\n%s", fields, r)
 			}
@@ -315,35 +309,15 @@ os.rename("done.tmp", "done")
 // requests on one connection was answered as fast as it asked (thousands in two
 // seconds). The filter answers at most 200 messages a second after a burst of 64.
 func TestSSHAgentMessageLoop(t *testing.T) {
-	for _, tool := range []string{"python3", "ssh-agent", "ssh-add", "ssh-keygen"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs it)", tool)
-		}
-	}
+	needAgentTools(t)
 	agentSock := startKeyedAgent(t)
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
-			b := sandboxtest.NewBox(t, backend)
-			for _, f := range []string{"ready", "go", "done"} {
-				os.Remove(filepath.Join(b.Repo, f))
+			fields, spent, r := runLoop(t, sandboxtest.NewBox(t, backend), []string{"--ssh-agent"}, []string{"SSH_AUTH_SOCK=" + agentSock}, messageLoop)
+			if len(fields) != 1 {
+				t.Fatalf("the loop's report: %q\n%s", fields, r)
 			}
-			cmd := b.Command(b.Repo, []string{"--no-git-save", "--ssh-agent"}, `python3 -c "$SCRIPT"`)
-			cmd.Env = append(cmd.Env, "SCRIPT="+messageLoop, "SSH_AUTH_SOCK="+agentSock)
-			ended := start(t, cmd)
-			if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
-				t.Fatalf("the session never started its loop:\n%s", r)
-			}
-			before := processCPU(t, cmd.Process.Pid)
-			sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
-			if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
-				t.Fatalf("the session never finished its loop:\n%s", r)
-			}
-			spent := processCPU(t, cmd.Process.Pid) - before
-			r := <-ended
-			answers, err := strconv.Atoi(strings.TrimSpace(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done"))))
-			if err != nil {
-				t.Fatalf("the loop's report: %v\n%s", err, r)
-			}
+			answers, _ := strconv.Atoi(fields[0])
 			t.Logf("%d key lists answered in 2 s on one connection; launcher: %d µs of CPU", answers, spent)
 			if answers > 1000 {
 				t.Errorf("the filter answered %d messages of one connection in 2 s: not paced", answers)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,21 +59,8 @@ func TestProxyRefusalLoop(t *testing.T) {
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
-			b := sandboxtest.NewBox(t, backend)
-			cmd := b.Command(b.Repo, []string{"--no-git-save", "--allow-net", "allowed.test", "--allow-net", "127.0.0.1:" + port}, `python3 -c "$SCRIPT"`)
-			cmd.Env = append(cmd.Env, "SCRIPT="+proxyRefusalLoop, "ALLOWED=http://allowed.test:"+port+"/", "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1")
-			ended := start(t, cmd)
-			if r, ok := untilReady(filepath.Join(b.Repo, "ready"), ended); !ok {
-				t.Fatalf("the session never started its loop:\n%s", r)
-			}
-			before := processCPU(t, cmd.Process.Pid)
-			sandboxtest.WriteFile(t, filepath.Join(b.Repo, "go"), "")
-			if r, ok := untilReady(filepath.Join(b.Repo, "done"), ended); !ok {
-				t.Fatalf("the session never finished its loop:\n%s", r)
-			}
-			spent := processCPU(t, cmd.Process.Pid) - before
-			r := <-ended
-			fields := strings.Fields(sandboxtest.ReadFile(t, filepath.Join(b.Repo, "done")))
+			fields, spent, r := runLoop(t, sandboxtest.NewBox(t, backend), []string{"--allow-net", "allowed.test", "--allow-net", "127.0.0.1:" + port},
+				[]string{"ALLOWED=http://allowed.test:" + port + "/", "_AGENTBOX_TEST_HOSTS=allowed.test=127.0.0.1"}, proxyRefusalLoop)
 			if len(fields) < 2 {
 				t.Fatalf("the loop's report: %q\n%s", fields, r)
 			}
