@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/pace"
 )
 
 // The proxy's cost, on loopback: a 100 MB download direct and through each of the
@@ -204,5 +206,35 @@ func BenchmarkPairedDownload(b *testing.B) {
 			b.ReportMetric(med(through), "proxy-MB/s")
 			b.ReportMetric(med(ratio), "ratio")
 		})
+	}
+}
+
+// BenchmarkRefusal: one refused request on a new connection, answer read, with
+// the default decision (the host's own addresses asked as a session's proxy asks
+// them). The gate that paces such connections is the test's, wide enough never
+// to wait: this is the cost of one refusal, not the pace.
+//
+//	go test -run '^$' -bench Refusal -benchtime 5000x ./netproxy
+func BenchmarkRefusal(b *testing.B) {
+	rules, _ := ParseAll([]string{"allowed.test"})
+	p := New(Config{Rules: rules, endGate: pace.NewGate(time.Nanosecond, 1<<30)})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go p.Serve(l)
+	b.Cleanup(func() { p.Close() })
+	req := []byte("CONNECT refused.test:443 HTTP/1.1\r\n\r\n")
+	buf := make([]byte, 200)
+	for b.Loop() {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Write(req)
+		if _, err := io.ReadAtLeast(c, buf, 12); err != nil || string(buf[9:12]) != "403" {
+			b.Fatalf("answer %q, %v", buf, err)
+		}
+		c.Close()
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/pace"
 )
 
 // Resolver looks host names up (net.Resolver has this method).
@@ -53,6 +55,9 @@ type Config struct {
 	// loopback: only a rule listing the very address allows it. nil: the host's
 	// interface addresses (net.InterfaceAddrs).
 	LocalAddrs func() []netip.Addr
+
+	// endGate: nil means one of endGap, burst endBurst (the tests' own is slower).
+	endGate *pace.Gate
 }
 
 // Defaults of Config.
@@ -61,6 +66,10 @@ const (
 	DefaultIdleTimeout      = 10 * time.Minute // a model's response may pause for minutes
 	DefaultHandshakeTimeout = 30 * time.Second
 	maxRefusalKinds         = 1000 // distinct (host, port, reason) rows kept
+	// endGap and endBurst pace the connections that end without a tunnel
+	// (endGate): at most 100 a second after a burst of 64.
+	endGap   = 10 * time.Millisecond
+	endBurst = 64
 )
 
 // Refusal is one kind of request the proxy refused, with how often.
@@ -76,8 +85,15 @@ type Refusal struct {
 
 // Server is the proxy for one session. Serve it on one listener; Close ends it.
 type Server struct {
-	cfg       Config
-	sem       chan struct{}
+	cfg Config
+	sem chan struct{}
+	// endGate paces the release of a client's slot when its connection ended
+	// without a tunnel: a refusal, an upstream failure, a malformed request, a
+	// connection closed unused. Such a connection is no traffic of the session's,
+	// and each costs the launcher (outside the session's --cpus) about three
+	// times the CPU time it costs the command: unpaced, a loop of refused
+	// requests had the host spend a multiple of --cpus on top of the session.
+	endGate   *pace.Gate
 	done      chan struct{}
 	closeOnce sync.Once
 	ctx       context.Context // cancelled by Close: resolutions and dials end
@@ -111,12 +127,16 @@ func New(cfg Config) *Server {
 	if cfg.LocalAddrs == nil {
 		cfg.LocalAddrs = interfaceAddrs
 	}
+	if cfg.endGate == nil {
+		cfg.endGate = pace.NewGate(endGap, endBurst)
+	}
 	s := &Server{
-		cfg:   cfg,
-		sem:   make(chan struct{}, cfg.MaxConns),
-		done:  make(chan struct{}),
-		conns: map[*trackedConn]struct{}{},
-		index: map[[3]string]int{},
+		cfg:     cfg,
+		sem:     make(chan struct{}, cfg.MaxConns),
+		endGate: cfg.endGate,
+		done:    make(chan struct{}),
+		conns:   map[*trackedConn]struct{}{},
+		index:   map[[3]string]int{},
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -176,6 +196,7 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		go func() {
 			defer s.wg.Done()
+			defer s.release(tc)
 			defer s.recoverConn(tc)
 			s.dispatch(tc)
 		}()
@@ -273,9 +294,17 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		h := hostForRecord(host)
 		return nil, &refusal{host: h, port: port, reason: "bad host name or port", msg: fmt.Sprintf("agentbox: %s port %d is not a host name and port", h, port)}, nil
 	}
-	local := s.localSet()
+	// This host's addresses, asked once a decision needs them: a name or an
+	// address no rule lists is refused without the dumps they cost.
+	var local map[netip.Addr]bool
+	isLocal := func(a netip.Addr) bool {
+		if local == nil {
+			local = s.localSet()
+		}
+		return local[a.Unmap()]
+	}
 	if a, err := netip.ParseAddr(name); err == nil {
-		if s.cfg.Rules.matchAddr(a, port, local[a.Unmap()]) {
+		if s.cfg.Rules.matchAddr(a, port, isLocal) {
 			return []netip.Addr{a}, nil, nil
 		}
 		return nil, &refusal{host: name, port: port, reason: "address not listed", msg: fmt.Sprintf("agentbox: %s is not in --allow-net", joinHostPort(name, port))}, nil
@@ -298,7 +327,7 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 	var bad netip.Addr
 	for _, a := range found {
 		a = a.Unmap()
-		if sp, _ := Special(a); (sp || local[a]) && !s.cfg.Rules.matchAddr(a, port, local[a]) {
+		if sp, _ := Special(a); (sp || isLocal(a)) && !s.cfg.Rules.matchAddr(a, port, isLocal) {
 			bad = a
 			continue
 		}
@@ -425,6 +454,7 @@ func (s *Server) dispatch(tc *trackedConn) {
 // nothing has moved for the idle timeout; early goes to up first. A direction that
 // ends with EOF half-closes the other side, as TCP would.
 func (s *Server) tunnel(client *trackedConn, early []byte, up *trackedConn) {
+	client.tunnelled = true
 	defer client.Close()
 	defer up.Close()
 	if len(early) > 0 {
@@ -494,13 +524,16 @@ func (s *Server) pipe(dst, src net.Conn, act *activity) error {
 	}
 }
 
-// trackedConn is a connection the server owns: counted (a client's, against
-// MaxConns), closed by Close, released once.
+// trackedConn is a connection the server owns: closed by Close, untracked once.
+// A client's holds a slot of MaxConns until release.
 type trackedConn struct {
 	net.Conn
 	s      *Server
 	client bool
 	once   sync.Once
+	// tunnelled: the connection became a tunnel (set and read on the client's
+	// own goroutine).
+	tunnelled bool
 }
 
 func (s *Server) track(c net.Conn) *trackedConn {
@@ -538,11 +571,19 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
 		c.s.mu.Unlock()
-		if c.client {
-			<-c.s.sem
-		}
 	})
 	return err
+}
+
+// release closes a client's connection once its handling has ended and frees its
+// slot: at once after a tunnel, at endGate's pace otherwise (or at Close). The
+// answer was sent already; a loop of requests that carry nothing waits for slots.
+func (s *Server) release(tc *trackedConn) {
+	tc.Close()
+	if !tc.tunnelled {
+		s.endGate.WaitOr(s.done)
+	}
+	<-s.sem
 }
 
 // recoverConn keeps a bug in one connection's handling from ending the launcher

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/pace"
 )
 
 // fixture: two upstream servers on loopback (one listed by address, one not), and
@@ -348,5 +350,72 @@ func TestDecideHostOwnAddress(t *testing.T) {
 			t.Errorf("refusal without the proxy's message: %v", err)
 		}
 		s.Close()
+	}
+}
+
+// TestEndsPaced: a connection that ends without a tunnel (refused, malformed,
+// closed unused) is answered at once but holds its slot until endGate lets it go,
+// so that a loop of refused requests runs at the gate's pace, not the launcher's
+// (each costs the launcher, outside --cpus, more than it costs the command).
+// Tunnels do not wait; Close ends the waits.
+func TestEndsPaced(t *testing.T) {
+	f := newFixture(t, Config{MaxConns: 2, endGate: pace.NewGate(time.Hour, 1)})
+	for i := range 5 {
+		line, c, _ := f.connect("allowed.test:" + f.listed)
+		if !strings.Contains(line, "200") {
+			t.Fatalf("tunnel %d: %s", i, line)
+		}
+		c.Close()
+	}
+	// The first refusal has the burst's turn; the next two hold both slots.
+	for i := range 3 {
+		if line, _, _ := f.connect("other.test:443"); !strings.Contains(line, "403") {
+			t.Fatalf("refusal %d: %s", i, line)
+		}
+	}
+	c, err := net.Dial("tcp", f.addr) // queued in the backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT other.test:443 HTTP/1.1\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	var b [1]byte
+	if n, err := c.Read(b[:]); n != 0 || !isTimeout(err) {
+		t.Fatalf("a fourth refusal was served while both slots waited for the gate: %d %v", n, err)
+	}
+	closed := make(chan struct{})
+	go func() { f.proxy.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for the gate")
+	}
+}
+
+// TestLocalAddrsAskedWhenNeeded: this host's addresses (two netlink dumps) are
+// asked only for a decision they can change: not for a name no rule lists, nor
+// for an address no rule holds.
+func TestLocalAddrsAskedWhenNeeded(t *testing.T) {
+	asked := 0
+	srv := New(Config{Rules: mustRules(t, "allowed.test", "10.0.0.0/8"),
+		Resolver:   Hosts{"allowed.test": {netip.MustParseAddr("192.0.2.1")}},
+		LocalAddrs: func() []netip.Addr { asked++; return []netip.Addr{netip.MustParseAddr("10.1.2.3")} }})
+	for _, host := range []string{"other.test", "192.0.2.7", "[2001:db8::1]"} {
+		if _, err := srv.Decide(context.Background(), host, 443); err == nil {
+			t.Errorf("%s allowed", host)
+		}
+	}
+	if asked != 0 {
+		t.Errorf("the host's addresses were asked %d times for requests no rule allows", asked)
+	}
+	if _, err := srv.Decide(context.Background(), "10.1.2.3", 443); err == nil {
+		t.Error("this host's own 10.1.2.3 allowed by 10.0.0.0/8")
+	}
+	if _, err := srv.Decide(context.Background(), "allowed.test", 443); err != nil {
+		t.Errorf("allowed.test: %v", err)
+	}
+	if asked != 2 {
+		t.Errorf("the host's addresses were asked %d times for two decisions that need them", asked)
 	}
 }

@@ -319,21 +319,27 @@ func (rs Rules) MatchName(name string, port uint16) (ok, nameListed bool) {
 // (Special) is allowed only by a rule whose whole prefix lies within its special
 // range: "127.0.0.1" or "169.254.0.0/16" list one, "0.0.0.0/0" does not.
 func (rs Rules) MatchAddr(a netip.Addr, port uint16) bool {
-	return rs.matchAddr(a, port, false)
+	return rs.matchAddr(a, port, nil)
 }
 
 // matchAddr is MatchAddr for an address that may be one of this host's own
-// (local): such an address is special in a range of its own, so only a rule
-// listing exactly it allows it, not a prefix that happens to hold it.
-func (rs Rules) matchAddr(a netip.Addr, port uint16, local bool) bool {
+// (isLocal, nil: none is): such an address is special in a range of its own, so
+// only a rule listing exactly it allows it, not a prefix that happens to hold it.
+// isLocal is asked only when a rule holds a: asking costs the launcher two
+// netlink dumps, and a request no rule can allow must cost it nothing of the kind.
+func (rs Rules) matchAddr(a netip.Addr, port uint16, isLocal func(netip.Addr) bool) bool {
 	a = a.Unmap()
 	special, class := Special(a)
-	if !special && local {
-		special, class = true, netip.PrefixFrom(a, a.BitLen())
-	}
+	asked := false
 	for _, r := range rs {
 		if r.Name != "" || !r.Prefix.Contains(a) || (r.Port != 0 && r.Port != port) {
 			continue
+		}
+		if !special && !asked && isLocal != nil {
+			asked = true
+			if isLocal(a) {
+				special, class = true, netip.PrefixFrom(a, a.BitLen())
+			}
 		}
 		if !special || class.Bits() <= r.Prefix.Bits() && class.Contains(r.Prefix.Addr()) {
 			return true
@@ -360,8 +366,11 @@ var special = sync.OnceValue(func() []specialRange {
 		{netip.MustParsePrefix("::1/128"), "loopback"},
 		{netip.MustParsePrefix("fe80::/10"), "link-local"},
 		{netip.MustParsePrefix("ff00::/8"), "multicast"},
-		// NAT64 and 6to4 embed an IPv4 address that may be one of the above.
+		// NAT64 (the well-known prefix and RFC 8215's local-use one, which a
+		// network's own translator serves as readily) and 6to4 embed an IPv4
+		// address that may be one of the above.
 		{netip.MustParsePrefix("64:ff9b::/96"), "NAT64"},
+		{netip.MustParsePrefix("64:ff9b:1::/48"), "NAT64"},
 		{netip.MustParsePrefix("2002::/16"), "6to4"},
 	}
 })

@@ -144,8 +144,9 @@ func TestMatchAddr(t *testing.T) {
 		{"224.0.0.1", 80, false},
 		{"255.255.255.255", 80, false},
 		{"fe80::1", 22, true},
-		{"64:ff9b::7f00:1", 80, false}, // NAT64 of 127.0.0.1
-		{"2002:7f00:1::1", 80, false},  // 6to4 of 127.0.0.1
+		{"64:ff9b::7f00:1", 80, false},      // NAT64 of 127.0.0.1
+		{"64:ff9b:1::a9fe:a9fe", 80, false}, // local-use NAT64 of 169.254.169.254
+		{"2002:7f00:1::1", 80, false},       // 6to4 of 127.0.0.1
 	} {
 		if got := rs.MatchAddr(netip.MustParseAddr(c.addr), c.port); got != c.ok {
 			t.Errorf("MatchAddr(%s, %d) = %t, want %t", c.addr, c.port, got, c.ok)

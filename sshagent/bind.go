@@ -104,12 +104,24 @@ func verifyECDSA(ktype string, kr *reader, alg string, data, sig []byte) error {
 	return nil
 }
 
+// maxRSABits and maxRSAExponent bound the RSA host keys verified: the cost of a
+// verification grows with both (a 16384-bit modulus costs the launcher tens of
+// milliseconds, from a message the sandbox sends at no cost), and OpenSSH makes
+// 2048- to 4096-bit host keys with exponent 65537.
+const (
+	maxRSABits     = 8192
+	maxRSAExponent = 65537
+)
+
 func verifyRSA(kr *reader, alg string, data, sig []byte) error {
 	e, n := kr.string(), kr.string()
-	if err := kr.done(); err != nil || len(e) == 0 || len(e) > 4 || len(n) > 2048 {
-		return errors.New("bad RSA host key")
+	if err := kr.done(); err != nil || len(e) == 0 || len(e) > 4 || len(n) > maxRSABits/8+1 {
+		return fmt.Errorf("bad RSA host key, or one longer than %d bits", maxRSABits)
 	}
 	ev := new(big.Int).SetBytes(e)
+	if ev.Int64() > maxRSAExponent {
+		return fmt.Errorf("RSA host key exponent above %d", maxRSAExponent)
+	}
 	pub := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(ev.Int64())}
 	var digest []byte
 	var h crypto.Hash
@@ -123,8 +135,8 @@ func verifyRSA(kr *reader, alg string, data, sig []byte) error {
 	default:
 		return fmt.Errorf("RSA signature algorithm %q is not accepted", alg)
 	}
-	if pub.N.BitLen() < 2048 {
-		return errors.New("RSA host key shorter than 2048 bits")
+	if pub.N.BitLen() < 2048 || pub.N.BitLen() > maxRSABits {
+		return fmt.Errorf("RSA host key shorter than 2048 bits or longer than %d", maxRSABits)
 	}
 	if err := rsa.VerifyPKCS1v15(pub, h, digest, sig); err != nil {
 		return errors.New("host key signature does not verify")

@@ -2,6 +2,7 @@ package sshagent
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ type conn struct {
 	// the remote host sends over it, that host's own binding to its next hop
 	// included.
 	bindTried bool
+	binds     int // session-binds asked for on the connection (MaxBinds)
 }
 
 var failure = []byte{msgFailure}
@@ -33,6 +35,9 @@ func (c *conn) serve() {
 		msg, err := readMessage(c.c)
 		if err != nil {
 			return // EOF, a deadline, or a message too long: the connection ends
+		}
+		if !c.s.messages.WaitOr(c.s.done) {
+			return
 		}
 		reply := c.handle(msg)
 		_ = c.c.SetWriteDeadline(time.Now().Add(MessageTimeout))
@@ -155,6 +160,20 @@ func (c *conn) extension(msg []byte) []byte {
 	ev := Event{Op: "session-bind"}
 	tried := c.bindTried
 	c.bindTried = true
+	c.binds++
+	// What needs no verification is refused before it: a verification is the
+	// costly part, and a connection could repeat the message at no cost.
+	if why := c.refuseBind(tried); why != "" {
+		if hk := (&reader{b: r.b}).string(); hk != nil {
+			ev.Key = Fingerprint(hk)
+		}
+		ev.Reason = why
+		c.s.record(ev)
+		return failure
+	}
+	if !c.s.binds.WaitOr(c.s.done) {
+		return failure
+	}
 	b, err := parseSessionBind(r.b)
 	if err != nil {
 		ev.Reason = err.Error()
@@ -162,7 +181,7 @@ func (c *conn) extension(msg []byte) []byte {
 		return failure
 	}
 	ev.Key = Fingerprint(b.HostKey)
-	host, why := c.bindHost(b, tried)
+	host, why := c.bindHost(b)
 	ev.Host = host
 	if why != "" {
 		ev.Reason = why
@@ -179,9 +198,25 @@ func (c *conn) extension(msg []byte) []byte {
 	return []byte{msgSuccess}
 }
 
-// bindHost decides on a verified binding (tried: an earlier one was asked for on
-// the connection): the host it names and why it is refused.
-func (c *conn) bindHost(b binding, tried bool) (string, string) {
+// refuseBind says why a session-bind is refused whatever it holds ("": it is
+// not); tried: an earlier one was asked for on the connection.
+func (c *conn) refuseBind(tried bool) string {
+	switch {
+	case c.s.cfg.Rules == nil && c.binds > MaxBinds:
+		return fmt.Sprintf("more than %d session-binds on one connection", MaxBinds)
+	case c.s.cfg.Rules == nil:
+		return ""
+	case c.bound != nil:
+		return "the connection is already bound to a session"
+	case tried:
+		return "the connection asked to bind before and was refused (an agent forwarded with ssh -A relays the remote's bindings)"
+	}
+	return ""
+}
+
+// bindHost decides on a verified binding: the host it names and why it is
+// refused.
+func (c *conn) bindHost(b binding) (string, string) {
 	kh := c.s.cfg.KnownHosts
 	host := ""
 	if kh != nil {
@@ -194,12 +229,6 @@ func (c *conn) bindHost(b binding, tried bool) (string, string) {
 	}
 	if c.s.cfg.Rules == nil {
 		return host, ""
-	}
-	if c.bound != nil {
-		return host, "the connection is already bound to a session"
-	}
-	if tried {
-		return host, "the connection asked to bind before and was refused (an agent forwarded with ssh -A relays the remote's bindings)"
 	}
 	if b.Forwarding {
 		return host, "with --allow-net, the agent is not forwarded further"

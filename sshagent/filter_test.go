@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/pace"
 )
 
 func signMsg(key, data []byte) []byte {
@@ -306,5 +308,152 @@ func TestFilterBindsOnce(t *testing.T) {
 	}
 	if ev, _ := s.Events(); !hasEvent(ev, "sign", true, "github.com") {
 		t.Fatalf("events = %+v", ev)
+	}
+}
+
+// TestBindsPaced: session-binds are verified at BindGap's pace (here a gate of
+// one an hour), a bind that needs no verification (a second one on a bound
+// connection) is refused at once, and Close ends a wait for the gate.
+func TestBindsPaced(t *testing.T) {
+	up, _ := startFake(t)
+	allowed := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	known := "github.com ssh-ed25519 " + base64.StdEncoding.EncodeToString(edBlob(allowed.Public().(ed25519.PublicKey))) + "\n"
+	s := New(Config{Upstream: up, Rules: mustRules(t, "github.com"), KnownHosts: ParseKnownHosts(strings.NewReader(known))})
+	s.binds = pace.NewGate(time.Hour, 1)
+	path := filepath.Join(t.TempDir(), "filtered")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(l) }()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	first, second := dial(), dial()
+	bind := sessionBind(allowed, bytes.Repeat([]byte{1}, 32), false)
+	if r := exchangeT(t, first, bind); !bytes.Equal(r, []byte{msgSuccess}) {
+		t.Fatalf("the burst's bind: %v", r)
+	}
+	if r := exchangeT(t, first, bind); !bytes.Equal(r, failure) {
+		t.Fatalf("a second bind on a bound connection: %v", r)
+	}
+	if err := writeMessage(second, bind); err != nil {
+		t.Fatal(err)
+	}
+	second.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if r, err := readMessage(second); !isTimeout(err) {
+		t.Fatalf("a bind past the gate was verified at once: %v, %v", r, err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); <-served; close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for the gate")
+	}
+}
+
+// exchangeT sends msg on c and returns the answer.
+func exchangeT(t *testing.T, c net.Conn, msg []byte) []byte {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	r, err := exchange(c, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestBindsBounded: without rules a connection takes MaxBinds session-binds
+// (OpenSSH's agent keeps as many) and refuses the next unverified; an RSA host
+// key past maxRSABits or maxRSAExponent is refused before the verification,
+// whose cost grows with both (16384 bits: tens of milliseconds of the
+// launcher's CPU for one message).
+func TestBindsBounded(t *testing.T) {
+	up, _ := startFake(t)
+	host := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	path, s := serveFilter(t, Config{Upstream: up})
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range MaxBinds + 1 {
+		r := exchangeT(t, c, sessionBind(host, bytes.Repeat([]byte{byte(i + 1)}, 32), false))
+		if want := i < MaxBinds; bytes.Equal(r, []byte{msgSuccess}) != want {
+			t.Fatalf("bind %d: %v, want success %t", i+1, r, want)
+		}
+	}
+	if ev, _ := s.Events(); len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Reason, "more than 16 session-binds") {
+		t.Errorf("the refused bind's event: %+v", ev)
+	}
+
+	rsaBind := func(nbytes int, e []byte) []byte {
+		n := bytes.Repeat([]byte{0xff}, nbytes)
+		key := appendString(appendString(appendString(nil, []byte("ssh-rsa")), e), append([]byte{0}, n...))
+		sig := appendString(appendString(nil, []byte("rsa-sha2-512")), bytes.Repeat([]byte{1}, nbytes))
+		body := appendString(appendString(appendString(nil, key), make([]byte, 32)), sig)
+		return append(body, 0)
+	}
+	for _, c := range []struct {
+		name, why string
+		body      []byte
+	}{
+		{"16384 bits", "longer than 8192", rsaBind(2048, []byte{1, 0, 1})},
+		{"exponent 2^31-1", "exponent above 65537", rsaBind(256, []byte{0x7f, 0xff, 0xff, 0xff})},
+	} {
+		if _, err := parseSessionBind(c.body); err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.why)
+		}
+	}
+	if _, err := parseSessionBind(rsaBind(512, []byte{1, 0, 1})); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Errorf("a 4096-bit key was not verified: %v", err)
+	}
+}
+
+// TestMessagesPaced: the messages of every connection are answered at
+// MessageGap's pace (here a gate of two, then one an hour), so that one
+// connection's loop of requests cannot have the launcher answer as fast as the
+// sandbox asks; Close ends a wait.
+func TestMessagesPaced(t *testing.T) {
+	up, _ := startFake(t)
+	s := New(Config{Upstream: up})
+	s.messages = pace.NewGate(time.Hour, 2)
+	path := filepath.Join(t.TempDir(), "filtered")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(l) }()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 2 {
+		if r := exchangeT(t, c, []byte{msgRequestIdentities}); r[0] != msgIdentitiesAnswer {
+			t.Fatalf("request %d: %v", i+1, r)
+		}
+	}
+	if err := writeMessage(c, []byte{msgRequestIdentities}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if r, err := readMessage(c); !isTimeout(err) {
+		t.Fatalf("a message past the gate was answered at once: %v, %v", r, err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); <-served; close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for the gate")
 	}
 }

@@ -26,6 +26,22 @@ const (
 	// AcceptGap paces the connections taken after a burst of MaxConns
 	// (internal/pace: the launcher's work is outside the session's --cpus).
 	AcceptGap = 50 * time.Millisecond
+	// BindGap paces the session-binds the filter verifies, after a burst of
+	// MaxConns: a verification costs the launcher (outside the session's --cpus)
+	// up to milliseconds for a large RSA host key, and sending one costs the
+	// sandbox a write. A client binds once per SSH connection it makes.
+	BindGap = 100 * time.Millisecond
+	// MaxBinds bounds the session-binds one connection may make, as OpenSSH's
+	// agent does (AGENT_MAX_SESSION_IDS): an agent forwarded hop by hop binds
+	// once per hop. With rules a connection binds once (conn.go).
+	MaxBinds = 16
+	// MessageGap paces the messages the filter answers, over every connection,
+	// after a burst of MessageBurst: pacing connections does not pace what one
+	// connection sends, and each message costs the launcher (outside --cpus) about
+	// five times what it costs the sandbox. A client sends a few per SSH
+	// connection or signature.
+	MessageGap   = 5 * time.Millisecond
+	MessageBurst = 64
 )
 
 // Config is what a Server filters by.
@@ -57,6 +73,10 @@ type Event struct {
 type Server struct {
 	cfg   Config
 	slots chan struct{}
+	// binds is BindGap's gate; done is closed by Close and ends its waits.
+	binds    *pace.Gate
+	messages *pace.Gate
+	done     chan struct{}
 
 	mu      sync.Mutex
 	events  []Event
@@ -75,7 +95,8 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, slots: make(chan struct{}, MaxConns), conns: map[net.Conn]*upstreamConn{}}
+	return &Server{cfg: cfg, slots: make(chan struct{}, MaxConns), conns: map[net.Conn]*upstreamConn{},
+		binds: pace.NewGate(BindGap, MaxConns), messages: pace.NewGate(MessageGap, MessageBurst), done: make(chan struct{})}
 }
 
 // ErrClosed is what Serve returns once the server is closed.
@@ -151,6 +172,9 @@ func (s *Server) untrack(c net.Conn) {
 // Close stops every listener and connection and waits for their goroutines.
 func (s *Server) Close() {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for _, l := range s.ls {
 		l.Close()

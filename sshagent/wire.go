@@ -8,8 +8,9 @@
 // allowed host. Every signature request is recorded.
 //
 // The sandbox is hostile: a message longer than MaxMessage, a connection that
-// stalls, or a flood of connections costs the launcher a bounded amount of memory
-// and time and never stops it. Use it only as a filter between an untrusted client
+// stalls, a flood of connections or of messages (both paced: the launcher's work
+// is outside the session's --cpus), or a host key made costly to verify costs the
+// launcher a bounded amount of memory and time and never stops it. Use it only as a filter between an untrusted client
 // and a trusted agent; it holds no keys itself.
 package sshagent
 

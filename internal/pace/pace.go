@@ -6,8 +6,10 @@
 // short backlog and a Gate before each accept keep that work to a fixed rate;
 // past the backlog, a connect inside waits, or gets EAGAIN when non-blocking.
 //
-// It is not for sockets whose connections are the session's traffic (the
-// network proxy, port forwarding): there every connection is wanted.
+// It is not for accepting on sockets whose connections are the session's traffic
+// (the network proxy, port forwarding): there every connection is wanted. The
+// proxy paces only the connections that end without carrying any (refused,
+// failed, malformed: netproxy's endGate).
 package pace
 
 import (
@@ -31,7 +33,32 @@ func NewGate(gap time.Duration, burst int) *Gate {
 
 // Wait returns when the caller's turn has come.
 func (g *Gate) Wait() {
+	if wait := g.reserve(); wait > 0 {
+		time.Sleep(wait)
+	}
+}
+
+// WaitOr is Wait that gives up when stop is closed first: false then. The turn
+// stays taken.
+func (g *Gate) WaitOr(stop <-chan struct{}) bool {
+	wait := g.reserve()
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// reserve takes the next turn and returns how long until it comes.
+func (g *Gate) reserve() time.Duration {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	now := time.Now()
 	// Tokens saved while idle are capped at burst.
 	if floor := now.Add(-g.gap * time.Duration(g.burst-1)); g.due.Before(floor) {
@@ -39,8 +66,5 @@ func (g *Gate) Wait() {
 	}
 	wait := g.due.Sub(now)
 	g.due = g.due.Add(g.gap)
-	g.mu.Unlock()
-	if wait > 0 {
-		time.Sleep(wait)
-	}
+	return wait
 }

@@ -60,3 +60,24 @@ func TestGate(t *testing.T) {
 		t.Fatalf("after a burst of 3 the next caller is due in %s, want about an hour", ahead)
 	}
 }
+
+// TestGateWaitOr: a caller past the burst waits for its turn, and a closed stop
+// ends the wait at once.
+func TestGateWaitOr(t *testing.T) {
+	g := NewGate(time.Hour, 1)
+	if !g.WaitOr(nil) {
+		t.Fatal("the burst's caller gave up")
+	}
+	stop := make(chan struct{})
+	got := make(chan bool)
+	go func() { got <- g.WaitOr(stop) }()
+	select {
+	case <-got:
+		t.Fatal("a caller past the burst did not wait")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(stop)
+	if <-got {
+		t.Fatal("a stopped wait reported its turn")
+	}
+}
