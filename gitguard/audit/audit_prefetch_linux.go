@@ -88,7 +88,7 @@ func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, 
 		return nil
 	}
 	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, held: held}
-	p.rings.max = prefetchWorkers
+	p.rings.max, p.rings.listed = prefetchWorkers, &p.read
 	if held == nil {
 		if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			p.root, p.rooted = fd, true

@@ -34,8 +34,17 @@ const ringEntries = 64
 // ring's kernel workers costs more than the traps saved.
 const ringMinEntries = 4
 
+// ringAfterEntries: a scan makes its first ring only once its workers have listed
+// this many entries. A ring's setup and teardown cost 150–300 µs here (more than
+// a hundred fstatat's), which a small repository's walk or an end scan that
+// re-reads a few directories would never earn back.
+const ringAfterEntries = 4096
+
 // noRing makes the walk lstat by fstatat only (tests compare the two).
 var noRing bool
+
+// ringsMade counts the rings made, for the tests.
+var ringsMade atomic.Int64
 
 // statRing is one ring and the names of its current batch.
 type statRing struct {
@@ -51,6 +60,9 @@ type ringPool struct {
 	made    int
 	max     int
 	refused bool // io_uring_setup failed: the walk uses fstatat
+	// listed is the entries the scan's workers listed so far (nil: no
+	// threshold): no ring before ringAfterEntries.
+	listed *atomic.Int64
 	// answered counts the entries a ring answered (the tests check the rings
 	// were used).
 	answered atomic.Int64
@@ -68,7 +80,7 @@ func (p *ringPool) get() *statRing {
 		p.free = p.free[:n-1]
 		return r
 	}
-	if p.refused || p.made >= p.max {
+	if p.refused || p.made >= p.max || p.made == 0 && p.listed != nil && p.listed.Load() < ringAfterEntries {
 		return nil
 	}
 	r, err := uringstat.New(ringEntries)
@@ -77,6 +89,7 @@ func (p *ringPool) get() *statRing {
 		return nil
 	}
 	p.made++
+	ringsMade.Add(1)
 	return &statRing{ring: r, names: make([]*byte, 0, r.Entries())}
 }
 

@@ -127,3 +127,61 @@ func TestRingStatsAreFstatats(t *testing.T) {
 		}
 	}
 }
+
+// TestRingScanSameScan: a scan whose lstats go through rings returns what one by
+// fstatat returns — the same walk, entry by entry — on a tree big enough for the
+// rings (a nested repository, a FIFO, a symlinked directory among 5,000 files);
+// and a small tree's scan makes no ring at all, since a ring's setup costs more
+// than its few lstats save.
+func TestRingScanSameScan(t *testing.T) {
+	if r, err := uringstat.New(ringEntries); err != nil {
+		testenv.Skip(t, "no io_uring for the walk here: %v", err)
+	} else {
+		r.Close()
+	}
+	scan := func(repo string, ring bool) (*Surface, int64) {
+		t.Helper()
+		noRing = !ring
+		defer func() { noRing = false }()
+		before := ringsMade.Load()
+		s, err := Scan(repo, ScanOptions{Walk: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, ringsMade.Load() - before
+	}
+
+	small := newFixture(t)
+	for i := range 300 {
+		small.Write(fmt.Sprintf("src/d%d/f%03d", i%3, i), "x\n", 0o644)
+	}
+	if _, rings := scan(small.Repo, true); rings != 0 {
+		t.Errorf("a scan of 300 files made %d rings", rings)
+	}
+
+	f := newFixture(t)
+	for d := range 50 {
+		for i := range 100 {
+			f.Write(fmt.Sprintf("src/d%02d/f%03d", d, i), "x\n", 0o644)
+		}
+	}
+	f.GitdirAt("src/d07/.git")
+	if err := unix.Mkfifo(filepath.Join(f.Repo, "src/d09/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../d01", filepath.Join(f.Repo, "src/d10/link")); err != nil {
+		t.Fatal(err)
+	}
+	byStat, _ := scan(f.Repo, false)
+	byRing, rings := scan(f.Repo, true)
+	if rings == 0 {
+		t.Fatal("a scan of 5,000 files made no ring")
+	}
+	byStat.Walk.Clock = byRing.Walk.Clock
+	if !byRing.Walk.Complete || len(byRing.Walk.Entries) < 4900 {
+		t.Fatalf("walk complete %v with %d entries", byRing.Walk.Complete, len(byRing.Walk.Entries))
+	}
+	if !reflect.DeepEqual(byStat, byRing) {
+		t.Errorf("the scans differ:\nfstatat: %+v %v\nrings:   %+v %v", byStat.Skipped, walkLen(byStat), byRing.Skipped, walkLen(byRing))
+	}
+}

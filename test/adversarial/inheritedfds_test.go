@@ -52,8 +52,14 @@ func TestInitHoldsNoInheritedDescriptor(t *testing.T) {
 				defer f.Close()
 				files = append(files, f)
 			}
-			for i := range 8 { // a directory the audit walk lstats through a ring
-				sandboxtest.WriteFile(t, filepath.Join(b.Repo, fmt.Sprintf("walked%d", i)), "x\n")
+			// Enough entries that the audit walk lstats them through rings
+			// (gitguard/audit's ringAfterEntries).
+			walked := filepath.Join(b.Repo, "walked")
+			if err := os.Mkdir(walked, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4200 {
+				sandboxtest.WriteFile(t, filepath.Join(walked, fmt.Sprintf("f%d", i)), "x\n")
 			}
 			ready := filepath.Join(b.Repo, "ready")
 			cmd := b.Command(b.Repo, []string{"--no-git-save"}, `touch ready; read x || true`)
