@@ -43,6 +43,9 @@ const ringAfterEntries = 4096
 // noRing makes the walk lstat by fstatat only (tests compare the two).
 var noRing bool
 
+// newRing makes a ring; the tests make it fail.
+var newRing = uringstat.New
+
 // ringsMade counts the rings made, for the tests.
 var ringsMade atomic.Int64
 
@@ -83,7 +86,7 @@ func (p *ringPool) get() *statRing {
 	if p.refused || p.made >= p.max || p.made == 0 && p.listed != nil && p.listed.Load() < ringAfterEntries {
 		return nil
 	}
-	r, err := uringstat.New(ringEntries)
+	r, err := newRing(ringEntries)
 	if err != nil {
 		p.refused = true
 		return nil

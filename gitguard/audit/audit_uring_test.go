@@ -117,6 +117,14 @@ func TestRingStatsAreFstatats(t *testing.T) {
 			t.Fatalf("parts %d: rings answered %d of %d entries (refused %v)", parts, n, len(ents), pool.refused)
 		}
 		pool.close()
+		// A ring refused (the io_uring_disabled sysctl, seccomp, MEMLOCK):
+		// fstatat's answer, and no ring tried again.
+		newRing = func(uint32) (*uringstat.Ring, error) { return nil, unix.EPERM }
+		refused := &ringPool{max: parts}
+		if fallback := stat(parts, refused); !reflect.DeepEqual(fallback, want) || !refused.refused || refused.made != 0 {
+			t.Errorf("parts %d, io_uring refused: refused %v, %d rings, answer differs %v", parts, refused.refused, refused.made, !reflect.DeepEqual(fallback, want))
+		}
+		newRing = uringstat.New
 		if !reflect.DeepEqual(got, want) {
 			for i := range ents {
 				if got.stats[i] != want.stats[i] {

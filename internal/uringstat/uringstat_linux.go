@@ -218,23 +218,38 @@ func (r *Ring) Lstatx(dirfd int, names []*byte, mask uint32) (out []unix.Statx_t
 	}
 	atomic.StoreUint32(r.sqTail, tail+n)
 	submitted, reaped := uint32(0), uint32(0)
-	for reaped < n {
-		got, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n-submitted), uintptr(n-reaped), enterGetEvents, 0, 0)
+	for stalled := 0; reaped < n; {
+		ret, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n-submitted), uintptr(n-reaped), enterGetEvents, 0, 0)
+		got := uint32(0) // submitted by this call (ret is not a count with an error)
 		switch errno {
 		case 0:
-			submitted += uint32(got)
+			got = uint32(ret)
+			submitted += got
 		case unix.EINTR, unix.EAGAIN, unix.EBUSY:
 		default:
 			r.broken = true
 			return nil, nil, fmt.Errorf("io_uring_enter: %w", errno)
 		}
-		reaped += r.reap(errs)
+		k := r.reap(errs)
+		reaped += k
+		// A kernel that neither takes nor completes anything, again and again
+		// (EAGAIN while memory is short), is a failed ring, not a loop.
+		if stalled++; got > 0 || k > 0 {
+			stalled = 0
+		} else if stalled >= maxStalls {
+			r.broken = true
+			return nil, nil, fmt.Errorf("io_uring_enter: no progress after %d calls (last: %v)", stalled, errno)
+		}
 	}
 	// The kernel copied each name when it took its submission, and wrote each
 	// answer before posting its completion: every completion is in.
 	runtime.KeepAlive(names)
 	return out, errs, nil
 }
+
+// maxStalls bounds the io_uring_enter calls in a row that neither submit nor
+// complete anything.
+const maxStalls = 1000
 
 // ErrName is a name Lstatx does not submit.
 var ErrName = errors.New("uringstat: not a single path component")
