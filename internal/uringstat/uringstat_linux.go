@@ -25,7 +25,8 @@ const (
 	offCQRing = 0x8000000  // IORING_OFF_CQ_RING
 	offSQEs   = 0x10000000 // IORING_OFF_SQES
 
-	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
+	featSingleMmap    = 1 << 0 // IORING_FEAT_SINGLE_MMAP
+	featNativeWorkers = 1 << 9 // IORING_FEAT_NATIVE_WORKERS (Linux 5.12)
 
 	enterGetEvents = 1 << 0 // IORING_ENTER_GETEVENTS
 
@@ -97,13 +98,22 @@ type Ring struct {
 }
 
 // New sets up a ring of (up to) entries submission slots. Its descriptor is
-// close-on-exec (io_uring_setup always sets O_CLOEXEC on it).
+// close-on-exec (io_uring_setup always sets O_CLOEXEC on it). It refuses a kernel
+// whose io_uring workers are not threads of the calling process (before 5.12),
+// so that their CPU time is the process's.
 func New(entries uint32) (*Ring, error) {
 	var p params
 	p.flags = setupClamp
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+	}
+	if p.features&featNativeWorkers == 0 {
+		// Before Linux 5.12 the kernel ran the requests on kernel threads of
+		// its own: their CPU is nobody's rusage (the bench would undercount the
+		// launcher), and they borrowed the submitter's identity by copies.
+		unix.Close(int(fd))
+		return nil, errors.New("io_uring workers are not the process's own threads (Linux before 5.12)")
 	}
 	r := &Ring{fd: int(fd), entries: p.sqEntries}
 	r.out, r.errs = make([]unix.Statx_t, r.entries), make([]error, r.entries)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -12,6 +13,34 @@ import (
 const mask = unix.STATX_TYPE | unix.STATX_MODE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_NLINK
 
 func cstr(s string) *byte { b := append([]byte(s), 0); return &b[0] }
+
+// TestRingWorkersAreOwnThreads: the kernel's workers that run the statx's are
+// threads of this process (iou-wrk-*, in /proc/self/task), so their CPU time is
+// in its rusage and in the one its parent reads by wait4: the bench's CPU figure
+// counts them.
+func TestRingWorkersAreOwnThreads(t *testing.T) {
+	r, err := New(8)
+	if err != nil {
+		t.Fatalf("no io_uring: %v", err)
+	}
+	defer r.Close()
+	fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	names := []*byte{cstr("usr"), cstr("etc"), cstr("proc"), cstr("dev")}
+	if _, _, err := r.Lstatx(fd, names, mask); err != nil {
+		t.Fatal(err)
+	}
+	comms, _ := filepath.Glob("/proc/self/task/*/comm")
+	for _, c := range comms {
+		if b, _ := os.ReadFile(c); strings.HasPrefix(string(b), "iou-wrk-") {
+			return
+		}
+	}
+	t.Fatalf("no iou-wrk thread among this process's %d threads after a ring's statx", len(comms))
+}
 
 // TestLstatxIsFstatat: each answer is fstatat(AT_SYMLINK_NOFOLLOW)'s — a symlink
 // is not followed, a missing name is ENOENT — across more names than one
