@@ -67,6 +67,9 @@ type prefetcher struct {
 	// directory (safepath.Open's), when rooted; else each opens its own.
 	root   int
 	rooted bool
+	// rings lstat the entries of the directories the workers and the scan list
+	// (audit_uring_linux.go); closed by stop.
+	rings ringPool
 }
 
 type prefetchJob struct {
@@ -85,6 +88,7 @@ func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, 
 		return nil
 	}
 	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, held: held}
+	p.rings.max, p.rings.listed = prefetchWorkers, &p.read
 	if held == nil {
 		if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			p.root, p.rooted = fd, true
@@ -142,6 +146,7 @@ func (p *prefetcher) stop() {
 	}
 	close(p.jobs)
 	p.wg.Wait()
+	p.rings.close()
 	if p.rooted {
 		unix.Close(p.root)
 	}
@@ -189,12 +194,20 @@ func (p *prefetcher) list(j prefetchJob) {
 	}
 	if j.stat {
 		l.stats = make([]entryStat, len(l.ents))
-		l.subdirs, l.links, l.statOK = statAll(fd, l.ents, l.stats, 1)
+		l.subdirs, l.links, l.statOK = statAll(fd, l.ents, l.stats, 1, &p.rings)
 	}
 	if l.lastErr != nil {
 		sortListing(l.ents, l.stats)
 		l.sorted = true
 	}
+}
+
+// ringPool is the prefetcher's rings, nil without one (the walk uses fstatat).
+func (p *prefetcher) ringPool() *ringPool {
+	if p == nil {
+		return nil
+	}
+	return &p.rings
 }
 
 // open is the held scan's own open (beneath the held descriptor), or else

@@ -226,56 +226,66 @@ type linkID struct {
 	dev, ino, nlink uint64
 }
 
-// statAll lstat's each of ents in the directory fd into stats, on parts goroutines,
-// and returns the subdirectories' identities and the entries with more than one
-// name; ok is false when one failed.
-func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int) (subdirs []subdirID, links []linkID, ok bool) {
-	// found is what one goroutine found beside the stats, joined at the end.
-	type found struct {
-		subdirs []subdirID
-		links   []linkID
-	}
-	one := func(lo, hi int, f *found) bool {
-		ok := true
-		var st unix.Stat_t
-		for i := lo; i < hi; i++ {
-			if lstatAt(fd, ents[i], &st) != nil { // audit_dirents_linux.go
-				ok = false
-				continue
-			}
-			stats[i] = entryStat{mode: st.Mode & (unix.S_IFMT | 0o7777), ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
-			if stats[i].mode&unix.S_IFMT == unix.S_IFDIR {
-				f.subdirs = append(f.subdirs, subdirID{name: ents[i].Name(), dev: st.Dev, ino: st.Ino})
-			} else if st.Nlink > 1 {
-				f.links = append(f.links, linkID{dev: st.Dev, ino: st.Ino, nlink: uint64(st.Nlink)})
-			}
-		}
-		return ok
-	}
+// statAll lstat's each of ents in the directory fd into stats, on parts goroutines
+// (through rings when there are, audit_uring_linux.go), and returns the
+// subdirectories' identities and the entries with more than one name; ok is false
+// when one failed.
+func statAll(fd int, ents []os.DirEntry, stats []entryStat, parts int, rings *ringPool) (subdirs []subdirID, links []linkID, ok bool) {
 	n := len(ents)
 	if n < 32 || parts <= 1 {
-		var f found
-		ok := one(0, n, &f)
+		var f statFound
+		ok := rings.statRange(fd, ents, stats, 0, n, &f)
 		return f.subdirs, f.links, ok
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	all := make([]found, parts)
+	all := make([]statFound, parts)
 	for k := 1; k < parts; k++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !one(k*n/parts, (k+1)*n/parts, &all[k]) {
+			if !rings.statRange(fd, ents, stats, k*n/parts, (k+1)*n/parts, &all[k]) {
 				failed.Store(true)
 			}
 		}()
 	}
-	ok = one(0, n/parts, &all[0])
+	ok = rings.statRange(fd, ents, stats, 0, n/parts, &all[0])
 	wg.Wait()
 	for _, f := range all {
 		subdirs, links = append(subdirs, f.subdirs...), append(links, f.links...)
 	}
 	return subdirs, links, ok && !failed.Load()
+}
+
+// statFound is what one goroutine of statAll found beside the stats.
+type statFound struct {
+	subdirs []subdirID
+	links   []linkID
+}
+
+// add keeps one entry's lstat: mode, inode, change time, and for a directory its
+// identity, for another entry with more than one name its identity and count.
+func (f *statFound) add(e os.DirEntry, st *entryStat, mode uint32, ino uint64, ctime int64, dev, nlink uint64) {
+	*st = entryStat{mode: mode & (unix.S_IFMT | 0o7777), ino: uint32(ino), ctime: ctime}
+	if st.mode&unix.S_IFMT == unix.S_IFDIR {
+		f.subdirs = append(f.subdirs, subdirID{name: e.Name(), dev: dev, ino: ino})
+	} else if nlink > 1 {
+		f.links = append(f.links, linkID{dev: dev, ino: ino, nlink: nlink})
+	}
+}
+
+// statByFstatat lstat's ents[lo:hi] one fstatat each.
+func statByFstatat(fd int, ents []os.DirEntry, stats []entryStat, lo, hi int, f *statFound) bool {
+	ok := true
+	var st unix.Stat_t
+	for i := lo; i < hi; i++ {
+		if lstatAt(fd, ents[i], &st) != nil { // audit_dirents_linux.go
+			ok = false
+			continue
+		}
+		f.add(ents[i], &stats[i], st.Mode, st.Ino, st.Ctim.Nano(), uint64(st.Dev), uint64(st.Nlink))
+	}
+	return ok
 }
 
 // rel is p relative to the repository, '/'-separated.
@@ -340,7 +350,7 @@ func (s *scanner) readDirStat(dir string) (ents []os.DirEntry, stats []entryStat
 	if stat {
 		stats = make([]entryStat, len(ents))
 		var links []linkID
-		subdirs, links, ok = statAll(fd, ents, stats, statParts)
+		subdirs, links, ok = statAll(fd, ents, stats, statParts, s.pre.ringPool())
 		s.launch.noteLinks(dir, links) // audit_since_linux.go
 		if !ok {
 			s.walk.Complete = false

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkScanRepo measures one scan, with the walk the recorder reuses, of the
@@ -149,4 +151,44 @@ func BenchmarkScanRepoSinceEdited(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScanRepoWatchRing is BenchmarkScanRepoWatch with the walk's lstats
+// by fstatat and through io_uring, interleaved: wall and CPU (of the whole
+// process, the ring's kernel workers included) per entry of each.
+func BenchmarkScanRepoWatchRing(b *testing.B) {
+	repo := os.Getenv("AGENTBOX_BENCH_REPO")
+	if repo == "" {
+		b.Skip("AGENTBOX_BENCH_REPO names no repository")
+	}
+	var wall, cpu [2]time.Duration
+	entries := 0
+	for b.Loop() {
+		for k, ring := range []bool{false, true} {
+			noRing = !ring
+			c0, t0 := processCPU(), time.Now()
+			s, err := Scan(repo, ScanOptions{Walk: true, Watch: true})
+			wall[k] += time.Since(t0)
+			cpu[k] += processCPU() - c0
+			if err != nil {
+				b.Fatal(err)
+			}
+			entries = len(s.Walk.Entries)
+			s.Launch.Close()
+		}
+	}
+	noRing = false
+	n := float64(b.N)
+	b.ReportMetric(float64(wall[0].Microseconds())/n, "fstatat-µs")
+	b.ReportMetric(float64(cpu[0].Microseconds())/n, "fstatat-cpu-µs")
+	b.ReportMetric(float64(wall[1].Microseconds())/n, "uring-µs")
+	b.ReportMetric(float64(cpu[1].Microseconds())/n, "uring-cpu-µs")
+	b.ReportMetric(float64(entries), "entries")
+}
+
+// processCPU is the process's user and system time, every thread's.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

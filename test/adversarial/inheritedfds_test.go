@@ -52,19 +52,36 @@ func TestInitHoldsNoInheritedDescriptor(t *testing.T) {
 				defer f.Close()
 				files = append(files, f)
 			}
+			// Enough entries that the audit walk lstats them through rings
+			// (gitguard/audit's ringAfterEntries).
+			walked := filepath.Join(b.Repo, "walked")
+			if err := os.Mkdir(walked, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4200 {
+				sandboxtest.WriteFile(t, filepath.Join(walked, fmt.Sprintf("f%d", i)), "x\n")
+			}
 			ready := filepath.Join(b.Repo, "ready")
 			cmd := b.Command(b.Repo, []string{"--no-git-save"}, `touch ready; read x || true`)
 			cmd.ExtraFiles = files // descriptors 3 to 6 of the launcher
 			cmd.Env = append(cmd.Env, r.env...)
 			release := holdSession(t, cmd, ready, "started")
 			var held []string
+			// The audit walk's io_uring rings (gitguard/audit) are closed before
+			// the command starts: a ring runs its requests with its creator's
+			// credentials and files, so none may be held while the sandbox runs.
+			for _, target := range fdTargets(cmd.Process.Pid) {
+				if target == ioURing {
+					held = append(held, fmt.Sprintf("the launcher (pid %d) holds %s", cmd.Process.Pid, target))
+				}
+			}
 			hostNS := pidNS(cmd.Process.Pid)
 			for _, pid := range descendants(cmd.Process.Pid) {
 				if ns := pidNS(pid); ns == "" || ns == hostNS {
 					continue // the launcher's own helpers on the host (its Git)
 				}
 				for _, target := range fdTargets(pid) {
-					if target == outside || target == secret || strings.HasPrefix(target, "/sys/fs/cgroup/") {
+					if target == outside || target == secret || target == ioURing || strings.HasPrefix(target, "/sys/fs/cgroup/") {
 						held = append(held, fmt.Sprintf("%s (pid %d) holds %s", comm(pid), pid, target))
 					}
 				}
@@ -95,6 +112,9 @@ func descendants(pid int) []int {
 }
 
 // fdTargets lists what pid's descriptors lead to.
+// ioURing is an io_uring descriptor's /proc/PID/fd target.
+const ioURing = "anon_inode:[io_uring]"
+
 func fdTargets(pid int) []string {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, _ := os.ReadDir(dir)
