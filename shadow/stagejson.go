@@ -1,8 +1,6 @@
 package shadow
 
 import (
-	"encoding/json"
-
 	"github.com/agentbox/agentbox/internal/fixedjson"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
@@ -12,18 +10,12 @@ import (
 // reflection over its types, and what it does not take (a file some other version
 // wrote differently, or a damaged one) is json.Unmarshal's to read or refuse.
 func unmarshalStage(b []byte, st *stageState) error {
-	if fast, ok := readStageFast(b); ok {
-		*st = fast
-		return nil
-	}
-	return json.Unmarshal(b, st)
+	return fixedjson.Unmarshal(b, st, readStageFast)
 }
 
-// readStageFast is fixedjson's fast path of unmarshalStage; false: not taken.
-func readStageFast(b []byte) (stageState, bool) {
-	var fast stageState
-	r := fixedjson.NewReader(b)
-	if r.Object(func(r *fixedjson.Reader, name []byte) int {
+// readStageFast is fixedjson's fast path of a stage state; false: not taken.
+func readStageFast(r *fixedjson.Reader, fast *stageState) bool {
+	return r.Object(func(r *fixedjson.Reader, name []byte) int {
 		switch string(name) {
 		case "clock":
 			return fixedjson.Member(0, readClock(r, &fast.Clock))
@@ -47,10 +39,7 @@ func readStageFast(b []byte) (stageState, bool) {
 			}))
 		}
 		return -1
-	}) && r.End() {
-		return fast, true
-	}
-	return stageState{}, false
+	})
 }
 
 func readClock(r *fixedjson.Reader, c *treewalk.Clock) bool {

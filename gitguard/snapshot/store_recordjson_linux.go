@@ -1,8 +1,6 @@
 package snapshot
 
 import (
-	"encoding/json"
-
 	"github.com/agentbox/agentbox/internal/fixedjson"
 )
 
@@ -12,18 +10,12 @@ import (
 // not take (a record some other version wrote differently, a string with an
 // escape, a damaged file) is json.Unmarshal's to read or refuse.
 func unmarshalRecord(b []byte, rec *Record) error {
-	if fast, ok := readRecordFast(b); ok {
-		*rec = fast
-		return nil
-	}
-	return json.Unmarshal(b, rec)
+	return fixedjson.Unmarshal(b, rec, readRecordFast)
 }
 
-// readRecordFast is fixedjson's fast path of unmarshalRecord; false: not taken.
-func readRecordFast(b []byte) (Record, bool) {
-	var rec Record
-	r := fixedjson.NewReader(b)
-	ok := r.Object(func(r *fixedjson.Reader, name []byte) int {
+// readRecordFast is fixedjson's fast path of a record; false: not taken.
+func readRecordFast(r *fixedjson.Reader, rec *Record) bool {
+	return r.Object(func(r *fixedjson.Reader, name []byte) int {
 		switch string(name) {
 		case "store_format":
 			return fixedjson.Member(0, r.Int(&rec.StoreFormat))
@@ -56,7 +48,6 @@ func readRecordFast(b []byte) (Record, bool) {
 		}
 		return -1
 	})
-	return rec, ok && r.End()
 }
 
 func readManifestFast(r *fixedjson.Reader, m *Manifest) bool {

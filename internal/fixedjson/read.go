@@ -1,6 +1,7 @@
 package fixedjson
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -268,4 +269,16 @@ func (r *Reader) Time(v *time.Time) bool {
 	}
 	*v = t
 	return true
+}
+
+// Unmarshal reads b into v by read, the fast path of v's type, when it takes the
+// whole of b, and by json.Unmarshal otherwise: the value, or the error, is
+// json.Unmarshal's either way. v is set only from a complete fast read.
+func Unmarshal[T any](b []byte, v *T, read func(r *Reader, v *T) bool) error {
+	var fast T
+	if r := NewReader(b); read(r, &fast) && r.End() {
+		*v = fast
+		return nil
+	}
+	return json.Unmarshal(b, v)
 }

@@ -125,3 +125,22 @@ func checkAgainstJSON(t *testing.T, b []byte) bool {
 	}
 	return true
 }
+
+// TestUnmarshalFallsBackToJSON: what the fast path does not take is json.Unmarshal's,
+// its value and its error alike, and a refused fast read leaves nothing behind.
+func TestUnmarshalFallsBackToJSON(t *testing.T) {
+	read := func(r *Reader, v *sample) bool {
+		got, ok := readSample(r.b)
+		r.i = len(r.b)
+		*v = got
+		return ok
+	}
+	for _, s := range []string{`{"s":"a","i":2}`, `{"s":"a\nb","i":2}`, `{"S":"case"}`, `{"s":"a","extra":[1,{"x":null}]}`, `{"i":"1"}`, `{"s":"a"} x`, `null`} {
+		var got, want sample
+		err := Unmarshal([]byte(s), &got, read)
+		werr := json.Unmarshal([]byte(s), &want)
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) || !reflect.DeepEqual(got, want) {
+			t.Errorf("Unmarshal(%s) = %+v, %v; json.Unmarshal %+v, %v", s, got, err, want, werr)
+		}
+	}
+}

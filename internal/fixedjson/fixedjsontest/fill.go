@@ -1,11 +1,17 @@
-// Package fixedjsontest fills values of any type for the tests that compare
-// fixedjson's hand-written encoders and readers with encoding/json.
+// Package fixedjsontest fills values of any type, and checks fast paths against
+// encoding/json, for the tests that compare fixedjson's hand-written encoders and
+// readers with encoding/json.
 package fixedjsontest
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/fixedjson"
 )
 
 // Fill sets every exported field reachable from v (a pointer) to a random value:
@@ -144,4 +150,54 @@ func (f *filler) fill(v reflect.Value) {
 	default:
 		panic("fixedjsontest: no filler for " + v.Type().String())
 	}
+}
+
+// CheckReadsWritten writes 2,000 values of T filled by Fill and FillPlain (some
+// with every field set) with write, and checks that read, a fixedjson fast path,
+// takes every one that needed no escape into the value json.Unmarshal reads (a field
+// added to T and not to read fails here: the fast path refuses the unknown name).
+func CheckReadsWritten[T any](t *testing.T, seed uint64, write func(*T) ([]byte, error), read func(*fixedjson.Reader, *T) bool) {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(36, seed))
+	taken := 0
+	for i := range 2000 {
+		var v T
+		if i%2 == 0 {
+			FillPlain(&v, rnd, i%4 == 0)
+		} else {
+			Fill(&v, rnd, i%3 == 0)
+		}
+		b, err := write(&v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !CheckAgainstJSON(t, b, read) {
+			if !bytes.Contains(b, []byte{'\\'}) {
+				t.Fatalf("value %d: the fast path refused %s", i, b)
+			}
+			continue
+		}
+		taken++
+	}
+	if taken < 1000 {
+		t.Errorf("the fast path took %d of 2000 values, want every plain one", taken)
+	}
+}
+
+// CheckAgainstJSON reads b by the fast path read and, when it takes b whole, checks
+// that json.Unmarshal reads b into the same value; it says whether read took b.
+func CheckAgainstJSON[T any](t *testing.T, b []byte, read func(*fixedjson.Reader, *T) bool) bool {
+	t.Helper()
+	var got T
+	if r := fixedjson.NewReader(b); !read(r, &got) || !r.End() {
+		return false
+	}
+	var want T
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatalf("fast path took %q, encoding/json refuses it: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: fast path read %+v, encoding/json %+v", b, got, want)
+	}
+	return true
 }
