@@ -164,7 +164,7 @@ func statID(p string) (fileID, bool) {
 func (s *Store) readStage() (stageState, bool) {
 	var st stageState
 	b, err := os.ReadFile(filepath.Join(s.Dir, stageFile))
-	if err != nil || json.Unmarshal(b, &st) != nil || st.Tree == "" {
+	if err != nil || unmarshalStage(b, &st) != nil || st.Tree == "" {
 		return st, false
 	}
 	id, ok := statID(filepath.Join(s.Dir, "index"))

@@ -1,8 +1,6 @@
 package shadow
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -604,19 +602,6 @@ func (s *Store) commit(tree, parent string, rec Record, what string, when time.T
 		subject += ": " + oneLine(strings.Join(rec.Command, " "), 60)
 	}
 	return s.writeCommit(tree, parent, subject+"\n\n"+string(body), when)
-}
-
-// MarshalRecord encodes rec as indented JSON with a final newline, leaving '<', '>'
-// and '&' readable.
-func MarshalRecord(rec Record) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rec); err != nil {
-		return nil, fmt.Errorf("shadow: encode record: %w", err)
-	}
-	return b.Bytes(), nil
 }
 
 // updateRef points ref at commit if it still points at old ("" means it must not

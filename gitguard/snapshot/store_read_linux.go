@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,7 +26,7 @@ func readRecord(p string) (*Record, error) {
 		return nil, err
 	}
 	var rec Record
-	if err := json.Unmarshal(b, &rec); err != nil {
+	if err := unmarshalRecord(b, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if rec.StoreFormat != StoreFormat {
