@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 )
 
@@ -23,9 +23,9 @@ import (
 // the index, not when it reads an index file: an index the sandbox wrote with an
 // entry ".git/hooks/post-checkout" made the operator's `git checkout -- .` write that
 // hook and run it, on the host (Git 2.39). So every index of every Git directory the
-// audit reads is read entry by entry: a path with a ".git", "." or ".." component,
-// or an absolute one, is a danger. A split index keeps its entries in the Git
-// directory's sharedindex.* files, which are read the same way.
+// audit reads is read entry by entry (gitguard.UnsafeIndexPaths): a path with a
+// ".git", "." or ".." component, or an absolute one, is a danger. A split index keeps
+// its entries in the Git directory's sharedindex.* files, read the same way.
 
 // KindIndex is a Git index file, or a split index's shared file.
 const KindIndex ItemKind = "index"
@@ -33,9 +33,6 @@ const KindIndex ItemKind = "index"
 // maxIndexSize bounds what the audit reads of one index: 100,000 files make about 10
 // MB. A larger one is a danger, since it cannot be checked.
 const maxIndexSize = 256 << 20
-
-// maxIndexNamed bounds the paths one index's danger names.
-const maxIndexNamed = 3
 
 // indexFiles audits the index and the shared index files of gitdir dir, whose
 // config entries (its own and its common dir's) are entries.
@@ -87,6 +84,9 @@ func (s *scanner) indexFile(p string, hashSize int) {
 	named := make([]string, len(bad))
 	for i, b := range bad {
 		named[i] = oneLine(b)
+		if b == "" {
+			named[i] = `""` // an entry without a name
+		}
 	}
 	more := ""
 	if n > len(bad) {
@@ -114,107 +114,5 @@ func (s *scanner) readIndex(p string, hashSize int) (bad []string, n int, err er
 	case fi.Size() > maxIndexSize:
 		return nil, 0, fmt.Errorf("larger than %d MiB", maxIndexSize>>20)
 	}
-	return indexPaths(bufio.NewReaderSize(io.LimitReader(f, maxIndexSize), 64<<10), hashSize)
-}
-
-// indexPaths reads an index (Documentation/gitformat-index.txt, versions 2 to 4)
-// with object ids of hashSize bytes from r, and returns the first maxIndexNamed of
-// its entries' paths that unsafeIndexPath refuses, and their count. Extensions and
-// the checksum after the entries are not read.
-func indexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err error) {
-	var hdr [12]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, 0, fmt.Errorf("header: %w", err)
-	}
-	version := binary.BigEndian.Uint32(hdr[4:8])
-	if string(hdr[:4]) != "DIRC" || version < 2 || version > 4 {
-		return nil, 0, errors.New("not an index of version 2, 3 or 4")
-	}
-	count := binary.BigEndian.Uint32(hdr[8:12])
-	fixed := 40 + hashSize + 2 // stat data, object id, flags
-	buf := make([]byte, fixed+2)
-	var prev []byte
-	for i := uint32(0); i < count; i++ {
-		if _, err := io.ReadFull(r, buf[:fixed]); err != nil {
-			return nil, 0, fmt.Errorf("entry %d: %w", i, err)
-		}
-		flags := binary.BigEndian.Uint16(buf[fixed-2 : fixed])
-		size := fixed
-		if flags&0x4000 != 0 { // extended flags, 2 more bytes
-			if version < 3 {
-				return nil, 0, fmt.Errorf("entry %d: extended flags in a version 2 index", i)
-			}
-			if _, err := io.ReadFull(r, buf[fixed:fixed+2]); err != nil {
-				return nil, 0, fmt.Errorf("entry %d: %w", i, err)
-			}
-			size += 2
-		}
-		var path []byte
-		if version == 4 {
-			strip, err := indexVarint(r)
-			if err != nil || strip > uint64(len(prev)) {
-				return nil, 0, fmt.Errorf("entry %d: bad path prefix", i)
-			}
-			suffix, err := r.ReadSlice(0)
-			if err != nil {
-				return nil, 0, fmt.Errorf("entry %d: path: %w", i, err)
-			}
-			path = append(prev[:len(prev)-int(strip)], suffix[:len(suffix)-1]...)
-		} else {
-			name, err := r.ReadSlice(0)
-			if err != nil {
-				return nil, 0, fmt.Errorf("entry %d: path: %w", i, err)
-			}
-			path = append(prev[:0], name[:len(name)-1]...)
-			// Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
-			pad := 8 - (size+len(path))%8
-			if _, err := r.Discard(pad - 1); err != nil {
-				return nil, 0, fmt.Errorf("entry %d: padding: %w", i, err)
-			}
-		}
-		prev = path
-		if unsafeIndexPath(string(path)) {
-			if n < maxIndexNamed {
-				bad = append(bad, string(path))
-			}
-			n++
-		}
-	}
-	return bad, n, nil
-}
-
-// indexVarint reads the offset encoding of an index v4 path prefix (Git's
-// varint.c): seven bits a byte, most significant first, each continuation adding
-// one.
-func indexVarint(r *bufio.Reader) (uint64, error) {
-	c, err := r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	v := uint64(c & 0x7f)
-	for c&0x80 != 0 {
-		if c, err = r.ReadByte(); err != nil {
-			return 0, err
-		}
-		if v+1 > 1<<56 {
-			return 0, errors.New("overflow")
-		}
-		v = (v+1)<<7 | uint64(c&0x7f)
-	}
-	return v, nil
-}
-
-// unsafeIndexPath reports whether Git must not write an index entry's path: one
-// that is absolute, or has an empty, "." or ".." component, or a ".git" one in any
-// case (a case-insensitive filesystem takes ".GIT" for ".git").
-func unsafeIndexPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") {
-		return true
-	}
-	for c := range strings.SplitSeq(p, "/") {
-		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
-			return true
-		}
-	}
-	return false
+	return gitguard.UnsafeIndexPaths(bufio.NewReaderSize(io.LimitReader(f, maxIndexSize), 64<<10), hashSize)
 }

@@ -110,6 +110,14 @@ func TestIndexOfGitItself(t *testing.T) {
 			for _, args := range form.then {
 				gitIn(t, repo, args...)
 			}
+			if form.name == "split" {
+				// A changed entry of the shared index: the split index holds its
+				// replacement, unnamed.
+				if err := os.WriteFile(filepath.Join(repo, "a"), []byte("changed"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				gitIn(t, repo, "add", "a")
+			}
 			s, err := Scan(repo, ScanOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -154,6 +162,7 @@ func TestIndexNamingUnsafePaths(t *testing.T) {
 		{"sha256 nested .git", "index", 32, indexOf(2, 32, false, []string{"m/.git/config", "n"}), "m/.git/config"},
 		{"shared index", "sharedindex.0123456789abcdef0123456789abcdef01234567", 20, indexOf(2, 20, false, []string{".git/hooks/post-checkout"}), ".git/hooks/post-checkout"},
 		{"count past the named", "index", 20, indexOf(2, 20, false, []string{".git/a", ".git/b", ".git/c", ".git/d", ".git/e"}), "and 2 more"},
+		{"unnamed entry, no split index", "index", 20, indexOf(2, 20, false, []string{"", "a"}), `names ""`},
 		{"truncated", "index", 20, indexOf(2, 20, false, []string{"a", "b"})[:40], "cannot be read as an index"},
 		{"not an index", "index", 20, []byte("DIRX\x00\x00\x00\x02"), "cannot be read as an index"},
 	} {
