@@ -2,11 +2,11 @@ package gitguard
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 )
 
 // The index (the staging area) names the paths Git writes when the operator
@@ -21,7 +21,7 @@ const MaxIndexNamed = 3
 
 // UnsafeIndexPaths reads an index (Documentation/gitformat-index.txt, versions 2 to 4)
 // with object ids of hashSize bytes from r, and returns the first MaxIndexNamed of
-// its entries' paths that UnsafeIndexPath refuses, and their count. Extensions and
+// its entries' paths that unsafeIndexPath refuses, and their count. Extensions and
 // the checksum after the entries are not read.
 func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err error) {
 	var hdr [12]byte
@@ -80,7 +80,7 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 			empty++ // a split index's replacement of a shared entry, whose name is there
 			continue
 		}
-		if UnsafeIndexPath(string(path)) {
+		if unsafeIndexPath(path) {
 			if n < MaxIndexNamed {
 				bad = append(bad, string(path))
 			}
@@ -120,16 +120,39 @@ func indexVarint(r *bufio.Reader) (uint64, error) {
 	return v, nil
 }
 
-// UnsafeIndexPath reports whether Git must not write an index entry's path: one
+// unsafeIndexPath reports whether Git must not write an index entry's path: one
 // that is absolute, or has an empty, "." or ".." component, or a ".git" one in any
-// case (a case-insensitive filesystem takes ".GIT" for ".git").
-func UnsafeIndexPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") {
+// case (a case-insensitive filesystem takes ".GIT" for ".git"). It reads the bytes
+// where they lie: an index has a path per tracked file.
+func unsafeIndexPath(p []byte) bool {
+	if len(p) == 0 || p[0] == '/' {
 		return true
 	}
-	for c := range strings.SplitSeq(p, "/") {
-		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
+	for len(p) > 0 {
+		c := p
+		if i := bytes.IndexByte(p, '/'); i >= 0 {
+			c, p = p[:i], p[i+1:]
+			if len(p) == 0 {
+				return true // a trailing slash: an empty last component
+			}
+		} else {
+			p = nil
+		}
+		switch len(c) {
+		case 0:
 			return true
+		case 1:
+			if c[0] == '.' {
+				return true
+			}
+		case 2:
+			if c[0] == '.' && c[1] == '.' {
+				return true
+			}
+		case 4:
+			if c[0] == '.' && bytes.EqualFold(c[1:], []byte("git")) {
+				return true
+			}
 		}
 	}
 	return false
