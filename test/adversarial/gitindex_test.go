@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,6 +108,69 @@ func TestIndexNamingGitDirPaths(t *testing.T) {
 						t.Errorf("the operator's git checkout ran the hook the session's index named")
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestUndoGitRefusesAnotherSessionsIndex: session B starts while session A has
+// planted .git/index, so B's Git metadata snapshot holds A's index; the audits move
+// it out of .git. The operator's `agentbox undo --git B` put that index back after
+// the undo's own audit, and the operator's next `git checkout -- .` wrote and ran
+// the hook it names. undo --git must refuse it, naming the entry.
+func TestUndoGitRefusesAnotherSessionsIndex(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := newPair(t, backend)
+			sandboxtest.WriteFile(t, filepath.Join(x.Repo, "README"), "hi\n")
+			testenv.Git(t, x.Home, x.Repo, "add", "README")
+			testenv.Git(t, x.Home, x.Repo, "commit", "-qm", "start")
+			hook := fmt.Sprintf("#!/bin/sh\ntouch %s/post-checkout\n", x.Pwned)
+			sandboxtest.WriteFile(t, filepath.Join(x.Repo, ".sync", "payload"), hook)
+			oid := sha1.Sum([]byte(fmt.Sprintf("blob %d\x00%s", len(hook), hook)))
+			if err := os.WriteFile(filepath.Join(x.Repo, ".sync", "index"), craftIndex(2, oid[:], len(hook), []string{".git/hooks/post-checkout", "README"}), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, x.Repo)
+			_, a := x.start(`git hash-object -w "$REPO/.sync/payload" >/dev/null; cp "$REPO/.sync/index" .git/index; signal A-planted; await A-go`)
+			x.await("A-planted")
+			_, b := x.start(`echo B ran`)
+			rb := x.wait("B", b)
+			x.signal("A-go")
+			ra := x.wait("A", a)
+			if !strings.Contains(ra.Stderr+rb.Stderr, ".git/index (index): names ") {
+				t.Fatalf("neither session's audit moved the planted index out:\nA: %s\nB: %s", ra, rb)
+			}
+			l := sandboxtest.Run(x.Agentbox(x.Repo, "log", "--json"))
+			var recs []struct {
+				ID      string   `json:"id"`
+				Command []string `json:"command"`
+			}
+			if err := json.Unmarshal([]byte(l.Stdout), &recs); err != nil {
+				t.Fatalf("agentbox log --json: %v\n%s", err, l)
+			}
+			idB := ""
+			for _, r := range recs {
+				if strings.Contains(strings.Join(r.Command, " "), "echo B ran") {
+					idB = r.ID
+				}
+			}
+			if idB == "" {
+				t.Fatalf("no record of session B:\n%s", l.Stdout)
+			}
+			u := sandboxtest.Run(x.Agentbox(x.Repo, "undo", "--git", idB))
+			if u.Code != 125 || !strings.Contains(u.Stderr, ".git/hooks/post-checkout") || strings.Count(strings.TrimSpace(u.Stderr), "\n") != 0 {
+				t.Errorf("agentbox undo --git %s: want exit 125 and one line naming the entry:\n%s", idB, u)
+			}
+			c := testenv.Command(t, x.Home, "git", "checkout", "--", ".")
+			c.Dir = x.Repo
+			out, _ := c.CombinedOutput()
+			t.Logf("git checkout -- .: %s", out)
+			if _, err := os.Lstat(filepath.Join(x.Repo, ".git/hooks/post-checkout")); err == nil {
+				t.Errorf("the operator's git checkout wrote .git/hooks/post-checkout from the index undo --git put back")
+			}
+			if _, err := os.Lstat(filepath.Join(x.Pwned, "post-checkout")); err == nil {
+				t.Errorf("the operator's git checkout ran the hook the put-back index named")
 			}
 		})
 	}
