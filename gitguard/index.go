@@ -80,7 +80,11 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 			empty++ // a split index's replacement of a shared entry, whose name is there
 			continue
 		}
-		if unsafeIndexPath(path) {
+		name := path
+		if binary.BigEndian.Uint32(buf[24:28]) == 0o040000 && name[len(name)-1] == '/' {
+			name = name[:len(name)-1] // a sparse index's directory entry: "dir/"
+		}
+		if unsafeIndexPath(name) {
 			if n < MaxIndexNamed {
 				bad = append(bad, string(path))
 			}

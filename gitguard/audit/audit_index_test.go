@@ -84,6 +84,7 @@ func TestIndexOfGitItself(t *testing.T) {
 		{"v4", nil, [][]string{{"update-index", "--index-version", "4"}}},
 		{"sha256 v4", []string{"--object-format=sha256"}, [][]string{{"update-index", "--index-version", "4"}}},
 		{"split", nil, [][]string{{"update-index", "--split-index"}, {"add", "zz-after-split"}}},
+		{"sparse", nil, [][]string{{"commit", "-qm", "x"}, {"sparse-checkout", "set", "--cone", "--sparse-index", "only"}}},
 	} {
 		t.Run(form.name, func(t *testing.T) {
 			repo, err := filepath.EvalSymlinks(t.TempDir())
