@@ -129,7 +129,7 @@ func cmdBench(args []string) int {
 		}
 	}
 	if *asJSON {
-		fmt.Printf("%s\n", doc)
+		writeJSON(os.Stdout, append(doc, '\n'))
 	} else {
 		rep.WriteText(os.Stdout)
 	}

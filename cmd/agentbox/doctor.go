@@ -83,11 +83,13 @@ func cmdDoctor(args []string) int {
 	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap(),
 		PathSockets: probeSockets(kernel.CanDenyPathSockets()), Limits: probeLimits()}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		out := termsafe.NewJSONWriter(os.Stdout) // bwrap's path and output, kernel messages
+		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return fail("doctor: %v", err)
 		}
+		out.Flush()
 	} else {
 		w := termsafe.NewWriter(os.Stdout) // bwrap's path and output, kernel messages
 		printDoctor(w, res)

@@ -143,7 +143,11 @@ func cmdExec(args []string) int {
 	defer stderr.Flush()
 	cfg.Stdout, cfg.Stderr = termsafe.NewWriter(os.Stdout), stderr
 	if *asJSON {
-		cfg.Stdout = os.Stdout // for programs: JSON escapes what it must
+		// For programs, and still nothing a terminal acts on: the plan names paths
+		// of the repository, which a session chose.
+		jsonOut := termsafe.NewJSONWriter(os.Stdout)
+		defer jsonOut.Flush()
+		cfg.Stdout = jsonOut
 	}
 	cfg.Notes = notes // shown once nothing can refuse the launch any more
 	if *dryRun {

@@ -181,11 +181,13 @@ func cmdLog(args []string) int {
 		if recs == nil {
 			recs = []shadow.Record{}
 		}
-		enc := json.NewEncoder(os.Stdout)
+		out := termsafe.NewJSONWriter(os.Stdout) // names the sandbox chose
+		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(recs); err != nil {
 			return fail("log: %v", err)
 		}
+		out.Flush()
 		return 0
 	}
 	steps, err := sessionSteps(stores, recs) // steps.go
@@ -343,7 +345,7 @@ func cmdShow(args []string) int {
 		if err != nil {
 			return fail("show: %v", err)
 		}
-		os.Stdout.Write(b)
+		writeJSON(os.Stdout, b)
 		return 0
 	}
 	printRecord(os.Stdout, rec, a.timings)
@@ -508,6 +510,15 @@ func pick(c bool, a, b string) string {
 // oneLine keeps a value from the record (which the sandboxed command chose: file
 // names, arguments) on one line and free of terminal control sequences.
 func oneLine(s string) string { return termsafe.String(s) }
+
+// writeJSON writes the JSON document b to w as the same document with every rune a
+// terminal acts on escaped (termsafe.NewJSONWriter): records and plans carry names
+// a session chose, and --json output lands on terminals too.
+func writeJSON(w io.Writer, b []byte) {
+	out := termsafe.NewJSONWriter(w)
+	out.Write(b)
+	out.Flush()
+}
 
 // unrecordedSuffix says, after the file counts, how much of the working tree the
 // record does not hold, so that "+0 ~0 -0" never stands for a change it missed.

@@ -48,7 +48,7 @@ func showStep(w io.Writer, s *shadow.Store, rec shadow.Record, n int, asJSON boo
 		if err != nil {
 			return fail("show: %v", err)
 		}
-		fmt.Fprintf(w, "%s\n", b)
+		writeJSON(w, append(b, '\n'))
 		return 0
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -116,7 +116,8 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
 		s.todo(filepath.Join(dir, todo))
 	}
-	s.stateFiles(dir) // audit_state_linux.go
+	s.stateFiles(dir)          // audit_state_linux.go
+	s.indexFiles(dir, entries) // audit_index_linux.go
 	s.moduleDirs(filepath.Join(dir, "modules"), depth+1)
 	for _, e := range s.listIfDir(filepath.Join(dir, "worktrees")) {
 		if e.IsDir() {

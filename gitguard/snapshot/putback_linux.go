@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/hex"
 	"errors"
@@ -13,7 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/gitguard"
+	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/safepath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // agentbox undo --git puts a repository's Git metadata back as a stored snapshot
@@ -154,6 +158,11 @@ func PutBack(repo string, st *GitState, dryRun bool) ([]string, error) {
 	if unix.Fstatat(gfd, "reftable", &sb, unix.AT_SYMLINK_NOFOLLOW) == nil {
 		return nil, errors.New("the repository keeps its refs in a reftable, which undo --git does not write")
 	}
+	if idx, ok := st.Files["index"]; ok {
+		if err := checkIndex(gfd, idx); err != nil {
+			return nil, err
+		}
+	}
 	p := &putter{gfd: gfd, dry: dryRun}
 	names := make([]string, 0, len(st.Files))
 	for n := range st.Files {
@@ -293,4 +302,37 @@ func readSmall(dfd int, name string, max int64) ([]byte, bool) {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max))
 	return b, err == nil
+}
+
+// checkIndex refuses to put back an index (idx) that names a path Git must not write
+// (gitguard.UnsafeIndexPaths), read with the object id size of the Git dir gfd's
+// config. A snapshot taken while another session of the repository ran holds the
+// index that session wrote, which its audit moved out of .git afterwards: put back,
+// the operator's next git checkout -- . would write what it names, a hook included.
+func checkIndex(gfd int, idx []byte) error {
+	hashSize := 20
+	if cfg, ok := readSmall(gfd, "config", gitconfig.MaxFileSize); ok {
+		entries, _ := gitconfig.Parse(bytes.NewReader(cfg))
+		for _, e := range entries {
+			if e.Section == "extensions" && e.Key == "objectformat" && strings.EqualFold(e.Value, "sha256") {
+				hashSize = 32
+			}
+		}
+	}
+	bad, n, err := gitguard.UnsafeIndexPaths(bufio.NewReader(bytes.NewReader(idx)), hashSize)
+	if err != nil {
+		return fmt.Errorf("the snapshot's index cannot be read as an index (%v); undo --git does not put it back (agentbox restore gives the snapshot to look at)", err)
+	}
+	if n > 0 {
+		named := make([]string, len(bad))
+		for i, b := range bad {
+			named[i] = termsafe.Quote(b)
+		}
+		more := ""
+		if n > len(bad) {
+			more = fmt.Sprintf(" and %d more", n-len(bad))
+		}
+		return fmt.Errorf("the snapshot's index names %s%s, where Git must not write (a plant of a session that ran when the snapshot was taken); undo --git does not put it back", strings.Join(named, ", "), more)
+	}
+	return nil
 }

@@ -10,8 +10,9 @@
 //
 // String is for one-line values (it escapes newline and tab too), Quote for paths in
 // messages (quoted when they need it), Writer for multi-line output (a diff, a report)
-// that keeps newline and tab. Do not use it for output meant for programs (JSON,
-// --porcelain-like formats, a patch piped to a file): those keep their bytes.
+// that keeps newline and tab, JSONWriter for a JSON document (--json), which it keeps
+// the same document. Do not use the others for output meant for programs
+// (--porcelain-like formats, a patch piped to a file): those keep their bytes.
 package termsafe
 
 import (
@@ -100,16 +101,53 @@ func appendEscaped(out, p []byte, keepLines bool) []byte {
 	return out
 }
 
+// appendJSONEscaped appends p, JSON text, to out with every Unsafe rune but newline
+// and tab written as its \u escape, and every invalid byte as \ufffd (what a JSON
+// reader takes it for). The JSON grammar is ASCII outside strings and lets no control
+// stand raw inside one, so an Unsafe rune is always within a string, where its
+// escape decodes to the rune itself: the document stays the same values.
+// encoding/json escapes the C0 controls and U+2028, U+2029, but not the C1 controls,
+// DEL or the bidi controls, which a terminal acts on (CSI 0x9b, OSC 0x9d…0x9c).
+func appendJSONEscaped(out, p []byte) []byte {
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			out = append(out, `\ufffd`...)
+		case r == '\n' || r == '\t' || !Unsafe(r):
+			out = append(out, p[i:i+n]...)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	return out
+}
+
 // Writer escapes what is written through it as String does, but keeps newline and
 // tab, for multi-line output. A UTF-8 sequence split across two Writes is held back
 // until it is complete; Flush writes what is held (escaped, since it never completed).
 type Writer struct {
 	w    io.Writer
 	held []byte
+	json bool // JSON text: escapes in JSON's syntax (appendJSONEscaped)
 }
 
 // NewWriter returns a Writer writing to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// NewJSONWriter returns a Writer for JSON text written to w: it writes every Unsafe
+// rune as a JSON escape, so that the document reaches a terminal without a byte the
+// terminal acts on and a JSON reader still decodes every string to the same value.
+func NewJSONWriter(w io.Writer) *Writer { return &Writer{w: w, json: true} }
+
+// escape is appendEscaped or appendJSONEscaped, as e's output wants.
+func (e *Writer) escape(out, p []byte) []byte {
+	if e.json {
+		return appendJSONEscaped(out, p)
+	}
+	return appendEscaped(out, p, true)
+}
 
 // Inner is the writer e writes to; SetInner replaces it (termout.Bounded does, so
 // that escaping and a bounded terminal write compose).
@@ -132,7 +170,7 @@ func (e *Writer) Write(p []byte) (int, error) {
 			break
 		}
 	}
-	if _, err := e.w.Write(appendEscaped(make([]byte, 0, len(buf)+16), buf, true)); err != nil {
+	if _, err := e.w.Write(e.escape(make([]byte, 0, len(buf)+16), buf)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -143,7 +181,7 @@ func (e *Writer) Flush() error {
 	if len(e.held) == 0 {
 		return nil
 	}
-	_, err := e.w.Write(appendEscaped(nil, e.held, true))
+	_, err := e.w.Write(e.escape(nil, e.held))
 	e.held = nil
 	return err
 }

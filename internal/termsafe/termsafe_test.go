@@ -2,6 +2,7 @@ package termsafe
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,60 @@ func TestWriter(t *testing.T) {
 		if out.String() != want.String() {
 			t.Fatalf("split at %d: %q, want %q", i, out.String(), want.String())
 		}
+	}
+}
+
+// TestJSONWriter: a document with every class Unsafe names in its strings reaches the
+// terminal without one, decodes to the same values, and does so however the writes
+// split it.
+func TestJSONWriter(t *testing.T) {
+	type doc struct {
+		Path  string            `json:"path"`
+		Notes []string          `json:"notes"`
+		Keys  map[string]string `json:"keys"`
+	}
+	// encoding/json makes each invalid byte U+FFFD: the value read back has that.
+	valid := strings.ReplaceAll(strings.ReplaceAll(hostile, "\xff", "\uFFFD"), "\xfe", "\uFFFD")
+	d := doc{Path: hostile, Notes: []string{"\u061c" + hostile, "plain"}, Keys: map[string]string{hostile: "\u0085"}}
+	in, err := json.MarshalIndent(d, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = append(in, '\n')
+	if !terminalCommand(in) {
+		t.Fatal("encoding/json escapes every class now: the test no longer shows what JSONWriter adds")
+	}
+	var want bytes.Buffer
+	w := NewJSONWriter(&want)
+	w.Write(in)
+	w.Flush()
+	if terminalCommand(want.Bytes()) {
+		t.Fatalf("JSONWriter output %q", want.String())
+	}
+	var got doc
+	if err := json.Unmarshal(want.Bytes(), &got); err != nil {
+		t.Fatalf("JSONWriter output is not JSON: %v\n%s", err, want.String())
+	}
+	if got.Path != valid || got.Notes[0] != "\u061c"+valid || got.Notes[1] != "plain" || got.Keys[valid] != "\u0085" {
+		t.Fatalf("decoded %+q, want the values written", got)
+	}
+	for i := range in {
+		var out bytes.Buffer
+		w := NewJSONWriter(&out)
+		w.Write(in[:i])
+		w.Write(in[i:])
+		w.Flush()
+		if out.String() != want.String() {
+			t.Fatalf("split at %d: %q, want %q", i, out.String(), want.String())
+		}
+	}
+	// Bytes no encoder writes (a document read from elsewhere) still reach no
+	// terminal: an invalid byte becomes what a JSON reader takes it for.
+	var raw bytes.Buffer
+	w = NewJSONWriter(&raw)
+	w.Write([]byte("\"a\xffb\x7f\"\n"))
+	w.Flush()
+	if raw.String() != "\"a\\ufffdb\\u007f\"\n" {
+		t.Fatalf("raw bytes: %q", raw.String())
 	}
 }

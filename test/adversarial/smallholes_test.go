@@ -1,9 +1,11 @@
 package adversarial
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -146,6 +148,7 @@ const hostileNames = `set -e
 	git add -A >/dev/null 2>&1
 	git commit -qm "msg ${E}]0;pwned${B} ${C1}2J ${BIDI}" >/dev/null 2>&1
 	git branch "b${C1}${BIDI}" >/dev/null 2>&1
+	git init -q "s${C1}2J${BIDI}" >/dev/null 2>&1
 	mkdir "sub${E}[2J"; cd "sub${E}[2J"; git init -q >/dev/null 2>&1
 	printf '[core]\n\tfsmonitor = "touch %s/fsmonitor %s[2J%s"\n' "$PWNED" "$E" "$BIDI" >> .git/config
 `
@@ -197,12 +200,36 @@ func TestHostileStringsOnTerminal(t *testing.T) {
 			if s := run("show", "show", id); s.Code != 0 || !strings.Contains(s.Stdout, "audit") {
 				t.Errorf("agentbox show %s: %s", id, s)
 			}
+			// JSON keeps every value: a C1 or bidi control goes out as its \u
+			// escape, which a JSON reader decodes to the same string.
+			for _, args := range [][]string{{"show", "--json", id}, {"log", "--json"}, {"show", "--json", id + "@0"},
+				{"exec", "--backend", backend, "--dry-run", "--json", "--", "true"}} {
+				j := run(strings.Join(args, " "), args...)
+				if j.Code != 0 || !json.Valid([]byte(j.Stdout)) {
+					t.Errorf("agentbox %s: want exit 0 and JSON: %s", args, j)
+				}
+			}
+			if j := run("show --json", "show", "--json", id); !strings.Contains(j.Stdout, `"s\u009b2J\u202e/.git/HEAD"`) {
+				t.Errorf("agentbox show --json %s: the file the record left out is not named (escaped):\n%s", id, j.Stdout)
+			} else {
+				var rec struct {
+					NotRecorded []struct{ Path string } `json:"not_recorded"`
+				}
+				if err := json.Unmarshal([]byte(j.Stdout), &rec); err != nil || !slices.ContainsFunc(rec.NotRecorded, func(n struct{ Path string }) bool { return n.Path == "s\u009b2J\u202e/.git/HEAD" }) {
+					t.Errorf("agentbox show --json %s: the escaped name does not decode to the file's name (%v): %+v", id, err, rec.NotRecorded)
+				}
+			}
 			run("audit", "audit")
 			run("exec with a hostile --repo", "exec", "--backend", backend, "--repo", x.Repo+"/sub\x1b[2J/missing\u202e", "--", "true")
 			doc := x.Agentbox(x.Repo, "doctor")
 			doc.Env = append(withoutEnv(doc.Env, "AGENTBOX_BWRAP"), "AGENTBOX_BWRAP=/nonexistent/\x1b[2Jbw\u202erap")
 			if d := sandboxtest.Run(doc); len(terminalCommands(d.Stdout+d.Stderr)) > 0 {
 				t.Errorf("agentbox doctor printed terminal commands %v:\n%q", terminalCommands(d.Stdout+d.Stderr), d.Stdout)
+			}
+			doc = x.Agentbox(x.Repo, "doctor", "--json")
+			doc.Env = append(withoutEnv(doc.Env, "AGENTBOX_BWRAP"), "AGENTBOX_BWRAP=/nonexistent/\x1b[2Jbw\u009b\u202erap")
+			if d := sandboxtest.Run(doc); len(terminalCommands(d.Stdout+d.Stderr)) > 0 || !json.Valid([]byte(d.Stdout)) {
+				t.Errorf("agentbox doctor --json printed terminal commands %v or no JSON:\n%q", terminalCommands(d.Stdout+d.Stderr), d.Stdout)
 			}
 			for _, args := range [][]string{{"diff", id}, {"diff", "--stat", id}} {
 				cmd := x.Agentbox(x.Repo, args...)
