@@ -75,7 +75,7 @@ func (s *scanner) indexFile(p string, hashSize int) {
 	it := s.add(&Item{Path: p, Kind: KindIndex, Sum: sum})
 	bad, n, err := s.readIndex(p, hashSize)
 	if err != nil {
-		s.danger(it, fmt.Sprintf("cannot be read as an index, so cannot be checked (%v)", err))
+		s.danger(it, fmt.Sprintf("cannot be read as an index, so cannot be checked (%v)%s", err, indexAfterMove))
 		return
 	}
 	if n == 0 {
@@ -92,8 +92,12 @@ func (s *scanner) indexFile(p string, hashSize int) {
 	if n > len(bad) {
 		more = fmt.Sprintf(" and %d more", n-len(bad))
 	}
-	s.danger(it, fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)", strings.Join(named, ", "), more))
+	s.danger(it, fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)%s", strings.Join(named, ", "), more, indexAfterMove))
 }
+
+// indexAfterMove tells the operator what to do once a dangerous index is moved out:
+// without one, Git shows every tracked file deleted and untracked.
+const indexAfterMove = "; once it is moved out, git reset rebuilds the index from HEAD (the working tree's files stay as they are)"
 
 // readIndex reads the index file p (object ids of hashSize bytes), never following
 // a symlink or blocking, and returns up to maxIndexNamed of the paths it names that
