@@ -70,8 +70,9 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
+	seen := map[string]pathState{}
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
-		final, links, missing, ok := resolveLinks(sp.Path)
+		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
 		if !ok {
 			continue // a loop or an unreadable directory: the operator's program cannot open it either
 		}
@@ -141,12 +142,25 @@ func dedupStartup(list []StartupFile) []StartupFile {
 	return out
 }
 
+// pathState is what resolveLinks found at a path: a symlink (to target), missing,
+// unreadable, or neither.
+type pathState struct {
+	target             string
+	link, missing, bad bool
+}
+
 // resolveLinks follows the symlinks of path as the kernel does, one component at
 // a time: the path it leads to, the symlinks it went through, and the first
 // component that does not exist ("" when all do; the rest of the path is taken
-// as it is). ok is false for a loop or a component that cannot be looked at.
-func resolveLinks(path string) (final string, links []string, missing string, ok bool) {
-	cur, parts := "/", strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+// as it is). ok is false for a loop or a component that cannot be looked at. home
+// is canonical: a path below it is looked at from there on. seen remembers each
+// component looked at, for the next path (most share ~/.config and ~/.local).
+func resolveLinks(path, home string, seen map[string]pathState) (final string, links []string, missing string, ok bool) {
+	cur, rest := "/", filepath.Clean(path)
+	if r, ok := strings.CutPrefix(rest, home+"/"); ok && home != "/" {
+		cur, rest = home, r
+	}
+	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
 	for hops := 0; len(parts) > 0; {
 		name := parts[0]
 		parts = parts[1:]
@@ -158,29 +172,38 @@ func resolveLinks(path string) (final string, links []string, missing string, ok
 			continue
 		}
 		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
-		if errors.Is(err, fs.ErrNotExist) {
+		st, known := seen[next]
+		if !known {
+			fi, err := os.Lstat(next)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				st.missing = true
+			case err != nil:
+				st.bad = true
+			case fi.Mode()&fs.ModeSymlink != 0:
+				st.link = true
+				st.target, err = os.Readlink(next)
+				st.bad = err != nil
+			}
+			seen[next] = st
+		}
+		switch {
+		case st.missing:
 			return filepath.Join(append([]string{next}, parts...)...), links, next, true
-		}
-		if err != nil {
+		case st.bad:
 			return "", nil, "", false
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		case !st.link:
 			cur = next
 			continue
 		}
 		if hops++; hops > maxStartupHops {
 			return "", nil, "", false
 		}
-		t, err := os.Readlink(next)
-		if err != nil {
-			return "", nil, "", false
-		}
 		links = append(links, next)
-		if filepath.IsAbs(t) {
+		if filepath.IsAbs(st.target) {
 			cur = "/"
 		}
-		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(t), "/"), "/"), parts...)
+		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(st.target), "/"), "/"), parts...)
 	}
 	return cur, links, "", true
 }

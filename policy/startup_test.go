@@ -52,3 +52,33 @@ func TestStartupFiles(t *testing.T) {
 		t.Errorf("ZDOTDIR at the repository's top with its files missing: %v", err)
 	}
 }
+
+// BenchmarkResolveStartup is what finding the start-up files in the grants adds to
+// every launch: a look at each of the audit's start-up paths, one lstat a
+// component, in a HOME with two of them linked into the repository.
+func BenchmarkResolveStartup(b *testing.B) {
+	home := homeDir(b)
+	repo := filepath.Join(home, "repo")
+	if err := os.MkdirAll(filepath.Join(repo, "fish"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "bashrc"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".config"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Symlink("repo/bashrc", filepath.Join(home, ".bashrc")); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Symlink("../repo/fish", filepath.Join(home, ".config/fish")); err != nil {
+		b.Fatal(err)
+	}
+	p := &Policy{Home: home, Repo: repo}
+	opts := Options{Environ: []string{}}
+	for b.Loop() {
+		if err := resolveStartup(p, opts); err != nil || len(p.Startup) != 2 {
+			b.Fatalf("%v %v", p.Startup, err)
+		}
+	}
+}
