@@ -98,8 +98,12 @@ func resolveStartup(p *Policy, opts Options) error {
 			// instead, unless that is the grant's top.
 			f.Path, f.Dir = filepath.Dir(missing), true
 			if f.Path == g {
+				other := "launch in another directory"
+				if len(links) > 0 {
+					other = "remove the link"
+				}
 				return refuse("leads to " + quote(final) + ", which does not exist in the writable " + quote(g) +
-					": the session could create what your next shell or agent runs; create it (it is then read-only inside) or remove the link")
+					": the session could create what your next shell or agent runs; create it first (it is then read-only inside) or " + other)
 			}
 		default:
 			fi, err := os.Lstat(final)
