@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -138,10 +139,13 @@ func dedupStartup(list []StartupFile) []StartupFile {
 	sort.SliceStable(list, func(i, j int) bool { return list[i].Path < list[j].Path })
 	var out []StartupFile
 	for _, f := range list {
-		if n := len(out); n > 0 && (out[n-1].Path == f.Path || out[n-1].Dir && hostpath.Within(f.Path, out[n-1].Path)) {
-			continue
+		// Not only the previous entry: "/r/fish-x" sorts between "/r/fish" and
+		// "/r/fish/config.fish".
+		if !slices.ContainsFunc(out, func(o StartupFile) bool {
+			return o.Path == f.Path || o.Dir && hostpath.Within(f.Path, o.Path)
+		}) {
+			out = append(out, f)
 		}
-		out = append(out, f)
 	}
 	return out
 }

@@ -82,3 +82,16 @@ func BenchmarkResolveStartup(b *testing.B) {
 		}
 	}
 }
+
+// TestDedupStartup: an entry inside a directory already read-only is dropped, even
+// when a sibling whose name sorts between them ("fish-x") came in between.
+func TestDedupStartup(t *testing.T) {
+	got := dedupStartup([]StartupFile{{Path: "/r/fish/config.fish"}, {Path: "/r/fish-x"}, {Path: "/r/fish", Dir: true}, {Path: "/r/fish-x"}})
+	var paths []string
+	for _, f := range got {
+		paths = append(paths, f.Path)
+	}
+	if want := []string{"/r/fish", "/r/fish-x"}; !slices.Equal(paths, want) {
+		t.Errorf("dedupStartup: %v, want %v", paths, want)
+	}
+}
