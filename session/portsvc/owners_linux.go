@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sockdiag"
 )
 
 // listener is a TCP socket of the launcher's network namespace in the listening
@@ -41,51 +42,19 @@ func loopbackListeners(port int) ([]listener, error) {
 }
 
 func dumpListeners(family uint8, port int) ([]listener, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	body := make([]byte, inetDiagReqLen)
+	body[0], body[1] = family, unix.IPPROTO_TCP
+	binary.NativeEndian.PutUint32(body[4:], 1<<tcpListen)
+	var out []listener
+	err := sockdiag.Dump(body, func(b []byte) {
+		if l, ok := parseInetDiag(b); ok && l.port == port {
+			out = append(out, l)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("inet_diag: %w", err)
 	}
-	defer unix.Close(fd)
-	req := make([]byte, unix.NLMSG_HDRLEN+inetDiagReqLen)
-	ne := binary.NativeEndian
-	ne.PutUint32(req[0:], uint32(len(req)))
-	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
-	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	ne.PutUint32(req[8:], 1)
-	r := req[unix.NLMSG_HDRLEN:]
-	r[0], r[1] = family, unix.IPPROTO_TCP
-	ne.PutUint32(r[4:], 1<<tcpListen)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("inet_diag: %w", err)
-	}
-	var out []listener
-	buf := make([]byte, 1<<16)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return nil, fmt.Errorf("inet_diag: %w", err)
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("inet_diag: %w", err)
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				return out, nil
-			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if e := int32(ne.Uint32(m.Data)); e != 0 {
-						return nil, fmt.Errorf("inet_diag: %w", unix.Errno(-e))
-					}
-				}
-				return nil, fmt.Errorf("inet_diag: error reply")
-			}
-			if l, ok := parseInetDiag(m.Data); ok && l.port == port {
-				out = append(out, l)
-			}
-		}
-	}
+	return out, nil
 }
 
 // parseInetDiag reads one inet_diag_msg and its INET_DIAG_SKV6ONLY attribute.
