@@ -71,7 +71,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
-	seen := map[string]pathState{}
+	seen := homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
 		if !ok {
@@ -155,6 +155,29 @@ func dedupStartup(list []StartupFile) []StartupFile {
 type pathState struct {
 	target             string
 	link, missing, bad bool
+	unread             bool // a symlink of HOME's listing whose target is not read yet
+}
+
+// homeListing is resolveLinks' seen, filled from one listing of HOME: most of the
+// start-up paths are HOME's own names and missing, which the listing tells without
+// an lstat each. An entry that is a symlink is left to resolveLinks (it reads the
+// link); a name that is not listed is recorded missing when first asked
+// (resolveLinks looks at HOME's names through this map and listed).
+func homeListing(home string) map[string]pathState {
+	seen := map[string]pathState{}
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return seen
+	}
+	seen[home+"/"] = pathState{} // the mark: HOME was listed
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink == 0 {
+			seen[filepath.Join(home, e.Name())] = pathState{}
+		} else {
+			seen[filepath.Join(home, e.Name())] = pathState{unread: true}
+		}
+	}
+	return seen
 }
 
 // resolveLinks follows the symlinks of path as the kernel does, one component at
@@ -181,7 +204,13 @@ func resolveLinks(path, home string, seen map[string]pathState) (final string, l
 		}
 		next := filepath.Join(cur, name)
 		st, known := seen[next]
-		if !known {
+		if !known && cur == home {
+			if _, listed := seen[home+"/"]; listed {
+				st, known = pathState{missing: true}, true // not in HOME's listing
+			}
+		}
+		if !known || st.unread {
+			st = pathState{}
 			fi, err := os.Lstat(next)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
