@@ -59,6 +59,17 @@ var Secrets = []string{
 	".var/app/org.mozilla.Thunderbird", ".var/app/com.google.Chrome",
 	".var/app/org.chromium.Chromium", ".var/app/com.brave.Browser", ".var/app/com.microsoft.Edge",
 	".config/Slack", ".config/discord", ".config/Signal", ".local/share/TelegramDesktop",
+	// Files that hand a tool its login with its options or its index URL: curl's
+	// and wget's (-u user:pass, -H 'Authorization: …', http_password=), pip's
+	// (index-url with credentials); curl reads $XDG_CONFIG_HOME/.curlrc, and
+	// ~/.config/curlrc when that is unset.
+	".curlrc", ".config/curlrc", ".config/.curlrc", ".wgetrc", ".pip/pip.conf", ".config/pip/pip.conf",
+	// Tunnels, payment and error-tracking CLIs, clouds and CI services: tokens.
+	".config/ngrok/ngrok.yml", ".ngrok2", ".config/stripe/config.toml", ".sentryclirc",
+	".mc/config.json", ".config/linode-cli", ".config/scw/config.yaml", ".vultr-cli.yaml",
+	".config/fastly/config.toml", ".cloudflared", ".railway/config.json", ".supabase/access-token",
+	".circleci/cli.yml", ".travis/config.yml", ".jfrog", ".bluemix", ".aliyun", ".doppler",
+	".kaggle/kaggle.json", ".config/kaggle/kaggle.json", ".docker/contexts/tls",
 }
 
 // SecretEnvPaths are the variables that move a store of Secrets, or name a
@@ -89,6 +100,8 @@ var SecretEnvPaths = []struct {
 	{"PULUMI_HOME", []string{"credentials.json"}, ""}, {"BUNDLE_USER_CONFIG", nil, ""},
 	{"ANSIBLE_VAULT_PASSWORD_FILE", nil, ""}, {"GLAB_CONFIG_DIR", nil, ""},
 	{"DOCKER_CERT_PATH", []string{"key.pem"}, ""},
+	{"CURL_HOME", []string{".curlrc", ".config/curlrc"}, ""}, {"WGETRC", nil, ""}, {"PIP_CONFIG_FILE", nil, ""},
+	{"SCW_CONFIG_PATH", nil, ""}, {"KAGGLE_CONFIG_DIR", []string{"kaggle.json"}, ""},
 	// Client keys: Git's (GIT_SSL_KEY is http.sslKey), libpq's, a Kerberos client
 	// keytab.
 	{"GIT_SSL_KEY", nil, ""}, {"PGSSLKEY", nil, ""}, {"KRB5_CLIENT_KTNAME", nil, ""},
@@ -188,6 +201,9 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 			var pe *Error
 			if errors.As(err, &pe) && (pe.Reason == "does not exist" || privateDir(pe.Reason)) {
 				continue // a dangling symlink: nothing to read; or a store the sandbox has its own of
+			}
+			if errors.As(err, &pe) && strings.HasPrefix(pe.Reason, notHideable) {
+				pe.Reason += secretRemedy(path, opts.Environ)
 			}
 			return err
 		}
@@ -622,7 +638,11 @@ func checkHide(p *Policy, arg, path, from string) (Hidden, error) {
 		return refuse(reason(err))
 	}
 	if !fi.IsDir() && !fi.Mode().IsRegular() {
-		return refuse("is neither a directory nor a regular file")
+		why := notHideable + " (" + fileKind(fi.Mode()) + ", which an empty stand-in cannot be bound over)"
+		if from == "--hide" {
+			why += "; hide the directory that holds it instead"
+		}
+		return refuse(why)
 	}
 	if p.CacheDir == "" {
 		return refuse("needs $XDG_CACHE_HOME or $HOME for the empty stand-ins")
@@ -659,4 +679,43 @@ func checkHide(p *Policy, arg, path, from string) (Hidden, error) {
 		}
 	}
 	return Hidden{Path: canon, Dir: fi.IsDir(), From: from}, nil
+}
+
+// notHideable begins checkHide's refusal of a path that is neither a directory nor
+// a regular file.
+const notHideable = "is neither a directory nor a regular file"
+
+// fileKind names the type of a file that is neither a directory nor a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "a special file"
+}
+
+// secretRemedy is what the operator can do about a path --hide-secrets found and
+// cannot hide (a FIFO at a repository-local KUBECONFIG): the variable that names it
+// when one does, so that the line says which to change.
+func secretRemedy(path string, environ []string) string {
+	for _, m := range SecretEnvPaths {
+		for _, kv := range environ {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k != m.Var {
+				continue
+			}
+			for _, e := range filepath.SplitList(v) {
+				if filepath.IsAbs(e) && (filepath.Clean(e) == path || slices.ContainsFunc(m.Files, func(f string) bool { return filepath.Join(e, f) == path })) {
+					return "; $" + k + " names it: point " + k + " at a regular file (or unset it) for the launch, or launch without --hide-secrets"
+				}
+			}
+		}
+	}
+	return "; make it a regular file, or launch without --hide-secrets"
 }

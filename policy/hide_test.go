@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,6 +256,50 @@ func writeHomeFiles(t *testing.T, home string, files map[string]string) {
 		}
 		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestHideSecretsNotHideableSaysWhatToDo: a FIFO at a repository-local KUBECONFIG
+// (direnv points it into the repository) is refused, and the one line names the
+// variable and what to change; a FIFO given to --hide says to hide its directory.
+// The line used to end at "is neither a directory nor a regular file".
+func TestHideSecretsNotHideableSaysWhatToDo(t *testing.T) {
+	home, repo := tree(t)
+	fifo := filepath.Join(repo, "kubeconfig")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, HideSecrets: true,
+		Environ: []string{"GIT_CONFIG_NOSYSTEM=1", "KUBECONFIG=/nowhere/a:" + fifo}})
+	if err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a FIFO at KUBECONFIG: %v, want a one-line refusal", err)
+	}
+	for _, want := range []string{"--hide-secrets", fifo, "a FIFO", "$KUBECONFIG names it", "point KUBECONFIG at a regular file", "without --hide-secrets"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Hide: []string{fifo}})
+	if err == nil || !strings.Contains(err.Error(), "a FIFO") || !strings.Contains(err.Error(), "hide the directory that holds it instead") {
+		t.Errorf("--hide of a FIFO: %v, want what to do", err)
+	}
+}
+
+// TestSecretPathsToolLogins: the credential files of curl, wget, pip, ngrok, the
+// Stripe and Sentry CLIs and the other CLIs the list had missed are hidden at
+// their default places and where their variables (CURL_HOME, PIP_CONFIG_FILE,
+// XDG_CONFIG_HOME) move them.
+func TestSecretPathsToolLogins(t *testing.T) {
+	env := []string{"XDG_CONFIG_HOME=/h/xdg", "CURL_HOME=/c", "PIP_CONFIG_FILE=/p/pip.ini", "WGETRC=/w/rc", "KAGGLE_CONFIG_DIR=/k"}
+	got := secretPaths("/h", "", env, nil)
+	for _, want := range []string{"/h/.curlrc", "/h/.config/curlrc", "/h/xdg/.curlrc", "/c/.curlrc", "/c/.config/curlrc",
+		"/h/.wgetrc", "/w/rc", "/h/.pip/pip.conf", "/h/.config/pip/pip.conf", "/h/xdg/pip/pip.conf", "/p/pip.ini",
+		"/h/.config/ngrok/ngrok.yml", "/h/.ngrok2", "/h/.config/stripe/config.toml", "/h/.sentryclirc",
+		"/h/.mc/config.json", "/h/.config/linode-cli", "/h/.cloudflared", "/h/.kaggle/kaggle.json", "/k/kaggle.json",
+		"/h/.circleci/cli.yml", "/h/.docker/contexts/tls"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
 		}
 	}
 }

@@ -73,6 +73,8 @@ func narrowRule(name string) fieldRule {
 		return subset("keep-agent", func(p *Policy) []string { return p.KeepAgents })
 	case "Hide":
 		return narrowHide
+	case "Startup":
+		return narrowStartup
 	case "ReadOnly":
 		return narrowReadOnly
 	case "NestedSandbox":
@@ -276,6 +278,18 @@ func narrowSSHKeys(b, a *Policy) string {
 	for _, k := range a.SSHKeys {
 		if !slices.Contains(b.SSHKeys, k) {
 			return "would let SSH key " + quote(k) + " through, which the user's policy does not"
+		}
+	}
+	return ""
+}
+
+// narrowStartup: a start-up file read-only before stays so, unless the grant that
+// held it is no longer writable or it is hidden now.
+func narrowStartup(b, a *Policy) string {
+	for _, f := range b.Startup {
+		writable := slices.ContainsFunc(a.Grants(), func(g Grant) bool { return g.Path == f.Grant })
+		if writable && !hiddenAt(a, f.Path) && !slices.ContainsFunc(a.Startup, func(o StartupFile) bool { return o.Path == f.Path }) {
+			return "would leave the start-up file " + quote(f.Path) + " writable"
 		}
 	}
 	return ""

@@ -116,9 +116,12 @@ type Policy struct {
 	KeepPrivate  []string // directories inside kept ones that are a private tmpfs (presets)
 	KeepAgents   []string // the presets asked for (--keep-agent)
 	Hide         []Hidden // paths empty inside (hide.go)
-	ReadOnly     bool     // --read-only: nothing of the host is writable but kept paths
-	Sockets      []Socket // host sockets handed in (socket.go)
-	AddDirs      []string // further writable directories, canonical (adddir.go)
+	// Startup are the operator's start-up files that lie in the repository or an
+	// --add-dir: read-only inside (startup.go).
+	Startup  []StartupFile
+	ReadOnly bool     // --read-only: nothing of the host is writable but kept paths
+	Sockets  []Socket // host sockets handed in (socket.go)
+	AddDirs  []string // further writable directories, canonical (adddir.go)
 	// NestedSandbox: host path sockets are kept out of reach by masking those
 	// found at launch, as before Linux 7.1, instead of by Landlock's resolve-unix
 	// rule, whose domain refuses every mount(2) and pivot_root(2) the command makes:
@@ -252,6 +255,9 @@ func New(opts Options) (*Policy, error) {
 		return nil, &Error{What: "--disk-tmp", Reason: "needs $XDG_CACHE_HOME or $HOME to place the session directory"}
 	}
 	if err := p.checkGrants(opts); err != nil {
+		return nil, err
+	}
+	if err := resolveStartup(p, opts); err != nil {
 		return nil, err
 	}
 

@@ -61,7 +61,7 @@ PACKAGES="git zip unzip xz-utils curl ca-certificates
 meson ninja-build python3 pkg-config gcc libc6-dev libcap-dev libcap2 libselinux1
 iproute2 util-linux procps psmisc cpio qemu-system-x86 passwd dpkg zstd perl keyutils
 bash zsh fish groff-base netcat-openbsd socat ripgrep openssh-client openssh-server
-bindfs git-lfs"
+bindfs git-lfs gnupg"
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: %s\n' "$*" >&2; exit 1; }

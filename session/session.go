@@ -193,6 +193,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	if line := p.RootNotice(); line != "" { // sudo on a user's repository (policy/owner.go)
 		cfg.Notes = append([]string{line}, cfg.Notes...)
 	}
+	cfg.Notes = append(cfg.Notes, p.StartupNotices()...) // policy/startup.go
 	// Before anything looks at the repository: the audit a killed launcher left
 	// pending may move things aside.
 	hostaudit.Orphans(cfg.audit(), p)

@@ -3,10 +3,10 @@ package kernel
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/sockdiag"
 )
 
 // boundFile is a path socket of this process's network namespace as the kernel's
@@ -31,51 +31,18 @@ const (
 // boundFiles asks sock_diag for every bound path socket of this process's network
 // namespace, with the file its bind made.
 func boundFiles() ([]boundFile, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-	if err != nil {
-		return nil, fmt.Errorf("sock_diag: %w", err)
-	}
-	defer unix.Close(fd)
-	req := make([]byte, unix.NLMSG_HDRLEN+24)
+	body := make([]byte, 24) // unix_diag_req
 	ne := binary.NativeEndian
-	ne.PutUint32(req[0:], uint32(len(req)))
-	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
-	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	ne.PutUint32(req[8:], 1)
-	req[16] = unix.AF_UNIX
-	ne.PutUint32(req[20:], 0xffffffff) // every state
-	ne.PutUint32(req[28:], udiagShowName|udiagShowVFS)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("sock_diag: %w", err)
-	}
+	body[0] = unix.AF_UNIX
+	ne.PutUint32(body[4:], 0xffffffff) // every state
+	ne.PutUint32(body[12:], udiagShowName|udiagShowVFS)
 	var out []boundFile
-	buf := make([]byte, 1<<16)
-	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return nil, fmt.Errorf("sock_diag: %w", err)
+	err := sockdiag.Dump(body, func(b []byte) {
+		if f, ok := parseDiag(b); ok {
+			out = append(out, f)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, fmt.Errorf("sock_diag: %w", err)
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				return out, nil
-			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if e := int32(ne.Uint32(m.Data)); e != 0 {
-						return nil, fmt.Errorf("sock_diag: %w", unix.Errno(-e))
-					}
-				}
-				return nil, fmt.Errorf("sock_diag: error reply")
-			}
-			if f, ok := parseDiag(m.Data); ok {
-				out = append(out, f)
-			}
-		}
-	}
+	})
+	return out, err
 }
 
 // parseDiag reads one unix_diag_msg with its attributes; ok only for a socket

@@ -57,7 +57,10 @@ func rlimitShares(tasks int64) ([]mounts.UserLimit, error) {
 		switch {
 		case r == unix.RLIMIT_NPROC:
 			out = append(out, mounts.UserLimit{Name: name, Max: nprocShare(lim.Cur, tasks)})
-		case lim.Cur != unix.RLIM_INFINITY && lim.Cur <= 1<<62:
+		case lim.Cur == unix.RLIM_INFINITY || lim.Cur > 1<<62:
+		case r == unix.RLIMIT_MEMLOCK:
+			out = append(out, mounts.UserLimit{Name: name, Max: MemlockShare(int64(lim.Cur))})
+		default:
 			out = append(out, mounts.UserLimit{Name: name, Max: Share(int64(lim.Cur))})
 		}
 	}

@@ -23,6 +23,40 @@ func TestShare(t *testing.T) {
 	}
 }
 
+// TestMemlockShare: a session's RLIMIT_MEMLOCK is a quarter of the launcher's, but
+// at least the 64 KiB gpg locks where that leaves the user's host programs half:
+// with 128 KiB the quarter was 32 KiB, and gpg warned "using insecure memory".
+func TestMemlockShare(t *testing.T) {
+	for host, want := range map[int64]int64{0: 0, 1: 1, 16 << 10: 8 << 10, 64 << 10: 32 << 10,
+		128 << 10: 64 << 10, 200 << 10: 64 << 10, 256 << 10: 64 << 10, 8 << 20: 2 << 20} {
+		if got := MemlockShare(host); got != want {
+			t.Errorf("MemlockShare(%d) = %d, want %d", host, got, want)
+		}
+		if got := MemlockShare(host); host > 0 && (got > max(host/2, 1) || got < Share(host)) {
+			t.Errorf("MemlockShare(%d) = %d: more than half, or less than a quarter", host, got)
+		}
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		t.Fatal(err)
+	}
+	lower := lim
+	lower.Cur = min(lim.Max, 128<<10)
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lower); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	got, err := rlimitShares(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rlimitsPerNamespace(release()) {
+		if i := slices.IndexFunc(got, func(l mounts.UserLimit) bool { return l.Name == "rlimit_memlock" }); i < 0 || got[i].Max != MemlockShare(int64(lower.Cur)) {
+			t.Errorf("with a soft RLIMIT_MEMLOCK of %d: %v, want rlimit_memlock %d", lower.Cur, got, MemlockShare(int64(lower.Cur)))
+		}
+	}
+}
+
 // TestLimits: every limit of this process's namespace is in the list, a quarter of
 // the lower of it and the host-wide value, and each passes the executors' check.
 func TestLimits(t *testing.T) {
@@ -108,6 +142,8 @@ func checkRLimits(t *testing.T, got []mounts.UserLimit) {
 			share = min(share, Share(pool))
 		case lim.Cur == unix.RLIM_INFINITY:
 			continue
+		case r == unix.RLIMIT_MEMLOCK:
+			share = MemlockShare(int64(lim.Cur))
 		}
 		want++
 		i := slices.IndexFunc(got, func(l mounts.UserLimit) bool { return l.Name == name })

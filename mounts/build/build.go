@@ -65,6 +65,9 @@ func hostRootCovers() []mounts.Op {
 //  7. a linked worktree's Git metadata writable (it lives outside the repo);
 //  8. the directories above protected paths bound onto themselves, so that none can
 //     be renamed away with its read-only mounts inside (P7);
+//     Then the operator's start-up files that lie in a writable grant, read-only
+//     with the directories on their way pinned (startupOps), before anything is
+//     bound inside them (a bind of a directory would cover what was);
 //  9. extra read-only binds (the push guard), then hidden paths (empty stand-ins
 //     bound read-only over them, after every writable bind that could hold them),
 //     then the handed-in sockets (socket.go);
@@ -111,6 +114,7 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 	for _, d := range s.Pinned {
 		ops = append(ops, mounts.Op{Kind: mounts.Bind, Source: d, Dest: d, Why: "P7 pinned: cannot be renamed"})
 	}
+	ops = append(ops, startupOps(p)...)
 	ops = append(ops, s.ExtraRO...)
 	ops = append(ops, hiddenOps(p, s.Empty)...)
 	for _, sock := range s.MaskSockets {
@@ -162,4 +166,25 @@ func forwards(ms []policy.PortMap) []mounts.Forward {
 		out = append(out, mounts.Forward{Inside: m.Inside, Host: m.Host})
 	}
 	return out
+}
+
+// startupOps pins the directories between a writable grant and each start-up file
+// in it, then binds the file read-only (policy.StartupFile): the operator's next
+// shell or agent runs it, and a rename of it or of a directory on its way fails
+// with EBUSY.
+func startupOps(p *policy.Policy) []mounts.Op {
+	var ops []mounts.Op
+	pinned := map[string]bool{}
+	for _, f := range p.Startup {
+		for _, d := range f.Pins {
+			if !pinned[d] {
+				pinned[d] = true
+				ops = append(ops, mounts.Op{Kind: mounts.Bind, Source: d, Dest: d, Why: "pinned on the way to " + f.Named + ": cannot be renamed"})
+			}
+		}
+	}
+	for _, f := range p.Startup {
+		ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: f.Path, Dest: f.Path, Why: "start-up file " + f.Named + " read-only: the next shell or agent runs it"})
+	}
+	return ops
 }

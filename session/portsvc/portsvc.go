@@ -164,22 +164,30 @@ func (s *Service) Stop() []shadow.PortForward {
 // listens there (ECONNREFUSED), to [::1]:port: a server of localhost may listen on
 // IPv6's loopback only (Node's since 18, which resolves localhost to ::1 first).
 // Both are the host's loopback, which any local user can bind alike; no other
-// address is dialled. A host without ::1 gets the first refusal.
+// address is dialled. A host without ::1 gets the first refusal. When the user's
+// own server listens on ::1 and another user's on 127.0.0.1, ::1 is tried first
+// (preferIPv6): the other user's would get what the session sends to its server.
+// A server of another user's that is the only one (postgres on 5432) is dialled.
 func (s *Service) dialHost(port int) func() (net.Conn, error) {
 	v4 := fmt.Sprintf("127.0.0.1:%d", port)
 	v6 := fmt.Sprintf("[::1]:%d", port)
+	uid := uint32(os.Getuid())
 	return func() (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(s.ctx, dialTimeout)
 		defer cancel()
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp4", v4)
+		first, firstAddr, second, secondAddr := "tcp4", v4, "tcp6", v6
+		if preferIPv6(port, uid) {
+			first, firstAddr, second, secondAddr = second, secondAddr, first, firstAddr
+		}
+		c, err := d.DialContext(ctx, first, firstAddr)
 		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
 			return c, err
 		}
-		if c6, err6 := d.DialContext(ctx, "tcp6", v6); err6 == nil {
-			return c6, nil
-		} else if errors.Is(err6, syscall.ECONNREFUSED) {
-			return nil, err6
+		if c2, err2 := d.DialContext(ctx, second, secondAddr); err2 == nil {
+			return c2, nil
+		} else if errors.Is(err2, syscall.ECONNREFUSED) {
+			return nil, err2
 		}
 		return nil, err
 	}

@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -231,5 +235,88 @@ func TestDialHostIPv6Loopback(t *testing.T) {
 
 	if ip, err := dialled(freePort(t)); err == nil {
 		t.Errorf("a port nobody listens on: dialled %s", ip)
+	}
+}
+
+// replyServer listens on addr of network and answers every connection with reply.
+func replyServer(t testing.TB, network, addr, reply string) net.Listener {
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, reply)
+			c.Close()
+		}
+	}()
+	return l
+}
+
+// envOtherPort names the port on whose 127.0.0.1 the root side of
+// TestDialHostPrefersOwnListener listens, for its run as the test user.
+const envOtherPort = "AGENTBOX_TEST_OTHER_PORT"
+
+// TestDialHostPrefersOwnListener: another local user (root here) listens on
+// 127.0.0.1:PORT and the launching user's own server on [::1]:PORT; --host-port's
+// dial reached the other user's first, which got what the session sent to its
+// server. Now it reaches the user's own, and the other user's when that is the only
+// listener (a system service such as postgres).
+func TestDialHostPrefersOwnListener(t *testing.T) {
+	if os.Getuid() == 0 {
+		l := replyServer(t, "tcp4", "127.0.0.1:0", "other")
+		port := l.Addr().(*net.TCPAddr).Port
+		if testenv.AsTestUser(t, fmt.Sprintf("%s=%d", envOtherPort, port)) {
+			t.Fatal("root: the test user's run did not happen")
+		}
+		return
+	}
+	port, err := strconv.Atoi(os.Getenv(envOtherPort))
+	if err != nil {
+		testenv.Skip(t, "needs root, to own the other listener (%s unset)", envOtherPort)
+	}
+	mine := replyServer(t, "tcp6", fmt.Sprintf("[::1]:%d", port), "mine")
+	s := &Service{sockets: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer s.cancel()
+	reply := func() string {
+		c, err := s.dialHost(port)()
+		if err != nil {
+			return err.Error()
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	ls, err := loopbackListeners(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ownersAt(ls, netip.MustParseAddr("127.0.0.1")); !slices.Equal(got, []uint32{0}) {
+		t.Errorf("owners of 127.0.0.1:%d: %v, want [0]", port, got)
+	}
+	if got := ownersAt(ls, netip.IPv6Loopback()); !slices.Equal(got, []uint32{uint32(os.Getuid())}) {
+		t.Errorf("owners of [::1]:%d: %v, want [%d]", port, got, os.Getuid())
+	}
+	if got := reply(); got != "mine" {
+		t.Errorf("root on 127.0.0.1:%d, the user on [::1]: dialled %q, want the user's own", port, got)
+	}
+	mine.Close()
+	if got := reply(); got != "other" {
+		t.Errorf("root's server the only listener: dialled %q, want it", got)
+	}
+}
+
+// BenchmarkPreferIPv6 is what --host-port's choice of loopback costs each
+// connection: two inet_diag dumps of the host's TCP listeners.
+func BenchmarkPreferIPv6(b *testing.B) {
+	port := echoServer(b)
+	for b.Loop() {
+		preferIPv6(port, uint32(os.Getuid()))
 	}
 }

@@ -2,12 +2,14 @@ package adversarial
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/internal/ucounts"
 	"golang.org/x/sys/unix"
 )
 
@@ -121,6 +123,40 @@ func TestSessionLeavesOthersTheirPinnedMemory(t *testing.T) {
 			}
 			if r.Code != 0 {
 				t.Errorf("the session: %s", r)
+			}
+		})
+	}
+}
+
+// TestGPGSecureMemoryInside: gpg locks 64 KiB of secure memory and warns "using
+// insecure memory" when mlock(2) fails. With a launcher limit of 128 KiB the
+// session's quarter (32 KiB) was below it, and gpg warned inside; the share is
+// now at least 64 KiB where that is at most half of the launcher's limit
+// (ucounts.MemlockShare), which leaves the user's host programs the other half.
+func TestGPGSecureMemoryInside(t *testing.T) {
+	gpg, err := exec.LookPath("gpg")
+	if err != nil {
+		testenv.Skip(t, "no gpg (scripts/setup-test-env.sh installs gnupg)")
+	}
+	const launcher = 128 << 10
+	for _, backend := range everyRunner(t) {
+		t.Run(backend, func(t *testing.T) {
+			x := sandboxtest.NewBox(t, backend)
+			cmd := x.Command(x.Repo, []string{"--no-git-save", "--no-record"},
+				`export GNUPGHOME=$(mktemp -d); "$GPG" --batch --gen-random 0 4 >/dev/null; echo "memlock $(ulimit -l)"`)
+			// The launcher runs with the lower limit, as on a host whose default it is.
+			cmd.Args = append([]string{"prlimit", fmt.Sprintf("--memlock=%d:%d", launcher, launcher), "--", cmd.Path}, cmd.Args[1:]...)
+			cmd.Path = "/usr/bin/prlimit"
+			cmd.Env = append(cmd.Env, "GPG="+gpg)
+			r := sandboxtest.Run(cmd)
+			if r.Code != 0 {
+				t.Fatalf("the session: %s", r)
+			}
+			if want := fmt.Sprintf("memlock %d\n", ucounts.MemlockShare(launcher)>>10); !strings.Contains(r.Stdout, want) {
+				t.Errorf("RLIMIT_MEMLOCK inside: %q, want %q", r.Stdout, want)
+			}
+			if strings.Contains(r.Stderr, "insecure memory") {
+				t.Errorf("gpg cannot lock its secure memory inside (launcher's RLIMIT_MEMLOCK %d): %s", launcher, r.Stderr)
 			}
 		})
 	}

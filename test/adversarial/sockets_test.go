@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
@@ -48,6 +49,15 @@ var socketAttacks = []attack{
 	// The same in a further writable directory outside HOME.
 	{name: "host daemon socket in an --add-dir directory", setup: addDirDaemonSocket, script: `
 		try add-dir-daemon-socket sh -c 'socat -u UNIX-CONNECT:"$ASOCK" - | grep -q agentbox-host'
+		echo DONE`},
+	// The agent socket ssh's config names with IdentityAgent (1Password's below
+	// HOME, another's outside it) is a key the session could sign with, and
+	// --hide-secrets cannot hide a socket: the one in HOME's lower layer refuses
+	// connections, the one outside is masked (or denied by Landlock) like every
+	// host daemon's.
+	{name: "ssh IdentityAgent sockets the ssh config names", setup: identityAgentSockets, args: []string{"--hide-secrets"}, script: `
+		try identity-agent-in-home sh -c 'socat -u UNIX-CONNECT:"$HSOCK" - | grep -q agentbox-host'
+		try identity-agent-outside-home sh -c 'socat -u UNIX-CONNECT:"$OSOCK" - | grep -q agentbox-host'
 		echo DONE`},
 }
 
@@ -222,4 +232,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// identityAgentSockets listens on two agent sockets answering "agentbox-host" that
+// ~/.ssh/config names with IdentityAgent: one below HOME, one outside it.
+func identityAgentSockets(t *testing.T, x *target) []string {
+	inHome := filepath.Join(x.Home, ".1password")
+	outside := filepath.Join(x.Outside, "agent")
+	sshDir := filepath.Join(x.Home, ".ssh")
+	for _, d := range []string{inHome, outside, sshDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Chown(t, d)
+	}
+	hsock, osock := filepath.Join(inHome, "agent.sock"), filepath.Join(outside, "agent.sock")
+	testenv.ServeUnix(t, hsock, "agentbox-host")
+	testenv.ServeUnix(t, osock, "agentbox-host")
+	cfg := filepath.Join(sshDir, "config")
+	sandboxtest.WriteFile(t, cfg, "Host *\n  IdentityAgent ~/.1password/agent.sock\nHost work\n  IdentityAgent "+osock+"\n")
+	testenv.Chown(t, cfg)
+	x.env = append(x.env, "HSOCK="+hsock, "OSOCK="+osock)
+	return nil
 }

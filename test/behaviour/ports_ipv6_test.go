@@ -1,9 +1,11 @@
 package behaviour
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,6 +105,70 @@ func TestHostPortReachesIPv6Loopback(t *testing.T) {
 			}
 			if rec := lastPorts(t, b); len(rec.Ports) != 1 || rec.Ports[0].Connections != 1 || rec.Ports[0].Failed != 0 {
 				t.Errorf("record: %+v", rec)
+			}
+		})
+	}
+}
+
+// ownServerScript is the test user's own server of localhost, on [::1]:PORT only: it
+// prints "ready" once it listens and answers every connection with "hello from
+// mine".
+const ownServerScript = `
+import os, socket
+s = socket.socket(socket.AF_INET6)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last row's connections wait in TIME_WAIT
+s.bind(("::1", int(os.environ["PORT"])))
+s.listen()
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.sendall(b"hello from mine\n")
+    c.close()
+`
+
+// TestHostPortPrefersOwnServer: another local user (root here) listening on
+// 127.0.0.1:PORT got --host-port's connections before the launching user's own
+// server on [::1]:PORT, and with them what the session sent to that server. The
+// relay now dials the user's own first; the other user's is still reached when it
+// is the only one (a system service).
+func TestHostPortPrefersOwnServer(t *testing.T) {
+	needIPv6Loopback(t)
+	if os.Getuid() != 0 {
+		testenv.Skip(t, "needs root, to own the other user's server")
+	}
+	port := tcpServerOn(t, "tcp4", "127.0.0.1:0", greeter("hello from another user"))
+	for _, backend := range portRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			own := testenv.Command(t, b.home, "/usr/bin/python3", "-c", ownServerScript)
+			own.Env = append(own.Env, fmt.Sprintf("PORT=%d", port))
+			out, err := own.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := own.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stopped := false
+			stop := func() {
+				if !stopped {
+					stopped = true
+					own.Process.Kill()
+					own.Wait()
+				}
+			}
+			defer stop()
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("the user's own server on [::1]:%d: %q, %v", port, line, err)
+			}
+			script := `echo "forwarded=$(nc.openbsd -N -w 5 127.0.0.1 15434 </dev/null)"`
+			args := []string{"--no-git-save", "--offline", "--host-port", fmt.Sprintf("15434:%d", port)}
+			if r := b.sh(script, args...); r.code != 0 || !strings.Contains(r.stdout, "forwarded=hello from mine\n") {
+				t.Errorf("root on 127.0.0.1:%d, the user's own server on [::1]: want the user's own:\n%s", port, r)
+			}
+			stop()
+			if r := b.sh(script, args...); r.code != 0 || !strings.Contains(r.stdout, "forwarded=hello from another user\n") {
+				t.Errorf("root's server the only one on %d: want it reached:\n%s", port, r)
 			}
 		})
 	}

@@ -1,0 +1,260 @@
+package policy
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agentbox/agentbox/agentcfg"
+	"github.com/agentbox/agentbox/internal/hostpath"
+)
+
+// StartupFile is a start-up file or directory of the operator's shell, desktop or
+// agent (agentcfg.StartupPaths) that resolves into a writable grant — a dotfiles
+// checkout as the repository, with ~/.bashrc -> REPO/bashrc, $ZDOTDIR or
+// ~/.config/fish there, or an --add-dir holding ~/.claude. The session would write
+// what the operator's next shell or agent runs, and no audit looks into the
+// repository: it is bound read-only inside, and every directory between the grant
+// and it is kept a mount point (Pins), so that neither it nor a parent can be
+// renamed away (EBUSY) and replaced.
+type StartupFile struct {
+	Path  string // canonical, strictly inside Grant
+	Dir   bool
+	Grant string // the repository or added directory that holds it
+	Named string // how the operator's programs name it: "~/.bashrc", "$ZDOTDIR/.zshrc"
+	// Pins are the directories strictly between Grant and Path, outer first.
+	Pins []string
+}
+
+// maxStartupHops bounds resolveLinks, as the kernel bounds a path's symlinks.
+const maxStartupHops = 40
+
+// resolveStartup finds the start-up files that lie in the repository (unless
+// --read-only) or an --add-dir. It fails closed where a read-only bind cannot
+// protect what the operator's program would run: a symlink on the way that lies in
+// a grant (the session could point it elsewhere), a start-up directory that is the
+// grant itself, and a missing file the session could create at the grant's top.
+func resolveStartup(p *Policy, opts Options) error {
+	if p.Home == "" {
+		return nil
+	}
+	var grants []string
+	for _, g := range p.Grants() {
+		if g.What == "repo" || g.What == "--add-dir" {
+			grants = append(grants, g.Path)
+		}
+	}
+	if len(grants) == 0 {
+		return nil
+	}
+	grantOf := func(path string) string {
+		for _, g := range grants {
+			if hostpath.Within(path, g) {
+				return g
+			}
+		}
+		return ""
+	}
+	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
+	if opts.Environ != nil {
+		env = func(name string) string {
+			for _, kv := range opts.Environ {
+				if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+					return v
+				}
+			}
+			return ""
+		}
+	}
+	var found []StartupFile
+	seen := homeListing(p.Home)
+	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
+		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
+		if !ok {
+			continue // a loop or an unreadable directory: the operator's program cannot open it either
+		}
+		refuse := func(why string) error {
+			return &Error{What: "start-up file", Path: sp.Named, Reason: why}
+		}
+		for _, l := range links {
+			if g := grantOf(l); g != "" {
+				return refuse("leads through the symlink " + quote(l) + " in the writable " + quote(g) +
+					", which the session could point elsewhere, and your next shell or agent would run what it wrote; link " + sp.Named + " to the file itself")
+			}
+		}
+		g := grantOf(final)
+		if g == "" || hiddenAt(p, final) {
+			continue
+		}
+		f := StartupFile{Path: final, Dir: sp.Dir, Grant: g, Named: sp.Named}
+		switch {
+		case final == g:
+			return refuse("is the writable " + quote(g) + " itself: the session would write what your next shell or agent runs, and it cannot be made read-only without the whole of it; point it elsewhere or choose another repository")
+		case missing != "":
+			// Nothing to bind over: the nearest existing directory is made read-only
+			// instead, unless that is the grant's top.
+			f.Path, f.Dir = filepath.Dir(missing), true
+			if f.Path == g {
+				other := "launch in another directory"
+				if len(links) > 0 {
+					other = "remove the link"
+				}
+				return refuse("leads to " + quote(final) + ", which does not exist in the writable " + quote(g) +
+					": the session could create what your next shell or agent runs; create it first (it is then read-only inside) or " + other)
+			}
+		default:
+			fi, err := os.Lstat(final)
+			if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
+				continue // nothing a shell or an agent runs
+			}
+			f.Dir = fi.IsDir()
+		}
+		for a := filepath.Dir(f.Path); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
+			f.Pins = append([]string{a}, f.Pins...)
+		}
+		found = append(found, f)
+	}
+	p.Startup = dedupStartup(found)
+	return nil
+}
+
+// hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty
+// and read-only already.
+func hiddenAt(p *Policy, path string) bool {
+	for _, h := range p.Hide {
+		if hostpath.Within(path, h.Path) {
+			return true
+		}
+	}
+	return false
+}
+
+// dedupStartup keeps one entry per path, and none inside a directory already
+// read-only.
+func dedupStartup(list []StartupFile) []StartupFile {
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Path < list[j].Path })
+	var out []StartupFile
+	for _, f := range list {
+		// Not only the previous entry: "/r/fish-x" sorts between "/r/fish" and
+		// "/r/fish/config.fish".
+		if !slices.ContainsFunc(out, func(o StartupFile) bool {
+			return o.Path == f.Path || o.Dir && hostpath.Within(f.Path, o.Path)
+		}) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// pathState is what resolveLinks found at a path: a symlink (to target), missing,
+// unreadable, or neither.
+type pathState struct {
+	target             string
+	link, missing, bad bool
+	unread             bool // a symlink of HOME's listing whose target is not read yet
+}
+
+// homeListing is resolveLinks' seen, filled from one listing of HOME: most of the
+// start-up paths are HOME's own names and missing, which the listing tells without
+// an lstat each. An entry that is a symlink is left to resolveLinks (it reads the
+// link); a name that is not listed is recorded missing when first asked
+// (resolveLinks looks at HOME's names through this map and listed).
+func homeListing(home string) map[string]pathState {
+	seen := map[string]pathState{}
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return seen
+	}
+	seen[home+"/"] = pathState{} // the mark: HOME was listed
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink == 0 {
+			seen[filepath.Join(home, e.Name())] = pathState{}
+		} else {
+			seen[filepath.Join(home, e.Name())] = pathState{unread: true}
+		}
+	}
+	return seen
+}
+
+// resolveLinks follows the symlinks of path as the kernel does, one component at
+// a time: the path it leads to, the symlinks it went through, and the first
+// component that does not exist ("" when all do; the rest of the path is taken
+// as it is). ok is false for a loop or a component that cannot be looked at. home
+// is canonical: a path below it is looked at from there on. seen remembers each
+// component looked at, for the next path (most share ~/.config and ~/.local).
+func resolveLinks(path, home string, seen map[string]pathState) (final string, links []string, missing string, ok bool) {
+	cur, rest := "/", filepath.Clean(path)
+	if r, ok := strings.CutPrefix(rest, home+"/"); ok && home != "/" {
+		cur, rest = home, r
+	}
+	parts := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	for hops := 0; len(parts) > 0; {
+		name := parts[0]
+		parts = parts[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		st, known := seen[next]
+		if !known && cur == home {
+			if _, listed := seen[home+"/"]; listed {
+				st, known = pathState{missing: true}, true // not in HOME's listing
+			}
+		}
+		if !known || st.unread {
+			st = pathState{}
+			fi, err := os.Lstat(next)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				st.missing = true
+			case err != nil:
+				st.bad = true
+			case fi.Mode()&fs.ModeSymlink != 0:
+				st.link = true
+				st.target, err = os.Readlink(next)
+				st.bad = err != nil
+			}
+			seen[next] = st
+		}
+		switch {
+		case st.missing:
+			return filepath.Join(append([]string{next}, parts...)...), links, next, true
+		case st.bad:
+			return "", nil, "", false
+		case !st.link:
+			cur = next
+			continue
+		}
+		if hops++; hops > maxStartupHops {
+			return "", nil, "", false
+		}
+		links = append(links, next)
+		if filepath.IsAbs(st.target) {
+			cur = "/"
+		}
+		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(st.target), "/"), "/"), parts...)
+	}
+	return cur, links, "", true
+}
+
+// StartupNotices are the lines shown at launch for the start-up files made
+// read-only: which, why, and how to edit them.
+func (p *Policy) StartupNotices() []string {
+	var out []string
+	for _, f := range p.Startup {
+		what := quote(f.Path)
+		if f.Dir {
+			what = "the directory " + what
+		}
+		out = append(out, f.Named+" leads into the writable "+quote(f.Grant)+": "+what+" is read-only inside, since your next shell or agent runs it; edit it outside the session")
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestStartupFiles: the start-up files that resolve into the repository are in the
+// plan's data with the directories on their way, a missing one's directory is taken
+// instead (but the repository's top is refused), one that merely lies beside the
+// repository is not, and --read-only (nothing writable to protect it from) lists none.
+func TestStartupFiles(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"shell/bash/rc": "x", "zsh/.zshrc": "x"})
+	writeHomeFiles(t, home, map[string]string{"outside/profile": "x"})
+	for link, target := range map[string]string{".bashrc": "repo/shell/bash/rc", ".profile": "outside/profile"} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"ZDOTDIR=" + filepath.Join(repo, "zsh")}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range p.Startup {
+		paths = append(paths, f.Path)
+		if f.Grant != repo {
+			t.Errorf("%s: grant %s", f.Path, f.Grant)
+		}
+		if f.Path == filepath.Join(repo, "shell/bash/rc") && !slices.Equal(f.Pins, []string{filepath.Join(repo, "shell"), filepath.Join(repo, "shell/bash")}) {
+			t.Errorf("pins on the way to ~/.bashrc: %v", f.Pins)
+		}
+	}
+	// zsh's missing files make their directory read-only, which holds .zshrc.
+	if want := []string{filepath.Join(repo, "shell/bash/rc"), filepath.Join(repo, "zsh")}; !slices.Equal(paths, want) {
+		t.Errorf("start-up files %v, want %v", paths, want)
+	}
+	if n := p.StartupNotices(); len(n) != 2 || !strings.Contains(n[0], "~/.bashrc leads into the writable") {
+		t.Errorf("notices %q", n)
+	}
+	p, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: env, ReadOnly: true})
+	if err != nil || len(p.Startup) != 0 {
+		t.Errorf("--read-only: %v, %v", p.Startup, err)
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"ZDOTDIR=" + repo}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist in the writable") {
+		t.Errorf("ZDOTDIR at the repository's top with its files missing: %v", err)
+	}
+}
+
+// BenchmarkResolveStartup is what finding the start-up files in the grants adds to
+// every launch: a look at each of the audit's start-up paths, one lstat a
+// component, in a HOME with two of them linked into the repository.
+func BenchmarkResolveStartup(b *testing.B) {
+	home := homeDir(b)
+	repo := filepath.Join(home, "repo")
+	if err := os.MkdirAll(filepath.Join(repo, "fish"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "bashrc"), nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".config"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Symlink("repo/bashrc", filepath.Join(home, ".bashrc")); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Symlink("../repo/fish", filepath.Join(home, ".config/fish")); err != nil {
+		b.Fatal(err)
+	}
+	p := &Policy{Home: home, Repo: repo}
+	opts := Options{Environ: []string{}}
+	for b.Loop() {
+		if err := resolveStartup(p, opts); err != nil || len(p.Startup) != 2 {
+			b.Fatalf("%v %v", p.Startup, err)
+		}
+	}
+}
+
+// TestDedupStartup: an entry inside a directory already read-only is dropped, even
+// when a sibling whose name sorts between them ("fish-x") came in between.
+func TestDedupStartup(t *testing.T) {
+	got := dedupStartup([]StartupFile{{Path: "/r/fish/config.fish"}, {Path: "/r/fish-x"}, {Path: "/r/fish", Dir: true}, {Path: "/r/fish-x"}})
+	var paths []string
+	for _, f := range got {
+		paths = append(paths, f.Path)
+	}
+	if want := []string{"/r/fish", "/r/fish-x"}; !slices.Equal(paths, want) {
+		t.Errorf("dedupStartup: %v, want %v", paths, want)
+	}
+}
