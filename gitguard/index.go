@@ -40,7 +40,7 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 	empty := 0
 	// starts[i] is where entry i begins, or 0 for a version 4 entry whose name
 	// keeps part of the previous one (Git cannot begin a block of entries there).
-	var starts []uint32
+	starts := make([]uint32, 0, min(count, 1<<20))
 	off := uint64(len(hdr))
 	for i := uint32(0); i < count; i++ {
 		start := off
