@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // The index (the staging area) names the paths Git writes when the operator
@@ -275,6 +276,61 @@ func unsafeIndexPath(p []byte) bool {
 				return true
 			}
 		}
+		if len(c) > 4 && (ntfsDotGit(c) || hfsDotGit(c)) {
+			return true
+		}
 	}
 	return false
+}
+
+// ntfsDotGit reports whether an NTFS volume takes component c for ".git", as Git's
+// is_ntfs_dotgit does: ".git" or its short name "git~1", in any case, followed by
+// nothing but dots and spaces (which Windows drops), up to a backslash or a colon
+// (an alternate data stream). Git refuses such a path when it adds it
+// (core.protectNTFS, on by default since 2.24.1), so no index Git wrote has one.
+func ntfsDotGit(c []byte) bool {
+	var rest []byte
+	switch {
+	case c[0] == '.' && bytes.EqualFold(c[1:4], []byte("git")):
+		rest = c[4:]
+	case len(c) >= 5 && bytes.EqualFold(c[:3], []byte("git")) && c[3] == '~' && c[4] == '1':
+		rest = c[5:]
+	default:
+		return false
+	}
+	for _, b := range rest {
+		switch b {
+		case '\\', ':':
+			return true
+		case '.', ' ':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// hfsDotGit reports whether HFS+ (or a casefolding that skips ignorable code points) takes
+// component c for ".git", as Git's is_hfs_dotgit does: ".git" in any case once the
+// code points it ignores (U+200C–U+200F, U+202A–U+202E, U+206A–U+206F, U+FEFF) are
+// left out.
+func hfsDotGit(c []byte) bool {
+	if c[0] != '.' && c[0] != 0xe2 && c[0] != 0xef {
+		return false
+	}
+	var kept [4]byte
+	n := 0
+	for len(c) > 0 {
+		r, size := utf8.DecodeRune(c)
+		c = c[size:]
+		switch {
+		case r >= 0x200c && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x206a && r <= 0x206f, r == 0xfeff:
+			continue
+		case r >= utf8.RuneSelf || n == len(kept):
+			return false
+		}
+		kept[n] = byte(r)
+		n++
+	}
+	return n == 4 && kept[0] == '.' && bytes.EqualFold(kept[1:], []byte("git"))
 }

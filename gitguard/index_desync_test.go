@@ -219,3 +219,31 @@ func TestIndexOfGitOnThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestGitRefusesNTFSDotGit: Git itself refuses to add the paths ntfsDotGit names
+// (core.protectNTFS is on by default), so refusing them in an index costs no
+// operator's staging area.
+func TestGitRefusesNTFSDotGit(t *testing.T) {
+	repo := t.TempDir()
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	git := func(args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = env
+		return cmd.Run()
+	}
+	if err := git("init", "-q"); err != nil {
+		t.Fatal(err)
+	}
+	const blob = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+	if err := git("update-index", "--add", "--cacheinfo", "100644,"+blob+",d/ok"); err != nil {
+		t.Fatalf("git refuses an ordinary path: %v", err)
+	}
+	for _, p := range []string{"git~1/hooks/x", "GIT~1 ./x", ".git ./hooks/x", ".git::$INDEX_ALLOCATION/hooks/x", "a/.git./config"} {
+		if !unsafeIndexPath([]byte(p)) {
+			t.Errorf("%q: not refused", p)
+		}
+		if err := git("update-index", "--add", "--cacheinfo", "100644,"+blob+","+p); err == nil {
+			t.Errorf("git adds %q: an index Git writes can hold it", p)
+		}
+	}
+}
