@@ -144,8 +144,12 @@ func (p *ringPool) statRange(fd int, ents []os.DirEntry, stats []entryStat, lo, 
 			p.put(r, true)
 			return statByFstatat(fd, ents, stats, b, hi, f) && ok
 		}
-		answered := len(out)
+		answered, cancelled := len(out), false
 		for i := range out {
+			// ECANCELED is no statx's: io-wq could not start a worker (the
+			// user's RLIMIT_NPROC, a pids cgroup). It then retries for about 50
+			// ms a batch before cancelling, every batch: the ring is done.
+			cancelled = cancelled || errs[i] == unix.ECANCELED
 			if errs[i] != nil || out[i].Mask&statxMask != statxMask {
 				ok = statByFstatat(fd, ents, stats, b+i, b+i+1, f) && ok
 				answered--
@@ -155,6 +159,10 @@ func (p *ringPool) statRange(fd int, ents []os.DirEntry, stats []entryStat, lo, 
 			f.add(ents[b+i], &stats[b+i], uint32(x.Mode), x.Ino, x.Ctime.Sec*1e9+int64(x.Ctime.Nsec), unix.Mkdev(x.Dev_major, x.Dev_minor), uint64(x.Nlink))
 		}
 		p.answered.Add(int64(answered))
+		if cancelled {
+			p.put(r, true)
+			return statByFstatat(fd, ents, stats, e, hi, f) && ok
+		}
 	}
 	clear(r.names)
 	p.put(r, false)
