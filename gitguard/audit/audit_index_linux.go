@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -54,6 +57,7 @@ func (s *scanner) indexFiles(dir string, entries []gitconfig.Entry) {
 // indexFile audits the index file p: a symlink is recorded as one (Git follows it),
 // a file is read entry by entry.
 func (s *scanner) indexFile(p string, hashSize int) {
+	start := time.Now() // before the lstat: every write after it moves the ctime past it
 	fi, err := s.lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -69,17 +73,37 @@ func (s *scanner) indexFile(p string, hashSize int) {
 	// The fingerprint is the file's identity and times: an index's danger is what
 	// Compare weighs, not its content (hashing a large one twice a session costs).
 	var sum string
-	if st, ok := fi.Sys().(*unix.Stat_t); ok {
+	st, isStat := fi.Sys().(*syscall.Stat_t) // os.FileInfo carries syscall's
+	if isStat {
 		sum = fmt.Sprintf("%o:%d:%d:%d.%d", fi.Mode().Perm(), fi.Size(), st.Ino, st.Mtim.Sec, st.Mtim.Nsec)
 	}
 	it := s.add(&Item{Path: p, Kind: KindIndex, Sum: sum})
+	if isStat && s.since != nil {
+		if l, ok := s.since.indexes[p]; ok && l.id == identityOf(st) {
+			for _, d := range l.dangers {
+				s.danger(it, d)
+			}
+			return
+		}
+	}
+	dangers, read := s.indexDangers(p, hashSize)
+	for _, d := range dangers {
+		s.danger(it, d)
+	}
+	if read && isStat && s.launch != nil && st.Ctim.Nano() < start.Add(-indexSettled).UnixNano() {
+		s.launch.noteIndex(p, identityOf(st), dangers)
+	}
+}
+
+// indexDangers reads the index p and says what is dangerous in it; read is false
+// when it could not be read as an index.
+func (s *scanner) indexDangers(p string, hashSize int) (dangers []string, read bool) {
 	bad, n, err := s.readIndex(p, hashSize)
 	if err != nil {
-		s.danger(it, fmt.Sprintf("cannot be read as an index, so cannot be checked (%v)%s", err, indexAfterMove))
-		return
+		return []string{fmt.Sprintf("cannot be read as an index, so cannot be checked (%v)%s", err, indexAfterMove)}, false
 	}
 	if n == 0 {
-		return
+		return nil, true
 	}
 	named := make([]string, len(bad))
 	for i, b := range bad {
@@ -92,7 +116,62 @@ func (s *scanner) indexFile(p string, hashSize int) {
 	if n > len(bad) {
 		more = fmt.Sprintf(" and %d more", n-len(bad))
 	}
-	s.danger(it, fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)%s", strings.Join(named, ", "), more, indexAfterMove))
+	return []string{fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)%s", strings.Join(named, ", "), more, indexAfterMove)}, true
+}
+
+// An end scan takes the launch scan's reading of an index whose lstat has not
+// changed since, instead of reading 10 MB again on the session's critical path.
+// That is sound only where no write can leave the lstat as it was:
+//
+//   - Every write(2), truncate, rename over it or re-creation under the same inode
+//     number sets the ctime to the time of the change, which user space cannot set
+//     back. The kernel takes that time from a coarse clock (a tick behind at most)
+//     and truncates it to the file system's granularity (2 s at the coarsest), so a
+//     change made after the launch's lstat can only keep the ctime it saw when that
+//     ctime was already older than indexSettled at the lstat: a younger index
+//     (Git's "racy" case) is read again at the end.
+//   - A write through a shared mapping whose page is already writable changes the
+//     content without a ctime. Such a page was made writable by a fault, which set
+//     the ctime, in a process that lives no longer than its session; that fault
+//     came after its own session's launch scan read the index, so that session's
+//     end scan finds the ctime changed and reads the index again. A session cannot
+//     hide a plant from its own audit this way, only from another session's, and a
+//     killed launcher's missed audit (session/hostaudit) reads every index whole.
+//
+// Only a session's own end scan (ScanOptions.Since) takes a reading, and only the
+// one its launch scan made of the same path.
+
+// indexReads counts the indexes read (tests: which scan took the launch's reading).
+var indexReads atomic.Int64
+
+// indexSettled is how old an index's ctime must be at the launch's lstat for the
+// end scan to take the launch's reading of it (above).
+const indexSettled = 3 * time.Second
+
+// indexID is what an index's lstat says of its identity and last change.
+type indexID struct {
+	dev, ino     uint64
+	mode         uint32
+	size         int64
+	mtime, ctime int64
+}
+
+func identityOf(st *syscall.Stat_t) indexID {
+	return indexID{dev: uint64(st.Dev), ino: st.Ino, mode: st.Mode, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
+// launchIndex is the launch scan's reading of an index.
+type launchIndex struct {
+	id      indexID
+	dangers []string
+}
+
+// noteIndex keeps the launch scan's reading of the index p for the end scan.
+func (l *Launch) noteIndex(p string, id indexID, dangers []string) {
+	if l.indexes == nil {
+		l.indexes = map[string]launchIndex{}
+	}
+	l.indexes[p] = launchIndex{id: id, dangers: dangers}
 }
 
 // indexAfterMove tells the operator what to do once a dangerous index is moved out:
@@ -103,6 +182,7 @@ const indexAfterMove = "; once it is moved out, git reset rebuilds the index fro
 // a symlink or blocking, and returns up to maxIndexNamed of the paths it names that
 // Git must not write, and how many there are.
 func (s *scanner) readIndex(p string, hashSize int) (bad []string, n int, err error) {
+	indexReads.Add(1)
 	fd, err := s.relax.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, 0, err

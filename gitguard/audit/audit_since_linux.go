@@ -59,6 +59,9 @@ type Launch struct {
 	// directory it read was kept: an end scan that finds nothing changed takes it
 	// as its own (Scan), instead of building the same 100,000 entries again.
 	entries []treewalk.Entry
+	// indexes are the launch scan's readings of the Git indexes it read, by path
+	// (audit_index_linux.go: what an end scan may take of them).
+	indexes map[string]launchIndex
 }
 
 // linkNames is one file with more than one name, as the launch walk found it.
