@@ -2,60 +2,20 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/gitindex"
 )
 
 // indexOf is a Git index of the given version whose entries name paths, with object
 // ids of hashSize bytes; extended sets every entry's extended flags (version 3+).
 func indexOf(version, hashSize int, extended bool, paths []string) []byte {
-	paths = append([]string(nil), paths...)
-	sort.Strings(paths)
-	var b bytes.Buffer
-	b.WriteString("DIRC")
-	binary.Write(&b, binary.BigEndian, []uint32{uint32(version), uint32(len(paths))})
-	prev := ""
-	for _, p := range paths {
-		var e bytes.Buffer
-		binary.Write(&e, binary.BigEndian, []uint32{0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 3})
-		e.Write(bytes.Repeat([]byte{0xab}, hashSize))
-		flags := uint16(min(len(p), 0xfff))
-		if extended {
-			flags |= 0x4000
-		}
-		binary.Write(&e, binary.BigEndian, flags)
-		if extended {
-			binary.Write(&e, binary.BigEndian, uint16(0x2000)) // intent to add
-		}
-		if version == 4 {
-			common := 0
-			for common < len(p) && common < len(prev) && p[common] == prev[common] {
-				common++
-			}
-			e.WriteByte(byte(len(prev) - common))
-			e.WriteString(p[common:])
-			e.WriteByte(0)
-		} else {
-			e.WriteString(p)
-			e.Write(make([]byte, 8-e.Len()%8))
-		}
-		b.Write(e.Bytes())
-		prev = p
-	}
-	if hashSize == 32 {
-		sum := sha256.Sum256(b.Bytes())
-		return append(b.Bytes(), sum[:]...)
-	}
-	sum := sha1.Sum(b.Bytes())
-	return append(b.Bytes(), sum[:]...)
+	return gitindex.Index{Version: version, OID: bytes.Repeat([]byte{0xab}, hashSize), Mode: 0o100644, Size: 3, Extended: extended}.Bytes(paths)
 }
 
 // gitIn runs the host's git in dir with no user or system config.

@@ -1,16 +1,15 @@
 package adversarial
 
 import (
-	"bytes"
 	"crypto/sha1"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/gitindex"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
@@ -20,36 +19,7 @@ import (
 // (of size bytes, mode 100755) at paths: what a session can write to .git/index,
 // bypassing the checks Git makes only when it adds a path to the index itself.
 func craftIndex(version int, oid []byte, size int, paths []string) []byte {
-	paths = append([]string(nil), paths...)
-	sort.Strings(paths)
-	var b bytes.Buffer
-	b.WriteString("DIRC")
-	binary.Write(&b, binary.BigEndian, []uint32{uint32(version), uint32(len(paths))})
-	prev := ""
-	for _, p := range paths {
-		var e bytes.Buffer
-		binary.Write(&e, binary.BigEndian, []uint32{0, 0, 0, 0, 0, 0, 0o100755, 0, 0, uint32(size)})
-		e.Write(oid)
-		binary.Write(&e, binary.BigEndian, uint16(len(p)))
-		if version == 4 {
-			// Prefix compression: strip nothing of prev but what differs (one
-			// byte offsets suffice for these short paths).
-			common := 0
-			for common < len(p) && common < len(prev) && p[common] == prev[common] {
-				common++
-			}
-			e.WriteByte(byte(len(prev) - common))
-			e.WriteString(p[common:])
-			e.WriteByte(0)
-		} else {
-			e.WriteString(p)
-			e.Write(make([]byte, 8-e.Len()%8))
-		}
-		b.Write(e.Bytes())
-		prev = p
-	}
-	sum := sha1.Sum(b.Bytes())
-	return append(b.Bytes(), sum[:]...)
+	return gitindex.Index{Version: version, OID: oid, Mode: 0o100755, Size: uint32(size)}.Bytes(paths)
 }
 
 // TestIndexNamingGitDirPaths: a session writes .git/index itself, with an entry
