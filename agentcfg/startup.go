@@ -17,7 +17,9 @@ type StartupPath struct {
 // move zsh's files and the agents' directories. A variable that is not absolute
 // moves nothing a program finds.
 func StartupPaths(home string, env func(string) string) []StartupPath {
-	var out []StartupPath
+	// Sized for every path it can list: this runs on every launch, and each
+	// growth of the slice would be fresh memory of a fresh process (page faults).
+	out := make([]StartupPath, 0, maxStartupPaths())
 	inHome := func(rel string, dir bool) {
 		out = append(out, StartupPath{Path: filepath.Join(home, rel), Dir: dir, Named: "~/" + rel})
 	}
@@ -29,14 +31,29 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 			out = append(out, StartupPath{Path: filepath.Join(filepath.Clean(z), n), Named: "$ZDOTDIR/" + n})
 		}
 	}
-	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
-		inHome(a.rel, true)
-		if a.env == "" {
-			continue
-		}
-		if d := env(a.env); filepath.IsAbs(d) {
-			out = append(out, StartupPath{Path: filepath.Clean(d), Dir: true, Named: "$" + a.env})
+	for _, dirs := range [...][]agentDir{agentDirs, startDirs} {
+		for _, a := range dirs {
+			inHome(a.rel, true)
+			if a.env == "" {
+				continue
+			}
+			if d := env(a.env); filepath.IsAbs(d) {
+				out = append(out, StartupPath{Path: filepath.Clean(d), Dir: true, Named: "$" + a.env})
+			}
 		}
 	}
 	return out
+}
+
+// maxStartupPaths is how many paths StartupPaths lists with every variable set.
+func maxStartupPaths() int {
+	n := len(known) + len(zshFiles) + len(agentDirs) + len(startDirs)
+	for _, dirs := range [...][]agentDir{agentDirs, startDirs} {
+		for _, a := range dirs {
+			if a.env != "" {
+				n++
+			}
+		}
+	}
+	return n
 }
