@@ -26,7 +26,9 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 	}
 	if z := env("ZDOTDIR"); filepath.IsAbs(z) {
 		for _, n := range zshFiles {
-			out = append(out, StartupPath{Path: filepath.Join(filepath.Clean(z), n), Named: "$ZDOTDIR/" + n})
+			// Not filepath.Join'd: its Clean would take a ".." before the symlink it
+			// follows, where zsh's open(2) takes it after ($HOME/link/..).
+			out = append(out, StartupPath{Path: z + "/" + n, Named: "$ZDOTDIR/" + n})
 		}
 	}
 	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
@@ -35,7 +37,7 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 			continue
 		}
 		if d := env(a.env); filepath.IsAbs(d) {
-			out = append(out, StartupPath{Path: filepath.Clean(d), Dir: true, Named: "$" + a.env})
+			out = append(out, StartupPath{Path: d, Dir: true, Named: "$" + a.env})
 		}
 	}
 	return out

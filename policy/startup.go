@@ -2,12 +2,14 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/agentbox/agentbox/agentcfg"
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -71,6 +73,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
+	var grantDevs []uint64 // the grants' file systems, looked up at the first hard link
 	seen := homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
@@ -87,6 +90,11 @@ func resolveStartup(p *Policy, opts Options) error {
 			}
 		}
 		g := grantOf(final)
+		if missing == "" && !sp.Dir {
+			if why := sharedInode(final, g, grants, &grantDevs); why != "" {
+				return refuse(why)
+			}
+		}
 		if g == "" || hiddenAt(p, final) {
 			continue
 		}
@@ -120,6 +128,45 @@ func resolveStartup(p *Policy, opts Options) error {
 	}
 	p.Startup = dedupStartup(found)
 	return nil
+}
+
+// sharedInode says why the start-up file final (in grant g, or in none when g is
+// "") cannot be protected, when it is a file with more than one name: a read-only
+// bind covers one name of an inode, and the session writes it through another that
+// lies in a writable grant — ~/.bashrc hard-linked to REPO/bashrc (the real
+// ~/.bashrc changes, P3), or REPO/bashrc, bound read-only, hard-linked to REPO/x.
+// Its other names cannot be found without a walk of the grants, so a file inside a
+// grant with more than one name is refused, and one outside every grant when it
+// lies on a grant's file system (hard links do not cross file systems). devs holds
+// the grants' devices once looked up.
+func sharedInode(final, g string, grants []string, devs *[]uint64) string {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(final, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
+		return ""
+	}
+	fix := "; give it a name of its own (cp it beside, then mv the copy over it) or make it a symlink"
+	if g != "" {
+		return fmt.Sprintf("leads to %s in the writable %s, which has %d names (hard links): the session could write it through another name, and your next shell or agent would run what it wrote%s",
+			quote(final), quote(g), st.Nlink, fix)
+	}
+	if *devs == nil {
+		*devs = []uint64{}
+		for _, gr := range grants {
+			var gs syscall.Stat_t
+			dev := ^uint64(0) // no file system: a grant that cannot be looked at holds no name
+			if syscall.Stat(gr, &gs) == nil {
+				dev = uint64(gs.Dev)
+			}
+			*devs = append(*devs, dev)
+		}
+	}
+	for i, d := range *devs {
+		if d == uint64(st.Dev) {
+			return fmt.Sprintf("leads to %s, which has %d names (hard links) on the file system of the writable %s: the session could write it through a name there, and your next shell or agent would run what it wrote%s",
+				quote(final), st.Nlink, quote(grants[i]), fix)
+		}
+	}
+	return ""
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty
@@ -187,7 +234,9 @@ func homeListing(home string) map[string]pathState {
 // is canonical: a path below it is looked at from there on. seen remembers each
 // component looked at, for the next path (most share ~/.config and ~/.local).
 func resolveLinks(path, home string, seen map[string]pathState) (final string, links []string, missing string, ok bool) {
-	cur, rest := "/", filepath.Clean(path)
+	// Not filepath.Clean'd: the kernel takes a ".." after the symlink it follows
+	// ($HOME/link/.. is the link target's parent), and so does the walk below.
+	cur, rest := "/", path
 	if r, ok := strings.CutPrefix(rest, home+"/"); ok && home != "/" {
 		cur, rest = home, r
 	}
@@ -240,7 +289,7 @@ func resolveLinks(path, home string, seen map[string]pathState) (final string, l
 		if filepath.IsAbs(st.target) {
 			cur = "/"
 		}
-		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(st.target), "/"), "/"), parts...)
+		parts = append(strings.Split(strings.TrimPrefix(st.target, "/"), "/"), parts...)
 	}
 	return cur, links, "", true
 }

@@ -95,3 +95,78 @@ func TestDedupStartup(t *testing.T) {
 		t.Errorf("dedupStartup: %v, want %v", paths, want)
 	}
 }
+
+// TestStartupDotDotAfterLink: a ".." in $ZDOTDIR or in a symlink's target is taken
+// after the symlink before it, as the kernel takes it: $HOME/zl/.. with zl -> the
+// repository's zdot/sub is zdot, whose .zshrc zsh runs — not $HOME, which a
+// lexical clean of the path makes of it.
+func TestStartupDotDotAfterLink(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"zdot/sub/x": "x", "zdot/.zshrc": "x", ".bashrc": "x", "zsh/x": "x"})
+	for link, target := range map[string]string{
+		"zl": "repo/zdot/sub", "top": "repo/zsh",
+		// ~/.bashrc -> top/../.bashrc is the repository's .bashrc; a lexical clean
+		// made it ~/.bashrc itself, a loop, and passed it over.
+		".bashrc": "top/../.bashrc",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, zdotdir := range []string{filepath.Join(home, "zl") + "/..", filepath.Join(home, "zl") + "/../"} {
+		p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"ZDOTDIR=" + zdotdir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, f := range p.Startup {
+			paths = append(paths, f.Path)
+		}
+		if want := []string{filepath.Join(repo, ".bashrc"), filepath.Join(repo, "zdot")}; !slices.Equal(paths, want) {
+			t.Errorf("ZDOTDIR=%s: start-up files %v, want %v", zdotdir, paths, want)
+		}
+	}
+	// $HOME/top/.. is the repository's top, where zsh's missing files could be
+	// created: refused, as ZDOTDIR=REPO is.
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"ZDOTDIR=" + filepath.Join(home, "top") + "/.."}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist in the writable") {
+		t.Errorf("ZDOTDIR=$HOME/top/..: %v", err)
+	}
+}
+
+// TestStartupHardLinks: a start-up file with another name is refused where that
+// name can be in a writable grant: a read-only bind covers one name of an inode.
+// ~/.bashrc hard-linked into the repository (the session would write the real
+// one), and a file in the repository made read-only with a second name beside it.
+func TestStartupHardLinks(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"dots/bashrc": "x", "dots/zshrc": "x"})
+	if err := os.Link(filepath.Join(repo, "dots/bashrc"), filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "2 names (hard links) on the file system of the writable") {
+		t.Errorf("~/.bashrc hard-linked into the repository: %v", err)
+	}
+	if err := os.Remove(filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("repo/dots/zshrc", filepath.Join(home, ".zshrc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}}); err != nil {
+		t.Fatalf("a start-up file of one name: %v", err)
+	}
+	if err := os.Link(filepath.Join(repo, "dots/zshrc"), filepath.Join(repo, "other")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.zshrc") || !strings.Contains(err.Error(), "which has 2 names (hard links)") {
+		t.Errorf("a start-up file in the repository with a second name: %v", err)
+	}
+	// A second name outside every grant's file system is no way in: only HOME's
+	// own copy would change, and that is the overlay's.
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, ReadOnly: true}); err != nil {
+		t.Errorf("--read-only (no writable grant): %v", err)
+	}
+}
