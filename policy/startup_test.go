@@ -170,3 +170,30 @@ func TestStartupHardLinks(t *testing.T) {
 		t.Errorf("--read-only (no writable grant): %v", err)
 	}
 }
+
+// TestStartupXDG: $XDG_CONFIG_HOME and $XDG_DATA_HOME move fish's files, the
+// autostart entries, the user's systemd units and desktop entries out of ~/.config
+// and ~/.local/share; in the repository they are read-only like ~/.config's. Here
+// most of them are missing, so the directories that would hold them are taken.
+func TestStartupXDG(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"xdg/config/fish/config.fish": "x", "xdg/share/applications/a.desktop": "x"})
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(repo, "xdg/config"), "XDG_DATA_HOME=" + filepath.Join(repo, "xdg/share")}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, f := range p.Startup {
+		named = append(named, f.Path)
+	}
+	if want := []string{filepath.Join(repo, "xdg/config"), filepath.Join(repo, "xdg/share")}; !slices.Equal(named, want) {
+		t.Errorf("start-up files %v, want %v", named, want)
+	}
+	// The repository as $XDG_CONFIG_HOME, without fish's or autostart's directory:
+	// the session could create them at its top.
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"XDG_CONFIG_HOME=" + repo}})
+	if err == nil || !strings.Contains(err.Error(), "$XDG_CONFIG_HOME/") || !strings.Contains(err.Error(), "does not exist in the writable") {
+		t.Errorf("XDG_CONFIG_HOME at the repository's top: %v", err)
+	}
+}

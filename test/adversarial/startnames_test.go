@@ -15,7 +15,8 @@ func TestStartupFileNames(t *testing.T) {
 	runAttacksOn(t, append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI), startupNameAttacks)
 }
 
-// startupNameAttacks: a start-up file with a second name, or named with a "..". A read-only bind
+// startupNameAttacks: a start-up file with a second name, named with a "..", or
+// moved by $XDG_DATA_HOME. A read-only bind
 // covers one name of an inode; through another name in the writable repository the
 // session writes what the operator's next shell runs. ~/.bashrc hard-linked to the
 // dotfiles checkout's bashrc is the real ~/.bashrc written from the repository (P3),
@@ -83,4 +84,24 @@ var startupNameAttacks = []attack{{
 		try zdotdir-zlogin sh -c 'echo "touch $PWNED/zlogin" > "$ZDOTDIR/.zlogin"'
 		try bashrc-dotdot sh -c 'echo "touch $PWNED/bashrc" >> "$HOME/.bashrc"'
 		echo DONE`,
+}, {
+	// $XDG_DATA_HOME in the repository: fish's vendor directories, bash-completion,
+	// the user's systemd units and the desktop's applications are looked for there
+	// instead of ~/.local/share, and nothing there was made read-only. ($XDG_CONFIG_HOME
+	// there is refused already: agentbox's own config would be writable.)
+	name: "start-up files: $XDG_DATA_HOME in the repository",
+	setup: func(t *testing.T, x *target) []string {
+		mkUserDir(t, filepath.Join(x.Repo, "xdg/share/applications"))
+		mkUserDir(t, filepath.Join(x.Repo, "xdg/share/bash-completion/completions"))
+		testenv.Chown(t, x.Repo)
+		x.env = append(x.env, "XDG_DATA_HOME="+filepath.Join(x.Repo, "xdg/share"))
+		return []string{filepath.Join(x.Repo, "xdg/share/applications/x.desktop"), filepath.Join(x.Repo, "xdg/share/bash-completion/completions/git"),
+			filepath.Join(x.Repo, "xdg/share/systemd"), filepath.Join(x.Repo, "xdg/share/fish")}
+	},
+	script: `
+		try xdg-data-applications sh -c 'printf "[Desktop Entry]\nExec=touch %s/desktop\n" "$PWNED" > "$XDG_DATA_HOME/applications/x.desktop"'
+		try xdg-data-completion sh -c 'echo "touch $PWNED/completion" > "$XDG_DATA_HOME/bash-completion/completions/git"'
+		try xdg-data-systemd mkdir -p "$XDG_DATA_HOME/systemd/user"
+		try xdg-data-fish mkdir -p "$XDG_DATA_HOME/fish/vendor_conf.d"
+		echo work > "$REPO/notes" && echo DONE`,
 }}
