@@ -116,8 +116,14 @@ func resolveStartup(p *Policy, opts Options) error {
 			}
 		default:
 			fi, err := os.Lstat(final)
-			if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-				continue // nothing a shell or an agent runs
+			if err != nil {
+				continue // nothing the operator's programs can look at either
+			}
+			if !fi.IsDir() && !fi.Mode().IsRegular() {
+				// Nothing a shell runs now, but its name is the session's: it
+				// could replace a named pipe or a socket with a file.
+				return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is a " + fileType(fi.Mode()) +
+					": the session could replace it with what your next shell or agent runs; remove it or make it a file")
 			}
 			f.Dir = fi.IsDir()
 		}
@@ -167,6 +173,19 @@ func sharedInode(final, g string, grants []string, devs *[]uint64) string {
 		}
 	}
 	return ""
+}
+
+// fileType names a mode's type for a message.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty

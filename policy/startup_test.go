@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -195,5 +196,21 @@ func TestStartupXDG(t *testing.T) {
 	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"XDG_CONFIG_HOME=" + repo}})
 	if err == nil || !strings.Contains(err.Error(), "$XDG_CONFIG_HOME/") || !strings.Contains(err.Error(), "does not exist in the writable") {
 		t.Errorf("XDG_CONFIG_HOME at the repository's top: %v", err)
+	}
+}
+
+// TestStartupSpecialFile: a start-up file in the repository that is a named pipe
+// runs nothing now, but the session could replace it with a script: refused.
+func TestStartupSpecialFile(t *testing.T) {
+	home, repo := tree(t)
+	if err := syscall.Mkfifo(filepath.Join(repo, "sub/bashrc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("repo/sub/bashrc", filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "which is a named pipe") {
+		t.Errorf("~/.bashrc leading to a named pipe in the repository: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package adversarial
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
@@ -56,6 +57,26 @@ var startupNameAttacks = []attack{{
 		attempt zshrc-twin sh -c 'echo "touch $PWNED/zshrc" >> "$REPO/dots/alias"'
 		echo DONE`,
 	refused: "which has 2 names (hard links): the session could write it through another name",
+}, {
+	// ~/.bashrc -> REPO/dots/bashrc, a named pipe: nothing a shell runs now, and
+	// passed over, but its name was the session's to replace with a script.
+	name: "start-up files: a named pipe where ~/.bashrc leads in the repository",
+	setup: func(t *testing.T, x *target) []string {
+		mkUserDir(t, filepath.Join(x.Repo, "dots"))
+		if err := syscall.Mkfifo(filepath.Join(x.Repo, "dots/bashrc"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(x.Repo, "dots/bashrc"), filepath.Join(x.Home, ".bashrc")); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Chown(t, x.Repo)
+		testenv.Chown(t, filepath.Join(x.Home, ".bashrc"))
+		return []string{filepath.Join(x.Repo, "dots/bashrc")}
+	},
+	script: `
+		attempt bashrc-fifo sh -c 'rm -f "$REPO/dots/bashrc" && echo "touch $PWNED/bashrc" > "$REPO/dots/bashrc"'
+		echo DONE`,
+	refused: "which is a named pipe: the session could replace it",
 }, {
 	// A ".." after a symlink: $ZDOTDIR=$HOME/zl/.. with zl -> REPO/zdot/sub is
 	// REPO/zdot to zsh (the kernel takes ".." after the link), and ~/.bashrc ->
