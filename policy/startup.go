@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,7 @@ func resolveStartup(p *Policy, opts Options) error {
 	}
 	var found []StartupFile
 	var grantDevs []uint64 // the grants' file systems, looked up at the first hard link
+	walk := map[string]string{} // the existing start-up directories, by how they are named
 	seen := homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
@@ -126,6 +128,9 @@ func resolveStartup(p *Policy, opts Options) error {
 					": the session could replace it with what your next shell or agent runs; remove it or make it a file")
 			}
 			f.Dir = fi.IsDir()
+			if f.Dir {
+				walk[final] = sp.Named
+			}
 		}
 		for a := filepath.Dir(f.Path); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
 			f.Pins = append([]string{a}, f.Pins...)
@@ -133,7 +138,65 @@ func resolveStartup(p *Policy, opts Options) error {
 		found = append(found, f)
 	}
 	p.Startup = dedupStartup(found)
+	// What the directories kept read-only lead to, once all of them are known: a
+	// link from one into another is no way out.
+	walkLeft := maxStartupWalk
+	for _, dir := range slices.Sorted(maps.Keys(walk)) {
+		if why := dirEscape(dir, p.Home, grants, p.Startup, seen, &walkLeft); why != "" {
+			return &Error{What: "start-up file", Path: walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(grantOf(dir)) + ", " + why}
+		}
+	}
 	return nil
+}
+
+// maxStartupWalk bounds the entries read in the start-up directories that lie in
+// grants, at every launch; beyond it the launch is refused.
+const maxStartupWalk = 200000
+
+// dirEscape says why the start-up directory dir, bound read-only, would not keep
+// what the operator's programs read through it from the session: a symlink in it
+// that leads into a writable grant outside every read-only start-up path, or
+// through a symlink there (fish's conf.d/x.fish -> ../../shared/x.fish), and a file
+// in it with a second name (sharedInode). "" when there is none.
+func dirEscape(dir, home string, grants []string, readOnly []StartupFile, seen map[string]pathState, left *int) string {
+	var devs []uint64
+	writable := func(path string) bool {
+		if slices.ContainsFunc(readOnly, func(f StartupFile) bool { return path == f.Path || f.Dir && hostpath.Within(path, f.Path) }) {
+			return false
+		}
+		return slices.ContainsFunc(grants, func(g string) bool { return hostpath.Within(path, g) })
+	}
+	why := ""
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: for the operator's programs too
+		}
+		if *left--; *left < 0 {
+			why = fmt.Sprintf("which holds more than %d entries to look through for links out of it: move what is not start-up out of it", maxStartupWalk)
+			return fs.SkipAll
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			final, links, _, ok := resolveLinks(path, home, seen)
+			if !ok {
+				return nil
+			}
+			for _, l := range append(links, final) {
+				if writable(l) {
+					why = "which holds " + quote(path) + ", a symlink that leads to " + quote(final) + " through " + quote(l) +
+						", which the session could write or point elsewhere, and your next shell or agent would run what it wrote; link to a file inside the directory or copy it there"
+					return fs.SkipAll
+				}
+			}
+		case d.Type().IsRegular():
+			if w := sharedInode(path, dir, grants, &devs); w != "" {
+				why = "which holds " + quote(path) + ", a file with more than one name (hard links): the session could write it through another; give it a name of its own (cp it beside, then mv the copy over it)"
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return why
 }
 
 // sharedInode says why the start-up file final (in grant g, or in none when g is

@@ -214,3 +214,45 @@ func TestStartupSpecialFile(t *testing.T) {
 		t.Errorf("~/.bashrc leading to a named pipe in the repository: %v", err)
 	}
 }
+
+// TestStartupDirEscape: a start-up directory in the repository is read-only inside,
+// which keeps nothing that a symlink in it leads to elsewhere in the repository, nor
+// a file in it with a second name there: both refused. A link inside it, or out of
+// every grant, is fine.
+func TestStartupDirEscape(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"fish/conf.d/own.fish": "x", "shared/a.fish": "x", "fish/b.fish": "x"})
+	writeHomeFiles(t, home, map[string]string{"outside.fish": "x"})
+	for link, target := range map[string]string{
+		filepath.Join(home, ".config/fish"):             "../repo/fish",
+		filepath.Join(repo, "fish/conf.d/inside.fish"):  "../b.fish",
+		filepath.Join(repo, "fish/conf.d/outside.fish"): filepath.Join(home, "outside.fish"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}}); err != nil {
+		t.Fatalf("links inside the directory and out of the repository: %v", err)
+	}
+	if err := os.Symlink("../../shared/a.fish", filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.config/fish") || !strings.Contains(err.Error(), "a symlink that leads to") {
+		t.Errorf("a link out of ~/.config/fish into the repository: %v", err)
+	}
+	if err := os.Remove(filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(repo, "shared/a.fish"), filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "a file with more than one name") {
+		t.Errorf("a file of ~/.config/fish hard-linked into the repository: %v", err)
+	}
+}

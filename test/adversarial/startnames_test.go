@@ -16,8 +16,8 @@ func TestStartupFileNames(t *testing.T) {
 	runAttacksOn(t, append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI), startupNameAttacks)
 }
 
-// startupNameAttacks: a start-up file with a second name, named with a "..", or
-// moved by $XDG_DATA_HOME. A read-only bind
+// startupNameAttacks: a start-up file with a second name, named with a "..", moved
+// by $XDG_DATA_HOME, a named pipe, or a start-up directory with a link out. A read-only bind
 // covers one name of an inode; through another name in the writable repository the
 // session writes what the operator's next shell runs. ~/.bashrc hard-linked to the
 // dotfiles checkout's bashrc is the real ~/.bashrc written from the repository (P3),
@@ -57,6 +57,30 @@ var startupNameAttacks = []attack{{
 		attempt zshrc-twin sh -c 'echo "touch $PWNED/zshrc" >> "$REPO/dots/alias"'
 		echo DONE`,
 	refused: "which has 2 names (hard links): the session could write it through another name",
+}, {
+	// ~/.config/fish -> REPO/fish, read-only inside; its conf.d/a.fish a symlink to
+	// REPO/shared/a.fish, which was not: fish runs what the session wrote there.
+	name: "start-up files: a link out of a read-only start-up directory into the repository",
+	setup: func(t *testing.T, x *target) []string {
+		mkUserDir(t, filepath.Join(x.Repo, "fish/conf.d"))
+		mkUserDir(t, filepath.Join(x.Repo, "shared"))
+		mkUserDir(t, filepath.Join(x.Home, ".config"))
+		sandboxtest.WriteFile(t, filepath.Join(x.Repo, "shared/a.fish"), "# mine\n")
+		for link, target := range map[string]string{
+			filepath.Join(x.Repo, "fish/conf.d/a.fish"): "../../shared/a.fish", filepath.Join(x.Home, ".config/fish"): filepath.Join(x.Repo, "fish"),
+		} {
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testenv.Chown(t, x.Repo)
+		testenv.Chown(t, filepath.Join(x.Home, ".config"))
+		return []string{filepath.Join(x.Repo, "shared/a.fish")}
+	},
+	script: `
+		attempt fish-link-out sh -c 'echo "touch $PWNED/fish" >> "$REPO/shared/a.fish"'
+		echo DONE`,
+	refused: "a symlink that leads to",
 }, {
 	// ~/.bashrc -> REPO/dots/bashrc, a named pipe: nothing a shell runs now, and
 	// passed over, but its name was the session's to replace with a script.
