@@ -74,7 +74,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
-	var grantDevs []uint64 // the grants' file systems, looked up at the first hard link
+	var grantDevs []uint64      // the grants' file systems, looked up at the first hard link
 	walk := map[string]string{} // the existing start-up directories, by how they are named
 	seen := homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
