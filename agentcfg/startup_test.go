@@ -11,8 +11,16 @@ import (
 func TestStartupPathsOneSlice(t *testing.T) {
 	env := func(name string) string {
 		switch name {
-		case "ZDOTDIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME":
-			return "/srv/" + strings.ToLower(name)
+		case "ZDOTDIR":
+			return "/srv/zdotdir"
+		case "CLAUDE_CONFIG_DIR":
+			return "/srv/claude"
+		case "CODEX_HOME":
+			return "/srv/codex"
+		case "XDG_CONFIG_HOME":
+			return "/srv/config"
+		case "XDG_DATA_HOME":
+			return "/srv/data"
 		}
 		return ""
 	}
@@ -20,17 +28,19 @@ func TestStartupPathsOneSlice(t *testing.T) {
 	if len(out) != cap(out) {
 		t.Errorf("%d paths in a slice of %d: sized for what it can list", len(out), cap(out))
 	}
-	var zsh, moved int
+	var zsh, xdg, moved int
 	for _, sp := range out {
 		switch {
 		case strings.HasPrefix(sp.Named, "$ZDOTDIR/"):
 			zsh++
+		case strings.HasPrefix(sp.Named, "$XDG_"):
+			xdg++
 		case strings.HasPrefix(sp.Named, "$"):
 			moved++
 		}
 	}
-	if zsh != len(zshFiles) || moved != 2 {
-		t.Fatalf("%d of zsh's files below $ZDOTDIR and %d moved agent directories, want %d and 2: %+v", zsh, moved, len(zshFiles), out)
+	if zsh != len(zshFiles) || moved != 2 || xdg == 0 {
+		t.Fatalf("%d of zsh's files below $ZDOTDIR, %d moved agent directories and %d paths below the XDG directories, want %d, 2 and some: %+v", zsh, moved, xdg, len(zshFiles), out)
 	}
 	// About two strings a path (its path and its name; 123 allocations for 59
 	// paths on Go 1.26, where growing the slice instead made it 130).

@@ -2,12 +2,15 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/agentbox/agentbox/agentcfg"
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -71,6 +74,8 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
+	var grantDevs []uint64      // the grants' file systems, looked up at the first hard link
+	walk := map[string]string{} // the existing start-up directories, by how they are named
 	seen := homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
@@ -87,6 +92,11 @@ func resolveStartup(p *Policy, opts Options) error {
 			}
 		}
 		g := grantOf(final)
+		if missing == "" && !sp.Dir {
+			if why := sharedInode(final, g, grants, &grantDevs); why != "" {
+				return refuse(why)
+			}
+		}
 		if g == "" || hiddenAt(p, final) {
 			continue
 		}
@@ -108,10 +118,19 @@ func resolveStartup(p *Policy, opts Options) error {
 			}
 		default:
 			fi, err := os.Lstat(final)
-			if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-				continue // nothing a shell or an agent runs
+			if err != nil {
+				continue // nothing the operator's programs can look at either
+			}
+			if !fi.IsDir() && !fi.Mode().IsRegular() {
+				// Nothing a shell runs now, but its name is the session's: it
+				// could replace a named pipe or a socket with a file.
+				return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is a " + fileType(fi.Mode()) +
+					": the session could replace it with what your next shell or agent runs; remove it or make it a file")
 			}
 			f.Dir = fi.IsDir()
+			if f.Dir {
+				walk[final] = sp.Named
+			}
 		}
 		for a := filepath.Dir(f.Path); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
 			f.Pins = append([]string{a}, f.Pins...)
@@ -119,7 +138,117 @@ func resolveStartup(p *Policy, opts Options) error {
 		found = append(found, f)
 	}
 	p.Startup = dedupStartup(found)
+	// What the directories kept read-only lead to, once all of them are known: a
+	// link from one into another is no way out.
+	walkLeft := maxStartupWalk
+	for _, dir := range slices.Sorted(maps.Keys(walk)) {
+		if why := dirEscape(dir, p.Home, grants, p.Startup, seen, &walkLeft); why != "" {
+			return &Error{What: "start-up file", Path: walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(grantOf(dir)) + ", " + why}
+		}
+	}
 	return nil
+}
+
+// maxStartupWalk bounds the entries read in the start-up directories that lie in
+// grants, at every launch; beyond it the launch is refused.
+const maxStartupWalk = 200000
+
+// dirEscape says why the start-up directory dir, bound read-only, would not keep
+// what the operator's programs read through it from the session: a symlink in it
+// that leads into a writable grant outside every read-only start-up path, or
+// through a symlink there (fish's conf.d/x.fish -> ../../shared/x.fish), and a file
+// in it with a second name (sharedInode). "" when there is none.
+func dirEscape(dir, home string, grants []string, readOnly []StartupFile, seen map[string]pathState, left *int) string {
+	var devs []uint64
+	writable := func(path string) bool {
+		if slices.ContainsFunc(readOnly, func(f StartupFile) bool { return path == f.Path || f.Dir && hostpath.Within(path, f.Path) }) {
+			return false
+		}
+		return slices.ContainsFunc(grants, func(g string) bool { return hostpath.Within(path, g) })
+	}
+	why := ""
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: for the operator's programs too
+		}
+		if *left--; *left < 0 {
+			why = fmt.Sprintf("which holds more than %d entries to look through for links out of it: move what is not start-up out of it", maxStartupWalk)
+			return fs.SkipAll
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			final, links, _, ok := resolveLinks(path, home, seen)
+			if !ok {
+				return nil
+			}
+			for _, l := range append(links, final) {
+				if writable(l) {
+					why = "which holds " + quote(path) + ", a symlink that leads to " + quote(final) + " through " + quote(l) +
+						", which the session could write or point elsewhere, and your next shell or agent would run what it wrote; link to a file inside the directory or copy it there"
+					return fs.SkipAll
+				}
+			}
+		case d.Type().IsRegular():
+			if w := sharedInode(path, dir, grants, &devs); w != "" {
+				why = "which holds " + quote(path) + ", a file with more than one name (hard links): the session could write it through another; give it a name of its own (cp it beside, then mv the copy over it)"
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	return why
+}
+
+// sharedInode says why the start-up file final (in grant g, or in none when g is
+// "") cannot be protected, when it is a file with more than one name: a read-only
+// bind covers one name of an inode, and the session writes it through another that
+// lies in a writable grant — ~/.bashrc hard-linked to REPO/bashrc (the real
+// ~/.bashrc changes, P3), or REPO/bashrc, bound read-only, hard-linked to REPO/x.
+// Its other names cannot be found without a walk of the grants, so a file inside a
+// grant with more than one name is refused, and one outside every grant when it
+// lies on a grant's file system (hard links do not cross file systems). devs holds
+// the grants' devices once looked up.
+func sharedInode(final, g string, grants []string, devs *[]uint64) string {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(final, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
+		return ""
+	}
+	fix := "; give it a name of its own (cp it beside, then mv the copy over it) or make it a symlink"
+	if g != "" {
+		return fmt.Sprintf("leads to %s in the writable %s, which has %d names (hard links): the session could write it through another name, and your next shell or agent would run what it wrote%s",
+			quote(final), quote(g), st.Nlink, fix)
+	}
+	if *devs == nil {
+		*devs = []uint64{}
+		for _, gr := range grants {
+			var gs syscall.Stat_t
+			dev := ^uint64(0) // no file system: a grant that cannot be looked at holds no name
+			if syscall.Stat(gr, &gs) == nil {
+				dev = uint64(gs.Dev)
+			}
+			*devs = append(*devs, dev)
+		}
+	}
+	for i, d := range *devs {
+		if d == uint64(st.Dev) {
+			return fmt.Sprintf("leads to %s, which has %d names (hard links) on the file system of the writable %s: the session could write it through a name there, and your next shell or agent would run what it wrote%s",
+				quote(final), st.Nlink, quote(grants[i]), fix)
+		}
+	}
+	return ""
+}
+
+// fileType names a mode's type for a message.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty
@@ -187,7 +316,9 @@ func homeListing(home string) map[string]pathState {
 // is canonical: a path below it is looked at from there on. seen remembers each
 // component looked at, for the next path (most share ~/.config and ~/.local).
 func resolveLinks(path, home string, seen map[string]pathState) (final string, links []string, missing string, ok bool) {
-	cur, rest := "/", filepath.Clean(path)
+	// Not filepath.Clean'd: the kernel takes a ".." after the symlink it follows
+	// ($HOME/link/.. is the link target's parent), and so does the walk below.
+	cur, rest := "/", path
 	if r, ok := strings.CutPrefix(rest, home+"/"); ok && home != "/" {
 		cur, rest = home, r
 	}
@@ -240,7 +371,7 @@ func resolveLinks(path, home string, seen map[string]pathState) (final string, l
 		if filepath.IsAbs(st.target) {
 			cur = "/"
 		}
-		parts = append(strings.Split(strings.TrimPrefix(filepath.Clean(st.target), "/"), "/"), parts...)
+		parts = append(strings.Split(strings.TrimPrefix(st.target, "/"), "/"), parts...)
 	}
 	return cur, links, "", true
 }

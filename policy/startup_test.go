@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -93,5 +94,165 @@ func TestDedupStartup(t *testing.T) {
 	}
 	if want := []string{"/r/fish", "/r/fish-x"}; !slices.Equal(paths, want) {
 		t.Errorf("dedupStartup: %v, want %v", paths, want)
+	}
+}
+
+// TestStartupDotDotAfterLink: a ".." in $ZDOTDIR or in a symlink's target is taken
+// after the symlink before it, as the kernel takes it: $HOME/zl/.. with zl -> the
+// repository's zdot/sub is zdot, whose .zshrc zsh runs — not $HOME, which a
+// lexical clean of the path makes of it.
+func TestStartupDotDotAfterLink(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"zdot/sub/x": "x", "zdot/.zshrc": "x", ".bashrc": "x", "zsh/x": "x"})
+	for link, target := range map[string]string{
+		"zl": "repo/zdot/sub", "top": "repo/zsh",
+		// ~/.bashrc -> top/../.bashrc is the repository's .bashrc; a lexical clean
+		// made it ~/.bashrc itself, a loop, and passed it over.
+		".bashrc": "top/../.bashrc",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, zdotdir := range []string{filepath.Join(home, "zl") + "/..", filepath.Join(home, "zl") + "/../"} {
+		p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"ZDOTDIR=" + zdotdir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, f := range p.Startup {
+			paths = append(paths, f.Path)
+		}
+		if want := []string{filepath.Join(repo, ".bashrc"), filepath.Join(repo, "zdot")}; !slices.Equal(paths, want) {
+			t.Errorf("ZDOTDIR=%s: start-up files %v, want %v", zdotdir, paths, want)
+		}
+	}
+	// $HOME/top/.. is the repository's top, where zsh's missing files could be
+	// created: refused, as ZDOTDIR=REPO is.
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"ZDOTDIR=" + filepath.Join(home, "top") + "/.."}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist in the writable") {
+		t.Errorf("ZDOTDIR=$HOME/top/..: %v", err)
+	}
+}
+
+// TestStartupHardLinks: a start-up file with another name is refused where that
+// name can be in a writable grant: a read-only bind covers one name of an inode.
+// ~/.bashrc hard-linked into the repository (the session would write the real
+// one), and a file in the repository made read-only with a second name beside it.
+func TestStartupHardLinks(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"dots/bashrc": "x", "dots/zshrc": "x"})
+	if err := os.Link(filepath.Join(repo, "dots/bashrc"), filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "2 names (hard links) on the file system of the writable") {
+		t.Errorf("~/.bashrc hard-linked into the repository: %v", err)
+	}
+	if err := os.Remove(filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("repo/dots/zshrc", filepath.Join(home, ".zshrc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}}); err != nil {
+		t.Fatalf("a start-up file of one name: %v", err)
+	}
+	if err := os.Link(filepath.Join(repo, "dots/zshrc"), filepath.Join(repo, "other")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.zshrc") || !strings.Contains(err.Error(), "which has 2 names (hard links)") {
+		t.Errorf("a start-up file in the repository with a second name: %v", err)
+	}
+	// A second name outside every grant's file system is no way in: only HOME's
+	// own copy would change, and that is the overlay's.
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, ReadOnly: true}); err != nil {
+		t.Errorf("--read-only (no writable grant): %v", err)
+	}
+}
+
+// TestStartupXDG: $XDG_CONFIG_HOME and $XDG_DATA_HOME move fish's files, the
+// autostart entries, the user's systemd units and desktop entries out of ~/.config
+// and ~/.local/share; in the repository they are read-only like ~/.config's. Here
+// most of them are missing, so the directories that would hold them are taken.
+func TestStartupXDG(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"xdg/config/fish/config.fish": "x", "xdg/share/applications/a.desktop": "x"})
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(repo, "xdg/config"), "XDG_DATA_HOME=" + filepath.Join(repo, "xdg/share")}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named []string
+	for _, f := range p.Startup {
+		named = append(named, f.Path)
+	}
+	if want := []string{filepath.Join(repo, "xdg/config"), filepath.Join(repo, "xdg/share")}; !slices.Equal(named, want) {
+		t.Errorf("start-up files %v, want %v", named, want)
+	}
+	// The repository as $XDG_CONFIG_HOME, without fish's or autostart's directory:
+	// the session could create them at its top.
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{"XDG_CONFIG_HOME=" + repo}})
+	if err == nil || !strings.Contains(err.Error(), "$XDG_CONFIG_HOME/") || !strings.Contains(err.Error(), "does not exist in the writable") {
+		t.Errorf("XDG_CONFIG_HOME at the repository's top: %v", err)
+	}
+}
+
+// TestStartupSpecialFile: a start-up file in the repository that is a named pipe
+// runs nothing now, but the session could replace it with a script: refused.
+func TestStartupSpecialFile(t *testing.T) {
+	home, repo := tree(t)
+	if err := syscall.Mkfifo(filepath.Join(repo, "sub/bashrc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("repo/sub/bashrc", filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "which is a named pipe") {
+		t.Errorf("~/.bashrc leading to a named pipe in the repository: %v", err)
+	}
+}
+
+// TestStartupDirEscape: a start-up directory in the repository is read-only inside,
+// which keeps nothing that a symlink in it leads to elsewhere in the repository, nor
+// a file in it with a second name there: both refused. A link inside it, or out of
+// every grant, is fine.
+func TestStartupDirEscape(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"fish/conf.d/own.fish": "x", "shared/a.fish": "x", "fish/b.fish": "x"})
+	writeHomeFiles(t, home, map[string]string{"outside.fish": "x"})
+	for link, target := range map[string]string{
+		filepath.Join(home, ".config/fish"):             "../repo/fish",
+		filepath.Join(repo, "fish/conf.d/inside.fish"):  "../b.fish",
+		filepath.Join(repo, "fish/conf.d/outside.fish"): filepath.Join(home, "outside.fish"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}}); err != nil {
+		t.Fatalf("links inside the directory and out of the repository: %v", err)
+	}
+	if err := os.Symlink("../../shared/a.fish", filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "~/.config/fish") || !strings.Contains(err.Error(), "a symlink that leads to") {
+		t.Errorf("a link out of ~/.config/fish into the repository: %v", err)
+	}
+	if err := os.Remove(filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(repo, "shared/a.fish"), filepath.Join(repo, "fish/conf.d/a.fish")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err == nil || !strings.Contains(err.Error(), "a file with more than one name") {
+		t.Errorf("a file of ~/.config/fish hard-linked into the repository: %v", err)
 	}
 }

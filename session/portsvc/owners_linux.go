@@ -109,7 +109,9 @@ func ownersAt(ls []listener, addr netip.Addr) []uint32 {
 // preferIPv6 says whether --host-port's dial to port should try [::1] before
 // 127.0.0.1: when the launching user's own server listens on ::1 and what listens on
 // 127.0.0.1 is not only theirs (another local user can bind 127.0.0.1:PORT and take
-// the connections meant for the user's server on ::1). Any error keeps the usual
+// the connections meant for the user's server on ::1) — nothing included: a
+// listener another user binds on 127.0.0.1 between this query and the dial would
+// take the connection that the query found refused there. Any error keeps the usual
 // order.
 func preferIPv6(port int, uid uint32) bool {
 	ls, err := loopbackListeners(port)
@@ -125,5 +127,5 @@ func preferIPv6(port int, uid uint32) bool {
 		return len(uids) > 0
 	}
 	v4, v6 := ownersAt(ls, netip.AddrFrom4([4]byte{127, 0, 0, 1})), ownersAt(ls, netip.IPv6Loopback())
-	return len(v4) > 0 && !mine(v4) && mine(v6)
+	return !mine(v4) && mine(v6)
 }

@@ -312,6 +312,24 @@ func TestDialHostPrefersOwnListener(t *testing.T) {
 	}
 }
 
+// TestPreferIPv6NothingOnIPv4: the user's own server listens on [::1]:PORT only and
+// nothing on 127.0.0.1:PORT. The dial goes to [::1] first: a 127.0.0.1 dial first
+// would be refused now, but another local user who binds 127.0.0.1:PORT between the
+// query and the dial would get the connection meant for the user's server.
+func TestPreferIPv6NothingOnIPv4(t *testing.T) {
+	mine := replyServer(t, "tcp6", "[::1]:0", "mine")
+	port := mine.Addr().(*net.TCPAddr).Port
+	if !preferIPv6(port, uint32(os.Getuid())) {
+		t.Errorf("the user's own on [::1]:%d, nothing on 127.0.0.1: 127.0.0.1 is dialled first, which a listener of another user's bound after the query takes", port)
+	}
+	// The user's own on both: the usual order.
+	v4 := replyServer(t, "tcp4", fmt.Sprintf("127.0.0.1:%d", port), "mine too")
+	defer v4.Close()
+	if preferIPv6(port, uint32(os.Getuid())) {
+		t.Errorf("the user's own on both loopbacks: [::1] dialled first")
+	}
+}
+
 // BenchmarkPreferIPv6 is what --host-port's choice of loopback costs each
 // connection: two inet_diag dumps of the host's TCP listeners.
 func BenchmarkPreferIPv6(b *testing.B) {
