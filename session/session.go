@@ -332,6 +332,9 @@ func (l *launch) run() (int, error) {
 	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
 		return 0, err
 	}
+	if err := prepare.RecordGrants(p, &plan); err != nil {
+		return 0, err
+	}
 	pre.clear(true)
 	var kept hostaudit.Outcome
 	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)

@@ -3,6 +3,8 @@ package prepare
 import (
 	"fmt"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
+	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -52,6 +54,30 @@ func CheckWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) e
 			return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
 		}
 		plan.Ops[i].SourceID = id
+	}
+	return nil
+}
+
+// RecordGrants adds the plan's writable directories to the ledger of directories
+// sessions were given writable (internal/grantledger), before the command can run,
+// so that agentbox's host side never runs a program this session could have put
+// in one of them, in this session or any later one (hostpath.LookPath, the Go
+// API's InitBinary). agentbox's own directories below the state and cache
+// directories (--disk-tmp's, removed at the end) are left out: nothing is looked
+// up there, and each session's has a new name.
+func RecordGrants(p *policy.Policy, plan *mounts.Plan) error {
+	var dirs []string
+	for _, d := range plan.Writable() {
+		own := false
+		for _, a := range []string{p.StateDir, p.CacheDir} {
+			own = own || a != "" && hostpath.Within(d, a)
+		}
+		if !own {
+			dirs = append(dirs, d)
+		}
+	}
+	if err := grantledger.Record(p.StateDir, dirs); err != nil {
+		return fmt.Errorf("record the directories this session may write: %w; not launching", err)
 	}
 	return nil
 }
