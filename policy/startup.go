@@ -71,11 +71,15 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	var found []StartupFile
-	seen := homeListing(p.Home)
-	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
+	seen, homeLinks := homeListing(p.Home)
+	// consider resolves one start-up path; linked is one of linkedStartupPaths',
+	// which no list names: a link to a whole grant is a way to reach it there
+	// (~/.dotfiles -> REPO), not a file a program runs by that name, unless the
+	// link lies where programs load whole directories (~/.config, ~/.local/bin).
+	consider := func(sp agentcfg.StartupPath, linked, wholeGrantRuns bool) error {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
 		if !ok {
-			continue // a loop or an unreadable directory: the operator's program cannot open it either
+			return nil // a loop or an unreadable directory: the operator's program cannot open it either
 		}
 		refuse := func(why string) error {
 			return &Error{What: "start-up file", Path: sp.Named, Reason: why}
@@ -88,10 +92,12 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 		g := grantOf(final)
 		if g == "" || hiddenAt(p, final) {
-			continue
+			return nil
 		}
 		f := StartupFile{Path: final, Dir: sp.Dir, Grant: g, Named: sp.Named}
 		switch {
+		case final == g && linked && !wholeGrantRuns:
+			return nil
 		case final == g:
 			return refuse("is the writable " + quote(g) + " itself: the session would write what your next shell or agent runs, and it cannot be made read-only without the whole of it; point it elsewhere or choose another repository")
 		case missing != "":
@@ -109,7 +115,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		default:
 			fi, err := os.Lstat(final)
 			if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
-				continue // nothing a shell or an agent runs
+				return nil // nothing a shell or an agent runs
 			}
 			f.Dir = fi.IsDir()
 		}
@@ -117,6 +123,20 @@ func resolveStartup(p *Policy, opts Options) error {
 			f.Pins = append([]string{a}, f.Pins...)
 		}
 		found = append(found, f)
+		return nil
+	}
+	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
+		if err := consider(sp, false, false); err != nil {
+			return err
+		}
+	}
+	for _, l := range linkedStartupPaths(p.Home, homeLinks, seen) {
+		if grantOf(l.at) != "" {
+			continue // a link of the grant's own: the session's to change, as any file there
+		}
+		if err := consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
+			return err
+		}
 	}
 	p.Startup = dedupStartup(found)
 	return nil
@@ -162,12 +182,13 @@ type pathState struct {
 // start-up paths are HOME's own names and missing, which the listing tells without
 // an lstat each. An entry that is a symlink is left to resolveLinks (it reads the
 // link); a name that is not listed is recorded missing when first asked
-// (resolveLinks looks at HOME's names through this map and listed).
-func homeListing(home string) map[string]pathState {
-	seen := map[string]pathState{}
+// (resolveLinks looks at HOME's names through this map and listed). links are the
+// names of HOME's entries that are symlinks (linkedStartupPaths).
+func homeListing(home string) (seen map[string]pathState, links []string) {
+	seen = map[string]pathState{}
 	ents, err := os.ReadDir(home)
 	if err != nil {
-		return seen
+		return seen, nil
 	}
 	seen[home+"/"] = pathState{} // the mark: HOME was listed
 	for _, e := range ents {
@@ -175,9 +196,62 @@ func homeListing(home string) map[string]pathState {
 			seen[filepath.Join(home, e.Name())] = pathState{}
 		} else {
 			seen[filepath.Join(home, e.Name())] = pathState{unread: true}
+			links = append(links, e.Name())
 		}
 	}
-	return seen
+	return seen, links
+}
+
+// linkedStartup is a symlink linkedStartupPaths found.
+type linkedStartup struct {
+	agentcfg.StartupPath
+	// at is the link's own path with its directory's symlinks resolved (~/.config
+	// may itself lead into a grant).
+	at string
+	// wholeGrantRuns: the link lies where programs load what it names whole
+	// (~/.config/APP, ~/.local/bin/TOOL), so one to a whole grant is refused.
+	wholeGrantRuns bool
+}
+
+// linkedStartupPaths are the symlinks where the operator's programs find their
+// start-up files and tools by name, whether or not agentcfg's lists name them: a
+// dotfiles checkout links ~/.config/nvim, ~/.config/starship.toml or
+// ~/.local/bin/tool into the repository as readily as ~/.bashrc. They are HOME's
+// dot entries and bin (from HOME's listing, homeLinks), the entries of ~/.config
+// and of ~/.local/bin, and ~/.local/bin itself: two listings more, whatever the
+// repository or ~/.config holds. A link deeper down (~/.config/APP/init.lua, as
+// GNU stow makes when ~/.config/APP exists) is found only when the lists name it:
+// listing every directory of ~/.config cost 0.8 ms of CPU a launch with 40 of them
+// (docs/security.md). A plain file of the repository that a program finds another
+// way (a PATH entry, an include) is no such path either.
+func linkedStartupPaths(home string, homeLinks []string, seen map[string]pathState) []linkedStartup {
+	var out []linkedStartup
+	for _, name := range homeLinks {
+		if strings.HasPrefix(name, ".") || name == "bin" {
+			p := filepath.Join(home, name)
+			out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: p, Named: quote("~/" + name)}, at: p, wholeGrantRuns: name == "bin"})
+		}
+	}
+	links := func(dir, named string) {
+		real, _, missing, ok := resolveLinks(dir, home, seen)
+		if !ok || missing != "" {
+			return
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if e.Type()&fs.ModeSymlink != 0 {
+				out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: filepath.Join(dir, e.Name()), Named: quote(named + "/" + e.Name())},
+					at: filepath.Join(real, e.Name()), wholeGrantRuns: true})
+			}
+		}
+	}
+	links(filepath.Join(home, ".config"), "~/.config")
+	links(filepath.Join(home, ".local/bin"), "~/.local/bin")
+	bin := filepath.Join(home, ".local/bin") // itself a link into a grant: all of it runs
+	return append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: bin, Dir: true, Named: "~/.local/bin"}, at: bin, wholeGrantRuns: true})
 }
 
 // resolveLinks follows the symlinks of path as the kernel does, one component at

@@ -35,6 +35,11 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	writeUser(t, filepath.Join(r, "fish/config.fish"), "echo host fish\n")
 	mkdirUser(t, filepath.Join(r, "zsh"))
 	writeUser(t, filepath.Join(r, "zsh/.zshrc"), "echo host zsh\n")
+	// Start-up files no list names: found by the links where programs look.
+	mkdirUser(t, filepath.Join(r, "nvim"))
+	writeUser(t, filepath.Join(r, "nvim/init.lua"), "-- host\n")
+	mkdirUser(t, filepath.Join(r, "bin"))
+	writeUser(t, filepath.Join(r, "bin/tool"), "#!/bin/sh\n")
 	// The Go API has no --add-dir: there the agent's directory is in the repository.
 	added, args := r, []string{"--no-record"}
 	if b.Backend != sandboxtest.GoAPI {
@@ -45,8 +50,11 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	writeUser(t, filepath.Join(added, "claude/settings.json"), "{}\n")
 	testenv.Chown(t, added)
 	mkdirUser(t, filepath.Join(h, ".config"))
+	mkdirUser(t, filepath.Join(h, ".local"))
+	mkdirUser(t, filepath.Join(h, ".local/bin"))
 	for link, target := range map[string]string{
 		".bashrc": "repo/shell/bashrc", ".config/fish": "../repo/fish", ".claude": filepath.Join(added, "claude"),
+		".config/someapp": "../repo/nvim", ".local/bin/tool": "../../repo/bin/tool",
 	} {
 		if err := os.Symlink(target, filepath.Join(h, link)); err != nil {
 			t.Fatal(err)
@@ -56,6 +64,7 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	cmd := b.Command(r, args, `
 		for try in 'echo evil >> shell/bashrc' 'rm -f shell/bashrc' 'mv shell/bashrc moved' 'mv shell shell2' 'mv fish fish2' 'echo evil > fish/conf.d/evil.fish' \
 			'echo evil >> fish/config.fish' 'echo evil >> zsh/.zshrc' 'echo evil > zsh/.zlogin' 'mv zsh zsh2' \
+			'echo evil >> nvim/init.lua' 'mv nvim nvim2' 'echo evil >> bin/tool' 'rm -f bin/tool' \
 			"echo '{\"hooks\":1}' > $ADDED/claude/settings.json" "mv $ADDED/claude $ADDED/c2" "echo x > $ADDED/claude/new"; do
 			if sh -c "$try" 2>/dev/null; then echo "WROTE: $try"; fi
 		done
@@ -72,6 +81,7 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 		filepath.Join(r, "shell/bashrc"): "echo host bashrc\n", filepath.Join(r, "shell/other"): "w\n", filepath.Join(r, "fish/config.fish"): "echo host fish\n",
 		filepath.Join(r, "zsh/.zshrc"): "echo host zsh\n", filepath.Join(added, "claude/settings.json"): "{}\n",
 		filepath.Join(r, "sub/f"): "w\n", filepath.Join(added, "other"): "w\n",
+		filepath.Join(r, "nvim/init.lua"): "-- host\n", filepath.Join(r, "bin/tool"): "#!/bin/sh\n",
 	} {
 		if got := readFileOr(path); got != want {
 			t.Errorf("%s on the host: %q, want %q", path, got, want)
@@ -79,12 +89,13 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	}
 	// (mv bashrc moved copies it across the mount point and then fails to unlink
 	// it: a copy at another name is no start-up file.)
-	for _, p := range []string{"fish/conf.d/evil.fish", "zsh/.zlogin", "shell2", "fish2", "zsh2"} {
+	for _, p := range []string{"fish/conf.d/evil.fish", "zsh/.zlogin", "shell2", "fish2", "zsh2", "nvim2"} {
 		if exists(filepath.Join(r, p)) {
 			t.Errorf("%s was created on the host", p)
 		}
 	}
-	for _, want := range []string{"agentbox: ~/.bashrc leads into the writable", "bashrc is read-only inside", "edit it outside the session", "$ZDOTDIR/", "~/.claude leads into the writable"} {
+	for _, want := range []string{"agentbox: ~/.bashrc leads into the writable", "bashrc is read-only inside", "edit it outside the session", "$ZDOTDIR/", "~/.claude leads into the writable",
+		"~/.config/someapp leads into the writable", "~/.local/bin/tool leads into the writable"} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("the launch does not say %q:\n%s", want, res.Stderr)
 		}
