@@ -10,6 +10,9 @@ type StartupPath struct {
 	Path  string
 	Dir   bool
 	Named string // how a message names it: "~/.bashrc", "$ZDOTDIR/.zshrc"
+	// Agent: an agent's directory (~/.claude), whose agent writes its own state
+	// there; a kept one is the user's choice, audited, not made read-only.
+	Agent bool
 }
 
 // StartupPaths lists them for home and the launcher's environment (env looks a
@@ -29,13 +32,14 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 			out = append(out, StartupPath{Path: filepath.Join(filepath.Clean(z), n), Named: "$ZDOTDIR/" + n})
 		}
 	}
-	for _, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
-		inHome(a.rel, true)
+	for i, a := range append(agentDirs[:len(agentDirs):len(agentDirs)], startDirs...) {
+		agent := i < len(agentDirs)
+		out = append(out, StartupPath{Path: filepath.Join(home, a.rel), Dir: true, Named: "~/" + a.rel, Agent: agent})
 		if a.env == "" {
 			continue
 		}
 		if d := env(a.env); filepath.IsAbs(d) {
-			out = append(out, StartupPath{Path: filepath.Clean(d), Dir: true, Named: "$" + a.env})
+			out = append(out, StartupPath{Path: filepath.Clean(d), Dir: true, Named: "$" + a.env, Agent: agent})
 		}
 	}
 	return out

@@ -42,23 +42,29 @@ func resolveStartup(p *Policy, opts Options) error {
 	if p.Home == "" {
 		return nil
 	}
-	var grants []string
+	var grants, kept []string
 	for _, g := range p.Grants() {
 		if g.What == "repo" || g.What == "--add-dir" {
 			grants = append(grants, g.Path)
 		}
 	}
-	if len(grants) == 0 {
+	for _, k := range p.Keep {
+		if k.From == "--keep" {
+			kept = append(kept, k.Path)
+		}
+	}
+	if len(grants) == 0 && len(kept) == 0 {
 		return nil
 	}
-	grantOf := func(path string) string {
-		for _, g := range grants {
+	within := func(path string, in []string) string {
+		for _, g := range in {
 			if hostpath.Within(path, g) {
 				return g
 			}
 		}
 		return ""
 	}
+	grantOf := func(path string) string { return within(path, grants) }
 	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
 	if opts.Environ != nil {
 		env = func(name string) string {
@@ -83,6 +89,9 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 		refuse := func(why string) error {
 			return &Error{What: "start-up file", Path: sp.Named, Reason: why}
+		}
+		if len(links) > 0 && !sp.Agent && !hiddenAt(p, final) {
+			keptStartup(sp, final, links, missing, kept, grantOf, &found)
 		}
 		for _, l := range links {
 			if g := grantOf(l); g != "" {
@@ -131,7 +140,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		}
 	}
 	for _, l := range linkedStartupPaths(p.Home, homeLinks, seen) {
-		if grantOf(l.at) != "" {
+		if grantOf(l.at) != "" || within(l.at, kept) != "" {
 			continue // a link of the grant's own: the session's to change, as any file there
 		}
 		if err := consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
@@ -140,6 +149,43 @@ func resolveStartup(p *Policy, opts Options) error {
 	}
 	p.Startup = dedupStartup(found)
 	return nil
+}
+
+// keptStartup adds to found a start-up file that a link outside every grant
+// leads to, in a plain kept path (--keep ~/src/dotfiles with ~/.zshrc ->
+// src/dotfiles/zshrc), bound read-only as one in the repository is: the kept-path
+// audit puts it back after the session, but a shell the operator opens while the
+// session runs would run what it wrote. Where a bind cannot protect it — a link on
+// the way inside the kept path (GNU stow's ~/.config/fish -> ../dots/fish with
+// --keep ~/.config: the session may point it elsewhere), the kept path itself, a
+// target still missing — it stays with that audit, which watches where the links
+// lead at each scan, as before: a kept path is the user's to write, and refusing
+// would refuse every kept ~/.config of a stow user. An agent's directory is left
+// writable too (its agent writes its state there; the kept-path audit reads it).
+func keptStartup(sp agentcfg.StartupPath, final string, links []string, missing string, kept []string, grantOf func(string) string, found *[]StartupFile) {
+	var g string
+	for _, k := range kept {
+		if hostpath.Within(final, k) && len(k) > len(g) {
+			g = k // the innermost: a kept path holds its ways' (keepWayTo)
+		}
+	}
+	if g == "" || final == g || missing != "" || grantOf(final) != "" {
+		return
+	}
+	for _, l := range links {
+		if hostpath.Within(l, g) {
+			return
+		}
+	}
+	fi, err := os.Lstat(final)
+	if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
+		return
+	}
+	f := StartupFile{Path: final, Dir: fi.IsDir(), Grant: g, Named: sp.Named}
+	for a := filepath.Dir(final); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
+		f.Pins = append([]string{a}, f.Pins...)
+	}
+	*found = append(*found, f)
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty

@@ -182,3 +182,39 @@ func TestStartupLinkedUnlisted(t *testing.T) {
 		t.Errorf("~/.config/whole -> the repository: %v, want a refusal", err)
 	}
 }
+
+// TestStartupInKeptPath: a start-up file that a link in HOME leads to in a plain
+// kept path is read-only inside like one in the repository; a link on the way
+// inside the kept path, the kept path itself, an agent's directory and a file at
+// its own HOME path in a kept path stay with the kept-path audit.
+func TestStartupInKeptPath(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, home, map[string]string{"dots/zshrc": "x", "dots/claude/settings.json": "{}", "dots/real-bashrc": "x", "dots/fishcfg/config.fish": "x",
+		".config/systemd/user/x.service": "x"})
+	for link, target := range map[string]string{
+		".zshrc":       "dots/zshrc",
+		".claude":      "dots/claude",
+		"dots/bashrc":  "real-bashrc",
+		".bashrc":      "dots/bashrc", // through a link inside the kept path
+		".config/fish": "../dots/fishcfg",
+		".dotfiles":    "dots",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, Keep: []string{filepath.Join(home, "dots"), filepath.Join(home, ".config/systemd")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range p.Startup {
+		paths = append(paths, f.Path)
+		if f.Grant != filepath.Join(home, "dots") {
+			t.Errorf("%s: grant %s", f.Path, f.Grant)
+		}
+	}
+	if want := []string{filepath.Join(home, "dots/fishcfg"), filepath.Join(home, "dots/zshrc")}; !slices.Equal(paths, want) {
+		t.Errorf("start-up files %v, want %v", paths, want)
+	}
+}

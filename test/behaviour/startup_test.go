@@ -23,6 +23,9 @@ func TestStartupFilesInRepository(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Run("read-only inside, the rest writable", func(t *testing.T) { startupReadOnly(t, sandboxtest.NewBox(t, backend)) })
 			t.Run("refused where a bind cannot protect it", func(t *testing.T) { startupRefused(t, sandboxtest.NewBox(t, backend)) })
+			if backend != sandboxtest.GoAPI { // the Go API keeps no path
+				t.Run("read-only in a kept path", func(t *testing.T) { startupKept(t, sandboxtest.NewBox(t, backend)) })
+			}
 		})
 	}
 }
@@ -99,6 +102,41 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("the launch does not say %q:\n%s", want, res.Stderr)
 		}
+	}
+}
+
+// startupKept: a start-up file that ~/.zshrc leads to in a plain kept path cannot
+// be written inside at all (the kept-path audit would put it back after the
+// session, but a shell opened meanwhile would run it); the rest of the kept path
+// stays writable.
+func startupKept(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, filepath.Join(h, "dots"))
+	writeUser(t, filepath.Join(h, "dots/zshrc"), "echo host zsh\n")
+	if err := os.Symlink("dots/zshrc", filepath.Join(h, ".zshrc")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, filepath.Join(h, ".zshrc"))
+	cmd := b.Command(b.Repo, []string{"--no-record", "--keep", filepath.Join(h, "dots")}, `
+		for try in 'echo evil >> "$HOME/dots/zshrc"' 'rm -f "$HOME/dots/zshrc"' 'echo evil >> "$HOME/.zshrc"'; do
+			if sh -c "$try" 2>/dev/null; then echo "WROTE: $try"; fi
+		done
+		echo w > "$HOME/dots/other" && echo DONE`)
+	res := sandboxtest.Run(cmd)
+	if res.Code != 0 || !strings.Contains(res.Stdout, "DONE") {
+		t.Fatalf("session: %s", res)
+	}
+	if strings.Contains(res.Stdout, "WROTE") {
+		t.Errorf("the session wrote a start-up file in the kept path:\n%s", res.Stdout)
+	}
+	if got := readFileOr(filepath.Join(h, "dots/zshrc")); got != "echo host zsh\n" {
+		t.Errorf("dots/zshrc on the host: %q", got)
+	}
+	if got := readFileOr(filepath.Join(h, "dots/other")); got != "w\n" {
+		t.Errorf("dots/other on the host: %q, want the kept path writable", got)
+	}
+	if !strings.Contains(res.Stderr, "~/.zshrc leads into the writable") {
+		t.Errorf("the launch does not name ~/.zshrc:\n%s", res.Stderr)
 	}
 }
 
