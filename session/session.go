@@ -290,6 +290,9 @@ func (l *launch) commandGate(pre *prelaunch, passed *bool) func() error {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
+	if err := prepare.RecordGrants(p, l.pr.GitDirs); err != nil {
+		return 0, err
+	}
 	ckStart := startCheckpoints(p, l.rec) // beside the steps up to the plan (checkpoints.go)
 	defer ckStart.stop()                  // a launch that stops before the audits' end is deferred
 	if err := l.pr.Placeholders(cfg.prepareOptions(sw), p); err != nil {
@@ -330,9 +333,6 @@ func (l *launch) run() (int, error) {
 	ckpt.Grant(&plan)
 	plan.Env = append(plan.Env, netsvc.SSHProxyEnv(p, getenv(cfg.env(), "GIT_SSH_COMMAND"))...)
 	if err := prepare.CheckWritableBinds(p, &plan, l.pr.GitDirs); err != nil {
-		return 0, err
-	}
-	if err := prepare.RecordGrants(p, &plan); err != nil {
 		return 0, err
 	}
 	pre.clear(true)
