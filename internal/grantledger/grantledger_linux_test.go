@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,5 +97,41 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkRecordListed is what a launch pays when its grants are listed already
+// (the common case: the same repository again): open, flock, read, close, in a
+// ledger of 200 directories.
+func BenchmarkRecordListed(b *testing.B) {
+	state := b.TempDir()
+	var dirs []string
+	for i := range 200 {
+		dirs = append(dirs, "/home/u/src/project-"+strings.Repeat("x", i%20)+string(rune('a'+i%26))+"/"+strconv.Itoa(i))
+	}
+	if err := Record(state, dirs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := Record(state, dirs[100:101]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRead is what each host lookup (LookPath, InitBinary) pays for it.
+func BenchmarkRead(b *testing.B) {
+	state := b.TempDir()
+	var dirs []string
+	for i := range 200 {
+		dirs = append(dirs, "/home/u/src/p"+strconv.Itoa(i))
+	}
+	if err := Record(state, dirs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Read(state); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
