@@ -173,8 +173,10 @@ func keptStartup(sp agentcfg.StartupPath, final string, links []string, missing 
 		return
 	}
 	for _, l := range links {
-		if hostpath.Within(l, g) {
-			return
+		for _, k := range kept {
+			if hostpath.Within(l, k) {
+				return // any kept path's link is the session's to re-point
+			}
 		}
 	}
 	fi, err := os.Lstat(final)

@@ -189,7 +189,7 @@ func TestStartupLinkedUnlisted(t *testing.T) {
 // its own HOME path in a kept path stay with the kept-path audit.
 func TestStartupInKeptPath(t *testing.T) {
 	home, repo := tree(t)
-	writeHomeFiles(t, home, map[string]string{"dots/zshrc": "x", "dots/claude/settings.json": "{}", "dots/real-bashrc": "x", "dots/fishcfg/config.fish": "x",
+	writeHomeFiles(t, home, map[string]string{"dots/profile": "x", "outer/keep": "x", "dots/zshrc": "x", "dots/claude/settings.json": "{}", "dots/real-bashrc": "x", "dots/fishcfg/config.fish": "x",
 		".config/systemd/user/x.service": "x"})
 	for link, target := range map[string]string{
 		".zshrc":       "dots/zshrc",
@@ -198,12 +198,14 @@ func TestStartupInKeptPath(t *testing.T) {
 		".bashrc":      "dots/bashrc", // through a link inside the kept path
 		".config/fish": "../dots/fishcfg",
 		".dotfiles":    "dots",
+		".profile":     "outer/link", // through a link in another kept path
+		"outer/link":   "../dots/profile",
 	} {
 		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, Keep: []string{filepath.Join(home, "dots"), filepath.Join(home, ".config/systemd")}})
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, Keep: []string{filepath.Join(home, "dots"), filepath.Join(home, ".config/systemd"), filepath.Join(home, "outer")}})
 	if err != nil {
 		t.Fatal(err)
 	}
