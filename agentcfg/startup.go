@@ -13,6 +13,9 @@ type StartupPath struct {
 	Path  string
 	Dir   bool
 	Named string // how a message names it: "~/.bashrc", "$ZDOTDIR/.zshrc"
+	// Agent: an agent's directory (~/.claude), whose agent writes its own state
+	// there; a kept one is the user's choice, audited, not made read-only.
+	Agent bool
 }
 
 // xdgMoves are the variables that move what lies below ~/.config and ~/.local/share
@@ -30,21 +33,21 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 	// Sized for every path it can list: this runs on every launch, and each
 	// growth of the slice would be fresh memory of a fresh process (page faults).
 	out := make([]StartupPath, 0, maxStartupPaths())
-	inHome := func(rel string, dir bool) {
-		out = append(out, StartupPath{Path: filepath.Join(home, rel), Dir: dir, Named: "~/" + rel})
+	inHome := func(rel string, dir, agent bool) {
+		out = append(out, StartupPath{Path: filepath.Join(home, rel), Dir: dir, Named: "~/" + rel, Agent: agent})
 		// fish, the desktop's autostart, systemd's user manager and
 		// bash-completion look below $XDG_CONFIG_HOME and $XDG_DATA_HOME where
 		// they are set, instead of ~/.config and ~/.local/share.
 		for _, m := range xdgMoves {
 			if rest, ok := strings.CutPrefix(rel, m.prefix); ok {
 				if d := env(m.env); filepath.IsAbs(d) {
-					out = append(out, StartupPath{Path: d + "/" + rest, Dir: dir, Named: "$" + m.env + "/" + rest})
+					out = append(out, StartupPath{Path: d + "/" + rest, Dir: dir, Named: "$" + m.env + "/" + rest, Agent: agent})
 				}
 			}
 		}
 	}
 	for _, k := range known {
-		inHome(k.rel, false)
+		inHome(k.rel, false, false)
 	}
 	if z := env("ZDOTDIR"); filepath.IsAbs(z) {
 		for _, n := range zshFiles {
@@ -53,14 +56,15 @@ func StartupPaths(home string, env func(string) string) []StartupPath {
 			out = append(out, StartupPath{Path: z + "/" + n, Named: "$ZDOTDIR/" + n})
 		}
 	}
-	for _, dirs := range [...][]agentDir{agentDirs, startDirs} {
+	for i, dirs := range [...][]agentDir{agentDirs, startDirs} {
+		agent := i == 0 // an agent writes its own state in its directory
 		for _, a := range dirs {
-			inHome(a.rel, true)
+			inHome(a.rel, true, agent)
 			if a.env == "" {
 				continue
 			}
 			if d := env(a.env); filepath.IsAbs(d) {
-				out = append(out, StartupPath{Path: d, Dir: true, Named: "$" + a.env})
+				out = append(out, StartupPath{Path: d, Dir: true, Named: "$" + a.env, Agent: agent})
 			}
 		}
 	}

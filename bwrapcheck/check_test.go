@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
@@ -156,7 +157,7 @@ func TestFind(t *testing.T) {
 		t.Errorf("Find with %s=%s = %q, %v", EnvVar, bin, got, err)
 	}
 
-	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which the sandbox can write") {
+	if _, err := Find(filepath.Dir(bin)); err == nil || !strings.Contains(err.Error(), "which a session can write") {
 		t.Errorf("Find with %s inside a writable dir = %v, want a refusal", EnvVar, err)
 	}
 
@@ -179,6 +180,23 @@ func TestFind(t *testing.T) {
 	t.Setenv("PATH", "/nonexistent")
 	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "not found on PATH") || !strings.Contains(err.Error(), EnvVar) {
 		t.Errorf("Find with no bwrap = %v, want a refusal naming PATH and %s", err, EnvVar)
+	}
+
+	// A directory an earlier session was given writable counts as this one's, for
+	// AGENTBOX_BWRAP and on PATH.
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{filepath.Dir(bin)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvVar, bin)
+	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "which a session can write") {
+		t.Errorf("Find with %s in an earlier session's directory = %v, want a refusal", EnvVar, err)
+	}
+	t.Setenv(EnvVar, "")
+	t.Setenv("PATH", filepath.Dir(bin))
+	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "an earlier session was given writable") {
+		t.Errorf("Find on PATH in an earlier session's directory = %q, %v, want it skipped", got, err)
 	}
 }
 

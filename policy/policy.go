@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/termsafe"
 
@@ -217,7 +218,7 @@ func New(opts Options) (*Policy, error) {
 	}
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
-	p.StateDir = xdgDir(opts.XDGStateHome, opts.Home, ".local/state")
+	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // where the readers of its ledger look
 	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
 		return nil, err
 	}

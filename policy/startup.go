@@ -45,23 +45,29 @@ func resolveStartup(p *Policy, opts Options) error {
 	if p.Home == "" {
 		return nil
 	}
-	var grants []string
+	var grants, kept []string
 	for _, g := range p.Grants() {
 		if g.What == "repo" || g.What == "--add-dir" {
 			grants = append(grants, g.Path)
 		}
 	}
-	if len(grants) == 0 {
+	for _, k := range p.Keep {
+		if k.From == "--keep" {
+			kept = append(kept, k.Path)
+		}
+	}
+	if len(grants) == 0 && len(kept) == 0 {
 		return nil
 	}
-	grantOf := func(path string) string {
-		for _, g := range grants {
+	within := func(path string, in []string) string {
+		for _, g := range in {
 			if hostpath.Within(path, g) {
 				return g
 			}
 		}
 		return ""
 	}
+	grantOf := func(path string) string { return within(path, grants) }
 	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
 	if opts.Environ != nil {
 		env = func(name string) string {
@@ -76,14 +82,21 @@ func resolveStartup(p *Policy, opts Options) error {
 	var found []StartupFile
 	var grantDevs []uint64      // the grants' file systems, looked up at the first hard link
 	walk := map[string]string{} // the existing start-up directories, by how they are named
-	seen := homeListing(p.Home)
-	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
+	seen, homeLinks := homeListing(p.Home)
+	// consider resolves one start-up path; linked is one of linkedStartupPaths',
+	// which no list names: a link to a whole grant is a way to reach it there
+	// (~/.dotfiles -> REPO), not a file a program runs by that name, unless the
+	// link lies where programs load whole directories (~/.config, ~/.local/bin).
+	consider := func(sp agentcfg.StartupPath, linked, wholeGrantRuns bool) error {
 		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
 		if !ok {
-			continue // a loop or an unreadable directory: the operator's program cannot open it either
+			return nil // a loop or an unreadable directory: the operator's program cannot open it either
 		}
 		refuse := func(why string) error {
 			return &Error{What: "start-up file", Path: sp.Named, Reason: why}
+		}
+		if len(links) > 0 && !sp.Agent && !hiddenAt(p, final) {
+			keptStartup(sp, final, links, missing, kept, grantOf, &found)
 		}
 		for _, l := range links {
 			if g := grantOf(l); g != "" {
@@ -98,10 +111,12 @@ func resolveStartup(p *Policy, opts Options) error {
 			}
 		}
 		if g == "" || hiddenAt(p, final) {
-			continue
+			return nil
 		}
 		f := StartupFile{Path: final, Dir: sp.Dir, Grant: g, Named: sp.Named}
 		switch {
+		case final == g && linked && !wholeGrantRuns:
+			return nil
 		case final == g:
 			return refuse("is the writable " + quote(g) + " itself: the session would write what your next shell or agent runs, and it cannot be made read-only without the whole of it; point it elsewhere or choose another repository")
 		case missing != "":
@@ -119,7 +134,7 @@ func resolveStartup(p *Policy, opts Options) error {
 		default:
 			fi, err := os.Lstat(final)
 			if err != nil {
-				continue // nothing the operator's programs can look at either
+				return nil // nothing the operator's programs can look at either
 			}
 			if !fi.IsDir() && !fi.Mode().IsRegular() {
 				// Nothing a shell runs now, but its name is the session's: it
@@ -136,6 +151,20 @@ func resolveStartup(p *Policy, opts Options) error {
 			f.Pins = append([]string{a}, f.Pins...)
 		}
 		found = append(found, f)
+		return nil
+	}
+	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
+		if err := consider(sp, false, false); err != nil {
+			return err
+		}
+	}
+	for _, l := range linkedStartupPaths(p.Home, homeLinks, seen) {
+		if grantOf(l.at) != "" || within(l.at, kept) != "" {
+			continue // a link of the grant's own: the session's to change, as any file there
+		}
+		if err := consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
+			return err
+		}
 	}
 	p.Startup = dedupStartup(found)
 	// What the directories kept read-only lead to, once all of them are known: a
@@ -213,6 +242,9 @@ func sharedInode(final, g string, grants []string, devs *[]uint64) string {
 	if err := syscall.Lstat(final, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink < 2 {
 		return ""
 	}
+	if uid := os.Getuid(); uid != 0 && int(st.Uid) != uid && st.Mode&0o022 == 0 {
+		return "" // no name of it is the user's to write (/usr/bin/perl, linked from ~/.local/bin)
+	}
 	fix := "; give it a name of its own (cp it beside, then mv the copy over it) or make it a symlink"
 	if g != "" {
 		return fmt.Sprintf("leads to %s in the writable %s, which has %d names (hard links): the session could write it through another name, and your next shell or agent would run what it wrote%s",
@@ -249,6 +281,45 @@ func fileType(m fs.FileMode) string {
 		return "device"
 	}
 	return "special file"
+}
+
+// keptStartup adds to found a start-up file that a link outside every grant
+// leads to, in a plain kept path (--keep ~/src/dotfiles with ~/.zshrc ->
+// src/dotfiles/zshrc), bound read-only as one in the repository is: the kept-path
+// audit puts it back after the session, but a shell the operator opens while the
+// session runs would run what it wrote. Where a bind cannot protect it — a link on
+// the way inside the kept path (GNU stow's ~/.config/fish -> ../dots/fish with
+// --keep ~/.config: the session may point it elsewhere), the kept path itself, a
+// target still missing — it stays with that audit, which watches where the links
+// lead at each scan, as before: a kept path is the user's to write, and refusing
+// would refuse every kept ~/.config of a stow user. An agent's directory is left
+// writable too (its agent writes its state there; the kept-path audit reads it).
+func keptStartup(sp agentcfg.StartupPath, final string, links []string, missing string, kept []string, grantOf func(string) string, found *[]StartupFile) {
+	var g string
+	for _, k := range kept {
+		if hostpath.Within(final, k) && len(k) > len(g) {
+			g = k // the innermost: a kept path holds its ways' (keepWayTo)
+		}
+	}
+	if g == "" || final == g || missing != "" || grantOf(final) != "" {
+		return
+	}
+	for _, l := range links {
+		for _, k := range kept {
+			if hostpath.Within(l, k) {
+				return // any kept path's link is the session's to re-point
+			}
+		}
+	}
+	fi, err := os.Lstat(final)
+	if err != nil || !fi.IsDir() && !fi.Mode().IsRegular() {
+		return
+	}
+	f := StartupFile{Path: final, Dir: fi.IsDir(), Grant: g, Named: sp.Named}
+	for a := filepath.Dir(final); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
+		f.Pins = append([]string{a}, f.Pins...)
+	}
+	*found = append(*found, f)
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty
@@ -291,12 +362,13 @@ type pathState struct {
 // start-up paths are HOME's own names and missing, which the listing tells without
 // an lstat each. An entry that is a symlink is left to resolveLinks (it reads the
 // link); a name that is not listed is recorded missing when first asked
-// (resolveLinks looks at HOME's names through this map and listed).
-func homeListing(home string) map[string]pathState {
-	seen := map[string]pathState{}
+// (resolveLinks looks at HOME's names through this map and listed). links are the
+// names of HOME's entries that are symlinks (linkedStartupPaths).
+func homeListing(home string) (seen map[string]pathState, links []string) {
+	seen = map[string]pathState{}
 	ents, err := os.ReadDir(home)
 	if err != nil {
-		return seen
+		return seen, nil
 	}
 	seen[home+"/"] = pathState{} // the mark: HOME was listed
 	for _, e := range ents {
@@ -304,9 +376,62 @@ func homeListing(home string) map[string]pathState {
 			seen[filepath.Join(home, e.Name())] = pathState{}
 		} else {
 			seen[filepath.Join(home, e.Name())] = pathState{unread: true}
+			links = append(links, e.Name())
 		}
 	}
-	return seen
+	return seen, links
+}
+
+// linkedStartup is a symlink linkedStartupPaths found.
+type linkedStartup struct {
+	agentcfg.StartupPath
+	// at is the link's own path with its directory's symlinks resolved (~/.config
+	// may itself lead into a grant).
+	at string
+	// wholeGrantRuns: the link lies where programs load what it names whole
+	// (~/.config/APP, ~/.local/bin/TOOL), so one to a whole grant is refused.
+	wholeGrantRuns bool
+}
+
+// linkedStartupPaths are the symlinks where the operator's programs find their
+// start-up files and tools by name, whether or not agentcfg's lists name them: a
+// dotfiles checkout links ~/.config/nvim, ~/.config/starship.toml or
+// ~/.local/bin/tool into the repository as readily as ~/.bashrc. They are HOME's
+// dot entries and bin (from HOME's listing, homeLinks), the entries of ~/.config
+// and of ~/.local/bin, and ~/.local/bin itself: two listings more, whatever the
+// repository or ~/.config holds. A link deeper down (~/.config/APP/init.lua, as
+// GNU stow makes when ~/.config/APP exists) is found only when the lists name it:
+// listing every directory of ~/.config cost 0.8 ms of CPU a launch with 40 of them
+// (docs/security.md). A plain file of the repository that a program finds another
+// way (a PATH entry, an include) is no such path either.
+func linkedStartupPaths(home string, homeLinks []string, seen map[string]pathState) []linkedStartup {
+	var out []linkedStartup
+	for _, name := range homeLinks {
+		if strings.HasPrefix(name, ".") || name == "bin" {
+			p := filepath.Join(home, name)
+			out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: p, Named: quote("~/" + name)}, at: p, wholeGrantRuns: name == "bin"})
+		}
+	}
+	links := func(dir, named string) {
+		real, _, missing, ok := resolveLinks(dir, home, seen)
+		if !ok || missing != "" {
+			return
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if e.Type()&fs.ModeSymlink != 0 {
+				out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: filepath.Join(dir, e.Name()), Named: quote(named + "/" + e.Name())},
+					at: filepath.Join(real, e.Name()), wholeGrantRuns: true})
+			}
+		}
+	}
+	links(filepath.Join(home, ".config"), "~/.config")
+	links(filepath.Join(home, ".local/bin"), "~/.local/bin")
+	bin := filepath.Join(home, ".local/bin") // itself a link into a grant: all of it runs
+	return append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: bin, Dir: true, Named: "~/.local/bin"}, at: bin, wholeGrantRuns: true})
 }
 
 // resolveLinks follows the symlinks of path as the kernel does, one component at

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -254,5 +255,129 @@ func TestStartupDirEscape(t *testing.T) {
 	_, err = New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
 	if err == nil || !strings.Contains(err.Error(), "a file with more than one name") {
 		t.Errorf("a file of ~/.config/fish hard-linked into the repository: %v", err)
+	}
+}
+
+// BenchmarkResolveStartupFullConfig is the same in a HOME whose ~/.config holds
+// 40 applications' directories of 3 files each and whose ~/.local/bin holds 20
+// programs: what the listings of linkedStartupPaths add at every launch (and what
+// listing each directory of ~/.config would add; docs/security.md).
+func BenchmarkResolveStartupFullConfig(b *testing.B) {
+	home := homeDir(b)
+	repo := filepath.Join(home, "repo")
+	files := map[string]string{"repo/bashrc": ""}
+	for i := range 40 {
+		for j := range 3 {
+			files[filepath.Join(".config", "app"+strconv.Itoa(i), "f"+strconv.Itoa(j))] = ""
+		}
+	}
+	for i := range 20 {
+		files[filepath.Join(".local/bin", "tool"+strconv.Itoa(i))] = ""
+	}
+	for name := range files {
+		p := filepath.Join(home, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.Symlink("repo/bashrc", filepath.Join(home, ".bashrc")); err != nil {
+		b.Fatal(err)
+	}
+	p := &Policy{Home: home, Repo: repo}
+	opts := Options{Environ: []string{}}
+	for b.Loop() {
+		if err := resolveStartup(p, opts); err != nil || len(p.Startup) != 1 {
+			b.Fatalf("%v %v", p.Startup, err)
+		}
+	}
+}
+
+// TestStartupLinkedUnlisted: a link no list names, where programs find their
+// start-up files and tools by name (HOME's dot entries and bin, ~/.config and the
+// directories in it, ~/.local/bin), is made read-only like a listed one when it
+// leads into the repository; a dot link to the whole repository, a non-dot link
+// in HOME, a link inside the repository and a link that leads elsewhere are not;
+// a link in ~/.config to the whole repository is refused.
+func TestStartupLinkedUnlisted(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, repo, map[string]string{"nvim/init.lua": "x", "bin/tool": "x", "app/conf": "x", "notes/n": "x", "emacs/init.el": "x", "starship.toml": "x", "deep.lua": "x"})
+	writeHomeFiles(t, home, map[string]string{"elsewhere/f": "x", ".config/dir/plain": "x", ".local/bin/plain": "x"})
+	for link, target := range map[string]string{
+		".config/someapp":       "../repo/nvim",
+		".config/starship.toml": "../repo/starship.toml",
+		".config/dir/deep.lua":  "../../repo/deep.lua", // deeper than the rule looks
+		".config/app":           "../repo/app",
+		".local/bin/tool":       "../../repo/bin/tool",
+		".emacs.d":              "repo/emacs",
+		".dotfiles":             "repo",
+		"notes":                 "repo/notes",
+		".config/other":         "../elsewhere",
+		"repo/link":             "../elsewhere/f",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range p.Startup {
+		paths = append(paths, f.Path)
+	}
+	want := []string{filepath.Join(repo, "app"), filepath.Join(repo, "bin/tool"), filepath.Join(repo, "emacs"), filepath.Join(repo, "nvim"), filepath.Join(repo, "starship.toml")}
+	if !slices.Equal(paths, want) {
+		t.Errorf("start-up files %v, want %v", paths, want)
+	}
+	if n := strings.Join(p.StartupNotices(), "\n"); !strings.Contains(n, "~/.config/someapp leads into the writable") || !strings.Contains(n, "~/.local/bin/tool leads into") {
+		t.Errorf("notices %q", n)
+	}
+	if err := os.Symlink("../repo", filepath.Join(home, ".config/whole")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}}); err == nil || !strings.Contains(err.Error(), "~/.config/whole") || !strings.Contains(err.Error(), "itself") {
+		t.Errorf("~/.config/whole -> the repository: %v, want a refusal", err)
+	}
+}
+
+// TestStartupInKeptPath: a start-up file that a link in HOME leads to in a plain
+// kept path is read-only inside like one in the repository; a link on the way
+// inside the kept path, the kept path itself, an agent's directory and a file at
+// its own HOME path in a kept path stay with the kept-path audit.
+func TestStartupInKeptPath(t *testing.T) {
+	home, repo := tree(t)
+	writeHomeFiles(t, home, map[string]string{"dots/profile": "x", "outer/keep": "x", "dots/zshrc": "x", "dots/claude/settings.json": "{}", "dots/real-bashrc": "x", "dots/fishcfg/config.fish": "x",
+		".config/systemd/user/x.service": "x"})
+	for link, target := range map[string]string{
+		".zshrc":       "dots/zshrc",
+		".claude":      "dots/claude",
+		"dots/bashrc":  "real-bashrc",
+		".bashrc":      "dots/bashrc", // through a link inside the kept path
+		".config/fish": "../dots/fishcfg",
+		".dotfiles":    "dots",
+		".profile":     "outer/link", // through a link in another kept path
+		"outer/link":   "../dots/profile",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}, Keep: []string{filepath.Join(home, "dots"), filepath.Join(home, ".config/systemd"), filepath.Join(home, "outer")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range p.Startup {
+		paths = append(paths, f.Path)
+		if f.Grant != filepath.Join(home, "dots") {
+			t.Errorf("%s: grant %s", f.Path, f.Grant)
+		}
+	}
+	if want := []string{filepath.Join(home, "dots/fishcfg"), filepath.Join(home, "dots/zshrc")}; !slices.Equal(paths, want) {
+		t.Errorf("start-up files %v, want %v", paths, want)
 	}
 }

@@ -16,11 +16,19 @@ import (
 // way owned by root or the user in directories only their owner writes
 // (trustedexec.Program), and the file and each link the open followed checked
 // again by checkInitBinary's rules, as the path may have led elsewhere by then.
-// What a concurrent writer puts at the path after this is never run.
+// What a concurrent writer puts at the path after this is never run. The
+// directories earlier sessions were given writable (hostpath.Granted) count as
+// writable too: a session of last week with --add-dir ~/bin could have replaced
+// the agentbox there.
 func openInitBinary(bin string, writable ...string) (*os.File, error) {
 	if bin == "" {
 		return nil, nil
 	}
+	earlier, _, err := hostpath.Granted()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: InitBinary %s: %v", termsafe.Quote(bin), err)
+	}
+	writable = append(writable[:len(writable):len(writable)], earlier...)
 	if err := checkInitBinary(bin, writable...); err != nil {
 		return nil, err
 	}
@@ -36,7 +44,7 @@ func openInitBinary(bin string, writable ...string) (*os.File, error) {
 		dir := filepath.Dir(p)
 		if root, ok := hostpath.InsideWritable(p, writable...); ok {
 			o.File.Close()
-			return nil, fmt.Errorf("sandbox: InitBinary %s leads through %s, which the session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
+			return nil, fmt.Errorf("sandbox: InitBinary %s leads through %s, which a session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
 		}
 		if top, ok := hostpath.GitTree(dir); ok {
 			o.File.Close()
@@ -69,11 +77,11 @@ func checkInitBinary(bin string, writable ...string) error {
 	}
 	dirs = append(dirs, filepath.Dir(filepath.Clean(bin)))
 	if root, ok := hostpath.InsideWritable(bin, writable...); ok {
-		return fmt.Errorf("sandbox: InitBinary %s lies in %s, which the session can write: it could replace the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
+		return fmt.Errorf("sandbox: InitBinary %s lies in %s, which a session can write: it could replace the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
 	}
 	for _, dir := range dirs {
 		if root, ok := hostpath.InsideWritable(dir, writable...); ok {
-			return fmt.Errorf("sandbox: InitBinary %s leads through %s, which the session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
+			return fmt.Errorf("sandbox: InitBinary %s leads through %s, which a session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
 		}
 		if top, ok := hostpath.GitTree(dir); ok {
 			return fmt.Errorf("sandbox: InitBinary %s lies in or leads through the Git working tree %s, which a session may write: it could replace the init of the next launch; install agentbox outside any repository", q, termsafe.Quote(top))

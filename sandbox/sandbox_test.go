@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
@@ -247,5 +248,45 @@ func TestInitBinaryThroughALinkInATree(t *testing.T) {
 		if err := checkInitBinary(bin); err == nil || !strings.Contains(err.Error(), "InitBinary") {
 			t.Errorf("InitBinary %s, through a link in the tree %s: %v, want a refusal", bin, tree, err)
 		}
+	}
+}
+
+// An init binary in a plain directory that an earlier session was given writable
+// (its --add-dir, a kept path, a repository without .git) is refused by every door
+// that opens it: that session could have put another program there.
+func TestInitBinaryInAnEarlierGrant(t *testing.T) {
+	tools := filepath.Join(t.TempDir(), "tools")
+	bin := filepath.Join(tools, "agentbox")
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	f, err := openInitBinary(bin)
+	if err != nil {
+		t.Fatalf("before any grant: %v", err)
+	}
+	f.Close()
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openInitBinary(bin); err == nil || !strings.Contains(err.Error(), "which a session can write") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("openInitBinary in an earlier grant: %v, want a refusal", err)
+	}
+	defer StopPrestart()
+	if err := Prestart(Options{InitBinary: bin}); err == nil || !strings.Contains(err.Error(), "which a session can write") {
+		t.Errorf("Prestart with InitBinary in an earlier grant: %v, want a refusal", err)
+	}
+	if l, err := NewLauncher(bin); err == nil || !strings.Contains(err.Error(), "which a session can write") {
+		if l != nil {
+			l.Close()
+		}
+		t.Errorf("NewLauncher(%s) in an earlier grant: %v, want a refusal", bin, err)
 	}
 }

@@ -290,6 +290,9 @@ func (l *launch) commandGate(pre *prelaunch, passed *bool) func() error {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
+	if err := prepare.RecordGrants(p, l.pr.GitDirs); err != nil {
+		return 0, err
+	}
 	ckStart := startCheckpoints(p, l.rec) // beside the steps up to the plan (checkpoints.go)
 	defer ckStart.stop()                  // a launch that stops before the audits' end is deferred
 	if err := l.pr.Placeholders(cfg.prepareOptions(sw), p); err != nil {

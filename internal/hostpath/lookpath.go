@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
@@ -24,6 +25,9 @@ import (
 //     repository);
 //   - inside one of writable (the session's writable host directories), before or
 //     after symlinks are resolved, or resolves into one of them;
+//   - the same for the directories any earlier session was given writable
+//     (internal/grantledger, read from the state directory of the environment):
+//     a session of last week with --add-dir ~/tools/bin could have put a git there;
 //   - inside a Git working tree (a directory with a .git entry at or above it):
 //     agentbox's default repository is the Git top level of the working directory,
 //     so any such tree may have been a session's repository, today or earlier;
@@ -45,10 +49,21 @@ func LookPath(name string, writable ...string) (string, error) {
 			roots = append(roots, abs, canonicalOr(abs))
 		}
 	}
+	earlier, ledger, err := Granted()
+	if err != nil {
+		return "", fmt.Errorf("look up %s: %w", name, err)
+	}
 	var skipped []string
+	fromLedger := false
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
 		bin := filepath.Join(dir, name)
-		if why := untrustedProgram(dir, bin, roots); why != "" {
+		why := untrustedProgram(dir, bin, roots)
+		if why == "" {
+			if g := grantedEarlier(dir, bin, earlier); g != "" {
+				why, fromLedger = "inside "+quote(g)+", which an earlier session was given writable", true
+			}
+		}
+		if why != "" {
 			if why != "missing" && len(skipped) < 8 {
 				skipped = append(skipped, fmt.Sprintf("%s (%s)", bin, why))
 			}
@@ -60,7 +75,36 @@ func LookPath(name string, writable ...string) (string, error) {
 	if len(skipped) > 0 {
 		msg += "; skipped, since a sandbox could have written them: " + strings.Join(skipped, ", ")
 	}
+	if fromLedger {
+		msg += "; take such a directory off PATH, or check it and remove its line from " + quote(ledger)
+	}
 	return "", &NotFoundError{Name: name, Msg: msg}
+}
+
+// Granted returns the directories sessions were given writable so far, from the
+// ledger in the state directory this process's environment names, and the
+// ledger's path; a ledger it cannot trust is an error (grantledger.Read).
+func Granted() (dirs []string, ledger string, err error) {
+	state := grantledger.StateDirFromEnv()
+	dirs, err = grantledger.Read(state)
+	return dirs, grantledger.Path(state), err
+}
+
+// grantedEarlier returns the entry of granted that dir/bin (which untrustedProgram
+// accepted: it exists) lies in, before or after symlinks, or "".
+func grantedEarlier(dir, bin string, granted []string) string {
+	if len(granted) == 0 {
+		return ""
+	}
+	forms := []string{filepath.Clean(dir), canonicalOr(dir), canonicalOr(bin)}
+	for _, g := range granted {
+		for _, f := range forms {
+			if Within(f, g) {
+				return g
+			}
+		}
+	}
+	return ""
 }
 
 // NotFoundError says that LookPath found no program it may run.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/grantledger"
 )
 
 // prog writes an executable name into dir (made with mode) and returns its path.
@@ -106,5 +108,53 @@ func BenchmarkExecLookPath(b *testing.B) {
 		if _, err := exec.LookPath("git"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLookPathSkipsEarlierGrants: a directory an earlier session was given
+// writable (the ledger in the environment's state directory) is skipped like the
+// session's own, also when the PATH entry only links there, and the refusal says
+// which directory and how to trust it again; a damaged ledger refuses every lookup.
+func TestLookPathSkipsEarlierGrants(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	tools := filepath.Join(base, "tools")
+	planted := prog(t, filepath.Join(tools, "bin"), name, 0o755)
+	link := filepath.Join(base, "tools-link")
+	if err := os.Symlink(filepath.Join(tools, "bin"), link); err != nil {
+		t.Fatal(err)
+	}
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	t.Setenv("PATH", strings.Join([]string{filepath.Dir(planted), link, filepath.Dir(good)}, ":"))
+	if got, err := LookPath(name); err != nil || got != filepath.Join(filepath.Dir(planted), name) {
+		t.Fatalf("before any grant: LookPath = %q, %v; want the first entry's", got, err)
+	}
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LookPath(name); err != nil || got != good {
+		t.Errorf("LookPath = %q, %v; want %s past the earlier grant", got, err, good)
+	}
+	t.Setenv("PATH", strings.Join([]string{filepath.Dir(planted), link}, ":"))
+	_, err = LookPath(name)
+	if err == nil {
+		t.Fatal("LookPath found a program in a directory an earlier session could write")
+	}
+	for _, want := range []string{"an earlier session was given writable", "take such a directory off PATH", grantledger.FileName} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if err := os.WriteFile(grantledger.Path(grantledger.StateDir(state, "")), []byte("not quoted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", filepath.Dir(good))
+	if got, err := LookPath(name); err == nil {
+		t.Errorf("LookPath with a damaged ledger found %s", got)
 	}
 }

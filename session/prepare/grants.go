@@ -1,8 +1,12 @@
 package prepare
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/agentbox/agentbox/internal/grantledger"
+	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -52,6 +56,36 @@ func CheckWritableBinds(p *policy.Policy, plan *mounts.Plan, gitDirs []string) e
 			return fmt.Errorf("%s %s changed while agentbox was starting (another directory is at its path); not launching", g.What, g.Path)
 		}
 		plan.Ops[i].SourceID = id
+	}
+	return nil
+}
+
+// RecordGrants adds the session's writable grants (policy.Policy.Grants and gitDirs,
+// a linked worktree's common dir: the sources CheckWritableBinds lets the plan's
+// writable binds take, so every directory the plan makes writable lies in one) to
+// the ledger of directories sessions were given writable (internal/grantledger),
+// first thing in a launch, so that agentbox's host side never runs a program this
+// session could have put in one of them, in this session or any later one
+// (hostpath.LookPath, the Go API's InitBinary). agentbox's own directories below
+// the state and cache directories (--disk-tmp's, removed at the end) are left
+// out: nothing is looked up there, and each session's has a new name. A launch
+// that cannot record them does not start.
+func RecordGrants(p *policy.Policy, gitDirs []string) error {
+	dirs := gitDirs[:len(gitDirs):len(gitDirs)]
+	for _, g := range p.Grants() {
+		own := false
+		for _, a := range []string{p.StateDir, p.CacheDir} {
+			own = own || a != "" && hostpath.Within(g.Path, a)
+		}
+		if !own {
+			dirs = append(dirs, g.Path)
+		}
+	}
+	if p.StateDir == "" && len(dirs) > 0 {
+		return errors.New("no state directory to list the directories this session may write in, and agentbox starts no session it has not listed; set HOME or XDG_STATE_HOME to an absolute path")
+	}
+	if err := grantledger.Record(p.StateDir, dirs); err != nil {
+		return fmt.Errorf("cannot list the directories this session may write in %s (%v), and agentbox starts no session it has not listed; set XDG_STATE_HOME to a directory of yours", termsafe.Quote(grantledger.Path(p.StateDir)), err)
 	}
 	return nil
 }

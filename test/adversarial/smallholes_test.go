@@ -57,6 +57,52 @@ var smallHoleAttacks = []attack{
 				t.Errorf("agentbox ran programs the sandbox planted on PATH, on the host: %v", names)
 			}
 		}},
+	// A directory given writable to one session (--add-dir here; a kept path or a
+	// repository without .git alike) and on the operator's PATH later: agentbox's
+	// host side must not run what that session left there in any later command.
+	{name: "program planted in an added directory on the operator's PATH later",
+		setup: func(t *testing.T, x *target) []string {
+			tools := testenv.Dir(t, "tools")
+			x.args = append(x.args, "--add-dir", tools)
+			x.env = append(x.env, "TOOLS="+tools)
+			return nil
+		},
+		script: `
+		for p in git bwrap; do
+			printf '#!/bin/sh\ntouch "%s/tools-%s"\nexit 1\n' "$PWNED" "$p" > "$TOOLS/$p"
+			chmod +x "$TOOLS/$p"
+		done
+		echo DONE`,
+		check: func(t *testing.T, x *target, r sandboxtest.Result) {
+			tools := ""
+			for i, a := range x.args {
+				if a == "--add-dir" && i+1 < len(x.args) {
+					tools = x.args[i+1]
+				}
+			}
+			bwrapDir := filepath.Dir(sandboxtest.BwrapPath(t))
+			if bwrapDir == "." {
+				bwrapDir = filepath.Dir(testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0 to put on PATH"))
+			}
+			path := strings.Join([]string{tools, bwrapDir, "/usr/local/bin:/usr/bin:/bin"}, ":")
+			for _, args := range [][]string{
+				{"exec", "--no-git-save", "--", "/bin/true"}, // the recorder's git
+				{"exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "/bin/true"},
+				{"log"},
+				{"doctor"},
+			} {
+				cmd := testenv.Command(t, x.Home, x.Bin, args...)
+				cmd.Dir = x.Repo
+				cmd.Env = append(withoutEnv(cmd.Env, "PATH", "AGENTBOX_BWRAP"), "PATH="+path)
+				res := sandboxtest.Run(cmd)
+				if args[0] != "doctor" && res.Code != 0 {
+					t.Errorf("agentbox %s with the added directory first on PATH: want the real programs found further down:\n%s", args, res)
+				}
+			}
+			if names := testenv.DirNames(t, x.Pwned); len(names) > 0 {
+				t.Errorf("agentbox ran programs an earlier session planted in its added directory, on the host: %v", names)
+			}
+		}},
 }
 
 // withoutEnv drops the variables named from env.

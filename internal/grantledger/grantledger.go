@@ -1,0 +1,57 @@
+// Package grantledger keeps the list of host directories that sessions were given
+// writable (the repository, --add-dir, kept paths, a linked worktree's metadata), so
+// that agentbox's host side never runs a program from one of them later: a session
+// of last week that had --add-dir ~/tools/bin could have put a git there, and
+// ~/tools/bin on PATH today would make `agentbox log` run it as the operator
+// (internal/hostpath.LookPath, the Go API's InitBinary).
+//
+// The ledger is a file in agentbox's state directory, which no session can write
+// (policy refuses a grant in or around it; inside, HOME is an overlay). It only ever
+// makes lookups stricter: an entry is a directory skipped, so a damaged or foreign
+// ledger refuses instead of being ignored. It is written before a session's command
+// starts, and never shrinks by itself: the operator removes a line after checking
+// the directory.
+package grantledger
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/agentbox/agentbox/internal/termsafe"
+)
+
+// FileName is the ledger's name in the state directory.
+const FileName = "granted-dirs"
+
+// StateDir is agentbox's state directory as policy computes it
+// (${XDG_STATE_HOME:-$HOME/.local/state}/agentbox); "" when neither is absolute.
+func StateDir(xdgStateHome, home string) string {
+	if filepath.IsAbs(xdgStateHome) {
+		return filepath.Join(xdgStateHome, "agentbox")
+	}
+	if filepath.IsAbs(home) {
+		return filepath.Join(home, ".local/state", "agentbox")
+	}
+	return ""
+}
+
+// StateDirFromEnv is StateDir of this process's environment: where the launches of
+// the operator's agentbox and Go programs (which take both variables from the
+// environment) keep their ledger.
+func StateDirFromEnv() string {
+	return StateDir(os.Getenv("XDG_STATE_HOME"), os.Getenv("HOME"))
+}
+
+// Path is the ledger's path in stateDir.
+func Path(stateDir string) string { return filepath.Join(stateDir, FileName) }
+
+// Error is a ledger that cannot be taken at its word.
+type Error struct {
+	Path   string
+	Reason string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("the list of directories sessions could write, %s, %s", termsafe.Quote(e.Path), e.Reason)
+}

@@ -1,0 +1,137 @@
+package grantledger
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestRecordRead: what Record adds Read returns, once each, and a directory below
+// one listed adds nothing; a name with a newline stays one entry.
+func TestRecordRead(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state", "agentbox")
+	if got, err := Read(state); err != nil || got != nil {
+		t.Fatalf("Read of a missing ledger = %v, %v; want none", got, err)
+	}
+	odd := "/home/u/odd\n/usr/bin"
+	if err := Record(state, []string{"/home/u/src/a", "/home/u/tools/bin", odd}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(state, []string{"/home/u/src/a", "/home/u/tools/bin/sub", "/home/u/src/b/"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(state)
+	want := []string{"/home/u/src/a", "/home/u/tools/bin", odd, "/home/u/src/b"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("Read = %q, %v; want %q", got, err, want)
+	}
+	fi, err := os.Stat(Path(state))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("ledger mode: %v, %v; want 0600", fi, err)
+	}
+	if err := Record(state, []string{"rel/dir"}); err == nil {
+		t.Error("Record took a relative path")
+	}
+}
+
+// TestReadRefuses: a ledger agentbox cannot take at its word refuses every lookup
+// instead of counting as empty: removing a line would let a planted program run.
+func TestReadRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		make func(t *testing.T, path string)
+		want string
+	}{
+		{"symlink", func(t *testing.T, path string) {
+			other := filepath.Join(filepath.Dir(path), "elsewhere")
+			must(t, os.WriteFile(other, nil, 0o600))
+			must(t, os.Symlink(other, path))
+		}, "symbolic link"},
+		{"group-writable", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"/a"`+"\n"), 0o600))
+			must(t, os.Chmod(path, 0o620))
+		}, "chmod go-w"},
+		{"fifo", func(t *testing.T, path string) {
+			must(t, syscall.Mkfifo(path, 0o600))
+		}, "not a regular file"},
+		{"bad line", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"/a"`+"\n/b\n"), 0o600))
+		}, "line 2"},
+		{"relative entry", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"a/b"`+"\n"), 0o600))
+		}, "line 1"},
+		{"too large", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(strings.Repeat(`"/a"`+"\n", maxBytes/4)), 0o600))
+		}, "larger than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			tt.make(t, Path(state))
+			if got, err := Read(state); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Read = %q, %v; want a refusal saying %q", got, err, tt.want)
+			}
+			if err := Record(state, []string{"/x"}); err == nil {
+				t.Error("Record wrote into a ledger it cannot trust")
+			}
+		})
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	for _, tt := range [][3]string{
+		{"/x/state", "/home/u", "/x/state/agentbox"},
+		{"rel", "/home/u", "/home/u/.local/state/agentbox"},
+		{"", "", ""},
+	} {
+		if got := StateDir(tt[0], tt[1]); got != tt[2] {
+			t.Errorf("StateDir(%q, %q) = %q, want %q", tt[0], tt[1], got, tt[2])
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkRecordListed is what a launch pays when its grants are listed already
+// (the common case: the same repository again): open, flock, read, close, in a
+// ledger of 200 directories.
+func BenchmarkRecordListed(b *testing.B) {
+	state := b.TempDir()
+	var dirs []string
+	for i := range 200 {
+		dirs = append(dirs, "/home/u/src/project-"+strings.Repeat("x", i%20)+string(rune('a'+i%26))+"/"+strconv.Itoa(i))
+	}
+	if err := Record(state, dirs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := Record(state, dirs[100:101]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRead is what each host lookup (LookPath, InitBinary) pays for it.
+func BenchmarkRead(b *testing.B) {
+	state := b.TempDir()
+	var dirs []string
+	for i := range 200 {
+		dirs = append(dirs, "/home/u/src/p"+strconv.Itoa(i))
+	}
+	if err := Record(state, dirs); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Read(state); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
