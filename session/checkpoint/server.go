@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/pace"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
@@ -161,8 +163,25 @@ func (s *Server) Stop() {
 	s.state.Unlock()
 	s.l.Close()
 	s.served.Wait()
-	os.RemoveAll(s.dir)
+	removeEndpoint(s.dir, s.sock)
 	s.claim.Release()
+}
+
+// removeEndpoint removes the socket and its directory, which holds nothing else
+// (mode 0700, this process's): two system calls where os.RemoveAll, which first
+// tries the directory as a file and then as an empty one, lists it and removes
+// what it lists, takes nine. Anything else found in it falls to RemoveAll.
+func removeEndpoint(dir, sock string) {
+	if os.Remove(sock) != nil || unix.Rmdir(dir) != nil {
+		os.RemoveAll(dir)
+	}
+}
+
+// isStopped says whether Stop has been called.
+func (s *Server) isStopped() bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return s.stopped
 }
 
 func (s *Server) serve() {
@@ -172,7 +191,10 @@ func (s *Server) serve() {
 		gate.Wait() // the pace (package comment); a closed listener ends the loop next
 		c, err := s.l.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			// Stopped: the listener was closed by Stop. Asked first, since
+			// errors.Is walks the error's chain through code that every session
+			// would otherwise fault in once, as its endpoint stops.
+			if s.isStopped() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: no busy loop
