@@ -286,6 +286,11 @@ func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 			return
 		}
 		ss.startCommit, ss.startTree = commit, tree
+		// Packing is checked here, beside the command, not after it, where the
+		// launcher's exit waits: once the start is recorded, a failure to pack
+		// costs disk, not the record. The session's own end adds at most one pack
+		// and a few loose objects, which the next session's start checks.
+		_ = s.maintain()
 	}()
 	return ss, nil
 }
@@ -373,12 +378,8 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	if err != nil {
 		return err
 	}
-	if err := s.setRef(sessionRefs+ss.id, commit, ss.startCommit); err != nil {
-		return err
-	}
-	// After the record is complete: a failure to pack costs disk, not the record.
-	_ = s.maintain()
-	return nil
+	// Packing is BeginWalk's, beside the command.
+	return s.setRef(sessionRefs+ss.id, commit, ss.startCommit)
 }
 
 // since is the ctime from which an entry of the end walk w changed during the
