@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestStopLeavesNothing: Stop removes the socket, its directory and the claim
-// beside it, also when something other than the socket is found in the directory,
-// and the serving goroutine ends (Stop waits for it).
+// TestStopLeavesNothing: once Removed returns, the socket, its directory and the
+// claim beside it are gone, also when something other than the socket is found in
+// the directory; Removed stops an endpoint not yet stopped.
 func TestStopLeavesNothing(t *testing.T) {
 	for _, extra := range []string{"", "file", "dir"} {
 		s, err := Start(func(string, int64) (Result, error) { return Result{}, nil })
@@ -25,12 +25,16 @@ func TestStopLeavesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.Stop()
+		if extra == "" {
+			s.Stop()
+		}
+		s.Removed()
 		for _, p := range []string{s.sock, s.dir, s.dir + ".lock"} {
 			if _, err := os.Lstat(p); !os.IsNotExist(err) {
 				t.Errorf("with %q in it: %s left after Stop (%v)", extra, p, err)
 			}
 		}
 		s.Stop() // a second call does nothing
+		s.Removed()
 	}
 }
