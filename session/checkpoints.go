@@ -63,10 +63,19 @@ func (sc *startingCheckpoints) wait(stderr io.Writer) (*checkpoint.Server, *chec
 }
 
 // stop ends the endpoint once it has started (checkpoint.Server.Stop: a second
-// call does nothing).
+// call does nothing). Its files are removed beside what follows (removed).
 func (sc *startingCheckpoints) stop() {
 	<-sc.done
 	sc.srv.Stop()
+}
+
+// removed stops the endpoint if it runs and waits until its files are gone; a nil
+// sc had none.
+func (sc *startingCheckpoints) removed() {
+	if sc != nil {
+		<-sc.done
+		sc.srv.Removed()
+	}
 }
 
 // started hands over the host work the command waits for.

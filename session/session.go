@@ -221,6 +221,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	if l.released != nil {
 		l.released() // the end scans' watches, released beside the record's end
 	}
+	l.ck.removed() // the checkpoint endpoint's files, removed beside the audits and the record's end
 	if os.Getenv("AGENTBOX_TIMINGS") != "" {
 		printPhases(cfg.Stderr, sw.Total(), slices.Concat(out.Phases, sw.Phases[len(sw.Phases)-1:]))
 	}
@@ -245,6 +246,9 @@ type launch struct {
 	// could not audit (hostaudit.Outcome.Unresolved).
 	unresolved int
 	released   func() // hostaudit.Outcome.Released of the end audits
+	// ck is the checkpoint endpoint; its files are removed beside the audits and
+	// the record's end, and waited for before the session returns.
+	ck *startingCheckpoints
 }
 
 // finishAudits ends the session's audits: once the command may have run (gate),
@@ -294,7 +298,8 @@ func (l *launch) run() (int, error) {
 		return 0, err
 	}
 	ckStart := startCheckpoints(p, l.rec) // beside the steps up to the plan (checkpoints.go)
-	defer ckStart.stop()                  // a launch that stops before the audits' end is deferred
+	l.ck = ckStart
+	defer ckStart.stop() // a launch that stops before the audits' end is deferred
 	if err := l.pr.Placeholders(cfg.prepareOptions(sw), p); err != nil {
 		return 0, err
 	}

@@ -14,9 +14,10 @@ import (
 // Packing the shadow repository. Recording writes one pack per session that changed
 // something (bulk check-in, see stage), so packs pile up; Git itself would repack
 // them, but its automatic gc is off (it would run the pre-auto-gc hook and detach).
-// maintain repacks under the store's lock, geometrically: each run merges only the
-// small packs into the next size up, so its cost is bounded by what was recorded
-// since the previous run, not by the size of the store.
+// maintain repacks under the store's lock, beside a session's command (BeginWalk),
+// geometrically: each run merges only the small packs into the next size up, so
+// its cost is bounded by what was recorded since the previous run, not by the size
+// of the store.
 const (
 	maxPacks = 16   // more packs than this: repack
 	maxLoose = 6700 // Git's gc.auto: estimated loose objects beyond this: repack

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,4 +124,48 @@ func TestFirstRecordNotice(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Dir, "index")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPackedBesideTheCommand: the packing check runs once a session's start is
+// recorded, beside its command (BeginWalk), not after the command, where the
+// launcher's exit would wait for it: packs past maxPacks before a session are
+// merged by the time its start is, and its end writes no pack of its own.
+func TestPackedBesideTheCommand(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Command: []string{"true"}}, nil)
+	for i := range maxPacks + 2 {
+		hash := exec.Command("git", "--git-dir", s.Dir, "hash-object", "-w", "--stdin")
+		hash.Stdin = strings.NewReader(fmt.Sprintf("planted %d\n", i))
+		id, err := hash.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pack := exec.Command("git", "--git-dir", s.Dir, "pack-objects", "-q", filepath.Join(s.Dir, "objects", "pack", "pack"))
+		pack.Stdin = bytes.NewReader(id)
+		if out, err := pack.CombinedOutput(); err != nil {
+			t.Fatalf("git pack-objects: %v %s", err, out)
+		}
+	}
+	if n := packCount(s); n <= maxPacks {
+		t.Fatalf("%d packs planted, want more than %d", n, maxPacks)
+	}
+	ss, err := s.BeginWalk(Record{Command: []string{"true"}}, walkOf(t, repo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n := packCount(s); n > maxPacks {
+		t.Fatalf("%d packs once the start was recorded, want at most %d", n, maxPacks)
+	}
+	merged := packCount(s)
+	if err := ss.FinishWalk(Record{Command: []string{"true"}, End: time.Now()}, walkOf(t, repo)); err != nil {
+		t.Fatal(err)
+	}
+	if n := packCount(s); n != merged {
+		t.Errorf("the unchanged session's end left %d packs, its start %d", n, merged)
+	}
+	shadowGit(t, s, "fsck", "--no-progress")
 }

@@ -33,25 +33,41 @@ const ident = "agentbox <agentbox@localhost>"
 // writeCommit writes a commit of tree with parent ("" for none), the message as
 // given, dated when, and returns its id.
 func (s *Store) writeCommit(tree, parent, msg string, when time.Time) (string, error) {
+	b, err := appendCommitHead(make([]byte, 0, commitHeadLen+len(msg)), tree, parent, when)
+	if err != nil {
+		return "", err
+	}
+	return s.writeObject("commit", append(b, msg...))
+}
+
+// commitHeadLen bounds the length of a commit's head (appendCommitHead): its tree,
+// parent, author and committer lines and the empty line after them.
+const commitHeadLen = 256
+
+// appendCommitHead appends a commit's head, up to and with the empty line before
+// its message: tree, parent ("" for none), author and committer, dated when (zero:
+// now).
+func appendCommitHead(b []byte, tree, parent string, when time.Time) ([]byte, error) {
 	if !isHexID(tree) || parent != "" && !isHexID(parent) {
-		return "", fmt.Errorf("shadow: commit: bad object id")
+		return nil, fmt.Errorf("shadow: commit: bad object id")
 	}
 	if when.IsZero() {
 		when = time.Now()
 	}
 	if when.Unix() < 0 {
-		return "", fmt.Errorf("shadow: commit: date %s before 1970", when)
+		return nil, fmt.Errorf("shadow: commit: date %s before 1970", when)
 	}
-	date := strconv.FormatInt(when.Unix(), 10) + " " + when.Format("-0700")
-	var b strings.Builder
-	b.WriteString("tree " + tree + "\n")
+	b = append(append(append(b, "tree "...), tree...), '\n')
 	if parent != "" {
-		b.WriteString("parent " + parent + "\n")
+		b = append(append(append(b, "parent "...), parent...), '\n')
 	}
-	b.WriteString("author " + ident + " " + date + "\n")
-	b.WriteString("committer " + ident + " " + date + "\n\n")
-	b.WriteString(msg)
-	return s.writeObject("commit", []byte(b.String()))
+	for _, role := range []string{"author ", "committer "} {
+		b = append(append(b, role...), ident+" "...)
+		b = strconv.AppendInt(b, when.Unix(), 10)
+		b = when.AppendFormat(append(b, ' '), "-0700")
+		b = append(b, '\n')
+	}
+	return append(b, '\n'), nil
 }
 
 // writeObject stores body as a loose object of kind and returns its id. An object

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/agentbox/agentbox/internal/fixedjson"
@@ -20,14 +21,25 @@ import (
 // agent's events, the forwardings) by encoding/json; json.Indent's validating
 // scanner is replaced by fixedjson.AppendIndent. TestMarshalRecordAsJSON
 // compares the bytes with json.Encoder's on records with every field filled.
-func MarshalRecord(rec Record) ([]byte, error) {
-	compact, err := appendRecord(make([]byte, 0, 1024), &rec)
+func MarshalRecord(rec Record) ([]byte, error) { return appendRecordJSON(nil, &rec) }
+
+// recordJSONLen is a typical record's compact length: room enough that its
+// encoding grows no buffer.
+const recordJSONLen = 4096
+
+// appendRecordJSON appends what MarshalRecord returns to dst.
+func appendRecordJSON(dst []byte, rec *Record) ([]byte, error) {
+	compact, err := appendRecord(make([]byte, 0, recordJSONLen), rec)
 	if err != nil {
 		// A time outside the years 0–9999: encoding/json words the error.
-		return marshalRecordReflect(rec)
+		b, err := marshalRecordReflect(*rec)
+		if err != nil {
+			return nil, err
+		}
+		return append(dst, b...), nil
 	}
-	b := fixedjson.AppendIndent(make([]byte, 0, 2*len(compact)), compact)
-	return append(b, '\n'), nil
+	dst = slices.Grow(dst, 2*len(compact)+1)
+	return append(fixedjson.AppendIndent(dst, compact), '\n'), nil
 }
 
 // marshalRecordReflect is MarshalRecord by encoding/json.

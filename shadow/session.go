@@ -286,6 +286,11 @@ func (s *Store) BeginWalk(rec Record, w *treewalk.Walk) (*Session, error) {
 			return
 		}
 		ss.startCommit, ss.startTree = commit, tree
+		// Packing is checked here, beside the command, not after it, where the
+		// launcher's exit waits: once the start is recorded, a failure to pack
+		// costs disk, not the record. The session's own end adds at most one pack
+		// and a few loose objects, which the next session's start checks.
+		_ = s.maintain()
 	}()
 	return ss, nil
 }
@@ -373,12 +378,8 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	if err != nil {
 		return err
 	}
-	if err := s.setRef(sessionRefs+ss.id, commit, ss.startCommit); err != nil {
-		return err
-	}
-	// After the record is complete: a failure to pack costs disk, not the record.
-	_ = s.maintain()
-	return nil
+	// Packing is BeginWalk's, beside the command.
+	return s.setRef(sessionRefs+ss.id, commit, ss.startCommit)
 }
 
 // since is the ctime from which an entry of the end walk w changed during the
@@ -590,18 +591,31 @@ func gitMessages(stderr string) []string {
 // commit writes a commit of tree with parent (may be "") whose message is a subject
 // line and the record as JSON.
 func (s *Store) commit(tree, parent string, rec Record, what string, when time.Time) (string, error) {
-	rec.StartCommit, rec.EndCommit = "", ""
-	body, err := MarshalRecord(rec)
+	b, err := recordCommit(tree, parent, rec, what, when)
 	if err != nil {
 		return "", err
 	}
+	return s.writeObject("commit", b)
+}
+
+// recordCommit is the commit object's body that commit writes: the head, the
+// subject line and the record, built in one buffer. The launcher runs with its
+// collector off, so each copy of a record (a few KiB: a launch's phases are most of
+// it) is fresh memory, paid for in page faults on the session's critical path.
+func recordCommit(tree, parent string, rec Record, what string, when time.Time) ([]byte, error) {
+	rec.StartCommit, rec.EndCommit = "", ""
 	subject := "agentbox session " + rec.ID
 	if what != "" {
 		subject += ": " + what
 	} else if len(rec.Command) > 0 {
 		subject += ": " + oneLine(strings.Join(rec.Command, " "), 60)
 	}
-	return s.writeCommit(tree, parent, subject+"\n\n"+string(body), when)
+	b, err := appendCommitHead(make([]byte, 0, commitHeadLen+len(subject)+2), tree, parent, when)
+	if err != nil {
+		return nil, err
+	}
+	b = append(append(b, subject...), "\n\n"...)
+	return appendRecordJSON(b, &rec)
 }
 
 // updateRef points ref at commit if it still points at old ("" means it must not

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -242,8 +243,20 @@ func NewID(t time.Time) string { return newID(t) }
 // bits, so ids sort by time and two sessions started in the same second differ.
 func newID(t time.Time) string {
 	var b [3]byte
-	_, _ = unix.Getrandom(b[:], 0) // for uniqueness, not secrecy: no crypto/rand and its DRBG start-up
+	idBits(b[:])
 	return t.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// idBits fills b from the kernel's pool, for uniqueness, not secrecy (no
+// crypto/rand and its DRBG start-up), by the getrandom system call itself:
+// unix.Getrandom goes through the vDSO, whose first call on a thread maps and
+// touches the runtime's random state for it, about 0.2 ms on the launch's path
+// before the placeholders (docs/performance.md, branch wt/perf5d). A failure leaves
+// zeros: the time to the second still tells most ids apart.
+func idBits(b []byte) {
+	if len(b) > 0 {
+		_, _, _ = unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)
+	}
 }
 
 // validID reports whether s can be (a prefix of) an id: it ends up in a ref pattern.

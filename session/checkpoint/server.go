@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/pace"
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
@@ -79,6 +81,7 @@ type Server struct {
 	now       func() time.Time // time.Now; the tests' own clock (set under state)
 	conns     chan struct{}    // a token per open connection
 	claim     *leftovers.Lock
+	removed   chan struct{} // closed once Stop's removal is done
 	served    sync.WaitGroup
 
 	mu      sync.Mutex // held while a checkpoint runs
@@ -98,7 +101,7 @@ func Start(take Taker) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint endpoint: %w", err)
 	}
-	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, now: time.Now, conns: make(chan struct{}, maxConns)}
+	s := &Server{dir: dir, sock: filepath.Join(dir, "sock"), take: take, now: time.Now, conns: make(chan struct{}, maxConns), removed: make(chan struct{})}
 	if s.claim, err = leftovers.Claim(dir); err == nil {
 		s.l, err = pace.Listen(s.sock, maxConns)
 	}
@@ -147,7 +150,9 @@ func (s *Server) SetEnv(env []string) []string {
 }
 
 // Stop ends the endpoint: no request is taken after it, and it waits for the one
-// under way (bounded by the recorder's deadline). A second call does nothing.
+// under way (bounded by the recorder's deadline). The socket, its directory and
+// their claim are removed beside what follows (the session's audit and record,
+// which no longer need them); Removed waits for that. A second call does nothing.
 func (s *Server) Stop() {
 	if s == nil {
 		return
@@ -161,8 +166,39 @@ func (s *Server) Stop() {
 	s.state.Unlock()
 	s.l.Close()
 	s.served.Wait()
-	os.RemoveAll(s.dir)
-	s.claim.Release()
+	go func() {
+		defer close(s.removed)
+		removeEndpoint(s.dir, s.sock)
+		s.claim.Release()
+	}()
+}
+
+// Removed stops the endpoint if it runs, and returns once its socket, directory
+// and claim are gone. Every owner calls it before it exits: a process that ends
+// first leaves them for `agentbox gc`.
+func (s *Server) Removed() {
+	if s == nil {
+		return
+	}
+	s.Stop()
+	<-s.removed
+}
+
+// removeEndpoint removes the socket and its directory, which holds nothing else
+// (mode 0700, this process's): two system calls where os.RemoveAll, which first
+// tries the directory as a file and then as an empty one, lists it and removes
+// what it lists, takes nine. Anything else found in it falls to RemoveAll.
+func removeEndpoint(dir, sock string) {
+	if os.Remove(sock) != nil || unix.Rmdir(dir) != nil {
+		os.RemoveAll(dir)
+	}
+}
+
+// isStopped says whether Stop has been called.
+func (s *Server) isStopped() bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return s.stopped
 }
 
 func (s *Server) serve() {
@@ -172,7 +208,10 @@ func (s *Server) serve() {
 		gate.Wait() // the pace (package comment); a closed listener ends the loop next
 		c, err := s.l.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			// Stopped: the listener was closed by Stop. Asked first, since
+			// errors.Is walks the error's chain through code that every session
+			// would otherwise fault in once, as its endpoint stops.
+			if s.isStopped() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: no busy loop

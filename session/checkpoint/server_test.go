@@ -64,7 +64,7 @@ func startTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(s.Removed)
 	t0 := time.Now()
 	s.state.Lock()
 	s.now = func() time.Time { return t0.Add(time.Duration(ts.clock.Load())) }
