@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -180,7 +179,7 @@ func (s *Store) writeStage(clock, added treewalk.Clock, fine bool, tree, ignores
 		os.Remove(p)
 		return
 	}
-	b, _ := json.Marshal(stageState{Clock: clock, Added: added, Fine: fine, Tree: tree, Index: id, Ignores: ignores, Recent: recent})
+	b := marshalStage(&stageState{Clock: clock, Added: added, Fine: fine, Tree: tree, Index: id, Ignores: ignores, Recent: recent})
 	tmp := p + ".tmp"
 	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
 		os.Remove(tmp)

@@ -140,19 +140,25 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
-	// Nothing reads the mapping once this returns (the checksum's goroutine is
-	// waited for on every path), so unmapping it and closing its file are left to
-	// a goroutine, off the record's end.
+	// Nothing reads the mappings (the index's, the layout's offsets) once this
+	// returns (the checksum's goroutine is waited for on every path), so unmapping
+	// them and closing the index's file are left to a goroutine, off the record's
+	// end: an unmap costs a TLB shootdown.
 	hashed := make(chan struct{})
 	hashing := false
+	releaseLayout := func() {}
 	defer func() {
 		if hashing {
 			<-hashed
 		}
-		go ix.close()
+		go func() {
+			ix.close()
+			releaseLayout()
+		}()
 	}()
 	b, before := ix.b, ix.st
-	l, err := s.indexLayout(b, &before)
+	l, release, err := s.indexLayout(b, &before)
+	releaseLayout = release
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
@@ -166,34 +172,22 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	if !ok {
 		return "", 0, errNotInPlace
 	}
-	repoFd, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// The new index's unchanged bytes are copied from here on, beside the blobs,
+	// the trees and the checksum; what is written over them waits for those.
+	// (Deferred after ix's release, so run before it: the copy reads ix's file.)
+	newIndex, err := startIndexCopy(indexPath, ix, off)
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
-	defer unix.Close(repoFd)
+	defer newIndex.abort()
 	// The blobs and trees are written beside the rest, and all of them before
 	// the new index, which names them, replaces the old one.
 	objs := s.startObjectWriter()
 	defer objs.wait()
 	added := treewalk.Now() // before the first fstat (changed.go)
-	changed := 0            // entries whose blob or mode the staging changed
-	recent := make([]recentEntry, 0, len(paths))
-	for j, p := range paths {
-		var st unix.Stat_t
-		content, err := readInPlace(repoFd, p, &st)
-		if err != nil {
-			return "", 0, errNotInPlace
-		}
-		id, err := objs.put("blob", content)
-		if err != nil {
-			return "", 0, errNotInPlace
-		}
-		mode, moved := patchEntry(x.patched[at[j]], &st, id)
-		if moved {
-			changed++
-		}
-		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
-			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
+	changed, recent, err := s.patchBlobs(paths, at, x, objs)
+	if err != nil {
+		return "", 0, errNotInPlace
 	}
 	// The new index: the old one's bytes up to the extensions, the patched
 	// entries written over theirs, then the extension and the checksum of it all.
@@ -230,7 +224,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		return "", 0, errNotInPlace
 	}
 	// The index file keeps its mtime (racy.go): entries racy before stay racy.
-	if err := writeIndexPatched(indexPath, before.Mtim, ix, off, patches, ext); err != nil {
+	if err := newIndex.finish(indexPath, before.Mtim, patches, ext); err != nil {
 		return "", 0, errNotInPlace // the index is as it was: Git stages instead
 	}
 	s.relabelLayout(indexKey(b, &before), ext[len(ext)-20:])
@@ -238,6 +232,37 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	s.recent = recent
 	s.inPlace++
 	return rootTree, changed, nil
+}
+
+// patchBlobs reads each of paths, has its blob written by objs and patches its
+// entry (x.patched[at[j]]) with it and the file's stat data; it returns how many
+// entries changed blob or mode, and the entries as stageState.Recent keeps them.
+func (s *Store) patchBlobs(paths []string, at []int, x indexEntries, objs *objectWriter) (int, []recentEntry, error) {
+	repoFd, err := unix.Open(s.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unix.Close(repoFd)
+	changed := 0
+	recent := make([]recentEntry, 0, len(paths))
+	for j, p := range paths {
+		var st unix.Stat_t
+		content, err := readInPlace(repoFd, p, &st)
+		if err != nil {
+			return 0, nil, err
+		}
+		id, err := objs.put("blob", content)
+		if err != nil {
+			return 0, nil, err
+		}
+		mode, moved := patchEntry(x.patched[at[j]], &st, id)
+		if moved {
+			changed++
+		}
+		recent = append(recent, recentEntry{Path: p, Ctime: int64(uint32(st.Ctim.Sec))*1_000_000_000 + int64(uint32(st.Ctim.Nsec)),
+			Ino: uint32(st.Ino), Mode: mode, Size: uint32(st.Size), OID: id})
+	}
+	return changed, recent, nil
 }
 
 // patchEntry writes into the entry e (its first 62 bytes) the file's stat data st

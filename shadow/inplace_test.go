@@ -418,3 +418,27 @@ func TestBuildRefusesAnIndexOutOfOrder(t *testing.T) {
 		t.Error("a subtree of the cache tree without entries was not refused")
 	}
 }
+
+// TestInPlaceLeavesAGitsLockAlone: the new index is written through index.lock,
+// created exclusively before the copy of the old one starts. A lock some Git holds
+// refuses the staging in place, and stays as it was: the recorder removes only the
+// lock file it made.
+func TestInPlaceLeavesAGitsLockAlone(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a/x.txt": "x\n", "b/y.txt": "y\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	indexPath := filepath.Join(s.Dir, "index")
+	write(t, indexPath+".lock", "a Git's index being written\n")
+	write(t, filepath.Join(repo, "a", "x.txt"), "edited\n")
+	before, err := os.ReadFile(indexPath)
+	must(t, err)
+	if _, _, err := s.stageInPlace([]string{"a/x.txt"}); err == nil {
+		t.Fatal("staged in place while a Git held index.lock")
+	}
+	if after, err := os.ReadFile(indexPath); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the index changed though the staging was refused (%v)", err)
+	}
+	if lock, err := os.ReadFile(indexPath + ".lock"); err != nil || string(lock) != "a Git's index being written\n" {
+		t.Errorf("the Git's index.lock: %q, %v; want it as it was", lock, err)
+	}
+}

@@ -97,10 +97,11 @@ func (s *Store) smudge(stale func(p, e []byte) bool) error {
 		return err
 	}
 	defer release()
-	l, err := s.indexLayout(b, &before)
+	l, releaseLayout, err := s.indexLayout(b, &before)
 	if err != nil {
 		return err
 	}
+	defer releaseLayout()
 	x := indexEntries{b: b, off: l.offsets}
 	var smudged []int
 	for i, off := range l.offsets {
@@ -195,23 +196,91 @@ type indexPatch struct {
 	data []byte
 }
 
-// writeIndexPatched replaces the index at indexPath, through Git's lock file, with
-// the first n bytes of the index ix (copied by the kernel, page cache to page
-// cache, not through this process), patches written over them, then tail; and
-// gives it the mtime mtime (rule 1 above).
-func writeIndexPatched(indexPath string, mtime unix.Timespec, ix *mappedIndex, n int, patches []indexPatch, tail []byte) error {
-	return replaceIndex(indexPath, mtime, func(f *os.File) error {
-		if err := copyIndexBytes(int(f.Fd()), ix, n); err != nil {
+// indexCopy is a new index being written through Git's lock file: the first n
+// bytes of the index ix, copied by the kernel (page cache to page cache, not
+// through this process) on a goroutine of its own from startIndexCopy on, beside
+// the work that decides what is written over them (the staging in place's blobs,
+// trees and checksum); then finish writes that, gives the file the old index's
+// mtime (rule 1 above) and renames it over the index, or abort removes it. One of
+// the two is called on every path, before ix is closed: the index stays as it was
+// until finish renames, and no lock is left.
+type indexCopy struct {
+	lock string
+	fd   int // -1 once closed
+	n    int
+	done chan struct{}
+	err  error // the copy's; read after done
+}
+
+// startIndexCopy creates indexPath's lock file (exclusively: a Git that holds it
+// keeps the recorder out) and starts copying the first n bytes of ix into it.
+func startIndexCopy(indexPath string, ix *mappedIndex, n int) (*indexCopy, error) {
+	c := &indexCopy{lock: indexPath + ".lock", n: n, done: make(chan struct{})}
+	fd, err := unix.Open(c.lock, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: c.lock, Err: err}
+	}
+	c.fd = fd
+	go func() {
+		defer close(c.done)
+		c.err = copyIndexBytes(fd, ix, n)
+	}()
+	return c, nil
+}
+
+// finish writes patches over the copy and tail after it, and renames it over
+// indexPath with the mtime mtime; on any failure the index is as it was and the
+// lock file is gone.
+func (c *indexCopy) finish(indexPath string, mtime unix.Timespec, patches []indexPatch, tail []byte) error {
+	<-c.done
+	err := c.err
+	for _, p := range patches {
+		if err == nil {
+			err = pwriteAll(c.fd, p.data, p.off)
+		}
+	}
+	if err == nil {
+		err = pwriteAll(c.fd, tail, c.n)
+	}
+	if cerr := unix.Close(c.fd); err == nil {
+		err = cerr
+	}
+	c.fd = -1
+	if err == nil {
+		err = keepIndexTime(c.lock, mtime)
+	}
+	if err == nil {
+		err = os.Rename(c.lock, indexPath)
+	}
+	if err != nil {
+		os.Remove(c.lock)
+	}
+	return err
+}
+
+// abort waits for the copy and removes the lock file, unless finish ran.
+func (c *indexCopy) abort() {
+	<-c.done
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+		os.Remove(c.lock)
+	}
+}
+
+// pwriteAll writes b at off in fd.
+func pwriteAll(fd int, b []byte, off int) error {
+	for len(b) > 0 {
+		n, err := unix.Pwrite(fd, b, int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
 			return err
 		}
-		for _, p := range patches {
-			if _, err := f.WriteAt(p.data, int64(p.off)); err != nil {
-				return err
-			}
-		}
-		_, err := f.WriteAt(tail, int64(n))
-		return err
-	})
+		b, off = b[n:], off+n
+	}
+	return nil
 }
 
 // replaceIndex writes the index at indexPath anew through Git's lock file (write

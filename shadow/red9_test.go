@@ -335,9 +335,11 @@ func TestRed9LayoutWrongOffsets(t *testing.T) {
 			}
 			must(t, os.WriteFile(indexPath, orig, 0o644))
 			s.writeLayout(red9Key(t, s), bad)
-			if _, ok := s.readLayout(orig, red9Key(t, s)); !ok {
+			_, release, ok := s.readLayout(orig, red9Key(t, s))
+			if !ok {
 				continue // refused before use
 			}
+			release()
 			accepted++
 			tree, _, err := s.stageInPlace([]string{target})
 			now, rerr := os.ReadFile(indexPath)
@@ -434,8 +436,12 @@ func TestRed9LayoutRounds(t *testing.T) {
 		})
 		red9Compare(t, s, shadowGit(t, s, "rev-parse", "refs/sessions/"+id+"^{tree}"), red9TreeByGit(t, repo))
 		b, l := red9Layout(t, s)
-		if kept, ok := s.readLayout(b, red9Key(t, s)); ok && (kept.ext != l.ext || fmt.Sprint(kept.offsets) != fmt.Sprint(l.offsets)) {
-			t.Fatalf("round %d: the kept layout names the index but is not its layout", round)
+		if kept, release, ok := s.readLayout(b, red9Key(t, s)); ok {
+			differs := kept.ext != l.ext || fmt.Sprint(kept.offsets) != fmt.Sprint(l.offsets)
+			release()
+			if differs {
+				t.Fatalf("round %d: the kept layout names the index but is not its layout", round)
+			}
 		}
 	}
 	if s.inPlace == 0 {
@@ -703,4 +709,49 @@ func TestRed9PrestageUnreadableAfterListing(t *testing.T) {
 	defer os.Chmod(filepath.Join(repo, "src", "d020"), 0o755)
 	red9CompareRaced(t, s, tree, red9TreeByGit(t, repo), "src/d000/f001.txt")
 	red9Clean(t, s)
+}
+
+// A layout file of another byte order (or the big-endian one of older versions)
+// naming the index is not read as this host's offsets: the staging reads the
+// index the slow way, stages right, and keeps a layout in the host's order.
+func TestLayoutOtherByteOrderNotUsed(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.txt": "a\n", "d/b.txt": "b\n", "d/c.txt": "c\n"})
+	s, _ := openStore(t, repo)
+	record(t, s, Record{Start: time.Now()}, nil)
+	orig, l := red9Layout(t, s)
+	indexPath := filepath.Join(s.Dir, "index")
+	other := byte('b')
+	if layoutOrder() == 'b' {
+		other = 'l'
+	}
+	for _, magic := range []string{"ABXL", "ABX" + string(other)} {
+		must(t, os.WriteFile(indexPath, orig, 0o644))
+		key := red9Key(t, s)
+		f := append([]byte(magic), key...)
+		f = binary.BigEndian.AppendUint32(f, uint32(len(l.offsets)))
+		f = binary.BigEndian.AppendUint32(f, uint32(l.ext))
+		for _, off := range l.offsets {
+			if magic[3] == 'l' {
+				f = binary.LittleEndian.AppendUint32(f, off)
+			} else {
+				f = binary.BigEndian.AppendUint32(f, off)
+			}
+		}
+		must(t, os.WriteFile(filepath.Join(s.Dir, layoutFile), f, 0o600))
+		if _, _, ok := s.readLayout(orig, key); ok {
+			t.Fatalf("a layout file with magic %q was read as this host's", magic)
+		}
+		write(t, filepath.Join(repo, "d/b.txt"), "edited "+magic+"\n")
+		tree, _, err := s.stageInPlace([]string{"d/b.txt"})
+		if err != nil {
+			t.Fatalf("magic %q: the staging in place failed: %v", magic, err)
+		}
+		red9Compare(t, s, tree, red9TreeByGit(t, repo))
+		kept, err := os.ReadFile(filepath.Join(s.Dir, layoutFile))
+		must(t, err)
+		if string(kept[:4]) != "ABX"+string(layoutOrder()) {
+			t.Fatalf("magic %q: the layout kept after the staging starts %q", magic, kept[:4])
+		}
+		orig, l = red9Layout(t, s)
+	}
 }

@@ -1,9 +1,57 @@
 package shadow
 
 import (
+	"strconv"
+
 	"github.com/agentbox/agentbox/internal/fixedjson"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
+
+// marshalStage writes a stage state as json.Marshal does with HTML escaping off
+// (which both readers take, escapes or not). A session that staged anything
+// writes one at its record's end, after the command: encoding/json would first
+// build its encoders for stageState's four types by reflection, about half a
+// millisecond of a launcher's CPU there. TestMarshalStageAsJSON compares the
+// bytes with encoding/json's on states with every field filled.
+func marshalStage(st *stageState) []byte {
+	b := make([]byte, 0, 256+128*len(st.Recent))
+	b = appendClock(fixedjson.Key(append(b, '{'), "clock"), &st.Clock)
+	b = appendClock(fixedjson.Key(b, "added"), &st.Added)
+	b = fixedjson.AppendBool(fixedjson.Key(b, "fine"), st.Fine)
+	b = fixedjson.AppendString(fixedjson.Key(b, "tree"), st.Tree)
+	b = append(fixedjson.Key(b, "index"), '{')
+	b = strconv.AppendInt(fixedjson.Key(b, "Ino"), st.Index.Ino, 10)
+	b = strconv.AppendInt(fixedjson.Key(b, "Size"), st.Index.Size, 10)
+	b = strconv.AppendInt(fixedjson.Key(b, "MtimeNS"), st.Index.MtimeNS, 10)
+	b = strconv.AppendInt(fixedjson.Key(b, "CtimeNS"), st.Index.CtimeNS, 10)
+	b = append(b, '}')
+	if st.Ignores != "" {
+		b = fixedjson.AppendString(fixedjson.Key(b, "ignores"), st.Ignores)
+	}
+	if len(st.Recent) > 0 {
+		b = append(fixedjson.Key(b, "recent"), '[')
+		for i := range st.Recent {
+			e := &st.Recent[i]
+			b = append(fixedjson.Elem(b), '{')
+			b = fixedjson.AppendString(fixedjson.Key(b, "path"), e.Path)
+			b = strconv.AppendInt(fixedjson.Key(b, "ctime"), e.Ctime, 10)
+			b = strconv.AppendUint(fixedjson.Key(b, "ino"), uint64(e.Ino), 10)
+			b = strconv.AppendUint(fixedjson.Key(b, "mode"), uint64(e.Mode), 10)
+			b = strconv.AppendUint(fixedjson.Key(b, "size"), uint64(e.Size), 10)
+			b = fixedjson.AppendString(fixedjson.Key(b, "oid"), e.OID)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func appendClock(b []byte, c *treewalk.Clock) []byte {
+	b = strconv.AppendInt(fixedjson.Key(append(b, '{'), "Real"), c.Real, 10)
+	b = strconv.AppendInt(fixedjson.Key(b, "Boot"), c.Boot, 10)
+	b = fixedjson.AppendString(fixedjson.Key(b, "BootID"), c.BootID)
+	return append(b, '}')
+}
 
 // unmarshalStage reads a stage state as json.Unmarshal does. The state is read
 // at every session's start; fixedjson's fast path spares a launcher encoding/json's

@@ -70,11 +70,16 @@ func (s *Store) unseen(w *treewalk.Walk, since int64) (out []Skipped, ignored []
 			return out, nil, append(notes, "what Git could not store is not named: the index cannot be read: "+err.Error())
 		}
 	}
+	// In the walk's order, looked up only for what the loop above may have
+	// wanted: a staging in place wanted nothing here, and the others changed
+	// since since (not a map lookup for each of a big tree's entries).
 	var missing []string
-	for _, e := range w.Entries {
-		if want[e.Rel] && !e.Nested && !inPlace {
-			if _, ok := held[e.Rel]; !ok {
-				missing = append(missing, e.Rel)
+	if !inPlace && len(want) > 0 {
+		for _, e := range w.Entries {
+			if !e.Nested && e.Ctime >= since && want[e.Rel] {
+				if _, ok := held[e.Rel]; !ok {
+					missing = append(missing, e.Rel)
+				}
 			}
 		}
 	}
