@@ -45,29 +45,20 @@ func resolveStartup(p *Policy, opts Options) error {
 	if p.Home == "" {
 		return nil
 	}
-	var grants, kept []string
+	sc := startupScan{p: p, walk: map[string]string{}}
 	for _, g := range p.Grants() {
 		if g.What == "repo" || g.What == "--add-dir" {
-			grants = append(grants, g.Path)
+			sc.grants = append(sc.grants, g.Path)
 		}
 	}
 	for _, k := range p.Keep {
 		if k.From == "--keep" {
-			kept = append(kept, k.Path)
+			sc.kept = append(sc.kept, k.Path)
 		}
 	}
-	if len(grants) == 0 && len(kept) == 0 {
+	if len(sc.grants) == 0 && len(sc.kept) == 0 {
 		return nil
 	}
-	within := func(path string, in []string) string {
-		for _, g := range in {
-			if hostpath.Within(path, g) {
-				return g
-			}
-		}
-		return ""
-	}
-	grantOf := func(path string) string { return within(path, grants) }
 	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
 	if opts.Environ != nil {
 		env = func(name string) string {
@@ -79,102 +70,124 @@ func resolveStartup(p *Policy, opts Options) error {
 			return ""
 		}
 	}
-	var found []StartupFile
-	var grantDevs []uint64      // the grants' file systems, looked up at the first hard link
-	walk := map[string]string{} // the existing start-up directories, by how they are named
-	seen, homeLinks := homeListing(p.Home)
-	// consider resolves one start-up path; linked is one of linkedStartupPaths',
-	// which no list names: a link to a whole grant is a way to reach it there
-	// (~/.dotfiles -> REPO), not a file a program runs by that name, unless the
-	// link lies where programs load whole directories (~/.config, ~/.local/bin).
-	consider := func(sp agentcfg.StartupPath, linked, wholeGrantRuns bool) error {
-		final, links, missing, ok := resolveLinks(sp.Path, p.Home, seen)
-		if !ok {
-			return nil // a loop or an unreadable directory: the operator's program cannot open it either
-		}
-		refuse := func(why string) error {
-			return &Error{What: "start-up file", Path: sp.Named, Reason: why}
-		}
-		if len(links) > 0 && !sp.Agent && !hiddenAt(p, final) {
-			keptStartup(sp, final, links, missing, kept, grantOf, &found)
-		}
-		for _, l := range links {
-			if g := grantOf(l); g != "" {
-				return refuse("leads through the symlink " + quote(l) + " in the writable " + quote(g) +
-					", which the session could point elsewhere, and your next shell or agent would run what it wrote; link " + sp.Named + " to the file itself")
-			}
-		}
-		g := grantOf(final)
-		if missing == "" && !sp.Dir {
-			if why := sharedInode(final, g, grants, &grantDevs); why != "" {
-				return refuse(why)
-			}
-		}
-		if g == "" || hiddenAt(p, final) {
-			return nil
-		}
-		f := StartupFile{Path: final, Dir: sp.Dir, Grant: g, Named: sp.Named}
-		switch {
-		case final == g && linked && !wholeGrantRuns:
-			return nil
-		case final == g:
-			return refuse("is the writable " + quote(g) + " itself: the session would write what your next shell or agent runs, and it cannot be made read-only without the whole of it; point it elsewhere or choose another repository")
-		case missing != "":
-			// Nothing to bind over: the nearest existing directory is made read-only
-			// instead, unless that is the grant's top.
-			f.Path, f.Dir = filepath.Dir(missing), true
-			if f.Path == g {
-				other := "launch in another directory"
-				if len(links) > 0 {
-					other = "remove the link"
-				}
-				return refuse("leads to " + quote(final) + ", which does not exist in the writable " + quote(g) +
-					": the session could create what your next shell or agent runs; create it first (it is then read-only inside) or " + other)
-			}
-		default:
-			fi, err := os.Lstat(final)
-			if err != nil {
-				return nil // nothing the operator's programs can look at either
-			}
-			if !fi.IsDir() && !fi.Mode().IsRegular() {
-				// Nothing a shell runs now, but its name is the session's: it
-				// could replace a named pipe or a socket with a file.
-				return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is a " + fileType(fi.Mode()) +
-					": the session could replace it with what your next shell or agent runs; remove it or make it a file")
-			}
-			f.Dir = fi.IsDir()
-			if f.Dir {
-				walk[final] = sp.Named
-			}
-		}
-		for a := filepath.Dir(f.Path); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
-			f.Pins = append([]string{a}, f.Pins...)
-		}
-		found = append(found, f)
-		return nil
-	}
+	var homeLinks []string
+	sc.seen, homeLinks = homeListing(p.Home)
 	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
-		if err := consider(sp, false, false); err != nil {
+		if err := sc.consider(sp, false, false); err != nil {
 			return err
 		}
 	}
-	for _, l := range linkedStartupPaths(p.Home, homeLinks, seen) {
-		if grantOf(l.at) != "" || within(l.at, kept) != "" {
+	for _, l := range linkedStartupPaths(p.Home, homeLinks, sc.seen) {
+		if sc.grantOf(l.at) != "" || firstWithin(l.at, sc.kept) != "" {
 			continue // a link of the grant's own: the session's to change, as any file there
 		}
-		if err := consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
+		if err := sc.consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
 			return err
 		}
 	}
-	p.Startup = dedupStartup(found)
+	p.Startup = dedupStartup(sc.found)
 	// What the directories kept read-only lead to, once all of them are known: a
 	// link from one into another is no way out.
 	walkLeft := maxStartupWalk
-	for _, dir := range slices.Sorted(maps.Keys(walk)) {
-		if why := dirEscape(dir, p.Home, grants, p.Startup, seen, &walkLeft); why != "" {
-			return &Error{What: "start-up file", Path: walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(grantOf(dir)) + ", " + why}
+	for _, dir := range slices.Sorted(maps.Keys(sc.walk)) {
+		if why := dirEscape(dir, p.Home, sc.grants, p.Startup, sc.seen, &walkLeft); why != "" {
+			return &Error{What: "start-up file", Path: sc.walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(sc.grantOf(dir)) + ", " + why}
 		}
 	}
+	return nil
+}
+
+// startupScan is one launch's resolution of the start-up paths.
+type startupScan struct {
+	p            *Policy
+	grants, kept []string // the repository and --add-dir; the plain kept paths
+	seen         map[string]pathState
+	found        []StartupFile
+	grantDevs    []uint64          // the grants' file systems, looked up at the first hard link
+	walk         map[string]string // the existing start-up directories, by how they are named
+}
+
+// firstWithin is the first of in that holds path, or "".
+func firstWithin(path string, in []string) string {
+	for _, g := range in {
+		if hostpath.Within(path, g) {
+			return g
+		}
+	}
+	return ""
+}
+
+func (sc *startupScan) grantOf(path string) string { return firstWithin(path, sc.grants) }
+
+// consider resolves one start-up path; linked is one of linkedStartupPaths',
+// which no list names: a link to a whole grant is a way to reach it there
+// (~/.dotfiles -> REPO), not a file a program runs by that name, unless the
+// link lies where programs load whole directories (~/.config, ~/.local/bin).
+func (sc *startupScan) consider(sp agentcfg.StartupPath, linked, wholeGrantRuns bool) error {
+	p := sc.p
+	final, links, missing, ok := resolveLinks(sp.Path, p.Home, sc.seen)
+	if !ok {
+		return nil // a loop or an unreadable directory: the operator's program cannot open it either
+	}
+	refuse := func(why string) error {
+		return &Error{What: "start-up file", Path: sp.Named, Reason: why}
+	}
+	if len(links) > 0 && !sp.Agent && !hiddenAt(p, final) {
+		sc.keptStartup(sp, final, links, missing)
+	}
+	for _, l := range links {
+		if g := sc.grantOf(l); g != "" {
+			return refuse("leads through the symlink " + quote(l) + " in the writable " + quote(g) +
+				", which the session could point elsewhere, and your next shell or agent would run what it wrote; link " + sp.Named + " to the file itself")
+		}
+	}
+	g := sc.grantOf(final)
+	if missing == "" && !sp.Dir {
+		if why := sharedInode(final, g, sc.grants, &sc.grantDevs); why != "" {
+			return refuse(why)
+		}
+	}
+	if g == "" || hiddenAt(p, final) {
+		return nil
+	}
+	f := StartupFile{Path: final, Dir: sp.Dir, Grant: g, Named: sp.Named}
+	switch {
+	case final == g && linked && !wholeGrantRuns:
+		return nil
+	case final == g:
+		return refuse("is the writable " + quote(g) + " itself: the session would write what your next shell or agent runs, and it cannot be made read-only without the whole of it; point it elsewhere or choose another repository")
+	case missing != "":
+		// Nothing to bind over: the nearest existing directory is made read-only
+		// instead, unless that is the grant's top.
+		f.Path, f.Dir = filepath.Dir(missing), true
+		if f.Path == g {
+			other := "launch in another directory"
+			if len(links) > 0 {
+				other = "remove the link"
+			}
+			return refuse("leads to " + quote(final) + ", which does not exist in the writable " + quote(g) +
+				": the session could create what your next shell or agent runs; create it first (it is then read-only inside) or " + other)
+		}
+	default:
+		fi, err := os.Lstat(final)
+		if err != nil {
+			return nil // nothing the operator's programs can look at either
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			// Nothing a shell runs now, but its name is the session's: it
+			// could replace a named pipe or a socket with a file.
+			return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is a " + fileType(fi.Mode()) +
+				": the session could replace it with what your next shell or agent runs; remove it or make it a file")
+		}
+		f.Dir = fi.IsDir()
+		if f.Dir {
+			sc.walk[final] = sp.Named
+		}
+	}
+	for a := filepath.Dir(f.Path); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
+		f.Pins = append([]string{a}, f.Pins...)
+	}
+	sc.found = append(sc.found, f)
 	return nil
 }
 
@@ -283,7 +296,7 @@ func fileType(m fs.FileMode) string {
 	return "special file"
 }
 
-// keptStartup adds to found a start-up file that a link outside every grant
+// keptStartup adds to sc.found a start-up file that a link outside every grant
 // leads to, in a plain kept path (--keep ~/src/dotfiles with ~/.zshrc ->
 // src/dotfiles/zshrc), bound read-only as one in the repository is: the kept-path
 // audit puts it back after the session, but a shell the operator opens while the
@@ -294,14 +307,15 @@ func fileType(m fs.FileMode) string {
 // lead at each scan, as before: a kept path is the user's to write, and refusing
 // would refuse every kept ~/.config of a stow user. An agent's directory is left
 // writable too (its agent writes its state there; the kept-path audit reads it).
-func keptStartup(sp agentcfg.StartupPath, final string, links []string, missing string, kept []string, grantOf func(string) string, found *[]StartupFile) {
+func (sc *startupScan) keptStartup(sp agentcfg.StartupPath, final string, links []string, missing string) {
+	kept := sc.kept
 	var g string
 	for _, k := range kept {
 		if hostpath.Within(final, k) && len(k) > len(g) {
 			g = k // the innermost: a kept path holds its ways' (keepWayTo)
 		}
 	}
-	if g == "" || final == g || missing != "" || grantOf(final) != "" {
+	if g == "" || final == g || missing != "" || sc.grantOf(final) != "" {
 		return
 	}
 	for _, l := range links {
@@ -319,7 +333,7 @@ func keptStartup(sp agentcfg.StartupPath, final string, links []string, missing 
 	for a := filepath.Dir(final); a != g && hostpath.Within(a, g); a = filepath.Dir(a) {
 		f.Pins = append([]string{a}, f.Pins...)
 	}
-	*found = append(*found, f)
+	sc.found = append(sc.found, f)
 }
 
 // hiddenAt says whether path lies in a path --hide or --hide-secrets makes empty
