@@ -202,6 +202,12 @@ func RunSession(cfg Config) (Outcome, error) {
 	if err != nil {
 		return Outcome{Status: 125, Err: err}, err
 	}
+	// Before the record or anything else warns: a session the ledger cannot list
+	// does not start, and its refusal is the one line printed.
+	if err := prepare.RecordGrants(p, pr.GitDirs); err != nil {
+		pr.Close()
+		return Outcome{Status: 125, Err: err}, err
+	}
 	out := Outcome{Start: time.Now(), Backend: p.Backend}
 	rec := record.Start(cfg.record(), p, out.Start)
 	cfg.sessionID = hostaudit.SessionID(rec.ID())
@@ -294,9 +300,6 @@ func (l *launch) commandGate(pre *prelaunch, passed *bool) func() error {
 func (l *launch) run() (int, error) {
 	cfg, p, out, sw := l.cfg, l.p, l.out, l.sw
 	defer l.pr.Close()
-	if err := prepare.RecordGrants(p, l.pr.GitDirs); err != nil {
-		return 0, err
-	}
 	ckStart := startCheckpoints(p, l.rec) // beside the steps up to the plan (checkpoints.go)
 	l.ck = ckStart
 	defer ckStart.stop() // a launch that stops before the audits' end is deferred

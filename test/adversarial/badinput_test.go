@@ -40,6 +40,12 @@ func execArgs(b *sandboxtest.Box, flags ...string) []string {
 		"--", "/bin/sh", "-c", `echo RAN; touch ran`)
 }
 
+// recordedExecArgs is execArgs without --no-record: what the record would warn
+// about comes before the refusal under test.
+func recordedExecArgs(b *sandboxtest.Box) []string {
+	return []string{"exec", "--backend", b.Backend, "--no-git-save", "--", "/bin/sh", "-c", `echo RAN; touch ran`}
+}
+
 func repoArg(path func(b *sandboxtest.Box) string) func(b *sandboxtest.Box) []string {
 	return func(b *sandboxtest.Box) []string { return execArgs(b, "--repo", path(b)) }
 }
@@ -125,6 +131,12 @@ var badInputs = []badInput{
 	{name: "relative HOME", env: []string{"HOME=relative/home"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }},
 	{name: "HOME that is a file", env: []string{"HOME=/etc/passwd"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }},
 	{name: "non-UTF-8 HOME that does not exist", env: []string{"HOME=/nonexistent/\xff"}, args: func(b *sandboxtest.Box) []string { return execArgs(b) }, works: theRepo},
+	// No state directory: the grant ledger cannot list what the session may write,
+	// and its refusal is the only line (no warning of the record's before it).
+	{name: "no HOME and no XDG_STATE_HOME, recorded", env: []string{"HOME=", "XDG_STATE_HOME="}, args: recordedExecArgs,
+		says: "starts no session it has not listed"},
+	{name: "HOME that does not exist, recorded", env: []string{"HOME=/nonexistent/agentbox-home"}, args: recordedExecArgs,
+		says: "starts no session it has not listed"},
 	{name: "--disk-tmp with relative XDG_CACHE_HOME and no HOME", env: []string{"XDG_CACHE_HOME=rel", "HOME="},
 		args: func(b *sandboxtest.Box) []string { return execArgs(b, "--disk-tmp") }},
 	// HOME is overlaid after the private /tmp and /run: one that is, contains or lies
