@@ -176,7 +176,7 @@ func (sc *startupScan) consider(sp agentcfg.StartupPath, linked, wholeGrantRuns 
 		if !fi.IsDir() && !fi.Mode().IsRegular() {
 			// Nothing a shell runs now, but its name is the session's: it
 			// could replace a named pipe or a socket with a file.
-			return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is a " + fileType(fi.Mode()) +
+			return refuse("leads to " + quote(final) + " in the writable " + quote(g) + ", which is " + fileKind(fi.Mode()) +
 				": the session could replace it with what your next shell or agent runs; remove it or make it a file")
 		}
 		f.Dir = fi.IsDir()
@@ -281,19 +281,6 @@ func sharedInode(final, g string, grants []string, devs *[]uint64) string {
 		}
 	}
 	return ""
-}
-
-// fileType names a mode's type for a message.
-func fileType(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // keptStartup adds to sc.found a start-up file that a link outside every grant

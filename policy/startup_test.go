@@ -211,7 +211,7 @@ func TestStartupSpecialFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := New(Options{Cwd: repo, Repo: repo, Home: home, Environ: []string{}})
-	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "which is a named pipe") {
+	if err == nil || !strings.Contains(err.Error(), "~/.bashrc") || !strings.Contains(err.Error(), "which is a FIFO") {
 		t.Errorf("~/.bashrc leading to a named pipe in the repository: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ var startupNameAttacks = []attack{{
 	script: `
 		attempt bashrc-fifo sh -c 'rm -f "$REPO/dots/bashrc" && echo "touch $PWNED/bashrc" > "$REPO/dots/bashrc"'
 		echo DONE`,
-	refused: "which is a named pipe: the session could replace it",
+	refused: "which is a FIFO: the session could replace it",
 }, {
 	// A ".." after a symlink: $ZDOTDIR=$HOME/zl/.. with zl -> REPO/zdot/sub is
 	// REPO/zdot to zsh (the kernel takes ".." after the link), and ~/.bashrc ->
