@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/hostpath"
 )
 
 // ScaleConfig is one scaling run.
@@ -46,6 +48,8 @@ type ScaleConfig struct {
 	// Log, when set, gets each repository's rows as soon as they are measured
 	// (a long run that is stopped keeps what it measured).
 	Log io.Writer
+
+	git, cp string // the host's programs RunScale runs (hostpath.LookPath)
 }
 
 // ScaleSpec is one repository shape.
@@ -139,6 +143,15 @@ func RunScale(cfg ScaleConfig) ([]ScaleRow, error) {
 	if cfg.CacheDir == "" {
 		return nil, errors.New("bench --scale: no cache directory ($XDG_CACHE_HOME and $HOME unset)")
 	}
+	// The host's git and cp, never one a session could have planted on PATH (a
+	// directory an earlier session was given writable, a repository).
+	var err error
+	if cfg.git, err = hostpath.LookPath("git"); err != nil {
+		return nil, fmt.Errorf("bench --scale: %w", err)
+	}
+	if cfg.cp, err = hostpath.LookPath("cp"); err != nil {
+		return nil, fmt.Errorf("bench --scale: %w", err)
+	}
 	var rows []ScaleRow
 	for _, s := range cfg.Specs {
 		spec, err := ParseScaleSpec(s)
@@ -184,7 +197,7 @@ func scaleRepo(cfg ScaleConfig, spec ScaleSpec) (string, error) {
 	}
 	cfg.progress("generating %s in %s …", spec.name(), repo)
 	t0 := time.Now()
-	if err := generateRepo(repo, spec); err != nil {
+	if err := generateRepo(cfg.git, repo, spec); err != nil {
 		return "", fmt.Errorf("bench --scale: generate %s: %w", repo, err)
 	}
 	if err := os.WriteFile(filepath.Join(base, ".ready"), []byte(time.Since(t0).String()+"\n"), 0o644); err != nil {
@@ -193,8 +206,9 @@ func scaleRepo(cfg ScaleConfig, spec ScaleSpec) (string, error) {
 	return repo, nil
 }
 
-func git(dir string, stdin io.Reader, args ...string) error {
-	cmd := exec.Command("git", args...)
+// git runs the host's git (bin, hostpath.LookPath's) in dir.
+func git(bin, dir string, stdin io.Reader, args ...string) error {
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdin = stdin
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@agentbox.invalid",
@@ -215,11 +229,11 @@ func smallPath(i int) string {
 // generateRepo writes the history through one `git fast-import` (one pack): a first
 // commit with the small files and spec.PackBytes of random 1 MiB blobs under
 // history/, a second that removes history/. Then it checks the small files out.
-func generateRepo(repo string, spec ScaleSpec) error {
-	if err := git(repo, nil, "init", "-q", "-b", "main"); err != nil {
+func generateRepo(gitBin, repo string, spec ScaleSpec) error {
+	if err := git(gitBin, repo, nil, "init", "-q", "-b", "main"); err != nil {
 		return err
 	}
-	cmd := exec.Command("git", "fast-import", "--quiet", "--done")
+	cmd := exec.Command(gitBin, "fast-import", "--quiet", "--done")
 	cmd.Dir = repo
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -243,10 +257,10 @@ func generateRepo(repo string, spec ScaleSpec) error {
 		return werr
 	}
 	// A checkout writes the work tree and the index.
-	if err := git(repo, nil, "checkout", "-q", "-f", "main"); err != nil {
+	if err := git(gitBin, repo, nil, "checkout", "-q", "-f", "main"); err != nil {
 		return err
 	}
-	return settleRepo(repo)
+	return settleRepo(gitBin, repo)
 }
 
 // settleRepo leaves the repository as a user's usually is: packed by `git gc`, and
@@ -254,8 +268,8 @@ func generateRepo(repo string, spec ScaleSpec) error {
 // so Git keeps them racily clean (their size smudged) and `git status` would read
 // every one of them again; a refresh once the clock has moved past the index's
 // mtime stores their real stat data.
-func settleRepo(repo string) error {
-	if err := git(repo, nil, "gc", "-q"); err != nil {
+func settleRepo(gitBin, repo string) error {
+	if err := git(gitBin, repo, nil, "gc", "-q"); err != nil {
 		return err
 	}
 	st, err := os.Stat(filepath.Join(repo, ".git", "index"))
@@ -265,7 +279,7 @@ func settleRepo(repo string) error {
 	if wait := time.Until(st.ModTime().Truncate(time.Second).Add(1100 * time.Millisecond)); wait > 0 {
 		time.Sleep(wait)
 	}
-	return git(repo, nil, "update-index", "-q", "--really-refresh")
+	return git(gitBin, repo, nil, "update-index", "-q", "--really-refresh")
 }
 
 func writeImport(w *bufio.Writer, spec ScaleSpec) error {
@@ -347,7 +361,7 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	defer os.RemoveAll(work)
 	// Leave the cached repository as generated: the ten files back to their
 	// committed content, whatever the sessions did.
-	defer func() { _ = git(repo, nil, "checkout", "-q", "-f", "--", "src") }()
+	defer func() { _ = git(cfg.git, repo, nil, "checkout", "-q", "-f", "--", "src") }()
 
 	r := &scaleRun{cfg: cfg, spec: spec, repo: repo, work: work}
 	// The against binary's copy of the repository: the same tree, its own inodes;
@@ -355,7 +369,7 @@ func runScaleRepo(cfg ScaleConfig, spec ScaleSpec, repo string) (row ScaleRow, e
 	// same files, as it would the original's).
 	if cfg.Against != "" {
 		r.againstRepo = filepath.Join(work, "against", "repo")
-		if err := copyRepo(repo, r.againstRepo); err != nil {
+		if err := copyRepo(cfg.cp, repo, r.againstRepo); err != nil {
 			return row, fmt.Errorf("bench --scale: copy %s for --against: %w", repo, err)
 		}
 	}
@@ -413,9 +427,9 @@ func (r *scaleRun) launch(state, snaps string, bare bool, command ...string) (ti
 	return r.launchWith(r.cfg.Agentbox, r.repo, state, snaps, bare, command...)
 }
 
-func timeGit(dir string, args ...string) (time.Duration, error) {
+func timeGit(bin, dir string, args ...string) (time.Duration, error) {
 	t0 := time.Now()
-	err := git(dir, nil, args...)
+	err := git(bin, dir, nil, args...)
 	return time.Since(t0), err
 }
 
@@ -458,7 +472,7 @@ func (r *scaleRun) rounds(row *ScaleRow) error {
 			case "changed10":
 				s.chg, err = r.launch(state, snaps, false, "sh", "-c", changeCmd.String())
 			case "status":
-				s.st, err = timeGit(repo, "status", "--porcelain")
+				s.st, err = timeGit(cfg.git, repo, "status", "--porcelain")
 			case "against-defaults":
 				s.agDef, err = r.launchWith(cfg.Against, r.againstRepo, agState, agSnaps, false, "true")
 			case "against-changed10":
@@ -527,10 +541,10 @@ func (r *scaleRun) firstSessions(row *ScaleRow) error {
 		os.RemoveAll(st)
 		os.RemoveAll(sn)
 		fresh := filepath.Join(r.work, "fresh.git")
-		if err := git(r.work, nil, "init", "-q", "--bare", fresh); err != nil {
+		if err := git(r.cfg.git, r.work, nil, "init", "-q", "--bare", fresh); err != nil {
 			return err
 		}
-		a, err := timeGit(r.repo, "--git-dir", fresh, "--work-tree", r.repo, "add", "-A")
+		a, err := timeGit(r.cfg.git, r.repo, "--git-dir", fresh, "--work-tree", r.repo, "add", "-A")
 		os.RemoveAll(fresh)
 		if err != nil {
 			return err
@@ -573,11 +587,11 @@ func (r *scaleRun) disk(row *ScaleRow) error {
 
 // copyRepo copies the repository src (work tree and .git) to dst, hard-linking
 // the pack files.
-func copyRepo(src, dst string) error {
+func copyRepo(cp, src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
-	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cp, "-a", src, dst).CombinedOutput(); err != nil {
 		return fmt.Errorf("cp -a: %v: %s", err, bytes.TrimSpace(out))
 	}
 	pack := filepath.Join(dst, ".git", "objects", "pack")

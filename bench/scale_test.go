@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/grantledger"
 )
 
 func TestParseScaleSpec(t *testing.T) {
@@ -33,12 +35,13 @@ func TestParseScaleSpec(t *testing.T) {
 // real git: the tracked files are checked out, the history is one pack at least as
 // large as asked, and the history blobs are not in the work tree.
 func TestGenerateScaleRepo(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
 		t.Skip("needs git")
 	}
 	repo := t.TempDir()
 	spec := ScaleSpec{Files: 250, PackBytes: 3 << 20}
-	if err := generateRepo(repo, spec); err != nil {
+	if err := generateRepo(gitBin, repo, spec); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("git", "-C", repo, "ls-files").Output()
@@ -105,19 +108,24 @@ func freshIndex(t *testing.T, repo string) {
 // another directory, its work-tree files other inodes (a session of one binary must
 // not change the other's repository), its packs hard links of the original's.
 func TestCopyRepoForAgainst(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
 		t.Skip("needs git")
+	}
+	cp, err := exec.LookPath("cp")
+	if err != nil {
+		t.Fatal(err)
 	}
 	src := filepath.Join(t.TempDir(), "repo")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// More objects than fast-import's unpack limit (100), so that it writes a pack.
-	if err := generateRepo(src, ScaleSpec{Files: 200, PackBytes: 1 << 20}); err != nil {
+	if err := generateRepo(gitBin, src, ScaleSpec{Files: 200, PackBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "against", "repo")
-	if err := copyRepo(src, dst); err != nil {
+	if err := copyRepo(cp, src, dst); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("git", "-C", dst, "status", "--porcelain").CombinedOutput()
@@ -143,5 +151,38 @@ func TestCopyRepoForAgainst(t *testing.T) {
 		if !same(p, filepath.Join(dst, ".git", "objects", "pack", filepath.Base(p))) {
 			t.Errorf("%s is not hard-linked into the copy", filepath.Base(p))
 		}
+	}
+}
+
+// bench --scale runs git and cp on the host: a git an earlier session could have
+// planted, in a directory it was given writable that is on PATH now, must not run.
+func TestScaleSkipsPlantedPrograms(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := filepath.Join(base, "tools")
+	marker := filepath.Join(base, "planted-ran")
+	if err := os.MkdirAll(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"git", "cp"} {
+		script := "#!/bin/sh\necho " + name + " >> " + marker + "\nexit 1\n"
+		if err := os.WriteFile(filepath.Join(tools, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", tools)
+	_, err = RunScale(ScaleConfig{Agentbox: "/bin/true", Specs: []string{"5"}, CacheDir: filepath.Join(base, "cache"), Runs: 1, First: 1, Sessions: 1})
+	if data, _ := os.ReadFile(marker); len(data) > 0 {
+		t.Errorf("bench --scale ran the planted %s", strings.Fields(string(data)))
+	}
+	if err == nil || !strings.Contains(err.Error(), "an earlier session was given writable") {
+		t.Errorf("RunScale: %v; want the lookup's refusal naming the earlier grant", err)
 	}
 }

@@ -218,7 +218,7 @@ func New(opts Options) (*Policy, error) {
 	}
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
-	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // where the readers of its ledger look
+	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // the readers' unless Options.Home moves it (prepare.recordForReaders)
 	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
 		return nil, err
 	}

@@ -130,6 +130,11 @@ func Record(stateDir string, dirs []string) error {
 		return err
 	}
 	var add strings.Builder
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		// The operator's edit left the last line without its newline: appending to
+		// it would make it unparsable, and every later lookup refuse.
+		add.WriteByte('\n')
+	}
 	for _, d := range dirs {
 		if !filepath.IsAbs(d) {
 			return fmt.Errorf("record %s in %s: not an absolute path", strconv.Quote(d), path)
@@ -141,7 +146,7 @@ func Record(stateDir string, dirs []string) error {
 		have = append(have, d)
 		add.WriteString(strconv.Quote(d) + "\n")
 	}
-	if add.Len() == 0 {
+	if strings.Trim(add.String(), "\n") == "" {
 		return nil
 	}
 	if len(data)+add.Len() > maxBytes {

@@ -135,3 +135,25 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// An operator who deleted a line by hand may leave the last one without its
+// newline; the next launch's entry goes on a line of its own.
+func TestRecordAfterAHandEdit(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "agentbox")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(Path(state), []byte(strconv.Quote("/home/u/a")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(state, []string{"/home/u/a/sub"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Record(state, []string{"/home/u/b"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(state)
+	if want := []string{"/home/u/a", "/home/u/b"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("Read = %q, %v; want %q", got, err, want)
+	}
+}

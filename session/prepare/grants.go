@@ -3,6 +3,7 @@ package prepare
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/hostpath"
@@ -86,6 +87,41 @@ func RecordGrants(p *policy.Policy, gitDirs []string) error {
 	}
 	if err := grantledger.Record(p.StateDir, dirs); err != nil {
 		return fmt.Errorf("cannot list the directories this session may write in %s (%v), and agentbox starts no session it has not listed; set XDG_STATE_HOME to a directory of yours", termsafe.Quote(grantledger.Path(p.StateDir)), err)
+	}
+	return recordForReaders(p.StateDir, dirs)
+}
+
+// recordForReaders lists dirs in the ledger this process's environment names too,
+// when that is not the policy's: the readers (hostpath.LookPath, the Go API's
+// InitBinary, the CLI run later) take the state directory from XDG_STATE_HOME and
+// HOME, while a Go API program's Options.Home moves the policy's. Policy keeps the
+// session out of its own state directory only; this one is kept out here, after it
+// exists, so that its canonical form is the one compared.
+func recordForReaders(policyState string, dirs []string) error {
+	state := grantledger.StateDirFromEnv()
+	if state == "" || state == policyState || len(dirs) == 0 {
+		return nil
+	}
+	ledger := termsafe.Quote(grantledger.Path(state))
+	refuse := func(why string) error {
+		return fmt.Errorf("cannot list the directories this session may write in %s, where agentbox's host-side lookups read them (%s), and agentbox starts no session it has not listed; set XDG_STATE_HOME or HOME to the state directory the session uses", ledger, why)
+	}
+	if err := policy.CheckOwnDir("state directory", state, os.Geteuid()); err != nil {
+		return refuse(err.Error())
+	}
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return refuse(err.Error())
+	}
+	for _, d := range dirs {
+		if root, ok := hostpath.InsideWritable(state, d); ok {
+			return refuse("it lies in " + termsafe.Quote(root) + ", which the session may write")
+		}
+		if _, ok := hostpath.InsideWritable(d, state); ok {
+			return refuse(termsafe.Quote(d) + ", which the session may write, lies in it")
+		}
+	}
+	if err := grantledger.Record(state, dirs); err != nil {
+		return refuse(err.Error())
 	}
 	return nil
 }
