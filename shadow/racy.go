@@ -246,16 +246,7 @@ func (c *indexCopy) finish(indexPath string, mtime unix.Timespec, patches []inde
 		err = cerr
 	}
 	c.fd = -1
-	if err == nil {
-		err = keepIndexTime(c.lock, mtime)
-	}
-	if err == nil {
-		err = os.Rename(c.lock, indexPath)
-	}
-	if err != nil {
-		os.Remove(c.lock)
-	}
-	return err
+	return installIndexLock(c.lock, indexPath, mtime, err)
 }
 
 // abort waits for the copy and removes the lock file, unless finish ran.
@@ -296,6 +287,15 @@ func replaceIndex(indexPath string, mtime unix.Timespec, write func(*os.File) er
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	return installIndexLock(lock, indexPath, mtime, err)
+}
+
+// installIndexLock ends a write of the index through its lock file lock, written
+// and closed: unless err (the write's) is set, the lock gets the old index's mtime
+// (rule 1 above) and is renamed over indexPath; on any failure the lock is removed
+// instead, so the index stays as it was and no lock is left. It returns the first
+// error.
+func installIndexLock(lock, indexPath string, mtime unix.Timespec, err error) error {
 	if err == nil {
 		err = keepIndexTime(lock, mtime)
 	}
