@@ -82,13 +82,13 @@ func Lookup(writable ...string) (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	earlier, _, err := hostpath.Granted()
+	writable, err = hostpath.WithGranted(writable...)
 	if err != nil {
 		b.Close()
 		return Binary{}, &Error{Path: path, Reason: err.Error(), Err: err}
 	}
 	for _, p := range append([]string{b.real}, b.links...) {
-		if root, ok := hostpath.InsideWritable(p, append(writable[:len(writable):len(writable)], earlier...)...); ok {
+		if root, ok := hostpath.InsideWritable(p, writable...); ok {
 			b.Close()
 			return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("resolves through %s, inside %s, which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", quote(p), quote(root))}
 		}
@@ -98,7 +98,7 @@ func Lookup(writable ...string) (Binary, error) {
 
 // Find returns the bwrap to use: $AGENTBOX_BWRAP when set (it must be absolute and
 // not inside one of writable nor a directory an earlier session was given
-// writable, hostpath.Granted), else
+// writable, hostpath.WithGranted), else
 // "bwrap" on PATH as hostpath.LookPath finds it: never in one of writable, in a Git
 // working tree, through a relative PATH entry or in a directory others can write,
 // since the launcher runs it on the host with the whole sandbox's argv. It does not
@@ -108,11 +108,11 @@ func Find(writable ...string) (string, error) {
 		if !filepath.IsAbs(p) {
 			return "", &Error{Path: p, Reason: EnvVar + " must be an absolute path"}
 		}
-		earlier, _, err := hostpath.Granted()
+		writable, err := hostpath.WithGranted(writable...)
 		if err != nil {
 			return "", &Error{Path: p, Reason: err.Error(), Err: err}
 		}
-		if root, ok := hostpath.InsideWritable(filepath.Clean(p), append(writable[:len(writable):len(writable)], earlier...)...); ok {
+		if root, ok := hostpath.InsideWritable(filepath.Clean(p), writable...); ok {
 			return "", &Error{Path: p, Reason: fmt.Sprintf("lies inside %s, which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", termsafe.Quote(root))}
 		}
 		return filepath.Clean(p), nil

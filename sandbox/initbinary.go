@@ -24,11 +24,10 @@ func openInitBinary(bin string, writable ...string) (*os.File, error) {
 	if bin == "" {
 		return nil, nil
 	}
-	earlier, _, err := hostpath.Granted()
+	writable, err := hostpath.WithGranted(writable...)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: InitBinary %s: %v", termsafe.Quote(bin), err)
 	}
-	writable = append(writable[:len(writable):len(writable)], earlier...)
 	if err := checkInitBinary(bin, writable...); err != nil {
 		return nil, err
 	}

@@ -90,6 +90,18 @@ func Granted() (dirs []string, ledger string, err error) {
 	return dirs, grantledger.Path(state), err
 }
 
+// WithGranted returns writable and, after it, the directories sessions were given
+// writable so far (Granted): the set a program agentbox runs on the host must lie
+// outside, for the checks that take their own list (InsideWritable) rather than
+// LookPath's PATH search. A ledger it cannot trust is an error.
+func WithGranted(writable ...string) ([]string, error) {
+	earlier, _, err := Granted()
+	if err != nil {
+		return nil, err
+	}
+	return append(writable[:len(writable):len(writable)], earlier...), nil
+}
+
 // grantedEarlier returns the entry of granted that dir/bin (which untrustedProgram
 // accepted: it exists) lies in, before or after symlinks, or "".
 func grantedEarlier(dir, bin string, granted []string) string {
