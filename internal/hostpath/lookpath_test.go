@@ -158,3 +158,51 @@ func TestLookPathSkipsEarlierGrants(t *testing.T) {
 		t.Errorf("LookPath with a damaged ledger found %s", got)
 	}
 }
+
+// TestLookPathSkipsRenamedGrants: a directory an earlier session was given
+// writable is skipped under any name it has later: renamed, below a renamed
+// parent, or reached through a link to its new name (a bind mount keeps the
+// identity just as well); the refusal names the ledger's entry.
+func TestLookPathSkipsRenamedGrants(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	tools := filepath.Join(base, "tools")
+	prog(t, filepath.Join(tools, "bin"), name, 0o755)
+	parent := filepath.Join(base, "parent")
+	prog(t, filepath.Join(parent, "granted", "bin"), name, 0o755)
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools, filepath.Join(parent, "granted")}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(base, "renamed")
+	if err := os.Rename(tools, renamed); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(parent, filepath.Join(base, "parent2")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(renamed, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{
+		filepath.Join(renamed, "bin"),
+		filepath.Join(base, "parent2", "granted", "bin"),
+		filepath.Join(link, "bin"),
+	} {
+		t.Setenv("PATH", dir+":"+filepath.Dir(good))
+		if got, err := LookPath(name); err != nil || got != good {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want %s past the renamed grant", dir, got, err, good)
+		}
+		t.Setenv("PATH", dir)
+		_, err := LookPath(name)
+		if err == nil || !strings.Contains(err.Error(), "under another name now") || !strings.Contains(err.Error(), grantledger.FileName) {
+			t.Errorf("PATH=%s: LookPath = %v; want a refusal naming the renamed grant and the ledger", dir, err)
+		}
+	}
+}
