@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/termsafe"
@@ -30,6 +31,8 @@ import (
 //     a session of last week with --add-dir ~/tools/bin could have put a git there;
 //     also when such a directory has been renamed, bind-mounted or linked to since
 //     (Grants.Holding: by its identity);
+//   - for a user other than root, a program of the user's with a second name (a
+//     hard link) on the file system of such a directory (Grants.SharedName);
 //   - inside a Git working tree (a directory with a .git entry at or above it):
 //     agentbox's default repository is the Git top level of the working directory,
 //     so any such tree may have been a session's repository, today or earlier;
@@ -66,6 +69,8 @@ func LookPath(name string, writable ...string) (string, error) {
 				if !byName {
 					why = "inside the directory an earlier session was given writable as " + quote(g) + ", under another name now"
 				}
+			} else if g, names := earlier.SharedName(bin); g != "" {
+				why, fromLedger = fmt.Sprintf("it has %d names (hard links), yours to write, on the file system of %s, which an earlier session was given writable: it could have written it through a name there", names, quote(g)), true
 			}
 		}
 		if why != "" {
@@ -140,6 +145,40 @@ func (g Grants) Holding(path string) string {
 			return ""
 		}
 	}
+}
+
+// SharedName returns the entry on whose file system bin (after symlinks) lies
+// when it is a file with more than one name that a session of the user's could
+// write (owned by the user, for a user other than root), and its count of names;
+// "" otherwise. A grant's file written through one name changes every other:
+// ~/bin/git hard-linked to ~/tools/bin/git with ~/tools once granted. Its other
+// names cannot be found without a walk of the grants, and hard links do not cross
+// file systems, so the file system is what is compared. For root every system
+// program would count (Debian's /usr/bin/git has two names, root's to write), so
+// root is not asked this (docs/security.md).
+func (g Grants) SharedName(bin string) (entry string, names uint64) {
+	euid := os.Geteuid()
+	if euid == 0 || len(g.Entries) == 0 {
+		return "", 0
+	}
+	fi, err := os.Stat(bin)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint64(st.Nlink) < 2 || int(st.Uid) != euid {
+		return "", 0
+	}
+	for _, e := range g.Entries {
+		id := e.ID
+		if !id.Known() {
+			id = grantledger.IdentityOf(e.Dir)
+		}
+		if id.Known() && id.Dev == uint64(st.Dev) {
+			return e.Dir, uint64(st.Nlink)
+		}
+	}
+	return "", 0
 }
 
 // grantedEarlier returns the entry of granted that dir/bin (which untrustedProgram
