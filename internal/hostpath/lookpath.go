@@ -124,6 +124,11 @@ func WithGranted(writable ...string) ([]string, Grants, error) {
 // keeps its device and inode. One statx per component, only where the ledger
 // recorded an identity.
 func (g Grants) Holding(path string) string {
+	return g.holdingCanonical(canonicalOr(filepath.Clean(path)))
+}
+
+// holdingCanonical is Holding of a path whose symlinks are resolved already.
+func (g Grants) holdingCanonical(canon string) string {
 	known := 0
 	for _, e := range g.Entries {
 		if e.ID.Known() {
@@ -133,7 +138,7 @@ func (g Grants) Holding(path string) string {
 	if known == 0 {
 		return ""
 	}
-	for p := canonicalOr(filepath.Clean(path)); ; p = filepath.Dir(p) {
+	for p := canon; ; p = filepath.Dir(p) {
 		if id := grantledger.IdentityOf(p); id.Known() {
 			for _, e := range g.Entries {
 				if e.ID == id {
@@ -196,7 +201,7 @@ func grantedEarlier(dir, bin string, granted Grants) (entry string, byName bool)
 			}
 		}
 	}
-	return granted.Holding(bin), false
+	return granted.holdingCanonical(forms[2]), false
 }
 
 // NotFoundError says that LookPath found no program it may run.
