@@ -197,7 +197,7 @@ func Record(stateDir string, dirs []string) error {
 			return fmt.Errorf("record %s in %s: not an absolute path", strconv.Quote(d), path)
 		}
 		e := Entry{Dir: filepath.Clean(d)}
-		if covered(e.Dir, have) {
+		if covered(e.Dir, have) || identitiesOf(e.Dir, have) >= maxIdentities {
 			continue
 		}
 		e.ID = IdentityOf(e.Dir)
@@ -214,6 +214,24 @@ func Record(stateDir string, dirs []string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// maxIdentities bounds the lines one path gets, each with the identity of the
+// directory found there when it was given: a script that removes and makes again
+// the directory it hands each session (a CI checkout) would otherwise add a line a
+// launch until the ledger's bound refuses every launch. Past it the path is still
+// listed; a later directory at it is followed by its name only.
+const maxIdentities = 8
+
+// identitiesOf counts the entries for dir itself that carry an identity.
+func identitiesOf(dir string, entries []Entry) int {
+	n := 0
+	for _, e := range entries {
+		if e.Dir == dir && e.ID.Known() {
+			n++
+		}
+	}
+	return n
 }
 
 // covered reports whether dir is the path of an entry, or lies below one, that

@@ -205,3 +205,27 @@ func TestRecordIdentity(t *testing.T) {
 		t.Fatalf("Read = %v, %v; want a line for the new tools/bin, as tools is another directory now", got, err)
 	}
 }
+
+// TestRecordRemadeDirectory: a directory removed and made again at a listed path
+// gets a line with its new identity, up to maxIdentities lines a path, and then no
+// more: a CI script's checkout made anew for every session does not grow the
+// ledger to its bound.
+func TestRecordRemadeDirectory(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	work := filepath.Join(base, "work")
+	for range maxIdentities + 4 {
+		must(t, os.RemoveAll(work))
+		must(t, os.Mkdir(work, 0o700))
+		must(t, Record(state, []string{work}))
+	}
+	got, err := Read(state)
+	if err != nil || len(got) != maxIdentities {
+		t.Fatalf("Read = %v, %v; want %d lines", got, err, maxIdentities)
+	}
+	for _, e := range got {
+		if e.Dir != work || !e.ID.Known() {
+			t.Errorf("entry %v, want %s with an identity", e, work)
+		}
+	}
+}
