@@ -82,15 +82,19 @@ func Lookup(writable ...string) (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	writable, err = hostpath.WithGranted(writable...)
+	writable, granted, err := hostpath.WithGranted(writable...)
 	if err != nil {
 		b.Close()
 		return Binary{}, &Error{Path: path, Reason: err.Error(), Err: err}
 	}
 	for _, p := range append([]string{b.real}, b.links...) {
-		if root, ok := hostpath.InsideWritable(p, writable...); ok {
+		root, ok := hostpath.InsideWritable(p, writable...)
+		if !ok {
+			root = granted.Holding(p)
+		}
+		if ok || root != "" {
 			b.Close()
-			return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("resolves through %s, inside %s, which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", quote(p), quote(root))}
+			return Binary{}, &Error{Path: path, Reason: fmt.Sprintf("resolves through %s, inside %s (by that or another name), which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", quote(p), quote(root))}
 		}
 	}
 	return b, nil
@@ -108,12 +112,16 @@ func Find(writable ...string) (string, error) {
 		if !filepath.IsAbs(p) {
 			return "", &Error{Path: p, Reason: EnvVar + " must be an absolute path"}
 		}
-		writable, err := hostpath.WithGranted(writable...)
+		writable, granted, err := hostpath.WithGranted(writable...)
 		if err != nil {
 			return "", &Error{Path: p, Reason: err.Error(), Err: err}
 		}
-		if root, ok := hostpath.InsideWritable(filepath.Clean(p), writable...); ok {
-			return "", &Error{Path: p, Reason: fmt.Sprintf("lies inside %s, which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", termsafe.Quote(root))}
+		root, ok := hostpath.InsideWritable(filepath.Clean(p), writable...)
+		if !ok {
+			root = granted.Holding(p)
+		}
+		if ok || root != "" {
+			return "", &Error{Path: p, Reason: fmt.Sprintf("lies inside %s (by that or another name), which a session can write: it could replace it, and agentbox runs it on the host; install bwrap outside it", termsafe.Quote(root))}
 		}
 		return filepath.Clean(p), nil
 	}

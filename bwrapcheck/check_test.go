@@ -198,6 +198,23 @@ func TestFind(t *testing.T) {
 	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "an earlier session was given writable") {
 		t.Errorf("Find on PATH in an earlier session's directory = %q, %v, want it skipped", got, err)
 	}
+
+	// The same directory renamed: its identity is listed too.
+	renamed := filepath.Dir(bin) + "-renamed"
+	if err := os.Rename(filepath.Dir(bin), renamed); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(renamed, filepath.Dir(bin))
+	moved := filepath.Join(renamed, filepath.Base(bin))
+	t.Setenv(EnvVar, moved)
+	if _, err := Find(); err == nil || !strings.Contains(err.Error(), "by that or another name") {
+		t.Errorf("Find with %s in an earlier session's directory renamed = %v, want a refusal", EnvVar, err)
+	}
+	t.Setenv(EnvVar, "")
+	t.Setenv("PATH", renamed)
+	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "under another name now") {
+		t.Errorf("Find on PATH in an earlier session's directory renamed = %q, %v, want it skipped", got, err)
+	}
 }
 
 func TestLookup(t *testing.T) {

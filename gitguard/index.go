@@ -26,13 +26,37 @@ const MaxIndexNamed = 3
 // extensions after the entries it reads those that tell Git where entries lie (see
 // entryOffsets).
 func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err error) {
+	names, err := ReadIndexNames(r, hashSize)
+	return names.Bad, names.N, err
+}
+
+// IndexNames is what ReadIndexNames found in an index.
+type IndexNames struct {
+	Bad []string // the first MaxIndexNamed paths unsafeIndexPath refuses
+	N   int      // how many it refuses
+	// SparseDirs counts a sparse index's directory entries ("dir/", mode 040000),
+	// each naming a tree that Git expands into entries when it reads the index in
+	// a repository that does not keep it sparse.
+	SparseDirs int
+}
+
+// ReadIndexNames is UnsafeIndexPaths', with the count of sparse directory entries.
+func ReadIndexNames(r *bufio.Reader, hashSize int) (IndexNames, error) {
+	bad, n, dirs, err := readIndexNames(r, hashSize)
+	if err != nil {
+		return IndexNames{}, err
+	}
+	return IndexNames{Bad: bad, N: n, SparseDirs: dirs}, nil
+}
+
+func readIndexNames(r *bufio.Reader, hashSize int) (bad []string, n, dirs int, err error) {
 	var hdr [12]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, 0, fmt.Errorf("header: %w", err)
+		return nil, 0, 0, fmt.Errorf("header: %w", err)
 	}
 	version := binary.BigEndian.Uint32(hdr[4:8])
 	if string(hdr[:4]) != "DIRC" || version < 2 || version > 4 {
-		return nil, 0, errors.New("not an index of version 2, 3 or 4")
+		return nil, 0, 0, errors.New("not an index of version 2, 3 or 4")
 	}
 	count := binary.BigEndian.Uint32(hdr[8:12])
 	fixed := 40 + hashSize + 2 // stat data, object id, flags
@@ -46,16 +70,16 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 	for i := uint32(0); i < count; i++ {
 		start := off
 		if _, err := io.ReadFull(r, buf[:fixed]); err != nil {
-			return nil, 0, fmt.Errorf("entry %d: %w", i, err)
+			return nil, 0, 0, fmt.Errorf("entry %d: %w", i, err)
 		}
 		flags := binary.BigEndian.Uint16(buf[fixed-2 : fixed])
 		size := fixed
 		if flags&0x4000 != 0 { // extended flags, 2 more bytes
 			if version < 3 {
-				return nil, 0, fmt.Errorf("entry %d: extended flags in a version 2 index", i)
+				return nil, 0, 0, fmt.Errorf("entry %d: extended flags in a version 2 index", i)
 			}
 			if _, err := io.ReadFull(r, buf[fixed:fixed+2]); err != nil {
-				return nil, 0, fmt.Errorf("entry %d: %w", i, err)
+				return nil, 0, 0, fmt.Errorf("entry %d: %w", i, err)
 			}
 			size += 2
 		}
@@ -64,11 +88,11 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 		if version == 4 {
 			strip, k, err := indexVarint(r)
 			if err != nil || strip > uint64(len(prev)) {
-				return nil, 0, fmt.Errorf("entry %d: bad path prefix", i)
+				return nil, 0, 0, fmt.Errorf("entry %d: bad path prefix", i)
 			}
 			suffix, err := r.ReadSlice(0)
 			if err != nil {
-				return nil, 0, fmt.Errorf("entry %d: path: %w", i, err)
+				return nil, 0, 0, fmt.Errorf("entry %d: path: %w", i, err)
 			}
 			if strip != uint64(len(prev)) {
 				start = 0
@@ -78,13 +102,13 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 		} else {
 			name, err := r.ReadSlice(0)
 			if err != nil {
-				return nil, 0, fmt.Errorf("entry %d: path: %w", i, err)
+				return nil, 0, 0, fmt.Errorf("entry %d: path: %w", i, err)
 			}
 			path = append(prev[:0], name[:len(name)-1]...)
 			// Entries are padded with 1 to 8 NULs to a multiple of 8 bytes.
 			pad := 8 - (size+len(path))%8
 			if _, err := r.Discard(pad - 1); err != nil {
-				return nil, 0, fmt.Errorf("entry %d: padding: %w", i, err)
+				return nil, 0, 0, fmt.Errorf("entry %d: padding: %w", i, err)
 			}
 			off += uint64(len(path) + pad)
 		}
@@ -94,7 +118,7 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 		// suffix, ends. Git writes the two equal; where they differ, Git and this
 		// reader would part on where every later entry lies.
 		if nameLen := int(flags & 0xfff); nameLen != min(len(path), 0xfff) {
-			return nil, 0, fmt.Errorf("entry %d: its flags give its name %d bytes, its name has %d", i, nameLen, len(path))
+			return nil, 0, 0, fmt.Errorf("entry %d: its flags give its name %d bytes, its name has %d", i, nameLen, len(path))
 		}
 		prev = path
 		if len(path) == 0 {
@@ -104,6 +128,7 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 		name := path
 		if binary.BigEndian.Uint32(buf[24:28]) == 0o040000 && name[len(name)-1] == '/' {
 			name = name[:len(name)-1] // a sparse index's directory entry: "dir/"
+			dirs++
 		}
 		if unsafeIndexPath(name) {
 			if n < MaxIndexNamed {
@@ -122,9 +147,9 @@ func UnsafeIndexPaths(r *bufio.Reader, hashSize int) (bad []string, n int, err e
 		n += empty
 	}
 	if err := entryOffsets(r, hashSize, off, starts); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return bad, n, nil
+	return bad, n, dirs, nil
 }
 
 // entryOffsets reads the extensions after an index's entries, which end at

@@ -3,14 +3,14 @@ package gitguard
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha1"
-	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/gitindex"
 )
 
 // sparseRepo is a repository whose index is a sparse index (cone "keep") with the
@@ -89,26 +89,11 @@ func (r *sparseRepo) pointSubAt(id string) []byte {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	at := bytes.Index(idx, []byte("\x00sub/\x00"))
-	if at < 0 {
-		r.t.Fatal("no entry sub/ in the index")
-	}
-	name := at + 1
 	oid, _ := hex.DecodeString(id)
-	done := false
-	for _, fixed := range []int{62, 64} { // without, with extended flags
-		e := name - fixed
-		if e >= 12 && binary.BigEndian.Uint32(idx[e+24:e+28]) == 0o040000 {
-			copy(idx[e+40:e+60], oid)
-			done = true
-			break
-		}
+	idx, ok := gitindex.PointSparseDir(idx, "sub/", oid)
+	if !ok {
+		r.t.Fatal("no sparse directory entry sub/ in the index")
 	}
-	if !done {
-		r.t.Fatal("entry sub/ is not a directory entry")
-	}
-	sum := sha1.Sum(idx[:len(idx)-20])
-	copy(idx[len(idx)-20:], sum[:])
 	if err := os.WriteFile(p, idx, 0o644); err != nil {
 		r.t.Fatal(err)
 	}

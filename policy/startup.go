@@ -77,7 +77,7 @@ func resolveStartup(p *Policy, opts Options) error {
 			return err
 		}
 	}
-	for _, l := range linkedStartupPaths(p.Home, homeLinks, sc.seen) {
+	for _, l := range linkedStartupPaths(p.Home, env("XDG_CONFIG_HOME"), homeLinks, sc.seen) {
 		if sc.grantOf(l.at) != "" || firstWithin(l.at, sc.kept) != "" {
 			continue // a link of the grant's own: the session's to change, as any file there
 		}
@@ -398,26 +398,30 @@ type linkedStartup struct {
 // start-up files and tools by name, whether or not agentcfg's lists name them: a
 // dotfiles checkout links ~/.config/nvim, ~/.config/starship.toml or
 // ~/.local/bin/tool into the repository as readily as ~/.bashrc. They are HOME's
-// dot entries and bin (from HOME's listing, homeLinks), the entries of ~/.config
-// and of ~/.local/bin, and ~/.local/bin itself: two listings more, whatever the
-// repository or ~/.config holds. A link deeper down (~/.config/APP/init.lua, as
-// GNU stow makes when ~/.config/APP exists) is found only when the lists name it:
-// listing every directory of ~/.config cost 0.8 ms of CPU a launch with 40 of them
+// dot entries and bin (from HOME's listing, homeLinks), the entries of ~/.config,
+// of $XDG_CONFIG_HOME (xdgConfig: where programs look instead when it is set) and
+// of ~/.local/bin, and ~/.local/bin itself: three listings more at most, whatever
+// the repository or ~/.config holds. ~/.config itself as a link is loaded whole,
+// so one to a whole grant is refused. A link deeper down (~/.config/APP/init.lua,
+// as GNU stow makes when ~/.config/APP exists) is found only when the lists name
+// it: listing every directory of ~/.config costs some 20 µs each a launch
 // (docs/security.md). A plain file of the repository that a program finds another
 // way (a PATH entry, an include) is no such path either.
-func linkedStartupPaths(home string, homeLinks []string, seen map[string]pathState) []linkedStartup {
+func linkedStartupPaths(home, xdgConfig string, homeLinks []string, seen map[string]pathState) []linkedStartup {
 	var out []linkedStartup
 	for _, name := range homeLinks {
 		if strings.HasPrefix(name, ".") || name == "bin" {
 			p := filepath.Join(home, name)
-			out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: p, Named: quote("~/" + name)}, at: p, wholeGrantRuns: name == "bin"})
+			out = append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: p, Named: quote("~/" + name)}, at: p, wholeGrantRuns: name == "bin" || name == ".config"})
 		}
 	}
+	listed := map[string]bool{}
 	links := func(dir, named string) {
 		real, _, missing, ok := resolveLinks(dir, home, seen)
-		if !ok || missing != "" {
+		if !ok || missing != "" || listed[real] {
 			return
 		}
+		listed[real] = true
 		ents, err := os.ReadDir(dir)
 		if err != nil {
 			return
@@ -430,6 +434,9 @@ func linkedStartupPaths(home string, homeLinks []string, seen map[string]pathSta
 		}
 	}
 	links(filepath.Join(home, ".config"), "~/.config")
+	if filepath.IsAbs(xdgConfig) {
+		links(filepath.Clean(xdgConfig), "$XDG_CONFIG_HOME")
+	}
 	links(filepath.Join(home, ".local/bin"), "~/.local/bin")
 	bin := filepath.Join(home, ".local/bin") // itself a link into a grant: all of it runs
 	return append(out, linkedStartup{StartupPath: agentcfg.StartupPath{Path: bin, Dir: true, Named: "~/.local/bin"}, at: bin, wholeGrantRuns: true})

@@ -344,6 +344,56 @@ func TestStartupLinkedUnlisted(t *testing.T) {
 	}
 }
 
+// TestStartupConfigDirLinked: with $XDG_CONFIG_HOME elsewhere (else agentbox's own
+// config in the repository refuses the launch), ~/.config as a link to the whole
+// repository is refused, since programs load what is in it by name, and one to a
+// directory of the repository makes that directory read-only; the links in
+// $XDG_CONFIG_HOME are looked at like ~/.config's.
+func TestStartupConfigDirLinked(t *testing.T) {
+	home, repo := tree(t)
+	xdg := filepath.Join(home, "xdg")
+	writeHomeFiles(t, repo, map[string]string{"nvim/init.lua": "x", "fish/config.fish": "x"})
+	writeHomeFiles(t, home, map[string]string{"xdg/app/plain": "x"})
+	opts := Options{Cwd: repo, Repo: repo, Home: home, XDGConfigHome: xdg, Environ: []string{"XDG_CONFIG_HOME=" + xdg}}
+	if err := os.Symlink("repo", filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(opts); err == nil || !strings.Contains(err.Error(), "~/.config") || !strings.Contains(err.Error(), "writable") {
+		t.Errorf("~/.config -> the repository: %v, want a refusal", err)
+	}
+	// A directory of the repository as ~/.config is read-only inside, whole.
+	writeHomeFiles(t, repo, map[string]string{"cfg/app/conf": "x"})
+	if err := os.Remove(filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("repo/cfg", filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := New(opts); err != nil || len(p.Startup) != 1 || p.Startup[0].Path != filepath.Join(repo, "cfg") || !p.Startup[0].Dir {
+		t.Errorf("~/.config -> a directory of the repository: %v, %v; want it read-only", p, err)
+	}
+	if err := os.Remove(filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../repo/nvim", filepath.Join(xdg, "editor")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../repo/fish", filepath.Join(xdg, "shell")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range p.Startup {
+		paths = append(paths, f.Path)
+	}
+	if want := []string{filepath.Join(repo, "fish"), filepath.Join(repo, "nvim")}; !slices.Equal(paths, want) {
+		t.Errorf("start-up files %v, want %v", paths, want)
+	}
+}
+
 // TestStartupInKeptPath: a start-up file that a link in HOME leads to in a plain
 // kept path is read-only inside like one in the repository; a link on the way
 // inside the kept path, the kept path itself, an agent's directory and a file at

@@ -24,7 +24,7 @@ func openInitBinary(bin string, writable ...string) (*os.File, error) {
 	if bin == "" {
 		return nil, nil
 	}
-	writable, err := hostpath.WithGranted(writable...)
+	writable, granted, err := hostpath.WithGranted(writable...)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: InitBinary %s: %v", termsafe.Quote(bin), err)
 	}
@@ -41,9 +41,13 @@ func openInitBinary(bin string, writable ...string) (*os.File, error) {
 	}
 	for _, p := range append([]string{o.Real}, o.Links...) {
 		dir := filepath.Dir(p)
-		if root, ok := hostpath.InsideWritable(p, writable...); ok {
+		root, ok := hostpath.InsideWritable(p, writable...)
+		if !ok {
+			root = granted.Holding(p)
+		}
+		if ok || root != "" {
 			o.File.Close()
-			return nil, fmt.Errorf("sandbox: InitBinary %s leads through %s, which a session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
+			return nil, fmt.Errorf("sandbox: InitBinary %s leads through %s (by that or another name), which a session can write: it could redirect the init of the next launch; install agentbox outside it", q, termsafe.Quote(root))
 		}
 		if top, ok := hostpath.GitTree(dir); ok {
 			o.File.Close()

@@ -289,4 +289,17 @@ func TestInitBinaryInAnEarlierGrant(t *testing.T) {
 		}
 		t.Errorf("NewLauncher(%s) in an earlier grant: %v, want a refusal", bin, err)
 	}
+
+	// Renamed, the directory is still the one granted (its identity is listed).
+	renamed := tools + "-renamed"
+	if err := os.Rename(tools, renamed); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(renamed, "agentbox")
+	if f, err := openInitBinary(moved); err == nil || !strings.Contains(err.Error(), "by that or another name") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("openInitBinary in an earlier grant renamed: %v, want a refusal", err)
+	}
 }

@@ -41,22 +41,26 @@ const maxIndexSize = 256 << 20
 // config entries (its own and its common dir's) are entries.
 func (s *scanner) indexFiles(dir string, entries []gitconfig.Entry) {
 	hashSize := 20 // SHA-1, unless the repository's object format is SHA-256
+	sparseKept := false
 	for _, e := range entries {
-		if e.Section == "extensions" && e.Key == "objectformat" && strings.EqualFold(e.Value, "sha256") {
+		switch {
+		case e.Section == "extensions" && e.Key == "objectformat" && strings.EqualFold(e.Value, "sha256"):
 			hashSize = 32
+		case e.Section == "index" && e.Key == "sparse" && e.Bool():
+			sparseKept = true // any of them: a sparse index there may be the operator's
 		}
 	}
-	s.indexFile(filepath.Join(dir, "index"), hashSize)
+	s.indexFile(filepath.Join(dir, "index"), hashSize, sparseKept)
 	for _, e := range s.listIfDir(dir) {
 		if strings.HasPrefix(e.Name(), "sharedindex.") && !e.IsDir() {
-			s.indexFile(filepath.Join(dir, e.Name()), hashSize)
+			s.indexFile(filepath.Join(dir, e.Name()), hashSize, sparseKept)
 		}
 	}
 }
 
 // indexFile audits the index file p: a symlink is recorded as one (Git follows it),
 // a file is read entry by entry.
-func (s *scanner) indexFile(p string, hashSize int) {
+func (s *scanner) indexFile(p string, hashSize int, sparseKept bool) {
 	start := time.Now() // before the lstat: every write after it moves the ctime past it
 	fi, err := s.lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -86,7 +90,7 @@ func (s *scanner) indexFile(p string, hashSize int) {
 			return
 		}
 	}
-	dangers, read := s.indexDangers(p, hashSize)
+	dangers, read := s.indexDangers(p, hashSize, sparseKept)
 	for _, d := range dangers {
 		s.danger(it, d)
 	}
@@ -96,15 +100,25 @@ func (s *scanner) indexFile(p string, hashSize int) {
 }
 
 // indexDangers reads the index p and says what is dangerous in it; read is false
-// when it could not be read as an index.
-func (s *scanner) indexDangers(p string, hashSize int) (dangers []string, read bool) {
-	bad, n, err := s.readIndex(p, hashSize)
+// when it could not be read as an index. sparseKept: a config Git reads for this
+// Git directory turns index.sparse on.
+func (s *scanner) indexDangers(p string, hashSize int, sparseKept bool) (dangers []string, read bool) {
+	names, err := s.readIndex(p, hashSize)
 	if err != nil {
 		return []string{fmt.Sprintf("cannot be read as an index, so cannot be checked (%v)%s", err, indexAfterMove)}, false
 	}
-	if n == 0 {
-		return nil, true
+	if names.SparseDirs > 0 && !sparseKept {
+		// Git keeps an index sparse only where index.sparse is on, and expands any
+		// other at every read, building entries from the trees its directory entries
+		// name: a tree the session wrote with a name Git refuses ("..", ".git") makes
+		// every Git command of the operator fail (Git 2.39 crashes) until the index is
+		// rebuilt. Git itself writes no such index here, so it is moved out.
+		dangers = append(dangers, fmt.Sprintf("is a sparse index (%d directory entries) though no config Git reads for it turns index.sparse on: Git expands it at every read, and a tree it names with a path Git refuses makes every Git command fail%s", names.SparseDirs, indexAfterMove))
 	}
+	if names.N == 0 {
+		return dangers, true
+	}
+	bad, n := names.Bad, names.N
 	named := make([]string, len(bad))
 	for i, b := range bad {
 		named[i] = oneLine(b)
@@ -116,7 +130,7 @@ func (s *scanner) indexDangers(p string, hashSize int) (dangers []string, read b
 	if n > len(bad) {
 		more = fmt.Sprintf(" and %d more", n-len(bad))
 	}
-	return []string{fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)%s", strings.Join(named, ", "), more, indexAfterMove)}, true
+	return append(dangers, fmt.Sprintf("names %s%s outside the working tree or inside a Git directory: git checkout -- . writes them there (a hook it then runs)%s", strings.Join(named, ", "), more, indexAfterMove)), true
 }
 
 // An end scan takes the launch scan's reading of an index whose lstat has not
@@ -181,22 +195,22 @@ const indexAfterMove = "; once it is moved out, git reset rebuilds the index fro
 // readIndex reads the index file p (object ids of hashSize bytes), never following
 // a symlink or blocking, and returns up to maxIndexNamed of the paths it names that
 // Git must not write, and how many there are.
-func (s *scanner) readIndex(p string, hashSize int) (bad []string, n int, err error) {
+func (s *scanner) readIndex(p string, hashSize int) (gitguard.IndexNames, error) {
 	indexReads.Add(1)
 	fd, err := s.relax.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		return nil, 0, err
+		return gitguard.IndexNames{}, err
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		return nil, 0, err
+		return gitguard.IndexNames{}, err
 	case !fi.Mode().IsRegular():
-		return nil, 0, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		return gitguard.IndexNames{}, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	case fi.Size() > maxIndexSize:
-		return nil, 0, fmt.Errorf("larger than %d MiB", maxIndexSize>>20)
+		return gitguard.IndexNames{}, fmt.Errorf("larger than %d MiB", maxIndexSize>>20)
 	}
-	return gitguard.UnsafeIndexPaths(bufio.NewReaderSize(io.LimitReader(f, maxIndexSize), 64<<10), hashSize)
+	return gitguard.ReadIndexNames(bufio.NewReaderSize(io.LimitReader(f, maxIndexSize), 64<<10), hashSize)
 }

@@ -183,8 +183,64 @@ func BenchmarkIndexRead(b *testing.B) {
 	s.relax = s.surface.relaxer()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, n, err := s.readIndex(p, 20); err != nil || n != 0 {
-			b.Fatal(n, err)
+		if names, err := s.readIndex(p, 20); err != nil || names.N != 0 {
+			b.Fatal(names, err)
 		}
+	}
+}
+
+// TestSparseIndexWithoutSparseSettings: a sparse index (directory entries naming
+// trees) where no config turns index.sparse on is one Git did not write there,
+// and expands at every read: a tree it names with a path Git refuses makes every
+// Git command fail (gitguard.TestGitRefusesSparseIndexTreeNames). It is a danger,
+// moved out with the way to rebuild the index; the same index in the sparse
+// checkout Git made it for is not.
+func TestSparseIndexWithoutSparseSettings(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"keep", "sub"} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, d, "f"), []byte(d), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, repo, "init", "-q")
+	gitIn(t, repo, "add", ".")
+	gitIn(t, repo, "commit", "-qm", "init")
+	gitIn(t, repo, "sparse-checkout", "set", "--cone", "--sparse-index", "keep")
+	index := filepath.Join(repo, ".git", "index")
+	dangers := func() string {
+		t.Helper()
+		s, err := Scan(repo, ScanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := s.Items[index]
+		if it == nil {
+			t.Fatalf("the index is not in the exec surface: %v", s.Items)
+		}
+		return strings.Join(it.Dangers, "; ")
+	}
+	if d := dangers(); d != "" {
+		t.Fatalf("the sparse checkout's own index: dangers %q", d)
+	}
+	// The operator's repository without sparse settings (git sparse-checkout keeps
+	// them in config.worktree), and the session's sparse index in it.
+	for _, f := range []string{"config.worktree", "info/sparse-checkout"} {
+		if err := os.Remove(filepath.Join(repo, ".git", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, repo, "config", "--unset", "extensions.worktreeConfig")
+	if d := dangers(); !strings.Contains(d, "is a sparse index (1 directory entries)") || !strings.Contains(d, "git reset rebuilds the index") {
+		t.Errorf("a sparse index without index.sparse: dangers %q, want it moved out", d)
+	}
+	gitIn(t, repo, "config", "index.sparse", "true")
+	if d := dangers(); d != "" {
+		t.Errorf("a sparse index with index.sparse in the repository's config: dangers %q", d)
 	}
 }

@@ -7,7 +7,9 @@
 //
 // The ledger is a file in agentbox's state directory, which no session can write
 // (policy refuses a grant in or around it; inside, HOME is an overlay). It only ever
-// makes lookups stricter: an entry is a directory skipped, so a damaged or foreign
+// makes lookups stricter: an entry is a directory skipped, by its path and by its
+// identity (device, inode, birth time: a directory renamed, bind-mounted or reached
+// through a link is still the one given), so a damaged or foreign
 // ledger refuses instead of being ignored. It is written before a session's command
 // starts, and never shrinks by itself: the operator removes a line after checking
 // the directory.
@@ -45,6 +47,35 @@ func StateDirFromEnv() string {
 
 // Path is the ledger's path in stateDir.
 func Path(stateDir string) string { return filepath.Join(stateDir, FileName) }
+
+// Entry is one directory a session was given writable.
+type Entry struct {
+	Dir string // absolute and clean
+	// ID is the directory's identity when it was recorded; zero on a line written
+	// before identities were kept.
+	ID Identity
+}
+
+// Identity tells a directory apart from every other on the host whatever its name:
+// st_dev and st_ino, which a rename and a bind mount keep, and the birth time
+// (statx) where the file system keeps one, so that an inode number reused by a
+// directory made after the grant's was deleted is not taken for it.
+type Identity struct {
+	Dev, Ino uint64
+	Birth    uint64 // nanoseconds since the epoch; 0 where the file system keeps none
+}
+
+// Known reports whether the identity was recorded (no file has inode 0).
+func (id Identity) Known() bool { return id.Ino != 0 }
+
+// Dirs are the entries' directories.
+func Dirs(entries []Entry) []string {
+	dirs := make([]string, 0, len(entries))
+	for _, e := range entries {
+		dirs = append(dirs, e.Dir)
+	}
+	return dirs
+}
 
 // Error is a ledger that cannot be taken at its word.
 type Error struct {

@@ -28,7 +28,7 @@ const lockWait = 10 * time.Second
 // regular file, is owned by another user (root reads any: its agentbox already
 // trusts the HOME it was given), may be written by group or others, is larger than
 // maxBytes or holds a line it cannot parse is an *Error.
-func Read(stateDir string) ([]string, error) {
+func Read(stateDir string) ([]Entry, error) {
 	if stateDir == "" {
 		return nil, nil
 	}
@@ -81,30 +81,87 @@ func open(path string, flags int) (*os.File, error) {
 	return f, nil
 }
 
-// parse reads one Go-quoted absolute path a line: a directory name may hold a
-// newline, which a plain line would split into two entries.
-func parse(path string, data []byte) ([]string, error) {
+// parse reads one Go-quoted absolute path a line (a directory name may hold a
+// newline, which a plain line would split into two entries), followed by the
+// directory's identity when it was recorded (format) and nothing else.
+func parse(path string, data []byte) ([]Entry, error) {
 	if len(data) > maxBytes {
 		return nil, &Error{Path: path, Reason: fmt.Sprintf("is larger than %d bytes; remove the directories you have checked from it", maxBytes)}
 	}
-	var dirs []string
+	var entries []Entry
 	for n, line := range bytes.Split(data, []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
-		dir, err := strconv.Unquote(string(line))
-		if err != nil || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-			return nil, &Error{Path: path, Reason: fmt.Sprintf("line %d is not a quoted absolute path; repair or remove that line", n+1)}
+		e, ok := parseLine(string(line))
+		if !ok {
+			return nil, &Error{Path: path, Reason: fmt.Sprintf("line %d is not a quoted absolute path (with its device, inode and birth time); repair or remove that line", n+1)}
 		}
-		dirs = append(dirs, dir)
+		entries = append(entries, e)
 	}
-	return dirs, nil
+	return entries, nil
+}
+
+// format is an entry's line, without its newline: the quoted path and, when
+// known, its identity as three decimal numbers.
+func format(e Entry) string {
+	q := strconv.Quote(e.Dir)
+	if !e.ID.Known() {
+		return q
+	}
+	return fmt.Sprintf("%s %d %d %d", q, e.ID.Dev, e.ID.Ino, e.ID.Birth)
+}
+
+func parseLine(line string) (Entry, bool) {
+	q, err := strconv.QuotedPrefix(line)
+	if err != nil {
+		return Entry{}, false
+	}
+	dir, err := strconv.Unquote(q)
+	if err != nil || !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return Entry{}, false
+	}
+	e := Entry{Dir: dir}
+	rest := line[len(q):]
+	if rest == "" {
+		return e, true // a line of a ledger from before identities were recorded
+	}
+	fields := strings.Split(rest, " ")
+	if len(fields) != 4 || fields[0] != "" {
+		return Entry{}, false
+	}
+	var nums [3]uint64
+	for i, f := range fields[1:] {
+		if nums[i], err = strconv.ParseUint(f, 10, 64); err != nil {
+			return Entry{}, false
+		}
+	}
+	e.ID = Identity{Dev: nums[0], Ino: nums[1], Birth: nums[2]}
+	return e, e.ID.Known()
+}
+
+// IdentityOf is the identity of the directory (or file) path names now, after
+// symlinks; the zero Identity when it cannot be looked at.
+func IdentityOf(path string) Identity {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+		return Identity{}
+	}
+	id := Identity{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino}
+	if stx.Mask&unix.STATX_BTIME != 0 {
+		id.Birth = uint64(stx.Btime.Sec)*1_000_000_000 + uint64(stx.Btime.Nsec)
+	}
+	return id
 }
 
 // Record adds to the ledger in stateDir every one of dirs (absolute, clean) that no
-// entry covers yet, under an exclusive lock on the ledger, creating it (and
-// stateDir) when missing. It is called before the session's command can run: a
-// launch that cannot record its grants does not start.
+// entry covers yet, with its identity (IdentityOf), under an exclusive lock on the
+// ledger, creating it (and stateDir) when missing. An entry covers a directory at
+// or below its path only while the entry's directory is still the one recorded
+// (the same identity): after a rename, or for a line from before identities were
+// kept, the directory gets a line of its own, so that it is known by its identity
+// whatever its name later. It is called before the session's command can run: a launch
+// that cannot record its grants does not start.
 func Record(stateDir string, dirs []string) error {
 	if stateDir == "" || len(dirs) == 0 {
 		return nil
@@ -139,12 +196,13 @@ func Record(stateDir string, dirs []string) error {
 		if !filepath.IsAbs(d) {
 			return fmt.Errorf("record %s in %s: not an absolute path", strconv.Quote(d), path)
 		}
-		d = filepath.Clean(d)
-		if covered(d, have) {
+		e := Entry{Dir: filepath.Clean(d)}
+		if covered(e.Dir, have) || identitiesOf(e.Dir, have) >= maxIdentities {
 			continue
 		}
-		have = append(have, d)
-		add.WriteString(strconv.Quote(d) + "\n")
+		e.ID = IdentityOf(e.Dir)
+		have = append(have, e)
+		add.WriteString(format(e) + "\n")
 	}
 	if strings.Trim(add.String(), "\n") == "" {
 		return nil
@@ -158,10 +216,34 @@ func Record(stateDir string, dirs []string) error {
 	return nil
 }
 
-// covered reports whether dir is one of dirs or lies below one.
-func covered(dir string, dirs []string) bool {
-	for _, d := range dirs {
-		if dir == d || d == "/" || strings.HasPrefix(dir, d+"/") {
+// maxIdentities bounds the lines one path gets, each with the identity of the
+// directory found there when it was given: a script that removes and makes again
+// the directory it hands each session (a CI checkout) would otherwise add a line a
+// launch until the ledger's bound refuses every launch. Past it the path is still
+// listed; a later directory at it is followed by its name only.
+const maxIdentities = 8
+
+// identitiesOf counts the entries for dir itself that carry an identity.
+func identitiesOf(dir string, entries []Entry) int {
+	n := 0
+	for _, e := range entries {
+		if e.Dir == dir && e.ID.Known() {
+			n++
+		}
+	}
+	return n
+}
+
+// covered reports whether dir is the path of an entry, or lies below one, that
+// still describes what is at its path (looked at once per entry that holds dir):
+// the directory it recorded, or nothing that has an identity, as when neither
+// exists.
+func covered(dir string, entries []Entry) bool {
+	for _, e := range entries {
+		if !(dir == e.Dir || e.Dir == "/" || strings.HasPrefix(dir, e.Dir+"/")) {
+			continue
+		}
+		if IdentityOf(e.Dir) == e.ID {
 			return true
 		}
 	}

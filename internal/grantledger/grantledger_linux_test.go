@@ -26,8 +26,8 @@ func TestRecordRead(t *testing.T) {
 	}
 	got, err := Read(state)
 	want := []string{"/home/u/src/a", "/home/u/tools/bin", odd, "/home/u/src/b"}
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("Read = %q, %v; want %q", got, err, want)
+	if err != nil || !slices.Equal(Dirs(got), want) {
+		t.Errorf("Read = %v, %v; want %q", got, err, want)
 	}
 	fi, err := os.Stat(Path(state))
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -64,6 +64,15 @@ func TestReadRefuses(t *testing.T) {
 		{"relative entry", func(t *testing.T, path string) {
 			must(t, os.WriteFile(path, []byte(`"a/b"`+"\n"), 0o600))
 		}, "line 1"},
+		{"identity not three numbers", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"/a" 1 2`+"\n"), 0o600))
+		}, "line 1"},
+		{"identity with inode 0", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"/a" 1 0 3`+"\n"), 0o600))
+		}, "line 1"},
+		{"identity not decimal", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(`"/a" 1 2 -3`+"\n"), 0o600))
+		}, "line 1"},
 		{"too large", func(t *testing.T, path string) {
 			must(t, os.WriteFile(path, []byte(strings.Repeat(`"/a"`+"\n", maxBytes/4)), 0o600))
 		}, "larger than"},
@@ -72,7 +81,7 @@ func TestReadRefuses(t *testing.T) {
 			state := t.TempDir()
 			tt.make(t, Path(state))
 			if got, err := Read(state); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Read = %q, %v; want a refusal saying %q", got, err, tt.want)
+				t.Errorf("Read = %v, %v; want a refusal saying %q", got, err, tt.want)
 			}
 			if err := Record(state, []string{"/x"}); err == nil {
 				t.Error("Record wrote into a ledger it cannot trust")
@@ -153,7 +162,70 @@ func TestRecordAfterAHandEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := Read(state)
-	if want := []string{"/home/u/a", "/home/u/b"}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("Read = %q, %v; want %q", got, err, want)
+	if want := []string{"/home/u/a", "/home/u/b"}; err != nil || !slices.Equal(Dirs(got), want) {
+		t.Errorf("Read = %v, %v; want %q", got, err, want)
+	}
+}
+
+// TestRecordIdentity: a directory is listed with its identity, which a rename
+// keeps; a directory below an entry that is still the one recorded adds nothing,
+// while one below an entry that has been renamed since, or that has no identity
+// (a line from before identities were kept, which still reads), gets a line of
+// its own with its identity.
+func TestRecordIdentity(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	tools := filepath.Join(base, "tools")
+	must(t, os.MkdirAll(filepath.Join(tools, "bin"), 0o700))
+	must(t, os.MkdirAll(state, 0o700))
+	must(t, os.WriteFile(Path(state), []byte(strconv.Quote(tools)+"\n"), 0o600))
+	got, err := Read(state)
+	if err != nil || len(got) != 1 || got[0].ID.Known() {
+		t.Fatalf("Read of an old ledger = %v, %v; want one entry without identity", got, err)
+	}
+	must(t, Record(state, []string{tools}))
+	got, err = Read(state)
+	id := IdentityOf(tools)
+	if err != nil || len(got) != 2 || got[1].Dir != tools || got[1].ID != id || !id.Known() {
+		t.Fatalf("Read = %v, %v; want the old line and %s with identity %v", got, err, tools, id)
+	}
+	must(t, Record(state, []string{tools, filepath.Join(tools, "bin")}))
+	if got, err = Read(state); err != nil || len(got) != 2 {
+		t.Fatalf("Read = %v, %v; a listed directory and one below it added lines", got, err)
+	}
+	renamed := filepath.Join(base, "tools-renamed")
+	must(t, os.Rename(tools, renamed))
+	if IdentityOf(renamed) != id {
+		t.Fatalf("a rename changed the identity: %v, want %v", IdentityOf(renamed), id)
+	}
+	must(t, os.MkdirAll(filepath.Join(tools, "bin"), 0o700))
+	must(t, Record(state, []string{filepath.Join(tools, "bin")}))
+	got, err = Read(state)
+	if err != nil || len(got) != 3 || got[2].Dir != filepath.Join(tools, "bin") || got[2].ID != IdentityOf(filepath.Join(tools, "bin")) {
+		t.Fatalf("Read = %v, %v; want a line for the new tools/bin, as tools is another directory now", got, err)
+	}
+}
+
+// TestRecordRemadeDirectory: a directory removed and made again at a listed path
+// gets a line with its new identity, up to maxIdentities lines a path, and then no
+// more: a CI script's checkout made anew for every session does not grow the
+// ledger to its bound.
+func TestRecordRemadeDirectory(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	work := filepath.Join(base, "work")
+	for range maxIdentities + 4 {
+		must(t, os.RemoveAll(work))
+		must(t, os.Mkdir(work, 0o700))
+		must(t, Record(state, []string{work}))
+	}
+	got, err := Read(state)
+	if err != nil || len(got) != maxIdentities {
+		t.Fatalf("Read = %v, %v; want %d lines", got, err, maxIdentities)
+	}
+	for _, e := range got {
+		if e.Dir != work || !e.ID.Known() {
+			t.Errorf("entry %v, want %s with an identity", e, work)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/internal/termsafe"
@@ -28,6 +29,10 @@ import (
 //   - the same for the directories any earlier session was given writable
 //     (internal/grantledger, read from the state directory of the environment):
 //     a session of last week with --add-dir ~/tools/bin could have put a git there;
+//     also when such a directory has been renamed, bind-mounted or linked to since
+//     (Grants.Holding: by its identity);
+//   - for a user other than root, a program of the user's with a second name (a
+//     hard link) on the file system of such a directory (Grants.SharedName);
 //   - inside a Git working tree (a directory with a .git entry at or above it):
 //     agentbox's default repository is the Git top level of the working directory,
 //     so any such tree may have been a session's repository, today or earlier;
@@ -49,7 +54,7 @@ func LookPath(name string, writable ...string) (string, error) {
 			roots = append(roots, abs, canonicalOr(abs))
 		}
 	}
-	earlier, ledger, err := Granted()
+	earlier, err := Granted()
 	if err != nil {
 		return "", fmt.Errorf("look up %s: %w", name, err)
 	}
@@ -59,8 +64,13 @@ func LookPath(name string, writable ...string) (string, error) {
 		bin := filepath.Join(dir, name)
 		why := untrustedProgram(dir, bin, roots)
 		if why == "" {
-			if g := grantedEarlier(dir, bin, earlier); g != "" {
+			if g, byName := grantedEarlier(dir, bin, earlier); g != "" {
 				why, fromLedger = "inside "+quote(g)+", which an earlier session was given writable", true
+				if !byName {
+					why = "inside the directory an earlier session was given writable as " + quote(g) + ", under another name now"
+				}
+			} else if g, names := earlier.SharedName(bin); g != "" {
+				why, fromLedger = fmt.Sprintf("it has %d names (hard links), yours to write, on the file system of %s, which an earlier session was given writable: it could have written it through a name there", names, quote(g)), true
 			}
 		}
 		if why != "" {
@@ -76,47 +86,122 @@ func LookPath(name string, writable ...string) (string, error) {
 		msg += "; skipped, since a sandbox could have written them: " + strings.Join(skipped, ", ")
 	}
 	if fromLedger {
-		msg += "; take such a directory off PATH, or check it and remove its line from " + quote(ledger)
+		msg += "; take such a directory off PATH, or check it and remove its lines from " + quote(earlier.Ledger)
 	}
 	return "", &NotFoundError{Name: name, Msg: msg}
 }
 
-// Granted returns the directories sessions were given writable so far, from the
-// ledger in the state directory this process's environment names, and the
-// ledger's path; a ledger it cannot trust is an error (grantledger.Read).
-func Granted() (dirs []string, ledger string, err error) {
+// Grants are the directories sessions were given writable so far, as the ledger
+// in the state directory this process's environment names lists them.
+type Grants struct {
+	Ledger  string // the ledger's path, for messages
+	Entries []grantledger.Entry
+}
+
+// Granted reads Grants; a ledger it cannot trust is an error (grantledger.Read).
+func Granted() (Grants, error) {
 	state := grantledger.StateDirFromEnv()
-	dirs, err = grantledger.Read(state)
-	return dirs, grantledger.Path(state), err
+	entries, err := grantledger.Read(state)
+	return Grants{Ledger: grantledger.Path(state), Entries: entries}, err
 }
 
 // WithGranted returns writable and, after it, the directories sessions were given
 // writable so far (Granted): the set a program agentbox runs on the host must lie
 // outside, for the checks that take their own list (InsideWritable) rather than
-// LookPath's PATH search. A ledger it cannot trust is an error.
-func WithGranted(writable ...string) ([]string, error) {
-	earlier, _, err := Granted()
+// LookPath's PATH search, and the Grants, whose Holding finds the same
+// directories under other names. A ledger it cannot trust is an error.
+func WithGranted(writable ...string) ([]string, Grants, error) {
+	g, err := Granted()
 	if err != nil {
-		return nil, err
+		return nil, g, err
 	}
-	return append(writable[:len(writable):len(writable)], earlier...), nil
+	return append(writable[:len(writable):len(writable)], grantledger.Dirs(g.Entries)...), g, nil
+}
+
+// Holding returns the entry whose directory path is or lies in, found by the
+// identity of path (after symlinks) and of each directory above it, or "": a
+// granted directory renamed, bind-mounted elsewhere or reached through a link
+// keeps its device and inode. One statx per component, only where the ledger
+// recorded an identity.
+func (g Grants) Holding(path string) string {
+	return g.holdingCanonical(canonicalOr(filepath.Clean(path)))
+}
+
+// holdingCanonical is Holding of a path whose symlinks are resolved already.
+func (g Grants) holdingCanonical(canon string) string {
+	known := 0
+	for _, e := range g.Entries {
+		if e.ID.Known() {
+			known++
+		}
+	}
+	if known == 0 {
+		return ""
+	}
+	for p := canon; ; p = filepath.Dir(p) {
+		if id := grantledger.IdentityOf(p); id.Known() {
+			for _, e := range g.Entries {
+				if e.ID == id {
+					return e.Dir
+				}
+			}
+		}
+		if p == "/" {
+			return ""
+		}
+	}
+}
+
+// SharedName returns the entry on whose file system bin (after symlinks) lies
+// when it is a file with more than one name that a session of the user's could
+// write (owned by the user, for a user other than root), and its count of names;
+// "" otherwise. A grant's file written through one name changes every other:
+// ~/bin/git hard-linked to ~/tools/bin/git with ~/tools once granted. Its other
+// names cannot be found without a walk of the grants, and hard links do not cross
+// file systems, so the file system is what is compared. For root every system
+// program would count (Debian's /usr/bin/git has two names, root's to write), so
+// root is not asked this (docs/security.md).
+func (g Grants) SharedName(bin string) (entry string, names uint64) {
+	euid := os.Geteuid()
+	if euid == 0 || len(g.Entries) == 0 {
+		return "", 0
+	}
+	fi, err := os.Stat(bin)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || uint64(st.Nlink) < 2 || int(st.Uid) != euid {
+		return "", 0
+	}
+	for _, e := range g.Entries {
+		id := e.ID
+		if !id.Known() {
+			id = grantledger.IdentityOf(e.Dir)
+		}
+		if id.Known() && id.Dev == uint64(st.Dev) {
+			return e.Dir, uint64(st.Nlink)
+		}
+	}
+	return "", 0
 }
 
 // grantedEarlier returns the entry of granted that dir/bin (which untrustedProgram
-// accepted: it exists) lies in, before or after symlinks, or "".
-func grantedEarlier(dir, bin string, granted []string) string {
-	if len(granted) == 0 {
-		return ""
+// accepted: it exists) lies in, before or after symlinks (byName), or by the
+// identity of the directories it lies in; "" for none.
+func grantedEarlier(dir, bin string, granted Grants) (entry string, byName bool) {
+	if len(granted.Entries) == 0 {
+		return "", false
 	}
 	forms := []string{filepath.Clean(dir), canonicalOr(dir), canonicalOr(bin)}
-	for _, g := range granted {
+	for _, e := range granted.Entries {
 		for _, f := range forms {
-			if Within(f, g) {
-				return g
+			if Within(f, e.Dir) {
+				return e.Dir, true
 			}
 		}
 	}
-	return ""
+	return granted.holdingCanonical(forms[2]), false
 }
 
 // NotFoundError says that LookPath found no program it may run.

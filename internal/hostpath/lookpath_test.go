@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/grantledger"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // prog writes an executable name into dir (made with mode) and returns its path.
@@ -156,5 +157,115 @@ func TestLookPathSkipsEarlierGrants(t *testing.T) {
 	t.Setenv("PATH", filepath.Dir(good))
 	if got, err := LookPath(name); err == nil {
 		t.Errorf("LookPath with a damaged ledger found %s", got)
+	}
+}
+
+// TestLookPathSkipsRenamedGrants: a directory an earlier session was given
+// writable is skipped under any name it has later: renamed, below a renamed
+// parent, or reached through a link to its new name (a bind mount keeps the
+// identity just as well); the refusal names the ledger's entry.
+func TestLookPathSkipsRenamedGrants(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	tools := filepath.Join(base, "tools")
+	prog(t, filepath.Join(tools, "bin"), name, 0o755)
+	parent := filepath.Join(base, "parent")
+	prog(t, filepath.Join(parent, "granted", "bin"), name, 0o755)
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools, filepath.Join(parent, "granted")}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(base, "renamed")
+	if err := os.Rename(tools, renamed); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(parent, filepath.Join(base, "parent2")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(renamed, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{
+		filepath.Join(renamed, "bin"),
+		filepath.Join(base, "parent2", "granted", "bin"),
+		filepath.Join(link, "bin"),
+	} {
+		t.Setenv("PATH", dir+":"+filepath.Dir(good))
+		if got, err := LookPath(name); err != nil || got != good {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want %s past the renamed grant", dir, got, err, good)
+		}
+		t.Setenv("PATH", dir)
+		_, err := LookPath(name)
+		if err == nil || !strings.Contains(err.Error(), "under another name now") || !strings.Contains(err.Error(), grantledger.FileName) {
+			t.Errorf("PATH=%s: LookPath = %v; want a refusal naming the renamed grant and the ledger", dir, err)
+		}
+	}
+}
+
+// TestLookPathSkipsSecondNames: run as the test user, a program of the user's with
+// a second name (a hard link) on the file system of a directory an earlier session
+// was given writable is skipped, as the session could have written it through a
+// name there (~/bin/git hard-linked to ~/tools/bin/git, ~/tools once granted); the
+// same program with one name is found, and so is one with two names when every
+// grant lies on another file system. Root is not asked this (SharedName).
+func TestLookPathSkipsSecondNames(t *testing.T) {
+	if !testenv.AsTestUser(t) {
+		return
+	}
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	tools := filepath.Join(base, "tools")
+	granted := prog(t, tools, name, 0o755)
+	bin := filepath.Join(base, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(granted, filepath.Join(bin, name)); err != nil {
+		t.Fatal(err)
+	}
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	t.Setenv("PATH", bin+":"+filepath.Dir(good))
+	if got, err := LookPath(name); err != nil || got != filepath.Join(bin, name) {
+		t.Fatalf("before any grant: LookPath = %q, %v; want %s", got, err, filepath.Join(bin, name))
+	}
+	// A grant on another file system (tmpfs) says nothing of this one's names.
+	shm, err := os.MkdirTemp("/dev/shm", "agentbox-lookpath-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shm)
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{shm}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LookPath(name); err != nil || got != filepath.Join(bin, name) {
+		t.Errorf("with a grant on another file system: LookPath = %q, %v; want %s", got, err, filepath.Join(bin, name))
+	}
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LookPath(name); err != nil || got != good {
+		t.Errorf("LookPath = %q, %v; want %s past the second name of a granted file", got, err, good)
+	}
+	t.Setenv("PATH", bin)
+	if _, err := LookPath(name); err == nil || !strings.Contains(err.Error(), "2 names (hard links)") || !strings.Contains(err.Error(), grantledger.FileName) {
+		t.Errorf("LookPath = %v; want a refusal naming the hard links and the ledger", err)
+	}
+	// One name again: found.
+	if err := os.Remove(granted); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LookPath(name); err != nil || got != filepath.Join(bin, name) {
+		t.Errorf("with one name: LookPath = %q, %v; want %s", got, err, filepath.Join(bin, name))
 	}
 }

@@ -84,19 +84,29 @@ var smallHoleAttacks = []attack{
 			if bwrapDir == "." {
 				bwrapDir = filepath.Dir(testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0 to put on PATH"))
 			}
-			path := strings.Join([]string{tools, bwrapDir, "/usr/local/bin:/usr/bin:/bin"}, ":")
-			for _, args := range [][]string{
-				{"exec", "--no-git-save", "--", "/bin/true"}, // the recorder's git
-				{"exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "/bin/true"},
-				{"log"},
-				{"doctor"},
-			} {
-				cmd := testenv.Command(t, x.Home, x.Bin, args...)
-				cmd.Dir = x.Repo
-				cmd.Env = append(withoutEnv(cmd.Env, "PATH", "AGENTBOX_BWRAP"), "PATH="+path)
-				res := sandboxtest.Run(cmd)
-				if args[0] != "doctor" && res.Code != 0 {
-					t.Errorf("agentbox %s with the added directory first on PATH: want the real programs found further down:\n%s", args, res)
+			// Renamed (or bind-mounted, or linked to) later, the directory is still
+			// the one given: the ledger lists its identity too.
+			renamed := tools + "-renamed"
+			for i, dir := range []string{tools, renamed} {
+				if i == 1 {
+					if err := os.Rename(tools, renamed); err != nil {
+						t.Fatal(err)
+					}
+				}
+				path := strings.Join([]string{dir, bwrapDir, "/usr/local/bin:/usr/bin:/bin"}, ":")
+				for _, args := range [][]string{
+					{"exec", "--no-git-save", "--", "/bin/true"}, // the recorder's git
+					{"exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "/bin/true"},
+					{"log"},
+					{"doctor"},
+				} {
+					cmd := testenv.Command(t, x.Home, x.Bin, args...)
+					cmd.Dir = x.Repo
+					cmd.Env = append(withoutEnv(cmd.Env, "PATH", "AGENTBOX_BWRAP"), "PATH="+path)
+					res := sandboxtest.Run(cmd)
+					if args[0] != "doctor" && res.Code != 0 {
+						t.Errorf("agentbox %s with the added directory first on PATH as %s: want the real programs found further down:\n%s", args, dir, res)
+					}
 				}
 			}
 			if names := testenv.DirNames(t, x.Pwned); len(names) > 0 {

@@ -43,6 +43,9 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	writeUser(t, filepath.Join(r, "nvim/init.lua"), "-- host\n")
 	mkdirUser(t, filepath.Join(r, "bin"))
 	writeUser(t, filepath.Join(r, "bin/tool"), "#!/bin/sh\n")
+	// A link where programs look when $XDG_CONFIG_HOME is set.
+	mkdirUser(t, filepath.Join(r, "helix"))
+	writeUser(t, filepath.Join(r, "helix/config.toml"), "# host\n")
 	// The Go API has no --add-dir: there the agent's directory is in the repository.
 	added, args := r, []string{"--no-record"}
 	if b.Backend != sandboxtest.GoAPI {
@@ -55,9 +58,11 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	mkdirUser(t, filepath.Join(h, ".config"))
 	mkdirUser(t, filepath.Join(h, ".local"))
 	mkdirUser(t, filepath.Join(h, ".local/bin"))
+	mkdirUser(t, filepath.Join(h, "xdg"))
 	for link, target := range map[string]string{
 		".bashrc": "repo/shell/bashrc", ".config/fish": "../repo/fish", ".claude": filepath.Join(added, "claude"),
 		".config/someapp": "../repo/nvim", ".local/bin/tool": "../../repo/bin/tool",
+		"xdg/helix": "../repo/helix",
 	} {
 		if err := os.Symlink(target, filepath.Join(h, link)); err != nil {
 			t.Fatal(err)
@@ -68,11 +73,12 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 		for try in 'echo evil >> shell/bashrc' 'rm -f shell/bashrc' 'mv shell/bashrc moved' 'mv shell shell2' 'mv fish fish2' 'echo evil > fish/conf.d/evil.fish' \
 			'echo evil >> fish/config.fish' 'echo evil >> zsh/.zshrc' 'echo evil > zsh/.zlogin' 'mv zsh zsh2' \
 			'echo evil >> nvim/init.lua' 'mv nvim nvim2' 'echo evil >> bin/tool' 'rm -f bin/tool' \
+			'echo evil >> helix/config.toml' 'rm -f helix/config.toml' 'mv helix helix2' \
 			"echo '{\"hooks\":1}' > $ADDED/claude/settings.json" "mv $ADDED/claude $ADDED/c2" "echo x > $ADDED/claude/new"; do
 			if sh -c "$try" 2>/dev/null; then echo "WROTE: $try"; fi
 		done
 		echo work > notes && echo w > shell/other && mkdir -p sub && echo w > sub/f && rm notes && echo w > "$ADDED/other" && echo DONE`)
-	cmd.Env = append(cmd.Env, "ZDOTDIR="+filepath.Join(r, "zsh"), "ADDED="+added)
+	cmd.Env = append(cmd.Env, "ZDOTDIR="+filepath.Join(r, "zsh"), "ADDED="+added, "XDG_CONFIG_HOME="+filepath.Join(h, "xdg"))
 	res := sandboxtest.Run(cmd)
 	if res.Code != 0 || !strings.Contains(res.Stdout, "DONE") {
 		t.Fatalf("session: %s", res)
@@ -85,6 +91,7 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 		filepath.Join(r, "zsh/.zshrc"): "echo host zsh\n", filepath.Join(added, "claude/settings.json"): "{}\n",
 		filepath.Join(r, "sub/f"): "w\n", filepath.Join(added, "other"): "w\n",
 		filepath.Join(r, "nvim/init.lua"): "-- host\n", filepath.Join(r, "bin/tool"): "#!/bin/sh\n",
+		filepath.Join(r, "helix/config.toml"): "# host\n",
 	} {
 		if got := readFileOr(path); got != want {
 			t.Errorf("%s on the host: %q, want %q", path, got, want)
@@ -92,13 +99,13 @@ func startupReadOnly(t *testing.T, b *sandboxtest.Box) {
 	}
 	// (mv bashrc moved copies it across the mount point and then fails to unlink
 	// it: a copy at another name is no start-up file.)
-	for _, p := range []string{"fish/conf.d/evil.fish", "zsh/.zlogin", "shell2", "fish2", "zsh2", "nvim2"} {
+	for _, p := range []string{"fish/conf.d/evil.fish", "zsh/.zlogin", "shell2", "fish2", "zsh2", "nvim2", "helix2"} {
 		if exists(filepath.Join(r, p)) {
 			t.Errorf("%s was created on the host", p)
 		}
 	}
 	for _, want := range []string{"agentbox: ~/.bashrc leads into the writable", "bashrc is read-only inside", "edit it outside the session", "$ZDOTDIR/", "~/.claude leads into the writable",
-		"~/.config/someapp leads into the writable", "~/.local/bin/tool leads into the writable"} {
+		"~/.config/someapp leads into the writable", "~/.local/bin/tool leads into the writable", "$XDG_CONFIG_HOME/helix leads into the writable"} {
 		if !strings.Contains(res.Stderr, want) {
 			t.Errorf("the launch does not say %q:\n%s", want, res.Stderr)
 		}

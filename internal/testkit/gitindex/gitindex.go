@@ -63,3 +63,26 @@ func (x Index) Bytes(paths []string) []byte {
 	sum := sha1.Sum(b.Bytes())
 	return append(b.Bytes(), sum[:]...)
 }
+
+// PointSparseDir returns a copy of idx, a SHA-1 index Git wrote, whose sparse
+// directory entry dir ("sub/", mode 040000) names the tree oid instead, with the
+// checksum made again: a session's plant of a tree Git has not checked. ok is false
+// when idx has no such entry.
+func PointSparseDir(idx []byte, dir string, oid []byte) (out []byte, ok bool) {
+	out = append([]byte(nil), idx...)
+	at := bytes.Index(out, []byte("\x00"+dir+"\x00"))
+	if at < 0 || len(oid) != sha1.Size {
+		return nil, false
+	}
+	name := at + 1
+	for _, fixed := range []int{62, 64} { // the entry's head without, with extended flags
+		e := name - fixed
+		if e >= 12 && binary.BigEndian.Uint32(out[e+24:e+28]) == 0o040000 {
+			copy(out[e+40:e+60], oid)
+			sum := sha1.Sum(out[:len(out)-sha1.Size])
+			copy(out[len(out)-sha1.Size:], sum[:])
+			return out, true
+		}
+	}
+	return nil, false
+}
