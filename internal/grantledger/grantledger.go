@@ -23,8 +23,16 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
-// FileName is the ledger's name in the state directory.
+// FileName is the ledger's name in the state directory: one quoted path a line,
+// the format every agentbox since the ledger reads.
 const FileName = "granted-dirs"
+
+// IdentityFileName is the file beside it that holds each grant's identity, a line
+// "PATH" DEV INO BIRTH each. It is a file of its own so that an agentbox (or a Go
+// program built with one) from before identities were kept, which refuses a
+// ledger line it cannot parse, still reads the paths: the same user's two
+// versions keep working side by side.
+const IdentityFileName = "granted-ids"
 
 // StateDir is agentbox's state directory as policy computes it
 // (${XDG_STATE_HOME:-$HOME/.local/state}/agentbox); "" when neither is absolute.
@@ -47,6 +55,9 @@ func StateDirFromEnv() string {
 
 // Path is the ledger's path in stateDir.
 func Path(stateDir string) string { return filepath.Join(stateDir, FileName) }
+
+// IdentityPath is the path of the ledger's identities in stateDir.
+func IdentityPath(stateDir string) string { return filepath.Join(stateDir, IdentityFileName) }
 
 // Entry is one directory a session was given writable.
 type Entry struct {

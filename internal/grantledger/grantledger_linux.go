@@ -23,8 +23,9 @@ const maxBytes = 1 << 20
 // lockWait bounds how long Record waits for another launch's append.
 const lockWait = 10 * time.Second
 
-// Read returns the directories the ledger in stateDir lists; none when it does not
-// exist (no session has been given one) or stateDir is "". A ledger that is not a
+// Read returns the directories the ledger in stateDir lists, the paths of its
+// FileName and then the entries of its IdentityFileName; none when neither exists
+// (no session has been given one) or stateDir is "". A file of it that is not a
 // regular file, is owned by another user (root reads any: its agentbox already
 // trusts the HOME it was given), may be written by group or others, is larger than
 // maxBytes or holds a line it cannot parse is an *Error.
@@ -32,7 +33,19 @@ func Read(stateDir string) ([]Entry, error) {
 	if stateDir == "" {
 		return nil, nil
 	}
-	path := Path(stateDir)
+	paths, err := readFile(Path(stateDir), false)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := readFile(IdentityPath(stateDir), true)
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, ids...), nil
+}
+
+// readFile parses one of the ledger's files; none when it does not exist.
+func readFile(path string, identities bool) ([]Entry, error) {
 	f, err := open(path, unix.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
 		return nil, nil
@@ -45,7 +58,7 @@ func Read(stateDir string) ([]Entry, error) {
 	if err != nil {
 		return nil, &Error{Path: path, Reason: "cannot be read: " + err.Error()}
 	}
-	return parse(path, data)
+	return parse(path, data, identities)
 }
 
 // open opens the ledger without following a link or blocking on a FIFO, and
@@ -83,8 +96,9 @@ func open(path string, flags int) (*os.File, error) {
 
 // parse reads one Go-quoted absolute path a line (a directory name may hold a
 // newline, which a plain line would split into two entries), followed by the
-// directory's identity when it was recorded (format) and nothing else.
-func parse(path string, data []byte) ([]Entry, error) {
+// directory's identity (format) on every line of the identities' file, and
+// nothing else.
+func parse(path string, data []byte, identities bool) ([]Entry, error) {
 	if len(data) > maxBytes {
 		return nil, &Error{Path: path, Reason: fmt.Sprintf("is larger than %d bytes; remove the directories you have checked from it", maxBytes)}
 	}
@@ -94,22 +108,22 @@ func parse(path string, data []byte) ([]Entry, error) {
 			continue
 		}
 		e, ok := parseLine(string(line))
-		if !ok {
-			return nil, &Error{Path: path, Reason: fmt.Sprintf("line %d is not a quoted absolute path (with its device, inode and birth time); repair or remove that line", n+1)}
+		if !ok || e.ID.Known() != identities {
+			what := "a quoted absolute path"
+			if identities {
+				what += " with its device, inode and birth time"
+			}
+			return nil, &Error{Path: path, Reason: fmt.Sprintf("line %d is not %s; repair or remove that line", n+1, what)}
 		}
 		entries = append(entries, e)
 	}
 	return entries, nil
 }
 
-// format is an entry's line, without its newline: the quoted path and, when
-// known, its identity as three decimal numbers.
+// format is an identity line, without its newline: the quoted path and the
+// identity as three decimal numbers.
 func format(e Entry) string {
-	q := strconv.Quote(e.Dir)
-	if !e.ID.Known() {
-		return q
-	}
-	return fmt.Sprintf("%s %d %d %d", q, e.ID.Dev, e.ID.Ino, e.ID.Birth)
+	return fmt.Sprintf("%s %d %d %d", strconv.Quote(e.Dir), e.ID.Dev, e.ID.Ino, e.ID.Birth)
 }
 
 func parseLine(line string) (Entry, bool) {
@@ -124,7 +138,7 @@ func parseLine(line string) (Entry, bool) {
 	e := Entry{Dir: dir}
 	rest := line[len(q):]
 	if rest == "" {
-		return e, true // a line of a ledger from before identities were recorded
+		return e, true // a line of the paths' file
 	}
 	fields := strings.Split(rest, " ")
 	if len(fields) != 4 || fields[0] != "" {
@@ -155,13 +169,14 @@ func IdentityOf(path string) Identity {
 }
 
 // Record adds to the ledger in stateDir every one of dirs (absolute, clean) that no
-// entry covers yet, with its identity (IdentityOf), under an exclusive lock on the
-// ledger, creating it (and stateDir) when missing. An entry covers a directory at
-// or below its path only while the entry's directory is still the one recorded
-// (the same identity): after a rename, or for a line from before identities were
-// kept, the directory gets a line of its own, so that it is known by its identity
-// whatever its name later. It is called before the session's command can run: a launch
-// that cannot record its grants does not start.
+// entry covers yet: its path to FileName (once) and its identity (IdentityOf) to
+// IdentityFileName, under an exclusive lock on FileName, creating both (and
+// stateDir) when missing. An entry covers a directory at or below its path only
+// while the entry's directory is still the one recorded (the same identity): after
+// a rename, or for a path whose identity was never recorded, the directory gets an
+// identity line of its own, so that it is known by its identity whatever its name
+// later. It is called before the session's command can run: a launch that cannot
+// record its grants does not start.
 func Record(stateDir string, dirs []string) error {
 	if stateDir == "" || len(dirs) == 0 {
 		return nil
@@ -169,32 +184,33 @@ func Record(stateDir string, dirs []string) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	path := Path(stateDir)
-	f, err := open(path, unix.O_RDWR|unix.O_CREAT|unix.O_APPEND)
+	paths, err := openForAppend(Path(stateDir), false)
 	if err != nil {
 		return err
 	}
-	defer f.Close() // and the lock
-	if err := flock.Wait(f, lockWait); err != nil {
-		return fmt.Errorf("lock %s: %w", path, err)
+	defer paths.f.Close() // and the lock, which covers both files
+	if err := flock.Wait(paths.f, lockWait); err != nil {
+		return fmt.Errorf("lock %s: %w", paths.f.Name(), err)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	if err != nil {
-		return &Error{Path: path, Reason: "cannot be read: " + err.Error()}
+	if err := paths.read(); err != nil {
+		return err
 	}
-	have, err := parse(path, data)
+	ids, err := openForAppend(IdentityPath(stateDir), true)
 	if err != nil {
 		return err
 	}
-	var add strings.Builder
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		// The operator's edit left the last line without its newline: appending to
-		// it would make it unparsable, and every later lookup refuse.
-		add.WriteByte('\n')
+	defer ids.f.Close()
+	if err := ids.read(); err != nil {
+		return err
+	}
+	have := append(paths.entries[:len(paths.entries):len(paths.entries)], ids.entries...)
+	listed := make(map[string]bool, len(paths.entries))
+	for _, e := range paths.entries {
+		listed[e.Dir] = true
 	}
 	for _, d := range dirs {
 		if !filepath.IsAbs(d) {
-			return fmt.Errorf("record %s in %s: not an absolute path", strconv.Quote(d), path)
+			return fmt.Errorf("record %s in %s: not an absolute path", strconv.Quote(d), paths.f.Name())
 		}
 		e := Entry{Dir: filepath.Clean(d)}
 		if covered(e.Dir, have) || identitiesOf(e.Dir, have) >= maxIdentities {
@@ -202,16 +218,66 @@ func Record(stateDir string, dirs []string) error {
 		}
 		e.ID = IdentityOf(e.Dir)
 		have = append(have, e)
-		add.WriteString(format(e) + "\n")
+		if !listed[e.Dir] {
+			listed[e.Dir] = true
+			paths.add(strconv.Quote(e.Dir))
+		}
+		if e.ID.Known() {
+			ids.add(format(e))
+		}
 	}
-	if strings.Trim(add.String(), "\n") == "" {
+	// The identities first: a path whose identity could not be written is still a
+	// path listed (the launch fails), never an identity without its path.
+	if err := ids.write(); err != nil {
+		return err
+	}
+	return paths.write()
+}
+
+// ledgerFile is one of the ledger's files open for Record's append.
+type ledgerFile struct {
+	f          *os.File
+	identities bool
+	data       []byte
+	entries    []Entry
+	added      strings.Builder
+}
+
+func openForAppend(path string, identities bool) (*ledgerFile, error) {
+	f, err := open(path, unix.O_RDWR|unix.O_CREAT|unix.O_APPEND)
+	if err != nil {
+		return nil, err
+	}
+	return &ledgerFile{f: f, identities: identities}, nil
+}
+
+func (l *ledgerFile) read() error {
+	var err error
+	if l.data, err = io.ReadAll(io.LimitReader(l.f, maxBytes+1)); err != nil {
+		return &Error{Path: l.f.Name(), Reason: "cannot be read: " + err.Error()}
+	}
+	l.entries, err = parse(l.f.Name(), l.data, l.identities)
+	return err
+}
+
+func (l *ledgerFile) add(line string) {
+	if l.added.Len() == 0 && len(l.data) > 0 && l.data[len(l.data)-1] != '\n' {
+		// The operator's edit left the last line without its newline: appending to
+		// it would make it unparsable, and every later lookup refuse.
+		l.added.WriteByte('\n')
+	}
+	l.added.WriteString(line + "\n")
+}
+
+func (l *ledgerFile) write() error {
+	if l.added.Len() == 0 {
 		return nil
 	}
-	if len(data)+add.Len() > maxBytes {
-		return &Error{Path: path, Reason: fmt.Sprintf("would grow past %d bytes; remove the directories you have checked from it", maxBytes)}
+	if len(l.data)+l.added.Len() > maxBytes {
+		return &Error{Path: l.f.Name(), Reason: fmt.Sprintf("would grow past %d bytes; remove the directories you have checked from it", maxBytes)}
 	}
-	if _, err := f.WriteString(add.String()); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if _, err := l.f.WriteString(l.added.String()); err != nil {
+		return fmt.Errorf("write %s: %w", l.f.Name(), err)
 	}
 	return nil
 }

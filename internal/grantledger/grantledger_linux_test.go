@@ -1,6 +1,7 @@
 package grantledger
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,9 +170,9 @@ func TestRecordAfterAHandEdit(t *testing.T) {
 
 // TestRecordIdentity: a directory is listed with its identity, which a rename
 // keeps; a directory below an entry that is still the one recorded adds nothing,
-// while one below an entry that has been renamed since, or that has no identity
-// (a line from before identities were kept, which still reads), gets a line of
-// its own with its identity.
+// while one below an entry that has been renamed since, or whose identity was never
+// recorded (a ledger from before identities were kept, which still reads), gets an
+// identity line of its own.
 func TestRecordIdentity(t *testing.T) {
 	base := t.TempDir()
 	state := filepath.Join(base, "state")
@@ -184,9 +185,8 @@ func TestRecordIdentity(t *testing.T) {
 		t.Fatalf("Read of an old ledger = %v, %v; want one entry without identity", got, err)
 	}
 	must(t, Record(state, []string{tools}))
-	got, err = Read(state)
 	id := IdentityOf(tools)
-	if err != nil || len(got) != 2 || got[1].Dir != tools || got[1].ID != id || !id.Known() {
+	if got, err = Read(state); err != nil || !slices.Equal(identities(got), []Entry{{tools, id}}) || !id.Known() {
 		t.Fatalf("Read = %v, %v; want the old line and %s with identity %v", got, err, tools, id)
 	}
 	must(t, Record(state, []string{tools, filepath.Join(tools, "bin")}))
@@ -198,10 +198,11 @@ func TestRecordIdentity(t *testing.T) {
 	if IdentityOf(renamed) != id {
 		t.Fatalf("a rename changed the identity: %v, want %v", IdentityOf(renamed), id)
 	}
-	must(t, os.MkdirAll(filepath.Join(tools, "bin"), 0o700))
-	must(t, Record(state, []string{filepath.Join(tools, "bin")}))
+	bin := filepath.Join(tools, "bin")
+	must(t, os.MkdirAll(bin, 0o700))
+	must(t, Record(state, []string{bin}))
 	got, err = Read(state)
-	if err != nil || len(got) != 3 || got[2].Dir != filepath.Join(tools, "bin") || got[2].ID != IdentityOf(filepath.Join(tools, "bin")) {
+	if want := []Entry{{tools, id}, {bin, IdentityOf(bin)}}; err != nil || !slices.Equal(identities(got), want) {
 		t.Fatalf("Read = %v, %v; want a line for the new tools/bin, as tools is another directory now", got, err)
 	}
 }
@@ -214,18 +215,66 @@ func TestRecordRemadeDirectory(t *testing.T) {
 	base := t.TempDir()
 	state := filepath.Join(base, "state")
 	work := filepath.Join(base, "work")
-	for range maxIdentities + 4 {
-		must(t, os.RemoveAll(work))
+	for i := range maxIdentities + 4 {
+		// Moved away, not removed: a directory made within the same clock tick on
+		// the inode just freed would have the same identity, and add nothing.
 		must(t, os.Mkdir(work, 0o700))
 		must(t, Record(state, []string{work}))
+		must(t, os.Rename(work, fmt.Sprintf("%s.%d", work, i)))
 	}
 	got, err := Read(state)
-	if err != nil || len(got) != maxIdentities {
-		t.Fatalf("Read = %v, %v; want %d lines", got, err, maxIdentities)
+	if err != nil || len(got) != maxIdentities+1 || len(identities(got)) != maxIdentities {
+		t.Fatalf("Read = %v, %v; want the path and %d identities", got, err, maxIdentities)
 	}
 	for _, e := range got {
-		if e.Dir != work || !e.ID.Known() {
-			t.Errorf("entry %v, want %s with an identity", e, work)
+		if e.Dir != work {
+			t.Errorf("entry %v, want %s", e, work)
 		}
 	}
+}
+
+// TestPathsKeepTheirFormat: the paths' file holds one quoted absolute path a line
+// and nothing else, each path once, whatever the identities: the format an
+// agentbox (or a Go program built with one) from before identities were kept
+// requires of every line, refusing every launch otherwise.
+func TestPathsKeepTheirFormat(t *testing.T) {
+	base := t.TempDir()
+	state := filepath.Join(base, "state")
+	dirs := []string{filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "gone")}
+	must(t, os.Mkdir(dirs[0], 0o700))
+	must(t, os.Mkdir(dirs[1], 0o700))
+	for i := range 3 {
+		must(t, Record(state, dirs))
+		must(t, os.Rename(dirs[1], fmt.Sprintf("%s.%d", dirs[1], i)))
+		must(t, os.Mkdir(dirs[1], 0o700))
+	}
+	data, err := os.ReadFile(Path(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		dir, err := strconv.Unquote(line)
+		if err != nil || !filepath.IsAbs(dir) {
+			t.Errorf("line %q is not a quoted absolute path alone", line)
+		}
+		listed = append(listed, dir)
+	}
+	if !slices.Equal(listed, dirs) {
+		t.Errorf("paths listed %q, want %q once each", listed, dirs)
+	}
+	if got, err := Read(state); err != nil || len(identities(got)) != 4 {
+		t.Errorf("Read = %v, %v; want a, and b three times, with identities", got, err)
+	}
+}
+
+// identities are the entries with an identity.
+func identities(entries []Entry) []Entry {
+	var with []Entry
+	for _, e := range entries {
+		if e.ID.Known() {
+			with = append(with, e)
+		}
+	}
+	return with
 }

@@ -86,7 +86,7 @@ func LookPath(name string, writable ...string) (string, error) {
 		msg += "; skipped, since a sandbox could have written them: " + strings.Join(skipped, ", ")
 	}
 	if fromLedger {
-		msg += "; take such a directory off PATH, or check it and remove its lines from " + quote(earlier.Ledger)
+		msg += "; take such a directory off PATH, or check it and remove its lines from " + quote(earlier.Ledger) + " and the identities beside it"
 	}
 	return "", &NotFoundError{Name: name, Msg: msg}
 }
