@@ -82,13 +82,18 @@ type prefetchJob struct {
 var noPrefetch bool
 
 // newPrefetcher starts the workers; held is the scanner's openPath for a held scan
-// (its opens already start at the held descriptor), nil for a scan by path.
-func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, error)) *prefetcher {
+// (its opens already start at the held descriptor), nil for a scan by path. big
+// says the scan reads a tree known to hold ringAfterEntries entries or more: its
+// rings are made from its first directory on, not once that many are listed.
+func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, error), big bool) *prefetcher {
 	if noPrefetch {
 		return nil
 	}
 	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, held: held}
 	p.rings.max, p.rings.listed = prefetchWorkers, &p.read
+	if big {
+		p.rings.listed = nil
+	}
 	if held == nil {
 		if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			p.root, p.rooted = fd, true

@@ -119,7 +119,14 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if s.held != nil {
 		held = s.openPath
 	}
-	s.pre = newPrefetcher(opt.MaxEntries, s.launch, held)
+	// A scan that reads the whole tree (none of it taken from a launch) of a
+	// size known from the walk it is to hold: its first ring is made at once,
+	// since the ring's setup is earned back many times over. Waiting for
+	// ringAfterEntries listed put the first 4,096 lstats of the launch walk on
+	// fstatat, a fifth of the 20,000-file tree's, at about 1.4 times a ring's
+	// CPU each (docs/performance.md, "the launch walk on 20,000 files").
+	big := opt.Walk && s.since == nil && opt.WalkHint >= ringAfterEntries
+	s.pre = newPrefetcher(opt.MaxEntries, s.launch, held, big)
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
