@@ -126,7 +126,11 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	// fstatat, a fifth of the 20,000-file tree's, at about 1.4 times a ring's
 	// CPU each (docs/performance.md, "the launch walk on 20,000 files").
 	big := opt.Walk && s.since == nil && opt.WalkHint >= ringAfterEntries
-	s.pre = newPrefetcher(opt.MaxEntries, s.launch, held, big)
+	// The workers go down the tree on their own only when the scan takes
+	// nothing from a launch: which of its directories an end scan reads again
+	// is the scan's to decide (reusable).
+	s.pre = newPrefetcher(prefetchConfig{maxEntries: opt.MaxEntries, launch: s.launch, held: held, big: big,
+		ahead: s.since == nil, maxDepth: opt.MaxDepth, pseudo: s.pseudo})
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
