@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -25,9 +26,19 @@ import (
 // listing's batches against its own entry bound. A worker lists and lstat's a whole
 // directory itself, so the cores do not wait on each other at every directory.
 //
+// A worker that has listed a directory whole schedules its subdirectories itself
+// (prefetchConfig.ahead), so that the workers go down the tree while the scan is
+// busy elsewhere — the top's .git (its configs, hooks and index) on the bench's
+// tree, when only src/ was listed and its 200 subdirectories waited for the scan
+// to reach src/ (docs/performance.md, "the launch walk on 20,000 files"). It
+// schedules exactly what tree would: not below MaxDepth, not ".git", not a kernel
+// mount, and nothing below a directory holding a .git (a nested repository, whose
+// entries the scan lists without lstat's): those the scan schedules itself.
+//
 // Nothing is read before the scan's clock (the caller schedules only from tree,
-// after Scan read it), and every worker is done before Scan returns, so the walk
-// stands for the tree exactly as a sequential one did. What the workers read
+// after Scan read it, and the workers only below what it scheduled), and every
+// worker is done before Scan returns, so the walk stands for the tree exactly as a
+// sequential one did. What the workers read
 // beyond the scan's needs (a bound hit, a depth cut) is dropped; what they may read
 // in all is bounded by MaxEntries too, so a hostile tree cannot make them hold more
 // than the scan would.
@@ -54,12 +65,21 @@ type listing struct {
 }
 
 type prefetcher struct {
-	jobs    chan prefetchJob
-	wg      sync.WaitGroup
-	max     int          // MaxEntries: neither one listing nor all of them read more
-	read    atomic.Int64 // entries read by all workers
+	jobs chan prefetchJob
+	wg   sync.WaitGroup
+	max  int          // MaxEntries: neither one listing nor all of them read more
+	read atomic.Int64 // entries read by all workers
+	// mu guards pending and closed: the scan and, with ahead, the workers
+	// schedule.
+	mu      sync.Mutex
 	pending map[string]*listing
-	launch  *Launch // marks each directory before it is read (nil: no watch)
+	closed  bool // stop closed jobs: nothing is scheduled any more
+	ahead   bool
+	// maxDepth and pseudo are the scan's, for ahead: the depth below which tree
+	// schedules no subdirectory, and the kernel mounts it does not enter.
+	maxDepth int
+	pseudo   map[string]string
+	launch   *Launch // marks each directory before it is read (nil: no watch)
 	// held opens a directory of a held scan (the scanner's openPath,
 	// audit_held_linux.go); nil for a scan by path.
 	held func(string, int) (int, error)
@@ -73,23 +93,40 @@ type prefetcher struct {
 }
 
 type prefetchJob struct {
-	dir  string
-	stat bool
-	l    *listing
+	dir   string
+	stat  bool
+	depth int // tree's depth of dir
+	l     *listing
+}
+
+// prefetchConfig is what a scan tells its prefetcher.
+type prefetchConfig struct {
+	maxEntries int
+	launch     *Launch                        // marks each directory before it is read (nil: no watch)
+	held       func(string, int) (int, error) // the scanner's openPath for a held scan, nil for a scan by path
+	big        bool                           // the tree is known to hold ringAfterEntries entries or more: rings at once
+	ahead      bool                           // workers schedule the subdirectories of what they list
+	maxDepth   int                            // with ahead: the scan's MaxDepth
+	pseudo     map[string]string              // with ahead: the scan's kernel mounts, not entered
 }
 
 // noPrefetch makes Scan list every directory itself (tests compare the two).
 var noPrefetch bool
 
-// newPrefetcher starts the workers; held is the scanner's openPath for a held scan
-// (its opens already start at the held descriptor), nil for a scan by path.
-func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, error)) *prefetcher {
+// newPrefetcher starts the workers. A held scan's opens (c.held) already start at
+// the held descriptor. With c.big, the rings are made from the first directory
+// on, not once ringAfterEntries entries are listed.
+func newPrefetcher(c prefetchConfig) *prefetcher {
 	if noPrefetch {
 		return nil
 	}
-	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: maxEntries, pending: map[string]*listing{}, launch: launch, held: held}
+	p := &prefetcher{jobs: make(chan prefetchJob, 1<<14), max: c.maxEntries, pending: map[string]*listing{}, launch: c.launch, held: c.held,
+		ahead: c.ahead && !noAhead, maxDepth: c.maxDepth, pseudo: c.pseudo}
 	p.rings.max, p.rings.listed = prefetchWorkers, &p.read
-	if held == nil {
+	if c.big {
+		p.rings.listed = nil
+	}
+	if p.held == nil {
 		if fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 			p.root, p.rooted = fd, true
 		}
@@ -106,17 +143,31 @@ func newPrefetcher(maxEntries int, launch *Launch, held func(string, int) (int, 
 	return p
 }
 
-// schedule asks for dir to be listed (and its entries lstat'ed when stat), unless
-// the queue is full: then the scan lists it itself.
-func (p *prefetcher) schedule(dir string, stat bool) {
-	if p == nil || p.pending[dir] != nil || p.read.Load() >= int64(p.max) {
-		return
+// noAhead makes only the scan schedule (tests compare the two).
+var noAhead bool
+
+// scheduledAhead counts the directories workers scheduled (for the tests).
+var scheduledAhead atomic.Int64
+
+// schedule asks for dir, at tree's depth, to be listed (and its entries lstat'ed
+// when stat), unless it is already, or the queue is full: then the scan lists it
+// itself. It says whether it was scheduled by this call.
+func (p *prefetcher) schedule(dir string, stat bool, depth int) bool {
+	if p == nil || p.read.Load() >= int64(p.max) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.pending[dir] != nil {
+		return false
 	}
 	l := &listing{done: make(chan struct{})}
 	select {
-	case p.jobs <- prefetchJob{dir: dir, stat: stat, l: l}:
+	case p.jobs <- prefetchJob{dir: dir, stat: stat, depth: depth, l: l}:
 		p.pending[dir] = l
+		return true
 	default:
+		return false
 	}
 }
 
@@ -127,11 +178,13 @@ func (p *prefetcher) take(dir string, stat bool) *listing {
 	if p == nil {
 		return nil
 	}
+	p.mu.Lock()
 	l := p.pending[dir]
+	delete(p.pending, dir)
+	p.mu.Unlock()
 	if l == nil {
 		return nil
 	}
-	delete(p.pending, dir)
 	<-l.done
 	if l.stat != stat || l.openErr == nil && l.batches == nil {
 		return nil
@@ -144,7 +197,10 @@ func (p *prefetcher) stop() {
 	if p == nil {
 		return
 	}
+	p.mu.Lock()
+	p.closed = true
 	close(p.jobs)
+	p.mu.Unlock()
 	p.wg.Wait()
 	p.rings.close()
 	if p.rooted {
@@ -199,6 +255,35 @@ func (p *prefetcher) list(j prefetchJob) {
 	if l.lastErr != nil {
 		sortListing(l.ents, l.stats)
 		l.sorted = true
+	}
+	if p.ahead && errors.Is(l.lastErr, io.EOF) {
+		p.scheduleBelow(j, l.ents)
+	}
+}
+
+// scheduleBelow schedules the subdirectories of j's directory, whose whole
+// listing is ents (sorted), as tree would schedule them once it reached it:
+// below MaxDepth, not ".git" nor a kernel mount, and none at all when the
+// directory holds a .git (tree lists a nested repository's subdirectories
+// without lstat's, and schedules them itself). Before the listing is done, so
+// that the scan, which takes it first, finds them scheduled.
+func (p *prefetcher) scheduleBelow(j prefetchJob, ents []os.DirEntry) {
+	if j.depth >= p.maxDepth {
+		return
+	}
+	for _, e := range ents {
+		if e.Name() == ".git" {
+			return
+		}
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(j.dir, e.Name())
+		if _, ok := p.pseudo[sub]; !ok && p.schedule(sub, j.stat, j.depth+1) {
+			scheduledAhead.Add(1)
+		}
 	}
 }
 

@@ -13,9 +13,11 @@ import (
 
 // TestPrefetchSameScan checks that listing directories ahead (audit_prefetch_linux.go)
 // changes nothing a scan returns: the same items, the same skipped places in the same
-// order, the same walk — on a tree with a nested repository, a FIFO where Git opens a
-// file, a symlinked directory and a planted hook, with and without the entry bound
-// hit in the middle of a directory, and with the depth bound hit.
+// order, the same walk — on a tree with a nested repository (with subdirectories
+// of its own), a FIFO where Git opens a file, a symlinked directory and a planted
+// hook, with and without the entry bound hit in the middle of a directory, and with
+// the depth bound hit; with the workers scheduling what they find below what they
+// list (they did, on the whole tree) and without.
 func TestPrefetchSameScan(t *testing.T) {
 	f := newFixture(t)
 	for d := range 60 {
@@ -39,6 +41,7 @@ func TestPrefetchSameScan(t *testing.T) {
 	}
 	f.Write(deep+"/f", "z\n", 0o644)
 
+	f.Write("src/d07/nsub/x/f", "n\n", 0o644)
 	scan := func(opt ScanOptions, prefetch bool) *Surface {
 		t.Helper()
 		noPrefetch = !prefetch
@@ -56,12 +59,26 @@ func TestPrefetchSameScan(t *testing.T) {
 		{Walk: true, MaxEntries: 75},   // stops while listing src itself
 		{Walk: true, MaxDepth: 4},
 	} {
+		ahead := scheduledAhead.Load()
 		seq, pre := scan(opt, false), scan(opt, true)
+		if ahead = scheduledAhead.Load() - ahead; opt.MaxEntries == 0 && opt.MaxDepth == 0 && ahead < 60 {
+			t.Errorf("Walk %v: the workers scheduled %d directories below what they listed, want the 60 src/dNN/sub at least", opt.Walk, ahead)
+		}
+		noAhead = true
+		scanOnly := scan(opt, true)
+		noAhead = false
+		if scanOnly.Walk != nil {
+			scanOnly.Walk.Clock = pre.Walk.Clock
+		}
 		if seq.Walk != nil {
 			if seq.Walk.Clock == pre.Walk.Clock {
 				t.Fatal("two scans read the same clock")
 			}
 			seq.Walk.Clock = pre.Walk.Clock
+		}
+		if !reflect.DeepEqual(scanOnly, pre) {
+			t.Errorf("MaxEntries %d, MaxDepth %d, Walk %v: the scans with and without the workers' scheduling differ:\nscan's: %+v %v\nworkers': %+v %v",
+				opt.MaxEntries, opt.MaxDepth, opt.Walk, scanOnly.Skipped, walkLen(scanOnly), pre.Skipped, walkLen(pre))
 		}
 		if !reflect.DeepEqual(seq, pre) {
 			t.Errorf("MaxEntries %d, MaxDepth %d, Walk %v: the scans differ:\nsequential: %+v %v\nprefetched: %+v %v",

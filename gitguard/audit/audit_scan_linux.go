@@ -115,11 +115,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 	if opt.SkipKernelMounts {
 		s.pseudo = findPseudoMounts(s.repo) // audit_pseudo_linux.go
 	}
-	var held func(string, int) (int, error)
-	if s.held != nil {
-		held = s.openPath
-	}
-	s.pre = newPrefetcher(opt.MaxEntries, s.launch, held)
+	s.pre = s.prefetcher()
 	skipped := len(s.surface.Skipped)
 	s.tree(s.repo, 0)
 	s.pre.stop() // nothing reads the tree after this
@@ -163,6 +159,27 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		return nil, fmt.Errorf("audit %s: moved again and again while it was audited (now %s)", repo, oneLine(again))
 	}
 	return s.surface, nil
+}
+
+// prefetcher starts the workers that list the scan's directories ahead
+// (audit_prefetch_linux.go).
+func (s *scanner) prefetcher() *prefetcher {
+	var held func(string, int) (int, error)
+	if s.held != nil {
+		held = s.openPath
+	}
+	// A scan that reads the whole tree (none of it taken from a launch) of a
+	// size known from the walk it is to hold: its first ring is made at once,
+	// since the ring's setup is earned back many times over. Waiting for
+	// ringAfterEntries listed put the first 4,096 lstats of the launch walk on
+	// fstatat, a fifth of the 20,000-file tree's, at about 1.4 times a ring's
+	// CPU each (docs/performance.md, "the launch walk on 20,000 files").
+	big := s.opt.Walk && s.since == nil && s.opt.WalkHint >= ringAfterEntries
+	// The workers go down the tree on their own only when the scan takes
+	// nothing from a launch: which of its directories an end scan reads again
+	// is the scan's to decide (reusable).
+	return newPrefetcher(prefetchConfig{maxEntries: s.opt.MaxEntries, launch: s.launch, held: held, big: big,
+		ahead: s.since == nil, maxDepth: s.opt.MaxDepth, pseudo: s.pseudo})
 }
 
 // sizeWalk allocates the walk's list, for hint entries (ScanOptions.WalkHint).

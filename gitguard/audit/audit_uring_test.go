@@ -147,16 +147,20 @@ func TestRingScanSameScan(t *testing.T) {
 	} else {
 		r.Close()
 	}
-	scan := func(repo string, ring bool) (*Surface, int64) {
+	scanOpt := func(repo string, ring bool, opt ScanOptions) (*Surface, int64) {
 		t.Helper()
 		noRing = !ring
 		defer func() { noRing = false }()
 		before := ringsMade.Load()
-		s, err := Scan(repo, ScanOptions{Walk: true})
+		s, err := Scan(repo, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s, ringsMade.Load() - before
+	}
+	scan := func(repo string, ring bool) (*Surface, int64) {
+		t.Helper()
+		return scanOpt(repo, ring, ScanOptions{Walk: true})
 	}
 
 	small := newFixture(t)
@@ -165,6 +169,26 @@ func TestRingScanSameScan(t *testing.T) {
 	}
 	if _, rings := scan(small.Repo, true); rings != 0 {
 		t.Errorf("a scan of 300 files made %d rings", rings)
+	}
+	// A scan told the tree holds many entries (a launch's WalkHint, from the
+	// shadow index) makes its rings from the first directory on, with the same
+	// walk; an end scan that takes the rest from the launch keeps the threshold.
+	hint := ScanOptions{Walk: true, Watch: true, WalkHint: ringAfterEntries}
+	hinted, _ := scanOpt(small.Repo, false, hint)
+	hinted.Launch.Close()
+	launch, rings := scanOpt(small.Repo, true, hint)
+	if rings == 0 {
+		t.Errorf("a scan of 300 files with a hint of %d entries made no ring", ringAfterEntries)
+	}
+	if hinted.Walk.Clock = launch.Walk.Clock; !reflect.DeepEqual(hinted.Walk, launch.Walk) {
+		t.Errorf("with a hint, the walks differ:\nfstatat: %v\nrings:   %v", walkLen(hinted), walkLen(launch))
+	}
+	if launch.Launch != nil {
+		small.Write("src/d1/f001", "changed\n", 0o644)
+		launch.Launch.Stop()
+		if _, rings := scanOpt(small.Repo, true, ScanOptions{Walk: true, WalkHint: ringAfterEntries, Since: launch.Launch}); rings != 0 {
+			t.Errorf("an end scan that read one directory again made %d rings", rings)
+		}
 	}
 
 	f := newFixture(t)

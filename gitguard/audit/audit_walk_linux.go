@@ -130,7 +130,7 @@ func (s *scanner) tree(dir string, depth int) {
 					continue
 				}
 				if s.since == nil || s.reusable(sub, stat) == nil {
-					s.pre.schedule(sub, stat)
+					s.pre.schedule(sub, stat, depth+1)
 				}
 			}
 		}

@@ -44,18 +44,31 @@ func BenchmarkScanRepoSince(b *testing.B) {
 	}
 }
 
+// Like the launcher's, it is told how many entries to expect (WalkHint).
 func BenchmarkScanRepoWatch(b *testing.B) {
 	repo := os.Getenv("AGENTBOX_BENCH_REPO")
 	if repo == "" {
 		b.Skip("AGENTBOX_BENCH_REPO names no repository")
 	}
+	hint := launchHint(b, repo)
 	for b.Loop() {
-		s, err := Scan(repo, ScanOptions{Walk: true, Watch: true})
+		s, err := Scan(repo, ScanOptions{Walk: true, Watch: true, WalkHint: hint})
 		if err != nil {
 			b.Fatal(err)
 		}
 		s.Launch.Close()
 	}
+}
+
+// launchHint is the WalkHint the launcher would pass for repo: the entries of a
+// walk of it, and a directory per 64 (hostaudit.Start's, from the shadow index).
+func launchHint(b *testing.B, repo string) int {
+	s, err := Scan(repo, ScanOptions{Walk: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := len(s.Walk.Entries)
+	return n + n/64
 }
 
 // BenchmarkScanRepoSinceChanged is BenchmarkScanRepoSince after a session that
@@ -163,11 +176,12 @@ func BenchmarkScanRepoWatchRing(b *testing.B) {
 	}
 	var wall, cpu [2]time.Duration
 	entries := 0
+	hint := launchHint(b, repo)
 	for b.Loop() {
 		for k, ring := range []bool{false, true} {
 			noRing = !ring
 			c0, t0 := processCPU(), time.Now()
-			s, err := Scan(repo, ScanOptions{Walk: true, Watch: true})
+			s, err := Scan(repo, ScanOptions{Walk: true, Watch: true, WalkHint: hint})
 			wall[k] += time.Since(t0)
 			cpu[k] += processCPU() - c0
 			if err != nil {
