@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Identity is one key an agent lists: its public key blob (RFC 4253 section 6.6)
@@ -111,11 +113,14 @@ func readPublicKeyFile(path string) ([]byte, error) {
 
 // parsePublicKeyFile reads the key line of path. The file may lie where a session
 // writes (a kept ~/.ssh, the repository) and is read at every later launch, so it is
-// opened only once it is known to be a regular file (openKeyFile): a FIFO planted
-// there would hang the launch, and a link to a device would have the launcher open
-// the device (a watchdog, armed by the open; the operator's terminal).
+// opened only once it is known to be a regular file (safepath.OpenRegularFollow): a
+// FIFO planted there would hang the launch, and a link to a device would have the
+// launcher open the device (a watchdog, armed by the open; the operator's terminal).
 func parsePublicKeyFile(path string) ([]byte, error) {
-	f, err := openKeyFile(path)
+	f, err := safepath.OpenRegularFollow(path)
+	if errors.Is(err, safepath.ErrNotRegular) {
+		return nil, errNotRegular
+	}
 	if err != nil {
 		return nil, err
 	}
