@@ -143,18 +143,7 @@ func TestSSHKeyFilePlanted(t *testing.T) {
 			launch := func() sandboxtest.Result {
 				cmd := b.Command(b.Repo, []string{"--ssh-key", key}, "ssh-add -l")
 				cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
-				res := make(chan sandboxtest.Result, 1)
-				if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case r := <-res:
-					return r
-				case <-time.After(time.Minute):
-					cmd.Process.Kill()
-					t.Fatalf("the launch with --ssh-key %s still runs after a minute", key)
-					return <-res
-				}
+				return runCmdBounded(t, cmd)
 			}
 			if r := launch(); r.Code != 0 || !strings.Contains(r.Stdout, "only") {
 				t.Fatalf("the key as a regular file is not served:\n%s", r)
