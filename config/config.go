@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/tomlbound"
 	"github.com/agentbox/agentbox/policy"
 )
@@ -259,29 +260,40 @@ func ReadRepo(path string) (*File, error) {
 	return Parse(path, data)
 }
 
+// readBounded reads a policy file of at most MaxSize bytes that is a regular file.
+// A repository's (hostile) is never opened through a symlink; the user's may be a
+// link into a dotfiles checkout, and what it leads to is opened for reading only
+// once it is known to be a regular file (safepath.OpenRegularFollow): a kept
+// ~/.config could hold a link to a device a session left there.
 func readBounded(path string, hostile bool) ([]byte, error) {
-	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK
+	var f *os.File
 	if hostile {
-		flags |= unix.O_NOFOLLOW
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+		if err == unix.ELOOP {
+			return nil, errors.New("is a symlink; a repository's policy file must be a regular file")
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		f = os.NewFile(uintptr(fd), path)
+	} else {
+		var err error
+		if f, err = safepath.OpenRegularFollow(path); errors.Is(err, safepath.ErrNotRegular) {
+			return nil, errors.New("is not a regular file")
+		} else if err != nil {
+			return nil, err
+		}
 	}
-	fd, err := unix.Open(path, flags, 0)
-	if err == unix.ELOOP && hostile {
-		return nil, errors.New("is a symlink; a repository's policy file must be a regular file")
-	}
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return nil, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if !fi.Mode().IsRegular() {
 		return nil, errors.New("is not a regular file")
 	}
-	if st.Size > MaxSize {
-		return nil, fmt.Errorf("is %d bytes, more than the %d a policy file may have", st.Size, MaxSize)
+	if fi.Size() > MaxSize {
+		return nil, fmt.Errorf("is %d bytes, more than the %d a policy file may have", fi.Size(), MaxSize)
 	}
 	// Read to the end, but never more than the bound: the file may grow meanwhile.
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))

@@ -15,10 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -323,17 +323,18 @@ func worktreeConfigEnabled(gitdir string) bool {
 }
 
 // readSmall reads at most 64 KiB of a regular file: pointer files are one line, and a
-// hostile one must not make the launcher read gigabytes, nor hang it as a FIFO
-// (O_NONBLOCK, then only a regular file is read). Symlinks are followed, as Git does.
+// hostile one must not make the launcher read gigabytes, hang it as a FIFO, nor have
+// it open a device a planted link names (safepath.OpenRegularFollow: a watchdog is
+// armed by its open). Symlinks are followed, as Git does.
 func readSmall(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safepath.OpenRegularFollow(path)
+	if errors.Is(err, safepath.ErrNotRegular) {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return nil, err

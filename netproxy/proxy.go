@@ -53,8 +53,10 @@ type Config struct {
 	// interface may come up during a session). A service listening on every
 	// interface answers on each of them as on loopback, so they are special like
 	// loopback: only a rule listing the very address allows it. nil: the host's
-	// interface addresses (net.InterfaceAddrs).
-	LocalAddrs func() []netip.Addr
+	// interface addresses (net.InterfaceAddrs). An error (the launcher out of
+	// descriptors or memory for the netlink dumps) makes every address one of
+	// them for that decision: only a rule listing the very address allows it.
+	LocalAddrs func() ([]netip.Addr, error)
 
 	// endGate: nil means one of endGap, burst endBurst (the tests' own is slower).
 	endGate *pace.Gate
@@ -295,17 +297,27 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		return nil, &refusal{host: h, port: port, reason: "bad host name or port", msg: fmt.Sprintf("agentbox: %s port %d is not a host name and port", h, port)}, nil
 	}
 	// This host's addresses, asked once a decision needs them: a name or an
-	// address no rule lists is refused without the dumps they cost.
+	// address no rule lists is refused without the dumps they cost. When they
+	// cannot be listed, every address may be one of them: only a rule listing
+	// the very address allows it (the check fails closed, not open).
 	var local map[netip.Addr]bool
+	var localErr error
 	isLocal := func(a netip.Addr) bool {
-		if local == nil {
-			local = s.localSet()
+		if local == nil && localErr == nil {
+			local, localErr = s.localSet()
 		}
-		return local[a.Unmap()]
+		return localErr != nil || local[a.Unmap()]
+	}
+	unlisted := func(what string) *refusal {
+		return &refusal{host: name, port: port, reason: "this host's own addresses cannot be listed",
+			msg: fmt.Sprintf("agentbox: cannot tell whether %s is one of this host's own addresses (%v); refused", what, localErr)}
 	}
 	if a, err := netip.ParseAddr(name); err == nil {
 		if s.cfg.Rules.matchAddr(a, port, isLocal) {
 			return []netip.Addr{a}, nil, nil
+		}
+		if localErr != nil {
+			return nil, unlisted(a.String()), nil
 		}
 		return nil, &refusal{host: name, port: port, reason: "address not listed", msg: fmt.Sprintf("agentbox: %s is not in --allow-net", joinHostPort(name, port))}, nil
 	}
@@ -338,6 +350,9 @@ func (s *Server) decide(ctx context.Context, host string, port uint16) ([]netip.
 		}
 	}
 	if len(ok4)+len(ok6) == 0 {
+		if localErr != nil && specialWhat(bad) == "" {
+			return nil, unlisted(name + "'s " + bad.String()), nil
+		}
 		what, kind := specialWhat(bad), "a "+specialWhat(bad)+" address"
 		if what == "" {
 			what, kind = "this host's own", "one of this host's own addresses,"
@@ -360,20 +375,26 @@ func lookupName(name string) string {
 }
 
 // localSet is this host's own addresses now (Config.LocalAddrs), unmapped.
-func (s *Server) localSet() map[netip.Addr]bool {
+func (s *Server) localSet() (map[netip.Addr]bool, error) {
+	addrs, err := s.cfg.LocalAddrs()
+	if err != nil {
+		return nil, err
+	}
 	set := map[netip.Addr]bool{}
-	for _, a := range s.cfg.LocalAddrs() {
+	for _, a := range addrs {
 		set[a.Unmap()] = true
 	}
-	return set
+	return set, nil
 }
 
-// interfaceAddrs is every address of the host's interfaces; none when they cannot
-// be listed (then only the fixed special ranges apply).
-func interfaceAddrs() []netip.Addr {
+// interfaceAddrs is every address of the host's interfaces. Listing them can fail
+// (each of the two netlink dumps needs a socket and memory of the launcher's, and
+// the machine's open-file table is shared with the session); the caller then
+// treats every address as one of them, never as none.
+func interfaceAddrs() ([]netip.Addr, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var out []netip.Addr
 	for _, a := range addrs {
@@ -383,7 +404,7 @@ func interfaceAddrs() []netip.Addr {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func joinHostPort(h string, port uint16) string {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -340,7 +341,7 @@ func TestDecideHostOwnAddress(t *testing.T) {
 		s := New(Config{
 			Rules:      rules(c.rules...),
 			Resolver:   Hosts{"rebind.test": {own}, "imds6.test": {netip.MustParseAddr("fd00:ec2::254")}},
-			LocalAddrs: func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1"), own} },
+			LocalAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1"), own}, nil },
 		})
 		addrs, err := s.Decide(context.Background(), c.host, 80)
 		if (err == nil) != c.ok {
@@ -400,7 +401,7 @@ func TestLocalAddrsAskedWhenNeeded(t *testing.T) {
 	asked := 0
 	srv := New(Config{Rules: mustRules(t, "allowed.test", "10.0.0.0/8"),
 		Resolver:   Hosts{"allowed.test": {netip.MustParseAddr("192.0.2.1")}},
-		LocalAddrs: func() []netip.Addr { asked++; return []netip.Addr{netip.MustParseAddr("10.1.2.3")} }})
+		LocalAddrs: func() ([]netip.Addr, error) { asked++; return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil }})
 	for _, host := range []string{"other.test", "192.0.2.7", "[2001:db8::1]"} {
 		if _, err := srv.Decide(context.Background(), host, 443); err == nil {
 			t.Errorf("%s allowed", host)
@@ -417,5 +418,39 @@ func TestLocalAddrsAskedWhenNeeded(t *testing.T) {
 	}
 	if asked != 2 {
 		t.Errorf("the host's addresses were asked %d times for two decisions that need them", asked)
+	}
+}
+
+// TestLocalAddrsUnlistedRefuses: when this host's own addresses cannot be listed
+// (the launcher out of descriptors or memory for the netlink dumps; the machine's
+// open-file table is shared with the session), an address is not taken to be
+// none of them: a name resolving to one of the host's private addresses, or such an
+// address under a prefix rule, reached a service listening on every interface. Only
+// a rule listing the very address allows it then, and the refusal says why.
+func TestLocalAddrsUnlistedRefuses(t *testing.T) {
+	own := netip.MustParseAddr("10.1.2.3") // a private address: not special by itself
+	srv := New(Config{Rules: mustRules(t, "allowed.test", "10.0.0.0/8", "192.0.2.9"),
+		Resolver:   Hosts{"allowed.test": {own}},
+		LocalAddrs: func() ([]netip.Addr, error) { return nil, errors.New("netlinkrib: too many open files in system") }})
+	defer srv.Close()
+	for _, host := range []string{"allowed.test", "10.1.2.3"} {
+		_, err := srv.Decide(context.Background(), host, 443)
+		if err == nil {
+			t.Errorf("%s allowed while this host's addresses could not be listed", host)
+			continue
+		}
+		if !strings.Contains(err.Error(), "cannot tell whether") || !strings.Contains(err.Error(), "too many open files") {
+			t.Errorf("%s: refusal does not say why: %v", host, err)
+		}
+	}
+	if _, err := srv.Decide(context.Background(), "192.0.2.9", 443); err != nil {
+		t.Errorf("an address a rule lists exactly is refused: %v", err)
+	}
+	var reasons []string
+	for _, r := range srv.Refusals() {
+		reasons = append(reasons, r.Host+" "+r.Reason)
+	}
+	if want := "this host's own addresses cannot be listed"; len(reasons) != 2 || !strings.Contains(reasons[0], want) || !strings.Contains(reasons[1], want) {
+		t.Errorf("record: %q, want both refusals with %q", reasons, want)
 	}
 }

@@ -52,7 +52,7 @@ func TestDottedNameIgnoresSearchList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Rules: rules, LocalAddrs: func() []netip.Addr { return nil }})
+	srv := New(Config{Rules: rules, LocalAddrs: func() ([]netip.Addr, error) { return nil, nil }})
 	defer srv.Close()
 	ctx := context.Background()
 

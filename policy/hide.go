@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Hidden is one path that is empty inside the sandbox (--hide, --hide-secrets): an
@@ -383,16 +383,17 @@ const maxSSHConfig = 1 << 20
 // when it is a regular file, through symlinks (a kubeconfig or an ssh include is
 // often a link into a dotfiles checkout). It never blocks: KUBECONFIG may name a
 // file of the repository the sandbox writes, and an open of a FIFO for reading
-// waits for a writer; a device (Include /dev/zero) is no config either.
+// waits for a writer; a device (Include /dev/zero) is no config either, and is not
+// even opened (a watchdog is armed by its open).
 func readConfig(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safepath.OpenRegularFollow(path)
+	if errors.Is(err, safepath.ErrNotRegular) {
+		return nil, errors.New(path + ": not a regular file")
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, errors.New(path + ": not a regular file")
-	}
 	return io.ReadAll(io.LimitReader(f, maxSSHConfig))
 }
 

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // Identity is one key an agent lists: its public key blob (RFC 4253 section 6.6)
@@ -67,6 +69,9 @@ func marshalIdentities(ids []Identity) []byte {
 	return b
 }
 
+// errNotRegular is a key path that leads to anything but a regular file.
+var errNotRegular = errors.New("is not a regular file (a public key file is one)")
+
 // Selector names keys (--ssh-key): a fingerprint "SHA256:…", the path of a public
 // key file (one that contains a '/'; a private key's path stands for its ".pub"),
 // or else a key comment, matched exactly.
@@ -106,8 +111,16 @@ func readPublicKeyFile(path string) ([]byte, error) {
 	return nil, err
 }
 
+// parsePublicKeyFile reads the key line of path. The file may lie where a session
+// writes (a kept ~/.ssh, the repository) and is read at every later launch, so it is
+// opened only once it is known to be a regular file (safepath.OpenRegularFollow): a
+// FIFO planted there would hang the launch, and a link to a device would have the
+// launcher open the device (a watchdog, armed by the open; the operator's terminal).
 func parsePublicKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := safepath.OpenRegularFollow(path)
+	if errors.Is(err, safepath.ErrNotRegular) {
+		return nil, errNotRegular
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/agentbox/agentbox/internal/safepath"
 )
 
 // MaxIncludeDepth is Git's own bound on nested includes (MAX_INCLUDE_DEPTH in
@@ -103,8 +103,9 @@ func envBool(v string) bool {
 }
 
 // ReadHostFile reads a config file as Git would find it (following symlinks), but
-// refuses anything that is not a regular file, and opens it non-blocking so that a
-// FIFO cannot hang the launcher.
+// refuses anything that is not a regular file without opening it
+// (safepath.OpenRegularFollow): a FIFO cannot hang the launcher, and a device a
+// planted link names is not opened (a watchdog is armed by its open).
 func ReadHostFile(path string) ([]Entry, error) { return ReadHostFileWithin(path, nil) }
 
 // ErrOverBudget is ReadHostFileWithin's refusal when spend refused the file's bytes.
@@ -117,7 +118,10 @@ var ErrOverBudget = errors.New("over the reader's bound")
 // stat of its path and its read cannot make the caller count one file and parse
 // another.
 func ReadHostFileWithin(path string, spend func(n int64) bool) ([]Entry, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safepath.OpenRegularFollow(path)
+	if errors.Is(err, safepath.ErrNotRegular) {
+		return nil, errors.New("not a regular file")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +129,6 @@ func ReadHostFileWithin(path string, spend func(n int64) bool) ([]Entry, error) 
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
 	}
 	if spend == nil {
 		return Parse(io.LimitReader(f, MaxFileSize))

@@ -1,10 +1,15 @@
 package safepath
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
 )
+
+// ErrNotRegular is a path that OpenRegularFollow found to lead to anything but a
+// regular file (a FIFO, a device, a directory, a socket).
+var ErrNotRegular = errors.New("not a regular file")
 
 // OpenRegular opens path for reading only when it is a regular file itself: never
 // through a symlink in its last component (a planted link to /dev/zero or to a file

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/kernel"
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
@@ -64,6 +66,7 @@ var attacks = []attack{
 		return nil
 	}, script: `
 		"$PROBE" kill "$HOSTPID" "$TESTPID"
+		"$PROBE" byuid
 		try kill-host-sleep kill -9 "$HOSTPID"
 		echo "TRY kill-all"
 		echo DONE
@@ -72,6 +75,7 @@ var attacks = []attack{
 			if n := strings.Count(r.Stdout, ": ESRCH"); n != 2 {
 				t.Errorf("kill of host PIDs: want ESRCH for both:\n%s", r.Stdout)
 			}
+			hostPrioritiesKept(t, x.hostPID, r)
 			st := sandboxtest.ReadFileOr(fmt.Sprintf("/proc/%d/stat", x.hostPID))
 			if _, rest, _ := strings.Cut(st, ") "); st == "" || strings.HasPrefix(rest, "Z") {
 				t.Errorf("host process %d was killed from inside", x.hostPID)
@@ -634,4 +638,53 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// hostPrioritiesKept checks that the user's host process pid kept its CPU and I/O
+// priority through a session that set both for every process of its uid (the
+// "byuid" probe): setpriority(PRIO_USER) and ioprio_set(IOPRIO_WHO_USER) reach
+// processes by uid, not PID, and only the sandbox's PID namespace keeps them to the
+// session's own. The probe's calls must have succeeded (on the sandbox's own
+// processes), and the host process must be of the same uid, or the row proves
+// nothing.
+func hostPrioritiesKept(t *testing.T, pid int, r sandboxtest.Result) {
+	t.Helper()
+	for _, call := range []string{"setpriority PRIO_USER", "ioprio_set IOPRIO_WHO_USER"} {
+		if !strings.Contains(r.Stdout, call) || !strings.Contains(grepLines(r.Stdout, call), ": <nil>") {
+			t.Errorf("%s inside did not succeed on the session's own processes:\n%s", call, r.Stdout)
+		}
+	}
+	if uid, err := procUID(pid); err != nil || uid != int(testenv.TestUser(t).UID) {
+		t.Fatalf("host process %d: uid %d (%v), want the test user's: the probe's calls would not match it", pid, uid, err)
+	}
+	nice, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// getpriority(2) returns 20 - nice.
+	if nice != 20 {
+		t.Errorf("host process %d has nice %d after the session, want 0: setpriority(PRIO_USER) inside reached it", pid, 20-nice)
+	}
+	const ioprioGet, whoProcess = unix.SYS_IOPRIO_GET, 1
+	prio, _, e := unix.Syscall(ioprioGet, whoProcess, uintptr(pid), 0)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	if class := prio >> 13; class == 3 {
+		t.Errorf("host process %d is in the idle I/O class after the session: ioprio_set(IOPRIO_WHO_USER) inside reached it", pid)
+	}
+}
+
+// procUID is the real uid of process pid.
+func procUID(pid int) (int, error) {
+	st := sandboxtest.ReadFileOr(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(st, "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+	}
+	return -1, fmt.Errorf("no Uid line in /proc/%d/status", pid)
 }

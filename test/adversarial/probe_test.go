@@ -27,6 +27,7 @@ var probes = map[string]func(args []string) int{
 	"handle":   probeHandle,
 	"ptrace":   probePtrace,
 	"kill":     probeKill,
+	"byuid":    probeByUID,
 	"abstract": probeAbstract,
 	"exe":      probeExe,
 	"fds":      probeFds,
@@ -123,6 +124,25 @@ func probeKill(args []string) int {
 		}
 		report("kill "+a, err)
 	}
+	return 0
+}
+
+// probeByUID: the calls that name their targets by user, not by PID, each aimed
+// at every process of the caller's uid: setpriority(PRIO_USER) to the lowest
+// priority and ioprio_set(IOPRIO_WHO_USER) to the idle I/O class. The kernel
+// applies them to the processes the caller's PID namespace shows, so inside they
+// succeed on the sandbox's own processes; the test then checks that the user's
+// host processes kept their priorities.
+func probeByUID(args []string) int {
+	uid := os.Getuid()
+	err := unix.Setpriority(unix.PRIO_USER, uid, 19)
+	fmt.Printf("setpriority PRIO_USER %d: %v\n", uid, err)
+	const ioprioSet, whoUser, classIdle = unix.SYS_IOPRIO_SET, 3, 3 << 13
+	err = nil
+	if _, _, e := unix.Syscall(ioprioSet, whoUser, uintptr(uid), classIdle); e != 0 {
+		err = e
+	}
+	fmt.Printf("ioprio_set IOPRIO_WHO_USER %d: %v\n", uid, err)
 	return 0
 }
 

@@ -67,35 +67,7 @@ for i in range(100):
 // TestSSHAgentHostileClient: hostile agent traffic from inside the sandbox does not
 // crash or stall the launcher, on every backend.
 func TestSSHAgentHostileClient(t *testing.T) {
-	for _, tool := range []string{"ssh-agent", "ssh-add", "ssh-keygen", "python3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs openssh-client)", tool)
-		}
-	}
-	tmp, err := os.MkdirTemp("/tmp", "ssh-agentbox-hostile-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	testenv.Chown(t, tmp)
-	dir := testenv.Dir(t, "keys")
-	sock := filepath.Join(tmp, "agent.sock")
-	agent := testenv.Command(t, dir, "ssh-agent", "-D", "-a", sock)
-	agent.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { agent.Process.Kill(); agent.Wait() }()
-	if !sandboxtest.WaitFor(func() bool { _, err := os.Stat(sock); return err == nil }) {
-		t.Fatal("ssh-agent did not start")
-	}
-	for _, c := range [][]string{{"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "only", "-f", dir + "/k"}, {"ssh-add", dir + "/k"}} {
-		cmd := testenv.Command(t, dir, c[0], c[1:]...)
-		cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", c, err, out)
-		}
-	}
+	sock, _ := startSSHAgent(t, "python3")
 	for _, backend := range sandboxtest.Backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
@@ -112,6 +84,77 @@ func TestSSHAgentHostileClient(t *testing.T) {
 					t.Errorf("HOLD=%q: %s", hold, r)
 				case hold == "" && (!strings.Contains(r.Stdout, "huge: closed") || !strings.Contains(r.Stdout, "garbage sign: failure") || !strings.Contains(r.Stdout, "after: 256 SHA256:")):
 					t.Errorf("the filter did not survive the flood:\n%s", r)
+				}
+			}
+		})
+	}
+}
+
+// startSSHAgent starts an ssh-agent of the test user's, holding one new ed25519
+// key (its files: KEYDIR/k, KEYDIR/k.pub), for the rest of the test; tools are
+// what the test needs besides OpenSSH's.
+func startSSHAgent(t *testing.T, tools ...string) (sock, keyDir string) {
+	for _, tool := range append([]string{"ssh-agent", "ssh-add", "ssh-keygen"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs openssh-client)", tool)
+		}
+	}
+	tmp, err := os.MkdirTemp("/tmp", "ssh-agentbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	testenv.Chown(t, tmp)
+	keyDir = testenv.Dir(t, "keys")
+	sock = filepath.Join(tmp, "agent.sock")
+	agent := testenv.Command(t, keyDir, "ssh-agent", "-D", "-a", sock)
+	agent.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	if !sandboxtest.WaitFor(func() bool { _, err := os.Stat(sock); return err == nil }) {
+		t.Fatal("ssh-agent did not start")
+	}
+	for _, c := range [][]string{{"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "only", "-f", keyDir + "/k"}, {"ssh-add", keyDir + "/k"}} {
+		cmd := testenv.Command(t, keyDir, c[0], c[1:]...)
+		cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	return sock, keyDir
+}
+
+// TestSSHKeyFilePlanted: a --ssh-key file is read on the host at every launch,
+// and may lie where a session writes (here the repository, as a project's deploy
+// key; a kept ~/.ssh likewise). A session replaces it with a FIFO, or a link to
+// a device: the next launch must refuse at once with one line, not hang on the
+// FIFO for good (as it did) nor open the device.
+func TestSSHKeyFilePlanted(t *testing.T) {
+	sock, keyDir := startSSHAgent(t)
+	pub := sandboxtest.ReadFile(t, keyDir+"/k.pub")
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			key := filepath.Join(b.Repo, "deploy.pub")
+			sandboxtest.WriteFile(t, key, pub)
+			testenv.Chown(t, key)
+			launch := func() sandboxtest.Result {
+				cmd := b.Command(b.Repo, []string{"--ssh-key", key}, "ssh-add -l")
+				cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+				return runCmdBounded(t, cmd)
+			}
+			if r := launch(); r.Code != 0 || !strings.Contains(r.Stdout, "only") {
+				t.Fatalf("the key as a regular file is not served:\n%s", r)
+			}
+			for _, plant := range []string{`mkfifo "$K"`, `ln -s /dev/zero "$K"`, `ln -s /dev/tty "$K"`} {
+				if r := b.Sh(`K="$REPO/deploy.pub"; rm -f "$K" && ` + plant); r.Code != 0 {
+					t.Fatalf("plant %q: %s", plant, r)
+				}
+				r := launch()
+				if r.Code != 125 || !strings.Contains(r.Stderr, "not a regular file") || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+					t.Errorf("after %q: want exit 125 and one line saying the key is not a regular file:\n%s", plant, r)
 				}
 			}
 		})
