@@ -41,7 +41,10 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 		return nil, fmt.Errorf("the tree as it is could not be recorded first, so nothing was changed: %w", err)
 	}
 	res := &UndoResult{ID: ss.ID()}
+	var kept []Refused
+	p, kept = s.withoutUnrecorded(p, ss.startTree)
 	res.Done, res.Failed = s.putBack(p)
+	res.Failed = append(kept, res.Failed...)
 	rec.End = time.Now()
 	if len(res.Failed) > 0 {
 		rec.ExitStatus = 1
@@ -53,6 +56,66 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 		return res, fmt.Errorf("the undo's end state could not be recorded: %w", err)
 	}
 	return res, nil
+}
+
+// withoutUnrecorded is p without the changes that would replace or remove what
+// the undo's own start record (tree) does not hold, and those changes, refused:
+// the record has the recorder's bounds and honours the .gitignore files as they
+// are now, so a file the operator made large or sparse since the session, or one
+// now ignored, is not in it, and overwriting it (--force) could not be undone.
+// Nothing is lost by a change that makes what was absent, sets bits alone, or
+// removes an empty directory.
+func (s *Store) withoutUnrecorded(p *UndoPlan, tree string) (*UndoPlan, []Refused) {
+	var over []string
+	for _, c := range p.Changes {
+		if !c.ModeOnly && c.seen.known && !c.seen.absent && !c.seen.isDir() {
+			over = append(over, c.Path)
+		}
+	}
+	if len(over) == 0 {
+		return p, nil
+	}
+	held, err := s.treeHolds(tree, over)
+	why := "what is there now is not in the undo's own record (past the recorder's bounds, or ignored), so undoing the undo could not bring it back; left as it is"
+	if err != nil {
+		held, why = nil, "the undo's own record cannot be read to see that it holds what is there now ("+oneLine(err.Error(), 120)+"); left as it is"
+	}
+	q := *p
+	q.Changes = nil
+	var kept []Refused
+	for _, c := range p.Changes {
+		if !c.ModeOnly && c.seen.known && !c.seen.absent && !c.seen.isDir() && !held[c.Path] {
+			kept = append(kept, Refused{c.Path, why})
+			continue
+		}
+		q.Changes = append(q.Changes, c)
+	}
+	return &q, kept
+}
+
+// treeHolds says which of paths the tree holds as an entry of its own (not a
+// directory), from git ls-tree given the paths (literal pathspecs, hardening),
+// a few hundred KiB of them per call.
+func (s *Store) treeHolds(tree string, paths []string) (map[string]bool, error) {
+	held := map[string]bool{}
+	for len(paths) > 0 {
+		args := []string{"ls-tree", "-r", "-z", "--full-tree", "--name-only", tree, "--"}
+		size := 0
+		for len(paths) > 0 && (size == 0 || size+len(paths[0]) < 256<<10) {
+			size += len(paths[0]) + 1
+			args, paths = append(args, paths[0]), paths[1:]
+		}
+		out, err := s.git.run(nil, args...)
+		if err != nil {
+			return nil, err
+		}
+		for name := range strings.SplitSeq(string(out), "\x00") {
+			if name != "" {
+				held[name] = true
+			}
+		}
+	}
+	return held, nil
 }
 
 // putBack writes each change's start state into the working tree: first what the
