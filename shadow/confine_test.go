@@ -1,0 +1,137 @@
+package shadow
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/kernel"
+)
+
+// TestWorkTreeGitReadsOnlyTheRepository: a Git command that reads the working tree
+// runs in a Landlock domain that lets it read the repository and the shadow
+// repository, not a file elsewhere on the host; the same Git without a work tree
+// (which reads no path the sandbox names) is not confined.
+func TestWorkTreeGitReadsOnlyTheRepository(t *testing.T) {
+	if kernel.LandlockABI() == 0 {
+		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
+	}
+	repo := newRepo(t, map[string]string{"inside": "in\n"})
+	outside := filepath.Join(t.TempDir(), "secret")
+	write(t, outside, "the operator's\n")
+	s, _ := openStore(t, repo)
+	wt := s.git
+	wt.workTree = repo
+	if _, err := wt.run(nil, "hash-object", "--no-filters", "--", "inside"); err != nil {
+		t.Fatalf("a work-tree Git cannot read the repository: %v", err)
+	}
+	if out, err := wt.run(nil, "hash-object", "--no-filters", "--", outside); err == nil {
+		t.Fatalf("a work-tree Git read %s, outside the repository: %s", outside, out)
+	}
+	if _, err := s.git.run(nil, "hash-object", "--no-filters", "--", outside); err != nil {
+		t.Fatalf("the shadow repository's own Git is confined too: %v", err)
+	}
+}
+
+// TestCheckpointNeverStoresAFileOutsideTheRepository (P13): a checkpoint records
+// the working tree while the sandbox runs. Directories of new files swapped, over
+// and over, with symlinks to a directory outside the repository (one the sandbox
+// cannot see) made Git's `git add` open its files through the symlink, between
+// its look at the directory and its open(2): their content was stored as the
+// step's blobs, which `agentbox undo --to` writes into the working tree. Without
+// the confinement this fails in the first round.
+func TestCheckpointNeverStoresAFileOutsideTheRepository(t *testing.T) {
+	if kernel.LandlockABI() == 0 {
+		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
+	}
+	repo := newRepo(t, map[string]string{"a": "1\n"})
+	outside := t.TempDir()
+	s, _ := openStore(t, repo)
+	ss, err := s.BeginWalk(Record{Start: time.Now()}, walkOf(t, repo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dirs, files = 8, 200
+	secret := "outside content!\n" // the size of the decoy: Git reads what lstat said
+	secretID := linkBlobID([]byte(secret))
+	for round := range 3 {
+		for i := range files {
+			name := fmt.Sprintf("k%d-%d", round, i)
+			write(t, filepath.Join(outside, name), secret)
+			for d := range dirs {
+				write(t, filepath.Join(repo, fmt.Sprintf("d%d", d), name), "inside decoy 17!\n")
+			}
+		}
+		var stop atomic.Bool
+		var swapping sync.WaitGroup
+		for d := range dirs {
+			dir, link := filepath.Join(repo, fmt.Sprintf("d%d", d)), filepath.Join(repo, fmt.Sprintf("l%d", d))
+			if round == 0 {
+				if err := os.Symlink(outside, link); err != nil {
+					t.Fatal(err)
+				}
+			}
+			swapping.Add(1)
+			go func() {
+				defer swapping.Done()
+				for !stop.Load() {
+					unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
+				}
+				if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+					unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
+				}
+			}()
+		}
+		w := walkOf(t, repo)
+		if round%2 == 0 {
+			w = nil // the recorder sweeps
+		}
+		_, err := ss.Checkpoint("racing", w, 0)
+		stop.Store(true)
+		swapping.Wait()
+		if err != nil {
+			t.Logf("round %d: %v", round, err) // a checkpoint may fail; what matters is what it stored
+		}
+		if objs := shadowGit(t, s, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"); strings.Contains(objs, secretID) {
+			t.Fatalf("round %d: the content of a file outside the repository is in the shadow repository", round)
+		}
+	}
+}
+
+// BenchmarkConfinedGit is what the confinement costs a work-tree Git command: the
+// same command started confined and plain, interleaved, each run's median.
+//
+//	go test ./shadow -run '^$' -bench ConfinedGit -benchtime 200x
+func BenchmarkConfinedGit(b *testing.B) {
+	repo := newRepo(b, map[string]string{"a": "1\n"})
+	s, _ := openStore(b, repo)
+	wt := s.git
+	wt.workTree = repo
+	var confined, plain []time.Duration
+	defer func() { confineWorkTree = true }()
+	run := func(confine bool) time.Duration {
+		confineWorkTree = confine
+		t0 := time.Now()
+		if _, err := wt.run(nil, "rev-parse", "--git-dir"); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	for range b.N {
+		confined, plain = append(confined, run(true)), append(plain, run(false))
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	b.ReportMetric(median(confined), "confined-µs")
+	b.ReportMetric(median(plain), "plain-µs")
+}
