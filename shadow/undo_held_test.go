@@ -9,8 +9,8 @@ import (
 // TestTreeHoldsTakesNamesLiterally: the names undo asks its own record about are
 // the sandbox's. Each is asked for as itself: a glob, pathspec magic, a leading
 // dash, a newline, a name that is a directory in the tree and one that is absent
-// say nothing about another path; and more names than one call carries (over
-// 256 KiB) are all answered.
+// say nothing about another path, whether named to Git or looked up in the
+// tree's listing (many names).
 func TestTreeHoldsTakesNamesLiterally(t *testing.T) {
 	files := map[string]string{
 		"a*":         "glob\n",
@@ -20,9 +20,8 @@ func TestTreeHoldsTakesNamesLiterally(t *testing.T) {
 		"abc":        "not asked\n",
 		"other/x":    "not asked\n",
 	}
-	for i := range 400 {
-		x := strings.Repeat("x", 250)
-		files[fmt.Sprintf("many/%04d/%s/%s/%s", i, x, x, x)] = "m\n"
+	for i := range 2 * maxHeldPathspecs {
+		files[fmt.Sprintf("many/%04d", i)] = "m\n"
 	}
 	repo := newRepo(t, files)
 	s, _ := openStore(t, repo)
@@ -34,21 +33,24 @@ func TestTreeHoldsTakesNamesLiterally(t *testing.T) {
 			ask = append(ask, name)
 		}
 	}
-	held, err := s.treeHolds(tree, ask)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked := map[string]bool{}
-	for _, p := range ask {
-		asked[p] = true
-		_, want := files[p]
-		if held[p] != want {
-			t.Errorf("treeHolds(%q) = %v, want %v", p, held[p], want)
+	few := ask[:10] // named to Git; the rest from the tree's listing
+	for _, ask := range [][]string{few, ask} {
+		held, err := s.treeHolds(tree, ask)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for p := range held {
-		if !asked[p] {
-			t.Errorf("treeHolds holds %q, which it was not asked for", p)
+		asked := map[string]bool{}
+		for _, p := range ask {
+			asked[p] = true
+			_, want := files[p]
+			if held[p] != want {
+				t.Errorf("treeHolds(%q) of %d = %v, want %v", p, len(ask), held[p], want)
+			}
+		}
+		for p := range held {
+			if !asked[p] {
+				t.Errorf("treeHolds of %d holds %q, which it was not asked for", len(ask), p)
+			}
 		}
 	}
 }

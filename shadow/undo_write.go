@@ -94,29 +94,34 @@ func (s *Store) withoutUnrecorded(p *UndoPlan, tree string) (*UndoPlan, []Refuse
 }
 
 // treeHolds says which of paths the tree holds as an entry of its own (not a
-// directory), from git ls-tree given the paths (literal pathspecs, hardening),
-// a few hundred KiB of them per call.
+// directory). A few are given to git ls-tree as literal pathspecs (the hardening's
+// --literal-pathspecs); past maxHeldPathspecs the whole tree is listed instead,
+// since Git matches each entry against every pathspec.
 func (s *Store) treeHolds(tree string, paths []string) (map[string]bool, error) {
+	args := []string{"ls-tree", "-r", "-z", "--full-tree", "--name-only", tree}
+	if len(paths) <= maxHeldPathspecs {
+		args = append(append(args, "--"), paths...)
+	}
+	out, err := s.git.run(nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
 	held := map[string]bool{}
-	for len(paths) > 0 {
-		args := []string{"ls-tree", "-r", "-z", "--full-tree", "--name-only", tree, "--"}
-		size := 0
-		for len(paths) > 0 && (size == 0 || size+len(paths[0]) < 256<<10) {
-			size += len(paths[0]) + 1
-			args, paths = append(args, paths[0]), paths[1:]
-		}
-		out, err := s.git.run(nil, args...)
-		if err != nil {
-			return nil, err
-		}
-		for name := range strings.SplitSeq(string(out), "\x00") {
-			if name != "" {
-				held[name] = true
-			}
+	for name := range strings.SplitSeq(string(out), "\x00") {
+		if want[name] {
+			held[name] = true
 		}
 	}
 	return held, nil
 }
+
+// maxHeldPathspecs is the most paths treeHolds names to Git (at most 4 KiB each:
+// checkRecordPath), under the kernel's bound on one argument list.
+const maxHeldPathspecs = 64
 
 // putBack writes each change's start state into the working tree: first what the
 // session added goes (deepest first), then the directories it made that this
