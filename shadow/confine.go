@@ -1,6 +1,9 @@
 package shadow
 
 import (
+	"bytes"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -62,7 +65,11 @@ func (g *git) readRoots() []string {
 // domain in which only roots (and readFiles) can be read; c inherits it at fork.
 // The thread is never given back to the Go scheduler: it ends with its goroutine,
 // which lives until release is called (the child's Pdeathsig follows the thread
-// that forked it). Without Landlock (ABI 0) c starts as it would unconfined.
+// that forked it). A thread that ends kills every child it forked with a
+// Pdeathsig, so the thread chosen is one that has no child (childlessThread): the
+// sandbox's init, started by another goroutine, may have been forked from any of
+// the launcher's threads. Without Landlock (ABI 0), or where no childless thread
+// can be told, c starts as it would unconfined.
 func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	if kernel.LandlockABI() == 0 {
 		return func() {}, c.Start()
@@ -70,19 +77,54 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	started := make(chan error, 1)
 	exited := make(chan struct{})
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread carries the domain
-		if err := confineThread(roots); err != nil {
-			started <- err
-			return
+		ok := childlessThread(maxThreadTries, func() {
+			if err := confineThread(roots); err != nil {
+				started <- err
+				return
+			}
+			started <- c.Start()
+			<-exited
+		})
+		if !ok {
+			started <- errNoChildlessThread
 		}
-		started <- c.Start()
-		<-exited
 	}()
-	if err := <-started; err != nil {
+	err = <-started
+	if errors.Is(err, errNoChildlessThread) {
+		return func() {}, c.Start()
+	}
+	if err != nil {
 		close(exited)
 		return nil, err
 	}
 	return func() { close(exited) }, nil
+}
+
+// maxThreadTries bounds the threads childlessThread looks at.
+const maxThreadTries = 16
+
+// errNoChildlessThread: no thread without children was found.
+var errNoChildlessThread = errors.New("no OS thread without children")
+
+// childlessThread runs f on an OS thread locked to it that has no child process,
+// and leaves the thread locked: it ends when f's goroutine does. A thread with
+// children is held (locked, by a goroutine waiting) while the next is tried, so
+// that the scheduler hands out another, at most tries in all; false when none
+// was found or /proc cannot tell (no /proc/thread-self/children).
+func childlessThread(tries int, f func()) bool {
+	runtime.LockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/children")
+	if err == nil && len(bytes.TrimSpace(b)) == 0 {
+		f() // never unlocked: the thread carries the domain
+		return true
+	}
+	defer runtime.UnlockOSThread() // not confined: back to the scheduler
+	if err != nil || tries <= 1 {
+		return false
+	}
+	next := make(chan bool)
+	go func() { next <- childlessThread(tries-1, f) }()
+	return <-next
 }
 
 // confineThread sets no_new_privs on the calling thread (Landlock wants it of an

@@ -3,11 +3,14 @@ package shadow
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,4 +137,60 @@ func BenchmarkConfinedGit(b *testing.B) {
 	}
 	b.ReportMetric(median(confined), "confined-µs")
 	b.ReportMetric(median(plain), "plain-µs")
+}
+
+// TestConfinedGitKillsNoOtherChild: the thread a confined Git is started from
+// ends with it, and a thread that ends kills every child it forked with a
+// Pdeathsig — the sandbox's init among them, started from whichever of the
+// launcher's threads its goroutine ran on. Children started that way from eight
+// threads outlive forty confined Git commands.
+func TestConfinedGitKillsNoOtherChild(t *testing.T) {
+	if kernel.LandlockABI() == 0 {
+		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
+	}
+	repo := newRepo(t, map[string]string{"a": "1\n"})
+	s, _ := openStore(t, repo)
+	wt := s.git
+	wt.workTree = repo
+	var kids []*exec.Cmd
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c := exec.Command("sleep", "60")
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			if err := c.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			kids = append(kids, c)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range kids {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	for range 40 {
+		if _, err := wt.run(nil, "rev-parse", "--git-dir"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range kids {
+		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Fatalf("a child started with a Pdeathsig from another thread is gone: %v", err)
+		}
+		var st unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, c.Process.Pid, &st, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err == nil && st.Signo != 0 {
+			t.Fatalf("a child started with a Pdeathsig from another thread was killed (pid %d)", c.Process.Pid)
+		}
+	}
 }
