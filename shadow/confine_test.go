@@ -17,16 +17,26 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
+
+// skipWithoutLandlock skips a test of the confinement on a kernel without
+// Landlock (ABI 0), where the recorder's Git runs unconfined. The kernel matrix
+// takes the gate of the scope Landlock's ABI 6 adds, which doctor measures: a
+// kernel without Landlock lacks it too.
+func skipWithoutLandlock(t *testing.T) {
+	t.Helper()
+	if kernel.LandlockABI() == 0 {
+		testenv.SkipKernel(t, kernel.LandlockAbstractUnix, "no Landlock at all (ABI 0): the recorder's Git is not confined (docs/security.md)")
+	}
+}
 
 // TestWorkTreeGitReadsOnlyTheRepository: a Git command that reads the working tree
 // runs in a Landlock domain that lets it read the repository and the shadow
 // repository, not a file elsewhere on the host; the same Git without a work tree
 // (which reads no path the sandbox names) is not confined.
 func TestWorkTreeGitReadsOnlyTheRepository(t *testing.T) {
-	if kernel.LandlockABI() == 0 {
-		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
-	}
+	skipWithoutLandlock(t)
 	repo := newRepo(t, map[string]string{"inside": "in\n"})
 	outside := filepath.Join(t.TempDir(), "secret")
 	write(t, outside, "the operator's\n")
@@ -52,9 +62,7 @@ func TestWorkTreeGitReadsOnlyTheRepository(t *testing.T) {
 // step's blobs, which `agentbox undo --to` writes into the working tree. Without
 // the confinement this fails in the first round.
 func TestCheckpointNeverStoresAFileOutsideTheRepository(t *testing.T) {
-	if kernel.LandlockABI() == 0 {
-		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
-	}
+	skipWithoutLandlock(t)
 	repo := newRepo(t, map[string]string{"a": "1\n"})
 	outside := t.TempDir()
 	s, _ := openStore(t, repo)
@@ -145,9 +153,7 @@ func BenchmarkConfinedGit(b *testing.B) {
 // launcher's threads its goroutine ran on. Children started that way from eight
 // threads outlive forty confined Git commands.
 func TestConfinedGitKillsNoOtherChild(t *testing.T) {
-	if kernel.LandlockABI() == 0 {
-		t.Skip("no Landlock on this kernel: the recorder's Git is not confined (docs/security.md)")
-	}
+	skipWithoutLandlock(t)
 	repo := newRepo(t, map[string]string{"a": "1\n"})
 	s, _ := openStore(t, repo)
 	wt := s.git
