@@ -98,6 +98,9 @@ var TestPackages = []TestPackage{
 	// scan, on each kernel's name_to_handle_at and filesystem; a kernel gate below
 	// 5.17.
 	{Name: "treewatch", Pkg: "./gitguard/audit", Seconds: 120, Args: []string{"-test.run=^TestSinceSameAsFullScan$"}},
+	// The recorder's work-tree Git in its Landlock domain, on each kernel's ABI
+	// (skipped, saying so, where there is none).
+	{Name: "confine", Pkg: "./shadow", Seconds: 120, Args: []string{"-test.run=^(TestWorkTreeGitReadsOnlyTheRepository|TestConfinedGitKillsNoOtherChild|TestCheckpointNeverStoresAFileOutsideTheRepository)$"}},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 300, NeedsSandbox: true,
 		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes|TestTmpBudgetMountTable)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }

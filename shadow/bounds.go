@@ -94,8 +94,16 @@ func gitVerb(args []string) string {
 // runBounded runs c (built by g.cmd) to its end within the bounds above.
 func (g *git) runBounded(c *exec.Cmd, args []string) error {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.Start(); err != nil {
-		return err
+	if g.workTree == "" || !confineWorkTree {
+		if err := c.Start(); err != nil {
+			return err
+		}
+	} else {
+		release, err := startConfined(c, g.readRoots()) // confine.go
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	pid := c.Process.Pid
 	done := make(chan error, 1)

@@ -41,7 +41,10 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 		return nil, fmt.Errorf("the tree as it is could not be recorded first, so nothing was changed: %w", err)
 	}
 	res := &UndoResult{ID: ss.ID()}
+	var kept []Refused
+	p, kept = s.withoutUnrecorded(p, ss.startTree)
 	res.Done, res.Failed = s.putBack(p)
+	res.Failed = append(kept, res.Failed...)
 	rec.End = time.Now()
 	if len(res.Failed) > 0 {
 		rec.ExitStatus = 1
@@ -54,6 +57,71 @@ func (s *Store) ApplyUndo(p *UndoPlan, rec Record, walk func() *treewalk.Walk) (
 	}
 	return res, nil
 }
+
+// withoutUnrecorded is p without the changes that would replace or remove what
+// the undo's own start record (tree) does not hold, and those changes, refused:
+// the record has the recorder's bounds and honours the .gitignore files as they
+// are now, so a file the operator made large or sparse since the session, or one
+// now ignored, is not in it, and overwriting it (--force) could not be undone.
+// Nothing is lost by a change that makes what was absent, sets bits alone, or
+// removes an empty directory.
+func (s *Store) withoutUnrecorded(p *UndoPlan, tree string) (*UndoPlan, []Refused) {
+	var over []string
+	for _, c := range p.Changes {
+		if !c.ModeOnly && c.seen.known && !c.seen.absent && !c.seen.isDir() {
+			over = append(over, c.Path)
+		}
+	}
+	if len(over) == 0 {
+		return p, nil
+	}
+	held, err := s.treeHolds(tree, over)
+	why := "what is there now is not in the undo's own record (past the recorder's bounds, or ignored), so undoing the undo could not bring it back; left as it is"
+	if err != nil {
+		held, why = nil, "the undo's own record cannot be read to see that it holds what is there now ("+oneLine(err.Error(), 120)+"); left as it is"
+	}
+	q := *p
+	q.Changes = nil
+	var kept []Refused
+	for _, c := range p.Changes {
+		if !c.ModeOnly && c.seen.known && !c.seen.absent && !c.seen.isDir() && !held[c.Path] {
+			kept = append(kept, Refused{c.Path, why})
+			continue
+		}
+		q.Changes = append(q.Changes, c)
+	}
+	return &q, kept
+}
+
+// treeHolds says which of paths the tree holds as an entry of its own (not a
+// directory). A few are given to git ls-tree as literal pathspecs (the hardening's
+// --literal-pathspecs); past maxHeldPathspecs the whole tree is listed instead,
+// since Git matches each entry against every pathspec.
+func (s *Store) treeHolds(tree string, paths []string) (map[string]bool, error) {
+	args := []string{"ls-tree", "-r", "-z", "--full-tree", "--name-only", tree}
+	if len(paths) <= maxHeldPathspecs {
+		args = append(append(args, "--"), paths...)
+	}
+	out, err := s.git.run(nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	held := map[string]bool{}
+	for name := range strings.SplitSeq(string(out), "\x00") {
+		if want[name] {
+			held[name] = true
+		}
+	}
+	return held, nil
+}
+
+// maxHeldPathspecs is the most paths treeHolds names to Git (at most 4 KiB each:
+// checkRecordPath), under the kernel's bound on one argument list.
+const maxHeldPathspecs = 64
 
 // putBack writes each change's start state into the working tree: first what the
 // session added goes (deepest first), then the directories it made that this
