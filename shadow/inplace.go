@@ -136,7 +136,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		}
 	}
 	indexPath := filepath.Join(s.Dir, "index")
-	ix, l, releaseLayout, err := s.takeIndex(indexPath) // earlyindex.go
+	ix, err := openIndex(indexPath)
 	if err != nil {
 		return "", 0, errNotInPlace
 	}
@@ -146,6 +146,7 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 	// end: an unmap costs a TLB shootdown.
 	hashed := make(chan struct{})
 	hashing := false
+	releaseLayout := func() {}
 	defer func() {
 		if hashing {
 			<-hashed
@@ -156,6 +157,11 @@ func (s *Store) stageInPlaceTree(paths []string) (string, int, error) {
 		}()
 	}()
 	b, before := ix.b, ix.st
+	l, release, err := s.indexLayout(b, &before)
+	releaseLayout = release
+	if err != nil {
+		return "", 0, errNotInPlace
+	}
 	body, off, offsets := b[:len(b)-20], l.ext, l.offsets
 	x := indexEntries{b: b, off: offsets, patched: make(map[int][]byte, len(paths))}
 	at, ok := x.takeEntries(body, paths)

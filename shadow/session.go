@@ -312,20 +312,7 @@ func (ss *Session) Finish(rec Record) error { return ss.FinishWalk(rec, nil) }
 // none), as BeginWalk.
 func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	s := ss.store
-	// What the record says of the files' modes and of the directories made and
-	// removed is the walk's against the start's, neither of which the staging
-	// changes: taken beside the lock, the stage state and the staging's first
-	// steps, which leave the second core idle.
-	var ends endWalk
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		if w != nil {
-			ends = endWalkOf(ss, w, ss.since(w, rec.Start))
-		}
-	}()
-	defer func() { <-ended }() // on every path: nothing outlives FinishWalk
-	_ = ss.Wait()              // a failure is in ss.notes
+	_ = ss.Wait() // a failure is in ss.notes
 	ss.endSteps()
 	rec.ID, rec.Repo, rec.Complete = ss.id, s.Repo, true
 	rec.Notes = append(append([]string(nil), ss.notes...), rec.Notes...)
@@ -358,9 +345,8 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 		for _, p := range ignored[:min(len(ignored), maxIgnored)] {
 			rec.Ignored = append(rec.Ignored, shortPath(p))
 		}
-		<-ended
-		rec.Perms, rec.PermsKnown = ends.perms, ends.permsKnown
-		rec.DirsMade, rec.DirsGone, rec.DirsKnown = ends.dirsMade, ends.dirsGone, ends.dirsKnown
+		rec.Perms, rec.PermsKnown = endPerms(ss.perms, w, ss.since(w, rec.Start))
+		rec.DirsMade, rec.DirsGone, rec.DirsKnown = endDirs(ss.dirs, w)
 	} else {
 		rec.Notes = append(rec.Notes, "no end walk: what Git could not store is not named")
 	}
@@ -394,23 +380,6 @@ func (ss *Session) FinishWalk(rec Record, w *treewalk.Walk) error {
 	}
 	// Packing is BeginWalk's, beside the command.
 	return s.setRef(sessionRefs+ss.id, commit, ss.startCommit)
-}
-
-// endWalk is what an end record says of the files' modes and of the directories,
-// from the end walk (endPerms, endDirs).
-type endWalk struct {
-	perms              []Perm
-	permsKnown         bool
-	dirsMade, dirsGone []DirChange
-	dirsKnown          bool
-}
-
-// endWalkOf is endPerms and endDirs of the end walk w against the session's start.
-func endWalkOf(ss *Session, w *treewalk.Walk, since int64) endWalk {
-	var e endWalk
-	e.perms, e.permsKnown = endPerms(ss.perms, w, since)
-	e.dirsMade, e.dirsGone, e.dirsKnown = endDirs(ss.dirs, w)
-	return e
 }
 
 // since is the ctime from which an entry of the end walk w changed during the
@@ -457,17 +426,7 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	s.delta.from = ""
 	s.skipped, s.read = nil, 0
 	fine := w != nil && w.FineCtime
-	st, ok := s.readStage()
-	if ok && w != nil && anyChangedSince(st, w) {
-		// The staging in place's first step, beside the steps that tell which
-		// paths it stages (earlyindex.go).
-		s.early = s.openIndexEarly()
-		defer func() {
-			s.early.drop()
-			s.early = nil
-		}()
-	}
-	if ok && w != nil {
+	if st, ok := s.readStage(); ok && w != nil {
 		if paths, err := s.changedPaths(st, w); err == nil {
 			if len(paths) == 0 && !s.indexRead {
 				// The index is untouched and the stage state still true: its older
@@ -514,39 +473,6 @@ func (s *Store) stageWalk(w *treewalk.Walk) (staged, []string, error) {
 	s.read = read
 	notes, err := s.stage(skip)
 	return staged{clock: clock, added: s.addedClock, fine: fine, ignores: ignoreSet(w, 0)}, notes, err
-}
-
-// anyChangedSince says whether the walk w holds anything that changedPaths may
-// find changed since the stage state st: the top, or an entry with a ctime in its
-// window that is not as the last staging in place left it (st.Recent: the
-// entries a previous session changed stay in the window of the next one). It
-// stops at the first: an unchanged tree costs one pass over the walk. Only
-// whether to open the index early depends on it.
-func anyChangedSince(st stageState, w *treewalk.Walk) bool {
-	threshold, ok := treewalk.Since(st.Clock, w.Clock, st.Fine && w.FineCtime)
-	if !ok {
-		return false // changedPaths cannot tell: Git stages
-	}
-	if w.RootCtime >= threshold {
-		return true
-	}
-	var recent map[string]recentEntry
-	for i := range w.Entries {
-		e := &w.Entries[i]
-		if e.Ctime < threshold {
-			continue
-		}
-		if recent == nil {
-			recent = make(map[string]recentEntry, len(st.Recent))
-			for _, r := range st.Recent {
-				recent[r.Path] = r
-			}
-		}
-		if r, ok := recent[e.Rel]; !ok || r.Ctime != e.Ctime || r.Ino != e.Ino {
-			return true
-		}
-	}
-	return false
 }
 
 // writeTree returns the index's tree (write-tree when st does not know it) and

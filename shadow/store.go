@@ -76,9 +76,6 @@ type Store struct {
 	}
 	// indexRead: the last changedPaths read the index to tell what changed.
 	indexRead bool
-	// early is the index stageWalk opens beside its first steps, for the
-	// staging in place (earlyindex.go); nil outside stageWalk.
-	early *earlyIndex
 	// manyChanged: this staging's changedPaths found more files to stage than
 	// maxChangedPaths (the sweep it falls back to gets a head start, prestage.go);
 	// reset by each stageWalk, so that no earlier staging's answer carries over.
