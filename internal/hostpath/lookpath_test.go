@@ -269,3 +269,83 @@ func TestLookPathSkipsSecondNames(t *testing.T) {
 		t.Errorf("with one name: LookPath = %q, %v; want %s", got, err, filepath.Join(bin, name))
 	}
 }
+
+// TestLookPathSkipsLinksPlantedInGrants: a session cannot plant a program outside
+// what it may write, but it can plant a symbolic link there to any program of the
+// host, and the operator's PATH reaching that link (the grant itself on PATH after a
+// rename, or a link of the operator's own into the grant) would make the launcher
+// run the program the session chose, with the argv meant for another. A program
+// reached through a link that lies in the session's writable directories, in an
+// earlier grant by its name or by its identity, is skipped like one that lies there.
+func TestLookPathSkipsLinksPlantedInGrants(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-lookpath-test"
+	state := filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	chosen := prog(t, filepath.Join(base, "elsewhere"), "sh", 0o755) // the host program the session points at
+	link := func(target, at string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Granted by name, then renamed: the session's link in its bin directory.
+	tools := filepath.Join(base, "tools")
+	link(chosen, filepath.Join(tools, "bin", name))
+	// Granted, still at its name: the session's link, reached through the
+	// operator's link ~/bin/NAME -> tools2/NAME.
+	tools2 := filepath.Join(base, "tools2")
+	link(chosen, filepath.Join(tools2, name))
+	link(filepath.Join(tools2, name), filepath.Join(base, "bin", name))
+	// The session's directory link: the operator's PATH names dots/bin, dots
+	// granted, and the session turned dots/bin into a link to the host's bin.
+	dots := filepath.Join(base, "dots")
+	link(filepath.Dir(chosen), filepath.Join(dots, "bin"))
+	// This session's writable directory, reached through the operator's link.
+	repo := filepath.Join(base, "repo")
+	link(chosen, filepath.Join(repo, name))
+	link(filepath.Join(repo, name), filepath.Join(base, "bin2", name))
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools, tools2}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(base, "renamed")
+	if err := os.Rename(tools, renamed); err != nil {
+		t.Fatal(err)
+	}
+	dotsRenamed := filepath.Join(base, "dots-renamed")
+	if err := os.Rename(dots, dotsRenamed); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(renamed, "bin"), "under another name now"},
+		{filepath.Join(base, "bin"), quote(tools2)},
+		{filepath.Join(base, "bin2"), "which the sandbox can write"},
+	} {
+		t.Setenv("PATH", c.dir+":"+filepath.Dir(good))
+		if got, err := LookPath(name, repo); err != nil || got != good {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want %s past the planted link", c.dir, got, err, good)
+		}
+		t.Setenv("PATH", c.dir)
+		if got, err := LookPath(name, repo); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want a refusal with %q", c.dir, got, err, c.want)
+		}
+	}
+	// The directory link: the program there is "sh", so look it up by that name.
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{dotsRenamed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dotsRenamed, dots); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", filepath.Join(dots, "bin"))
+	if got, err := LookPath("sh"); err == nil || !strings.Contains(err.Error(), quote(dotsRenamed)) {
+		t.Errorf("PATH=%s: LookPath = %q, %v; want a refusal naming the grant whose link it passes", filepath.Join(dots, "bin"), got, err)
+	}
+}
