@@ -160,18 +160,26 @@ func TestLookPathSkipsEarlierGrants(t *testing.T) {
 	}
 }
 
+// ledgerTemp returns a test directory (its links resolved) and, in it, the state
+// directory this process's lookups take the ledger from (XDG_STATE_HOME).
+func ledgerTemp(t *testing.T) (base, xdgState string) {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	xdgState = filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", xdgState)
+	return base, xdgState
+}
+
 // TestLookPathSkipsRenamedGrants: a directory an earlier session was given
 // writable is skipped under any name it has later: renamed, below a renamed
 // parent, or reached through a link to its new name (a bind mount keeps the
 // identity just as well); the refusal names the ledger's entry.
 func TestLookPathSkipsRenamedGrants(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, state := ledgerTemp(t)
 	const name = "agentbox-lookpath-test"
-	state := filepath.Join(base, "state")
-	t.Setenv("XDG_STATE_HOME", state)
 	good := prog(t, filepath.Join(base, "good"), name, 0o755)
 	tools := filepath.Join(base, "tools")
 	prog(t, filepath.Join(tools, "bin"), name, 0o755)
@@ -218,13 +226,8 @@ func TestLookPathSkipsSecondNames(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
 	}
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, state := ledgerTemp(t)
 	const name = "agentbox-lookpath-test"
-	state := filepath.Join(base, "state")
-	t.Setenv("XDG_STATE_HOME", state)
 	tools := filepath.Join(base, "tools")
 	granted := prog(t, tools, name, 0o755)
 	bin := filepath.Join(base, "bin")
@@ -278,13 +281,8 @@ func TestLookPathSkipsSecondNames(t *testing.T) {
 // reached through a link that lies in the session's writable directories, in an
 // earlier grant by its name or by its identity, is skipped like one that lies there.
 func TestLookPathSkipsLinksPlantedInGrants(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, state := ledgerTemp(t)
 	const name = "agentbox-lookpath-test"
-	state := filepath.Join(base, "state")
-	t.Setenv("XDG_STATE_HOME", state)
 	good := prog(t, filepath.Join(base, "good"), name, 0o755)
 	chosen := prog(t, filepath.Join(base, "elsewhere"), "sh", 0o755) // the host program the session points at
 	link := func(target, at string) {
