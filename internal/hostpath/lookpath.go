@@ -38,9 +38,10 @@ import (
 //     so any such tree may have been a session's repository, today or earlier;
 //   - writable by others (mode o+w), or the program itself is.
 //
-// The same holds for the program file after symlinks are resolved, and for every
-// directory holding a symbolic link on the way to it (linkDirs): a session that
-// cannot write a program can still plant a link to any program of the host. The error names
+// The same holds for the program file after symlinks are resolved, and (but for
+// the Git working tree) for every directory holding a symbolic link on the way to
+// it (linkDirs): a session that cannot write a program can still plant a link to
+// any program of the host. The error names
 // what was skipped, so that an operator who put a tool inside a repository on
 // purpose knows to name it explicitly (AGENTBOX_BWRAP, for bwrap).
 func LookPath(name string, writable ...string) (string, error) {
@@ -279,10 +280,15 @@ func untrustedProgram(dir, bin string, writable []string) (why string, via []str
 	if d := filepath.Dir(canon); d != canonDir {
 		dirs = append(dirs, d)
 	}
-	for _, p := range append(dirs, via...) {
+	for _, p := range dirs {
 		if top, ok := GitTree(p); ok {
 			return "inside the Git working tree " + quote(top) + ", which a session may write", via
 		}
+	}
+	// The links' directories are held to every rule but the Git working tree's:
+	// /etc/alternatives lies in one under etckeeper, and a repository a session
+	// was given is in the ledger (grantedEarlier).
+	for _, p := range append(dirs, via...) {
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o002 != 0 {
 			return "its directory is writable by others", via
 		}

@@ -346,4 +346,16 @@ func TestLookPathSkipsLinksPlantedInGrants(t *testing.T) {
 	if got, err := LookPath("sh"); err == nil || !strings.Contains(err.Error(), quote(dotsRenamed)) {
 		t.Errorf("PATH=%s: LookPath = %q, %v; want a refusal naming the grant whose link it passes", filepath.Join(dots, "bin"), got, err)
 	}
+	// Debian's alternatives under etckeeper: /usr/bin/awk -> /etc/alternatives/awk
+	// -> /usr/bin/mawk, with /etc a Git working tree no session was given. Found.
+	etc := filepath.Join(base, "etc")
+	if err := os.MkdirAll(filepath.Join(etc, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link(chosen, filepath.Join(etc, "alternatives", "sh"))
+	link(filepath.Join(etc, "alternatives", "sh"), filepath.Join(base, "usrbin", "sh"))
+	t.Setenv("PATH", filepath.Join(base, "usrbin"))
+	if got, err := LookPath("sh"); err != nil || got != filepath.Join(base, "usrbin", "sh") {
+		t.Errorf("through alternatives in a Git working tree: LookPath = %q, %v; want it found", got, err)
+	}
 }
