@@ -215,6 +215,24 @@ func TestFind(t *testing.T) {
 	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "under another name now") {
 		t.Errorf("Find on PATH in an earlier session's directory renamed = %q, %v, want it skipped", got, err)
 	}
+
+	// The session's link there to a program of the host's choosing (here another
+	// bwrap outside every grant): the link is what a session could replace.
+	elsewhere, _ := fake(t, "echo 'bubblewrap 0.12.0'")
+	if err := os.Remove(moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvVar, moved)
+	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "by that or another name") {
+		t.Errorf("Find with %s a link in an earlier session's directory renamed = %q, %v, want a refusal", EnvVar, got, err)
+	}
+	t.Setenv(EnvVar, "")
+	if got, err := Find(); err == nil || !strings.Contains(err.Error(), "under another name now") {
+		t.Errorf("Find on PATH with a link in an earlier session's directory renamed = %q, %v, want it skipped", got, err)
+	}
 }
 
 func TestLookup(t *testing.T) {

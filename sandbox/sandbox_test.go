@@ -302,4 +302,22 @@ func TestInitBinaryInAnEarlierGrant(t *testing.T) {
 		}
 		t.Errorf("openInitBinary in an earlier grant renamed: %v, want a refusal", err)
 	}
+	// The session's link there to another program: the link is what it could
+	// replace, wherever it leads.
+	other := filepath.Join(t.TempDir(), "agentbox")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, moved); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openInitBinary(moved); err == nil || !strings.Contains(err.Error(), "by that or another name") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("openInitBinary through a link in an earlier grant renamed: %v, want a refusal", err)
+	}
 }

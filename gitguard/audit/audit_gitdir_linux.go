@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/gitguard"
@@ -15,6 +16,19 @@ import (
 )
 
 // What the scan reads in a gitdir: its config and includes, hooks, modules, worktrees and todo lists.
+
+// worktreeConfigOn reports whether a repository config of these turns
+// extensions.worktreeConfig on, so that Git reads config.worktree too.
+func worktreeConfigOn(configs ...[]gitconfig.Entry) bool {
+	for _, entries := range configs {
+		for _, e := range entries {
+			if e.Section == "extensions" && e.Key == "worktreeconfig" && e.Bool() {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // dotGit handles a .git entry of the working-tree directory worktree.
 func (s *scanner) dotGit(p, worktree string) {
@@ -73,21 +87,32 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 		s.skip(dir, "Git directories nested deeper than %d (modules/, worktrees/, commondir) were not audited", gitguard.MaxModuleDepth)
 		return
 	}
-	entries := s.config(filepath.Join(dir, "config"), dir, 0)
-	entries = append(entries, s.config(filepath.Join(dir, "config.worktree"), dir, 0)...)
+	own := s.config(filepath.Join(dir, "config"), dir, 0)
+	// config.worktree is audited whether or not Git reads it (a danger there is
+	// one as soon as the extension is turned on), but tells what Git does only
+	// where Git reads it: a session may create it where Git does not
+	// (gitguard.ProtectedPaths protects it then only when it exists).
+	worktreeOwn := s.config(filepath.Join(dir, "config.worktree"), dir, 0)
 	base := worktree
 	if base == "" {
 		base = dir
 	}
 	s.hooksDir(filepath.Join(dir, "hooks"), base)
-	if common := s.commonDir(dir, depth); common != "" {
+	var common []gitconfig.Entry
+	if c := s.commonDir(dir, depth); c != "" {
 		// A linked worktree runs with its common dir's config and hooks, from its own
 		// working tree: a relative core.hooksPath there resolves against base.
-		entries = append(entries, s.config(filepath.Join(common, "config"), common, 0)...)
-		s.hooksDir(filepath.Join(common, "hooks"), base)
+		common = s.config(filepath.Join(c, "config"), c, 0)
+		s.hooksDir(filepath.Join(c, "hooks"), base)
 	}
+	var host []gitconfig.Entry
 	if s.spendConfigs(len(s.hostEntries)) {
-		entries = append(entries, s.hostEntries...)
+		host = s.hostEntries
+	}
+	entries := slices.Concat(own, worktreeOwn, common, host)
+	gitReads := entries
+	if len(worktreeOwn) > 0 && !worktreeConfigOn(own, common) {
+		gitReads = slices.Concat(own, common, host)
 	}
 	for _, e := range entries {
 		switch {
@@ -116,8 +141,8 @@ func (s *scanner) gitdir(dir, worktree string, depth int) {
 	for _, todo := range []string{"rebase-merge/git-rebase-todo", "sequencer/todo"} {
 		s.todo(filepath.Join(dir, todo))
 	}
-	s.stateFiles(dir)          // audit_state_linux.go
-	s.indexFiles(dir, entries) // audit_index_linux.go
+	s.stateFiles(dir)           // audit_state_linux.go
+	s.indexFiles(dir, gitReads) // audit_index_linux.go
 	s.moduleDirs(filepath.Join(dir, "modules"), depth+1)
 	for _, e := range s.listIfDir(filepath.Join(dir, "worktrees")) {
 		if e.IsDir() {

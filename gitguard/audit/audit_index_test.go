@@ -239,6 +239,26 @@ func TestSparseIndexWithoutSparseSettings(t *testing.T) {
 	if d := dangers(); !strings.Contains(d, "is a sparse index (1 directory entries)") || !strings.Contains(d, "git reset rebuilds the index") {
 		t.Errorf("a sparse index without index.sparse: dangers %q, want it moved out", d)
 	}
+	// The session's own config.worktree turning index.sparse on, which Git does
+	// not read without extensions.worktreeConfig (and which is not protected
+	// while it does not exist): the index is still one Git expands.
+	worktreeConfig := filepath.Join(repo, ".git", "config.worktree")
+	if err := os.WriteFile(worktreeConfig, []byte("[index]\n\tsparse = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", repo, "config", "--get", "index.sparse").CombinedOutput(); err == nil {
+		t.Fatalf("Git reads config.worktree without extensions.worktreeConfig: index.sparse = %q", out)
+	}
+	if d := dangers(); !strings.Contains(d, "is a sparse index (1 directory entries)") {
+		t.Errorf("a sparse index with index.sparse only in a config.worktree Git does not read: dangers %q, want it moved out", d)
+	}
+	gitIn(t, repo, "config", "extensions.worktreeConfig", "true")
+	if d := dangers(); d != "" {
+		t.Errorf("a sparse index with index.sparse in the config.worktree Git reads: dangers %q", d)
+	}
+	if err := os.Remove(worktreeConfig); err != nil {
+		t.Fatal(err)
+	}
 	gitIn(t, repo, "config", "index.sparse", "true")
 	if d := dangers(); d != "" {
 		t.Errorf("a sparse index with index.sparse in the repository's config: dangers %q", d)

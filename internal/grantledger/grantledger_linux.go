@@ -25,35 +25,59 @@ const lockWait = 10 * time.Second
 
 // Read returns the directories the ledger in stateDir lists, the paths of its
 // FileName and then the entries of its IdentityFileName; none when neither exists
-// (no session has been given one) or stateDir is "". A file of it that is not a
-// regular file, is owned by another user (root reads any: its agentbox already
-// trusts the HOME it was given), may be written by group or others, is larger than
-// maxBytes or holds a line it cannot parse is an *Error.
+// (no session has been given one) or stateDir is "". It reads under a shared lock
+// on FileName, which Record holds exclusive while it appends. A file of it that is
+// not a regular file, is owned by another user (root reads any: its agentbox
+// already trusts the HOME it was given), may be written by group or others, is
+// larger than maxBytes or holds a line it cannot parse is an *Error.
 func Read(stateDir string) ([]Entry, error) {
 	if stateDir == "" {
 		return nil, nil
 	}
-	paths, err := readFile(Path(stateDir), false)
+	f, err := openToRead(Path(stateDir))
 	if err != nil {
 		return nil, err
 	}
-	ids, err := readFile(IdentityPath(stateDir), true)
+	if f != nil {
+		defer f.Close() // and the lock
+		// Record appends under its lock on this file: a line being written is read
+		// whole or not at all (a write crossing a page is seen a page at a time).
+		// A lock held past lockWait (a stuck launch) is read past: a line cut short
+		// then refuses as any damaged one does.
+		_ = flock.WaitShared(f, lockWait)
+	}
+	paths, err := parseFile(f, Path(stateDir), false)
+	if err != nil {
+		return nil, err
+	}
+	g, err := openToRead(IdentityPath(stateDir))
+	if err != nil {
+		return nil, err
+	}
+	if g != nil {
+		defer g.Close()
+	}
+	ids, err := parseFile(g, IdentityPath(stateDir), true)
 	if err != nil {
 		return nil, err
 	}
 	return append(paths, ids...), nil
 }
 
-// readFile parses one of the ledger's files; none when it does not exist.
-func readFile(path string, identities bool) ([]Entry, error) {
+// openToRead opens one of the ledger's files to read; nil when it does not exist.
+func openToRead(path string) (*os.File, error) {
 	f, err := open(path, unix.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
+	return f, err
+}
+
+// parseFile parses one of the ledger's files, open at f; none when f is nil.
+func parseFile(f *os.File, path string, identities bool) ([]Entry, error) {
+	if f == nil {
+		return nil, nil
 	}
-	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
 	if err != nil {
 		return nil, &Error{Path: path, Reason: "cannot be read: " + err.Error()}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRecordRead: what Record adds Read returns, once each, and a directory below
@@ -277,4 +278,60 @@ func identities(entries []Entry) []Entry {
 		}
 	}
 	return with
+}
+
+// TestReadWaitsForRecord: a lookup reading the ledger while another launch's
+// Record appends to it saw the append in part (a write crossing a page of the page
+// cache is seen a page at a time), a line cut short, and refused as if the ledger
+// were damaged. Read waits for Record's lock (shared): here a writer holding it
+// with half an identity line written, and Read started before the rest is.
+func TestReadWaitsForRecord(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "agentbox")
+	dir := t.TempDir()
+	if err := Record(state, []string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	paths, err := os.OpenFile(Path(state), os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer paths.Close()
+	if err := syscall.Flock(int(paths.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := os.OpenFile(IdentityPath(state), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ids.Close()
+	line := format(Entry{Dir: "/srv/other", ID: Identity{Dev: 1, Ino: 2, Birth: 3}}) + "\n"
+	if _, err := ids.WriteString(line[:10]); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		entries []Entry
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		entries, err := Read(state)
+		done <- result{entries, err}
+	}()
+	// Read has had its chance to read the half line (a pause, not a bound: with
+	// the wait it blocks, and either way the answer is checked below).
+	select {
+	case r := <-done:
+		t.Fatalf("Read did not wait for the lock held by a Record: %v, %v", r.entries, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := ids.WriteString(line[10:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(paths.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if want := []string{dir, dir, "/srv/other"}; r.err != nil || !slices.Equal(Dirs(r.entries), want) {
+		t.Errorf("Read after the append = %v, %v; want %q", r.entries, r.err, want)
+	}
 }

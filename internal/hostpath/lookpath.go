@@ -38,7 +38,10 @@ import (
 //     so any such tree may have been a session's repository, today or earlier;
 //   - writable by others (mode o+w), or the program itself is.
 //
-// The same holds for the program file after symlinks are resolved. The error names
+// The same holds for the program file after symlinks are resolved, and (but for
+// the Git working tree) for every directory holding a symbolic link on the way to
+// it (linkDirs): a session that cannot write a program can still plant a link to
+// any program of the host. The error names
 // what was skipped, so that an operator who put a tool inside a repository on
 // purpose knows to name it explicitly (AGENTBOX_BWRAP, for bwrap).
 func LookPath(name string, writable ...string) (string, error) {
@@ -62,9 +65,9 @@ func LookPath(name string, writable ...string) (string, error) {
 	fromLedger := false
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
 		bin := filepath.Join(dir, name)
-		why := untrustedProgram(dir, bin, roots)
+		why, via := untrustedProgram(dir, bin, roots)
 		if why == "" {
-			if g, byName := grantedEarlier(dir, bin, earlier); g != "" {
+			if g, byName := grantedEarlier(dir, bin, via, earlier); g != "" {
 				why, fromLedger = "inside "+quote(g)+", which an earlier session was given writable", true
 				if !byName {
 					why = "inside the directory an earlier session was given writable as " + quote(g) + ", under another name now"
@@ -121,10 +124,18 @@ func WithGranted(writable ...string) ([]string, Grants, error) {
 // Holding returns the entry whose directory path is or lies in, found by the
 // identity of path (after symlinks) and of each directory above it, or "": a
 // granted directory renamed, bind-mounted elsewhere or reached through a link
-// keeps its device and inode. One statx per component, only where the ledger
-// recorded an identity.
+// keeps its device and inode. Where path is itself a link, the directory holding
+// it is looked at too: whoever writes there chooses where it leads. One statx per
+// component, only where the ledger recorded an identity.
 func (g Grants) Holding(path string) string {
-	return g.holdingCanonical(canonicalOr(filepath.Clean(path)))
+	path = filepath.Clean(path)
+	if e := g.holdingCanonical(canonicalOr(path)); e != "" {
+		return e
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return g.holdingCanonical(canonicalOr(filepath.Dir(path)))
+	}
+	return ""
 }
 
 // holdingCanonical is Holding of a path whose symlinks are resolved already.
@@ -187,13 +198,14 @@ func (g Grants) SharedName(bin string) (entry string, names uint64) {
 }
 
 // grantedEarlier returns the entry of granted that dir/bin (which untrustedProgram
-// accepted: it exists) lies in, before or after symlinks (byName), or by the
-// identity of the directories it lies in; "" for none.
-func grantedEarlier(dir, bin string, granted Grants) (entry string, byName bool) {
+// accepted: it exists) lies in, before or after symlinks, or one of via (the
+// directories of the links on the way to it) lies in (byName), or by the identity
+// of the directories they lie in; "" for none.
+func grantedEarlier(dir, bin string, via []string, granted Grants) (entry string, byName bool) {
 	if len(granted.Entries) == 0 {
 		return "", false
 	}
-	forms := []string{filepath.Clean(dir), canonicalOr(dir), canonicalOr(bin)}
+	forms := append([]string{canonicalOr(bin), filepath.Clean(dir), canonicalOr(dir)}, via...)
 	for _, e := range granted.Entries {
 		for _, f := range forms {
 			if Within(f, e.Dir) {
@@ -201,7 +213,26 @@ func grantedEarlier(dir, bin string, granted Grants) (entry string, byName bool)
 			}
 		}
 	}
-	return granted.holdingCanonical(forms[2]), false
+	for _, f := range append(forms[:1], via...) {
+		if g := granted.holdingCanonical(f); g != "" {
+			return g, false
+		}
+	}
+	return "", false
+}
+
+// linkDirs returns the directory, its links resolved, that holds each symbolic
+// link met on the way from path (absolute) to the file it names (Resolve's
+// Links): whoever can write one of them chooses that file. A path Resolve cannot
+// follow gives the links met so far (EvalSymlinks has resolved it just before;
+// a change since is the race any lookup has).
+func linkDirs(path string) []string {
+	r, _ := Resolve("/", path)
+	dirs := make([]string, 0, len(r.Links))
+	for _, l := range r.Links {
+		dirs = append(dirs, filepath.Dir(l))
+	}
+	return dirs
 }
 
 // NotFoundError says that LookPath found no program it may run.
@@ -213,32 +244,35 @@ type NotFoundError struct {
 func (e *NotFoundError) Error() string { return e.Msg }
 
 // untrustedProgram says why bin (dir/name, from a PATH entry) may not run on the
-// host, "missing" when there is no executable file, or "" when it may run.
-func untrustedProgram(dir, bin string, writable []string) string {
+// host, "missing" when there is no executable file, or "" when it may run; via are
+// the directories holding the links on the way to it (linkDirs), for the checks
+// that follow.
+func untrustedProgram(dir, bin string, writable []string) (why string, via []string) {
 	if dir == "" || !filepath.IsAbs(dir) {
 		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
-			return "missing"
+			return "missing", nil
 		}
-		return "relative PATH entry"
+		return "relative PATH entry", nil
 	}
 	// Most entries do not hold the program: one stat decides, before any resolving.
 	fi, err := os.Stat(bin)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return "missing"
+		return "missing", nil
 	}
 	dir = filepath.Clean(dir)
 	canonDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "missing"
+		return "missing", nil
 	}
 	canon, err := filepath.EvalSymlinks(bin)
 	if err != nil {
-		return "missing"
+		return "missing", nil
 	}
-	for _, p := range []string{dir, canonDir, canon} {
+	via = linkDirs(filepath.Join(dir, filepath.Base(bin)))
+	for _, p := range append([]string{dir, canonDir, canon}, via...) {
 		for _, w := range writable {
 			if Within(p, w) {
-				return "inside " + quote(w) + ", which the sandbox can write"
+				return "inside " + quote(w) + ", which the sandbox can write", via
 			}
 		}
 	}
@@ -248,16 +282,21 @@ func untrustedProgram(dir, bin string, writable []string) string {
 	}
 	for _, p := range dirs {
 		if top, ok := GitTree(p); ok {
-			return "inside the Git working tree " + quote(top) + ", which a session may write"
+			return "inside the Git working tree " + quote(top) + ", which a session may write", via
 		}
+	}
+	// The links' directories are held to every rule but the Git working tree's:
+	// /etc/alternatives lies in one under etckeeper, and a repository a session
+	// was given is in the ledger (grantedEarlier).
+	for _, p := range append(dirs, via...) {
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o002 != 0 {
-			return "its directory is writable by others"
+			return "its directory is writable by others", via
 		}
 	}
 	if fi.Mode().Perm()&0o002 != 0 {
-		return "writable by others"
+		return "writable by others", via
 	}
-	return ""
+	return "", via
 }
 
 // Within reports whether path is dir or lies below it. Both must be clean and absolute.

@@ -160,18 +160,26 @@ func TestLookPathSkipsEarlierGrants(t *testing.T) {
 	}
 }
 
+// ledgerTemp returns a test directory (its links resolved) and, in it, the state
+// directory this process's lookups take the ledger from (XDG_STATE_HOME).
+func ledgerTemp(t *testing.T) (base, xdgState string) {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	xdgState = filepath.Join(base, "state")
+	t.Setenv("XDG_STATE_HOME", xdgState)
+	return base, xdgState
+}
+
 // TestLookPathSkipsRenamedGrants: a directory an earlier session was given
 // writable is skipped under any name it has later: renamed, below a renamed
 // parent, or reached through a link to its new name (a bind mount keeps the
 // identity just as well); the refusal names the ledger's entry.
 func TestLookPathSkipsRenamedGrants(t *testing.T) {
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, state := ledgerTemp(t)
 	const name = "agentbox-lookpath-test"
-	state := filepath.Join(base, "state")
-	t.Setenv("XDG_STATE_HOME", state)
 	good := prog(t, filepath.Join(base, "good"), name, 0o755)
 	tools := filepath.Join(base, "tools")
 	prog(t, filepath.Join(tools, "bin"), name, 0o755)
@@ -218,13 +226,8 @@ func TestLookPathSkipsSecondNames(t *testing.T) {
 	if !testenv.AsTestUser(t) {
 		return
 	}
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, state := ledgerTemp(t)
 	const name = "agentbox-lookpath-test"
-	state := filepath.Join(base, "state")
-	t.Setenv("XDG_STATE_HOME", state)
 	tools := filepath.Join(base, "tools")
 	granted := prog(t, tools, name, 0o755)
 	bin := filepath.Join(base, "bin")
@@ -267,5 +270,92 @@ func TestLookPathSkipsSecondNames(t *testing.T) {
 	}
 	if got, err := LookPath(name); err != nil || got != filepath.Join(bin, name) {
 		t.Errorf("with one name: LookPath = %q, %v; want %s", got, err, filepath.Join(bin, name))
+	}
+}
+
+// TestLookPathSkipsLinksPlantedInGrants: a session cannot plant a program outside
+// what it may write, but it can plant a symbolic link there to any program of the
+// host, and the operator's PATH reaching that link (the grant itself on PATH after a
+// rename, or a link of the operator's own into the grant) would make the launcher
+// run the program the session chose, with the argv meant for another. A program
+// reached through a link that lies in the session's writable directories, in an
+// earlier grant by its name or by its identity, is skipped like one that lies there.
+func TestLookPathSkipsLinksPlantedInGrants(t *testing.T) {
+	base, state := ledgerTemp(t)
+	const name = "agentbox-lookpath-test"
+	good := prog(t, filepath.Join(base, "good"), name, 0o755)
+	chosen := prog(t, filepath.Join(base, "elsewhere"), "sh", 0o755) // the host program the session points at
+	link := func(target, at string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Granted by name, then renamed: the session's link in its bin directory.
+	tools := filepath.Join(base, "tools")
+	link(chosen, filepath.Join(tools, "bin", name))
+	// Granted, still at its name: the session's link, reached through the
+	// operator's link ~/bin/NAME -> tools2/NAME.
+	tools2 := filepath.Join(base, "tools2")
+	link(chosen, filepath.Join(tools2, name))
+	link(filepath.Join(tools2, name), filepath.Join(base, "bin", name))
+	// The session's directory link: the operator's PATH names dots/bin, dots
+	// granted, and the session turned dots/bin into a link to the host's bin.
+	dots := filepath.Join(base, "dots")
+	link(filepath.Dir(chosen), filepath.Join(dots, "bin"))
+	// This session's writable directory, reached through the operator's link.
+	repo := filepath.Join(base, "repo")
+	link(chosen, filepath.Join(repo, name))
+	link(filepath.Join(repo, name), filepath.Join(base, "bin2", name))
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{tools, tools2}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(base, "renamed")
+	if err := os.Rename(tools, renamed); err != nil {
+		t.Fatal(err)
+	}
+	dotsRenamed := filepath.Join(base, "dots-renamed")
+	if err := os.Rename(dots, dotsRenamed); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{filepath.Join(renamed, "bin"), "under another name now"},
+		{filepath.Join(base, "bin"), quote(tools2)},
+		{filepath.Join(base, "bin2"), "which the sandbox can write"},
+	} {
+		t.Setenv("PATH", c.dir+":"+filepath.Dir(good))
+		if got, err := LookPath(name, repo); err != nil || got != good {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want %s past the planted link", c.dir, got, err, good)
+		}
+		t.Setenv("PATH", c.dir)
+		if got, err := LookPath(name, repo); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("PATH=%s: LookPath = %q, %v; want a refusal with %q", c.dir, got, err, c.want)
+		}
+	}
+	// The directory link: the program there is "sh", so look it up by that name.
+	if err := grantledger.Record(grantledger.StateDir(state, ""), []string{dotsRenamed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dotsRenamed, dots); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", filepath.Join(dots, "bin"))
+	if got, err := LookPath("sh"); err == nil || !strings.Contains(err.Error(), quote(dotsRenamed)) {
+		t.Errorf("PATH=%s: LookPath = %q, %v; want a refusal naming the grant whose link it passes", filepath.Join(dots, "bin"), got, err)
+	}
+	// Debian's alternatives under etckeeper: /usr/bin/awk -> /etc/alternatives/awk
+	// -> /usr/bin/mawk, with /etc a Git working tree no session was given. Found.
+	etc := filepath.Join(base, "etc")
+	if err := os.MkdirAll(filepath.Join(etc, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link(chosen, filepath.Join(etc, "alternatives", "sh"))
+	link(filepath.Join(etc, "alternatives", "sh"), filepath.Join(base, "usrbin", "sh"))
+	t.Setenv("PATH", filepath.Join(base, "usrbin"))
+	if got, err := LookPath("sh"); err != nil || got != filepath.Join(base, "usrbin", "sh") {
+		t.Errorf("through alternatives in a Git working tree: LookPath = %q, %v; want it found", got, err)
 	}
 }

@@ -153,63 +153,74 @@ func TestUndoGitRefusesAnotherSessionsIndex(t *testing.T) {
 // refuses the path and (Git 2.39) crashes: every Git command of the operator's
 // failed until `rm .git/index && git reset` (red23s). The audit moves the index to
 // the quarantine and says to run git reset; the operator's git status then runs,
-// and git reset gives a clean tree.
+// and git reset gives a clean tree. The same when the session also writes a
+// .git/config.worktree turning index.sparse on, which Git does not read without
+// extensions.worktreeConfig (the audit took it at its word, review12).
 func TestSparseIndexWithPlantedTree(t *testing.T) {
 	for _, backend := range sandboxtest.Backends(t) {
-		t.Run(backend, func(t *testing.T) {
-			x := newTarget(t, backend)
-			for _, d := range []string{"keep", "sub"} {
-				if err := os.Mkdir(filepath.Join(x.Repo, d), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				sandboxtest.WriteFile(t, filepath.Join(x.Repo, d, "f"), d+"\n")
-			}
-			testenv.Chown(t, x.Repo)
-			testenv.Git(t, x.Home, x.Repo, "add", ".")
-			testenv.Git(t, x.Home, x.Repo, "commit", "-qm", "start")
-			// The plant, made outside: a clone's sparse index, its "sub/" pointed at
-			// the bad tree, whose bytes the session writes into the repository.
-			scratch := filepath.Join(x.Outside, "scratch")
-			testenv.Git(t, x.Home, x.Outside, "clone", "-q", x.Repo, scratch)
-			testenv.Git(t, x.Home, scratch, "sparse-checkout", "set", "--cone", "--sparse-index", "keep")
-			tree := append([]byte("100644 ../x\x00"), bytes.Repeat([]byte{0xab}, sha1.Size)...)
-			treeID := sha1.Sum(append([]byte(fmt.Sprintf("tree %d\x00", len(tree))), tree...))
-			idx, err := os.ReadFile(filepath.Join(scratch, ".git", "index"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			idx, ok := gitindex.PointSparseDir(idx, "sub/", treeID[:])
-			if !ok {
-				t.Fatal("git wrote no sparse directory entry sub/")
-			}
-			if err := os.WriteFile(filepath.Join(x.Outside, "index"), idx, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(x.Outside, "tree"), tree, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			testenv.Chown(t, x.Outside)
-			script := `git hash-object -t tree --literally -w --stdin < "$OUTSIDE/tree" >/dev/null && cp "$OUTSIDE/index" .git/index && echo PLANTED; git status >/dev/null 2>&1 || echo CRASHES; echo DONE`
-			cmd := x.Command(x.Repo, []string{"--no-git-save"}, script)
-			cmd.Env = append(cmd.Env, "OUTSIDE="+x.Outside)
-			r := sandboxtest.Run(cmd)
-			if !strings.Contains(r.Stdout, "PLANTED") || !strings.Contains(r.Stdout, "CRASHES") {
-				t.Fatalf("the session could not plant an index that stops Git:\n%s", r)
-			}
-			if !strings.Contains(r.Stderr, ".git/index (index): is a sparse index") || !strings.Contains(r.Stderr, "git reset") || !strings.Contains(r.Stderr, "moved to ") {
-				t.Errorf("the audit did not move the sparse index out:\n%s", r)
-			}
-			// What the operator does next.
-			status := testenv.Command(t, x.Home, "git", "status", "--porcelain")
-			status.Dir = x.Repo
-			status.Env = append(status.Env, "GIT_CONFIG_NOSYSTEM=1")
-			if out, err := status.CombinedOutput(); err != nil {
-				t.Errorf("the operator's git status after the session: %v\n%s", err, out)
-			}
-			testenv.Git(t, x.Home, x.Repo, "reset", "-q")
-			if out := testenv.Git(t, x.Home, x.Repo, "status", "--porcelain"); out != "" {
-				t.Errorf("after git reset: %q, want a clean tree", out)
-			}
-		})
+		for _, plant := range []struct{ name, script string }{
+			{"index", ""},
+			{"index and config.worktree", `printf '[index]\n\tsparse = true\n' > .git/config.worktree && `},
+		} {
+			t.Run(backend+"/"+plant.name, func(t *testing.T) {
+				sparseIndexWithPlantedTree(t, backend, plant.script)
+			})
+		}
+	}
+}
+
+func sparseIndexWithPlantedTree(t *testing.T, backend, plant string) {
+	x := newTarget(t, backend)
+	for _, d := range []string{"keep", "sub"} {
+		if err := os.Mkdir(filepath.Join(x.Repo, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sandboxtest.WriteFile(t, filepath.Join(x.Repo, d, "f"), d+"\n")
+	}
+	testenv.Chown(t, x.Repo)
+	testenv.Git(t, x.Home, x.Repo, "add", ".")
+	testenv.Git(t, x.Home, x.Repo, "commit", "-qm", "start")
+	// The plant, made outside: a clone's sparse index, its "sub/" pointed at
+	// the bad tree, whose bytes the session writes into the repository.
+	scratch := filepath.Join(x.Outside, "scratch")
+	testenv.Git(t, x.Home, x.Outside, "clone", "-q", x.Repo, scratch)
+	testenv.Git(t, x.Home, scratch, "sparse-checkout", "set", "--cone", "--sparse-index", "keep")
+	tree := append([]byte("100644 ../x\x00"), bytes.Repeat([]byte{0xab}, sha1.Size)...)
+	treeID := sha1.Sum(append([]byte(fmt.Sprintf("tree %d\x00", len(tree))), tree...))
+	idx, err := os.ReadFile(filepath.Join(scratch, ".git", "index"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, ok := gitindex.PointSparseDir(idx, "sub/", treeID[:])
+	if !ok {
+		t.Fatal("git wrote no sparse directory entry sub/")
+	}
+	if err := os.WriteFile(filepath.Join(x.Outside, "index"), idx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(x.Outside, "tree"), tree, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Chown(t, x.Outside)
+	script := plant + `git hash-object -t tree --literally -w --stdin < "$OUTSIDE/tree" >/dev/null && cp "$OUTSIDE/index" .git/index && echo PLANTED; git status >/dev/null 2>&1 || echo CRASHES; echo DONE`
+	cmd := x.Command(x.Repo, []string{"--no-git-save"}, script)
+	cmd.Env = append(cmd.Env, "OUTSIDE="+x.Outside)
+	r := sandboxtest.Run(cmd)
+	if !strings.Contains(r.Stdout, "PLANTED") || !strings.Contains(r.Stdout, "CRASHES") {
+		t.Fatalf("the session could not plant an index that stops Git:\n%s", r)
+	}
+	if !strings.Contains(r.Stderr, ".git/index (index): is a sparse index") || !strings.Contains(r.Stderr, "git reset") || !strings.Contains(r.Stderr, "moved to ") {
+		t.Errorf("the audit did not move the sparse index out:\n%s", r)
+	}
+	// What the operator does next.
+	status := testenv.Command(t, x.Home, "git", "status", "--porcelain")
+	status.Dir = x.Repo
+	status.Env = append(status.Env, "GIT_CONFIG_NOSYSTEM=1")
+	if out, err := status.CombinedOutput(); err != nil {
+		t.Errorf("the operator's git status after the session: %v\n%s", err, out)
+	}
+	testenv.Git(t, x.Home, x.Repo, "reset", "-q")
+	if out := testenv.Git(t, x.Home, x.Repo, "status", "--porcelain"); out != "" {
+		t.Errorf("after git reset: %q, want a clean tree", out)
 	}
 }

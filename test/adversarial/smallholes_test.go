@@ -73,46 +73,26 @@ var smallHoleAttacks = []attack{
 			chmod +x "$TOOLS/$p"
 		done
 		echo DONE`,
-		check: func(t *testing.T, x *target, r sandboxtest.Result) {
-			tools := ""
-			for i, a := range x.args {
-				if a == "--add-dir" && i+1 < len(x.args) {
-					tools = x.args[i+1]
-				}
+		check: addedDirOnPathLater},
+	// The same directory, where the session cannot write a program the host runs
+	// but plants links to one of the host's (review12): the link is what it chose.
+	{name: "link planted in an added directory on the operator's PATH later",
+		setup: func(t *testing.T, x *target) []string {
+			tools := testenv.Dir(t, "tools")
+			host := testenv.Dir(t, "host-programs")
+			prog := filepath.Join(host, "prog")
+			if err := os.WriteFile(prog, []byte(fmt.Sprintf("#!/bin/sh\ntouch %q/linked\nexit 1\n", x.Pwned)), 0o755); err != nil {
+				t.Fatal(err)
 			}
-			bwrapDir := filepath.Dir(sandboxtest.BwrapPath(t))
-			if bwrapDir == "." {
-				bwrapDir = filepath.Dir(testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0 to put on PATH"))
-			}
-			// Renamed (or bind-mounted, or linked to) later, the directory is still
-			// the one given: the ledger lists its identity too.
-			renamed := tools + "-renamed"
-			for i, dir := range []string{tools, renamed} {
-				if i == 1 {
-					if err := os.Rename(tools, renamed); err != nil {
-						t.Fatal(err)
-					}
-				}
-				path := strings.Join([]string{dir, bwrapDir, "/usr/local/bin:/usr/bin:/bin"}, ":")
-				for _, args := range [][]string{
-					{"exec", "--no-git-save", "--", "/bin/true"}, // the recorder's git
-					{"exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "/bin/true"},
-					{"log"},
-					{"doctor"},
-				} {
-					cmd := testenv.Command(t, x.Home, x.Bin, args...)
-					cmd.Dir = x.Repo
-					cmd.Env = append(withoutEnv(cmd.Env, "PATH", "AGENTBOX_BWRAP"), "PATH="+path)
-					res := sandboxtest.Run(cmd)
-					if args[0] != "doctor" && res.Code != 0 {
-						t.Errorf("agentbox %s with the added directory first on PATH as %s: want the real programs found further down:\n%s", args, dir, res)
-					}
-				}
-			}
-			if names := testenv.DirNames(t, x.Pwned); len(names) > 0 {
-				t.Errorf("agentbox ran programs an earlier session planted in its added directory, on the host: %v", names)
-			}
-		}},
+			testenv.Chown(t, prog)
+			x.args = append(x.args, "--add-dir", tools)
+			x.env = append(x.env, "TOOLS="+tools, "HOSTPROG="+prog)
+			return nil
+		},
+		script: `
+		for p in git bwrap; do ln -s "$HOSTPROG" "$TOOLS/$p"; done
+		echo DONE`,
+		check: addedDirOnPathLater},
 }
 
 // withoutEnv drops the variables named from env.
@@ -300,5 +280,49 @@ func TestHostileStringsOnTerminal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// addedDirOnPathLater is the check of the planted-in-an-added-directory escapes:
+// with that directory (then renamed) first on PATH, agentbox's host-side commands
+// find the real programs and run nothing the session left there.
+func addedDirOnPathLater(t *testing.T, x *target, _ sandboxtest.Result) {
+	tools := ""
+	for i, a := range x.args {
+		if a == "--add-dir" && i+1 < len(x.args) {
+			tools = x.args[i+1]
+		}
+	}
+	bwrapDir := filepath.Dir(sandboxtest.BwrapPath(t))
+	if bwrapDir == "." {
+		bwrapDir = filepath.Dir(testenv.SetupFile(t, sandboxtest.BuiltBwrap, "bubblewrap 0.12.0 to put on PATH"))
+	}
+	// Renamed (or bind-mounted, or linked to) later, the directory is still
+	// the one given: the ledger lists its identity too.
+	renamed := tools + "-renamed"
+	for i, dir := range []string{tools, renamed} {
+		if i == 1 {
+			if err := os.Rename(tools, renamed); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := strings.Join([]string{dir, bwrapDir, "/usr/local/bin:/usr/bin:/bin"}, ":")
+		for _, args := range [][]string{
+			{"exec", "--no-git-save", "--", "/bin/true"}, // the recorder's git
+			{"exec", "--backend", "bwrap", "--no-git-save", "--no-record", "--", "/bin/true"},
+			{"log"},
+			{"doctor"},
+		} {
+			cmd := testenv.Command(t, x.Home, x.Bin, args...)
+			cmd.Dir = x.Repo
+			cmd.Env = append(withoutEnv(cmd.Env, "PATH", "AGENTBOX_BWRAP"), "PATH="+path)
+			res := sandboxtest.Run(cmd)
+			if args[0] != "doctor" && res.Code != 0 {
+				t.Errorf("agentbox %s with the added directory first on PATH as %s: want the real programs found further down:\n%s", args, dir, res)
+			}
+		}
+	}
+	if names := testenv.DirNames(t, x.Pwned); len(names) > 0 {
+		t.Errorf("agentbox ran programs an earlier session planted in its added directory, on the host: %v", names)
 	}
 }
