@@ -141,7 +141,9 @@ func confineThread(roots []string) error {
 		access |= kernel.LandlockAccessFSRefer
 	}
 	attr := kernel.LandlockRulesetAttr{HandledAccessFS: access}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), 8, 0)
+	// Only the file-system field is handled: the size given stops before the
+	// network and scope fields, which a kernel before ABI 4 does not know.
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.HandledAccessFS), 0)
 	if errno != 0 {
 		return errno
 	}
