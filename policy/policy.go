@@ -218,7 +218,7 @@ func New(opts Options) (*Policy, error) {
 	}
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
-	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // the readers' unless Options.Home moves it (prepare.recordForReaders)
+	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // the Go API passes its environment's XDG_STATE_HOME, so that Options.Home does not move it
 	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
 		return nil, err
 	}

@@ -27,11 +27,13 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -250,7 +252,7 @@ func config(opts Options) (session.Config, error) {
 		Devices:       opts.Devices,
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
-		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
+		XDGStateHome:  operatorStateHome(),
 		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
 		Command:       opts.Command,
 		UnsetEnv:      opts.UnsetEnv,
@@ -282,6 +284,22 @@ func config(opts Options) (session.Config, error) {
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:   opts.Env, InitBinary: opts.InitBinary, InitFile: initFile, KeepGC: true,
 	}, nil
+}
+
+// operatorStateHome is where agentbox keeps the operator's state (pending-audit
+// journals and their locks, records, snapshots, the grant ledger): the directory
+// every other launch takes from XDG_STATE_HOME, else $HOME — the CLI's, `agentbox
+// audit`'s and other Go API sessions' — even when Options.Home gives the command a
+// HOME of its own. Placed below that HOME, a session's journal was one no launch
+// beside it saw: that launch took this session's plants for the user's own in its
+// baseline, and a killed launcher's session was left for launches that never look
+// there. With neither variable set there is no such place, and the state follows
+// Options.Home as before.
+func operatorStateHome() string {
+	if dir := grantledger.StateDirFromEnv(); dir != "" {
+		return filepath.Dir(dir)
+	}
+	return os.Getenv("XDG_STATE_HOME")
 }
 
 // portStrings spells forwardings as agentbox exec takes them, for the one parser.
