@@ -69,3 +69,40 @@ func TestMovedHomeSharesTheOperatorsPendingAudits(t *testing.T) {
 		t.Error("the session kept agentbox's state below the HOME it overlays")
 	}
 }
+
+// TestMovedHomeKeepsTheOperatorsStartupFiles: a Go API session whose Options.Home
+// gives the command a HOME of its own still finds the start-up files of the
+// operator's HOME (the program's $HOME) that lie in the repository — a dotfiles
+// checkout with ~/.bashrc linked into it — and keeps them read-only, as agentbox
+// exec does. On main only those of Options.Home were looked for: the session wrote
+// what the operator's next shell ran.
+func TestMovedHomeKeepsTheOperatorsStartupFiles(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	home, _ := filepath.EvalSymlinks(os.Getenv("HOME"))
+	repo, err := os.MkdirTemp(home, "dotfiles-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(repo, "bashrc")
+	if err := os.WriteFile(rc, []byte("# mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rc, filepath.Join(home, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(home, ".bashrc")) })
+	for _, agentHome := range []string{"moved", "/"} {
+		if agentHome == "moved" {
+			if agentHome, err = os.MkdirTemp(home, "agent-home-"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := Run(Options{Command: []string{"/bin/sh", "-c", `echo 'touch /tmp/pwned' >> "$1"`, "sh", rc}, Repo: repo, Dir: repo, Home: agentHome, NoRecord: true, Log: &strings.Builder{}})
+		b, _ := os.ReadFile(rc)
+		if err == nil && (res.Status == 0 || string(b) != "# mine\n") {
+			t.Errorf("Home %s: the session wrote ~/.bashrc's target in the repository (status %d): %q", agentHome, res.Status, b)
+		}
+	}
+}
