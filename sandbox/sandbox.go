@@ -253,7 +253,7 @@ func config(opts Options) (session.Config, error) {
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
 		XDGStateHome:  operatorStateHome(),
-		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+		XDGConfigHome: operatorConfigHome(),
 		Command:       opts.Command,
 		UnsetEnv:      opts.UnsetEnv,
 		ClearEnv:      opts.ClearEnv,
@@ -300,6 +300,21 @@ func operatorStateHome() string {
 		return filepath.Dir(dir)
 	}
 	return os.Getenv("XDG_STATE_HOME")
+}
+
+// operatorConfigHome is where the operator's agentbox exec reads its config
+// (${XDG_CONFIG_HOME:-$HOME/.config} of this process's environment), whatever
+// Options.Home says, so that a repository holding it is refused here as there
+// (policy's checkConfigNotWritable): a session could otherwise write the config
+// that widens the operator's next agentbox exec.
+func operatorConfigHome() string {
+	if dir := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(dir) {
+		return dir
+	}
+	if home := os.Getenv("HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".config")
+	}
+	return ""
 }
 
 // portStrings spells forwardings as agentbox exec takes them, for the one parser.

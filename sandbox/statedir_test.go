@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +105,38 @@ func TestMovedHomeKeepsTheOperatorsStartupFiles(t *testing.T) {
 		if err == nil && (res.Status == 0 || string(b) != "# mine\n") {
 			t.Errorf("Home %s: the session wrote ~/.bashrc's target in the repository (status %d): %q", agentHome, res.Status, b)
 		}
+	}
+}
+
+// TestMovedHomeKeepsTheOperatorsConfigOutOfReach: the config agentbox exec reads
+// (${XDG_CONFIG_HOME:-$HOME/.config}/agentbox of the program's environment) stays
+// out of a Go API session's writable directories when Options.Home gives the
+// command another HOME: a repository that holds it is refused, as by agentbox exec.
+// On main the check looked below Options.Home only, and the session could write the
+// config that widens the operator's next agentbox exec.
+func TestMovedHomeKeepsTheOperatorsConfigOutOfReach(t *testing.T) {
+	if !asTestUser(t) {
+		return
+	}
+	home, _ := filepath.EvalSymlinks(os.Getenv("HOME"))
+	repo := filepath.Join(home, ".config", "agentbox")
+	if err := os.MkdirAll(repo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	agentHome, err := os.MkdirTemp(home, "agent-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(repo, "config.toml")
+	res, err := Run(Options{Command: []string{"/bin/sh", "-c", `echo 'allow-git-push = true' > "$1"`, "sh", config}, Repo: repo, Dir: repo, Home: agentHome, NoRecord: true, Log: &strings.Builder{}})
+	if err == nil {
+		b, _ := os.ReadFile(config)
+		t.Fatalf("a session of the repository holding the operator's config ran (status %d; config now %q), want refused", res.Status, b)
+	}
+	if !strings.Contains(err.Error(), "config") {
+		t.Errorf("refused with %q, want the words naming agentbox's config", err)
 	}
 }
