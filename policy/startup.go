@@ -42,18 +42,8 @@ const maxStartupHops = 40
 // a grant (the session could point it elsewhere), a start-up directory that is the
 // grant itself, and a missing file the session could create at the grant's top.
 func resolveStartup(p *Policy, opts Options) error {
-	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
-	if opts.Environ != nil {
-		env = func(name string) string {
-			for _, kv := range opts.Environ {
-				if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-					return v
-				}
-			}
-			return ""
-		}
-	}
-	homes := startupHomes(p.Home, env("HOME"))
+	env := operatorEnv(opts) // the Go API passes no Environ: its caller's is the launcher's
+	homes := startupHomes(p.Home, operatorHome(env("HOME")))
 	if len(homes) == 0 {
 		return nil
 	}
@@ -108,26 +98,19 @@ func resolveStartup(p *Policy, opts Options) error {
 }
 
 // startupHomes are the HOMEs whose start-up files a session must not write: the
-// one it overlays, and the operator's ($HOME of the launcher's environment), whose
-// shells and agents run them after the session. The two differ only for a Go API
-// program whose Options.Home gives the command a HOME of its own (or none): the
-// files its own later shells run are still those of its $HOME.
+// one it overlays, and the operator's (operatorHome), whose shells and agents run
+// them after the session. The two differ only for a Go API program whose
+// Options.Home gives the command a HOME of its own (or none): the files its own
+// later shells run are still those of its $HOME.
 func startupHomes(overlaid, operator string) []string {
 	homes := make([]string, 0, 2)
 	if overlaid != "" {
 		homes = append(homes, overlaid)
 	}
-	if !filepath.IsAbs(operator) {
-		return homes
+	if operator != "" && operator != overlaid {
+		homes = append(homes, operator)
 	}
-	canon, err := filepath.EvalSymlinks(operator)
-	if err != nil || canon == "/" || canon == overlaid {
-		return homes
-	}
-	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
-		return homes
-	}
-	return append(homes, canon)
+	return homes
 }
 
 // startupScan is one launch's resolution of the start-up paths.
