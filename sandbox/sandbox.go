@@ -55,6 +55,10 @@ type Options struct {
 	// command starts in Repo.
 	Dir string
 	// Home is the HOME overlaid read-write-but-disposable; empty: $HOME; "/": none.
+	// It moves the command's HOME only (set HOME in Env to match): agentbox's state
+	// and config, the start-up files kept read-only and P6's refusal stay those of
+	// this program's environment ($XDG_STATE_HOME, $XDG_CONFIG_HOME, $HOME), which
+	// the operator's shells and agentbox commands use.
 	Home string
 	// Env is the command's environment; nil: the caller's (os.Environ).
 	Env []string
