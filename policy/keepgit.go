@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -75,18 +74,7 @@ func checkKeptGit(p *Policy, opts Options) error {
 	if len(p.Keep) == 0 {
 		return nil
 	}
-	getenv := os.Getenv
-	if opts.Environ != nil {
-		getenv = func(k string) string {
-			for _, kv := range opts.Environ {
-				if n, v, ok := strings.Cut(kv, "="); ok && n == k {
-					return v
-				}
-			}
-			return ""
-		}
-	}
-	for _, gp := range gitHostPaths(p.Home, getenv) {
+	for _, gp := range gitHostPaths(p.Home, operatorEnv(opts)) {
 		for _, form := range canonicalForms(filepath.Clean(gp)) {
 			for _, k := range p.Keep {
 				if hostpath.Within(form, k.Path) || hostpath.Within(k.Path, form) {

@@ -194,7 +194,13 @@ func New(opts Options) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckRepo(repo, home); err != nil {
+	err = CheckRepo(repo, home)
+	if op := operatorHome(operatorEnv(opts)("HOME")); err == nil && op != "" && op != home {
+		// P6 for the operator's HOME too, where Options.Home gave the command
+		// another (the Go API): it holds the operator's shell, SSH and Git set-up.
+		err = CheckRepo(repo, op)
+	}
+	if err != nil {
 		if opts.Repo == "" {
 			// The repository was not named: it came from the working directory.
 			var pe *Error
@@ -218,7 +224,7 @@ func New(opts Options) (*Policy, error) {
 	}
 
 	p.CacheDir = xdgDir(opts.XDGCacheHome, opts.Home, ".cache")
-	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // the readers' unless Options.Home moves it (prepare.recordForReaders)
+	p.StateDir = grantledger.StateDir(opts.XDGStateHome, opts.Home) // the Go API passes its environment's XDG_STATE_HOME, so that Options.Home does not move it
 	if err := CheckRepoState(p.Repo, p.StateDir); err != nil && !p.ReadOnly {
 		return nil, err
 	}
@@ -333,6 +339,38 @@ func xdgDir(xdg, home, fallback string) string {
 		return filepath.Join(home, fallback, "agentbox")
 	}
 	return ""
+}
+
+// operatorHome is the canonical form of home, the operator's $HOME (operatorEnv),
+// when it is an existing directory other than "/"; "" otherwise.
+func operatorHome(home string) string {
+	if !filepath.IsAbs(home) {
+		return ""
+	}
+	canon, err := filepath.EvalSymlinks(home)
+	if err != nil || canon == "/" {
+		return ""
+	}
+	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return canon
+}
+
+// operatorEnv looks variables up in the launcher's environment: opts.Environ, or
+// this process's where it is nil (the Go API, whose caller is the launcher).
+func operatorEnv(opts Options) func(string) string {
+	if opts.Environ == nil {
+		return os.Getenv
+	}
+	return func(name string) string {
+		for _, kv := range opts.Environ {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+				return v
+			}
+		}
+		return ""
+	}
 }
 
 func resolveHome(home string) (string, error) {

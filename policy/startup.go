@@ -42,64 +42,81 @@ const maxStartupHops = 40
 // a grant (the session could point it elsewhere), a start-up directory that is the
 // grant itself, and a missing file the session could create at the grant's top.
 func resolveStartup(p *Policy, opts Options) error {
-	if p.Home == "" {
+	env := operatorEnv(opts) // the Go API passes no Environ: its caller's is the launcher's
+	homes := startupHomes(p.Home, operatorHome(env("HOME")))
+	if len(homes) == 0 {
 		return nil
 	}
-	sc := startupScan{p: p, walk: map[string]string{}}
+	var grants, kept []string
 	for _, g := range p.Grants() {
 		if g.What == "repo" || g.What == "--add-dir" {
-			sc.grants = append(sc.grants, g.Path)
+			grants = append(grants, g.Path)
 		}
 	}
 	for _, k := range p.Keep {
 		if k.From == "--keep" {
-			sc.kept = append(sc.kept, k.Path)
+			kept = append(kept, k.Path)
 		}
 	}
-	if len(sc.grants) == 0 && len(sc.kept) == 0 {
+	if len(grants) == 0 && len(kept) == 0 {
 		return nil
 	}
-	env := os.Getenv // the Go API passes no Environ: its caller's is the launcher's
-	if opts.Environ != nil {
-		env = func(name string) string {
-			for _, kv := range opts.Environ {
-				if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-					return v
-				}
+	var found []StartupFile
+	scans := make([]*startupScan, 0, len(homes))
+	for _, home := range homes {
+		sc := &startupScan{p: p, home: home, grants: grants, kept: kept, walk: map[string]string{}}
+		var homeLinks []string
+		sc.seen, homeLinks = homeListing(home)
+		for _, sp := range agentcfg.StartupPaths(home, env) {
+			if err := sc.consider(sp, false, false); err != nil {
+				return err
 			}
-			return ""
 		}
+		for _, l := range linkedStartupPaths(home, env("XDG_CONFIG_HOME"), homeLinks, sc.seen) {
+			if sc.grantOf(l.at) != "" || firstWithin(l.at, sc.kept) != "" {
+				continue // a link of the grant's own: the session's to change, as any file there
+			}
+			if err := sc.consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
+				return err
+			}
+		}
+		found = append(found, sc.found...)
+		scans = append(scans, sc)
 	}
-	var homeLinks []string
-	sc.seen, homeLinks = homeListing(p.Home)
-	for _, sp := range agentcfg.StartupPaths(p.Home, env) {
-		if err := sc.consider(sp, false, false); err != nil {
-			return err
-		}
-	}
-	for _, l := range linkedStartupPaths(p.Home, env("XDG_CONFIG_HOME"), homeLinks, sc.seen) {
-		if sc.grantOf(l.at) != "" || firstWithin(l.at, sc.kept) != "" {
-			continue // a link of the grant's own: the session's to change, as any file there
-		}
-		if err := sc.consider(l.StartupPath, true, l.wholeGrantRuns); err != nil {
-			return err
-		}
-	}
-	p.Startup = dedupStartup(sc.found)
+	p.Startup = dedupStartup(found)
 	// What the directories kept read-only lead to, once all of them are known: a
 	// link from one into another is no way out.
 	walkLeft := maxStartupWalk
-	for _, dir := range slices.Sorted(maps.Keys(sc.walk)) {
-		if why := dirEscape(dir, p.Home, sc.grants, p.Startup, sc.seen, &walkLeft); why != "" {
-			return &Error{What: "start-up file", Path: sc.walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(sc.grantOf(dir)) + ", " + why}
+	for _, sc := range scans {
+		for _, dir := range slices.Sorted(maps.Keys(sc.walk)) {
+			if why := dirEscape(dir, sc.home, sc.grants, p.Startup, sc.seen, &walkLeft); why != "" {
+				return &Error{What: "start-up file", Path: sc.walk[dir], Reason: "leads to the directory " + quote(dir) + " in the writable " + quote(sc.grantOf(dir)) + ", " + why}
+			}
 		}
 	}
 	return nil
 }
 
+// startupHomes are the HOMEs whose start-up files a session must not write: the
+// one it overlays, and the operator's (operatorHome), whose shells and agents run
+// them after the session. The two differ only for a Go API program whose
+// Options.Home gives the command a HOME of its own (or none): the files its own
+// later shells run are still those of its $HOME.
+func startupHomes(overlaid, operator string) []string {
+	homes := make([]string, 0, 2)
+	if overlaid != "" {
+		homes = append(homes, overlaid)
+	}
+	if operator != "" && operator != overlaid {
+		homes = append(homes, operator)
+	}
+	return homes
+}
+
 // startupScan is one launch's resolution of the start-up paths.
 type startupScan struct {
 	p            *Policy
+	home         string   // the HOME whose start-up paths it resolves (startupHomes)
 	grants, kept []string // the repository and --add-dir; the plain kept paths
 	seen         map[string]pathState
 	found        []StartupFile
@@ -125,7 +142,7 @@ func (sc *startupScan) grantOf(path string) string { return firstWithin(path, sc
 // link lies where programs load whole directories (~/.config, ~/.local/bin).
 func (sc *startupScan) consider(sp agentcfg.StartupPath, linked, wholeGrantRuns bool) error {
 	p := sc.p
-	final, links, missing, ok := resolveLinks(sp.Path, p.Home, sc.seen)
+	final, links, missing, ok := resolveLinks(sp.Path, sc.home, sc.seen)
 	if !ok {
 		return nil // a loop or an unreadable directory: the operator's program cannot open it either
 	}

@@ -36,10 +36,13 @@ import (
 //	   |                                       |  nsinit.Run
 //	   |<== reply: status, phases, or error ===|
 type Launcher struct {
-	ctl  *os.File // the program's end of the helper's control socket
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	done bool
+	ctl *os.File // the program's end of the helper's control socket
+	cmd *exec.Cmd
+	// uid and gid are the program's when it started the helper, which keeps them:
+	// its sandboxes get them (each backend maps its own ids to themselves).
+	uid, gid int
+	mu       sync.Mutex
+	done     bool
 }
 
 // envLauncher marks the helper process.
@@ -85,7 +88,7 @@ func NewLauncher(binary string) (*Launcher, error) {
 		ctl.Close()
 		return nil, fmt.Errorf("sandbox: start launcher %s: %w", termsafe.Quote(binary), err)
 	}
-	return &Launcher{ctl: ctl, cmd: cmd}, nil
+	return &Launcher{ctl: ctl, cmd: cmd, uid: os.Getuid(), gid: os.Getgid()}, nil
 }
 
 // helperCommand is the helper's command: binary, or the file open for it (nil:
@@ -157,6 +160,13 @@ const maxFrame = 4 << 20
 func (l *Launcher) Run(opts Options) (Result, error) {
 	if len(opts.HostPorts) > 0 || len(opts.Publish) > 0 {
 		return Result{}, errors.New("sandbox: a Launcher cannot serve HostPorts or Publish (its helper hands the launcher no sockets of the init): use sandbox.Run")
+	}
+	// The session is prepared here, for this process's ids (a root session's
+	// cover, mounts.IsHostRoot; the user's state and cache), and its command
+	// gets the helper's: a program that dropped root after NewLauncher would run
+	// a host-root command under a plan made for a user.
+	if uid, gid := os.Getuid(), os.Getgid(); uid != l.uid || gid != l.gid {
+		return Result{}, fmt.Errorf("sandbox: this Launcher's helper runs as uid %d gid %d, and this program now as uid %d gid %d: its sandboxes would get the helper's ids under a plan made for these; call NewLauncher again after changing ids", l.uid, l.gid, uid, gid)
 	}
 	return run(opts, launcherDriver{l})
 }

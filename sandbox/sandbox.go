@@ -27,11 +27,13 @@ import (
 	"github.com/agentbox/agentbox/internal/termsafe"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/snapshot"
+	"github.com/agentbox/agentbox/internal/grantledger"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/nsinit"
 	"github.com/agentbox/agentbox/policy"
@@ -53,6 +55,10 @@ type Options struct {
 	// command starts in Repo.
 	Dir string
 	// Home is the HOME overlaid read-write-but-disposable; empty: $HOME; "/": none.
+	// It moves the command's HOME only (set HOME in Env to match): agentbox's state
+	// and config, the start-up files kept read-only and P6's refusal stay those of
+	// this program's environment ($XDG_STATE_HOME, $XDG_CONFIG_HOME, $HOME), which
+	// the operator's shells and agentbox commands use.
 	Home string
 	// Env is the command's environment; nil: the caller's (os.Environ).
 	Env []string
@@ -250,8 +256,8 @@ func config(opts Options) (session.Config, error) {
 		Devices:       opts.Devices,
 		Backend:       policy.BackendNative,
 		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
-		XDGStateHome:  os.Getenv("XDG_STATE_HOME"),
-		XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"),
+		XDGStateHome:  operatorStateHome(),
+		XDGConfigHome: operatorConfigHome(),
 		Command:       opts.Command,
 		UnsetEnv:      opts.UnsetEnv,
 		ClearEnv:      opts.ClearEnv,
@@ -282,6 +288,37 @@ func config(opts Options) (session.Config, error) {
 		Stdio: &backend.Stdio{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr},
 		Env:   opts.Env, InitBinary: opts.InitBinary, InitFile: initFile, KeepGC: true,
 	}, nil
+}
+
+// operatorStateHome is where agentbox keeps the operator's state (pending-audit
+// journals and their locks, records, snapshots, the grant ledger): the directory
+// every other launch takes from XDG_STATE_HOME, else $HOME — the CLI's, `agentbox
+// audit`'s and other Go API sessions' — even when Options.Home gives the command a
+// HOME of its own. Placed below that HOME, a session's journal was one no launch
+// beside it saw: that launch took this session's plants for the user's own in its
+// baseline, and a killed launcher's session was left for launches that never look
+// there. With neither variable set there is no such place, and the state follows
+// Options.Home as before.
+func operatorStateHome() string {
+	if dir := grantledger.StateDirFromEnv(); dir != "" {
+		return filepath.Dir(dir)
+	}
+	return os.Getenv("XDG_STATE_HOME")
+}
+
+// operatorConfigHome is where the operator's agentbox exec reads its config
+// (${XDG_CONFIG_HOME:-$HOME/.config} of this process's environment), whatever
+// Options.Home says, so that a repository holding it is refused here as there
+// (policy's checkConfigNotWritable): a session could otherwise write the config
+// that widens the operator's next agentbox exec.
+func operatorConfigHome() string {
+	if dir := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(dir) {
+		return dir
+	}
+	if home := os.Getenv("HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".config")
+	}
+	return ""
 }
 
 // portStrings spells forwardings as agentbox exec takes them, for the one parser.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -80,6 +81,9 @@ type auditJournal struct {
 	IDs map[string]audit.DirID `json:"ids,omitempty"`
 }
 
+// journalSeq numbers the journals this process writes (writeJournal).
+var journalSeq atomic.Uint64
+
 // journalPrefix names the journals of repo: a hash of its path, so that any path fits.
 func journalPrefix(repo string) string {
 	sum := sha256.Sum256([]byte(repo))
@@ -112,7 +116,11 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("pending-audit journal: %w", err)
 	}
-	name := filepath.Join(dir, journalPrefix(a.repo)+strconv.Itoa(pid)+journalSuffix)
+	// The launcher's PID, and the session's number in it: a Go API program runs
+	// sessions of one repository at once, and under one name the second's journal
+	// replaced the first's, whose session then ran on with none once the second
+	// removed it.
+	name := filepath.Join(dir, journalPrefix(a.repo)+strconv.Itoa(pid)+"-"+strconv.FormatUint(journalSeq.Add(1), 10)+journalSuffix)
 	_, err = tmp.Write(b)
 	if err == nil {
 		err = unix.Flock(int(tmp.Fd()), unix.LOCK_EX|unix.LOCK_NB)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,37 @@ func TestFinishCountsUnresolved(t *testing.T) {
 	// the launch (gitguard/audit/audit_held_linux.go), and said.
 	if out.Unresolved != 0 || !strings.Contains(stderr.String(), "was moved during the session to "+repo+".moved") {
 		t.Errorf("a repository moved away: %d unresolved: %s", out.Unresolved, stderr.String())
+	}
+}
+
+// TestHoldRepoNamesTheRunningLauncher: undo's refusal names the running session's
+// launcher PID, read from its journal's name HASH-PID-N.journal; two sessions of
+// one process have two journals, and it names the PID once for each.
+func TestHoldRepoNamesTheRunningLauncher(t *testing.T) {
+	repo, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &policy.Policy{Repo: repo, StateDir: t.TempDir()}
+	var stderr bytes.Buffer
+	for range 2 {
+		a, err := Start(&Config{Stderr: &stderr, NoRecord: true}, p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.journal.Close()
+	}
+	ents, _ := os.ReadDir(filepath.Join(p.StateDir, "audit-pending"))
+	if len(ents) != 2 {
+		t.Errorf("two sessions of one process left %d journals, want 2", len(ents))
+	}
+	release, err := HoldRepo(p.StateDir, repo)
+	if err == nil {
+		release()
+		t.Fatal("HoldRepo went on while two sessions ran")
+	}
+	pid := strconv.Itoa(os.Getpid())
+	if want := "launcher PID " + pid + ", " + pid + ")"; !strings.Contains(err.Error(), want) {
+		t.Errorf("refusal %q does not name the launcher (want %q)", err, want)
 	}
 }

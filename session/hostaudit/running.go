@@ -65,7 +65,8 @@ func runningPIDs(stateDir, repo string) []string {
 		}
 		defer f.Close()
 		if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil {
-			pid := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, journalPrefix(repo)), journalSuffix), ".json")
+			// HASH-PID-N.journal (HASH-PID.journal, .json before wt/red25g)
+			pid, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, journalPrefix(repo)), journalSuffix), ".json"), "-")
 			if _, err := strconv.Atoi(pid); err != nil {
 				pid = "?"
 			}

@@ -94,7 +94,8 @@ func RecordGrants(p *policy.Policy, gitDirs []string) error {
 // recordForReaders lists dirs in the ledger this process's environment names too,
 // when that is not the policy's: the readers (hostpath.LookPath, the Go API's
 // InitBinary, the CLI run later) take the state directory from XDG_STATE_HOME and
-// HOME, while a Go API program's Options.Home moves the policy's. Policy keeps the
+// HOME, while a policy may be made with another (the Go API passes its
+// environment's since wt/red25g, whatever Options.Home says). Policy keeps the
 // session out of its own state directory only; this one is kept out here, after it
 // exists, so that its canonical form is the one compared.
 func recordForReaders(policyState string, dirs []string) error {
