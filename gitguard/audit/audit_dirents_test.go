@@ -136,13 +136,17 @@ func FuzzParseDirents(f *testing.F) {
 			}
 		}
 		for _, e := range ents {
-			if e.name == "" || e.name == "." || e.name == ".." || strings.IndexByte(e.name, 0) >= 0 {
-				t.Fatalf("name %q", e.name)
+			name := e.Name()
+			if name == "" || name == "." || name == ".." || strings.IndexByte(name, 0) >= 0 {
+				t.Fatalf("name %q", name)
 			}
-			// The byte after the name, in the string it was cut from.
-			after := unsafe.Slice(unsafe.StringData(e.name), len(e.name)+1)[len(e.name)]
+			// The byte after the name, in the buffer it was cut from.
+			after := unsafe.Slice(unsafe.StringData(name), len(name)+1)[len(name)]
 			if after != 0 {
-				t.Fatalf("name %q not followed by a NUL", e.name)
+				t.Fatalf("name %q not followed by a NUL", name)
+			}
+			if d, ok := e.(dirent); !ok || d.p != unsafe.StringData(name) {
+				t.Fatalf("entry %q is not a dirent of its own name", name)
 			}
 		}
 	})
