@@ -134,24 +134,8 @@ func (r *direntReader) fill() error {
 	if err != nil {
 		return &os.SyscallError{Syscall: "getdents64", Err: err}
 	}
-	if len(unknown) > 0 {
-		kept, u := ents[:0], 0
-		for i, e := range ents {
-			if u < len(unknown) && unknown[u] == i {
-				u++
-				var st unix.Stat_t
-				err := unix.Fstatat(r.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW)
-				if err == unix.ENOENT {
-					continue // gone since it was listed, as ReadDir skips it
-				}
-				if err != nil {
-					return &os.PathError{Op: "lstat", Path: e.Name(), Err: err}
-				}
-				e.(dirent).setType(modeType(st.Mode))
-			}
-			kept = append(kept, e)
-		}
-		ents = kept
+	if ents, err = typeUnknown(r.fd, ents, unknown); err != nil {
+		return err
 	}
 	if r.pending == nil {
 		r.pending = ents // the first call's entries are the list (appendBatch)
@@ -159,6 +143,33 @@ func (r *direntReader) fill() error {
 		r.pending = append(r.pending, ents...)
 	}
 	return nil
+}
+
+// typeUnknown gives each of ents[unknown[k]], whose record had no type, the type
+// its lstat in the directory fd finds, and leaves out one gone since it was
+// listed, as ReadDir does. The listing is not yet handed out: its buffer's type
+// bytes may still be written.
+func typeUnknown(fd int, ents []os.DirEntry, unknown []int) ([]os.DirEntry, error) {
+	if len(unknown) == 0 {
+		return ents, nil
+	}
+	kept, u := ents[:0], 0
+	for i, e := range ents {
+		if u < len(unknown) && unknown[u] == i {
+			u++
+			var st unix.Stat_t
+			err := lstatAt(fd, e, &st)
+			if err == unix.ENOENT {
+				continue // gone since it was listed, as ReadDir skips it
+			}
+			if err != nil {
+				return nil, &os.PathError{Op: "lstat", Path: e.Name(), Err: err}
+			}
+			e.(dirent).setType(modeType(st.Mode))
+		}
+		kept = append(kept, e)
+	}
+	return kept, nil
 }
 
 // parseDirents cuts the entries of one getdents64 result b: every name into one
