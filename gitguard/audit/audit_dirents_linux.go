@@ -20,20 +20,62 @@ import (
 // are what ReadDir gives (directory order, "." and ".." left out, a DT_UNKNOWN
 // type found by lstat, an entry gone meanwhile skipped), so the walk cannot tell.
 
-// dirent is one entry of a listing.
-type dirent struct {
-	name string
-	typ  fs.FileMode
+// dirent is one entry of a listing: the first byte of its name in the names
+// buffer of the getdents64 call that read it (parseDirents), where each name is
+// preceded by direntHead bytes (its type's code, then its length, little-endian)
+// and followed by a NUL. A struct of one pointer, an os.DirEntry holds it as its
+// data word, without an object of its own: 24 bytes of fresh heap an entry less
+// than a name and a type behind a pointer, and the buffer holds no pointers
+// (docs/performance.md, "the listings' own heap").
+type dirent struct{ p *byte }
+
+// direntHead is the type's code and the name's length (two bytes) before a name.
+const direntHead = 3
+
+func (d dirent) Name() string {
+	if d.p == nil {
+		return ""
+	}
+	n := int(*(*byte)(unsafe.Add(unsafe.Pointer(d.p), -2))) | int(*(*byte)(unsafe.Add(unsafe.Pointer(d.p), -1)))<<8
+	return unsafe.String(d.p, n)
 }
 
-func (d *dirent) Name() string      { return d.name }
-func (d *dirent) IsDir() bool       { return d.typ.IsDir() }
-func (d *dirent) Type() fs.FileMode { return d.typ }
+func (d dirent) IsDir() bool { return d.Type().IsDir() }
+func (d dirent) Type() fs.FileMode {
+	return direntTypes[*(*byte)(unsafe.Add(unsafe.Pointer(d.p), -direntHead))]
+}
+
+// setType sets the type of an entry whose listing is not yet handed out.
+func (d dirent) setType(t fs.FileMode) {
+	*(*byte)(unsafe.Add(unsafe.Pointer(d.p), -direntHead)) = typeCode(t)
+}
 
 // Info is the entry's lstat; the walk never asks (it lstat's through the
 // directory's descriptor), so it is not kept.
-func (d *dirent) Info() (fs.FileInfo, error) {
-	return nil, &fs.PathError{Op: "info", Path: d.name, Err: fs.ErrInvalid}
+func (d dirent) Info() (fs.FileInfo, error) {
+	return nil, &fs.PathError{Op: "info", Path: d.Name(), Err: fs.ErrInvalid}
+}
+
+// newDirent is an entry of its own named name (not one of a listing).
+func newDirent(name string, t fs.FileMode) dirent {
+	b := make([]byte, direntHead+len(name)+1)
+	b[0], b[1], b[2] = typeCode(t), byte(len(name)), byte(len(name)>>8)
+	copy(b[direntHead:], name)
+	return dirent{&b[direntHead]}
+}
+
+// direntTypes are the types a dirent's code stands for (typeCode).
+var direntTypes = [...]fs.FileMode{0, fs.ModeDir, fs.ModeSymlink, fs.ModeNamedPipe, fs.ModeSocket,
+	fs.ModeDevice | fs.ModeCharDevice, fs.ModeDevice, fs.ModeIrregular}
+
+// typeCode is t's index in direntTypes; any type not there is ModeIrregular's.
+func typeCode(t fs.FileMode) byte {
+	for i, d := range direntTypes {
+		if d == t {
+			return byte(i)
+		}
+	}
+	return byte(len(direntTypes) - 1)
 }
 
 // direntBufs are getdents64 buffers, one per listing at a time.
@@ -92,41 +134,53 @@ func (r *direntReader) fill() error {
 	if err != nil {
 		return &os.SyscallError{Syscall: "getdents64", Err: err}
 	}
-	if len(unknown) > 0 {
-		kept, u := ents[:0], 0
-		for i, e := range ents {
-			if u < len(unknown) && unknown[u] == i {
-				u++
-				var st unix.Stat_t
-				err := unix.Fstatat(r.fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW)
-				if err == unix.ENOENT {
-					continue // gone since it was listed, as ReadDir skips it
-				}
-				if err != nil {
-					return &os.PathError{Op: "lstat", Path: e.name, Err: err}
-				}
-				e.typ = modeType(st.Mode)
-			}
-			kept = append(kept, e)
-		}
-		ents = kept
+	if ents, err = typeUnknown(r.fd, ents, unknown); err != nil {
+		return err
 	}
 	if r.pending == nil {
-		r.pending = make([]os.DirEntry, 0, len(ents))
-	}
-	for i := range ents {
-		r.pending = append(r.pending, &ents[i])
+		r.pending = ents // the first call's entries are the list (appendBatch)
+	} else {
+		r.pending = append(r.pending, ents...)
 	}
 	return nil
 }
 
-// parseDirents cuts the entries of one getdents64 result b: every name from one
-// string holding the names alone, each followed there by a NUL (lstatAt relies on
-// it), "." and ".." and deleted entries left out. unknown are the indexes of
-// entries whose type the record does not give (DT_UNKNOWN). A record that does not
-// fit b, or holds no NUL, is an error. The names are cut from a string of their
-// own, not from a copy of b, so records and padding take no fresh heap.
-func parseDirents(b []byte) (ents []dirent, unknown []int, err error) {
+// typeUnknown gives each of ents[unknown[k]], whose record had no type, the type
+// its lstat in the directory fd finds, and leaves out one gone since it was
+// listed, as ReadDir does. The listing is not yet handed out: its buffer's type
+// bytes may still be written.
+func typeUnknown(fd int, ents []os.DirEntry, unknown []int) ([]os.DirEntry, error) {
+	if len(unknown) == 0 {
+		return ents, nil
+	}
+	kept, u := ents[:0], 0
+	for i, e := range ents {
+		if u < len(unknown) && unknown[u] == i {
+			u++
+			var st unix.Stat_t
+			err := lstatAt(fd, e, &st)
+			if err == unix.ENOENT {
+				continue // gone since it was listed, as ReadDir skips it
+			}
+			if err != nil {
+				return nil, &os.PathError{Op: "lstat", Path: e.Name(), Err: err}
+			}
+			e.(dirent).setType(modeType(st.Mode))
+		}
+		kept = append(kept, e)
+	}
+	return kept, nil
+}
+
+// parseDirents cuts the entries of one getdents64 result b: every name into one
+// buffer holding the names alone, each preceded by its type and length and
+// followed by a NUL (lstatAt relies on it), "." and ".." and deleted entries left
+// out. unknown are the indexes of entries whose type the record does not give
+// (DT_UNKNOWN; ModeIrregular until set). A record that does not fit b, or holds
+// no NUL, is an error. The names are copied from b, so records and padding take
+// no fresh heap, and the buffer is never written after but for the type of an
+// entry of unknown type, which is outside every name.
+func parseDirents(b []byte) (ents []os.DirEntry, unknown []int, err error) {
 	count, size := 0, 0
 	for off := 0; off < len(b); {
 		reclen, ino, _, name, ok := direntRecord(b, off)
@@ -135,23 +189,13 @@ func parseDirents(b []byte) (ents []dirent, unknown []int, err error) {
 		}
 		if keptName(ino, name) {
 			count++
-			size += len(name) + 1
+			size += direntHead + len(name) + 1
 		}
 		off += reclen
 	}
-	// The kept names, each with its NUL, in one buffer that never grows: the
-	// string over it is made once it is full, and never written after.
+	// One buffer that never grows, so that no entry's pointer moves.
 	buf := make([]byte, 0, size)
-	for off := 0; off < len(b); {
-		reclen, ino, _, name, _ := direntRecord(b, off)
-		if keptName(ino, name) {
-			buf = append(append(buf, name...), 0)
-		}
-		off += reclen
-	}
-	names := unsafe.String(unsafe.SliceData(buf), len(buf))
-	ents = make([]dirent, 0, count)
-	pos := 0
+	ents = make([]os.DirEntry, 0, count)
 	for off := 0; off < len(b); {
 		reclen, ino, dtype, name, _ := direntRecord(b, off)
 		off += reclen
@@ -161,9 +205,11 @@ func parseDirents(b []byte) (ents []dirent, unknown []int, err error) {
 		typ, ok := direntType(dtype)
 		if !ok {
 			unknown = append(unknown, len(ents))
+			typ = fs.ModeIrregular
 		}
-		ents = append(ents, dirent{name: names[pos : pos+len(name)], typ: typ})
-		pos += len(name) + 1
+		buf = append(buf, typeCode(typ), byte(len(name)), byte(len(name)>>8))
+		ents = append(ents, dirent{&buf[len(buf):cap(buf)][0]})
+		buf = append(append(buf, name...), 0)
 	}
 	return ents, unknown, nil
 }
@@ -238,12 +284,12 @@ func modeType(m uint32) fs.FileMode {
 // (fill checks it), so it goes to the kernel as it is, where unix.Fstatat copies
 // each name to add one: 100,000 allocations a walk of the big tree.
 func lstatAt(fd int, e os.DirEntry, st *unix.Stat_t) error {
-	d, ok := e.(*dirent)
-	if !ok || d.name == "" {
+	d, ok := e.(dirent)
+	if !ok || d.p == nil {
 		return unix.Fstatat(fd, e.Name(), st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	for {
-		_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(fd), uintptr(unsafe.Pointer(unsafe.StringData(d.name))),
+		_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(fd), uintptr(unsafe.Pointer(d.p)),
 			uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
 		switch errno {
 		case 0:

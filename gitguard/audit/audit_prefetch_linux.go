@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -248,13 +249,15 @@ func (p *prefetcher) list(j prefetchJob) {
 			return
 		}
 	}
+	if l.lastErr != nil {
+		// Sorted before the lstats, which are then written in name order: the
+		// sort moves the entries alone, not their stats beside them.
+		sortNames(l.ents)
+		l.sorted = true
+	}
 	if j.stat {
 		l.stats = make([]entryStat, len(l.ents))
 		l.subdirs, l.links, l.statOK = statAll(fd, l.ents, l.stats, 1, &p.rings)
-	}
-	if l.lastErr != nil {
-		sortListing(l.ents, l.stats)
-		l.sorted = true
 	}
 	if p.ahead && errors.Is(l.lastErr, io.EOF) {
 		p.scheduleBelow(j, l.ents)
@@ -308,10 +311,12 @@ func (p *prefetcher) open(dir string) (int, error) {
 	return safepath.OpenBeneath(p.root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 }
 
-// sortListing sorts ents by name, and stats (when not nil) with them.
+// sortListing sorts ents by name, and stats (when not nil) with them: a
+// listing a worker lstat'ed before it was whole (cut by the entry bound), which
+// replay sorts.
 func sortListing(ents []os.DirEntry, stats []entryStat) {
 	if stats == nil {
-		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+		sortNames(ents)
 		return
 	}
 	sort.Sort(byName{ents, stats})
@@ -323,10 +328,26 @@ type byName struct {
 }
 
 func (b byName) Len() int           { return len(b.ents) }
-func (b byName) Less(i, j int) bool { return b.ents[i].Name() < b.ents[j].Name() }
+func (b byName) Less(i, j int) bool { return entryName(b.ents[i]) < entryName(b.ents[j]) }
 func (b byName) Swap(i, j int) {
 	b.ents[i], b.ents[j] = b.ents[j], b.ents[i]
 	b.stats[i], b.stats[j] = b.stats[j], b.stats[i]
+}
+
+// sortNames sorts a listing by name. Names are unique in a directory, so the
+// order is the one sort.Slice gave; slices.SortFunc's comparisons are direct
+// calls, where sort.Slice's go through a closure and a swapper by reflection.
+func sortNames(ents []os.DirEntry) {
+	slices.SortFunc(ents, func(a, b os.DirEntry) int { return strings.Compare(entryName(a), entryName(b)) })
+}
+
+// entryName is e's name: a listing's entries are dirents (audit_dirents_linux.go),
+// whose name is read without a call through the interface.
+func entryName(e os.DirEntry) string {
+	if d, ok := e.(dirent); ok {
+		return d.Name()
+	}
+	return e.Name()
 }
 
 // replay is readDirBatches over a listing a worker read: the same entry count, bound

@@ -140,8 +140,11 @@ func TestListingHoldsNoCopy(t *testing.T) {
 		}
 	}
 	// What the reader itself allocates for n entries of four-character names:
-	// the names with their NULs, the entries, and the slice of them it returns.
-	reader := n*5 + n*int(unsafe.Sizeof(dirent{})) + n*int(unsafe.Sizeof(os.DirEntry(nil)))
+	// the names with their heads and NULs, and the slice of entries it returns,
+	// each a pointer to its name held in the interface (no object per entry,
+	// nor an array of them: 24 bytes an entry that the slack below does not
+	// cover).
+	reader := n*(direntHead+5) + n*int(unsafe.Sizeof(os.DirEntry(nil)))
 	least := uint64(1 << 62)
 	for range 5 {
 		p := &prefetcher{max: 1 << 20}

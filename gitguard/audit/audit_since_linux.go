@@ -130,7 +130,7 @@ type keptDir struct {
 	// rels are the walk's relative paths of the entries, made once at launch
 	// (walkRels): an end scan taking the listing takes them too, instead of
 	// making 100,000 strings again.
-	rels []string
+	rels walkRels
 	// gitDir is looksLikeGitDir of the listing, asked once at launch
 	// (gitDirLike): a taken listing has the same names.
 	gitDir bool
@@ -313,20 +313,43 @@ func (s *scanner) gitDirLike(dir string, ents []os.DirEntry) bool {
 	return git
 }
 
+// walkRels are the walk's relative paths of a directory's entries, in the
+// listing's order, one after the other in one string: each the directory's
+// relative path and a '/' (prefix bytes; none at the top), then the entry's name.
+// The walk cuts each entry's path from it as it goes (next), so a directory
+// costs one allocation, not a string header (16 bytes) an entry besides.
+type walkRels struct {
+	all    string
+	prefix int
+	n      int // the entries
+	off    int // where the next entry's path begins
+}
+
+// next is the path of the entry named name, the one after the last asked for.
+func (r *walkRels) next(name string) string {
+	l := r.prefix + len(name)
+	rel := r.all[r.off : r.off+l]
+	r.off += l
+	return rel
+}
+
 // walkRels returns the walk's relative paths of dir's entries: the launch's when
-// its listing was taken from the launch, else made here, all cut from one string
-// (one allocation a directory, not one an entry), and kept for the end scan when
-// this is a launch scan keeping the listing.
-func (s *scanner) walkRels(dir string, ents []os.DirEntry) []string {
+// its listing was taken from the launch, else made here, and kept for the end
+// scan when this is a launch scan keeping the listing.
+func (s *scanner) walkRels(dir string, ents []os.DirEntry) walkRels {
 	if s.since != nil && s.fromLaunch[dir] {
-		if k := s.since.kept[dir]; len(k.rels) == len(ents) {
-			return k.rels
+		if k := s.since.kept[dir]; k.rels.n == len(ents) && k.rels.all != "" {
+			return walkRels{all: k.rels.all, prefix: k.rels.prefix, n: k.rels.n}
 		}
 	}
 	relDir := s.rel(dir)
+	prefix := 0
+	if relDir != "" {
+		prefix = len(relDir) + 1
+	}
 	n := 0
 	for _, e := range ents {
-		n += len(relDir) + 1 + len(e.Name()) // one more than needed at the top
+		n += prefix + len(e.Name())
 	}
 	b := make([]byte, 0, n)
 	for _, e := range ents {
@@ -335,23 +358,13 @@ func (s *scanner) walkRels(dir string, ents []os.DirEntry) []string {
 		}
 		b = append(b, e.Name()...)
 	}
-	all := unsafe.String(unsafe.SliceData(b), len(b)) // b is not written again
-	rels := make([]string, len(ents))
-	off := 0
-	for i, e := range ents {
-		l := len(e.Name())
-		if relDir != "" {
-			l += len(relDir) + 1
-		}
-		rels[i] = all[off : off+l]
-		off += l
-	}
+	r := walkRels{all: unsafe.String(unsafe.SliceData(b), len(b)), prefix: prefix, n: len(ents)} // b is not written again
 	if s.launch != nil {
 		if k := s.launch.kept[dir]; k != nil && len(k.l.ents) == len(ents) {
-			k.rels = rels
+			k.rels = r
 		}
 	}
-	return rels
+	return r
 }
 
 // markTreeMax bounds the directories markTree marks below one gitdir, and

@@ -4,7 +4,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -182,9 +181,9 @@ func (p *ringPool) statRange(fd int, ents []os.DirEntry, stats []entryStat, lo, 
 // name is followed by getdents64's NUL in the string it was cut from (fill checks
 // it); any other entry's name is nil, which the ring never submits.
 func cName(e os.DirEntry) *byte {
-	d, ok := e.(*dirent)
-	if !ok || d.name == "" {
+	d, ok := e.(dirent)
+	if !ok {
 		return nil
 	}
-	return unsafe.StringData(d.name)
+	return d.p
 }

@@ -91,7 +91,7 @@ func TestRingStatsAreFstatats(t *testing.T) {
 	}
 	// Names no listing gives, each followed by a NUL as a dirent's is.
 	for _, name := range []string{"..\x00", ".\x00", "sub/f\x00", "sub\x00"} {
-		ents = append(ents, &dirent{name: name[:len(name)-1]})
+		ents = append(ents, newDirent(name[:len(name)-1], 0))
 	}
 
 	type answer struct {

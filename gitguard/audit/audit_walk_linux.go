@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +63,7 @@ func (s *scanner) readDirBatches(next func(int) ([]os.DirEntry, error), dir stri
 			break
 		}
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	sortNames(ents) // audit_prefetch_linux.go
 	return ents, complete
 }
 
@@ -138,7 +137,7 @@ func (s *scanner) tree(dir string, depth int) {
 	// An entry's absolute path is made only for what the loop acts on: the walk
 	// keeps the short relative one, since every absolute path would be fresh heap
 	// for every entry of every walk.
-	var rels []string
+	var rels walkRels
 	if stats != nil && s.nested == 0 {
 		rels = s.walkRels(dir, ents) // audit_since_linux.go
 	}
@@ -147,23 +146,11 @@ func (s *scanner) tree(dir string, depth int) {
 	shared := s.sharing && s.fromLaunch[dir]
 	for i, e := range ents {
 		name := e.Name()
-		if stats != nil && s.nested == 0 && name != ".git" {
-			st := stats[i]
-			rel := rels[i]
-			s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
-			switch {
-			case shared:
-				s.shared++
-			case s.sharing:
-				// Read again, not taken: whatever it holds, the launch's walk
-				// does not stand for it, even at the same count.
-				s.unshared++
-			case len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk:
-				s.chunks = append(s.chunks, s.walk.Entries)
-				s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
-				fallthrough
-			default:
-				s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode & unix.S_IFMT, Ctime: st.ctime, Ino: st.ino, Perm: uint16(st.mode & 0o7777)})
+		if stats != nil && s.nested == 0 {
+			// Every entry's path is cut in turn, .git's too: they follow each
+			// other in one string.
+			if rel := rels.next(name); name != ".git" {
+				s.walkEntry(rel, stats[i], shared)
 			}
 		}
 		if treeFileGitOpens(name) && special(e.Type()) {
@@ -178,6 +165,26 @@ func (s *scanner) tree(dir string, depth int) {
 		case e.IsDir():
 			s.tree(filepath.Join(dir, name), depth+1)
 		}
+	}
+}
+
+// walkEntry adds an entry of the tree to the walk, or counts it as the launch's
+// (shared) or as read again by an end scan that shares the launch's walk.
+func (s *scanner) walkEntry(rel string, st entryStat, shared bool) {
+	s.walk.FineCtime = s.walk.FineCtime || st.ctime%1_000_000_000 != 0
+	switch {
+	case shared:
+		s.shared++
+	case s.sharing:
+		// Read again, not taken: whatever it holds, the launch's walk does not
+		// stand for it, even at the same count.
+		s.unshared++
+	case len(s.walk.Entries) == cap(s.walk.Entries) && len(s.walk.Entries) >= walkChunk:
+		s.chunks = append(s.chunks, s.walk.Entries)
+		s.walk.Entries = make([]treewalk.Entry, 0, walkChunk)
+		fallthrough
+	default:
+		s.walk.Entries = append(s.walk.Entries, treewalk.Entry{Rel: rel, Mode: st.mode & unix.S_IFMT, Ctime: st.ctime, Ino: st.ino, Perm: uint16(st.mode & 0o7777)})
 	}
 }
 
