@@ -293,14 +293,18 @@ func restoreForeground(f *os.File, wasFg bool) {
 // jobControl reports whether one of the standard streams is the launcher's
 // controlling terminal, so that a shell with job control can resume the launcher
 // once it stops itself.
-func jobControl(files ...*os.File) bool {
+func jobControl(files ...*os.File) bool { return controllingStream(files...) != nil }
+
+// controllingStream is the first of files that is the launcher's controlling
+// terminal; nil when none is.
+func controllingStream(files ...*os.File) *os.File {
 	for _, f := range files {
 		ctty := false
 		if f != nil && withFd(f, func(fd int) { ctty = goinit.IsControllingTerminal(fd) }) && ctty {
-			return true
+			return f
 		}
 	}
-	return false
+	return nil
 }
 
 // suspendSelf mirrors a stopped command to the caller's shell: the launcher stops

@@ -42,7 +42,11 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	// Without a shell that can resume the launcher, a stopped command is continued
 	// at once, and by the init: the launcher runs outside the session's cgroup, so a
 	// command stopped in a loop would spend the launcher's CPU beyond --cpus.
-	s.cont = !jobControl(s.stdio.Stdin, s.stdio.Stdout, s.stdio.Stderr)
+	s.ctty = controllingStream(s.stdio.Stdin, s.stdio.Stdout, s.stdio.Stderr)
+	s.cont = s.ctty == nil
+	// The group that holds the terminal now, the first the foreground goes back to
+	// should the session leave it to an empty group (reclaimEmptyForeground).
+	s.launchFg = foregroundGroup(s.ctty)
 	if c, ok := s.conn.(interface{ continueStops(bool) }); ok {
 		c.continueStops(s.cont) // the raw init reads it from its arena
 	}
@@ -92,6 +96,8 @@ type supervisor struct {
 	t0, tStarted time.Time // the launch's start, and the init's
 	fg, cmdFg    bool      // the launcher's foreground at the start; the command's now
 	cont         bool      // the init continues a stopped command (protocol.Message.Continue)
+	ctty         *os.File  // the standard stream that is the launcher's controlling terminal; nil: none
+	launchFg     int       // ctty's foreground group at the start; 0: none
 	term         *terminalState
 	streams      *streamState
 
@@ -138,6 +144,7 @@ func (s *supervisor) stopSignals() {
 // streams as they were, to the launcher.
 func (s *supervisor) giveBack() {
 	restoreForeground(s.stdio.Stdin, s.cmdFg)
+	reclaimEmptyForeground(s.ctty, s.launchFg)
 	s.term.restore()
 	s.streams.restore()
 }

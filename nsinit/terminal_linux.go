@@ -112,3 +112,68 @@ func (s *terminalState) restore() {
 	}
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 }
+
+// foregroundGroup is the foreground process group of the terminal f; 0 when f is
+// nil or no terminal.
+func foregroundGroup(f *os.File) int {
+	pgrp := 0
+	if f != nil {
+		withFd(f, func(fd int) {
+			if g, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil {
+				pgrp = g
+			}
+		})
+	}
+	return pgrp
+}
+
+// reclaimEmptyForeground hands the foreground of the launcher's controlling terminal
+// ctty, when no process is left in the group that holds it, back to the group that
+// held it when the session began (launchFg), or, when that was the launcher's own or
+// is gone, to the shell's. A command that ignores SIGTTOU can make its own group the
+// foreground from the background (agentbox exec … &, or after Ctrl-Z and bg): the
+// kernel asks only that the group be of the terminal's session. Once the session has
+// ended that group is empty, and the shell at its prompt, in the background of its
+// own terminal, reads EIO and exits when agentbox's end wakes it (docs/terminal.md).
+// A group that still has a process is left alone: some job's, or the launcher's own
+// (restoreForeground's).
+func reclaimEmptyForeground(ctty *os.File, launchFg int) {
+	if ctty == nil {
+		return
+	}
+	withFd(ctty, func(fd int) {
+		pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		if err != nil || pgrp <= 0 || unix.Kill(-pgrp, 0) != unix.ESRCH {
+			return
+		}
+		g := launchFg
+		if g <= 0 || g == unix.Getpgrp() || unix.Kill(-g, 0) == unix.ESRCH {
+			g = shellGroup()
+		}
+		if g > 0 {
+			goinit.SetForeground(fd, g)
+		}
+	})
+}
+
+// shellGroup is the process group of the shell that started the launcher: its
+// parent's group when that is another group of the launcher's session (an
+// interactive shell runs each job in a group of its own), else the session leader's
+// (whose group is its pid); 0 when that group has no process.
+func shellGroup() int {
+	own := unix.Getpgrp()
+	sid, err := unix.Getsid(0)
+	if err != nil || sid <= 0 {
+		return 0
+	}
+	g := sid
+	if pg, err := unix.Getpgid(unix.Getppid()); err == nil && pg != own {
+		if ps, err := unix.Getsid(unix.Getppid()); err == nil && ps == sid {
+			g = pg
+		}
+	}
+	if unix.Kill(-g, 0) == unix.ESRCH {
+		return 0
+	}
+	return g
+}

@@ -204,10 +204,11 @@ func Init() {
 func Plan(opts Options) (mounts.Plan, error) {
 	cfg, err := config(opts)
 	if err != nil {
-		return mounts.Plan{}, err
+		return mounts.Plan{}, oneLineError(err)
 	}
 	defer closeInit(cfg)
-	return session.Plan(cfg)
+	plan, err := session.Plan(cfg)
+	return plan, oneLineError(err)
 }
 
 // config is the session configuration of opts: the policy of agentbox exec with the
@@ -354,13 +355,13 @@ func Run(opts Options) (Result, error) {
 func run(opts Options, driver backend.Driver) (Result, error) {
 	cfg, err := config(opts)
 	if err != nil {
-		return Result{}, err
+		return Result{}, oneLineError(err)
 	}
 	defer closeInit(cfg)
 	cfg.Driver = driver
 	out, err := session.RunSession(cfg)
 	return Result{Status: out.Status, Phases: out.Phases, Prestarted: out.Prestarted, InitPeakRSSKiB: out.InitPeakRSSKiB,
-		AuditFindings: out.AuditFindings, Snapshot: out.Snapshot}, err
+		AuditFindings: out.AuditFindings, Snapshot: out.Snapshot}, oneLineError(err)
 }
 
 // closeInit closes the init binary config opened.

@@ -68,7 +68,11 @@ func cmdAudit(args []string) int {
 	// First what a killed agentbox left pending here, against its own baseline, as
 	// the next agentbox exec would: that session's findings are moved aside.
 	if dir, err := stateDir(); err == nil {
-		hostaudit.Pending(dir, repo, os.Stderr)
+		// The pending audit's lines name what the killed session chose: escaped,
+		// as exec's are.
+		stderr := termsafe.NewWriter(os.Stderr)
+		hostaudit.Pending(dir, repo, stderr)
+		stderr.Flush()
 	}
 	surface, err := audit.Scan(repo, audit.ScanOptions{
 		HostConfigs: gitconfig.HostConfigFiles(os.Getenv),

@@ -226,7 +226,16 @@ func (f Finding) String() string {
 		// The last reason stays: it says what --fix did.
 		rs = append(append(slices.Clip(rs[:maxShownReasons]), fmt.Sprintf("… and %d more", len(rs)-maxShownReasons-1)), rs[len(rs)-1])
 	}
-	b.WriteString(strings.Join(rs, "; "))
+	// A reason names what the session chose — a config entry's name (a subsection
+	// holds any byte but newline and NUL), a hook's file name, an error quoting a
+	// path — and this line reaches the Go API's caller and a writer that keeps
+	// newlines as it is: each reason on one line, with no rune a terminal acts on.
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(termsafe.String(r))
+	}
 	switch {
 	case f.Moved != "":
 		fmt.Fprintf(&b, "; moved to %s", oneLine(f.Moved))

@@ -197,22 +197,18 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	}
 	a.launch = nil
 	if err != nil {
-		line := fmt.Sprintf("%s: not audited: %v", a.repo, err)
-		out.AuditFindings = append(out.AuditFindings, line)
+		out.found(cfg.Stderr, fmt.Sprintf("%s: not audited: %v", termsafe.Quote(a.repo), err))
 		out.Unresolved++
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 		return
 	}
 	if line := movedLine(a.repo, cur); line != "" {
 		if cur.Walk != nil {
 			cur.Walk.Complete = false // of the moved directory, not of what is at the path now
 		}
-		out.AuditFindings = append(out.AuditFindings, line)
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+		out.found(cfg.Stderr, line)
 	}
 	for _, line := range movedGitDirLines(cur) {
-		out.AuditFindings = append(out.AuditFindings, line)
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
+		out.found(cfg.Stderr, line)
 	}
 	findings := audit.Compare(a.base, cur)
 	out.Walk = cur.Walk
@@ -223,12 +219,10 @@ func (a *Auditor) Finish(cfg *Config, out *Outcome) {
 	}
 	quarantine(findings, a.id, QuarantineRoot(cfg.Stderr, a.stateDir, append(a.writable, nowPaths(cur)...)))
 	for _, f := range findings {
-		line := f.String()
-		out.AuditFindings = append(out.AuditFindings, line)
+		out.found(cfg.Stderr, f.String())
 		if f.Unresolved() {
 			out.Unresolved++
 		}
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
 	a.Drop()
 }

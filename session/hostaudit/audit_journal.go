@@ -290,7 +290,7 @@ func reachedAt(cfg *Config, j *auditJournal, selves []reached) string {
 func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at string) {
 	j, err := readJournal(f)
 	if err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: pending audit %s unreadable, removed: %v\n", name, err)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: pending audit %s unreadable, removed: %s\n", termsafe.Quote(name), termsafe.String(err.Error()))
 		os.Remove(name)
 		return
 	}
@@ -307,7 +307,7 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at stri
 	}
 	cur, err := audit.Scan(j.Repo, j.Options)
 	if err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s was killed before its audit, which fails now: %v\n", j.Repo, j.Start.Format(time.RFC3339), err)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s: the session of %s was killed before its audit, which fails now: %s\n", termsafe.Quote(j.Repo), j.Start.Format(time.RFC3339), termsafe.String(err.Error()))
 		return
 	}
 	findings := audit.Compare(j.Base, cur)
@@ -317,9 +317,9 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at stri
 		where = " (the same directory, reached now at " + termsafe.Quote(cur.Now) + ")"
 	}
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s%s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
-		j.Repo, where, j.Start.Format(time.RFC3339), j.PID, len(findings))
+		termsafe.Quote(j.Repo), where, j.Start.Format(time.RFC3339), j.PID, len(findings))
 	for _, f := range findings {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", f)
+		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", termsafe.String(f.String()))
 	}
 	os.Remove(name)
 }

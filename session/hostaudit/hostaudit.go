@@ -9,10 +9,12 @@
 package hostaudit
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/internal/treewalk"
 )
 
@@ -42,6 +44,17 @@ type Outcome struct {
 	// groups (audit.Launch.Released); nil when there were none. The session calls
 	// it after its record's end, which the groups' release runs beside.
 	Released func()
+}
+
+// found records one line of the audit's findings and prints it. The line names what
+// the session chose (file names, config entries, errors quoting paths) and goes on
+// as it is to the Go API's Result.AuditFindings, and to stderr through a writer that
+// keeps newlines: it is made one line with no rune a terminal acts on here
+// (termsafe.String leaves a line already safe as it is).
+func (o *Outcome) found(w io.Writer, line string) {
+	line = termsafe.String(line)
+	o.AuditFindings = append(o.AuditFindings, line)
+	fmt.Fprintf(w, "agentbox: audit: %s\n", line)
 }
 
 // BaseWalk is the baseline's walk of the working tree (nil when the baseline was

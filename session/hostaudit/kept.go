@@ -95,11 +95,9 @@ func (a *Kept) Finish(cfg *Config, out *Outcome) {
 
 func report(cfg *Config, out *Outcome, fs []agentcfg.Finding) {
 	for _, f := range fs {
-		line := f.String()
-		out.AuditFindings = append(out.AuditFindings, line)
+		out.found(cfg.Stderr, f.String())
 		if f.Unresolved {
 			out.Unresolved++
 		}
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", line)
 	}
 }
