@@ -303,3 +303,48 @@ func TestSecretPathsToolLogins(t *testing.T) {
 		}
 	}
 }
+
+// TestHideSecretsGitConfigCredentials: a Git config of the operator's that holds a
+// credential itself — a token in url.<base>.insteadOf's URL, an Authorization
+// extraHeader, sendemail.smtpPass in an included file — is hidden whole under
+// --hide-secrets (the sandbox's HOME shows it as it is), with one line at launch
+// that names the line and key and never the value; a config without one stays.
+func TestHideSecretsGitConfigCredentials(t *testing.T) {
+	home, repo := tree(t)
+	token := "ghp_" + strings.Repeat("T", 36)
+	writeHomeFiles(t, home, map[string]string{
+		".gitconfig": "[user]\n\tname = U\n[include]\n\tpath = ~/.gitconfig.d/mail\n\tpath = ~/.gitconfig.d/plain\n" +
+			"[url \"https://x-access-token:" + token + "@github.com/\"]\n\tinsteadOf = https://github.com/\n",
+		".gitconfig.d/mail":  "[sendemail]\n\tsmtpServer = smtp.example.com\n\tsmtpPass = hunter2\n",
+		".gitconfig.d/plain": "[core]\n\tpager = less -R\n[url \"git@github.com:\"]\n\tinsteadOf = gh:\n",
+		".config/git/config": "[http \"https://corp.example/\"]\n\textraHeader = Authorization: Bearer abc\n",
+	})
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, HideSecrets: true, Environ: []string{"GIT_CONFIG_NOSYSTEM=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := func(rel string) bool {
+		return slices.ContainsFunc(p.Hide, func(h Hidden) bool { return h.Path == filepath.Join(home, rel) })
+	}
+	for _, rel := range []string{".gitconfig", ".gitconfig.d/mail", ".config/git/config"} {
+		if !hidden(rel) {
+			t.Errorf("%s holds a credential and is not hidden", rel)
+		}
+	}
+	if hidden(".gitconfig.d/plain") {
+		t.Errorf(".gitconfig.d/plain holds no credential and is hidden")
+	}
+	notes := strings.Join(p.HideNotices(), "\n") + "\n"
+	for _, want := range []string{filepath.Join(home, ".gitconfig") + " is empty inside: line 7 (url.<…>.insteadof) holds a credential; to keep its other settings inside",
+		"mail is empty inside: line 3 (sendemail.smtppass) holds a credential\n", "line 2 (http.<…>.extraheader)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notices do not say %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, token) || strings.Contains(notes, "hunter2") || strings.Contains(notes, "abc") {
+		t.Errorf("notices show a credential:\n%s", notes)
+	}
+	if len(p.HideNotices()) != 3 {
+		t.Errorf("want one notice per file, got:\n%s", notes)
+	}
+}
