@@ -72,6 +72,20 @@ var Secrets = []string{
 	".config/fastly/config.toml", ".cloudflared", ".railway/config.json", ".supabase/access-token",
 	".circleci/cli.yml", ".travis/config.yml", ".jfrog", ".bluemix", ".aliyun", ".doppler",
 	".kaggle/kaggle.json", ".config/kaggle/kaggle.json", ".docker/contexts/tls",
+	// Clouds' and access proxies' logins (OpenStack's clouds.yaml and secure.yaml
+	// hold passwords; Teleport's client keys and certificates; gsutil's token
+	// cache), registries' (pnpm's and Bun's global configs hold _authToken, uv's
+	// `uv auth` store, sbt's, Dart's and Hex's), other agents' stores of model
+	// providers' keys (opencode, Qwen Code, Amp, Goose) and Ollama's signing key.
+	".config/openstack", ".tsh", ".gsutil", ".config/exoscale", ".config/Bitwarden CLI",
+	".config/pnpm/rc", ".bunfig.toml", ".config/.bunfig.toml", ".local/share/uv/credentials",
+	".sbt/.credentials", ".config/dart/pub-credentials.json", ".pub-cache/credentials.json", ".hex/hex.config",
+	".local/share/opencode/auth.json", ".qwen/oauth_creds.json", ".local/share/amp/secrets.json",
+	".config/goose/secrets.yaml", ".ollama/id_ed25519",
+	// Private keys that sign or spend: minisign's, wallets (Solana's keypair,
+	// Ethereum's keystore, Electrum's and Bitcoin Core's wallets), VNC's password.
+	".minisign/minisign.key", ".config/solana/id.json", ".ethereum/keystore", ".electrum/wallets",
+	".bitcoin/wallets", ".bitcoin/wallet.dat", ".vnc/passwd",
 }
 
 // SecretEnvPaths are the variables that move a store of Secrets, or name a

@@ -348,3 +348,22 @@ func TestHideSecretsGitConfigCredentials(t *testing.T) {
 		t.Errorf("want one notice per file, got:\n%s", notes)
 	}
 }
+
+// TestSecretPathsMoreStores: the stores the list had missed — OpenStack, Teleport,
+// gsutil, pnpm's and Bun's global configs, uv's, sbt's, Dart's and Hex's logins,
+// other agents' key stores, Ollama's key, signing keys and wallets — are hidden,
+// the XDG ones where XDG_CONFIG_HOME and XDG_DATA_HOME move them.
+func TestSecretPathsMoreStores(t *testing.T) {
+	env := []string{"XDG_CONFIG_HOME=/h/xdg", "XDG_DATA_HOME=/h/data"}
+	got := secretPaths("/h", "", env, nil)
+	for _, want := range []string{"/h/.config/openstack", "/h/xdg/openstack", "/h/.tsh", "/h/.gsutil",
+		"/h/.config/pnpm/rc", "/h/xdg/pnpm/rc", "/h/.bunfig.toml", "/h/xdg/.bunfig.toml", "/h/.local/share/uv/credentials",
+		"/h/data/uv/credentials", "/h/.sbt/.credentials", "/h/.config/dart/pub-credentials.json", "/h/.pub-cache/credentials.json",
+		"/h/.hex/hex.config", "/h/.local/share/opencode/auth.json", "/h/data/opencode/auth.json", "/h/.qwen/oauth_creds.json",
+		"/h/.config/goose/secrets.yaml", "/h/.ollama/id_ed25519", "/h/.config/Bitwarden CLI", "/h/.minisign/minisign.key",
+		"/h/.config/solana/id.json", "/h/.ethereum/keystore", "/h/.electrum/wallets", "/h/.bitcoin/wallet.dat", "/h/.vnc/passwd"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+}

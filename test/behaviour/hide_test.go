@@ -109,6 +109,12 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 		"/deploy/key":      "GITSSHKEY",
 		"/comp/auth.json":  "COMPOSERAUTH",
 		"/.docker/key.pem": "DOCKERTLSKEY",
+		// Stores the list had missed (wt/red25a): OpenStack's passwords, Teleport's
+		// keys, pnpm's global rc where XDG_CONFIG_HOME moves it, another agent's keys.
+		"/.config/openstack/clouds.yaml":   "OPENSTACKPASS",
+		"/.tsh/keys/proxy/user":            "TELEPORTKEY",
+		"/xdg/pnpm/rc":                     "PNPMTOKEN",
+		"/.local/share/opencode/auth.json": "OPENCODEKEY",
 	}
 	script := ""
 	for rel, content := range files {
