@@ -169,6 +169,44 @@ var agentDirs = []agentDir{
 // isData: rel (relative to the agent's directory) lies in one of its data paths.
 func (a agentDir) isData(rel string) bool { return under(rel, a.data) }
 
+// otherMemory: rel lies in Claude Code's auto memory of a project other than the
+// session's repository (projects/SLUG/memory/…). It is in the data path projects/,
+// but not data: Claude Code loads a project's MEMORY.md into every new session it
+// starts there, as it loads the user's CLAUDE.md, so a session's words in another
+// project's memory steer the operator's next agent on that project. Audited whole.
+// The session's own project's memory is the agent's record of this work (the
+// repository, whose CLAUDE.md the session writes anyway) and stays data.
+func (a agentDir) otherMemory(rel, repo string) bool {
+	if a.agent != "claude" {
+		return false
+	}
+	parts := strings.SplitN(rel, "/", 4)
+	return len(parts) >= 3 && parts[0] == "projects" && parts[2] == "memory" &&
+		(repo == "" || parts[1] != claudeProjectSlug(repo))
+}
+
+// claudeProjectSlug is the name Claude Code gives a project's directory below
+// projects/: its path with every UTF-16 code unit that is not an ASCII letter or
+// digit replaced by '-'. A name past 200 of them Claude Code cuts and suffixes with
+// a hash; "" then, which matches no directory (its memory is audited: fail closed).
+func claudeProjectSlug(path string) string {
+	var b strings.Builder
+	for _, r := range path {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xffff:
+			b.WriteString("--") // a surrogate pair in JavaScript's string
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() > 200 {
+		return ""
+	}
+	return b.String()
+}
+
 // isWhole: rel lies in one of the paths audited whole.
 func (a agentDir) isWhole(rel string) bool { return a.allWhole || under(rel, a.whole) }
 
