@@ -159,6 +159,9 @@ var agentDirs = []agentDir{
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
 	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts",
+		// Its memories: memory_summary.md goes into every session's instructions
+		// on every project, as AGENTS.md does; the rest is what it recalls from.
+		"memories",
 		// The user's skills (as Claude Code's, below); skills/.system is Codex's
 		// own, which it writes at its start when it was updated: that stays
 		// audited as Markdown, or every kept session would put Codex's copy back.
