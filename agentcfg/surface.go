@@ -153,6 +153,9 @@ var agentDirs = []agentDir{
 		// description ("use proactively for every task"), and their bodies become
 		// its instructions; a command's body is the prompt the user's /NAME sends.
 		"agents", "skills", "commands",
+		// Subagents' user-scope memory (memory: user): its MEMORY.md goes into
+		// that subagent's instructions on every project.
+		"agent-memory",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
