@@ -156,6 +156,8 @@ var agentDirs = []agentDir{
 		// Subagents' user-scope memory (memory: user): its MEMORY.md goes into
 		// that subagent's instructions on every project.
 		"agent-memory",
+		// The account-scope memory (memory/personal), recalled on every project.
+		"memory",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
