@@ -153,12 +153,20 @@ var agentDirs = []agentDir{
 		// description ("use proactively for every task"), and their bodies become
 		// its instructions; a command's body is the prompt the user's /NAME sends.
 		"agents", "skills", "commands",
+		// Subagents' user-scope memory (memory: user): its MEMORY.md goes into
+		// that subagent's instructions on every project.
+		"agent-memory",
+		// The account-scope memory (memory/personal), recalled on every project.
+		"memory",
 	}, login: ".credentials.json", loginF: claudeLogin},
 	{agent: "codex", rel: ".codex", env: "CODEX_HOME", data: []string{
 		"sessions", "archived_sessions", "history.jsonl", "session_index.jsonl", "log", "*.sqlite",
 		"*.sqlite-wal", "*.sqlite-shm", "*.sqlite-journal", "thread-writer-locks",
 		"installation_id", ".sandbox_migration", "cache", "models_cache.json",
 	}, whole: []string{"rules", "hooks.json", "AGENTS.md", "AGENTS.override.md", "prompts",
+		// Its memories: memory_summary.md goes into every session's instructions
+		// on every project, as AGENTS.md does; the rest is what it recalls from.
+		"memories",
 		// The user's skills (as Claude Code's, below); skills/.system is Codex's
 		// own, which it writes at its start when it was updated: that stays
 		// audited as Markdown, or every kept session would put Codex's copy back.
@@ -168,6 +176,44 @@ var agentDirs = []agentDir{
 
 // isData: rel (relative to the agent's directory) lies in one of its data paths.
 func (a agentDir) isData(rel string) bool { return under(rel, a.data) }
+
+// otherMemory: rel lies in Claude Code's auto memory of a project other than the
+// session's repository (projects/SLUG/memory/…). It is in the data path projects/,
+// but not data: Claude Code loads a project's MEMORY.md into every new session it
+// starts there, as it loads the user's CLAUDE.md, so a session's words in another
+// project's memory steer the operator's next agent on that project. Audited whole.
+// The session's own project's memory is the agent's record of this work (the
+// repository, whose CLAUDE.md the session writes anyway) and stays data.
+func (a agentDir) otherMemory(rel, repo string) bool {
+	if a.agent != "claude" {
+		return false
+	}
+	parts := strings.SplitN(rel, "/", 4)
+	return len(parts) >= 3 && parts[0] == "projects" && parts[2] == "memory" &&
+		(repo == "" || parts[1] != claudeProjectSlug(repo))
+}
+
+// claudeProjectSlug is the name Claude Code gives a project's directory below
+// projects/: its path with every UTF-16 code unit that is not an ASCII letter or
+// digit replaced by '-'. A name past 200 of them Claude Code cuts and suffixes with
+// a hash; "" then, which matches no directory (its memory is audited: fail closed).
+func claudeProjectSlug(path string) string {
+	var b strings.Builder
+	for _, r := range path {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r > 0xffff:
+			b.WriteString("--") // a surrogate pair in JavaScript's string
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() > 200 {
+		return ""
+	}
+	return b.String()
+}
 
 // isWhole: rel lies in one of the paths audited whole.
 func (a agentDir) isWhole(rel string) bool { return a.allWhole || under(rel, a.whole) }

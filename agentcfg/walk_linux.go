@@ -324,7 +324,7 @@ func (w *walker) walk(path string) {
 	if err != nil {
 		return
 	}
-	data := w.a.isData(w.rel(path))
+	data := w.isData(w.rel(path), false)
 	if w.links && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			w.add(path, outLink)
@@ -402,7 +402,7 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 			}
 			continue
 		}
-		sub := data || w.a.isData(w.rel(p))
+		sub := w.isData(w.rel(p), data)
 		if e.IsDir() {
 			if depth >= maxDepth {
 				w.blindDir(p, nil)
@@ -423,6 +423,12 @@ func (w *walker) dirAt(fd int, path string, depth int, data bool) {
 	}
 }
 
+// isData: rel lies in a data path (or below one, inherited), and not in what a data
+// path holds that the agent loads as instructions (otherMemory).
+func (w *walker) isData(rel string, inherited bool) bool {
+	return (inherited || w.a.isData(rel)) && !w.a.otherMemory(rel, w.o.Repo)
+}
+
 func (w *walker) rel(p string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(p, w.dir), "/")
 }
@@ -433,7 +439,7 @@ func (w *walker) file(p string, regular, data bool) {
 		if !regular {
 			w.add(p, opaque)
 		}
-	case w.a.isWhole(w.rel(p)):
+	case w.a.isWhole(w.rel(p)) || w.a.otherMemory(w.rel(p), w.o.Repo):
 		w.add(p, wholeFile)
 	case w.rel(p) == w.a.login:
 		w.add(p, w.a.loginF)

@@ -36,16 +36,29 @@ var SecretEnv = []string{
 }
 
 // SecretEnvSuffixes catch the credential variables SecretEnv does not name
-// (compared upper-case: npm's npm_config__authToken too).
+// (compared upper-case: npm's npm_config__authToken too). A name that is a suffix
+// without its underscore is one too: TOKEN, API_KEY, SECRET_KEY, PASSWORD.
+//
+// _KEY: a key named for what it opens (RAILS_MASTER_KEY, Laravel's APP_KEY,
+// AZURE_STORAGE_KEY, Datadog's DD_APP_KEY, an ENCRYPTION_KEY or SIGNING_KEY); a
+// variable that only names a key's file (GIT_SSL_KEY) loses nothing inside, where
+// the file is hidden. _PAT: a personal access token (Azure DevOps'
+// AZURE_DEVOPS_EXT_PAT). _SECRETS, _SECRET_KEY_BASE: Rails' SECRET_KEY_BASE.
 var SecretEnvSuffixes = []string{"_TOKEN", "_SECRET", "_SECRET_KEY", "_API_KEY", "_APIKEY", "_PASSWORD", "_AUTHTOKEN", "_ACCESS_KEY",
 	"_AUTH", "_AUTH_IDENT", "_PRIVATE_KEY", "_CREDENTIALS", "_CREDS", "_PASSPHRASE", "_PASSWD", "_CONNECTION_STRING",
-	"_PASS", "_TOKENS"} // DB_PASS, SMTP_PASS; Deno's DENO_AUTH_TOKENS=TOKEN@HOST
+	"_PASS", "_TOKENS", // DB_PASS, SMTP_PASS; Deno's DENO_AUTH_TOKENS=TOKEN@HOST
+	"_KEY", "_PAT", "_SECRETS", "_SECRET_KEY_BASE"}
 
 // secretValuePrefixes are the published shapes of common tokens (GitHub, GitLab,
 // Anthropic, OpenAI, Slack, npm, PyPI, Hugging Face, AWS, Google, DigitalOcean,
-// Shopify): a value of one is a credential under any variable name.
+// Shopify, Stripe, HashiCorp Vault, SendGrid, Google's OAuth access tokens, Doppler,
+// Tailscale, Sentry, Grafana, Supabase, Linear, age's secret keys): a value of one is
+// a credential under any variable name. A prefix with a dot takes dots after it.
 var secretValuePrefixes = []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "glrt-",
-	"sk-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "npm_", "pypi-", "hf_", "AKIA", "ASIA", "AIza", "dop_v1_", "shpat_"}
+	"glptt-", "gldt-", "sk-", "xoxb-", "xoxp-", "xoxa-", "xoxs-", "xoxe.", "xapp-", "npm_", "pypi-", "hf_",
+	"AKIA", "ASIA", "AIza", "dop_v1_", "doo_v1_", "shpat_", "shpss_", "sk_live_", "sk_test_", "rk_live_",
+	"rk_test_", "whsec_", "hvs.", "hvb.", "SG.", "ya29.", "dp.st.", "dp.pt.", "tskey-", "sntrys_", "sntryu_",
+	"glsa_", "sbp_", "lin_api_", "AGE-SECRET-KEY-"}
 
 // SecretEnvPrefixes are families of session secrets (1Password's CLI).
 var SecretEnvPrefixes = []string{"OP_SESSION_"}
@@ -71,12 +84,13 @@ var ClearEnvKeeps = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM",
 
 // IsSecretEnv says whether --hide-secrets drops name.
 func IsSecretEnv(name string) bool {
-	if slices.Contains(SecretEnv, name) {
+	up := strings.ToUpper(name)
+	if slices.Contains(SecretEnv, up) {
 		return true
 	}
-	up := strings.ToUpper(name)
 	for _, s := range SecretEnvSuffixes {
-		if strings.HasSuffix(up, s) {
+		// "_"+up: the suffix alone is a name too (TOKEN, API_KEY).
+		if strings.HasSuffix("_"+up, s) {
 			return true
 		}
 	}
@@ -119,11 +133,19 @@ func IsSecretValue(v string) bool {
 		}
 	}
 	for _, p := range secretValuePrefixes {
-		if strings.HasPrefix(v, p) && len(v) >= 20 && tokenChars(v) {
+		if strings.HasPrefix(v, p) && len(v) >= 20 && tokenChars(v, strings.Contains(p, ".")) {
 			return true
 		}
 	}
-	return false
+	return isJWT(v)
+}
+
+// isJWT: v is a JSON Web Token (header.payload.signature, base64url, the header's
+// JSON beginning `{"`), which a service accepts as the bearer's login whatever
+// variable holds it (Supabase's keys, a CI's OIDC token).
+func isJWT(v string) bool {
+	return strings.HasPrefix(v, "eyJ") && len(v) >= 20 && strings.Count(v, ".") == 2 &&
+		!strings.Contains(v, "..") && tokenChars(v, true)
 }
 
 // secretFields are the keys of key=value connection strings that hold a secret:
@@ -154,11 +176,12 @@ func hasSecretField(low string) bool {
 	return false
 }
 
-// tokenChars: v is one word of the characters tokens are made of.
-func tokenChars(v string) bool {
+// tokenChars: v is one word of the characters tokens are made of (and dots, for
+// the shapes that have them).
+func tokenChars(v string, dots bool) bool {
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || dots && c == '.') {
 			return false
 		}
 	}

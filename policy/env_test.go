@@ -44,3 +44,34 @@ func TestSecretValue(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretEnvNames: --hide-secrets drops a credential variable whose name is a
+// suffix alone (API_KEY, SECRET_KEY, TOKEN, PASSWORD), a key named for what it
+// opens (RAILS_MASTER_KEY, APP_KEY, AZURE_STORAGE_KEY), a personal access token,
+// Rails' SECRET_KEY_BASE, a listed name in another case, and tokens of more
+// published shapes (Stripe, Vault, SendGrid, a JWT) under any name; it keeps
+// the variables a shell and its tools need that only look near one.
+func TestSecretEnvNames(t *testing.T) {
+	r := EnvRules{Secrets: true}
+	for kv, drop := range map[string]bool{
+		"API_KEY=k1": true, "SECRET_KEY=k2": true, "TOKEN=k3": true, "PASSWORD=k4": true, "SECRET=k5": true,
+		"APIKEY=k6": true, "PRIVATE_KEY=k7": true, "CREDENTIALS=k8": true,
+		"RAILS_MASTER_KEY=k9": true, "APP_KEY=base64:k10": true, "AZURE_STORAGE_KEY=k11": true, "DD_APP_KEY=k12": true,
+		"ENCRYPTION_KEY=k13": true, "AZURE_DEVOPS_EXT_PAT=k14": true, "SECRET_KEY_BASE=k15": true,
+		"aws_access_key_id=AKIAX": true, "pgpassword=k16": true,
+		"STRIPE=sk_live_" + strings.Repeat("a", 24):                          true,
+		"VAULT=hvs.CAESIJ" + strings.Repeat("b", 20):                         true,
+		"MAIL=SG." + strings.Repeat("c", 22) + "." + strings.Repeat("d", 43): true,
+		"SUPA=eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZSJ9.c2lnbmF0dXJl":    true,
+		"AGE=AGE-SECRET-KEY-1" + strings.Repeat("Q", 58):                     true,
+		"PWD=/work/repo": false, "OLDPWD=/work": false, "PATH=/usr/bin": false, "MANPATH=/usr/share/man": false,
+		"SSH_ASKPASS=/usr/bin/ssh-askpass": false, "GIT_ASKPASS=/usr/bin/x": false, "PASSWORD_STORE_DIR=/h/p": false,
+		"KEYTIMEOUT=1": false, "MONKEY=1": false, "TOKENIZERS_PARALLELISM=false": false,
+		"VERSION=eyJ.not.a.jwt": false, "SITE=SG.example": false, "EDITOR=vim": false,
+	} {
+		name, value, _ := strings.Cut(kv, "=")
+		if got := r.DropsEntry(name, value); got != drop {
+			t.Errorf("%s: dropped %v, want %v", kv, got, drop)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/safepath"
 )
@@ -20,6 +19,9 @@ type Hidden struct {
 	Path string // canonical
 	Dir  bool
 	From string // "--hide" or "--hide-secrets"
+	// Why: what --hide-secrets found in a file that is no store of its own (a Git
+	// config holding a credential), for the line shown at launch; "" for a store.
+	Why string
 }
 
 // Secrets are the well-known credential stores below HOME that --hide-secrets hides
@@ -70,6 +72,20 @@ var Secrets = []string{
 	".config/fastly/config.toml", ".cloudflared", ".railway/config.json", ".supabase/access-token",
 	".circleci/cli.yml", ".travis/config.yml", ".jfrog", ".bluemix", ".aliyun", ".doppler",
 	".kaggle/kaggle.json", ".config/kaggle/kaggle.json", ".docker/contexts/tls",
+	// Clouds' and access proxies' logins (OpenStack's clouds.yaml and secure.yaml
+	// hold passwords; Teleport's client keys and certificates; gsutil's token
+	// cache), registries' (pnpm's and Bun's global configs hold _authToken, uv's
+	// `uv auth` store, sbt's, Dart's and Hex's), other agents' stores of model
+	// providers' keys (opencode, Qwen Code, Amp, Goose) and Ollama's signing key.
+	".config/openstack", ".tsh", ".gsutil", ".config/exoscale", ".config/Bitwarden CLI",
+	".config/pnpm/rc", ".bunfig.toml", ".config/.bunfig.toml", ".local/share/uv/credentials",
+	".sbt/.credentials", ".config/dart/pub-credentials.json", ".pub-cache/credentials.json", ".hex/hex.config",
+	".local/share/opencode/auth.json", ".qwen/oauth_creds.json", ".local/share/amp/secrets.json",
+	".config/goose/secrets.yaml", ".ollama/id_ed25519",
+	// Private keys that sign or spend: minisign's, wallets (Solana's keypair,
+	// Ethereum's keystore, Electrum's and Bitcoin Core's wallets), VNC's password.
+	".minisign/minisign.key", ".config/solana/id.json", ".ethereum/keystore", ".electrum/wallets",
+	".bitcoin/wallets", ".bitcoin/wallet.dat", ".vnc/passwd",
 }
 
 // SecretEnvPaths are the variables that move a store of Secrets, or name a
@@ -189,6 +205,10 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 	if p.Home == "" {
 		return &Error{What: "--hide-secrets", Reason: "there is no HOME to hide secrets in ($HOME is unset, / or missing)"}
 	}
+	why := map[string]string{}
+	for _, g := range gitConfigCredentials(p.Home, environGetter(opts.Environ)) {
+		why[g.path] = g.why
+	}
 	for _, path := range secretPaths(p.Home, opts.XDGConfigHome, opts.Environ, p.KeepAgents) {
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -197,6 +217,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 			continue // the agent's own credentials, kept by its preset or --keep
 		}
 		h, err := checkHide(p, path, path, "--hide-secrets")
+		h.Why = why[path]
 		if err != nil {
 			var pe *Error
 			if errors.As(err, &pe) && (pe.Reason == "does not exist" || privateDir(pe.Reason)) {
@@ -217,14 +238,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 // and the SSH private keys (~/.ssh's, those its config names, and those an ssh
 // command line of SSHCommandEnv names).
 func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string {
-	env := func(name string) string {
-		for _, kv := range environ {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-				return v
-			}
-		}
-		return ""
-	}
+	env := environGetter(environ)
 	if xdgConfig == "" {
 		xdgConfig = env("XDG_CONFIG_HOME")
 	}
@@ -261,6 +275,9 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 		sshConfigs = append(sshConfigs, configs...)
 	}
 	list = append(list, gitCredentialFiles(home, env)...)
+	for _, g := range gitConfigCredentials(home, env) {
+		list = append(list, g.path)
+	}
 	list = append(list, kubeKeyFiles(home, env("KUBECONFIG"))...)
 	keys, configs := sshIdentities(home, env, sshConfigs)
 	for _, k := range secretSSH(filepath.Join(home, ".ssh"), 0) {
@@ -269,46 +286,6 @@ func secretPaths(home, xdgConfig string, environ, keptAgents []string) []string 
 		}
 	}
 	return append(list, keys...)
-}
-
-// gitCredentialFiles are the credential files the operator's Git config (the
-// global and system files and what they include) names: the store of a
-// credential.helper "store --file PATH", an http.cookieFile (Gerrit's and
-// Google's cookies are logins) and an http.sslKey (a client certificate's key),
-// for every URL subsection. The default places of the first two are in Secrets;
-// these follow them where the config moves them.
-func gitCredentialFiles(home string, env func(string) string) []string {
-	configs := gitconfig.HostConfigFiles(func(k string) string {
-		if k == "HOME" {
-			return home
-		}
-		return env(k)
-	})
-	var out []string
-	for depth := 0; len(configs) > 0 && depth <= gitconfig.MaxIncludeDepth; depth++ {
-		var next []string
-		for _, f := range configs {
-			entries, err := gitconfig.ReadHostFile(f)
-			if err != nil {
-				continue
-			}
-			next = append(next, gitconfig.IncludePaths(entries, f, home)...)
-			for _, e := range entries {
-				var path string
-				switch {
-				case e.Section == "http" && (e.Key == "cookiefile" || e.Key == "sslkey"):
-					path = e.Value
-				case e.Section == "credential" && e.Key == "helper":
-					path = storeFile(e.Value)
-				}
-				if p, ok := gitconfig.ExpandPath(strings.TrimSpace(path), home); ok && filepath.IsAbs(p) {
-					out = append(out, filepath.Clean(p))
-				}
-			}
-		}
-		configs = next
-	}
-	return out
 }
 
 // kubeKeyFiles are the client keys and token files the kubeconfigs name
@@ -356,24 +333,6 @@ func kubeKeyFiles(home, kubeconfig string) []string {
 		}
 	}
 	return out
-}
-
-// storeFile is the --file of a credential helper that is git-credential-store
-// ("store --file=PATH", "store --file PATH", or the program's path), "" for another.
-func storeFile(helper string) string {
-	words := strings.Fields(helper)
-	if len(words) < 2 || words[0] != "store" && filepath.Base(words[0]) != "git-credential-store" {
-		return ""
-	}
-	for i, w := range words[1:] {
-		if v, ok := strings.CutPrefix(w, "--file="); ok {
-			return v
-		}
-		if w == "--file" && i+2 < len(words) {
-			return words[i+2]
-		}
-	}
-	return ""
 }
 
 // maxSSHConfig bounds what is read of ~/.ssh/config and the files it includes.

@@ -303,3 +303,67 @@ func TestSecretPathsToolLogins(t *testing.T) {
 		}
 	}
 }
+
+// TestHideSecretsGitConfigCredentials: a Git config of the operator's that holds a
+// credential itself — a token in url.<base>.insteadOf's URL, an Authorization
+// extraHeader, sendemail.smtpPass in an included file — is hidden whole under
+// --hide-secrets (the sandbox's HOME shows it as it is), with one line at launch
+// that names the line and key and never the value; a config without one stays.
+func TestHideSecretsGitConfigCredentials(t *testing.T) {
+	home, repo := tree(t)
+	token := "ghp_" + strings.Repeat("T", 36)
+	writeHomeFiles(t, home, map[string]string{
+		".gitconfig": "[user]\n\tname = U\n[include]\n\tpath = ~/.gitconfig.d/mail\n\tpath = ~/.gitconfig.d/plain\n" +
+			"[url \"https://x-access-token:" + token + "@github.com/\"]\n\tinsteadOf = https://github.com/\n",
+		".gitconfig.d/mail":  "[sendemail]\n\tsmtpServer = smtp.example.com\n\tsmtpPass = hunter2\n",
+		".gitconfig.d/plain": "[core]\n\tpager = less -R\n[url \"git@github.com:\"]\n\tinsteadOf = gh:\n",
+		".config/git/config": "[http \"https://corp.example/\"]\n\textraHeader = Authorization: Bearer abc\n",
+	})
+	p, err := New(Options{Cwd: repo, Repo: repo, Home: home, HideSecrets: true, Environ: []string{"GIT_CONFIG_NOSYSTEM=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := func(rel string) bool {
+		return slices.ContainsFunc(p.Hide, func(h Hidden) bool { return h.Path == filepath.Join(home, rel) })
+	}
+	for _, rel := range []string{".gitconfig", ".gitconfig.d/mail", ".config/git/config"} {
+		if !hidden(rel) {
+			t.Errorf("%s holds a credential and is not hidden", rel)
+		}
+	}
+	if hidden(".gitconfig.d/plain") {
+		t.Errorf(".gitconfig.d/plain holds no credential and is hidden")
+	}
+	notes := strings.Join(p.HideNotices(), "\n") + "\n"
+	for _, want := range []string{filepath.Join(home, ".gitconfig") + " is empty inside: line 7 (url.<…>.insteadof) holds a credential; to keep its other settings inside",
+		"mail is empty inside: line 3 (sendemail.smtppass) holds a credential\n", "line 2 (http.<…>.extraheader)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notices do not say %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, token) || strings.Contains(notes, "hunter2") || strings.Contains(notes, "abc") {
+		t.Errorf("notices show a credential:\n%s", notes)
+	}
+	if len(p.HideNotices()) != 3 {
+		t.Errorf("want one notice per file, got:\n%s", notes)
+	}
+}
+
+// TestSecretPathsMoreStores: the stores the list had missed — OpenStack, Teleport,
+// gsutil, pnpm's and Bun's global configs, uv's, sbt's, Dart's and Hex's logins,
+// other agents' key stores, Ollama's key, signing keys and wallets — are hidden,
+// the XDG ones where XDG_CONFIG_HOME and XDG_DATA_HOME move them.
+func TestSecretPathsMoreStores(t *testing.T) {
+	env := []string{"XDG_CONFIG_HOME=/h/xdg", "XDG_DATA_HOME=/h/data"}
+	got := secretPaths("/h", "", env, nil)
+	for _, want := range []string{"/h/.config/openstack", "/h/xdg/openstack", "/h/.tsh", "/h/.gsutil",
+		"/h/.config/pnpm/rc", "/h/xdg/pnpm/rc", "/h/.bunfig.toml", "/h/xdg/.bunfig.toml", "/h/.local/share/uv/credentials",
+		"/h/data/uv/credentials", "/h/.sbt/.credentials", "/h/.config/dart/pub-credentials.json", "/h/.pub-cache/credentials.json",
+		"/h/.hex/hex.config", "/h/.local/share/opencode/auth.json", "/h/data/opencode/auth.json", "/h/.qwen/oauth_creds.json",
+		"/h/.config/goose/secrets.yaml", "/h/.ollama/id_ed25519", "/h/.config/Bitwarden CLI", "/h/.minisign/minisign.key",
+		"/h/.config/solana/id.json", "/h/.ethereum/keystore", "/h/.electrum/wallets", "/h/.bitcoin/wallet.dat", "/h/.vnc/passwd"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%s not hidden", want)
+		}
+	}
+}

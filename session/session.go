@@ -194,6 +194,7 @@ func RunSession(cfg Config) (Outcome, error) {
 		cfg.Notes = append([]string{line}, cfg.Notes...)
 	}
 	cfg.Notes = append(cfg.Notes, p.StartupNotices()...) // policy/startup.go
+	cfg.Notes = append(cfg.Notes, p.HideNotices()...)    // policy/hide.go
 	// Before anything looks at the repository: the audit a killed launcher left
 	// pending may move things aside.
 	hostaudit.Orphans(cfg.audit(), p)

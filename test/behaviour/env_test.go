@@ -19,7 +19,9 @@ func TestSecretEnv(t *testing.T) {
 		// their value.
 		"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
 		"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk=",
-		"PLAIN_URL=https://example.com/a:b", "PG_DSN=host=db user=app password=dsnpass1 dbname=x"}
+		"PLAIN_URL=https://example.com/a:b", "PG_DSN=host=db user=app password=dsnpass1 dbname=x",
+		// A suffix alone as the name, a key named for what it opens, a JWT.
+		"API_KEY=bare1", "RAILS_MASTER_KEY=rmk1", "SUPA=eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZSJ9.c2lnbmF0dXJl"}
 	for _, backend := range backends(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := sandboxtest.NewBox(t, backend)
@@ -48,7 +50,8 @@ func TestSecretEnv(t *testing.T) {
 			secret := []string{"AWS_SECRET_ACCESS_KEY=aws1", "GITHUB_TOKEN=gh1", "MY_SERVICE_API_KEY=svc1", "npm_config__authToken=npm1", "OPENAI_API_KEY=oai1",
 				"npm_config__auth=npmauth1", "DEPLOY_PRIVATE_KEY=pk1", "DATABASE_URL=postgres://app:dbpass1@db/x",
 				"MY_GH=ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GIT_CONFIG_VALUE_0=AUTHORIZATION: basic eHg6eXk=",
-				"PG_DSN=host=db user=app password=dsnpass1 dbname=x"}
+				"PG_DSN=host=db user=app password=dsnpass1 dbname=x",
+				"API_KEY=bare1", "RAILS_MASTER_KEY=rmk1", "SUPA=eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZSJ9.c2lnbmF0dXJl"}
 			env := run(vars)
 			want("no flag", env, append([]string{"PLAIN_SETTING=plain1"}, secret...), nil)
 			env = run(vars, "--hide-secrets", "--keep-agent", "claude")
@@ -74,5 +77,29 @@ func TestSecretEnv(t *testing.T) {
 				t.Errorf("--unset-env A=B:\n%s", r)
 			}
 		})
+	}
+}
+
+// TestSecretEnvGoAPI: the Go API's SecretEnv drops the same variables as
+// --hide-secrets (policy.EnvRules), by name, by a suffix alone as the name, and by
+// value; ordinary settings stay.
+func TestSecretEnvGoAPI(t *testing.T) {
+	b := sandboxtest.NewBox(t, sandboxtest.GoAPI)
+	secret := []string{"GITHUB_TOKEN=gh1", "API_KEY=bare1", "RAILS_MASTER_KEY=rmk1",
+		"SUPA=eyJhbGciOiJIUzI1NiJ9.eyJyb2xlIjoic2VydmljZSJ9.c2lnbmF0dXJl", "DATABASE_URL=postgres://app:dbpass1@db/x"}
+	cmd := b.Command(b.Repo, []string{"--secret-env"}, "env")
+	cmd.Env = append(cmd.Env, append([]string{"PLAIN_SETTING=plain1"}, secret...)...)
+	r := sandboxtest.Run(cmd)
+	if r.Code != 0 {
+		t.Fatalf("godoor --secret-env:\n%s", r)
+	}
+	env := "\n" + r.Stdout
+	if !strings.Contains(env, "\nPLAIN_SETTING=plain1\n") {
+		t.Errorf("PLAIN_SETTING missing inside:\n%s", r.Stdout)
+	}
+	for _, kv := range secret {
+		if strings.Contains(env, "\n"+kv+"\n") {
+			t.Errorf("%s handed in through the Go API's SecretEnv", kv)
+		}
 	}
 }

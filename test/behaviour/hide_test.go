@@ -23,6 +23,7 @@ func TestHide(t *testing.T) {
 		{"--hide: a directory and a file are empty and read-only", hideWorks},
 		{"--hide-secrets: the known stores, not public keys or a kept agent's", hideSecrets},
 		{"--hide-secrets: stores a variable moves, keys in subdirectories, stores of more tools", hideSecretsMoved},
+		{"--hide-secrets: a Git config that holds a credential itself", hideSecretsGitConfig},
 		{"--hide refusals: 125 and one line", hideRefusals},
 		{"--hide: a directory outside HOME holding a host daemon's socket", hideSocketDir},
 	}
@@ -108,6 +109,12 @@ func hideSecretsMoved(t *testing.T, b *sandboxtest.Box) {
 		"/deploy/key":      "GITSSHKEY",
 		"/comp/auth.json":  "COMPOSERAUTH",
 		"/.docker/key.pem": "DOCKERTLSKEY",
+		// Stores the list had missed (wt/red25a): OpenStack's passwords, Teleport's
+		// keys, pnpm's global rc where XDG_CONFIG_HOME moves it, another agent's keys.
+		"/.config/openstack/clouds.yaml":   "OPENSTACKPASS",
+		"/.tsh/keys/proxy/user":            "TELEPORTKEY",
+		"/xdg/pnpm/rc":                     "PNPMTOKEN",
+		"/.local/share/opencode/auth.json": "OPENCODEKEY",
 	}
 	script := ""
 	for rel, content := range files {
@@ -190,5 +197,35 @@ func hideRefusals(t *testing.T, b *sandboxtest.Box) {
 		if r.Code != 125 || len(lines) != 1 || !strings.Contains(lines[0], c.why) || strings.Contains(r.Stdout, "RAN") {
 			t.Errorf("%v: want 125 and one line with %q, got %s", c.args, c.why, r)
 		}
+	}
+}
+
+// hideSecretsGitConfig: the operator's Git config that holds a token (in the URL of
+// url.<base>.insteadOf) and an included one with sendemail.smtpPass are empty
+// inside under --hide-secrets, an include without a credential stays, and the line
+// at launch names the file, line and key but not the token.
+func hideSecretsGitConfig(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	token := "ghp_" + strings.Repeat("G", 36)
+	writeUser(t, h+"/.gitconfig", "[include]\n\tpath = ~/.gitconfig-mail\n\tpath = ~/.gitconfig-plain\n"+
+		"[url \"https://x-access-token:"+token+"@github.com/\"]\n\tinsteadOf = https://github.com/\n")
+	writeUser(t, h+"/.gitconfig-mail", "[sendemail]\n\tsmtpPass = SMTPSECRET\n")
+	writeUser(t, h+"/.gitconfig-plain", "[alias]\n\tplainalias = status\n")
+	r := b.Sh(`cat ~/.gitconfig ~/.gitconfig-mail ~/.gitconfig-plain; git config --global --list; true`, "--hide-secrets")
+	if r.Code != 0 {
+		t.Fatalf("--hide-secrets:\n%s", r)
+	}
+	if strings.Contains(r.Stdout, token) || strings.Contains(r.Stdout, "SMTPSECRET") {
+		t.Errorf("a credential in the Git config is readable inside:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, "plainalias") {
+		t.Errorf("an included Git config without a credential is not readable inside:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stderr, h+"/.gitconfig is empty inside: line 5 (url.<…>.insteadof) holds a credential") ||
+		!strings.Contains(r.Stderr, "line 2 (sendemail.smtppass)") || strings.Contains(r.Stderr, token) {
+		t.Errorf("the line at launch:\n%s", r.Stderr)
+	}
+	if sandboxtest.ReadFileOr(h+"/.gitconfig-mail") != "[sendemail]\n\tsmtpPass = SMTPSECRET\n" {
+		t.Errorf("the host's Git config changed")
 	}
 }

@@ -56,6 +56,7 @@ func run(args []string) int {
 	fs.BoolVar(&opts.NoGitSave, "no-git-save", false, "")
 	fs.BoolVar(&opts.NoRecord, "no-record", false, "")
 	fs.BoolVar(&opts.AllowGitPush, "allow-git-push", false, "")
+	fs.BoolVar(&opts.SecretEnv, "secret-env", false, "") // Options.SecretEnv: --hide-secrets' variables
 	fs.StringVar(&opts.InitBinary, "init-binary", "", "")
 	dryRun := fs.Bool("dry-run", false, "")
 	asJSON := fs.Bool("json", false, "")
