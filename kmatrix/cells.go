@@ -102,7 +102,7 @@ var TestPackages = []TestPackage{
 	// (skipped, saying so, where there is none).
 	{Name: "confine", Pkg: "./shadow", Seconds: 120, Args: []string{"-test.run=^(TestWorkTreeGitReadsOnlyTheRepository|TestConfinedGitKillsNoOtherChild|TestCheckpointNeverStoresAFileOutsideTheRepository)$"}},
 	{Name: "behaviour", Pkg: "./test/behaviour", Seconds: 300, NeedsSandbox: true,
-		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes|TestTmpBudgetMountTable)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
+		Args: []string{"-test.run=^(TestPromises|TestNestedSandboxes|TestTmpBudgetMountTable|TestTmpBudgetKernelMemory)$/^native$/^(P1_|P3_HOME|P4_host_path|P5_new|P7_Git_hooks|read-only_mounts)"}},
 }
 
 // Full returns the packages with their filters removed and their time bounds

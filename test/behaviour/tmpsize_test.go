@@ -2,11 +2,16 @@ package behaviour
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -45,25 +50,27 @@ fill /dev/e 1M 16`, "--tmp-size", "8M")
 	}
 }
 
-// TestTmpBudgetInodes: the budget bounds inodes too, one per 4 KiB page (2048 for
-// 8M), since empty files take kernel memory but no page.
+// TestTmpBudgetInodes: the budget bounds inodes too, one per 8 KiB of it (1024 for
+// 8M, mounts.BudgetSplit), since empty files take kernel memory but no page.
 func TestTmpBudgetInodes(t *testing.T) {
 	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
 			out := b.ok(`cd /tmp && seq -f f%g 3000 | xargs touch 2>&1 | grep -m1 -o 'No space left on device'; ls | grep -c '^f'`, "--tmp-size", "8M")
 			n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(out), "No space left on device\n"))
-			if !strings.HasPrefix(out, "No space left on device\n") || err != nil || n < 1900 || n > 2048 {
-				t.Errorf("3000 empty files in an 8M budget: %q, want ENOSPC after at most 2048", out)
+			_, inodes := mounts.BudgetSplit(8 << 20)
+			if !strings.HasPrefix(out, "No space left on device\n") || err != nil || n < int(inodes)*9/10 || n > int(inodes) {
+				t.Errorf("3000 empty files in an 8M budget: %q, want ENOSPC after at most %d", out, inodes)
 			}
 		})
 	}
 }
 
 // TestTmpBudgetDefault: without --tmp-size the RAM-backed filesystems are bounded by
-// the default (a quarter of RAM, at most 4G), not the kernel's half of RAM each.
+// the default (a quarter of RAM, at most 4G), not the kernel's half of RAM each:
+// its data part (mounts.BudgetSplit).
 func TestTmpBudgetDefault(t *testing.T) {
-	want := policy.DefaultTmpSize(policy.TotalRAM())
+	want, _ := mounts.BudgetSplit(policy.DefaultTmpSize(policy.TotalRAM()))
 	for _, backend := range cliRunners(t) {
 		t.Run(backend, func(t *testing.T) {
 			b := newBox(t, backend)
@@ -108,7 +115,8 @@ dd if=/dev/zero of=/run/b bs=1M count=16 2>/dev/null || echo "run full"`, "--dis
 func TestTmpBudgetRepoFile(t *testing.T) {
 	b := newBox(t, "native")
 	writeFile(t, b.repo+"/.agentbox.toml", "tmp-size = \"4M\"\n")
-	if out := b.ok(`stat -f -c '%b %S' /tmp`, "--tmp-size", "8M"); out != fmt.Sprintf("%d 4096\n", 4<<20/4096) {
+	data, _ := mounts.BudgetSplit(4 << 20)
+	if out := b.ok(`stat -f -c '%b %S' /tmp`, "--tmp-size", "8M"); out != fmt.Sprintf("%d 4096\n", data/4096) {
 		t.Errorf("lowered by the repository's file: /tmp is %q", out)
 	}
 	writeFile(t, b.repo+"/.agentbox.toml", "tmp-size = \"16M\"\n")
@@ -179,4 +187,113 @@ func budgetMountTable(t *testing.T, backend string) {
 			t.Errorf("%s is not a directory of the budget:\n%s", want, out)
 		}
 	}
+}
+
+// TestTmpBudgetKernelMemory: the budget holds what a filled tmpfs takes of the
+// host's memory, its inodes' kernel memory included, not only the data: with
+// --tmp-size 128M a session that fills the budget with empty files of 255-byte
+// names (or, Linux 6.6+, one file's extended attributes) and then data takes at
+// most 128 MiB more than the same tools writing nowhere, measured as the session's
+// memory cgroup's charge (data, inodes, dentries, names, attributes). Before
+// mounts.BudgetSplit the inodes came on top: 175 MiB.
+func TestTmpBudgetKernelMemory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root: measures the session in a memory cgroup it makes")
+	}
+	const budget, slack = 128 << 20, 4 << 20
+	// $D is where the script writes; /proc for the baseline, where nothing can be.
+	// The data file is made first: a full inode table leaves no room for it.
+	// Perl, which the kernel matrix's images have (no Python, no seq): xattrs by
+	// setxattr(2)'s number (amd64 188, arm64 5).
+	fills := []struct{ name, script string }{
+		{"long names", `touch "$D/data" 2>/dev/null
+perl -e 'for my $i (0..40000) { open(my $f, ">", sprintf("%s/%08d%s", $ARGV[0], $i, "x" x 247)) or last }' "$D"
+dd if=/dev/zero of="$D/data" bs=1M count=256 2>/dev/null
+sleep 0.5`},
+		{"extended attributes", `touch "$D/data" "$D/x" 2>/dev/null
+perl -e 'my $nr = $ARGV[1] eq "aarch64" ? 5 : 188; my $v = "";
+for my $i (0..10_000_000) { my $n = sprintf("user.%08d", $i); last if syscall($nr, "$ARGV[0]/x", $n, $v, 0, 0) != 0 }' "$D" "$(uname -m)"
+dd if=/dev/zero of="$D/data" bs=1M count=256 2>/dev/null
+sleep 0.5`},
+	}
+	for _, backend := range cliRunners(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := newBox(t, backend)
+			for _, fill := range fills {
+				base := sessionMemory(t, b, "D=/proc\n"+fill.script)
+				got := sessionMemory(t, b, "D=/tmp\n"+fill.script)
+				t.Logf("%s: %.1f MiB above the baseline (%.1f MiB)", fill.name, float64(got-base)/(1<<20), float64(base)/(1<<20))
+				if got-base > budget+slack {
+					t.Errorf("%s: a filled --tmp-size 128M took %.1f MiB of the host's memory", fill.name, float64(got-base)/(1<<20))
+				}
+			}
+		})
+	}
+}
+
+// sessionMemory runs script in b under --tmp-size 128M in a memory cgroup of its
+// own and returns the most the cgroup was charged, polled while it ran.
+func sessionMemory(t *testing.T, b *box, script string) int64 {
+	t.Helper()
+	dir, usage := memoryCgroup(t)
+	cmd := b.command(b.repo, []string{"--tmp-size", "128M"}, script)
+	if strings.HasSuffix(usage, "memory.usage_in_bytes") {
+		// cgroup v1: no clone into a cgroup; the launcher moves itself first.
+		testenv.Chown(t, filepath.Join(dir, "cgroup.procs"))
+		cmd.Args = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(dir, "cgroup.procs")}, cmd.Args...)
+		cmd.Path = "/bin/sh"
+	} else {
+		fd, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
+	}
+	res := make(chan result, 1)
+	if err := startAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	var peak int64
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(usage); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				peak = max(peak, n)
+			}
+		}
+		select {
+		case r := <-res:
+			if r.code != 0 {
+				t.Fatalf("%s", r)
+			}
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+// memoryCgroup makes a memory cgroup for one session (removed at the test's end)
+// and returns its directory and the file of its current charge.
+func memoryCgroup(t *testing.T) (dir, usage string) {
+	t.Helper()
+	name := fmt.Sprintf("agentbox-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && slices.Contains(strings.Fields(string(c)), "memory") {
+		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory"), 0)
+		dir, usage = filepath.Join("/sys/fs/cgroup", name), "memory.current"
+	} else if _, err := os.Stat("/sys/fs/cgroup/memory/memory.usage_in_bytes"); err == nil {
+		dir, usage = filepath.Join("/sys/fs/cgroup/memory", name), "memory.usage_in_bytes"
+	} else {
+		t.Fatalf("no memory cgroup controller to measure with (cgroup v2's at /sys/fs/cgroup, or v1's at /sys/fs/cgroup/memory)")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return dir, filepath.Join(dir, usage)
 }
