@@ -153,8 +153,8 @@ func childlessThread(tries int, f func()) bool {
 
 // maxKeptThreads bounds the threads kept confined: one a set of roots, so one a
 // repository (and Git) a process records. Past it a work-tree Git is refused
-// rather than run unconfined.
-const maxKeptThreads = 64
+// rather than run unconfined. A variable for the test of that refusal.
+var maxKeptThreads = 64
 
 // keptThread is an OS thread kept confined to one set of roots for the process's
 // life; its goroutine starts the commands sent to it.

@@ -272,3 +272,40 @@ func keptCount() int {
 	defer kept.Unlock()
 	return len(kept.threads)
 }
+
+// TestConfinementRefusedPastTheKeptThreads: where no thread without children can
+// be told, each repository's Git gets a thread kept confined; past the bound on
+// them a work-tree Git is refused, saying why, never run unconfined, while the
+// repositories that have a kept thread go on.
+func TestConfinementRefusedPastTheKeptThreads(t *testing.T) {
+	skipWithoutLandlock(t)
+	seamThreadChildren(t, func() ([]byte, error) { return nil, os.ErrNotExist })
+	outside := filepath.Join(t.TempDir(), "secret")
+	write(t, outside, "the operator's\n")
+	workTreeGit := func() git {
+		repo := newRepo(t, map[string]string{"a": "1\n"})
+		s, _ := openStore(t, repo)
+		wt := s.git
+		wt.workTree = repo
+		return wt
+	}
+	first, second := workTreeGit(), workTreeGit()
+	kept.Lock()
+	bound := maxKeptThreads
+	maxKeptThreads = kept.n + 1
+	kept.Unlock()
+	defer func() { kept.Lock(); maxKeptThreads = bound; kept.Unlock() }()
+	if _, err := first.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("the first repository's Git, with a thread kept for it: %v", err)
+	}
+	out, err := second.run(nil, "hash-object", "--no-filters", "--", outside)
+	if err == nil {
+		t.Fatalf("past the bound on kept threads a work-tree Git ran, and read %s outside its repository: %s", outside, out)
+	}
+	if !strings.Contains(err.Error(), "cannot confine the recorder's Git") {
+		t.Errorf("past the bound: %v, want the refusal saying why", err)
+	}
+	if _, err := first.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("the first repository's Git after the refusal: %v", err)
+	}
+}
