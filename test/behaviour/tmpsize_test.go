@@ -238,13 +238,20 @@ sleep 0.5`},
 
 // filesMemory runs script in b under --tmp-size 128M and returns how much the
 // machine's file memory (/proc/meminfo's Shmem, tmpfs's pages, and Slab, the
-// inodes, dentries, names and attributes) grew from before the script to its end,
+// inodes, dentries, names and attributes) grew from before the script (once it
+// is steady) to its end,
 // as the sandbox reads it: for a machine where nothing else runs (a VM) and a test
 // that cannot make a memory cgroup.
 func filesMemory(t *testing.T, b *box, script string) int64 {
 	t.Helper()
-	const files = `awk '/^(Shmem|Slab):/ { s += $2 } END { print s }' /proc/meminfo`
-	out := b.ok("before=$("+files+")\n"+strings.TrimSuffix(script, "sleep 0.5")+"\necho \"files $before $("+files+")\"", "--tmp-size", "128M")
+	// The previous session's tmpfs is freed after it ends, as its mount namespace
+	// goes: the first reading waits for two in a row within 1 MiB (at most 10 s),
+	// else the fill's growth is lost in that fall.
+	const settled = `files() { awk '/^(Shmem|Slab):/ { s += $2 } END { print s }' /proc/meminfo; }
+prev=0 n=0
+while before=$(files); d=$((before - prev)); [ ${d#-} -ge 1024 ] && [ $n -lt 50 ]; do prev=$before n=$((n + 1)); sleep 0.2; done
+`
+	out := b.ok(settled+strings.TrimSuffix(script, "sleep 0.5")+"\necho \"files $before $(files)\"", "--tmp-size", "128M")
 	var before, after int64
 	at := strings.LastIndex(out, "files ")
 	if at < 0 {
