@@ -83,7 +83,10 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	if kernel.LandlockABI() == 0 {
 		return func() {}, c.Start()
 	}
-	key := strings.Join(roots, "\x00")
+	var key string
+	if keptAny() {
+		key = keptKey(roots)
+	}
 	if k := keptFor(key); k != nil {
 		return func() {}, k.start(c)
 	}
@@ -104,7 +107,7 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	}()
 	err = <-started
 	if errors.Is(err, errNoChildlessThread) {
-		k, err := keepThread(key, roots)
+		k, err := keepThread(keptKey(roots), roots)
 		if err != nil {
 			return nil, err
 		}
@@ -180,6 +183,30 @@ var kept struct {
 	sync.Mutex
 	threads map[string]*keptThread
 	n       int
+}
+
+// keptKey names the domain roots make: the roots, and which of them exist. A
+// root missing when a thread was confined is left out of its domain for good, so
+// once it exists the roots make another domain (and thread).
+func keptKey(roots []string) string {
+	var b strings.Builder
+	for _, r := range roots {
+		b.WriteString(r)
+		if _, err := os.Stat(r); err == nil {
+			b.WriteString("\x00+\x00")
+		} else {
+			b.WriteString("\x00-\x00")
+		}
+	}
+	return b.String()
+}
+
+// keptAny: some thread is kept (the common case, where threads without children
+// are told, has none, and looks no root up).
+func keptAny() bool {
+	kept.Lock()
+	defer kept.Unlock()
+	return len(kept.threads) > 0
 }
 
 // keptFor is the thread kept for key, or nil.

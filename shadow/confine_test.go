@@ -309,3 +309,22 @@ func TestConfinementRefusedPastTheKeptThreads(t *testing.T) {
 		t.Fatalf("the first repository's Git after the refusal: %v", err)
 	}
 }
+
+// TestKeptKeyCountsMissingRoots: a root that did not exist when a thread was
+// confined is not in its domain; once it exists the same roots name another
+// kept thread, not the one that cannot read it.
+func TestKeptKeyCountsMissingRoots(t *testing.T) {
+	dir := t.TempDir()
+	later := filepath.Join(dir, "later")
+	roots := []string{dir, later}
+	before := keptKey(roots)
+	if err := os.Mkdir(later, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if after := keptKey(roots); after == before {
+		t.Fatalf("a root made after the first confinement keeps the key %q", after)
+	}
+	if keptKey(roots) != keptKey(slices.Clone(roots)) {
+		t.Fatal("the same roots name two keys")
+	}
+}
