@@ -8,8 +8,9 @@ import (
 
 // The budget of the sandbox's RAM-backed filesystems (--tmp-size): /tmp, /run,
 // /dev, /dev/shm, the HOME overlay's upper layer and the kept agents' private
-// directories share one tmpfs of this many bytes on the native backend, so that a
-// session that fills them gets ENOSPC instead of the host running out of memory.
+// directories share one tmpfs that takes at most this many bytes of memory, its
+// inodes' included (mounts.BudgetSplit), on both backends, so that a session that
+// fills them gets ENOSPC instead of the host running out of memory.
 const (
 	// MaxDefaultTmpSize caps the default: a quarter of RAM, at most 4 GiB, leaves
 	// the host at least three quarters of its memory whatever the session writes.

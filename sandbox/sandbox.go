@@ -110,7 +110,8 @@ type Options struct {
 	// words).
 	Memory, Pids, CPUs string
 	// TmpSize is the budget in bytes of the RAM-backed filesystems (/tmp, /run,
-	// /dev/shm, the HOME overlay's upper layer; agentbox exec --tmp-size): a write
+	// /dev/shm, the HOME overlay's upper layer; agentbox exec --tmp-size), the
+	// files' kernel memory included (a quarter of it, mounts.BudgetSplit): a write
 	// past it gets ENOSPC inside. 0: the default, a quarter of RAM, at most 4 GiB.
 	TmpSize int64
 	// GPU hands in the host's GPU device nodes (agentbox exec --gpu); Devices the
