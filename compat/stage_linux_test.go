@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/internal/ucounts"
+	"github.com/agentbox/agentbox/mounts"
 )
 
 // TestStageThroughCLI runs `agentbox exec --backend bwrap --tmp-size 8M` as the
@@ -81,8 +82,8 @@ func TestStageThroughCLI(t *testing.T) {
 	if !strings.Contains(out, "root "+stageRoot+"/etc\n") {
 		t.Errorf("no copy of / at %s:\n%s", stageRoot, out)
 	}
-	if want := "size " + strconv.Itoa(8<<20/4096) + " 4096\n"; !strings.Contains(out, want) {
-		t.Errorf("budget directory not 8M (%q):\n%s", want, out)
+	if data, _ := mounts.BudgetSplit(8 << 20); !strings.Contains(out, "size "+strconv.FormatInt(data/4096, 10)+" 4096\n") {
+		t.Errorf("budget directory not the data of 8M (%d bytes):\n%s", data, out)
 	}
 	holder := strings.Fields(regexp.MustCompile(`(?m)^holder (.*)$`).FindStringSubmatch(out)[1])
 	for _, want := range []string{"root", "0", "1", "2", "3"} {

@@ -3,11 +3,13 @@ package shadow
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -61,18 +63,29 @@ func (g *git) readRoots() []string {
 	return roots
 }
 
-// startConfined starts c from an OS thread of its own that has entered a Landlock
-// domain in which only roots (and readFiles) can be read; c inherits it at fork.
-// The thread is never given back to the Go scheduler: it ends with its goroutine,
-// which lives until release is called (the child's Pdeathsig follows the thread
-// that forked it). A thread that ends kills every child it forked with a
-// Pdeathsig, so the thread chosen is one that has no child (childlessThread): the
-// sandbox's init, started by another goroutine, may have been forked from any of
-// the launcher's threads. Without Landlock (ABI 0), or where no childless thread
-// can be told, c starts as it would unconfined.
+// startConfined starts c from an OS thread that has entered a Landlock domain in
+// which only roots (and readFiles) can be read; c inherits it at fork. A confined
+// thread is never given back to the Go scheduler: every goroutine it ran would be
+// confined. It either ends, or is kept for the process's life.
+//
+// A thread that ends kills every child it forked with a Pdeathsig: the sandbox's
+// init, started by another goroutine, may have been forked from any of the
+// launcher's threads, and so may a Go API caller's own children. So a thread that
+// ends is one with no child (childlessThread), ending with its goroutine once
+// release is called (c's own Pdeathsig follows it). Where no such thread can be
+// told (no /proc/thread-self/children, or every thread tried has children), c
+// starts from a thread kept confined to roots for the process's life, which no
+// end can reach (keptThread): one a set of roots, reused by each command of it.
+// Never unconfined: a Git run unconfined could be led out of the work tree.
+// Without Landlock (ABI 0) there is no domain to enter and c starts as it would
+// unconfined (docs/security.md, "Limits").
 func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	if kernel.LandlockABI() == 0 {
 		return func() {}, c.Start()
+	}
+	key := strings.Join(roots, "\x00")
+	if k := keptFor(key); k != nil {
+		return func() {}, k.start(c)
 	}
 	started := make(chan error, 1)
 	exited := make(chan struct{})
@@ -80,7 +93,7 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 		ok := childlessThread(maxThreadTries, func() {
 			if err := confineThread(roots); err != nil {
 				started <- err
-				return
+				return // the thread ends: it has no child to take along
 			}
 			started <- c.Start()
 			<-exited
@@ -91,7 +104,11 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	}()
 	err = <-started
 	if errors.Is(err, errNoChildlessThread) {
-		return func() {}, c.Start()
+		k, err := keepThread(key, roots)
+		if err != nil {
+			return nil, err
+		}
+		return func() {}, k.start(c)
 	}
 	if err != nil {
 		close(exited)
@@ -106,6 +123,13 @@ const maxThreadTries = 16
 // errNoChildlessThread: no thread without children was found.
 var errNoChildlessThread = errors.New("no OS thread without children")
 
+// readThreadChildren is the children the calling thread forked, as the kernel
+// lists them; a variable for the tests, which stand for a kernel without
+// CONFIG_PROC_CHILDREN or a launcher whose every thread has children.
+var readThreadChildren = procThreadChildren
+
+func procThreadChildren() ([]byte, error) { return os.ReadFile("/proc/thread-self/children") }
+
 // childlessThread runs f on an OS thread locked to it that has no child process,
 // and leaves the thread locked: it ends when f's goroutine does. A thread with
 // children is held (locked, by a goroutine waiting) while the next is tried, so
@@ -113,7 +137,7 @@ var errNoChildlessThread = errors.New("no OS thread without children")
 // was found or /proc cannot tell (no /proc/thread-self/children).
 func childlessThread(tries int, f func()) bool {
 	runtime.LockOSThread()
-	b, err := os.ReadFile("/proc/thread-self/children")
+	b, err := readThreadChildren()
 	if err == nil && len(bytes.TrimSpace(b)) == 0 {
 		f() // never unlocked: the thread carries the domain
 		return true
@@ -127,13 +151,114 @@ func childlessThread(tries int, f func()) bool {
 	return <-next
 }
 
-// confineThread sets no_new_privs on the calling thread (Landlock wants it of an
-// unprivileged caller) and restricts it to reading below roots; a root that does
-// not exist is left out.
-func confineThread(roots []string) error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return err
+// maxKeptThreads bounds the threads kept confined: one a set of roots, so one a
+// repository (and Git) a process records. Past it a work-tree Git is refused
+// rather than run unconfined. A variable for the test of that refusal.
+var maxKeptThreads = 64
+
+// keptThread is an OS thread kept confined to one set of roots for the process's
+// life; its goroutine starts the commands sent to it.
+type keptThread struct {
+	starts chan keptStart
+}
+
+type keptStart struct {
+	c    *exec.Cmd
+	done chan error
+}
+
+// start starts c from the kept thread.
+func (k *keptThread) start(c *exec.Cmd) error {
+	done := make(chan error, 1)
+	k.starts <- keptStart{c, done}
+	return <-done
+}
+
+// kept holds the kept threads by their roots (joined by NUL); n counts those
+// made, with the threads a failed confinement left parked.
+var kept struct {
+	sync.Mutex
+	threads map[string]*keptThread
+	n       int
+}
+
+// keptFor is the thread kept for key, or nil.
+func keptFor(key string) *keptThread {
+	kept.Lock()
+	defer kept.Unlock()
+	return kept.threads[key]
+}
+
+// keepThread makes the thread kept for key (or returns the one another caller
+// made meanwhile): a goroutine that locks its thread, confines it to roots, and
+// never ends. The thread may have forked children with a Pdeathsig before it was
+// locked; as it never ends, they never get the signal from it.
+func keepThread(key string, roots []string) (*keptThread, error) {
+	kept.Lock()
+	defer kept.Unlock()
+	if k := kept.threads[key]; k != nil {
+		return k, nil
 	}
+	if kept.n >= maxKeptThreads {
+		return nil, fmt.Errorf("cannot confine the recorder's Git to the repository: this process keeps %d confined threads already (no thread without children could be told), and a Git run unconfined could be led to read files outside it", maxKeptThreads)
+	}
+	kept.n++
+	ready := make(chan error, 1)
+	k := &keptThread{starts: make(chan keptStart)}
+	go func() {
+		runtime.LockOSThread()
+		if err := confineThread(roots); err != nil {
+			ready <- err
+			if errors.Is(err, errThreadUnchanged) {
+				runtime.UnlockOSThread()
+				return
+			}
+			select {} // half confined (no_new_privs): neither given back nor ended
+		}
+		ready <- nil
+		for s := range k.starts {
+			s.done <- s.c.Start()
+		}
+	}()
+	if err := <-ready; err != nil {
+		if errors.Is(err, errThreadUnchanged) {
+			kept.n--
+		}
+		return nil, err
+	}
+	if kept.threads == nil {
+		kept.threads = make(map[string]*keptThread)
+	}
+	kept.threads[key] = k
+	return k, nil
+}
+
+// errThreadUnchanged wraps a failure of confineThread that left the calling
+// thread as it was: the ruleset could not be made.
+var errThreadUnchanged = errors.New("thread unchanged")
+
+// confineThread restricts the calling thread to reading below roots; a root that
+// does not exist is left out. The ruleset is made first, then the thread is set
+// no_new_privs (Landlock wants it of an unprivileged caller) and restricted: an
+// error wrapping errThreadUnchanged came before the thread was changed.
+func confineThread(roots []string) error {
+	ruleset, err := readRuleset(roots)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errThreadUnchanged, err)
+	}
+	defer unix.Close(ruleset)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("%w: no_new_privs: %w", errThreadUnchanged, err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", errno)
+	}
+	return nil
+}
+
+// readRuleset is a Landlock ruleset that allows reading below roots and
+// readFiles, and nothing else the domain handles.
+func readRuleset(roots []string) (int, error) {
 	// Handling any access denies linking and renaming across directories unless
 	// a rule allows it (ABI 2): allowed below the roots, for Git's own writes.
 	access := uint64(landlockRead)
@@ -145,10 +270,9 @@ func confineThread(roots []string) error {
 	// network and scope fields, which a kernel before ABI 4 does not know.
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.HandledAccessFS), 0)
 	if errno != 0 {
-		return errno
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	}
 	ruleset := int(fd)
-	defer unix.Close(ruleset)
 	add := func(path string, access uint64) error {
 		pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -157,22 +281,21 @@ func confineThread(roots []string) error {
 		defer unix.Close(pfd)
 		rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
 		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), kernel.LandlockRulePathBeneath, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
-			return errno
+			return fmt.Errorf("landlock_add_rule %s: %w", path, errno)
 		}
 		return nil
 	}
 	for _, r := range roots {
 		if err := add(r, access); err != nil {
-			return err
+			unix.Close(ruleset)
+			return -1, err
 		}
 	}
 	for _, f := range readFiles {
 		if err := add(f, unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
-			return err
+			unix.Close(ruleset)
+			return -1, err
 		}
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
-		return errno
-	}
-	return nil
+	return ruleset, nil
 }

@@ -61,8 +61,46 @@ func TestWorkTreeGitReadsOnlyTheRepository(t *testing.T) {
 // its look at the directory and its open(2): their content was stored as the
 // step's blobs, which `agentbox undo --to` writes into the working tree. Without
 // the confinement this fails in the first round.
+//
+// Where no thread without children can be told (no /proc/thread-self/children,
+// or every thread has some), the checkpoint's Git starts from a thread kept
+// confined: before, it ran unconfined there and stored the outside files.
 func TestCheckpointNeverStoresAFileOutsideTheRepository(t *testing.T) {
 	skipWithoutLandlock(t)
+	for _, tc := range threadSeams() {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.set(t)
+			checkpointNeverReadsOutside(t)
+		})
+	}
+}
+
+// threadSeams are the ways a confined thread is found: by the kernel's list of
+// its children; where the kernel keeps none (CONFIG_PROC_CHILDREN off); where
+// every thread tried has children.
+func threadSeams() []threadSeam {
+	return []threadSeam{
+		{"children listed", func(t *testing.T) {}},
+		{"no thread-self children file", func(t *testing.T) {
+			seamThreadChildren(t, func() ([]byte, error) { return nil, os.ErrNotExist })
+		}},
+		{"every thread with children", func(t *testing.T) {
+			seamThreadChildren(t, func() ([]byte, error) { return []byte("1 "), nil })
+		}},
+	}
+}
+
+type threadSeam struct {
+	name string
+	set  func(t *testing.T)
+}
+
+func seamThreadChildren(t *testing.T, read func() ([]byte, error)) {
+	readThreadChildren = read
+	t.Cleanup(func() { readThreadChildren = procThreadChildren })
+}
+
+func checkpointNeverReadsOutside(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a": "1\n"})
 	outside := t.TempDir()
 	s, _ := openStore(t, repo)
@@ -118,7 +156,9 @@ func TestCheckpointNeverStoresAFileOutsideTheRepository(t *testing.T) {
 }
 
 // BenchmarkConfinedGit is what the confinement costs a work-tree Git command: the
-// same command started confined and plain, interleaved, each run's median.
+// same command started confined from a thread without children (which then
+// ends), from the thread kept confined where none can be told, and plain,
+// interleaved, each run's median.
 //
 //	go test ./shadow -run '^$' -bench ConfinedGit -benchtime 200x
 func BenchmarkConfinedGit(b *testing.B) {
@@ -126,10 +166,11 @@ func BenchmarkConfinedGit(b *testing.B) {
 	s, _ := openStore(b, repo)
 	wt := s.git
 	wt.workTree = repo
-	var confined, plain []time.Duration
-	defer func() { confineWorkTree = true }()
-	run := func(confine bool) time.Duration {
-		confineWorkTree = confine
+	var confined, kept, plain []time.Duration
+	defer func() { confineWorkTree, readThreadChildren = true, procThreadChildren }()
+	noChildrenFile := func() ([]byte, error) { return nil, os.ErrNotExist }
+	run := func(confine bool, read func() ([]byte, error)) time.Duration {
+		confineWorkTree, readThreadChildren = confine, read
 		t0 := time.Now()
 		if _, err := wt.run(nil, "rev-parse", "--git-dir"); err != nil {
 			b.Fatal(err)
@@ -137,24 +178,40 @@ func BenchmarkConfinedGit(b *testing.B) {
 		return time.Since(t0)
 	}
 	for range b.N {
-		confined, plain = append(confined, run(true)), append(plain, run(false))
+		confined = append(confined, run(true, procThreadChildren))
+		kept = append(kept, run(true, noChildrenFile))
+		plain = append(plain, run(false, procThreadChildren))
 	}
 	median := func(d []time.Duration) float64 {
 		slices.Sort(d)
 		return float64(d[len(d)/2].Microseconds())
 	}
 	b.ReportMetric(median(confined), "confined-µs")
+	b.ReportMetric(median(kept), "kept-µs")
 	b.ReportMetric(median(plain), "plain-µs")
 }
 
-// TestConfinedGitKillsNoOtherChild: the thread a confined Git is started from
-// ends with it, and a thread that ends kills every child it forked with a
-// Pdeathsig — the sandbox's init among them, started from whichever of the
-// launcher's threads its goroutine ran on. Children started that way from eight
-// threads outlive forty confined Git commands.
+// TestConfinedGitKillsNoOtherChild: a thread that ends kills every child it
+// forked with a Pdeathsig — the sandbox's init among them, started from whichever
+// of the launcher's threads its goroutine ran on. Children started that way from
+// eight threads outlive forty confined Git commands, each of which is refused a
+// file outside the repository: with the kernel's list of a thread's children,
+// without it (CONFIG_PROC_CHILDREN off), and where every thread has children;
+// the two last keep one thread confined for the repository, never more.
 func TestConfinedGitKillsNoOtherChild(t *testing.T) {
 	skipWithoutLandlock(t)
+	for _, tc := range threadSeams() {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.set(t)
+			confinedGitKillsNoOtherChild(t)
+		})
+	}
+}
+
+func confinedGitKillsNoOtherChild(t *testing.T) {
 	repo := newRepo(t, map[string]string{"a": "1\n"})
+	outside := filepath.Join(t.TempDir(), "secret")
+	write(t, outside, "the operator's\n")
 	s, _ := openStore(t, repo)
 	wt := s.git
 	wt.workTree = repo
@@ -185,10 +242,19 @@ func TestConfinedGitKillsNoOtherChild(t *testing.T) {
 			c.Wait()
 		}
 	}()
-	for range 40 {
-		if _, err := wt.run(nil, "rev-parse", "--git-dir"); err != nil {
+	keptBefore := keptCount()
+	for i := range 40 {
+		if _, err := wt.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
 			t.Fatal(err)
 		}
+		if i%8 == 0 {
+			if out, err := wt.run(nil, "hash-object", "--no-filters", "--", outside); err == nil {
+				t.Fatalf("command %d: a work-tree Git read %s, outside the repository: %s", i, outside, out)
+			}
+		}
+	}
+	if n := keptCount() - keptBefore; n > 1 {
+		t.Errorf("%d threads kept confined for one repository, want at most 1", n)
 	}
 	for _, c := range kids {
 		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
@@ -198,5 +264,48 @@ func TestConfinedGitKillsNoOtherChild(t *testing.T) {
 		if err := unix.Waitid(unix.P_PID, c.Process.Pid, &st, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err == nil && st.Signo != 0 {
 			t.Fatalf("a child started with a Pdeathsig from another thread was killed (pid %d)", c.Process.Pid)
 		}
+	}
+}
+
+func keptCount() int {
+	kept.Lock()
+	defer kept.Unlock()
+	return len(kept.threads)
+}
+
+// TestConfinementRefusedPastTheKeptThreads: where no thread without children can
+// be told, each repository's Git gets a thread kept confined; past the bound on
+// them a work-tree Git is refused, saying why, never run unconfined, while the
+// repositories that have a kept thread go on.
+func TestConfinementRefusedPastTheKeptThreads(t *testing.T) {
+	skipWithoutLandlock(t)
+	seamThreadChildren(t, func() ([]byte, error) { return nil, os.ErrNotExist })
+	outside := filepath.Join(t.TempDir(), "secret")
+	write(t, outside, "the operator's\n")
+	workTreeGit := func() git {
+		repo := newRepo(t, map[string]string{"a": "1\n"})
+		s, _ := openStore(t, repo)
+		wt := s.git
+		wt.workTree = repo
+		return wt
+	}
+	first, second := workTreeGit(), workTreeGit()
+	kept.Lock()
+	bound := maxKeptThreads
+	maxKeptThreads = kept.n + 1
+	kept.Unlock()
+	defer func() { kept.Lock(); maxKeptThreads = bound; kept.Unlock() }()
+	if _, err := first.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("the first repository's Git, with a thread kept for it: %v", err)
+	}
+	out, err := second.run(nil, "hash-object", "--no-filters", "--", outside)
+	if err == nil {
+		t.Fatalf("past the bound on kept threads a work-tree Git ran, and read %s outside its repository: %s", outside, out)
+	}
+	if !strings.Contains(err.Error(), "cannot confine the recorder's Git") {
+		t.Errorf("past the bound: %v, want the refusal saying why", err)
+	}
+	if _, err := first.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("the first repository's Git after the refusal: %v", err)
 	}
 }

@@ -80,7 +80,9 @@ func Probe(opts Options) Report {
 	}
 	abi := fmt.Sprintf("Landlock ABI %d", LandlockABI())
 	if LandlockABI() == 0 {
-		abi = "no Landlock (missing, or not in the kernel's lsm= list)"
+		// The recorder's work-tree Git (shadow/confine.go) is confined by Landlock
+		// too; records still run without it, and doctor says so here.
+		abi = "no Landlock (missing, or not in the kernel's lsm= list); the recorder's Git is not confined to the repository either (docs/security.md)"
 	}
 	set(LandlockAbstractUnix, CanScopeAbstractUnix(), abi)
 	if CanDenyPathSockets() {
