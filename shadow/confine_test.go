@@ -309,3 +309,32 @@ func TestConfinementRefusedPastTheKeptThreads(t *testing.T) {
 		t.Fatalf("the first repository's Git after the refusal: %v", err)
 	}
 }
+
+// TestKeptThreadFollowsAReplacedRepository: a kept thread's domain holds the
+// directories its roots named when it was made (Landlock's rules are bound to
+// inodes, not paths). A Go API program that outlives a repository removed and
+// cloned again at the same path, or a shadow repository made again, must not
+// start that path's Git from the old thread: it could read nothing there, and a
+// checkpoint's `git add --ignore-errors` would go on without the files.
+func TestKeptThreadFollowsAReplacedRepository(t *testing.T) {
+	skipWithoutLandlock(t)
+	seamThreadChildren(t, func() ([]byte, error) { return nil, os.ErrNotExist })
+	repo := newRepo(t, map[string]string{"a": "1\n"})
+	s, _ := openStore(t, repo)
+	wt := s.git
+	wt.workTree = repo
+	if _, err := wt.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("before the repository was replaced: %v", err)
+	}
+	if err := os.RemoveAll(repo); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(repo, "a"), "2\n")
+	out, err := wt.run(nil, "hash-object", "--no-filters", "--", "a")
+	if err != nil {
+		t.Fatalf("a Git of the repository made again at %s cannot read its file: %v", repo, err)
+	}
+	if want := linkBlobID([]byte("2\n")); strings.TrimSpace(string(out)) != want {
+		t.Errorf("hash-object a = %q, want %s", out, want)
+	}
+}
