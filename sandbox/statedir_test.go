@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestMovedHomeSharesTheOperatorsPendingAudits: a Go API session whose Options.Home
@@ -26,45 +25,15 @@ func TestMovedHomeSharesTheOperatorsPendingAudits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plant := filepath.Join(repo, "sub", ".git", "config")
-	release := filepath.Join(repo, "release")
-	t.Cleanup(func() { os.WriteFile(release, nil, 0o644) })
-	first := make(chan error, 1)
-	go func() {
-		// Plants, then waits (at most a minute) until the test lets it end.
-		script := `git init -q "$1/sub" && printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' > "$1/sub/.git/config"; i=0; while [ ! -e "$1/release" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`
-		_, err := Run(Options{Command: []string{"/bin/sh", "-c", script, "sh", repo}, Repo: repo, Dir: repo, NoRecord: true, Log: &strings.Builder{}})
-		first <- err
-	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		// Its content, not the file: git init writes a plain config first.
-		if b, err := os.ReadFile(plant); err == nil && strings.Contains(string(b), "fsmonitor") {
-			break
-		}
-		select {
-		case err := <-first:
-			t.Fatalf("the first session ended before planting: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first session never planted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	end := plantingSession(t, repo, "the first session", Options{Repo: repo, Dir: repo, NoRecord: true, Log: &strings.Builder{}})
 	res, err := Run(Options{Command: []string{"true"}, Repo: repo, Dir: repo, Home: agentHome, NoRecord: true, Log: &strings.Builder{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(release, nil, 0o644)
-	if err := <-first; err != nil {
+	if err := end(); err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, f := range res.AuditFindings {
-		found = found || strings.Contains(f, "sub/.git/config")
-	}
-	if !found {
+	if !foundPlant(res.AuditFindings) {
 		t.Errorf("the session with its own HOME found %q, want the nested repository's config the first session planted before it started", res.AuditFindings)
 	}
 	if _, err := os.Lstat(filepath.Join(agentHome, ".local", "state", "agentbox")); err == nil {

@@ -75,7 +75,8 @@ func (g *git) readRoots() []string {
 // release is called (c's own Pdeathsig follows it). Where no such thread can be
 // told (no /proc/thread-self/children, or every thread tried has children), c
 // starts from a thread kept confined to roots for the process's life, which no
-// end can reach (keptThread): one a set of roots, reused by each command of it.
+// end can reach (keptThread): one a set of roots (and the directories there),
+// reused by each command of it.
 // Never unconfined: a Git run unconfined could be led out of the work tree.
 // Without Landlock (ABI 0) there is no domain to enter and c starts as it would
 // unconfined (docs/security.md, "Limits").
@@ -85,7 +86,7 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	}
 	var key string
 	if keptAny() {
-		key = keptKey(roots)
+		key = rootsKey(roots)
 	}
 	if k := keptFor(key); k != nil {
 		return func() {}, k.start(c)
@@ -107,7 +108,7 @@ func startConfined(c *exec.Cmd, roots []string) (release func(), err error) {
 	}()
 	err = <-started
 	if errors.Is(err, errNoChildlessThread) {
-		k, err := keepThread(keptKey(roots), roots)
+		k, err := keepThread(rootsKey(roots), roots)
 		if err != nil {
 			return nil, err
 		}
@@ -154,6 +155,26 @@ func childlessThread(tries int, f func()) bool {
 	return <-next
 }
 
+// rootsKey tells apart the kept threads: each root's path and the identity of the
+// directory there now. A domain's rules hold the directories its roots named when
+// it was made, not their paths: a repository removed and cloned again at the same
+// path (or a shadow repository made again) is none of its, and a thread keyed by
+// path alone would start its Git reading nothing there, whose `git add
+// --ignore-errors` then recorded the old tree as the new. A root missing now is
+// keyed as missing, as confineThread leaves it out.
+func rootsKey(roots []string) string {
+	var b strings.Builder
+	for _, r := range roots {
+		var st unix.Stat_t
+		if unix.Stat(r, &st) == nil {
+			fmt.Fprintf(&b, "%s\x00%d:%d\x00", r, st.Dev, st.Ino)
+		} else {
+			fmt.Fprintf(&b, "%s\x00-\x00", r)
+		}
+	}
+	return b.String()
+}
+
 // maxKeptThreads bounds the threads kept confined: one a set of roots, so one a
 // repository (and Git) a process records. Past it a work-tree Git is refused
 // rather than run unconfined. A variable for the test of that refusal.
@@ -177,28 +198,12 @@ func (k *keptThread) start(c *exec.Cmd) error {
 	return <-done
 }
 
-// kept holds the kept threads by their roots (joined by NUL); n counts those
+// kept holds the kept threads by their roots (rootsKey); n counts those
 // made, with the threads a failed confinement left parked.
 var kept struct {
 	sync.Mutex
 	threads map[string]*keptThread
 	n       int
-}
-
-// keptKey names the domain roots make: the roots, and which of them exist. A
-// root missing when a thread was confined is left out of its domain for good, so
-// once it exists the roots make another domain (and thread).
-func keptKey(roots []string) string {
-	var b strings.Builder
-	for _, r := range roots {
-		b.WriteString(r)
-		if _, err := os.Stat(r); err == nil {
-			b.WriteString("\x00+\x00")
-		} else {
-			b.WriteString("\x00-\x00")
-		}
-	}
-	return b.String()
 }
 
 // keptAny: some thread is kept (the common case, where threads without children

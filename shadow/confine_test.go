@@ -317,14 +317,43 @@ func TestKeptKeyCountsMissingRoots(t *testing.T) {
 	dir := t.TempDir()
 	later := filepath.Join(dir, "later")
 	roots := []string{dir, later}
-	before := keptKey(roots)
+	before := rootsKey(roots)
 	if err := os.Mkdir(later, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if after := keptKey(roots); after == before {
+	if after := rootsKey(roots); after == before {
 		t.Fatalf("a root made after the first confinement keeps the key %q", after)
 	}
-	if keptKey(roots) != keptKey(slices.Clone(roots)) {
+	if rootsKey(roots) != rootsKey(slices.Clone(roots)) {
 		t.Fatal("the same roots name two keys")
+	}
+}
+
+// TestKeptThreadFollowsAReplacedRepository: a kept thread's domain holds the
+// directories its roots named when it was made (Landlock's rules are bound to
+// inodes, not paths). A Go API program that outlives a repository removed and
+// cloned again at the same path, or a shadow repository made again, must not
+// start that path's Git from the old thread: it could read nothing there, and a
+// checkpoint's `git add --ignore-errors` would go on without the files.
+func TestKeptThreadFollowsAReplacedRepository(t *testing.T) {
+	skipWithoutLandlock(t)
+	seamThreadChildren(t, func() ([]byte, error) { return nil, os.ErrNotExist })
+	repo := newRepo(t, map[string]string{"a": "1\n"})
+	s, _ := openStore(t, repo)
+	wt := s.git
+	wt.workTree = repo
+	if _, err := wt.run(nil, "hash-object", "--no-filters", "--", "a"); err != nil {
+		t.Fatalf("before the repository was replaced: %v", err)
+	}
+	if err := os.RemoveAll(repo); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(repo, "a"), "2\n")
+	out, err := wt.run(nil, "hash-object", "--no-filters", "--", "a")
+	if err != nil {
+		t.Fatalf("a Git of the repository made again at %s cannot read its file: %v", repo, err)
+	}
+	if want := linkBlobID([]byte("2\n")); strings.TrimSpace(string(out)) != want {
+		t.Errorf("hash-object a = %q, want %s", out, want)
 	}
 }
