@@ -363,14 +363,7 @@ func operatorEnv(opts Options) func(string) string {
 	if opts.Environ == nil {
 		return os.Getenv
 	}
-	return func(name string) string {
-		for _, kv := range opts.Environ {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-				return v
-			}
-		}
-		return ""
-	}
+	return environGetter(opts.Environ)
 }
 
 func resolveHome(home string) (string, error) {
