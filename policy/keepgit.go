@@ -20,37 +20,23 @@ import (
 // A kept path holding any of them would let the session plant what every later Git
 // of the operator's runs; the Git audit covers only the repository.
 func gitHostPaths(home string, getenv func(string) string) []string {
-	configs := gitconfig.HostConfigFiles(func(k string) string {
+	out := gitconfig.HostConfigFiles(func(k string) string {
 		if k == "HOME" {
 			return home
 		}
 		return getenv(k)
 	})
-	out := append([]string(nil), configs...)
 	if xdg := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(xdg) {
 		out = append(out, filepath.Join(xdg, "git"))
 	}
-	seen := map[string]bool{}
-	for depth := 0; len(configs) > 0 && depth <= gitconfig.MaxIncludeDepth; depth++ {
-		var next []string
-		for _, f := range configs {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			entries, err := gitconfig.ReadHostFile(f)
-			if err != nil {
-				continue
-			}
-			inc := gitconfig.IncludePaths(entries, f, home)
-			out = append(out, inc...)
-			next = append(next, inc...)
-			for _, e := range entries {
-				out = append(out, valuePaths(e.Value, home)...)
-			}
+	eachHostGitConfig(home, getenv, func(file string, _ int, entries []gitconfig.Entry) {
+		// What it includes, whether or not that reads: a path the session could
+		// make readable later.
+		out = append(out, gitconfig.IncludePaths(entries, file, home)...)
+		for _, e := range entries {
+			out = append(out, valuePaths(e.Value, home)...)
 		}
-		configs = next
-	}
+	})
 	return out
 }
 
