@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/internal/seccomp"
+	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
 // Run checks the bwrap binary (bwrapcheck.Lookup) and runs InitCommand's argv: bwrap
@@ -134,6 +136,13 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 
 	cmd := nsinit.InitCommand(bin.Path, ControlFD, stdio)
 	cmd.Args = argv
+	bwrapStderr, err := escapedStderr(stdio.Stderr)
+	if err != nil {
+		return res, masked, err
+	}
+	if bwrapStderr != nil {
+		cmd.Stderr = bwrapStderr.w
+	}
 	// ExtraFiles[i] becomes descriptor 3+i: StatusFD, SeccompFD, ControlFD, the
 	// bind sources from FirstSourceFD, then the checked bwrap binary, which the
 	// stage executes (and closes, unless it is a script).
@@ -171,8 +180,11 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 			return nil
 		}
 	}
-	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true}, opts)
+	out, err := nsinit.Supervise(nsinit.Launch{Cmd: cmd, Ctl: ctl, Plan: plan, Nested: true, StreamsWithPlan: bwrapStderr != nil}, opts)
 	w.Close()
+	// bwrap has ended: what it said is on the operator's stderr before anything
+	// agentbox says of it.
+	bwrapStderr.drain()
 	res.Phases = append(res.Phases, out.Phases...)
 	res.Status, res.Signal, res.Left, res.Terminal = out.Status, out.Signal, out.Left, out.Terminal
 	var se *nsinit.SetupError
@@ -184,6 +196,49 @@ func runOnce(plan mounts.Plan, o backend.Options) (res backend.Result, masked []
 		return res, masked, fmt.Errorf("%w (exit status %d); its message is above", errSetupFailed, se.Status)
 	}
 	return res, masked, err
+}
+
+// bwrapStderr is the pipe bwrap (and the stage before it, and the init until it
+// has the command's streams) writes its messages into, copied to the operator's
+// stderr through termsafe. bwrap's messages name the plan's paths, which a session
+// can choose (a nested repository's .git, a socket it bound), and bwrap prints them
+// raw: "Can't mkdir" with an ESC sequence in the name would reach the terminal. The
+// command never gets this pipe: the init installs the command's own streams, sent
+// with the plan, before anything of the session runs.
+type bwrapStderr struct {
+	w    *os.File
+	done chan struct{}
+}
+
+// escapedStderr starts copying a new pipe to stderr; nil when there is no stderr
+// (bwrap's then goes to /dev/null, as the command's does).
+func escapedStderr(stderr *os.File) (*bwrapStderr, error) {
+	if stderr == nil {
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap backend: stderr pipe: %w", err)
+	}
+	b := &bwrapStderr{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		defer r.Close()
+		out := termsafe.NewWriter(stderr)
+		io.Copy(out, r)
+		out.Flush()
+	}()
+	return b, nil
+}
+
+// drain closes the launcher's end and waits for the copy to end, which it does once
+// bwrap and the stage, the pipe's only other holders, have exited.
+func (b *bwrapStderr) drain() {
+	if b == nil {
+		return
+	}
+	b.w.Close()
+	<-b.done
 }
 
 // readStatus reads bwrap's JSON lines until bwrap closes the descriptor ({"child-pid":

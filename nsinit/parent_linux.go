@@ -156,6 +156,10 @@ type Launch struct {
 	// Prestarted: the init (returned by Start) was started ahead of this session
 	// (Prestart) and waits for its plan; the command's streams are passed with it.
 	Prestarted bool
+	// StreamsWithPlan: the init was started with other standard streams than the
+	// command's (bwrap's stderr is a pipe the launcher escapes: compat), and the
+	// command's travel with the plan, as a prestarted init's do.
+	StreamsWithPlan bool
 	// conn is how to talk to the init; nil: JSON frames on Ctl.
 	conn initConn
 	// gated: the init waits, its sandbox built, for a go (rawConn.sendGo) before it

@@ -65,9 +65,9 @@ func Supervise(l Launch, opts Options) (Result, error) {
 	}
 
 	var stdioFds []*os.File
-	if l.Prestarted {
-		// The init exists already, with /dev/null for stdio: this session's streams
-		// travel with the plan.
+	if l.Prestarted || l.StreamsWithPlan {
+		// The init exists already, with /dev/null for stdio, or was started with a
+		// stderr the launcher reads: this session's streams travel with the plan.
 		files, closeAll, err := stdioFiles(s.stdio)
 		if err != nil {
 			return s.res, err
