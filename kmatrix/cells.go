@@ -87,6 +87,9 @@ type TestPackage struct {
 // under TCG. Full (kmatrix -full) runs it all.
 var TestPackages = []TestPackage{
 	{Name: "kernel", Pkg: "./internal/kernel", Seconds: 60},
+	// The seccomp filter loaded into a process by each kernel: what it refuses, and
+	// the calls of a kernel newer than it (ENOSYS) on the newest cell.
+	{Name: "seccomp", Pkg: "./internal/seccomp", Seconds: 60},
 	{Name: "vmtest", Pkg: "./kmatrix/vmtest", Seconds: 240},
 	// The raw init where the kernel has its system calls (5.12+), its fallback to the
 	// Go init where not, and the same failure reports from both.

@@ -230,8 +230,15 @@ func run(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint32) 
 			acc = data[f.K]
 		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
 			acc &= f.K
-		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
-			if acc == f.K {
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K:
+			taken := acc == f.K
+			switch f.Code &^ (unix.BPF_JMP | unix.BPF_K) {
+			case unix.BPF_JGT:
+				taken = acc > f.K
+			case unix.BPF_JGE:
+				taken = acc >= f.K
+			}
+			if taken {
 				pc += int(f.Jt)
 			} else {
 				pc += int(f.Jf)
