@@ -1,6 +1,7 @@
 package adversarial
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 )
 
 // The kernel's surface past the mounts, from inside, on every way in: the raw init,
@@ -42,9 +44,10 @@ func TestKernelSurfaceSameOnEveryRunner(t *testing.T) {
 	var mu sync.Mutex
 	answers := map[string][]string{}
 	runners := append(sandboxtest.Backends(t), sandboxtest.NativeGo, sandboxtest.GoAPI)
+	hostHandle := hostPidfsHandle(t)
 	runAttacksOn(t, runners, []attack{{
 		name:   "surface",
-		script: `"$PROBE" surface "$VICTIM" "$REPO"; echo DONE`,
+		script: `"$PROBE" surface "$VICTIM" "$REPO" ` + hostHandle + `; echo DONE`,
 		check: func(t *testing.T, x *target, r sandboxtest.Result) {
 			var lines []string
 			for _, l := range strings.Split(r.Stdout, "\n") {
@@ -69,9 +72,58 @@ func TestKernelSurfaceSameOnEveryRunner(t *testing.T) {
 	}
 }
 
-// probeSurface: args VICTIM (a read-only host file the user owns) and REPO.
+// hostPidfsHandle is the pidfs file handle (Linux 6.13+) of a process outside every
+// sandbox, the test user's, as "TYPE:HEX", or "none" where the kernel makes none: a
+// handle names a process by its pidfs inode, whatever PID namespace the opener is in.
+func hostPidfsHandle(t *testing.T) string {
+	u := testenv.TestUser(t)
+	cmd := exec.Command("sleep", "300")
+	if u.Root {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.UID, Gid: u.GID}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open: %v", err)
+	}
+	defer unix.Close(fd)
+	h, _, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH)
+	if err != nil {
+		t.Logf("no pidfs file handles on this kernel (%v): the row tries none", err)
+		return "none"
+	}
+	// The control: outside, the handle opens the process.
+	pfd, err := unix.OpenByHandleAt(fdPidfsRoot, h, unix.O_RDONLY)
+	if err != nil {
+		t.Fatalf("the host's own pidfs handle does not open outside: %v", err)
+	}
+	unix.Close(pfd)
+	return fmt.Sprintf("%d:%x", h.Type(), h.Bytes())
+}
+
+// probeSurface: args VICTIM (a read-only host file the user owns), REPO and the
+// pidfs handle of a process of the user's outside (hostPidfsHandle).
 func probeSurface(args []string) int {
 	victim, repo := args[0], args[1]
+	// A host process of the same user, by its pidfs handle: a pidfd for it would
+	// signal it past the PID namespace.
+	if typ, hx, ok := strings.Cut(args[2], ":"); ok {
+		var ht int32
+		b, err := hex.DecodeString(hx)
+		if _, serr := fmt.Sscan(typ, &ht); err == nil && serr == nil {
+			fd, err := unix.OpenByHandleAt(fdPidfsRoot, unix.NewFileHandle(ht, b), unix.O_RDONLY)
+			if err == nil {
+				err = unix.PidfdSendSignal(fd, 0, nil, 0)
+				unix.Close(fd)
+			}
+			report("a host process's pidfd by its handle", err)
+		}
+	} else {
+		fmt.Println("refused a host process's pidfd by its handle: no pidfs handles here")
+	}
 	errno := func(e unix.Errno) error {
 		if e == 0 {
 			return nil
@@ -141,7 +193,10 @@ func probeSurface(args []string) int {
 	return 0
 }
 
-const atFdcwd = ^uintptr(99) // AT_FDCWD, -100, as a system-call argument
+const (
+	atFdcwd     = ^uintptr(99) // AT_FDCWD, -100, as a system-call argument
+	fdPidfsRoot = -10002       // FD_PIDFS_ROOT: open_by_handle_at's mount for pidfs handles
+)
 
 func appendTo(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
