@@ -150,3 +150,23 @@ func newerHelper() {
 	}
 	os.Exit(0)
 }
+
+// TestNewerThanFilter: doctor's note is given for a kernel release past
+// LastKnownRelease only.
+func TestNewerThanFilter(t *testing.T) {
+	for release, want := range map[string]bool{
+		"7.2.13+deb14-amd64": true,
+		"6.18.44-fc-v1272":   true,
+		"6.17.0":             false,
+		"6.12.117+deb13":     false,
+		"6.1.0-50-amd64":     false,
+		"5.10.0-32-amd64":    false,
+		"6.170.1":            true, // a number, not a string: 170 > 17
+		"":                   false,
+		"linux":              false,
+	} {
+		if got := NewerThanFilter(release); got != want {
+			t.Errorf("NewerThanFilter(%q) = %v, want %v", release, got, want)
+		}
+	}
+}

@@ -200,6 +200,25 @@ type abi struct {
 // review of every call up to the new number.
 const LastKnownNr = 469
 
+// LastKnownRelease is the kernel release that added the call LastKnownNr names: a
+// kernel newer than it may have calls the filter refuses with ENOSYS.
+const LastKnownRelease = "6.17"
+
+// NewerThanFilter reports whether a kernel release (uname -r: "7.2.13+deb14-amd64")
+// is newer than LastKnownRelease, so that calls it added since fail inside with
+// ENOSYS; a release it cannot read is not.
+func NewerThanFilter(release string) bool {
+	major, minor, ok := releaseNumbers(release)
+	kmajor, kminor, _ := releaseNumbers(LastKnownRelease)
+	return ok && (major > kmajor || major == kmajor && minor > kminor)
+}
+
+// releaseNumbers reads "MAJOR.MINOR" at the start of a release.
+func releaseNumbers(release string) (major, minor int, ok bool) {
+	n, err := fmt.Sscanf(release, "%d.%d", &major, &minor)
+	return major, minor, err == nil && n == 2
+}
+
 // nrRange is the system-call numbers lo to hi, both included.
 type nrRange struct{ lo, hi uint32 }
 
