@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -85,24 +84,11 @@ func i386Helper(filter bool) {
 	}
 	show("getpid", abicall.Int80(20, 0, 0, 0)) // faults here where there is no i386 ABI
 	if filter {
-		prog, err := Program(Rules{})
-		if err != nil {
-			fmt.Println("filter:", err)
-			os.Exit(2)
-		}
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			fmt.Println("no_new_privs:", err)
-			os.Exit(2)
-		}
-		fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-		if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-			fmt.Println("seccomp:", e)
-			os.Exit(2)
-		}
+		loadFilter(Rules{})
 	}
 	// i386's numbers: keyctl 288 (KEYCTL_GET_KEYRING_ID of the session keyring),
 	// ioctl 54, clone3 435 (no arguments: EINVAL unfiltered), io_setup 245 (no
-	// events: EINVAL unfiltered).
+	// context pointer: EFAULT unfiltered).
 	show("keyctl", abicall.Int80(288, 0, 0xfffffffd, 0))
 	show("TIOCSTI", abicall.Int80(54, null.Fd(), ioctlTIOCSTI, 0))
 	show("clone3", abicall.Int80(435, 0, 0, 0))

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -131,20 +130,7 @@ func newerHelper() {
 	for nr := uintptr(LastKnownNr); nr <= LastKnownNr+newerWindow; nr++ {
 		before[nr] = call(nr)
 	}
-	prog, err := Program(Rules{})
-	if err != nil {
-		fmt.Println("filter:", err)
-		os.Exit(2)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		fmt.Println("no_new_privs:", err)
-		os.Exit(2)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		fmt.Println("seccomp:", e)
-		os.Exit(2)
-	}
+	loadFilter(Rules{})
 	for nr := uintptr(LastKnownNr); nr <= LastKnownNr+newerWindow; nr++ {
 		fmt.Println(nr, before[nr], call(nr))
 	}

@@ -80,20 +80,7 @@ func TestTTYFilter(t *testing.T) {
 // filterHelper installs the filter on every thread of this process and reports each
 // probe's result on stdout, one line each.
 func filterHelper() {
-	prog, err := Program(Rules{})
-	if err != nil || len(prog)%sockFilterBytes != 0 {
-		fmt.Println("filter:", err, len(prog))
-		os.Exit(2)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		fmt.Println("no_new_privs:", err)
-		os.Exit(2)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		fmt.Println("seccomp:", e)
-		os.Exit(2)
-	}
+	loadFilter(Rules{})
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		fmt.Println(err)
@@ -205,6 +192,25 @@ func hugePageProbes() {
 	fmt.Println("shmget SHM_HUGETLB", errText(e))
 	_, _, e = unix.Syscall(unix.SYS_SHMGET, 0, 0, 0o1000|0o600)
 	fmt.Println("shmget", errText(e))
+}
+
+// loadFilter installs the serialised program, exactly as bwrap receives it, on every
+// thread of this helper process, or ends it with status 2 saying why.
+func loadFilter(r Rules) {
+	prog, err := Program(r)
+	if err != nil || len(prog)%sockFilterBytes != 0 {
+		fmt.Println("filter:", err, len(prog))
+		os.Exit(2)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("no_new_privs:", err)
+		os.Exit(2)
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		fmt.Println("seccomp:", e)
+		os.Exit(2)
+	}
 }
 
 func errText(e unix.Errno) string {
