@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/kernel"
+	"github.com/agentbox/agentbox/internal/seccomp"
 	"github.com/agentbox/agentbox/internal/termsafe"
 )
 
@@ -56,6 +57,9 @@ type doctorResult struct {
 	PathSockets doctorSockets `json:"path_sockets"`
 	// Limits: which of --memory, --pids, --cpus this host enforces (doctorlimits.go).
 	Limits []doctorLimit `json:"limits"`
+	// NewerCallsRefused: the kernel is newer than the seccomp filter's reviewed calls,
+	// and those it added since fail inside with ENOSYS.
+	NewerCallsRefused bool `json:"newer_calls_refused"`
 }
 
 type bwrapState struct {
@@ -81,7 +85,8 @@ func cmdDoctor(args []string) int {
 	// The running binary, not what lies at its path now (a session may replace it).
 	rep := kernel.Probe(kernel.Options{Command: []string{"/proc/self/exe", "doctor"}})
 	res := doctorResult{Report: rep, NativeReady: rep.NativeReady(), Refusal: rep.Refusal(), Bwrap: lookBwrap(),
-		PathSockets: probeSockets(kernel.CanDenyPathSockets()), Limits: probeLimits()}
+		PathSockets: probeSockets(kernel.CanDenyPathSockets()), Limits: probeLimits(),
+		NewerCallsRefused: seccomp.NewerThanFilter(rep.Kernel)}
 	if *asJSON {
 		out := termsafe.NewJSONWriter(os.Stdout) // bwrap's path and output, kernel messages
 		enc := json.NewEncoder(out)
@@ -162,6 +167,10 @@ func printDoctor(w io.Writer, r doctorResult) {
 		if c.Fix != "" {
 			fmt.Fprintf(w, "            fix: %s\n", c.Fix)
 		}
+	}
+	if r.NewerCallsRefused {
+		fmt.Fprintf(w, "  %-9s system calls added after Linux %s fail inside with ENOSYS until agentbox has reviewed them;\n"+
+			"            most programs fall back as on an older kernel (docs/security.md, \"System calls newer than the filter\")\n", "note", seccomp.LastKnownRelease)
 	}
 	if r.Bwrap.OK {
 		fmt.Fprintf(w, "  %-9s bwrap %s at %s (for --backend=bwrap)\n", "ok", r.Bwrap.Version, r.Bwrap.Path)

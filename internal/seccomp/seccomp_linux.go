@@ -102,8 +102,14 @@ import (
 //     the family behind a pointer a filter cannot read, and io_uring creates
 //     sockets (IORING_OP_SOCKET) without any system call the filter sees.
 //
-// Everything else is allowed. A system call of an ABI the filter does not know
-// fails with ENOSYS: every ABI of amd64 and arm64 is listed, so none can slip past.
+// Everything else the filter knows is allowed. A system call it does not know fails
+// with ENOSYS, what a kernel without the call answers, so that programs take their
+// fallback: a call of an ABI the filter does not know (every ABI of amd64 and arm64 is
+// listed, so none can slip past), and a call numbered past LastKnownNr, the newest
+// call whose effects were reviewed (docs/security.md, "System calls newer than the
+// filter"). The rules above are a list, and a list misses what came after it: a
+// call a newer kernel adds is refused until it is looked at, as runc and Docker
+// refuse calls newer than their profiles.
 // The kernel compares an ioctl request as an unsigned int, so only the low 32 bits
 // of the argument are tested: junk in the high bits is the same request (the bypass
 // of CVE-2019-10063 in flatpak's filter); socket's family is an int, the same.
@@ -143,7 +149,10 @@ const (
 	ioctlKD         = 0x4B00     // KD*: the console's keyboard, fonts and mode
 	ioctlVT         = 0x5600     // VT_*: virtual console switching
 	x32SyscallBit   = 0x40000000
-	sockFilterBytes = 8 // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
+	x32LastOwn      = 547      // x32's own calls are 512 (rt_sigaction) to 547 (pwritev2)
+	armPrivate      = 0x0f0000 // 32-bit Arm's private calls (cacheflush, set_tls, …)
+	armLastPriv     = 0x0f07ff // the end of the range the kernel reserves for them
+	sockFilterBytes = 8        // struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
 )
 
 // deniedRequests are the ioctl requests refused, on every ABI (the fscrypt argument
@@ -168,6 +177,7 @@ var (
 // io_uring_setup).
 type abi struct {
 	arch    uint32
+	known   []nrRange // the numbers that name a call the filter knows; any other is ENOSYS
 	ioctl   []uint32
 	deny    []uint32
 	prlimit []uint32
@@ -183,6 +193,35 @@ type abi struct {
 	noSys   []uint32
 }
 
+// LastKnownNr is the number of the newest system call the filter knows (reviewed in
+// docs/security.md, "System calls newer than the filter"), file_setattr (Linux 6.17):
+// every call numbered past it fails with ENOSYS. Since Linux 5.1 (424,
+// pidfd_send_signal) a new call has this one number on every ABI. Raising it is a
+// review of every call up to the new number.
+const LastKnownNr = 469
+
+// LastKnownRelease is the kernel release that added the call LastKnownNr names: a
+// kernel newer than it may have calls the filter refuses with ENOSYS.
+const LastKnownRelease = "6.17"
+
+// NewerThanFilter reports whether a kernel release (uname -r: "7.2.13+deb14-amd64")
+// is newer than LastKnownRelease, so that calls it added since fail inside with
+// ENOSYS; a release it cannot read is not.
+func NewerThanFilter(release string) bool {
+	major, minor, ok := releaseNumbers(release)
+	kmajor, kminor, _ := releaseNumbers(LastKnownRelease)
+	return ok && (major > kmajor || major == kmajor && minor > kminor)
+}
+
+// releaseNumbers reads "MAJOR.MINOR" at the start of a release.
+func releaseNumbers(release string) (major, minor int, ok bool) {
+	n, err := fmt.Sscanf(release, "%d.%d", &major, &minor)
+	return major, minor, err == nil && n == 2
+}
+
+// nrRange is the system-call numbers lo to hi, both included.
+type nrRange struct{ lo, hi uint32 }
+
 // abisFor lists the ABIs of GOARCH: on amd64 a process can also make i386 and x32
 // system calls, on arm64 32-bit Arm (compat) ones; each must be covered or the
 // filter is bypassed through them.
@@ -191,25 +230,26 @@ func abisFor(goarch string) ([]abi, error) {
 	switch goarch {
 	case "amd64":
 		return []abi{
-			{arch: unix.AUDIT_ARCH_X86_64, ioctl: []uint32{16, x | 16, x | 514},
+			{arch: unix.AUDIT_ARCH_X86_64, known: []nrRange{{0, LastKnownNr}, {x, x | LastKnownNr}, {x | 512, x | x32LastOwn}},
+				ioctl:   []uint32{16, x | 16, x | 514},
 				deny:    []uint32{248, 249, 250, x | 248, x | 249, x | 250},
 				prlimit: []uint32{302, x | 302}, fcntl: []uint32{72, x | 72}, clone3: []uint32{435, x | 435},
 				aio:  []uint32{206, x | 206, x | 543},
 				mmap: []uint32{9, x | 9}, memfd: []uint32{319, x | 319}, shmget: []uint32{29, x | 29},
 				socket: []uint32{41, 53, x | 41, x | 53}, noSys: []uint32{425, x | 425}},
-			{arch: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
+			{arch: unix.AUDIT_ARCH_I386, known: []nrRange{{0, LastKnownNr}}, ioctl: []uint32{54}, deny: []uint32{286, 287, 288}, prlimit: []uint32{340},
 				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{245},
 				mmap: []uint32{192}, memfd: []uint32{356}, shmget: []uint32{395}, ipc: []uint32{117}, oldMmap: []uint32{90},
 				socket: []uint32{359, 360}, noSys: []uint32{102, 425}},
 		}, nil
 	case "arm64":
 		return []abi{
-			{arch: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
+			{arch: unix.AUDIT_ARCH_AARCH64, known: []nrRange{{0, LastKnownNr}}, ioctl: []uint32{29}, deny: []uint32{217, 218, 219}, prlimit: []uint32{261},
 				fcntl: []uint32{25}, clone3: []uint32{435}, aio: []uint32{0},
 				mmap: []uint32{222}, memfd: []uint32{279}, shmget: []uint32{194},
 				socket: []uint32{198, 199}, noSys: []uint32{425}},
 			// EABI only (arm64 runs no OABI binary), which has no socketcall, ipc or old mmap.
-			{arch: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
+			{arch: unix.AUDIT_ARCH_ARM, known: []nrRange{{0, LastKnownNr}, {armPrivate, armLastPriv}}, ioctl: []uint32{54}, deny: []uint32{309, 310, 311}, prlimit: []uint32{369},
 				fcntl: []uint32{55, 221}, clone3: []uint32{435}, aio: []uint32{243},
 				mmap: []uint32{192}, memfd: []uint32{385}, shmget: []uint32{307},
 				socket: []uint32{281, 288}, noSys: []uint32{425}},
@@ -270,6 +310,7 @@ const (
 // buildFilter lays the program out as: one block per ABI, then the shared tails.
 //
 //	block:   ld arch; jeq ABI ? next : next block; ld nr;
+//	         (a number outside the ABI's known ranges) ? enosys : next;
 //	         jeq ioctl_i ? ioctl : next …; jeq deny_j ? eperm : next …;
 //	         jeq prlimit_l ? pid1 : next …; jeq fcntl_f ? fcntl : next …;
 //	         jeq clone3_c ? enosys : next …; jeq io_setup_a ? enosys : next …;
@@ -300,6 +341,7 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 		a.ld(seccompArch)
 		a.jeq(x.arch, "", next)
 		a.ld(seccompNr)
+		knownOnly(a, x.known, fmt.Sprint("known", i))
 		a.jeqAll(x.ioctl, lIoctl)
 		a.jeqAll(x.deny, lEPERM)
 		a.jeqAll(x.prlimit, lPid1)
@@ -359,6 +401,24 @@ func buildFilter(abis []abi, r Rules) ([]unix.SockFilter, error) {
 	return a.resolve()
 }
 
+// knownOnly sends a number outside every range of known to ENOSYS and falls
+// through, at the label in, with the number still in the accumulator.
+//
+//	jge lo ? next : skip; jgt hi ? skip : in   (for each range; no jge when lo is 0)
+//	ja enosys
+func knownOnly(a *assembler, known []nrRange, in string) {
+	for j, r := range known {
+		skip := fmt.Sprint(in, ".", j)
+		if r.lo > 0 {
+			a.jump(unix.BPF_JGE, r.lo, "", skip)
+		}
+		a.jump(unix.BPF_JGT, r.hi, skip, in)
+		a.label(skip)
+	}
+	a.jump(unix.BPF_JGE, 0, lENOSYS, lENOSYS)
+	a.label(in)
+}
+
 // hugePages lays out the tails that refuse a mapping from the hugetlb pool: each
 // tests its call's flag bit and allows the call without it.
 func hugePages(a *assembler) {
@@ -414,9 +474,12 @@ func (a *assembler) ret(k uint32) {
 	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: k})
 }
 
-func (a *assembler) jeq(k uint32, jt, jf string) {
+func (a *assembler) jeq(k uint32, jt, jf string) { a.jump(unix.BPF_JEQ, k, jt, jf) }
+
+// jump is a conditional jump of kind op (BPF_JEQ, BPF_JGT, BPF_JGE) against k.
+func (a *assembler) jump(op uint16, k uint32, jt, jf string) {
 	a.jumps = append(a.jumps, jump{at: len(a.prog), jt: jt, jf: jf})
-	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k})
+	a.prog = append(a.prog, unix.SockFilter{Code: unix.BPF_JMP | op | unix.BPF_K, K: k})
 }
 
 // jeqAll jumps to target when the accumulator is any of ks, else falls through.

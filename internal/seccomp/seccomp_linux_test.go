@@ -80,20 +80,7 @@ func TestTTYFilter(t *testing.T) {
 // filterHelper installs the filter on every thread of this process and reports each
 // probe's result on stdout, one line each.
 func filterHelper() {
-	prog, err := Program(Rules{})
-	if err != nil || len(prog)%sockFilterBytes != 0 {
-		fmt.Println("filter:", err, len(prog))
-		os.Exit(2)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		fmt.Println("no_new_privs:", err)
-		os.Exit(2)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		fmt.Println("seccomp:", e)
-		os.Exit(2)
-	}
+	loadFilter(Rules{})
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		fmt.Println(err)
@@ -207,6 +194,25 @@ func hugePageProbes() {
 	fmt.Println("shmget", errText(e))
 }
 
+// loadFilter installs the serialised program, exactly as bwrap receives it, on every
+// thread of this helper process, or ends it with status 2 saying why.
+func loadFilter(r Rules) {
+	prog, err := Program(r)
+	if err != nil || len(prog)%sockFilterBytes != 0 {
+		fmt.Println("filter:", err, len(prog))
+		os.Exit(2)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		fmt.Println("no_new_privs:", err)
+		os.Exit(2)
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		fmt.Println("seccomp:", e)
+		os.Exit(2)
+	}
+}
+
 func errText(e unix.Errno) string {
 	if e == 0 {
 		return "ok"
@@ -230,8 +236,15 @@ func run(t *testing.T, prog []unix.SockFilter, arch, nr uint32, args ...uint32) 
 			acc = data[f.K]
 		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
 			acc &= f.K
-		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
-			if acc == f.K {
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGT | unix.BPF_K, unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K:
+			taken := acc == f.K
+			switch f.Code &^ (unix.BPF_JMP | unix.BPF_K) {
+			case unix.BPF_JGT:
+				taken = acc > f.K
+			case unix.BPF_JGE:
+				taken = acc >= f.K
+			}
+			if taken {
 				pc += int(f.Jt)
 			} else {
 				pc += int(f.Jf)

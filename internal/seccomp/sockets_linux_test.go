@@ -167,20 +167,7 @@ func socketProbes() []socketProbe {
 // socketHelper installs the filter (with ConfineSockets when confined) on every
 // thread of this process and prints each probe's result, one line each.
 func socketHelper(confined bool) {
-	prog, err := Program(Rules{ConfineSockets: confined})
-	if err != nil {
-		fmt.Println("filter:", err)
-		os.Exit(2)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		fmt.Println("no_new_privs:", err)
-		os.Exit(2)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog) / sockFilterBytes), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		fmt.Println("seccomp:", e)
-		os.Exit(2)
-	}
+	loadFilter(Rules{ConfineSockets: confined})
 	for _, p := range socketProbes() {
 		var pair [2]int32
 		fd, _, e := unix.RawSyscall6(p.nr, p.family, p.typ, p.proto, uintptr(unsafe.Pointer(&pair)), 0, 0)
