@@ -88,7 +88,9 @@ type Surface struct {
 	MovedGitDirs map[string]string `json:"-"`
 	place                          // for the quarantine
 	taken        int               // directories whose listing ScanOptions.Since stood for
-	shared       bool              // the walk is ScanOptions.Since's launch walk, taken whole
+	// refreshed: entries of those listings lstat'ed again (a file changed in place)
+	refreshed int
+	shared    bool // the walk is ScanOptions.Since's launch walk, taken whole
 }
 
 // place is where a scan's paths lie, for the quarantine of what it found.

@@ -94,7 +94,7 @@ func Scan(repo string, opt ScanOptions) (*Surface, error) {
 		s.launch = newLaunch(s.walk)
 		s.surface.Launch = s.launch
 	case opt.Since.Lost() == "" && opt.Since.walk == opt.Walk:
-		s.since, s.fromLaunch, s.verified, s.touched = opt.Since, map[string]bool{}, map[string]bool{}, map[*keptDir]bool{}
+		s.since, s.fromLaunch, s.verified, s.touched = opt.Since, map[string]bool{}, map[string]bool{}, map[*keptDir][]int{}
 		if s.walk != nil {
 			// audit_since_linux.go: the lstat's taken from the launch were read
 			// after its clock, not this one.
@@ -292,18 +292,18 @@ type scanner struct {
 	configs     map[string][]gitconfig.Entry // config files read, with their entries
 	expanded    map[string]expansion         // config files whose includes were followed
 	hooks       map[string]bool
-	pseudo      map[string]string // mounts of kernel filesystems in the tree, not walked
-	walk        *treewalk.Walk    // nil unless opt.Walk
-	nested      int               // >0 while below a nested repository (not listed in walk)
-	pre         *prefetcher       // lists the tree's directories ahead while tree runs
-	relax       *relaxer          // widens what the scan must read (audit_unreadable_linux.go)
-	held        *Held             // opt.Held (audit_held_linux.go), which lies at repo now
-	launch      *Launch           // with opt.Watch: the watch, and the listings kept for the end scan
-	since       *Launch           // opt.Since, when its watch vouches for anything
-	fromLaunch  map[string]bool   // with since: the directories whose launch listing was taken
-	verified    map[string]bool   // with since: subdirectories found to be the launch's (verifySubdirs)
-	touched     map[*keptDir]bool // with since: kept listings holding an inode an event was about (reusable)
-	sharing     bool              // with since: nothing changed, the walk is the launch's (shared counts its entries)
+	pseudo      map[string]string  // mounts of kernel filesystems in the tree, not walked
+	walk        *treewalk.Walk     // nil unless opt.Walk
+	nested      int                // >0 while below a nested repository (not listed in walk)
+	pre         *prefetcher        // lists the tree's directories ahead while tree runs
+	relax       *relaxer           // widens what the scan must read (audit_unreadable_linux.go)
+	held        *Held              // opt.Held (audit_held_linux.go), which lies at repo now
+	launch      *Launch            // with opt.Watch: the watch, and the listings kept for the end scan
+	since       *Launch            // opt.Since, when its watch vouches for anything
+	fromLaunch  map[string]bool    // with since: the directories whose launch listing was taken
+	verified    map[string]bool    // with since: subdirectories found to be the launch's (verifySubdirs)
+	touched     map[*keptDir][]int // with since: the entries of kept listings whose inode an event was about (reusable)
+	sharing     bool               // with since: nothing changed, the walk is the launch's (shared counts its entries)
 	shared      int
 	unshared    int // with sharing: entries of directories read again, not taken
 	listed      int // directories read (or taken) by readDirStat

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -228,56 +229,92 @@ func (s *scanner) keep(dir string, d *treewatch.Dir, ents []os.DirEntry, stats [
 }
 
 // reusable says whether dir's launch listing can stand for it, as far as the
-// watch tells; whether dir is still the same directory is taken's to check.
-func (s *scanner) reusable(dir string, stat bool) *keptDir {
-	k := s.since.kept[dir]
-	if k == nil || k.l.stat != stat || s.since.changes.Dirty(k.dir.ID) {
-		return nil
+// watch tells; whether dir is still the same directory is taken's to check. With
+// the entries' lstat, refresh lists the entries to lstat again: those whose inode
+// an event was about, in a directory whose names did not change (a file written,
+// truncated, chmod'ed or opened in place). Every other entry's lstat is the
+// launch's, as in a directory the watch saw nothing in.
+func (s *scanner) reusable(dir string, stat bool) (k *keptDir, refresh []int) {
+	k = s.since.kept[dir]
+	ch := s.since.changes
+	if k == nil || k.l.stat != stat || ch.Renamed(k.dir.ID) {
+		return nil, nil
 	}
-	if stat && s.since.changes.AnyTouched() {
+	if !stat {
+		// Names and types are all the listing holds, and they did not change.
+		return k, nil
+	}
+	if ch.AnyTouched() {
 		// Asked when the parent schedules dir and again when dir is taken: the
 		// entries are looked at once.
-		touched, seen := s.touched[k]
-		if !seen {
-			for _, st := range k.l.stats {
-				if touched = s.since.changes.Touched(st.ino); touched {
-					break
+		var seen bool
+		if refresh, seen = s.touched[k]; !seen {
+			for i, st := range k.l.stats {
+				if ch.Touched(st.ino) {
+					refresh = append(refresh, i)
 				}
 			}
-			s.touched[k] = touched
-		}
-		if touched {
-			return nil
+			s.touched[k] = refresh
 		}
 	}
-	return k
+	if ch.Dirty(k.dir.ID) && len(refresh) == 0 {
+		return nil, nil // an event named it, and about none of its entries
+	}
+	return k, refresh
 }
 
 // taken is dir's listing from the launch, counted against the scan's bounds as if
 // read; ok false when it must be read again.
 func (s *scanner) taken(dir string, stat bool) (ents []os.DirEntry, stats []entryStat, ok bool) {
-	k := s.reusable(dir, stat)
+	k, refresh := s.reusable(dir, stat)
 	if k == nil {
 		return nil, nil, false
 	}
-	if !s.fromLaunch[filepath.Dir(dir)] && !s.verified[dir] {
+	l := k.l
+	if len(refresh) > 0 || !s.fromLaunch[filepath.Dir(dir)] && !s.verified[dir] {
 		// Reached through a directory read again without its entries' lstat (or
-		// the top): the name may lead elsewhere now.
+		// the top), the name may lead elsewhere now; and the entries to lstat
+		// again are looked up in the directory the mark is on.
 		fd, err := s.openPath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			return nil, nil, false
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
+		if err == nil && st.Dev == k.dir.Dev && st.Ino == k.dir.Ino && len(refresh) > 0 {
+			l, err = refreshed(fd, k.l, refresh)
+		}
 		unix.Close(fd)
 		if err != nil || st.Dev != k.dir.Dev || st.Ino != k.dir.Ino {
 			return nil, nil, false
 		}
 	}
-	ents, stats, _ = s.replay(k.l, dir)
+	ents, stats, _ = s.replay(l, dir)
 	s.fromLaunch[dir] = true
 	s.surface.taken++
+	s.surface.refreshed += len(refresh)
 	return ents, stats, true
+}
+
+// refreshed is l with the entries at refresh lstat'ed again through the directory
+// fd; the kept listing is not written, as a checkpoint's scan and the end scan
+// both take it. An entry that is no longer the inode or the type it was is an
+// error: the directory is read again.
+func refreshed(fd int, l *listing, refresh []int) (*listing, error) {
+	c := *l
+	c.stats = slices.Clone(l.stats)
+	var st unix.Stat_t
+	for _, i := range refresh {
+		if err := lstatAt(fd, l.ents[i], &st); err != nil {
+			return nil, err
+		}
+		e := entryStat{mode: st.Mode & (unix.S_IFMT | 0o7777), ino: uint32(st.Ino), ctime: st.Ctim.Nano()}
+		if e.ino != c.stats[i].ino || e.mode&unix.S_IFMT != c.stats[i].mode&unix.S_IFMT {
+			return nil, errors.New("an entry is another file than the launch listed")
+		}
+		c.stats[i] = e
+	}
+	return &c, nil
 }
 
 // verifySubdirs notes, in a directory read again (not taken) with its entries'

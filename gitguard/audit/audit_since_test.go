@@ -125,13 +125,21 @@ var sinceMutations = map[string]func(repo string) error{
 }
 
 // sinceReread is how many directories the end scan reads again after a change
-// that touches one file's content or attributes: that file's directory alone (its
-// own stat, in its parent's listing, is unchanged).
+// that touches one file's content or attributes: none, the file's directory kept
+// its names and the file alone is lstat'ed again (sinceRefreshed). A directory
+// chmod'ed is read again itself; its parent's listing holds its changed stat.
 var sinceReread = map[string]int{
+	"edit in place": 0, "append": 0, "truncate by path": 0, "chmod": 0, "utimes": 0,
+	"written through a shared mapping": 0, ".gitmodules edited in place": 0,
+	"chmod a directory": 1, "utimes on a directory": 1,
+}
+
+// sinceRefreshed is how many entries of taken listings the end scan lstat's again
+// after the changes of sinceReread.
+var sinceRefreshed = map[string]int{
 	"edit in place": 1, "append": 1, "truncate by path": 1, "chmod": 1, "utimes": 1,
 	"written through a shared mapping": 1, ".gitmodules edited in place": 1,
-	// The directory and its parent, whose listing holds its changed stat.
-	"chmod a directory": 2, "utimes on a directory": 2,
+	"chmod a directory": 1, "utimes on a directory": 1,
 }
 
 // sinceMakesDirs are the mutations that make a directory the watch does not mark:
@@ -142,11 +150,14 @@ var sinceMakesDirs = map[string]bool{
 	"directory made again":                           true,
 	"red: written through a link in a new directory": true,
 	"red: chmod through a link in a new directory":   true,
+	// overlayfs makes its work directory in the one it is given, one of the tree's
+	"red: written through an overlay over a watched directory":               true,
+	"red: written through an overlay over a watched directory, nothing else": true,
 }
 
 // sinceMounts are the mutations that mount (in a user and mount namespace of
 // their own).
-var sinceMounts = map[string]bool{"red: written through an overlay over a watched directory": true}
+var sinceMounts = map[string]bool{"red: written through an overlay over a watched directory": true, "red: written through an overlay over a watched directory, nothing else": true}
 
 func writeAt(p, s string, off int64) error {
 	f, err := os.OpenFile(p, os.O_WRONLY, 0)
@@ -226,11 +237,14 @@ func TestSinceSameAsFullScan(t *testing.T) {
 			if name == "nothing" && (len(since.Walk.Entries) == 0 || &since.Walk.Entries[0] != &launch.Walk.Entries[0]) {
 				t.Error("nothing changed, and the end scan built its walk again instead of taking the launch's")
 			}
+			refreshed := since.refreshed
 			taken := sameScans(t, since, full)
 			switch want, ok := sinceReread[name]; {
 			case lost != "":
 			case ok && taken != dirs-want:
 				t.Errorf("%d of %d directories' listings were taken, want all but %d", taken, dirs, want)
+			case ok && refreshed != sinceRefreshed[name]:
+				t.Errorf("%d entries of the taken listings were lstat'ed again, want %d", refreshed, sinceRefreshed[name])
 			case name == "nothing" && taken != dirs:
 				t.Errorf("nothing changed, and %d of %d directories' listings were taken", taken, dirs)
 			case taken < dirs/2:
@@ -301,7 +315,7 @@ func sameScans(t *testing.T, since, full *Surface) (taken int) {
 	t.Helper()
 	taken = since.taken
 	since.Walk.Clock, full.Walk.Clock = treewalk.Clock{}, treewalk.Clock{}
-	since.taken, since.shared = 0, false
+	since.taken, since.refreshed, since.shared = 0, 0, false
 	if !reflect.DeepEqual(since, full) {
 		t.Errorf("the end scan differs from a full scan:\nitems %v\nwant  %v\nskipped %v\nwant    %v\nwalk: %s",
 			itemPaths(since), itemPaths(full), since.Skipped, full.Skipped, walkDiff(since.Walk, full.Walk))

@@ -128,7 +128,11 @@ func (s *scanner) tree(dir string, depth int) {
 				if _, ok := s.pseudo[sub]; ok {
 					continue
 				}
-				if s.since == nil || s.reusable(sub, stat) == nil {
+				var k *keptDir
+				if s.since != nil {
+					k, _ = s.reusable(sub, stat)
+				}
+				if k == nil {
 					s.pre.schedule(sub, stat, depth+1)
 				}
 			}

@@ -84,12 +84,22 @@ type Changes struct {
 	// Lost says why the watch cannot vouch for anything; "" when it can.
 	Lost  string
 	dirty map[int32]bool
+	// named: the directories whose names may have changed (Renamed).
+	named map[int32]bool
 	inos  map[uint64]bool
 }
 
 // Dirty reports whether the directory's entries (names, types, stats) may differ
 // from what was read after its mark was placed.
 func (c *Changes) Dirty(id int32) bool { return c.Lost != "" || c.dirty[id] }
+
+// Renamed reports whether the directory's names, their types or the inodes they
+// name may differ from what was read after its mark was placed: an entry came,
+// went or moved, the directory itself was changed, moved or removed, or an event
+// named it without saying which file it was about. A directory that is Dirty but
+// not Renamed kept its names: only the stats of its entries whose inode is
+// Touched may differ.
+func (c *Changes) Renamed(id int32) bool { return c.Lost != "" || c.named[id] }
 
 // Touched reports whether the inode whose number's low 32 bits are ino32 may
 // have changed (it was opened, written, linked, or is a directory whose entries
@@ -121,7 +131,7 @@ func New() (*Watch, error) {
 		done:    make(chan struct{}),
 		dirs:    map[string][]int32{},
 		layouts: map[layoutKey]handleLayout{},
-		ch:      Changes{dirty: map[int32]bool{}, inos: map[uint64]bool{}},
+		ch:      Changes{dirty: map[int32]bool{}, named: map[int32]bool{}, inos: map[uint64]bool{}},
 	}
 	if noReader {
 		close(w.done) // the test of Stop's own reading
@@ -257,7 +267,7 @@ func (w *Watch) Snapshot() *Changes {
 	}
 	ch := Changes{Lost: w.ch.Lost}
 	if ch.Lost == "" {
-		ch.dirty, ch.inos = maps.Clone(w.ch.dirty), maps.Clone(w.ch.inos)
+		ch.dirty, ch.named, ch.inos = maps.Clone(w.ch.dirty), maps.Clone(w.ch.named), maps.Clone(w.ch.inos)
 	}
 	return &ch
 }
@@ -374,7 +384,7 @@ func (w *Watch) lost(why string) {
 	if w.ch.Lost == "" {
 		w.ch.Lost = why
 	}
-	w.ch.dirty, w.ch.inos = nil, nil
+	w.ch.dirty, w.ch.named, w.ch.inos = nil, nil, nil
 }
 
 // event takes one event: every directory it names may have changed, and so may
@@ -397,6 +407,10 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 	// again by the end. Nothing can vouch for any listing's stats after that.
 	newDir := m.Mask&unix.FAN_ONDIR != 0 && m.Mask&(unix.FAN_CREATE|unix.FAN_MOVED_TO) != 0
 	movedWatched := false
+	// The directories an event about one of their files named, and whether it
+	// said which inode that was: if not, they count as renamed.
+	var childOf [4]int32
+	children, fid := childOf[:0], false
 	for len(info) > 0 {
 		if len(info) < infoHead {
 			w.lost("a short fanotify event record")
@@ -437,6 +451,7 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 				return
 			}
 			w.ch.inos[ino&0xffffffff] = true
+			fid = true
 			if len(w.ch.inos) > maxTouched {
 				w.lost("more files changed than the watch keeps track of")
 				return
@@ -457,7 +472,15 @@ func (w *Watch) event(m *unix.FanotifyEventMetadata, info []byte) {
 			w.ch.dirty[id] = true
 			if self || m.Mask&entryEvents != 0 {
 				w.ch.inos[w.inoOf[id]&0xffffffff] = true
+				w.ch.named[id] = true
+			} else {
+				children = append(children, id)
 			}
+		}
+	}
+	if !fid {
+		for _, id := range children {
+			w.ch.named[id] = true
 		}
 	}
 	if newDir && !movedWatched {

@@ -135,3 +135,65 @@ func TestStopReleasesTheGroup(t *testing.T) {
 	}
 	w.Released() // again: harmless
 }
+
+// TestRenamedOnlyWhenNamesChange: a file written, chmod'ed or opened in place leaves
+// its directory's names as they were (Dirty, not Renamed; the file Touched, its
+// neighbour not), so that an end scan may keep the listing and lstat that file
+// alone; an entry made, removed or moved, or the directory itself changed, is a
+// rename.
+func TestRenamedOnlyWhenNamesChange(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ino := func(name string) uint32 {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		return uint32(st.Ino)
+	}
+	inPlace := map[string]func() error{
+		"write":    func() error { return os.WriteFile(filepath.Join(dir, "a"), []byte("changed"), 0o644) },
+		"chmod":    func() error { return os.Chmod(filepath.Join(dir, "a"), 0o600) },
+		"truncate": func() error { return os.Truncate(filepath.Join(dir, "a"), 1) },
+	}
+	for what, change := range inPlace {
+		w := watched(t, dir, true)
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		ch := w.Stop()
+		if !ch.Dirty(0) || ch.Renamed(0) || !ch.Touched(ino("a")) || ch.Touched(ino("b")) {
+			t.Errorf("%s of a file: dirty %v, renamed %v, the file touched %v, its neighbour %v; want true, false, true, false",
+				what, ch.Dirty(0), ch.Renamed(0), ch.Touched(ino("a")), ch.Touched(ino("b")))
+		}
+	}
+	renames := []struct {
+		what   string
+		change func() error
+	}{
+		{"create", func() error { return os.WriteFile(filepath.Join(dir, "c"), nil, 0o644) }},
+		{"remove", func() error { return os.Remove(filepath.Join(dir, "c")) }},
+		{"rename", func() error { return os.Rename(filepath.Join(dir, "b"), filepath.Join(dir, "b2")) }},
+		{"link", func() error { return os.Link(filepath.Join(dir, "a"), filepath.Join(dir, "a2")) }},
+		{"symlink over", func() error {
+			if err := os.Symlink("a", filepath.Join(dir, "s")); err != nil {
+				return err
+			}
+			return os.Rename(filepath.Join(dir, "s"), filepath.Join(dir, "a2"))
+		}},
+		{"chmod of the directory", func() error { return os.Chmod(dir, 0o750) }},
+	}
+	for _, r := range renames {
+		w := watched(t, dir, true)
+		if err := r.change(); err != nil {
+			t.Fatal(r.what, err)
+		}
+		if ch := w.Stop(); !ch.Renamed(0) {
+			t.Errorf("%s: the directory's names changed, and the watch says they did not", r.what)
+		}
+	}
+}

@@ -38,8 +38,8 @@ func TestJournalRoundTrip(t *testing.T) {
 	// (Not journaled: ScanOptions.Walk and WalkHint and Surface.Walk, one scan's
 	// request for its walk, its size hint, and the walk, which the recorder takes
 	// from the live scan only; ScanOptions.Watch and Since and Surface.Launch,
-	// taken and shared, the launch watch the end scan of the same
-	// process uses, its count, and whether it took the launch walk whole; ScanOptions.
+	// taken, refreshed and shared, the launch watch the end scan of the same
+	// process uses, its counts, and whether it took the launch walk whole; ScanOptions.
 	// SkipKernelMounts, which only agentbox audit sets; GitDirsOnly, which only the
 	// audit of a killed launcher's journal sets, for itself; ScanOptions.Held,
 	// HeldGitDirs, WidenJournal and moves, Surface.Now, Removed and
@@ -47,7 +47,7 @@ func TestJournalRoundTrip(t *testing.T) {
 	// the end scan's own Compare and quarantine read.)
 	for typ, n := range map[reflect.Type]int{
 		reflect.TypeOf(auditJournal{}): 8, reflect.TypeOf(audit.ScanOptions{}): 6 + 10,
-		reflect.TypeOf(audit.Surface{}): 3 + 9, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
+		reflect.TypeOf(audit.Surface{}): 3 + 10, reflect.TypeOf(audit.Item{}): 6, reflect.TypeOf(audit.Skip{}): 2 + 2,
 	} {
 		if typ.NumField() != n {
 			t.Errorf("%s has %d fields, the journal codec knows %d: teach encodeJournal and set", typ, typ.NumField(), n)
