@@ -1,0 +1,76 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"os/exec"
+	"testing"
+)
+
+// TestSocketTablesPerProcessAllocates: a process in a namespace already read costs
+// the scan a stat and nothing on the heap. A launch looks at every process of the
+// host, and each allocation there is fresh memory in a fresh process; before, each
+// process cost four (its name, its path, the entry slice's share).
+func TestSocketTablesPerProcessAllocates(t *testing.T) {
+	allocs := func() float64 {
+		return testing.AllocsPerRun(2, func() {
+			if _, err := socketTables("/proc"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	const extra = 100
+	best := -1.0
+	for range 3 { // another helper's sandbox can bring a namespace between the two
+		before := allocs()
+		var cmds []*exec.Cmd
+		for range extra {
+			c := exec.Command("sleep", "60")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, c)
+		}
+		after := allocs()
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+		if d := after - before; best < 0 || d < best {
+			best = d
+		}
+		if best <= extra/4 {
+			break
+		}
+	}
+	if best > extra/4 {
+		t.Errorf("%d more processes in a namespace already read cost %.0f more allocations a scan, want none", extra, best)
+	}
+}
+
+// TestDirentName: the directory's raw records are taken apart by their own
+// lengths, and one that does not fit is refused rather than read past.
+func TestDirentName(t *testing.T) {
+	rec := func(name string, reclen int) []byte {
+		b := make([]byte, reclen)
+		binary.NativeEndian.PutUint16(b[16:], uint16(reclen))
+		copy(b[19:], name)
+		return b
+	}
+	buf := append(rec("1234", 24), rec("self", 32)...)
+	name, rest, ok := direntName(buf)
+	if !ok || string(name) != "1234" || len(rest) != 32 {
+		t.Fatalf("first record: %q, %d left, %v", name, len(rest), ok)
+	}
+	name, rest, ok = direntName(rest)
+	if !ok || string(name) != "self" || len(rest) != 0 {
+		t.Fatalf("second record: %q, %d left, %v", name, len(rest), ok)
+	}
+	for _, bad := range [][]byte{rec("1", 24)[:20], rec("1", 64)[:24], rec("", 19), make([]byte, 10)} {
+		if _, _, ok := direntName(bad); ok {
+			t.Errorf("record %v taken apart", bad)
+		}
+	}
+	if allDigits([]byte("")) || allDigits([]byte("12a")) || !allDigits([]byte("4194304")) {
+		t.Error("allDigits")
+	}
+}
