@@ -2,7 +2,10 @@ package kernel
 
 import (
 	"encoding/binary"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -72,5 +75,46 @@ func TestDirentName(t *testing.T) {
 	}
 	if allDigits([]byte("")) || allDigits([]byte("12a")) || !allDigits([]byte("4194304")) {
 		t.Error("allDigits")
+	}
+}
+
+// TestHostSocketsResolveOnce: each listed path socket is resolved once, whether it
+// is masked where it was bound, where a symlink leads, or not at all. A launch
+// resolves every path socket of every namespace it finds (a desktop's dozens in
+// /run and /var), a lstat per component each time.
+func TestHostSocketsResolveOnce(t *testing.T) {
+	root, err := os.MkdirTemp("/var/tmp", "agentbox-resolve-") // /tmp is private inside
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	root, _ = filepath.EvalSymlinks(root)
+	direct := filepath.Join(root, "direct.sock")
+	listen(t, direct)
+	if err := os.Mkdir(filepath.Join(root, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	listen(t, filepath.Join(root, "real", "via.sock"))
+	via := filepath.Join(root, "link", "via.sock") // as bound, through the link
+	ents := []sockEntry{{Inode: 1, Path: direct}, {Inode: 2, Path: via}, {Inode: 3, Path: "/run/x.sock"}, {Inode: 4, Path: filepath.Join(root, "gone.sock")}}
+	calls := 0
+	defer func(f func(string) (string, error)) { evalSymlinks = f }(evalSymlinks)
+	evalSymlinks = func(p string) (string, error) {
+		calls++
+		return filepath.EvalSymlinks(p)
+	}
+	got, err := hostSockets(SocketScope{}, ents, "/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{direct, filepath.Join(root, "real", "via.sock")}
+	if !slices.Equal(got, want) {
+		t.Errorf("masks %q, want %q", got, want)
+	}
+	if calls != len(ents) {
+		t.Errorf("%d resolutions for %d sockets, want one each", calls, len(ents))
 	}
 }
