@@ -90,6 +90,10 @@ func resolveKeep(p *Policy, opts Options, cwd string) error {
 // claude makes them read-only. A kept path inside one of those directories would
 // be read-only anyway: refused, with the reason.
 func (p *Policy) agentSurface() error {
+	// The agents' directories are resolved once each: most of their read-only and
+	// private paths share one (~/.claude's eight), and each resolution is a lstat
+	// per component of HOME's path.
+	dirs := agentDirs{}
 	for _, name := range agentcfg.Names() {
 		preset, _ := agentcfg.Lookup(name)
 		for _, list := range []struct {
@@ -97,7 +101,7 @@ func (p *Policy) agentSurface() error {
 			dst  *[]string
 		}{{preset.ReadOnly, &p.KeepReadOnly}, {preset.Private, &p.KeepPrivate}} {
 			for _, rel := range list.rels {
-				for _, d := range agentPaths(filepath.Join(p.Home, rel)) {
+				for _, d := range dirs.paths(filepath.Join(p.Home, rel)) {
 					for _, k := range p.Keep {
 						if hostpath.Within(k.Path, d) {
 							return &Error{What: k.From, Path: k.Path, Reason: "lies in " + quote(d) + ", which " + name + " runs or sources later as you: agentbox keeps it read-only or private inside (keep " + quote(filepath.Dir(d)) + " instead)"}
@@ -141,12 +145,28 @@ func (p *Policy) keepWayTo(d string) {
 	}
 }
 
-// agentPaths are d and, when d's directory is reached through a symlink, the
-// path it leads to: an agent's directory linked elsewhere (~/.claude ->
-// dotfiles/claude, kept by its target since a kept path may not be a link) has its
-// plugins and hooks there.
-func agentPaths(d string) []string {
-	if r, err := filepath.EvalSymlinks(filepath.Dir(d)); err == nil {
+// agentDirs remembers, for one agentSurface, what each agent directory resolved
+// to ("" when it did not).
+type agentDirs map[string]string
+
+// evalAgentDir resolves an agent's directory; a variable for the tests, which count
+// the resolutions.
+var evalAgentDir = filepath.EvalSymlinks
+
+// paths are d and, when d's directory is reached through a symlink, the path it
+// leads to: an agent's directory linked elsewhere (~/.claude -> dotfiles/claude,
+// kept by its target since a kept path may not be a link) has its plugins and hooks
+// there. d's directory is resolved at most once for all of them.
+func (m agentDirs) paths(d string) []string {
+	dir := filepath.Dir(d)
+	r, ok := m[dir]
+	if !ok {
+		if c, err := evalAgentDir(dir); err == nil {
+			r = c
+		}
+		m[dir] = r
+	}
+	if r != "" {
 		if t := filepath.Join(r, filepath.Base(d)); t != d {
 			return []string{d, t}
 		}

@@ -94,6 +94,42 @@ func TestKeepLinkedAgentDir(t *testing.T) {
 	}
 }
 
+// TestAgentSurfaceResolvesEachDirOnce: the agents' read-only and private paths
+// that share a directory (~/.claude's) share its resolution, with the same result
+// as TestKeepLinkedAgentDir's: each resolution is a lstat per component of HOME's
+// path, on every launch.
+func TestAgentSurfaceResolvesEachDirOnce(t *testing.T) {
+	home, repo := tree(t)
+	target := filepath.Join(home, "dots", "claude")
+	if err := os.MkdirAll(filepath.Join(target, "plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("dots/claude", filepath.Join(home, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	defer func(f func(string) (string, error)) { evalAgentDir = f }(evalAgentDir)
+	evalAgentDir = func(dir string) (string, error) {
+		seen[dir]++
+		return filepath.EvalSymlinks(dir)
+	}
+	p, err := New(Options{Cwd: repo, Home: home, Keep: []string{"~/dots/claude"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(p.KeepReadOnly, filepath.Join(target, "plugins")) {
+		t.Errorf("plugins not read-only inside: %v", p.KeepReadOnly)
+	}
+	if len(seen) == 0 {
+		t.Fatal("no agent directory resolved")
+	}
+	for dir, n := range seen {
+		if n != 1 {
+			t.Errorf("%s resolved %d times, want once", dir, n)
+		}
+	}
+}
+
 // TestKeepWayToReadOnly: a kept path that holds a linked agent's directory
 // deeper down (--keep ~/src with ~/.claude -> src/dotfiles/claude) keeps every
 // directory on the way to its read-only parts as a kept path of its own (a mount

@@ -20,6 +20,10 @@ const maxMaskedSockets = 256
 // procRoot is where the socket tables and their holders are read.
 const procRoot = "/proc"
 
+// evalSymlinks resolves a listed socket's path; a variable for the tests, which
+// count the resolutions.
+var evalSymlinks = filepath.EvalSymlinks
+
 // HostSockets lists the host's path sockets that the sandbox would otherwise
 // reach on its read-only view of the host (P4): a daemon's socket outside /tmp and
 // /run — LXD's and incus's below /var/snap and /var/lib, a database's below
@@ -107,31 +111,32 @@ func hostSockets(p SocketScope, ents []sockEntry, proc string) ([]string, error)
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			continue
 		}
-		cands := []string{resolved(path)}
-		if real, err := filepath.EvalSymlinks(path); err == nil && real == path {
-			// A path bound through a symlink (/var/run/docker.sock, a link to a
-			// directory) is no mount point: the backends refuse a destination with
-			// a symlink in it, and a mask there failed every launch while that
-			// socket was bound (anyone's, if connectable). The sandbox reaches it
-			// only through the link, which leads to the resolved path: that one
-			// is masked (or lies in the private /tmp or /run).
-			cands = []string{path}
+		// The mask goes at path where no symlink leads to it. A path bound
+		// through a symlink (/var/run/docker.sock, a link to a directory) is no
+		// mount point: the backends refuse a destination with a symlink in it,
+		// and a mask there failed every launch while that socket was bound
+		// (anyone's, if connectable). The sandbox reaches it only through the
+		// link, which leads to the resolved path: that one is masked (or lies in
+		// the private /tmp or /run). One resolution tells both apart: a launch
+		// pays it for every path socket of every namespace.
+		real, err := evalSymlinks(path)
+		c := path
+		if err != nil || real != path {
+			c = resolvedOf(path, real, err)
 		}
-		for _, c := range cands {
-			if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !boundSocket(p, c) {
-				continue
-			}
-			if _, ok := inodes[c]; ok {
-				inodes[c] = append(inodes[c], e.Inode)
-				continue
-			}
-			// Only what this user can connect to: reached through searchable
-			// directories (Lstat) and writable. A socket it cannot reach needs no
-			// mask, and a mount below a directory it cannot search would fail.
-			if fi, err := os.Lstat(c); err == nil && fi.Mode()&os.ModeSocket != 0 && unix.Access(c, unix.W_OK) == nil {
-				out = append(out, c)
-				inodes[c] = []uint64{e.Inode}
-			}
+		if c == "" || slices.ContainsFunc(skip, func(d string) bool { return hostpath.Within(c, d) }) && !boundSocket(p, c) {
+			continue
+		}
+		if _, ok := inodes[c]; ok {
+			inodes[c] = append(inodes[c], e.Inode)
+			continue
+		}
+		// Only what this user can connect to: reached through searchable
+		// directories (Lstat) and writable. A socket it cannot reach needs no
+		// mask, and a mount below a directory it cannot search would fail.
+		if fi, err := os.Lstat(c); err == nil && fi.Mode()&os.ModeSocket != 0 && unix.Access(c, unix.W_OK) == nil {
+			out = append(out, c)
+			inodes[c] = []uint64{e.Inode}
 		}
 	}
 	if len(out) <= maxMaskedSockets {
@@ -201,11 +206,11 @@ func (e *TooManySocketsError) Error() string {
 		e.Count, termsafe.Quote(e.Dir), e.Bound)
 }
 
-// resolved is path with its symlinks resolved ("" when it cannot be): a socket
-// bound at /var/run/x is at /run/x, and one bound through a link elsewhere is
-// masked where the sandbox would find it.
-func resolved(path string) string {
-	c, err := filepath.EvalSymlinks(path)
+// resolvedOf is path with its symlinks resolved, given that resolution c (or its
+// failure err); "" when it cannot be, or when it is path itself or lies in the
+// private /tmp or /run: a socket bound at /var/run/x is at /run/x, and one bound
+// through a link elsewhere is masked where the sandbox would find it.
+func resolvedOf(path, c string, err error) string {
 	if err != nil || c == path {
 		return ""
 	}

@@ -2,6 +2,8 @@ package kernel
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,82 +69,154 @@ func parseSocketTable(r io.Reader, limit int64) ([]sockEntry, error) {
 // not seen; docs/security.md says so.
 func socketTables(proc string) ([]sockEntry, error) {
 	// Everything is looked up relative to one descriptor of proc, and the PIDs
-	// are read as names alone (no sorting, no entry objects): a launch looks at
-	// every process of the host, and the per-process part is what it pays for.
+	// are taken from the directory's raw entries: a launch looks at every process
+	// of the host, and the per-process part is what it pays for, so that part
+	// allocates nothing (no name, no path, no entry objects; a stat of a path
+	// built in a fixed buffer).
 	dfd, err := unix.Open(proc, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", proc, err)
 	}
-	dir := os.NewFile(uintptr(dfd), proc)
-	defer dir.Close()
-	seen := map[[2]uint64]bool{}
-	read := func(rel string) ([]sockEntry, bool, error) {
-		// A stat first: most processes share a namespace already read.
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, rel, &st, 0); err != nil {
-			return nil, false, err
-		}
-		key := [2]uint64{st.Dev, st.Ino}
-		if seen[key] {
-			return nil, false, nil
-		}
-		fd, err := unix.Openat(dfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, false, err
-		}
-		f := os.NewFile(uintptr(fd), rel)
-		defer f.Close()
-		// The file opened is the one looked at: a PID reused meanwhile could
-		// be in another namespace.
-		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, false, err
-		}
-		key = [2]uint64{st.Dev, st.Ino}
-		if seen[key] {
-			return nil, false, nil
-		}
-		seen[key] = true
-		ents, err := parseSocketTable(f, maxTableBytes)
-		return ents, true, err
-	}
-	all, _, err := read("self/net/unix")
+	defer unix.Close(dfd)
+	t := tableReader{dfd: dfd, seen: map[[2]uint64]bool{}}
+	all, _, err := t.read("self/net/unix")
 	if err != nil {
 		return nil, fmt.Errorf("read %s/self/net/unix: %w", proc, err)
 	}
-	names, err := dir.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", proc, err)
-	}
-	rel := make([]byte, 0, 32)
-	for _, name := range names {
-		if !allDigits(name) {
+	buf := make([]byte, 8<<10) // what os.File reads a directory with
+	var rel [64]byte           // "PID/net/unix" and its NUL
+	for {
+		n, err := unix.Getdents(dfd, buf)
+		if err == unix.EINTR {
 			continue
 		}
-		rel = append(append(rel[:0], name...), "/net/unix"...)
-		ents, fresh, err := read(string(rel))
-		switch {
-		case err == nil:
-			if fresh {
-				all = append(all, ents...)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", proc, err)
+		}
+		if n == 0 {
+			return all, nil
+		}
+		for recs := buf[:n]; len(recs) > 0; {
+			name, next, ok := direntName(recs)
+			if !ok {
+				return nil, fmt.Errorf("list %s: a directory entry the kernel cut short", proc)
 			}
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ESRCH), errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EINVAL):
-			// Gone since the listing, or a process whose proc entries this user
-			// may not open: its namespace stays unseen (docs/security.md).
-		default:
-			return nil, fmt.Errorf("read %s/%s: %w", proc, rel, err)
+			recs = next
+			if !allDigits(name) {
+				continue
+			}
+			if len(name)+len("/net/unix\x00") > len(rel) {
+				return nil, fmt.Errorf("list %s: a process directory named %q, longer than any PID", proc, name)
+			}
+			k := copy(rel[:], name)
+			k += copy(rel[k:], "/net/unix\x00")
+			ents, fresh, err := t.readAt(rel[:k-1])
+			switch {
+			case err == nil:
+				if fresh {
+					all = append(all, ents...)
+				}
+			case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ESRCH), errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EINVAL):
+				// Gone since the listing, or a process whose proc entries this user
+				// may not open: its namespace stays unseen (docs/security.md).
+			default:
+				return nil, fmt.Errorf("read %s/%s: %w", proc, rel[:k-1], err)
+			}
 		}
 	}
-	return all, nil
+}
+
+// tableReader reads the socket tables below one descriptor of proc, each
+// namespace's once, told apart by the device and inode of its table.
+type tableReader struct {
+	dfd  int
+	seen map[[2]uint64]bool
+}
+
+// read is readAt for a path given as a string.
+func (t *tableReader) read(rel string) ([]sockEntry, bool, error) {
+	b := make([]byte, len(rel)+1)
+	copy(b, rel)
+	return t.readAt(b[:len(rel)])
+}
+
+// readAt reads the table at rel (followed in memory by a NUL) when it is a
+// namespace not read yet; fresh says it was. A stat first: most processes share a
+// namespace already read, and that stat is all they cost.
+func (t *tableReader) readAt(rel []byte) (ents []sockEntry, fresh bool, err error) {
+	var st unix.Stat_t
+	if err := fstatatNul(t.dfd, rel, &st); err != nil {
+		return nil, false, err
+	}
+	if t.seen[[2]uint64{st.Dev, st.Ino}] {
+		return nil, false, nil
+	}
+	name := string(rel)
+	fd, err := unix.Openat(t.dfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	// The file opened is the one looked at: a PID reused meanwhile could be in
+	// another namespace.
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, false, err
+	}
+	key := [2]uint64{st.Dev, st.Ino}
+	if t.seen[key] {
+		return nil, false, nil
+	}
+	t.seen[key] = true
+	ents, err = parseSocketTable(f, maxTableBytes)
+	return ents, true, err
+}
+
+// fstatatNul is fstatat(2) of rel below dfd, following links. Where rel is
+// followed in its backing array by a NUL, as the callers here lay it out, the path
+// is handed to the kernel as it lies, with no copy made to end it.
+func fstatatNul(dfd int, rel []byte, st *unix.Stat_t) error {
+	if len(rel) == 0 || cap(rel) == len(rel) || rel[:len(rel)+1][len(rel)] != 0 {
+		return unix.Fstatat(dfd, string(rel), st, 0)
+	}
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dfd), uintptr(unsafe.Pointer(&rel[0])), uintptr(unsafe.Pointer(st)), 0, 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+// direntName takes the first linux_dirent64 record of b apart: its name, and the
+// records after it; ok is false for a record that does not fit.
+func direntName(b []byte) (name, rest []byte, ok bool) {
+	const nameOff = 19 // d_ino 8, d_off 8, d_reclen 2, d_type 1
+	if len(b) < nameOff {
+		return nil, nil, false
+	}
+	reclen := int(binary.NativeEndian.Uint16(b[16:]))
+	if reclen <= nameOff || reclen > len(b) {
+		return nil, nil, false
+	}
+	name = b[nameOff:reclen]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return name, b[reclen:], true
 }
 
 // allDigits reports whether name is a PID's directory name in proc.
-func allDigits(name string) bool {
-	for i := 0; i < len(name); i++ {
-		if name[i] < '0' || name[i] > '9' {
+func allDigits(name []byte) bool {
+	for _, c := range name {
+		if c < '0' || c > '9' {
 			return false
 		}
 	}
-	return name != ""
+	return len(name) > 0
 }
 
 // sandboxHeld returns, of the socket inodes in want, those that some process holds

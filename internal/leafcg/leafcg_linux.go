@@ -119,7 +119,12 @@ func errText(err error) string {
 // ownCgroupAndMount is ownCgroup and the mount point of the cgroup2 hierarchy it is
 // found in.
 func ownCgroupAndMount() (string, string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	// Both files are read into one buffer on the stack where they fit (a launch
+	// reads them on its critical path): os.ReadFile starts at 512 bytes for a /proc
+	// file, whose size stat gives as 0, and grows, each read another pass of the
+	// kernel over the table.
+	var stackBuf [8 << 10]byte
+	b, err := readProc("/proc/self/cgroup", stackBuf[:])
 	if err != nil {
 		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
@@ -133,7 +138,7 @@ func ownCgroupAndMount() (string, string, error) {
 	if !found {
 		return "", "", nil
 	}
-	table, err := os.ReadFile("/proc/self/mountinfo")
+	table, err := readProc("/proc/self/mountinfo", stackBuf[:])
 	if err != nil {
 		return "", "", fmt.Errorf("own cgroup: %w", err)
 	}
@@ -144,6 +149,35 @@ func ownCgroupAndMount() (string, string, error) {
 		}
 	}
 	return "", "", nil
+}
+
+// readProc reads the /proc file at path whole, into buf where it fits, else into a
+// larger buffer of its own.
+func readProc(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, max(len(buf), 4<<10))...)
+		}
+		k, err := unix.Read(fd, buf[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case k == 0:
+			return buf[:n], nil
+		}
+		n += k
+	}
 }
 
 // mount is a cgroup2 mount: the part of the hierarchy it shows, and where.

@@ -83,11 +83,27 @@ func nprocShare(soft uint64, tasks int64) int64 {
 // on the host than the share could not fork inside), and bound nothing of the
 // session's own. No system call tells the two apart, so the release decides.
 func rlimitsPerNamespace(release string) bool {
-	var major, minor int
-	if _, err := fmt.Sscanf(release, "%d.%d", &major, &minor); err != nil {
+	major, rest, ok := leadingNumber(release)
+	if !ok || rest == "" || rest[0] != '.' {
 		return false
 	}
-	return major > 5 || major == 5 && minor >= 14
+	minor, _, ok := leadingNumber(rest[1:])
+	return ok && (major > 5 || major == 5 && minor >= 14)
+}
+
+// leadingNumber takes the decimal number at the start of s ("18" of "18.4-amd64")
+// and what follows it; ok is false where s starts with no digit or the number is
+// past any release's.
+func leadingNumber(s string) (n int, rest string, ok bool) {
+	i := 0
+	for i < len(s) && i < 9 && s[i] >= '0' && s[i] <= '9' {
+		n = n*10 + int(s[i]-'0')
+		i++
+	}
+	if i == 0 || i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		return 0, "", false
+	}
+	return n, s[i:], true
 }
 
 func release() string {

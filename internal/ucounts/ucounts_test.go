@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
 	"github.com/agentbox/agentbox/mounts"
 )
 
@@ -91,7 +92,8 @@ func TestLimits(t *testing.T) {
 	threads := read("/proc/sys/kernel/threads-max")
 	for _, l := range files {
 		host := read("/proc/sys/user/" + l.Name)
-		if w, ok := hostWideFile(l.Name); ok && fileExists(w) {
+		if w, ok := hostWideFile(l.Name); ok && fileExists("/proc/sys/"+w) {
+			w = "/proc/sys/" + w
 			host = min(host, read(w))
 		} else if strings.HasSuffix(l.Name, "_namespaces") {
 			host = min(host, threads/2)
@@ -194,7 +196,8 @@ func fileExists(p string) bool {
 
 func TestRLimitsPerNamespace(t *testing.T) {
 	for release, want := range map[string]bool{"5.10.0-32-amd64": false, "5.13.19": false, "5.14.0-427.el9.x86_64": true,
-		"6.1.0": true, "7.2.13+deb14-amd64": true, "4.18.0": false, "": false, "x": false} {
+		"6.1.0": true, "7.2.13+deb14-amd64": true, "4.18.0": false, "": false, "x": false,
+		"5.14": true, "5.1": false, "10.0.1": true, "6": false, "6.": false, ".14": false, "5.x": false, "5.15-rc1": true, "99999999999.1": false} {
 		if got := rlimitsPerNamespace(release); got != want {
 			t.Errorf("rlimitsPerNamespace(%q) = %v", release, got)
 		}
@@ -225,5 +228,27 @@ func TestReadIntAt(t *testing.T) {
 	}
 	if _, err := readInt(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestLimitsAllocations: reading the limits allocates the limit names and the
+// list, not a listing buffer, a path per file or the files' contents: each
+// allocation is fresh memory on the launcher's critical path.
+func TestLimitsAllocations(t *testing.T) {
+	if testenv.RaceBuild {
+		t.Skip("the race detector allocates beside what it instruments: the count is the plain build's")
+	}
+	got, err := limits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(20, func() {
+		if _, err := limits(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Per limit of /proc/sys/user its name; the two lists grown by appending.
+	if bound := float64(len(got) + 12); n > bound {
+		t.Errorf("%v allocations for %d limits, want at most %v", n, len(got), bound)
 	}
 }
