@@ -346,9 +346,12 @@ func (l *launch) run() (int, error) {
 	}
 	pre.clear(true)
 	var kept hostaudit.Outcome
-	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
+	agents, err := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
 	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
 	l.unresolved += kept.Unresolved
+	if err != nil {
+		return 0, err
+	}
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
