@@ -332,9 +332,11 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at stri
 	}
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s%s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
 		termsafe.Quote(j.Repo), where, j.Start.Format(time.RFC3339), j.PID, len(findings))
+	var o Outcome
 	for _, f := range findings {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", termsafe.String(f.String()))
+		o.found(cfg.Stderr, f.String())
 	}
+	o.Close(cfg.Stderr, p.StateDir, j.ID)
 	os.Remove(name)
 }
 

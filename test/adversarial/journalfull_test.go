@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
 	"github.com/agentbox/agentbox/internal/testkit/testenv"
+	"github.com/agentbox/agentbox/session/hostaudit"
 )
 
 // TestLaunchRefusedWithoutJournal: a session whose crash journal cannot be written
@@ -120,5 +121,48 @@ func fill(t *testing.T, path string) {
 			}
 			return
 		}
+	}
+}
+
+// TestAuditFindingLinesBounded: a session that plants many findings (here 40
+// nested repositories with core.fsmonitor) gets at most hostaudit.MaxShownFindings
+// finding lines on the operator's terminal and one line naming how many more there
+// are and the file in the quarantine that lists every one; each plant is still
+// moved aside. On main every line was printed (3,000 plants: 850 KB).
+func TestAuditFindingLinesBounded(t *testing.T) {
+	const planted = 40
+	for _, runner := range everyRunner(t) {
+		t.Run(runner, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, runner)
+			r := b.Sh(fmt.Sprintf(`for i in $(seq %d); do git init -q n$i && git -C n$i config core.fsmonitor "touch /tmp/x"; done`, planted), "--no-git-save")
+			var findings []string
+			var more string
+			for _, line := range strings.Split(r.Stderr, "\n") {
+				if !strings.HasPrefix(line, "agentbox: audit: ") {
+					continue
+				}
+				if strings.Contains(line, "more finding(s), not shown") {
+					more = line
+				} else {
+					findings = append(findings, line)
+				}
+			}
+			if len(findings) != hostaudit.MaxShownFindings || more == "" {
+				t.Fatalf("%d plants: %d finding lines printed, want %d and one naming the rest: %s", planted, len(findings), hostaudit.MaxShownFindings, r)
+			}
+			_, list, ok := strings.Cut(more, "are listed in ")
+			if !ok || !strings.Contains(more, fmt.Sprintf("and %d more", planted-hostaudit.MaxShownFindings)) {
+				t.Fatalf("the line naming the rest: %q", more)
+			}
+			data, err := os.ReadFile(list)
+			if err != nil || strings.Count(string(data), "core.fsmonitor") != planted {
+				t.Errorf("the list %s: %v, %d findings of %d", list, err, strings.Count(string(data), "core.fsmonitor"), planted)
+			}
+			for i := 1; i <= planted; i++ {
+				if cfg, _ := os.ReadFile(filepath.Join(b.Repo, fmt.Sprintf("n%d/.git/config", i))); strings.Contains(string(cfg), "fsmonitor") {
+					t.Errorf("n%d: the plant stayed", i)
+				}
+			}
+		})
 	}
 }
