@@ -107,7 +107,11 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	defer unlockShared()
 	var base *audit.Surface
-	if j := inheritedBase(p.StateDir, p.Repo, held); j != nil {
+	// One reading of the pending journals before the scan, one after it
+	// (pendingReading): same-repository sessions cannot add one in between, as
+	// they wait for the audit lock held here.
+	before := readPending(p.StateDir, p.Repo)
+	if j := inheritedBase(before, p.StateDir, p.Repo, held); j != nil {
 		if base, err = inherit(j, &opt, held); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -132,17 +136,21 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// Read before the scan and after it (audit_sharedbase.go): a session whose
 		// audit ended during the scan, or whose command started during it.
 		roots := append([]string{p.Repo}, gitDirs...)
-		shared := overlappingJournals(p.StateDir, p.Repo, roots)
+		shared := overlappingJournals(before, p.StateDir, p.Repo, roots)
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
-		for name, j := range overlappingJournals(p.StateDir, p.Repo, roots) {
+		// After the scan: a session whose journal comes after this reading
+		// started its command after every mark of the watch was placed
+		// (overlapsOtherSession).
+		after := readPending(p.StateDir, p.Repo)
+		for name, j := range overlappingJournals(after, p.StateDir, p.Repo, roots) {
 			if shared[name] == nil {
 				shared[name] = j
 			}
 		}
 		takeShared(base, roots, shared)
-		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
+		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
