@@ -348,9 +348,7 @@ func (l *launch) run() (int, error) {
 	pre.clear(true)
 	var kept hostaudit.Outcome
 	agents, err := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
-	kept.Close(cfg.Stderr, p.StateDir, cfg.sessionID+"-kept-orphans")
-	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
-	l.unresolved += kept.Unresolved
+	l.keptFound(&kept, "-kept-orphans")
 	if err != nil {
 		return 0, err
 	}
@@ -402,9 +400,7 @@ func (l *launch) run() (int, error) {
 	sw.Skip()
 	kept = hostaudit.Outcome{}
 	agents.Finish(cfg.audit(), &kept)
-	kept.Close(cfg.Stderr, p.StateDir, cfg.sessionID+"-kept")
-	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
-	l.unresolved += kept.Unresolved
+	l.keptFound(&kept, "-kept")
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
 	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB
@@ -419,6 +415,14 @@ func (l *launch) run() (int, error) {
 	reportLeft(cfg, res.Left)
 	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
+}
+
+// keptFound hands what a kept paths' audit found to the session's outcome, its
+// lines bounded (hostaudit.Outcome.Close: the list named by the session and suffix).
+func (l *launch) keptFound(kept *hostaudit.Outcome, suffix string) {
+	kept.Close(l.cfg.Stderr, l.p.StateDir, l.cfg.sessionID+suffix)
+	l.out.AuditFindings = append(l.out.AuditFindings, kept.AuditFindings...)
+	l.unresolved += kept.Unresolved
 }
 
 // reportLeft says once that the session's background processes were killed when the
