@@ -241,12 +241,12 @@ func hideSecretsHistories(t *testing.T, b *sandboxtest.Box) {
 	mkdirUser(t, h+"/.local/share/fish")
 	mkdirUser(t, h+"/hist")
 	files := map[string]string{
-		h + "/.bash_history":                 "export TOKEN=bash-secret\n",
-		h + "/.zsh_history":                  ": 1700000000:0;export PW=zsh-secret\n",
+		h + "/.bash_history":                  "export TOKEN=bash-secret\n",
+		h + "/.zsh_history":                   ": 1700000000:0;export PW=zsh-secret\n",
 		h + "/.local/share/fish/fish_history": "- cmd: set -x K fish-secret\n  when: 1700000000\n",
-		h + "/.python_history":               "key = 'python-secret'\n",
-		h + "/.psql_history":                 "ALTER USER u PASSWORD 'psql-secret';\n",
-		h + "/hist/moved":                    "histfile-secret\n",
+		h + "/.python_history":                "key = 'python-secret'\n",
+		h + "/.psql_history":                  "ALTER USER u PASSWORD 'psql-secret';\n",
+		h + "/hist/moved":                     "histfile-secret\n",
 	}
 	for f, c := range files {
 		writeUser(t, f, c)
