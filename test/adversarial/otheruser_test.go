@@ -1,0 +1,158 @@
+package adversarial
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
+	"github.com/agentbox/agentbox/internal/testkit/testenv"
+)
+
+// asOther runs argv as the host's other local user (testenv.OtherUser) and fails
+// the test when it fails.
+func asOther(t *testing.T, argv ...string) {
+	t.Helper()
+	if out, err := testenv.OtherCommand(t, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("as %s: %s: %v\n%s", testenv.OtherUser, strings.Join(argv, " "), err, out)
+	}
+}
+
+// otherGID is the other user's primary group.
+func otherGID(t *testing.T) int {
+	t.Helper()
+	u, err := user.Lookup(testenv.OtherUser)
+	if err != nil {
+		t.Fatalf("the second test user %q is missing (run scripts/setup-test-env.sh): %v", testenv.OtherUser, err)
+	}
+	gid, _ := strconv.Atoi(u.Gid)
+	return gid
+}
+
+// refusedAsShared reports whether r is the one-line refusal of a path others can
+// write, failing the test when r is some other failure.
+func refusedAsShared(t *testing.T, r sandboxtest.Result, what string) bool {
+	t.Helper()
+	if r.Code == 0 {
+		return false
+	}
+	if r.Code != 125 || !strings.Contains(r.Stderr, what) || !strings.Contains(r.Stderr, "can be written by") ||
+		strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Fatalf("want one line (exit 125) refusing the %s others can write:\n%s", what, r)
+	}
+	return true
+}
+
+// TestStateDirOthersCanWrite: another local user who can write a directory on the
+// way to the operator's state directory (~/.local/state world-writable, or ~/.local
+// writable by a group the other user is in) moves the state directory aside between
+// a killed session and the next launch: renaming a directory within its parent
+// needs no write access to the directory itself. The next launch then found no
+// pending journal and never ran the killed session's audit, and the plant stayed,
+// unreported. The launch now refuses such a state directory at once (125, one
+// line), as ssh refuses a ~/.ssh others can write.
+func TestStateDirOthersCanWrite(t *testing.T) {
+	cases := []struct {
+		name  string
+		share func(t *testing.T, home string) (parent string) // makes a directory the other user can write; returns it
+	}{
+		{"world-writable state parent", func(t *testing.T, home string) string {
+			d := filepath.Join(home, ".local/state")
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, filepath.Join(home, ".local"))
+			if err := os.Chmod(filepath.Join(home, ".local"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(d, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}},
+		{"group-writable ~/.local of the other user's group", func(t *testing.T, home string) string {
+			d := filepath.Join(home, ".local")
+			if err := os.MkdirAll(filepath.Join(d, "state"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Chown(t, d)
+			if err := os.Chown(d, int(testenv.TestUser(t).UID), otherGID(t)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(d, 0o775); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}},
+	}
+	for _, backend := range sandboxtest.Backends(t) {
+		for _, c := range cases {
+			t.Run(backend+"/"+c.name, func(t *testing.T) {
+				x := newTarget(t, backend)
+				parent := c.share(t, x.Home)
+				first := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+				if refusedAsShared(t, first, "state directory") {
+					return
+				}
+				plant := filepath.Join(x.Repo, ".git/refs/heads/out")
+				killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' .git/refs/heads/out")
+				if _, err := os.Lstat(plant); err != nil {
+					t.Fatalf("the session did not plant: %v", err)
+				}
+				state := filepath.Join(x.Home, ".local/state")
+				if filepath.Base(parent) == "state" {
+					asOther(t, "mv", filepath.Join(state, "agentbox"), filepath.Join(state, "moved-by-other"))
+				} else {
+					asOther(t, "mv", state, state+"-moved-by-other")
+				}
+				next := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "true"))
+				if _, err := os.Lstat(plant); err == nil {
+					t.Errorf("another user moved the state directory aside and the killed session's plant passed unaudited:\n%s", next)
+				}
+			})
+		}
+	}
+}
+
+// TestUserConfigOthersCanWrite: another local user who can write the operator's
+// config file (group-writable, in the other user's group) adds a kept path; the
+// operator's next session could then write that host directory. The launch now
+// refuses a config file others can write (125, one line).
+func TestUserConfigOthersCanWrite(t *testing.T) {
+	for _, backend := range sandboxtest.Backends(t) {
+		if backend == sandboxtest.GoAPI {
+			continue // the Go API reads no config file
+		}
+		t.Run(backend, func(t *testing.T) {
+			x := newTarget(t, backend)
+			notes := filepath.Join(x.Home, "notes")
+			cfg := filepath.Join(x.Home, ".config/agentbox/config.toml")
+			if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(notes, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sandboxtest.WriteFile(t, cfg, "hide-secrets = true\n")
+			testenv.Chown(t, filepath.Join(x.Home, ".config"))
+			testenv.Chown(t, notes)
+			if err := os.Chown(cfg, int(testenv.TestUser(t).UID), otherGID(t)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(cfg, 0o664); err != nil {
+				t.Fatal(err)
+			}
+			asOther(t, "sh", "-c", `echo 'keep = ["~/notes"]' >> "$1"`, "sh", cfg)
+			r := sandboxtest.Run(x.Command(x.Repo, []string{"--no-git-save", "--no-record"}, "echo planted > ~/notes/from-the-sandbox"))
+			if refusedAsShared(t, r, "config file") {
+				return
+			}
+			if sandboxtest.Exists(filepath.Join(notes, "from-the-sandbox")) {
+				t.Errorf("another user's line in the operator's config made a host directory writable to the session:\n%s", r)
+			}
+		})
+	}
+}
