@@ -2,10 +2,12 @@ package adversarial
 
 import (
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/testkit/sandboxtest"
@@ -152,6 +154,65 @@ func TestUserConfigOthersCanWrite(t *testing.T) {
 			}
 			if sandboxtest.Exists(filepath.Join(notes, "from-the-sandbox")) {
 				t.Errorf("another user's line in the operator's config made a host directory writable to the session:\n%s", r)
+			}
+		})
+	}
+}
+
+// TestSSHAgentOfAnotherUser: SSH_AUTH_SOCK names a path below /tmp where another
+// local user serves an agent of their own (the user's agent gone, the variable
+// stale, the name taken). OpenSSH's ssh-agent drops clients of another user, so the
+// other user relays to theirs with socat, which does not. The --ssh-agent filter
+// handed the session that agent's keys and would have sent it every sign request;
+// the launch now refuses it (125, one line naming who serves it).
+func TestSSHAgentOfAnotherUser(t *testing.T) {
+	for _, tool := range []string{"ssh-agent", "ssh-add", "ssh-keygen", "socat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s missing (scripts/setup-test-env.sh installs openssh-client and socat)", tool)
+		}
+	}
+	dir, err := os.MkdirTemp("/tmp", "ssh-squat-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	own, sock := filepath.Join(dir, "own.sock"), filepath.Join(dir, "agent.1234")
+	for _, argv := range [][]string{{"ssh-agent", "-D", "-a", own}, {"socat", "UNIX-LISTEN:" + sock + ",mode=0777,fork", "UNIX-CONNECT:" + own}} {
+		p := testenv.OtherCommand(t, argv[0], argv[1:]...)
+		p.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+		path := own
+		if argv[0] == "socat" {
+			path = sock
+		}
+		if !sandboxtest.WaitFor(func() bool { _, err := os.Stat(path); return err == nil }) {
+			t.Fatalf("the other user's %s did not start", argv[0])
+		}
+	}
+	key := filepath.Join(dir, "k")
+	asOther(t, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "the-other-users-key", "-f", key)
+	add := testenv.OtherCommand(t, "ssh-add", key)
+	add.Env = append(add.Env, "SSH_AUTH_SOCK="+own)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add as %s: %v\n%s", testenv.OtherUser, err, out)
+	}
+	for _, backend := range sandboxtest.Backends(t) {
+		t.Run(backend, func(t *testing.T) {
+			b := sandboxtest.NewBox(t, backend)
+			cmd := b.Command(b.Repo, []string{"--ssh-agent", "--no-git-save", "--no-record"}, "ssh-add -l")
+			cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+			r := sandboxtest.Run(cmd)
+			if strings.Contains(r.Stdout, "the-other-users-key") {
+				t.Fatalf("the session was handed another user's agent:\n%s", r)
+			}
+			if r.Code != 125 || !strings.Contains(r.Stderr, "served by "+testenv.OtherUser) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+				t.Errorf("want one line (exit 125) naming the other user who serves the agent:\n%s", r)
 			}
 		})
 	}
