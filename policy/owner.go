@@ -196,6 +196,30 @@ func loginName(uid uint32) string {
 	return "uid " + id
 }
 
+// CheckRepoOwner refuses a writable session of a user other than root on a
+// repository another user owns (--read-only passes). Pending audits live in each
+// user's own state directory: a session of the owner's, running or killed before
+// its audit, is invisible here, so this launch would take its plants for the
+// baseline, the last state no sandbox touched, and vouch for them; and the
+// owner's launches cannot see this one's. Git refuses such a repository as well
+// (safe.directory), so the session's own Git fails in it anyway. Root on a user's
+// repository gets RootNotice instead: its command has no capabilities there.
+func CheckRepoOwner(repo string, euid int) error {
+	if euid == 0 {
+		return nil
+	}
+	fi, err := os.Stat(repo)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == euid || st.Uid == 0 {
+		return nil
+	}
+	return &Error{What: "repo", Path: repo, Reason: fmt.Sprintf("is owned by %s, not by %s: agentbox cannot see the pending audits of that user's sessions, so it could take their plants for that user's own work (Git refuses such a repository too); run agentbox as %s, or pass --read-only",
+		userName(st.Uid), userName(uint32(euid)), loginName(st.Uid))}
+}
+
 // RootNotice is the line a launch by root prints when the writable repository is
 // another user's: the command has no capabilities, so it cannot write what that user
 // owns. "" otherwise.

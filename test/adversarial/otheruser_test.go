@@ -217,3 +217,77 @@ func TestSSHAgentOfAnotherUser(t *testing.T) {
 		})
 	}
 }
+
+// TestRepoOfAnotherUser: a repository shared by a group (core.sharedRepository=group,
+// its directories group-writable) is the owner's; another member of the group runs a
+// session in it while a session of the owner's, killed before its audit, has left a
+// plant there. That session's journal lies in the owner's state directory, which the
+// member's launch cannot see: it took the tree with the plant for its baseline, the
+// user's own, and its audit vouched for it. A writable session on another user's
+// repository is now refused (125, one line), as Git refuses such a repository.
+func TestRepoOfAnotherUser(t *testing.T) {
+	x := newTarget(t, "native")
+	gid := otherGID(t)
+	testenv.Git(t, x.Home, x.Repo, "config", "core.sharedRepository", "group")
+	err := filepath.Walk(x.Repo, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			return err
+		}
+		if err := os.Lchown(p, int(testenv.TestUser(t).UID), gid); err != nil {
+			return err
+		}
+		mode := fi.Mode().Perm() | 0o060
+		if fi.IsDir() {
+			mode |= os.ModeSetgid | 0o010
+		}
+		return os.Chmod(p, mode)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := filepath.Join(x.Repo, ".git/refs/heads/out")
+	killLauncherMidSession(t, x, "ln -s '"+x.Outside+"' .git/refs/heads/out")
+	if _, err := os.Lstat(plant); err != nil {
+		t.Fatalf("the owner's session did not plant: %v", err)
+	}
+	home, err := os.MkdirTemp("/var/tmp", "agentbox-other-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	u, err := user.Lookup(testenv.OtherUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	if err := os.Chown(home, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := testenv.OtherCommand(t, x.Bin, "exec", "--backend", "native", "--no-git-save", "--no-record", "--", "true")
+	cmd.Dir = x.Repo
+	cmd.Env = otherHome(cmd.Env, home)
+	r := sandboxtest.Run(cmd)
+	switch {
+	case r.Code == 0 && !strings.Contains(r.Stderr, "refs/heads/out"):
+		t.Errorf("another user's session took the owner's killed session's plant for the user's own and reported nothing:\n%s", r)
+	case r.Code != 0 && (r.Code != 125 || !strings.Contains(r.Stderr, "is owned by "+testenv.TestUser(t).Name) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0):
+		t.Errorf("want one line (exit 125) naming the repository's owner:\n%s", r)
+	}
+	ro := testenv.OtherCommand(t, x.Bin, "exec", "--backend", "native", "--read-only", "--no-git-save", "--no-record", "--", "true")
+	ro.Dir = x.Repo
+	ro.Env = otherHome(ro.Env, home)
+	if r := sandboxtest.Run(ro); r.Code != 0 {
+		t.Errorf("a --read-only session on another user's repository: %s", r)
+	}
+}
+
+// otherHome is env with HOME set to home.
+func otherHome(env []string, home string) []string {
+	out := []string{"HOME=" + home}
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HOME=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
