@@ -231,6 +231,9 @@ func New(opts Options) (*Policy, error) {
 	if err := CheckOwnDir("state directory", p.StateDir, os.Geteuid()); err != nil { // owner.go
 		return nil, err
 	}
+	if err := CheckRepoOwner(p.Repo, os.Geteuid()); err != nil && !p.ReadOnly {
+		return nil, err
+	}
 	if err := CheckOwnDir("cache directory", p.CacheDir, os.Geteuid()); err != nil {
 		return nil, err
 	}

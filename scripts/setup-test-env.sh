@@ -12,6 +12,9 @@
 #   - bubblewrap 0.8.0, bookworm's package (sha256 pinned) unpacked with dpkg-deb -x
 #     into $CACHE/bwrap-0.8.0 and never installed system-wide: the real "too old" case;
 #   - the unprivileged user agentbox-test, which the tests drop to when run as root;
+#   - a second unprivileged user, agentbox-other: another local user of the same host
+#     (a shared build machine), whom the tests run as to attack agentbox-test's
+#     sessions from outside them (files in /tmp, a directory both can write);
 #   - the real agents' CLIs from npm, pinned, into $AGENTS (world-readable, since CI's
 #     clone may be root-only and test/agents runs them as the test user): Claude Code,
 #     Codex CLI, Anthropic's sandbox-runtime (srt), and a Node.js 22 from the npm
@@ -27,6 +30,7 @@ set -eu
 
 CACHE=/var/cache/agentbox-test
 TEST_USER=agentbox-test
+OTHER_USER=agentbox-other
 POOL=http://deb.debian.org/debian/pool/main/b/bubblewrap
 
 BWRAP_NEW_VERSION=0.12.0
@@ -183,12 +187,12 @@ install_agents() {
 }
 
 create_user() {
-	if id "$TEST_USER" >/dev/null 2>&1; then
-		say "user $TEST_USER: present"
+	if id "$1" >/dev/null 2>&1; then
+		say "user $1: present"
 		return
 	fi
-	useradd --create-home --shell /bin/bash "$TEST_USER"
-	say "user $TEST_USER: created"
+	useradd --create-home --shell /bin/bash "$1"
+	say "user $1: created"
 }
 
 # Debian kernels gate unprivileged user namespaces behind this sysctl (default on);
@@ -207,7 +211,8 @@ chmod 0755 "$CACHE"
 build_bwrap_new
 unpack_bwrap_old
 install_agents
-create_user
+create_user "$TEST_USER"
+create_user "$OTHER_USER"
 enable_userns
 
 if command -v bwrap >/dev/null 2>&1; then
@@ -217,3 +222,4 @@ say "bwrap $BWRAP_NEW_VERSION (accepted):  $BWRAP_NEW"
 say "bwrap $BWRAP_OLD_VERSION (too old):   $BWRAP_OLD"
 say "agents (claude, codex, srt, node): $AGENTS/bin"
 say "test user: $TEST_USER (uid $(id -u "$TEST_USER"))"
+say "other user: $OTHER_USER (uid $(id -u "$OTHER_USER"))"

@@ -293,6 +293,10 @@ func (u *upstreamConn) conn() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkPeer(c); err != nil { // peer_linux.go
+			c.Close()
+			return nil, err
+		}
 		u.c = c
 	}
 	return u.c, nil

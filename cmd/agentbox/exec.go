@@ -210,6 +210,12 @@ func layered(args []string, cmdline *flag.FlagSet, profile string) (*execArgs, *
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		if f != nil {
+			// A file another user could write sets the operator's policy.
+			if err := policy.CheckPrivate("config file", path, os.Geteuid()); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		if err := f.Check(func() *flag.FlagSet { return new(execArgs).flags() }); err != nil {
 			return nil, nil, nil, err
 		}

@@ -1,6 +1,7 @@
 package netsvc
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/hostpath"
 	"github.com/agentbox/agentbox/internal/pace"
+	"github.com/agentbox/agentbox/internal/termsafe"
 	"github.com/agentbox/agentbox/mounts"
 	"github.com/agentbox/agentbox/netproxy"
 	"github.com/agentbox/agentbox/policy"
@@ -85,6 +87,9 @@ func agentKeys(p *policy.Policy) (*sshagent.Allowed, error) {
 	}
 	keys := sshagent.NewAllowed(sels)
 	ids, err := sshagent.ListIdentities(p.SSHAgent)
+	if errors.Is(err, sshagent.ErrForeignAgent) {
+		return nil, fmt.Errorf("--ssh-agent: the agent at SSH_AUTH_SOCK %s is %v; start your own ssh-agent and point SSH_AUTH_SOCK at it", termsafe.Quote(p.SSHAgent), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--ssh-agent: cannot list the keys of the agent at SSH_AUTH_SOCK %s: %v; is ssh-agent running?", p.SSHAgent, err)
 	}

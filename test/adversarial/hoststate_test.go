@@ -107,8 +107,8 @@ func TestKernelTunables(t *testing.T) {
 				cmd.Env = append(cmd.Env, env...)
 				if root {
 					chownTree(t, x.Repo, 0)
-					rootOwnState(t, x.Home) // agentbox writes no other user's state
-					cmd.SysProcAttr = nil   // stay root
+					cmd.Env = append(cmd.Env, rootOwnState(t)...) // agentbox writes no other user's state
+					cmd.SysProcAttr = nil                         // stay root
 					cmd.Env = append(cmd.Env, "NSOWNER=none", "NSSKIP=none")
 				} else {
 					cmd.Env = append(cmd.Env, "NSOWNER="+strconv.Itoa(int(testenv.TestUser(t).UID)), "NSSKIP=/proc/sys/kernel/ns_last_pid")
@@ -235,8 +235,8 @@ func keyringRow(t *testing.T, backend string, root bool) {
 	cmd := x.Command(x.Repo, nil, keyringScript)
 	if root {
 		chownTree(t, x.Repo, 0)
-		rootOwnState(t, x.Home) // agentbox writes no other user's state
-		cmd.SysProcAttr = nil   // stay root
+		cmd.Env = append(cmd.Env, rootOwnState(t)...) // agentbox writes no other user's state
+		cmd.SysProcAttr = nil                         // stay root
 	}
 	keyctl, _ := exec.LookPath("keyctl")
 	cmd.Args = append([]string{keyctl, "session", "-", "sh", "-c", keyringHost, "sh", cmd.Path}, cmd.Args[1:]...)
@@ -263,10 +263,15 @@ func keyringRow(t *testing.T, backend string, root bool) {
 	}
 }
 
-// rootOwnState gives root agentbox's state and cache directories below home, for a
-// root launch there: agentbox refuses to write into another user's.
-func rootOwnState(t *testing.T, home string) {
-	for _, d := range []string{".local/state", ".cache"} {
-		chownTree(t, filepath.Join(home, d), 0)
+// rootOwnState gives root agentbox's state and cache directories of its own, in a
+// directory only root can write, for a root launch with the test user's HOME:
+// agentbox refuses state another user could swap (policy.CheckPrivate), and the
+// test user owns HOME. It returns the environment that points there.
+func rootOwnState(t *testing.T) []string {
+	d, err := os.MkdirTemp("/var/tmp", "agentbox-root-state-")
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return []string{"XDG_STATE_HOME=" + d + "/state", "XDG_CACHE_HOME=" + d + "/cache"}
 }

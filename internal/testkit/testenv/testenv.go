@@ -420,3 +420,30 @@ func ServeUnix(t testing.TB, addr, reply string) {
 		}
 	}()
 }
+
+// OtherUser is the second unprivileged account (scripts/setup-test-env.sh): another
+// local user of the same host, never the operator, whom attacks from outside a
+// session run as.
+const OtherUser = "agentbox-other"
+
+// OtherCommand returns a command that runs as OtherUser, with HOME its own and the
+// environment Command gives. It needs the tests to run as root (as CI does); a run as
+// an ordinary user cannot switch to another user, and the test skips saying so
+// (Skip: still a failure under EnvStrict).
+func OtherCommand(t testing.TB, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root to run as %s", OtherUser)
+	}
+	u, err := user.Lookup(OtherUser)
+	if err != nil {
+		t.Fatalf("the second test user %q is missing (run scripts/setup-test-env.sh): %v", OtherUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	cmd := exec.Command(name, args...)
+	cmd.Dir = "/"
+	cmd.Env = []string{"HOME=" + u.HomeDir, "PATH=/usr/local/bin:/usr/bin:/bin", "USER=" + OtherUser, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	return cmd
+}
