@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
@@ -48,13 +51,27 @@ func TestOverlapsOtherSession(t *testing.T) {
 	}
 }
 
-// TestMappableStdio: a standard stream that is a file of the repository's
-// filesystem opened for reading and writing keeps the launch from trusting its
-// watch; one opened for writing only, or a pipe, does not. The streams are the
-// test binary's own, run again with them.
+// TestMappableStdio: a standard stream that is a regular file opened for reading
+// and writing keeps the launch from trusting its watch, also where the file lies on
+// another filesystem mounted in the tree; one opened for writing only, or a pipe,
+// does not. The streams are the test binary's own, run again with them.
 func TestMappableStdio(t *testing.T) {
 	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE"); repo != "" {
-		fmt.Fprint(os.Stderr, mappableStdio(repo, backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+		fmt.Fprint(os.Stderr, mappableStdio(backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+		return
+	}
+	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE_MOUNTED"); repo != "" {
+		// In a user and mount namespace of its own: a tmpfs mounted in the tree,
+		// and a file of it opened for reading and writing as standard input.
+		sub := filepath.Join(repo, "sub")
+		if err := unix.Mount("tmpfs", sub, "tmpfs", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(sub, "in"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(os.Stderr, mappableStdio(backend.Stdio{Stdin: f}))
 		return
 	}
 	repo := testenv.CanonTempDir(t)
@@ -80,5 +97,20 @@ func TestMappableStdio(t *testing.T) {
 		if err != nil || errb.String() != c.want {
 			t.Errorf("standard stream opened with flags %#x: %q, %v; want %s", c.flag, errb.String(), err, c.want)
 		}
+	}
+	// A file of another filesystem mounted in the tree is the tree's as much: its
+	// directories are marked, and a write through its mapping sends no event.
+	if err := os.Mkdir(filepath.Join(repo, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMappableStdio$")
+	cmd.Env = append(os.Environ(), "AGENTBOX_TEST_MAPPABLE_MOUNTED="+repo)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil || errb.String() != "true" {
+		t.Errorf("standard input a file opened for reading and writing on a tmpfs mounted in the tree: %q, %v; want true", errb.String(), err)
 	}
 }
