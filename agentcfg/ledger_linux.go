@@ -227,14 +227,21 @@ func register(dir string, opt Options) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kept-path audit: %w", err)
 	}
+	// A registration left empty (a full disk) would stand for no session.
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		os.Remove(f.Name())
 		f.Close()
 		return nil, fmt.Errorf("kept-path audit: lock: %w", err)
 	}
 	data, _ := json.Marshal(opt)
 	if _, err := f.Write(data); err != nil {
+		os.Remove(f.Name())
 		f.Close()
-		return nil, fmt.Errorf("kept-path audit: %w", err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the file's name is this session's, not the user's to act on
+		}
+		return nil, fmt.Errorf("kept-path audit: cannot write its ledger in %s: %w", dir, err)
 	}
 	return f, nil
 }

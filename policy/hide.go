@@ -22,6 +22,32 @@ type Hidden struct {
 	// Why: what --hide-secrets found in a file that is no store of its own (a Git
 	// config holding a credential), for the line shown at launch; "" for a store.
 	Why string
+	// Discard: a history file (Histories), which shells and REPLs inside write at
+	// every exit: /dev/null stands in for it (empty, writes dropped), as an empty
+	// read-only file made zsh print an error at each exit.
+	Discard bool
+}
+
+// Histories are the shell and REPL histories --hide-secrets hides when they exist
+// as regular files below HOME (and $HISTFILE wherever it is): they hold what was
+// typed, passwords and tokens given on a command line or at a prompt included.
+var Histories = []string{
+	".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history", ".history",
+	".local/share/fish/fish_history", ".python_history", ".psql_history",
+	".mysql_history", ".mariadb_history", ".node_repl_history", ".sqlite_history",
+	".rediscli_history", ".irb_history", ".ts_node_repl_history", ".local/state/python_history",
+}
+
+// historyPaths are Histories below home, and $HISTFILE of environ when absolute.
+func historyPaths(home string, environ []string) []string {
+	var out []string
+	for _, h := range Histories {
+		out = append(out, filepath.Join(home, h))
+	}
+	if f := environGetter(environ)("HISTFILE"); filepath.IsAbs(f) {
+		out = append(out, filepath.Clean(f))
+	}
+	return out
 }
 
 // Secrets are the well-known credential stores below HOME that --hide-secrets hides
@@ -228,6 +254,17 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 			}
 			return err
 		}
+		p.Hide = appendHidden(p.Hide, h)
+	}
+	for _, path := range historyPaths(p.Home, opts.Environ) {
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || p.inKept(path) {
+			continue // a link or another kind is left as it is: no history of the shells'
+		}
+		h, err := checkHide(p, path, path, "--hide-secrets")
+		if err != nil {
+			continue // in the repository, a kept path, agentbox's own: not hidden there
+		}
+		h.Discard = true
 		p.Hide = appendHidden(p.Hide, h)
 	}
 	return nil

@@ -257,7 +257,7 @@ func config(opts Options) (session.Config, error) {
 		GPU:           opts.GPU,
 		Devices:       opts.Devices,
 		Backend:       policy.BackendNative,
-		XDGCacheHome:  os.Getenv("XDG_CACHE_HOME"),
+		XDGCacheHome:  operatorCacheHome(),
 		XDGStateHome:  operatorStateHome(),
 		XDGConfigHome: operatorConfigHome(),
 		Command:       opts.Command,
@@ -306,6 +306,23 @@ func operatorStateHome() string {
 		return filepath.Dir(dir)
 	}
 	return os.Getenv("XDG_STATE_HOME")
+}
+
+// operatorCacheHome is where agentbox keeps the operator's cache (--disk-tmp's
+// directories, the push guard's copies, the empty sources of hidden paths):
+// ${XDG_CACHE_HOME:-$HOME/.cache} of this process's environment, whatever
+// Options.Home says, so that what a killed Go API program leaves there is what
+// `agentbox gc` collects (it looks only there). Below Options.Home, a DiskTmp
+// session's directory outlived its program for good. With neither variable set,
+// it follows Options.Home as before.
+func operatorCacheHome() string {
+	if dir := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(dir) {
+		return dir
+	}
+	if home := os.Getenv("HOME"); filepath.IsAbs(home) {
+		return filepath.Join(home, ".cache")
+	}
+	return ""
 }
 
 // operatorConfigHome is where the operator's agentbox exec reads its config

@@ -260,7 +260,7 @@ type launch struct {
 
 // finishAudits ends the session's audits: once the command may have run (gate),
 // they run whatever the backend reported; before, the journals are dropped.
-func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresolved int, released func()) {
+func finishAudits(cfg *Config, p *policy.Policy, out *Outcome, pre *prelaunch, gate bool) (unresolved int, released func()) {
 	_ = pre.wait(out) // a launch that failed before its backend waited for it
 	var found hostaudit.Outcome
 	audit := gate && !cfg.NoAudit
@@ -272,6 +272,7 @@ func finishAudits(cfg *Config, out *Outcome, pre *prelaunch, gate bool) (unresol
 	default:
 		pre.aud.Drop()
 	}
+	found.Close(cfg.Stderr, p.StateDir, cfg.sessionID)
 	out.AuditFindings = append(out.AuditFindings, found.AuditFindings...)
 	out.Phases = append(out.Phases, found.Phases...)
 	out.Walk = found.Walk
@@ -322,7 +323,7 @@ func (l *launch) run() (int, error) {
 	// only a launch stopped before the gate, whose command certainly never ran, drops
 	// it (and prints nothing but agentbox's one-line error).
 	defer func() {
-		n, released := finishAudits(cfg, out, pre, gate)
+		n, released := finishAudits(cfg, p, out, pre, gate)
 		l.unresolved, l.released = l.unresolved+n, released
 	}()
 	defer ckStart.stop()   // before the audit's end, which stops the watch a checkpoint reads
@@ -346,9 +347,11 @@ func (l *launch) run() (int, error) {
 	}
 	pre.clear(true)
 	var kept hostaudit.Outcome
-	agents := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
-	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
-	l.unresolved += kept.Unresolved
+	agents, err := hostaudit.StartKept(cfg.audit(), p, cfg.sessionID, &kept)
+	l.keptFound(&kept, "-kept-orphans")
+	if err != nil {
+		return 0, err
+	}
 	env := sessionEnv(cfg.env(), p, cfg.sessionID)
 	env = withPromptMarker(env, p, cfg.stdio().Stdin)
 	env = p.Env.Apply(env)  // --hide-secrets, --unset-env, --clear-env
@@ -397,8 +400,7 @@ func (l *launch) run() (int, error) {
 	sw.Skip()
 	kept = hostaudit.Outcome{}
 	agents.Finish(cfg.audit(), &kept)
-	out.AuditFindings = append(out.AuditFindings, kept.AuditFindings...)
-	l.unresolved += kept.Unresolved
+	l.keptFound(&kept, "-kept")
 	_ = pre.wait(out) // a backend that failed before its gate did not wait for it
 	out.Phases = slices.Concat(pre.phases, res.Phases)
 	out.Prestarted, out.InitPeakRSSKiB = res.Prestarted, res.InitPeakRSSKiB
@@ -413,6 +415,14 @@ func (l *launch) run() (int, error) {
 	reportLeft(cfg, res.Left)
 	netsvc.Report(cfg.Stderr, out.NetRefusals)
 	return res.Status, nil
+}
+
+// keptFound hands what a kept paths' audit found to the session's outcome, its
+// lines bounded (hostaudit.Outcome.Close: the list named by the session and suffix).
+func (l *launch) keptFound(kept *hostaudit.Outcome, suffix string) {
+	kept.Close(l.cfg.Stderr, l.p.StateDir, l.cfg.sessionID+suffix)
+	l.out.AuditFindings = append(l.out.AuditFindings, kept.AuditFindings...)
+	l.unresolved += kept.Unresolved
 }
 
 // reportLeft says once that the session's background processes were killed when the

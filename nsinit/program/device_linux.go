@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,10 +16,17 @@ import (
 // device binds a captured host device node at its path in the private /dev: a
 // new empty file there is its mount point, in directories made as needed. The
 // bind is a mount of its own, so the /dev tmpfs's nodev does not apply to it.
+// Elsewhere (/dev/null over a history file in HOME, policy.Hidden.Discard) the
+// file there is the mount point: opened read-only, so the HOME overlay copies
+// nothing of it up, and never through a link.
 func (p *Program) device(op mounts.Op, tree int) {
 	dir := p.mkdirAll(filepath.Dir(op.Dest))
 	name := filepath.Base(op.Dest)
-	f := p.FdOp(mountDesc(MountError{Op: "create", Target: op.Dest}), unix.SYS_OPENAT, uintptr(dir), p.Str(name), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
+	flags := unix.O_CREAT | unix.O_EXCL | unix.O_WRONLY | unix.O_CLOEXEC
+	if !strings.HasPrefix(op.Dest, "/dev/") {
+		flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
+	f := p.FdOp(mountDesc(MountError{Op: "create", Target: op.Dest}), unix.SYS_OPENAT, uintptr(dir), p.Str(name), uintptr(flags), 0o600)
 	p.CloseFd(f)
 	p.op(mountDesc(MountError{Op: "move_mount", Source: op.Source, Target: op.Dest}), unix.SYS_MOVE_MOUNT,
 		uintptr(tree), p.Str(""), uintptr(dir), p.Str(name), unix.MOVE_MOUNT_F_EMPTY_PATH)

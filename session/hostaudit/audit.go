@@ -107,7 +107,11 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	}
 	defer unlockShared()
 	var base *audit.Surface
-	if j := inheritedBase(p.StateDir, p.Repo, held); j != nil {
+	// One reading of the pending journals before the scan, one after it
+	// (pendingReading): same-repository sessions cannot add one in between, as
+	// they wait for the audit lock held here.
+	before := readPending(p.StateDir, p.Repo)
+	if j := inheritedBase(before, p.StateDir, p.Repo, held); j != nil {
 		if base, err = inherit(j, &opt, held); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
@@ -132,17 +136,21 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 		// Read before the scan and after it (audit_sharedbase.go): a session whose
 		// audit ended during the scan, or whose command started during it.
 		roots := append([]string{p.Repo}, gitDirs...)
-		shared := overlappingJournals(p.StateDir, p.Repo, roots)
+		shared := overlappingJournals(before, p.StateDir, p.Repo, roots)
 		if base, err = audit.Scan(p.Repo, walkOpt); err != nil {
 			return nil, fmt.Errorf("audit baseline: %w", err)
 		}
-		for name, j := range overlappingJournals(p.StateDir, p.Repo, roots) {
+		// After the scan: a session whose journal comes after this reading
+		// started its command after every mark of the watch was placed
+		// (overlapsOtherSession).
+		after := readPending(p.StateDir, p.Repo)
+		for name, j := range overlappingJournals(after, p.StateDir, p.Repo, roots) {
 			if shared[name] == nil {
 				shared[name] = j
 			}
 		}
 		takeShared(base, roots, shared)
-		if base.Launch != nil && (overlapsOtherSession(p.StateDir, p.Repo) || mappableStdio(cfg.Stdio)) {
+		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(cfg.Stdio)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
@@ -150,13 +158,29 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 	a := &Auditor{repo: p.Repo, id: audit.NewAuditID(), opt: opt, base: base,
 		stateDir: p.StateDir, writable: append([]string{p.Repo}, gitDirs...), walk: base.Walk, launch: base.Launch, held: held,
 		heldGitDirs: opt.HeldGitDirs, addedFor: cfg.addedFor, addedForID: cfg.addedForID}
+	// No session runs without its journal: a launcher killed (SIGKILL, the OOM
+	// killer) would leave its session unaudited, and the next launch would take
+	// what it planted for the user's own. The journal is written once, here, and
+	// only removed after: nothing rewrites it while the session runs.
+	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
+		a.launch.Close()
+		return nil, JournalError(err, p.StateDir)
+	}
 	a.opt.HeldGitDirs = nil // Finish passes them
 	base.Walk, base.Launch = nil, nil
 	ok = true
-	if a.journal, a.journalPath, err = writeJournal(p.StateDir, a); err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
-	}
 	return a, nil
+}
+
+// JournalError is the refusal of a launch whose crash journal (the repository's
+// pending audit, or the kept paths' ledger) cannot be written in stateDir: what
+// failed, why no session runs without it, and what to do.
+func JournalError(err error, stateDir string) error {
+	where := "set XDG_STATE_HOME (or HOME) to an absolute directory of yours"
+	if stateDir != "" {
+		where = "free space in " + termsafe.Quote(stateDir) + " (or make it writable), or set XDG_STATE_HOME to another directory of yours"
+	}
+	return fmt.Errorf("%v; agentbox starts no session whose audit a killed launcher would leave undone: %s, and try again", err, where)
 }
 
 // finish runs the audit on the host after the session, whatever its outcome: it

@@ -114,7 +114,7 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	// Locked before it has its name, so that no launch ever sees it unlocked.
 	tmp, err := os.CreateTemp(dir, ".journal-*")
 	if err != nil {
-		return nil, "", fmt.Errorf("pending-audit journal: %w", err)
+		return nil, "", journalWriteError(dir, err)
 	}
 	// The launcher's PID, and the session's number in it: a Go API program runs
 	// sessions of one repository at once, and under one name the second's journal
@@ -131,9 +131,23 @@ func writeJournal(stateDir string, a *Auditor) (*os.File, string, error) {
 	if err != nil {
 		os.Remove(tmp.Name())
 		tmp.Close()
-		return nil, "", fmt.Errorf("pending-audit journal: %w", err)
+		return nil, "", journalWriteError(dir, err)
 	}
 	return tmp, name, nil
+}
+
+// journalWriteError names the directory a journal could not be written in and
+// why, not the temporary file's name the system call quoted.
+func journalWriteError(dir string, err error) error {
+	var pe *os.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("pending-audit journal: cannot write it in %s: %w", termsafe.Quote(dir), err)
 }
 
 // Orphans runs the audits that dead launchers of p.Repo, or of a repository whose
@@ -318,9 +332,11 @@ func auditOrphan(cfg *Config, p *policy.Policy, name string, f *os.File, at stri
 	}
 	fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s%s: the session of %s (launcher pid %d) was killed before its audit; audited now: %d finding(s)\n",
 		termsafe.Quote(j.Repo), where, j.Start.Format(time.RFC3339), j.PID, len(findings))
+	var o Outcome
 	for _, f := range findings {
-		fmt.Fprintf(cfg.Stderr, "agentbox: audit: %s\n", termsafe.String(f.String()))
+		o.found(cfg.Stderr, f.String())
 	}
+	o.Close(cfg.Stderr, p.StateDir, j.ID)
 	os.Remove(name)
 }
 

@@ -22,7 +22,7 @@ import (
 func TestOverlapsOtherSession(t *testing.T) {
 	state := testenv.CanonTempDir(t)
 	repo := "/home/u/src/proj"
-	if overlapsOtherSession(state, repo) {
+	if overlapsOtherSession(readPending(state, repo), repo) {
 		t.Fatal("no pending session, and an overlap")
 	}
 	pending := func(other string) func() {
@@ -44,7 +44,7 @@ func TestOverlapsOtherSession(t *testing.T) {
 		{"/home/u/src", true},
 	} {
 		done := pending(c.other)
-		if got := overlapsOtherSession(state, repo); got != c.want {
+		if got := overlapsOtherSession(readPending(state, repo), repo); got != c.want {
 			t.Errorf("pending session of %s: overlap %v, want %v", c.other, got, c.want)
 		}
 		done()

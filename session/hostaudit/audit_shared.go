@@ -123,7 +123,7 @@ func heldLockName(id audit.DirID) string {
 // there is none. Unreadable journals are skipped: Orphans reports them. A session of
 // the directory held (nil: by path only) reached by another path counts too
 // (sameDirElsewhere); its baseline comes with its paths moved to repo's (rebased).
-func inheritedBase(stateDir, repo string, held *audit.Held) *auditJournal {
+func inheritedBase(r pendingReading, stateDir, repo string, held *audit.Held) *auditJournal {
 	type pending struct {
 		name  string
 		start time.Time
@@ -133,7 +133,7 @@ func inheritedBase(stateDir, repo string, held *audit.Held) *auditJournal {
 	ours := func(name string, j *auditJournal) bool {
 		return (strings.HasPrefix(name, prefix) && j.Repo == repo) || sameDirElsewhere(stateDir, repo, name, j, held)
 	}
-	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+	r.each(func(name string, j *auditJournal) {
 		if j != nil && ours(name, j) {
 			same = append(same, pending{name, j.Start})
 		}
@@ -225,6 +225,40 @@ func loadJournal(stateDir, repo, name string) *auditJournal {
 	return j
 }
 
+// pendingReading is one reading of the pending-audit journals (pendingJournals):
+// a launch's baseline reads them once before its scan and once after it
+// (audit_sharedbase.go), and each answer it needs at that moment — the baseline
+// it inherits and the overlapping sessions' before the scan, the overlapping
+// sessions' and whether another session's tree overlaps after it — comes from
+// that moment's reading, not from a reading of its own a moment later.
+type pendingReading struct {
+	ok   bool // the journals' directory could be had (journalDir)
+	list []pendingHeader
+}
+
+// pendingHeader is one journal of a reading: its name and header (nil: unreadable).
+type pendingHeader struct {
+	name string
+	j    *auditJournal
+}
+
+// readPending reads the pending journals of stateDir once.
+func readPending(stateDir, repo string) pendingReading {
+	_, err := journalDir(stateDir, repo)
+	r := pendingReading{ok: err == nil}
+	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+		r.list = append(r.list, pendingHeader{name, j})
+	})
+	return r
+}
+
+// each calls fn with each journal of the reading, as pendingJournals does.
+func (r pendingReading) each(fn func(name string, j *auditJournal)) {
+	for _, h := range r.list {
+		fn(h.name, h.j)
+	}
+}
+
 // pendingJournals calls fn with each pending-audit journal's name and header, its
 // baseline left out (nil when it cannot be read): every launch looks at every
 // session's journal, and one session's baseline, however large its repository's
@@ -296,13 +330,13 @@ func quarantine(findings []audit.Finding, id, root string) {
 // and write through the mapping unseen. Called after the
 // launch scan, so that a session whose journal comes later started its command
 // after every mark was placed.
-func overlapsOtherSession(stateDir, repo string) bool {
-	if _, err := journalDir(stateDir, repo); err != nil {
+func overlapsOtherSession(r pendingReading, repo string) bool {
+	if !r.ok {
 		return true
 	}
 	overlap := false
 	own := journalPrefix(repo)
-	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+	r.each(func(name string, j *auditJournal) {
 		switch {
 		case strings.HasPrefix(name, own):
 		case j == nil: // unreadable: it could be anything's

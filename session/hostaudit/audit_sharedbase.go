@@ -27,10 +27,10 @@ import (
 // overlappingJournals returns the readable pending journals of other repositories
 // whose writable roots (the repository and its outside Git dirs) overlap roots, by
 // journal name, read whole (only these: pendingJournals).
-func overlappingJournals(stateDir, repo string, roots []string) map[string]*auditJournal {
+func overlappingJournals(r pendingReading, stateDir, repo string, roots []string) map[string]*auditJournal {
 	found := map[string]*auditJournal{}
 	own := journalPrefix(repo)
-	pendingJournals(stateDir, repo, func(name string, j *auditJournal) {
+	r.each(func(name string, j *auditJournal) {
 		if j == nil || (strings.HasPrefix(name, own) && j.Repo == repo) {
 			return // unreadable ones are Orphans' to report; our own repository's are inherited
 		}

@@ -45,7 +45,7 @@ func TestSharedBaseFromOverlappingSession(t *testing.T) {
 		common + "/config":           item(common+"/config", "c0"),
 		common + "/modules/x/config": item(common+"/modules/x/config", "plant"),
 	}}
-	js := overlappingJournals(state, repo, []string{repo})
+	js := overlappingJournals(readPending(state, repo), state, repo, []string{repo})
 	if len(js) != 1 {
 		t.Fatalf("overlapping journals: %d, want 1 (the linked worktree's)", len(js))
 	}
@@ -166,7 +166,7 @@ func TestOtherRepositorysBaselineNotRead(t *testing.T) {
 	const other = "/home/u/other"
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if inheritedBase(state, other, nil) != nil || overlapsOtherSession(state, other) || len(overlappingJournals(state, other, []string{other})) > 0 {
+	if inheritedBase(readPending(state, other), state, other, nil) != nil || overlapsOtherSession(readPending(state, other), other) || len(overlappingJournals(readPending(state, other), state, other, []string{other})) > 0 {
 		t.Error("an unrelated repository's session taken for this one's")
 	}
 	runtime.ReadMemStats(&after)
@@ -174,7 +174,7 @@ func TestOtherRepositorysBaselineNotRead(t *testing.T) {
 		t.Errorf("a launch of another repository allocated %d bytes for a pending journal that is not its own", n)
 	}
 	// Its own repository's launch still inherits it whole.
-	if j := inheritedBase(state, big, nil); j == nil || len(j.Base.Items) != len(base.Items) {
+	if j := inheritedBase(readPending(state, big), state, big, nil); j == nil || len(j.Base.Items) != len(base.Items) {
 		t.Errorf("the same repository's launch did not inherit the baseline")
 	}
 }

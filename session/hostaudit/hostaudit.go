@@ -9,8 +9,13 @@
 package hostaudit
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
@@ -51,10 +56,87 @@ type Outcome struct {
 // as it is to the Go API's Result.AuditFindings, and to stderr through a writer that
 // keeps newlines: it is made one line with no rune a terminal acts on here
 // (termsafe.String leaves a line already safe as it is).
+//
+// A session chooses how many there are: 3,000 planted hooks printed 850 KB on the
+// operator's terminal. Past MaxShownFindings lines an Outcome prints no more;
+// Close lists every line in a file beside the quarantine and says so in one line.
 func (o *Outcome) found(w io.Writer, line string) {
 	line = termsafe.String(line)
 	o.AuditFindings = append(o.AuditFindings, line)
-	fmt.Fprintf(w, "agentbox: audit: %s\n", line)
+	if len(o.AuditFindings) <= MaxShownFindings {
+		fmt.Fprintf(w, "agentbox: audit: %s\n", line)
+	}
+}
+
+// MaxShownFindings bounds the finding lines one audit prints; MaxKeptFindings
+// those it keeps in Outcome.AuditFindings (the session's record, the Go API's
+// Result.AuditFindings). Every line is in the list Close writes.
+const (
+	MaxShownFindings = 20
+	MaxKeptFindings  = 500
+)
+
+// FindingsList is the file that lists every finding line of the audit or
+// session named id, in stateDir's quarantine, where the sandbox cannot write.
+func FindingsList(stateDir, id string) string {
+	return filepath.Join(stateDir, "quarantine", id+".findings")
+}
+
+// Close ends o's lines. When it found more than it printed, every line is written
+// to FindingsList(stateDir, id) and one line says how many were not shown and where
+// they are; past MaxKeptFindings, AuditFindings keeps the first lines and that line
+// last. Without a list to write (no quarantine directory, the disk full), the rest
+// are printed after all: a finding is never hidden from the operator.
+func (o *Outcome) Close(w io.Writer, stateDir, id string) {
+	n := len(o.AuditFindings)
+	if n <= MaxShownFindings {
+		return
+	}
+	if id == "" {
+		id = audit.NewAuditID()
+	}
+	list := FindingsList(stateDir, id)
+	if err := writeList(stateDir, list, o.AuditFindings); err != nil {
+		fmt.Fprintf(w, "agentbox: audit: %d more finding(s) (their list could not be written: %s):\n", n-MaxShownFindings, termsafe.String(err.Error()))
+		for _, line := range o.AuditFindings[MaxShownFindings:] {
+			fmt.Fprintf(w, "agentbox: audit: %s\n", line)
+		}
+		return
+	}
+	more := fmt.Sprintf("and %d more finding(s), not shown: all %d are listed in %s", n-MaxShownFindings, n, termsafe.Quote(list))
+	fmt.Fprintf(w, "agentbox: audit: %s\n", more)
+	if n > MaxKeptFindings {
+		o.AuditFindings = append(o.AuditFindings[:MaxKeptFindings:MaxKeptFindings],
+			fmt.Sprintf("and %d more finding(s): all %d are listed in %s", n-MaxKeptFindings, n, termsafe.Quote(list)))
+	}
+}
+
+// writeList writes lines to path, a new file (never through a link) in the
+// quarantine directory of stateDir.
+func writeList(stateDir, path string, lines []string) error {
+	if !filepath.IsAbs(stateDir) {
+		return fmt.Errorf("no state directory")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	for _, line := range lines {
+		bw.WriteString(line)
+		bw.WriteByte('\n')
+	}
+	err = bw.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 // BaseWalk is the baseline's walk of the working tree (nil when the baseline was

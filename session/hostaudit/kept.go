@@ -1,6 +1,7 @@
 package hostaudit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,15 +27,15 @@ func SessionID(recordID string) string {
 // StartKept takes the baseline of the repository's own agent files, and
 // registers the session in the kept paths' ledger (agentcfg), which takes its
 // baseline — the ledger's own where another live session keeps the same files —
-// after auditing sessions whose launchers died. Without a ledger the audit still
-// runs, from a baseline of its own.
-func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) *Kept {
+// after auditing sessions whose launchers died. A session whose baseline the
+// ledger cannot hold is refused (JournalError).
+func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) (*Kept, error) {
 	var project *agentcfg.Project
 	if !p.ReadOnly {
 		project = agentcfg.SnapshotProject(p.Repo)
 	}
 	if len(p.Keep) == 0 {
-		return &Kept{project: project}
+		return &Kept{project: project}, nil
 	}
 	opt := agentcfg.Options{Home: p.Home, Repo: p.Repo, ID: id, AgentDirs: map[string]string{},
 		Skip: append(append([]string(nil), p.KeepReadOnly...), p.KeepPrivate...), WidenJournal: WidenJournal(p.StateDir)}
@@ -52,9 +53,11 @@ func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) *Kept {
 		}
 	}
 	opt.Quarantine = QuarantineRoot(cfg.Stderr, p.StateDir, append([]string{p.Repo}, opt.Kept...))
+	// As the repository's journal (Start): no kept path is given writable
+	// without its baseline in the ledger, where the next launch finds it if this
+	// launcher is killed.
 	if p.StateDir == "" {
-		fmt.Fprintf(cfg.Stderr, "agentbox: warning: kept paths: no state directory; if this launcher is killed, the session goes unaudited\n")
-		return &Kept{base: agentcfg.Snapshot(opt), project: project}
+		return nil, JournalError(errors.New("kept paths' audit ledger: no state directory"), "")
 	}
 	s, orphans, err := agentcfg.Begin(p.StateDir, opt)
 	for _, o := range orphans {
@@ -62,17 +65,14 @@ func StartKept(cfg *Config, p *policy.Policy, id string, out *Outcome) *Kept {
 		report(cfg, out, o.Findings)
 	}
 	if err != nil {
-		fmt.Fprintf(cfg.Stderr, "agentbox: warning: %v: if this launcher is killed, the session goes unaudited\n", err)
-		return &Kept{base: agentcfg.Snapshot(opt), project: project}
+		return nil, JournalError(err, p.StateDir)
 	}
-	return &Kept{ledger: s, project: project}
+	return &Kept{ledger: s, project: project}, nil
 }
 
-// Kept is one session's audit of its kept paths: through the ledger, or
-// from a baseline of its own when the ledger could not be used.
+// Kept is one session's audit of its kept paths, through the ledger.
 type Kept struct {
 	ledger  *agentcfg.Session
-	base    *agentcfg.Baseline
 	project *agentcfg.Project // the repository's agent files: reported, not moved
 }
 
@@ -84,11 +84,8 @@ func (a *Kept) Finish(cfg *Config, out *Outcome) {
 	if a == nil {
 		return
 	}
-	switch {
-	case a.ledger != nil:
+	if a.ledger != nil {
 		report(cfg, out, a.ledger.Finish())
-	case a.base != nil:
-		report(cfg, out, a.base.Audit())
 	}
 	report(cfg, out, a.project.Report())
 }

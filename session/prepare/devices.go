@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
+	"github.com/agentbox/agentbox/mounts/build"
 	"github.com/agentbox/agentbox/policy"
 )
 
@@ -36,5 +37,29 @@ func deviceIdentities(p *policy.Policy, ids map[string]mounts.FileID) error {
 		}
 		ids[d.Path] = mounts.FileID{Dev: st.Dev, Ino: st.Ino}
 	}
+	for _, h := range p.Hide {
+		if h.Discard {
+			return devNullIdentity(ids)
+		}
+	}
+	return nil
+}
+
+// devNullIdentity adds /dev/null's identity, the stand-in of hidden histories
+// (build.DevNull): the character device 1:3, or the launch is refused.
+func devNullIdentity(ids map[string]mounts.FileID) error {
+	fd, err := safepath.Open(build.DevNull, unix.O_PATH)
+	if err != nil {
+		return fmt.Errorf("--hide-secrets: %s: %w (the stand-in of the histories it hides)", build.DevNull, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("--hide-secrets: %s: %w", build.DevNull, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(uint64(st.Rdev)) != 1 || unix.Minor(uint64(st.Rdev)) != 3 {
+		return fmt.Errorf("--hide-secrets: %s is not the null device (1:3), which stands in for the histories it hides; not launching", build.DevNull)
+	}
+	ids[build.DevNull] = mounts.FileID{Dev: st.Dev, Ino: st.Ino}
 	return nil
 }

@@ -326,3 +326,37 @@ func addedDirOnPathLater(t *testing.T, x *target, _ sandboxtest.Result) {
 		t.Errorf("agentbox ran programs an earlier session planted in its added directory, on the host: %v", names)
 	}
 }
+
+// TestGoAPIDiskTmpFollowsTheOperatorsCache: a Go API program whose Options.Home
+// gives the command a HOME of its own keeps a DiskTmp session's directory in the
+// operator's cache (${XDG_CACHE_HOME:-$HOME/.cache} of the program), where
+// `agentbox gc` looks. Killed, the program leaves the directory; gc removes it. On
+// main the directory lay below Options.Home, which gc never reads: it stayed for good.
+func TestGoAPIDiskTmpFollowsTheOperatorsCache(t *testing.T) {
+	b := sandboxtest.NewBox(t, sandboxtest.GoAPI)
+	agentHome := testenv.Dir(t, "agent-home")
+	cmd := b.Command(b.Repo, []string{"--home", agentHome, "--disk-tmp", "--no-git-save", "--no-record"},
+		`touch /tmp/left "$REPO/ready"; sleep 300`)
+	res := make(chan sandboxtest.Result, 1)
+	if err := sandboxtest.StartAndCollect(cmd, res); err != nil {
+		t.Fatal(err)
+	}
+	if !sandboxtest.WaitFor(func() bool { return sandboxtest.Exists(filepath.Join(b.Repo, "ready")) }) {
+		_ = cmd.Process.Kill()
+		t.Fatalf("session never got ready: %s", <-res)
+	}
+	_ = cmd.Process.Kill()
+	<-res
+	if d := diskTmpDirs(agentHome); len(d) != 0 {
+		t.Errorf("the DiskTmp directory lay below Options.Home, where gc never looks: %v", d)
+	}
+	if d := diskTmpDirs(b.Home); len(d) != 1 {
+		t.Fatalf("the killed program's DiskTmp directory in the operator's cache: %v, want one", d)
+	}
+	if g := gc(t, b); g.Code != 0 {
+		t.Errorf("agentbox gc: %s", g)
+	}
+	if d := diskTmpDirs(b.Home); len(d) != 0 {
+		t.Errorf("gc left the killed program's DiskTmp directory: %v", d)
+	}
+}

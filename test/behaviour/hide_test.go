@@ -24,6 +24,7 @@ func TestHide(t *testing.T) {
 		{"--hide-secrets: the known stores, not public keys or a kept agent's", hideSecrets},
 		{"--hide-secrets: stores a variable moves, keys in subdirectories, stores of more tools", hideSecretsMoved},
 		{"--hide-secrets: a Git config that holds a credential itself", hideSecretsGitConfig},
+		{"--hide-secrets: shell and REPL histories, silently", hideSecretsHistories},
 		{"--hide refusals: 125 and one line", hideRefusals},
 		{"--hide: a directory outside HOME holding a host daemon's socket", hideSocketDir},
 	}
@@ -227,5 +228,56 @@ func hideSecretsGitConfig(t *testing.T, b *sandboxtest.Box) {
 	}
 	if sandboxtest.ReadFileOr(h+"/.gitconfig-mail") != "[sendemail]\n\tsmtpPass = SMTPSECRET\n" {
 		t.Errorf("the host's Git config changed")
+	}
+}
+
+// hideSecretsHistories: --hide-secrets hides the shells' and REPLs' histories
+// (policy.Histories, $HISTFILE) behind /dev/null: empty inside, and bash, zsh, fish
+// and Python run interactively and exit without a word, their writes dropped (an
+// empty read-only file made zsh print "failed to write history file" at each exit);
+// the host's files keep their content. On main every history was readable.
+func hideSecretsHistories(t *testing.T, b *sandboxtest.Box) {
+	h := b.Home
+	mkdirUser(t, h+"/.local/share/fish")
+	mkdirUser(t, h+"/hist")
+	files := map[string]string{
+		h + "/.bash_history":                  "export TOKEN=bash-secret\n",
+		h + "/.zsh_history":                   ": 1700000000:0;export PW=zsh-secret\n",
+		h + "/.local/share/fish/fish_history": "- cmd: set -x K fish-secret\n  when: 1700000000\n",
+		h + "/.python_history":                "key = 'python-secret'\n",
+		h + "/.psql_history":                  "ALTER USER u PASSWORD 'psql-secret';\n",
+		h + "/hist/moved":                     "histfile-secret\n",
+	}
+	for f, c := range files {
+		writeUser(t, f, c)
+	}
+	cmd := b.Command(b.Repo, []string{"--hide-secrets"}, `cat ~/.bash_history ~/.zsh_history ~/.local/share/fish/fish_history ~/.python_history ~/.psql_history "$HISTFILE"
+echo 'echo bash-ran' | bash -i
+echo 'echo zsh-ran' | HISTFILE=~/.zsh_history SAVEHIST=100 zsh -i
+echo 'echo fish-ran' | fish -i
+echo 'print("python-ran")' | python3 -i
+cat ~/.bash_history ~/.zsh_history ~/.local/share/fish/fish_history ~/.python_history; echo end`)
+	cmd.Env = append(cmd.Env, "HISTFILE="+h+"/hist/moved", "TERM=dumb")
+	r := sandboxtest.Run(cmd)
+	out := r.Stdout + r.Stderr
+	for _, ran := range []string{"bash-ran", "zsh-ran", "fish-ran", "python-ran", "end"} {
+		if !strings.Contains(r.Stdout, ran) {
+			t.Errorf("%s missing: %s", ran, r)
+		}
+	}
+	if strings.Contains(out, "secret") {
+		t.Errorf("a history was readable inside: %s", r)
+	}
+	// What an interactive shell prints at start without a terminal is its own; what
+	// a history file refused would add is not there.
+	for _, noise := range []string{"history", "Read-only", "read-only", "Permission denied", "No such"} {
+		if strings.Contains(r.Stderr, noise) {
+			t.Errorf("a shell complained about its history (%q): %s", noise, r)
+		}
+	}
+	for f, c := range files {
+		if got := sandboxtest.ReadFileOr(f); got != c {
+			t.Errorf("%s changed on the host: %q", f, got)
+		}
 	}
 }

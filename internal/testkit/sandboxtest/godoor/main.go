@@ -43,6 +43,7 @@ func run(args []string) int {
 	backend := fs.String("backend", "native", "")
 	var opts sandbox.Options
 	fs.StringVar(&opts.Repo, "repo", "", "")
+	fs.StringVar(&opts.Home, "home", "", "") // Options.Home: the command's HOME (not exec's)
 	fs.BoolVar(&opts.Offline, "offline", false, "")
 	fs.BoolVar(&opts.DiskTmp, "disk-tmp", false, "")
 	fs.BoolVar(&opts.NestedSandbox, "nested-sandbox", false, "")
