@@ -150,7 +150,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 			}
 		}
 		takeShared(base, roots, shared)
-		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(cfg.Stdio)) {
+		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(cfg.Stdio, base.Launch.OnDevice)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
@@ -278,14 +278,14 @@ func movedLine(repo string, cur *audit.Surface) string {
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or output
-// (stdio), a regular file opened for reading and writing (agentbox exec … 1<>repo/f):
-// opened before the watch's marks, it can be mapped and written through with no
-// event. Only O_RDWR matters: a shared writable mapping needs a readable
-// descriptor, and a write(2) through any descriptor is reported. Wherever the file
-// lies: the tree can hold other filesystems than its own (a tmpfs or a btrfs
-// subvolume mounted in it, with a device of its own), whose directories the
-// launch walk marks as it marks the rest.
-func mappableStdio(stdio backend.Stdio) bool {
+// (stdio), a regular file opened for reading and writing on a filesystem whose
+// directories the launch watched (watched: audit.Launch.OnDevice) (agentbox exec …
+// 1<>repo/f): opened before the watch's marks, it can be mapped and written
+// through with no event. Only O_RDWR matters: a shared writable mapping needs a
+// readable descriptor, and a write(2) through any descriptor is reported. Not the
+// repository's device alone: a tmpfs or a btrfs subvolume mounted in the tree has
+// its own, and its directories are marked as the rest.
+func mappableStdio(stdio backend.Stdio, watched func(dev uint64) bool) bool {
 	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
 		if f == nil {
 			continue
@@ -295,7 +295,7 @@ func mappableStdio(stdio backend.Stdio) bool {
 		if unix.Fstat(fd, &st) != nil {
 			return true
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || !watched(st.Dev) {
 			continue
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_RDWR {
