@@ -68,18 +68,26 @@ func TestKeep(t *testing.T) {
 	}
 }
 
-// TestKeepLinkedAgentDir: an agent's directory that is a link (~/.claude ->
-// dots/claude), kept by its target, gets the preset's read-only and private
-// directories at the target as a kept ~/.claude does.
-func TestKeepLinkedAgentDir(t *testing.T) {
-	home, repo := tree(t)
-	target := filepath.Join(home, "dots", "claude")
+// linkedClaude is tree's HOME and repository with ~/.claude a link to dots/claude
+// (target), which holds plugins.
+func linkedClaude(t *testing.T) (home, repo, target string) {
+	t.Helper()
+	home, repo = tree(t)
+	target = filepath.Join(home, "dots", "claude")
 	if err := os.MkdirAll(filepath.Join(target, "plugins"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("dots/claude", filepath.Join(home, ".claude")); err != nil {
 		t.Fatal(err)
 	}
+	return home, repo, target
+}
+
+// TestKeepLinkedAgentDir: an agent's directory that is a link (~/.claude ->
+// dots/claude), kept by its target, gets the preset's read-only and private
+// directories at the target as a kept ~/.claude does.
+func TestKeepLinkedAgentDir(t *testing.T) {
+	home, repo, target := linkedClaude(t)
 	p, err := New(Options{Cwd: repo, Home: home, Keep: []string{"~/dots/claude"}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,14 +107,7 @@ func TestKeepLinkedAgentDir(t *testing.T) {
 // as TestKeepLinkedAgentDir's: each resolution is a lstat per component of HOME's
 // path, on every launch.
 func TestAgentSurfaceResolvesEachDirOnce(t *testing.T) {
-	home, repo := tree(t)
-	target := filepath.Join(home, "dots", "claude")
-	if err := os.MkdirAll(filepath.Join(target, "plugins"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("dots/claude", filepath.Join(home, ".claude")); err != nil {
-		t.Fatal(err)
-	}
+	home, repo, target := linkedClaude(t)
 	seen := map[string]int{}
 	defer func(f func(string) (string, error)) { evalAgentDir = f }(evalAgentDir)
 	evalAgentDir = func(dir string) (string, error) {

@@ -181,6 +181,23 @@ func (l *Launch) Close() {
 	}
 }
 
+// OnDevice reports whether the launch kept the listing of a directory on the
+// device dev (st_dev): the tree's own filesystem, and any mounted in it (a tmpfs,
+// a btrfs subvolume). A file there that a process held open since before the
+// marks (the sandbox's standard streams) could be mapped and written through with
+// no event, and the end scan would keep its launch lstat.
+func (l *Launch) OnDevice(dev uint64) bool {
+	if l == nil {
+		return false
+	}
+	for _, k := range l.kept {
+		if k.dir.Dev == dev {
+			return true
+		}
+	}
+	return false
+}
+
 // Lost says why the end scan cannot take any listing; "" when it can.
 func (l *Launch) Lost() string {
 	switch {

@@ -150,7 +150,7 @@ func Start(cfg *Config, p *policy.Policy, gitDirs []string) (*Auditor, error) {
 			}
 		}
 		takeShared(base, roots, shared)
-		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(p.Repo, cfg.Stdio)) {
+		if base.Launch != nil && (overlapsOtherSession(after, p.Repo) || mappableStdio(cfg.Stdio, base.Launch.OnDevice)) {
 			base.Launch.Close() // the end scan walks the whole tree
 			base.Launch = nil
 		}
@@ -278,23 +278,24 @@ func movedLine(repo string, cur *audit.Surface) string {
 }
 
 // mappableStdio reports whether the sandbox inherits, as its standard input or output
-// (stdio), a regular file opened for reading and writing on the repository's
-// filesystem (agentbox exec … 1<>repo/f): opened before the watch's marks, it can be
-// mapped and written through with no event. Only O_RDWR matters: a shared writable
-// mapping needs a readable descriptor, and a write(2) through any descriptor is
-// reported.
-func mappableStdio(repo string, stdio backend.Stdio) bool {
-	var rst unix.Stat_t
-	if unix.Stat(repo, &rst) != nil {
-		return true
-	}
+// (stdio), a regular file opened for reading and writing on a filesystem whose
+// directories the launch watched (watched: audit.Launch.OnDevice) (agentbox exec …
+// 1<>repo/f): opened before the watch's marks, it can be mapped and written
+// through with no event. Only O_RDWR matters: a shared writable mapping needs a
+// readable descriptor, and a write(2) through any descriptor is reported. Not the
+// repository's device alone: a tmpfs or a btrfs subvolume mounted in the tree has
+// its own, and its directories are marked as the rest.
+func mappableStdio(stdio backend.Stdio, watched func(dev uint64) bool) bool {
 	for _, f := range []*os.File{stdio.Stdin, stdio.Stdout, stdio.Stderr} {
 		if f == nil {
 			continue
 		}
 		fd := int(f.Fd())
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != rst.Dev {
+		if unix.Fstat(fd, &st) != nil {
+			return true
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || !watched(st.Dev) {
 			continue
 		}
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_RDWR {

@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/backend"
 	"github.com/agentbox/agentbox/gitguard/audit"
@@ -48,37 +51,81 @@ func TestOverlapsOtherSession(t *testing.T) {
 	}
 }
 
-// TestMappableStdio: a standard stream that is a file of the repository's
-// filesystem opened for reading and writing keeps the launch from trusting its
-// watch; one opened for writing only, or a pipe, does not. The streams are the
-// test binary's own, run again with them.
+// TestMappableStdio: a standard stream that is a regular file opened for reading
+// and writing, on a filesystem whose directories the launch watched, keeps the
+// launch from trusting its watch: the tree's own filesystem, and a tmpfs mounted in
+// the tree. One opened for writing only or reading only, or a file of a filesystem
+// the watch has no directory of, does not. The streams are the test binary's own,
+// run again with them (in a user and mount namespace of its own, for the mounts).
 func TestMappableStdio(t *testing.T) {
 	if repo := os.Getenv("AGENTBOX_TEST_MAPPABLE"); repo != "" {
-		fmt.Fprint(os.Stderr, mappableStdio(repo, backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
-		return
-	}
-	repo := testenv.CanonTempDir(t)
-	for _, c := range []struct {
-		flag int
-		want string
-	}{{os.O_RDWR, "true"}, {os.O_WRONLY, "false"}, {os.O_RDONLY, "false"}} {
-		f, err := os.OpenFile(filepath.Join(repo, "out"), c.flag|os.O_CREATE, 0o644)
+		// repo/sub is the mount point of a tmpfs in the tree; "outside" of one beside it.
+		for _, d := range []string{filepath.Join(repo, "sub"), filepath.Join(filepath.Dir(repo), "outside")} {
+			if err := unix.Mount("tmpfs", d, "tmpfs", 0, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, "in"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		base, err := audit.Scan(repo, audit.ScanOptions{Walk: true, Watch: true, Home: filepath.Dir(repo)})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if base.Launch == nil {
+			t.Fatal("no watch of the tree")
+		}
+		defer base.Launch.Close()
+		stdio := backend.Stdio{Stdin: os.Stdin, Stdout: os.Stdout}
+		if in := os.Getenv("AGENTBOX_TEST_MAPPABLE_IN"); in != "" {
+			// A file of a mount made here: opened after it, as the shell would.
+			if stdio.Stdin, err = os.OpenFile(filepath.Join(filepath.Dir(repo), in), os.O_RDWR, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprint(os.Stderr, mappableStdio(stdio, base.Launch.OnDevice))
+		return
+	}
+	top := testenv.CanonTempDir(t)
+	repo := filepath.Join(top, "repo")
+	for _, d := range []string{repo, filepath.Join(repo, "sub"), filepath.Join(top, "outside")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		what string
+		flag int
+		in   string // a file of a mount the child makes, as its standard input
+		want string
+	}{
+		{"the tree's own, read and write", os.O_RDWR, "", "true"},
+		{"the tree's own, write only", os.O_WRONLY, "", "false"},
+		{"the tree's own, read only", os.O_RDONLY, "", "false"},
+		{"a tmpfs mounted in the tree, read and write", 0, "repo/sub/in", "true"},
+		{"a tmpfs outside the tree, read and write", 0, "outside/in", "false"},
+	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMappableStdio$")
-		cmd.Env = append(os.Environ(), "AGENTBOX_TEST_MAPPABLE="+repo)
-		if c.flag == os.O_RDONLY {
-			cmd.Stdin = f
-		} else {
-			cmd.Stdout = f
+		cmd.Env = append(os.Environ(), "AGENTBOX_TEST_MAPPABLE="+repo, "AGENTBOX_TEST_MAPPABLE_IN="+c.in)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}}
+		if c.in == "" {
+			f, err := os.OpenFile(filepath.Join(repo, "out"), c.flag|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if c.flag == os.O_RDONLY {
+				cmd.Stdin = f
+			} else {
+				cmd.Stdout = f
+			}
 		}
 		var errb strings.Builder
 		cmd.Stderr = &errb
-		err = cmd.Run()
-		f.Close()
-		if err != nil || errb.String() != c.want {
-			t.Errorf("standard stream opened with flags %#x: %q, %v; want %s", c.flag, errb.String(), err, c.want)
+		if err := cmd.Run(); err != nil || errb.String() != c.want {
+			t.Errorf("%s: %q, %v; want %s", c.what, errb.String(), err, c.want)
 		}
 	}
 }
