@@ -315,27 +315,23 @@ func operatorStateHome() string {
 // `agentbox gc` collects (it looks only there). Below Options.Home, a DiskTmp
 // session's directory outlived its program for good. With neither variable set,
 // it follows Options.Home as before.
-func operatorCacheHome() string {
-	if dir := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(dir) {
-		return dir
-	}
-	if home := os.Getenv("HOME"); filepath.IsAbs(home) {
-		return filepath.Join(home, ".cache")
-	}
-	return ""
-}
+func operatorCacheHome() string { return operatorXDGHome("XDG_CACHE_HOME", ".cache") }
 
 // operatorConfigHome is where the operator's agentbox exec reads its config
 // (${XDG_CONFIG_HOME:-$HOME/.config} of this process's environment), whatever
 // Options.Home says, so that a repository holding it is refused here as there
 // (policy's checkConfigNotWritable): a session could otherwise write the config
 // that widens the operator's next agentbox exec.
-func operatorConfigHome() string {
-	if dir := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(dir) {
+func operatorConfigHome() string { return operatorXDGHome("XDG_CONFIG_HOME", ".config") }
+
+// operatorXDGHome is the XDG base directory named by variable in this process's
+// environment when it is absolute, else $HOME/underHome; "" with neither.
+func operatorXDGHome(variable, underHome string) string {
+	if dir := os.Getenv(variable); filepath.IsAbs(dir) {
 		return dir
 	}
 	if home := os.Getenv("HOME"); filepath.IsAbs(home) {
-		return filepath.Join(home, ".config")
+		return filepath.Join(home, underHome)
 	}
 	return ""
 }
