@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -202,6 +203,10 @@ func loadFilter(r Rules) {
 		fmt.Println("filter:", err, len(prog))
 		os.Exit(2)
 	}
+	// no_new_privs is a thread's: the seccomp call must run on the thread that set
+	// it, or an unprivileged caller gets EACCES (seen in a kernel-matrix VM, where
+	// the goroutine moved between the two calls).
+	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		fmt.Println("no_new_privs:", err)
 		os.Exit(2)
