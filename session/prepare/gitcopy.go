@@ -40,7 +40,7 @@ type gitConfigCopy struct {
 // read follows no FIFO or device, and a file larger than gitconfig.MaxFileSize
 // counts as unparsable: its tail would otherwise be left unread and shown.
 func gitConfigCopies(p *policy.Policy, prot []mounts.Protected) ([]gitConfigCopy, []string) {
-	if !p.Env.Secrets {
+	if !p.GitConfigCopies {
 		return nil, nil
 	}
 	var copies []gitConfigCopy

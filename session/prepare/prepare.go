@@ -160,7 +160,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	if p.ReadOnly {
 		// readonly.go: nothing to protect, pin or bind writable; but the Git
 		// configs are readable, and --hide-secrets binds their copies over them.
-		if !p.Env.Secrets {
+		if !p.GitConfigCopies {
 			return pr, nil
 		}
 		protected, err := gitguard.ProtectedPaths(p.Repo)

@@ -279,6 +279,17 @@ echo x >> .git/config 2>/dev/null && echo config-writable; true`, "--hide-secret
 			t.Errorf("the line at launch %q is missing:\n%s", want, r.Stderr)
 		}
 	}
+	// A review session (--read-only) binds no Git path of its own, and reads the
+	// same copy.
+	ro := b.Sh(`cat .git/config .git/modules/lib/config; git remote -v`, "--read-only", "--hide-secrets")
+	if ro.Code != 0 || !strings.Contains(ro.Stdout, "https://github.com/o/r.git (fetch)") {
+		t.Fatalf("--read-only --hide-secrets:\n%s", ro)
+	}
+	for _, secret := range []string{remote, instead, sub, "eC1hY2Nlc3M"} {
+		if strings.Contains(ro.Stdout, secret) {
+			t.Errorf("--read-only: a credential of the repository's Git config is readable inside:\n%s", ro.Stdout)
+		}
+	}
 	if sandboxtest.ReadFileOr(b.Repo+"/.git/config") != config {
 		t.Errorf("the host's .git/config changed")
 	}
