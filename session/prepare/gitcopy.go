@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/gitguard"
 	"github.com/agentbox/agentbox/gitguard/gitconfig"
 	"github.com/agentbox/agentbox/internal/safepath"
 	"github.com/agentbox/agentbox/mounts"
@@ -39,10 +41,12 @@ type gitConfigCopy struct {
 // unless it is a pointer Git never reads as config (.git, commondir, gitdir). The
 // read follows no FIFO or device, and a file larger than gitconfig.MaxFileSize
 // counts as unparsable: its tail would otherwise be left unread and shown.
-func gitConfigCopies(p *policy.Policy, prot []mounts.Protected) ([]gitConfigCopy, []string) {
+func gitConfigCopies(p *policy.Policy, prot []mounts.Protected) ([]mounts.Protected, []gitConfigCopy, []string) {
 	if !p.GitConfigCopies {
-		return nil, nil
+		return prot, nil, nil
 	}
+	protectedN := len(prot)
+	prot = append(prot, readableGitConfigs(append([]string{p.Repo}, p.AddDirs...), prot)...)
 	var copies []gitConfigCopy
 	var notes []string
 	for i, g := range prot {
@@ -67,7 +71,45 @@ func gitConfigCopies(p *policy.Policy, prot []mounts.Protected) ([]gitConfigCopy
 		copies = append(copies, c)
 		notes = append(notes, lines...)
 	}
-	return copies, notes
+	// Of the configs added, only those with a copy to bind.
+	out := append(prot[:protectedN:protectedN], slices.DeleteFunc(prot[protectedN:], func(g mounts.Protected) bool { return g.Copy == "" })...)
+	return out, copies, notes
+}
+
+// readableGitConfigs are the configs Git reads for each work tree of roots that the
+// protected set leaves out because no writable root holds them: a linked
+// worktree's common dir kept read-only (its metadata unverified, or --read-only),
+// and that worktree's own gitdir in it. They are read-only already, but readable:
+// a copy is bound over one that holds a credential as over a protected one.
+func readableGitConfigs(roots []string, prot []mounts.Protected) []mounts.Protected {
+	have := map[string]bool{}
+	for _, g := range prot {
+		have[g.Path] = true
+	}
+	var out []mounts.Protected
+	for _, root := range roots {
+		gitdir, err := gitguard.FindGitDir(root)
+		if err != nil || gitdir == "" {
+			continue
+		}
+		for _, dir := range []string{gitdir, gitguard.ReadCommonDir(gitdir)} {
+			for _, name := range []string{"config", "config.worktree"} {
+				if dir == "" {
+					continue
+				}
+				path, err := filepath.EvalSymlinks(filepath.Join(dir, name))
+				if err != nil || have[path] {
+					continue
+				}
+				if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+					continue
+				}
+				have[path] = true
+				out = append(out, mounts.Protected{Path: path, Exists: true})
+			}
+		}
+	}
+	return out
 }
 
 // readRepoGitConfig parses a Git config file of the repository: a regular file

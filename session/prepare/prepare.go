@@ -168,7 +168,7 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 			<-pr.sockets.done
 			return nil, fmt.Errorf("--hide-secrets: find the repository's Git configs: %w", err)
 		}
-		pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
+		protected, pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
 		for _, g := range protected {
 			if g.Copy != "" {
 				pr.Session.Protected = append(pr.Session.Protected, g)
@@ -187,10 +187,11 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 		return nil, err
 	}
 	protected = append(protected, added...)
-	pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
 	o.mark(("protected paths"))
-	pr.Session.Protected, pr.Session.GitRW = protected, meta.ops
 	pr.Session.Pinned = gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)
+	// After the pins: a config the copies add lies outside the writable roots.
+	protected, pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
+	pr.Session.Protected, pr.Session.GitRW = protected, meta.ops
 	return pr, nil
 }
 

@@ -290,6 +290,21 @@ echo x >> .git/config 2>/dev/null && echo config-writable; true`, "--hide-secret
 			t.Errorf("--read-only: a credential of the repository's Git config is readable inside:\n%s", ro.Stdout)
 		}
 	}
+	// A linked worktree reads the main repository's config from its common dir,
+	// writable with the worktree, or read-only under --read-only: the same copy.
+	wt := b.Home + "/wt"
+	testenv.Git(t, b.Home, b.Repo, "worktree", "add", "-q", wt)
+	for _, mode := range [][]string{{"--hide-secrets"}, {"--read-only", "--hide-secrets"}} {
+		lw := sandboxtest.Run(b.Command(wt, mode, `cat "$(git rev-parse --git-common-dir)/config"; git remote -v`))
+		if lw.Code != 0 || !strings.Contains(lw.Stdout, "https://github.com/o/r.git (fetch)") {
+			t.Fatalf("a linked worktree, %v:\n%s", mode, lw)
+		}
+		for _, secret := range []string{remote, instead, "eC1hY2Nlc3M"} {
+			if strings.Contains(lw.Stdout, secret) {
+				t.Errorf("a linked worktree, %v: a credential of the common config is readable inside:\n%s", mode, lw.Stdout)
+			}
+		}
+	}
 	if sandboxtest.ReadFileOr(b.Repo+"/.git/config") != config {
 		t.Errorf("the host's .git/config changed")
 	}
