@@ -152,36 +152,13 @@ func writeGitConfigCopies(cacheDir string, copies []gitConfigCopy) error {
 	}
 	defer unix.Close(dfd)
 	for _, c := range copies {
-		if err := writeAtomic(dfd, filepath.Base(c.path), c.content); err != nil {
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		if err := safepath.ReplaceAt(dfd, ".tmp-"+hex.EncodeToString(r[:]), filepath.Base(c.path), c.content, 0o600, true); err != nil {
 			return fmt.Errorf("--hide-secrets: write %s: %w", c.path, err)
 		}
 	}
 	return nil
-}
-
-func writeAtomic(dfd int, name string, content []byte) error {
-	var r [8]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return err
-	}
-	tmp := ".tmp-" + hex.EncodeToString(r[:])
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, name)
-	}
-	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-	}
-	return err
 }
