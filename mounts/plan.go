@@ -263,6 +263,11 @@ type Protected struct {
 	Path   string // absolute host path, inside the repository, free of symlinks
 	Dir    bool   // a directory (hooks/) rather than a file
 	Exists bool   // false: a placeholder is created before launch so it can be covered
+	// Copy: a Git config file that holds a credential, under --hide-secrets: the
+	// copy without it (policy.GitConfigCopy, in the operator's cache) is bound
+	// read-only over Path in the place of Path itself, so the session can write it
+	// neither way and reads no credential.
+	Copy string
 }
 
 // Session holds what the launcher prepared for one run, on top of the policy.

@@ -228,6 +228,7 @@ func resolveHide(p *Policy, opts Options, cwd string) error {
 	if !opts.HideSecrets {
 		return nil
 	}
+	p.GitConfigCopies = true
 	if p.Home == "" {
 		return &Error{What: "--hide-secrets", Reason: "there is no HOME to hide secrets in ($HOME is unset, / or missing)"}
 	}

@@ -102,14 +102,16 @@ func gitConfigCredentials(home string, env func(string) string) []gitConfigCrede
 
 // gitEntryCredential says whether a Git config entry holds a credential: a key
 // that names one (…pass, …password, …token, …secret), or a value or URL
-// subsection of the shapes IsSecretValue knows.
+// subsection of the shapes IsSecretValue knows, or a URL whose user part alone is
+// one (https://TOKEN@host/).
 func gitEntryCredential(e gitconfig.Entry) bool {
 	k := e.Key // lower case, as the parser gives it
 	if !e.NoValue && e.Value != "" && (k == "pass" || k == "smtppass" || strings.HasSuffix(k, "password") ||
 		strings.HasSuffix(k, "passwd") || strings.HasSuffix(k, "token") || strings.HasSuffix(k, "secret")) {
 		return true
 	}
-	return IsSecretValue(e.Value) || e.Subsection != "" && IsSecretValue(e.Subsection)
+	return IsSecretValue(e.Value) || urlUserSecret(e.Value) ||
+		e.Subsection != "" && (IsSecretValue(e.Subsection) || urlUserSecret(e.Subsection))
 }
 
 // environGetter looks a name up in environ ("NAME=value" entries).

@@ -73,6 +73,13 @@ func narrowRule(name string) fieldRule {
 		return subset("keep-agent", func(p *Policy) []string { return p.KeepAgents })
 	case "Hide":
 		return narrowHide
+	case "GitConfigCopies":
+		return func(b, a *Policy) string {
+			if b.GitConfigCopies && !a.GitConfigCopies {
+				return "would show the repository's Git configs with their credentials (--hide-secrets)"
+			}
+			return ""
+		}
 	case "Startup":
 		return narrowStartup
 	case "ReadOnly":

@@ -117,6 +117,9 @@ type Policy struct {
 	KeepPrivate  []string // directories inside kept ones that are a private tmpfs (presets)
 	KeepAgents   []string // the presets asked for (--keep-agent)
 	Hide         []Hidden // paths empty inside (hide.go)
+	// GitConfigCopies: --hide-secrets; the repository's Git configs that hold a
+	// credential are shown as copies without it (gitcopy.go).
+	GitConfigCopies bool
 	// Startup are the operator's start-up files that lie in the repository or an
 	// --add-dir: read-only inside (startup.go).
 	Startup  []StartupFile

@@ -203,6 +203,7 @@ func RunSession(cfg Config) (Outcome, error) {
 	if err != nil {
 		return Outcome{Status: 125, Err: err}, err
 	}
+	cfg.Notes = append(cfg.Notes, pr.Notes...) // the repository's Git configs' copies (prepare/gitcopy.go)
 	// Before the record or anything else warns: a session the ledger cannot list
 	// does not start, and its refusal is the one line printed.
 	if err := prepare.RecordGrants(p, pr.GitDirs); err != nil {

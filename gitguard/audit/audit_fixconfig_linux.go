@@ -234,7 +234,7 @@ func fixConfig(path string, reasons []string, id, root string, roots []string) (
 	if err != nil {
 		return "", fmt.Errorf("write the fixed config: %w", err)
 	}
-	if err := writeFd(fd, tmp, []byte(gitconfig.Format(keep))); err != nil {
+	if err := writeFd(fd, tmp, []byte(gitconfig.Format("rewritten by agentbox audit --fix: entries that make Git run a program were removed", keep))); err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
 		return "", fmt.Errorf("write the fixed config: %w", err)
 	}

@@ -5,11 +5,12 @@ import (
 	"strings"
 )
 
-// Format writes entries as a Git config file, in order: a section header
-// whenever the section changes, then one quoted "key = value" per entry.
-func Format(entries []Entry) string {
+// Format writes entries as a Git config file, in order: the comment line header
+// (without its "# "), a section header whenever the section changes, then one
+// quoted "key = value" per entry.
+func Format(header string, entries []Entry) string {
 	var b strings.Builder
-	b.WriteString("# rewritten by agentbox audit --fix: entries that make Git run a program were removed\n")
+	b.WriteString("# " + header + "\n")
 	cur := "\x00"
 	for _, e := range entries {
 		head := e.Section + "\x00" + e.Subsection

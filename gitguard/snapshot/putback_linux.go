@@ -215,21 +215,7 @@ func (p *putter) write(rel string, b []byte) {
 	var rnd [8]byte
 	_, _ = unix.Getrandom(rnd[:], 0)
 	tmp := "." + name + ".agentbox-undo-" + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		p.errs = append(p.errs, fmt.Errorf("%s: %w", rel, err))
-		return
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, name)
-	}
-	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
+	if err := safepath.ReplaceAt(dfd, tmp, name, b, 0o644, false); err != nil {
 		p.errs = append(p.errs, fmt.Errorf("%s: %w", rel, err))
 	}
 }

@@ -125,6 +125,10 @@ func Plan(p *policy.Policy, s mounts.Session) mounts.Plan {
 	}
 	ops = append(ops, socketOps(p)...)
 	for _, g := range s.Protected {
+		if g.Copy != "" {
+			ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: g.Copy, Dest: g.Path, Why: "P7 Git exec surface, P11 a copy without its credentials (--hide-secrets)"})
+			continue
+		}
 		ops = append(ops, mounts.Op{Kind: mounts.BindRO, Source: g.Path, Dest: g.Path, Why: "P7 Git exec surface"})
 	}
 	for i, op := range ops {

@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -115,7 +116,7 @@ func (l *Lock) Release() {
 // Leftover is one directory gc looked at.
 type Leftover struct {
 	Path    string
-	Kind    string // "disk-tmp", "push-guard staging", CheckpointKind or SSHAgentKind
+	Kind    string // "disk-tmp", "push-guard staging", CheckpointKind, SSHAgentKind or GitConfigCopyKind
 	Live    bool   // a live session owns it: kept
 	Removed bool
 	Err     error // why removing it failed
@@ -139,6 +140,7 @@ func GC(opts GCOptions) ([]Leftover, error) {
 			return out, err
 		}
 		out = append(out, found...)
+		out = append(out, collectGitConfigCopies(filepath.Join(opts.CacheDir, "gitconfig"), opts.DryRun, time.Now())...)
 	}
 	if opts.GuardDir != "" {
 		found, err := collect(opts.GuardDir, pushguard.GuardStagePrefix, "push-guard staging", opts.DryRun)

@@ -42,6 +42,12 @@ type Prepared struct {
 	// probeCgroup: New did not read where this process is in the cgroup tree
 	// (a session without resource limits); readLimits does.
 	probeCgroup bool
+	// gitCopies: the copies of the repository's Git configs without their
+	// credentials (--hide-secrets, gitcopy.go), written by Placeholders.
+	gitCopies []gitConfigCopy
+	// Notes are the lines for the user at launch: one per credential entry left
+	// out of a copy.
+	Notes []string
 }
 
 // hostSockets is the host socket scan (kernel.HostSockets) while it runs. It
@@ -152,7 +158,23 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	pr.Session = mounts.Session{HostRoot: mounts.IsHostRoot(), ScopeAbstractUnix: kernel.CanScopeAbstractUnix(),
 		DenyPathSockets: kernel.DenyPathSockets(p.NestedSandbox), Empty: emptyPaths(p)}
 	if p.ReadOnly {
-		return pr, nil // readonly.go: nothing to protect, pin or bind writable
+		// readonly.go: nothing to protect, pin or bind writable; but the Git
+		// configs are readable, and --hide-secrets binds their copies over them.
+		if !p.GitConfigCopies {
+			return pr, nil
+		}
+		protected, err := gitguard.ProtectedPaths(p.Repo)
+		if err != nil {
+			<-pr.sockets.done
+			return nil, fmt.Errorf("--hide-secrets: find the repository's Git configs: %w", err)
+		}
+		protected, pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
+		for _, g := range protected {
+			if g.Copy != "" {
+				pr.Session.Protected = append(pr.Session.Protected, g)
+			}
+		}
+		return pr, nil
 	}
 	protected, err := gitguard.ProtectedPaths(p.Repo, meta.roots...)
 	if err != nil {
@@ -166,8 +188,10 @@ func New(o Options, p *policy.Policy) (*Prepared, error) {
 	}
 	protected = append(protected, added...)
 	o.mark(("protected paths"))
-	pr.Session.Protected, pr.Session.GitRW = protected, meta.ops
 	pr.Session.Pinned = gitguard.PinnedDirs(append(append([]string{p.Repo}, meta.roots...), p.AddDirs...), protected)
+	// After the pins: a config the copies add lies outside the writable roots.
+	protected, pr.gitCopies, pr.Notes = gitConfigCopies(p, protected)
+	pr.Session.Protected, pr.Session.GitRW = protected, meta.ops
 	return pr, nil
 }
 
@@ -223,6 +247,9 @@ func (pr *Prepared) Placeholders(o Options, p *policy.Policy) error {
 		return err
 	}
 	if err := prepareKept(p); err != nil {
+		return err
+	}
+	if err := writeGitConfigCopies(p.CacheDir, pr.gitCopies); err != nil {
 		return err
 	}
 	empty, err := emptySources(p)

@@ -24,6 +24,7 @@ func TestHide(t *testing.T) {
 		{"--hide-secrets: the known stores, not public keys or a kept agent's", hideSecrets},
 		{"--hide-secrets: stores a variable moves, keys in subdirectories, stores of more tools", hideSecretsMoved},
 		{"--hide-secrets: a Git config that holds a credential itself", hideSecretsGitConfig},
+		{"--hide-secrets: a CI token in the repository's own Git configs", hideSecretsRepoGitConfig},
 		{"--hide-secrets: shell and REPL histories, silently", hideSecretsHistories},
 		{"--hide refusals: 125 and one line", hideRefusals},
 		{"--hide: a directory outside HOME holding a host daemon's socket", hideSocketDir},
@@ -228,6 +229,84 @@ func hideSecretsGitConfig(t *testing.T, b *sandboxtest.Box) {
 	}
 	if sandboxtest.ReadFileOr(h+"/.gitconfig-mail") != "[sendemail]\n\tsmtpPass = SMTPSECRET\n" {
 		t.Errorf("the host's Git config changed")
+	}
+}
+
+// hideSecretsRepoGitConfig: a CI checkout's token in the repository's .git/config
+// (actions/checkout's extraheader, a remote URL with user:token@, an insteadOf
+// naming a token) and in a submodule's config is not readable inside under
+// --hide-secrets, by path, by an fd's /proc link or through git config; Git still
+// works (the remote without its credential, core.*, log); the launch lines name
+// file, line and key and not the token; the host's file is unchanged.
+func hideSecretsRepoGitConfig(t *testing.T, b *sandboxtest.Box) {
+	header := "AUTHORIZATION: basic " + "eC1hY2Nlc3MtdG9rZW46Z2hzX0hFQURFUkhFQURFUkhFQURFUkhFQURFUkhFQURFUg=="
+	remote := "ghs_" + strings.Repeat("R", 36)
+	instead := "ghp_" + strings.Repeat("I", 36)
+	sub := "ghs_" + strings.Repeat("S", 36)
+	testenv.Git(t, b.Home, b.Repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first")
+	config := "[core]\n\trepositoryformatversion = 0\n\tbare = false\n" +
+		"[http \"https://github.com/\"]\n\textraheader = " + header + "\n" +
+		"[remote \"origin\"]\n\turl = https://x-access-token:" + remote + "@github.com/o/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n" +
+		"[url \"https://" + instead + "@github.com/\"]\n\tinsteadOf = https://github.com/\n" +
+		"[alias]\n\tkeptalias = status\n"
+	writeUser(t, b.Repo+"/.git/config", config)
+	mkdirUser(t, b.Repo+"/.git/modules/lib")
+	writeUser(t, b.Repo+"/.git/modules/lib/config", "[core]\n\tbare = false\n[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic "+sub+"\n")
+	r := b.Sh(`cat .git/config .git/modules/lib/config; cat /proc/self/fd/3 3<.git/config; git config -l; git remote -v; git log --oneline; git config core.bare; git keptalias >/dev/null && echo alias-works
+echo x >> .git/config 2>/dev/null && echo config-writable; true`, "--hide-secrets")
+	if r.Code != 0 {
+		t.Fatalf("--hide-secrets:\n%s", r)
+	}
+	for _, secret := range []string{header[len("AUTHORIZATION: basic "):], remote, instead, sub} {
+		if strings.Contains(r.Stdout, secret) || strings.Contains(r.Stderr, secret) {
+			t.Errorf("a credential of the repository's Git config is readable inside or shown:\n%s", r)
+		}
+	}
+	for _, want := range []string{"origin\thttps://github.com/o/r.git (fetch)", "first\n", "false\n", "alias-works", "remote.origin.fetch=+refs/heads/*:refs/remotes/origin/*"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("Git inside lost %q:\n%s", want, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "config-writable") {
+		t.Errorf(".git/config writable inside:\n%s", r.Stdout)
+	}
+	cfg := "--hide-secrets: " + b.Repo + "/.git/config is a copy inside: "
+	for _, want := range []string{cfg + "line 5 (http.<…>.extraheader) holds a credential, left out",
+		cfg + "line 7 (remote.<…>.url) holds a credential in its URL, left out of it",
+		cfg + "line 10 (url.<…>.insteadof) holds a credential, left out",
+		"--hide-secrets: " + b.Repo + "/.git/modules/lib/config is a copy inside: line 4 (http.<…>.extraheader)"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("the line at launch %q is missing:\n%s", want, r.Stderr)
+		}
+	}
+	// A review session (--read-only) binds no Git path of its own, and reads the
+	// same copy.
+	ro := b.Sh(`cat .git/config .git/modules/lib/config; git remote -v`, "--read-only", "--hide-secrets")
+	if ro.Code != 0 || !strings.Contains(ro.Stdout, "https://github.com/o/r.git (fetch)") {
+		t.Fatalf("--read-only --hide-secrets:\n%s", ro)
+	}
+	for _, secret := range []string{remote, instead, sub, "eC1hY2Nlc3M"} {
+		if strings.Contains(ro.Stdout, secret) {
+			t.Errorf("--read-only: a credential of the repository's Git config is readable inside:\n%s", ro.Stdout)
+		}
+	}
+	// A linked worktree reads the main repository's config from its common dir,
+	// writable with the worktree, or read-only under --read-only: the same copy.
+	wt := b.Home + "/wt"
+	testenv.Git(t, b.Home, b.Repo, "worktree", "add", "-q", wt)
+	for _, mode := range [][]string{{"--hide-secrets"}, {"--read-only", "--hide-secrets"}} {
+		lw := sandboxtest.Run(b.Command(wt, mode, `cat "$(git rev-parse --git-common-dir)/config"; git remote -v`))
+		if lw.Code != 0 || !strings.Contains(lw.Stdout, "https://github.com/o/r.git (fetch)") {
+			t.Fatalf("a linked worktree, %v:\n%s", mode, lw)
+		}
+		for _, secret := range []string{remote, instead, "eC1hY2Nlc3M"} {
+			if strings.Contains(lw.Stdout, secret) {
+				t.Errorf("a linked worktree, %v: a credential of the common config is readable inside:\n%s", mode, lw.Stdout)
+			}
+		}
+	}
+	if sandboxtest.ReadFileOr(b.Repo+"/.git/config") != config {
+		t.Errorf("the host's .git/config changed")
 	}
 }
 
